@@ -1,0 +1,258 @@
+"""The team-file language as typed pydantic models.
+
+These models are the single source of truth: ``schemas/team.schema.json`` is
+generated from them (``python -m teamrun.config.schema_gen``), and a test fails
+when the committed schema drifts. Every field's docstring becomes the
+``description`` editors show on hover.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = [
+    "AGENT_NAME_PATTERN",
+    "Agent",
+    "CompleteHook",
+    "Delegation",
+    "Hooks",
+    "IterationHook",
+    "Limits",
+    "MessageFilter",
+    "ModelFields",
+    "StartHook",
+    "TeamConfig",
+    "ToolDef",
+]
+
+AGENT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,47}$"
+"""Agent and tool names become parts of tool-function names, so they stay short and plain."""
+IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+
+Name = Annotated[str, StringConstraints(pattern=AGENT_NAME_PATTERN)]
+ImportPath = Annotated[str, StringConstraints(pattern=IMPORT_PATH_PATTERN)]
+Template = Annotated[str, StringConstraints(min_length=1)]
+Expression = Annotated[str, StringConstraints(min_length=1)]
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+OnError = Literal["continue", "fail"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class Limits(_Strict):
+    """Hard limits enforced by the executor (not by the prompt). Unset means unlimited."""
+
+    max_steps: PositiveInt | None = None
+    """Model calls one agent may make before it must answer."""
+    max_tool_calls: NonNegativeInt | None = None
+    """Tool calls (not counting delegations) allowed."""
+    max_delegations: NonNegativeInt | None = None
+    """Delegations to workers allowed."""
+    max_handoffs: NonNegativeInt | None = None
+    """Transfers of control between agents (handoffs) allowed."""
+    max_depth: PositiveInt | None = None
+    """Deepest delegation chain allowed; the supervisor is depth 0."""
+    max_total_tokens: PositiveInt | None = None
+    """Input plus output tokens across every model call."""
+    max_input_tokens: PositiveInt | None = None
+    """Input (prompt) tokens across every model call."""
+    max_output_tokens: PositiveInt | None = None
+    """Output (completion) tokens across every model call."""
+    max_cost_usd: PositiveFloat | None = None
+    """Spend in US dollars, priced with LiteLLM's model price table."""
+    timeout_s: PositiveFloat | None = None
+    """Wall-clock seconds before the run (or agent) is cancelled."""
+
+
+class ModelFields(_Strict):
+    """How an agent's model is called. Any LiteLLM model string works."""
+
+    model: str | None = None
+    """LiteLLM model string, e.g. `openai/gpt-4o-mini`, `anthropic/claude-3-5-haiku-latest`, `ollama/llama3.1`, or `offline` for the built-in simulator."""
+    api_base: str | None = None
+    """Base URL of the provider, e.g. `http://localhost:11434` for Ollama or a vLLM server."""
+    api_key_env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    """Name of the environment variable that holds the API key (the key itself never goes in the file)."""
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    """Sampling temperature."""
+    max_tokens: PositiveInt | None = None
+    """Largest completion one model call may produce."""
+    request_timeout_s: PositiveFloat | None = None
+    """Seconds one model request may take before it is retried."""
+    num_retries: NonNegativeInt | None = None
+    """Retries on rate limits (429), server errors (5xx) and timeouts, with backoff (default 3)."""
+    stream: bool | None = None
+    """Stream the model's response (default false)."""
+    model_params: dict[str, Any] | None = None
+    """Extra provider parameters passed through to LiteLLM unchanged (e.g. `top_p`, `seed`)."""
+
+
+class MessageFilter(_Strict):
+    """What a worker sees of its parent's conversation. Without a filter it sees none of it."""
+
+    last: PositiveInt | None = None
+    """Keep only the last N messages."""
+    drop_matching: list[Annotated[str, Field(json_schema_extra={"format": "regex"})]] | None = None
+    """Drop messages whose text matches any of these regular expressions (Python syntax)."""
+    exclude_roles: list[Literal["system", "user", "assistant", "tool"]] | None = None
+    """Drop messages with these roles."""
+    max_tokens: PositiveInt | None = None
+    """Keep the newest messages that fit in about this many tokens."""
+    python: ImportPath | None = None
+    """A Python filter `module:function(messages) -> messages`, applied after the rules above."""
+    on_error: OnError = "continue"
+    """When the Python filter fails: `continue` with the unfiltered-by-python messages, or `fail` the delegation."""
+
+
+class StartHook(_Strict):
+    """Runs before a delegation starts. Actions apply when `when` is true (or absent)."""
+
+    when: Expression | None = None
+    """Jinja expression over `agent`, `prompt`, `iteration`, `depth`, `vars`, e.g. `agent == 'researcher'`."""
+    call: ImportPath | None = None
+    """Python hook `module:function(ctx)`, sync or async."""
+    reject: Template | None = None
+    """Refuse the delegation; this text (a Jinja template) is what the supervisor model sees."""
+    prompt: Template | None = None
+    """Replace the task sent to the worker (a Jinja template; `prompt` holds the original)."""
+    append_prompt: Template | None = None
+    """Append this text (a Jinja template) to the task."""
+    max_steps: PositiveInt | None = None
+    """Cap the worker's model calls for this delegation."""
+    context: dict[str, Any] | None = None
+    """Values passed to the worker's templates as `context`."""
+
+
+class CompleteHook(_Strict):
+    """Runs after a delegation finishes. Actions apply when `when` is true (or absent)."""
+
+    when: Expression | None = None
+    """Jinja expression over `agent`, `success`, `error`, `result`, `prompt`, `iteration`, `depth`, `vars`."""
+    call: ImportPath | None = None
+    """Python hook `module:function(ctx)`, sync or async."""
+    result_text: Template | None = None
+    """Replace the result text the supervisor model sees (a Jinja template)."""
+    feedback: Template | None = None
+    """Add this note (a Jinja template) to the supervisor's next turn."""
+    bail: bool | None = None
+    """Stop the supervisor and return this result as the run's answer."""
+
+
+class IterationHook(_Strict):
+    """Runs after each step of the delegating agent."""
+
+    when: Expression | None = None
+    """Jinja expression over `agent`, `iteration`, `depth`, `vars`, e.g. `iteration >= 6`."""
+    call: ImportPath | None = None
+    """Python hook `module:function(ctx)`, sync or async."""
+    feedback: Template | None = None
+    """Add this note (a Jinja template) to the agent's next turn."""
+    stop: bool | None = None
+    """Stop the agent; it gets one last turn to answer with what it has."""
+
+
+class Hooks(_Strict):
+    """Declarative hooks that steer delegation."""
+
+    on_start: list[StartHook] | None = None
+    """Before each delegation."""
+    on_complete: list[CompleteHook] | None = None
+    """After each delegation."""
+    on_iteration: list[IterationHook] | None = None
+    """After each step of the delegating agent."""
+    on_error: OnError = "continue"
+    """A hook that raises: `continue` records and ignores it; `fail` fails the delegation."""
+
+
+class Delegation(_Strict):
+    """How an agent hands sub-tasks to the agents in its `delegates_to`."""
+
+    tool: Literal["per_agent", "delegate_task"] = "per_agent"
+    """`per_agent`: one tool `ask_<agent>` per worker; `delegate_task`: one tool with an `agents` enum."""
+    parallel: bool = True
+    """Run independent delegations concurrently."""
+    max_concurrency: PositiveInt = 4
+    """Most delegations running at once."""
+    output_mode: Literal["last_message", "full_history"] = "last_message"
+    """What comes back: the worker's final message, or its whole conversation."""
+    result_references: bool = False
+    """Give each result an id (`researcher-1`) that later delegations can pass on with `context_from_refs`."""
+    message_filter: MessageFilter | None = None
+    """Share the (filtered) parent conversation with workers. Without it workers see only their task."""
+    hooks: Hooks | None = None
+    """Hooks run around each delegation."""
+    prompt: Template | None = None
+    """Jinja template that replaces the built-in text telling this agent about its workers (`workers`, `tool` available)."""
+
+
+class Agent(ModelFields):
+    """One agent: a model, instructions, tools, and who it may delegate to."""
+
+    description: str | None = None
+    """What this agent is for, and when not to use it. Workers' descriptions become their delegation tool's description."""
+    instructions: Template | None = None
+    """The system prompt, a sandboxed Jinja template (`vars`, `today`, `agent`, `context` available)."""
+    delegates_to: list[Name] | None = None
+    """Agents this agent may delegate sub-tasks to."""
+    handoffs: list[Name] | None = None
+    """Agents this agent may hand the whole conversation to (`transfer_to_<name>`)."""
+    tools: list[Name] | None = None
+    """Tools (from the top-level `tools`) this agent may call."""
+    budget: Limits | None = None
+    """Limits for this agent alone, on top of the run's `limits`."""
+    delegation: Delegation | None = None
+    """How this agent delegates."""
+    output_schema: dict[str, Any] | None = None
+    """JSON Schema the agent's final answer must satisfy; invalid answers get bounded repair turns."""
+    max_repair_turns: NonNegativeInt | None = None
+    """Repair turns allowed when the answer fails `output_schema` (default 2)."""
+
+
+class ToolDef(_Strict):
+    """A tool agents can call: a Python function or a command (argv, never a shell)."""
+
+    description: str | None = None
+    """What the tool does, shown to the model. Python tools default to the function's docstring."""
+    python: ImportPath | None = None
+    """Python function `module:function`; parameters come from its type hints."""
+    command: Annotated[list[Template], Field(min_length=1)] | None = None
+    """Command as an argv list; each item is a Jinja template over the parameters. Never run through a shell."""
+    parameters: dict[Name, dict[str, Any]] | None = None
+    """Parameters as JSON Schema fragments, e.g. `{pattern: {type: string}}`. One with a `default` is optional."""
+    cwd: str | None = None
+    """Working directory for a command tool."""
+    timeout_s: PositiveFloat | None = None
+    """Seconds a call may take before it is stopped (default 60)."""
+    max_output_chars: PositiveInt | None = None
+    """Output longer than this is truncated with a marker (default 20000)."""
+    require_approval: bool | None = None
+    """Ask before each call (a TTY prompt, or `--approve` in scripts and CI)."""
+
+
+class TeamConfig(_Strict):
+    """A team of LLM agents: one supervisor delegating to workers."""
+
+    version: Literal[1]
+    """Team-file format version. Always 1."""
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    """Short name of the team, e.g. `product-research`."""
+    description: str | None = None
+    """What the team does."""
+    supervisor: Name
+    """The entry agent: it receives the user's input and delegates."""
+    defaults: ModelFields | None = None
+    """Model settings every agent inherits unless it sets its own."""
+    limits: Limits | None = None
+    """Limits for the whole run, enforced by the executor."""
+    vars: dict[Name, str | int | float | bool] | None = None
+    """Template variables (`{{ vars.x }}`); `--var x=...` overrides them."""
+    agents: Annotated[dict[Name, Agent], Field(min_length=1)]
+    """The agents, by name."""
+    tools: dict[Name, ToolDef] | None = None
+    """Tools agents can use, by name."""

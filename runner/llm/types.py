@@ -1,0 +1,125 @@
+"""Data that crosses the boundary between the engine and a model.
+
+Messages are plain OpenAI-format dicts (``{"role": ..., "content": ...}``)
+because that is what LiteLLM speaks; everything coming back from a model is
+normalised into the small frozen types below.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Message = dict[str, Any]
+"""One chat message in OpenAI format."""
+
+ToolSchema = dict[str, Any]
+"""One tool in OpenAI function-calling format: ``{"type": "function", "function": {...}}``."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model asked for. ``arguments`` is the raw JSON text the model wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one or more model calls; adds up with ``+``."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.requests + other.requests,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "requests": self.requests,
+        }
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """How to call one agent's model. Built from the team file's model fields."""
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    """Name of the environment variable holding the API key (never the key itself)."""
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout_s: float | None = None
+    num_retries: int = 3
+    stream: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Provider-specific parameters passed through to ``litellm.acompletion``."""
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One model response, normalised."""
+
+    text: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    model: str = ""
+    finish_reason: str | None = None
+
+    def as_message(self) -> Message:
+        """The assistant message to append to the conversation history."""
+        message: Message = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+
+class ChatModel(Protocol):
+    """Anything that can answer a conversation. The engine only talks to this."""
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema] = (),
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ModelReply: ...
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """Parse a tool call's JSON arguments; raise ``ValueError`` with a model-readable reason."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(value, dict):
+        raise ValueError("arguments must be a JSON object")
+    return value
