@@ -1,0 +1,39 @@
+"""The click command group; each command lives in its own module."""
+
+from __future__ import annotations
+
+import click
+
+from teamrun import __version__
+from teamrun.cli.graph_cmd import graph
+from teamrun.cli.schema_cmd import schema
+from teamrun.cli.validate_cmd import validate
+
+HELP = """Run teams of LLM agents declared in YAML.
+
+A supervisor agent delegates sub-tasks to worker agents through tools; each
+worker runs in its own context and only its final answer flows back. Every
+model call goes through LiteLLM, so any provider works by changing one
+string; the built-in `offline` model needs no key and no network.
+
+\b
+Examples:
+  teamrun validate teams/                   check every team file in a folder
+  teamrun validate --format github team.yaml  annotations for a GitHub workflow
+  teamrun graph team.yaml                   the delegation graph as Mermaid
+  teamrun schema > team.schema.json         the JSON Schema, for editors
+
+Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
+3 budget exhausted, 130 interrupted.
+"""
+
+
+@click.group(help=HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "--version", prog_name="teamrun")
+def cli() -> None:
+    pass
+
+
+cli.add_command(validate)
+cli.add_command(schema)
+cli.add_command(graph)

@@ -1,0 +1,56 @@
+"""``${VAR}`` and ``${VAR:-default}`` in team files.
+
+``$${`` writes a literal ``${``. A reference to an unset variable without a
+default is an error (reported with the value's location). Values of variables
+whose names look secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``)
+are remembered so logs and traces can redact them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_UNCLOSED = re.compile(r"(?<!\$)\$\{(?![A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\})")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
+
+
+class InterpolationError(ValueError):
+    """A reference could not be resolved; the message says how to fix it."""
+
+
+@dataclass
+class Interpolator:
+    """Substitutes environment references, collecting secret values it inserted."""
+
+    environ: Mapping[str, str]
+    secrets: set[str] = field(default_factory=set)
+
+    def substitute(self, text: str) -> str:
+        if "${" not in text:
+            return text
+        bad = _UNCLOSED.search(text.replace("$${", "\0\0\0"))
+        if bad is not None:
+            raise InterpolationError(
+                f"'{text}' has a '${{' that is not a reference like ${{NAME}} or ${{NAME:-default}} "
+                "(write $${ for a literal '${')"
+            )
+        return _REFERENCE.sub(self._replace, text)
+
+    def _replace(self, match: re.Match[str]) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        name, default = match.group(1), match.group(2)
+        value = self.environ.get(name)
+        if value is None or (value == "" and default is not None):
+            if default is None:
+                raise InterpolationError(
+                    f"environment variable {name} is not set "
+                    f"(set it, or give a default: ${{{name}:-value}})"
+                )
+            return default
+        if _SECRET_NAME.search(name) and value:
+            self.secrets.add(value)
+        return value

@@ -1,0 +1,123 @@
+"""Reading a team file: YAML → interpolation → JSON Schema → semantic checks → models.
+
+:func:`check_file` finds every problem and never raises for a bad file;
+:func:`load_config` is what running a team uses: it raises
+:class:`~teamrun.errors.ConfigError` carrying every diagnostic.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from teamrun.config.checks import check_semantics
+from teamrun.config.diagnostics import Diagnostic
+from teamrun.config.interpolate import Interpolator
+from teamrun.config.schema import SchemaChecker
+from teamrun.config.yamlsrc import SourceMap, load_yaml
+from teamrun.errors import ConfigError
+
+if TYPE_CHECKING:
+    from teamrun.config.models import TeamConfig
+
+
+@dataclass
+class CheckResult:
+    """The outcome of checking one file."""
+
+    file: str
+    diagnostics: list[Diagnostic]
+    data: Any = None
+    source_map: SourceMap = field(default_factory=SourceMap)
+    secrets: set[str] = field(default_factory=set)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A valid team file, typed, with what running it needs to know about its origin."""
+
+    config: TeamConfig
+    path: Path
+    secrets: frozenset[str]
+    warnings: tuple[Diagnostic, ...] = ()
+
+    @property
+    def base_dir(self) -> Path:
+        """The team file's folder: relative paths and user modules are found from here."""
+        return self.path.parent
+
+
+def _read(path: Path, shown: str) -> str | Diagnostic:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Diagnostic(shown, 1, 1, "no such file", rule="io")
+    except IsADirectoryError:
+        return Diagnostic(shown, 1, 1, "is a directory, not a team file", rule="io")
+    except OSError as exc:
+        return Diagnostic(shown, 1, 1, f"cannot read the file: {exc.strerror}", rule="io")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return Diagnostic(shown, 1, 1, f"the file is not UTF-8 text (byte {exc.start})", rule="io")
+
+
+def check_text(
+    text: str,
+    file: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    import_check: bool = False,
+) -> CheckResult:
+    """Check team-file text; ``file`` is the name used in messages."""
+    interpolator = Interpolator(os.environ if environ is None else environ)
+    document = load_yaml(text, file, interpolator)
+    diagnostics = list(document.diagnostics)
+    if document.data is None:
+        return CheckResult(file, diagnostics)
+    if not isinstance(document.data, dict):
+        diagnostics.append(
+            Diagnostic(file, 1, 1, "a team file must be a mapping with version, name, supervisor and agents")
+        )
+        return CheckResult(file, diagnostics, document.data, document.source_map)
+    diagnostics += SchemaChecker(file, document.source_map).check(document.data)
+    diagnostics += check_semantics(file, text, document.data, document.source_map, import_check=import_check)
+    unique = sorted(set(diagnostics), key=lambda d: (d.line, d.column, d.message))
+    return CheckResult(file, unique, document.data, document.source_map, interpolator.secrets)
+
+
+def check_file(
+    path: str | Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    import_check: bool = False,
+) -> CheckResult:
+    """Check one team file on disk and return every problem found."""
+    shown = str(path)
+    text = _read(Path(path), shown)
+    if isinstance(text, Diagnostic):
+        return CheckResult(shown, [text])
+    return check_text(text, shown, environ=environ, import_check=import_check)
+
+
+def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedConfig:
+    """Load a team file for running it; raises :class:`ConfigError` listing every problem."""
+    from teamrun.config.models import TeamConfig
+
+    result = check_file(path, environ=environ)
+    if not result.ok:
+        raise ConfigError(result.errors)
+    config = TeamConfig.model_validate(result.data)
+    warnings = tuple(d for d in result.diagnostics if d.severity == "warning")
+    return LoadedConfig(config, Path(path).resolve(), frozenset(result.secrets), warnings)

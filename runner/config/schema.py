@@ -1,0 +1,196 @@
+"""JSON Schema validation of a loaded team file, with messages a person can act on.
+
+The schema itself is generated from :mod:`teamrun.config.models` and
+committed as ``schemas/team.schema.json`` (shipped inside the wheel as
+``teamrun/schemas/team.schema.json``). Reading it needs no pydantic.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted
+from teamrun.config.yamlsrc import SourceMap
+
+_CANDIDATES = (
+    Path(__file__).resolve().parent.parent / "schemas" / "team.schema.json",  # installed wheel
+    Path(__file__).resolve().parent.parent.parent / "schemas" / "team.schema.json",  # source tree
+)
+
+_TYPE_WORDS = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true/false",
+    "null": "empty",
+}
+
+
+def schema_path() -> Path:
+    """Where the team-file schema lives on this installation."""
+    for candidate in _CANDIDATES:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("team.schema.json is missing from this teamrun installation")
+
+
+@functools.cache
+def team_schema() -> dict[str, Any]:
+    """The team-file JSON Schema."""
+    loaded: dict[str, Any] = json.loads(schema_path().read_text(encoding="utf-8"))
+    return loaded
+
+
+@functools.cache
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(team_schema())
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if value is None:
+        return "empty"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the string '{value}'" if len(value) <= 40 else "a string"
+    if isinstance(value, int):
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value}"
+    return type(value).__name__
+
+
+def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        resolved: dict[str, Any] = team_schema()["$defs"][ref.removeprefix("#/$defs/")]
+        return resolved
+    return schema
+
+
+class SchemaChecker:
+    """Turns jsonschema errors into located :class:`Diagnostic` objects."""
+
+    def __init__(self, file: str, source_map: SourceMap) -> None:
+        self.file = file
+        self.source_map = source_map
+
+    def check(self, data: Any) -> list[Diagnostic]:
+        diagnostics: list[Diagnostic] = []
+        for error in _validator().iter_errors(data):
+            diagnostics.extend(self._convert(error))
+        return diagnostics
+
+    # -- one jsonschema error → diagnostics ---------------------------------------------
+
+    def _convert(self, error: Any) -> Iterator[Diagnostic]:
+        path: JsonPath = tuple(error.absolute_path)
+        kind = error.validator
+        where = dotted(path)
+        if "propertyNames" in error.schema_path:
+            yield from self._bad_names(error.instance, path)
+        elif kind == "additionalProperties":
+            yield from self._unknown_keys(error, path)
+        elif kind == "required":
+            missing = error.message.split("'")[1] if "'" in error.message else error.message
+            yield self._at_key(path, f"{where} is missing the required key '{missing}'")
+        elif kind in ("type", "anyOf", "oneOf"):
+            expected = self._expected(error)
+            message = f"{where} must be {expected}, not {_kind(error.instance)}"
+            if isinstance(error.instance, bool) and "a string" in expected:
+                message += " (YAML reads yes/no/on/off as booleans; quote the text)"
+            yield self._at_value(path, message)
+        elif kind in ("enum", "const"):
+            yield self._at_value(path, self._choice_message(error, where))
+        elif kind == "pattern":
+            yield self._at_value(path, self._pattern_message(path, error.instance))
+        elif kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+            sign = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[kind]
+            yield self._at_value(path, f"{where} must be {sign} {error.validator_value}, not {error.instance}")
+        elif kind in ("minItems", "minProperties", "minLength"):
+            yield self._at_value(path, f"{where} must not be empty")
+        else:
+            yield self._at_value(path, f"{where}: {error.message}")
+
+    def _unknown_keys(self, error: Any, path: JsonPath) -> Iterator[Diagnostic]:
+        allowed = sorted(error.schema.get("properties", {}))
+        instance = error.instance if isinstance(error.instance, dict) else {}
+        for key in instance:
+            if key in allowed:
+                continue
+            hint = did_you_mean(key, allowed) or f"; allowed keys: {', '.join(allowed)}"
+            mark = self.source_map.key((*path, key))
+            message = f"unknown key '{key}' in {dotted(path)}{hint}"
+            yield Diagnostic(self.file, mark.line, mark.column, message)
+
+    def _bad_names(self, name: Any, path: JsonPath) -> Iterator[Diagnostic]:
+        what = {"agents": "agent", "tools": "tool", "vars": "variable", "parameters": "parameter"}
+        noun = what.get(str(path[-1]) if path else "", "name")
+        mark = self.source_map.key((*path, str(name)))
+        message = (
+            f"{noun} name '{name}' is not allowed: use letters, digits, '_' and '-', "
+            "starting with a letter, at most 48 characters"
+        )
+        yield Diagnostic(self.file, mark.line, mark.column, message)
+
+    def _expected(self, error: Any) -> str:
+        schema = _resolve(error.schema)
+        options = schema.get("anyOf") or schema.get("oneOf") or [schema]
+        words: list[str] = []
+        for option in options:
+            option = _resolve(option)
+            types = option.get("type", "object" if "properties" in option else None)
+            for name in types if isinstance(types, list) else [types]:
+                word = _TYPE_WORDS.get(str(name))
+                if word and word not in words:
+                    words.append(word)
+        if "an integer" in words and "a number" in words:
+            words.remove("an integer")
+        if not words:
+            return "valid here"
+        return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+    def _choice_message(self, error: Any, where: str) -> str:
+        choices = error.validator_value if error.validator == "enum" else [error.validator_value]
+        shown = ", ".join(json.dumps(c) for c in choices)
+        hint = did_you_mean(str(error.instance), [str(c) for c in choices])
+        if len(choices) == 1:
+            return f"{where} must be {shown}, not {json.dumps(error.instance)}"
+        return f"{where} must be one of {shown}, not {json.dumps(error.instance)}{hint}"
+
+    def _pattern_message(self, path: JsonPath, value: Any) -> str:
+        where = dotted(path)
+        field = next((p for p in reversed(path) if isinstance(p, str)), "")
+        if field in ("python", "call"):
+            return (
+                f"{where}: '{value}' is not a Python import path; write it as "
+                "'package.module:function'"
+            )
+        if field == "api_key_env":
+            return f"{where}: '{value}' is not an environment variable name (write the name, not the key)"
+        if field == "name":
+            return f"{where}: '{value}' must be letters, digits, '_', '.' or '-' (at most 64)"
+        return (
+            f"{where}: '{value}' is not a valid name: use letters, digits, '_' and '-', "
+            "starting with a letter, at most 48 characters"
+        )
+
+    def _at_value(self, path: JsonPath, message: str) -> Diagnostic:
+        mark = self.source_map.value(path)
+        return Diagnostic(self.file, mark.line, mark.column, message)
+
+    def _at_key(self, path: JsonPath, message: str) -> Diagnostic:
+        mark = self.source_map.key(path) if path else self.source_map.value(path)
+        return Diagnostic(self.file, mark.line, mark.column, message)

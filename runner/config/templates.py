@@ -1,0 +1,56 @@
+"""The one sandboxed Jinja2 environment used for every template in a team file.
+
+Instructions, hook texts, delegation prompts and command argv items are all
+rendered here; ``when`` conditions are compiled as expressions. The sandbox
+stops templates from reaching Python internals (``__class__`` and friends).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateSyntaxError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+__all__ = ["TemplateSyntaxError", "compile_condition", "environment", "render"]
+
+
+@functools.cache
+def environment() -> ImmutableSandboxedEnvironment:
+    """The shared environment: sandboxed, immutable, undefined names are errors."""
+    return ImmutableSandboxedEnvironment(
+        undefined=StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+
+
+@functools.lru_cache(maxsize=512)
+def _template(source: str) -> Any:
+    return environment().from_string(source)
+
+
+def render(source: str, context: Mapping[str, Any]) -> str:
+    """Render ``source`` with ``context``. Raises jinja2 errors for the caller to report."""
+    result: str = _template(source).render(**context)
+    return result
+
+
+@functools.lru_cache(maxsize=512)
+def compile_condition(source: str) -> Callable[..., Any]:
+    """Compile a ``when:`` expression such as ``agent == 'researcher' and iteration > 2``."""
+    return environment().compile_expression(source, undefined_to_none=False)
+
+
+def syntax_check(source: str) -> None:
+    """Parse a template without rendering it; raises :class:`TemplateSyntaxError`."""
+    environment().parse(source)
+
+
+def undeclared_names(source: str) -> set[str]:
+    """Top-level names a template reads (for checking command argv against parameters)."""
+    from jinja2 import meta
+
+    return set(meta.find_undeclared_variables(environment().parse(source)))

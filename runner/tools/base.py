@@ -1,0 +1,114 @@
+"""What a tool is: its model-facing spec, the callable behind it, and the outcome of one call.
+
+A :class:`Tool` only has to turn validated arguments into text. Everything a
+call needs around that — parsing the model's JSON, checking it against
+:attr:`ToolSpec.parameters`, asking for approval, the timeout, truncating long
+output and turning failures into text the model can read — is done once, by
+:func:`teamrun.tools.invoke.invoke_tool`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from teamrun.llm.types import ToolSchema
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
+    "DEFAULT_TIMEOUT_S",
+    "Tool",
+    "ToolOutcome",
+    "ToolSpec",
+    "object_schema",
+    "truncate_output",
+]
+
+DEFAULT_TIMEOUT_S = 60.0
+"""Seconds a tool call may take when the team file sets no ``timeout_s``."""
+DEFAULT_MAX_OUTPUT_CHARS = 20_000
+"""Characters of tool output the model sees when the team file sets no ``max_output_chars``."""
+
+
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """The JSON Schema of a tool's arguments: a closed object with these properties."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the model is told about a tool."""
+
+    name: str
+    """The function name the model calls."""
+    description: str
+    """What the tool does and when to use it; may be empty."""
+    parameters: dict[str, Any]
+    """JSON Schema of the arguments: ``type: object`` with ``properties``, ``required``, ``additionalProperties: false``."""
+
+    def __post_init__(self) -> None:
+        if self.parameters.get("type") != "object":
+            raise ValueError(f"tool {self.name!r}: parameters must be a JSON Schema of type object")
+
+    def as_openai(self) -> ToolSchema:
+        """The spec in OpenAI function-calling format, as LiteLLM expects it."""
+        function: dict[str, Any] = {"name": self.name, "parameters": self.parameters}
+        if self.description:
+            function["description"] = self.description
+        return {"type": "function", "function": function}
+
+
+class Tool(ABC):
+    """A callable tool.
+
+    Subclasses set :attr:`spec` and implement :meth:`run`. ``run`` receives
+    arguments already validated against ``spec.parameters`` (defaults filled)
+    and returns the text the model sees. To fail with a message of your own,
+    raise :class:`teamrun.errors.ToolError`; any other exception is reported
+    to the model as ``"<ExcType>: <message>"``. ``run`` must tolerate being
+    cancelled (that is how :attr:`timeout_s` and Ctrl-C stop it).
+    """
+
+    spec: ToolSpec
+    """What the model is told about this tool."""
+    require_approval: bool = False
+    """Ask the approver before every call."""
+    timeout_s: float | None = None
+    """Seconds one call may take; ``None`` means no limit."""
+    max_output_chars: int | None = None
+    """Longer results are truncated with a marker; ``None`` means no limit."""
+
+    @property
+    def name(self) -> str:
+        """The tool's name (``spec.name``)."""
+        return self.spec.name
+
+    @abstractmethod
+    async def run(self, arguments: dict[str, Any]) -> str:
+        """Run the tool on validated arguments and return the result text."""
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The result of one tool call, successful or not. Never an exception."""
+
+    ok: bool
+    """Whether the tool ran and succeeded."""
+    content: str
+    """The text the model sees (``"Error: ..."`` when not ok)."""
+    error: str | None = None
+    """Why it failed (the content without the ``Error:`` prefix); ``None`` when ok."""
+
+
+def truncate_output(text: str, max_chars: int | None) -> str:
+    """Cut ``text`` to ``max_chars`` characters, ending with a marker saying how much was cut."""
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    cut = len(text) - max_chars
+    return f"{text[:max_chars]}\n[... truncated {cut} characters ...]"
