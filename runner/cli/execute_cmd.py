@@ -1,0 +1,116 @@
+"""``teamrun execute``: run a team and print its answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+from typing import Any
+
+import click
+
+from teamrun.errors import UsageError
+
+HELP = """Run a team on an input and print the final answer on stdout.
+
+The input comes from --input, --input-file, or stdin. Progress goes to
+stderr: a live tree of agents on a terminal, plain lines otherwise. Ctrl-C
+stops every running agent and still prints what finished (exit 130).
+
+\b
+Examples:
+  teamrun execute teams/research-report.yaml --input "Compare Rust and Go"
+  echo "Review this" | teamrun execute team.yaml
+  teamrun execute team.yaml -i "..." --model openai/gpt-4o-mini
+  teamrun execute team.yaml -i "..." --var audience=engineers --json
+  teamrun execute team.yaml -i "..." --approve grep,git_log   # for CI
+
+Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
+3 budget exhausted, 130 interrupted.
+"""
+
+_EXIT = {"done": 0, "failed": 1, "budget_exhausted": 3, "cancelled": 130}
+
+
+def _parse_vars(items: tuple[str, ...]) -> dict[str, str]:
+    parsed: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--var expects NAME=VALUE, got '{item}'")
+        parsed[key.strip()] = value
+    return parsed
+
+
+def _read_input(text: str | None, file: str | None) -> str:
+    if text is not None and file is not None:
+        raise UsageError("give the input with --input or --input-file, not both")
+    if text is not None:
+        return text
+    if file is not None:
+        try:
+            with open(file, encoding="utf-8") as handle:
+                return handle.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read --input-file {file}: {exc.strerror}") from None
+    if sys.stdin.isatty():
+        raise UsageError("no input: pass --input TEXT, --input-file FILE, or pipe it on stdin")
+    return sys.stdin.read()
+
+
+async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any]) -> Any:
+    cancel = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGINT, cancel.set)
+        loop.add_signal_handler(signal.SIGTERM, cancel.set)
+    except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+        pass
+    try:
+        return await team.run(task, subscribers=subscribers, cancel=cancel)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+
+@click.command(help=HELP, short_help="Run a team and print its answer.")
+@click.argument("team_file", type=click.Path(dir_okay=False))
+@click.option("-i", "--input", "input_text", help="The task for the supervisor.")
+@click.option("--input-file", type=click.Path(dir_okay=False), help="Read the task from this file.")
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
+@click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON instead of the answer.")
+@click.option("--approve", metavar="all|none|TOOL,...",
+              help="Answer approval prompts up front (for scripts and CI).")
+@click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
+              show_default=True, help="How to show progress on stderr.")
+def execute(team_file: str, input_text: str | None, input_file: str | None, variables: tuple[str, ...],
+            model: str | None, as_json: bool, approve: str | None, progress: str) -> int:
+    from teamrun.cli.progress import LiveTree, PlainProgress
+    from teamrun.engine.team import load_team
+    from teamrun.tools.approval import ApprovalPolicy, choose_approver
+
+    team = load_team(team_file, vars=_parse_vars(variables), model=model)
+    for warning in team.loaded.warnings:
+        click.echo(warning.render(), err=True)
+    if approve is not None:
+        team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=team.tools))
+    else:
+        team.approver = choose_approver(None)
+    task = _read_input(input_text, input_file)
+    if progress == "auto":
+        progress = "tree" if sys.stderr.isatty() else "plain"
+    subscribers: list[Any] = {"tree": [LiveTree()], "plain": [PlainProgress()], "none": []}[progress]
+    result = asyncio.run(_run_with_interrupt(team, task, subscribers))
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(result.final_text)
+        if result.status != "done":
+            click.echo(f"teamrun: run {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
+                       + (f": {result.error}" if result.error else ""), err=True)
+    return _EXIT[result.status]

@@ -1,0 +1,121 @@
+"""What a run hands back: the answer, its status, and who spent what."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from teamrun.llm.types import Usage
+
+RunStatus = Literal["done", "failed", "budget_exhausted", "cancelled"]
+DelegationStatus = Literal["ok", "error", "rejected", "budget_exhausted", "cancelled"]
+
+
+@dataclass(frozen=True)
+class DelegationResult:
+    """One worker's answer to one delegated task."""
+
+    agent: str
+    task: str
+    status: DelegationStatus
+    response: str
+    usage: Usage = Usage()
+    cost: float = 0.0
+    bailed: bool = False
+    ref: str | None = None
+    error: str | None = None
+    parent: str = ""
+    """The agent that delegated."""
+    agent_path: tuple[str, ...] = ()
+
+    def for_model(self) -> dict[str, Any]:
+        """What the delegating model sees: the answer, not the bookkeeping."""
+        shown: dict[str, Any] = {"agent": self.agent, "status": self.status, "response": self.response}
+        if self.error:
+            shown["error"] = self.error
+        if self.ref:
+            shown["ref"] = self.ref
+        return shown
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "parent": self.parent,
+            "agent_path": list(self.agent_path),
+            "task": self.task,
+            "status": self.status,
+            "response": self.response,
+            "usage": self.usage.as_dict(),
+            "cost": self.cost,
+            "bailed": self.bailed,
+            "ref": self.ref,
+            "error": self.error,
+        }
+
+
+@dataclass
+class AgentSpend:
+    """Everything one agent (by name, over all its invocations) used."""
+
+    usage: Usage = Usage()
+    cost: float = 0.0
+    invocations: int = 0
+    tool_calls: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "usage": self.usage.as_dict(),
+            "cost": self.cost,
+            "invocations": self.invocations,
+            "tool_calls": self.tool_calls,
+        }
+
+
+@dataclass
+class RunResult:
+    """The outcome of ``team.run(...)``. Never lost: a failed or stopped run still has one."""
+
+    run_id: str
+    team: str
+    status: RunStatus
+    final_text: str
+    agents: dict[str, AgentSpend] = field(default_factory=dict)
+    delegations: list[DelegationResult] = field(default_factory=list)
+    stopped_by: str | None = None
+    """The limit that ended the run early (``limits.max_cost_usd``...), or why it failed."""
+    error: str | None = None
+    hook_errors: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for spend in self.agents.values():
+            total = total + spend.usage
+        return total
+
+    @property
+    def cost(self) -> float:
+        return sum(spend.cost for spend in self.agents.values())
+
+    @property
+    def delegated_to(self) -> list[str]:
+        return [d.agent for d in self.delegations]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "team": self.team,
+            "status": self.status,
+            "final_text": self.final_text,
+            "stopped_by": self.stopped_by,
+            "error": self.error,
+            "usage": self.usage.as_dict(),
+            "cost": self.cost,
+            "duration_s": round(self.duration_s, 3),
+            "agents": {name: spend.as_dict() for name, spend in self.agents.items()},
+            "delegations": [d.as_dict() for d in self.delegations],
+            "hook_errors": self.hook_errors,
+            "warnings": self.warnings,
+        }

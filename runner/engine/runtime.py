@@ -1,0 +1,113 @@
+"""State shared by one run (:class:`RunContext`) and by one agent invocation (:class:`AgentFrame`)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from teamrun.config.models import Agent, ModelFields, TeamConfig
+from teamrun.engine.ledger import BudgetLedger
+from teamrun.engine.result import AgentSpend, DelegationResult, RunResult
+from teamrun.events import EventBus, EventKind
+from teamrun.llm.types import ChatModel, ModelSettings, Usage
+from teamrun.tools.approval import Approver
+from teamrun.tools.base import Tool
+
+_log = structlog.get_logger(__name__)
+
+DEFAULT_MODEL = "offline"
+_MODEL_FIELDS = tuple(ModelFields.model_fields)
+
+
+@dataclass
+class RunContext:
+    """Everything one run shares: the team, the model, tools, events and the growing result."""
+
+    config: TeamConfig
+    base_dir: Path
+    bus: EventBus
+    model: ChatModel
+    tools: Mapping[str, Tool]
+    approver: Approver
+    result: RunResult
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    model_override: str | None = None
+    today: str = field(default_factory=lambda: _dt.date.today().isoformat())
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def agent(self, name: str) -> Agent:
+        return self.config.agents[name]
+
+    def settings_for(self, name: str) -> ModelSettings:
+        """The agent's model settings: its own fields over ``defaults`` over the built-in default."""
+        agent = self.agent(name)
+        defaults = self.config.defaults or ModelFields()
+        merged = {f: getattr(agent, f) if getattr(agent, f) is not None else getattr(defaults, f)
+                  for f in _MODEL_FIELDS}
+        model = self.model_override or merged["model"] or DEFAULT_MODEL
+        return ModelSettings(
+            model=model,
+            api_base=merged["api_base"],
+            api_key_env=merged["api_key_env"],
+            temperature=merged["temperature"],
+            max_tokens=merged["max_tokens"],
+            timeout_s=merged["request_timeout_s"],
+            num_retries=3 if merged["num_retries"] is None else merged["num_retries"],
+            stream=bool(merged["stream"]),
+            extra=dict(merged["model_params"] or {}),
+        )
+
+    def template_context(self, name: str, **extra: Any) -> dict[str, Any]:
+        return {"vars": dict(self.vars), "today": self.today, "agent": name, "team": self.config.name,
+                "context": {}, **extra}
+
+    # -- bookkeeping shared by concurrent agents (single event loop: no lock needed for dicts) --
+
+    def spend(self, name: str) -> AgentSpend:
+        return self.result.agents.setdefault(name, AgentSpend())
+
+    def record_model_use(self, name: str, usage: Usage, cost: float) -> None:
+        spend = self.spend(name)
+        spend.usage = spend.usage + usage
+        spend.cost += cost
+
+    def record_delegation(self, result: DelegationResult) -> None:
+        self.result.delegations.append(result)
+
+    def warn(self, frame: AgentFrame, message: str) -> None:
+        self.result.warnings.append(message)
+        _log.warning("run_warning", agent=frame.name, message=message)
+        frame.emit(self, "warning", message=message)
+
+
+@dataclass
+class AgentFrame:
+    """One invocation of one agent: where it sits in the tree and what it may still spend."""
+
+    name: str
+    path: tuple[str, ...]
+    span_id: str
+    parent_span_id: str | None
+    ledger: BudgetLedger
+    stop_reason: str | None = None
+    """Set when a limit is reached mid-turn; the loop then asks for a last answer."""
+
+    @property
+    def depth(self) -> int:
+        return len(self.path) - 1
+
+    def emit(self, ctx: RunContext, kind: EventKind, *, span_id: str | None = None,
+             parent_span_id: str | None = None, **data: Any) -> None:
+        ctx.bus.emit(
+            kind,
+            span_id=span_id or self.span_id,
+            parent_span_id=(parent_span_id or self.span_id) if span_id else self.parent_span_id,
+            agent_path=self.path,
+            **data,
+        )

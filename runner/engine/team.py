@@ -1,0 +1,177 @@
+"""The public front end: :func:`load_team` and :class:`Team`.
+
+    team = teamrun.load_team("teams/research-report.yaml")
+    result = team.run_sync("Compare Rust and Go for CLI tools")
+    print(result.status, result.final_text)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from teamrun.config.loader import LoadedConfig, load_config
+from teamrun.engine.agent_loop import run_agent
+from teamrun.engine.ledger import BudgetLedger
+from teamrun.engine.result import RunResult
+from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.errors import RunError
+from teamrun.events import EventBus, Subscriber
+from teamrun.llm.types import ChatModel
+from teamrun.tools.approval import Approver, choose_approver
+from teamrun.tools.base import Tool
+from teamrun.tools.registry import build_tools
+
+
+class Team:
+    """A loaded, valid team, ready to run any number of times."""
+
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        *,
+        vars: Mapping[str, Any] | None = None,
+        model: str | None = None,
+        chat_model: ChatModel | None = None,
+        approver: Approver | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.config = loaded.config
+        self.vars = {**(self.config.vars or {}), **(vars or {})}
+        self.model_override = model
+        self._chat_model = chat_model
+        self.approver = approver or choose_approver(None, interactive=False)
+        self.tools: dict[str, Tool] = build_tools(self.config.tools or {}, base_dir=loaded.base_dir)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def _model(self) -> ChatModel:
+        if self._chat_model is None:
+            from teamrun.llm.adapter import LiteLLMChatModel
+
+            self._chat_model = LiteLLMChatModel()
+        return self._chat_model
+
+    async def run(
+        self,
+        input: str,
+        *,
+        subscribers: Iterable[Subscriber] = (),
+        cancel: asyncio.Event | None = None,
+    ) -> RunResult:
+        """Run the team on ``input``. Returns a result whatever happens to the run.
+
+        ``cancel``: set it to stop the run; in-flight workers are cancelled and the
+        result (``status: cancelled``) keeps everything finished so far.
+        """
+        started = time.monotonic()
+        run_id = uuid.uuid4().hex[:12]
+        bus = EventBus(run_id)
+        for subscriber in subscribers:
+            bus.subscribe(subscriber)
+        result = RunResult(run_id=run_id, team=self.name, status="done", final_text="")
+        ctx = RunContext(
+            config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=self._model(),
+            tools=self.tools, approver=self.approver, result=result, vars=self.vars,
+            model_override=self.model_override,
+        )
+        frame = self._supervisor_frame(bus)
+        bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
+                 agent_path=(), team=self.name, input=input)
+        try:
+            await self._drive(ctx, frame, input, cancel)
+        finally:
+            result.duration_s = time.monotonic() - started
+            bus.emit("run_end", span_id=frame.parent_span_id or "run", parent_span_id=None, agent_path=(),
+                     status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),
+                     cost=result.cost, duration_s=result.duration_s)
+        return result
+
+    def run_sync(self, input: str, **kwargs: Any) -> RunResult:
+        """:meth:`run` for code that is not async."""
+        return asyncio.run(self.run(input, **kwargs))
+
+    def _supervisor_frame(self, bus: EventBus) -> AgentFrame:
+        limits = self.config.limits
+        root = BudgetLedger(limits, label="limits")
+        name = self.config.supervisor
+        budget = self.config.agents[name].budget
+        steps = budget.max_steps if budget and budget.max_steps else (limits.max_steps if limits else None)
+        ledger = root.child(budget, label=f"agents.{name}.budget", max_steps=steps)
+        run_span = bus.new_span_id()
+        return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger)
+
+    async def _drive(self, ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio.Event | None) -> None:
+        result = ctx.result
+        work = asyncio.create_task(run_agent(ctx, frame, input), name=f"teamrun:{frame.name}")
+        waiters: set[asyncio.Future[Any]] = {work}
+        stop = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+        if stop is not None:
+            waiters.add(stop)
+        timeout = ctx.config.limits.timeout_s if ctx.config.limits else None
+        try:
+            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if work in done:
+                try:
+                    outcome = work.result()
+                except RunError as exc:
+                    result.status, result.error = "failed", str(exc)
+                    result.final_text = _partial_text(result, f"the run failed: {exc}")
+                    return
+                result.final_text = outcome.text
+                if outcome.status != "ok":
+                    result.status, result.stopped_by = "budget_exhausted", outcome.stopped_by
+                return
+            if stop is not None and stop in done:
+                result.status, result.stopped_by = "cancelled", "interrupted"
+            else:
+                result.status, result.stopped_by = "budget_exhausted", f"limits.timeout_s ({timeout})"
+            await _cancel(work)
+            result.final_text = _partial_text(result, f"the run was stopped ({result.stopped_by})")
+        finally:
+            if not work.done():
+                await _cancel(work)
+            if stop is not None and not stop.done():
+                stop.cancel()
+
+
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    try:
+        await task
+    except BaseException:  # noqa: BLE001 - we only need it finished
+        pass
+
+
+def _partial_text(result: RunResult, headline: str) -> str:
+    finished = [d for d in result.delegations if d.status == "ok" and d.response]
+    if not finished:
+        return f"No answer: {headline}, before any worker finished."
+    lines = [f"No final answer: {headline}. Results finished so far:"]
+    lines += [f"- {d.agent}: {d.response}" for d in finished]
+    return "\n".join(lines)
+
+
+def load_team(
+    path: str | Path,
+    *,
+    vars: Mapping[str, Any] | None = None,
+    model: str | None = None,
+    chat_model: ChatModel | None = None,
+    approver: Approver | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Team:
+    """Load and validate a team file; raises :class:`~teamrun.errors.ConfigError` listing every problem.
+
+    ``model`` overrides every agent's model (e.g. ``"offline"``); ``vars`` override
+    the file's ``vars``; ``approver`` decides on tools that ``require_approval``
+    (default: deny them).
+    """
+    return Team(load_config(path, environ=environ), vars=vars, model=model, chat_model=chat_model,
+                approver=approver)
