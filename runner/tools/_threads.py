@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -36,9 +37,9 @@ async def run_in_daemon_thread(func: Callable[[], T], *, name: str) -> T:
         try:
             result = context.run(func)
         except BaseException as exc:  # delivered to the awaiting task, not lost
-            _settle(loop, future, lambda: future.set_exception(exc))
+            _settle(loop, future, functools.partial(future.set_exception, exc))
         else:
-            _settle(loop, future, lambda: future.set_result(result))
+            _settle(loop, future, functools.partial(future.set_result, result))
 
     threading.Thread(target=target, name=name, daemon=True).start()
     return await future

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TextIO
 
 import structlog
-
 from teamrun.errors import ApprovalDenied, UsageError
 from teamrun.tools._threads import run_in_daemon_thread
 
@@ -70,7 +69,7 @@ class ApprovalPolicy:
     """Which tools the user approved up front (the CLI's ``--approve`` value)."""
 
     mode: Literal["all", "none", "listed"]
-    """``all`` approves every tool, ``none`` denies every tool needing approval, ``listed`` approves ``tools``."""
+    """``all``: approve every tool; ``none``: deny every one; ``listed``: approve ``tools``."""
     tools: frozenset[str] = frozenset()
     """The approved tools when ``mode`` is ``listed``."""
 

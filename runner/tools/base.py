@@ -21,6 +21,7 @@ __all__ = [
     "Tool",
     "ToolOutcome",
     "ToolSpec",
+    "describe_exception",
     "object_schema",
     "truncate_output",
 ]
@@ -50,7 +51,7 @@ class ToolSpec:
     description: str
     """What the tool does and when to use it; may be empty."""
     parameters: dict[str, Any]
-    """JSON Schema of the arguments: ``type: object`` with ``properties``, ``required``, ``additionalProperties: false``."""
+    """JSON Schema of the arguments: an object schema (``properties``, ``required``, closed)."""
 
     def __post_init__(self) -> None:
         if self.parameters.get("type") != "object":
@@ -112,3 +113,9 @@ def truncate_output(text: str, max_chars: int | None) -> str:
         return text
     cut = len(text) - max_chars
     return f"{text[:max_chars]}\n[... truncated {cut} characters ...]"
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"<ExcType>: <message>"``, the way an exception from user code is shown to the model."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

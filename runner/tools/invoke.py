@@ -19,11 +19,10 @@ from typing import Any
 import jsonschema
 import jsonschema.validators
 import structlog
-
 from teamrun.errors import ApprovalDenied, ToolError
 from teamrun.llm.types import parse_arguments
 from teamrun.tools.approval import Approver, denied_by_user
-from teamrun.tools.base import Tool, ToolOutcome, truncate_output
+from teamrun.tools.base import Tool, ToolOutcome, describe_exception, truncate_output
 
 __all__ = ["invoke_tool"]
 
@@ -45,12 +44,6 @@ async def invoke_tool(tool: Tool, raw_arguments: str, *, approver: Approver) -> 
         log.warning("tool_failed", tool=tool.name, error_type=type(exc).__name__)
         return _failure(tool, describe_exception(exc))
     return ToolOutcome(ok=True, content=truncate_output(text, tool.max_output_chars))
-
-
-def describe_exception(exc: BaseException) -> str:
-    """``"<ExcType>: <message>"``, the way an exception from user code is shown to the model."""
-    message = str(exc)
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
 def _failure(tool: Tool, reason: str) -> ToolOutcome:
@@ -94,7 +87,9 @@ def _validator_for(tool: Tool) -> Any:
         try:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
-            raise ToolError(f"tool {tool.name!r} has an invalid parameter schema: {exc.message}")
+            raise ToolError(
+                f"tool {tool.name!r} has an invalid parameter schema: {exc.message}"
+            ) from None
         validator = _filling_defaults(cls)(schema)
         _validators[tool] = validator
     return validator
@@ -146,6 +141,4 @@ async def _run_with_timeout(tool: Tool, arguments: dict[str, Any]) -> str:
         if not scope.expired():
             raise  # a TimeoutError raised by the tool itself
         log.warning("tool_timed_out", tool=tool.name, timeout_s=tool.timeout_s)
-        raise ToolError(
-            f"tool {tool.name!r} timed out after {tool.timeout_s:g} seconds and was stopped"
-        ) from None
+        raise ToolError(f"tool {tool.name!r} timed out after {tool.timeout_s:g} seconds") from None

@@ -1,0 +1,230 @@
+"""Tools that run a program (``command: [argv...]`` in the team file).
+
+Each argv item is a sandboxed Jinja template rendered over the validated
+arguments, and the resulting list is executed directly — never through a
+shell — so a value like ``"; rm -rf x"`` arrives as one literal argument.
+
+Decisions:
+
+* An item that renders to the empty string is **kept** as an empty argument.
+  Dropping it silently would make ``["grep", "{{ flags }}", ...]`` change
+  meaning depending on a value; write separate tools (or a small script) for
+  optional flags.
+* Without ``cwd`` the command runs in teamrun's working directory (where the
+  user ran it), so ``path: "."`` means the user's project; a relative ``cwd``
+  is taken relative to the team file's directory.
+* The program gets no stdin and runs in its own process group; a timeout or a
+  cancellation kills the whole group.
+* Exit code 0: the result is stdout (``(no output)`` when empty). Any other
+  exit code fails the call with the code, stderr and stdout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import jinja2.meta
+import jsonschema
+import jsonschema.validators
+import structlog
+from jinja2.sandbox import SandboxedEnvironment
+from teamrun.config.models import ToolDef
+from teamrun.errors import ToolError, UserError
+from teamrun.tools.base import (
+    DEFAULT_MAX_OUTPUT_CHARS,
+    DEFAULT_TIMEOUT_S,
+    Tool,
+    ToolSpec,
+    object_schema,
+)
+
+__all__ = ["CommandTool"]
+
+log = structlog.get_logger(__name__)
+
+_TEMPLATES = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
+"""One sandboxed environment for every command template (templates only read it)."""
+
+
+class CommandTool(Tool):
+    """A tool that runs a program with templated arguments."""
+
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        *,
+        parameters: dict[str, dict[str, Any]] | None = None,
+        description: str | None = None,
+        cwd: Path | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+        require_approval: bool = False,
+    ) -> None:
+        """Compile the argv templates; :class:`UserError` for bad templates or parameters."""
+        if not command:
+            raise UserError(f"tool {name!r}: `command` needs at least the program to run")
+        parameters = parameters or {}
+        _check_parameter_schemas(name, parameters)
+        self.command = list(command)
+        self._templates = [
+            _compile(name, index, item, parameters) for index, item in enumerate(command)
+        ]
+        self.cwd = cwd
+        self.spec = ToolSpec(
+            name=name,
+            description=description or f"Runs `{' '.join(command)}`.",
+            parameters=object_schema(
+                dict(parameters),
+                [key for key, schema in parameters.items() if "default" not in schema],
+            ),
+        )
+        self.timeout_s = timeout_s
+        self.max_output_chars = max_output_chars
+        self.require_approval = require_approval
+
+    @classmethod
+    def from_definition(cls, name: str, definition: ToolDef, *, base_dir: Path) -> CommandTool:
+        """Build the tool a team file declares; ``cwd`` is relative to ``base_dir``."""
+        if not definition.command:
+            raise UserError(f"tool {name!r}: a command tool needs `command: [program, args...]`")
+        cwd = base_dir / definition.cwd if definition.cwd is not None else None
+        return cls(
+            name,
+            list(definition.command),
+            parameters=definition.parameters,
+            description=definition.description,
+            cwd=cwd,
+            timeout_s=definition.timeout_s or DEFAULT_TIMEOUT_S,
+            max_output_chars=definition.max_output_chars or DEFAULT_MAX_OUTPUT_CHARS,
+            require_approval=bool(definition.require_approval),
+        )
+
+    def render_argv(self, arguments: dict[str, Any]) -> list[str]:
+        """The argv for these arguments (each item rendered on its own; empty items kept)."""
+        try:
+            return [template.render(arguments) for template in self._templates]
+        except jinja2.TemplateError as exc:
+            raise ToolError(f"tool {self.name!r}: rendering the command failed: {exc}") from None
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        """Run the command; stdout on success, a :class:`ToolError` otherwise."""
+        argv = self.render_argv(arguments)
+        self._check_cwd()
+        process = await self._start(argv)
+        stdout, stderr = await _communicate(process)
+        code = process.returncode
+        log.debug("command_finished", tool=self.name, exit_code=code)
+        out = stdout.decode("utf-8", errors="replace")
+        if code == 0:
+            return out if out else "(no output)"
+        raise ToolError(_failure_text(argv[0], code, out, stderr.decode("utf-8", errors="replace")))
+
+    def _check_cwd(self) -> None:
+        if self.cwd is not None and not self.cwd.is_dir():
+            raise ToolError(
+                f"tool {self.name!r}: working directory {str(self.cwd)!r} does not exist"
+            )
+
+    async def _start(self, argv: list[str]) -> asyncio.subprocess.Process:
+        """Start the program in its own process group, with no stdin and captured output."""
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise ToolError(
+                f"tool {self.name!r}: command not found: {argv[0]!r} "
+                "(not an existing path, and not on PATH)"
+            ) from None
+        except PermissionError:
+            raise ToolError(
+                f"tool {self.name!r}: cannot execute {argv[0]!r}: permission denied"
+            ) from None
+        except OSError as exc:
+            raise ToolError(
+                f"tool {self.name!r}: cannot start {argv[0]!r}: {exc.strerror or exc}"
+            ) from None
+
+
+async def _communicate(process: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
+    """Wait for the process and its output; if we are cancelled, kill its group first."""
+    try:
+        return await process.communicate()
+    except BaseException:
+        _kill_group(process)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(process.wait())
+        raise
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    """SIGKILL the process and everything it started (its process group)."""
+    if process.returncode is not None:
+        return
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, signal.SIGKILL)
+        else:  # pragma: no cover - no process groups on this platform
+            process.kill()
+    except ProcessLookupError:
+        pass
+    log.info("command_killed", pid=process.pid)
+
+
+def _failure_text(program: str, code: int | None, stdout: str, stderr: str) -> str:
+    """What the model sees for a non-zero exit: how it ended, then stderr, then stdout."""
+    if code is not None and code < 0:
+        try:
+            ended = f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            ended = f"was killed by signal {-code}"
+    else:
+        ended = f"exited with code {code}"
+    parts = [f"command {program!r} {ended}"]
+    if stderr.strip():
+        parts.append(f"[stderr]\n{stderr.rstrip()}")
+    if stdout.strip():
+        parts.append(f"[stdout]\n{stdout.rstrip()}")
+    return "\n".join(parts)
+
+
+def _check_parameter_schemas(tool: str, parameters: dict[str, dict[str, Any]]) -> None:
+    """Each parameter must be a valid JSON Schema fragment."""
+    for key, fragment in parameters.items():
+        cls = jsonschema.validators.validator_for(fragment, default=jsonschema.Draft202012Validator)
+        try:
+            cls.check_schema(fragment)
+        except jsonschema.SchemaError as exc:
+            raise UserError(
+                f"tool {tool!r}: parameter {key!r} is not a valid JSON Schema: {exc.message}"
+            ) from None
+
+
+def _compile(tool: str, index: int, source: str, parameters: dict[str, Any]) -> jinja2.Template:
+    """Compile one argv template, checking it only uses declared parameters."""
+    try:
+        parsed = _TEMPLATES.parse(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise UserError(f"tool {tool!r}: command[{index}] is not a valid template: {exc}") from None
+    used = jinja2.meta.find_undeclared_variables(parsed) - set(_TEMPLATES.globals)
+    unknown = sorted(used - set(parameters))
+    if unknown:
+        declared = ", ".join(sorted(parameters)) or "(none)"
+        raise UserError(
+            f"tool {tool!r}: command[{index}] uses undeclared parameter "
+            f"{', '.join(repr(n) for n in unknown)}; declared parameters are: {declared}"
+        )
+    return _TEMPLATES.from_string(source)

@@ -1,0 +1,44 @@
+"""Build the tools a team file declares."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from teamrun.config.models import ToolDef
+from teamrun.errors import UserError
+from teamrun.tools.base import Tool
+from teamrun.tools.command_tool import CommandTool
+from teamrun.tools.python_tool import PythonTool
+
+__all__ = ["build_tool", "build_tools"]
+
+
+def build_tools(definitions: Mapping[str, ToolDef], *, base_dir: Path) -> dict[str, Tool]:
+    """Every declared tool, by name. Python tools are imported now, with ``base_dir`` on sys.path.
+
+    Raises one :class:`UserError` listing every tool that could not be built.
+    """
+    tools: dict[str, Tool] = {}
+    problems: list[str] = []
+    for name, definition in definitions.items():
+        try:
+            tools[name] = build_tool(name, definition, base_dir=base_dir)
+        except UserError as exc:
+            problems.append(str(exc))
+    if len(problems) == 1:
+        raise UserError(problems[0])
+    if problems:
+        raise UserError(f"{len(problems)} tools could not be built:\n" + "\n".join(problems))
+    return tools
+
+
+def build_tool(name: str, definition: ToolDef, *, base_dir: Path) -> Tool:
+    """One tool: a :class:`PythonTool` for ``python:``, a :class:`CommandTool` for ``command:``."""
+    if definition.python is not None and definition.command is not None:
+        raise UserError(f"tool {name!r}: set either `python` or `command`, not both")
+    if definition.python is not None:
+        return PythonTool.from_definition(name, definition, base_dir=base_dir)
+    if definition.command is not None:
+        return CommandTool.from_definition(name, definition, base_dir=base_dir)
+    raise UserError(f"tool {name!r}: set `python: module:function` or `command: [program, ...]`")

@@ -1,0 +1,197 @@
+"""Command tools: argv templating without a shell, exit codes, timeouts, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from teamrun.config.models import ToolDef
+from teamrun.errors import UserError
+from teamrun.tools import CommandTool, ToolOutcome, build_tools, invoke_tool
+
+PY = sys.executable
+ECHO_ARGV = "import json, sys; print(json.dumps(sys.argv[1:]))"
+
+
+def command_tool(command: list[str], **fields: Any) -> CommandTool:
+    tools = build_tools({"cmd": ToolDef(command=command, **fields)}, base_dir=Path.cwd())
+    tool = tools["cmd"]
+    assert isinstance(tool, CommandTool)
+    return tool
+
+
+def call(tool: CommandTool, arguments: dict[str, Any], approver: Any) -> ToolOutcome:
+    return asyncio.run(invoke_tool(tool, json.dumps(arguments), approver=approver))
+
+
+def test_schema_from_parameters() -> None:
+    tool = command_tool(
+        ["grep", "-rn", "{{ pattern }}", "{{ path }}"],
+        parameters={"pattern": {"type": "string"}, "path": {"type": "string", "default": "."}},
+        description="Search files.",
+    )
+    assert tool.spec.description == "Search files."
+    assert tool.spec.parameters == {
+        "type": "object",
+        "properties": {"pattern": {"type": "string"}, "path": {"type": "string", "default": "."}},
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+
+
+def test_values_are_literal_argv_items_never_shell(allow: Any, tmp_path: Path) -> None:
+    victim = tmp_path / "x"
+    victim.mkdir()
+    tool = command_tool(
+        [PY, "-c", ECHO_ARGV, "--text={{ text }}", "{{ text }}", "$HOME", "*"],
+        parameters={"text": {"type": "string"}},
+        cwd=str(tmp_path),
+    )
+    hostile = f"; rm -rf {victim} && echo $(whoami) `id` | cat > out"
+    outcome = call(tool, {"text": hostile}, allow)
+    assert outcome.ok, outcome.content
+    assert json.loads(outcome.content) == [f"--text={hostile}", hostile, "$HOME", "*"]
+    assert victim.exists()
+    assert not (tmp_path / "out").exists()
+
+
+def test_empty_rendered_item_is_kept(allow: Any) -> None:
+    tool = command_tool(
+        [PY, "-c", ECHO_ARGV, "{{ flag }}", "end"],
+        parameters={"flag": {"type": "string", "default": ""}},
+    )
+    assert json.loads(call(tool, {}, allow).content) == ["", "end"]
+
+
+def test_templates_can_use_jinja_expressions(allow: Any) -> None:
+    tool = command_tool(
+        [
+            PY,
+            "-c",
+            ECHO_ARGV,
+            "{{ 'yes' if loud else 'no' }}",
+            "{{ n + 1 }}",
+            "{{ words | join(',') }}",
+        ],
+        parameters={
+            "loud": {"type": "boolean"},
+            "n": {"type": "integer"},
+            "words": {"type": "array", "items": {"type": "string"}},
+        },
+    )
+    outcome = call(tool, {"loud": True, "n": 1, "words": ["a", "b"]}, allow)
+    assert json.loads(outcome.content) == ["yes", "2", "a,b"]
+
+
+def test_templates_are_sandboxed(allow: Any) -> None:
+    tool = command_tool(
+        [PY, "-c", ECHO_ARGV, "{{ text.__class__.__mro__[1].__subclasses__() }}"],
+        parameters={"text": {"type": "string"}},
+    )
+    outcome = call(tool, {"text": "a"}, allow)
+    assert not outcome.ok
+    assert "rendering the command failed" in outcome.content
+
+
+def test_non_zero_exit_reports_code_stderr_and_stdout(allow: Any) -> None:
+    script = "import sys; print('partial result'); print('it broke', file=sys.stderr); sys.exit(3)"
+    outcome = call(command_tool([PY, "-c", script]), {}, allow)
+    assert not outcome.ok
+    assert outcome.content.startswith("Error: command ")
+    assert "exited with code 3" in outcome.content
+    assert "[stderr]\nit broke" in outcome.content
+    assert "[stdout]\npartial result" in outcome.content
+
+
+def test_success_ignores_stderr_and_decodes_with_replacement(allow: Any) -> None:
+    script = "import sys; sys.stdout.buffer.write(b'ok \\xff'); print('warn', file=sys.stderr)"
+    outcome = call(command_tool([PY, "-c", script]), {}, allow)
+    assert outcome.ok
+    assert outcome.content == "ok \ufffd"
+
+
+def test_empty_output_says_so(allow: Any) -> None:
+    assert call(command_tool([PY, "-c", "pass"]), {}, allow).content == "(no output)"
+
+
+def test_output_is_truncated_with_marker(allow: Any) -> None:
+    tool = command_tool([PY, "-c", "print('y' * 5000, end='')"], max_output_chars=1000)
+    outcome = call(tool, {}, allow)
+    assert outcome.content == "y" * 1000 + "\n[... truncated 4000 characters ...]"
+
+
+def test_timeout_kills_the_process_group(allow: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "grandchild-survived"
+    # The child starts a grandchild that would write the marker after 1 s, then hangs.
+    grandchild = (
+        f"import time, pathlib; time.sleep(1); pathlib.Path({str(marker)!r}).write_text('x')"
+    )
+    script = (
+        "import subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', {grandchild!r}]); time.sleep(30)"
+    )
+    tool = command_tool([PY, "-c", script], timeout_s=0.5)
+    start = time.monotonic()
+    outcome = call(tool, {}, allow)
+    assert time.monotonic() - start < 3
+    assert not outcome.ok
+    assert outcome.content == "Error: tool 'cmd' timed out after 0.5 seconds"
+    time.sleep(1.2)
+    assert not marker.exists()
+
+
+def test_cancellation_kills_the_process(tmp_path: Path) -> None:
+    marker = tmp_path / "survived"
+    script = f"import time, pathlib; time.sleep(0.8); pathlib.Path({str(marker)!r}).write_text('x')"
+    tool = command_tool([PY, "-c", script])
+
+    async def cancel_soon() -> None:
+        task = asyncio.create_task(tool.run({}))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_soon())
+    time.sleep(0.8)
+    assert not marker.exists()
+
+
+def test_missing_executable_is_a_tool_error(allow: Any) -> None:
+    outcome = call(command_tool(["definitely-not-a-program-xyz", "a"]), {}, allow)
+    assert not outcome.ok
+    assert "command not found: 'definitely-not-a-program-xyz'" in outcome.content
+
+
+def test_cwd_is_relative_to_the_team_file(tmp_path: Path, allow: Any) -> None:
+    (tmp_path / "data").mkdir()
+    definition = ToolDef(command=[PY, "-c", "import os; print(os.getcwd())"], cwd="data")
+    tool = build_tools({"pwd": definition}, base_dir=tmp_path)["pwd"]
+    outcome = asyncio.run(invoke_tool(tool, "{}", approver=allow))
+    assert Path(outcome.content.strip()) == (tmp_path / "data").resolve()
+
+    missing = build_tools({"pwd": ToolDef(command=["true"], cwd="nowhere")}, base_dir=tmp_path)[
+        "pwd"
+    ]
+    outcome = asyncio.run(invoke_tool(missing, "{}", approver=allow))
+    assert "working directory" in outcome.content and "does not exist" in outcome.content
+
+
+def test_undeclared_template_variable_is_a_user_error() -> None:
+    with pytest.raises(UserError, match=r"command\[1\] uses undeclared parameter 'patern'"):
+        command_tool(["grep", "{{ patern }}"], parameters={"pattern": {"type": "string"}})
+
+
+def test_template_syntax_error_is_a_user_error() -> None:
+    with pytest.raises(UserError, match=r"command\[1\] is not a valid template"):
+        command_tool(["echo", "{{ oops"])
+
+
+def test_invalid_parameter_schema_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="parameter 'n' is not a valid JSON Schema"):
+        command_tool(["echo", "{{ n }}"], parameters={"n": {"type": "integr"}})
