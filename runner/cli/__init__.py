@@ -14,7 +14,7 @@ import click
 
 from teamrun import __version__
 from teamrun.cli.app import cli
-from teamrun.errors import RunError, UserError
+from teamrun.errors import ConfigError, RunError, UserError
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.exit_code
     except click.exceptions.Exit as exc:
         code = exc.exit_code
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)  # already `file:line:col: error: ...` lines
+        code = EXIT_USAGE
     except UserError as exc:
         click.echo(f"error: {exc}", err=True)
         code = EXIT_USAGE
