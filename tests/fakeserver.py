@@ -366,7 +366,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 # -- OpenAI wire format ---------------------------------------------------------------
 def _error_body(message: str, status: int) -> dict[str, Any]:
-    kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
+    kind = (
+        "rate_limit_error"
+        if status == 429
+        else "server_error"
+        if status >= 500
+        else "invalid_request_error"
+    )
     return {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
 
 
@@ -378,7 +384,11 @@ def _usage(request: dict[str, Any], reply: Reply) -> dict[str, int]:
     prompt_size = json.dumps(request.get("messages", [])) + json.dumps(request.get("tools", []))
     completion_size = (reply.content or "") + "".join(name + args for name, args in reply.calls)
     prompt, completion = _estimate_tokens(prompt_size), _estimate_tokens(completion_size)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
 
 
 def _call_id(index: int, name: str) -> str:

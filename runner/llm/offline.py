@@ -1,0 +1,495 @@
+"""The ``offline`` model: a deterministic simulator that runs any team with no key or network.
+
+The simulator looks only at the conversation and the tools offered — no state
+across calls, no randomness — and picks one of four moves:
+
+1. **Hand off.** No tool results yet, ``transfer_to_<agent>`` tools are offered
+   and no handoff happened in the conversation: call the first handoff tool.
+2. **Delegate.** Some delegation tool (``ask_<agent>`` / ``delegate_task``) has not
+   been called yet: call every uncalled one in one turn (parallel tool calls),
+   with the latest user message as the task.
+3. **Use tools.** Some plain tool has not been called yet: call each uncalled one
+   once, in one turn, with arguments built from its JSON schema.
+4. **Answer.** Text starting with ``[offline simulation]`` that names the task and
+   summarises every tool result; or, when a JSON ``response_format`` is asked
+   for, JSON valid against its schema and nothing else.
+
+The pure logic (:func:`simulate`) does not import LiteLLM; :func:`build_provider`
+wraps it in a LiteLLM ``CustomLLM`` so that offline and real providers travel the
+same path through the adapter.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from teamrun.llm.types import Message, ToolCall, ToolSchema
+
+__all__ = [
+    "DEFAULT_OFFLINE_MODEL",
+    "OFFLINE_PROVIDER",
+    "SimulatedTurn",
+    "build_provider",
+    "example_from_schema",
+    "is_offline_model",
+    "litellm_model_name",
+    "simulate",
+]
+
+OFFLINE_PROVIDER = "offline"
+"""The LiteLLM custom-provider name the simulator is registered under."""
+DEFAULT_OFFLINE_MODEL = "offline/simulator"
+"""What the bare model string ``offline`` is mapped to."""
+ANSWER_PREFIX = "[offline simulation]"
+
+_SNIPPET_CHARS = 200
+_TASK_CHARS = 300
+_MAX_SCHEMA_DEPTH = 12
+_TASK_LIKE_NAMES = re.compile(
+    r"(task|query|question|topic|prompt|request|subject|goal|instruction|reason|search|"
+    r"message|input|objective|problem|^q$)",
+    re.IGNORECASE,
+)
+
+
+def is_offline_model(model: str) -> bool:
+    """Whether ``model`` names the simulator (``offline`` or ``offline/<anything>``)."""
+    return model == OFFLINE_PROVIDER or model.startswith(OFFLINE_PROVIDER + "/")
+
+
+def litellm_model_name(model: str) -> str:
+    """The model string to hand to LiteLLM: ``offline`` becomes ``offline/simulator``."""
+    return DEFAULT_OFFLINE_MODEL if model == OFFLINE_PROVIDER else model
+
+
+@dataclass(frozen=True)
+class SimulatedTurn:
+    """What the simulator answers for one conversation."""
+
+    text: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.tool_calls else "stop"
+
+
+# -- reading the conversation -------------------------------------------------------------
+@dataclass(frozen=True)
+class _Conversation:
+    task: str
+    called: frozenset[str]
+    call_count: int
+    results: tuple[tuple[str, str], ...]
+    """``(tool name, result text)`` for every tool message, in order."""
+
+
+def _content_text(content: Any) -> str:
+    """The text of a message's content (a string or a list of OpenAI content parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = [p.get("text", "") for p in content if isinstance(p, Mapping)]
+        return "\n".join(str(p) for p in parts if p)
+    return str(content)
+
+
+def _field(obj: Any, name: str) -> Any:
+    """Read ``name`` from a dict or an object (LiteLLM may hand over either)."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _read_conversation(messages: Sequence[Message]) -> _Conversation:
+    task = ""
+    called: set[str] = set()
+    call_count = 0
+    names_by_id: dict[str, str] = {}
+    results: list[tuple[str, str]] = []
+    for message in messages:
+        role = _field(message, "role")
+        if role == "user":
+            task = _content_text(_field(message, "content")).strip() or task
+        elif role == "assistant":
+            for call in _field(message, "tool_calls") or ():
+                name = str(_field(_field(call, "function"), "name") or "")
+                called.add(name)
+                call_count += 1
+                names_by_id[str(_field(call, "id"))] = name
+        elif role == "tool":
+            call_id = str(_field(message, "tool_call_id"))
+            name = str(_field(message, "name") or names_by_id.get(call_id, "tool"))
+            results.append((name, _content_text(_field(message, "content"))))
+    return _Conversation(task, frozenset(called), call_count, tuple(results))
+
+
+# -- tools --------------------------------------------------------------------------------
+def _tool_name(tool: ToolSchema) -> str:
+    return str((tool.get("function") or {}).get("name", ""))
+
+
+def _tool_parameters(tool: ToolSchema) -> dict[str, Any]:
+    params = (tool.get("function") or {}).get("parameters")
+    return params if isinstance(params, dict) else {"type": "object", "properties": {}}
+
+
+def _is_delegation(name: str) -> bool:
+    return name.startswith("ask_") or name == "delegate_task"
+
+
+def _is_handoff(name: str) -> bool:
+    return name.startswith("transfer_to_")
+
+
+def _plan_calls(
+    conv: _Conversation, tools: Sequence[ToolSchema]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls to make this turn (empty means: answer now)."""
+    named = [(t, _tool_name(t)) for t in tools if _tool_name(t)]
+    handoffs = [(t, n) for t, n in named if _is_handoff(n)]
+    handed_off = any(_is_handoff(n) for n in conv.called)
+    if handoffs and not conv.results and not handed_off:
+        tool, name = handoffs[0]
+        return [(name, _arguments(tool, conv.task))]
+    delegations = [(t, n) for t, n in named if _is_delegation(n) and n not in conv.called]
+    if delegations:
+        return [
+            call for tool, name in delegations for call in _delegation_calls(tool, name, conv.task)
+        ]
+    plain = [
+        (t, n)
+        for t, n in named
+        if not _is_delegation(n) and not _is_handoff(n) and n not in conv.called
+    ]
+    return [(name, _arguments(tool, conv.task)) for tool, name in plain]
+
+
+def _arguments(tool: ToolSchema, task: str) -> dict[str, Any]:
+    value = example_from_schema(_tool_parameters(tool), task=task)
+    return value if isinstance(value, dict) else {}
+
+
+def _delegation_calls(tool: ToolSchema, name: str, task: str) -> list[tuple[str, dict[str, Any]]]:
+    """Calls for one delegation tool: ``task`` is the user's text; all targets at once.
+
+    ``delegate_task`` with an array-of-enum target field gets every name in one call;
+    with a single-string enum target it gets one call per name.
+    """
+    schema = _tool_parameters(tool)
+    args = _arguments(tool, task)
+    props: dict[str, Any] = schema.get("properties") or {}
+    if "task" in props or not props:
+        args["task"] = task
+    if name != "delegate_task":
+        return [(name, args)]
+    for key, prop in props.items():
+        prop = _resolve(prop, schema)
+        items = _resolve(prop.get("items") or {}, schema)
+        if prop.get("type") == "array" and items.get("enum"):
+            args[key] = list(items["enum"])
+        elif prop.get("enum") and key != "task":
+            return [(name, {**args, key: target}) for target in prop["enum"]]
+    return [(name, args)]
+
+
+# -- examples from JSON Schema ------------------------------------------------------------
+def _resolve(schema: Any, root: Mapping[str, Any], hops: int = 0) -> dict[str, Any]:
+    """Follow local ``$ref`` pointers (``#/$defs/...``); non-dicts become ``{}``."""
+    if not isinstance(schema, dict):
+        return {}
+    ref = schema.get("$ref")
+    if not (isinstance(ref, str) and ref.startswith("#/")) or hops > _MAX_SCHEMA_DEPTH:
+        return schema
+    target: Any = root
+    for part in ref[2:].split("/"):
+        target = target.get(part, {}) if isinstance(target, Mapping) else {}
+    rest = {k: v for k, v in schema.items() if k != "$ref"}
+    return {**_resolve(target, root, hops + 1), **rest}
+
+
+def _schema_type(schema: Mapping[str, Any]) -> str | None:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        return str(kinds[0]) if kinds else "null"
+    if kind is None and "properties" in schema:
+        return "object"
+    return str(kind) if kind is not None else None
+
+
+def example_from_schema(
+    schema: Mapping[str, Any],
+    *,
+    task: str = "",
+    texts: Sequence[str] = (),
+    all_properties: bool = False,
+) -> Any:
+    """A deterministic value valid against ``schema``.
+
+    Objects get their required properties (and those with defaults), or every
+    property with ``all_properties``; strings named like a task (``query``,
+    ``topic``...) get ``task``; other strings take ``texts`` in turn, else
+    ``"example"``.
+    """
+    builder = _ExampleBuilder(dict(schema), task, tuple(texts), all_properties)
+    return builder.build(dict(schema), "", 0)
+
+
+class _ExampleBuilder:
+    """Walks a schema and builds one example; strings cycle through ``texts``."""
+
+    def __init__(
+        self, root: dict[str, Any], task: str, texts: tuple[str, ...], all_props: bool
+    ) -> None:
+        self.root = root
+        self.task = task
+        self.texts = texts
+        self.all_props = all_props
+        self.text_index = 0
+
+    def build(self, raw: Any, name: str, depth: int) -> Any:
+        schema = _resolve(raw, self.root)
+        if "default" in schema:
+            return schema["default"]
+        if "const" in schema:
+            return schema["const"]
+        if schema.get("enum"):
+            return schema["enum"][0]
+        for key in ("anyOf", "oneOf", "allOf"):
+            options = [_resolve(o, self.root) for o in schema.get(key) or ()]
+            options = [o for o in options if o.get("type") != "null"]
+            if options:
+                merged = {**{k: v for k, v in schema.items() if k != key}, **options[0]}
+                return self.build(merged, name, depth)
+        return self._by_type(schema, name, depth)
+
+    def _by_type(self, schema: dict[str, Any], name: str, depth: int) -> Any:
+        kind = _schema_type(schema)
+        if kind == "object":
+            return self._object(schema, depth)
+        if kind == "array":
+            return self._array(schema, name, depth)
+        if kind == "integer":
+            return int(self._number(schema))
+        if kind == "number":
+            return self._number(schema)
+        if kind == "boolean":
+            return True
+        if kind == "null":
+            return None
+        return self._string(schema, name)
+
+    def _object(self, schema: dict[str, Any], depth: int) -> dict[str, Any]:
+        if depth >= _MAX_SCHEMA_DEPTH:
+            return {}
+        props: dict[str, Any] = schema.get("properties") or {}
+        required = set(schema.get("required") or ())
+        out: dict[str, Any] = {}
+        for key, prop in props.items():
+            resolved = _resolve(prop, self.root)
+            if self.all_props or key in required or "default" in resolved:
+                out[key] = self.build(resolved, key, depth + 1)
+        for key in sorted(required - set(props)):
+            out[key] = self._string({}, key)
+        return out
+
+    def _array(self, schema: dict[str, Any], name: str, depth: int) -> list[Any]:
+        if depth >= _MAX_SCHEMA_DEPTH:
+            return []
+        count = max(int(schema.get("minItems", 1)), 1)
+        if "maxItems" in schema:
+            count = min(count, int(schema["maxItems"]))
+        prefix = schema.get("prefixItems") or []
+        items = [self.build(p, name, depth + 1) for p in prefix[:count]]
+        item_schema = _resolve(schema.get("items"), self.root)
+        choices = item_schema.get("enum")
+        while len(items) < count:
+            if choices:
+                items.append(choices[len(items) % len(choices)])
+            else:
+                items.append(self.build(item_schema, name, depth + 1))
+        return items
+
+    def _number(self, schema: Mapping[str, Any]) -> float:
+        value: float = 1
+        if "minimum" in schema:
+            value = schema["minimum"]
+        elif "exclusiveMinimum" in schema:
+            value = schema["exclusiveMinimum"] + 1
+        if "maximum" in schema and value > schema["maximum"]:
+            value = schema["maximum"]
+        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
+            value = schema["exclusiveMaximum"] - 1
+        return value
+
+    def _string(self, schema: Mapping[str, Any], name: str) -> str:
+        formatted = _FORMAT_EXAMPLES.get(str(schema.get("format", "")))
+        if formatted is not None:
+            return formatted
+        value = self._text_for(name)
+        min_len = int(schema.get("minLength", 0))
+        if len(value) < min_len:
+            value = value + "x" * (min_len - len(value))
+        if "maxLength" in schema:
+            value = value[: int(schema["maxLength"])]
+        return value
+
+    def _text_for(self, name: str) -> str:
+        if self.task and _TASK_LIKE_NAMES.search(name):
+            return _shorten(self.task, _TASK_CHARS)
+        if self.texts:
+            value = self.texts[self.text_index % len(self.texts)]
+            self.text_index += 1
+            return value
+        return "example"
+
+
+_FORMAT_EXAMPLES = {
+    "date": "2024-01-01",
+    "date-time": "2024-01-01T00:00:00Z",
+    "time": "00:00:00Z",
+    "email": "user@example.com",
+    "uri": "https://example.com",
+    "url": "https://example.com",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+    "ipv4": "127.0.0.1",
+}
+
+
+# -- the answer ---------------------------------------------------------------------------
+def _shorten(value: str, limit: int) -> str:
+    flat = " ".join(value.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _summaries(conv: _Conversation) -> list[str]:
+    return [f"{name}: {_shorten(text_, _SNIPPET_CHARS)}" for name, text_ in conv.results]
+
+
+def _text_answer(conv: _Conversation) -> str:
+    lines = [f"{ANSWER_PREFIX} Task: {_shorten(conv.task, _TASK_CHARS) or '(no task given)'}"]
+    summaries = _summaries(conv)
+    if summaries:
+        lines.append(f"Findings from {len(summaries)} tool result(s):")
+        lines += [f"- {s}" for s in summaries]
+    else:
+        lines.append("No tool results were available; this is a simulated answer.")
+    return "\n".join(lines)
+
+
+def _json_schema_of(response_format: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The schema asked for, ``{}`` for plain ``json_object``, ``None`` if no JSON asked for."""
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return {}
+    if kind == "json_schema":
+        wrapper = response_format.get("json_schema") or {}
+        schema = wrapper.get("schema", response_format.get("schema"))
+        return dict(schema) if isinstance(schema, Mapping) else {}
+    return None
+
+
+def _json_answer(conv: _Conversation, schema: dict[str, Any]) -> str:
+    summaries = _summaries(conv)
+    if not schema:
+        value: Any = {
+            "answer": _text_answer(conv),
+            "task": conv.task,
+            "results": [
+                {"tool": n, "summary": _shorten(t, _SNIPPET_CHARS)} for n, t in conv.results
+            ],
+        }
+    else:
+        texts = [f"{ANSWER_PREFIX} {s}" for s in summaries] or [f"{ANSWER_PREFIX} {conv.task}"]
+        value = example_from_schema(schema, task=conv.task, texts=texts, all_properties=True)
+    return json.dumps(value, ensure_ascii=False)
+
+
+# -- the simulator ------------------------------------------------------------------------
+def _estimate_tokens(value: str) -> int:
+    return max(1, len(value) // 4)
+
+
+def simulate(
+    messages: Sequence[Message],
+    tools: Sequence[ToolSchema] = (),
+    response_format: Mapping[str, Any] | None = None,
+) -> SimulatedTurn:
+    """The simulator's next turn for this conversation. Pure and deterministic."""
+    conv = _read_conversation(messages)
+    input_tokens = _estimate_tokens(
+        json.dumps(list(messages), default=str) + json.dumps(list(tools))
+    )
+    planned = _plan_calls(conv, tools)
+    if planned:
+        calls = tuple(
+            ToolCall(
+                f"call_{conv.call_count + i}_{name}", name, json.dumps(args, ensure_ascii=False)
+            )
+            for i, (name, args) in enumerate(planned)
+        )
+        size = sum(len(c.name) + len(c.arguments) for c in calls)
+        return SimulatedTurn(None, calls, input_tokens, _estimate_tokens("x" * size))
+    schema = _json_schema_of(response_format or {})
+    answer = _text_answer(conv) if schema is None else _json_answer(conv, schema)
+    return SimulatedTurn(answer, (), input_tokens, _estimate_tokens(answer))
+
+
+# -- the LiteLLM provider -----------------------------------------------------------------
+def _response_payload(turn: SimulatedTurn, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in turn.tool_calls
+        ]
+    return {
+        "model": f"{OFFLINE_PROVIDER}/{model}",
+        "choices": [{"index": 0, "message": message, "finish_reason": turn.finish_reason}],
+        "usage": {
+            "prompt_tokens": turn.input_tokens,
+            "completion_tokens": turn.output_tokens,
+            "total_tokens": turn.input_tokens + turn.output_tokens,
+        },
+    }
+
+
+def build_provider(litellm: Any) -> Any:
+    """A ``CustomLLM`` instance serving :func:`simulate` through LiteLLM.
+
+    LiteLLM hands a custom provider the offered tools and the response format in
+    ``optional_params`` (``tools``, ``response_format``), and the model name
+    without the ``offline/`` prefix.
+    """
+
+    class OfflineSimulator(litellm.CustomLLM):  # type: ignore[misc]
+        """Deterministic offline model, registered as the ``offline`` provider."""
+
+        def _answer(
+            self, model: str, messages: list[Message], optional_params: dict[str, Any]
+        ) -> Any:
+            turn = simulate(
+                messages,
+                optional_params.get("tools") or (),
+                optional_params.get("response_format"),
+            )
+            return litellm.ModelResponse(**_response_payload(turn, model))
+
+        def completion(self, model: str, messages: list[Message], *args: Any, **kwargs: Any) -> Any:
+            return self._answer(model, messages, kwargs.get("optional_params") or {})
+
+        async def acompletion(
+            self, model: str, messages: list[Message], *args: Any, **kwargs: Any
+        ) -> Any:
+            return self._answer(model, messages, kwargs.get("optional_params") or {})
+
+    return OfflineSimulator()

@@ -1,0 +1,305 @@
+"""The LiteLLM adapter against the local fake server, through LiteLLM's real HTTP path."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+from teamrun.errors import ModelError
+from teamrun.llm import LiteLLMChatModel, ModelReply, ModelSettings, ProviderError, RetryNotice
+from teamrun.llm.adapter import import_litellm
+
+from fakeserver import FakeOpenAI, hang, http_error, malformed_body, text, tool_calls
+
+MESSAGES = [
+    {"role": "system", "content": "You coordinate."},
+    {"role": "user", "content": "Compare two phones."},
+]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"the {name} tool",
+            "parameters": {
+                "type": "object",
+                "properties": {"task": {"type": "string"}},
+                "required": ["task"],
+            },
+        },
+    }
+    for name in ("ask_researcher", "ask_writer")
+]
+
+
+def complete(
+    server: FakeOpenAI,
+    model: str = "lead",
+    *,
+    tools: Sequence[dict[str, Any]] = (),
+    chat_model: LiteLLMChatModel | None = None,
+    **settings: Any,
+) -> ModelReply:
+    """One adapter call to ``openai/<model>`` on the fake server."""
+    chat = chat_model or LiteLLMChatModel(backoff_base_s=0.01)
+    config = ModelSettings(model=f"openai/{model}", api_base=server.url, **settings)
+    return asyncio.run(chat.complete(MESSAGES, settings=config, tools=tools))
+
+
+def fail(server: FakeOpenAI, **settings: Any) -> ProviderError:
+    """Run a call that must fail; return the error."""
+    with pytest.raises(ModelError) as info:
+        complete(server, **settings)
+    assert isinstance(info.value, ProviderError)
+    return info.value
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_text_reply_with_usage(fake_openai: FakeOpenAI, stream: bool) -> None:
+    fake_openai.script("lead", [text("Both phones are fine.")])
+
+    reply = complete(
+        fake_openai, stream=stream, temperature=0.2, max_tokens=50, extra={"top_p": 0.5}
+    )
+
+    assert reply.text == "Both phones are fine."
+    assert reply.tool_calls == ()
+    assert reply.finish_reason == "stop"
+    assert reply.usage.requests == 1
+    assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
+    request = fake_openai.requests("lead")[0].request
+    assert request["messages"] == MESSAGES
+    assert (request["temperature"], request["max_tokens"], request["top_p"]) == (0.2, 50, 0.5)
+    assert "tools" not in request
+    if stream:
+        assert request["stream"] is True
+        assert request["stream_options"] == {"include_usage": True}
+    else:
+        assert not request.get("stream")
+    fake_openai.assert_complete()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_parallel_tool_calls(fake_openai: FakeOpenAI, stream: bool) -> None:
+    fake_openai.script(
+        "lead",
+        [tool_calls(("ask_researcher", {"task": "specs"}), ("ask_writer", {"task": "draft"}))],
+    )
+
+    reply = complete(fake_openai, tools=TOOLS, stream=stream)
+
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [
+        ("ask_researcher", '{"task": "specs"}'),
+        ("ask_writer", '{"task": "draft"}'),
+    ]
+    assert len({c.id for c in reply.tool_calls}) == 2
+    assert reply.text is None
+    assert reply.finish_reason == "tool_calls"
+    assert reply.as_message()["tool_calls"][1]["function"]["name"] == "ask_writer"
+    assert [t["function"]["name"] for t in fake_openai.requests()[0].request["tools"]] == [
+        "ask_researcher",
+        "ask_writer",
+    ]
+    fake_openai.assert_complete()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_malformed_tool_arguments_pass_through_raw(fake_openai: FakeOpenAI, stream: bool) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_researcher", '{"task": "unterminated'))])
+
+    reply = complete(fake_openai, tools=TOOLS, stream=stream)
+
+    assert reply.tool_calls[0].arguments == '{"task": "unterminated'
+    fake_openai.assert_complete()
+
+
+def test_429_retry_after_is_honoured(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("lead", [http_error(429, retry_after=0.2), text("ok")])
+    notices: list[RetryNotice] = []
+    chat = LiteLLMChatModel(backoff_base_s=0.001, on_retry=notices.append)
+
+    reply = complete(fake_openai, chat_model=chat)
+
+    assert reply.text == "ok"
+    first, second = fake_openai.requests()
+    assert second.start - first.end >= 0.18
+    assert [(n.kind, n.status_code, n.delay_s, n.attempt) for n in notices] == [
+        ("rate_limited", 429, 0.2, 1)
+    ]
+    fake_openai.assert_complete()
+
+
+def test_retry_after_is_capped(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("lead", [http_error(429, retry_after=3600), text("ok")])
+    notices: list[RetryNotice] = []
+    chat = LiteLLMChatModel(retry_after_max_s=0.05, on_retry=notices.append)
+
+    assert complete(fake_openai, chat_model=chat).text == "ok"
+    assert notices[0].delay_s == 0.05
+
+
+def test_500_retried_num_retries_times_then_model_error(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("lead", [http_error(500)] * 3)
+
+    error = fail(fake_openai, num_retries=2)
+
+    assert len(fake_openai.requests()) == 3
+    assert (error.kind, error.status_code, error.attempts) == ("server_error", 500, 3)
+    assert "openai" in str(error) and "openai/lead" in str(error) and "HTTP 500" in str(error)
+    assert "gave up after 3 attempts" in str(error)
+    fake_openai.assert_complete()
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_client_errors_are_not_retried(fake_openai: FakeOpenAI, status: int) -> None:
+    fake_openai.script("lead", [http_error(status)])
+
+    error = fail(fake_openai, num_retries=3)
+
+    assert len(fake_openai.requests()) == 1
+    assert (error.kind, error.status_code, error.attempts) == ("rejected", status, 1)
+    assert f"HTTP {status}" in str(error)
+    fake_openai.assert_complete()
+
+
+def test_malformed_body_is_retried(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("lead", [malformed_body(), malformed_body('{"foo": 1}'), text("fine")])
+
+    assert complete(fake_openai, num_retries=2).text == "fine"
+    fake_openai.assert_complete()
+
+
+def test_malformed_body_every_time_becomes_model_error(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("lead", [malformed_body()] * 2)
+
+    error = fail(fake_openai, num_retries=1)
+
+    assert error.kind == "malformed"
+    assert "not a valid chat completion" in str(error)
+    fake_openai.assert_complete()
+
+
+def test_timeout_is_retried(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("lead", [hang(5), text("after the hang")])
+    started = time.monotonic()
+
+    reply = complete(fake_openai, timeout_s=0.3)
+
+    assert reply.text == "after the hang"
+    assert time.monotonic() - started < 2.0
+    assert len(fake_openai.requests()) == 2
+    fake_openai.assert_complete()
+
+
+def test_timeout_every_time_names_the_limit(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("lead", [hang(5), hang(5)])
+
+    error = fail(fake_openai, timeout_s=0.2, num_retries=1)
+
+    assert error.kind == "timeout"
+    assert "timed out after 0.2s" in str(error)
+
+
+def test_connection_refused_is_retried_then_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy")
+    chat = LiteLLMChatModel(backoff_base_s=0.001)
+    api_base = f"http://127.0.0.1:{free_port()}/v1"
+    settings = ModelSettings(model="openai/lead", api_base=api_base, num_retries=1)
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(chat.complete(MESSAGES, settings=settings))
+    assert (info.value.kind, info.value.attempts) == ("connection", 2)
+    assert "check api_base" in str(info.value)
+
+
+def test_usage_and_cost_from_the_price_table(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("gpt-4o-mini", [text("priced")])
+    litellm = import_litellm()
+
+    reply = complete(fake_openai, "gpt-4o-mini")
+
+    prompt_cost, completion_cost = litellm.cost_per_token(
+        model="gpt-4o-mini",
+        prompt_tokens=reply.usage.input_tokens,
+        completion_tokens=reply.usage.output_tokens,
+    )
+    assert reply.cost_usd == pytest.approx(prompt_cost + completion_cost)
+    assert reply.cost_usd > 0
+
+
+def test_unknown_model_costs_zero_and_warns_once(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("no-such-priced-model", [text("a"), text("b")])
+
+    with capture_logs() as logs:
+        replies = [complete(fake_openai, "no-such-priced-model") for _ in range(2)]
+
+    assert [r.cost_usd for r in replies] == [0.0, 0.0]
+    assert [e["event"] for e in logs].count("llm_cost_unknown") == 1
+
+
+def test_api_key_from_env_is_sent_but_never_shown(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-teamrun-secret-0123456789abcdef"
+    monkeypatch.setenv("TEAMRUN_TEST_KEY", secret)
+    fake_openai.script("lead", [text("hi"), http_error(401, message=f"Incorrect API key {secret}")])
+
+    complete(fake_openai, api_key_env="TEAMRUN_TEST_KEY")
+    error = fail(fake_openai, api_key_env="TEAMRUN_TEST_KEY")
+
+    headers = [r.headers["authorization"] for r in fake_openai.requests()]
+    assert headers == [f"Bearer {secret}"] * 2
+    assert secret not in str(error) and secret not in repr(error.args)
+    assert "check the API key" in str(error)
+
+
+def test_unset_api_key_env_fails_before_any_request(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TEAMRUN_UNSET_KEY", raising=False)
+
+    error = fail(fake_openai, api_key_env="TEAMRUN_UNSET_KEY")
+
+    assert "TEAMRUN_UNSET_KEY" in str(error) and error.kind == "config"
+    assert fake_openai.requests() == []
+
+
+def test_missing_key_is_not_retried(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+
+    error = fail(fake_openai, num_retries=3)
+
+    assert error.kind == "config" and error.attempts == 1
+    assert "api_key_env" in str(error)
+    assert fake_openai.requests() == []
+
+
+def test_concurrent_calls_overlap(fake_openai: FakeOpenAI) -> None:
+    fake_openai.default_latency = 0.3
+    fake_openai.script("lead", [text(f"answer {i}") for i in range(5)])
+    chat = LiteLLMChatModel()
+    settings = ModelSettings(model="openai/lead", api_base=fake_openai.url)
+
+    async def fan_out() -> list[ModelReply]:
+        calls = [chat.complete(MESSAGES, settings=settings) for _ in range(5)]
+        return list(await asyncio.gather(*calls))
+
+    started = time.monotonic()
+    replies = asyncio.run(fan_out())
+
+    assert time.monotonic() - started < 1.2
+    assert sorted(r.text or "" for r in replies) == [f"answer {i}" for i in range(5)]
+    fake_openai.assert_complete()
+
+
+def free_port() -> int:
+    """A local port that nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
