@@ -17,9 +17,8 @@ def _summary(results: Sequence[CheckResult]) -> str:
     if not invalid:
         extra = f" ({warnings} warning{'s' if warnings != 1 else ''})" if warnings else ""
         return f"{files} valid{extra}"
-    return (
-        f"{invalid} of {files} invalid: {errors} error{'s' if errors != 1 else ''}"
-        + (f", {warnings} warning{'s' if warnings != 1 else ''}" if warnings else "")
+    return f"{invalid} of {files} invalid: {errors} error{'s' if errors != 1 else ''}" + (
+        f", {warnings} warning{'s' if warnings != 1 else ''}" if warnings else ""
     )
 
 
@@ -88,7 +87,8 @@ def junit_report(results: Sequence[CheckResult]) -> str:
         cases.append(f'  <testcase classname="teamrun.validate" name={quoteattr(r.file)}>{end}')
     return (
         '<?xml version="1.0" encoding="utf-8"?>\n'
-        f'<testsuite name="teamrun validate" tests="{len(results)}" failures="{failures}" errors="0">\n'
+        f'<testsuite name="teamrun validate" tests="{len(results)}" '
+        f'failures="{failures}" errors="0">\n'
         + "\n".join(cases)
         + "\n</testsuite>\n"
     )

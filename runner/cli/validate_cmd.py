@@ -6,7 +6,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import click
-
 from teamrun.config.diagnostics import Diagnostic
 from teamrun.config.loader import CheckResult, check_file
 
@@ -56,12 +55,16 @@ def check_paths(paths: Iterable[str], *, import_check: bool = False) -> list[Che
 @click.command(help=HELP, short_help="Check team files (schema, references, templates).")
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @click.option(
-    "--format", "output_format",
-    type=click.Choice(["text", "json", "github", "junit"]), default="text", show_default=True,
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json", "github", "junit"]),
+    default="text",
+    show_default=True,
     help="How to report problems.",
 )
 @click.option(
-    "--import-check", is_flag=True,
+    "--import-check",
+    is_flag=True,
     help="Also import every python: tool, hook and filter to check it exists (runs user code).",
 )
 @click.option("--strict", is_flag=True, help="Treat warnings as errors.")
@@ -71,8 +74,16 @@ def validate(paths: tuple[str, ...], output_format: str, import_check: bool, str
     results = check_paths(paths, import_check=import_check)
     if strict:
         results = [
-            CheckResult(r.file, [Diagnostic(d.file, d.line, d.column, d.message, "error", d.rule) for d in r.diagnostics],
-                        r.data, r.source_map, r.secrets)
+            CheckResult(
+                r.file,
+                [
+                    Diagnostic(d.file, d.line, d.column, d.message, "error", d.rule)
+                    for d in r.diagnostics
+                ],
+                r.data,
+                r.source_map,
+                r.secrets,
+            )
             for r in results
         ]
     click.echo(REPORTERS[output_format](results), nl=False)

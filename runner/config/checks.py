@@ -8,6 +8,7 @@ already reported it).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -16,14 +17,26 @@ from teamrun.config import templates
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
 from teamrun.config.yamlsrc import SourceMap
 
-_START_TEMPLATES = ("reject", "prompt", "append_prompt")
-_COMPLETE_TEMPLATES = ("result_text", "feedback")
-_ITERATION_TEMPLATES = ("feedback",)
-_HOOK_TEMPLATES = {
-    "on_start": _START_TEMPLATES,
-    "on_complete": _COMPLETE_TEMPLATES,
-    "on_iteration": _ITERATION_TEMPLATES,
+_HOOK_ACTIONS = {
+    "on_start": ("reject", "prompt", "append_prompt", "max_steps", "context", "call"),
+    "on_complete": ("result_text", "feedback", "bail", "call"),
+    "on_iteration": ("feedback", "stop", "call"),
 }
+_HOOK_TEMPLATES = {
+    "on_start": ("reject", "prompt", "append_prompt"),
+    "on_complete": ("result_text", "feedback"),
+    "on_iteration": ("feedback",),
+}
+_TOOL_KEYS = ("python", "command")
+_JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
+_TOKEN_WORDS = {
+    "'end of print statement'": "'}}'",
+    "'end of statement block'": "'%}'",
+    "'begin of print statement'": "'{{'",
+    "'begin of statement block'": "'{%'",
+    "expected token 'name'": "expected a name",
+}
+_UNCLOSED_BLOCK = re.compile(r"The innermost block that needs to be closed is '(\w+)'")
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -36,6 +49,27 @@ def _names(value: Any) -> list[tuple[int, str]]:
     return [(i, item) for i, item in enumerate(value) if isinstance(item, str)]
 
 
+def _template_message(message: str | None) -> str:
+    """Jinja's wording, made shorter where it is long."""
+    text = (message or "invalid template").strip()
+    unclosed = _UNCLOSED_BLOCK.search(text)
+    if unclosed:
+        tag = unclosed.group(1)
+        return f"'{{% {tag} %}}' is never closed; add '{{% end{tag} %}}'"
+    for jinja, shown in _TOKEN_WORDS.items():
+        text = text.replace(jinja, shown)
+    return text.rstrip(".")
+
+
+@functools.cache
+def _meta_validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(
+        Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
+    )
+
+
 class SemanticChecker:
     """Cross-reference, graph, template and sub-schema checks over one team file."""
 
@@ -46,6 +80,8 @@ class SemanticChecker:
         self.source_map = source_map
         self.agents = {k: _mapping(v) for k, v in _mapping(self.data.get("agents")).items()}
         self.tools = {k: _mapping(v) for k, v in _mapping(self.data.get("tools")).items()}
+        self.graph_complete = True
+        """False once a delegates_to/handoffs entry is unusable: then reachability says nothing."""
 
     def check(self, *, import_check: bool = False) -> list[Diagnostic]:
         found = [
@@ -79,91 +115,127 @@ class SemanticChecker:
             hint = did_you_mean(name, list(self.agents))
             yield self._error(
                 ("supervisor",),
-                f"supervisor '{name}' is not defined in agents{hint} (defined agents: {listing(list(self.agents))})",
+                f"supervisor '{name}' is not defined in agents{hint} "
+                f"(defined agents: {listing(list(self.agents))})",
                 "reference",
             )
 
     def _references(self) -> Iterator[Diagnostic]:
         for agent, spec in self.agents.items():
             for field in ("delegates_to", "handoffs"):
+                value = spec.get(field)
+                if value is not None and len(_names(value)) != (
+                    len(value) if isinstance(value, list) else -1
+                ):
+                    self.graph_complete = False
                 seen: set[str] = set()
-                for index, target in _names(spec.get(field)):
+                for index, target in _names(value):
                     path = ("agents", agent, field, index)
                     if target == agent:
                         verb = "delegate to" if field == "delegates_to" else "hand off to"
-                        yield self._error(path, f"agent '{agent}' cannot {verb} itself", "reference")
-                    elif target not in self.agents:
-                        hint = did_you_mean(target, list(self.agents))
                         yield self._error(
-                            path,
-                            f"{dotted(path)}: agent '{target}' is not defined{hint} "
-                            f"(defined agents: {listing(list(self.agents))})",
-                            "reference",
+                            path, f"agent '{agent}' cannot {verb} itself", "reference"
                         )
+                    elif target not in self.agents:
+                        self.graph_complete = False
+                        yield self._error(path, self._unknown_agent(path, target), "reference")
                     elif target in seen:
-                        yield self._warning(path, f"'{target}' is listed twice in {dotted(path[:-1])}", "reference")
+                        yield self._warning(
+                            path, f"'{target}' is listed twice in {dotted(path[:-1])}", "reference"
+                        )
                     seen.add(target)
             for index, tool in _names(spec.get("tools")):
                 if tool in self.tools:
                     continue
                 path = ("agents", agent, "tools", index)
-                if not self.tools:
-                    detail = "no tools are defined (add them under a top-level 'tools:' section)"
+                if tool in self.agents:
+                    detail = f"; '{tool}' is an agent: list it under delegates_to"
+                elif not self.tools:
+                    detail = (
+                        "; no tools are defined yet (add them under a top-level 'tools:' section)"
+                    )
                 else:
-                    detail = f"defined tools: {listing(list(self.tools))}"
-                hint = did_you_mean(tool, list(self.tools))
-                yield self._error(path, f"{dotted(path)}: tool '{tool}' is not defined{hint} ({detail})", "reference")
+                    detail = (
+                        did_you_mean(tool, list(self.tools))
+                        + f" (defined tools: {listing(list(self.tools))})"
+                    )
+                yield self._error(
+                    path, f"{dotted(path)}: tool '{tool}' is not defined{detail}", "reference"
+                )
+
+    def _unknown_agent(self, path: JsonPath, target: str) -> str:
+        message = f"{dotted(path)}: agent '{target}' is not defined"
+        if target in self.tools:
+            return message + f"; '{target}' is a tool: list it under tools"
+        hint = did_you_mean(target, list(self.agents))
+        return message + f"{hint} (defined agents: {listing(list(self.agents))})"
 
     def _edges(self, agent: str) -> list[tuple[int, str]]:
-        return [(i, t) for i, t in _names(self.agents[agent].get("delegates_to")) if t in self.agents and t != agent]
+        return [
+            (i, t)
+            for i, t in _names(self.agents[agent].get("delegates_to"))
+            if t in self.agents and t != agent
+        ]
 
     def _cycles(self) -> Iterator[Diagnostic]:
+        """Each delegation cycle once, at the delegates_to entry that closes it (iterative DFS)."""
         state: dict[str, str] = {}  # "active" while on the DFS stack, "done" after
-        stack: list[str] = []
         reported: set[frozenset[str]] = set()
-        diagnostics: list[Diagnostic] = []
-
-        def visit(agent: str) -> None:
-            state[agent] = "active"
-            stack.append(agent)
-            for index, target in self._edges(agent):
+        for root in self.agents:
+            if root in state:
+                continue
+            state[root] = "active"
+            stack: list[tuple[str, Iterator[tuple[int, str]]]] = [(root, iter(self._edges(root)))]
+            while stack:
+                agent, edges = stack[-1]
+                step = next(edges, None)
+                if step is None:
+                    stack.pop()
+                    state[agent] = "done"
+                    continue
+                index, target = step
                 if state.get(target) == "active":
-                    loop = stack[stack.index(target):]
+                    names = [name for name, _ in stack]
+                    loop = names[names.index(target) :]
                     if frozenset(loop) not in reported:
                         reported.add(frozenset(loop))
                         chain = " → ".join([*loop, target])
-                        diagnostics.append(self._error(
+                        yield self._error(
                             ("agents", agent, "delegates_to", index),
                             f"delegation cycle: {chain}; delegation must form a tree "
                             "(use handoffs for agents that pass control back and forth)",
                             "cycle",
-                        ))
+                        )
                 elif target not in state:
-                    visit(target)
-            stack.pop()
-            state[agent] = "done"
+                    state[target] = "active"
+                    stack.append((target, iter(self._edges(target))))
 
-        for agent in self.agents:
-            if agent not in state:
-                visit(agent)
-        yield from diagnostics
-
-    def _longest_chain(self, agent: str, seen: frozenset[str]) -> list[str]:
-        best: list[str] = []
-        for _, target in self._edges(agent):
-            if target in seen:
-                continue  # a cycle, reported elsewhere
-            chain = self._longest_chain(target, seen | {target})
-            if len(chain) > len(best):
-                best = chain
-        return [agent, *best]
+    def _longest_chain(self, start: str) -> list[str]:
+        """The longest delegation chain from ``start``; edges that close a cycle are ignored."""
+        best: dict[str, list[str]] = {}
+        on_stack = {start}
+        stack: list[tuple[str, Iterator[tuple[int, str]]]] = [(start, iter(self._edges(start)))]
+        while stack:
+            agent, edges = stack[-1]
+            step = next(edges, None)
+            if step is None:
+                stack.pop()
+                on_stack.discard(agent)
+                tails = [best[t] for _, t in self._edges(agent) if t in best and t not in on_stack]
+                best[agent] = [agent, *max(tails, key=len, default=[])]
+                continue
+            target = step[1]
+            if target not in best and target not in on_stack:
+                on_stack.add(target)
+                stack.append((target, iter(self._edges(target))))
+        return best[start]
 
     def _depth(self) -> Iterator[Diagnostic]:
         limit = _mapping(self.data.get("limits")).get("max_depth")
         supervisor = self.data.get("supervisor")
         if not isinstance(limit, int) or isinstance(limit, bool) or supervisor not in self.agents:
             return
-        chain = self._longest_chain(str(supervisor), frozenset({str(supervisor)}))
+        chain = self._longest_chain(str(supervisor))
         depth = len(chain) - 1
         if depth > limit:
             yield self._error(
@@ -175,7 +247,7 @@ class SemanticChecker:
 
     def _unused_agents(self) -> Iterator[Diagnostic]:
         supervisor = self.data.get("supervisor")
-        if supervisor not in self.agents:
+        if supervisor not in self.agents or not self.graph_complete:
             return
         reachable = {str(supervisor)}
         frontier = [str(supervisor)]
@@ -204,35 +276,49 @@ class SemanticChecker:
             yield from self._template((*base, "instructions"), spec.get("instructions"))
             yield from self._sub_schema((*base, "output_schema"), spec.get("output_schema"))
             delegation = _mapping(spec.get("delegation"))
-            if delegation and not _names(spec.get("delegates_to")):
+            if delegation and spec.get("delegates_to") in (None, []):
                 yield self._warning(
                     (*base, "delegation"),
-                    f"agent '{agent}' has a delegation section but no delegates_to, so it never applies",
+                    f"agent '{agent}' has a delegation section but no delegates_to, "
+                    "so it never applies",
                     "unused",
                     key=True,
                 )
             yield from self._template((*base, "delegation", "prompt"), delegation.get("prompt"))
-            yield from self._message_filter((*base, "delegation", "message_filter"), delegation.get("message_filter"))
+            yield from self._message_filter(
+                (*base, "delegation", "message_filter"), delegation.get("message_filter")
+            )
             hooks = _mapping(delegation.get("hooks"))
             for event, fields in _HOOK_TEMPLATES.items():
                 entries = hooks.get(event)
                 if not isinstance(entries, list):
                     continue
-                for index, hook in enumerate(entries):
+                for index, entry in enumerate(entries):
                     hook_path = (*base, "delegation", "hooks", event, index)
-                    hook = _mapping(hook)
+                    hook = _mapping(entry)
                     yield from self._condition((*hook_path, "when"), hook.get("when"))
                     for field in fields:
                         yield from self._template((*hook_path, field), hook.get(field))
                     if hook and not (set(hook) - {"when"}):
-                        yield self._error(hook_path, f"{dotted(hook_path)} has a condition but no action", "hook")
+                        actions = ", ".join(_HOOK_ACTIONS[event])
+                        yield self._error(
+                            hook_path,
+                            f"{dotted(hook_path)} has a condition but no action; "
+                            f"add one of: {actions}",
+                            "hook",
+                        )
 
     def _message_filter(self, path: JsonPath, spec: Any) -> Iterator[Diagnostic]:
         for index, pattern in _names(_mapping(spec).get("drop_matching")):
             try:
                 re.compile(pattern)
             except re.error as exc:
-                yield self._error((*path, "drop_matching", index), f"invalid regular expression '{pattern}': {exc}", "regex")
+                where = (*path, "drop_matching", index)
+                yield self._error(
+                    where,
+                    f"{dotted(where)}: invalid regular expression '{pattern}': {exc}",
+                    "regex",
+                )
 
     def _template(self, path: JsonPath, source: Any) -> Iterator[Diagnostic]:
         if not isinstance(source, str):
@@ -240,10 +326,14 @@ class SemanticChecker:
         try:
             templates.syntax_check(source)
         except templates.TemplateSyntaxError as exc:
-            line, column = self._template_position(path, exc.lineno or 1)
+            template_line = exc.lineno or 1
+            line, column = self._template_position(path, template_line, source)
+            where = f" (template line {template_line})" if "\n" in source.rstrip("\n") else ""
             yield Diagnostic(
-                self.file, line, column,
-                f"template error in {dotted(path)}: {exc.message} (template line {exc.lineno})",
+                self.file,
+                line,
+                column,
+                f"template error in {dotted(path)}: {_template_message(exc.message)}{where}",
                 rule="template",
             )
 
@@ -253,47 +343,109 @@ class SemanticChecker:
         try:
             templates.compile_condition(source)
         except templates.TemplateSyntaxError as exc:
-            yield self._error(path, f"invalid condition in {dotted(path)} '{source}': {exc.message}", "template")
+            if "{{" in source or "{%" in source:
+                detail = "write the expression itself, without '{{ }}' or '{% %}'"
+            else:
+                detail = _template_message(exc.message)
+                detail = detail.replace("'end of template'", "end of the expression")
+                detail = detail.replace(
+                    "chunk after expression", "unexpected text after the expression"
+                )
+            yield self._error(
+                path, f"invalid condition in {dotted(path)} '{source}': {detail}", "template"
+            )
 
-    def _template_position(self, path: JsonPath, template_line: int) -> tuple[int, int]:
+    def _template_position(
+        self, path: JsonPath, template_line: int, source: str
+    ) -> tuple[int, int]:
+        """The file line and column where line ``template_line`` of a template value starts."""
         mark = self.source_map.value(path)
-        if not mark.block:
-            return mark.line + template_line - 1, mark.column if template_line == 1 else 1
-        line = mark.line + template_line  # block scalar text starts below the `|` or `>`
+        style = self._char(mark.line, mark.column)
+        if template_line <= 1 and not mark.block:
+            return mark.line, mark.column
+        if mark.block and style == "|":
+            line = mark.line + template_line  # literal block text starts below the `|`
+            return line, self._indent(line) + 1
+        # Folded text (`>` blocks, multi-line plain and quoted values): a single line break
+        # becomes a space and each blank line a newline, so count blank lines.
+        first = mark.line + 1 if mark.block else mark.line
+        current, pending, line = 1, 0, first
+        for line in range(first, min(len(self.lines), first + source.count("\n") * 2 + 50) + 1):
+            text = self.lines[line - 1] if line <= len(self.lines) else ""
+            if not text.strip():
+                pending += 1
+                continue
+            if line != first:
+                current += pending
+            pending = 0
+            if current >= template_line:
+                return line, (mark.column if line == mark.line else self._indent(line) + 1)
+        return line, self._indent(line) + 1
+
+    def _char(self, line: int, column: int) -> str:
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
-        return line, len(text) - len(text.lstrip()) + 1
+        return text[column - 1] if 0 < column <= len(text) else ""
+
+    def _indent(self, line: int) -> int:
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        return len(text) - len(text.lstrip())
 
     def _sub_schema(self, path: JsonPath, schema: Any) -> Iterator[Diagnostic]:
         if not isinstance(schema, dict):
             return
-        from jsonschema import Draft202012Validator
+        from teamrun.config.schema import describe_type, describe_value
 
-        meta = Draft202012Validator(Draft202012Validator.META_SCHEMA)
-        for error in meta.iter_errors(schema):
-            where = (*path, *error.absolute_path)
-            if error.absolute_path and error.absolute_path[-1] == "type" and isinstance(error.instance, str):
-                kinds = ["array", "boolean", "integer", "null", "number", "object", "string"]
-                message = (
-                    f"{dotted(path)} is not a valid JSON Schema: unknown type '{error.instance}'"
-                    f"{did_you_mean(error.instance, kinds) or '; types are: ' + ', '.join(kinds)}"
+        seen: set[tuple[JsonPath, str]] = set()
+        for error in _meta_validator().iter_errors(schema):
+            inner: JsonPath = tuple(error.absolute_path)
+            if (inner, error.message) in seen:
+                continue  # the meta-schema reaches some keywords along several routes
+            seen.add((inner, error.message))
+            sub = f"'{dotted(inner)}'"
+            if inner and inner[-1] == "type" and isinstance(error.instance, str):
+                types = "; types are: " + ", ".join(_JSON_TYPES)
+                detail = f"unknown type '{error.instance}'" + (
+                    did_you_mean(error.instance, _JSON_TYPES) or types
                 )
+            elif error.validator == "type":
+                expected = describe_type(error.validator_value)
+                detail = f"{sub} must be {expected}, not {describe_value(error.instance)}"
+            elif error.validator in ("minimum", "exclusiveMinimum"):
+                sign = ">=" if error.validator == "minimum" else ">"
+                detail = f"{sub} must be {sign} {error.validator_value}, not {error.instance}"
+            elif error.validator == "format" and error.validator_value == "regex":
+                detail = f"{sub} is not a valid regular expression: '{error.instance}'"
+            elif inner:
+                detail = f"{sub}: {error.message}"
             else:
-                message = f"{dotted(path)} is not a valid JSON Schema: {error.message}"
-            yield self._error(where, message, "output_schema")
+                detail = error.message
+            yield self._error(
+                (*path, *inner),
+                f"{dotted(path)} is not a valid JSON Schema: {detail}",
+                "output_schema",
+            )
 
     # -- tools -----------------------------------------------------------------------------
 
     def _tool_definitions(self) -> Iterator[Diagnostic]:
         for name, spec in self.tools.items():
             path: JsonPath = ("tools", name)
-            kinds = [k for k in ("python", "command") if k in spec]
-            if len(kinds) != 1:
-                problem = (
-                    "has both 'python:' and 'command:'; keep one"
-                    if kinds
-                    else "needs 'python:' (a function) or 'command:' (an argv list)"
+            kinds = [k for k in _TOOL_KEYS if k in spec]
+            misspelt = any(did_you_mean(key, _TOOL_KEYS) for key in spec if key not in _TOOL_KEYS)
+            if len(kinds) > 1:
+                yield self._error(
+                    path,
+                    f"tool '{name}' has both 'python:' and 'command:'; keep one",
+                    "tool",
+                    key=True,
                 )
-                yield self._error(path, f"tool '{name}' {problem}", "tool", key=True)
+            elif not kinds and not misspelt:  # a misspelt `comand:` is reported as an unknown key
+                yield self._error(
+                    path,
+                    f"tool '{name}' needs 'python:' (a function) or 'command:' (an argv list)",
+                    "tool",
+                    key=True,
+                )
             parameters = _mapping(spec.get("parameters"))
             for param, fragment in parameters.items():
                 yield from self._sub_schema((*path, "parameters", param), fragment)
@@ -301,7 +453,9 @@ class SemanticChecker:
             if isinstance(command, list):
                 yield from self._command_items(name, command, set(parameters))
 
-    def _command_items(self, tool: str, command: list[Any], parameters: set[str]) -> Iterator[Diagnostic]:
+    def _command_items(
+        self, tool: str, command: list[Any], parameters: set[str]
+    ) -> Iterator[Diagnostic]:
         for index, item in enumerate(command):
             path: JsonPath = ("tools", tool, "command", index)
             if not isinstance(item, str):
@@ -309,13 +463,23 @@ class SemanticChecker:
             try:
                 names = templates.undeclared_names(item)
             except templates.TemplateSyntaxError as exc:
-                yield self._error(path, f"template error in {dotted(path)}: {exc.message}", "template")
+                yield self._error(
+                    path,
+                    f"template error in {dotted(path)}: {_template_message(exc.message)}",
+                    "template",
+                )
                 continue
             for unknown in sorted(names - parameters):
                 hint = did_you_mean(unknown, sorted(parameters))
+                declared = (
+                    f" (parameters: {listing(sorted(parameters))})"
+                    if parameters and not hint
+                    else ""
+                )
                 yield self._error(
                     path,
-                    f"{dotted(path)} uses '{{{{ {unknown} }}}}' but tool '{tool}' has no parameter '{unknown}'{hint}",
+                    f"{dotted(path)} uses '{{{{ {unknown} }}}}' but tool '{tool}' has no "
+                    f"parameter '{unknown}'{hint}{declared}",
                     "template",
                 )
 
@@ -332,6 +496,15 @@ class SemanticChecker:
                 yield self._error(path, f"{dotted(path)}: {exc}", "import")
 
     def _import_references(self) -> Iterator[tuple[JsonPath, str]]:
+        """Every well-formed import path (a malformed one is already a schema error)."""
+        from teamrun.config.schema import team_schema
+
+        pattern = re.compile(team_schema()["$defs"]["ToolDef"]["properties"]["python"]["pattern"])
+        for path, reference in self._all_import_references():
+            if pattern.match(reference):
+                yield path, reference
+
+    def _all_import_references(self) -> Iterator[tuple[JsonPath, str]]:
         for name, spec in self.tools.items():
             if isinstance(spec.get("python"), str):
                 yield ("tools", name, "python"), spec["python"]

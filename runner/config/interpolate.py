@@ -14,11 +14,17 @@ from dataclasses import dataclass, field
 
 _REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _UNCLOSED = re.compile(r"(?<!\$)\$\{(?![A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\})")
+_FRAGMENT = re.compile(r"\$\{[^\s\"']{0,40}")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
 class InterpolationError(ValueError):
     """A reference could not be resolved; the message says how to fix it."""
+
+    def __init__(self, message: str, fragment: str = "") -> None:
+        super().__init__(message)
+        self.fragment = fragment
+        """The text of the bad reference, so the error can point at it."""
 
 
 @dataclass
@@ -33,9 +39,15 @@ class Interpolator:
             return text
         bad = _UNCLOSED.search(text.replace("$${", "\0\0\0"))
         if bad is not None:
+            start = bad.start()
+            end = text.find("}", start)
+            shown = text[start:] if end < 0 else text[start : end + 1]
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            problem = "is missing its closing '}'" if end < 0 else "is not a valid reference"
             raise InterpolationError(
-                f"'{text}' has a '${{' that is not a reference like ${{NAME}} or ${{NAME:-default}} "
-                "(write $${ for a literal '${')"
+                f"'{shown}' {problem} "
+                "(write ${NAME} or ${NAME:-default}; $${ is a literal '${')",
+                fragment=_FRAGMENT.match(text, start).group(0),  # type: ignore[union-attr]
             )
         return _REFERENCE.sub(self._replace, text)
 
@@ -48,7 +60,8 @@ class Interpolator:
             if default is None:
                 raise InterpolationError(
                     f"environment variable {name} is not set "
-                    f"(set it, or give a default: ${{{name}:-value}})"
+                    f"(set it, or give a default: ${{{name}:-value}})",
+                    fragment=match.group(0),
                 )
             return default
         if _SECRET_NAME.search(name) and value:

@@ -87,12 +87,19 @@ def check_text(
     if document.data is None:
         return CheckResult(file, diagnostics)
     if not isinstance(document.data, dict):
-        diagnostics.append(
-            Diagnostic(file, 1, 1, "a team file must be a mapping with version, name, supervisor and agents")
+        from teamrun.config.schema import describe_value
+
+        mark = document.source_map.value(())
+        message = (
+            "a team file must be a mapping with the keys version, name, supervisor and agents, "
+            f"not {describe_value(document.data)}"
         )
+        diagnostics.append(Diagnostic(file, mark.line, mark.column, message))
         return CheckResult(file, diagnostics, document.data, document.source_map)
-    diagnostics += SchemaChecker(file, document.source_map).check(document.data)
-    diagnostics += check_semantics(file, text, document.data, document.source_map, import_check=import_check)
+    diagnostics += SchemaChecker(file, document.source_map, text).check(document.data)
+    diagnostics += check_semantics(
+        file, text, document.data, document.source_map, import_check=import_check
+    )
     unique = sorted(set(diagnostics), key=lambda d: (d.line, d.column, d.message))
     return CheckResult(file, unique, document.data, document.source_map, interpolator.secrets)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,18 @@ def _validator() -> Any:
     return Draft202012Validator(team_schema())
 
 
+def describe_type(types: Any) -> str:
+    """JSON Schema ``type`` (a name or a list of names) in words: ``a mapping or true/false``."""
+    names = types if isinstance(types, list) else [types]
+    words = [_TYPE_WORDS.get(str(name), str(name)) for name in names]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def describe_value(value: Any) -> str:
+    """What a loaded value is, for messages: ``the string "ten"``, ``a list``."""
+    return _kind(value)
+
+
 def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
@@ -64,12 +77,29 @@ def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
-        return f"the string '{value}'" if len(value) <= 40 else "a string"
+        return (
+            f"the string {json.dumps(value, ensure_ascii=False)}"
+            if len(value) <= 40
+            else "a string"
+        )
     if isinstance(value, int):
         return f"the integer {value}"
     if isinstance(value, float):
         return f"the number {value}"
     return type(value).__name__
+
+
+def _missing(error: Any) -> str:
+    """The key a ``required`` error is about."""
+    message: str = error.message
+    return message.split("'")[1] if "'" in message else message
+
+
+def _suggestion(key: str, schema: dict[str, Any]) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(key, list(schema.get("properties", {})), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
@@ -80,16 +110,47 @@ def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+_REQUIRED_HINTS = {
+    "version": "add 'version: 1'",
+    "name": "a short name for the team, e.g. 'name: product-research'",
+    "supervisor": "the agent that receives the user's input, e.g. 'supervisor: lead'",
+    "agents": "a mapping of agent names to their settings",
+}
+
+_TOKEN = re.compile(r"[^\s,\]}#]+")
+
+
+def _where(path: JsonPath) -> str:
+    return f"in {dotted(path)}" if path else "at the top level"
+
+
 class SchemaChecker:
     """Turns jsonschema errors into located :class:`Diagnostic` objects."""
 
-    def __init__(self, file: str, source_map: SourceMap) -> None:
+    def __init__(self, file: str, source_map: SourceMap, text: str = "") -> None:
         self.file = file
         self.source_map = source_map
+        self.lines = text.splitlines()
 
     def check(self, data: Any) -> list[Diagnostic]:
+        errors = list(_validator().iter_errors(data))
+        # `agent:` for `agents:` is one mistake: report the unknown key, not also the missing one.
+        suggested = {
+            (tuple(e.absolute_path), _suggestion(key, e.schema))
+            for e in errors
+            if e.validator == "additionalProperties" and isinstance(e.instance, dict)
+            for key in e.instance
+            if key not in e.schema.get("properties", {})
+        }
+        # `version: "1"` breaks both `const` and `type`: one message is enough.
+        choices = {tuple(e.absolute_path) for e in errors if e.validator in ("enum", "const")}
         diagnostics: list[Diagnostic] = []
-        for error in _validator().iter_errors(data):
+        for error in errors:
+            path = tuple(error.absolute_path)
+            if error.validator == "required" and (path, _missing(error)) in suggested:
+                continue
+            if error.validator == "type" and path in choices:
+                continue
             diagnostics.extend(self._convert(error))
         return diagnostics
 
@@ -104,23 +165,44 @@ class SchemaChecker:
         elif kind == "additionalProperties":
             yield from self._unknown_keys(error, path)
         elif kind == "required":
-            missing = error.message.split("'")[1] if "'" in error.message else error.message
-            yield self._at_key(path, f"{where} is missing the required key '{missing}'")
+            missing = _missing(error)
+            owner = where if path else "the team file"
+            hint = _REQUIRED_HINTS.get(missing, "") if not path else ""
+            yield self._at_key(
+                path,
+                f"{owner} is missing the required key '{missing}'" + (f": {hint}" if hint else ""),
+            )
         elif kind in ("type", "anyOf", "oneOf"):
             expected = self._expected(error)
             message = f"{where} must be {expected}, not {_kind(error.instance)}"
             if isinstance(error.instance, bool) and "a string" in expected:
-                message += " (YAML reads yes/no/on/off as booleans; quote the text)"
+                message += self._boolean_hint(path)
+            elif isinstance(error.instance, str) and expected == "a list":
+                message += f" (write [{error.instance}] for a list of one)"
+            elif error.instance is None and expected == "a mapping":
+                message += " (write {} for no settings)"
+            elif isinstance(error.instance, list) and expected == "a mapping":
+                message += (
+                    " (write 'name:' keys with their settings indented below, not '- ' items)"
+                )
             yield self._at_value(path, message)
         elif kind in ("enum", "const"):
             yield self._at_value(path, self._choice_message(error, where))
         elif kind == "pattern":
             yield self._at_value(path, self._pattern_message(path, error.instance))
         elif kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-            sign = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[kind]
-            yield self._at_value(path, f"{where} must be {sign} {error.validator_value}, not {error.instance}")
+            sign = {
+                "minimum": ">=",
+                "exclusiveMinimum": ">",
+                "maximum": "<=",
+                "exclusiveMaximum": "<",
+            }[kind]
+            yield self._at_value(
+                path, f"{where} must be {sign} {error.validator_value}, not {error.instance}"
+            )
         elif kind in ("minItems", "minProperties", "minLength"):
-            yield self._at_value(path, f"{where} must not be empty")
+            hint = ": define at least one agent (the supervisor)" if path == ("agents",) else ""
+            yield self._at_value(path, f"{where} must not be empty{hint}")
         else:
             yield self._at_value(path, f"{where}: {error.message}")
 
@@ -132,7 +214,7 @@ class SchemaChecker:
                 continue
             hint = did_you_mean(key, allowed) or f"; allowed keys: {', '.join(allowed)}"
             mark = self.source_map.key((*path, key))
-            message = f"unknown key '{key}' in {dotted(path)}{hint}"
+            message = f"unknown key '{key}' {_where(path)}{hint}"
             yield Diagnostic(self.file, mark.line, mark.column, message)
 
     def _bad_names(self, name: Any, path: JsonPath) -> Iterator[Diagnostic]:
@@ -165,10 +247,29 @@ class SchemaChecker:
     def _choice_message(self, error: Any, where: str) -> str:
         choices = error.validator_value if error.validator == "enum" else [error.validator_value]
         shown = ", ".join(json.dumps(c) for c in choices)
-        hint = did_you_mean(str(error.instance), [str(c) for c in choices])
+        value = error.instance
+        hint = did_you_mean(str(value), [str(c) for c in choices]) if isinstance(value, str) else ""
+        if isinstance(value, str) and any(
+            value == str(c) and not isinstance(c, str) for c in choices
+        ):
+            hint = " (a number, so write it without quotes)"
+        elif isinstance(value, bool):
+            hint = self._boolean_hint(tuple(error.absolute_path), for_text=False)
         if len(choices) == 1:
-            return f"{where} must be {shown}, not {json.dumps(error.instance)}"
-        return f"{where} must be one of {shown}, not {json.dumps(error.instance)}{hint}"
+            return f"{where} must be {shown}, not {json.dumps(value)}{hint}"
+        return f"{where} must be one of {shown}, not {json.dumps(value)}{hint}"
+
+    def _boolean_hint(self, path: JsonPath, *, for_text: bool = True) -> str:
+        """YAML 1.1 reads ``no``, ``off``, ``yes``... as booleans; say so with the word written."""
+        mark = self.source_map.value(path)
+        line = self.lines[mark.line - 1] if 0 < mark.line <= len(self.lines) else ""
+        token = _TOKEN.match(line, mark.column - 1)
+        written = token.group(0) if token else ""
+        if written and written.lower() not in ("true", "false"):
+            value = "true" if written.lower() in ("y", "yes", "on") else "false"
+            quote = f'; write "{written}" in quotes for text' if for_text else ""
+            return f" (YAML reads a bare {written} as {value}{quote})"
+        return " (quote the text)" if for_text else ""
 
     def _pattern_message(self, path: JsonPath, value: Any) -> str:
         where = dotted(path)
@@ -179,9 +280,15 @@ class SchemaChecker:
                 "'package.module:function'"
             )
         if field == "api_key_env":
-            return f"{where}: '{value}' is not an environment variable name (write the name, not the key)"
-        if field == "name":
-            return f"{where}: '{value}' must be letters, digits, '_', '.' or '-' (at most 64)"
+            return (
+                f"{where}: '{value}' is not an environment variable name "
+                "(write the variable's name, e.g. OPENAI_API_KEY, never the key itself)"
+            )
+        if path == ("name",):
+            return (
+                f"team name '{value}' is not allowed: use letters, digits, '_', '.' and '-', "
+                "starting with a letter or digit, at most 64 characters"
+            )
         return (
             f"{where}: '{value}' is not a valid name: use letters, digits, '_' and '-', "
             "starting with a letter, at most 48 characters"

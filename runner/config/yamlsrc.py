@@ -5,16 +5,18 @@ the tree is turned into plain data here so that we can
 
 * keep the ``line:col`` of every key and value (for error messages),
 * report duplicate keys (PyYAML silently keeps the last one),
-* stop alias bombs ("billion laughs") and absurd nesting with a clear error.
+* refuse tags that build Python objects (``!!python/object`` and friends),
+* stop alias bombs ("billion laughs"), recursive aliases and absurd nesting
+  with a clear error.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-
 from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
 from teamrun.config.interpolate import InterpolationError, Interpolator
 
@@ -26,15 +28,25 @@ MAX_DEPTH = 64
 """Deepest nesting of mappings and lists."""
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
-_STR_TAG = "tag:yaml.org,2002:str"
+_YAML_TAG = "tag:yaml.org,2002:"
+_MERGE_TAG = _YAML_TAG + "merge"
+_TIMESTAMP_TAG = _YAML_TAG + "timestamp"
+_STR_TAG = _YAML_TAG + "str"
+_MAP_TAG = _YAML_TAG + "map"
+_SEQ_TAG = _YAML_TAG + "seq"
+_SCALAR_TAGS = frozenset(
+    _YAML_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp")
+)
 _BLOCK_STYLES = ("|", ">")
+_ANCHOR = re.compile(r"(?:![^\s]*\s+)?&([^\s,\[\]{}]+)")
 
 
 @dataclass(frozen=True)
 class Mark:
-    """Where a node starts. ``block`` is true for ``|``/``>`` scalars (content starts on the next line)."""
+    """Where a node starts.
+
+    ``block`` is true for ``|``/``>`` scalars (their content starts on the next line).
+    """
 
     line: int
     column: int
@@ -72,7 +84,9 @@ class YamlDocument:
     diagnostics: list[Diagnostic]
 
 
-class _TooLarge(Exception):
+class _Refused(Exception):
+    """The document cannot be loaded at all (too big, recursive, unsafe)."""
+
     def __init__(self, mark: Mark, message: str) -> None:
         self.mark = mark
         self.message = message
@@ -84,96 +98,212 @@ def _mark(node: yaml.Node) -> Mark:
     return Mark(start.line + 1, start.column + 1, block)
 
 
+def _short_tag(tag: str) -> str:
+    return "!!" + tag.removeprefix(_YAML_TAG) if tag.startswith(_YAML_TAG) else tag
+
+
+def _position(text: str, index: int) -> Mark:
+    """The 1-based line and column of character ``index`` of ``text``."""
+    line_start = text.rfind("\n", 0, index) + 1
+    return Mark(text.count("\n", 0, index) + 1, index - line_start + 1)
+
+
 class _Builder:
     """Turns a composed node tree into plain data, recording marks and problems."""
 
-    def __init__(self, file: str, loader: yaml.SafeLoader, interpolator: Interpolator | None) -> None:
+    def __init__(
+        self, file: str, text: str, loader: yaml.SafeLoader, interpolator: Interpolator | None
+    ) -> None:
         self.file = file
+        self.text = text
         self.loader = loader
         self.interpolator = interpolator
         self.source_map = SourceMap()
         self.diagnostics: list[Diagnostic] = []
         self.nodes = 0
+        self._built: set[int] = set()
+        """Nodes already turned into data once: meeting one again means an alias."""
+        self._active: list[yaml.Node] = []
+        """Collections being built, outermost first (a node met again in here is recursive)."""
+        self._expanding: list[tuple[yaml.Node, yaml.Node | None]] = []
+        """Aliases being expanded, outermost first, with the collection they sit in."""
+        self._merging = 0
+        """Above 0 while building the mapping a ``<<`` merge key names."""
+        self._reported: set[tuple[int, int, str]] = set()
 
     def build(self, node: yaml.Node, path: JsonPath, depth: int) -> Any:
         self.nodes += 1
         if self.nodes > MAX_NODES:
-            raise _TooLarge(
-                _mark(node),
-                f"the document expands to more than {MAX_NODES} values "
-                "(aliases repeated many times over?); refusing to load it",
+            raise _Refused(
+                self._expansion_mark(node),
+                f"the document expands to more than {MAX_NODES} values through aliases "
+                "that repeat aliases (an alias bomb); refusing to load it",
             )
         if depth > MAX_DEPTH:
-            raise _TooLarge(_mark(node), f"nesting deeper than {MAX_DEPTH} levels")
+            raise _Refused(_mark(node), f"nesting deeper than {MAX_DEPTH} levels")
+        parent = self._active[-1] if self._active else None
+        if any(node is active for active in self._active):
+            anchor = self._anchor(node)
+            shown = f"'*{anchor}'" if anchor else "an alias"
+            raise _Refused(
+                self._alias_mark(node, parent),
+                f"recursive alias: {shown} in {dotted(path)} refers to a value that contains it",
+            )
         self.source_map.values.setdefault(path, _mark(node))
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path, depth)
-        if isinstance(node, yaml.SequenceNode):
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path)
+        expanding = id(node) in self._built
+        self._built.add(id(node))
+        if expanding:
+            self._expanding.append((node, parent))
+        self._active.append(node)
+        try:
+            if isinstance(node, yaml.MappingNode):
+                self._check_tag(node, _MAP_TAG, "mapping")
+                return self._mapping(node, path, depth)
+            self._check_tag(node, _SEQ_TAG, "list")
             return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
-        return self._scalar(node)
+        finally:
+            self._active.pop()
+            if expanding:
+                self._expanding.pop()
 
-    def _scalar(self, node: yaml.Node) -> Any:
-        if node.tag == _STR_TAG and self.interpolator is not None and "${" in node.value:
-            return self._interpolated(node)
+    # -- where things are -----------------------------------------------------------------------
+
+    def _anchor(self, node: yaml.Node) -> str | None:
+        match = _ANCHOR.match(self.text, node.start_mark.index)
+        return match.group(1) if match else None
+
+    def _alias_mark(self, target: yaml.Node, container: yaml.Node | None) -> Mark:
+        """Where ``*anchor`` (an alias of ``target``) is written inside ``container``."""
+        anchor = self._anchor(target)
+        if anchor is None or container is None:
+            return _mark(container or target)
+        pattern = re.compile(r"\*" + re.escape(anchor) + r"(?![^\s,\[\]{}])")
+        found = pattern.search(self.text, container.start_mark.index, container.end_mark.index)
+        return _position(self.text, found.start()) if found else _mark(container)
+
+    def _expansion_mark(self, node: yaml.Node) -> Mark:
+        if not self._expanding:
+            return _mark(node)
+        target, container = self._expanding[0]
+        return self._alias_mark(target, container)
+
+    # -- values ----------------------------------------------------------------------------
+
+    def _check_tag(self, node: yaml.Node, expected: str, what: str) -> None:
+        if node.tag == expected:
+            return
+        message = f"unsupported YAML tag '{_short_tag(node.tag)}'"
+        if node.tag.startswith(_YAML_TAG + "python/"):
+            message += " (tags that build Python objects are never loaded)"
+        elif node.tag in _SCALAR_TAGS:
+            message += f" on a {what}"
+        raise _Refused(
+            _mark(node), message + "; a team file holds plain mappings, lists, text and numbers"
+        )
+
+    def _scalar(self, node: yaml.ScalarNode, path: JsonPath) -> Any:
+        if node.tag not in _SCALAR_TAGS:
+            self._check_tag(node, _STR_TAG, "value")
+        if node.tag == _STR_TAG:
+            if self.interpolator is not None and "${" in node.value:
+                return self._interpolated(node, path)
+            return node.value
         if node.tag == _TIMESTAMP_TAG:
             return node.value  # dates stay text; the schema never wants a datetime
-        return self.loader.construct_object(node, deep=True)
+        return self._construct(node)
 
-    def _interpolated(self, node: yaml.Node) -> Any:
+    def _construct(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except (ValueError, KeyError, TypeError, yaml.YAMLError):
+            # e.g. `!!int abc`: an explicit tag the text does not fit
+            raise _Refused(
+                _mark(node),
+                f"invalid YAML: '{node.value}' is not a valid {_short_tag(node.tag)} value",
+            ) from None
+
+    def _interpolated(self, node: yaml.ScalarNode, path: JsonPath) -> Any:
         assert self.interpolator is not None
         try:
             text = self.interpolator.substitute(node.value)
         except InterpolationError as exc:
-            self._error(_mark(node), str(exc), rule="interpolation")
+            mark = self._fragment_mark(node, exc.fragment)
+            self._error(mark, f"{dotted(path)}: {exc}", rule="interpolation")
             return node.value
         if node.style:  # quoted or block: the user asked for text ("" or None is plain)
             return text
         # A plain scalar is typed after substitution, as if the value had been written there:
         # `max_steps: ${STEPS:-5}` is the integer 5.
-        tag = self.loader.resolve(yaml.ScalarNode, text, (True, False))
+        tag = self.loader.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
         if tag in (_STR_TAG, _TIMESTAMP_TAG):
             return text
-        return self.loader.construct_object(yaml.ScalarNode(tag, text), deep=True)
+        return self._construct(yaml.ScalarNode(tag, text, node.start_mark, node.end_mark))
+
+    def _fragment_mark(self, node: yaml.ScalarNode, fragment: str) -> Mark:
+        """The position of ``fragment`` inside the scalar's source text, else the scalar's."""
+        if fragment:
+            found = self.text.find(fragment, node.start_mark.index, node.end_mark.index)
+            if found >= 0:
+                return _position(self.text, found)
+        return _mark(node)
 
     def _mapping(self, node: yaml.MappingNode, path: JsonPath, depth: int) -> dict[str, Any]:
         result: dict[str, Any] = {}
-        merged: dict[str, Any] = {}
+        merges: list[yaml.Node] = []
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE_TAG:
-                merged.update(self._merge_source(value_node, path, depth))
+                merges.append(value_node)
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
-                self._error(_mark(key_node), f"a key in {dotted(path)} is not a plain value")
+                self._error(
+                    _mark(key_node),
+                    f"a key in {dotted(path)} is a mapping or list; keys must be names",
+                )
                 continue
+            if key_node.tag not in _SCALAR_TAGS:
+                self._check_tag(key_node, _STR_TAG, "key")
             key = str(key_node.value)
             key_path = (*path, key)
             if key in result:
-                first = self.source_map.keys[key_path]
+                first = _mark(next(k for k, _ in node.value if k.value == key_node.value))
+                where = f"in {dotted(path)}" if path else "at the top level"
                 self._error(
                     _mark(key_node),
-                    f"duplicate key '{key}' in {dotted(path)} "
-                    f"(first defined at line {first.line}); remove one of them",
-                    rule="yaml",
+                    f"duplicate key '{key}' {where} (first defined at line {first.line}); "
+                    "remove one of them",
                 )
                 continue
-            self.source_map.keys[key_path] = _mark(key_node)
+            if self._merging:  # keys written in the merging mapping keep their own position
+                self.source_map.keys.setdefault(key_path, _mark(key_node))
+            else:
+                self.source_map.keys[key_path] = _mark(key_node)
             result[key] = self.build(value_node, key_path, depth + 1)
-        for key, value in merged.items():
-            result.setdefault(key, value)
+        # Explicit keys win over merged ones, and keep their own positions.
+        for source in merges:
+            for key, value in self._merge_source(source, path, depth).items():
+                result.setdefault(key, value)
         return result
 
     def _merge_source(self, node: yaml.Node, path: JsonPath, depth: int) -> dict[str, Any]:
         sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
         merged: dict[str, Any] = {}
-        for source in reversed(sources):
-            value = self.build(source, path, depth + 1)
-            if not isinstance(value, dict):
+        for source in reversed(sources):  # the first mapping listed wins
+            if not isinstance(source, yaml.MappingNode):
                 self._error(_mark(source), "'<<' (merge key) needs a mapping or a list of mappings")
                 continue
-            merged.update(value)
+            self._merging += 1
+            try:
+                merged.update(self.build(source, path, depth + 1))
+            finally:
+                self._merging -= 1
         return merged
 
     def _error(self, mark: Mark, message: str, rule: str = "yaml") -> None:
+        if (mark.line, mark.column, rule) in self._reported:
+            return  # the same spot again, through an alias
+        self._reported.add((mark.line, mark.column, rule))
         self.diagnostics.append(Diagnostic(self.file, mark.line, mark.column, message, rule=rule))
 
 
@@ -183,38 +313,98 @@ def load_yaml(text: str, file: str, interpolator: Interpolator | None = None) ->
     With an ``interpolator``, ``${VAR}`` references in string values are substituted.
     """
     empty = SourceMap()
+
+    def failed(line: int, column: int, message: str) -> YamlDocument:
+        return YamlDocument(
+            file, text, None, empty, [Diagnostic(file, line, column, message, rule="yaml")]
+        )
+
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
-        message = f"file is larger than {MAX_FILE_BYTES // 1024} KiB; a team file should be small"
-        return YamlDocument(file, text, None, empty, [Diagnostic(file, 1, 1, message, rule="yaml")])
+        return failed(
+            1, 1, f"file is larger than {MAX_FILE_BYTES // 1024} KiB; a team file should be small"
+        )
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
         if root is None:
-            message = "the file is empty; a team file needs at least version, name, supervisor and agents"
-            return YamlDocument(file, text, None, empty, [Diagnostic(file, 1, 1, message)])
-        builder = _Builder(file, loader, interpolator)
+            if text.strip():
+                return failed(
+                    1,
+                    1,
+                    "the file holds only comments; a team file needs at least "
+                    "version, name, supervisor and agents",
+                )
+            return failed(
+                1,
+                1,
+                "the file is empty; a team file needs at least version, name, "
+                "supervisor and agents",
+            )
+        builder = _Builder(file, text, loader, interpolator)
         data = builder.build(root, (), 0)
         return YamlDocument(file, text, data, builder.source_map, builder.diagnostics)
     except yaml.MarkedYAMLError as exc:
-        return YamlDocument(file, text, None, empty, [_yaml_error(file, exc)])
+        return YamlDocument(file, text, None, empty, [_yaml_error(file, text, exc)])
+    except yaml.reader.ReaderError as exc:
+        mark = _position(text, min(exc.position, len(text)))
+        character = (
+            f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
+        )
+        return failed(
+            mark.line,
+            mark.column,
+            f"invalid YAML: the control character {character} is not allowed in a YAML file",
+        )
     except yaml.YAMLError as exc:
-        return YamlDocument(file, text, None, empty, [Diagnostic(file, 1, 1, f"invalid YAML: {exc}", rule="yaml")])
-    except _TooLarge as exc:
-        diagnostic = Diagnostic(file, exc.mark.line, exc.mark.column, exc.message, rule="yaml")
-        return YamlDocument(file, text, None, empty, [diagnostic])
+        return failed(1, 1, "invalid YAML: " + " ".join(str(exc).split()))
+    except _Refused as exc:
+        return failed(exc.mark.line, exc.mark.column, exc.message)
     except RecursionError:
-        message = f"nesting deeper than {MAX_DEPTH} levels"
-        return YamlDocument(file, text, None, empty, [Diagnostic(file, 1, 1, message, rule="yaml")])
+        return failed(1, 1, f"nesting deeper than {MAX_DEPTH} levels")
     finally:
         loader.dispose()
 
 
-def _yaml_error(file: str, exc: yaml.MarkedYAMLError) -> Diagnostic:
+def _yaml_error(file: str, text: str, exc: yaml.MarkedYAMLError) -> Diagnostic:
     mark = exc.problem_mark or exc.context_mark
     line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
     problem = exc.problem or "could not be parsed"
-    if exc.context and exc.context_mark is not None and exc.problem_mark is not None:
-        problem = f"{problem} ({exc.context} at line {exc.context_mark.line + 1})"
-    elif exc.context:
-        problem = f"{problem} ({exc.context})"
-    return Diagnostic(file, line, column, f"invalid YAML: {problem}", rule="yaml")
+    char = text[mark.index] if mark is not None and 0 <= mark.index < len(text) else ""
+    context_line = exc.context_mark.line + 1 if exc.context_mark is not None else None
+    if problem.startswith("did not find expected ',' or") and exc.context_mark is not None:
+        # an unclosed flow collection: point at the bracket that was never closed
+        opener = text[exc.context_mark.index] if exc.context_mark.index < len(text) else "["
+        closer = {"[": "]", "{": "}"}.get(opener, problem[-2])
+        message = (
+            f"'{opener}' is never closed: expected ',' or '{closer}' before "
+            f"line {line}, column {column}"
+        )
+        line, column = exc.context_mark.line + 1, exc.context_mark.column + 1
+    elif "cannot start any token" in problem and char == "\t":
+        message = "a tab character here; indent YAML with spaces, not tabs"
+    elif "cannot start any token" in problem and char:
+        message = f"a value cannot start with '{char}'; put the value in quotes"
+    elif problem.startswith("mapping values are not allowed"):
+        message = "unexpected ':' here; a value holding ': ' must be put in quotes"
+    elif problem == "did not find expected key":
+        message = "this line is not indented like the keys above it" + (
+            f" (the mapping starts at line {context_line})" if context_line else ""
+        )
+    elif problem.startswith("did not find expected '-' indicator"):
+        message = (
+            "a list item ('- ') was expected here: "
+            "a list and keys cannot be mixed at one indentation"
+        )
+    elif problem.startswith("found undefined alias"):
+        name = re.match(r"\*([^\s,\[\]{}]+)", text[mark.index :]) if mark is not None else None
+        shown = f"'*{name.group(1)}'" if name else "this alias"
+        message = f"{shown} refers to an anchor that is not defined above it"
+    elif problem.startswith("but found another document"):
+        message = "a team file holds a single YAML document; remove the second '---'"
+    else:
+        message = problem
+        if exc.context and context_line is not None and exc.problem_mark is not None:
+            message = f"{problem} ({exc.context} at line {context_line})"
+        elif exc.context:
+            message = f"{problem} ({exc.context})"
+    return Diagnostic(file, line, column, "invalid YAML: " + " ".join(message.split()), rule="yaml")

@@ -1,0 +1,49 @@
+"""Fixtures for the team-file validation tests (owner: runner/config, runner/cli validate)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from teamrun.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+"""The repository root: the tests run the CLI from here, with repo-relative paths."""
+HERE = Path(__file__).resolve().parent
+VALID_DIR = HERE / "valid"
+INVALID_DIR = HERE / "invalid"
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(argv: list[str]) -> CliResult:
+    """``teamrun ARGV`` in this process, with stdout and stderr captured."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(autouse=True)
+def _team_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Run from the repo root with no TEAMRUN_* variables, so interpolation is predictable."""
+    for name in list(os.environ):
+        if name.startswith("TEAMRUN_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(REPO)
+    yield
+
+
+@pytest.fixture
+def cli() -> Callable[[list[str]], CliResult]:
+    return run_cli
