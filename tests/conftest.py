@@ -67,6 +67,8 @@ def fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     Call ``fake_openai.assert_complete()`` in the test to check the script was used up.
     """
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-openai-test-key")
+    for name in ("NO_PROXY", "no_proxy"):  # never send loopback traffic through a proxy
+        monkeypatch.setenv(name, "127.0.0.1,localhost")
     server = FakeOpenAI().start()
     try:
         yield server

@@ -274,10 +274,11 @@ class _CallPlan:
         offline = is_offline_model(model)
         provider = _provider_of(litellm, model, settings.api_base)
         api_key = _api_key(settings, model, provider)
-        kwargs = _call_kwargs(model, messages, settings, tools, response_format, offline)
+        kwargs = _call_kwargs(model, messages, settings, tools, response_format)
         if api_key is not None:
             kwargs["api_key"] = api_key
-        return cls(model, provider, offline, kwargs, (api_key,) if api_key else ())
+        secrets = tuple(str(value) for value in (api_key, settings.extra.get("api_key")) if value)
+        return cls(model, provider, offline, kwargs, secrets)
 
 
 def _call_kwargs(
@@ -286,7 +287,6 @@ def _call_kwargs(
     settings: ModelSettings,
     tools: Sequence[ToolSchema],
     response_format: Mapping[str, Any] | None,
-    offline: bool,
 ) -> dict[str, Any]:
     """Keyword arguments for ``litellm.acompletion``; ``extra`` first, ours win."""
     extra = dict(settings.extra)
@@ -303,7 +303,7 @@ def _call_kwargs(
         "response_format": dict(response_format) if response_format else None,
     }
     kwargs.update({k: v for k, v in optional.items() if v is not None})
-    if settings.stream and not offline:
+    if settings.stream:
         kwargs["stream"] = True
         kwargs["stream_options"] = {"include_usage": True}
     else:

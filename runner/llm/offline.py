@@ -16,14 +16,14 @@ across calls, no randomness — and picks one of four moves:
 
 The pure logic (:func:`simulate`) does not import LiteLLM; :func:`build_provider`
 wraps it in a LiteLLM ``CustomLLM`` so that offline and real providers travel the
-same path through the adapter.
+same path through the adapter (plain and streamed).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -463,6 +463,42 @@ def _response_payload(turn: SimulatedTurn, model: str) -> dict[str, Any]:
     }
 
 
+def _stream_chunks(turn: SimulatedTurn) -> list[dict[str, Any]]:
+    """The turn as LiteLLM ``GenericStreamingChunk`` dicts: one per tool call, then the text."""
+    usage = {
+        "prompt_tokens": turn.input_tokens,
+        "completion_tokens": turn.output_tokens,
+        "total_tokens": turn.input_tokens + turn.output_tokens,
+    }
+    chunks: list[dict[str, Any]] = [
+        {
+            "text": "",
+            "tool_use": {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+                "index": index,
+            },
+            "is_finished": False,
+            "finish_reason": "",
+            "usage": None,
+            "index": 0,
+        }
+        for index, call in enumerate(turn.tool_calls)
+    ]
+    chunks.append(
+        {
+            "text": turn.text or "",
+            "tool_use": None,
+            "is_finished": True,
+            "finish_reason": turn.finish_reason,
+            "usage": usage,
+            "index": 0,
+        }
+    )
+    return chunks
+
+
 def build_provider(litellm: Any) -> Any:
     """A ``CustomLLM`` instance serving :func:`simulate` through LiteLLM.
 
@@ -491,5 +527,18 @@ def build_provider(litellm: Any) -> Any:
             self, model: str, messages: list[Message], *args: Any, **kwargs: Any
         ) -> Any:
             return self._answer(model, messages, kwargs.get("optional_params") or {})
+
+        def streaming(
+            self, model: str, messages: list[Message], *args: Any, **kwargs: Any
+        ) -> Iterator[dict[str, Any]]:
+            params = kwargs.get("optional_params") or {}
+            turn = simulate(messages, params.get("tools") or (), params.get("response_format"))
+            return iter(_stream_chunks(turn))
+
+        async def astreaming(
+            self, model: str, messages: list[Message], *args: Any, **kwargs: Any
+        ) -> AsyncIterator[dict[str, Any]]:
+            for chunk in self.streaming(model, messages, *args, **kwargs):
+                yield chunk
 
     return OfflineSimulator()

@@ -303,3 +303,29 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_cancellation_is_not_turned_into_a_model_error(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("lead", [hang(5)])
+    chat = LiteLLMChatModel()
+    settings = ModelSettings(model="openai/lead", api_base=fake_openai.url)
+
+    async def cancel_soon() -> None:
+        task = asyncio.create_task(chat.complete(MESSAGES, settings=settings))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        await task
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancel_soon())
+    assert len(fake_openai.requests()) == 1
+
+
+def test_api_key_in_extra_is_redacted_too(fake_openai: FakeOpenAI) -> None:
+    secret = "sk-extra-secret-abcdef0123456789"
+    fake_openai.script("lead", [http_error(403, message=f"key {secret} lacks access")])
+
+    error = fail(fake_openai, extra={"api_key": secret})
+
+    assert fake_openai.requests()[0].headers["authorization"] == f"Bearer {secret}"
+    assert secret not in str(error)

@@ -10,6 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 from teamrun.llm import LiteLLMChatModel, Message, ModelReply, ModelSettings, simulate
+from teamrun.llm.adapter import import_litellm
 from teamrun.llm.offline import example_from_schema
 
 
@@ -134,13 +135,25 @@ def test_hands_off_first_and_only_once() -> None:
     assert [c.name for c in ask(messages, tools).tool_calls] == ["ask_researcher"]
 
 
-def test_streaming_setting_does_not_break_offline() -> None:
+def run_sequence(stream: bool) -> list[ModelReply]:
+    """Drive the offline lead until it answers; return every reply."""
     chat = LiteLLMChatModel()
-    reply = asyncio.run(
-        chat.complete(start(), settings=ModelSettings(model="offline", stream=True))
-    )
+    settings = ModelSettings(model="offline", stream=stream)
+    messages, replies = start(), []
+    for _ in range(4):
+        reply = asyncio.run(chat.complete(messages, settings=settings, tools=LEAD_TOOLS))
+        replies.append(reply)
+        if not reply.tool_calls:
+            break
+        answer_tools(messages, reply)
+    return replies
 
-    assert reply.text is not None and reply.text.startswith("[offline simulation]")
+
+def test_streamed_offline_turns_match_unstreamed_ones() -> None:
+    streamed, plain = run_sequence(True), run_sequence(False)
+
+    assert [len(r.tool_calls) for r in streamed] == [2, 1, 0]
+    assert [(r.text, r.tool_calls) for r in streamed] == [(r.text, r.tool_calls) for r in plain]
 
 
 NESTED_SCHEMA: dict[str, Any] = {
@@ -270,3 +283,12 @@ def test_no_tools_answers_at_once() -> None:
 
     assert turn.tool_calls == ()
     assert turn.text is not None and "No tool results" in turn.text
+
+
+def test_sync_litellm_completion_works_too() -> None:
+    litellm = import_litellm()
+
+    response = litellm.completion(model="offline/simulator", messages=start(), tools=LEAD_TOOLS)
+
+    names = [call.function.name for call in response.choices[0].message.tool_calls]
+    assert names == ["ask_researcher", "ask_writer"]
