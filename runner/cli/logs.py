@@ -15,6 +15,16 @@ import structlog
 LogFormat = Literal["auto", "console", "json"]
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time (it may be swapped, e.g. by test runners)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(verbosity: int, log_format: LogFormat = "auto") -> None:
     """``verbosity``: -1 quiet (errors), 0 warnings, 1 info, 2+ debug."""
     level = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
@@ -33,6 +43,6 @@ def configure_logging(verbosity: int, log_format: LogFormat = "auto") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )

@@ -1,36 +1,38 @@
 """One agent's loop: model call → tool calls → results → again, until it answers.
 
-Each turn ends in one of three small types, handled in one place:
+Each turn ends in one of a few small types, handled in one place:
 :class:`FinalOutput` (the agent answered), :class:`RunAgain` (tool results
-were added; call the model again) or :class:`OutOfBudget` (a limit was
-reached; the agent gets one last turn without tools).
+were added; call the model again), :class:`Stop` (a limit was reached or a
+hook said stop; the agent gets one last turn without tools) or
+:class:`HandOff` (control and the conversation pass to another agent).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from teamrun.engine.delegation import (
     DELEGATE_TASK,
     Delegator,
     WorkerOutcome,
-    delegation_targets,
     delegation_tools,
     is_delegation_tool,
+    parse_request,
     results_for_model,
     workers_of,
 )
-from teamrun.engine.prompts import system_prompt
+from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
+from teamrun.engine.prompts import handoff_tool_name, system_prompt
 from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.engine.structured import OutputChecker
 from teamrun.errors import ModelError
 from teamrun.llm.types import Message, ModelReply, ToolCall, ToolSchema, Usage, parse_arguments
 from teamrun.tools.invoke import invoke_tool
 
 LAST_TURN_NOTE = (
-    "STOP: {reason} has been reached. You cannot call tools or delegate any more. "
+    "STOP: {reason}. You cannot call tools or delegate any more. "
     "Answer now with what you have verified, and list plainly what is still missing."
 )
 
@@ -46,15 +48,25 @@ class RunAgain:
 
 
 @dataclass(frozen=True)
-class OutOfBudget:
+class Stop:
     reason: str
+    budget: bool = True
+    """True when a limit stopped the agent (the run then ends ``budget_exhausted``)."""
 
 
-NextStep = FinalOutput | RunAgain | OutOfBudget
+@dataclass(frozen=True)
+class HandOff:
+    target: str
+    messages: Sequence[Message]
+    usage: Usage
+    cost: float
+
+
+NextStep = FinalOutput | RunAgain | Stop | HandOff
 
 
 class AgentLoop:
-    """Runs one agent frame to its answer."""
+    """Runs one agent frame to its answer (or to a handoff)."""
 
     def __init__(self, ctx: RunContext, frame: AgentFrame) -> None:
         self.ctx = ctx
@@ -62,56 +74,104 @@ class AgentLoop:
         self.agent = ctx.agent(frame.name)
         self.settings = ctx.settings_for(frame.name)
         self.delegator = Delegator(ctx, frame, run_agent)
+        self.hooks = HookRunner(ctx, frame)
+        self.output = OutputChecker.for_agent(frame.name, self.agent)
         self.tool_names = list(self.agent.tools or [])
+        self.handoffs = {handoff_tool_name(name): name for name in self.agent.handoffs or []}
         self.tool_schemas: list[ToolSchema] = [
             *delegation_tools(ctx, frame.name),
+            *(_handoff_schema(tool, ctx.agent(target).description) for tool, target in self.handoffs.items()),
             *(ctx.tools[name].spec.as_openai() for name in self.tool_names),
         ]
         self.usage = Usage()
         self.cost = 0.0
         self.messages: list[Message] = []
+        self.handoff_to: str | None = None
 
     # -- the loop ------------------------------------------------------------------------
 
-    async def run(self, task: str) -> WorkerOutcome:
+    async def run(self, task: str | None, history: Sequence[Message] = ()) -> WorkerOutcome | HandOff:
+        """Start on ``task``, or take over ``history`` after a handoff."""
         ctx, frame = self.ctx, self.frame
-        self.messages = [
-            {"role": "system", "content": self._system_prompt()},
-            {"role": "user", "content": task},
-        ]
+        system = {"role": "system", "content": self._system_prompt()}
+        if history:
+            self.messages = [system, *(m for m in history if m.get("role") != "system")]
+        else:
+            self.messages = [system, {"role": "user", "content": task or ""}]
         ctx.spend(frame.name).invocations += 1
-        frame.emit(ctx, "agent_start", model=self.settings.model, task=task)
-        status, stopped_by, text = "ok", None, ""
+        frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
+        status, stopped_by, text = "error", None, ""
         try:
             while True:
                 step = await self._step()
+                if isinstance(step, HandOff):
+                    status = "handed_off"
+                    return step
                 if isinstance(step, FinalOutput):
-                    text = step.text
+                    status, text = "ok", step.text
                     break
-                if isinstance(step, OutOfBudget):
-                    status, stopped_by = "budget_exhausted", step.reason
+                if isinstance(step, Stop):
                     text = await self._last_turn(step.reason)
+                    status = "budget_exhausted" if step.budget else "ok"
+                    stopped_by = step.reason if step.budget else None
                     break
+        except asyncio.CancelledError:
+            status = "cancelled"
+            raise
         finally:
-            frame.emit(ctx, "agent_end", status=status if text or status != "ok" else "ok",
-                       usage=self.usage.as_dict(), cost=self.cost, stopped_by=stopped_by)
+            frame.emit(ctx, "agent_end", status=status, usage=self.usage.as_dict(), cost=self.cost,
+                       stopped_by=stopped_by)
         return WorkerOutcome(text, status, self.usage, self.cost, self.messages, stopped_by)
 
     async def _step(self) -> NextStep:
-        reason = self.frame.stop_reason or self.frame.ledger.check_before_model_call()
+        frame = self.frame
+        reason = frame.stop_reason or frame.ledger.check_before_model_call()
         if reason is not None:
-            return OutOfBudget(reason)
+            return Stop(reason, frame.stop_is_budget if frame.stop_reason else True)
+        self._add_feedback()
         reply = await self._call_model(self.tool_schemas)
         self.messages.append(reply.as_message())
         if not reply.tool_calls:
-            return FinalOutput(reply.text or "")
+            return self._checked_answer(reply.text or "")
         contents = await self._run_tool_calls(reply.tool_calls)
         for call, content in zip(reply.tool_calls, contents, strict=True):
             self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        if self.delegator.bailed is not None:
+            return FinalOutput(self.delegator.bailed.response)
+        if self.handoff_to is not None:
+            return HandOff(self.handoff_to, self.messages, self.usage, self.cost)
+        await self._after_iteration()
         return RunAgain()
 
+    def _checked_answer(self, text: str) -> NextStep:
+        if self.output is None:
+            return FinalOutput(text)
+        verdict = self.output.check(text)
+        if verdict.ok:
+            return FinalOutput(verdict.text)
+        self.messages.append({"role": "user", "content": verdict.repair_prompt})
+        return RunAgain()
+
+    async def _after_iteration(self) -> None:
+        if not self.hooks.has("on_iteration"):
+            return
+        try:
+            actions = await self.hooks.run("on_iteration", iteration_context(self.ctx, self.frame, self.messages))
+        except HookFailed as exc:
+            self.frame.stop(str(exc), budget=False)
+            return
+        self.frame.feedback.extend(actions.feedback)
+        if actions.stop:
+            self.frame.stop("an on_iteration hook asked to stop", budget=False)
+
+    def _add_feedback(self) -> None:
+        if self.frame.feedback:
+            notes = "\n".join(f"- {note}" for note in self.frame.feedback)
+            self.messages.append({"role": "user", "content": f"Feedback on the work so far:\n{notes}"})
+            self.frame.feedback.clear()
+
     async def _last_turn(self, reason: str) -> str:
-        self.messages.append({"role": "user", "content": LAST_TURN_NOTE.format(reason=reason)})
+        self.messages.append({"role": "user", "content": LAST_TURN_NOTE.format(reason=_reached(reason))})
         self.frame.emit(self.ctx, "budget", reason=reason)
         reply = await self._call_model(())
         self.messages.append(reply.as_message())
@@ -122,17 +182,20 @@ class AgentLoop:
             self.frame.name,
             self.agent,
             workers=workers_of(self.ctx, self.frame.name),
-            template_context=self.ctx.template_context(self.frame.name),
+            template_context=self.ctx.template_context(self.frame.name, self.frame.context),
         )
 
     # -- model calls -----------------------------------------------------------------------
 
-    async def _call_model(self, tools: Any) -> ModelReply:
+    async def _call_model(self, tools: Sequence[ToolSchema]) -> ModelReply:
         ctx, frame = self.ctx, self.frame
         span = ctx.bus.new_span_id()
         frame.emit(ctx, "llm_start", span_id=span, model=self.settings.model, messages=len(self.messages))
         try:
-            reply = await ctx.model.complete(self.messages, settings=self.settings, tools=list(tools))
+            reply = await ctx.model.complete(
+                self.messages, settings=self.settings, tools=list(tools),
+                response_format=self.output.response_format if self.output else None,
+            )
         except ModelError as exc:
             frame.emit(ctx, "llm_end", span_id=span, status="error", error=str(exc))
             raise ModelError(f"{frame.name}: {exc}") from exc
@@ -155,6 +218,8 @@ class AgentLoop:
     async def _one_call(self, call: ToolCall) -> str:
         if is_delegation_tool(self.ctx, self.frame.name, call.name):
             return await self._delegate(call)
+        if call.name in self.handoffs:
+            return self._hand_off(self.handoffs[call.name])
         if call.name in self.tool_names:
             return await self._tool(call)
         available = [s["function"]["name"] for s in self.tool_schemas]
@@ -162,22 +227,28 @@ class AgentLoop:
 
     async def _delegate(self, call: ToolCall) -> str:
         try:
-            arguments = parse_arguments(call.arguments)
-            targets = delegation_targets(self.ctx, self.frame, call.name, arguments)
-            task = arguments.get("task")
-            if not isinstance(task, str) or not task.strip():
-                raise ValueError("'task' must be a non-empty string describing the sub-task")
+            request = parse_request(self.ctx, self.frame, call.name, parse_arguments(call.arguments))
         except ValueError as exc:
             return f"Error: {exc}. Call {call.name} again with corrected arguments."
-        context = arguments.get("context") if isinstance(arguments.get("context"), str) else None
-        results = await self.delegator.delegate(targets, task, context)
+        results = await self.delegator.delegate(request, self.messages)
         return results_for_model(results, single=call.name != DELEGATE_TASK)
+
+    def _hand_off(self, target: str) -> str:
+        if self.handoff_to is not None:
+            return f"Ignored: control already passes to {self.handoff_to}."
+        reached = self.frame.ledger.check_before_handoff()
+        if reached is not None:
+            self.frame.stop(reached)
+            return f"Error: {reached} reached; no more transfers. Answer the user yourself."
+        self.frame.ledger.charge("handoffs")
+        self.handoff_to = target
+        return f"Transferred to {target}: it now answers the user."
 
     async def _tool(self, call: ToolCall) -> str:
         ctx, frame = self.ctx, self.frame
         reached = frame.ledger.check_before_tool_call()
         if reached is not None:
-            frame.stop_reason = reached
+            frame.stop(reached)
             return f"Error: {reached} reached; this call was not run. Answer with what you have."
         frame.ledger.charge("tool_calls")
         ctx.spend(frame.name).tool_calls += 1
@@ -189,9 +260,33 @@ class AgentLoop:
         return outcome.content
 
 
+def _reached(reason: str) -> str:
+    return f"{reason} has been reached" if reason.endswith(")") else reason
+
+
+def _handoff_schema(tool: str, description: str | None) -> ToolSchema:
+    target = tool.removeprefix("transfer_to_")
+    return {
+        "type": "function",
+        "function": {
+            "name": tool,
+            "description": f"Hand the conversation to {target}, who then answers the user. {description or ''}".strip(),
+            "parameters": {"type": "object", "properties": {
+                "reason": {"type": "string", "description": "Why this agent should take over."}},
+                "additionalProperties": False},
+        },
+    }
+
+
 async def run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:
-    """Run ``frame``'s agent on ``task`` until it answers (or runs out of budget)."""
-    return await AgentLoop(ctx, frame).run(task)
+    """Run ``frame``'s agent on ``task`` until an agent answers, following handoffs."""
+    usage, cost = Usage(), 0.0
+    outcome = await AgentLoop(ctx, frame).run(task)
+    while isinstance(outcome, HandOff):
+        usage, cost = usage + outcome.usage, cost + outcome.cost
+        frame = frame.handed_to(ctx, outcome.target)
+        outcome = await AgentLoop(ctx, frame).run(None, history=outcome.messages)
+    return replace(outcome, usage=outcome.usage + usage, cost=outcome.cost + cost)
 
 
-__all__ = ["AgentLoop", "FinalOutput", "NextStep", "OutOfBudget", "RunAgain", "json", "run_agent"]
+__all__ = ["AgentLoop", "FinalOutput", "HandOff", "NextStep", "RunAgain", "Stop", "run_agent"]

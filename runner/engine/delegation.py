@@ -12,17 +12,20 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
-from teamrun.config.models import Delegation
+from teamrun.config.models import Delegation, Limits
+from teamrun.engine.filters import FilterFailed, as_context_block, filter_messages
+from teamrun.engine.hooks import HookActions, HookFailed, HookRunner, complete_context, start_context
 from teamrun.engine.prompts import WorkerInfo, delegation_tool_name
-from teamrun.engine.result import DelegationResult
+from teamrun.engine.references import REFS_PARAMETER, RefRequest, parse_requests, render_blocks
+from teamrun.engine.result import DelegationResult, DelegationStatus
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.errors import RunError
-from teamrun.llm.types import ToolSchema, Usage
+from teamrun.llm.types import Message, ToolSchema, Usage
 
 _log = structlog.get_logger(__name__)
 
@@ -43,6 +46,17 @@ class WorkerOutcome:
     stopped_by: str | None = None
 
 
+@dataclass(frozen=True)
+class DelegationRequest:
+    """One delegation call, parsed: who, what, and what to hand along."""
+
+    targets: list[str]
+    task: str
+    context: str | None = None
+    refs: tuple[RefRequest, ...] = ()
+    max_tool_calls: int | None = None
+
+
 AgentRunner = Callable[[RunContext, AgentFrame, str], Awaitable[WorkerOutcome]]
 """``run_agent(ctx, frame, task)`` — passed in to avoid an import cycle with the loop."""
 
@@ -58,12 +72,20 @@ def workers_of(ctx: RunContext, agent: str) -> list[WorkerInfo]:
     ]
 
 
+_MAX_TOOL_CALLS = {"type": "integer", "minimum": 0,
+                   "description": "Optional cap on the tool calls the worker may make for this task."}
+
+
 def delegation_tools(ctx: RunContext, agent: str) -> list[ToolSchema]:
     """The delegation tools offered to ``agent`` (none when it has no workers)."""
     workers = workers_of(ctx, agent)
     if not workers:
         return []
-    if delegation_settings(ctx, agent).tool == "delegate_task":
+    settings = delegation_settings(ctx, agent)
+    extra: dict[str, Any] = {"max_tool_calls": _MAX_TOOL_CALLS}
+    if settings.result_references:
+        extra["context_from_refs"] = REFS_PARAMETER
+    if settings.tool == "delegate_task":
         names = [w.name for w in workers]
         listing = "; ".join(f"{w.name}: {w.description}" for w in workers)
         return [_function(
@@ -74,10 +96,12 @@ def delegation_tools(ctx: RunContext, agent: str) -> list[ToolSchema]:
                 "agents": {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1,
                            "description": "Which workers should do this task."},
                 "context": _CONTEXT,
+                **extra,
             },
             ["task", "agents"],
         )]
-    return [_function(w.tool, w.description, {"task": _TASK, "context": _CONTEXT}, ["task"]) for w in workers]
+    return [_function(w.tool, w.description, {"task": _TASK, "context": _CONTEXT, **extra}, ["task"])
+            for w in workers]
 
 
 def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSchema:
@@ -90,6 +114,19 @@ def _function(name: str, description: str, properties: dict[str, Any], required:
                            "additionalProperties": False},
         },
     }
+
+
+def parse_request(ctx: RunContext, frame: AgentFrame, tool: str, arguments: dict[str, Any]) -> DelegationRequest:
+    """A delegation call's arguments, checked. Raises ``ValueError`` with a message for the model."""
+    targets = delegation_targets(ctx, frame, tool, arguments)
+    task = arguments.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError("'task' must be a non-empty string describing the sub-task")
+    context = arguments.get("context") if isinstance(arguments.get("context"), str) else None
+    cap = arguments.get("max_tool_calls")
+    cap = cap if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0 else None
+    return DelegationRequest(targets, task, context or None, tuple(parse_requests(arguments.get("context_from_refs"))),
+                             cap)
 
 
 def delegation_targets(ctx: RunContext, frame: AgentFrame, tool: str, arguments: dict[str, Any]) -> list[str]:
@@ -125,7 +162,12 @@ def is_delegation_tool(ctx: RunContext, agent: str, tool: str) -> bool:
 
 
 class Delegator:
-    """Runs the delegations of one agent frame, bounded by its ``max_concurrency``."""
+    """Runs the delegations of one agent frame, bounded by its ``max_concurrency``.
+
+    Around each worker run: refusal checks (depth, delegation budget), ``on_start``
+    hooks, the prompt (task, context, filtered parent conversation, referenced
+    results), the run itself, ``on_complete`` hooks, and a result reference.
+    """
 
     def __init__(self, ctx: RunContext, frame: AgentFrame, run_agent: AgentRunner) -> None:
         self.ctx = ctx
@@ -134,75 +176,141 @@ class Delegator:
         self.settings = delegation_settings(ctx, frame.name)
         limit = self.settings.max_concurrency if self.settings.parallel else 1
         self.slots = asyncio.Semaphore(limit)
+        self.hooks = HookRunner(ctx, frame)
+        self.bailed: DelegationResult | None = None
+        """Set when an ``on_complete`` hook bails: the loop ends with this result."""
 
-    async def delegate(self, targets: list[str], task: str, context: str | None) -> list[DelegationResult]:
-        """Run ``task`` on each target concurrently; results come back in target order."""
+    async def delegate(self, request: DelegationRequest, parent_messages: Sequence[Message]) -> list[DelegationResult]:
+        """Run the request on each target concurrently; results come back in target order."""
         async with asyncio.TaskGroup() as group:
-            runs = [group.create_task(self._one(target, task, context)) for target in targets]
+            runs = [group.create_task(self._one(target, request, parent_messages)) for target in request.targets]
         return [run.result() for run in runs]
 
-    async def _one(self, worker: str, task: str, context: str | None) -> DelegationResult:
-        ctx, parent = self.ctx, self.frame
+    async def _one(self, worker: str, request: DelegationRequest, parent_messages: Sequence[Message]) -> DelegationResult:
+        parent = self.frame
+        path = (*parent.path, worker)
+
+        def result(status: DelegationStatus, response: str = "", **extra: Any) -> DelegationResult:
+            return DelegationResult(worker, request.task, status, response, parent=parent.name,
+                                    agent_path=path, **extra)
+
         refused = self._refusal(worker)
         if refused is not None:
-            return self._finish(DelegationResult(worker, task, "rejected", "", error=refused,
-                                                 parent=parent.name, agent_path=(*parent.path, worker)))
+            return self._finish(result("rejected", error=refused))
+        start = start_context(self.ctx, parent, worker, request.task)
+        try:
+            actions = await self.hooks.run("on_start", start)
+        except HookFailed as exc:
+            return self._finish(result("error", error=str(exc)))
+        if actions.reject is not None:
+            return self._finish(result("rejected", actions.reject, error="rejected by an on_start hook"))
         parent.ledger.charge("delegations")
+        try:
+            prompt = await self._prompt(worker, request, actions, parent_messages)
+        except FilterFailed as exc:
+            return self._finish(result("error", error=str(exc)))
         async with self.slots:
-            return await self._run(worker, task, context)
+            outcome = await self._run(worker, prompt, request, actions, result)
+        return await self._complete(outcome, start, result)
 
     def _refusal(self, worker: str) -> str | None:
         ctx, parent = self.ctx, self.frame
-        max_depth = (ctx.config.limits.max_depth if ctx.config.limits else None)
+        max_depth = ctx.config.limits.max_depth if ctx.config.limits else None
         if max_depth is not None and parent.depth + 1 > max_depth:
             return f"limits.max_depth ({max_depth}) reached: {worker} cannot be delegated to from here"
         reached = parent.ledger.check_before_delegation()
         if reached is not None:
-            parent.stop_reason = reached
+            parent.stop(reached)
             return f"{reached} reached; no more delegations. Answer with what you have."
         return None
 
-    async def _run(self, worker: str, task: str, context: str | None) -> DelegationResult:
+    async def _prompt(self, worker: str, request: DelegationRequest, actions: HookActions,
+                      parent_messages: Sequence[Message]) -> str:
+        parts = [actions.prompt if actions.prompt is not None else request.task, *actions.append_prompt]
+        if request.context:
+            parts.append(f"## Context from {self.frame.name}\n{request.context}")
+        if self.settings.message_filter is not None:
+            kept = await filter_messages(self.ctx, self.frame, self.settings.message_filter, parent_messages)
+            if kept:
+                parts.append(as_context_block(self.frame.name, kept))
+        found: list[tuple[RefRequest, str]] = []
+        for ref in request.refs:
+            text = self.ctx.refs.get(ref.ref)
+            if text is None:
+                self.ctx.warn(self.frame, f"{self.frame.name} referenced unknown result '{ref.ref}'; skipped "
+                                          f"(known: {', '.join(self.ctx.refs.known()) or 'none'})")
+            else:
+                found.append((ref, text))
+        blocks = render_blocks(found)
+        if blocks:
+            parts.append(blocks)
+        return "\n\n".join(parts)
+
+    async def _run(self, worker: str, prompt: str, request: DelegationRequest, actions: HookActions,
+                   result: Callable[..., DelegationResult]) -> DelegationResult:
         ctx, parent = self.ctx, self.frame
         span = ctx.bus.new_span_id()
-        path = (*parent.path, worker)
         budget = ctx.agent(worker).budget
+        if request.max_tool_calls is not None:
+            current = budget.max_tool_calls if budget else None
+            cap = request.max_tool_calls if current is None else min(current, request.max_tool_calls)
+            budget = (budget or Limits()).model_copy(update={"max_tool_calls": cap})
+        steps = _steps(budget, ctx)
+        if actions.max_steps is not None:
+            steps = actions.max_steps if steps is None else min(steps, actions.max_steps)
         child = AgentFrame(
-            name=worker,
-            path=path,
-            span_id=span,
-            parent_span_id=parent.span_id,
-            ledger=parent.ledger.child(budget, label=f"agents.{worker}.budget",
-                                       max_steps=_steps(budget, ctx)),
+            name=worker, path=(*parent.path, worker), span_id=span, parent_span_id=parent.span_id,
+            ledger=parent.ledger.child(budget, label=f"agents.{worker}.budget", max_steps=steps),
+            context=dict(actions.context),
         )
-        prompt = task if not context else f"{task}\n\n## Context from {parent.name}\n{context}"
-        parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=task)
+        parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=request.task)
         try:
             outcome = await self.run_agent(ctx, child, prompt)
         except asyncio.CancelledError:
-            self._finish(DelegationResult(worker, task, "cancelled", "", error="cancelled",
-                                          parent=parent.name, agent_path=path), span)
+            self._finish(result("cancelled", error="cancelled"), span)
             raise
         except RunError as exc:
-            return self._finish(DelegationResult(worker, task, "error", "", error=str(exc),
-                                                 parent=parent.name, agent_path=path), span)
+            done = result("error", error=str(exc))
         except Exception as exc:  # a bug in user code or ours must not lose the siblings
             _log.exception("worker_crashed", worker=worker)
-            return self._finish(DelegationResult(worker, task, "error", "", error=f"{type(exc).__name__}: {exc}",
-                                                 parent=parent.name, agent_path=path), span)
-        response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
-        status = "ok" if outcome.status == "ok" else "budget_exhausted"
-        return self._finish(DelegationResult(
-            worker, task, status, response, usage=outcome.usage, cost=outcome.cost,
-            parent=parent.name, agent_path=path, error=outcome.stopped_by,
-        ), span)
+            done = result("error", error=f"{type(exc).__name__}: {exc}")
+        else:
+            response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
+            status: DelegationStatus = "ok" if outcome.status == "ok" else "budget_exhausted"
+            done = result(status, response, usage=outcome.usage, cost=outcome.cost, error=outcome.stopped_by)
+        self._span_end(done, span)
+        return done
+
+    async def _complete(self, done: DelegationResult, start: Any,
+                        result: Callable[..., DelegationResult]) -> DelegationResult:
+        """``on_complete`` hooks and the result reference; then the record is kept."""
+        if self.hooks.has("on_complete"):
+            context = complete_context(start, success=done.status == "ok", error=done.error,
+                                       result=done.response, messages=())
+            try:
+                actions = await self.hooks.run("on_complete", context)
+            except HookFailed as exc:
+                return self._finish(replace(done, status="error", error=str(exc)))
+            self.frame.feedback.extend(actions.feedback)
+            if actions.result_text is not None:
+                done = replace(done, response=actions.result_text)
+            if actions.bail:
+                done = replace(done, bailed=True)
+                self.bailed = self.bailed or done
+        if self.settings.result_references and done.status == "ok" and done.response.strip():
+            done = replace(done, ref=self.ctx.refs.add(done.agent, done.response))
+        return self._finish(done)
 
     def _finish(self, result: DelegationResult, span: str | None = None) -> DelegationResult:
+        """Keep the record (once per delegation) and hand it back."""
         self.ctx.record_delegation(result)
         if span is not None:
-            self.frame.emit(self.ctx, "delegation_end", span_id=span, worker=result.agent, status=result.status,
-                            usage=result.usage.as_dict(), cost=result.cost, error=result.error)
+            self._span_end(result, span)
         return result
+
+    def _span_end(self, result: DelegationResult, span: str) -> None:
+        self.frame.emit(self.ctx, "delegation_end", span_id=span, worker=result.agent, status=result.status,
+                        usage=result.usage.as_dict(), cost=result.cost, error=result.error)
 
 
 def _steps(budget: Any, ctx: RunContext) -> int | None:

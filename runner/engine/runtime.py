@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as _dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ import structlog
 
 from teamrun.config.models import Agent, ModelFields, TeamConfig
 from teamrun.engine.ledger import BudgetLedger
+from teamrun.engine.references import ResultStore
 from teamrun.engine.result import AgentSpend, DelegationResult, RunResult
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.types import ChatModel, ModelSettings, Usage
@@ -39,7 +39,7 @@ class RunContext:
     vars: Mapping[str, Any] = field(default_factory=dict)
     model_override: str | None = None
     today: str = field(default_factory=lambda: _dt.date.today().isoformat())
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    refs: ResultStore = field(default_factory=ResultStore)
 
     def agent(self, name: str) -> Agent:
         return self.config.agents[name]
@@ -63,9 +63,9 @@ class RunContext:
             extra=dict(merged["model_params"] or {}),
         )
 
-    def template_context(self, name: str, **extra: Any) -> dict[str, Any]:
+    def template_context(self, name: str, context: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return {"vars": dict(self.vars), "today": self.today, "agent": name, "team": self.config.name,
-                "context": {}, **extra}
+                "context": dict(context or {})}
 
     # -- bookkeeping shared by concurrent agents (single event loop: no lock needed for dicts) --
 
@@ -96,7 +96,25 @@ class AgentFrame:
     parent_span_id: str | None
     ledger: BudgetLedger
     stop_reason: str | None = None
-    """Set when a limit is reached mid-turn; the loop then asks for a last answer."""
+    """Set when a limit is reached (or a hook says stop) mid-turn; the loop then asks for a last answer."""
+    stop_is_budget: bool = True
+    feedback: list[str] = field(default_factory=list)
+    """Notes from hooks, added to this agent's next model call."""
+    context: dict[str, Any] = field(default_factory=dict)
+    """Request-context values from ``on_start`` hooks, readable in templates as ``context``."""
+
+    def stop(self, reason: str, *, budget: bool = True) -> None:
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_is_budget = reason, budget
+
+    def handed_to(self, ctx: RunContext, target: str) -> AgentFrame:
+        """The frame of the agent that takes over after a handoff (same place in the tree)."""
+        parent = self.ledger.parent or self.ledger
+        budget = ctx.agent(target).budget
+        steps = budget.max_steps if budget and budget.max_steps else (
+            ctx.config.limits.max_steps if ctx.config.limits else None)
+        return AgentFrame(target, (*self.path[:-1], target), ctx.bus.new_span_id(), self.parent_span_id,
+                          parent.child(budget, label=f"agents.{target}.budget", max_steps=steps))
 
     @property
     def depth(self) -> int:

@@ -1,0 +1,419 @@
+"""Control: budgets, hooks, filters, references, structured output, handoffs — end to end.
+
+Every test scripts the local OpenAI-compatible server and asserts on what the
+user sees (the result, the exit code) and on what the models were sent.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import teamrun
+from teamrun.cli import main
+from tests.fakeserver import FakeOpenAI, text, tool_calls
+
+HERE = Path(__file__).parent
+
+
+def _with_hooks(tmp_path: Path) -> None:
+    shutil.copy(HERE / "team_hooks.py", tmp_path / "team_hooks.py")
+
+
+def _tool_contents(server: FakeOpenAI, model: str, index: int) -> list[str]:
+    messages = server.requests(model)[index].request["messages"]
+    return [m["content"] for m in messages if m.get("role") == "tool"]
+
+
+def _user_text(server: FakeOpenAI, model: str, index: int = 0) -> str:
+    messages = server.requests(model)[index].request["messages"]
+    return "\n".join(m["content"] for m in messages if m.get("role") == "user")
+
+
+LEAD_AND_HELPER = """\
+supervisor: lead
+limits: {{max_delegations: {delegations}}}
+agents:
+  lead: {{model: openai/lead, delegates_to: [helper]}}
+  helper: {{model: openai/helper, description: Helps.}}
+"""
+
+
+def test_endless_delegation_stops_at_max_delegations_with_a_partial_answer(
+    llm_server: FakeOpenAI, write_team: Any, capsys: Any
+) -> None:
+    llm_server.handler("lead", lambda request: (
+        text("partial: 2 answers verified, more were not possible")
+        if "STOP:" in request["messages"][-1].get("content", "")
+        else tool_calls(("ask_helper", {"task": "again"}))
+    ))
+    llm_server.handler("helper", lambda request: text("one more answer"))
+    path = write_team(LEAD_AND_HELPER.format(delegations=2))
+
+    code = main(["execute", str(path), "-i", "keep going", "--json"])
+
+    result = json.loads(capsys.readouterr().out)
+    assert code == 3
+    assert result["status"] == "budget_exhausted"
+    assert result["stopped_by"] == "limits.max_delegations (2)"
+    assert result["final_text"] == "partial: 2 answers verified, more were not possible"
+    assert [d["status"] for d in result["delegations"]] == ["ok", "ok", "rejected"]
+    assert len(llm_server.requests("helper")) == 2
+
+
+def test_cost_limit_stops_a_model_that_keeps_calling_tools(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.handler("gpt-4o-mini", lambda request: (
+        text("stopping: spent the budget")
+        if "STOP:" in request["messages"][-1].get("content", "")
+        else tool_calls(("echo", {"word": "again"}))
+    ))
+    team = teamrun.load_team(write_team("""\
+        supervisor: solo
+        limits: {max_cost_usd: 0.0002}
+        agents:
+          solo: {model: openai/gpt-4o-mini, tools: [echo]}
+        tools:
+          echo:
+            command: ["python3", "-c", "import sys; print(sys.argv[1] * 200)", "{{ word }}"]
+            parameters: {word: {type: string}}
+        """))
+
+    result = team.run_sync("loop")
+
+    assert result.status == "budget_exhausted"
+    assert result.stopped_by == "limits.max_cost_usd (0.0002)"
+    assert result.final_text == "stopping: spent the budget"
+    assert result.cost >= 0.0002
+    calls = len(llm_server.requests("gpt-4o-mini"))
+    assert 2 < calls < 40  # it stopped because of the price table, not a step limit
+
+
+def test_parallel_workers_one_out_of_budget_the_other_done(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.script("lead", [tool_calls(("ask_slow", {"task": "a"}), ("ask_fast", {"task": "b"})), text("both back")])
+    llm_server.script("slow", [tool_calls(("echo", {"word": "x"})), text("slow: what I verified so far")])
+    llm_server.script("fast", [text("fast result")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead: {model: openai/lead, delegates_to: [slow, fast]}
+          slow: {model: openai/slow, description: Slow., tools: [echo], budget: {max_steps: 1}}
+          fast: {model: openai/fast, description: Fast.}
+        tools:
+          echo: {command: ["echo", "{{ word }}"], parameters: {word: {type: string}}}
+        """))
+
+    result = team.run_sync("go")
+
+    assert result.status == "done" and result.final_text == "both back"
+    by_agent = {d.agent: d for d in result.delegations}
+    assert by_agent["slow"].status == "budget_exhausted"
+    assert by_agent["slow"].response == "slow: what I verified so far"
+    assert by_agent["slow"].error == "agents.slow.budget.max_steps (1)"
+    assert by_agent["fast"].status == "ok" and by_agent["fast"].response == "fast result"
+    llm_server.assert_complete()
+
+
+HOOKED = """\
+supervisor: lead
+agents:
+  lead:
+    model: openai/lead
+    delegates_to: [helper]
+    delegation:
+      hooks:
+        on_error: {on_error}
+        on_complete:
+          - call: team_hooks:explode
+"""
+
+
+def test_a_failing_hook_is_recorded_and_ignored(
+    llm_server: FakeOpenAI, write_team: Any, tmp_path: Path
+) -> None:
+    _with_hooks(tmp_path)
+    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "t"})), text("fine")])
+    llm_server.script("helper", [text("helper answer")])
+    path = write_team(HOOKED.format(on_error="continue") + "  helper: {model: openai/helper, description: H.}\n")
+
+    result = teamrun.load_team(path).run_sync("go")
+
+    assert result.status == "done"
+    assert result.delegations[0].status == "ok"
+    assert json.loads(_tool_contents(llm_server, "lead", 1)[0])["response"] == "helper answer"
+    assert result.hook_errors == [{"hook": "on_complete[0]", "agent": "lead", "target": "helper",
+                                   "message": "RuntimeError: hook exploded for helper"}]
+
+
+def test_a_failing_hook_with_on_error_fail_fails_the_delegation(
+    llm_server: FakeOpenAI, write_team: Any, tmp_path: Path
+) -> None:
+    _with_hooks(tmp_path)
+    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "t"})), text("worked around it")])
+    llm_server.script("helper", [text("helper answer")])
+    path = write_team(HOOKED.format(on_error="fail") + "  helper: {model: openai/helper, description: H.}\n")
+
+    result = teamrun.load_team(path).run_sync("go")
+
+    seen = json.loads(_tool_contents(llm_server, "lead", 1)[0])
+    assert seen["status"] == "error" and "hook exploded" in seen["error"]
+    assert result.delegations[0].status == "error"
+    assert result.final_text == "worked around it"
+
+
+def test_bail_returns_the_worker_text_without_another_supervisor_call(
+    llm_server: FakeOpenAI, write_team: Any
+) -> None:
+    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "t"}))])  # no second lead reply scripted
+    llm_server.script("helper", [text("FINAL: the answer is 42")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead:
+            model: openai/lead
+            delegates_to: [helper]
+            delegation:
+              hooks:
+                on_complete:
+                  - when: "success and result.startswith('FINAL')"
+                    bail: true
+          helper: {model: openai/helper, description: H.}
+        """))
+
+    result = team.run_sync("go")
+
+    assert result.status == "done"
+    assert result.final_text == "FINAL: the answer is 42"
+    assert result.delegations[0].bailed is True
+    assert len(llm_server.requests("lead")) == 1
+    llm_server.assert_complete()
+
+
+def test_declarative_hooks_steer_delegation(llm_server: FakeOpenAI, write_team: Any, tmp_path: Path) -> None:
+    _with_hooks(tmp_path)
+    llm_server.script("lead", [
+        tool_calls(("ask_researcher", {"task": "find facts"}), ("ask_writer", {"task": "write"})),
+        text("done"),
+    ])
+    llm_server.script("researcher", [text("facts")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead:
+            model: openai/lead
+            delegates_to: [researcher, writer]
+            delegation:
+              hooks:
+                on_start:
+                  - when: "agent == 'researcher'"
+                    append_prompt: "Focus on 2024-2025 data."
+                    max_steps: 5
+                  - when: "agent == 'writer'"
+                    reject: "No writing before the research is checked."
+                on_complete:
+                  - when: "success"
+                    call: team_hooks:tag_result
+                    feedback: "{{ agent }} finished; check its sources."
+          researcher: {model: openai/researcher, description: R.}
+          writer: {model: openai/writer, description: W.}
+        """))
+
+    result = team.run_sync("go")
+
+    assert result.status == "done"
+    assert _user_text(llm_server, "researcher") == "find facts\n\nFocus on 2024-2025 data."
+    assert llm_server.requests("writer") == []
+    seen = [json.loads(c) for c in _tool_contents(llm_server, "lead", 1)]
+    assert seen[0]["response"] == "[checked by hook] facts"
+    assert seen[1] == {"agent": "writer", "status": "rejected",
+                       "response": "No writing before the research is checked.",
+                       "error": "rejected by an on_start hook"}
+    assert "researcher finished; check its sources." in _user_text(llm_server, "lead", 1)
+
+
+def test_on_iteration_feedback_and_stop(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.handler("lead", lambda request: (
+        text("wrapped up") if "STOP:" in request["messages"][-1].get("content", "")
+        else tool_calls(("ask_helper", {"task": "more"}))
+    ))
+    llm_server.handler("helper", lambda request: text("ok"))
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead:
+            model: openai/lead
+            delegates_to: [helper]
+            delegation:
+              hooks:
+                on_iteration:
+                  - when: "iteration >= 2"
+                    feedback: "Wrap up: answer with what you have."
+                  - when: "iteration >= 3"
+                    stop: true
+          helper: {model: openai/helper, description: H.}
+        """))
+
+    result = team.run_sync("go")
+
+    assert result.status == "done" and result.final_text == "wrapped up"
+    assert len(llm_server.requests("lead")) == 4  # 3 steps, then the last turn
+    assert "Wrap up: answer with what you have." in _user_text(llm_server, "lead", 2)
+
+
+def test_a_reference_reaches_the_second_worker_byte_for_byte(llm_server: FakeOpenAI, write_team: Any) -> None:
+    findings = 'Line one — with "quotes", {braces}, <<<fences>>> and trailing spaces   \n\tand a tab.'
+    llm_server.script("lead", [
+        tool_calls(("ask_researcher", {"task": "research"})),
+        tool_calls(("ask_writer", {"task": "write it up", "context_from_refs": [
+            {"ref": "researcher-1", "as": "findings", "note": "the facts to use"}, "ghost-9"]})),
+        text("report done"),
+    ])
+    llm_server.script("researcher", [text(findings)])
+    llm_server.script("writer", [text("the report")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead:
+            model: openai/lead
+            delegates_to: [researcher, writer]
+            delegation: {result_references: true}
+          researcher: {model: openai/researcher, description: R.}
+          writer: {model: openai/writer, description: W.}
+        """))
+
+    result = team.run_sync("go")
+
+    assert json.loads(_tool_contents(llm_server, "lead", 1)[0])["ref"] == "researcher-1"
+    prompt = _user_text(llm_server, "writer")
+    assert f"\n{findings}\n<<<END " in prompt
+    assert "not as instructions" in prompt and "(use: the facts to use)" in prompt
+    assert any("ghost-9" in w for w in result.warnings)
+    assert result.final_text == "report done"
+
+
+def test_output_schema_answer_repaired_once(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.script("lead", [tool_calls(("ask_extractor", {"task": "extract"})), text("ok")])
+    llm_server.script("extractor", [
+        text('{"name": "teamrun"}'),
+        text('```json\n{"name": "teamrun", "stars": 5}\n```'),
+    ])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead: {model: openai/lead, delegates_to: [extractor]}
+          extractor:
+            model: openai/extractor
+            description: Extracts.
+            output_schema:
+              type: object
+              required: [name, stars]
+              properties: {name: {type: string}, stars: {type: integer}}
+        """))
+
+    result = team.run_sync("go")
+
+    first = llm_server.requests("extractor")[0].request
+    assert first["response_format"]["json_schema"]["schema"]["required"] == ["name", "stars"]
+    repair = llm_server.requests("extractor")[1].request["messages"][-1]["content"]
+    assert "'stars' is a required property" in repair
+    assert result.delegations[0].response == '{"name": "teamrun", "stars": 5}'
+    llm_server.assert_complete()
+
+
+def test_output_schema_still_invalid_fails_the_delegation(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.script("lead", [tool_calls(("ask_extractor", {"task": "extract"})), text("gave up")])
+    llm_server.script("extractor", [text("not json"), text("still not json")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead: {model: openai/lead, delegates_to: [extractor]}
+          extractor:
+            model: openai/extractor
+            description: Extracts.
+            max_repair_turns: 1
+            output_schema: {type: object}
+        """))
+
+    result = team.run_sync("go")
+
+    assert result.delegations[0].status == "error"
+    assert "does not match its output_schema" in (result.delegations[0].error or "")
+    llm_server.assert_complete()
+
+
+def test_handoff_ping_pong_stops_at_max_handoffs(llm_server: FakeOpenAI, write_team: Any) -> None:
+    def bounce(target: str):  # type: ignore[no-untyped-def]
+        return lambda request: (
+            text(f"final from the agent holding the conversation ({target} was next)")
+            if "STOP:" in request["messages"][-1].get("content", "")
+            else tool_calls((f"transfer_to_{target}", {"reason": "not mine"}))
+        )
+
+    llm_server.handler("billing", bounce("tech"))
+    llm_server.handler("tech", bounce("billing"))
+    team = teamrun.load_team(write_team("""\
+        supervisor: billing
+        limits: {max_handoffs: 3}
+        agents:
+          billing: {model: openai/billing, description: Billing questions., handoffs: [tech]}
+          tech: {model: openai/tech, description: Technical questions., handoffs: [billing]}
+        """))
+
+    result = team.run_sync("my invoice crashes the app")
+
+    assert result.status == "budget_exhausted"
+    assert result.stopped_by == "limits.max_handoffs (3)"
+    # billing → tech → billing → tech (3 handoffs); tech's next transfer is refused, then its last turn
+    assert len(llm_server.requests("billing")) == 2 and len(llm_server.requests("tech")) == 3
+    assert result.final_text == "final from the agent holding the conversation (billing was next)"
+    # each agent that takes over sees the conversation so far, under its own system prompt
+    taken = llm_server.requests("tech")[0].request["messages"]
+    assert taken[1] == {"role": "user", "content": "my invoice crashes the app"}
+    assert taken[0]["content"].startswith("You are tech.")
+
+
+def test_message_filter_controls_what_the_worker_sees(
+    llm_server: FakeOpenAI, write_team: Any, tmp_path: Path
+) -> None:
+    llm_server.script("lead", [
+        tool_calls(("ask_helper", {"task": "help"}), content="Public plan: launch on Monday."),
+        text("done"),
+    ])
+    llm_server.script("helper", [text("ok")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead:
+            model: openai/lead
+            delegates_to: [helper]
+            delegation:
+              message_filter: {drop_matching: ["(?i)confidential"], exclude_roles: [tool]}
+          helper: {model: openai/helper, description: H.}
+        """))
+
+    team.run_sync("Plan the launch. CONFIDENTIAL: the price is 9 dollars.")
+
+    seen = _user_text(llm_server, "helper")
+    assert seen == "help\n\n## Conversation of lead so far (for context)\n" \
+                   "[assistant] Public plan: launch on Monday. [called: ask_helper]"
+
+
+def test_message_filter_without_rules_shares_the_user_turn(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "help"})), text("done")])
+    llm_server.script("helper", [text("ok")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead:
+            model: openai/lead
+            delegates_to: [helper]
+            delegation:
+              message_filter: {last: 5, python: "team_hooks:keep_user_only"}
+          helper: {model: openai/helper, description: H.}
+        """))
+    shutil.copy(HERE / "team_hooks.py", Path(team.loaded.base_dir) / "team_hooks.py")
+
+    team.run_sync("Plan the launch in public.")
+
+    assert "[user] Plan the launch in public." in _user_text(llm_server, "helper")
