@@ -12,8 +12,10 @@ from typing import TextIO
 
 from teamrun.events import Event
 
-_MARKS = {"running": "●", "ok": "✓", "done": "✓", "error": "✗", "budget_exhausted": "◐", "rejected": "⊘",
-          "cancelled": "⊘"}
+_MARKS = {"running": "●", "ok": "✓", "done": "✓", "error": "✗", "budget_exhausted": "◐",
+          "rejected": "⊘", "cancelled": "⊘"}
+_IN = " \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} "
+"""Between the names of an agent path: ``lead > researcher`` with a single angle quote."""
 
 
 def _tokens(count: int) -> str:
@@ -46,13 +48,14 @@ class PlainProgress:
 
     def _line(self, event: Event) -> str | None:
         data = event.data
-        who = " › ".join(event.agent_path)
+        who = _IN.join(event.agent_path)
         if event.kind == "agent_start":
             return f"{who}: started ({data.get('model')})"
         if event.kind == "agent_end":
             usage = data.get("usage", {})
             stop = f", stopped by {data['stopped_by']}" if data.get("stopped_by") else ""
-            return f"{who}: {data.get('status')} ({_tokens(usage.get('total_tokens', 0))}, ${data.get('cost', 0):.4f}{stop})"
+            spent = f"{_tokens(usage.get('total_tokens', 0))}, ${data.get('cost', 0):.4f}"
+            return f"{who}: {data.get('status')} ({spent}{stop})"
         if event.kind == "delegation_start":
             return f"{who} → {data.get('worker')}: delegated"
         if event.kind == "delegation_end" and data.get("status") != "ok":
@@ -65,8 +68,9 @@ class PlainProgress:
         if event.kind in ("warning", "budget"):
             return f"{who}: {event.kind}: {data.get('message') or data.get('reason')}"
         if event.kind == "run_end":
-            return f"run {data.get('status')} in {data.get('duration_s', 0):.2f}s, " \
-                   f"{_tokens(data.get('usage', {}).get('total_tokens', 0))}, ${data.get('cost', 0):.4f}"
+            tokens = _tokens(data.get("usage", {}).get("total_tokens", 0))
+            took = f"{data.get('duration_s', 0):.2f}s"
+            return f"run {data.get('status')} in {took}, {tokens}, ${data.get('cost', 0):.4f}"
         return None
 
 
@@ -103,7 +107,16 @@ class LiveTree:
         elif event.kind == "agent_end" and event.span_id in self.nodes:
             node = self.nodes[event.span_id]
             node.status, node.detail = str(event.data.get("status")), ""
-        self._draw(force=event.kind in ("run_end", "agent_end"))
+        elif event.kind == "delegation_end" and event.span_id in self.nodes:
+            # The delegation's outcome is the final word on a worker (e.g. cancelled, not error).
+            status = str(event.data.get("status"))
+            if status != "ok":
+                self.nodes[event.span_id].status, self.nodes[event.span_id].detail = status, ""
+        elif event.kind == "run_end":
+            for node in self.nodes.values():  # agents the run stopped before they ended
+                if node.status == "running":
+                    node.status, node.detail = "cancelled", ""
+        self._draw(force=event.kind in ("run_end", "agent_end", "delegation_end"))
 
     def _agent_span(self, span: str | None) -> str | None:
         if span is None or span in self.nodes:

@@ -1,0 +1,272 @@
+"""The progress views on stderr: plain lines, the live agent tree; stdout kept for the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import re
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import teamrun
+from teamrun.cli import main
+from teamrun.cli.progress import LiveTree, PlainProgress
+from tests.fakeserver import FakeOpenAI, hang, http_error, text, tool_calls
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+IN = " \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} "
+"""How plain lines join an agent path."""
+_STAMP = re.compile(r"^\[\s*\d+\.\d\ds\] ")
+
+
+def _write_team(path: Path, server: FakeOpenAI, body: str) -> Path:
+    header = textwrap.dedent(f"""\
+        version: 1
+        name: progress-team
+        defaults:
+          api_base: {server.url}
+          num_retries: 0
+          request_timeout_s: 10
+        """)
+    path.write_text(header + textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+def _tok(count: int) -> str:
+    return f"{count / 1000:.1f}k tok" if count >= 1000 else f"{count} tok"
+
+
+# -- plain lines ----------------------------------------------------------------------------
+
+PLAIN_TEAM = """\
+    supervisor: lead
+    agents:
+      lead: {{model: openai/lead, delegates_to: [alpha, beta]}}
+      alpha: {{model: openai/alpha, description: Uses a tool., tools: [echo]}}
+      beta: {{model: openai/beta, description: Fails.}}
+    tools:
+      echo:
+        description: Echo a word.
+        command: [{python}, "-c", "import sys; print(sys.argv[1])", "{{{{ word }}}}"]
+        parameters: {{word: {{type: string}}}}
+    """
+
+
+def _script_plain(server: FakeOpenAI) -> None:
+    server.script("lead", [
+        tool_calls(("ask_alpha", {"task": "echo hi"}), ("ask_beta", {"task": "fail"})),
+        text("lead answer"),
+    ])
+    server.script("alpha", [tool_calls(("echo", {"word": "hi"})), text("alpha answer")])
+    server.script("beta", [http_error(400, message="bad request for beta")])
+
+
+@pytest.fixture
+def plain_team(tmp_path: Path, fake_openai: FakeOpenAI) -> Path:
+    _script_plain(fake_openai)
+    body = PLAIN_TEAM.format(python=json.dumps(sys.executable))
+    return _write_team(tmp_path / "team.yaml", fake_openai, body)
+
+
+def test_plain_progress_has_one_line_per_notable_event(
+    plain_team: Path, fake_openai: FakeOpenAI
+) -> None:
+    stream = io.StringIO()
+
+    result = teamrun.load_team(plain_team).run_sync("go", subscribers=[PlainProgress(stream)])
+
+    assert result.status == "done" and result.final_text == "lead answer"
+    raw = stream.getvalue().splitlines()
+    assert raw and all(_STAMP.match(line) for line in raw), raw
+    lines = [_STAMP.sub("", line) for line in raw]
+    lead = result.agents["lead"].usage.total_tokens
+    alpha = result.agents["alpha"].usage.total_tokens
+    expected = {
+        "lead: started (openai/lead)",
+        "lead → alpha: delegated",
+        "lead → beta: delegated",
+        f"lead{IN}alpha: started (openai/alpha)",
+        f"lead{IN}beta: started (openai/beta)",
+        f"lead{IN}alpha: tool echo ok",
+        f"lead{IN}alpha: ok ({_tok(alpha)}, $0.0000)",
+        f"lead: ok ({_tok(lead)}, $0.0000)",
+    }
+    assert expected <= set(lines), sorted(expected - set(lines))
+    assert lines[0] == "lead: started (openai/lead)"
+    assert lines[-2] == f"lead: ok ({_tok(lead)}, $0.0000)"
+    total = result.usage.total_tokens
+    summary = rf"run done in \d+\.\d\ds, {re.escape(_tok(total))}, \$0\.0000"
+    assert re.fullmatch(summary, lines[-1]), lines[-1]
+    failed = [line for line in lines if line.startswith("lead → beta: error: ")]
+    assert len(failed) == 1 and "400" in failed[0], lines
+    assert not any(line.startswith(f"lead{IN}beta: ok") for line in lines), "failed is not 'ok'"
+    started = lines.index(f"lead{IN}alpha: started (openai/alpha)")
+    assert started < lines.index(f"lead{IN}alpha: tool echo ok")
+    fake_openai.assert_complete()
+
+
+# -- the live tree --------------------------------------------------------------------------
+
+TREE_TEAM = """\
+    supervisor: lead
+    agents:
+      lead: {model: openai/lead, delegates_to: [manager, solo]}
+      manager: {model: openai/manager, description: Manages., delegates_to: [spec_a, spec_b]}
+      spec_a: {model: openai/spec_a, description: Knows A.}
+      spec_b: {model: openai/spec_b, description: Knows B.}
+      solo: {model: openai/solo, description: Works alone.}
+    """
+
+
+def _final_frame(output: str) -> tuple[list[str], int | None]:
+    """The last frame drawn, and how many lines the redraw before it moved up over."""
+    moves = list(re.finditer(r"\x1b\[(\d+)F\x1b\[J", output))
+    if not moves:
+        return output.splitlines(), None
+    return output[moves[-1].end():].splitlines(), int(moves[-1].group(1))
+
+
+def test_live_tree_final_frame_shows_nesting_statuses_and_tokens(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script("lead", [
+        tool_calls(("ask_manager", {"task": "manage"})),
+        tool_calls(("ask_solo", {"task": "work alone"})),
+        text("lead answer"),
+    ])
+    fake_openai.script("manager", [
+        tool_calls(("ask_spec_a", {"task": "a"}), ("ask_spec_b", {"task": "b"})),
+        text("manager answer"),
+    ])
+    fake_openai.script("spec_a", [text("a answer")])
+    fake_openai.script("spec_b", [http_error(400, message="spec_b refuses")])
+    fake_openai.script("solo", [text("solo answer")])
+    path = _write_team(tmp_path / "tree.yaml", fake_openai, TREE_TEAM)
+    stream = io.StringIO()
+    tree = LiveTree(stream, interval=0.0)
+
+    result = teamrun.load_team(path).run_sync("go", subscribers=[tree])
+
+    assert result.status == "done"
+    frame, moved = _final_frame(stream.getvalue())
+    tok = {name: _tok(spend.usage.total_tokens) for name, spend in result.agents.items()}
+    assert frame == [
+        f"✓ lead  ok  {tok['lead']}  $0.0000",
+        f"├─ ✓ manager  ok  {tok['manager']}  $0.0000",
+        f"│  ├─ ✓ spec_a  ok  {tok['spec_a']}  $0.0000",
+        "│  └─ ✗ spec_b  error  0 tok  $0.0000",
+        f"└─ ✓ solo  ok  {tok['solo']}  $0.0000",
+    ]
+    assert moved is not None and moved <= len(frame)  # a redraw moves up over the last frame only
+    fake_openai.assert_complete()
+
+
+def test_live_tree_marks_cancelled_workers(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_slow", {"task": "wait"}))])
+    fake_openai.script("slow", [hang(30)])
+    path = _write_team(tmp_path / "cancel.yaml", fake_openai, """\
+        supervisor: lead
+        agents:
+          lead: {model: openai/lead, delegates_to: [slow]}
+          slow: {model: openai/slow, description: Never answers.}
+        """)
+    stream = io.StringIO()
+    team = teamrun.load_team(path)
+
+    async def main() -> Any:
+        cancel = asyncio.Event()
+
+        async def cancel_once_waiting() -> None:
+            while not fake_openai.requests("slow"):
+                await asyncio.sleep(0.01)
+            cancel.set()
+
+        watcher = asyncio.create_task(cancel_once_waiting())
+        result = await team.run("go", subscribers=[LiveTree(stream, interval=0.0)], cancel=cancel)
+        await watcher
+        return result
+
+    result = asyncio.run(asyncio.wait_for(main(), 20))
+
+    assert result.status == "cancelled"
+    frame, _ = _final_frame(stream.getvalue())
+    assert len(frame) == 2
+    assert frame[1].startswith("└─ ⊘ slow  cancelled  0 tok")
+    assert "running" not in "\n".join(frame)
+
+
+def test_live_tree_redraws_in_place() -> None:
+    from teamrun.events import EventBus
+
+    stream = io.StringIO()
+    tree = LiveTree(stream, interval=0.0)
+    bus = EventBus("r1")
+    bus.subscribe(tree)
+    bus.emit("agent_start", span_id="s1", parent_span_id="run", agent_path=("lead",), model="m")
+    bus.emit("delegation_start", span_id="s2", parent_span_id="s1", agent_path=("lead",),
+             worker="w")
+    bus.emit("agent_start", span_id="s2", parent_span_id="s1", agent_path=("lead", "w"), model="m")
+    bus.emit("tool_start", span_id="s3", parent_span_id="s2", agent_path=("lead", "w"), tool="grep")
+    bus.emit("llm_end", span_id="s4", parent_span_id="s2", agent_path=("lead", "w"),
+             usage={"total_tokens": 1500}, cost=0.25)
+    running, _ = _final_frame(stream.getvalue())
+    assert running == [
+        "● lead  running  0 tok  $0.0000",
+        "└─ ● w  running  1.5k tok  $0.2500  tool grep",
+    ]
+    bus.emit("agent_end", span_id="s2", parent_span_id="s1", agent_path=("lead", "w"), status="ok")
+    bus.emit("agent_end", span_id="s1", parent_span_id="run", agent_path=("lead",), status="ok")
+
+    output = stream.getvalue()
+    frame, moved = _final_frame(output)
+    assert frame == ["✓ lead  ok  0 tok  $0.0000", "└─ ✓ w  ok  1.5k tok  $0.2500"]
+    assert moved == 2
+    assert output.count("\x1b[J") == output.count("F\x1b[J")  # only cursor-up-and-clear sequences
+
+
+# -- through the CLI ------------------------------------------------------------------------
+
+def test_execute_progress_plain_writes_progress_to_stderr_only(
+    plain_team: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["execute", str(plain_team), "-i", "go", "--progress", "plain"])
+
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out == "lead answer\n"
+    assert "lead: started (openai/lead)" in err
+    assert "lead → alpha: delegated" in err
+    assert f"lead{IN}alpha: tool echo ok" in err
+    assert re.search(r"run done in \d+\.\d\ds", err)
+    assert "\x1b[" not in err  # plain means no terminal control sequences
+    fake_openai.assert_complete()
+
+
+def test_execute_progress_tree_writes_the_tree_to_stderr_only(
+    plain_team: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["execute", str(plain_team), "-i", "go", "--progress", "tree", "--json"])
+
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert json.loads(out)["final_text"] == "lead answer"
+    frame, _ = _final_frame(err)
+    assert frame[0].startswith("✓ lead  ok  ")
+    assert [line[:3] for line in frame[1:]] == ["├─ ", "└─ "]
+    assert sorted(line[3:].split("  ")[0] for line in frame[1:]) == ["✓ alpha", "✗ beta"]
+    fake_openai.assert_complete()
+
+
+def test_execute_progress_none_writes_nothing(
+    plain_team: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["execute", str(plain_team), "-i", "go", "--progress", "none"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "lead answer\n"
+    assert "started" not in err and "\x1b[" not in err  # warnings may appear; progress may not
