@@ -28,7 +28,16 @@ from teamrun.engine.prompts import handoff_tool_name, system_prompt
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.structured import OutputChecker
 from teamrun.errors import ModelError
-from teamrun.llm.types import Message, ModelReply, ToolCall, ToolSchema, Usage, parse_arguments
+from teamrun.llm.types import (
+    CallScope,
+    Message,
+    ModelReply,
+    ToolCall,
+    ToolSchema,
+    Usage,
+    current_scope,
+    parse_arguments,
+)
 from teamrun.tools.invoke import invoke_tool
 
 LAST_TURN_NOTE = (
@@ -87,6 +96,7 @@ class AgentLoop:
         self.cost = 0.0
         self.messages: list[Message] = []
         self.handoff_to: str | None = None
+        self.turns = 0
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -191,6 +201,8 @@ class AgentLoop:
         ctx, frame = self.ctx, self.frame
         span = ctx.bus.new_span_id()
         frame.emit(ctx, "llm_start", span_id=span, model=self.settings.model, messages=len(self.messages))
+        self.turns += 1
+        scope = current_scope.set(CallScope(frame.path, self.turns, span, ctx.bus.run_id))
         try:
             reply = await ctx.model.complete(
                 self.messages, settings=self.settings, tools=list(tools),
@@ -199,6 +211,8 @@ class AgentLoop:
         except ModelError as exc:
             frame.emit(ctx, "llm_end", span_id=span, status="error", error=str(exc))
             raise ModelError(f"{frame.name}: {exc}") from exc
+        finally:
+            current_scope.reset(scope)
         frame.ledger.charge_model(reply.usage, reply.cost_usd)
         ctx.record_model_use(frame.name, reply.usage, reply.cost_usd)
         self.usage = self.usage + reply.usage

@@ -21,7 +21,7 @@ from teamrun.engine.result import RunResult
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.errors import RunError
 from teamrun.events import EventBus, Subscriber
-from teamrun.llm.types import ChatModel
+from teamrun.llm.types import ChatModel, current_scope
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool
 from teamrun.tools.registry import build_tools
@@ -46,6 +46,8 @@ class Team:
         self._chat_model = chat_model
         self.approver = approver or choose_approver(None, interactive=False)
         self.tools: dict[str, Tool] = build_tools(self.config.tools or {}, base_dir=loaded.base_dir)
+        self._buses: dict[str, EventBus] = {}
+        """Event buses of the runs in progress, by run id."""
 
     @property
     def name(self) -> str:
@@ -55,8 +57,18 @@ class Team:
         if self._chat_model is None:
             from teamrun.llm.adapter import LiteLLMChatModel
 
-            self._chat_model = LiteLLMChatModel()
+            self._chat_model = LiteLLMChatModel(on_retry=self._report_retry)
         return self._chat_model
+
+    def _report_retry(self, notice: Any) -> None:
+        """Turn the adapter's retry notices into ``llm_retry`` events of the run that made the call."""
+        scope = current_scope.get()
+        bus = self._buses.get(scope.run_id) if scope is not None else None
+        if scope is None or bus is None:
+            return
+        bus.emit("llm_retry", span_id=scope.span_id, parent_span_id=None, agent_path=scope.agent_path,
+                 attempt=notice.attempt, max_attempts=notice.max_attempts, delay_s=notice.delay_s,
+                 error=notice.reason, status_code=notice.status_code)
 
     async def run(
         self,
@@ -82,11 +94,13 @@ class Team:
             model_override=self.model_override,
         )
         frame = self._supervisor_frame(bus)
+        self._buses[run_id] = bus
         bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
                  agent_path=(), team=self.name, input=input)
         try:
             await self._drive(ctx, frame, input, cancel)
         finally:
+            self._buses.pop(run_id, None)
             result.duration_s = time.monotonic() - started
             bus.emit("run_end", span_id=frame.parent_span_id or "run", parent_span_id=None, agent_path=(),
                      status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -123,3 +124,19 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ValueError("arguments must be a JSON object")
     return value
+
+
+@dataclass(frozen=True)
+class CallScope:
+    """Who is calling the model: set by the engine around each call, read by wrappers
+    (record/replay, retry reporting) that need to know the agent and turn."""
+
+    agent_path: tuple[str, ...]
+    turn: int
+    """1-based model call number within this agent invocation."""
+    span_id: str = ""
+    run_id: str = ""
+
+
+current_scope: ContextVar[CallScope | None] = ContextVar("teamrun_call_scope", default=None)
+"""The :class:`CallScope` of the model call in progress (``None`` outside the engine)."""
