@@ -13,6 +13,8 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import structlog
+
 from teamrun.engine.delegation import (
     DELEGATE_TASK,
     Delegator,
@@ -109,6 +111,7 @@ class AgentLoop:
         else:
             self.messages = [system, {"role": "user", "content": task or ""}]
         ctx.spend(frame.name).invocations += 1
+        structlog.contextvars.bind_contextvars(agent=frame.name, agent_path="/".join(frame.path))
         frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
         status, stopped_by, text = "error", None, ""
         try:

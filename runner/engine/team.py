@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
@@ -95,12 +97,14 @@ class Team:
         )
         frame = self._supervisor_frame(bus)
         self._buses[run_id] = bus
+        structlog.contextvars.bind_contextvars(run_id=run_id, team=self.name)
         bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
                  agent_path=(), team=self.name, input=input)
         try:
             await self._drive(ctx, frame, input, cancel)
         finally:
             self._buses.pop(run_id, None)
+            structlog.contextvars.unbind_contextvars("run_id", "team")
             result.duration_s = time.monotonic() - started
             bus.emit("run_end", span_id=frame.parent_span_id or "run", parent_span_id=None, agent_path=(),
                      status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),
