@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 import click
-
 from teamrun.errors import UsageError
 
 HELP = """Run a team on an input and print the final answer on stdout.
@@ -104,7 +103,11 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
     task = _read_input(input_text, input_file)
     if progress == "auto":
         progress = "tree" if sys.stderr.isatty() else "plain"
-    subscribers: list[Any] = {"tree": [LiveTree()], "plain": [PlainProgress()], "none": []}[progress]
+    subscribers: list[Any] = []
+    if progress == "tree":
+        subscribers.append(LiveTree())
+    elif progress == "plain":
+        subscribers.append(PlainProgress())
     result = asyncio.run(_run_with_interrupt(team, task, subscribers))
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))

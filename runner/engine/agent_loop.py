@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import structlog
-
 from teamrun.engine.delegation import (
     DELEGATE_TASK,
     Delegator,

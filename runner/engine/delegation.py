@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
-
 from teamrun.config.models import Delegation, Limits
 from teamrun.engine.filters import FilterFailed, as_context_block, filter_messages
 from teamrun.engine.hooks import HookActions, HookFailed, HookRunner, complete_context, start_context
@@ -186,7 +185,9 @@ class Delegator:
             runs = [group.create_task(self._one(target, request, parent_messages)) for target in request.targets]
         return [run.result() for run in runs]
 
-    async def _one(self, worker: str, request: DelegationRequest, parent_messages: Sequence[Message]) -> DelegationResult:
+    async def _one(
+        self, worker: str, request: DelegationRequest, parent_messages: Sequence[Message]
+    ) -> DelegationResult:
         parent = self.frame
         path = (*parent.path, worker)
 

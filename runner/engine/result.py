@@ -19,7 +19,7 @@ class DelegationResult:
     task: str
     status: DelegationStatus
     response: str
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     bailed: bool = False
     ref: str | None = None
@@ -57,7 +57,7 @@ class DelegationResult:
 class AgentSpend:
     """Everything one agent (by name, over all its invocations) used."""
 
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     cost: float = 0.0
     invocations: int = 0
     tool_calls: int = 0

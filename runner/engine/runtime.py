@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
 from teamrun.config.models import Agent, ModelFields, TeamConfig
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore

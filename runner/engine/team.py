@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
@@ -163,7 +162,7 @@ async def _cancel(task: asyncio.Task[Any]) -> None:
     task.cancel()
     try:
         await task
-    except BaseException:  # noqa: BLE001 - we only need it finished
+    except BaseException:
         pass
 
 

@@ -115,7 +115,8 @@ def test_a_failing_worker_keeps_its_siblings_results(llm_server: FakeOpenAI, wri
 
     assert result.status == "done"
     assert len(llm_server.requests("beta")) == 2
-    seen = {r["agent"]: r for r in map(json.loads, (m["content"] for m in _tool_messages(llm_server.requests("lead")[1])))}
+    answers = _tool_messages(llm_server.requests("lead")[1])
+    seen = {r["agent"]: r for r in (json.loads(m["content"]) for m in answers)}
     assert seen["alpha"]["response"] == "alpha result"
     assert seen["gamma"]["response"] == "gamma result"
     assert seen["beta"]["status"] == "error" and "500" in seen["beta"]["error"]
@@ -159,9 +160,8 @@ def test_invented_agents_and_malformed_arguments_do_not_crash_the_run(
 
 def test_streaming_responses_run_the_same_team(llm_server: FakeOpenAI, write_team: Any) -> None:
     _fan_out(llm_server, delay=0.0)
-    path = write_team(THREE_WORKERS.format(parallel="true").replace("supervisor: lead", "supervisor: lead\n") )
-    text_ = path.read_text().replace("  num_retries: 1", "  num_retries: 1\n  stream: true")
-    path.write_text(text_)
+    path = write_team(THREE_WORKERS.format(parallel="true"))
+    path.write_text(path.read_text().replace("  num_retries: 1", "  num_retries: 1\n  stream: true"))
 
     result = teamrun.load_team(path).run_sync("research a, b and c")
 
