@@ -74,7 +74,7 @@ def github_report(results: Sequence[CheckResult]) -> str:
 
 
 def junit_report(results: Sequence[CheckResult]) -> str:
-    """JUnit XML: one test case per file, one failure per error."""
+    """JUnit XML: one test case per file, one failure per error; warnings go to system-out."""
     failures = sum(1 for r in results if not r.ok)
     cases = []
     for r in results:
@@ -83,6 +83,9 @@ def junit_report(results: Sequence[CheckResult]) -> str:
             f"{escape(d.render())}</failure>"
             for d in r.errors
         )
+        warnings = [d.render() for d in r.diagnostics if d.severity == "warning"]
+        if warnings:
+            body += f"\n    <system-out>{escape(chr(10).join(warnings))}</system-out>"
         end = f"{body}\n  </testcase>" if body else "</testcase>"
         cases.append(f'  <testcase classname="teamrun.validate" name={quoteattr(r.file)}>{end}')
     return (

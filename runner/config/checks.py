@@ -14,7 +14,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from teamrun.config import templates
-from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
+from teamrun.config.diagnostics import (
+    Diagnostic,
+    JsonPath,
+    did_you_mean,
+    dotted,
+    listing,
+    shorten,
+)
 from teamrun.config.yamlsrc import SourceMap
 
 _HOOK_ACTIONS = {
@@ -65,9 +72,7 @@ def _template_message(message: str | None) -> str:
 def _meta_validator() -> Any:
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(
-        Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER
-    )
+    return Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 
 class SemanticChecker:
@@ -80,6 +85,9 @@ class SemanticChecker:
         self.source_map = source_map
         self.agents = {k: _mapping(v) for k, v in _mapping(self.data.get("agents")).items()}
         self.tools = {k: _mapping(v) for k, v in _mapping(self.data.get("tools")).items()}
+        supervisor = self.data.get("supervisor")
+        self.supervisor = supervisor if isinstance(supervisor, str) else None
+        """The supervisor's name when it is a string (the schema reports anything else)."""
         self.graph_complete = True
         """False once a delegates_to/handoffs entry is unusable: then reachability says nothing."""
 
@@ -110,13 +118,12 @@ class SemanticChecker:
     # -- references and the delegation graph -------------------------------------------------
 
     def _supervisor(self) -> Iterator[Diagnostic]:
-        name = self.data.get("supervisor")
-        if isinstance(name, str) and self.agents and name not in self.agents:
+        name = self.supervisor
+        if name is not None and self.agents and name not in self.agents:
             hint = did_you_mean(name, list(self.agents))
             yield self._error(
                 ("supervisor",),
-                f"supervisor '{name}' is not defined in agents{hint} "
-                f"(defined agents: {listing(list(self.agents))})",
+                f"supervisor '{name}' is not defined in agents{hint} (defined agents: {listing(list(self.agents))})",
                 "reference",
             )
 
@@ -124,25 +131,19 @@ class SemanticChecker:
         for agent, spec in self.agents.items():
             for field in ("delegates_to", "handoffs"):
                 value = spec.get(field)
-                if value is not None and len(_names(value)) != (
-                    len(value) if isinstance(value, list) else -1
-                ):
+                if value is not None and len(_names(value)) != (len(value) if isinstance(value, list) else -1):
                     self.graph_complete = False
                 seen: set[str] = set()
                 for index, target in _names(value):
                     path = ("agents", agent, field, index)
                     if target == agent:
                         verb = "delegate to" if field == "delegates_to" else "hand off to"
-                        yield self._error(
-                            path, f"agent '{agent}' cannot {verb} itself", "reference"
-                        )
+                        yield self._error(path, f"agent '{agent}' cannot {verb} itself", "reference")
                     elif target not in self.agents:
                         self.graph_complete = False
                         yield self._error(path, self._unknown_agent(path, target), "reference")
                     elif target in seen:
-                        yield self._warning(
-                            path, f"'{target}' is listed twice in {dotted(path[:-1])}", "reference"
-                        )
+                        yield self._warning(path, f"'{target}' is listed twice in {dotted(path[:-1])}", "reference")
                     seen.add(target)
             for index, tool in _names(spec.get("tools")):
                 if tool in self.tools:
@@ -151,17 +152,10 @@ class SemanticChecker:
                 if tool in self.agents:
                     detail = f"; '{tool}' is an agent: list it under delegates_to"
                 elif not self.tools:
-                    detail = (
-                        "; no tools are defined yet (add them under a top-level 'tools:' section)"
-                    )
+                    detail = "; no tools are defined yet (add them under a top-level 'tools:' section)"
                 else:
-                    detail = (
-                        did_you_mean(tool, list(self.tools))
-                        + f" (defined tools: {listing(list(self.tools))})"
-                    )
-                yield self._error(
-                    path, f"{dotted(path)}: tool '{tool}' is not defined{detail}", "reference"
-                )
+                    detail = did_you_mean(tool, list(self.tools)) + f" (defined tools: {listing(list(self.tools))})"
+                yield self._error(path, f"{dotted(path)}: tool '{tool}' is not defined{detail}", "reference")
 
     def _unknown_agent(self, path: JsonPath, target: str) -> str:
         message = f"{dotted(path)}: agent '{target}' is not defined"
@@ -171,11 +165,7 @@ class SemanticChecker:
         return message + f"{hint} (defined agents: {listing(list(self.agents))})"
 
     def _edges(self, agent: str) -> list[tuple[int, str]]:
-        return [
-            (i, t)
-            for i, t in _names(self.agents[agent].get("delegates_to"))
-            if t in self.agents and t != agent
-        ]
+        return [(i, t) for i, t in _names(self.agents[agent].get("delegates_to")) if t in self.agents and t != agent]
 
     def _cycles(self) -> Iterator[Diagnostic]:
         """Each delegation cycle once, at the delegates_to entry that closes it (iterative DFS)."""
@@ -232,25 +222,26 @@ class SemanticChecker:
 
     def _depth(self) -> Iterator[Diagnostic]:
         limit = _mapping(self.data.get("limits")).get("max_depth")
-        supervisor = self.data.get("supervisor")
+        supervisor = self.supervisor
         if not isinstance(limit, int) or isinstance(limit, bool) or supervisor not in self.agents:
             return
-        chain = self._longest_chain(str(supervisor))
+        chain = self._longest_chain(supervisor)
         depth = len(chain) - 1
         if depth > limit:
+            shown = chain if len(chain) <= 8 else [*chain[:4], "…", *chain[-3:]]
             yield self._error(
                 ("limits", "max_depth"),
-                f"the delegation chain {' → '.join(chain)} is {depth} levels deep, more than "
+                f"the delegation chain {' → '.join(shown)} is {depth} levels deep, more than "
                 f"limits.max_depth ({limit}); raise the limit or flatten the team",
                 "depth",
             )
 
     def _unused_agents(self) -> Iterator[Diagnostic]:
-        supervisor = self.data.get("supervisor")
+        supervisor = self.supervisor
         if supervisor not in self.agents or not self.graph_complete:
             return
-        reachable = {str(supervisor)}
-        frontier = [str(supervisor)]
+        reachable = {supervisor}
+        frontier = [supervisor]
         while frontier:
             spec = self.agents[frontier.pop()]
             for field in ("delegates_to", "handoffs"):
@@ -279,15 +270,12 @@ class SemanticChecker:
             if delegation and spec.get("delegates_to") in (None, []):
                 yield self._warning(
                     (*base, "delegation"),
-                    f"agent '{agent}' has a delegation section but no delegates_to, "
-                    "so it never applies",
+                    f"agent '{agent}' has a delegation section but no delegates_to, so it never applies",
                     "unused",
                     key=True,
                 )
             yield from self._template((*base, "delegation", "prompt"), delegation.get("prompt"))
-            yield from self._message_filter(
-                (*base, "delegation", "message_filter"), delegation.get("message_filter")
-            )
+            yield from self._message_filter((*base, "delegation", "message_filter"), delegation.get("message_filter"))
             hooks = _mapping(delegation.get("hooks"))
             for event, fields in _HOOK_TEMPLATES.items():
                 entries = hooks.get(event)
@@ -303,8 +291,7 @@ class SemanticChecker:
                         actions = ", ".join(_HOOK_ACTIONS[event])
                         yield self._error(
                             hook_path,
-                            f"{dotted(hook_path)} has a condition but no action; "
-                            f"add one of: {actions}",
+                            f"{dotted(hook_path)} has a condition but no action; add one of: {actions}",
                             "hook",
                         )
 
@@ -312,11 +299,13 @@ class SemanticChecker:
         for index, pattern in _names(_mapping(spec).get("drop_matching")):
             try:
                 re.compile(pattern)
-            except re.error as exc:
+            except (re.error, RecursionError, OverflowError) as exc:
+                if isinstance(exc, RecursionError):
+                    exc = re.error("nested too deeply")
                 where = (*path, "drop_matching", index)
                 yield self._error(
                     where,
-                    f"{dotted(where)}: invalid regular expression '{pattern}': {exc}",
+                    f"{dotted(where)}: invalid regular expression '{shorten(pattern)}': {exc}",
                     "regex",
                 )
 
@@ -348,16 +337,10 @@ class SemanticChecker:
             else:
                 detail = _template_message(exc.message)
                 detail = detail.replace("'end of template'", "end of the expression")
-                detail = detail.replace(
-                    "chunk after expression", "unexpected text after the expression"
-                )
-            yield self._error(
-                path, f"invalid condition in {dotted(path)} '{source}': {detail}", "template"
-            )
+                detail = detail.replace("chunk after expression", "unexpected text after the expression")
+            yield self._error(path, f"invalid condition in {dotted(path)} '{shorten(source)}': {detail}", "template")
 
-    def _template_position(
-        self, path: JsonPath, template_line: int, source: str
-    ) -> tuple[int, int]:
+    def _template_position(self, path: JsonPath, template_line: int, source: str) -> tuple[int, int]:
         """The file line and column where line ``template_line`` of a template value starts."""
         mark = self.source_map.value(path)
         style = self._char(mark.line, mark.column)
@@ -404,9 +387,7 @@ class SemanticChecker:
             sub = f"'{dotted(inner)}'"
             if inner and inner[-1] == "type" and isinstance(error.instance, str):
                 types = "; types are: " + ", ".join(_JSON_TYPES)
-                detail = f"unknown type '{error.instance}'" + (
-                    did_you_mean(error.instance, _JSON_TYPES) or types
-                )
+                detail = f"unknown type '{error.instance}'" + (did_you_mean(error.instance, _JSON_TYPES) or types)
             elif error.validator == "type":
                 expected = describe_type(error.validator_value)
                 detail = f"{sub} must be {expected}, not {describe_value(error.instance)}"
@@ -453,9 +434,7 @@ class SemanticChecker:
             if isinstance(command, list):
                 yield from self._command_items(name, command, set(parameters))
 
-    def _command_items(
-        self, tool: str, command: list[Any], parameters: set[str]
-    ) -> Iterator[Diagnostic]:
+    def _command_items(self, tool: str, command: list[Any], parameters: set[str]) -> Iterator[Diagnostic]:
         for index, item in enumerate(command):
             path: JsonPath = ("tools", tool, "command", index)
             if not isinstance(item, str):
@@ -471,11 +450,7 @@ class SemanticChecker:
                 continue
             for unknown in sorted(names - parameters):
                 hint = did_you_mean(unknown, sorted(parameters))
-                declared = (
-                    f" (parameters: {listing(sorted(parameters))})"
-                    if parameters and not hint
-                    else ""
-                )
+                declared = f" (parameters: {listing(sorted(parameters))})" if parameters and not hint else ""
                 yield self._error(
                     path,
                     f"{dotted(path)} uses '{{{{ {unknown} }}}}' but tool '{tool}' has no "
@@ -484,6 +459,8 @@ class SemanticChecker:
                 )
 
     def _imports(self) -> Iterator[Diagnostic]:
+        import contextlib
+        import sys
         from pathlib import Path
 
         from teamrun.config.imports import ImportProblem, resolve_import_path
@@ -491,7 +468,9 @@ class SemanticChecker:
         base_dir = Path(self.file).resolve().parent
         for path, reference in self._import_references():
             try:
-                resolve_import_path(reference, base_dir=base_dir)
+                # whatever user modules print while importing must not mix into the report
+                with contextlib.redirect_stdout(sys.stderr):
+                    resolve_import_path(reference, base_dir=base_dir)
             except ImportProblem as exc:
                 yield self._error(path, f"{dotted(path)}: {exc}", "import")
 

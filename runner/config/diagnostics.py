@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 Severity = Literal["error", "warning"]
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
 JsonPath = tuple[str | int, ...]
 """Where a value sits in the loaded document, e.g. ``("agents", "lead", "tools", 0)``."""
 
@@ -25,8 +28,18 @@ class Diagnostic:
     rule: str = "schema"
     """Which check found it: ``yaml``, ``schema``, ``reference``, ``cycle``, ``template``, ..."""
 
+    def __post_init__(self) -> None:
+        # One diagnostic is one line of text in every format: line breaks, control
+        # characters and lone surrogates quoted from the file are shown escaped.
+        if _UNPRINTABLE.search(self.message):
+            object.__setattr__(self, "message", _UNPRINTABLE.sub(_escape, self.message))
+
     def render(self) -> str:
         return f"{self.file}:{self.line}:{self.column}: {self.severity}: {self.message}"
+
+
+def _escape(match: re.Match[str]) -> str:
+    return match.group(0).encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def dotted(path: JsonPath) -> str:
@@ -46,6 +59,11 @@ def did_you_mean(word: str, choices: Sequence[str]) -> str:
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """``text`` cut to about ``limit`` characters for quoting in a message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def listing(names: Sequence[str]) -> str:

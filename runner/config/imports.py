@@ -46,9 +46,7 @@ def resolve_import_path(reference: str, *, base_dir: Path | None) -> Any:
         except ImportError as exc:
             raise ImportProblem(f"cannot import module '{module_name}': {exc}") from None
         except Exception as exc:  # user code failing at import time
-            raise ImportProblem(
-                f"importing '{module_name}' raised {type(exc).__name__}: {exc}"
-            ) from None
+            raise ImportProblem(f"importing '{module_name}' raised {type(exc).__name__}: {exc}") from None
     for part in attribute.split("."):
         try:
             target = getattr(target, part)

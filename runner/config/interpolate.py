@@ -45,8 +45,7 @@ class Interpolator:
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
             problem = "is missing its closing '}'" if end < 0 else "is not a valid reference"
             raise InterpolationError(
-                f"'{shown}' {problem} "
-                "(write ${NAME} or ${NAME:-default}; $${ is a literal '${')",
+                f"'{shown}' {problem} (write ${{NAME}} or ${{NAME:-default}}; $${{ is a literal '${{')",
                 fragment=_FRAGMENT.match(text, start).group(0),  # type: ignore[union-attr]
             )
         return _REFERENCE.sub(self._replace, text)
@@ -59,8 +58,7 @@ class Interpolator:
         if value is None or (value == "" and default is not None):
             if default is None:
                 raise InterpolationError(
-                    f"environment variable {name} is not set "
-                    f"(set it, or give a default: ${{{name}:-value}})",
+                    f"environment variable {name} is not set (set it, or give a default: ${{{name}:-value}})",
                     fragment=match.group(0),
                 )
             return default

@@ -70,7 +70,10 @@ def _read(path: Path, shown: str) -> str | Diagnostic:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        return Diagnostic(shown, 1, 1, f"the file is not UTF-8 text (byte {exc.start})", rule="io")
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
+        column = len(raw[line_start : exc.start].decode("utf-8", "replace")) + 1
+        message = f"the file is not UTF-8 text: byte 0x{raw[exc.start]:02x} cannot be read; save the file as UTF-8"
+        return Diagnostic(shown, raw.count(b"\n", 0, exc.start) + 1, column, message, rule="io")
 
 
 def check_text(
@@ -84,8 +87,8 @@ def check_text(
     interpolator = Interpolator(os.environ if environ is None else environ)
     document = load_yaml(text, file, interpolator)
     diagnostics = list(document.diagnostics)
-    if document.data is None:
-        return CheckResult(file, diagnostics)
+    if document.data is None and diagnostics:
+        return CheckResult(file, diagnostics)  # unreadable: the YAML errors say why
     if not isinstance(document.data, dict):
         from teamrun.config.schema import describe_value
 
@@ -97,9 +100,7 @@ def check_text(
         diagnostics.append(Diagnostic(file, mark.line, mark.column, message))
         return CheckResult(file, diagnostics, document.data, document.source_map)
     diagnostics += SchemaChecker(file, document.source_map, text).check(document.data)
-    diagnostics += check_semantics(
-        file, text, document.data, document.source_map, import_check=import_check
-    )
+    diagnostics += check_semantics(file, text, document.data, document.source_map, import_check=import_check)
     unique = sorted(set(diagnostics), key=lambda d: (d.line, d.column, d.message))
     return CheckResult(file, unique, document.data, document.source_map, interpolator.secrets)
 

@@ -77,11 +77,7 @@ def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     if isinstance(value, str):
-        return (
-            f"the string {json.dumps(value, ensure_ascii=False)}"
-            if len(value) <= 40
-            else "a string"
-        )
+        return f"the string {json.dumps(value, ensure_ascii=False)}" if len(value) <= 40 else "a string"
     if isinstance(value, int):
         return f"the integer {value}"
     if isinstance(value, float):
@@ -182,9 +178,7 @@ class SchemaChecker:
             elif error.instance is None and expected == "a mapping":
                 message += " (write {} for no settings)"
             elif isinstance(error.instance, list) and expected == "a mapping":
-                message += (
-                    " (write 'name:' keys with their settings indented below, not '- ' items)"
-                )
+                message += " (write 'name:' keys with their settings indented below, not '- ' items)"
             yield self._at_value(path, message)
         elif kind in ("enum", "const"):
             yield self._at_value(path, self._choice_message(error, where))
@@ -197,9 +191,7 @@ class SchemaChecker:
                 "maximum": "<=",
                 "exclusiveMaximum": "<",
             }[kind]
-            yield self._at_value(
-                path, f"{where} must be {sign} {error.validator_value}, not {error.instance}"
-            )
+            yield self._at_value(path, f"{where} must be {sign} {error.validator_value}, not {error.instance}")
         elif kind in ("minItems", "minProperties", "minLength"):
             hint = ": define at least one agent (the supervisor)" if path == ("agents",) else ""
             yield self._at_value(path, f"{where} must not be empty{hint}")
@@ -249,9 +241,7 @@ class SchemaChecker:
         shown = ", ".join(json.dumps(c) for c in choices)
         value = error.instance
         hint = did_you_mean(str(value), [str(c) for c in choices]) if isinstance(value, str) else ""
-        if isinstance(value, str) and any(
-            value == str(c) and not isinstance(c, str) for c in choices
-        ):
+        if isinstance(value, str) and any(value == str(c) and not isinstance(c, str) for c in choices):
             hint = " (a number, so write it without quotes)"
         elif isinstance(value, bool):
             hint = self._boolean_hint(tuple(error.absolute_path), for_text=False)
@@ -275,10 +265,7 @@ class SchemaChecker:
         where = dotted(path)
         field = next((p for p in reversed(path) if isinstance(p, str)), "")
         if field in ("python", "call"):
-            return (
-                f"{where}: '{value}' is not a Python import path; write it as "
-                "'package.module:function'"
-            )
+            return f"{where}: '{value}' is not a Python import path; write it as 'package.module:function'"
         if field == "api_key_env":
             return (
                 f"{where}: '{value}' is not an environment variable name "

@@ -41,16 +41,29 @@ def render(source: str, context: Mapping[str, Any]) -> str:
 @functools.lru_cache(maxsize=512)
 def compile_condition(source: str) -> Callable[..., Any]:
     """Compile a ``when:`` expression such as ``agent == 'researcher' and iteration > 2``."""
-    return environment().compile_expression(source, undefined_to_none=False)
+    try:
+        return environment().compile_expression(source, undefined_to_none=False)
+    except RecursionError:
+        raise TemplateSyntaxError(_TOO_DEEP, 1) from None
 
 
 def syntax_check(source: str) -> None:
     """Parse a template without rendering it; raises :class:`TemplateSyntaxError`."""
-    environment().parse(source)
+    _parse(source)
 
 
 def undeclared_names(source: str) -> set[str]:
     """Top-level names a template reads (for checking command argv against parameters)."""
     from jinja2 import meta
 
-    return set(meta.find_undeclared_variables(environment().parse(source)))
+    return set(meta.find_undeclared_variables(_parse(source)))
+
+
+_TOO_DEEP = "the template is nested too deeply"
+
+
+def _parse(source: str) -> Any:
+    try:
+        return environment().parse(source)
+    except RecursionError:
+        raise TemplateSyntaxError(_TOO_DEEP, 1) from None

@@ -34,9 +34,7 @@ _TIMESTAMP_TAG = _YAML_TAG + "timestamp"
 _STR_TAG = _YAML_TAG + "str"
 _MAP_TAG = _YAML_TAG + "map"
 _SEQ_TAG = _YAML_TAG + "seq"
-_SCALAR_TAGS = frozenset(
-    _YAML_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp")
-)
+_SCALAR_TAGS = frozenset(_YAML_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
 _BLOCK_STYLES = ("|", ">")
 _ANCHOR = re.compile(r"(?:![^\s]*\s+)?&([^\s,\[\]{}]+)")
 
@@ -111,9 +109,7 @@ def _position(text: str, index: int) -> Mark:
 class _Builder:
     """Turns a composed node tree into plain data, recording marks and problems."""
 
-    def __init__(
-        self, file: str, text: str, loader: yaml.SafeLoader, interpolator: Interpolator | None
-    ) -> None:
+    def __init__(self, file: str, text: str, loader: yaml.SafeLoader, interpolator: Interpolator | None) -> None:
         self.file = file
         self.text = text
         self.loader = loader
@@ -199,9 +195,7 @@ class _Builder:
             message += " (tags that build Python objects are never loaded)"
         elif node.tag in _SCALAR_TAGS:
             message += f" on a {what}"
-        raise _Refused(
-            _mark(node), message + "; a team file holds plain mappings, lists, text and numbers"
-        )
+        raise _Refused(_mark(node), message + "; a team file holds plain mappings, lists, text and numbers")
 
     def _scalar(self, node: yaml.ScalarNode, path: JsonPath) -> Any:
         if node.tag not in _SCALAR_TAGS:
@@ -271,8 +265,7 @@ class _Builder:
                 where = f"in {dotted(path)}" if path else "at the top level"
                 self._error(
                     _mark(key_node),
-                    f"duplicate key '{key}' {where} (first defined at line {first.line}); "
-                    "remove one of them",
+                    f"duplicate key '{key}' {where} (first defined at line {first.line}); remove one of them",
                 )
                 continue
             if self._merging:  # keys written in the merging mapping keep their own position
@@ -315,14 +308,10 @@ def load_yaml(text: str, file: str, interpolator: Interpolator | None = None) ->
     empty = SourceMap()
 
     def failed(line: int, column: int, message: str) -> YamlDocument:
-        return YamlDocument(
-            file, text, None, empty, [Diagnostic(file, line, column, message, rule="yaml")]
-        )
+        return YamlDocument(file, text, None, empty, [Diagnostic(file, line, column, message, rule="yaml")])
 
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
-        return failed(
-            1, 1, f"file is larger than {MAX_FILE_BYTES // 1024} KiB; a team file should be small"
-        )
+        return failed(1, 1, f"file is larger than {MAX_FILE_BYTES // 1024} KiB; a team file should be small")
     loader = _Loader(text)
     try:
         root = loader.get_single_node()
@@ -331,14 +320,12 @@ def load_yaml(text: str, file: str, interpolator: Interpolator | None = None) ->
                 return failed(
                     1,
                     1,
-                    "the file holds only comments; a team file needs at least "
-                    "version, name, supervisor and agents",
+                    "the file holds only comments; a team file needs at least version, name, supervisor and agents",
                 )
             return failed(
                 1,
                 1,
-                "the file is empty; a team file needs at least version, name, "
-                "supervisor and agents",
+                "the file is empty; a team file needs at least version, name, supervisor and agents",
             )
         builder = _Builder(file, text, loader, interpolator)
         data = builder.build(root, (), 0)
@@ -347,9 +334,7 @@ def load_yaml(text: str, file: str, interpolator: Interpolator | None = None) ->
         return YamlDocument(file, text, None, empty, [_yaml_error(file, text, exc)])
     except yaml.reader.ReaderError as exc:
         mark = _position(text, min(exc.position, len(text)))
-        character = (
-            f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
-        )
+        character = f"#x{exc.character:04x}" if isinstance(exc.character, int) else repr(exc.character)
         return failed(
             mark.line,
             mark.column,
@@ -375,10 +360,7 @@ def _yaml_error(file: str, text: str, exc: yaml.MarkedYAMLError) -> Diagnostic:
         # an unclosed flow collection: point at the bracket that was never closed
         opener = text[exc.context_mark.index] if exc.context_mark.index < len(text) else "["
         closer = {"[": "]", "{": "}"}.get(opener, problem[-2])
-        message = (
-            f"'{opener}' is never closed: expected ',' or '{closer}' before "
-            f"line {line}, column {column}"
-        )
+        message = f"'{opener}' is never closed: expected ',' or '{closer}' before line {line}, column {column}"
         line, column = exc.context_mark.line + 1, exc.context_mark.column + 1
     elif "cannot start any token" in problem and char == "\t":
         message = "a tab character here; indent YAML with spaces, not tabs"
@@ -391,10 +373,7 @@ def _yaml_error(file: str, text: str, exc: yaml.MarkedYAMLError) -> Diagnostic:
             f" (the mapping starts at line {context_line})" if context_line else ""
         )
     elif problem.startswith("did not find expected '-' indicator"):
-        message = (
-            "a list item ('- ') was expected here: "
-            "a list and keys cannot be mixed at one indentation"
-        )
+        message = "a list item ('- ') was expected here: a list and keys cannot be mixed at one indentation"
     elif problem.startswith("found undefined alias"):
         name = re.match(r"\*([^\s,\[\]{}]+)", text[mark.index :]) if mark is not None else None
         shown = f"'*{name.group(1)}'" if name else "this alias"

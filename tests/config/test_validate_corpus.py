@@ -25,9 +25,7 @@ REPO = HERE.parents[1]
 VALID = sorted([*(HERE / "valid").glob("*.yaml"), *(REPO / "teams").glob("*.y*ml")])
 INVALID = sorted((HERE / "invalid").glob("*.yaml"))
 UPDATE = os.environ.get("TEAMRUN_UPDATE_EXPECTED") == "1"
-LOCATED = re.compile(
-    r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>error|warning): (?P<message>.+)$"
-)
+LOCATED = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<severity>error|warning): (?P<message>.+)$")
 
 
 def _rel(path: Path) -> str:
@@ -38,9 +36,7 @@ def test_the_corpus_is_big_enough() -> None:
     assert len(VALID) >= 7
     assert len(INVALID) >= 45
     expected = {p.stem for p in (HERE / "invalid").glob("*.expected")}
-    assert expected == {p.stem for p in INVALID}, (
-        "every invalid case needs its .expected file, and only those"
-    )
+    assert expected == {p.stem for p in INVALID}, "every invalid case needs its .expected file, and only those"
 
 
 @pytest.mark.parametrize("path", VALID, ids=lambda p: p.stem)
@@ -51,9 +47,7 @@ def test_valid_file_passes(path: Path, cli: Callable[..., object]) -> None:
 
 
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.stem)
-def test_invalid_file_fails_with_the_expected_message(
-    path: Path, cli: Callable[..., object]
-) -> None:
+def test_invalid_file_fails_with_the_expected_message(path: Path, cli: Callable[..., object]) -> None:
     shown = _rel(path)
     result = cli(["validate", shown])
     expected_file = path.with_suffix(".expected")
@@ -88,17 +82,11 @@ def test_one_mistake_per_invalid_case() -> None:
         "name_bad_tool": 2,
     }
     for path in INVALID:
-        errors = [
-            line
-            for line in path.with_suffix(".expected").read_text().splitlines()
-            if ": error: " in line
-        ]
+        errors = [line for line in path.with_suffix(".expected").read_text().splitlines() if ": error: " in line]
         assert len(errors) == several.get(path.stem, 1), path.name
 
 
-def test_every_mistake_in_a_file_is_reported_at_once(
-    tmp_path: Path, cli: Callable[..., object]
-) -> None:
+def test_every_mistake_in_a_file_is_reported_at_once(tmp_path: Path, cli: Callable[..., object]) -> None:
     team = tmp_path / "team.yaml"
     team.write_text(
         "version: 1\n"  # 1
@@ -150,9 +138,7 @@ def test_every_mistake_in_a_file_is_reported_at_once(
         assert needle in text
 
 
-def test_merge_keys_keep_the_position_of_overriding_keys(
-    tmp_path: Path, cli: Callable[..., object]
-) -> None:
+def test_merge_keys_keep_the_position_of_overriding_keys(tmp_path: Path, cli: Callable[..., object]) -> None:
     """An explicit key next to `<<: *base` is reported where it is written, not at the anchor."""
     team = tmp_path / "team.yaml"
     team.write_text(
@@ -195,12 +181,7 @@ def test_load_config_builds_the_merged_and_interpolated_model(
 
     monkeypatch.setenv("TEAMRUN_TEST_MAX_STEPS", "30")
     monkeypatch.setenv("TEAMRUN_TEST_API_TOKEN", "s3cr3t")
-    monkeypatch.setenv(
-        "TEAMRUN_TEST_GREETING", "${TEAMRUN_TEST_API_TOKEN}"
-    )  # values are not re-expanded
+    monkeypatch.setenv("TEAMRUN_TEST_GREETING", "${TEAMRUN_TEST_API_TOKEN}")  # values are not re-expanded
     again = load_config(HERE / "valid" / "interpolation.yaml")
     assert again.config.limits is not None and again.config.limits.max_steps == 30
-    assert (
-        again.config.vars is not None
-        and again.config.vars["greeting"] == "${TEAMRUN_TEST_API_TOKEN}"
-    )
+    assert again.config.vars is not None and again.config.vars["greeting"] == "${TEAMRUN_TEST_API_TOKEN}"

@@ -1,0 +1,228 @@
+"""Property-based: whatever text a team file holds, ``teamrun validate`` answers with
+located diagnostics and exit code 0 or 2 — never a traceback.
+
+And when it says a file is valid, the typed models accept the same data (the
+JSON Schema and the pydantic models agree).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from teamrun.cli import main
+from teamrun.config.loader import check_file
+from teamrun.config.models import TeamConfig
+
+HERE = Path(__file__).resolve().parent
+CORPUS = [p.read_text() for p in sorted((HERE / "valid").glob("*.yaml"))]
+CORPUS += [p.read_text() for p in sorted((HERE / "invalid").glob("*.yaml"))[::6]]
+KEYS = sorted(
+    {
+        "version",
+        "name",
+        "supervisor",
+        "agents",
+        "tools",
+        "defaults",
+        "limits",
+        "vars",
+        "description",
+        "instructions",
+        "delegates_to",
+        "handoffs",
+        "budget",
+        "delegation",
+        "output_schema",
+        "model",
+        "temperature",
+        "max_steps",
+        "hooks",
+        "on_start",
+        "on_complete",
+        "on_iteration",
+        "when",
+        "call",
+        "python",
+        "command",
+        "parameters",
+        "message_filter",
+        "drop_matching",
+        "tool",
+        "parallel",
+        "max_depth",
+        "<<",
+        "lead",
+        "worker",
+    }
+)
+NASTY = [
+    "",
+    "[",
+    "]",
+    "{",
+    "}",
+    "*a",
+    "&a",
+    "&a [*a]",
+    "!!python/object:os.system {}",
+    "!!int x",
+    "!foo 1",
+    "${X",
+    "${UNSET_TEAMRUN_FUZZ}",
+    "$${x}",
+    "{{ x",
+    "{% if %}",
+    "yes",
+    "no",
+    "~",
+    "-1",
+    "0",
+    "1e400",
+    "2024-01-01",
+    "'quoted'",
+    '"\\ud800"',
+    '"\\x00"',
+    "|",
+    ">-",
+    "- a",
+    "a: b: c",
+    "\t",
+    "@x",
+    "`x`",
+    "[a, b]",
+    "{a: 1}",
+    "*lead",
+    "<<: *a",
+    "---",
+    "...",
+    "%YAML 1.1",
+    "? a",
+    "\x00",
+    "\x85",
+    "\u2028",
+]
+SETTINGS = settings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@pytest.fixture(scope="module")
+def team_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield tmp_path_factory.mktemp("fuzz") / "team.yaml"
+
+
+def _validate(path: Path, text: str) -> None:
+    """Write ``text``, validate it through the CLI, and check the output's shape."""
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = main(["validate", str(path)])
+    assert code in (0, 2)
+    *lines, summary = out.getvalue().splitlines()
+    located = re.compile(rf"^{re.escape(str(path))}:\d+:\d+: (error|warning): .+$")
+    for line in lines:
+        assert located.match(line), line
+    if code == 0:
+        assert re.fullmatch(r"1 file valid( \(\d+ warnings?\))?", summary), summary
+        # valid for the validator means valid for the typed models too
+        TeamConfig.model_validate(check_file(path).data)
+    else:
+        assert lines, "exit 2 must come with at least one diagnostic"
+        assert re.fullmatch(r"1 of 1 file invalid: \d+ errors?(, \d+ warnings?)?", summary), summary
+
+
+# -- strategies ------------------------------------------------------------------------------------
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.text(max_size=12),
+    st.sampled_from(["lead", "worker", "offline", "{{ x }}", "{% if %}", "${X:-1}", "(", "a:b"]),
+)
+keys = st.one_of(st.sampled_from(KEYS), st.text(min_size=1, max_size=10))
+structures = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=5),
+    max_leaves=30,
+)
+agent_names = st.sampled_from(["lead", "worker", "helper", "bad name", "w2"])
+team_like = st.fixed_dictionaries(
+    {
+        "version": st.sampled_from([1, 1, 1, 2, "1"]),
+        "name": st.sampled_from(["fuzz", "fuzz team", "f"]),
+        "supervisor": agent_names,
+        "agents": st.dictionaries(
+            agent_names,
+            st.dictionaries(st.sampled_from(KEYS), structures, max_size=4)
+            | st.fixed_dictionaries({"delegates_to": st.lists(agent_names, max_size=3)}),
+            min_size=1,
+            max_size=4,
+        ),
+    },
+    optional={"tools": st.dictionaries(st.sampled_from(["grep", "t"]), structures, max_size=2), "limits": structures},
+)
+
+
+@st.composite
+def mutated_corpus(draw: st.DrawFn) -> str:
+    lines = draw(st.sampled_from(CORPUS)).splitlines(keepends=True) or ["\n"]
+    for _ in range(draw(st.integers(1, 5))):
+        if not lines:
+            lines = ["\n"]
+        index = draw(st.integers(0, len(lines) - 1))
+        operation = draw(st.sampled_from(["delete", "duplicate", "char", "indent", "dedent", "insert", "swap"]))
+        line = lines[index]
+        if operation == "delete":
+            del lines[index]
+        elif operation == "duplicate":
+            lines.insert(index, line)
+        elif operation == "char" and line:
+            at = draw(st.integers(0, len(line) - 1))
+            char = draw(st.sampled_from([*list(":-[]{}&*!|>'\"%@`#,\t $\\"), "x", "0", "\x00", "é"]))
+            lines[index] = line[:at] + char + line[at + 1 :]
+        elif operation == "indent":
+            lines[index] = draw(st.sampled_from([" ", "  ", "    ", "\t"])) + line
+        elif operation == "dedent":
+            lines[index] = line[draw(st.integers(1, 4)) :] if line.startswith(" ") else line
+        elif operation == "insert":
+            indent = " " * draw(st.sampled_from([0, 2, 4, 6]))
+            key = draw(keys).replace("\n", " ")
+            value = draw(st.sampled_from(NASTY) | st.text(max_size=8))
+            lines.insert(index, f"{indent}{key}: {value}\n")
+        elif operation == "swap" and index + 1 < len(lines):
+            lines[index], lines[index + 1] = lines[index + 1], lines[index]
+    return "".join(lines)
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(text=st.text(max_size=300) | st.sampled_from(NASTY))
+def test_arbitrary_text(team_file: Path, text: str) -> None:
+    _validate(team_file, text)
+
+
+@SETTINGS
+@given(data=structures | team_like)
+def test_random_structures_dumped_as_yaml(team_file: Path, data: object) -> None:
+    _validate(team_file, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+@SETTINGS
+@given(text=mutated_corpus())
+def test_mutations_of_the_corpus(team_file: Path, text: str) -> None:
+    _validate(team_file, text)
