@@ -289,11 +289,20 @@ class _RequestHandler(BaseHTTPRequestHandler):
             start=time.monotonic(),
         )
         fake._record(record)
+        self._current = record
         try:
             self._answer(fake, model, request, record)
         except (BrokenPipeError, ConnectionResetError):
             record.status = record.status or 499
         finally:
+            record.end = record.end or time.monotonic()
+            self._current = None
+
+    def _stamp_end(self) -> None:
+        """Stamp ``end`` just before the last bytes go out, so a client that has its
+        answer always finds ``end`` set in the log."""
+        record = getattr(self, "_current", None)
+        if record is not None:
             record.end = time.monotonic()
 
     def _answer(
@@ -347,6 +356,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        self._stamp_end()
         self.wfile.write(data)
         self.wfile.flush()
 
@@ -360,6 +370,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             data = f"data: {event}\n\n".encode()
             self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
+        self._stamp_end()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
 
