@@ -18,11 +18,18 @@ from typing import Any
 import structlog
 from teamrun.config.models import Delegation, Limits
 from teamrun.engine.filters import FilterFailed, as_context_block, filter_messages
-from teamrun.engine.hooks import HookActions, HookFailed, HookRunner, complete_context, start_context
+from teamrun.engine.hooks import (
+    HookActions,
+    HookContext,
+    HookFailed,
+    HookRunner,
+    complete_context,
+    start_context,
+)
 from teamrun.engine.prompts import WorkerInfo, delegation_tool_name
 from teamrun.engine.references import REFS_PARAMETER, RefRequest, parse_requests, render_blocks
 from teamrun.engine.result import DelegationResult, DelegationStatus
-from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
 from teamrun.errors import RunError
 from teamrun.llm.types import Message, ToolSchema, Usage
 
@@ -211,8 +218,8 @@ class Delegator:
         except FilterFailed as exc:
             return self._finish(result("error", error=str(exc)))
         async with self.slots:
-            outcome = await self._run(worker, prompt, request, actions, result)
-        return await self._complete(outcome, start, result)
+            done, messages = await self._run(worker, prompt, request, actions, result)
+        return await self._complete(done, start, messages)
 
     def _refusal(self, worker: str) -> str | None:
         ctx, parent = self.ctx, self.frame
@@ -248,7 +255,7 @@ class Delegator:
         return "\n\n".join(parts)
 
     async def _run(self, worker: str, prompt: str, request: DelegationRequest, actions: HookActions,
-                   result: Callable[..., DelegationResult]) -> DelegationResult:
+                   result: Callable[..., DelegationResult]) -> tuple[DelegationResult, Sequence[Message]]:
         ctx, parent = self.ctx, self.frame
         span = ctx.bus.new_span_id()
         budget = ctx.agent(worker).budget
@@ -256,7 +263,7 @@ class Delegator:
             current = budget.max_tool_calls if budget else None
             cap = request.max_tool_calls if current is None else min(current, request.max_tool_calls)
             budget = (budget or Limits()).model_copy(update={"max_tool_calls": cap})
-        steps = _steps(budget, ctx)
+        steps = max_steps_for(ctx.config, budget)
         if actions.max_steps is not None:
             steps = actions.max_steps if steps is None else min(steps, actions.max_steps)
         child = AgentFrame(
@@ -265,6 +272,7 @@ class Delegator:
             context=dict(actions.context),
         )
         parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=request.task)
+        messages: Sequence[Message] = ()
         try:
             outcome = await self.run_agent(ctx, child, prompt)
         except asyncio.CancelledError:
@@ -279,15 +287,16 @@ class Delegator:
             response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
             status: DelegationStatus = "ok" if outcome.status == "ok" else "budget_exhausted"
             done = result(status, response, usage=outcome.usage, cost=outcome.cost, error=outcome.stopped_by)
+            messages = outcome.messages
         self._span_end(done, span)
-        return done
+        return done, messages
 
-    async def _complete(self, done: DelegationResult, start: Any,
-                        result: Callable[..., DelegationResult]) -> DelegationResult:
+    async def _complete(self, done: DelegationResult, start: HookContext,
+                        messages: Sequence[Message]) -> DelegationResult:
         """``on_complete`` hooks and the result reference; then the record is kept."""
         if self.hooks.has("on_complete"):
             context = complete_context(start, success=done.status == "ok", error=done.error,
-                                       result=done.response, messages=())
+                                       result=done.response, messages=messages)
             try:
                 actions = await self.hooks.run("on_complete", context)
             except HookFailed as exc:
@@ -312,12 +321,6 @@ class Delegator:
     def _span_end(self, result: DelegationResult, span: str) -> None:
         self.frame.emit(self.ctx, "delegation_end", span_id=span, worker=result.agent, status=result.status,
                         usage=result.usage.as_dict(), cost=result.cost, error=result.error)
-
-
-def _steps(budget: Any, ctx: RunContext) -> int | None:
-    if budget is not None and budget.max_steps is not None:
-        return int(budget.max_steps)
-    return ctx.config.limits.max_steps if ctx.config.limits else None
 
 
 def transcript(messages: Sequence[dict[str, Any]]) -> str:

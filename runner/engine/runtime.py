@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from teamrun.config.models import Agent, ModelFields, TeamConfig
+from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore
 from teamrun.engine.result import AgentSpend, DelegationResult, RunResult
@@ -22,6 +22,13 @@ _log = structlog.get_logger(__name__)
 
 DEFAULT_MODEL = "offline"
 _MODEL_FIELDS = tuple(ModelFields.model_fields)
+
+
+def max_steps_for(config: TeamConfig, budget: Limits | None) -> int | None:
+    """An agent's step limit: its own ``budget.max_steps``, else the run's ``limits.max_steps``."""
+    if budget is not None and budget.max_steps is not None:
+        return budget.max_steps
+    return config.limits.max_steps if config.limits else None
 
 
 @dataclass
@@ -110,10 +117,9 @@ class AgentFrame:
         """The frame of the agent that takes over after a handoff (same place in the tree)."""
         parent = self.ledger.parent or self.ledger
         budget = ctx.agent(target).budget
-        steps = budget.max_steps if budget and budget.max_steps else (
-            ctx.config.limits.max_steps if ctx.config.limits else None)
         return AgentFrame(target, (*self.path[:-1], target), ctx.bus.new_span_id(), self.parent_span_id,
-                          parent.child(budget, label=f"agents.{target}.budget", max_steps=steps))
+                          parent.child(budget, label=f"agents.{target}.budget",
+                                       max_steps=max_steps_for(ctx.config, budget)))
 
     @property
     def depth(self) -> int:

@@ -19,7 +19,7 @@ from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.result import RunResult
-from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
 from teamrun.errors import RunError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.types import ChatModel, current_scope
@@ -115,12 +115,10 @@ class Team:
         return asyncio.run(self.run(input, **kwargs))
 
     def _supervisor_frame(self, bus: EventBus) -> AgentFrame:
-        limits = self.config.limits
-        root = BudgetLedger(limits, label="limits")
+        root = BudgetLedger(self.config.limits, label="limits")
         name = self.config.supervisor
         budget = self.config.agents[name].budget
-        steps = budget.max_steps if budget and budget.max_steps else (limits.max_steps if limits else None)
-        ledger = root.child(budget, label=f"agents.{name}.budget", max_steps=steps)
+        ledger = root.child(budget, label=f"agents.{name}.budget", max_steps=max_steps_for(self.config, budget))
         run_span = bus.new_span_id()
         return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger)
 
