@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import structlog
+
 from teamrun.engine.delegation import (
     DELEGATE_TASK,
     Delegator,

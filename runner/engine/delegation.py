@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
+
 from teamrun.config.models import Delegation, Limits
 from teamrun.engine.filters import FilterFailed, as_context_block, filter_messages
 from teamrun.engine.hooks import (
@@ -273,8 +274,9 @@ class Delegator:
         )
         parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=request.task)
         messages: Sequence[Message] = ()
+        timeout = budget.timeout_s if budget is not None else None
         try:
-            outcome = await self.run_agent(ctx, child, prompt)
+            outcome = await self._run_within(timeout, child, prompt)
         except asyncio.CancelledError:
             self._finish(result("cancelled", error="cancelled"), span)
             raise
@@ -284,12 +286,27 @@ class Delegator:
             _log.exception("worker_crashed", worker=worker)
             done = result("error", error=f"{type(exc).__name__}: {exc}")
         else:
+            if outcome is None:
+                done = result("budget_exhausted", error=f"agents.{worker}.budget.timeout_s ({timeout}) reached")
+                self._span_end(done, span)
+                return done, messages
             response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
             status: DelegationStatus = "ok" if outcome.status == "ok" else "budget_exhausted"
             done = result(status, response, usage=outcome.usage, cost=outcome.cost, error=outcome.stopped_by)
             messages = outcome.messages
         self._span_end(done, span)
         return done, messages
+
+    async def _run_within(self, timeout: float | None, child: AgentFrame, prompt: str) -> WorkerOutcome | None:
+        """Run the worker; ``None`` when its own ``budget.timeout_s`` ran out."""
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                return await self.run_agent(self.ctx, child, prompt)
+        except TimeoutError:
+            if deadline.expired():
+                return None
+            raise
 
     async def _complete(self, done: DelegationResult, start: HookContext,
                         messages: Sequence[Message]) -> DelegationResult:

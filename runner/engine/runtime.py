@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore

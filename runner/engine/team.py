@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
@@ -122,6 +123,16 @@ class Team:
         run_span = bus.new_span_id()
         return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger)
 
+    def _timeout(self) -> tuple[float | None, str]:
+        """The run's wall-clock limit: ``limits.timeout_s`` or the supervisor's own, whichever is shorter."""
+        candidates = []
+        if self.config.limits and self.config.limits.timeout_s:
+            candidates.append((self.config.limits.timeout_s, "limits.timeout_s"))
+        budget = self.config.agents[self.config.supervisor].budget
+        if budget and budget.timeout_s:
+            candidates.append((budget.timeout_s, f"agents.{self.config.supervisor}.budget.timeout_s"))
+        return min(candidates) if candidates else (None, "")
+
     async def _drive(self, ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio.Event | None) -> None:
         result = ctx.result
         work = asyncio.create_task(run_agent(ctx, frame, input), name=f"teamrun:{frame.name}")
@@ -129,7 +140,7 @@ class Team:
         stop = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
         if stop is not None:
             waiters.add(stop)
-        timeout = ctx.config.limits.timeout_s if ctx.config.limits else None
+        timeout, label = self._timeout()
         try:
             done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             if work in done:
@@ -146,7 +157,7 @@ class Team:
             if stop is not None and stop in done:
                 result.status, result.stopped_by = "cancelled", "interrupted"
             else:
-                result.status, result.stopped_by = "budget_exhausted", f"limits.timeout_s ({timeout})"
+                result.status, result.stopped_by = "budget_exhausted", f"{label} ({timeout})"
             await _cancel(work)
             result.final_text = _partial_text(result, f"the run was stopped ({result.stopped_by})")
         finally:

@@ -27,6 +27,7 @@ from time import time
 from typing import Any, Literal
 
 import structlog
+
 from teamrun.errors import ModelError
 from teamrun.llm.offline import (
     OFFLINE_PROVIDER,
@@ -274,11 +275,28 @@ class _CallPlan:
         offline = is_offline_model(model)
         provider = _provider_of(litellm, model, settings.api_base)
         api_key = _api_key(settings, model, provider)
+        if response_format and not offline and _lacks_response_schema(litellm, model, provider):
+            response_format = None  # the engine validates the answer against the schema anyway
         kwargs = _call_kwargs(model, messages, settings, tools, response_format)
         if api_key is not None:
             kwargs["api_key"] = api_key
         secrets = tuple(str(value) for value in (api_key, settings.extra.get("api_key")) if value)
         return cls(model, provider, offline, kwargs, secrets)
+
+
+def _lacks_response_schema(litellm: Any, model: str, provider: str) -> bool:
+    """True only when LiteLLM knows this model and says it cannot take a JSON Schema response format.
+
+    Unknown models (a local OpenAI-compatible server, say) get the format: such servers mostly accept it.
+    """
+    try:
+        litellm.get_model_info(model=model, custom_llm_provider=provider)
+    except Exception:
+        return False
+    try:
+        return not litellm.supports_response_schema(model=model, custom_llm_provider=provider)
+    except Exception:
+        return False
 
 
 def _call_kwargs(

@@ -13,7 +13,7 @@ from typing import Any
 
 import teamrun
 from teamrun.cli import main
-from tests.fakeserver import FakeOpenAI, text, tool_calls
+from tests.fakeserver import FakeOpenAI, hang, text, tool_calls
 
 HERE = Path(__file__).parent
 
@@ -417,3 +417,48 @@ def test_message_filter_without_rules_shares_the_user_turn(llm_server: FakeOpenA
     team.run_sync("Plan the launch in public.")
 
     assert "[user] Plan the launch in public." in _user_text(llm_server, "helper")
+
+
+def test_a_worker_timeout_stops_that_worker_only(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.script("lead", [tool_calls(("ask_slow", {"task": "s"}), ("ask_fast", {"task": "f"})), text("went on")])
+    llm_server.script("slow", [hang(30)])
+    llm_server.script("fast", [text("fast result")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead: {model: openai/lead, delegates_to: [slow, fast]}
+          slow: {model: openai/slow, description: Slow., budget: {timeout_s: 0.5}}
+          fast: {model: openai/fast, description: Fast.}
+        """))
+
+    result = team.run_sync("go")
+
+    assert result.status == "done" and result.final_text == "went on"
+    by_agent = {d.agent: d for d in result.delegations}
+    assert by_agent["slow"].status == "budget_exhausted"
+    assert by_agent["slow"].error == "agents.slow.budget.timeout_s (0.5) reached"
+    assert by_agent["fast"].response == "fast result"
+
+
+def test_run_timeout_ends_budget_exhausted_with_finished_results(
+    llm_server: FakeOpenAI, write_team: Any, capsys: Any
+) -> None:
+    llm_server.script("lead", [tool_calls(("ask_slow", {"task": "s"}), ("ask_fast", {"task": "f"}))])
+    llm_server.script("slow", [hang(30)])
+    llm_server.script("fast", [text("fast result")])
+    path = write_team("""\
+        supervisor: lead
+        limits: {timeout_s: 1}
+        agents:
+          lead: {model: openai/lead, delegates_to: [slow, fast]}
+          slow: {model: openai/slow, description: Slow.}
+          fast: {model: openai/fast, description: Fast.}
+        """)
+
+    code = main(["execute", str(path), "-i", "go", "--json"])
+
+    result = json.loads(capsys.readouterr().out)
+    assert code == 3
+    assert result["status"] == "budget_exhausted" and result["stopped_by"] == "limits.timeout_s (1.0)"
+    assert "- fast: fast result" in result["final_text"]
+    assert {d["agent"]: d["status"] for d in result["delegations"]} == {"fast": "ok", "slow": "cancelled"}
