@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import teamrun
 from teamrun.cli import main
 from teamrun.cli.progress import LiveTree, PlainProgress

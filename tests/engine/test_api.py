@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import teamrun
 from tests.fakeserver import FakeOpenAI, hang, text, tool_calls
 
@@ -114,6 +115,33 @@ def test_one_team_runs_twice_with_separate_results(llm_server: FakeOpenAI, write
     assert (one.final_text, two.final_text) == ("first", "second")
     assert one.run_id != two.run_id
     assert one.agents["solo"].invocations == 1 and two.agents["solo"].invocations == 1
+    llm_server.assert_complete()
+
+
+def test_priced_models_report_cost_per_agent(llm_server: FakeOpenAI, write_team: Any) -> None:
+    # the fake server answers any model name; gpt-4o-mini is in LiteLLM's bundled price table
+    llm_server.script("gpt-4o-mini", [
+        tool_calls(("ask_helper", {"task": "help"})),
+        text("helped"),
+        text("all done"),
+    ])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead: {model: openai/gpt-4o-mini, delegates_to: [helper]}
+          helper: {model: openai/gpt-4o-mini, description: Helps.}
+        """))
+
+    result = team.run_sync("go")
+
+    assert result.status == "done" and result.final_text == "all done"
+    lead, helper = result.agents["lead"], result.agents["helper"]
+    assert lead.cost > 0 and helper.cost > 0
+    assert result.cost == pytest.approx(lead.cost + helper.cost)
+    assert result.delegations[0].cost == pytest.approx(helper.cost)
+    data = result.as_dict()
+    assert data["cost"] == pytest.approx(result.cost)
+    assert data["agents"]["helper"]["cost"] == pytest.approx(helper.cost)
     llm_server.assert_complete()
 
 

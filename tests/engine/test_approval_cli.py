@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from teamrun.cli import main
 from tests.fakeserver import FakeOpenAI, text, tool_calls
 
