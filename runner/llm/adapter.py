@@ -99,6 +99,9 @@ def _configure(litellm: Any) -> None:
     litellm.set_verbose = False
     if hasattr(litellm, "telemetry"):
         litellm.telemetry = False
+    # The engine's last turn sends no tools after a history with tool calls; providers such as
+    # Anthropic then need LiteLLM to add a placeholder tool, which this allows.
+    litellm.modify_params = True
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
         logging.getLogger(name).setLevel(logging.WARNING)
     # LiteLLM's streaming types trip a harmless pydantic warning on first use.
