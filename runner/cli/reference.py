@@ -17,13 +17,25 @@ documentation and CI files can be tested for commands that do not exist.
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import click
 
-__all__ = ["END", "START", "WIDTH", "command_problems", "iter_commands", "main", "render", "replace_section"]
+__all__ = [
+    "END",
+    "START",
+    "WIDTH",
+    "command_problems",
+    "iter_commands",
+    "main",
+    "render",
+    "replace_section",
+    "shell_invocations",
+]
 
 WIDTH = 88
 """Columns the help is wrapped at."""
@@ -140,6 +152,39 @@ def command_problems(argv: Sequence[str], root: click.Command | None = None) -> 
                 break
             command, ctx = sub, _context(sub, word, ctx)
     return problems
+
+
+_SEPARATORS = frozenset({"&&", "||", "|", ";", "&", "(", ")", ">", ">>", "<", "<<", "|&"})
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def shell_invocations(script: str) -> list[list[str]]:
+    """Each ``teamrun ...`` command in a shell snippet, as argv words.
+
+    Handles quotes, comments, backslash continuations, ``&&``/``|``/``;`` and
+    redirections, and leading ``VAR=value`` assignments. Not a shell: no
+    expansion, no subshells beyond splitting at parentheses.
+    """
+    found: list[list[str]] = []
+    for line in script.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = "#"
+        try:
+            tokens = list(lexer)
+        except ValueError:  # an unbalanced quote: not something we can read
+            continue
+        command: list[str] = []
+        for token in [*tokens, ";"]:
+            if token in _SEPARATORS or (set(token) <= set("&|;<>()") and token):
+                while command and _ASSIGNMENT.match(command[0]):
+                    command.pop(0)
+                if command and Path(command[0]).name == PROG:
+                    found.append(command)
+                command = []
+            else:
+                command.append(token)
+    return found
 
 
 # -- the command line of this module ------------------------------------------------------

@@ -22,7 +22,7 @@ import yaml
 
 import teamrun
 from teamrun.cli import main
-from teamrun.cli.reference import command_problems
+from teamrun.cli.reference import command_problems, shell_invocations
 from tests.fakeserver import FakeOpenAI, text, tool_calls
 
 REPO = Path(__file__).resolve().parents[2]
@@ -182,21 +182,6 @@ def test_the_worker_never_sees_secrets_or_internal_messages(
 
 
 # -- CI workflow and pre-commit -----------------------------------------------------------
-def _teamrun_commands(script: str) -> list[list[str]]:
-    """Each `teamrun ...` invocation in a shell snippet, as words (continuations joined)."""
-    import shlex
-
-    joined = script.replace("\\\n", " ")
-    found: list[list[str]] = []
-    for line in joined.splitlines():
-        for part in re.split(r"&&|\|\||[|;]", line.split(" #", 1)[0]):
-            words = shlex.split(part)
-            words = [w for w in words if not re.fullmatch(r"\d?>+|<", w)]
-            if words and words[0] == "teamrun":
-                found.append(words)
-    return found
-
-
 def _workflow() -> dict[Any, Any]:
     data = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text(encoding="utf-8"))
     assert isinstance(data, dict)
@@ -220,7 +205,7 @@ def test_the_workflow_validates_the_teams_and_runs_the_replay_tests() -> None:
 
     assert "teamrun validate --format github teams/" in runs["validate"]
     assert any(run.startswith("pytest tests/teams") for run in runs["replay"])
-    commands = [words for job in runs.values() for run in job for words in _teamrun_commands(run)]
+    commands = [words for job in runs.values() for run in job for words in shell_invocations(run)]
     assert len(commands) == 2
     for words in commands:
         assert command_problems(words) == [], words

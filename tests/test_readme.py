@@ -1,0 +1,105 @@
+"""The README (and the docs it links to) says only true things about the command line.
+
+* The CLI reference section is exactly what ``python -m teamrun.cli.reference`` prints.
+* Every ``teamrun ...`` command in a ```bash block or an inline code span uses
+  commands and options that exist in the click group.
+* The two set-up commands CI runs are there, unchanged.
+* Complete team files shown in YAML blocks validate; relative links point at files.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from teamrun.cli import reference
+from teamrun.config.loader import check_text
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+DOCS = [README, *sorted((REPO / "docs").glob("*.md")), REPO / "examples" / "README.md"]
+SET_UP = [
+    'python3 -m venv .venv && . .venv/bin/activate && pip install . && '
+    'teamrun execute teams/research-report.yaml --input "Compare Rust and Go for command-line tools"',
+    "pip install '.[test]' && pytest",
+]
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def test_cli_reference_section_matches_the_help() -> None:
+    assert reference.section(_read(README)) == reference.render(), (
+        "the CLI reference is stale: run `python -m teamrun.cli.reference --write README.md`"
+    )
+    assert reference.main(["--check", str(README)]) == 0
+
+
+def test_the_reference_covers_every_command() -> None:
+    rendered = reference.render()
+    paths = [ctx.command_path for ctx, _ in reference.iter_commands()]
+
+    assert {"teamrun", "teamrun execute", "teamrun validate", "teamrun schema", "teamrun graph"} <= set(paths)
+    for path in paths:
+        assert f"### `{path}`\n\n```text\nUsage: {path} " in rendered
+
+
+def test_set_up_commands_are_unchanged() -> None:
+    setup = _read(README).split("## Set up", 1)[1].split("\n## ", 1)[0]
+
+    assert [block.strip() for block in _blocks(setup, "bash")] == SET_UP
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
+def test_shell_commands_use_real_commands_and_options(doc: Path) -> None:
+    text = _read(doc)
+    invocations = [words for block in _blocks(text, "bash") for words in reference.shell_invocations(block)]
+    inline = re.findall(r"`(teamrun [^`]+)`", text)
+    invocations += [words for span in inline for words in reference.shell_invocations(span)]
+
+    problems = [f"{' '.join(words)}: {problem}" for words in invocations
+                for problem in reference.command_problems(words)]
+    assert problems == []
+    if doc == README:
+        assert len(invocations) >= 25  # the parser really found the README's commands
+        used = {words[1] for words in invocations if len(words) > 1 and not words[1].startswith("-")}
+        assert used >= {"execute", "validate", "graph", "trace"}
+
+
+def test_the_checker_catches_what_does_not_exist() -> None:
+    assert reference.command_problems(["teamrun", "run", "x.yaml"])
+    assert reference.command_problems(["teamrun", "validate", "--fromat", "github", "teams/"])
+    assert reference.command_problems(["teamrun", "execute", "--format", "json", "x.yaml"])
+    assert reference.command_problems(["teamrun", "-vv", "--log-format", "json", "validate", "x"]) == []
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
+def test_team_files_shown_in_the_docs_validate(doc: Path) -> None:
+    files = [block for block in _blocks(_read(doc), "yaml") if re.search(r"^version: 1\b", block, re.MULTILINE)]
+
+    for block in files:
+        result = check_text(block, f"{doc.name} example", environ={})
+        assert [d.render() for d in result.diagnostics] == []
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
+def test_relative_links_point_at_files(doc: Path) -> None:
+    links = re.findall(r"\]\(([^)\s]+)\)", _read(doc))
+    local = [link.split("#", 1)[0] for link in links if not re.match(r"[a-z]+:", link) and not link.startswith("#")]
+
+    missing = [link for link in local if link and not (doc.parent / link).exists()]
+    assert missing == []
+
+
+def test_the_traces_section_is_there_and_short() -> None:
+    text = _read(README)
+    section = text.split("## Traces, replay and testing your team\n", 1)[1].split("\n## ", 1)[0]
+
+    assert 0 < len(section.splitlines()) < 40
