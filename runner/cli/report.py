@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from xml.sax.saxutils import escape, quoteattr
+from typing import TYPE_CHECKING
 
-from teamrun.config.loader import CheckResult
+if TYPE_CHECKING:
+    from teamrun.config.loader import CheckResult
 
 
 def _summary(results: Sequence[CheckResult]) -> str:
@@ -75,6 +76,7 @@ def github_report(results: Sequence[CheckResult]) -> str:
 
 def junit_report(results: Sequence[CheckResult]) -> str:
     """JUnit XML: one test case per file, one failure per error; warnings go to system-out."""
+    from xml.sax.saxutils import escape, quoteattr
     failures = sum(1 for r in results if not r.ok)
     cases = []
     for r in results:

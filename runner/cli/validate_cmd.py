@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import click
+
 from teamrun.config.diagnostics import Diagnostic
 from teamrun.config.loader import CheckResult, check_file
 

@@ -376,7 +376,10 @@ class SemanticChecker:
     def _sub_schema(self, path: JsonPath, schema: Any) -> Iterator[Diagnostic]:
         if not isinstance(schema, dict):
             return
-        from teamrun.config.schema import describe_type, describe_value
+        from teamrun.config.schema import describe_type, describe_value, is_plain_schema
+
+        if is_plain_schema(schema):
+            return  # certainly valid: no need to load the meta-schema
 
         seen: set[tuple[JsonPath, str]] = set()
         for error in _meta_validator().iter_errors(schema):
@@ -412,7 +415,6 @@ class SemanticChecker:
         for name, spec in self.tools.items():
             path: JsonPath = ("tools", name)
             kinds = [k for k in _TOOL_KEYS if k in spec]
-            misspelt = any(did_you_mean(key, _TOOL_KEYS) for key in spec if key not in _TOOL_KEYS)
             if len(kinds) > 1:
                 yield self._error(
                     path,
@@ -420,7 +422,8 @@ class SemanticChecker:
                     "tool",
                     key=True,
                 )
-            elif not kinds and not misspelt:  # a misspelt `comand:` is reported as an unknown key
+            elif not kinds and not any(did_you_mean(key, _TOOL_KEYS) for key in spec):
+                # (a misspelt `comand:` is reported as an unknown key instead)
                 yield self._error(
                     path,
                     f"tool '{name}' needs 'python:' (a function) or 'command:' (an argv list)",

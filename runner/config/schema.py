@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +130,8 @@ class SchemaChecker:
         self.lines = text.splitlines()
 
     def check(self, data: Any) -> list[Diagnostic]:
+        if quick_is_valid(data, team_schema()):
+            return []  # no need for jsonschema at all
         errors = list(_validator().iter_errors(data))
         # `agent:` for `agents:` is one mistake: report the unknown key, not also the missing one.
         suggested = {
@@ -288,3 +291,220 @@ class SchemaChecker:
     def _at_key(self, path: JsonPath, message: str) -> Diagnostic:
         mark = self.source_map.key(path) if path else self.source_map.value(path)
         return Diagnostic(self.file, mark.line, mark.column, message)
+
+
+# -- quick answers ------------------------------------------------------------------------------
+#
+# Importing jsonschema and building its validators costs more than checking a typical
+# team file, and a valid file (the usual case in CI) needs none of its error reporting.
+# So two conservative shortcuts run first:
+#
+# * quick_is_valid() decides the team schema for the keywords that schema uses. Any
+#   keyword it does not know makes it answer None ("cannot tell") and jsonschema decides;
+#   jsonschema also runs whenever the answer is "invalid", to produce the messages.
+# * is_plain_schema() says whether an embedded JSON Schema (output_schema, tool
+#   parameters) uses only simple keywords with well-formed values, so that it is
+#   certainly valid against the draft 2020-12 meta-schema.
+#
+# tests/config/test_validate_fuzz.py checks both against jsonschema.
+
+_TYPES = frozenset(("array", "boolean", "integer", "null", "number", "object", "string"))
+_ANNOTATIONS = frozenset(
+    ("description", "title", "default", "examples", "$comment", "deprecated", "format", "$schema", "$id", "$defs")
+)
+"""Keywords that never make data invalid (no format checker: ``format`` only annotates)."""
+
+
+_BOUNDS = {
+    "minimum": lambda value, bound: value < bound,
+    "maximum": lambda value, bound: value > bound,
+    "exclusiveMinimum": lambda value, bound: value <= bound,
+    "exclusiveMaximum": lambda value, bound: value >= bound,
+}
+
+
+class _Unknown(Exception):
+    """The schema uses something this module does not decide: ask jsonschema."""
+
+
+@functools.lru_cache(maxsize=256)
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _is_type(value: Any, name: str) -> bool:
+    # jsonschema's default type checker: booleans are not numbers; 1.0 is an integer
+    if name == "string":
+        return isinstance(value, str)
+    if name == "object":
+        return isinstance(value, dict)
+    if name == "array":
+        return isinstance(value, list)
+    if name == "boolean":
+        return isinstance(value, bool)
+    if name == "null":
+        return value is None
+    if isinstance(value, bool):
+        return False
+    if name == "integer":
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if name == "number":
+        return isinstance(value, int | float)
+    raise _Unknown(name)
+
+
+def _equal(one: Any, two: Any) -> bool:
+    """JSON equality as jsonschema sees it: true is not 1, but 1 is 1.0."""
+    if isinstance(one, list | dict) or isinstance(two, list | dict):
+        raise _Unknown("structured enum value")
+    if isinstance(one, str) or isinstance(two, str):
+        return bool(one == two)
+    if isinstance(one, bool) or isinstance(two, bool):
+        return type(one) is type(two) and bool(one == two)
+    return bool(one == two)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+class _Checker:
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
+
+    def valid(self, value: Any, schema: Any) -> bool:
+        if schema is True:
+            return True
+        if schema is False:
+            return False
+        if not isinstance(schema, dict):
+            raise _Unknown("schema")
+        return all(self._keyword(key, expected, value, schema) for key, expected in schema.items())
+
+    def _keyword(self, keyword: str, expected: Any, value: Any, schema: dict[str, Any]) -> bool:
+        if keyword in _ANNOTATIONS:
+            return True
+        if keyword == "$ref":
+            if not isinstance(expected, str) or not expected.startswith("#/$defs/"):
+                raise _Unknown(keyword)
+            return self.valid(value, self.root["$defs"][expected.removeprefix("#/$defs/")])
+        if keyword == "type":
+            names = expected if isinstance(expected, list) else [expected]
+            return any(_is_type(value, name) for name in names)
+        if keyword == "enum":
+            return any(_equal(value, choice) for choice in expected)
+        if keyword == "const":
+            return _equal(value, expected)
+        if keyword == "anyOf":
+            return any(self.valid(value, option) for option in expected)
+        if keyword in _BOUNDS:
+            # written as jsonschema's failure conditions, so NaN behaves the same
+            return not _number(value) or not _BOUNDS[keyword](value, expected)
+        if keyword == "pattern":
+            return not isinstance(value, str) or _regex(expected).search(value) is not None
+        if keyword == "minLength":
+            return not isinstance(value, str) or len(value) >= expected
+        if keyword == "minItems":
+            return not isinstance(value, list) or len(value) >= expected
+        if keyword == "items":
+            return not isinstance(value, list) or all(self.valid(item, expected) for item in value)
+        if not isinstance(value, dict):
+            if keyword in (
+                "properties",
+                "additionalProperties",
+                "patternProperties",
+                "propertyNames",
+                "required",
+                "minProperties",
+            ):
+                return True
+            raise _Unknown(keyword)
+        if keyword == "minProperties":
+            return len(value) >= int(expected)
+        if keyword == "required":
+            return all(name in value for name in expected)
+        if keyword == "properties":
+            return all(self.valid(value[name], sub) for name, sub in expected.items() if name in value)
+        if keyword == "patternProperties":
+            return all(
+                self.valid(item, sub)
+                for pattern, sub in expected.items()
+                for key, item in value.items()
+                if _regex(pattern).search(key)
+            )
+        if keyword == "propertyNames":
+            return all(self.valid(key, expected) for key in value)
+        if keyword == "additionalProperties":
+            known = schema.get("properties", {})
+            patterns = [_regex(p) for p in schema.get("patternProperties", {})]
+            extra = [
+                item for key, item in value.items() if key not in known and not any(p.search(key) for p in patterns)
+            ]
+            return all(self.valid(item, expected) for item in extra)
+        raise _Unknown(keyword)
+
+
+def quick_is_valid(data: Any, schema: Mapping[str, Any]) -> bool | None:
+    """Whether ``data`` satisfies ``schema`` (``None`` when this module cannot tell)."""
+    try:
+        return _Checker(schema).valid(data, dict(schema))
+    except (_Unknown, KeyError, TypeError, ValueError, re.error, RecursionError):
+        return None
+
+
+# -- embedded schemas ------------------------------------------------------------------------
+
+_NON_NEGATIVE = frozenset(("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"))
+_NUMBERS = frozenset(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"))
+_TEXTS = frozenset(("description", "title", "$comment", "format"))
+_ANYTHING = frozenset(("default", "const", "examples"))
+_BOOLEANS = frozenset(("uniqueItems", "deprecated", "readOnly", "writeOnly"))
+
+
+def is_plain_schema(schema: Any, depth: int = 0) -> bool:
+    """True when ``schema`` is certainly a valid draft 2020-12 schema (False: go and check)."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, dict) or depth > 20:
+        return False
+    for keyword, value in schema.items():
+        if keyword in _TEXTS:
+            ok = isinstance(value, str)
+        elif keyword in _ANYTHING:
+            ok = keyword != "examples" or isinstance(value, list)
+        elif keyword in _BOOLEANS:
+            ok = isinstance(value, bool)
+        elif keyword in _NON_NEGATIVE:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        elif keyword in _NUMBERS:
+            ok = _number(value) and math.isfinite(value)
+        elif keyword == "multipleOf":
+            ok = _number(value) and math.isfinite(value) and value > 0
+        elif keyword == "type":
+            names = value if isinstance(value, list) else [value]
+            ok = (
+                bool(names) and all(isinstance(n, str) and n in _TYPES for n in names) and len(set(names)) == len(names)
+            )
+        elif keyword == "enum":
+            ok = isinstance(value, list)
+        elif keyword == "required":
+            ok = isinstance(value, list) and all(isinstance(n, str) for n in value) and len(set(value)) == len(value)
+        elif keyword == "pattern":
+            ok = isinstance(value, str) and _compiles(value)
+        elif keyword in ("items", "additionalProperties"):
+            ok = is_plain_schema(value, depth + 1)
+        elif keyword == "properties":
+            ok = isinstance(value, dict) and all(is_plain_schema(v, depth + 1) for v in value.values())
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        _regex(pattern)
+    except (re.error, RecursionError, OverflowError):
+        return False
+    return True

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
 from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
 from teamrun.config.interpolate import InterpolationError, Interpolator
 
@@ -121,6 +122,7 @@ class _Builder:
         """Nodes already turned into data once: meeting one again means an alias."""
         self._active: list[yaml.Node] = []
         """Collections being built, outermost first (a node met again in here is recursive)."""
+        self._active_ids: set[int] = set()
         self._expanding: list[tuple[yaml.Node, yaml.Node | None]] = []
         """Aliases being expanded, outermost first, with the collection they sit in."""
         self._merging = 0
@@ -138,7 +140,7 @@ class _Builder:
         if depth > MAX_DEPTH:
             raise _Refused(_mark(node), f"nesting deeper than {MAX_DEPTH} levels")
         parent = self._active[-1] if self._active else None
-        if any(node is active for active in self._active):
+        if id(node) in self._active_ids:
             anchor = self._anchor(node)
             shown = f"'*{anchor}'" if anchor else "an alias"
             raise _Refused(
@@ -153,6 +155,7 @@ class _Builder:
         if expanding:
             self._expanding.append((node, parent))
         self._active.append(node)
+        self._active_ids.add(id(node))
         try:
             if isinstance(node, yaml.MappingNode):
                 self._check_tag(node, _MAP_TAG, "mapping")
@@ -160,7 +163,7 @@ class _Builder:
             self._check_tag(node, _SEQ_TAG, "list")
             return [self.build(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
         finally:
-            self._active.pop()
+            self._active_ids.discard(id(self._active.pop()))
             if expanding:
                 self._expanding.pop()
 

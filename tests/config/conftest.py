@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from teamrun.cli import main
 
 REPO = Path(__file__).resolve().parents[2]

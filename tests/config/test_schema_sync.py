@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+
 from teamrun.config import models
 from teamrun.config.loader import check_file
 from teamrun.config.models import TeamConfig

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from teamrun.config.loader import check_file, load_config
 from teamrun.config.models import TeamConfig
 

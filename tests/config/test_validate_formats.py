@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from teamrun.config.schema import schema_path
 
 HERE = Path(__file__).resolve().parent
