@@ -8,6 +8,7 @@ from teamrun import __version__
 from teamrun.cli.execute_cmd import execute
 from teamrun.cli.graph_cmd import graph
 from teamrun.cli.schema_cmd import schema
+from teamrun.cli.trace_cmd import trace
 from teamrun.cli.validate_cmd import validate
 
 HELP = """Run teams of LLM agents declared in YAML.
@@ -23,6 +24,7 @@ Examples:
   teamrun validate --format github team.yaml  annotations for a GitHub workflow
   teamrun graph team.yaml                   the delegation graph as Mermaid
   teamrun schema > team.schema.json         the JSON Schema, for editors
+  teamrun trace show run.jsonl              the delegation tree of a traced run
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.
@@ -45,3 +47,4 @@ cli.add_command(execute)
 cli.add_command(validate)
 cli.add_command(schema)
 cli.add_command(graph)
+cli.add_command(trace)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
 from typing import Any
 
 import click
+
+from teamrun.cli.logs import add_log_secrets
 from teamrun.errors import UsageError
 
 HELP = """Run a team on an input and print the final answer on stdout.
@@ -24,6 +27,9 @@ Examples:
   teamrun execute team.yaml -i "..." --model openai/gpt-4o-mini
   teamrun execute team.yaml -i "..." --var audience=engineers --json
   teamrun execute team.yaml -i "..." --approve grep,git_log   # for CI
+  teamrun execute team.yaml -i "..." --trace run.jsonl && teamrun trace show run.jsonl
+  teamrun execute team.yaml -i "..." --record run.cassette.jsonl   # a real run, once
+  teamrun execute team.yaml -i "..." --replay run.cassette.jsonl   # offline, in CI
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.
@@ -87,28 +93,56 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any]) -> A
               help="Answer approval prompts up front (for scripts and CI).")
 @click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
               show_default=True, help="How to show progress on stderr.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write every event as a JSON line to FILE, as it happens (see `teamrun trace show`).")
+@click.option("--trace-content", is_flag=True,
+              help="Include prompts, tasks, answers and tool payloads in the trace / OTel spans.")
+@click.option("--otel", is_flag=True,
+              help="Export spans with OpenTelemetry (OTLP endpoint from OTEL_EXPORTER_OTLP_* variables).")
+@click.option("--record", "record_path", type=click.Path(dir_okay=False), metavar="CASSETTE",
+              help="Store every model exchange in CASSETTE (JSON lines) for --replay.")
+@click.option("--replay", "replay_path", type=click.Path(dir_okay=False), metavar="CASSETTE",
+              help="Answer every model call from CASSETTE, with no network.")
+@click.option("--replay-mode", type=click.Choice(["strict", "lenient"]), default=None,
+              help="strict (default): fail on a request that was not recorded; lenient: use the next "
+                   "recorded reply of that agent and turn.")
 def execute(team_file: str, input_text: str | None, input_file: str | None, variables: tuple[str, ...],
-            model: str | None, as_json: bool, approve: str | None, progress: str) -> int:
+            model: str | None, as_json: bool, approve: str | None, progress: str, trace_path: str | None,
+            trace_content: bool, otel: bool, record_path: str | None, replay_path: str | None,
+            replay_mode: str | None) -> int:
     from teamrun.cli.progress import LiveTree, PlainProgress
     from teamrun.engine.team import load_team
+    from teamrun.observe.redact import Redactor
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
 
-    team = load_team(team_file, vars=_parse_vars(variables), model=model)
-    for warning in team.loaded.warnings:
-        click.echo(warning.render(), err=True)
-    if approve is not None:
-        team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=team.tools))
-    else:
-        team.approver = choose_approver(None)
-    task = _read_input(input_text, input_file)
-    if progress == "auto":
-        progress = "tree" if sys.stderr.isatty() else "plain"
-    subscribers: list[Any] = []
-    if progress == "tree":
-        subscribers.append(LiveTree())
-    elif progress == "plain":
-        subscribers.append(PlainProgress())
-    result = asyncio.run(_run_with_interrupt(team, task, subscribers))
+    _check_observe_flags(trace_path, trace_content, otel, record_path, replay_path, replay_mode)
+    redactor = Redactor()
+    with contextlib.ExitStack() as cleanup:
+        writer = _trace_writer(trace_path, trace_content, redactor, cleanup)
+        team = load_team(team_file, vars=_parse_vars(variables), model=model, record=record_path,
+                         replay=replay_path, replay_mode="lenient" if replay_mode == "lenient" else "strict",
+                         wrap_model=writer.capture if writer is not None and trace_content else None)
+        redactor.add(team.loaded.secrets)
+        add_log_secrets(team.loaded.secrets)
+        for warning in team.loaded.warnings:
+            click.echo(warning.render(), err=True)
+        if approve is not None:
+            team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=team.tools))
+        else:
+            team.approver = choose_approver(None)
+        task = _read_input(input_text, input_file)
+        if progress == "auto":
+            progress = "tree" if sys.stderr.isatty() else "plain"
+        subscribers: list[Any] = []
+        if progress == "tree":
+            subscribers.append(LiveTree())
+        elif progress == "plain":
+            subscribers.append(PlainProgress())
+        if writer is not None:
+            subscribers.append(writer)
+        if otel:
+            subscribers.append(_otel_exporter(trace_content, redactor, cleanup))
+        result = asyncio.run(_run_with_interrupt(team, task, subscribers))
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
     else:
@@ -117,3 +151,38 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
             click.echo(f"teamrun: run {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
                        + (f": {result.error}" if result.error else ""), err=True)
     return _EXIT[result.status]
+
+
+def _check_observe_flags(trace_path: str | None, trace_content: bool, otel: bool, record_path: str | None,
+                         replay_path: str | None, replay_mode: str | None) -> None:
+    if record_path is not None and replay_path is not None:
+        raise UsageError("--record and --replay exclude each other: record a real run, then replay it")
+    if replay_mode is not None and replay_path is None:
+        raise UsageError("--replay-mode only applies with --replay CASSETTE")
+    if trace_content and trace_path is None and not otel:
+        raise UsageError("--trace-content only applies with --trace FILE or --otel")
+    if otel:
+        from teamrun.observe.otel import require_otel
+
+        require_otel(exporter=True)
+
+
+def _trace_writer(path: str | None, content: bool, redactor: Any, cleanup: contextlib.ExitStack) -> Any:
+    if path is None:
+        return None
+    from teamrun.observe.trace_file import TraceWriter
+
+    return cleanup.enter_context(TraceWriter(path, content=content, redactor=redactor))
+
+
+def _otel_exporter(content: bool, redactor: Any, cleanup: contextlib.ExitStack) -> Any:
+    from teamrun.observe.otel import OTelExporter, otlp_tracer_provider
+
+    provider = otlp_tracer_provider()
+
+    def flush() -> None:
+        provider.force_flush(10_000)
+        provider.shutdown()
+
+    cleanup.callback(flush)
+    return OTelExporter(provider, content=content, redactor=redactor)

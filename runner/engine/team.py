@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -21,12 +21,15 @@ from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.result import RunResult
 from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
-from teamrun.errors import RunError
+from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.types import ChatModel, current_scope
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool
 from teamrun.tools.registry import build_tools
+
+if TYPE_CHECKING:
+    from teamrun.llm.cassette import ReplayMode
 
 
 class Team:
@@ -40,6 +43,10 @@ class Team:
         model: str | None = None,
         chat_model: ChatModel | None = None,
         approver: Approver | None = None,
+        record: str | Path | None = None,
+        replay: str | Path | None = None,
+        replay_mode: ReplayMode = "strict",
+        wrap_model: Callable[[ChatModel], ChatModel] | None = None,
     ) -> None:
         self.loaded = loaded
         self.config = loaded.config
@@ -47,6 +54,21 @@ class Team:
         self.model_override = model
         self._chat_model = chat_model
         self.approver = approver or choose_approver(None, interactive=False)
+        if replay is not None or record is not None:
+            from teamrun.llm.cassette import RecordingModel, ReplayModel
+            from teamrun.observe.redact import Redactor
+
+            if replay is not None and (record is not None or chat_model is not None):
+                raise UsageError("replay= answers every model call from the cassette; "
+                                 "do not combine it with record= or chat_model=")
+            if replay is not None:
+                self._chat_model = ReplayModel(replay, mode=replay_mode)
+            else:
+                assert record is not None
+                self._chat_model = RecordingModel(self._model(), record,
+                                                  redactor=Redactor(loaded.secrets))
+        if wrap_model is not None:
+            self._chat_model = wrap_model(self._model())
         self.tools: dict[str, Tool] = build_tools(self.config.tools or {}, base_dir=loaded.base_dir)
         self._buses: dict[str, EventBus] = {}
         """Event buses of the runs in progress, by run id."""
@@ -192,12 +214,21 @@ def load_team(
     chat_model: ChatModel | None = None,
     approver: Approver | None = None,
     environ: Mapping[str, str] | None = None,
+    record: str | Path | None = None,
+    replay: str | Path | None = None,
+    replay_mode: ReplayMode = "strict",
+    wrap_model: Callable[[ChatModel], ChatModel] | None = None,
 ) -> Team:
     """Load and validate a team file; raises :class:`~teamrun.errors.ConfigError` listing every problem.
 
     ``model`` overrides every agent's model (e.g. ``"offline"``); ``vars`` override
     the file's ``vars``; ``approver`` decides on tools that ``require_approval``
-    (default: deny them).
+    (default: deny them). ``record="c.jsonl"`` stores every model exchange in a
+    cassette; ``replay="c.jsonl"`` answers every model call from one, with no
+    network (``replay_mode``: ``"strict"`` fails on a request that was not
+    recorded, ``"lenient"`` falls back to the next reply of that agent and turn).
+    ``wrap_model`` wraps the chosen chat model (observers such as the trace's
+    content capture use it).
     """
     return Team(load_config(path, environ=environ), vars=vars, model=model, chat_model=chat_model,
-                approver=approver)
+                approver=approver, record=record, replay=replay, replay_mode=replay_mode, wrap_model=wrap_model)

@@ -36,23 +36,13 @@ INPUTS = {
 }
 
 
-KNOWN_BUG = (
-    "references are fenced with a random token (teamrun.engine.references.render_blocks: secrets.token_hex), "
-    "so a worker's prompt that carries context_from_refs differs on every run and never matches its "
-    "recording (teamrun.llm.cassette fingerprints the raw messages)"
-)
-
-
 def _uses_references(team_file: Path) -> bool:
     agents = yaml.safe_load(team_file.read_text(encoding="utf-8"))["agents"]
     return any(((spec or {}).get("delegation") or {}).get("result_references") for spec in agents.values())
 
 
 REFERENCING = [p for p in TEAMS if _uses_references(p)]
-STRICT_CASES = [
-    pytest.param(p, id=p.stem, marks=[pytest.mark.xfail(reason=KNOWN_BUG, strict=True)] if p in REFERENCING else [])
-    for p in TEAMS
-]
+STRICT_CASES = [pytest.param(p, id=p.stem) for p in TEAMS]
 
 
 @pytest.fixture
@@ -127,7 +117,7 @@ def test_a_run_with_references_replays_in_lenient_mode(
     team_file: Path, workdir: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Until the fence token is stable, the requests that carry references are matched by agent and turn."""
+    """Lenient mode replays them too (the fence tokens are normalised out of the fingerprint)."""
     _record_and_replay(team_file, workdir, fake_openai, monkeypatch, capsys, "--replay-mode", "lenient")
 
 

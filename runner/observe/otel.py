@@ -1,0 +1,194 @@
+"""``--otel``: the run's spans exported with the OpenTelemetry SDK.
+
+Spans nest the way observability UIs expect — ``run`` → ``invoke_agent lead``
+→ ``delegate researcher`` → ``invoke_agent researcher`` → ``chat <model>`` /
+``execute_tool <tool>`` — with start and end times taken from the events and
+GenAI semantic-convention attributes (``gen_ai.operation.name``,
+``gen_ai.agent.name``, ``gen_ai.request.model``, ``gen_ai.usage.*``). The OTLP
+endpoint comes from the standard variables (``OTEL_EXPORTER_OTLP_ENDPOINT``,
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``...).
+
+The SDK is optional: ``pip install 'teamrun[otel]'``. Nothing here imports it
+until an exporter is built.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from teamrun.errors import UsageError
+from teamrun.events import Event
+from teamrun.observe.redact import Redactor
+from teamrun.observe.spans import END_KINDS, POINT_KINDS, START_KINDS, SpanIndex, SpanKey, SpanKind
+from teamrun.observe.trace_file import CONTENT_FIELDS, wall_clock
+
+__all__ = ["INSTALL_HINT", "OTelExporter", "otlp_tracer_provider", "require_otel"]
+
+INSTALL_HINT = "pip install 'teamrun[otel]'"
+_FAILED = frozenset({"error", "failed"})
+
+
+def require_otel(*, exporter: bool = False) -> None:
+    """Raise a :class:`UsageError` saying what to install when the OpenTelemetry packages are missing."""
+    modules = ["opentelemetry.sdk.trace"]
+    if exporter:
+        modules.append("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    except ImportError as exc:
+        raise UsageError(
+            f"--otel needs the OpenTelemetry SDK and OTLP exporter, which are not installed ({exc.name} is "
+            f"missing); install them with: {INSTALL_HINT}"
+        ) from None
+
+
+def otlp_tracer_provider(service_name: str = "teamrun") -> Any:
+    """A ``TracerProvider`` sending spans over OTLP/HTTP to the endpoint the standard env vars name."""
+    require_otel(exporter=True)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    return provider
+
+
+def _ns(monotonic: float) -> int:
+    return int(wall_clock(monotonic) * 1_000_000_000)
+
+
+def _attribute(value: Any) -> Any:
+    """An OpenTelemetry attribute value (str, bool, int, float or a list of one of them)."""
+    if isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return str(value)
+
+
+class OTelExporter:
+    """An event-bus subscriber that turns a run's events into OpenTelemetry spans.
+
+    ``tracer_provider``: the provider to use (default: the global one). With
+    ``content`` the task and input texts become span attributes too; secrets
+    are masked either way.
+    """
+
+    def __init__(self, tracer_provider: Any = None, *, content: bool = False,
+                 redactor: Redactor | None = None) -> None:
+        require_otel()
+        from opentelemetry import trace
+
+        provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        from teamrun import __version__
+
+        self._trace = trace
+        self.tracer = provider.get_tracer("teamrun", __version__)
+        self.content = content
+        self.redactor = redactor or Redactor()
+        self._index = SpanIndex()
+        self._open: dict[SpanKey, Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Event) -> None:
+        with self._lock:
+            key_span = f"{event.run_id}:{event.span_id}"
+            parent_span = f"{event.run_id}:{event.parent_span_id}" if event.parent_span_id else None
+            if event.kind in START_KINDS:
+                self._start(START_KINDS[event.kind], key_span, parent_span, event)
+            elif event.kind in END_KINDS:
+                span = self._open.pop((END_KINDS[event.kind], key_span), None)
+                if span is not None:
+                    self._end(span, event)
+                if event.kind == "run_end":
+                    self._end_leftovers(event)
+            elif event.kind in POINT_KINDS:
+                owner = self._index.owner(event.kind, key_span, parent_span)
+                span = self._open.get(owner) if owner is not None else None
+                if span is not None:
+                    span.add_event(event.kind, attributes=self._attributes(event.data), timestamp=_ns(event.time))
+
+    def _start(self, kind: SpanKind, span_id: str, parent_span_id: str | None, event: Event) -> None:
+        key, parent = self._index.start(kind, span_id, parent_span_id)
+        parent_span = self._open.get(parent) if parent is not None else None
+        context = self._trace.set_span_in_context(parent_span) if parent_span is not None else None
+        name, attributes = self._describe(kind, event)
+        span_kind = self._trace.SpanKind.CLIENT if kind == "llm" else self._trace.SpanKind.INTERNAL
+        self._open[key] = self.tracer.start_span(name, context=context, kind=span_kind, attributes=attributes,
+                                                 start_time=_ns(event.time))
+
+    def _describe(self, kind: SpanKind, event: Event) -> tuple[str, dict[str, Any]]:
+        data = event.data
+        attributes: dict[str, Any] = {"teamrun.run_id": event.run_id, "teamrun.span_id": event.span_id,
+                                      "teamrun.agent_path": "/".join(event.agent_path)}
+        if kind == "run":
+            name = f"run {data.get('team', '')}".strip()
+            attributes["teamrun.team"] = str(data.get("team", ""))
+        elif kind == "agent":
+            name = f"invoke_agent {event.agent}"
+            attributes.update({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": event.agent})
+            attributes.update(self._model_attributes(data.get("model")))
+        elif kind == "delegation":
+            worker = str(data.get("worker", ""))
+            name = f"delegate {worker}"
+            attributes.update({"teamrun.delegation.worker": worker, "teamrun.delegation.parent": event.agent})
+        elif kind == "llm":
+            name = f"chat {data.get('model', '')}".strip()
+            attributes["gen_ai.operation.name"] = "chat"
+            attributes["gen_ai.agent.name"] = event.agent
+            attributes.update(self._model_attributes(data.get("model")))
+        else:
+            tool = str(data.get("tool", ""))
+            name = f"execute_tool {tool}"
+            attributes.update({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})
+        if self.content:
+            for field in ("input", "task"):
+                if isinstance(data.get(field), str):
+                    attributes[f"teamrun.{field}"] = data[field]
+        return name, self.redactor.value(attributes)
+
+    @staticmethod
+    def _model_attributes(model: Any) -> dict[str, Any]:
+        if not model:
+            return {}
+        shown = str(model)
+        found = {"gen_ai.request.model": shown}
+        if "/" in shown:
+            found["gen_ai.provider.name"] = shown.split("/", 1)[0]
+        return found
+
+    def _attributes(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        shown = {f"teamrun.{k}": _attribute(v) for k, v in data.items()
+                 if v is not None and (self.content or k not in CONTENT_FIELDS)}
+        return dict(self.redactor.value(shown))
+
+    def _end(self, span: Any, event: Event) -> None:
+        data = event.data
+        status = str(data.get("status") or "ok")
+        span.set_attribute("teamrun.status", status)
+        usage = data.get("usage")
+        if isinstance(usage, Mapping):
+            span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))
+            span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens", 0)))
+        if isinstance(data.get("cost"), int | float):
+            span.set_attribute("teamrun.cost_usd", float(data["cost"]))
+        for field in ("stopped_by", "tool_calls", "chars"):
+            if data.get(field) not in (None, [], ""):
+                span.set_attribute(f"teamrun.{field}", _attribute(data[field]))
+        if status in _FAILED:
+            error = self.redactor.text(str(data.get("error") or status))
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
+        span.end(end_time=_ns(event.time))
+
+    def _end_leftovers(self, event: Event) -> None:
+        """Spans the run stopped before they ended (cancelled workers) end with the run."""
+        for key in [k for k in self._open if k[1].startswith(f"{event.run_id}:")]:
+            span = self._open.pop(key)
+            span.set_attribute("teamrun.status", "unfinished")
+            span.end(end_time=_ns(event.time))

@@ -1,0 +1,141 @@
+"""OpenTelemetry: the run's spans nest run → supervisor → delegation → worker → llm, with event times."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import teamrun
+from teamrun.cli import main
+from tests.fakeserver import FakeOpenAI
+from tests.observe.conftest import TeamWriter
+from tests.observe.teams import script_fan_out
+
+pytest.importorskip("opentelemetry.sdk.trace")
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from teamrun.observe.otel import OTelExporter
+
+
+def _spans(team_file: Path, task: str, **exporter: Any) -> list[ReadableSpan]:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    result = teamrun.load_team(team_file).run_sync(task, subscribers=[OTelExporter(provider, **exporter)])
+    assert result.status == "done"
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def test_spans_nest_supervisor_delegation_worker_llm(server: FakeOpenAI, write_team: TeamWriter) -> None:
+    script_fan_out(server)
+
+    spans = _spans(write_team(), "compare a, b and c")
+
+    by_id = {s.context.span_id: s for s in spans}  # type: ignore[union-attr]
+
+    def parent(span: ReadableSpan) -> ReadableSpan | None:
+        return by_id.get(span.parent.span_id) if span.parent is not None else None
+
+    (run,) = [s for s in spans if s.name == "run observed-team"]
+    (lead,) = [s for s in spans if s.name == "invoke_agent lead"]
+    assert run.parent is None and parent(lead) is run
+    assert len({s.context.trace_id for s in spans}) == 1  # type: ignore[union-attr]
+    lead_calls = [s for s in spans if s.name == "chat openai/lead"]
+    assert len(lead_calls) == 2 and all(parent(s) is lead for s in lead_calls)
+    for worker in ("alpha", "beta", "gamma"):
+        (delegation,) = [s for s in spans if s.name == f"delegate {worker}"]
+        (agent,) = [s for s in spans if s.name == f"invoke_agent {worker}"]
+        (llm,) = [s for s in spans if s.name == f"chat openai/{worker}"]
+        assert parent(delegation) is lead and parent(agent) is delegation and parent(llm) is agent
+        for outer, inner in ((run, lead), (lead, delegation), (delegation, agent), (agent, llm)):
+            assert outer.start_time <= inner.start_time <= inner.end_time <= outer.end_time  # type: ignore[operator]
+        attributes = dict(llm.attributes or {})
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.request.model"] == f"openai/{worker}"
+        assert attributes["gen_ai.provider.name"] == "openai"
+        assert int(attributes["gen_ai.usage.input_tokens"]) > 0  # type: ignore[arg-type]
+        assert dict(agent.attributes or {})["gen_ai.agent.name"] == worker
+        assert "teamrun.task" not in dict(delegation.attributes or {})  # no content unless asked
+        assert delegation.status.status_code == StatusCode.UNSET
+    assert dict(run.attributes or {})["teamrun.status"] == "done"
+
+
+def test_content_attributes_only_when_asked(server: FakeOpenAI, write_team: TeamWriter) -> None:
+    script_fan_out(server, delay=0.0)
+
+    spans = _spans(write_team(), "compare a, b and c", content=True)
+
+    (run,) = [s for s in spans if s.name.startswith("run ")]
+    (alpha,) = [s for s in spans if s.name == "invoke_agent alpha"]
+    assert dict(run.attributes or {})["teamrun.input"] == "compare a, b and c"
+    assert dict(alpha.attributes or {})["teamrun.task"] == "about a"
+
+
+def test_otel_flag_without_the_packages_is_a_clear_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in [m for m in sys.modules if m.startswith("opentelemetry")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)  # what a missing package looks like to import
+
+    team = str(Path(__file__).resolve().parents[2] / "teams" / "research-report.yaml")
+    code = main(["execute", team, "-i", "x", "--otel"])
+
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--otel needs the OpenTelemetry SDK" in err and "pip install 'teamrun[otel]'" in err
+
+
+class _Collector(BaseHTTPRequestHandler):
+    posts: list[tuple[str, str, int]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.posts.append((self.path, self.headers.get("Content-Type", ""), len(body)))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[str]:
+    """A stand-in OTLP/HTTP collector on loopback; yields its endpoint."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    _Collector.posts = []
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_otel_flag_exports_to_the_endpoint_from_the_standard_variables(
+    server: FakeOpenAI, write_team: TeamWriter, collector: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], restore_structlog: None,
+) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+    script_fan_out(server, delay=0.0)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector)
+
+    code = main(["execute", str(write_team()), "-i", "go", "--progress", "none", "--otel"])
+
+    assert code == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.strip() == "a, b and c compared"
+    assert _Collector.posts and all(p[0] == "/v1/traces" for p in _Collector.posts)
+    assert _Collector.posts[0][1] == "application/x-protobuf" and _Collector.posts[0][2] > 200

@@ -1,0 +1,181 @@
+"""`--trace run.jsonl` and `teamrun trace show`: the span tree, content on request, killed runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from teamrun.cli import main
+from teamrun.observe.render import render_trace
+from teamrun.observe.trace_read import read_trace
+from tests.fakeserver import FakeOpenAI, hang, text, tool_calls
+from tests.observe.conftest import TeamWriter
+from tests.observe.teams import script_fan_out
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_three_worker_trace_has_the_delegation_tree_with_parent_links(
+    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    restore_structlog: None,
+) -> None:
+    script_fan_out(server)
+    trace_file = tmp_path / "run.jsonl"
+
+    code = main(["execute", str(write_team()), "-i", "compare a, b and c", "--progress", "none",
+                 "--trace", str(trace_file)])
+
+    assert code == 0
+    assert capsys.readouterr().out.strip() == "a, b and c compared"
+    records = _lines(trace_file)
+    assert records[0]["kind"] == "trace" and records[0]["content"] is False
+    by_kind: dict[str, list[dict[str, object]]] = {}
+    for record in records[1:]:
+        by_kind.setdefault(str(record["kind"]), []).append(record)
+    (run,) = by_kind["run_start"]
+    agents = {tuple(r["agent_path"]): r for r in by_kind["agent_start"]}  # type: ignore[arg-type]
+    lead = agents[("lead",)]
+    assert lead["parent_span_id"] == run["span_id"]
+    for worker in ("alpha", "beta", "gamma"):
+        agent = agents[("lead", worker)]
+        assert agent["parent_span_id"] == lead["span_id"] and agent["depth"] == 1
+        (delegation,) = [d for d in by_kind["delegation_start"] if d["data"]["worker"] == worker]  # type: ignore[index]
+        assert delegation["parent_span_id"] == lead["span_id"]
+        (llm,) = [r for r in by_kind["llm_start"] if r["agent_path"] == ["lead", worker]]
+        assert llm["parent_span_id"] == agent["span_id"]
+    # no content without --trace-content; usage, cost and status always
+    assert all("task" not in r["data"] and "input" not in r["data"] for r in records[1:])  # type: ignore[operator]
+    assert "llm_io" not in by_kind
+    (run_end,) = by_kind["run_end"]
+    assert run_end["data"]["status"] == "done" and run_end["data"]["usage"]["total_tokens"] > 0  # type: ignore[index]
+
+    trace = read_trace(trace_file)
+    assert trace.complete
+    (root,) = trace.roots
+    (lead_node,) = root.children
+    assert (root.kind, lead_node.kind, lead_node.name) == ("run", "agent", "lead")
+    delegations = [c for c in lead_node.children if c.kind == "delegation"]
+    assert sorted(d.name for d in delegations) == ["alpha", "beta", "gamma"]
+    for delegation in delegations:
+        (worker,) = delegation.children
+        assert (worker.kind, worker.name, worker.status) == ("agent", delegation.name, "ok")
+        assert [c.kind for c in worker.children] == ["llm"] and worker.tokens > 0
+        assert delegation.start <= worker.start <= worker.end <= delegation.end  # type: ignore[operator]
+
+    shown = render_trace(trace).splitlines()
+    assert shown[0].startswith("✓ run observed-team") and " done " in shown[0]
+    assert shown[1].startswith("└─ ✓ lead  ok  ") and "(2 llm calls)" in shown[1]
+    workers = sorted(line.split()[2] for line in shown[2:])
+    assert workers == ["alpha", "beta", "gamma"]
+    assert all(" ok " in line and " tok  $0." in line and "(1 llm call)" in line for line in shown[2:])
+    assert shown[-1].startswith("   └─ ")
+
+
+def test_trace_show_formats(server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
+                            capsys: pytest.CaptureFixture[str], restore_structlog: None) -> None:
+    script_fan_out(server, delay=0.0)
+    trace_file = tmp_path / "run.jsonl"
+    assert main(["execute", str(write_team()), "-i", "go", "--progress", "none", "--trace", str(trace_file),
+                 "--trace-content"]) == 0
+    capsys.readouterr()
+
+    assert main(["trace", "show", str(trace_file), "--format", "json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["complete"] and body["content"]
+    (run,) = body["runs"]
+    (lead,) = run["children"]
+    assert lead["attributes"]["task"] == "go"
+    kinds = [c["kind"] for c in lead["children"]]
+    assert kinds.count("llm") == 2 and kinds.count("delegation") == 3
+    worker = next(c for c in lead["children"] if c["kind"] == "delegation")["children"][0]
+    assert worker["kind"] == "agent" and worker["children"][0]["kind"] == "llm"
+    assert worker["children"][0]["events"][0]["kind"] == "llm_io"  # the content of the call
+
+    assert main(["trace", "show", str(trace_file), "--format", "mermaid"]) == 0
+    mermaid = capsys.readouterr().out
+    assert mermaid.startswith("flowchart TD")
+    assert mermaid.count(" --> ") == 4  # run → lead, lead → each worker
+    assert "lead<br/>ok · " in mermaid and "alpha<br/>ok · " in mermaid
+
+    assert main(["trace", "show", str(trace_file), "--calls"]) == 0
+    calls = capsys.readouterr().out
+    assert "→ ask_alpha, ask_beta, ask_gamma" in calls and calls.count("llm openai/") == 5
+
+    io = [r for r in _lines(trace_file) if r["kind"] == "llm_io"]
+    first = next(r for r in io if r["agent_path"] == ["lead"])
+    assert [m["role"] for m in first["data"]["new_messages"]] == ["system", "user"]  # type: ignore[index]
+    assert first["data"]["reply"]["tool_calls"][0]["name"] == "ask_alpha"  # type: ignore[index]
+
+
+def test_a_killed_run_leaves_a_readable_trace(server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    server.script("lead", [tool_calls(("ask_quick", {"task": "q"}), ("ask_slow", {"task": "s"}))])
+    server.script("quick", [text("quick answer")])
+    server.script("slow", [hang(60)])
+    team = write_team("""\
+        supervisor: lead
+        agents:
+          lead: {model: openai/lead, delegates_to: [quick, slow]}
+          quick: {model: openai/quick, description: Answers at once.}
+          slow: {model: openai/slow, description: Takes forever.}
+        """)
+    trace_file = tmp_path / "killed.jsonl"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from teamrun.cli import main; main()", "execute", str(team), "-i", "go",
+         "--progress", "none", "--trace", str(trace_file)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            seen = trace_file.read_text(encoding="utf-8") if trace_file.exists() else ""
+            if '"agent_end"' in seen and '"delegation_end"' in seen and server.requests("slow"):
+                break
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the run never reached the slow worker")
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+    finally:
+        process.kill()
+        if process.stderr:
+            process.stderr.close()
+
+    assert process.returncode == -signal.SIGKILL
+    trace = read_trace(trace_file)
+    assert not trace.complete
+    (run,) = trace.roots
+    assert run.status == "unfinished" and not run.finished
+    (lead,) = run.children
+    workers = {d.name: d for d in lead.children if d.kind == "delegation"}
+    assert workers["quick"].status == "ok" and workers["quick"].children[0].status == "ok"
+    assert workers["slow"].status == "unfinished"
+    assert workers["slow"].children[0].children[0].kind == "llm"  # the call it was waiting on
+
+    with trace_file.open("a", encoding="utf-8") as handle:  # a kill mid-write cuts the last line
+        handle.write('{"kind": "llm_end", "run_id": "x", "span')
+    assert main(["trace", "show", str(trace_file)]) == 0
+    out = capsys.readouterr().out
+    assert "✓ quick  ok" in out and "… slow  unfinished" in out and "… lead  unfinished" in out
+    assert "not a JSON line (cut short?)" in out
+    assert "the trace ends before the run did" in out
+
+
+def test_trace_show_on_a_file_that_is_not_a_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bogus = tmp_path / "bogus.jsonl"
+    bogus.write_text("hello\n", encoding="utf-8")
+    assert main(["trace", "show", str(bogus)]) == 2
+    assert "is not a teamrun trace" in capsys.readouterr().err
+    assert main(["trace", "show", str(tmp_path / "missing.jsonl")]) == 2
+    assert "cannot read the trace file" in capsys.readouterr().err
