@@ -119,7 +119,7 @@ class SemanticChecker:
 
     def _supervisor(self) -> Iterator[Diagnostic]:
         name = self.supervisor
-        if name is not None and self.agents and name not in self.agents:
+        if name is not None and self.agents and name not in self.agents and self._is_name(name):
             hint = did_you_mean(name, list(self.agents))
             yield self._error(
                 ("supervisor",),
@@ -141,12 +141,13 @@ class SemanticChecker:
                         yield self._error(path, f"agent '{agent}' cannot {verb} itself", "reference")
                     elif target not in self.agents:
                         self.graph_complete = False
-                        yield self._error(path, self._unknown_agent(path, target), "reference")
+                        if self._is_name(target):  # (else the schema reports the bad name)
+                            yield self._error(path, self._unknown_agent(path, target), "reference")
                     elif target in seen:
                         yield self._warning(path, f"'{target}' is listed twice in {dotted(path[:-1])}", "reference")
                     seen.add(target)
             for index, tool in _names(spec.get("tools")):
-                if tool in self.tools:
+                if tool in self.tools or not self._is_name(tool):
                     continue
                 path = ("agents", agent, "tools", index)
                 if tool in self.agents:
@@ -156,6 +157,13 @@ class SemanticChecker:
                 else:
                     detail = did_you_mean(tool, list(self.tools)) + f" (defined tools: {listing(list(self.tools))})"
                 yield self._error(path, f"{dotted(path)}: tool '{tool}' is not defined{detail}", "reference")
+
+    @staticmethod
+    def _is_name(name: str) -> bool:
+        """Whether ``name`` is a well-formed agent name (else the schema reports it)."""
+        from teamrun.config.schema import ecma_pattern, team_schema
+
+        return ecma_pattern(team_schema()["properties"]["supervisor"]["pattern"]).search(name) is not None
 
     def _unknown_agent(self, path: JsonPath, target: str) -> str:
         message = f"{dotted(path)}: agent '{target}' is not defined"
@@ -479,11 +487,11 @@ class SemanticChecker:
 
     def _import_references(self) -> Iterator[tuple[JsonPath, str]]:
         """Every well-formed import path (a malformed one is already a schema error)."""
-        from teamrun.config.schema import team_schema
+        from teamrun.config.schema import ecma_pattern, team_schema
 
-        pattern = re.compile(team_schema()["$defs"]["ToolDef"]["properties"]["python"]["pattern"])
+        pattern = ecma_pattern(team_schema()["$defs"]["ToolDef"]["properties"]["python"]["pattern"])
         for path, reference in self._all_import_references():
-            if pattern.match(reference):
+            if pattern.search(reference):
                 yield path, reference
 
     def _all_import_references(self) -> Iterator[tuple[JsonPath, str]]:

@@ -49,11 +49,34 @@ def team_schema() -> dict[str, Any]:
     return loaded
 
 
-@functools.cache
-def _validator() -> Any:
-    from jsonschema import Draft202012Validator
+def ecma_pattern(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled with JSON Schema's (ECMA-262) meaning of a final ``$``.
 
-    return Draft202012Validator(team_schema())
+    In ECMA-262, and in the Rust regexes pydantic uses, ``$`` matches only at the
+    very end; Python's ``$`` also matches before a final newline, which would let
+    ``name: |`` block values such as ``"lead\\n"`` through the schema.
+    """
+    return _ecma_regex(pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _ecma_regex(pattern: str) -> re.Pattern[str]:
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern)
+
+
+@functools.cache
+def team_validator() -> Any:
+    """The jsonschema validator for team files (imported on first use: it is slow to load)."""
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import ValidationError
+
+    def pattern(validator: Any, expected: str, instance: Any, schema: Any) -> Iterator[Any]:
+        if validator.is_type(instance, "string") and not ecma_pattern(expected).search(instance):
+            yield ValidationError(f"{instance!r} does not match {expected!r}")
+
+    return validators.extend(Draft202012Validator, {"pattern": pattern})(team_schema())
 
 
 def describe_type(types: Any) -> str:
@@ -132,7 +155,7 @@ class SchemaChecker:
     def check(self, data: Any) -> list[Diagnostic]:
         if quick_is_valid(data, team_schema()):
             return []  # no need for jsonschema at all
-        errors = list(_validator().iter_errors(data))
+        errors = list(team_validator().iter_errors(data))
         # `agent:` for `agents:` is one mistake: report the unknown key, not also the missing one.
         suggested = {
             (tuple(e.absolute_path), _suggestion(key, e.schema))
@@ -265,6 +288,12 @@ class SchemaChecker:
         return " (quote the text)" if for_text else ""
 
     def _pattern_message(self, path: JsonPath, value: Any) -> str:
+        message = self._pattern_problem(path, value)
+        if isinstance(value, str) and value.endswith("\n"):
+            message += " (a '|' or '>' block value ends with a line break: write the value on the key's line)"
+        return message
+
+    def _pattern_problem(self, path: JsonPath, value: Any) -> str:
         where = dotted(path)
         field = next((p for p in reversed(path) if isinstance(p, str)), "")
         if field in ("python", "call"):
@@ -401,7 +430,7 @@ class _Checker:
             # written as jsonschema's failure conditions, so NaN behaves the same
             return not _number(value) or not _BOUNDS[keyword](value, expected)
         if keyword == "pattern":
-            return not isinstance(value, str) or _regex(expected).search(value) is not None
+            return not isinstance(value, str) or ecma_pattern(expected).search(value) is not None
         if keyword == "minLength":
             return not isinstance(value, str) or len(value) >= expected
         if keyword == "minItems":

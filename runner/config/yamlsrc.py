@@ -12,6 +12,7 @@ the tree is turned into plain data here so that we can
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -213,13 +214,17 @@ class _Builder:
 
     def _construct(self, node: yaml.ScalarNode) -> Any:
         try:
-            return self.loader.construct_object(node, deep=True)
+            value = self.loader.construct_object(node, deep=True)
         except (ValueError, KeyError, TypeError, yaml.YAMLError):
             # e.g. `!!int abc`: an explicit tag the text does not fit
             raise _Refused(
                 _mark(node),
                 f"invalid YAML: '{node.value}' is not a valid {_short_tag(node.tag)} value",
             ) from None
+        if isinstance(value, float) and math.isnan(value):
+            # JSON has no NaN and no limit or setting means anything with it
+            self._error(_mark(node), f"'{node.value}' (not a number) cannot be used in a team file")
+        return value
 
     def _interpolated(self, node: yaml.ScalarNode, path: JsonPath) -> Any:
         assert self.interpolator is not None

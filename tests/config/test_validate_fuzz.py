@@ -65,6 +65,13 @@ KEYS = sorted(
     }
 )
 NASTY = [
+    ".nan",
+    ".inf",
+    "-.inf",
+    "|\n  lead",
+    '"lead\\n"',
+    "1.0",
+    "5.0",
     "",
     "[",
     "]",
@@ -274,12 +281,13 @@ schema_like = st.recursive(
 
 
 def _jsonschema_validators() -> tuple[object, object]:
+    """The validator ``teamrun validate`` falls back to, and the draft 2020-12 meta-schema's."""
     from jsonschema import Draft202012Validator
 
-    from teamrun.config.schema import team_schema
+    from teamrun.config.schema import team_validator
 
     meta = Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
-    return Draft202012Validator(team_schema()), meta
+    return team_validator(), meta
 
 
 @SETTINGS
@@ -317,6 +325,14 @@ def test_quick_team_check_decides_the_whole_corpus() -> None:
         assert quick_is_valid(data, team_schema()) is team.is_valid(data), path.name  # type: ignore[attr-defined]
         decided += 1
     assert decided > 60
+
+
+@SETTINGS
+@given(data=team_like | mutated_corpus().map(lambda text: _safe_load(text)))
+def test_what_the_schema_accepts_the_models_accept(data: object) -> None:
+    team, _meta = _jsonschema_validators()
+    if team.is_valid(data):  # type: ignore[attr-defined]
+        TeamConfig.model_validate(data)
 
 
 def _safe_load(text: str) -> object:
