@@ -1,14 +1,18 @@
 """Showing a run as it happens, on stderr: a live agent tree on a terminal, plain lines otherwise.
 
 Both views are event-bus subscribers; stdout stays reserved for the answer.
+While the tree is drawn on ``sys.stderr``, anything else written there (log
+lines, an approval prompt) goes through the tree, which prints it above itself
+and redraws below it, so neither overwrites the other.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 from teamrun.events import Event
 
@@ -74,6 +78,23 @@ class PlainProgress:
         return None
 
 
+class _AboveTree:
+    """Stands in for ``sys.stderr`` while a tree is drawn there: other output goes above the tree."""
+
+    def __init__(self, tree: LiveTree, real: TextIO) -> None:
+        self._tree = tree
+        self.real = real
+
+    def write(self, text: str) -> int:
+        return self._tree.write_above(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty, fileno, ...
+        return getattr(self.real, name)
+
+
 class LiveTree:
     """A tree of agents redrawn in place (at most ten times a second)."""
 
@@ -86,8 +107,20 @@ class LiveTree:
         """Delegation span → the agent span that delegated (agents hang below delegations)."""
         self.drawn = 0
         self.last_draw = 0.0
+        self.pending = ""
+        """The unfinished last line written above the tree (a prompt waiting for its answer):
+        no redraw until it is finished, so the cursor stays where the person types."""
+        self._lock = threading.RLock()
+        self._stand_in: _AboveTree | None = None
 
     def __call__(self, event: Event) -> None:
+        with self._lock:
+            self._update(event)
+
+    def _update(self, event: Event) -> None:
+        if event.kind == "run_start" and self.stream is sys.stderr and self._stand_in is None:
+            self._stand_in = _AboveTree(self, self.stream)
+            sys.stderr = self._stand_in
         if event.kind == "delegation_start":
             self.owners[event.span_id] = event.parent_span_id
         elif event.kind == "agent_start":
@@ -104,19 +137,54 @@ class LiveTree:
             node.cost += event.data.get("cost", 0.0)
         elif event.kind == "tool_start" and event.parent_span_id in self.nodes:
             self.nodes[event.parent_span_id].detail = f"tool {event.data.get('tool')}"
+        elif event.kind == "tool_end" and self.pending and repr(event.data.get("tool")) in self.pending:
+            self.pending, self.drawn = "", 0  # the prompt about this tool was answered (on a new line)
         elif event.kind == "agent_end" and event.span_id in self.nodes:
             node = self.nodes[event.span_id]
             node.status, node.detail = str(event.data.get("status")), ""
-        elif event.kind == "delegation_end" and event.span_id in self.nodes:
-            # The delegation's outcome is the final word on a worker (e.g. cancelled, not error).
-            status = str(event.data.get("status"))
-            if status != "ok":
-                self.nodes[event.span_id].status, self.nodes[event.span_id].detail = status, ""
+        elif event.kind == "delegation_end":
+            self._delegation_end(event)
         elif event.kind == "run_end":
             for node in self.nodes.values():  # agents the run stopped before they ended
                 if node.status == "running":
                     node.status, node.detail = "cancelled", ""
-        self._draw(force=event.kind in ("run_end", "agent_end", "delegation_end"))
+            if self.pending:
+                self.pending, self.drawn = "", 0
+                self.stream.write("\n")
+        self._draw(force=event.kind in ("run_end", "agent_end", "delegation_end", "tool_end"))
+        if event.kind == "run_end" and self._stand_in is not None:
+            if sys.stderr is self._stand_in:
+                sys.stderr = self._stand_in.real
+            self._stand_in = None
+
+    def write_above(self, text: str) -> int:
+        """Print ``text`` above the tree; the tree is redrawn below it once the line is complete."""
+        if not text:
+            return 0
+        with self._lock:
+            if not self.pending:
+                self._clear()
+            self.stream.write(text)
+            self.pending = (self.pending + text).rsplit("\n", 1)[-1]
+            if self.pending:
+                self.stream.flush()
+            else:
+                self._draw(force=True)
+        return len(text)
+
+    def _delegation_end(self, event: Event) -> None:
+        """The delegation's outcome is the final word on its worker (cancelled, not error)."""
+        status = str(event.data.get("status"))
+        node = self.nodes.get(event.span_id)
+        if node is None:  # refused before the worker started: show it, with why
+            owner = self._agent_span(event.parent_span_id)
+            if owner is None or owner not in self.nodes:
+                return
+            node = _Node(str(event.data.get("worker")), owner, status=status)
+            self.nodes[event.span_id] = node
+            self.nodes[owner].children.append(event.span_id)
+        if status != "ok":
+            node.status, node.detail = status, ""
 
     def _agent_span(self, span: str | None) -> str | None:
         if span is None or span in self.nodes:
@@ -141,14 +209,19 @@ class LiveTree:
             walk(root, "", True, True)
         return lines
 
+    def _clear(self) -> None:
+        """Take the last frame off the screen; the cursor ends where it began."""
+        if self.drawn:
+            self.stream.write(f"\x1b[{self.drawn}F\x1b[J")
+            self.drawn = 0
+
     def _draw(self, *, force: bool) -> None:
         now = time.monotonic()
-        if not force and now - self.last_draw < self.interval:
+        if self.pending or (not force and now - self.last_draw < self.interval):
             return
         self.last_draw = now
         lines = self._lines()
-        if self.drawn:
-            self.stream.write(f"\x1b[{self.drawn}F\x1b[J")
+        self._clear()
         self.stream.write("".join(line + "\n" for line in lines))
         self.stream.flush()
         self.drawn = len(lines)
