@@ -1,4 +1,4 @@
-"""A Python message filter for ``team.yaml`` (``message_filter.python: filters:redact_secrets``).
+"""A Python message filter for ``team.yaml`` (``message_filter.python: redaction:redact_secrets``).
 
 A filter gets the parent's messages that survived the declarative rules
 (``exclude_roles``, ``drop_matching``, ``last``, ``max_tokens``) as a list of

@@ -106,7 +106,7 @@ def test_the_typed_tool_schema_comes_from_its_signature() -> None:
 
 
 def test_the_typed_tool_computes_from_the_ledger() -> None:
-    tools = _load_module(EXAMPLES / "custom_tools_and_hooks" / "tools.py", "example_sales_tools")
+    tools = _load_module(EXAMPLES / "custom_tools_and_hooks" / "sales" / "tools.py", "example_sales_tools")
 
     north = tools.sales_summary("north", since=date(2025, 3, 1), top=1)
 
@@ -120,7 +120,7 @@ def test_python_hooks_audit_and_check_the_delegation(capsys: pytest.CaptureFixtu
 
     result = json.loads(capsys.readouterr().out)
     assert code == 0
-    hooks = sys.modules["hooks"]  # imported by the engine from the team file's folder
+    hooks = sys.modules["sales.hooks"]  # imported by the engine from the team file's folder
     points = [(e["point"], e["agent"], e["success"]) for e in hooks.AUDIT[-2:]]
     assert points == [("on_start", "analyst", None), ("on_complete", "analyst", True)]
     analyst = result["delegations"][0]
@@ -129,7 +129,7 @@ def test_python_hooks_audit_and_check_the_delegation(capsys: pytest.CaptureFixtu
 
 
 def test_the_acceptance_hook_replaces_an_answer_without_figures() -> None:
-    hooks = _load_module(EXAMPLES / "custom_tools_and_hooks" / "hooks.py", "example_hooks")
+    hooks = _load_module(EXAMPLES / "custom_tools_and_hooks" / "sales" / "hooks.py", "example_hooks")
 
     class Ctx:
         agent, success, result = "analyst", True, "Sales went well."
@@ -142,7 +142,7 @@ def test_the_acceptance_hook_replaces_an_answer_without_figures() -> None:
 
 # -- message_filter ------------------------------------------------------------------------
 def test_the_python_filter_redacts_secrets() -> None:
-    filters = _load_module(EXAMPLES / "message_filter" / "filters.py", "example_filters")
+    filters = _load_module(EXAMPLES / "message_filter" / "redaction.py", "example_redaction")
     messages = [
         {"role": "user", "content": "key sk-live-1234567890abcdef and AKIAABCDEFGHIJKLMNOP, ops@example.com"},
         {"role": "user", "content": "password: hunter2"},

@@ -1,4 +1,4 @@
-"""Python hooks for ``team.yaml`` (``call: hooks:<function>`` under ``delegation.hooks``).
+"""Python hooks for ``team.yaml`` (``call: sales.hooks:<function>`` under ``delegation.hooks``).
 
 A hook gets one argument, a ``HookContext`` (``teamrun.engine.hooks``) with
 ``point``, ``agent`` (the worker), ``parent``, ``iteration``, ``depth``,

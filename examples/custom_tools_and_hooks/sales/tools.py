@@ -1,4 +1,4 @@
-"""A typed Python tool for ``team.yaml`` (``python: tools:sales_summary``).
+"""A typed Python tool for ``team.yaml`` (``python: sales.tools:sales_summary``).
 
 teamrun builds the tool's JSON Schema from the signature: ``Literal`` becomes
 an ``enum``, ``date`` a ``"format": "date"`` string, ``Annotated[int,
@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-DATA = Path(__file__).with_name("sales.csv")
+DATA = Path(__file__).with_name("ledger.csv")
 
 Region = Literal["north", "south", "east", "west"]
 
