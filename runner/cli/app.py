@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import click
 
 from teamrun import __version__
-from teamrun.cli.execute_cmd import execute
-from teamrun.cli.graph_cmd import graph
-from teamrun.cli.schema_cmd import schema
-from teamrun.cli.trace_cmd import trace
-from teamrun.cli.validate_cmd import validate
+
+COMMANDS = {
+    "execute": "teamrun.cli.execute_cmd:execute",
+    "validate": "teamrun.cli.validate_cmd:validate",
+    "schema": "teamrun.cli.schema_cmd:schema",
+    "graph": "teamrun.cli.graph_cmd:graph",
+    "trace": "teamrun.cli.trace_cmd:trace",
+}
+"""Each command's module is imported only when that command (or the full help) is needed."""
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, _, attribute = target.partition(":")
+        command: Any = getattr(importlib.import_module(module), attribute)
+        return command  # type: ignore[no-any-return]
 
 HELP = """Run teams of LLM agents declared in YAML.
 
@@ -20,6 +40,7 @@ string; the built-in `offline` model needs no key and no network.
 
 \b
 Examples:
+  teamrun execute teams/research-report.yaml --input "Compare Rust and Go"
   teamrun validate teams/                   check every team file in a folder
   teamrun validate --format github team.yaml  annotations for a GitHub workflow
   teamrun graph team.yaml                   the delegation graph as Mermaid
@@ -31,7 +52,10 @@ Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 """
 
 
-@click.group(help=HELP, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=_LazyGroup, help=HELP,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, "--version", prog_name="teamrun")
 @click.option("-v", "--verbose", count=True, help="More log output on stderr (-v info, -vv debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
@@ -42,9 +66,3 @@ def cli(verbose: int, quiet: bool, log_format: str) -> None:
 
     configure_logging(-1 if quiet else verbose, log_format)  # type: ignore[arg-type]
 
-
-cli.add_command(execute)
-cli.add_command(validate)
-cli.add_command(schema)
-cli.add_command(graph)
-cli.add_command(trace)

@@ -384,10 +384,7 @@ class SemanticChecker:
     def _sub_schema(self, path: JsonPath, schema: Any) -> Iterator[Diagnostic]:
         if not isinstance(schema, dict):
             return
-        from teamrun.config.schema import describe_type, describe_value, is_plain_schema
-
-        if is_plain_schema(schema):
-            return  # certainly valid: no need to load the meta-schema
+        from teamrun.config.schema import describe_type, describe_value
 
         seen: set[tuple[JsonPath, str]] = set()
         for error in _meta_validator().iter_errors(schema):

@@ -98,7 +98,7 @@ class MessageFilter(_Strict):
 
     last: PositiveInt | None = None
     """Keep only the last N messages."""
-    drop_matching: list[Annotated[str, Field(json_schema_extra={"format": "regex"})]] | None = None
+    drop_matching: list[str] | None = None
     """Drop messages whose text matches any of these regular expressions (Python syntax)."""
     exclude_roles: list[Literal["system", "user", "assistant", "tool"]] | None = None
     """Drop messages with these roles."""
