@@ -451,7 +451,7 @@ def print_table(rows: list[Row]) -> None:
 
 
 async def main(args: argparse.Namespace) -> int:
-    from teamrun.cli.logs import configure_logging
+    from teamrun.logs import configure_logging
 
     configure_logging(-1)  # errors only, as `teamrun -q`: log lines are not what is measured
     os.environ.setdefault(KEY_ENV, "sk-bench-not-a-real-key")

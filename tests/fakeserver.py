@@ -260,6 +260,7 @@ class _Server(ThreadingHTTPServer):
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
+    disable_nagle_algorithm = True  # headers and body go out separately: don't wait 40 ms on ACKs
     protocol_version = "HTTP/1.1"
     server: _Server
 

@@ -62,7 +62,7 @@ Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 @click.option("--log-format", type=click.Choice(["auto", "console", "json"]), default="auto",
               show_default=True, help="Log lines for people (console) or machines (json, e.g. in CI).")
 def cli(verbose: int, quiet: bool, log_format: str) -> None:
-    from teamrun.cli.logs import configure_logging
+    from teamrun.logs import configure_logging
 
     configure_logging(-1 if quiet else verbose, log_format)  # type: ignore[arg-type]
 

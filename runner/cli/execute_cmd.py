@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from teamrun.cli.logs import add_log_secrets
 from teamrun.errors import UsageError
+from teamrun.logs import add_log_secrets
 
 HELP = """Run a team on an input and print the final answer on stdout.
 

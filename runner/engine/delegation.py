@@ -205,19 +205,19 @@ class Delegator:
 
         refused = self._refusal(worker)
         if refused is not None:
-            return self._finish(result("rejected", error=refused))
+            return self._not_run(result("rejected", error=refused))
         start = start_context(self.ctx, parent, worker, request.task)
         try:
             actions = await self.hooks.run("on_start", start)
         except HookFailed as exc:
-            return self._finish(result("error", error=str(exc)))
+            return self._not_run(result("error", error=str(exc)))
         if actions.reject is not None:
-            return self._finish(result("rejected", actions.reject, error="rejected by an on_start hook"))
+            return self._not_run(result("rejected", actions.reject, error="rejected by an on_start hook"))
         parent.ledger.charge("delegations")
         try:
             prompt = await self._prompt(worker, request, actions, parent_messages)
         except FilterFailed as exc:
-            return self._finish(result("error", error=str(exc)))
+            return self._not_run(result("error", error=str(exc)))
         async with self.slots:
             done, messages = await self._run(worker, prompt, request, actions, result)
         return await self._complete(done, start, messages)
@@ -327,6 +327,12 @@ class Delegator:
         if self.settings.result_references and done.status == "ok" and done.response.strip():
             done = replace(done, ref=self.ctx.refs.add(done.agent, done.response))
         return self._finish(done)
+
+    def _not_run(self, result: DelegationResult) -> DelegationResult:
+        """A delegation refused before its worker started: still one start/end pair of events."""
+        span = self.ctx.bus.new_span_id()
+        self.frame.emit(self.ctx, "delegation_start", span_id=span, worker=result.agent, task=result.task)
+        return self._finish(result, span)
 
     def _finish(self, result: DelegationResult, span: str | None = None) -> DelegationResult:
         """Keep the record (once per delegation) and hand it back."""

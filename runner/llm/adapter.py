@@ -427,8 +427,12 @@ def _usage(raw: Any) -> Usage:
 
 def _cost(litellm: Any, response: Any, call: _CallPlan) -> float:
     """Price from LiteLLM's table; 0.0 (and one warning per model) when it is unknown."""
-    if call.offline:
+    if call.offline or call.model in _unpriced_models:
         return 0.0
+    hidden = getattr(response, "_hidden_params", None) or {}
+    known = hidden.get("response_cost") if isinstance(hidden, dict) else None
+    if isinstance(known, int | float) and not isinstance(known, bool):
+        return float(known)  # LiteLLM priced this response already
     try:
         cost = litellm.completion_cost(completion_response=response, model=call.model)
         return float(cost or 0.0)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TextIO
 
 import structlog
+
 from teamrun.errors import ApprovalDenied, UsageError
 from teamrun.tools._threads import run_in_daemon_thread
 

@@ -35,6 +35,7 @@ import jsonschema
 import jsonschema.validators
 import structlog
 from jinja2.sandbox import SandboxedEnvironment
+
 from teamrun.config.models import ToolDef
 from teamrun.errors import ToolError, UserError
 from teamrun.tools.base import (

@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import jsonschema.validators
 import structlog
+
 from teamrun.errors import ApprovalDenied, ToolError
 from teamrun.llm.types import parse_arguments
 from teamrun.tools.approval import Approver, denied_by_user

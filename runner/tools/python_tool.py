@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, Validation
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import CoreSchema, to_jsonable_python
+
 from teamrun.config.models import ToolDef
 from teamrun.errors import ToolError, UserError
 from teamrun.tools._docstrings import parse_docstring

@@ -144,11 +144,6 @@ def test_plain_progress_shows_retries(tmp_path: Path, fake_openai: FakeOpenAI) -
     assert len(retries) == 1 and "429" in retries[0], lines
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine bug: a refused delegation (max_depth, max_delegations, on_start reject) emits no "
-    "delegation event (runner/engine/delegation.py Delegator._one: _finish(...) without a span)",
-)
 def test_plain_progress_shows_rejected_delegations(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     lines = _run_retry_and_reject(tmp_path, fake_openai)
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
+
+from fakeserver import FakeOpenAI, hang, http_error, malformed_body, text, tool_calls
 from teamrun.errors import ModelError
 from teamrun.llm import LiteLLMChatModel, ModelReply, ModelSettings, ProviderError, RetryNotice
 from teamrun.llm.adapter import import_litellm
-
-from fakeserver import FakeOpenAI, hang, http_error, malformed_body, text, tool_calls
 
 MESSAGES = [
     {"role": "system", "content": "You coordinate."},

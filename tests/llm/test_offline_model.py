@@ -9,6 +9,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+
 from teamrun.llm import LiteLLMChatModel, Message, ModelReply, ModelSettings, simulate
 from teamrun.llm.adapter import import_litellm
 from teamrun.llm.offline import example_from_schema

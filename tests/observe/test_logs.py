@@ -63,7 +63,7 @@ def test_library_warnings_become_json_lines_on_stderr(capsys: pytest.CaptureFixt
                                                       restore_structlog: None) -> None:
     import logging
 
-    from teamrun.cli.logs import configure_logging
+    from teamrun.logs import configure_logging
 
     configure_logging(0, "json")
     logging.getLogger("LiteLLM").warning("LoggingWorker: event loop changed (%d tasks)", 3)

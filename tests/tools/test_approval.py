@@ -7,6 +7,7 @@ import io
 from typing import Any
 
 import pytest
+
 from teamrun.errors import ApprovalDenied, UsageError
 from teamrun.tools import (
     ApprovalPolicy,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from teamrun.config.models import ToolDef
 from teamrun.errors import UserError
 from teamrun.tools import CommandTool, ToolOutcome, build_tools, invoke_tool

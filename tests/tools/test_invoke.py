@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+
 from teamrun.errors import ApprovalDenied, ToolError
 from teamrun.tools import Tool, ToolOutcome, ToolSpec, invoke_tool, truncate_output
 from teamrun.tools import invoke as invoke_module

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import pytest
 from pydantic import Field
+
 from teamrun.config.models import ToolDef
 from teamrun.errors import UserError
 from teamrun.tools import PythonTool, build_tools, invoke_tool

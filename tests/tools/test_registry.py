@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from teamrun.config.models import ToolDef
 from teamrun.errors import UserError
 from teamrun.tools import CommandTool, PythonTool, build_tools

@@ -1,4 +1,4 @@
-"""Log rendering for the CLI (the only place that configures structlog).
+"""Log rendering: :func:`configure_logging` for the CLI, :func:`ensure_default_logging` for the API.
 
 Logs go to stderr: stdout carries only the answer. Human-readable on a
 terminal, one JSON object per line with ``--log-format json``. Secret values
@@ -124,3 +124,21 @@ def configure_logging(verbosity: int, log_format: LogFormat = "auto") -> None:
         cache_logger_on_first_use=False,
     )
     _bridge_stdlib_logging(level, processors)
+
+
+def ensure_default_logging() -> None:
+    """For library use: unless the application configured structlog itself, log warnings and
+    errors to stderr (structlog's own default prints every level to stdout)."""
+    if structlog.is_configured():
+        return
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            _mask_secrets,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]
+        cache_logger_on_first_use=False,
+    )
