@@ -478,7 +478,7 @@ class SemanticChecker:
             try:
                 # whatever user modules print while importing must not mix into the report
                 with contextlib.redirect_stdout(sys.stderr):
-                    resolve_import_path(reference, base_dir=base_dir)
+                    resolve_import_path(reference, base_dir=base_dir, keep_on_path=False)
             except ImportProblem as exc:
                 yield self._error(path, f"{dotted(path)}: {exc}", "import")
 

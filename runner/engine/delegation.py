@@ -199,8 +199,10 @@ class Delegator:
         parent = self.frame
         path = (*parent.path, worker)
 
+        asked = [request.task]  # what the worker is asked; an on_start hook may rewrite it
+
         def result(status: DelegationStatus, response: str = "", **extra: Any) -> DelegationResult:
-            return DelegationResult(worker, request.task, status, response, parent=parent.name,
+            return DelegationResult(worker, asked[0], status, response, parent=parent.name,
                                     agent_path=path, **extra)
 
         refused = self._refusal(worker)
@@ -211,6 +213,8 @@ class Delegator:
             actions = await self.hooks.run("on_start", start)
         except HookFailed as exc:
             return self._not_run(result("error", error=str(exc)))
+        if actions.prompt is not None:
+            asked[0] = actions.prompt
         if actions.reject is not None:
             return self._not_run(result("rejected", actions.reject, error="rejected by an on_start hook"))
         parent.ledger.charge("delegations")

@@ -60,7 +60,7 @@ class RunContext:
         model = self.model_override or merged["model"] or DEFAULT_MODEL
         return ModelSettings(
             model=model,
-            api_base=merged["api_base"],
+            api_base=merged["api_base"] or None,  # `${API_BASE:-}` left empty means "the provider's own"
             api_key_env=merged["api_key_env"],
             temperature=merged["temperature"],
             max_tokens=merged["max_tokens"],

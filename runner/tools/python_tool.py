@@ -14,10 +14,8 @@ timed out and the thread is left to finish in the background.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +27,7 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import CoreSchema, to_jsonable_python
 
+from teamrun.config.imports import ImportProblem, resolve_import_path
 from teamrun.config.models import ToolDef
 from teamrun.errors import ToolError, UserError
 from teamrun.tools._docstrings import parse_docstring
@@ -252,55 +251,9 @@ def _qualname(func: Callable[..., Any]) -> str:
 
 def load_callable(tool: str, import_path: str, *, base_dir: Path) -> Callable[..., Any]:
     """Import ``module:attr.path`` with ``base_dir`` on sys.path; :class:`UserError` on failure."""
-    module_name, _, attr_path = import_path.partition(":")
-    if not module_name or not attr_path:
-        raise UserError(
-            f"tool {tool!r}: python import path {import_path!r} must look like 'module:function'"
-        )
-    module = _import_module(tool, import_path, module_name, base_dir)
-    target: Any = module
-    for depth, part in enumerate(attr_path.split(".")):
-        owner = ".".join([module_name, *attr_path.split(".")[:depth]])
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise UserError(
-                f"tool {tool!r}: {owner!r} has no attribute {part!r} (python: {import_path})"
-            ) from None
-    if not callable(target):
-        raise UserError(
-            f"tool {tool!r}: {import_path!r} is not callable (it is a {type(target).__name__})"
-        )
-    log.debug("tool_imported", tool=tool, python=import_path)
-    return target  # type: ignore[no-any-return]
-
-
-def _import_module(tool: str, import_path: str, module_name: str, base_dir: Path) -> Any:
-    """Import the tool's module, telling a missing module apart from one that fails to import."""
-    _put_on_sys_path(base_dir)
     try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (module_name == exc.name or module_name.startswith(f"{exc.name}.")):
-            raise UserError(
-                f"tool {tool!r}: cannot import module {module_name!r} (python: {import_path}): "
-                f"no module named {exc.name!r} next to the team file ({base_dir}) or on sys.path"
-            ) from None
-        raise _import_failed(tool, import_path, module_name, exc) from exc
-    except (Exception, SystemExit) as exc:
-        raise _import_failed(tool, import_path, module_name, exc) from exc
-
-
-def _import_failed(tool: str, import_path: str, module_name: str, exc: BaseException) -> UserError:
-    return UserError(
-        f"tool {tool!r}: importing module {module_name!r} (python: {import_path}) failed: "
-        f"{describe_exception(exc)}"
-    )
-
-
-def _put_on_sys_path(directory: Path) -> None:
-    """Make modules next to the team file importable (once; it stays for later imports)."""
-    entry = str(directory.resolve())
-    if entry not in sys.path:
-        sys.path.insert(0, entry)
-    importlib.invalidate_caches()
+        target: Callable[..., Any] = resolve_import_path(import_path, base_dir=base_dir)
+    except ImportProblem as exc:
+        raise UserError(f"tool {tool!r}: {exc} (python: {import_path})") from None
+    log.debug("tool_imported", tool=tool, python=import_path)
+    return target

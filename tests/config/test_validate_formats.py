@@ -300,7 +300,8 @@ def test_import_check_reports_a_missing_module_where_it_is_named(tmp_path: Path,
     assert result.code == 2
     assert result.out == (
         f"{team}:15:13: error: tools.lookup.python: cannot import module 'mm_missing': "
-        "No module named 'mm_missing'\n1 of 1 file invalid: 1 error\n"
+        f"no module named 'mm_missing' beside the team file ({tmp_path}) or on sys.path\n"
+        "1 of 1 file invalid: 1 error\n"
     )
 
 
@@ -309,7 +310,7 @@ def test_import_check_reports_a_missing_attribute(tmp_path: Path, cli: Cli) -> N
     result = cli(["validate", "--import-check", str(team)])
     assert result.code == 2
     assert result.out == (
-        f"{team}:15:13: error: tools.lookup.python: module 'ma_tools' has no attribute 'lookpu'\n"
+        f"{team}:15:13: error: tools.lookup.python: 'ma_tools' has no attribute 'lookpu'\n"
         "1 of 1 file invalid: 1 error\n"
     )
 
@@ -325,10 +326,10 @@ def test_import_check_reports_a_failing_hook_module(tmp_path: Path, cli: Cli) ->
             11,
             19,
             "import",
-            "agents.lead.delegation.hooks.on_complete[0].call: importing 'hk_tools' "
-            "raised RuntimeError: boom at import",
+            "agents.lead.delegation.hooks.on_complete[0].call: importing module 'hk_tools' "
+            "failed: RuntimeError: boom at import",
         ),
-        (15, 13, "import", "tools.lookup.python: importing 'hk_tools' raised RuntimeError: boom at import"),
+        (15, 13, "import", "tools.lookup.python: importing module 'hk_tools' failed: RuntimeError: boom at import"),
     ]
 
 

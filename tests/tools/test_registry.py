@@ -60,3 +60,26 @@ def test_kind_must_be_exactly_one(sample_dir: Path) -> None:
 
 def test_empty_definitions(sample_dir: Path) -> None:
     assert build_tools({}, base_dir=sample_dir) == {}
+
+
+def test_a_module_shadowed_by_an_earlier_import_is_named(tmp_path: Path) -> None:
+    """`json.py` beside the team file loses to the stdlib's `json`: say so instead of 'no attribute'."""
+    (tmp_path / "json.py").write_text("def lookup(q: str) -> str:\n    return q\n")
+    with pytest.raises(UserError) as caught:
+        build_tools({"lookup": ToolDef(python="json:lookup")}, base_dir=tmp_path)
+    message = str(caught.value)
+    assert "a different module named 'json'" in message and str(tmp_path / "json.py") in message
+
+
+def test_two_teams_with_same_named_modules_each_get_their_own(tmp_path: Path) -> None:
+    import asyncio
+
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "local_helpers.py").write_text(f"def who() -> str:\n    return '{name}'\n")
+    first = build_tools({"who": ToolDef(python="local_helpers:who")}, base_dir=tmp_path / "one")
+    second = build_tools({"who": ToolDef(python="local_helpers:who")}, base_dir=tmp_path / "two")
+
+    assert asyncio.run(first["who"].run({})) == "one"
+    assert asyncio.run(second["who"].run({})) == "two"
