@@ -462,3 +462,40 @@ def test_run_timeout_ends_budget_exhausted_with_finished_results(
     assert result["status"] == "budget_exhausted" and result["stopped_by"] == "limits.timeout_s (1.0)"
     assert "- fast: fast result" in result["final_text"]
     assert {d["agent"]: d["status"] for d in result["delegations"]} == {"fast": "ok", "slow": "cancelled"}
+
+
+def test_per_task_tool_cap_and_hook_context_reach_the_worker(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "look twice", "max_tool_calls": 1})), text("ok")])
+    llm_server.script("helper", [
+        tool_calls(("echo", {"word": "one"}), ("echo", {"word": "two"})),
+        text("only one lookup was allowed"),  # the last turn, without tools
+    ])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        agents:
+          lead:
+            model: openai/lead
+            delegates_to: [helper]
+            delegation:
+              hooks:
+                on_start:
+                  - context: {ticket: T-42}
+          helper:
+            model: openai/helper
+            description: H.
+            instructions: "You work on ticket {{ context.ticket }}."
+            tools: [echo]
+        tools:
+          echo: {command: ["echo", "{{ word }}"], parameters: {word: {type: string}}}
+        """))
+
+    result = team.run_sync("go")
+
+    helper = llm_server.requests("helper")
+    assert helper[0].request["messages"][0]["content"] == "You work on ticket T-42."
+    results = _tool_contents(llm_server, "helper", 1)
+    assert results[0] == "one\n"
+    assert "agents.helper.budget.max_tool_calls (1) reached" in results[1]
+    assert result.delegations[0].status == "budget_exhausted"
+    assert result.agents["helper"].tool_calls == 1
+    llm_server.assert_complete()
