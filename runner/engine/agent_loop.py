@@ -15,10 +15,9 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from teamrun.engine.delegation import (
+from teamrun.engine.delegation import Delegator, WorkerOutcome
+from teamrun.engine.delegation_tools import (
     DELEGATE_TASK,
-    Delegator,
-    WorkerOutcome,
     delegation_tools,
     is_delegation_tool,
     parse_request,

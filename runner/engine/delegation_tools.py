@@ -1,0 +1,141 @@
+"""The delegation tools a delegating agent is offered, and reading the calls it makes.
+
+Delegation is a tool call. ``per_agent`` gives one ``ask_<worker>`` tool per
+worker (the worker's description is the tool's); ``delegate_task`` gives one
+tool whose ``agents`` argument is an enum of the allowed names. Names a model
+invents are dropped with a warning; only when none is left is it an error the
+model sees.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from teamrun.config.models import Delegation
+from teamrun.engine.prompts import WorkerInfo, delegation_tool_name
+from teamrun.engine.references import REFS_PARAMETER, RefRequest, parse_requests
+from teamrun.engine.result import DelegationResult
+from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.llm.types import ToolSchema
+
+DELEGATE_TASK = "delegate_task"
+_TASK = {"type": "string", "description": "The sub-task, with everything the worker needs: it sees nothing else."}
+_CONTEXT = {"type": "string", "description": "Optional background from your conversation to pass along."}
+
+
+@dataclass(frozen=True)
+class DelegationRequest:
+    """One delegation call, parsed: who, what, and what to hand along."""
+
+    targets: list[str]
+    task: str
+    context: str | None = None
+    refs: tuple[RefRequest, ...] = ()
+    max_tool_calls: int | None = None
+
+
+def delegation_settings(ctx: RunContext, agent: str) -> Delegation:
+    return ctx.agent(agent).delegation or Delegation()
+
+
+def workers_of(ctx: RunContext, agent: str) -> list[WorkerInfo]:
+    return [
+        WorkerInfo(name, ctx.agent(name).description or f"The {name} agent.", delegation_tool_name(name))
+        for name in ctx.agent(agent).delegates_to or []
+    ]
+
+
+_MAX_TOOL_CALLS = {"type": "integer", "minimum": 0,
+                   "description": "Optional cap on the tool calls the worker may make for this task."}
+
+
+def delegation_tools(ctx: RunContext, agent: str) -> list[ToolSchema]:
+    """The delegation tools offered to ``agent`` (none when it has no workers)."""
+    workers = workers_of(ctx, agent)
+    if not workers:
+        return []
+    settings = delegation_settings(ctx, agent)
+    extra: dict[str, Any] = {"max_tool_calls": _MAX_TOOL_CALLS}
+    if settings.result_references:
+        extra["context_from_refs"] = REFS_PARAMETER
+    if settings.tool == "delegate_task":
+        names = [w.name for w in workers]
+        listing = "; ".join(f"{w.name}: {w.description}" for w in workers)
+        return [_function(
+            DELEGATE_TASK,
+            f"Delegate a sub-task to one or more workers (each runs it separately, in parallel). {listing}",
+            {
+                "task": _TASK,
+                "agents": {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1,
+                           "description": "Which workers should do this task."},
+                "context": _CONTEXT,
+                **extra,
+            },
+            ["task", "agents"],
+        )]
+    return [_function(w.tool, w.description, {"task": _TASK, "context": _CONTEXT, **extra}, ["task"])
+            for w in workers]
+
+
+def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSchema:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required,
+                           "additionalProperties": False},
+        },
+    }
+
+
+def parse_request(ctx: RunContext, frame: AgentFrame, tool: str, arguments: dict[str, Any]) -> DelegationRequest:
+    """A delegation call's arguments, checked. Raises ``ValueError`` with a message for the model."""
+    targets = delegation_targets(ctx, frame, tool, arguments)
+    task = arguments.get("task")
+    if not isinstance(task, str) or not task.strip():
+        raise ValueError("'task' must be a non-empty string describing the sub-task")
+    context = arguments.get("context") if isinstance(arguments.get("context"), str) else None
+    cap = arguments.get("max_tool_calls")
+    cap = cap if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0 else None
+    return DelegationRequest(targets, task, context or None, tuple(parse_requests(arguments.get("context_from_refs"))),
+                             cap)
+
+
+def delegation_targets(ctx: RunContext, frame: AgentFrame, tool: str, arguments: dict[str, Any]) -> list[str]:
+    """Which workers a delegation call names; invented names are dropped with a warning.
+
+    Raises ``ValueError`` (a message for the model) when no allowed worker is named.
+    """
+    allowed = list(ctx.agent(frame.name).delegates_to or [])
+    if tool != DELEGATE_TASK:
+        return [tool.removeprefix("ask_")]
+    requested = arguments.get("agents")
+    if isinstance(requested, str):
+        requested = [requested]
+    if not isinstance(requested, list) or not requested:
+        raise ValueError(f"'agents' must list one or more of: {', '.join(allowed)}")
+    targets: list[str] = []
+    for name in requested:
+        if name in allowed:
+            if name not in targets:
+                targets.append(name)
+        else:
+            ctx.warn(frame, f"{frame.name} asked for unknown agent '{name}'; ignored (allowed: {', '.join(allowed)})")
+    if not targets:
+        raise ValueError(f"none of {requested} is a worker you can delegate to; choose from: {', '.join(allowed)}")
+    return targets
+
+
+def is_delegation_tool(ctx: RunContext, agent: str, tool: str) -> bool:
+    workers = ctx.agent(agent).delegates_to or []
+    if delegation_settings(ctx, agent).tool == "delegate_task":
+        return tool == DELEGATE_TASK and bool(workers)
+    return tool.startswith("ask_") and tool.removeprefix("ask_") in workers
+
+
+def results_for_model(results: list[DelegationResult], *, single: bool) -> str:
+    shown: Any = results[0].for_model() if single and len(results) == 1 else [r.for_model() for r in results]
+    return json.dumps(shown, ensure_ascii=False, indent=1)
