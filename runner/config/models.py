@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 __all__ = [
     "AGENT_NAME_PATTERN",
@@ -235,8 +235,30 @@ class ToolDef(_Strict):
     """Ask before each call (a TTY prompt, or `--approve` in scripts and CI)."""
 
 
+EXTENSION_KEY_PATTERN = r"^x-"
+"""Top-level keys starting with ``x-`` are the user's own (e.g. a block of YAML anchors); teamrun ignores them."""
+
+
 class TeamConfig(_Strict):
     """A team of LLM agents: one supervisor delegating to workers."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "patternProperties": {
+                EXTENSION_KEY_PATTERN: {
+                    "description": "Your own data, ignored by teamrun: e.g. `x-defaults: &defaults {...}` "
+                    "to hold YAML anchors that agents merge with `<<: *defaults`."
+                }
+            }
+        }
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_extension_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("x-"))}
+        return data
 
     version: Literal[1]
     """Team-file format version. Always 1."""
