@@ -37,6 +37,9 @@ class _Node:
     children: list[str] = field(default_factory=list)
 
 
+_LINE_CHARS = 200
+
+
 class PlainProgress:
     """One line per notable event, for logs and pipes."""
 
@@ -47,6 +50,9 @@ class PlainProgress:
     def __call__(self, event: Event) -> None:
         line = self._line(event)
         if line:
+            line = " ".join(line.split())  # one event, one line: tool errors can span several
+            if len(line) > _LINE_CHARS:
+                line = line[: _LINE_CHARS - 1] + "…"
             self.stream.write(f"[{event.time - self.started:7.2f}s] {line}\n")
             self.stream.flush()
 
