@@ -107,8 +107,8 @@ class Delegator:
         except FilterFailed as exc:
             return self._not_run(result("error", error=str(exc)))
         async with self.slots:
-            done, messages = await self._run(worker, prompt, request, actions, result)
-        return await self._complete(done, start, messages)
+            done, messages, span = await self._run(worker, prompt, request, actions, result)
+        return await self._complete(done, start, messages, span)
 
     def _refusal(self, worker: str) -> str | None:
         ctx, parent = self.ctx, self.frame
@@ -144,7 +144,7 @@ class Delegator:
         return "\n\n".join(parts)
 
     async def _run(self, worker: str, prompt: str, request: DelegationRequest, actions: HookActions,
-                   result: Callable[..., DelegationResult]) -> tuple[DelegationResult, Sequence[Message]]:
+                   result: Callable[..., DelegationResult]) -> tuple[DelegationResult, Sequence[Message], str]:
         ctx, parent = self.ctx, self.frame
         span = ctx.bus.new_span_id()
         budget = ctx.agent(worker).budget
@@ -176,14 +176,12 @@ class Delegator:
         else:
             if outcome is None:
                 done = result("budget_exhausted", error=f"agents.{worker}.budget.timeout_s ({timeout}) reached")
-                self._span_end(done, span)
-                return done, messages
+                return done, messages, span
             response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
             status: DelegationStatus = "ok" if outcome.status == "ok" else "budget_exhausted"
             done = result(status, response, usage=outcome.usage, cost=outcome.cost, error=outcome.stopped_by)
             messages = outcome.messages
-        self._span_end(done, span)
-        return done, messages
+        return done, messages, span
 
     async def _run_within(self, timeout: float | None, child: AgentFrame, prompt: str) -> WorkerOutcome | None:
         """Run the worker; ``None`` when its own ``budget.timeout_s`` ran out."""
@@ -197,15 +195,16 @@ class Delegator:
             raise
 
     async def _complete(self, done: DelegationResult, start: HookContext,
-                        messages: Sequence[Message]) -> DelegationResult:
-        """``on_complete`` hooks and the result reference; then the record is kept."""
+                        messages: Sequence[Message], span: str) -> DelegationResult:
+        """``on_complete`` hooks and the result reference; then the record is kept and the span ends
+        (so the ``delegation_end`` event carries what the delegating agent was actually given)."""
         if self.hooks.has("on_complete"):
             context = complete_context(start, success=done.status == "ok", error=done.error,
                                        result=done.response, messages=messages)
             try:
                 actions = await self.hooks.run("on_complete", context)
             except HookFailed as exc:
-                return self._finish(replace(done, status="error", error=str(exc)))
+                return self._finish(replace(done, status="error", error=str(exc)), span)
             self.frame.feedback.extend(actions.feedback)
             if actions.result_text is not None:
                 done = replace(done, response=actions.result_text)
@@ -214,7 +213,7 @@ class Delegator:
                 self.bailed = self.bailed or done
         if self.settings.result_references and done.status == "ok" and done.response.strip():
             done = replace(done, ref=self.ctx.refs.add(done.agent, done.response))
-        return self._finish(done)
+        return self._finish(done, span)
 
     def _not_run(self, result: DelegationResult) -> DelegationResult:
         """A delegation refused before its worker started: still one start/end pair of events."""

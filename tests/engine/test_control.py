@@ -153,13 +153,16 @@ def test_a_failing_hook_with_on_error_fail_fails_the_delegation(
     llm_server.script("lead", [tool_calls(("ask_helper", {"task": "t"})), text("worked around it")])
     llm_server.script("helper", [text("helper answer")])
     path = write_team(HOOKED.format(on_error="fail") + "  helper: {model: openai/helper, description: H.}\n")
+    events: list[Any] = []
 
-    result = teamrun.load_team(path).run_sync("go")
+    result = teamrun.load_team(path).run_sync("go", subscribers=[events.append])
 
     seen = json.loads(_tool_contents(llm_server, "lead", 1)[0])
     assert seen["status"] == "error" and "hook exploded" in seen["error"]
     assert result.delegations[0].status == "error"
     assert result.final_text == "worked around it"
+    ends = [e.data["status"] for e in events if e.kind == "delegation_end"]
+    assert ends == ["error"]  # the event tells what the supervisor was given, after the hooks
 
 
 def test_bail_returns_the_worker_text_without_another_supervisor_call(
