@@ -7,6 +7,7 @@ subscriber can keep them, serialise them or drop them.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Callable, Mapping
@@ -52,7 +53,7 @@ Subscriber = Callable[[Event], None]
 
 
 class EventBus:
-    """Fans events out to subscribers. A failing subscriber is logged, never fatal."""
+    """Fans events out to subscribers. A subscriber that fails is dropped (and logged), never fatal."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
@@ -75,9 +76,11 @@ class EventBus:
         **data: Any,
     ) -> Event:
         event = Event(kind, self.run_id, span_id, parent_span_id, agent_path, len(agent_path) - 1, data=data)
-        for subscriber in self._subscribers:
+        for subscriber in list(self._subscribers):
             try:
                 subscriber(event)
-            except Exception as exc:  # a broken view must not break the run
-                _log.warning("event_subscriber_failed", subscriber=repr(subscriber), error=str(exc))
+            except Exception as exc:  # a broken view (say, stderr closed by `| head`) must not break the run
+                self._subscribers.remove(subscriber)
+                with contextlib.suppress(Exception):
+                    _log.warning("event_subscriber_dropped", subscriber=repr(subscriber), error=str(exc))
         return event

@@ -48,6 +48,8 @@ class PlainProgress:
         self.started = time.monotonic()
 
     def __call__(self, event: Event) -> None:
+        if event.kind == "run_start":
+            self.started = event.time  # times count from the run, not from start-up
         line = self._line(event)
         if line:
             line = " ".join(line.split())  # one event, one line: tool errors can span several

@@ -54,6 +54,8 @@ class Team:
         self.vars = {**(self.config.vars or {}), **(vars or {})}
         self.model_override = model
         self._chat_model = chat_model
+        self._uses_litellm = False
+        """True once this team calls models through LiteLLM (imported before a run's clock starts)."""
         self.approver = approver or choose_approver(None, interactive=False)
         if replay is not None or record is not None:
             from teamrun.llm.cassette import RecordingModel, ReplayModel
@@ -83,6 +85,7 @@ class Team:
             from teamrun.llm.adapter import LiteLLMChatModel
 
             self._chat_model = LiteLLMChatModel(on_retry=self._report_retry)
+            self._uses_litellm = True
         return self._chat_model
 
     def _report_retry(self, notice: Any) -> None:
@@ -107,6 +110,11 @@ class Team:
         ``cancel``: set it to stop the run; in-flight workers are cancelled and the
         result (``status: cancelled``) keeps everything finished so far.
         """
+        model = self._model()
+        if self._uses_litellm:
+            from teamrun.llm.adapter import import_litellm
+
+            import_litellm()  # seconds, once per process: not charged to the first agent's first call
         started = time.monotonic()
         run_id = uuid.uuid4().hex[:12]
         bus = EventBus(run_id)
@@ -114,7 +122,7 @@ class Team:
             bus.subscribe(subscriber)
         result = RunResult(run_id=run_id, team=self.name, status="done", final_text="")
         ctx = RunContext(
-            config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=self._model(),
+            config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
             tools=self.tools, approver=self.approver, result=result, vars=self.vars,
             model_override=self.model_override,
         )

@@ -244,3 +244,22 @@ def test_importing_teamrun_does_not_import_litellm() -> None:
                           cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"litellm imported by `import teamrun`: {done.stdout.strip()}"
+
+
+def test_a_failing_subscriber_never_breaks_the_run(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.script("solo", [text("fine")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: solo
+        agents:
+          solo: {model: openai/solo}
+        """))
+    calls: list[str] = []
+
+    def broken(event: Any) -> None:
+        calls.append(event.kind)
+        raise BrokenPipeError("stderr is gone")
+
+    result = team.run_sync("hi", subscribers=[broken])
+
+    assert result.status == "done" and result.final_text == "fine"
+    assert calls == ["run_start"]  # dropped after its first failure
