@@ -49,6 +49,21 @@ ANSWER_PREFIX = "[offline simulation]"
 _SNIPPET_CHARS = 200
 _TASK_CHARS = 300
 _MAX_SCHEMA_DEPTH = 12
+_SEARCH_TERM_NAMES = re.compile(r"(query|search|subject|topic|term|keyword|^q$)", re.IGNORECASE)
+"""Parameters that want a search term, not a sentence: the simulator passes one key word of the task."""
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
+
+
+def _key_term(task: str) -> str:
+    """One searchable word of the task: its first capitalised word after the first (a name,
+    usually: "Compare *Rust* and Go"), else its longest word."""
+    words = _WORD.findall(task)
+    names = [w for w in words[1:] if w[0].isupper()]
+    if names:
+        return names[0]
+    return max(words, key=len) if words else task.strip()
+
+
 _TASK_LIKE_NAMES = re.compile(
     r"(task|query|question|topic|prompt|request|subject|goal|instruction|reason|search|"
     r"message|input|objective|problem|^q$)",
@@ -344,6 +359,8 @@ class _ExampleBuilder:
         return value
 
     def _text_for(self, name: str) -> str:
+        if self.task and _SEARCH_TERM_NAMES.search(name):
+            return _key_term(self.task)
         if self.task and _TASK_LIKE_NAMES.search(name):
             return _shorten(self.task, _TASK_CHARS)
         if self.texts:
@@ -371,8 +388,29 @@ def _shorten(value: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def _delegation_answers(text_: str) -> list[tuple[str, str, str]] | None:
+    """A delegation tool's result (one or a list of ``{agent, status, response}``), else ``None``."""
+    try:
+        value = json.loads(text_)
+    except ValueError:
+        return None
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(i, dict) and {"agent", "status", "response"} <= set(i) for i in items):
+        return None
+    return [(str(i["agent"]), str(i["status"]), str(i.get("response") or i.get("error") or "")) for i in items]
+
+
 def _summaries(conv: _Conversation) -> list[str]:
-    return [f"{name}: {_shorten(text_, _SNIPPET_CHARS)}" for name, text_ in conv.results]
+    lines: list[str] = []
+    for name, text_ in conv.results:
+        answers = _delegation_answers(text_)
+        if answers is None:
+            lines.append(f"{name}: {_shorten(text_, _SNIPPET_CHARS)}")
+            continue
+        for agent, status, response in answers:  # show the worker's answer, not the JSON around it
+            response = response.removeprefix(ANSWER_PREFIX).strip()
+            lines.append(f"{agent} ({status}): {_shorten(response, _SNIPPET_CHARS)}")
+    return lines
 
 
 def _text_answer(conv: _Conversation) -> str:

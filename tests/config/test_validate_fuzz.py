@@ -249,6 +249,15 @@ def test_what_the_schema_accepts_the_models_accept(data: object) -> None:
 
 def _safe_load(text: str) -> object:
     try:
-        return yaml.safe_load(text)
+        return _json_keys(yaml.safe_load(text))
     except Exception:  # e.g. `!!int x` raises ValueError from PyYAML itself
         return None
+
+
+def _json_keys(value: object) -> object:
+    """Mapping keys as text, as teamrun's own loader gives them (YAML allows `0:`; JSON does not)."""
+    if isinstance(value, dict):
+        return {str(k): _json_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_keys(v) for v in value]
+    return value

@@ -72,7 +72,7 @@ def test_delegates_then_calls_tools_then_answers() -> None:
 
     second = ask(messages, LEAD_TOOLS)
     assert [(c.name, json.loads(c.arguments)) for c in second.tool_calls] == [
-        ("lookup", {"query": USER_TASK, "limit": 5})
+        ("lookup", {"query": "Pixel", "limit": 5})  # a search term: one key word of the task
     ]
     answer_tools(messages, second)
 
