@@ -146,7 +146,8 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
     else:
-        click.echo(result.final_text)
+        if result.final_text or result.status == "done":
+            click.echo(result.final_text)
         if result.status != "done":
             click.echo(f"teamrun: run {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
                        + (f": {result.error}" if result.error else ""), err=True)

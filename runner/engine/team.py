@@ -209,7 +209,7 @@ async def _cancel(task: asyncio.Task[Any]) -> None:
 def _partial_text(result: RunResult, headline: str) -> str:
     finished = [d for d in result.delegations if d.status == "ok" and d.response]
     if not finished:
-        return f"No answer: {headline}, before any worker finished."
+        return ""  # nothing to show; status, stopped_by and error say what happened
     lines = [f"No final answer: {headline}. Results finished so far:"]
     lines += [f"- {d.agent}: {d.response}" for d in finished]
     return "\n".join(lines)

@@ -114,3 +114,54 @@ def test_model_override_and_vars_reach_the_prompt(
     assert code == 0 and capsys.readouterr().out == "hello from the override\n"
     system = llm_server.requests("other")[0].request["messages"][0]["content"]
     assert system.startswith("Write for engineers on 20")
+
+
+def test_a_provider_failure_exits_1_and_keeps_finished_work(
+    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.fakeserver import http_error
+
+    llm_server.script("lead", [
+        tool_calls(("ask_helper", {"task": "step 1"})),
+        http_error(500), http_error(500),  # num_retries: 1 → both attempts fail
+    ])
+    llm_server.script("helper", [text("step 1 is done")])
+    path = write_team("""\
+        supervisor: lead
+        agents:
+          lead: {model: openai/lead, delegates_to: [helper]}
+          helper: {model: openai/helper, description: Does one step.}
+        """)
+
+    code = main(["execute", str(path), "-i", "go", "--json"])
+
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert code == 1
+    assert result["status"] == "failed"
+    assert "lead" in result["error"] and "500" in result["error"]
+    assert result["delegations"][0]["response"] == "step 1 is done"
+    assert "- helper: step 1 is done" in result["final_text"]
+    assert "Traceback" not in err
+    llm_server.assert_complete()
+
+
+def test_a_rejected_api_key_fails_at_once_with_a_clear_message(
+    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.fakeserver import http_error
+
+    llm_server.script("solo", [http_error(401, message="Incorrect API key provided")])
+    path = write_team("""\
+        supervisor: solo
+        agents:
+          solo: {model: openai/solo}
+        """)
+
+    code = main(["execute", str(path), "-i", "hi", "--progress", "none"])
+
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""  # stdout carries answers only
+    assert "run failed" in err and "401" in err and "sk-test-engine" not in err
+    assert len(llm_server.requests("solo")) == 1  # not retried
