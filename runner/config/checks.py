@@ -50,6 +50,10 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _names(value: Any) -> list[tuple[int, str]]:
     if not isinstance(value, list):
         return []
@@ -99,6 +103,7 @@ class SemanticChecker:
             *self._depth(),
             *self._unused_agents(),
             *self._agent_details(),
+            *self._budgets(),
             *self._tool_definitions(),
         ]
         if import_check:
@@ -265,6 +270,34 @@ class SemanticChecker:
                     "through delegates_to or handoffs",
                     "unused",
                     key=True,
+                )
+
+    # -- budgets -------------------------------------------------------------------------
+
+    _RUN_WIDE = ("max_tool_calls", "max_delegations", "max_handoffs", "max_total_tokens", "max_input_tokens",
+                 "max_output_tokens", "max_cost_usd", "timeout_s")
+    """Limits a worker spends from the run's ledger: an agent's budget above the run's never applies."""
+
+    def _budgets(self) -> Iterator[Diagnostic]:
+        run = _mapping(self.data.get("limits"))
+        for agent, spec in self.agents.items():
+            budget = _mapping(spec.get("budget"))
+            for key in self._RUN_WIDE:
+                mine, theirs = _number(budget.get(key)), _number(run.get(key))
+                if mine is not None and theirs is not None and mine > theirs:
+                    yield self._warning(
+                        ("agents", agent, "budget", key),
+                        f"agents.{agent}.budget.{key} ({budget[key]}) is above limits.{key} ({run[key]}); "
+                        "the run's limit is reached first",
+                        "budget",
+                    )
+            delegation = _mapping(spec.get("delegation"))
+            concurrency = _number(delegation.get("max_concurrency"))
+            if delegation.get("parallel") is False and concurrency is not None and concurrency > 1:
+                yield self._warning(
+                    ("agents", agent, "delegation", "max_concurrency"),
+                    "max_concurrency has no effect with parallel: false (delegations run one at a time)",
+                    "budget",
                 )
 
     # -- inside each agent ---------------------------------------------------------------

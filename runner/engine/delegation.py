@@ -111,10 +111,10 @@ class Delegator:
         return await self._complete(done, start, messages, span)
 
     def _refusal(self, worker: str) -> str | None:
-        ctx, parent = self.ctx, self.frame
-        max_depth = ctx.config.limits.max_depth if ctx.config.limits else None
-        if max_depth is not None and parent.depth + 1 > max_depth:
-            return f"limits.max_depth ({max_depth}) reached: {worker} cannot be delegated to from here"
+        parent = self.frame
+        too_deep = parent.ledger.check_depth(parent.depth + 1)
+        if too_deep is not None:
+            return f"{too_deep} reached: {worker} cannot be delegated to from here"
         reached = parent.ledger.check_before_delegation()
         if reached is not None:
             parent.stop(reached)
@@ -157,7 +157,8 @@ class Delegator:
             steps = actions.max_steps if steps is None else min(steps, actions.max_steps)
         child = AgentFrame(
             name=worker, path=(*parent.path, worker), span_id=span, parent_span_id=parent.span_id,
-            ledger=parent.ledger.child(budget, label=f"agents.{worker}.budget", max_steps=steps),
+            ledger=parent.ledger.child(budget, label=f"agents.{worker}.budget", max_steps=steps,
+                                       depth=parent.depth + 1),
             context=dict(actions.context),
         )
         parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=request.task)

@@ -45,16 +45,18 @@ class BudgetLedger:
     """Counters and limits for one agent invocation (or the whole run, at the root)."""
 
     def __init__(self, limits: Limits | None, *, label: str, parent: BudgetLedger | None = None,
-                 max_steps: int | None = None) -> None:
+                 max_steps: int | None = None, depth: int = 0) -> None:
         self.limits = limits or Limits()
         self.label = label
         """How the limits are named in messages: ``limits`` or ``agents.x.budget``."""
         self.parent = parent
         self.spend = Spend()
         self.max_steps = max_steps if max_steps is not None else self.limits.max_steps
+        self.depth = depth
+        """The delegation depth of the agent this ledger is for (the supervisor and the run: 0)."""
 
-    def child(self, limits: Limits | None, *, label: str, max_steps: int | None = None) -> BudgetLedger:
-        return BudgetLedger(limits, label=label, parent=self, max_steps=max_steps)
+    def child(self, limits: Limits | None, *, label: str, depth: int, max_steps: int | None = None) -> BudgetLedger:
+        return BudgetLedger(limits, label=label, parent=self, max_steps=max_steps, depth=depth)
 
     def _chain(self) -> list[BudgetLedger]:
         chain: list[BudgetLedger] = []
@@ -99,6 +101,14 @@ class BudgetLedger:
 
     def check_before_delegation(self) -> str | None:
         return self._over("max_delegations", "delegations")
+
+    def check_depth(self, child_depth: int) -> str | None:
+        """May an agent at ``child_depth`` be started? ``max_depth`` counts levels below its ledger's agent."""
+        for node in self._chain():
+            limit = node.limits.max_depth
+            if limit is not None and child_depth - node.depth > limit:
+                return f"{node.label}.max_depth ({limit})"
+        return None
 
     def check_before_handoff(self) -> str | None:
         return self._over("max_handoffs", "handoffs")

@@ -119,7 +119,7 @@ class AgentFrame:
         parent = self.ledger.parent or self.ledger
         budget = ctx.agent(target).budget
         return AgentFrame(target, (*self.path[:-1], target), ctx.bus.new_span_id(), self.parent_span_id,
-                          parent.child(budget, label=f"agents.{target}.budget",
+                          parent.child(budget, label=f"agents.{target}.budget", depth=self.depth,
                                        max_steps=max_steps_for(ctx.config, budget)))
 
     @property

@@ -150,7 +150,8 @@ class Team:
         root = BudgetLedger(self.config.limits, label="limits")
         name = self.config.supervisor
         budget = self.config.agents[name].budget
-        ledger = root.child(budget, label=f"agents.{name}.budget", max_steps=max_steps_for(self.config, budget))
+        ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
+                            max_steps=max_steps_for(self.config, budget))
         run_span = bus.new_span_id()
         return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger)
 

@@ -502,3 +502,35 @@ def test_per_task_tool_cap_and_hook_context_reach_the_worker(llm_server: FakeOpe
     assert result.delegations[0].status == "budget_exhausted"
     assert result.agents["helper"].tool_calls == 1
     llm_server.assert_complete()
+
+
+def test_depth_limits_refuse_delegations_below_them(llm_server: FakeOpenAI, write_team: Any) -> None:
+    """`budget.max_depth` on an agent counts levels below it; the worker is told, the run goes on."""
+    llm_server.script("lead", [tool_calls(("ask_manager", {"task": "t"})), text("lead done")])
+    llm_server.script("manager", [tool_calls(("ask_specialist", {"task": "t"})), text("manager done")])
+    llm_server.script("specialist", [tool_calls(("ask_helper", {"task": "t"})), text("specialist done")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        limits: {max_depth: 3}
+        agents:
+          lead: {model: openai/lead, delegates_to: [manager]}
+          manager:
+            model: openai/manager
+            description: M.
+            delegates_to: [specialist]
+            budget: {max_depth: 1}
+          specialist: {model: openai/specialist, description: S., delegates_to: [helper]}
+          helper: {model: openai/helper, description: H.}
+        """))
+
+    result = team.run_sync("go")
+
+    assert result.status == "done" and result.final_text == "lead done"
+    by_agent = {d.agent: d for d in result.delegations}
+    assert by_agent["helper"].status == "rejected"
+    assert by_agent["helper"].error == (
+        "agents.manager.budget.max_depth (1) reached: helper cannot be delegated to from here"
+    )
+    assert by_agent["specialist"].status == "ok"
+    assert llm_server.requests("helper") == []
+    llm_server.assert_complete()
