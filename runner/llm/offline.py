@@ -57,7 +57,7 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
 def _key_term(task: str) -> str:
     """One searchable word of the task: its first capitalised word after the first (a name,
     usually: "Compare *Rust* and Go"), else its longest word."""
-    words = _WORD.findall(task)
+    words: list[str] = _WORD.findall(task)
     names = [w for w in words[1:] if w[0].isupper()]
     if names:
         return names[0]
