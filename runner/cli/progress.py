@@ -77,6 +77,10 @@ class PlainProgress:
             return f"{who}: tool {data.get('tool')} {data.get('status')}{error}"
         if event.kind == "llm_retry":
             return f"{who}: model call retry {data.get('attempt')} after {data.get('error')}"
+        if event.kind == "hook":
+            ok = data.get("status") == "ok"
+            what = ", ".join(data.get("actions") or ()) if ok else f"failed: {data.get('message')}"
+            return f"{who}: hook {data.get('hook')} on {data.get('target')}: {what}"
         if event.kind in ("warning", "budget"):
             return f"{who}: {event.kind}: {data.get('message') or data.get('reason')}"
         if event.kind == "run_end":

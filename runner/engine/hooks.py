@@ -106,6 +106,8 @@ class HookRunner:
                 answer = await self._one(hook, context)
                 if answer:
                     actions.merge(answer)
+                    self.frame.emit(self.ctx, "hook", status="ok", hook=label, agent=self.frame.name,
+                                    target=context.agent, actions=sorted(k for k, v in answer.items() if v is not None))
             except Exception as exc:  # a hook is user code: never let it take the run down
                 self._record(label, context, exc)
                 if self.hooks.on_error == "fail":

@@ -184,10 +184,14 @@ def test_bail_returns_the_worker_text_without_another_supervisor_call(
           helper: {model: openai/helper, description: H.}
         """))
 
-    result = team.run_sync("go")
+    events: list[Any] = []
+    result = team.run_sync("go", subscribers=[events.append])
 
     assert result.status == "done"
     assert result.final_text == "FINAL: the answer is 42"
+    fired = [e.data for e in events if e.kind == "hook"]
+    assert fired == [{"status": "ok", "hook": "on_complete[0]", "agent": "lead", "target": "helper",
+                      "actions": ["bail"]}]
     assert result.delegations[0].bailed is True
     assert len(llm_server.requests("lead")) == 1
     llm_server.assert_complete()
