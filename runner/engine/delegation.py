@@ -30,7 +30,7 @@ from teamrun.engine.hooks import (
 from teamrun.engine.references import RefRequest, render_blocks
 from teamrun.engine.result import DelegationResult, DelegationStatus
 from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
-from teamrun.errors import RunError
+from teamrun.errors import RunError, UserError
 from teamrun.llm.types import Message, Usage
 
 _log = structlog.get_logger(__name__)
@@ -171,6 +171,8 @@ class Delegator:
             raise
         except RunError as exc:
             done = result("error", error=str(exc))
+        except UserError:
+            raise  # the team file is wrong (a template that cannot render): stop and say so
         except Exception as exc:  # a bug in user code or ours must not lose the siblings
             _log.exception("worker_crashed", worker=worker)
             done = result("error", error=f"{type(exc).__name__}: {exc}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,7 +49,12 @@ def _render(source: str, context: Mapping[str, Any], where: str) -> str:
     try:
         return templates.render(source, context)
     except Exception as exc:  # undefined variable, sandbox violation, ...
-        raise UserError(f"cannot render {where}: {exc}") from None
+        missing = re.search(r"has no attribute '([A-Za-z_][A-Za-z0-9_]*)'", str(exc))
+        hint = ""
+        if missing and "vars." + missing.group(1) in source:
+            name = missing.group(1)
+            hint = f"; define it under `vars:` in the team file or pass `--var {name}=...`"
+        raise UserError(f"cannot render {where}: {exc}{hint}") from None
 
 
 def system_prompt(

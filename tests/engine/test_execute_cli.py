@@ -165,3 +165,25 @@ def test_a_rejected_api_key_fails_at_once_with_a_clear_message(
     assert out == ""  # stdout carries answers only
     assert "run failed" in err and "401" in err and "sk-test-engine" not in err
     assert len(llm_server.requests("solo")) == 1  # not retried
+
+
+def test_an_undefined_template_variable_is_a_usage_error_with_a_fix(
+    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    llm_server.script("lead", [tool_calls(("ask_writer", {"task": "write"}))])
+    path = write_team("""\
+        supervisor: lead
+        agents:
+          lead: {model: openai/lead, delegates_to: [writer]}
+          writer:
+            model: openai/writer
+            description: Writes.
+            instructions: "Write for {{ vars.audience }}."
+        """)
+
+    code = main(["execute", str(path), "-i", "go", "--progress", "none"])
+
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert "cannot render agents.writer.instructions" in err
+    assert "pass `--var audience=...`" in err and "Traceback" not in err
