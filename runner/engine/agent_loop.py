@@ -26,7 +26,7 @@ from teamrun.engine.delegation_tools import (
 )
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
 from teamrun.engine.prompts import handoff_tool_name, system_prompt
-from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.engine.runtime import AgentFrame, RunContext, run_all
 from teamrun.engine.structured import OutputChecker
 from teamrun.errors import ModelError
 from teamrun.llm.types import (
@@ -227,9 +227,7 @@ class AgentLoop:
 
     async def _run_tool_calls(self, calls: tuple[ToolCall, ...]) -> list[str]:
         """Run one turn's tool calls concurrently; the contents come back in call order."""
-        async with asyncio.TaskGroup() as group:
-            runs = [group.create_task(self._one_call(call)) for call in calls]
-        return [run.result() for run in runs]
+        return await run_all(self._one_call(call) for call in calls)
 
     async def _one_call(self, call: ToolCall) -> str:
         if is_delegation_tool(self.ctx, self.frame.name, call.name):

@@ -29,7 +29,7 @@ from teamrun.engine.hooks import (
 )
 from teamrun.engine.references import RefRequest, render_blocks
 from teamrun.engine.result import DelegationResult, DelegationStatus
-from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
+from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for, run_all
 from teamrun.errors import RunError, UserError
 from teamrun.llm.types import Message, Usage
 
@@ -73,9 +73,7 @@ class Delegator:
 
     async def delegate(self, request: DelegationRequest, parent_messages: Sequence[Message]) -> list[DelegationResult]:
         """Run the request on each target concurrently; results come back in target order."""
-        async with asyncio.TaskGroup() as group:
-            runs = [group.create_task(self._one(target, request, parent_messages)) for target in request.targets]
-        return [run.result() for run in runs]
+        return await run_all(self._one(target, request, parent_messages) for target in request.targets)
 
     async def _one(
         self, worker: str, request: DelegationRequest, parent_messages: Sequence[Message]

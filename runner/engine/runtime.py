@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
-from collections.abc import Mapping
+from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -20,9 +21,25 @@ from teamrun.tools.approval import Approver
 from teamrun.tools.base import Tool
 
 _log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 DEFAULT_MODEL = "offline"
 _MODEL_FIELDS = tuple(ModelFields.model_fields)
+
+
+async def run_all(coroutines: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run coroutines concurrently (a TaskGroup: one failing cancels the rest), results in order.
+
+    Only errors that must stop everything escape (each coroutine handles the rest itself);
+    the first is raised as it is, not wrapped in an ``ExceptionGroup``, so callers and the
+    CLI see a plain :class:`~teamrun.errors.UserError` or :class:`~teamrun.errors.RunError`.
+    """
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(coroutine) for coroutine in coroutines]
+    except BaseExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    return [task.result() for task in tasks]
 
 
 def max_steps_for(config: TeamConfig, budget: Limits | None) -> int | None:
