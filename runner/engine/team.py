@@ -54,8 +54,6 @@ class Team:
         self.vars = {**(self.config.vars or {}), **(vars or {})}
         self.model_override = model
         self._chat_model = chat_model
-        self._uses_litellm = False
-        """True once this team calls models through LiteLLM (imported before a run's clock starts)."""
         self.approver = approver or choose_approver(None, interactive=False)
         if replay is not None or record is not None:
             from teamrun.llm.cassette import RecordingModel, ReplayModel
@@ -85,7 +83,6 @@ class Team:
             from teamrun.llm.adapter import LiteLLMChatModel
 
             self._chat_model = LiteLLMChatModel(on_retry=self._report_retry)
-            self._uses_litellm = True
         return self._chat_model
 
     def _report_retry(self, notice: Any) -> None:
@@ -110,11 +107,7 @@ class Team:
         ``cancel``: set it to stop the run; in-flight workers are cancelled and the
         result (``status: cancelled``) keeps everything finished so far.
         """
-        model = self._model()
-        if self._uses_litellm:
-            from teamrun.llm.adapter import import_litellm
-
-            import_litellm()  # seconds, once per process: not charged to the first agent's first call
+        model = self._model()  # built before the clock starts (LiteLLM's import takes seconds)
         started = time.monotonic()
         run_id = uuid.uuid4().hex[:12]
         bus = EventBus(run_id)

@@ -198,6 +198,7 @@ class LiteLLMChatModel:
         self.on_retry = on_retry
         self._sleep = sleep
         self._rng = random.Random()
+        import_litellm()  # seconds, once per process: paid here, not inside the first model call
 
     async def complete(
         self,
