@@ -23,7 +23,7 @@ DOCS = [README, *sorted((REPO / "docs").glob("*.md")), REPO / "examples" / "READ
 SET_UP = [
     'python3 -m venv .venv && . .venv/bin/activate && pip install . && '
     'teamrun execute teams/research-report.yaml --input "Compare Rust and Go for command-line tools"',
-    "pip install '.[test]' && pytest",
+    "pip install -e '.[test]' && pytest",
 ]
 
 

@@ -10,9 +10,13 @@ first use of :func:`load_team`.
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+try:
+    __version__ = metadata.version("teamrun")
+except metadata.PackageNotFoundError:  # a checkout on sys.path, not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "ConfigError",

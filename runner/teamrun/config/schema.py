@@ -19,7 +19,7 @@ from teamrun.config.yamlsrc import SourceMap
 
 _CANDIDATES = (
     Path(__file__).resolve().parent.parent / "schemas" / "team.schema.json",  # installed wheel
-    Path(__file__).resolve().parent.parent.parent / "schemas" / "team.schema.json",  # source tree
+    Path(__file__).resolve().parents[3] / "schemas" / "team.schema.json",  # source tree
 )
 
 _TYPE_WORDS = {
