@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 
 import structlog
 
+from teamrun.config.tool_names import DELEGATE_TASK, handoff_tool_name
 from teamrun.engine.delegation import Delegator, WorkerOutcome
 from teamrun.engine.delegation_tools import (
-    DELEGATE_TASK,
     delegation_tools,
     is_delegation_tool,
     parse_request,
@@ -25,7 +25,7 @@ from teamrun.engine.delegation_tools import (
     workers_of,
 )
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
-from teamrun.engine.prompts import handoff_tool_name, system_prompt
+from teamrun.engine.prompts import system_prompt
 from teamrun.engine.runtime import AgentFrame, RunContext, run_all
 from teamrun.engine.structured import OutputChecker
 from teamrun.errors import ModelError

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from teamrun.config.models import Delegation
-from teamrun.engine.prompts import WorkerInfo, delegation_tool_name
+from teamrun.config.tool_names import DELEGATE_TASK, delegation_tool_name
+from teamrun.engine.prompts import WorkerInfo
 from teamrun.engine.references import REFS_PARAMETER, RefRequest, parse_requests
 from teamrun.engine.result import DelegationResult
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.llm.types import ToolSchema
 
-DELEGATE_TASK = "delegate_task"
 _TASK = {"type": "string", "description": "The sub-task, with everything the worker needs: it sees nothing else."}
 _CONTEXT = {"type": "string", "description": "Optional background from your conversation to pass along."}
 

@@ -36,15 +36,6 @@ class WorkerInfo:
     tool: str
 
 
-def delegation_tool_name(worker: str) -> str:
-    """The one fixed naming rule for per-agent delegation tools."""
-    return f"ask_{worker}"
-
-
-def handoff_tool_name(agent: str) -> str:
-    return f"transfer_to_{agent}"
-
-
 def _render(source: str, context: Mapping[str, Any], where: str) -> str:
     try:
         return templates.render(source, context)
