@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "Tool",
     "ToolOutcome",
+    "ToolSource",
     "ToolSpec",
     "describe_exception",
     "object_schema",
@@ -119,3 +120,23 @@ def describe_exception(exc: BaseException) -> str:
     """``"<ExcType>: <message>"``, the way an exception from user code is shown to the model."""
     message = str(exc)
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+class ToolSource(ABC):
+    """A tool entry that offers several functions, known only once it is started (an MCP server).
+
+    The engine asks :meth:`tools` when an agent that declares the entry first needs its tool list
+    (never before: a source no running agent uses is never started), shares one started source
+    between the agents of a run, and calls :meth:`aclose` when the run ends, fails or is cancelled.
+    """
+
+    entry: str
+    """The tool entry's name in the team file (``tools: {<entry>: ...}``)."""
+
+    @abstractmethod
+    async def tools(self) -> list[Tool]:
+        """The functions this source offers (after ``allow``/``deny``), starting it on first use."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Stop whatever was started; safe to call more than once, and when never started."""
