@@ -50,8 +50,9 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _number(value: Any) -> int | float | None:
+    # never float(): an integer of 400 digits is valid YAML and does not fit a float
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _names(value: Any) -> list[tuple[int, str]]:
@@ -72,11 +73,24 @@ def _template_message(message: str | None) -> str:
     return text.rstrip(".")
 
 
+def _is_regex(instance: object) -> bool:
+    if isinstance(instance, str):
+        try:
+            re.compile(instance)
+        except RecursionError:
+            raise re.error("nested too deeply") from None
+    return True
+
+
 @functools.cache
 def _meta_validator() -> Any:
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, FormatChecker
 
-    return Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    formats = FormatChecker(formats=())
+    formats.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
+    # jsonschema's own regex check lets OverflowError (`a{99999999999}`) escape as a traceback
+    formats.checks("regex", raises=(re.error, OverflowError))(_is_regex)
+    return Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=formats)
 
 
 class SemanticChecker:
