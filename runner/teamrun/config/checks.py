@@ -35,6 +35,14 @@ _HOOK_TEMPLATES = {
     "on_iteration": ("feedback",),
 }
 _TOOL_KEYS = ("python", "command")
+INSTRUCTION_NAMES = ("vars", "today", "agent", "team", "context")
+"""What instructions can read (the engine's ``RunContext.template_context``)."""
+PROMPT_NAMES = (*INSTRUCTION_NAMES, "workers", "tool", "parallel")
+"""What ``delegation.prompt`` can read: the instructions' names and the workers."""
+HOOK_NAMES = (
+    "point", "agent", "parent", "iteration", "depth", "vars", "prompt", "success", "error", "result", "messages",
+)
+"""What ``when:`` expressions and hook texts can read (the fields of the engine's ``HookContext``)."""
 _JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
 _TOKEN_WORDS = {
     "'end of print statement'": "'}}'",
@@ -59,6 +67,9 @@ def _names(value: Any) -> list[tuple[int, str]]:
     if not isinstance(value, list):
         return []
     return [(i, item) for i, item in enumerate(value) if isinstance(item, str)]
+
+
+_WHERE = {"template": "when this template is rendered", "condition": "in a hook's condition"}
 
 
 def _template_message(message: str | None) -> str:
@@ -319,7 +330,7 @@ class SemanticChecker:
     def _agent_details(self) -> Iterator[Diagnostic]:
         for agent, spec in self.agents.items():
             base: JsonPath = ("agents", agent)
-            yield from self._template((*base, "instructions"), spec.get("instructions"))
+            yield from self._template((*base, "instructions"), spec.get("instructions"), INSTRUCTION_NAMES)
             yield from self._sub_schema((*base, "output_schema"), spec.get("output_schema"))
             delegation = _mapping(spec.get("delegation"))
             if delegation and spec.get("delegates_to") in (None, []):
@@ -329,7 +340,7 @@ class SemanticChecker:
                     "unused",
                     key=True,
                 )
-            yield from self._template((*base, "delegation", "prompt"), delegation.get("prompt"))
+            yield from self._template((*base, "delegation", "prompt"), delegation.get("prompt"), PROMPT_NAMES)
             yield from self._message_filter((*base, "delegation", "message_filter"), delegation.get("message_filter"))
             hooks = _mapping(delegation.get("hooks"))
             for event, fields in _HOOK_TEMPLATES.items():
@@ -341,7 +352,7 @@ class SemanticChecker:
                     hook = _mapping(entry)
                     yield from self._condition((*hook_path, "when"), hook.get("when"))
                     for field in fields:
-                        yield from self._template((*hook_path, field), hook.get(field))
+                        yield from self._template((*hook_path, field), hook.get(field), HOOK_NAMES)
                     if hook and not (set(hook) - {"when"}):
                         actions = ", ".join(_HOOK_ACTIONS[event])
                         yield self._error(
@@ -364,11 +375,13 @@ class SemanticChecker:
                     "regex",
                 )
 
-    def _template(self, path: JsonPath, source: Any) -> Iterator[Diagnostic]:
+    def _template(self, path: JsonPath, source: Any, names: tuple[str, ...]) -> Iterator[Diagnostic]:
         if not isinstance(source, str):
             return
         try:
             templates.syntax_check(source)
+            uses = templates.names_used(source)
+            ranges = templates.range_sizes(source)
         except templates.TemplateSyntaxError as exc:
             template_line = exc.lineno or 1
             line, column = self._template_position(path, template_line, source)
@@ -380,12 +393,26 @@ class SemanticChecker:
                 f"template error in {dotted(path)}: {_template_message(exc.message)}{where}",
                 rule="template",
             )
+            return
+        for template_line, size in ranges:
+            if size > templates.MAX_RANGE:
+                line, column = self._find(path, source, template_line, r"\brange\s*\(")
+                yield Diagnostic(
+                    self.file,
+                    line,
+                    column,
+                    f"template error in {dotted(path)}: range() of {size} items is more than "
+                    f"a template may use ({templates.MAX_RANGE})",
+                    rule="template",
+                )
+        yield from self._names(path, source, uses, names, kind="template")
 
     def _condition(self, path: JsonPath, source: Any) -> Iterator[Diagnostic]:
         if not isinstance(source, str):
             return
         try:
             templates.compile_condition(source)
+            uses = templates.names_used(source, expression=True)
         except templates.TemplateSyntaxError as exc:
             if "{{" in source or "{%" in source:
                 detail = "write the expression itself, without '{{ }}' or '{% %}'"
@@ -394,6 +421,58 @@ class SemanticChecker:
                 detail = detail.replace("'end of template'", "end of the expression")
                 detail = detail.replace("chunk after expression", "unexpected text after the expression")
             yield self._error(path, f"invalid condition in {dotted(path)} '{shorten(source)}': {detail}", "template")
+            return
+        yield from self._names(path, source, uses, HOOK_NAMES, kind="condition")
+
+    def _names(
+        self, path: JsonPath, source: str, uses: list[templates.NameUse], names: tuple[str, ...], *, kind: str
+    ) -> Iterator[Diagnostic]:
+        """Unknown names (errors) and ``vars`` keys the file does not declare, where they are used.
+
+        Both fail every run (undefined names are errors when rendering); an unknown
+        name in a ``when:`` would instead make the hook fail and be skipped silently.
+        """
+        declared = self.data.get("vars")
+        for use in uses:
+            if use.key is None and use.name not in names:
+                line, column = self._find(path, source, use.line, rf"(?<![\w.]){re.escape(use.name)}\b")
+                hint = did_you_mean(use.name, names)
+                message = (
+                    f"{dotted(path)} uses '{use.name}', which is not defined {_WHERE[kind]}{hint} "
+                    f"(names available: {', '.join(names)})"
+                )
+                yield Diagnostic(self.file, line, column, message, rule=kind)
+            elif use.key is not None and use.name in names and not (isinstance(declared, dict) and use.key in declared):
+                key = re.escape(use.key)
+                line, column = self._find(path, source, use.line, rf"\bvars\s*(?:\.\s*{key}\b|\[\s*['\"]{key}['\"])")
+                if isinstance(declared, dict):
+                    hint = did_you_mean(use.key, [str(k) for k in declared])
+                    known = "" if hint else f" (declared: {listing([str(k) for k in declared])})"
+                    yield Diagnostic(
+                        self.file,
+                        line,
+                        column,
+                        f"{dotted(path)} uses vars.{use.key}, which is not declared under 'vars:'{hint}{known} "
+                        "(declare every variable there; --var overrides its value)",
+                        rule="vars",
+                    )
+                elif declared is None:
+                    yield Diagnostic(
+                        self.file,
+                        line,
+                        column,
+                        f"{dotted(path)} uses vars.{use.key}, but the file has no 'vars:' section: every run "
+                        f"must pass --var {use.key}=... (declare it under 'vars:' to give it a default)",
+                        "warning",
+                        "vars",
+                    )
+
+    def _find(self, path: JsonPath, source: str, template_line: int, pattern: str) -> tuple[int, int]:
+        """Where ``pattern`` first matches on line ``template_line`` of a template value in the file."""
+        line, column = self._template_position(path, template_line, source)
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        found = re.compile(pattern).search(text, column - 1) or re.compile(pattern).search(text)
+        return (line, found.start() + 1) if found else (line, column)
 
     def _template_position(self, path: JsonPath, template_line: int, source: str) -> tuple[int, int]:
         """The file line and column where line ``template_line`` of a template value starts."""
