@@ -167,6 +167,36 @@ def test_junit_is_well_formed_xml_with_one_case_per_file(tmp_path: Path, cli: Cl
     assert out is not None and "agent 'spare' is never used" in (out.text or "")  # ...but it is shown
 
 
+def test_junit_counts_match_for_junit_readers(tmp_path: Path, cli: Cli) -> None:
+    """One failure per test case, all of a file's errors in it: junitparser's counts match the suite's."""
+    from junitparser import Failure, JUnitXml, TestSuite
+
+    many = "tests/config/invalid/tool_both_kinds.yaml"
+    three = _write(
+        tmp_path / "three.yaml",
+        "version: 1\nname: three\nsupervisor: lead\nagents:\n  lead:\n"
+        "    descripton: typo\n    delegates_to: [ghost]\n    tools: [grep]\n",
+    )
+    result = cli(["validate", "--format", "junit", VALID, many, str(three)])
+    xml = tmp_path / "report.xml"
+    xml.write_text(result.out)
+    report = JUnitXml.fromfile(str(xml))
+    [suite] = [report] if isinstance(report, TestSuite) else list(report)
+    assert isinstance(suite, TestSuite)
+    assert (suite.tests, suite.failures, suite.errors) == (3, 2, 0)  # as written in the file
+    cases = list(suite)
+    suite.update_statistics()  # junitparser recounts from the test cases: the same figures
+    assert (suite.tests, suite.failures, suite.errors) == (3, 2, 0)
+    assert [len(case.result) for case in cases] == [0, 1, 1]
+    [failure] = cases[2].result
+    assert isinstance(failure, Failure)
+    assert failure.message is not None and failure.message.startswith("3 errors; the first: unknown key 'descripton'")
+    assert failure.type == "several"
+    lines = (failure.text or "").splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"{three}:") for line in lines)
+    assert "agent 'ghost' is not defined" in lines[1]
+
+
 def test_junit_escapes_markup_and_control_characters(tmp_path: Path, cli: Cli) -> None:
     team = _write(tmp_path / "x&y.yaml", 'version: 1\nname: x\nsupervisor: a\nagents:\n  a: {"<b>&\\u0007": 1}\n')
     result = cli(["validate", "--format", "junit", str(team)])
