@@ -224,6 +224,54 @@ def test_folders_are_searched_recursively(tmp_path: Path, cli: Cli) -> None:
     assert files == ["a.yaml", "nested/bad.yaml", "nested/deeper/b.yml"]
 
 
+def test_folder_mode_skips_tool_folders_and_files_that_are_not_team_files(tmp_path: Path, cli: Cli) -> None:
+    """`validate .` in a project: no venvs, .git or node_modules, no workflows or compose files."""
+    team = (REPO / VALID).read_text()
+    root = tmp_path / "project"
+    _write(root / "teams" / "a.yaml", team)
+    header = "# yaml-language-server: $schema=../schemas/team.schema.json\n"
+    _write(root / "teams" / "header_only.yml", header + "version: 1\n")
+    _write(root / ".venv" / "lib" / "pkg" / "team.yaml", "agents: {}\n")
+    _write(root / "env2" / "pyvenv.cfg", "home = /usr\n")
+    _write(root / "env2" / "lib" / "team.yaml", "agents: {}\n")
+    _write(root / "node_modules" / "pkg" / "team.yaml", "agents: {}\n")
+    _write(root / "src" / "__pycache__" / "team.yaml", "agents: {}\n")
+    _write(root / ".github" / "workflows" / "ci.yml", "name: ci\non: push\njobs: {}\n")
+    _write(root / "compose.yaml", "name: app\nservices:\n  web: {image: nginx}\n")
+    _write(root / "examples" / ".pre-commit-config.yaml", "repos: []\n")
+    _write(root / "examples" / "pre-commit-config.yaml", "repos: []\n")
+    result = cli(["validate", str(root)])
+    assert result.code == 2
+    assert result.out.splitlines() == [
+        f"{root / 'teams' / 'header_only.yml'}:2:1: error: the team file is missing the required key 'agents': "
+        "a mapping of agent names to their settings",
+        f"{root / 'teams' / 'header_only.yml'}:2:1: error: the team file is missing the required key 'name': "
+        "a short name for the team, e.g. 'name: product-research'",
+        f"{root / 'teams' / 'header_only.yml'}:2:1: error: the team file is missing the required key 'supervisor': "
+        "the agent that receives the user's input, e.g. 'supervisor: lead'",
+        "1 of 2 files invalid: 3 errors",
+    ]
+    assert result.err == (
+        "validate: skipped 5 folders (.github, .venv, __pycache__, env2, node_modules) and 3 YAML files that do "
+        "not look like team files (no top-level 'agents:' or 'supervisor:'); name files or use --glob to check them\n"
+    )
+    named = cli(["validate", str(root / "compose.yaml")])  # a file named on the command line is always checked
+    assert named.code == 2 and "unknown key 'services'" in named.out
+
+    chosen = cli(["validate", "--glob", "**/*pre-commit*.yaml", str(root)])
+    assert chosen.out.splitlines()[-1] == "2 of 2 files invalid: 10 errors"
+    assert chosen.err == ""
+
+    only_other = tmp_path / "ci"
+    _write(only_other / "workflow.yml", "name: ci\non: push\n")
+    nothing = cli(["validate", str(only_other)])
+    assert nothing.code == 2
+    assert nothing.out.splitlines()[0] == (
+        f"{only_other}:1:1: error: folder holds no team files: its .yaml/.yml files have no top-level 'agents:' "
+        "or 'supervisor:' (name them, or use --glob, to check them anyway)"
+    )
+
+
 def test_a_folder_of_valid_files_passes(cli: Cli) -> None:
     result = cli(["validate", "tests/config/valid", "teams"])
     assert result.code == 0

@@ -38,6 +38,8 @@ _MAP_TAG = _YAML_TAG + "map"
 _SEQ_TAG = _YAML_TAG + "seq"
 _SCALAR_TAGS = frozenset(_YAML_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
 _BLOCK_STYLES = ("|", ">")
+_LARGEST = 10**308
+"""Integers beyond this cannot be read as a float (JSON numbers, pydantic float fields)."""
 _ANCHOR = re.compile(r"(?:![^\s]*\s+)?&([^\s,\[\]{}]+)")
 
 
@@ -224,6 +226,10 @@ class _Builder:
         if isinstance(value, float) and math.isnan(value):
             # JSON has no NaN and no limit or setting means anything with it
             self._error(_mark(node), f"'{node.value}' (not a number) cannot be used in a team file")
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _LARGEST:
+            # no setting needs it, and a number field (timeout_s, max_cost_usd) could not hold it
+            shown = node.value if len(node.value) <= 20 else node.value[:17] + "..."
+            self._error(_mark(node), f"the number {shown} ({len(str(abs(value)))} digits) is too large for a team file")
         return value
 
     def _interpolated(self, node: yaml.ScalarNode, path: JsonPath) -> Any:
