@@ -130,6 +130,7 @@ class SemanticChecker:
             *self._agent_details(),
             *self._budgets(),
             *self._tool_definitions(),
+            *self._function_name_clashes(),
         ]
         if import_check:
             found.extend(self._imports())
@@ -591,6 +592,42 @@ class SemanticChecker:
                     f"parameter '{unknown}'{hint}{declared}",
                     "template",
                 )
+
+    def _function_name_clashes(self) -> Iterator[Diagnostic]:
+        """Two functions of one name offered to one agent's model (``tool_names`` owns the rules)."""
+        from pydantic import ValidationError
+
+        from teamrun.config.models import TeamConfig
+        from teamrun.config.tool_names import describe, team_clashes
+
+        try:
+            config = TeamConfig.model_validate(self.data)
+        except ValidationError:
+            return  # the schema has reported why; names are checked once the file is well formed
+        for agent, pairs in team_clashes(config).items():
+            for first, later in pairs:
+                if (first.origin, first.source) == (later.origin, later.source):
+                    if later.origin == "tool":  # (twice in delegates_to or handoffs is warned about above)
+                        path = ("agents", agent, "tools", self._indexes(agent, "tools", later.source)[-1])
+                        message = f"'{later.source}' is listed twice in agents.{agent}.tools"
+                        yield self._warning(path, message, "reference")
+                    continue
+                path = self._offered_path(agent, later) or self._offered_path(agent, first) or ("agents", agent)
+                yield self._error(
+                    path,
+                    f"agents.{agent}: {describe(later)} and {describe(first)} would both be offered to the model "
+                    f"as '{later.name}'; rename the tool (a model cannot tell two functions of one name apart)",
+                    "tool_name",
+                )
+
+    def _offered_path(self, agent: str, item: Any) -> JsonPath | None:
+        """Where an offered function comes from in the file: the tools item, else the delegates_to/handoffs item."""
+        field = {"tool": "tools", "delegation": "delegates_to", "handoff": "handoffs"}[item.origin]
+        indexes = self._indexes(agent, field, item.source)
+        return ("agents", agent, field, indexes[0]) if indexes else None
+
+    def _indexes(self, agent: str, field: str, name: str) -> list[int]:
+        return [index for index, value in _names(self.agents[agent].get(field)) if value == name]
 
     def _imports(self) -> Iterator[Diagnostic]:
         import contextlib
