@@ -608,9 +608,9 @@ class SemanticChecker:
             for first, later in pairs:
                 if (first.origin, first.source) == (later.origin, later.source):
                     if later.origin == "tool":  # (twice in delegates_to or handoffs is warned about above)
-                        path = ("agents", agent, "tools", self._indexes(agent, "tools", later.source)[-1])
+                        twice: JsonPath = ("agents", agent, "tools", self._indexes(agent, "tools", later.source)[-1])
                         message = f"'{later.source}' is listed twice in agents.{agent}.tools"
-                        yield self._warning(path, message, "reference")
+                        yield self._warning(twice, message, "reference")
                     continue
                 path = self._offered_path(agent, later) or self._offered_path(agent, first) or ("agents", agent)
                 yield self._error(
