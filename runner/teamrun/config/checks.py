@@ -104,6 +104,122 @@ def _meta_validator() -> Any:
     return Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=formats)
 
 
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+"""Keywords whose sub-schemas apply to the same value (a ``$ref`` loop through only these never ends)."""
+_DATA_KEYWORDS = ("enum", "const", "default", "examples")
+"""Keywords whose values are data, not schemas."""
+
+
+class SchemaRefs:
+    """The ``$ref``s of a JSON Schema written in a team file: local only, resolvable, no endless loop.
+
+    teamrun never fetches a schema over the network, so a ``$ref`` that is not
+    a fragment of the same schema (``#/$defs/x``, ``#anchor``) is an error.
+    """
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+        self.refs: list[tuple[JsonPath, str]] = []
+        self.anchors: dict[str, JsonPath] = {}
+        self._collect(schema, ())
+
+    def _collect(self, node: Any, path: JsonPath) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                    self.refs.append(((*path, key), value))
+                elif key in ("$anchor", "$dynamicAnchor") and isinstance(value, str):
+                    self.anchors.setdefault(value, path)
+                elif key not in _DATA_KEYWORDS:
+                    self._collect(value, (*path, key))
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                self._collect(value, (*path, index))
+
+    def target(self, ref: str) -> JsonPath | None:
+        """Where a local ``$ref`` points (``None`` when it points nowhere)."""
+        from urllib.parse import unquote
+
+        fragment = unquote(ref[1:])
+        if fragment and not fragment.startswith("/"):
+            return self.anchors.get(fragment)
+        node: Any = self.schema
+        path: list[str | int] = []
+        for token in fragment.split("/")[1:] if fragment else []:
+            part = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+                path.append(part)
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+                path.append(int(part))
+            else:
+                return None
+        return tuple(path) if isinstance(node, dict | bool) else None
+
+    def problems(self) -> Iterator[tuple[JsonPath, str]]:
+        for where, ref in self.refs:
+            key = where[-1]
+            if not ref.startswith("#"):
+                yield where, (
+                    f"'{key}: {shorten(ref)}' refers outside this schema; teamrun never fetches schemas "
+                    "(copy the definition under '$defs' and write '#/$defs/name')"
+                )
+            elif self.target(ref) is None:
+                yield where, f"'{key}: {shorten(ref)}' does not point at a schema in this one"
+        yield from self._loops()
+
+    def _node(self, path: JsonPath) -> Any:
+        node: Any = self.schema
+        for step in path:
+            node = node[step]
+        return node
+
+    def _in_place(self, path: JsonPath) -> Iterator[tuple[JsonPath, JsonPath]]:
+        """``(where, next)``: schemas applied to the same value as the one at ``path``."""
+        node = self._node(path)
+        if not isinstance(node, dict):
+            return
+        for key in _IN_PLACE:
+            value = node.get(key)
+            if isinstance(value, list) and key.endswith("Of"):
+                yield from (((*path, key, i), (*path, key, i)) for i in range(len(value)))
+            elif isinstance(value, dict) and key == "dependentSchemas":
+                yield from (((*path, key, name), (*path, key, name)) for name in value)
+            elif isinstance(value, dict) and not key.endswith("Of") and key != "dependentSchemas":
+                yield (*path, key), (*path, key)
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            target = self.target(ref)
+            if target is not None:
+                yield (*path, "$ref"), target
+
+    def _loops(self) -> Iterator[tuple[JsonPath, str]]:
+        """A ``$ref`` that reaches its own schema again without descending into the value never ends."""
+        state: dict[JsonPath, str] = {}
+        for start, _ in self.refs:
+            root = start[:-1]
+            if root in state:
+                continue
+            state[root] = "active"
+            stack: list[tuple[JsonPath, Iterator[tuple[JsonPath, JsonPath]]]] = [(root, self._in_place(root))]
+            while stack:
+                step = next(stack[-1][1], None)
+                if step is None:
+                    state[stack.pop()[0]] = "done"
+                    continue
+                where, target = step
+                if state.get(target) == "active":
+                    yield where, (
+                        "'$ref' leads back to the schema it is part of without going into a property "
+                        "or an item (an endless loop)"
+                    )
+                    return
+                if target not in state:
+                    state[target] = "active"
+                    stack.append((target, self._in_place(target)))
+
+
 class SemanticChecker:
     """Cross-reference, graph, template and sub-schema checks over one team file."""
 
@@ -512,6 +628,9 @@ class SemanticChecker:
         if not isinstance(schema, dict):
             return
         from teamrun.config.schema import describe_type, describe_value
+
+        for where, problem in SchemaRefs(schema).problems():
+            yield self._error((*path, *where), f"{dotted(path)} is not a valid JSON Schema: {problem}", "output_schema")
 
         seen: set[tuple[JsonPath, str]] = set()
         for error in _meta_validator().iter_errors(schema):
