@@ -75,7 +75,14 @@ def team_validator() -> Any:
         if validator.is_type(instance, "string") and not ecma_pattern(expected).search(instance):
             yield ValidationError(f"{instance!r} does not match {expected!r}")
 
-    return validators.extend(Draft202012Validator, {"pattern": pattern})(team_schema())
+    def integer(checker: Any, instance: Any) -> bool:
+        # JSON Schema counts 5.0 as an integer; the typed models read it as 5, but not 1e19 (beyond int64)
+        if isinstance(instance, float):
+            return instance.is_integer() and abs(instance) < 2**63
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    types = Draft202012Validator.TYPE_CHECKER.redefine("integer", integer)
+    return validators.extend(Draft202012Validator, {"pattern": pattern}, type_checker=types)(team_schema())
 
 
 def describe_type(types: Any) -> str:
@@ -136,6 +143,8 @@ _REQUIRED_HINTS = {
     "agents": "a mapping of agent names to their settings",
 }
 
+_YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
+"""Booleans in YAML 1.1 (PyYAML, old tools) that YAML 1.2 reads as text."""
 _TOKEN = re.compile(r"[^\s,\]}#]+")
 
 
@@ -196,6 +205,8 @@ class SchemaChecker:
             message = f"{where} must be {expected}, not {_kind(error.instance)}"
             if isinstance(error.instance, bool) and "a string" in expected:
                 message += self._boolean_hint(path)
+            elif expected == "true/false" and str(error.instance).lower() in _YAML11_BOOLS:
+                message += " (only true and false are booleans: teamrun reads YAML 1.2, as editors do)"
             elif isinstance(error.instance, str) and expected == "a list":
                 message += f" (write [{error.instance}] for a list of one)"
             elif error.instance is None and expected == "a mapping":
