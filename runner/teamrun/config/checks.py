@@ -308,9 +308,9 @@ class SemanticChecker:
     @staticmethod
     def _is_name(name: str) -> bool:
         """Whether ``name`` is a well-formed agent name (else the schema reports it)."""
-        from teamrun.config.schema import ecma_pattern, team_schema
+        from teamrun.config.schema import ecma_pattern, validation_schema
 
-        return ecma_pattern(team_schema()["properties"]["supervisor"]["pattern"]).search(name) is not None
+        return ecma_pattern(validation_schema()["properties"]["supervisor"]["pattern"]).search(name) is not None
 
     def _unknown_agent(self, path: JsonPath, target: str) -> str:
         message = f"{dotted(path)}: agent '{target}' is not defined"
@@ -766,9 +766,9 @@ class SemanticChecker:
 
     def _import_references(self) -> Iterator[tuple[JsonPath, str]]:
         """Every well-formed import path (a malformed one is already a schema error)."""
-        from teamrun.config.schema import ecma_pattern, team_schema
+        from teamrun.config.schema import ecma_pattern, validation_schema
 
-        pattern = ecma_pattern(team_schema()["$defs"]["ToolDef"]["properties"]["python"]["pattern"])
+        pattern = ecma_pattern(validation_schema()["$defs"]["ToolDef"]["properties"]["python"]["pattern"])
         for path, reference in self._all_import_references():
             if pattern.search(reference):
                 yield path, reference

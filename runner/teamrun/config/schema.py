@@ -48,6 +48,31 @@ def team_schema() -> dict[str, Any]:
     return loaded
 
 
+@functools.cache
+def validation_schema() -> dict[str, Any]:
+    """The schema teamrun validates with: the published one without its ``${VAR}`` alternatives.
+
+    teamrun checks a file after substituting ``${VAR:-default}``, so a number
+    field must then hold a number; the published schema also accepts the
+    reference itself, for editors and check-jsonschema reading the file as written.
+    """
+    stripped: dict[str, Any] = _without_env_references(team_schema())
+    return stripped
+
+
+def _without_env_references(node: Any) -> Any:
+    from teamrun.config.interpolate import ENV_REFERENCE_SCHEMA
+
+    if isinstance(node, list):
+        return [_without_env_references(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and options[1] == ENV_REFERENCE_SCHEMA:
+        node = {**{k: v for k, v in node.items() if k != "anyOf"}, **options[0]}
+    return {k: _without_env_references(v) for k, v in node.items()}
+
+
 def ecma_pattern(pattern: str) -> re.Pattern[str]:
     """``pattern`` compiled with JSON Schema's (ECMA-262) meaning of a final ``$``.
 
@@ -82,7 +107,7 @@ def team_validator() -> Any:
         return isinstance(instance, int) and not isinstance(instance, bool)
 
     types = Draft202012Validator.TYPE_CHECKER.redefine("integer", integer)
-    return validators.extend(Draft202012Validator, {"pattern": pattern}, type_checker=types)(team_schema())
+    return validators.extend(Draft202012Validator, {"pattern": pattern}, type_checker=types)(validation_schema())
 
 
 def describe_type(types: Any) -> str:
@@ -131,7 +156,7 @@ def _suggestion(key: str, schema: dict[str, Any]) -> str | None:
 def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        resolved: dict[str, Any] = team_schema()["$defs"][ref.removeprefix("#/$defs/")]
+        resolved: dict[str, Any] = validation_schema()["$defs"][ref.removeprefix("#/$defs/")]
         return resolved
     return schema
 
