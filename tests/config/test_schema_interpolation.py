@@ -80,4 +80,5 @@ def test_teamrun_types_the_value_after_substitution(tmp_path: Path, cli: Callabl
     assert _check_jsonschema(team).returncode == 0  # the schema cannot know what N holds...
     result = cli(["validate", str(team)])  # ...teamrun substitutes first, then checks the type
     assert result.code == 2
-    assert result.out.splitlines()[0] == f'{team}:5:14: error: limits.max_steps must be an integer, not the string "five"'
+    expected = f'{team}:5:14: error: limits.max_steps must be an integer, not the string "five"'
+    assert result.out.splitlines()[0] == expected
