@@ -63,3 +63,18 @@ def test_vars_without_a_vars_section_is_a_warning(tmp_path: Path, cli: Callable[
         ],
     )
     assert cli(["validate", "--strict", str(team)]).code == 2
+
+
+def test_names_read_on_purpose_when_missing_are_not_reported(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """`vars.tone | default(...)` and `is defined` are how a template takes an optional `--var`."""
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: names\nsupervisor: lead\nvars: {audience: devs}\nagents:\n  lead:\n"
+        "    model: offline\n"
+        "    instructions: >-\n"
+        "      {{ vars.audience }} {{ vars.tone | default('plain') }}\n"
+        "      {% if vars.region is defined %}{{ vars.region }}{% endif %}\n"
+        "      {% if extra is defined %}{{ extra }}{% endif %}\n"
+    )
+    assert cli(["validate", "--strict", str(team)]).out == "1 file valid\n"
+    assert load_team(team, vars={"tone": "warm"}).run_sync("go").status == "done"

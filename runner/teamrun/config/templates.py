@@ -198,7 +198,8 @@ def names_used(source: str, *, expression: bool = False) -> list[NameUse]:
 
     Names the template sets itself (``{% set %}``, loop variables) and the
     environment's globals (``range``, ``dict``...) are not context names.
-    A ``vars.KEY`` read is listed once per key. Raises :class:`TemplateSyntaxError`.
+    A ``vars.KEY`` read is listed once per key. Reads guarded by ``is defined``
+    or ``| default(...)`` are not listed. Raises :class:`TemplateSyntaxError`.
     """
     if not expression and is_plain_text(source):
         return []
@@ -210,13 +211,16 @@ def names_used(source: str, *, expression: bool = False) -> list[NameUse]:
     else:
         free = set(meta.find_undeclared_variables(tree))
     free -= set(environment().globals)
+    # `x is defined`, `x | default(...)`: a template that reads a possibly missing name on purpose
+    checked = [n.node for n in tree.find_all(nodes.Test) if n.name in ("defined", "undefined")]
+    checked += [n.node for n in tree.find_all(nodes.Filter) if n.name in ("default", "d") and n.node is not None]
+    optional = {_use_key(n) for n in checked} - {None}
     found: dict[tuple[str, str | None], NameUse] = {}
     for node in _walk(tree):
-        if isinstance(node, nodes.Name) and node.ctx == "load" and node.name in free:
-            found.setdefault((node.name, None), NameUse(node.name, None, node.lineno))
-        key = _vars_key(node)
-        if key is not None and "vars" in free:
-            found.setdefault(("vars", key), NameUse("vars", key, node.lineno))
+        use = _use_key(node)
+        if use is None or use in optional or use[0] not in free or use in found:
+            continue
+        found[use] = NameUse(use[0], use[1], node.lineno)
     return sorted(found.values(), key=lambda use: use.line)
 
 
@@ -244,6 +248,16 @@ def _walk(node: Any) -> Iterator[Any]:
     yield node
     for child in node.iter_child_nodes():
         yield from _walk(child)
+
+
+def _use_key(node: Any) -> tuple[str, str | None] | None:
+    """``("agent", None)`` for a read of ``agent``, ``("vars", "x")`` for ``vars.x``, else ``None``."""
+    from jinja2 import nodes
+
+    if isinstance(node, nodes.Name) and node.ctx == "load":
+        return (node.name, None)
+    key = _vars_key(node)
+    return ("vars", key) if key is not None else None
 
 
 def _vars_key(node: Any) -> str | None:
