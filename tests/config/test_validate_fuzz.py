@@ -142,6 +142,7 @@ def _validate(path: Path, text: str) -> None:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         code = main(["validate", str(path)])
     assert code in (0, 2)
+    assert "internal error while checking" not in out.getvalue()
     *lines, summary = out.getvalue().splitlines()
     located = re.compile(rf"^{re.escape(str(path))}:\d+:\d+: (error|warning): .+$")
     for line in lines:
@@ -341,3 +342,34 @@ def test_the_reported_shapes_are_errors_not_tracebacks(team_file: Path) -> None:
         code = main(["validate", str(team_file)])
     assert code == 2
     assert "'pattern' is not a valid regular expression: 'a{99999999999}'" in out.getvalue()
+
+
+def test_a_crash_in_one_file_does_not_lose_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should a check ever crash, the folder's report goes on and says which file, with exit 2."""
+    from teamrun.config import checks
+
+    folder = tmp_path / "teams"
+    folder.mkdir()
+    good = (HERE / "valid" / "minimal.yaml").read_text()
+    (folder / "a.yaml").write_text(good)
+    (folder / "b.yaml").write_text(good.replace("name:", "description: crash here\nname:"))
+    (folder / "c.yaml").write_text(good)
+    original = checks.check_semantics
+
+    def fragile(file: str, text: str, *args: object, **kwargs: object) -> object:
+        if "crash here" in text:
+            raise OverflowError("int too large to convert to float")
+        return original(file, text, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("teamrun.config.loader.check_semantics", fragile)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["validate", str(folder)])
+    assert code == 2
+    assert out.getvalue().splitlines() == [
+        f"{folder / 'b.yaml'}:1:1: error: internal error while checking this file "
+        "(OverflowError: int too large to convert to float); please report it",
+        "1 of 3 files invalid: 1 error",
+    ]

@@ -150,8 +150,17 @@ def check_paths(
         if problem is not None:
             results.append(CheckResult(shown, [problem]))
         else:
-            results.append(check_file(shown, import_check=import_check))
+            results.append(_check_one(shown, import_check=import_check))
     return results
+
+
+def _check_one(shown: str, *, import_check: bool) -> CheckResult:
+    """One file's result; a bug in a check costs that file's report, not the rest of the folder's."""
+    try:
+        return check_file(shown, import_check=import_check)
+    except Exception as exc:  # a bug in teamrun, not in the file: say so, and carry on
+        message = f"internal error while checking this file ({type(exc).__name__}: {exc}); please report it"
+        return CheckResult(shown, [Diagnostic(shown, 1, 1, message, rule="internal")])
 
 
 @click.command(help=HELP, short_help="Check team files (schema, references, templates).")
