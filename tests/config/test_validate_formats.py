@@ -167,6 +167,36 @@ def test_junit_is_well_formed_xml_with_one_case_per_file(tmp_path: Path, cli: Cl
     assert out is not None and "agent 'spare' is never used" in (out.text or "")  # ...but it is shown
 
 
+def test_junit_counts_match_for_junit_readers(tmp_path: Path, cli: Cli) -> None:
+    """One failure per test case, all of a file's errors in it: junitparser's counts match the suite's."""
+    from junitparser import Failure, JUnitXml, TestSuite
+
+    many = "tests/config/invalid/tool_both_kinds.yaml"
+    three = _write(
+        tmp_path / "three.yaml",
+        "version: 1\nname: three\nsupervisor: lead\nagents:\n  lead:\n"
+        "    descripton: typo\n    delegates_to: [ghost]\n    tools: [grep]\n",
+    )
+    result = cli(["validate", "--format", "junit", VALID, many, str(three)])
+    xml = tmp_path / "report.xml"
+    xml.write_text(result.out)
+    report = JUnitXml.fromfile(str(xml))
+    [suite] = [report] if isinstance(report, TestSuite) else list(report)
+    assert isinstance(suite, TestSuite)
+    assert (suite.tests, suite.failures, suite.errors) == (3, 2, 0)  # as written in the file
+    cases = list(suite)
+    suite.update_statistics()  # junitparser recounts from the test cases: the same figures
+    assert (suite.tests, suite.failures, suite.errors) == (3, 2, 0)
+    assert [len(case.result) for case in cases] == [0, 1, 1]
+    [failure] = cases[2].result
+    assert isinstance(failure, Failure)
+    assert failure.message is not None and failure.message.startswith("3 errors; the first: unknown key 'descripton'")
+    assert failure.type == "several"
+    lines = (failure.text or "").splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"{three}:") for line in lines)
+    assert "agent 'ghost' is not defined" in lines[1]
+
+
 def test_junit_escapes_markup_and_control_characters(tmp_path: Path, cli: Cli) -> None:
     team = _write(tmp_path / "x&y.yaml", 'version: 1\nname: x\nsupervisor: a\nagents:\n  a: {"<b>&\\u0007": 1}\n')
     result = cli(["validate", "--format", "junit", str(team)])
@@ -192,6 +222,54 @@ def test_folders_are_searched_recursively(tmp_path: Path, cli: Cli) -> None:
     json_result = cli(["validate", "--format", "json", str(tmp_path / "teams")])
     files = [Path(f["file"]).relative_to(tmp_path / "teams").as_posix() for f in json.loads(json_result.out)["files"]]
     assert files == ["a.yaml", "nested/bad.yaml", "nested/deeper/b.yml"]
+
+
+def test_folder_mode_skips_tool_folders_and_files_that_are_not_team_files(tmp_path: Path, cli: Cli) -> None:
+    """`validate .` in a project: no venvs, .git or node_modules, no workflows or compose files."""
+    team = (REPO / VALID).read_text()
+    root = tmp_path / "project"
+    _write(root / "teams" / "a.yaml", team)
+    header = "# yaml-language-server: $schema=../schemas/team.schema.json\n"
+    _write(root / "teams" / "header_only.yml", header + "version: 1\n")
+    _write(root / ".venv" / "lib" / "pkg" / "team.yaml", "agents: {}\n")
+    _write(root / "env2" / "pyvenv.cfg", "home = /usr\n")
+    _write(root / "env2" / "lib" / "team.yaml", "agents: {}\n")
+    _write(root / "node_modules" / "pkg" / "team.yaml", "agents: {}\n")
+    _write(root / "src" / "__pycache__" / "team.yaml", "agents: {}\n")
+    _write(root / ".github" / "workflows" / "ci.yml", "name: ci\non: push\njobs: {}\n")
+    _write(root / "compose.yaml", "name: app\nservices:\n  web: {image: nginx}\n")
+    _write(root / "examples" / ".pre-commit-config.yaml", "repos: []\n")
+    _write(root / "examples" / "pre-commit-config.yaml", "repos: []\n")
+    result = cli(["validate", str(root)])
+    assert result.code == 2
+    assert result.out.splitlines() == [
+        f"{root / 'teams' / 'header_only.yml'}:2:1: error: the team file is missing the required key 'agents': "
+        "a mapping of agent names to their settings",
+        f"{root / 'teams' / 'header_only.yml'}:2:1: error: the team file is missing the required key 'name': "
+        "a short name for the team, e.g. 'name: product-research'",
+        f"{root / 'teams' / 'header_only.yml'}:2:1: error: the team file is missing the required key 'supervisor': "
+        "the agent that receives the user's input, e.g. 'supervisor: lead'",
+        "1 of 2 files invalid: 3 errors",
+    ]
+    assert result.err == (
+        "validate: skipped 5 folders (.github, .venv, __pycache__, env2, node_modules) and 3 YAML files that do "
+        "not look like team files (no top-level 'agents:' or 'supervisor:'); name files or use --glob to check them\n"
+    )
+    named = cli(["validate", str(root / "compose.yaml")])  # a file named on the command line is always checked
+    assert named.code == 2 and "unknown key 'services'" in named.out
+
+    chosen = cli(["validate", "--glob", "**/*pre-commit*.yaml", str(root)])
+    assert chosen.out.splitlines()[-1] == "2 of 2 files invalid: 10 errors"
+    assert chosen.err == ""
+
+    only_other = tmp_path / "ci"
+    _write(only_other / "workflow.yml", "name: ci\non: push\n")
+    nothing = cli(["validate", str(only_other)])
+    assert nothing.code == 2
+    assert nothing.out.splitlines()[0] == (
+        f"{only_other}:1:1: error: folder holds no team files: its .yaml/.yml files have no top-level 'agents:' "
+        "or 'supervisor:' (name them, or use --glob, to check them anyway)"
+    )
 
 
 def test_a_folder_of_valid_files_passes(cli: Cli) -> None:

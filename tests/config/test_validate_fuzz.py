@@ -116,6 +116,11 @@ NASTY = [
     "\x00",
     "\x85",
     "\u2028",
+    "1" + "0" * 400,
+    "-1" + "0" * 400,
+    "1.0e400",
+    "'a{99999999999}'",
+    "'(?P<x>a)(?P<x>b)'",
 ]
 SETTINGS = settings(
     max_examples=200,
@@ -137,6 +142,7 @@ def _validate(path: Path, text: str) -> None:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         code = main(["validate", str(path)])
     assert code in (0, 2)
+    assert "internal error while checking" not in out.getvalue()
     *lines, summary = out.getvalue().splitlines()
     located = re.compile(rf"^{re.escape(str(path))}:\d+:\d+: (error|warning): .+$")
     for line in lines:
@@ -261,3 +267,109 @@ def _json_keys(value: object) -> object:
     if isinstance(value, list):
         return [_json_keys(v) for v in value]
     return value
+
+
+# -- numbers and regexes of any size in the places that hold them -------------------------------------
+
+NUMBER_FIELDS = ["max_steps", "max_tool_calls", "max_depth", "max_cost_usd", "timeout_s", "max_total_tokens"]
+huge_numbers = st.one_of(
+    st.integers(),
+    st.integers(min_value=10**300, max_value=10**500),
+    st.integers(min_value=-(10**500), max_value=-(10**300)),
+    st.floats(allow_nan=False),
+)
+regexes = st.one_of(
+    st.text(alphabet="a(){}[]?*+|\\^$0123456789,.:<>=!P", max_size=20),
+    st.integers(min_value=0, max_value=10**30).map(lambda n: f"a{{{n}}}"),
+    st.integers(min_value=0, max_value=10**30).map(lambda n: f"a{{1,{n}}}"),
+)
+
+
+@SETTINGS
+@given(
+    concurrency=huge_numbers,
+    budget=st.dictionaries(st.sampled_from(NUMBER_FIELDS), huge_numbers, max_size=3),
+    limits=st.dictionaries(st.sampled_from(NUMBER_FIELDS), huge_numbers, max_size=3),
+    temperature=huge_numbers,
+    pattern=regexes,
+    drop=regexes,
+)
+def test_numbers_and_patterns_of_any_size(
+    team_file: Path,
+    concurrency: object,
+    budget: dict[str, object],
+    limits: dict[str, object],
+    temperature: object,
+    pattern: str,
+    drop: str,
+) -> None:
+    """`max_concurrency: 1` and 400 zeros, `pattern: 'a{99999999999}'`: reported, never a traceback."""
+    data = {
+        "version": 1,
+        "name": "numbers",
+        "supervisor": "lead",
+        "limits": limits,
+        "agents": {
+            "lead": {
+                "temperature": temperature,
+                "budget": budget,
+                "delegates_to": ["worker"],
+                "tools": ["grep"],
+                "delegation": {"max_concurrency": concurrency, "message_filter": {"drop_matching": [drop]}},
+                "output_schema": {"type": "object", "properties": {"x": {"type": "string", "pattern": pattern}}},
+            },
+            "worker": {},
+        },
+        "tools": {
+            "grep": {"command": ["grep", "{{ p }}"], "parameters": {"p": {"type": "string", "pattern": pattern}}}
+        },
+    }
+    _validate(team_file, yaml.safe_dump(data, sort_keys=False, width=10_000))
+
+
+def test_the_reported_shapes_are_errors_not_tracebacks(team_file: Path) -> None:
+    text = (
+        "version: 1\nname: t\nsupervisor: lead\nagents:\n  lead:\n    delegates_to: [w]\n"
+        "    budget: {max_tool_calls: 5}\n"
+        f"    delegation: {{max_concurrency: 1{'0' * 400}}}\n  w:\n    budget: {{max_tool_calls: 1{'0' * 400}}}\n"
+        "    tools: [t]\n"
+        "tools:\n  t:\n    command: [echo, '{{ x }}']\n"
+        "    parameters: {x: {type: string, pattern: 'a{99999999999}'}}\n"
+    )
+    team_file.write_text(text)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["validate", str(team_file)])
+    assert code == 2
+    assert "'pattern' is not a valid regular expression: 'a{99999999999}'" in out.getvalue()
+
+
+def test_a_crash_in_one_file_does_not_lose_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Should a check ever crash, the folder's report goes on and says which file, with exit 2."""
+    from teamrun.config import checks
+
+    folder = tmp_path / "teams"
+    folder.mkdir()
+    good = (HERE / "valid" / "minimal.yaml").read_text()
+    (folder / "a.yaml").write_text(good)
+    (folder / "b.yaml").write_text(good.replace("name:", "description: crash here\nname:"))
+    (folder / "c.yaml").write_text(good)
+    original = checks.check_semantics
+
+    def fragile(file: str, text: str, *args: object, **kwargs: object) -> object:
+        if "crash here" in text:
+            raise OverflowError("int too large to convert to float")
+        return original(file, text, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("teamrun.config.loader.check_semantics", fragile)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["validate", str(folder)])
+    assert code == 2
+    assert out.getvalue().splitlines() == [
+        f"{folder / 'b.yaml'}:1:1: error: internal error while checking this file "
+        "(OverflowError: int too large to convert to float); please report it",
+        "1 of 3 files invalid: 1 error",
+    ]

@@ -75,16 +75,25 @@ def github_report(results: Sequence[CheckResult]) -> str:
 
 
 def junit_report(results: Sequence[CheckResult]) -> str:
-    """JUnit XML: one test case per file, one failure per error; warnings go to system-out."""
+    """JUnit XML: one test case per file, holding one failure that lists all its errors; warnings go to system-out.
+
+    JUnit readers expect at most one ``<failure>`` per test case (junitparser
+    counts each, xunitparser keeps the last), so the suite's ``failures`` is the
+    number of invalid files and every error of a file is a line of its failure.
+    """
     from xml.sax.saxutils import escape, quoteattr
+
     failures = sum(1 for r in results if not r.ok)
     cases = []
     for r in results:
-        body = "".join(
-            f"\n    <failure message={quoteattr(d.message)} type={quoteattr(d.rule)}>"
-            f"{escape(d.render())}</failure>"
-            for d in r.errors
-        )
+        body = ""
+        errors = r.errors
+        if errors:
+            rules = {d.rule for d in errors}
+            message = errors[0].message if len(errors) == 1 else f"{len(errors)} errors; the first: {errors[0].message}"
+            kind = errors[0].rule if len(rules) == 1 else "several"
+            text = "\n".join(d.render() for d in errors)
+            body = f"\n    <failure message={quoteattr(message)} type={quoteattr(kind)}>{escape(text)}</failure>"
         warnings = [d.render() for d in r.diagnostics if d.severity == "warning"]
         if warnings:
             body += f"\n    <system-out>{escape(chr(10).join(warnings))}</system-out>"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -11,18 +14,29 @@ from teamrun.config.diagnostics import Diagnostic
 from teamrun.config.loader import CheckResult, check_file
 
 _SUFFIXES = (".yaml", ".yml")
+_IGNORED_FOLDERS = frozenset({"node_modules", "__pycache__", "site-packages", "venv", "env"})
+"""Folder names never searched (besides dot-folders such as .git, .venv, .github and folders holding a venv)."""
+_TEAM_KEYS = re.compile(r"^(?:agents|supervisor)[ \t]*:", re.MULTILINE)
+_SCHEMA_HEADER = re.compile(r"^#\s*yaml-language-server:\s*\$schema=\S*team\.schema\.json", re.MULTILINE)
+_SNIFF_BYTES = 256 * 1024
 
 HELP = """Check team files: YAML, the JSON Schema, then cross-references.
 
 Reports every problem at once as `file:line:col: error: message`. PATH may be
-files or folders (folders are searched for *.yaml and *.yml). Nothing is run:
-no model is called and no user code is imported unless --import-check is
+files or folders. A file named on the command line is always checked. In a
+folder, *.yaml and *.yml files are checked when they look like team files (a
+top-level `agents:` or `supervisor:` key, or a yaml-language-server header
+naming team.schema.json); dot-folders (.git, .venv, .github...), virtual
+environments, node_modules and __pycache__ are not searched. --glob chooses
+the files of a folder instead. What was skipped is said on stderr. Nothing is
+run: no model is called and no user code is imported unless --import-check is
 given.
 
 \b
 Examples:
   teamrun validate team.yaml
   teamrun validate teams/ other/team.yml
+  teamrun validate --glob 'agents/**/*.team.yml' .
   teamrun validate --format github teams/     # annotations in a GitHub workflow
   teamrun validate --format junit teams/ > validate.xml
 
@@ -30,27 +44,123 @@ Exit status: 0 when every file is valid (warnings allowed), 2 otherwise.
 """
 
 
-def _expand(paths: Iterable[str]) -> Iterator[tuple[str, Diagnostic | None]]:
+@dataclass
+class Skipped:
+    """What a folder search left out, for the summary line on stderr."""
+
+    folders: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def summary(self) -> str | None:
+        if not self.folders and not self.files:
+            return None
+        parts = []
+        if self.folders:
+            names = sorted({Path(f).name for f in self.folders})
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            parts.append(f"{_count(len(self.folders), 'folder')} ({shown})")
+        if self.files:
+            parts.append(
+                f"{_count(len(self.files), 'YAML file')} that do not look like team files "
+                "(no top-level 'agents:' or 'supervisor:')"
+            )
+        return "validate: skipped " + " and ".join(parts) + "; name files or use --glob to check them"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def _ignored(folder: Path) -> bool:
+    return folder.name.startswith(".") or folder.name in _IGNORED_FOLDERS or (folder / "pyvenv.cfg").is_file()
+
+
+def _walk(root: Path, skipped: Skipped) -> Iterator[Path]:
+    """Every file under ``root``, in sorted order, not descending into ignored folders."""
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        kept = []
+        for name in sorted(dirs):
+            if _ignored(here / name):
+                skipped.folders.append(str(here / name))
+            else:
+                kept.append(name)
+        dirs[:] = kept
+        for name in sorted(files):
+            yield here / name
+
+
+def looks_like_team_file(path: Path) -> bool:
+    """A top-level ``agents:``/``supervisor:`` key or the schema header (unreadable files are checked, to say why)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(_SNIFF_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return True
+    return bool(_TEAM_KEYS.search(head) or _SCHEMA_HEADER.search(head))
+
+
+def _in_folder(root: Path, globs: tuple[str, ...], skipped: Skipped) -> list[Path]:
+    if globs:
+        chosen = {p for pattern in globs for p in root.glob(pattern) if p.is_file()}
+        return sorted(p for p in chosen if not any(_ignored(d) for d in p.relative_to(root).parents if d.name))
+    found = []
+    for file in _walk(root, skipped):
+        if file.suffix not in _SUFFIXES or not file.is_file():
+            continue
+        if looks_like_team_file(file):
+            found.append(file)
+        else:
+            skipped.files.append(str(file))
+    return sorted(found)
+
+
+def _expand(paths: Iterable[str], globs: tuple[str, ...], skipped: Skipped) -> Iterator[tuple[str, Diagnostic | None]]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix in _SUFFIXES and p.is_file())
+            before = len(skipped.files)
+            found = _in_folder(path, globs, skipped)
             if not found:
-                yield raw, Diagnostic(raw, 1, 1, "folder holds no .yaml or .yml files", rule="io")
+                if globs:
+                    message = f"no file in this folder matches --glob {' '.join(globs)}"
+                elif len(skipped.files) > before:
+                    message = (
+                        "folder holds no team files: its .yaml/.yml files have no top-level 'agents:' or "
+                        "'supervisor:' (name them, or use --glob, to check them anyway)"
+                    )
+                else:
+                    message = "folder holds no .yaml or .yml files"
+                yield raw, Diagnostic(raw, 1, 1, message, rule="io")
             for file in found:
                 yield str(file), None
         else:
             yield raw, None
 
 
-def check_paths(paths: Iterable[str], *, import_check: bool = False) -> list[CheckResult]:
+def check_paths(
+    paths: Iterable[str],
+    *,
+    import_check: bool = False,
+    globs: tuple[str, ...] = (),
+    skipped: Skipped | None = None,
+) -> list[CheckResult]:
     results: list[CheckResult] = []
-    for shown, problem in _expand(paths):
+    for shown, problem in _expand(paths, globs, skipped if skipped is not None else Skipped()):
         if problem is not None:
             results.append(CheckResult(shown, [problem]))
         else:
-            results.append(check_file(shown, import_check=import_check))
+            results.append(_check_one(shown, import_check=import_check))
     return results
+
+
+def _check_one(shown: str, *, import_check: bool) -> CheckResult:
+    """One file's result; a bug in a check costs that file's report, not the rest of the folder's."""
+    try:
+        return check_file(shown, import_check=import_check)
+    except Exception as exc:  # a bug in teamrun, not in the file: say so, and carry on
+        message = f"internal error while checking this file ({type(exc).__name__}: {exc}); please report it"
+        return CheckResult(shown, [Diagnostic(shown, 1, 1, message, rule="internal")])
 
 
 @click.command(help=HELP, short_help="Check team files (schema, references, templates).")
@@ -69,10 +179,23 @@ def check_paths(paths: Iterable[str], *, import_check: bool = False) -> list[Che
     help="Also import every python: tool, hook and filter to check it exists (runs user code).",
 )
 @click.option("--strict", is_flag=True, help="Treat warnings as errors.")
-def validate(paths: tuple[str, ...], output_format: str, import_check: bool, strict: bool) -> int:
+@click.option(
+    "--glob",
+    "globs",
+    multiple=True,
+    metavar="PATTERN",
+    help="In folders, check the files matching this pattern (e.g. '**/*.team.yaml'), team-like or not. Repeatable.",
+)
+def validate(
+    paths: tuple[str, ...], output_format: str, import_check: bool, strict: bool, globs: tuple[str, ...]
+) -> int:
     from teamrun.cli.report import REPORTERS
 
-    results = check_paths(paths, import_check=import_check)
+    skipped = Skipped()
+    results = check_paths(paths, import_check=import_check, globs=globs, skipped=skipped)
+    note = skipped.summary()
+    if note:
+        click.echo(note, err=True)
     if strict:
         results = [
             CheckResult(

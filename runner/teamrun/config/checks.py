@@ -35,6 +35,14 @@ _HOOK_TEMPLATES = {
     "on_iteration": ("feedback",),
 }
 _TOOL_KEYS = ("python", "command")
+INSTRUCTION_NAMES = ("vars", "today", "agent", "team", "context")
+"""What instructions can read (the engine's ``RunContext.template_context``)."""
+PROMPT_NAMES = (*INSTRUCTION_NAMES, "workers", "tool", "parallel")
+"""What ``delegation.prompt`` can read: the instructions' names and the workers."""
+HOOK_NAMES = (
+    "point", "agent", "parent", "iteration", "depth", "vars", "prompt", "success", "error", "result", "messages",
+)
+"""What ``when:`` expressions and hook texts can read (the fields of the engine's ``HookContext``)."""
 _JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
 _TOKEN_WORDS = {
     "'end of print statement'": "'}}'",
@@ -50,14 +58,18 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+def _number(value: Any) -> int | float | None:
+    # never float(): an integer of 400 digits is valid YAML and does not fit a float
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _names(value: Any) -> list[tuple[int, str]]:
     if not isinstance(value, list):
         return []
     return [(i, item) for i, item in enumerate(value) if isinstance(item, str)]
+
+
+_WHERE = {"template": "when this template is rendered", "condition": "in a hook's condition"}
 
 
 def _template_message(message: str | None) -> str:
@@ -72,11 +84,140 @@ def _template_message(message: str | None) -> str:
     return text.rstrip(".")
 
 
+def _is_regex(instance: object) -> bool:
+    if isinstance(instance, str):
+        try:
+            re.compile(instance)
+        except RecursionError:
+            raise re.error("nested too deeply") from None
+    return True
+
+
 @functools.cache
 def _meta_validator() -> Any:
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, FormatChecker
 
-    return Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=Draft202012Validator.FORMAT_CHECKER)
+    formats = FormatChecker(formats=())
+    formats.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
+    # jsonschema's own regex check lets OverflowError (`a{99999999999}`) escape as a traceback
+    formats.checks("regex", raises=(re.error, OverflowError))(_is_regex)
+    return Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=formats)
+
+
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
+"""Keywords whose sub-schemas apply to the same value (a ``$ref`` loop through only these never ends)."""
+_DATA_KEYWORDS = ("enum", "const", "default", "examples")
+"""Keywords whose values are data, not schemas."""
+
+
+class SchemaRefs:
+    """The ``$ref``s of a JSON Schema written in a team file: local only, resolvable, no endless loop.
+
+    teamrun never fetches a schema over the network, so a ``$ref`` that is not
+    a fragment of the same schema (``#/$defs/x``, ``#anchor``) is an error.
+    """
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+        self.refs: list[tuple[JsonPath, str]] = []
+        self.anchors: dict[str, JsonPath] = {}
+        self._collect(schema, ())
+
+    def _collect(self, node: Any, path: JsonPath) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                    self.refs.append(((*path, key), value))
+                elif key in ("$anchor", "$dynamicAnchor") and isinstance(value, str):
+                    self.anchors.setdefault(value, path)
+                elif key not in _DATA_KEYWORDS:
+                    self._collect(value, (*path, key))
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                self._collect(value, (*path, index))
+
+    def target(self, ref: str) -> JsonPath | None:
+        """Where a local ``$ref`` points (``None`` when it points nowhere)."""
+        from urllib.parse import unquote
+
+        fragment = unquote(ref[1:])
+        if fragment and not fragment.startswith("/"):
+            return self.anchors.get(fragment)
+        node: Any = self.schema
+        path: list[str | int] = []
+        for token in fragment.split("/")[1:] if fragment else []:
+            part = token.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+                path.append(part)
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+                path.append(int(part))
+            else:
+                return None
+        return tuple(path) if isinstance(node, dict | bool) else None
+
+    def problems(self) -> Iterator[tuple[JsonPath, str]]:
+        for where, ref in self.refs:
+            key = where[-1]
+            if not ref.startswith("#"):
+                yield where, (
+                    f"'{key}: {shorten(ref)}' refers outside this schema; teamrun never fetches schemas "
+                    "(copy the definition under '$defs' and write '#/$defs/name')"
+                )
+            elif self.target(ref) is None:
+                yield where, f"'{key}: {shorten(ref)}' does not point at a schema in this one"
+        yield from self._loops()
+
+    def _node(self, path: JsonPath) -> Any:
+        node: Any = self.schema
+        for step in path:
+            node = node[step]
+        return node
+
+    def _in_place(self, path: JsonPath) -> Iterator[tuple[JsonPath, JsonPath]]:
+        """``(where, next)``: schemas applied to the same value as the one at ``path``."""
+        node = self._node(path)
+        if not isinstance(node, dict):
+            return
+        for key in _IN_PLACE:
+            value = node.get(key)
+            if isinstance(value, list) and key.endswith("Of"):
+                yield from (((*path, key, i), (*path, key, i)) for i in range(len(value)))
+            elif isinstance(value, dict) and key == "dependentSchemas":
+                yield from (((*path, key, name), (*path, key, name)) for name in value)
+            elif isinstance(value, dict) and not key.endswith("Of") and key != "dependentSchemas":
+                yield (*path, key), (*path, key)
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#"):
+            target = self.target(ref)
+            if target is not None:
+                yield (*path, "$ref"), target
+
+    def _loops(self) -> Iterator[tuple[JsonPath, str]]:
+        """A ``$ref`` that reaches its own schema again without descending into the value never ends."""
+        state: dict[JsonPath, str] = {}
+        for start, _ in self.refs:
+            root = start[:-1]
+            if root in state:
+                continue
+            state[root] = "active"
+            stack: list[tuple[JsonPath, Iterator[tuple[JsonPath, JsonPath]]]] = [(root, self._in_place(root))]
+            while stack:
+                step = next(stack[-1][1], None)
+                if step is None:
+                    state[stack.pop()[0]] = "done"
+                    continue
+                where, target = step
+                if state.get(target) == "active":
+                    yield where, (
+                        "'$ref' leads back to the schema it is part of without going into a property "
+                        "or an item (an endless loop)"
+                    )
+                    return
+                if target not in state:
+                    state[target] = "active"
+                    stack.append((target, self._in_place(target)))
 
 
 class SemanticChecker:
@@ -105,6 +246,7 @@ class SemanticChecker:
             *self._agent_details(),
             *self._budgets(),
             *self._tool_definitions(),
+            *self._function_name_clashes(),
         ]
         if import_check:
             found.extend(self._imports())
@@ -166,9 +308,9 @@ class SemanticChecker:
     @staticmethod
     def _is_name(name: str) -> bool:
         """Whether ``name`` is a well-formed agent name (else the schema reports it)."""
-        from teamrun.config.schema import ecma_pattern, team_schema
+        from teamrun.config.schema import ecma_pattern, validation_schema
 
-        return ecma_pattern(team_schema()["properties"]["supervisor"]["pattern"]).search(name) is not None
+        return ecma_pattern(validation_schema()["properties"]["supervisor"]["pattern"]).search(name) is not None
 
     def _unknown_agent(self, path: JsonPath, target: str) -> str:
         message = f"{dotted(path)}: agent '{target}' is not defined"
@@ -305,7 +447,7 @@ class SemanticChecker:
     def _agent_details(self) -> Iterator[Diagnostic]:
         for agent, spec in self.agents.items():
             base: JsonPath = ("agents", agent)
-            yield from self._template((*base, "instructions"), spec.get("instructions"))
+            yield from self._template((*base, "instructions"), spec.get("instructions"), INSTRUCTION_NAMES)
             yield from self._sub_schema((*base, "output_schema"), spec.get("output_schema"))
             delegation = _mapping(spec.get("delegation"))
             if delegation and spec.get("delegates_to") in (None, []):
@@ -315,7 +457,7 @@ class SemanticChecker:
                     "unused",
                     key=True,
                 )
-            yield from self._template((*base, "delegation", "prompt"), delegation.get("prompt"))
+            yield from self._template((*base, "delegation", "prompt"), delegation.get("prompt"), PROMPT_NAMES)
             yield from self._message_filter((*base, "delegation", "message_filter"), delegation.get("message_filter"))
             hooks = _mapping(delegation.get("hooks"))
             for event, fields in _HOOK_TEMPLATES.items():
@@ -327,7 +469,7 @@ class SemanticChecker:
                     hook = _mapping(entry)
                     yield from self._condition((*hook_path, "when"), hook.get("when"))
                     for field in fields:
-                        yield from self._template((*hook_path, field), hook.get(field))
+                        yield from self._template((*hook_path, field), hook.get(field), HOOK_NAMES)
                     if hook and not (set(hook) - {"when"}):
                         actions = ", ".join(_HOOK_ACTIONS[event])
                         yield self._error(
@@ -350,11 +492,13 @@ class SemanticChecker:
                     "regex",
                 )
 
-    def _template(self, path: JsonPath, source: Any) -> Iterator[Diagnostic]:
+    def _template(self, path: JsonPath, source: Any, names: tuple[str, ...]) -> Iterator[Diagnostic]:
         if not isinstance(source, str):
             return
         try:
             templates.syntax_check(source)
+            uses = templates.names_used(source)
+            ranges = templates.range_sizes(source)
         except templates.TemplateSyntaxError as exc:
             template_line = exc.lineno or 1
             line, column = self._template_position(path, template_line, source)
@@ -366,12 +510,26 @@ class SemanticChecker:
                 f"template error in {dotted(path)}: {_template_message(exc.message)}{where}",
                 rule="template",
             )
+            return
+        for template_line, size in ranges:
+            if size > templates.MAX_RANGE:
+                line, column = self._find(path, source, template_line, r"\brange\s*\(")
+                yield Diagnostic(
+                    self.file,
+                    line,
+                    column,
+                    f"template error in {dotted(path)}: range() of {size} items is more than "
+                    f"a template may use ({templates.MAX_RANGE})",
+                    rule="template",
+                )
+        yield from self._names(path, source, uses, names, kind="template")
 
     def _condition(self, path: JsonPath, source: Any) -> Iterator[Diagnostic]:
         if not isinstance(source, str):
             return
         try:
             templates.compile_condition(source)
+            uses = templates.names_used(source, expression=True)
         except templates.TemplateSyntaxError as exc:
             if "{{" in source or "{%" in source:
                 detail = "write the expression itself, without '{{ }}' or '{% %}'"
@@ -380,6 +538,58 @@ class SemanticChecker:
                 detail = detail.replace("'end of template'", "end of the expression")
                 detail = detail.replace("chunk after expression", "unexpected text after the expression")
             yield self._error(path, f"invalid condition in {dotted(path)} '{shorten(source)}': {detail}", "template")
+            return
+        yield from self._names(path, source, uses, HOOK_NAMES, kind="condition")
+
+    def _names(
+        self, path: JsonPath, source: str, uses: list[templates.NameUse], names: tuple[str, ...], *, kind: str
+    ) -> Iterator[Diagnostic]:
+        """Unknown names (errors) and ``vars`` keys the file does not declare, where they are used.
+
+        Both fail every run (undefined names are errors when rendering); an unknown
+        name in a ``when:`` would instead make the hook fail and be skipped silently.
+        """
+        declared = self.data.get("vars")
+        for use in uses:
+            if use.key is None and use.name not in names:
+                line, column = self._find(path, source, use.line, rf"(?<![\w.]){re.escape(use.name)}\b")
+                hint = did_you_mean(use.name, names)
+                message = (
+                    f"{dotted(path)} uses '{use.name}', which is not defined {_WHERE[kind]}{hint} "
+                    f"(names available: {', '.join(names)})"
+                )
+                yield Diagnostic(self.file, line, column, message, rule=kind)
+            elif use.key is not None and use.name in names and not (isinstance(declared, dict) and use.key in declared):
+                key = re.escape(use.key)
+                line, column = self._find(path, source, use.line, rf"\bvars\s*(?:\.\s*{key}\b|\[\s*['\"]{key}['\"])")
+                if isinstance(declared, dict):
+                    hint = did_you_mean(use.key, [str(k) for k in declared])
+                    known = "" if hint else f" (declared: {listing([str(k) for k in declared])})"
+                    yield Diagnostic(
+                        self.file,
+                        line,
+                        column,
+                        f"{dotted(path)} uses vars.{use.key}, which is not declared under 'vars:'{hint}{known} "
+                        "(declare every variable there; --var overrides its value)",
+                        rule="vars",
+                    )
+                elif declared is None:
+                    yield Diagnostic(
+                        self.file,
+                        line,
+                        column,
+                        f"{dotted(path)} uses vars.{use.key}, but the file has no 'vars:' section: every run "
+                        f"must pass --var {use.key}=... (declare it under 'vars:' to give it a default)",
+                        "warning",
+                        "vars",
+                    )
+
+    def _find(self, path: JsonPath, source: str, template_line: int, pattern: str) -> tuple[int, int]:
+        """Where ``pattern`` first matches on line ``template_line`` of a template value in the file."""
+        line, column = self._template_position(path, template_line, source)
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        found = re.compile(pattern).search(text, column - 1) or re.compile(pattern).search(text)
+        return (line, found.start() + 1) if found else (line, column)
 
     def _template_position(self, path: JsonPath, template_line: int, source: str) -> tuple[int, int]:
         """The file line and column where line ``template_line`` of a template value starts."""
@@ -418,6 +628,9 @@ class SemanticChecker:
         if not isinstance(schema, dict):
             return
         from teamrun.config.schema import describe_type, describe_value
+
+        for where, problem in SchemaRefs(schema).problems():
+            yield self._error((*path, *where), f"{dotted(path)} is not a valid JSON Schema: {problem}", "output_schema")
 
         seen: set[tuple[JsonPath, str]] = set()
         for error in _meta_validator().iter_errors(schema):
@@ -499,6 +712,42 @@ class SemanticChecker:
                     "template",
                 )
 
+    def _function_name_clashes(self) -> Iterator[Diagnostic]:
+        """Two functions of one name offered to one agent's model (``tool_names`` owns the rules)."""
+        from pydantic import ValidationError
+
+        from teamrun.config.models import TeamConfig
+        from teamrun.config.tool_names import describe, team_clashes
+
+        try:
+            config = TeamConfig.model_validate(self.data)
+        except ValidationError:
+            return  # the schema has reported why; names are checked once the file is well formed
+        for agent, pairs in team_clashes(config).items():
+            for first, later in pairs:
+                if (first.origin, first.source) == (later.origin, later.source):
+                    if later.origin == "tool":  # (twice in delegates_to or handoffs is warned about above)
+                        twice: JsonPath = ("agents", agent, "tools", self._indexes(agent, "tools", later.source)[-1])
+                        message = f"'{later.source}' is listed twice in agents.{agent}.tools"
+                        yield self._warning(twice, message, "reference")
+                    continue
+                path = self._offered_path(agent, later) or self._offered_path(agent, first) or ("agents", agent)
+                yield self._error(
+                    path,
+                    f"agents.{agent}: {describe(later)} and {describe(first)} would both be offered to the model "
+                    f"as '{later.name}'; rename the tool (a model cannot tell two functions of one name apart)",
+                    "tool_name",
+                )
+
+    def _offered_path(self, agent: str, item: Any) -> JsonPath | None:
+        """Where an offered function comes from in the file: the tools item, else the delegates_to/handoffs item."""
+        field = {"tool": "tools", "delegation": "delegates_to", "handoff": "handoffs"}[item.origin]
+        indexes = self._indexes(agent, field, item.source)
+        return ("agents", agent, field, indexes[0]) if indexes else None
+
+    def _indexes(self, agent: str, field: str, name: str) -> list[int]:
+        return [index for index, value in _names(self.agents[agent].get(field)) if value == name]
+
     def _imports(self) -> Iterator[Diagnostic]:
         import contextlib
         import sys
@@ -517,9 +766,9 @@ class SemanticChecker:
 
     def _import_references(self) -> Iterator[tuple[JsonPath, str]]:
         """Every well-formed import path (a malformed one is already a schema error)."""
-        from teamrun.config.schema import ecma_pattern, team_schema
+        from teamrun.config.schema import ecma_pattern, validation_schema
 
-        pattern = ecma_pattern(team_schema()["$defs"]["ToolDef"]["properties"]["python"]["pattern"])
+        pattern = ecma_pattern(validation_schema()["$defs"]["ToolDef"]["properties"]["python"]["pattern"])
         for path, reference in self._all_import_references():
             if pattern.search(reference):
                 yield path, reference

@@ -18,6 +18,16 @@ _FRAGMENT = re.compile(r"\$\{[^\s\"']{0,40}")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNORECASE)
 
 
+ENV_REFERENCE_SCHEMA: dict[str, str] = {
+    "type": "string",
+    "pattern": r"^\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}$",
+}
+"""What the published schema also accepts where a number or true/false goes: a whole-value
+``${VAR}`` or ``${VAR:-default}``. Editors validate the file before substitution; teamrun
+substitutes first and types the value (``max_steps: ${N:-5}`` is the integer 5), so its own
+validation drops this alternative again (:func:`teamrun.config.schema.validation_schema`)."""
+
+
 class InterpolationError(ValueError):
     """A reference could not be resolved; the message says how to fix it."""
 

@@ -48,6 +48,31 @@ def team_schema() -> dict[str, Any]:
     return loaded
 
 
+@functools.cache
+def validation_schema() -> dict[str, Any]:
+    """The schema teamrun validates with: the published one without its ``${VAR}`` alternatives.
+
+    teamrun checks a file after substituting ``${VAR:-default}``, so a number
+    field must then hold a number; the published schema also accepts the
+    reference itself, for editors and check-jsonschema reading the file as written.
+    """
+    stripped: dict[str, Any] = _without_env_references(team_schema())
+    return stripped
+
+
+def _without_env_references(node: Any) -> Any:
+    from teamrun.config.interpolate import ENV_REFERENCE_SCHEMA
+
+    if isinstance(node, list):
+        return [_without_env_references(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    options = node.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and options[1] == ENV_REFERENCE_SCHEMA:
+        node = {**{k: v for k, v in node.items() if k != "anyOf"}, **options[0]}
+    return {k: _without_env_references(v) for k, v in node.items()}
+
+
 def ecma_pattern(pattern: str) -> re.Pattern[str]:
     """``pattern`` compiled with JSON Schema's (ECMA-262) meaning of a final ``$``.
 
@@ -75,7 +100,14 @@ def team_validator() -> Any:
         if validator.is_type(instance, "string") and not ecma_pattern(expected).search(instance):
             yield ValidationError(f"{instance!r} does not match {expected!r}")
 
-    return validators.extend(Draft202012Validator, {"pattern": pattern})(team_schema())
+    def integer(checker: Any, instance: Any) -> bool:
+        # JSON Schema counts 5.0 as an integer; the typed models read it as 5, but not 1e19 (beyond int64)
+        if isinstance(instance, float):
+            return instance.is_integer() and abs(instance) < 2**63
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    types = Draft202012Validator.TYPE_CHECKER.redefine("integer", integer)
+    return validators.extend(Draft202012Validator, {"pattern": pattern}, type_checker=types)(validation_schema())
 
 
 def describe_type(types: Any) -> str:
@@ -124,7 +156,7 @@ def _suggestion(key: str, schema: dict[str, Any]) -> str | None:
 def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        resolved: dict[str, Any] = team_schema()["$defs"][ref.removeprefix("#/$defs/")]
+        resolved: dict[str, Any] = validation_schema()["$defs"][ref.removeprefix("#/$defs/")]
         return resolved
     return schema
 
@@ -136,6 +168,8 @@ _REQUIRED_HINTS = {
     "agents": "a mapping of agent names to their settings",
 }
 
+_YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
+"""Booleans in YAML 1.1 (PyYAML, old tools) that YAML 1.2 reads as text."""
 _TOKEN = re.compile(r"[^\s,\]}#]+")
 
 
@@ -196,6 +230,8 @@ class SchemaChecker:
             message = f"{where} must be {expected}, not {_kind(error.instance)}"
             if isinstance(error.instance, bool) and "a string" in expected:
                 message += self._boolean_hint(path)
+            elif expected == "true/false" and str(error.instance).lower() in _YAML11_BOOLS:
+                message += " (only true and false are booleans: teamrun reads YAML 1.2, as editors do)"
             elif isinstance(error.instance, str) and expected == "a list":
                 message += f" (write [{error.instance}] for a list of one)"
             elif error.instance is None and expected == "a mapping":

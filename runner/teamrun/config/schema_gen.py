@@ -13,6 +13,7 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from teamrun.config.interpolate import ENV_REFERENCE_SCHEMA
 from teamrun.config.models import TeamConfig
 
 SCHEMA_ID = "https://teamrun.dev/schemas/team.schema.json"
@@ -54,10 +55,45 @@ def _drop_null_defaults(node: Any) -> Any:
     return node
 
 
+_TYPED = ("integer", "number", "boolean")
+_KEPT_OUTSIDE = ("description", "default")
+
+
+def _accept_env_references(node: Any) -> Any:
+    """Values teamrun substitutes ``${VAR:-default}`` in before checking them also accept the reference.
+
+    That is every scalar with a type or shape text cannot have as written: numbers,
+    true/false, names (``pattern``) and choices (``enum``/``const``), as a property,
+    a list item or a map value. Plain text accepts a reference already.
+    """
+    if isinstance(node, list):
+        return [_accept_env_references(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _accept_env_references(v) for k, v in node.items()}
+    if isinstance(out.get("properties"), dict):
+        out["properties"] = {name: _with_env_reference(prop) for name, prop in out["properties"].items()}
+    for key in ("items", "additionalProperties"):
+        if isinstance(out.get(key), dict):
+            out[key] = _with_env_reference(out[key])
+    return out
+
+
+def _with_env_reference(prop: Any) -> Any:
+    if not isinstance(prop, dict) or "anyOf" in prop or "$ref" in prop:
+        return prop
+    if prop.get("type") not in _TYPED and not {"pattern", "enum", "const"} & set(prop):
+        return prop
+    outside = {k: prop[k] for k in _KEPT_OUTSIDE if k in prop}
+    typed = {k: v for k, v in prop.items() if k not in _KEPT_OUTSIDE}
+    return {**outside, "anyOf": [typed, dict(ENV_REFERENCE_SCHEMA)]}
+
+
 def build_schema() -> dict[str, Any]:
     """The team-file JSON Schema (draft 2020-12) as a dict."""
     body = TeamConfig.model_json_schema(schema_generator=_TeamSchemaGenerator)
     body = _drop_null_defaults(body)
+    body = _accept_env_references(body)
     body.pop("title", None)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -29,7 +29,35 @@ MAX_NODES = 100_000
 MAX_DEPTH = 64
 """Deepest nesting of mappings and lists."""
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
+    """PyYAML's safe loader reading plain scalars with YAML 1.2's core schema, as editors do.
+
+    PyYAML implements YAML 1.1, where ``NO``, ``off``, ``y`` are booleans,
+    ``012`` is octal, ``1_000`` an integer and ``1:30`` the integer 90; the
+    yaml-language-server, check-jsonschema (ruamel) and the YAML 1.2 spec read
+    them as text (``012`` as 12). teamrun reads a team file the way the editor
+    showing it does: only ``true``/``false`` are booleans.
+    """
+
+    yaml_implicit_resolvers: dict[str | None, list[tuple[str, re.Pattern[str]]]] = {}
+
+
+_CORE_SCALARS = (
+    ("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    ("int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    (
+        "float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        "-+0123456789.",
+    ),
+    ("null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("merge", r"^(?:<<)$", "<"),
+)
+for _tag, _pattern, _first in _CORE_SCALARS:
+    _Loader.add_implicit_resolver("tag:yaml.org,2002:" + _tag, re.compile(_pattern), list(_first))
 _YAML_TAG = "tag:yaml.org,2002:"
 _MERGE_TAG = _YAML_TAG + "merge"
 _TIMESTAMP_TAG = _YAML_TAG + "timestamp"
@@ -38,6 +66,8 @@ _MAP_TAG = _YAML_TAG + "map"
 _SEQ_TAG = _YAML_TAG + "seq"
 _SCALAR_TAGS = frozenset(_YAML_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp"))
 _BLOCK_STYLES = ("|", ">")
+_LARGEST = 10**308
+"""Integers beyond this cannot be read as a float (JSON numbers, pydantic float fields)."""
 _ANCHOR = re.compile(r"(?:![^\s]*\s+)?&([^\s,\[\]{}]+)")
 
 
@@ -214,7 +244,9 @@ class _Builder:
 
     def _construct(self, node: yaml.ScalarNode) -> Any:
         try:
-            value = self.loader.construct_object(node, deep=True)
+            value = _core_value(node.tag, node.value) if node.tag in _CORE_TAGS else None
+            if node.tag not in _CORE_TAGS:
+                value = self.loader.construct_object(node, deep=True)
         except (ValueError, KeyError, TypeError, yaml.YAMLError):
             # e.g. `!!int abc`: an explicit tag the text does not fit
             raise _Refused(
@@ -224,6 +256,10 @@ class _Builder:
         if isinstance(value, float) and math.isnan(value):
             # JSON has no NaN and no limit or setting means anything with it
             self._error(_mark(node), f"'{node.value}' (not a number) cannot be used in a team file")
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _LARGEST:
+            # no setting needs it, and a number field (timeout_s, max_cost_usd) could not hold it
+            shown = node.value if len(node.value) <= 20 else node.value[:17] + "..."
+            self._error(_mark(node), f"the number {shown} ({len(str(abs(value)))} digits) is too large for a team file")
         return value
 
     def _interpolated(self, node: yaml.ScalarNode, path: JsonPath) -> Any:
@@ -306,6 +342,34 @@ class _Builder:
             return  # the same spot again, through an alias
         self._reported.add((mark.line, mark.column, rule))
         self.diagnostics.append(Diagnostic(self.file, mark.line, mark.column, message, rule=rule))
+
+
+_CORE_TAGS = frozenset(_YAML_TAG + t for t in ("bool", "int", "float", "null"))
+
+
+def _core_value(tag: str, text: str) -> Any:
+    """A scalar's value by YAML 1.2's core schema (explicit tags too: ``!!bool yes`` is an error)."""
+    kind = tag.removeprefix(_YAML_TAG)
+    if kind == "null":
+        if text not in ("", "~", "null", "Null", "NULL"):
+            raise ValueError(text)
+        return None
+    if kind == "bool":
+        if text not in ("true", "True", "TRUE", "false", "False", "FALSE"):
+            raise ValueError(text)
+        return text.lower() == "true"
+    if kind == "int":
+        if text.startswith(("0o", "0x")):
+            return int(text[2:], 8 if text[1] == "o" else 16)
+        return int(text, 10) if re.fullmatch(r"[-+]?[0-9]+", text) else int("invalid")
+    lowered = text.lower()
+    if lowered.lstrip("+-") == ".inf":
+        return float("-inf") if lowered.startswith("-") else float("inf")
+    if lowered == ".nan":
+        return float("nan")
+    if not re.fullmatch(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?", text):
+        raise ValueError(text)
+    return float(text)
 
 
 def load_yaml(text: str, file: str, interpolator: Interpolator | None = None) -> YamlDocument:

@@ -20,6 +20,16 @@ DEFAULT_REPAIR_TURNS = 2
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
 
 
+def _local_only_registry() -> Any:
+    """A reference registry that never fetches: a ``$ref`` outside the schema fails instead of going online."""
+    from referencing import Registry
+
+    def refuse(uri: str) -> Any:
+        raise LookupError(f"teamrun does not fetch schemas: {uri}")
+
+    return Registry(retrieve=refuse)  # type: ignore[call-arg]
+
+
 class OutputInvalid(RunError):
     """The agent's answer still does not match its ``output_schema`` after the repair turns."""
 
@@ -39,7 +49,7 @@ class OutputChecker:
 
         self.agent = agent
         self.schema = schema
-        self.validator = Draft202012Validator(schema)
+        self.validator = Draft202012Validator(schema, registry=_local_only_registry())
         self.repairs_left = repairs
         self.response_format = {
             "type": "json_schema",

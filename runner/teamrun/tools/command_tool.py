@@ -34,8 +34,8 @@ import jinja2.meta
 import jsonschema
 import jsonschema.validators
 import structlog
-from jinja2.sandbox import SandboxedEnvironment
 
+from teamrun.config import templates
 from teamrun.config.models import ToolDef
 from teamrun.errors import ToolError, UserError
 from teamrun.tools.base import (
@@ -50,8 +50,8 @@ __all__ = ["CommandTool"]
 
 log = structlog.get_logger(__name__)
 
-_TEMPLATES = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
-"""One sandboxed environment for every command template (templates only read it)."""
+_TEMPLATES = templates.environment()
+"""The team file's one immutable, bounded sandbox (argv templates can read values, never change them)."""
 
 
 class CommandTool(Tool):
@@ -111,7 +111,7 @@ class CommandTool(Tool):
     def render_argv(self, arguments: dict[str, Any]) -> list[str]:
         """The argv for these arguments (each item rendered on its own; empty items kept)."""
         try:
-            return [template.render(arguments) for template in self._templates]
+            return [templates.render_template(template, arguments) for template in self._templates]
         except jinja2.TemplateError as exc:
             raise ToolError(f"tool {self.name!r}: rendering the command failed: {exc}") from None
 
