@@ -68,6 +68,19 @@ def test_bad_json_goes_back_as_text(allow: Any) -> None:
     assert "arguments must be a JSON object" in outcome.content
 
 
+@pytest.mark.parametrize(("raw", "reason"), [
+    ('{"text": "hi', "Unterminated string starting at char 9"),
+    ('{"text": "a\x01"}', "Invalid control character at char 11"),
+    ('{"text": "hi",', "Expecting property name enclosed in double quotes at char 14"),
+])
+def test_a_json_error_names_its_position_once(allow: Any, raw: str, reason: str) -> None:
+    outcome = invoke(EchoTool(), raw, allow)
+    assert outcome.content == (
+        f"Error: invalid arguments for tool 'echo': arguments are not valid JSON ({reason})"
+    )
+    assert " at at " not in outcome.content
+
+
 def test_every_schema_problem_is_listed(allow: Any) -> None:
     tool = EchoTool()
     outcome = invoke(tool, '{"times": 0, "colour": "red", "options": {"sep": 5}}', allow)
