@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -124,6 +127,72 @@ def test_output_is_truncated_with_marker(allow: Any) -> None:
     tool = command_tool([PY, "-c", "print('y' * 5000, end='')"], max_output_chars=1000)
     outcome = call(tool, {}, allow)
     assert outcome.content == "y" * 1000 + "\n[... truncated 4000 characters ...]"
+
+
+FLOOD_MEMORY = textwrap.dedent("""\
+    import asyncio, json, resource, sys
+    from pathlib import Path
+    from teamrun.config.models import ToolDef
+    from teamrun.tools import build_tools, invoke_tool
+
+    FLOOD = "import sys; b = b'x' * (1 << 20); [sys.stdout.buffer.write(b) for _ in range(200)]"
+
+    class Allow:
+        async def approve(self, tool, arguments):
+            return True
+
+    async def main():
+        tools = build_tools({"warm": ToolDef(command=[sys.executable, "-c", "print(1)"]),
+                             "flood": ToolDef(command=[sys.executable, "-c", FLOOD], max_output_chars=1000)},
+                            base_dir=Path.cwd())
+        await invoke_tool(tools["warm"], "{}", approver=Allow())
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        outcome = await invoke_tool(tools["flood"], "{}", approver=Allow())
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps({"ok": outcome.ok, "content": outcome.content, "grew_kib": after - before}))
+
+    asyncio.run(main())
+    """)
+
+
+def test_a_flood_of_output_is_capped_while_it_is_read() -> None:
+    # 200 MiB on stdout: the old code held all of it (bytes, then str): +400 MB of peak memory.
+    runner = Path(__file__).resolve().parents[2] / "runner"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(runner), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([PY, "-c", FLOOD_MEMORY], capture_output=True, text=True, env=env,
+                          timeout=120, check=True)  # a hang guard, not a timing assertion
+
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["ok"]
+    assert report["content"] == "x" * 1000 + f"\n[... truncated {200 * 2**20 - 1000} characters ...]"
+    assert report["grew_kib"] < 64 * 1024  # peak RSS (ru_maxrss is in KiB on Linux)
+
+
+def test_a_failure_with_cut_streams_reads_as_if_they_were_whole(allow: Any) -> None:
+    script = ("import sys; sys.stderr.write('\u00e9' * 300_000 + '\\n'); sys.stdout.write('out\\n'); "
+              "sys.exit(2)")
+    outcome = call(command_tool([PY, "-c", script], max_output_chars=100_000), {}, allow)
+
+    assert not outcome.ok
+    head = f"Error: command {PY!r} exited with code 2\n[stderr]\n"
+    whole = head + "\u00e9" * 300_000 + "\n[stdout]\nout"  # what the message would be with nothing cut
+    assert outcome.content == whole[:100_000] + f"\n[... truncated {len(whole) - 100_000} characters ...]"
+    assert outcome.error == whole[7:100_007] + f"\n[... truncated {len(whole) - 100_007} characters ...]"
+
+    only_stdout = "import sys; print('bad', file=sys.stderr); sys.stdout.write('o' * 250_000); sys.exit(1)"
+    outcome = call(command_tool([PY, "-c", only_stdout], max_output_chars=100_000), {}, allow)
+    whole = f"Error: command {PY!r} exited with code 1\n[stderr]\nbad\n[stdout]\n" + "o" * 250_000
+    assert outcome.content == whole[:100_000] + f"\n[... truncated {len(whole) - 100_000} characters ...]"
+
+
+def test_characters_split_across_reads_decode_whole(allow: Any) -> None:
+    # 3-byte characters in 200 000 bytes: the 64 KiB reads cut through some of them.
+    script = "import sys; sys.stdout.write('\u20ac' * 66_667)"
+    outcome = call(command_tool([PY, "-c", script], max_output_chars=70_000), {}, allow)
+    assert outcome.ok and outcome.content == "\u20ac" * 66_667
+
+    capped = call(command_tool([PY, "-c", script], max_output_chars=65_537), {}, allow)
+    assert capped.content == "\u20ac" * 65_537 + "\n[... truncated 1130 characters ...]"
 
 
 def test_timeout_kills_the_process_group(allow: Any, tmp_path: Path) -> None:

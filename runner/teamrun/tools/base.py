@@ -18,6 +18,7 @@ from teamrun.llm.types import ToolSchema
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
     "DEFAULT_TIMEOUT_S",
+    "PartialOutput",
     "Tool",
     "ToolOutcome",
     "ToolSource",
@@ -108,11 +109,29 @@ class ToolOutcome:
     """Why it failed (the content without the ``Error:`` prefix); ``None`` when ok."""
 
 
+class PartialOutput(str):
+    """The start of a tool's output, cut while it was read: ``omitted`` more characters followed.
+
+    A tool returns one when it stops keeping output past ``max_output_chars``
+    (a command printing gigabytes); :func:`truncate_output` counts the omitted
+    characters as if the whole text had been kept.
+    """
+
+    omitted: int
+
+    def __new__(cls, text: str, omitted: int) -> PartialOutput:
+        self = super().__new__(cls, text)
+        self.omitted = omitted
+        return self
+
+
 def truncate_output(text: str, max_chars: int | None) -> str:
     """Cut ``text`` to ``max_chars`` characters, ending with a marker saying how much was cut."""
-    if max_chars is None or len(text) <= max_chars:
-        return text
-    cut = len(text) - max_chars
+    omitted = text.omitted if isinstance(text, PartialOutput) else 0
+    length = len(text) + omitted
+    if max_chars is None or length <= max_chars:
+        return str(text)
+    cut = length - max_chars
     return f"{text[:max_chars]}\n[... truncated {cut} characters ...]"
 
 
