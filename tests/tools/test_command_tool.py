@@ -195,41 +195,67 @@ def test_characters_split_across_reads_decode_whole(allow: Any) -> None:
     assert capped.content == "\u20ac" * 65_537 + "\n[... truncated 1130 characters ...]"
 
 
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie waiting for its parent to reap it counts)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def _eventually(condition: Any, guard_s: float = 60) -> bool:
+    """Poll ``condition``; ``guard_s`` only stops a hang (it is no timing assertion)."""
+    deadline = time.monotonic() + guard_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _pid_writer(path: Path) -> str:
+    """Code that writes the running process's pid to ``path`` atomically (the file appears complete)."""
+    part = path.with_suffix(".part")
+    return (f"import os, pathlib; pathlib.Path({str(part)!r}).write_text(str(os.getpid())); "
+            f"os.replace({str(part)!r}, {str(path)!r})")
+
+
 def test_timeout_kills_the_process_group(allow: Any, tmp_path: Path) -> None:
-    marker = tmp_path / "grandchild-survived"
-    # The child starts a grandchild that would write the marker after 1 s, then hangs.
-    grandchild = (
-        f"import time, pathlib; time.sleep(1); pathlib.Path({str(marker)!r}).write_text('x')"
-    )
+    child_pid, grandchild_pid = tmp_path / "child.pid", tmp_path / "grandchild.pid"
+    # The child starts a grandchild, waits until it runs, then both sleep far past the timeout.
+    grandchild = f"{_pid_writer(grandchild_pid)}; import time; time.sleep(600)"
     script = (
-        "import subprocess, sys, time; "
-        f"subprocess.Popen([sys.executable, '-c', {grandchild!r}]); time.sleep(30)"
+        "import pathlib, subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+        f"[time.sleep(0.01) for _ in iter(lambda: pathlib.Path({str(grandchild_pid)!r}).exists(), True)]; "
+        f"{_pid_writer(child_pid)}; time.sleep(600)"
     )
-    tool = command_tool([PY, "-c", script], timeout_s=0.5)
-    start = time.monotonic()
+    tool = command_tool([PY, "-c", script], timeout_s=2)
     outcome = call(tool, {}, allow)
-    assert time.monotonic() - start < 3
     assert not outcome.ok
-    assert outcome.content == "Error: tool 'cmd' timed out after 0.5 seconds"
-    time.sleep(1.2)
-    assert not marker.exists()
+    assert outcome.content == "Error: tool 'cmd' timed out after 2 seconds"
+    assert child_pid.exists(), "the child had not started its grandchild before the timeout"
+    # The call ended while both would still be sleeping: the whole group was killed, not waited for.
+    assert _gone(int(child_pid.read_text()))
+    assert _eventually(lambda: _gone(int(grandchild_pid.read_text())))
 
 
 def test_cancellation_kills_the_process(tmp_path: Path) -> None:
-    marker = tmp_path / "survived"
-    script = f"import time, pathlib; time.sleep(0.8); pathlib.Path({str(marker)!r}).write_text('x')"
-    tool = command_tool([PY, "-c", script])
+    child_pid = tmp_path / "child.pid"
+    tool = command_tool([PY, "-c", f"{_pid_writer(child_pid)}; import time; time.sleep(600)"])
 
-    async def cancel_soon() -> None:
+    async def cancel_when_running() -> None:
         task = asyncio.create_task(tool.run({}))
-        await asyncio.sleep(0.3)
+        deadline = time.monotonic() + 60  # a hang guard
+        while not child_pid.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(cancel_soon())
-    time.sleep(0.8)
-    assert not marker.exists()
+    asyncio.run(cancel_when_running())
+    assert child_pid.exists() and _gone(int(child_pid.read_text()))
 
 
 def test_missing_executable_is_a_tool_error(allow: Any) -> None:
