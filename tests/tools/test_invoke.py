@@ -10,7 +10,7 @@ import pytest
 from teamrun.errors import ApprovalDenied, ToolError
 from teamrun.tools import Tool, ToolOutcome, ToolSpec, invoke_tool, truncate_output
 from teamrun.tools import invoke as invoke_module
-from teamrun.tools.base import object_schema
+from teamrun.tools.base import PartialOutput, object_schema
 
 
 class EchoTool(Tool):
@@ -210,3 +210,8 @@ def test_truncate_output() -> None:
     assert truncate_output("abc", None) == "abc"
     assert truncate_output("abc", 3) == "abc"
     assert truncate_output("abcdef", 2) == "ab\n[... truncated 4 characters ...]"
+    cut_while_read = PartialOutput("abc", 5)
+    assert truncate_output(cut_while_read, 2) == "ab\n[... truncated 6 characters ...]"
+    assert truncate_output(cut_while_read, 8) == "abc\n[... truncated 5 characters ...]"
+    assert truncate_output(cut_while_read, None) == "abc\n[... truncated 5 characters ...]"
+    assert type(truncate_output(PartialOutput("abc", 0), 8)) is str

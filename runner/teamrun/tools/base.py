@@ -128,11 +128,14 @@ class PartialOutput(str):
 def truncate_output(text: str, max_chars: int | None) -> str:
     """Cut ``text`` to ``max_chars`` characters, ending with a marker saying how much was cut."""
     omitted = text.omitted if isinstance(text, PartialOutput) else 0
-    length = len(text) + omitted
-    if max_chars is None or length <= max_chars:
+    if omitted:  # the rest is gone already: always say so
+        keep = len(text) if max_chars is None else min(max_chars, len(text))
+    elif max_chars is None or len(text) <= max_chars:
         return str(text)
-    cut = length - max_chars
-    return f"{text[:max_chars]}\n[... truncated {cut} characters ...]"
+    else:
+        keep = max_chars
+    cut = len(text) + omitted - keep
+    return f"{text[:keep]}\n[... truncated {cut} characters ...]"
 
 
 def describe_exception(exc: BaseException) -> str:
