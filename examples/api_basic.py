@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -22,11 +21,6 @@ import structlog
 
 import teamrun
 from teamrun.events import Event
-
-# LiteLLM otherwise downloads its price table when it is first imported, which
-# stalls on an offline machine. teamrun imports LiteLLM lazily (not before a
-# team first runs), so setting this here is early enough.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 TEAM_FILE = Path(__file__).resolve().parent.parent / "teams" / "research-report.yaml"
 

@@ -9,7 +9,12 @@
 
 from __future__ import annotations
 
+import http.server
+import os
 import re
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -105,3 +110,49 @@ def test_the_traces_section_covers_traces_replay_and_the_plugin() -> None:
     for needle in ("--trace", "--record", "--replay", "scripted_model", "teamrun_allow_network"):
         assert needle in section
     assert len(section.splitlines()) < 70  # an overview: details live in --help and examples/
+
+
+class _CostMapServer(http.server.ThreadingHTTPServer):
+    """Stands in for LiteLLM's price-table URL and counts the requests it gets (answering 404)."""
+
+    def __init__(self) -> None:
+        self.hits: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(handler) -> None:
+                self.hits.append(handler.path)
+                handler.send_error(404)
+
+            def log_message(handler, format: str, *args: object) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+
+def _price_table_downloads_of_a_cli_run() -> list[str]:
+    """Run a ready-made team through the CLI with ``LITELLM_LOCAL_MODEL_COST_MAP`` unset; return the
+    price-table downloads LiteLLM attempted (with the variable set to ``False`` it does try one)."""
+    server = _CostMapServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+    env.update(LITELLM_MODEL_COST_MAP_URL=f"http://127.0.0.1:{server.server_address[1]}/prices.json",
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "teamrun.cli", "execute", str(REPO / "teams" / "research-report.yaml"),
+             "--input", "Compare two tools", "--progress", "none"],
+            capture_output=True, text=True, env=env, timeout=300,  # a hang guard only
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    return server.hits
+
+
+def test_teamrun_sets_the_local_price_table_as_the_readme_says() -> None:
+    setup = _read(README).split("## Set up", 1)[1].split("\n## ", 1)[0]
+    assert "teamrun sets it to `True`" in setup and "Set `LITELLM_LOCAL_MODEL_COST_MAP=False`" in setup
+
+    assert _price_table_downloads_of_a_cli_run() == []  # nothing to set: no download is even tried

@@ -8,15 +8,26 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tests.fakeserver import FakeOpenAI, hang, text, tool_calls
 
 
+def _eventually(condition: Callable[[], bool], guard_s: float = 60) -> bool:
+    """Poll ``condition``; ``guard_s`` only stops a hang (it is no timing assertion)."""
+    deadline = time.monotonic() + guard_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(llm_server: FakeOpenAI, write_team: Any) -> None:
     llm_server.script("lead", [tool_calls(("ask_quick", {"task": "q"}), ("ask_slow", {"task": "s"}))])
     llm_server.script("quick", [text("quick answer")])
-    llm_server.script("slow", [hang(60)])
+    llm_server.script("slow", [hang(600)])  # the server stops waiting when the test ends
     path = write_team("""\
         supervisor: lead
         agents:
@@ -26,27 +37,31 @@ def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(llm_server: Fake
         """)
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     process = subprocess.Popen(
-        [sys.executable, "-c", "from teamrun.cli import main; main()", "execute", str(path), "-i", "go", "--json"],
+        [sys.executable, "-c", "from teamrun.cli import main; main()", "execute", str(path), "-i", "go", "--json",
+         "--progress", "plain"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            quick_done = any(r.model == "quick" and r.end for r in llm_server.requests())
-            if quick_done and llm_server.requests("slow"):
+        # Interrupt once the quick worker's answer has reached the run (its progress line says so)
+        # while the slow worker's request is open at the server.
+        assert process.stderr is not None
+        seen: list[str] = []
+        for line in process.stderr:  # ends at EOF if the run ends first
+            seen.append(line)
+            if "lead \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} quick: ok" in line:
                 break
-            time.sleep(0.05)
         else:
-            raise AssertionError("the fan-out never started")
-        time.sleep(0.3)  # let the quick worker's result land in the client
-        started = time.monotonic()
+            raise AssertionError("the quick worker never finished:\n" + "".join(seen))
+        assert _eventually(lambda: bool(llm_server.requests("slow"))), "the slow worker never called its model"
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)
+        out, rest = process.communicate(timeout=120)  # a hang guard only
+        err = "".join(seen) + rest
     finally:
         process.kill()
 
     assert process.returncode == 130, err
-    assert time.monotonic() - started < 10, "the hanging worker was cancelled, not waited for"
+    (slow,) = llm_server.requests("slow")
+    assert slow.end == 0.0, "the run ended while the slow worker's request was still open: cancelled, not waited for"
     result = json.loads(out)
     assert result["status"] == "cancelled"
     by_agent = {d["agent"]: d for d in result["delegations"]}

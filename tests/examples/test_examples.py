@@ -1,4 +1,5 @@
-"""Every example runs: the Python API script, each example team offline, and the CI / pre-commit files.
+"""Every example runs: the Python API script, each example team offline, the CI workflow, and the
+pre-commit entry under the real pre-commit.
 
 Teams run in-process through ``teamrun.cli.main`` (LiteLLM is imported once per
 test process, not once per run).
@@ -8,7 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import date
@@ -223,18 +227,42 @@ def test_the_pre_commit_hook_definition() -> None:
     assert not files.search("examples/github-actions.yml") and not files.search("teams.yaml")
 
 
-def test_the_pre_commit_config_example_uses_the_hook(capsys: pytest.CaptureFixture[str]) -> None:
-    config = yaml.safe_load((EXAMPLES / "pre-commit-config.yaml").read_text(encoding="utf-8"))
-    hook_ids = {h["id"] for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))}
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, timeout=120)
 
+
+def test_the_pre_commit_config_example_runs_in_pre_commit(tmp_path: Path) -> None:
+    """The example, copied into a project as it is, runs under the real pre-commit: a broken team
+    file fails the hook with teamrun's message, a good one passes, other YAML is left alone."""
+    config = yaml.safe_load((EXAMPLES / "pre-commit-config.yaml").read_text(encoding="utf-8"))
     (repo,) = config["repos"]
-    assert {"repo", "rev", "hooks"} <= set(repo)
+    assert repo["repo"] == "local" and "rev" not in repo  # nothing to pin, nothing to download
     (hook,) = repo["hooks"]
-    assert hook["id"] in hook_ids
-    files = re.compile(hook["files"])
-    # What pre-commit would run on this repository: the entry, the args, the matching files.
-    entry = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))[0]["entry"].split()
-    matched = sorted(str(p.relative_to(REPO)) for p in (REPO / "teams").glob("*.yaml")
-                     if files.search(str(p.relative_to(REPO))))
-    assert matched and command_problems([*entry, *hook["args"]]) == []
-    assert main([*entry[1:], *hook["args"], *(str(REPO / m) for m in matched)]) == 0, capsys.readouterr().out
+    assert hook["language"] == "system" and command_problems([*hook["entry"].split(), *hook["args"]]) == []
+
+    project = tmp_path / "project"
+    (project / "teams").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "pre-commit-config.yaml", project / ".pre-commit-config.yaml")
+    shutil.copy(REPO / "teams" / "research-report.yaml", project / "teams" / "good.yaml")
+    (project / "teams" / "bad.yaml").write_text(
+        "version: 1\nname: bad\nsupervisor: lead\nagents:\n  lead: {delegates_to: [ghost]}\n", encoding="utf-8")
+    (project / "settings.yaml").write_text("not: [a, team\n", encoding="utf-8")  # outside teams/: not checked
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+
+    def pre_commit() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pre_commit", "run", "teamrun-validate", "--all-files"],
+                              cwd=project, env=env, capture_output=True, text=True, timeout=300)  # hang guard
+
+    failed = pre_commit()
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "teams/bad.yaml:5:25: error: agents.lead.delegates_to[0]: agent 'ghost' is not defined" in failed.stdout
+    assert "good.yaml" not in failed.stdout and "settings.yaml" not in failed.stdout
+
+    (project / "teams" / "bad.yaml").unlink()
+    _git(project, "add", "-A")
+    passed = pre_commit()
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert re.search(r"^teamrun validate\.+Passed$", passed.stdout, re.MULTILINE), passed.stdout

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -110,16 +109,22 @@ def test_stream_sends_tool_call_deltas_and_usage(fake_openai: FakeOpenAI) -> Non
 
 
 def test_requests_are_served_concurrently(fake_openai: FakeOpenAI) -> None:
-    fake_openai.script("m", [text(str(i), delay=0.3) for i in range(6)])
+    # Each request waits until all six have arrived: a server answering one at a time breaks the
+    # barrier (its timeout only stops a hang; nothing here bounds how long the requests take).
+    all_in = threading.Barrier(6, timeout=30)
+
+    def together(request: dict[str, Any]) -> Reply:
+        all_in.wait()
+        return text("together", delay=0.3)
+
+    fake_openai.handler("m", together)
     threads = [threading.Thread(target=post, args=(fake_openai, chat("m"))) for _ in range(6)]
 
-    started = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
 
-    assert time.monotonic() - started < 1.0
     log = fake_openai.requests("m")
     assert len(log) == 6 and all(r.status == 200 and r.end >= r.start + 0.29 for r in log)
     assert max(r.start for r in log) < min(r.end for r in log)  # all were in flight at once

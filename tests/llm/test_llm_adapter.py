@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
-import time
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from fakeserver import FakeOpenAI, hang, http_error, malformed_body, text, tool_calls
+from fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
 from teamrun.errors import ModelError
 from teamrun.llm import LiteLLMChatModel, ModelReply, ModelSettings, ProviderError, RetryNotice
 from teamrun.llm.adapter import import_litellm
@@ -185,14 +186,14 @@ def test_malformed_body_every_time_becomes_model_error(fake_openai: FakeOpenAI) 
 
 
 def test_timeout_is_retried(fake_openai: FakeOpenAI) -> None:
-    fake_openai.script("lead", [hang(5), text("after the hang")])
-    started = time.monotonic()
+    fake_openai.script("lead", [hang(600), text("after the hang")])  # the server stops waiting at the end
 
     reply = complete(fake_openai, timeout_s=0.3)
 
     assert reply.text == "after the hang"
-    assert time.monotonic() - started < 2.0
-    assert len(fake_openai.requests()) == 2
+    first, second = fake_openai.requests()
+    # The retry was answered while the first request was still hanging: the client gave up on it.
+    assert first.end == 0.0 and second.end > second.start > first.start
     fake_openai.assert_complete()
 
 
@@ -281,8 +282,16 @@ def test_missing_key_is_not_retried(
 
 
 def test_concurrent_calls_overlap(fake_openai: FakeOpenAI) -> None:
-    fake_openai.default_latency = 0.3
-    fake_openai.script("lead", [text(f"answer {i}") for i in range(5)])
+    # Every request waits until all five have arrived, so the calls can only succeed if the adapter
+    # really has them in flight at once (the barrier's timeout is a hang guard, not a timing bound).
+    all_in = threading.Barrier(5, timeout=60)
+    answered = itertools.count()
+
+    def together(request: dict[str, Any]) -> Reply:
+        all_in.wait()
+        return text(f"answer {next(answered)}")
+
+    fake_openai.handler("lead", together)
     chat = LiteLLMChatModel()
     settings = ModelSettings(model="openai/lead", api_base=fake_openai.url)
 
@@ -290,11 +299,11 @@ def test_concurrent_calls_overlap(fake_openai: FakeOpenAI) -> None:
         calls = [chat.complete(MESSAGES, settings=settings) for _ in range(5)]
         return list(await asyncio.gather(*calls))
 
-    started = time.monotonic()
     replies = asyncio.run(fan_out())
 
-    assert time.monotonic() - started < 1.2
     assert sorted(r.text or "" for r in replies) == [f"answer {i}" for i in range(5)]
+    log = fake_openai.requests("lead")
+    assert len(log) == 5 and max(r.start for r in log) < min(r.end for r in log)
     fake_openai.assert_complete()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import threading
 import time
 from typing import Literal
 
@@ -52,6 +53,19 @@ def explode(reason: str) -> str:
 def slow_sync(seconds: float) -> str:
     """Sleeps in a thread for longer than its timeout."""
     time.sleep(seconds)
+    return "finished"
+
+
+RELEASE = threading.Event()
+"""Lets :func:`blocks_until_released` return (tests set it)."""
+FINISHED = threading.Event()
+"""Set when :func:`blocks_until_released` returns."""
+
+
+def blocks_until_released() -> str:
+    """Blocks its thread until a test sets ``RELEASE`` (a two-minute guard ends it otherwise)."""
+    RELEASE.wait(120)
+    FINISHED.set()
     return "finished"
 
 

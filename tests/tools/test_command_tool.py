@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -126,41 +129,133 @@ def test_output_is_truncated_with_marker(allow: Any) -> None:
     assert outcome.content == "y" * 1000 + "\n[... truncated 4000 characters ...]"
 
 
-def test_timeout_kills_the_process_group(allow: Any, tmp_path: Path) -> None:
-    marker = tmp_path / "grandchild-survived"
-    # The child starts a grandchild that would write the marker after 1 s, then hangs.
-    grandchild = (
-        f"import time, pathlib; time.sleep(1); pathlib.Path({str(marker)!r}).write_text('x')"
-    )
-    script = (
-        "import subprocess, sys, time; "
-        f"subprocess.Popen([sys.executable, '-c', {grandchild!r}]); time.sleep(30)"
-    )
-    tool = command_tool([PY, "-c", script], timeout_s=0.5)
-    start = time.monotonic()
-    outcome = call(tool, {}, allow)
-    assert time.monotonic() - start < 3
+FLOOD_MEMORY = textwrap.dedent("""\
+    import asyncio, json, resource, sys
+    from pathlib import Path
+    from teamrun.config.models import ToolDef
+    from teamrun.tools import build_tools, invoke_tool
+
+    FLOOD = "import sys; b = b'x' * (1 << 20); [sys.stdout.buffer.write(b) for _ in range(200)]"
+
+    class Allow:
+        async def approve(self, tool, arguments):
+            return True
+
+    async def main():
+        tools = build_tools({"warm": ToolDef(command=[sys.executable, "-c", "print(1)"]),
+                             "flood": ToolDef(command=[sys.executable, "-c", FLOOD], max_output_chars=1000)},
+                            base_dir=Path.cwd())
+        await invoke_tool(tools["warm"], "{}", approver=Allow())
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        outcome = await invoke_tool(tools["flood"], "{}", approver=Allow())
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps({"ok": outcome.ok, "content": outcome.content, "grew_kib": after - before}))
+
+    asyncio.run(main())
+    """)
+
+
+def test_a_flood_of_output_is_capped_while_it_is_read() -> None:
+    # 200 MiB on stdout: the old code held all of it (bytes, then str): +400 MB of peak memory.
+    runner = Path(__file__).resolve().parents[2] / "runner"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(runner), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([PY, "-c", FLOOD_MEMORY], capture_output=True, text=True, env=env,
+                          timeout=120, check=True)  # a hang guard, not a timing assertion
+
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["ok"]
+    assert report["content"] == "x" * 1000 + f"\n[... truncated {200 * 2**20 - 1000} characters ...]"
+    assert report["grew_kib"] < 64 * 1024  # peak RSS (ru_maxrss is in KiB on Linux)
+
+
+def test_a_failure_with_cut_streams_reads_as_if_they_were_whole(allow: Any) -> None:
+    script = ("import sys; sys.stderr.write('\u00e9' * 300_000 + '\\n'); sys.stdout.write('out\\n'); "
+              "sys.exit(2)")
+    outcome = call(command_tool([PY, "-c", script], max_output_chars=100_000), {}, allow)
+
     assert not outcome.ok
-    assert outcome.content == "Error: tool 'cmd' timed out after 0.5 seconds"
-    time.sleep(1.2)
-    assert not marker.exists()
+    head = f"Error: command {PY!r} exited with code 2\n[stderr]\n"
+    whole = head + "\u00e9" * 300_000 + "\n[stdout]\nout"  # what the message would be with nothing cut
+    assert outcome.content == whole[:100_000] + f"\n[... truncated {len(whole) - 100_000} characters ...]"
+    assert outcome.error == whole[7:100_007] + f"\n[... truncated {len(whole) - 100_007} characters ...]"
+
+    only_stdout = "import sys; print('bad', file=sys.stderr); sys.stdout.write('o' * 250_000); sys.exit(1)"
+    outcome = call(command_tool([PY, "-c", only_stdout], max_output_chars=100_000), {}, allow)
+    whole = f"Error: command {PY!r} exited with code 1\n[stderr]\nbad\n[stdout]\n" + "o" * 250_000
+    assert outcome.content == whole[:100_000] + f"\n[... truncated {len(whole) - 100_000} characters ...]"
+
+
+def test_characters_split_across_reads_decode_whole(allow: Any) -> None:
+    # 3-byte characters in 200 000 bytes: the 64 KiB reads cut through some of them.
+    script = "import sys; sys.stdout.write('\u20ac' * 66_667)"
+    outcome = call(command_tool([PY, "-c", script], max_output_chars=70_000), {}, allow)
+    assert outcome.ok and outcome.content == "\u20ac" * 66_667
+
+    capped = call(command_tool([PY, "-c", script], max_output_chars=65_537), {}, allow)
+    assert capped.content == "\u20ac" * 65_537 + "\n[... truncated 1130 characters ...]"
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie waiting for its parent to reap it counts)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def _eventually(condition: Any, guard_s: float = 60) -> bool:
+    """Poll ``condition``; ``guard_s`` only stops a hang (it is no timing assertion)."""
+    deadline = time.monotonic() + guard_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _pid_writer(path: Path) -> str:
+    """Code that writes the running process's pid to ``path`` atomically (the file appears complete)."""
+    part = path.with_suffix(".part")
+    return (f"import os, pathlib; pathlib.Path({str(part)!r}).write_text(str(os.getpid())); "
+            f"os.replace({str(part)!r}, {str(path)!r})")
+
+
+def test_timeout_kills_the_process_group(allow: Any, tmp_path: Path) -> None:
+    child_pid, grandchild_pid = tmp_path / "child.pid", tmp_path / "grandchild.pid"
+    # The child starts a grandchild, waits until it runs, then both sleep far past the timeout.
+    grandchild = f"{_pid_writer(grandchild_pid)}; import time; time.sleep(600)"
+    script = (
+        "import pathlib, subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+        f"[time.sleep(0.01) for _ in iter(lambda: pathlib.Path({str(grandchild_pid)!r}).exists(), True)]; "
+        f"{_pid_writer(child_pid)}; time.sleep(600)"
+    )
+    tool = command_tool([PY, "-c", script], timeout_s=2)
+    outcome = call(tool, {}, allow)
+    assert not outcome.ok
+    assert outcome.content == "Error: tool 'cmd' timed out after 2 seconds"
+    assert child_pid.exists(), "the child had not started its grandchild before the timeout"
+    # The call ended while both would still be sleeping: the whole group was killed, not waited for.
+    assert _gone(int(child_pid.read_text()))
+    assert _eventually(lambda: _gone(int(grandchild_pid.read_text())))
 
 
 def test_cancellation_kills_the_process(tmp_path: Path) -> None:
-    marker = tmp_path / "survived"
-    script = f"import time, pathlib; time.sleep(0.8); pathlib.Path({str(marker)!r}).write_text('x')"
-    tool = command_tool([PY, "-c", script])
+    child_pid = tmp_path / "child.pid"
+    tool = command_tool([PY, "-c", f"{_pid_writer(child_pid)}; import time; time.sleep(600)"])
 
-    async def cancel_soon() -> None:
+    async def cancel_when_running() -> None:
         task = asyncio.create_task(tool.run({}))
-        await asyncio.sleep(0.3)
+        deadline = time.monotonic() + 60  # a hang guard
+        while not child_pid.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(cancel_soon())
-    time.sleep(0.8)
-    assert not marker.exists()
+    asyncio.run(cancel_when_running())
+    assert child_pid.exists() and _gone(int(child_pid.read_text()))
 
 
 def test_missing_executable_is_a_tool_error(allow: Any) -> None:

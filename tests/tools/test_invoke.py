@@ -10,7 +10,7 @@ import pytest
 from teamrun.errors import ApprovalDenied, ToolError
 from teamrun.tools import Tool, ToolOutcome, ToolSpec, invoke_tool, truncate_output
 from teamrun.tools import invoke as invoke_module
-from teamrun.tools.base import object_schema
+from teamrun.tools.base import PartialOutput, object_schema
 
 
 class EchoTool(Tool):
@@ -66,6 +66,19 @@ def test_bad_json_goes_back_as_text(allow: Any) -> None:
     assert tool.calls == []
     outcome = invoke(tool, "[1, 2]", allow)
     assert "arguments must be a JSON object" in outcome.content
+
+
+@pytest.mark.parametrize(("raw", "reason"), [
+    ('{"text": "hi', "Unterminated string starting at char 9"),
+    ('{"text": "a\x01"}', "Invalid control character at char 11"),
+    ('{"text": "hi",', "Expecting property name enclosed in double quotes at char 14"),
+])
+def test_a_json_error_names_its_position_once(allow: Any, raw: str, reason: str) -> None:
+    outcome = invoke(EchoTool(), raw, allow)
+    assert outcome.content == (
+        f"Error: invalid arguments for tool 'echo': arguments are not valid JSON ({reason})"
+    )
+    assert " at at " not in outcome.content
 
 
 def test_every_schema_problem_is_listed(allow: Any) -> None:
@@ -197,3 +210,8 @@ def test_truncate_output() -> None:
     assert truncate_output("abc", None) == "abc"
     assert truncate_output("abc", 3) == "abc"
     assert truncate_output("abcdef", 2) == "ab\n[... truncated 4 characters ...]"
+    cut_while_read = PartialOutput("abc", 5)
+    assert truncate_output(cut_while_read, 2) == "ab\n[... truncated 6 characters ...]"
+    assert truncate_output(cut_while_read, 8) == "abc\n[... truncated 5 characters ...]"
+    assert truncate_output(cut_while_read, None) == "abc\n[... truncated 5 characters ...]"
+    assert type(truncate_output(PartialOutput("abc", 0), 8)) is str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -191,12 +191,19 @@ def test_sys_exit_in_user_code_does_not_end_the_run(sample_dir: Path, allow: Any
 
 
 def test_sync_timeout(sample_dir: Path, allow: Any) -> None:
-    tool = build(sample_dir, "slow_sync", timeout_s=0.2)
-    start = time.monotonic()
-    outcome = call(tool, {"seconds": 3}, allow)
-    assert time.monotonic() - start < 1.5  # asyncio.run does not wait for the abandoned thread
+    tool = build(sample_dir, "blocks_until_released", timeout_s=0.2)
+    sample = sys.modules["sample_tools"]
+    sample.RELEASE.clear()
+    sample.FINISHED.clear()
+    try:
+        outcome = call(tool, {}, allow)
+        # The call ended while the tool's thread was still blocked: asyncio.run did not wait for it.
+        assert not sample.FINISHED.is_set()
+    finally:
+        sample.RELEASE.set()
     assert not outcome.ok
-    assert outcome.content == "Error: tool 'slow_sync' timed out after 0.2 seconds"
+    assert outcome.content == "Error: tool 'blocks_until_released' timed out after 0.2 seconds"
+    assert sample.FINISHED.wait(60)  # the abandoned thread still ends on its own
 
 
 def test_async_timeout(sample_dir: Path, allow: Any) -> None:

@@ -5,11 +5,21 @@ an id such as ``researcher-1``. Delegation calls may name ids in
 ``context_from_refs`` (plain ids or ``{ref, as, note}``); the executor inserts
 the referenced text byte-for-byte into the worker's prompt, fenced by
 delimiters the text cannot predict, and tells the worker it is data.
+
+The ``as`` label and the ``note`` are written by a model (which may be
+repeating text an earlier result planted), so they are never inserted as they
+are: each is flattened to one line (line breaks and other control characters
+become spaces), so neither can start a line of its own and forge a fence; a
+label that is not a plain word is shown JSON-quoted, so it cannot end the
+header line early either.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -72,8 +82,27 @@ def parse_requests(value: Any) -> list[RefRequest]:
         if isinstance(item, str):
             requests.append(RefRequest(item))
         elif isinstance(item, dict) and isinstance(item.get("ref"), str):
-            requests.append(RefRequest(item["ref"], item.get("as"), item.get("note")))
+            requests.append(RefRequest(item["ref"], _optional_text(item.get("as")), _optional_text(item.get("note"))))
     return requests
+
+
+_PLAIN_LABEL = re.compile(r"[\w.\-]+")
+"""Labels shown as they are; any other label is JSON-quoted in the fence header."""
+
+
+def _one_line(text: str) -> str:
+    """``text`` with every line break and control character turned into a space, runs of space collapsed."""
+    spaced = "".join(" " if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text)
+    return " ".join(spaced.split())
+
+
+def _header_label(label: str) -> str:
+    flat = _one_line(label)
+    return flat if _PLAIN_LABEL.fullmatch(flat) else json.dumps(flat, ensure_ascii=False)
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def render_blocks(found: Iterable[tuple[RefRequest, str]]) -> str:
@@ -81,8 +110,10 @@ def render_blocks(found: Iterable[tuple[RefRequest, str]]) -> str:
     blocks: list[str] = []
     for request, text in found:
         token = secrets.token_hex(8)
-        header = f"<<<DATA {token} ref={request.ref}" + (f" as={request.label}" if request.label else "") + ">>>"
-        note = f"(use: {request.note})\n" if request.note else ""
+        label = _header_label(request.label) if request.label else ""
+        header = f"<<<DATA {token} ref={request.ref}" + (f" as={label}" if label else "") + ">>>"
+        note = _one_line(request.note) if request.note else ""
+        note = f"(use: {note})\n" if note else ""
         blocks.append(f"{note}{header}\n{text}\n<<<END {token}>>>")
     if not blocks:
         return ""

@@ -15,6 +15,7 @@ from typing import Any
 
 from teamrun.config.models import Agent
 from teamrun.errors import RunError
+from teamrun.llm.types import json_error_reason
 
 DEFAULT_REPAIR_TURNS = 2
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
@@ -85,7 +86,7 @@ class OutputChecker:
         try:
             value = json.loads(_unfenced(text))
         except json.JSONDecodeError as exc:
-            return [f"the answer is not valid JSON ({exc.msg} at char {exc.pos})"]
+            return [f"the answer is not valid JSON ({json_error_reason(exc)})"]
         problems = []
         for error in sorted(self.validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
             where = "/".join(str(p) for p in error.absolute_path) or "(root)"

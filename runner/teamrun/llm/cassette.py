@@ -12,6 +12,9 @@ reply, and identical requests are answered in recorded order.
 
 Cassettes hold replies (text, tool calls, usage, cost) and hashes of requests,
 never the requests themselves, API keys or headers; secret values are masked.
+Because a masked reply is what a replayed run sends back in its next request,
+requests are fingerprinted with secrets masked the same way, on both sides:
+record and replay then hash the same text whether or not the secret is set.
 
     team = load_team("team.yaml", chat_model=RecordingModel(LiteLLMChatModel(), "run.cassette.jsonl"))
     team = load_team("team.yaml", chat_model=ReplayModel("run.cassette.jsonl"))
@@ -24,7 +27,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -118,9 +121,12 @@ class _Request:
 
 
 def _request(messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
-             response_format: Mapping[str, Any] | None, today: str | None = None) -> _Request:
+             response_format: Mapping[str, Any] | None, today: str | None = None,
+             mask_secrets: Callable[[Any], Any] | None = None) -> _Request:
     day = today or _dt.date.today().isoformat()
     normal = _normal_messages(messages, day)
+    if mask_secrets is not None:
+        normal = mask_secrets(normal)
     body = {"model": settings.model, "messages": normal, "tools": list(tools),
             "response_format": dict(response_format) if response_format else None}
     return _Request(
@@ -182,6 +188,12 @@ class Exchange:
         return "/".join(self.agent_path) or "(no agent)"
 
 
+def _default_redactor() -> Any:
+    from teamrun.observe.redact import Redactor
+
+    return Redactor()
+
+
 def _scope() -> tuple[tuple[str, ...], int]:
     scope = current_scope.get()
     return (scope.agent_path, scope.turn) if scope is not None else ((), 0)
@@ -194,17 +206,14 @@ class RecordingModel:
     The file is started afresh. Lines are flushed one by one, so a killed run
     still leaves the exchanges it finished. ``redactor`` (anything with a
     ``value(obj)`` method, e.g. :class:`teamrun.observe.redact.Redactor`; by
-    default one built from the environment) masks secrets in replies.
+    default one built from the environment) masks secrets in replies, and in
+    requests before they are fingerprinted.
     """
 
     def __init__(self, inner: ChatModel, path: str | Path, *, redactor: Any = None) -> None:
         self.inner = inner
         self.path = Path(path)
-        if redactor is None:
-            from teamrun.observe.redact import Redactor
-
-            redactor = Redactor()
-        self.redactor = redactor
+        self.redactor = redactor if redactor is not None else _default_redactor()
         self._lock = threading.Lock()
         header = {"format": CASSETTE_FORMAT, "v": CASSETTE_VERSION,
                   "recorded_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
@@ -222,7 +231,7 @@ class RecordingModel:
         tools: Sequence[ToolSchema] = (),
         response_format: Mapping[str, Any] | None = None,
     ) -> ModelReply:
-        request = _request(messages, settings, tools, response_format)
+        request = _request(messages, settings, tools, response_format, mask_secrets=self.redactor.value)
         agent_path, turn = _scope()
         reply = await self.inner.complete(messages, settings=settings, tools=tools, response_format=response_format)
         entry = {"agent_path": list(agent_path), "turn": turn, "fingerprint": request.fingerprint,
@@ -281,13 +290,17 @@ class ReplayModel:
     :class:`ReplayMismatch` naming the agent path and turn, and every later call
     fails too (the run stops at the first difference). ``lenient``: fall back to
     the next unused reply recorded for the same agent path and turn.
+
+    Requests are fingerprinted with secrets masked, as when recording;
+    ``redactor`` is built from the environment by default.
     """
 
-    def __init__(self, path: str | Path, *, mode: ReplayMode = "strict") -> None:
+    def __init__(self, path: str | Path, *, mode: ReplayMode = "strict", redactor: Any = None) -> None:
         if mode not in ("strict", "lenient"):
             raise UsageError(f"replay mode must be 'strict' or 'lenient', not {mode!r}")
         self.path = Path(path)
         self.mode: ReplayMode = mode
+        self.redactor = redactor if redactor is not None else _default_redactor()
         self.exchanges = read_cassette(path)
         self._by_key: dict[tuple[tuple[str, ...], str], list[Exchange]] = {}
         for exchange in self.exchanges:
@@ -312,7 +325,7 @@ class ReplayModel:
         agent_path, turn = _scope()
         if self.mismatch is not None:
             raise ReplayMismatch(f"replay stopped at an earlier request with no recorded reply: {self.mismatch}")
-        request = _request(messages, settings, tools, response_format)
+        request = _request(messages, settings, tools, response_format, mask_secrets=self.redactor.value)
         for exchange in self._by_key.get((agent_path, request.fingerprint), ()):
             if not exchange.used:
                 exchange.used = True

@@ -113,6 +113,16 @@ class ChatModel(Protocol):
     ) -> ModelReply: ...
 
 
+def json_error_reason(exc: json.JSONDecodeError) -> str:
+    """Where and why JSON failed to parse: ``"Expecting value at char 0"``.
+
+    Some of :mod:`json`'s messages already end in "at" ("Unterminated string
+    starting at"); the position follows them without a second one.
+    """
+    reason = exc.msg.removesuffix(" at")
+    return f"{reason} at char {exc.pos}"
+
+
 def parse_arguments(raw: str) -> dict[str, Any]:
     """Parse a tool call's JSON arguments; raise ``ValueError`` with a model-readable reason."""
     if not raw.strip():
@@ -120,7 +130,7 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from None
+        raise ValueError(f"arguments are not valid JSON ({json_error_reason(exc)})") from None
     if not isinstance(value, dict):
         raise ValueError("arguments must be a JSON object")
     return value

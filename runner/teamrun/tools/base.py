@@ -18,6 +18,7 @@ from teamrun.llm.types import ToolSchema
 __all__ = [
     "DEFAULT_MAX_OUTPUT_CHARS",
     "DEFAULT_TIMEOUT_S",
+    "PartialOutput",
     "Tool",
     "ToolOutcome",
     "ToolSource",
@@ -108,12 +109,33 @@ class ToolOutcome:
     """Why it failed (the content without the ``Error:`` prefix); ``None`` when ok."""
 
 
+class PartialOutput(str):
+    """The start of a tool's output, cut while it was read: ``omitted`` more characters followed.
+
+    A tool returns one when it stops keeping output past ``max_output_chars``
+    (a command printing gigabytes); :func:`truncate_output` counts the omitted
+    characters as if the whole text had been kept.
+    """
+
+    omitted: int
+
+    def __new__(cls, text: str, omitted: int) -> PartialOutput:
+        self = super().__new__(cls, text)
+        self.omitted = omitted
+        return self
+
+
 def truncate_output(text: str, max_chars: int | None) -> str:
     """Cut ``text`` to ``max_chars`` characters, ending with a marker saying how much was cut."""
-    if max_chars is None or len(text) <= max_chars:
-        return text
-    cut = len(text) - max_chars
-    return f"{text[:max_chars]}\n[... truncated {cut} characters ...]"
+    omitted = text.omitted if isinstance(text, PartialOutput) else 0
+    if omitted:  # the rest is gone already: always say so
+        keep = len(text) if max_chars is None else min(max_chars, len(text))
+    elif max_chars is None or len(text) <= max_chars:
+        return str(text)
+    else:
+        keep = max_chars
+    cut = len(text) + omitted - keep
+    return f"{text[:keep]}\n[... truncated {cut} characters ...]"
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -17,11 +17,20 @@ Decisions:
   cancellation kills the whole group.
 * Exit code 0: the result is stdout (``(no output)`` when empty). Any other
   exit code fails the call with the code, stderr and stdout.
+* Output is read as it arrives and only the first ``max_output_chars``
+  characters of each stream are kept; the rest is decoded only to be counted,
+  so the model sees the same cut and marker as for a short output while
+  memory stays bounded (a command printing 500 MB costs a few MB, not GBs).
+  The command is **drained, not killed**, past the cap: it runs to its end,
+  so its exit code still decides success and a verbose build or migration is
+  not stopped halfway by its own chattiness; a command that never stops
+  printing is ended by ``timeout_s`` like any other.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
 import signal
@@ -41,6 +50,7 @@ from teamrun.errors import ToolError, UserError
 from teamrun.tools.base import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIMEOUT_S,
+    PartialOutput,
     Tool,
     ToolSpec,
     object_schema,
@@ -120,13 +130,13 @@ class CommandTool(Tool):
         argv = self.render_argv(arguments)
         self._check_cwd()
         process = await self._start(argv)
-        stdout, stderr = await _communicate(process)
+        stdout, stderr = await _communicate(process, self.max_output_chars)
         code = process.returncode
-        log.debug("command_finished", tool=self.name, exit_code=code)
-        out = stdout.decode("utf-8", errors="replace")
+        log.debug("command_finished", tool=self.name, exit_code=code,
+                  stdout_omitted=stdout.omitted, stderr_omitted=stderr.omitted)
         if code == 0:
-            return out if out else "(no output)"
-        raise ToolError(_failure_text(argv[0], code, out, stderr.decode("utf-8", errors="replace")))
+            return stdout.result() if stdout.text or stdout.omitted else "(no output)"
+        raise ToolError(_failure_text(argv[0], code, stdout, stderr))
 
     def _check_cwd(self) -> None:
         if self.cwd is not None and not self.cwd.is_dir():
@@ -160,15 +170,79 @@ class CommandTool(Tool):
             ) from None
 
 
-async def _communicate(process: asyncio.subprocess.Process) -> tuple[bytes, bytes]:
-    """Wait for the process and its output; if we are cancelled, kill its group first."""
+_READ_BYTES = 1 << 16
+"""How much of a pipe one read takes; memory per stream is this plus the kept characters."""
+
+
+class _CappedStream:
+    """One output stream, decoded as it arrives: the first ``limit`` characters kept, the rest counted."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._parts: list[str] = []
+        self._kept = 0
+        self.omitted = 0
+        """Characters read past ``limit`` and dropped."""
+        self.dropped_text = False
+        """Whether the dropped characters held anything but whitespace."""
+        self.trailing_space = 0
+        """How many of the dropped characters are whitespace at the very end of the stream."""
+
+    def feed(self, data: bytes, *, final: bool = False) -> None:
+        chunk = self._decoder.decode(data, final)
+        room = len(chunk) if self.limit is None else max(0, self.limit - self._kept)
+        if room:
+            kept = chunk[:room]
+            self._parts.append(kept)
+            self._kept += len(kept)
+        if len(chunk) > room:
+            dropped = chunk[room:]
+            self.omitted += len(dropped)
+            text = dropped.rstrip()
+            if text:
+                self.dropped_text = True
+                self.trailing_space = len(dropped) - len(text)
+            else:
+                self.trailing_space += len(dropped)
+
+    @property
+    def text(self) -> str:
+        """The kept characters."""
+        if len(self._parts) > 1:
+            self._parts = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    def result(self) -> str:
+        """The kept text, carrying how much was dropped (``truncate_output`` adds the usual marker)."""
+        return PartialOutput(self.text, self.omitted) if self.omitted else self.text
+
+
+async def _drain(pipe: asyncio.StreamReader | None, sink: _CappedStream) -> None:
+    if pipe is None:
+        return
+    while data := await pipe.read(_READ_BYTES):
+        sink.feed(data)
+    sink.feed(b"", final=True)
+
+
+async def _communicate(
+    process: asyncio.subprocess.Process, limit: int | None
+) -> tuple[_CappedStream, _CappedStream]:
+    """Read both streams to their end (keeping at most ``limit`` characters of each) and wait for the
+    process; if we are cancelled, kill its group first."""
+    stdout, stderr = _CappedStream(limit), _CappedStream(limit)
     try:
-        return await process.communicate()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(_drain(process.stdout, stdout))
+            group.create_task(_drain(process.stderr, stderr))
+        await process.wait()
     except BaseException:
         _kill_group(process)
         with contextlib.suppress(Exception):
             await asyncio.shield(process.wait())
         raise
+    return stdout, stderr
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -185,8 +259,13 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
     log.info("command_killed", pid=process.pid)
 
 
-def _failure_text(program: str, code: int | None, stdout: str, stderr: str) -> str:
-    """What the model sees for a non-zero exit: how it ended, then stderr, then stdout."""
+def _failure_text(program: str, code: int | None, stdout: _CappedStream, stderr: _CappedStream) -> str:
+    """What the model sees for a non-zero exit: how it ended, then stderr, then stdout.
+
+    When a stream was cut, the text is a :class:`PartialOutput` counting what was dropped (less the
+    whitespace a whole stream would have lost to ``rstrip``), so the model sees the same start and
+    the same marker as if both streams had been kept whole.
+    """
     if code is not None and code < 0:
         try:
             ended = f"was killed by signal {signal.Signals(-code).name}"
@@ -195,11 +274,15 @@ def _failure_text(program: str, code: int | None, stdout: str, stderr: str) -> s
     else:
         ended = f"exited with code {code}"
     parts = [f"command {program!r} {ended}"]
-    if stderr.strip():
-        parts.append(f"[stderr]\n{stderr.rstrip()}")
-    if stdout.strip():
-        parts.append(f"[stdout]\n{stdout.rstrip()}")
-    return "\n".join(parts)
+    omitted = 0
+    for label, stream in (("stderr", stderr), ("stdout", stdout)):
+        if stream.dropped_text:  # the kept start, then what was dropped up to the trailing whitespace
+            parts.append(f"[{label}]\n{stream.text}")
+            omitted += stream.omitted - stream.trailing_space
+        elif stream.text.strip():
+            parts.append(f"[{label}]\n{stream.text.rstrip()}")
+    text = "\n".join(parts)
+    return PartialOutput(text, omitted) if omitted else text
 
 
 def _check_parameter_schemas(tool: str, parameters: dict[str, dict[str, Any]]) -> None:

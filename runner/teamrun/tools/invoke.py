@@ -23,7 +23,7 @@ import structlog
 from teamrun.errors import ApprovalDenied, ToolError
 from teamrun.llm.types import parse_arguments
 from teamrun.tools.approval import Approver, denied_by_user
-from teamrun.tools.base import Tool, ToolOutcome, describe_exception, truncate_output
+from teamrun.tools.base import PartialOutput, Tool, ToolOutcome, describe_exception, truncate_output
 
 __all__ = ["invoke_tool"]
 
@@ -40,15 +40,25 @@ async def invoke_tool(tool: Tool, raw_arguments: str, *, approver: Approver) -> 
         await _require_approval(tool, arguments, approver)
         text = await _run_with_timeout(tool, arguments)
     except ToolError as exc:
-        return _failure(tool, str(exc))
+        return _failure(tool, _reason(exc))
     except Exception as exc:
         log.warning("tool_failed", tool=tool.name, error_type=type(exc).__name__)
         return _failure(tool, describe_exception(exc))
     return ToolOutcome(ok=True, content=truncate_output(text, tool.max_output_chars))
 
 
+def _reason(exc: ToolError) -> str:
+    """The error's message; a :class:`PartialOutput` message (cut command output) keeps its count."""
+    message = exc.args[0] if len(exc.args) == 1 else None
+    return message if isinstance(message, PartialOutput) else str(exc)
+
+
 def _failure(tool: Tool, reason: str) -> ToolOutcome:
     """A failed call: the model reads ``Error: <reason>``."""
+    if isinstance(reason, PartialOutput):
+        content = truncate_output(PartialOutput(f"Error: {reason}", reason.omitted), tool.max_output_chars)
+        # Cut the same way, so ``error`` never silently looks complete.
+        return ToolOutcome(ok=False, content=content, error=truncate_output(reason, tool.max_output_chars))
     content = truncate_output(f"Error: {reason}", tool.max_output_chars)
     return ToolOutcome(ok=False, content=content, error=reason)
 
