@@ -13,7 +13,7 @@ reply, and identical requests are answered in recorded order.
 Cassettes hold replies (text, tool calls, usage, cost) and hashes of requests,
 never the requests themselves, API keys or headers; secret values are masked.
 
-    team = load_team("team.yaml", chat_model=RecordingModel(LiteLLMChatModel(), "run.cassette.jsonl"))
+    team = load_team("team.yaml", chat_model=RecordingModel(ModelRouter(), "run.cassette.jsonl"))
     team = load_team("team.yaml", chat_model=ReplayModel("run.cassette.jsonl"))
 """
 
