@@ -84,10 +84,12 @@ def test_a_starting_line_comes_first_on_stderr(capsys: pytest.CaptureFixture[str
     assert err.splitlines()[0] == "starting research-report (3 agents, model offline)"
 
 
-@pytest.mark.parametrize("quiet", [["--progress", "none"], ["-q"]], ids=["progress-none", "quiet"])
-def test_no_starting_line_when_progress_is_off(capsys: pytest.CaptureFixture[str], quiet: list[str]) -> None:
-    argv = ["-q", "execute", RESEARCH, "--input", TASK] if quiet == ["-q"] else \
-        ["execute", RESEARCH, "--input", TASK, *quiet]
+@pytest.mark.parametrize(
+    "argv",
+    [["execute", RESEARCH, "--input", TASK, "--progress", "none"], ["-q", "execute", RESEARCH, "--input", TASK]],
+    ids=["progress-none", "quiet"],
+)
+def test_no_starting_line_when_progress_is_off(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     assert main(argv) == 0
 
     assert capsys.readouterr().err == ""
