@@ -84,6 +84,8 @@ _REASON_CHARS = 240
 _REASON_LINES = 8
 """Most lines kept of what the provider said."""
 _OUR_RETRY_KEYS = ("num_retries", "max_retries")
+_CLIENT_GRACE_S = 5.0
+"""How much longer than ``request_timeout_s`` teamrun's own backstop waits for a request."""
 
 _litellm: Any = None
 _import_lock = threading.Lock()
@@ -233,7 +235,7 @@ class LiteLLMChatModel:
         attempts = max(settings.num_retries, 0) + 1
         for attempt in range(1, attempts + 1):
             try:
-                return await self._attempt(litellm, call, call.timeout_s)
+                return await self._attempt(litellm, call)
             except Exception as exc:  # classified below; CancelledError is not an Exception
                 failure = _classify(litellm, exc, call)
             if not failure.retryable or attempt == attempts:
@@ -241,11 +243,15 @@ class LiteLLMChatModel:
             await self._wait_before_retry(call, failure, attempt, attempts)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(self, litellm: Any, call: _CallPlan, timeout_s: float | None) -> ModelReply:
-        async with asyncio.timeout(timeout_s):
+    async def _attempt(self, litellm: Any, call: _CallPlan) -> ModelReply:
+        """One request. The provider's client enforces ``timeout_s`` on the wire (LiteLLM's
+        ``timeout``); our own limit, a little longer so LiteLLM's first-call set-up in a
+        process is not counted, backs it up for clients that ignore it — for a stream, per chunk."""
+        limit = call.timeout_s + _CLIENT_GRACE_S
+        async with asyncio.timeout(limit):
             response = await litellm.acompletion(**call.kwargs)
-            if call.kwargs.get("stream"):
-                response = await _collect_stream(litellm, response, call.kwargs["messages"])
+        if call.kwargs.get("stream"):
+            response = await _collect_stream(litellm, response, call.kwargs["messages"], limit)
         return _to_reply(litellm, response, call)
 
     async def _wait_before_retry(
@@ -404,9 +410,18 @@ def _api_key(settings: ModelSettings, model: str, provider: str) -> str | None:
 
 
 # -- reading the answer -----------------------------------------------------------------
-async def _collect_stream(litellm: Any, stream: Any, messages: list[Message]) -> Any:
-    """Read a streamed answer to the end and assemble it into one ``ModelResponse``."""
-    chunks = [chunk async for chunk in stream]
+async def _collect_stream(litellm: Any, stream: Any, messages: list[Message], idle_s: float) -> Any:
+    """Read a streamed answer to the end and assemble it into one ``ModelResponse``; waiting
+    more than ``idle_s`` for a chunk is a timeout."""
+    chunks: list[Any] = []
+    iterator = aiter(stream)
+    while True:
+        try:
+            async with asyncio.timeout(idle_s):
+                chunk = await anext(iterator)
+        except StopAsyncIteration:
+            break
+        chunks.append(chunk)
     if not chunks:
         raise _MalformedResponse("the stream ended without any chunk")
     response = litellm.stream_chunk_builder(chunks, messages=messages)
