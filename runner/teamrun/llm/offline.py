@@ -14,8 +14,9 @@ across calls, no randomness — and picks one of four moves:
 3. **Use tools.** Some plain tool has not been called yet: call each uncalled one
    once, in one turn, with arguments built from its JSON schema.
 4. **Answer.** Text starting with ``[offline simulation]`` that names the task and
-   summarises every tool result and every referenced result in the prompt; or, when a JSON ``response_format`` is asked
-   for, JSON valid against its schema and nothing else.
+   summarises every tool result and every referenced result in the prompt; or,
+   when a JSON ``response_format`` is asked for, JSON valid against its schema
+   and nothing else.
 
 It is a plain model of teamrun's (:class:`OfflineChatModel`), not a LiteLLM
 provider: running or replaying a team offline never imports LiteLLM (whose
