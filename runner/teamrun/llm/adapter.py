@@ -307,7 +307,7 @@ class _CallPlan:
             response_format = None  # the engine validates the answer against the schema anyway
         timeout_s = DEFAULT_REQUEST_TIMEOUT_S if settings.timeout_s is None else settings.timeout_s
         max_tokens = settings.max_tokens
-        if max_tokens is None and "max_tokens" not in settings.extra:
+        if max_tokens is None and not {"max_tokens", "max_completion_tokens"} & set(settings.extra):
             max_tokens = _default_max_tokens(litellm, model, provider)
         kwargs = _call_kwargs(model, messages, settings, tools, response_format)
         kwargs["timeout"] = timeout_s
