@@ -72,6 +72,8 @@ class Reply:
     delay: float | None = None
     """Seconds to wait before answering; ``None`` means the server's default latency."""
     finish_reason: str | None = None
+    error_code: str | None = None
+    """The ``code`` field of an error body (default: the status as text)."""
 
 
 def text(content: str, *, delay: float | None = None, finish_reason: str = "stop") -> Reply:
@@ -99,8 +101,12 @@ def http_error(
     retry_after: float | None = None,
     message: str | None = None,
     delay: float | None = None,
+    code: str | None = None,
 ) -> Reply:
-    """An HTTP error with an OpenAI-style error body, optionally with ``Retry-After``."""
+    """An HTTP error with an OpenAI-style error body, optionally with ``Retry-After``.
+
+    ``code`` sets the body's ``code`` field (e.g. ``"context_length_exceeded"``).
+    """
     reason = _STATUS_REASONS.get(status, "Error")
     return Reply(
         "error",
@@ -108,6 +114,7 @@ def http_error(
         retry_after=retry_after,
         error_message=message or f"fake server error {status} ({reason})",
         delay=delay,
+        error_code=code,
     )
 
 
@@ -325,9 +332,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         elif reply.kind == "error":
             record.status = reply.status
             headers = {} if reply.retry_after is None else {"Retry-After": f"{reply.retry_after:g}"}
-            self._send_json(
-                reply.status, _error_body(reply.error_message, reply.status), headers=headers
-            )
+            body = _error_body(reply.error_message, reply.status, reply.error_code)
+            self._send_json(reply.status, body, headers=headers)
         elif reply.kind == "malformed":
             record.status = 200
             self._send_bytes(200, reply.body.encode(), "application/json")
@@ -377,7 +383,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 
 # -- OpenAI wire format ---------------------------------------------------------------
-def _error_body(message: str, status: int) -> dict[str, Any]:
+def _error_body(message: str, status: int, code: str | None = None) -> dict[str, Any]:
     kind = (
         "rate_limit_error"
         if status == 429
@@ -385,7 +391,7 @@ def _error_body(message: str, status: int) -> dict[str, Any]:
         if status >= 500
         else "invalid_request_error"
     )
-    return {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code or str(status)}}
 
 
 def _estimate_tokens(text_: str) -> int:

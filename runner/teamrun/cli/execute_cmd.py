@@ -52,16 +52,36 @@ def _read_input(text: str | None, file: str | None) -> str:
     if text is not None and file is not None:
         raise UsageError("give the input with --input or --input-file, not both")
     if text is not None:
-        return text
-    if file is not None:
+        source, task = "--input", text
+    elif file is not None:
         try:
             with open(file, encoding="utf-8") as handle:
-                return handle.read()
+                source, task = f"--input-file {file}", handle.read()
         except OSError as exc:
             raise UsageError(f"cannot read --input-file {file}: {exc.strerror}") from None
-    if sys.stdin.isatty():
+    elif sys.stdin.isatty():
         raise UsageError("no input: pass --input TEXT, --input-file FILE, or pipe it on stdin")
-    return sys.stdin.read()
+    else:
+        source, task = "stdin", sys.stdin.read()
+    if not task.strip():
+        raise UsageError(f"the input ({source}) is empty: give the supervisor a task with --input TEXT, "
+                         "--input-file FILE, or on stdin")
+    return task
+
+
+def _starting_line(team: Any) -> str:
+    """What is about to run, shown before anything slow (such as importing LiteLLM) happens."""
+    agents = len(team.config.agents)
+    models = team.models()
+    label = "model" if len(models) == 1 else "models"
+    shown = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
+    return f"starting {team.name} ({agents} agent{'s' if agents != 1 else ''}, {label} {shown})"
+
+
+def _quiet() -> bool:
+    """``teamrun -q``: only errors on stderr."""
+    context = click.get_current_context(silent=True)
+    return bool(context is not None and context.find_root().params.get("quiet"))
 
 
 async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any]) -> Any:
@@ -133,6 +153,10 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
         task = _read_input(input_text, input_file)
         if progress == "auto":
             progress = "tree" if sys.stderr.isatty() else "plain"
+        if _quiet():
+            progress = "none"
+        if progress != "none":
+            click.echo(_starting_line(team), err=True)
         subscribers: list[Any] = []
         if progress == "tree":
             subscribers.append(LiveTree())

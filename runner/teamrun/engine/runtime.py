@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import structlog
 
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
+from teamrun.defaults import DEFAULT_NUM_RETRIES
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore
 from teamrun.engine.result import AgentSpend, DelegationResult, RunResult
@@ -82,7 +83,7 @@ class RunContext:
             temperature=merged["temperature"],
             max_tokens=merged["max_tokens"],
             timeout_s=merged["request_timeout_s"],
-            num_retries=3 if merged["num_retries"] is None else merged["num_retries"],
+            num_retries=DEFAULT_NUM_RETRIES if merged["num_retries"] is None else merged["num_retries"],
             stream=bool(merged["stream"]),
             extra=dict(merged["model_params"] or {}),
         )

@@ -20,9 +20,10 @@ from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.result import RunResult
-from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
+from teamrun.engine.runtime import DEFAULT_MODEL, AgentFrame, RunContext, max_steps_for
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
+from teamrun.llm.router import ModelRouter
 from teamrun.llm.types import ChatModel, current_scope
 from teamrun.logs import ensure_default_logging
 from teamrun.tools.approval import Approver, choose_approver
@@ -54,6 +55,8 @@ class Team:
         self.vars = {**(self.config.vars or {}), **(vars or {})}
         self.model_override = model
         self._chat_model = chat_model
+        self._router: ModelRouter | None = None
+        """The default model (offline simulator or LiteLLM), when teamrun built it."""
         self.approver = approver or choose_approver(None, interactive=False)
         if replay is not None or record is not None:
             from teamrun.llm.cassette import RecordingModel, ReplayModel
@@ -80,10 +83,18 @@ class Team:
 
     def _model(self) -> ChatModel:
         if self._chat_model is None:
-            from teamrun.llm.adapter import LiteLLMChatModel
-
-            self._chat_model = LiteLLMChatModel(on_retry=self._report_retry)
+            self._router = ModelRouter(on_retry=self._report_retry)
+            self._chat_model = self._router
         return self._chat_model
+
+    def models(self) -> list[str]:
+        """The model of each agent (``--model`` / ``model=`` first, then the agent's, then ``defaults``),
+        without repeats, in agent order."""
+        if self.model_override:
+            return [self.model_override]
+        default = self.config.defaults.model if self.config.defaults else None
+        chosen = [agent.model or default or DEFAULT_MODEL for agent in self.config.agents.values()]
+        return list(dict.fromkeys(chosen))
 
     def _report_retry(self, notice: Any) -> None:
         """Turn the adapter's retry notices into ``llm_retry`` events of the run that made the call."""
@@ -107,7 +118,9 @@ class Team:
         ``cancel``: set it to stop the run; in-flight workers are cancelled and the
         result (``status: cancelled``) keeps everything finished so far.
         """
-        model = self._model()  # built before the clock starts (LiteLLM's import takes seconds)
+        model = self._model()
+        if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
+            self._router.prepare(self.models())
         started = time.monotonic()
         run_id = uuid.uuid4().hex[:12]
         bus = EventBus(run_id)
@@ -136,8 +149,17 @@ class Team:
         return result
 
     def run_sync(self, input: str, **kwargs: Any) -> RunResult:
-        """:meth:`run` for code that is not async."""
-        return asyncio.run(self.run(input, **kwargs))
+        """:meth:`run` for code that is not async.
+
+        Raises :class:`~teamrun.errors.UsageError` inside a running event loop
+        (Jupyter, an async framework): there, ``await team.run(...)`` instead.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(input, **kwargs))
+        raise UsageError("run_sync() cannot run inside a running event loop (Jupyter, an async "
+                         "application): use `result = await team.run(...)` there instead")
 
     def _supervisor_frame(self, bus: EventBus) -> AgentFrame:
         root = BudgetLedger(self.config.limits, label="limits")

@@ -1,6 +1,6 @@
-"""Model access: the LiteLLM adapter, the offline simulator and the call types.
+"""Model access: the LiteLLM adapter, the offline simulator, the router between them, the call types.
 
-Importing this package does not import LiteLLM; the first model call does.
+Importing this package does not import LiteLLM; the first call of a non-offline model does.
 """
 
 from teamrun.llm.adapter import (
@@ -10,7 +10,13 @@ from teamrun.llm.adapter import (
     import_litellm,
     resolve_model,
 )
-from teamrun.llm.offline import DEFAULT_OFFLINE_MODEL, is_offline_model, simulate
+from teamrun.llm.offline import (
+    DEFAULT_OFFLINE_MODEL,
+    OfflineChatModel,
+    is_offline_model,
+    simulate,
+)
+from teamrun.llm.router import ModelRouter
 from teamrun.llm.types import (
     ChatModel,
     Message,
@@ -28,7 +34,9 @@ __all__ = [
     "LiteLLMChatModel",
     "Message",
     "ModelReply",
+    "ModelRouter",
     "ModelSettings",
+    "OfflineChatModel",
     "ProviderError",
     "RetryNotice",
     "ToolCall",

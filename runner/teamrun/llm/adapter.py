@@ -7,7 +7,14 @@ LiteLLM's or the OpenAI SDK's, so the counts in settings and logs are exact:
 exponential backoff and jitter (honouring ``Retry-After``); anything else fails
 at once. A call that fails for good raises :class:`ProviderError`, a
 :class:`~teamrun.errors.ModelError` whose message names provider, model, status
-and reason — never the API key.
+and what the provider said (its ``message`` field, a few lines) — never the API
+key. A conversation too long for the model's context window says which agent,
+how many tokens were sent, the model's window, and what to change.
+
+Unset settings get teamrun's safe defaults (:mod:`teamrun.defaults`): a request
+timeout (a hanging provider is retried, not waited on for minutes) and a
+``max_tokens`` per call. The ``offline`` model never reaches LiteLLM: it is
+answered by :class:`~teamrun.llm.offline.OfflineChatModel`.
 """
 
 from __future__ import annotations
@@ -28,10 +35,10 @@ from typing import Any, Literal
 
 import structlog
 
+from teamrun.defaults import DEFAULT_MAX_TOKENS, DEFAULT_REQUEST_TIMEOUT_S
 from teamrun.errors import ModelError
 from teamrun.llm.offline import (
-    OFFLINE_PROVIDER,
-    build_provider,
+    OfflineChatModel,
     is_offline_model,
     litellm_model_name,
 )
@@ -42,6 +49,7 @@ from teamrun.llm.types import (
     ToolCall,
     ToolSchema,
     Usage,
+    current_scope,
 )
 
 __all__ = [
@@ -56,16 +64,28 @@ __all__ = [
 log = structlog.get_logger(__name__)
 
 FailureKind = Literal[
-    "rate_limited", "server_error", "timeout", "connection", "malformed", "rejected", "config"
+    "rate_limited",
+    "server_error",
+    "timeout",
+    "connection",
+    "malformed",
+    "rejected",
+    "context_window",
+    "config",
 ]
-"""Why a model call failed; every kind but ``rejected`` and ``config`` is retried."""
+"""Why a model call failed; every kind but ``rejected``, ``context_window`` and ``config`` is retried."""
 
 _RETRYABLE: frozenset[str] = frozenset(
     {"rate_limited", "server_error", "timeout", "connection", "malformed"}
 )
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _REASON_CHARS = 240
+"""Longest line kept of what the provider said."""
+_REASON_LINES = 8
+"""Most lines kept of what the provider said."""
 _OUR_RETRY_KEYS = ("num_retries", "max_retries")
+_CLIENT_GRACE_S = 5.0
+"""How much longer than ``request_timeout_s`` teamrun's own backstop waits for a request."""
 
 _litellm: Any = None
 _import_lock = threading.Lock()
@@ -75,7 +95,7 @@ _unpriced_lock = threading.Lock()
 
 # -- importing LiteLLM ------------------------------------------------------------------
 def import_litellm() -> Any:
-    """Import and configure LiteLLM once; register the ``offline`` provider.
+    """Import and configure LiteLLM once.
 
     Sets ``LITELLM_LOCAL_MODEL_COST_MAP=True`` first (unless already set) so an
     offline machine does not stall fetching the price table.
@@ -94,7 +114,7 @@ def import_litellm() -> Any:
 
 
 def _configure(litellm: Any) -> None:
-    """Quiet LiteLLM and register the offline simulator as a custom provider."""
+    """Quiet LiteLLM."""
     litellm.suppress_debug_info = True
     litellm.set_verbose = False
     if hasattr(litellm, "telemetry"):
@@ -106,13 +126,6 @@ def _configure(litellm: Any) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     # LiteLLM's streaming types trip a harmless pydantic warning on first use.
     warnings.filterwarnings("ignore", message=r".*`ReadOnly` qualifier", category=UserWarning)
-    providers = list(litellm.custom_provider_map or [])
-    if not any(item.get("provider") == OFFLINE_PROVIDER for item in providers):
-        providers.append({"provider": OFFLINE_PROVIDER, "custom_handler": build_provider(litellm)})
-        litellm.custom_provider_map = providers
-        setup = getattr(litellm.utils, "custom_llm_setup", None)
-        if callable(setup):
-            setup()
 
 
 def resolve_model(model: str) -> str:
@@ -198,6 +211,7 @@ class LiteLLMChatModel:
         self.on_retry = on_retry
         self._sleep = sleep
         self._rng = random.Random()
+        self._offline = OfflineChatModel()
         import_litellm()  # seconds, once per process: paid here, not inside the first model call
 
     async def complete(
@@ -208,25 +222,36 @@ class LiteLLMChatModel:
         tools: Sequence[ToolSchema] = (),
         response_format: Mapping[str, Any] | None = None,
     ) -> ModelReply:
-        """Call the model, retrying transient failures; raise :class:`ProviderError` if it fails."""
+        """Call the model, retrying transient failures; raise :class:`ProviderError` if it fails.
+
+        An ``offline`` model is answered by the simulator, without LiteLLM.
+        """
+        if is_offline_model(settings.model.strip()):
+            return await self._offline.complete(
+                messages, settings=settings, tools=tools, response_format=response_format
+            )
         litellm = import_litellm()
         call = _CallPlan.build(litellm, messages, settings, tools, response_format)
-        attempts = 1 if call.offline else max(settings.num_retries, 0) + 1
+        attempts = max(settings.num_retries, 0) + 1
         for attempt in range(1, attempts + 1):
             try:
-                return await self._attempt(litellm, call, settings.timeout_s)
+                return await self._attempt(litellm, call)
             except Exception as exc:  # classified below; CancelledError is not an Exception
-                failure = _classify(litellm, exc, call.secrets)
+                failure = _classify(litellm, exc, call)
             if not failure.retryable or attempt == attempts:
-                raise _provider_error(call, settings, failure, attempt) from None
+                raise _provider_error(litellm, call, settings, failure, attempt) from None
             await self._wait_before_retry(call, failure, attempt, attempts)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(self, litellm: Any, call: _CallPlan, timeout_s: float | None) -> ModelReply:
-        async with asyncio.timeout(timeout_s):
+    async def _attempt(self, litellm: Any, call: _CallPlan) -> ModelReply:
+        """One request. The provider's client enforces ``timeout_s`` on the wire (LiteLLM's
+        ``timeout``); our own limit, a little longer so LiteLLM's first-call set-up in a
+        process is not counted, backs it up for clients that ignore it — for a stream, per chunk."""
+        limit = call.timeout_s + _CLIENT_GRACE_S
+        async with asyncio.timeout(limit):
             response = await litellm.acompletion(**call.kwargs)
-            if call.kwargs.get("stream"):
-                response = await _collect_stream(litellm, response, call.kwargs["messages"])
+        if call.kwargs.get("stream"):
+            response = await _collect_stream(litellm, response, call.kwargs["messages"], limit)
         return _to_reply(litellm, response, call)
 
     async def _wait_before_retry(
@@ -262,9 +287,9 @@ class LiteLLMChatModel:
 class _CallPlan:
     model: str
     provider: str
-    offline: bool
     kwargs: dict[str, Any]
     secrets: tuple[str, ...]
+    timeout_s: float
 
     @classmethod
     def build(
@@ -276,16 +301,41 @@ class _CallPlan:
         response_format: Mapping[str, Any] | None,
     ) -> _CallPlan:
         model = resolve_model(settings.model)
-        offline = is_offline_model(model)
         provider = _provider_of(litellm, model, settings.api_base)
         api_key = _api_key(settings, model, provider)
-        if response_format and not offline and _lacks_response_schema(litellm, model, provider):
+        if response_format and _lacks_response_schema(litellm, model, provider):
             response_format = None  # the engine validates the answer against the schema anyway
+        timeout_s = DEFAULT_REQUEST_TIMEOUT_S if settings.timeout_s is None else settings.timeout_s
+        max_tokens = settings.max_tokens
+        if max_tokens is None and not {"max_tokens", "max_completion_tokens"} & set(settings.extra):
+            max_tokens = _default_max_tokens(litellm, model, provider)
         kwargs = _call_kwargs(model, messages, settings, tools, response_format)
+        kwargs["timeout"] = timeout_s
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
         if api_key is not None:
             kwargs["api_key"] = api_key
         secrets = tuple(str(value) for value in (api_key, settings.extra.get("api_key")) if value)
-        return cls(model, provider, offline, kwargs, secrets)
+        return cls(model, provider, kwargs, secrets, timeout_s)
+
+
+_output_limits: dict[str, int | None] = {}
+
+
+def _default_max_tokens(litellm: Any, model: str, provider: str) -> int:
+    """:data:`~teamrun.defaults.DEFAULT_MAX_TOKENS`, lowered to the model's own output limit
+    when LiteLLM knows a smaller one."""
+    if model not in _output_limits:
+        limit = None
+        try:
+            info = litellm.get_model_info(model=model, custom_llm_provider=provider)
+            value = info.get("max_output_tokens") or info.get("max_tokens")
+            limit = int(value) if value else None
+        except Exception:
+            limit = None
+        _output_limits[model] = limit
+    known = _output_limits[model]
+    return min(DEFAULT_MAX_TOKENS, known) if known else DEFAULT_MAX_TOKENS
 
 
 def _lacks_response_schema(litellm: Any, model: str, provider: str) -> bool:
@@ -337,8 +387,6 @@ def _call_kwargs(
 
 def _provider_of(litellm: Any, model: str, api_base: str | None) -> str:
     """LiteLLM's provider name for ``model`` (``"unknown"`` if it cannot tell)."""
-    if is_offline_model(model):
-        return OFFLINE_PROVIDER
     try:
         return str(litellm.get_llm_provider(model=model, api_base=api_base)[1])
     except Exception:
@@ -362,9 +410,18 @@ def _api_key(settings: ModelSettings, model: str, provider: str) -> str | None:
 
 
 # -- reading the answer -----------------------------------------------------------------
-async def _collect_stream(litellm: Any, stream: Any, messages: list[Message]) -> Any:
-    """Read a streamed answer to the end and assemble it into one ``ModelResponse``."""
-    chunks = [chunk async for chunk in stream]
+async def _collect_stream(litellm: Any, stream: Any, messages: list[Message], idle_s: float) -> Any:
+    """Read a streamed answer to the end and assemble it into one ``ModelResponse``; waiting
+    more than ``idle_s`` for a chunk is a timeout."""
+    chunks: list[Any] = []
+    iterator = aiter(stream)
+    while True:
+        try:
+            async with asyncio.timeout(idle_s):
+                chunk = await anext(iterator)
+        except StopAsyncIteration:
+            break
+        chunks.append(chunk)
     if not chunks:
         raise _MalformedResponse("the stream ended without any chunk")
     response = litellm.stream_chunk_builder(chunks, messages=messages)
@@ -428,7 +485,7 @@ def _usage(raw: Any) -> Usage:
 
 def _cost(litellm: Any, response: Any, call: _CallPlan) -> float:
     """Price from LiteLLM's table; 0.0 (and one warning per model) when it is unknown."""
-    if call.offline or call.model in _unpriced_models:
+    if call.model in _unpriced_models:
         return 0.0
     hidden = getattr(response, "_hidden_params", None) or {}
     known = hidden.get("response_cost") if isinstance(hidden, dict) else None
@@ -452,11 +509,12 @@ def _cost(litellm: Any, response: Any, call: _CallPlan) -> float:
 
 
 # -- classifying failures ---------------------------------------------------------------
-def _classify(litellm: Any, exc: Exception, secrets: Sequence[str]) -> _Failure:
+def _classify(litellm: Any, exc: Exception, call: _CallPlan) -> _Failure:
     """Map an exception from one attempt to a failure kind (retryable or not)."""
     import httpx
     import openai
 
+    secrets = call.secrets
     chain = _exception_chain(exc)
     reason = _short_reason(exc, secrets)
     status = getattr(exc, "status_code", None)
@@ -464,6 +522,8 @@ def _classify(litellm: Any, exc: Exception, secrets: Sequence[str]) -> _Failure:
     timeouts = (TimeoutError, openai.APITimeoutError, httpx.TimeoutException)
     if any(isinstance(e, timeouts) for e in chain):
         return _Failure("timeout", None, reason)
+    if _is_context_overflow(litellm, chain, status):
+        return _Failure("context_window", status, reason)
     if isinstance(exc, _MalformedResponse | litellm.APIResponseValidationError):
         return _Failure("malformed", None, reason)
     if any(_MISSING_KEY.search(str(e)) for e in chain):
@@ -548,26 +608,119 @@ def _parse_retry_after(value: Any) -> float | None:
 
 _PREFIX = re.compile(r"^(?:litellm\.\w+:\s*|\w+(?:Error|Exception)\s*(?:-|:)\s*)+")
 _KEYLIKE = re.compile(r"\b(sk|pk|rk|key)-[A-Za-z0-9_\-]{8,}")
+_BEARER = re.compile(r"(?i)\b(bearer|api[_-]?key[\"']?\s*[:=]\s*[\"']?)\s*[A-Za-z0-9_\-.]{8,}")
+
+
+def _provider_message(chain: Sequence[BaseException]) -> str | None:
+    """The ``message`` field of the provider's JSON error body, when an exception carries it."""
+    for exc in chain:
+        body = getattr(exc, "body", None)
+        if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+            body = body["error"]
+        message = body.get("message") if isinstance(body, Mapping) else None
+        if isinstance(message, str) and message.strip():
+            return message
+    return None
 
 
 def _short_reason(exc: BaseException, secrets: Sequence[str]) -> str:
-    """The exception's message without LiteLLM's class-name prefixes, secrets or noise."""
-    text = str(exc).split("\n", 1)[0] or type(exc).__name__
-    text = _PREFIX.sub("", text).strip() or type(exc).__name__
-    text = re.sub(r"\s*LiteLLM Retried:.*$", "", text)
+    """What the provider said: its error body's ``message`` (else the exception's text),
+    without LiteLLM's class-name prefixes, secrets or noise; at most a few lines."""
+    text = _provider_message(_exception_chain(exc)) or str(exc) or type(exc).__name__
+    text = re.sub(r"\s*LiteLLM Retried:.*$", "", _PREFIX.sub("", text.strip()), flags=re.DOTALL)
     for secret in secrets:
         text = text.replace(secret, "***")
-    text = _KEYLIKE.sub("***", text)
-    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
+    text = _BEARER.sub(r"\1 ***", _KEYLIKE.sub("***", text))
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()] or [type(exc).__name__]
+    kept = [_clip(line, _REASON_CHARS) for line in lines[:_REASON_LINES]]
+    if len(lines) > _REASON_LINES:
+        kept.append(f"... ({len(lines) - _REASON_LINES} more lines)")
+    return "\n  ".join(kept)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- context window overflow --------------------------------------------------------------
+_OVERFLOW = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|context window|prompt is too long|"
+    r"input is too long|too many (?:input )?tokens",
+    re.IGNORECASE,
+)
+_SENT = re.compile(
+    r"(?:resulted in|requested|prompt is too long:|input (?:is|has|contains)|you sent)\s+"
+    r"(?:about\s+)?(\d[\d,]*)\s+tokens",
+    re.IGNORECASE,
+)
+_WINDOW = re.compile(
+    r"(?:maximum context length is|context window (?:is|of)|limit (?:is|of))\s+(\d[\d,]*)\s+tokens|"
+    r"tokens\s*>\s*(\d[\d,]*)\s+maximum",
+    re.IGNORECASE,
+)
+
+
+def _is_context_overflow(litellm: Any, chain: Sequence[BaseException], status: int | None) -> bool:
+    """The request was rejected because the conversation does not fit the model's window."""
+    overflow_type = getattr(litellm, "ContextWindowExceededError", None)
+    if overflow_type is not None and any(isinstance(e, overflow_type) for e in chain):
+        return True
+    if status not in (400, 413, 422, None):
+        return False
+    for exc in chain:
+        body = getattr(exc, "body", None)
+        if isinstance(body, Mapping) and isinstance(body.get("error"), Mapping):
+            body = body["error"]
+        if isinstance(body, Mapping) and body.get("code") == "context_length_exceeded":
+            return True
+    return status is not None and bool(_OVERFLOW.search(_provider_message(chain) or str(chain[0])))
+
+
+def _number(match: re.Match[str] | None) -> int | None:
+    if match is None:
+        return None
+    digits = next((g for g in match.groups() if g), None)
+    return int(digits.replace(",", "")) if digits else None
+
+
+def _overflow_hint(litellm: Any, call: _CallPlan, reason: str) -> str:
+    """Which agent, how many tokens were sent, the model's window, and what to change."""
+    sent, estimated = _number(_SENT.search(reason)), False
+    if sent is None:
+        try:
+            sent = int(litellm.token_counter(model=call.model, messages=call.kwargs["messages"]))
+            estimated = True
+        except Exception:
+            sent = None
+    window = _number(_WINDOW.search(reason))
+    if window is None:
+        try:
+            info = litellm.get_model_info(model=call.model, custom_llm_provider=call.provider)
+            window = int(info.get("max_input_tokens") or info.get("max_tokens") or 0) or None
+        except Exception:
+            window = None
+    scope = current_scope.get()
+    agent = f"agent {'/'.join(scope.agent_path)!r}" if scope is not None and scope.agent_path else "the agent"
+    sent_text = f"{'about ' if estimated else ''}{sent:,} tokens were sent" if sent else "the size sent is unknown"
+    window_text = f"the model's context window is {window:,} tokens" if window else "the model's window is unknown"
+    answer = call.kwargs.get("max_tokens")
+    reserve = f" plus max_tokens {answer:,} for the answer" if isinstance(answer, int) else ""
+    return (
+        f"the conversation of {agent} does not fit the model's context window ({sent_text}{reserve}; "
+        f"{window_text}). Give the agent less to read — a message_filter (last: N or max_tokens: N) on the "
+        "delegation that starts it, fewer or shorter tool results — or lower max_tokens, or use a model "
+        "with a larger window"
+    )
 
 
 _HINTS: dict[FailureKind, str] = {
     "rate_limited": "rate limited; lower max_concurrency or raise num_retries",
     "server_error": "the provider had an error; try again later or raise num_retries",
-    "timeout": "timed out; raise timeout_s or check the endpoint",
+    "timeout": "timed out; raise request_timeout_s or check the endpoint",
     "connection": "could not connect; check api_base and that the server is reachable",
     "malformed": "the provider sent a response that is not a valid chat completion",
     "rejected": "the request was rejected",
+    "context_window": "the conversation does not fit the model's context window",
     "config": "no API key: set api_key_env to the variable holding it "
     "(or the provider's standard variable, e.g. OPENAI_API_KEY)",
 }
@@ -587,11 +740,15 @@ def _public_url(url: str) -> str:
 
 
 def _provider_error(
-    call: _CallPlan, settings: ModelSettings, failure: _Failure, attempts: int
+    litellm: Any, call: _CallPlan, settings: ModelSettings, failure: _Failure, attempts: int
 ) -> ProviderError:
     hint = _STATUS_HINTS.get(failure.status_code or 0, _HINTS[failure.kind])
-    if failure.kind == "timeout" and settings.timeout_s is not None:
-        hint = f"timed out after {settings.timeout_s:g}s; raise timeout_s or check the endpoint"
+    if failure.kind == "context_window":
+        hint = _overflow_hint(litellm, call, failure.reason)
+    if failure.kind == "timeout":
+        hint = (
+            f"timed out after {call.timeout_s:g}s; raise request_timeout_s or check the endpoint"
+        )
     status = f"HTTP {failure.status_code}, " if failure.status_code else ""
     tries = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
     where = f" at {_public_url(settings.api_base)}" if settings.api_base else ""

@@ -16,7 +16,7 @@ Because a masked reply is what a replayed run sends back in its next request,
 requests are fingerprinted with secrets masked the same way, on both sides:
 record and replay then hash the same text whether or not the secret is set.
 
-    team = load_team("team.yaml", chat_model=RecordingModel(LiteLLMChatModel(), "run.cassette.jsonl"))
+    team = load_team("team.yaml", chat_model=RecordingModel(ModelRouter(), "run.cassette.jsonl"))
     team = load_team("team.yaml", chat_model=ReplayModel("run.cassette.jsonl"))
 """
 

@@ -7,33 +7,37 @@ across calls, no randomness — and picks one of four moves:
    and no handoff happened in the conversation: call the first handoff tool.
 2. **Delegate.** Some delegation tool (``ask_<agent>`` / ``delegate_task``) has not
    been called yet: call every uncalled one in one turn (parallel tool calls),
-   with the latest user message as the task.
+   with the latest user message as the task. When the tools take
+   ``context_from_refs`` (result references), delegation goes in two waves:
+   every worker but the last first, then the last one with the ``ref`` of each
+   result so far — so a writer listed last gets the researchers' findings.
 3. **Use tools.** Some plain tool has not been called yet: call each uncalled one
    once, in one turn, with arguments built from its JSON schema.
 4. **Answer.** Text starting with ``[offline simulation]`` that names the task and
-   summarises every tool result; or, when a JSON ``response_format`` is asked
-   for, JSON valid against its schema and nothing else.
+   summarises every tool result and every referenced result in the prompt; or,
+   when a JSON ``response_format`` is asked for, JSON valid against its schema
+   and nothing else.
 
-The pure logic (:func:`simulate`) does not import LiteLLM; :func:`build_provider`
-wraps it in a LiteLLM ``CustomLLM`` so that offline and real providers travel the
-same path through the adapter (plain and streamed).
+It is a plain model of teamrun's (:class:`OfflineChatModel`), not a LiteLLM
+provider: running or replaying a team offline never imports LiteLLM (whose
+import alone takes seconds).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from teamrun.llm.types import Message, ToolCall, ToolSchema
+from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema, Usage
 
 __all__ = [
     "DEFAULT_OFFLINE_MODEL",
     "OFFLINE_PROVIDER",
+    "OfflineChatModel",
     "SimulatedTurn",
-    "build_provider",
     "example_from_schema",
     "is_offline_model",
     "litellm_model_name",
@@ -41,7 +45,7 @@ __all__ = [
 ]
 
 OFFLINE_PROVIDER = "offline"
-"""The LiteLLM custom-provider name the simulator is registered under."""
+"""The model name (and ``offline/...`` prefix) that selects the simulator."""
 DEFAULT_OFFLINE_MODEL = "offline/simulator"
 """What the bare model string ``offline`` is mapped to."""
 ANSWER_PREFIX = "[offline simulation]"
@@ -77,7 +81,7 @@ def is_offline_model(model: str) -> bool:
 
 
 def litellm_model_name(model: str) -> str:
-    """The model string to hand to LiteLLM: ``offline`` becomes ``offline/simulator``."""
+    """The full model name: ``offline`` becomes ``offline/simulator``; others are unchanged."""
     return DEFAULT_OFFLINE_MODEL if model == OFFLINE_PROVIDER else model
 
 
@@ -103,6 +107,18 @@ class _Conversation:
     call_count: int
     results: tuple[tuple[str, str], ...]
     """``(tool name, result text)`` for every tool message, in order."""
+    referenced: tuple[tuple[str, str], ...] = ()
+    """``(ref, text)`` of the referenced results fenced into the latest user message."""
+
+    @property
+    def refs(self) -> list[str]:
+        """The ``ref`` ids of the delegation results so far, in order."""
+        found: list[str] = []
+        for _, text_ in self.results:
+            for answer in _delegation_answers(text_) or ():
+                if answer[3] and answer[3] not in found:
+                    found.append(answer[3])
+        return found
 
 
 def _content_text(content: Any) -> str:
@@ -130,10 +146,13 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
     call_count = 0
     names_by_id: dict[str, str] = {}
     results: list[tuple[str, str]] = []
+    referenced: tuple[tuple[str, str], ...] = ()
     for message in messages:
         role = _field(message, "role")
         if role == "user":
-            task = _content_text(_field(message, "content")).strip() or task
+            text_ = _content_text(_field(message, "content")).strip()
+            if text_:
+                task, referenced = _split_references(text_)
         elif role == "assistant":
             for call in _field(message, "tool_calls") or ():
                 name = str(_field(_field(call, "function"), "name") or "")
@@ -144,7 +163,21 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
             call_id = str(_field(message, "tool_call_id"))
             name = str(_field(message, "name") or names_by_id.get(call_id, "tool"))
             results.append((name, _content_text(_field(message, "content"))))
-    return _Conversation(task, frozenset(called), call_count, tuple(results))
+    return _Conversation(task, frozenset(called), call_count, tuple(results), referenced)
+
+
+_DATA_BLOCK = re.compile(r"<<<DATA (\w+) ref=(\S+?)(?: as=[^\n]*?)?>>>\n(.*?)\n<<<END \1>>>", re.DOTALL)
+_REFERENCES_HEADING = "## Referenced results"
+
+
+def _split_references(text_: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """A user message as ``(task, referenced results)``: the fenced data blocks the executor
+    inserts (teamrun.engine.references) are taken out of the task."""
+    blocks = tuple((m.group(2), m.group(3)) for m in _DATA_BLOCK.finditer(text_))
+    if not blocks:
+        return text_, ()
+    head = text_.split(_REFERENCES_HEADING, 1)[0]
+    return _DATA_BLOCK.sub("", head).strip() or text_, blocks
 
 
 # -- tools --------------------------------------------------------------------------------
@@ -177,8 +210,14 @@ def _plan_calls(
         return [(name, _arguments(tool, conv.task))]
     delegations = [(t, n) for t, n in named if _is_delegation(n) and n not in conv.called]
     if delegations:
+        takes_refs = all(_takes_refs(t) for t, _ in delegations)
+        if takes_refs and len(delegations) > 1 and not any(_is_delegation(n) for n in conv.called):
+            delegations = delegations[:-1]  # first wave; the last worker gets their refs next turn
+        refs = conv.refs if takes_refs else []
         return [
-            call for tool, name in delegations for call in _delegation_calls(tool, name, conv.task)
+            call
+            for tool, name in delegations
+            for call in _delegation_calls(tool, name, conv.task, refs)
         ]
     plain = [
         (t, n)
@@ -193,7 +232,13 @@ def _arguments(tool: ToolSchema, task: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _delegation_calls(tool: ToolSchema, name: str, task: str) -> list[tuple[str, dict[str, Any]]]:
+def _takes_refs(tool: ToolSchema) -> bool:
+    return "context_from_refs" in (_tool_parameters(tool).get("properties") or {})
+
+
+def _delegation_calls(
+    tool: ToolSchema, name: str, task: str, refs: Sequence[str] = ()
+) -> list[tuple[str, dict[str, Any]]]:
     """Calls for one delegation tool: ``task`` is the user's text; all targets at once.
 
     ``delegate_task`` with an array-of-enum target field gets every name in one call;
@@ -204,6 +249,8 @@ def _delegation_calls(tool: ToolSchema, name: str, task: str) -> list[tuple[str,
     props: dict[str, Any] = schema.get("properties") or {}
     if "task" in props or not props:
         args["task"] = task
+    if refs:
+        args["context_from_refs"] = list(refs)
     if name != "delegate_task":
         return [(name, args)]
     for key, prop in props.items():
@@ -388,8 +435,9 @@ def _shorten(value: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _delegation_answers(text_: str) -> list[tuple[str, str, str]] | None:
-    """A delegation tool's result (one or a list of ``{agent, status, response}``), else ``None``."""
+def _delegation_answers(text_: str) -> list[tuple[str, str, str, str]] | None:
+    """A delegation tool's result (one or a list of ``{agent, status, response, ref?}``) as
+    ``(agent, status, response, ref or "")`` tuples, else ``None``."""
     try:
         value = json.loads(text_)
     except ValueError:
@@ -397,7 +445,10 @@ def _delegation_answers(text_: str) -> list[tuple[str, str, str]] | None:
     items = value if isinstance(value, list) else [value]
     if not items or not all(isinstance(i, dict) and {"agent", "status", "response"} <= set(i) for i in items):
         return None
-    return [(str(i["agent"]), str(i["status"]), str(i.get("response") or i.get("error") or "")) for i in items]
+    return [
+        (str(i["agent"]), str(i["status"]), str(i.get("response") or i.get("error") or ""), str(i.get("ref") or ""))
+        for i in items
+    ]
 
 
 def _summaries(conv: _Conversation) -> list[str]:
@@ -407,17 +458,27 @@ def _summaries(conv: _Conversation) -> list[str]:
         if answers is None:
             lines.append(f"{name}: {_shorten(text_, _SNIPPET_CHARS)}")
             continue
-        for agent, status, response in answers:  # show the worker's answer, not the JSON around it
-            response = response.removeprefix(ANSWER_PREFIX).strip()
-            lines.append(f"{agent} ({status}): {_shorten(response, _SNIPPET_CHARS)}")
+        for agent, status, response, _ in answers:  # show the worker's answer, not the JSON around it
+            lines.append(f"{agent} ({status}): {_shorten(_answer_body(response), _SNIPPET_CHARS)}")
+    for ref, text_ in conv.referenced:
+        lines.append(f"{ref} (referenced): {_shorten(_answer_body(text_), _SNIPPET_CHARS)}")
     return lines
+
+
+def _answer_body(text_: str) -> str:
+    """An answer without the simulator's own prefix and ``Task:`` line (it repeats the task)."""
+    text_ = text_.strip()
+    if not text_.startswith(ANSWER_PREFIX):
+        return text_
+    first, _, rest = text_.removeprefix(ANSWER_PREFIX).strip().partition("\n")
+    return rest.strip() if first.startswith("Task:") and rest.strip() else first + ("\n" + rest if rest else "")
 
 
 def _text_answer(conv: _Conversation) -> str:
     lines = [f"{ANSWER_PREFIX} Task: {_shorten(conv.task, _TASK_CHARS) or '(no task given)'}"]
     summaries = _summaries(conv)
     if summaries:
-        lines.append(f"Findings from {len(summaries)} tool result(s):")
+        lines.append(f"Findings from {len(summaries)} result(s):")
         lines += [f"- {s}" for s in summaries]
     else:
         lines.append("No tool results were available; this is a simulated answer.")
@@ -482,101 +543,28 @@ def simulate(
     return SimulatedTurn(answer, (), input_tokens, _estimate_tokens(answer))
 
 
-# -- the LiteLLM provider -----------------------------------------------------------------
-def _response_payload(turn: SimulatedTurn, model: str) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
-    if turn.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in turn.tool_calls
-        ]
-    return {
-        "model": f"{OFFLINE_PROVIDER}/{model}",
-        "choices": [{"index": 0, "message": message, "finish_reason": turn.finish_reason}],
-        "usage": {
-            "prompt_tokens": turn.input_tokens,
-            "completion_tokens": turn.output_tokens,
-            "total_tokens": turn.input_tokens + turn.output_tokens,
-        },
-    }
+# -- the chat model -----------------------------------------------------------------------
+class OfflineChatModel:
+    """The simulator as a :class:`~teamrun.llm.types.ChatModel`: no LiteLLM, no network.
 
-
-def _stream_chunks(turn: SimulatedTurn) -> list[dict[str, Any]]:
-    """The turn as LiteLLM ``GenericStreamingChunk`` dicts: one per tool call, then the text."""
-    usage = {
-        "prompt_tokens": turn.input_tokens,
-        "completion_tokens": turn.output_tokens,
-        "total_tokens": turn.input_tokens + turn.output_tokens,
-    }
-    chunks: list[dict[str, Any]] = [
-        {
-            "text": "",
-            "tool_use": {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-                "index": index,
-            },
-            "is_finished": False,
-            "finish_reason": "",
-            "usage": None,
-            "index": 0,
-        }
-        for index, call in enumerate(turn.tool_calls)
-    ]
-    chunks.append(
-        {
-            "text": turn.text or "",
-            "tool_use": None,
-            "is_finished": True,
-            "finish_reason": turn.finish_reason,
-            "usage": usage,
-            "index": 0,
-        }
-    )
-    return chunks
-
-
-def build_provider(litellm: Any) -> Any:
-    """A ``CustomLLM`` instance serving :func:`simulate` through LiteLLM.
-
-    LiteLLM hands a custom provider the offered tools and the response format in
-    ``optional_params`` (``tools``, ``response_format``), and the model name
-    without the ``offline/`` prefix.
+    ``settings.stream`` makes no difference (the whole turn exists at once), and
+    the call costs nothing.
     """
 
-    class OfflineSimulator(litellm.CustomLLM):  # type: ignore[misc]
-        """Deterministic offline model, registered as the ``offline`` provider."""
-
-        def _answer(
-            self, model: str, messages: list[Message], optional_params: dict[str, Any]
-        ) -> Any:
-            turn = simulate(
-                messages,
-                optional_params.get("tools") or (),
-                optional_params.get("response_format"),
-            )
-            return litellm.ModelResponse(**_response_payload(turn, model))
-
-        def completion(self, model: str, messages: list[Message], *args: Any, **kwargs: Any) -> Any:
-            return self._answer(model, messages, kwargs.get("optional_params") or {})
-
-        async def acompletion(
-            self, model: str, messages: list[Message], *args: Any, **kwargs: Any
-        ) -> Any:
-            return self._answer(model, messages, kwargs.get("optional_params") or {})
-
-        def streaming(
-            self, model: str, messages: list[Message], *args: Any, **kwargs: Any
-        ) -> Iterator[dict[str, Any]]:
-            params = kwargs.get("optional_params") or {}
-            turn = simulate(messages, params.get("tools") or (), params.get("response_format"))
-            return iter(_stream_chunks(turn))
-
-        async def astreaming(
-            self, model: str, messages: list[Message], *args: Any, **kwargs: Any
-        ) -> AsyncIterator[dict[str, Any]]:
-            for chunk in self.streaming(model, messages, *args, **kwargs):
-                yield chunk
-
-    return OfflineSimulator()
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema] = (),
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ModelReply:
+        turn = simulate(messages, tools, response_format)
+        return ModelReply(
+            text=turn.text,
+            tool_calls=turn.tool_calls,
+            usage=Usage(turn.input_tokens, turn.output_tokens, 1),
+            cost_usd=0.0,
+            model=litellm_model_name(settings.model.strip()),
+            finish_reason=turn.finish_reason,
+        )

@@ -13,6 +13,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from teamrun.defaults import DEFAULT_NUM_RETRIES
+
 Message = dict[str, Any]
 """One chat message in OpenAI format."""
 
@@ -67,8 +69,10 @@ class ModelSettings:
     """Name of the environment variable holding the API key (never the key itself)."""
     temperature: float | None = None
     max_tokens: int | None = None
+    """``None``: :data:`teamrun.defaults.DEFAULT_MAX_TOKENS` (or the model's smaller output limit)."""
     timeout_s: float | None = None
-    num_retries: int = 3
+    """Seconds per request; ``None``: :data:`teamrun.defaults.DEFAULT_REQUEST_TIMEOUT_S`."""
+    num_retries: int = DEFAULT_NUM_RETRIES
     stream: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Provider-specific parameters passed through to ``litellm.acompletion``."""

@@ -1,0 +1,70 @@
+"""The chat model teamrun builds by default: ``offline`` to the simulator, the rest to LiteLLM.
+
+Importing LiteLLM takes seconds, and a team that runs on the ``offline`` model
+(every ready-made team, out of the box) never needs it. :class:`ModelRouter`
+sends ``offline`` and ``offline/...`` models to :class:`~teamrun.llm.offline.OfflineChatModel`
+and builds the :class:`~teamrun.llm.adapter.LiteLLMChatModel` — importing
+LiteLLM — only for the first other model: at :meth:`ModelRouter.prepare` (before a run
+starts, so the import is not paid inside a model call) or, failing that, on the first call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from teamrun.llm.offline import OfflineChatModel, is_offline_model
+from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
+
+if TYPE_CHECKING:
+    from teamrun.llm.adapter import LiteLLMChatModel
+
+__all__ = ["ModelRouter"]
+
+
+class ModelRouter:
+    """A :class:`~teamrun.llm.types.ChatModel` choosing the simulator or LiteLLM by model name.
+
+    ``adapter_options`` are passed to :class:`~teamrun.llm.adapter.LiteLLMChatModel`
+    when it is built (``on_retry``, backoff settings...).
+    """
+
+    def __init__(self, **adapter_options: Any) -> None:
+        self.offline = OfflineChatModel()
+        self._adapter_options = adapter_options
+        self._adapter: LiteLLMChatModel | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def uses_litellm(self) -> bool:
+        """Whether the LiteLLM adapter has been built (and LiteLLM imported)."""
+        return self._adapter is not None
+
+    def litellm_model(self) -> LiteLLMChatModel:
+        """The LiteLLM adapter, built (and LiteLLM imported) on first use."""
+        if self._adapter is None:
+            with self._lock:
+                if self._adapter is None:
+                    from teamrun.llm.adapter import LiteLLMChatModel
+
+                    self._adapter = LiteLLMChatModel(**self._adapter_options)
+        return self._adapter
+
+    def prepare(self, models: Iterable[str]) -> None:
+        """Build the LiteLLM adapter now if any of ``models`` needs it."""
+        if any(not is_offline_model(model.strip()) for model in models):
+            self.litellm_model()
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema] = (),
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ModelReply:
+        model = self.offline if is_offline_model(settings.model.strip()) else self.litellm_model()
+        return await model.complete(
+            messages, settings=settings, tools=tools, response_format=response_format
+        )
