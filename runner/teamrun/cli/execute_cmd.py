@@ -112,7 +112,7 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
             replay_mode: str | None) -> int:
     from teamrun.cli.progress import LiveTree, PlainProgress
     from teamrun.engine.team import load_team
-    from teamrun.observe.redact import Redactor
+    from teamrun.secrets import Redactor
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
 
     _check_observe_flags(trace_path, trace_content, otel, record_path, replay_path, replay_mode)

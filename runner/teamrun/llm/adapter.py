@@ -26,8 +26,6 @@ from email.utils import parsedate_to_datetime
 from time import time
 from typing import Any, Literal
 
-import structlog
-
 from teamrun.errors import ModelError
 from teamrun.llm.offline import (
     OFFLINE_PROVIDER,
@@ -43,6 +41,7 @@ from teamrun.llm.types import (
     ToolSchema,
     Usage,
 )
+from teamrun.logs import get_logger
 
 __all__ = [
     "FailureKind",
@@ -53,7 +52,7 @@ __all__ = [
     "resolve_model",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 FailureKind = Literal[
     "rate_limited", "server_error", "timeout", "connection", "malformed", "rejected", "config"
@@ -236,17 +235,18 @@ class LiteLLMChatModel:
         notice = RetryNotice(
             call.model, attempt, attempts, delay, failure.kind, failure.status_code, failure.reason
         )
-        log.warning(
-            "llm_retry",
-            model=call.model,
-            attempt=attempt,
-            max_attempts=attempts,
-            delay_s=round(delay, 3),
-            kind=failure.kind,
-            status_code=failure.status_code,
-        )
         if self.on_retry is not None:
-            self.on_retry(notice)
+            self.on_retry(notice)  # the run's event bus reports it (progress, trace, logs): once
+        else:
+            log.warning(
+                "llm_retry",
+                model=call.model,
+                attempt=attempt,
+                max_attempts=attempts,
+                delay_s=round(delay, 3),
+                kind=failure.kind,
+                status_code=failure.status_code,
+            )
         await self._sleep(delay)
 
     def _delay(self, failure: _Failure, attempt: int) -> float:

@@ -193,7 +193,7 @@ class RecordingModel:
 
     The file is started afresh. Lines are flushed one by one, so a killed run
     still leaves the exchanges it finished. ``redactor`` (anything with a
-    ``value(obj)`` method, e.g. :class:`teamrun.observe.redact.Redactor`; by
+    ``value(obj)`` method, e.g. :class:`teamrun.secrets.Redactor`; by
     default one built from the environment) masks secrets in replies.
     """
 
@@ -201,7 +201,7 @@ class RecordingModel:
         self.inner = inner
         self.path = Path(path)
         if redactor is None:
-            from teamrun.observe.redact import Redactor
+            from teamrun.secrets import Redactor
 
             redactor = Redactor()
         self.redactor = redactor

@@ -33,11 +33,11 @@ import jinja2
 import jinja2.meta
 import jsonschema
 import jsonschema.validators
-import structlog
 from jinja2.sandbox import SandboxedEnvironment
 
 from teamrun.config.models import ToolDef
 from teamrun.errors import ToolError, UserError
+from teamrun.logs import get_logger
 from teamrun.tools.base import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIMEOUT_S,
@@ -48,7 +48,7 @@ from teamrun.tools.base import (
 
 __all__ = ["CommandTool"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _TEMPLATES = SandboxedEnvironment(undefined=jinja2.StrictUndefined, autoescape=False)
 """One sandboxed environment for every command template (templates only read it)."""
