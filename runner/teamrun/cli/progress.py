@@ -1,6 +1,7 @@
-"""Showing a run as it happens, on stderr: a live agent tree on a terminal, plain lines otherwise.
+"""Showing a run as it happens, on stderr: a live agent tree on a terminal, plain lines otherwise,
+one log line per event with ``--log-format json``.
 
-Both views are event-bus subscribers; stdout stays reserved for the answer.
+Each view is an event-bus subscriber; stdout stays reserved for the answer.
 While the tree is drawn on ``sys.stderr``, anything else written there (log
 lines, an approval prompt) goes through the tree, which prints it above itself
 and redraws below it, so neither overwrites the other.
@@ -23,12 +24,14 @@ from teamrun.events import (
     Event,
     Hook,
     LlmEnd,
+    LlmIO,
     LlmRetry,
     RunEnd,
     RunStart,
     RunWarning,
     ToolEnd,
     ToolStart,
+    content_fields,
 )
 
 _MARKS = {"running": "●", "ok": "✓", "done": "✓", "error": "✗", "budget_exhausted": "◐",
@@ -102,6 +105,45 @@ class PlainProgress:
                 tokens = _tokens(event.usage.get("total_tokens", 0))
                 return f"run {event.status} in {event.duration_s:.2f}s, {tokens}, ${event.cost:.4f}"
         return None
+
+
+class EventLog:
+    """One log line per event (``--log-format json``: one JSON object per line), on stderr.
+
+    Each line's ``event`` is the event kind; it carries ``run_id``, ``span_id``,
+    ``parent_span_id``, ``agent`` and ``agent_path`` and the kind's own fields,
+    except content (prompts, answers, tool payloads: see ``--trace-content``).
+    Lines are rendered like every other log line but shown whatever ``-v`` says:
+    they are the progress view (``-q`` turns them off).
+    """
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+
+    def __call__(self, event: Event) -> None:
+        from teamrun.logs import log_line
+
+        if isinstance(event, LlmIO):
+            return  # nothing but content
+        level = _level(event)
+        fields = {k: v for k, v in event.data.items() if k not in _CONTENT}
+        line = log_line(level, event.kind, run_id=event.run_id, span_id=event.span_id,
+                        parent_span_id=event.parent_span_id, agent=event.agent,
+                        agent_path="/".join(event.agent_path), **fields)
+        stream = self.stream or sys.stderr
+        stream.write(line + "\n")
+        stream.flush()
+
+
+_CONTENT = content_fields()
+
+
+def _level(event: Event) -> str:
+    if isinstance(event, LlmRetry | RunWarning | Budget) or (isinstance(event, Hook) and event.status != "ok"):
+        return "warning"
+    if isinstance(event, RunEnd) and event.status == "failed":
+        return "error"
+    return "info"
 
 
 class _AboveTree:

@@ -15,6 +15,7 @@ until an exporter is built.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -25,7 +26,10 @@ from teamrun.observe.spans import END_KINDS, POINT_KINDS, START_KINDS, SpanIndex
 from teamrun.observe.trace_file import CONTENT_FIELDS, wall_clock
 from teamrun.secrets import Redactor
 
-__all__ = ["INSTALL_HINT", "OTelExporter", "otlp_tracer_provider", "require_otel"]
+__all__ = [
+    "EXPORT_TIMEOUT_S", "INSTALL_HINT", "OTelExporter", "export_timeout_s", "otlp_tracer_provider", "require_otel",
+    "shutdown_provider",
+]
 
 INSTALL_HINT = "pip install 'teamrun[otel]'"
 _FAILED = frozenset({"error", "failed"})
@@ -46,8 +50,26 @@ def require_otel(*, exporter: bool = False) -> None:
         ) from None
 
 
+EXPORT_TIMEOUT_S = 2.0
+"""How long one export (all its retries included) may take, unless ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``
+or ``OTEL_EXPORTER_OTLP_TIMEOUT`` says otherwise. The SDK's own default (10 s, retrying with backoff)
+made a run with no collector listening wait that long at exit; a CLI run should not."""
+
+_TIMEOUT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+
+
+def export_timeout_s(environ: Mapping[str, str] | None = None) -> float | None:
+    """The export timeout teamrun sets: ``None`` (the SDK reads it) when a standard variable sets one."""
+    env = os.environ if environ is None else environ
+    return None if any(env.get(name) for name in _TIMEOUT_VARIABLES) else EXPORT_TIMEOUT_S
+
+
 def otlp_tracer_provider(service_name: str = "teamrun") -> Any:
-    """A ``TracerProvider`` sending spans over OTLP/HTTP to the endpoint the standard env vars name."""
+    """A ``TracerProvider`` sending spans over OTLP/HTTP to the endpoint the standard env vars name.
+
+    Each export gives up after :data:`EXPORT_TIMEOUT_S` (retries included); shut it down with
+    :func:`shutdown_provider`.
+    """
     require_otel(exporter=True)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
@@ -55,8 +77,15 @@ def otlp_tracer_provider(service_name: str = "teamrun") -> Any:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(timeout=export_timeout_s())))
     return provider
+
+
+def shutdown_provider(provider: Any) -> None:
+    """Send what is left and stop: at most one bounded export (spans still queued), then shutdown."""
+    timeout = export_timeout_s() or EXPORT_TIMEOUT_S
+    provider.force_flush(int(timeout * 1000))
+    provider.shutdown()
 
 
 def _ns(monotonic: float) -> int:
