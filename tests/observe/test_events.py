@@ -1,0 +1,158 @@
+"""The typed events: one class per kind, built from keyword data by the bus, rebuilt from trace lines."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+import teamrun
+from teamrun.events import (
+    EVENT_TYPES,
+    AgentStart,
+    DelegationEnd,
+    Event,
+    EventBus,
+    LlmRetry,
+    ToolEnd,
+    event_from_record,
+)
+from teamrun.observe.trace_file import TraceWriter
+from teamrun.observe.trace_read import read_trace
+from teamrun.testing import EventRecorder
+
+TEAM = """\
+version: 1
+name: events-team
+supervisor: lead
+defaults: {model: offline}
+agents:
+  lead: {description: Leads., delegates_to: [alpha, beta]}
+  alpha: {description: Looks things up.}
+  beta: {description: Writes.}
+"""
+
+
+def _bus() -> tuple[EventBus, list[Event]]:
+    bus = EventBus("r1")
+    seen: list[Event] = []
+    bus.subscribe(seen.append)
+    return bus, seen
+
+
+def test_emit_builds_the_typed_event_for_the_kind() -> None:
+    bus, seen = _bus()
+
+    bus.emit("tool_end", span_id="s3", parent_span_id="s2", agent_path=("lead", "alpha"),
+             tool="grep", status="error", error="exit 2", chars=10)
+
+    (event,) = seen
+    assert isinstance(event, ToolEnd) and event.kind == "tool_end"
+    assert (event.tool, event.status, event.error, event.chars) == ("grep", "error", "exit 2", 10)
+    assert (event.run_id, event.agent, event.depth) == ("r1", "alpha", 1)
+    assert event.data == {"tool": "grep", "status": "error", "error": "exit 2", "chars": 10}
+
+
+@pytest.mark.parametrize(("kind", "data", "message"), [
+    ("tool_end", {"tool": "grep", "status": "ok", "stauts": "ok"}, "unknown field(s) stauts"),
+    ("tool_end", {"tool": "grep"}, "missing field(s) status"),
+    ("delegation_end", {"status": "ok"}, "missing field(s) worker"),
+    ("tool_finished", {}, "unknown event kind 'tool_finished'"),
+])
+def test_emit_rejects_unknown_and_missing_fields(kind: str, data: dict[str, object], message: str) -> None:
+    bus, seen = _bus()
+
+    with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        bus.emit(kind, span_id="s1", parent_span_id=None, agent_path=("lead",), **data)
+    assert seen == []
+
+
+def test_publish_hands_a_prebuilt_event_to_every_subscriber() -> None:
+    bus, seen = _bus()
+    event = LlmRetry(run_id="r1", span_id="s4", parent_span_id=None, agent_path=("lead",),
+                     attempt=1, max_attempts=3, delay_s=0.5, error="429")
+
+    assert bus.publish(event) is event
+    assert seen == [event]
+
+
+def test_every_kind_has_a_class_and_every_field_a_docstring() -> None:
+    import inspect
+
+    from teamrun import events
+
+    assert set(EVENT_TYPES) == set(events.EventKind.__args__)  # type: ignore[attr-defined]
+    source = inspect.getsource(events)
+    for kind, cls in EVENT_TYPES.items():
+        assert cls.kind == kind and cls.__doc__
+        for field in dataclasses.fields(cls):
+            if field.name in events.BASE_FIELDS:
+                continue
+            body = inspect.getsource(cls)
+            assert f"    {field.name}:" in body, (kind, field.name)
+            after = body.split(f"    {field.name}:", 1)[1].splitlines()[1].strip()
+            assert after.startswith('"""'), f"{kind}.{field.name} has no docstring under it"
+    assert "class RunWarning" in source
+
+
+def test_events_of_a_run_are_typed_and_workers_hang_below_their_delegation(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM, encoding="utf-8")
+    recorder = EventRecorder()
+
+    result = teamrun.load_team(path).run_sync("go", subscribers=[recorder])
+
+    assert result.status == "done"
+    starts = {e.agent: e for e in recorder.events if isinstance(e, AgentStart)}
+    delegations = {e.worker: e for e in recorder.events if isinstance(e, DelegationEnd)}
+    for worker in ("alpha", "beta"):
+        agent = starts[worker]
+        assert agent.parent_span_id == delegations[worker].span_id != agent.span_id
+        assert agent.model == "offline"
+    assert starts["lead"].parent_span_id == recorder.events[0].span_id  # the run span
+
+
+def test_trace_lines_rebuild_the_same_typed_events(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM, encoding="utf-8")
+    recorder = EventRecorder()
+    trace_path = tmp_path / "run.jsonl"
+
+    with TraceWriter(trace_path, content=True) as writer:
+        teamrun.load_team(path).run_sync("go", subscribers=[recorder, writer])
+
+    rebuilt = read_trace(trace_path).events
+    assert [type(e) for e in rebuilt] == [type(e) for e in recorder.events]
+    for original, again in zip(recorder.events, rebuilt, strict=True):
+        assert again.data == json.loads(json.dumps(original.data))  # tuples come back as lists
+        assert (again.span_id, again.parent_span_id, again.agent_path) == (
+            original.span_id, original.parent_span_id, original.agent_path)
+
+
+def test_a_trace_line_without_content_still_rebuilds() -> None:
+    event = event_from_record({"kind": "delegation_start", "run_id": "r", "span_id": "s3", "parent_span_id": "s2",
+                               "agent_path": ["lead"], "time": 1.0, "data": {"worker": "alpha", "new": 1}})
+
+    assert event.kind == "delegation_start" and event.data == {"worker": "alpha", "task": ""}
+
+
+def test_model_content_reaches_every_subscriber_through_the_bus(tmp_path: Path) -> None:
+    from teamrun.events import LlmIO, LlmStart
+    from teamrun.observe.trace_file import ContentCapture
+
+    path = tmp_path / "team.yaml"
+    path.write_text(TEAM, encoding="utf-8")
+    recorder = EventRecorder()
+
+    result = teamrun.load_team(path, wrap_model=ContentCapture).run_sync("go", subscribers=[recorder])
+
+    assert result.status == "done"
+    calls = {e.span_id: e for e in recorder.events if isinstance(e, LlmStart)}
+    io = [e for e in recorder.events if isinstance(e, LlmIO)]
+    assert len(io) == len(calls) >= 3
+    for event in io:
+        assert calls[event.span_id].agent_path == event.agent_path  # in the model call's span
+    first = next(e for e in io if e.agent_path == ("lead",))
+    assert [m["role"] for m in first.new_messages] == ["system", "user"] and first.turn == 1
