@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,15 @@ def test_model_content_reaches_every_subscriber_through_the_bus(tmp_path: Path) 
         assert calls[event.span_id].agent_path == event.agent_path  # in the model call's span
     first = next(e for e in io if e.agent_path == ("lead",))
     assert [m["role"] for m in first.new_messages] == ["system", "user"] and first.turn == 1
+
+
+def test_docs_list_every_kind_with_its_fields() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "events.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[2] for line in docs.splitlines()
+            if line.startswith("| `") and line.count("|") == 4}
+    for kind, cls in EVENT_TYPES.items():
+        assert kind in rows, f"docs/events.md has no row for {kind}"
+        own = [f.name for f in dataclasses.fields(cls) if f.name not in {"run_id", "span_id", "parent_span_id",
+                                                                           "agent_path", "time"}]
+        listed = re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", rows[kind]))
+        assert listed == own, (kind, listed, own)
