@@ -169,3 +169,33 @@ def test_docs_list_every_kind_with_its_fields() -> None:
                                                                            "agent_path", "time"}]
         listed = re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", rows[kind]))
         assert listed == own, (kind, listed, own)
+
+
+def test_a_trace_written_when_workers_shared_the_delegation_span_still_reads_as_a_tree(tmp_path: Path) -> None:
+    def line(kind: str, span: str, parent: str | None, path: list[str], at: float, **data: object) -> str:
+        return json.dumps({"kind": kind, "run_id": "r", "span_id": span, "parent_span_id": parent,
+                           "agent_path": path, "depth": len(path) - 1, "time": at, "data": data})
+
+    old = tmp_path / "old.jsonl"
+    old.write_text("\n".join([
+        json.dumps({"kind": "trace", "format": "teamrun-trace", "v": 1, "content": False}),
+        line("run_start", "s1", None, [], 0.0, team="t"),
+        line("agent_start", "s2", "s1", ["lead"], 0.1, model="m"),
+        line("delegation_start", "s3", "s2", ["lead"], 0.2, worker="w"),
+        line("agent_start", "s3", "s2", ["lead", "w"], 0.3, model="m"),  # the worker reused the span id
+        line("llm_start", "s4", "s3", ["lead", "w"], 0.4, model="m"),
+        line("llm_end", "s4", "s3", ["lead", "w"], 0.5, status="ok", usage={"total_tokens": 9}),
+        line("agent_end", "s3", "s2", ["lead", "w"], 0.6, status="ok"),
+        line("delegation_end", "s3", "s2", ["lead"], 0.7, worker="w", status="ok"),
+        line("agent_end", "s2", "s1", ["lead"], 0.8, status="ok"),
+        line("run_end", "s1", None, [], 0.9, status="done"),
+    ]) + "\n", encoding="utf-8")
+
+    trace = read_trace(old)
+
+    assert trace.complete
+    (run,) = trace.roots
+    (lead,) = run.children
+    (delegation,) = lead.children
+    (worker,) = delegation.children
+    assert (delegation.kind, worker.kind, worker.name, worker.tokens) == ("delegation", "agent", "w", 9)
