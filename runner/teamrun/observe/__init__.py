@@ -1,4 +1,4 @@
-"""Seeing a run: trace files, their tree views, OpenTelemetry export and secret masking.
+"""Seeing a run: trace files, their tree views and OpenTelemetry export (secret masking: teamrun.secrets).
 
     from teamrun.observe import TraceWriter, read_trace, render_trace
     with TraceWriter("run.jsonl") as trace:

@@ -67,6 +67,8 @@ class TraceWriter:
                     "ts": round(time.time(), 6)})
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, LlmIO) and not self.content:
+            return  # nothing but content
         data = dict(event.data)
         if not self.content:
             data = {k: v for k, v in data.items() if k not in CONTENT_FIELDS}
