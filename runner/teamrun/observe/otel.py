@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from teamrun.errors import UsageError
-from teamrun.events import AgentStart, DelegationStart, Event, LlmStart, RunStart, ToolStart
+from teamrun.events import AgentStart, DelegationStart, Event, LlmIO, LlmStart, RunStart, ToolStart
 from teamrun.observe.spans import END_KINDS, POINT_KINDS, START_KINDS, SpanIndex, SpanKey, SpanKind
 from teamrun.observe.trace_file import CONTENT_FIELDS, wall_clock
 from teamrun.secrets import Redactor
@@ -126,6 +126,8 @@ class OTelExporter:
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, LlmIO) and not self.content:
+            return  # nothing but content
         with self._lock:
             key_span = f"{event.run_id}:{event.span_id}"
             parent_span = f"{event.run_id}:{event.parent_span_id}" if event.parent_span_id else None
