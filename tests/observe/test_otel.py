@@ -234,3 +234,25 @@ def test_otel_export_timeout_from_the_standard_variable_wins(
     (exporter,) = recording_exporter
     assert export_timeout_s() is None and exporter.requested_timeout is None
     assert exporter._client._timeout == 1.0
+
+
+def test_model_content_becomes_span_events_of_the_model_call_with_content_on(tmp_path: Path) -> None:
+    from teamrun.observe.trace_file import ContentCapture
+
+    team = tmp_path / "team.yaml"
+    team.write_text(_OFFLINE_TEAM, encoding="utf-8")
+    found: dict[bool, list[ReadableSpan]] = {}
+    for content in (True, False):
+        memory = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        result = teamrun.load_team(team, wrap_model=ContentCapture).run_sync(
+            "go", subscribers=[OTelExporter(provider, content=content)])
+        assert result.status == "done"
+        provider.shutdown()
+        found[content] = list(memory.get_finished_spans())
+
+    chats = [s for s in found[True] if s.name.startswith("chat ")]
+    assert chats and all([e.name for e in s.events] == ["llm_io"] for s in chats)
+    assert all("teamrun.reply" in (s.events[0].attributes or {}) for s in chats)
+    assert not any(s.events for s in found[False] if s.name.startswith("chat "))
