@@ -1,52 +1,395 @@
 """Typed events the engine emits while a team runs.
 
-One :class:`EventBus` per run; the console view, the trace file and the logs
-are subscribers, not separate code paths. Events are plain frozen data so a
-subscriber can keep them, serialise them or drop them.
+One :class:`EventBus` per run; the console view, the trace file, the logs,
+OpenTelemetry and the testing helpers are subscribers, not separate code
+paths. Each kind of event is a small frozen dataclass (``RunStart``,
+``LlmRetry``, ...): subscribers read typed attributes (``event.status``,
+``event.usage``) and can keep, serialise or drop events.
+
+The engine emits by kind name with keyword data, and the bus builds the typed
+event — a misspelt or missing field raises :class:`TypeError` right there::
+
+    bus.emit("tool_end", span_id="s7", parent_span_id="s3", agent_path=("lead",),
+             tool="grep", status="ok", chars=120)
+
+Code that builds an event itself hands it to :meth:`EventBus.publish`.
+:data:`EVENT_TYPES` maps each kind to its class, so a trace file's lines can
+be turned back into typed events (:func:`event_from_record`).
+
+Spans: ``span_id`` names the span an event opens, closes or belongs to;
+``parent_span_id`` names the enclosing span. Spans nest run → agent
+(supervisor) → delegation → agent (worker) → llm / tool: a worker's agent span
+is a child of the delegation span that started it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
-import time
-from collections.abc import Callable, Mapping
+import time as _time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
-import structlog
+from teamrun.logs import get_logger
+
+__all__ = [
+    "BASE_FIELDS",
+    "EVENT_TYPES",
+    "AgentEnd",
+    "AgentStart",
+    "Budget",
+    "DelegationEnd",
+    "DelegationStart",
+    "Event",
+    "EventBus",
+    "EventKind",
+    "Hook",
+    "LlmEnd",
+    "LlmIO",
+    "LlmRetry",
+    "LlmStart",
+    "RunEnd",
+    "RunStart",
+    "RunWarning",
+    "Subscriber",
+    "ToolEnd",
+    "ToolStart",
+    "content_fields",
+    "event_from_record",
+]
 
 EventKind = Literal[
     "run_start", "run_end",
     "agent_start", "agent_end",
-    "llm_start", "llm_end", "llm_retry",
+    "llm_start", "llm_end", "llm_retry", "llm_io",
     "tool_start", "tool_end",
     "delegation_start", "delegation_end",
     "hook", "budget", "warning",
 ]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
+
+_CONTENT = {"content": True}
+"""Field metadata: the field carries prompts, answers or tool payloads (kept out of traces and
+logs unless content is asked for)."""
 
 
-@dataclass(frozen=True)
+def _usage() -> dict[str, int]:
+    return {}
+
+
+@dataclass(frozen=True, kw_only=True)
 class Event:
-    """Something that happened in a run, placed in the span tree."""
+    """Something that happened in a run, placed in the span tree. Each kind is a subclass."""
 
-    kind: EventKind
+    kind: ClassVar[str] = ""
+    """The kind name (``"run_start"``, ``"llm_retry"``...): what :meth:`EventBus.emit` takes."""
+
     run_id: str
+    """The run this event belongs to."""
     span_id: str
+    """The span this event opens, closes or happens in."""
     parent_span_id: str | None
+    """The enclosing span (``None`` for the run itself and for events that only name their span)."""
     agent_path: tuple[str, ...]
-    """Supervisor first, then each worker down to the one this event is about."""
-    depth: int
-    time: float = field(default_factory=time.monotonic)
+    """Supervisor first, then each worker down to the one this event is about (empty for the run)."""
+    time: float = field(default_factory=_time.monotonic)
     """``time.monotonic()`` when the event was emitted."""
-    data: Mapping[str, Any] = field(default_factory=dict)
-    """Kind-specific details: usage, cost, status, tool name, durations, errors."""
+
+    @property
+    def depth(self) -> int:
+        """0 for the supervisor, 1 for its workers...; -1 for run events."""
+        return len(self.agent_path) - 1
 
     @property
     def agent(self) -> str:
+        """The agent this event is about (last of :attr:`agent_path`)."""
         return self.agent_path[-1] if self.agent_path else ""
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The kind-specific fields that have a value (``None`` left out), as a dict: what a trace
+        line's ``data`` holds."""
+        return {f.name: value for f in dataclasses.fields(self)
+                if f.name not in BASE_FIELDS and (value := getattr(self, f.name)) is not None}
+
+
+BASE_FIELDS = frozenset({"run_id", "span_id", "parent_span_id", "agent_path", "time"})
+"""Fields every event has; the rest are the kind's own."""
+
+EVENT_TYPES: dict[str, type[Event]] = {}
+"""Kind name → event class."""
+
+E = TypeVar("E", bound=type[Event])
+
+
+def _kind(name: str) -> Callable[[E], E]:
+    def register(cls: E) -> E:
+        cls.kind = name
+        EVENT_TYPES[name] = cls
+        return cls
+
+    return register
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+@_kind("run_start")
+@dataclass(frozen=True, kw_only=True)
+class RunStart(Event):
+    """The run begins (``span_id`` is the run span)."""
+
+    team: str
+    """The team's name."""
+    input: str = field(default="", metadata=_CONTENT)
+    """The task given to the supervisor (content)."""
+
+
+@_kind("run_end")
+@dataclass(frozen=True, kw_only=True)
+class RunEnd(Event):
+    """The run is over, whatever happened."""
+
+    status: str
+    """``done``, ``failed``, ``budget_exhausted`` or ``cancelled``."""
+    stopped_by: str | None = None
+    """The limit (or ``interrupted``) that stopped the run."""
+    usage: Mapping[str, int] = field(default_factory=_usage)
+    """Tokens and requests of the whole run (``input_tokens``, ``output_tokens``, ``total_tokens``...)."""
+    cost: float = 0.0
+    """USD, from LiteLLM's price table."""
+    duration_s: float = 0.0
+    """Wall time of the run."""
+
+
+# -- agents -----------------------------------------------------------------------------------
+
+@_kind("agent_start")
+@dataclass(frozen=True, kw_only=True)
+class AgentStart(Event):
+    """An agent invocation begins (the supervisor's parent is the run span, a worker's its delegation span)."""
+
+    model: str
+    """The LiteLLM model string this agent uses."""
+    task: str = field(default="", metadata=_CONTENT)
+    """What it was asked (content); ``(handoff)`` when it takes over a conversation."""
+
+
+@_kind("agent_end")
+@dataclass(frozen=True, kw_only=True)
+class AgentEnd(Event):
+    """An agent invocation ends."""
+
+    status: str
+    """``ok``, ``budget_exhausted``, ``handed_off``, ``cancelled`` or ``error``."""
+    usage: Mapping[str, int] = field(default_factory=_usage)
+    """Tokens this invocation used."""
+    cost: float = 0.0
+    """USD this invocation spent."""
+    stopped_by: str | None = None
+    """The limit that stopped it, if one did."""
+
+
+@_kind("budget")
+@dataclass(frozen=True, kw_only=True)
+class Budget(Event):
+    """A limit was reached (or a hook said stop): the agent gets one last turn without tools."""
+
+    reason: str
+    """What was reached, e.g. ``agents.lead.budget.max_steps (4)``."""
+
+
+@_kind("warning")
+@dataclass(frozen=True, kw_only=True)
+class RunWarning(Event):
+    """Something went wrong without stopping the run (an unknown worker name, a missing reference...)."""
+
+    message: str
+    """What happened, for people."""
+
+
+@_kind("hook")
+@dataclass(frozen=True, kw_only=True)
+class Hook(Event):
+    """A delegation hook acted (``status: ok``) or failed (``status: error``)."""
+
+    hook: str
+    """Which hook: ``on_start[0]``, ``on_complete[1]``..."""
+    status: str
+    """``ok`` or ``error``."""
+    target: str = ""
+    """The worker the hook ran for."""
+    agent: str = ""
+    """The agent whose delegation settings hold the hook (the delegating agent)."""
+    actions: Sequence[str] = ()
+    """Names of the actions it took (``reject``, ``append_prompt``, ``bail``...)."""
+    message: str | None = None
+    """The error, when it failed."""
+
+
+# -- model calls ------------------------------------------------------------------------------
+
+@_kind("llm_start")
+@dataclass(frozen=True, kw_only=True)
+class LlmStart(Event):
+    """A model call begins (its own span, child of the agent's)."""
+
+    model: str
+    """The LiteLLM model string."""
+    messages: int = 0
+    """How many messages are sent."""
+
+
+@_kind("llm_end")
+@dataclass(frozen=True, kw_only=True)
+class LlmEnd(Event):
+    """A model call ends."""
+
+    status: str
+    """``ok`` or ``error``."""
+    usage: Mapping[str, int] = field(default_factory=_usage)
+    """Tokens of this call."""
+    cost: float = 0.0
+    """USD of this call."""
+    tool_calls: Sequence[str] = ()
+    """Names of the tools the model called."""
+    error: str | None = None
+    """Why it failed (after retries)."""
+
+
+@_kind("llm_retry")
+@dataclass(frozen=True, kw_only=True)
+class LlmRetry(Event):
+    """A model request failed with a transient error and will be retried (``span_id``: the model call)."""
+
+    attempt: int
+    """The attempt that failed (1-based)."""
+    max_attempts: int
+    """Attempts allowed in all."""
+    delay_s: float
+    """Seconds before the next attempt."""
+    error: str
+    """Why the attempt failed."""
+    status_code: int | None = None
+    """The provider's HTTP status, if there was one."""
+
+
+@_kind("llm_io")
+@dataclass(frozen=True, kw_only=True)
+class LlmIO(Event):
+    """What a model call sent and got back; only with content on (``--trace-content``)."""
+
+    turn: int
+    """1-based model call number within the agent invocation."""
+    new_messages: Sequence[Mapping[str, Any]] = field(default=(), metadata=_CONTENT)
+    """The messages this call adds to the conversation (after the last assistant message)."""
+    reply: Mapping[str, Any] = field(default_factory=dict, metadata=_CONTENT)
+    """``{"text": ..., "tool_calls": [{"name", "arguments"}]}``."""
+
+
+# -- tools and delegations --------------------------------------------------------------------
+
+@_kind("tool_start")
+@dataclass(frozen=True, kw_only=True)
+class ToolStart(Event):
+    """A tool call begins (its own span, child of the agent's)."""
+
+    tool: str
+    """The tool's name."""
+
+
+@_kind("tool_end")
+@dataclass(frozen=True, kw_only=True)
+class ToolEnd(Event):
+    """A tool call ends."""
+
+    tool: str
+    """The tool's name."""
+    status: str
+    """``ok`` or ``error``."""
+    error: str | None = None
+    """What went wrong (also what the model was told)."""
+    chars: int = 0
+    """Length of the result handed to the model."""
+
+
+@_kind("delegation_start")
+@dataclass(frozen=True, kw_only=True)
+class DelegationStart(Event):
+    """An agent hands a task to a worker (its own span, child of the delegating agent's)."""
+
+    worker: str
+    """The worker's name."""
+    task: str = field(default="", metadata=_CONTENT)
+    """The task as the model wrote it (content)."""
+
+
+@_kind("delegation_end")
+@dataclass(frozen=True, kw_only=True)
+class DelegationEnd(Event):
+    """A delegation ends: the worker answered, failed, or was refused before it started."""
+
+    worker: str
+    """The worker's name."""
+    status: str
+    """``ok``, ``error``, ``rejected``, ``budget_exhausted`` or ``cancelled``."""
+    usage: Mapping[str, int] = field(default_factory=_usage)
+    """Tokens the worker used."""
+    cost: float = 0.0
+    """USD the worker spent."""
+    error: str | None = None
+    """Why it did not succeed."""
+
+
+def content_fields() -> frozenset[str]:
+    """Names of the fields, over every kind, that carry content (prompts, answers, payloads)."""
+    return frozenset(f.name for cls in EVENT_TYPES.values() for f in dataclasses.fields(cls)
+                     if f.metadata.get("content"))
+
+
+def _build(kind: str, fields: Mapping[str, Any]) -> Event:
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise TypeError(f"unknown event kind {kind!r}; known kinds: {', '.join(sorted(EVENT_TYPES))}")
+    own = {f.name for f in dataclasses.fields(cls)} - BASE_FIELDS
+    unknown = sorted(set(fields) - own - BASE_FIELDS)
+    missing = sorted(f.name for f in dataclasses.fields(cls) if f.name in own and f.name not in fields
+                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    if unknown or missing:
+        problems = ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) + (
+            [f"missing field(s) {', '.join(missing)}"] if missing else [])
+        raise TypeError(f"event {kind!r}: {'; '.join(problems)} (fields: {', '.join(sorted(own))})")
+    return cls(**fields)
+
+
+def event_from_record(record: Mapping[str, Any]) -> Event:
+    """Rebuild a typed event from a trace line (or any dict of that shape).
+
+    Fields the line does not have (content left out of the trace) take their
+    defaults; fields this version does not know are ignored. Raises
+    :class:`TypeError` for an unknown kind or a missing required field.
+    """
+    kind = str(record.get("kind"))
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise TypeError(f"unknown event kind {kind!r}")
+    own = {f.name for f in dataclasses.fields(cls)} - BASE_FIELDS
+    data: Mapping[str, Any] = record.get("data") or {}
+    values: dict[str, Any] = {k: v for k, v in data.items() if k in own}
+    for name in ("usage",):
+        if name in values and not isinstance(values[name], Mapping):
+            values[name] = {}
+    return _build(kind, {
+        **values,
+        "run_id": str(record.get("run_id") or ""),
+        "span_id": str(record.get("span_id") or ""),
+        "parent_span_id": record.get("parent_span_id") or None,
+        "agent_path": tuple(record.get("agent_path") or ()),
+        "time": float(record.get("time") or 0.0),
+    })
 
 
 Subscriber = Callable[[Event], None]
@@ -55,10 +398,19 @@ Subscriber = Callable[[Event], None]
 class EventBus:
     """Fans events out to subscribers. A subscriber that fails is dropped (and logged), never fatal."""
 
+    _live: ClassVar[weakref.WeakValueDictionary[str, EventBus]] = weakref.WeakValueDictionary()
+
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self._subscribers: list[Subscriber] = []
         self._ids = itertools.count(1)
+        EventBus._live[run_id] = self
+
+    @classmethod
+    def of_run(cls, run_id: str) -> EventBus | None:
+        """The bus of a run still in memory, by run id: how code below the engine (a model wrapper
+        that knows only the :class:`~teamrun.llm.types.CallScope`) publishes into its run."""
+        return cls._live.get(run_id)
 
     def subscribe(self, subscriber: Subscriber) -> None:
         self._subscribers.append(subscriber)
@@ -68,19 +420,29 @@ class EventBus:
 
     def emit(
         self,
-        kind: EventKind,
+        kind: EventKind | str,
         *,
         span_id: str,
         parent_span_id: str | None,
         agent_path: tuple[str, ...],
         **data: Any,
     ) -> Event:
-        event = Event(kind, self.run_id, span_id, parent_span_id, agent_path, len(agent_path) - 1, data=data)
+        """Build the typed event for ``kind`` from ``data`` and publish it.
+
+        Raises :class:`TypeError` for an unknown kind, an unknown field or a missing required one.
+        """
+        event = _build(kind, {**data, "run_id": self.run_id, "span_id": span_id,
+                              "parent_span_id": parent_span_id, "agent_path": tuple(agent_path)})
+        return self.publish(event)
+
+    def publish(self, event: Event) -> Event:
+        """Hand an event built by the caller to every subscriber."""
         for subscriber in list(self._subscribers):
             try:
                 subscriber(event)
             except Exception as exc:  # a broken view (say, stderr closed by `| head`) must not break the run
-                self._subscribers.remove(subscriber)
+                if subscriber in self._subscribers:
+                    self._subscribers.remove(subscriber)
                 with contextlib.suppress(Exception):
                     _log.warning("event_subscriber_dropped", subscriber=repr(subscriber), error=str(exc))
         return event

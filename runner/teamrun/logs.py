@@ -1,9 +1,16 @@
-"""Log rendering: :func:`configure_logging` for the CLI, :func:`ensure_default_logging` for the API.
+"""Logging: :func:`get_logger` for teamrun's modules, :func:`configure_logging` for the CLI.
 
-Logs go to stderr: stdout carries only the answer. Human-readable on a
-terminal, one JSON object per line with ``--log-format json``. Secret values
-(variables named like ``*KEY*``/``*TOKEN*``... and the team file's secret
-interpolations, added with :func:`add_log_secrets`) are masked in every line.
+Only the application configures logging. The CLI calls :func:`configure_logging`:
+logs go to stderr (stdout carries only the answer), human-readable on a
+terminal, one JSON object per line with ``--log-format json``. A program that
+uses teamrun as a library and configures nothing gets Python's own defaults:
+teamrun's loggers (``teamrun.*``) then log through the standard library
+:mod:`logging` — warnings and errors on stderr, nothing on stdout, no debug —
+and through structlog as soon as the program configures structlog itself.
+
+Secret values (variables named like ``*KEY*``/``*TOKEN*``... and the team
+file's secret interpolations, added with :func:`add_log_secrets`) are masked
+in every line.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Any, Literal
 
 import structlog
 
-from teamrun.observe.redact import Redactor
+from teamrun.secrets import Redactor
 
 LogFormat = Literal["auto", "console", "json"]
 
@@ -31,6 +38,48 @@ class _CurrentStderr:
 
 
 _redactor = Redactor()
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+           "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL}
+
+
+class TeamrunLogger:
+    """What :func:`get_logger` returns: structlog's ``log.warning("event", key=value)`` calls, sent
+    to structlog when the application configured it, else to the standard library's ``logging``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def _log(self, method: str, event: str, fields: dict[str, Any]) -> None:
+        if structlog.is_configured():
+            getattr(structlog.get_logger(self.name), method)(event, **fields)
+            return
+        logger = logging.getLogger(self.name)
+        level = _LEVELS[method]
+        if not logger.isEnabledFor(level):
+            return
+        shown = " ".join(f"{k}={v!r}" for k, v in fields.items())
+        logger.log(level, "%s", _redactor.text(f"{event} {shown}".strip()), exc_info=method == "exception")
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._log("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._log("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._log("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._log("error", event, fields)
+
+    def exception(self, event: str, **fields: Any) -> None:
+        self._log("exception", event, fields)
+
+
+def get_logger(name: str) -> TeamrunLogger:
+    """The logger for a teamrun module (``get_logger(__name__)``); see the module docstring."""
+    return TeamrunLogger(name)
 
 
 def add_log_secrets(secrets: Iterable[str]) -> None:
@@ -100,11 +149,27 @@ def _bridge_stdlib_logging(level: int, processors: list[structlog.typing.Process
             library.addFilter(_divert)
 
 
-def configure_logging(verbosity: int, log_format: LogFormat = "auto") -> None:
-    """``verbosity``: -1 quiet (errors), 0 warnings, 1 info, 2+ debug."""
+_rendering: list[structlog.typing.Processor] = []
+"""The processors :func:`configure_logging` set up (what :func:`log_line` renders with)."""
+
+
+def log_line(level: str, event: str, **fields: Any) -> str:
+    """One log line as :func:`configure_logging` renders lines (JSON or console), whatever the level filter."""
+    if not _rendering:
+        shown = " ".join(f"{k}={v}" for k, v in fields.items())
+        return _redactor.text(f"[{level}] {event} {shown}".strip())
+    rendered: Any = {"event": event, **fields}
+    for processor in _rendering:
+        rendered = processor(None, level, rendered)
+    return str(rendered)
+
+
+def configure_logging(verbosity: int, log_format: LogFormat = "auto") -> Literal["console", "json"]:
+    """``verbosity``: -1 quiet (errors), 0 warnings, 1 info, 2+ debug. Returns the format chosen."""
     level = {-1: logging.ERROR, 0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG)
     if log_format == "auto":
         log_format = "console" if sys.stderr.isatty() else "json" if verbosity > 1 else "console"
+    assert log_format in ("console", "json")
     _redactor.add(Redactor().secrets)  # the environment as it is now
     rendering: list[structlog.typing.Processor] = (
         [structlog.processors.format_exc_info, _mask_secrets, structlog.processors.JSONRenderer()]
@@ -124,21 +189,5 @@ def configure_logging(verbosity: int, log_format: LogFormat = "auto") -> None:
         cache_logger_on_first_use=False,
     )
     _bridge_stdlib_logging(level, processors)
-
-
-def ensure_default_logging() -> None:
-    """For library use: unless the application configured structlog itself, log warnings and
-    errors to stderr (structlog's own default prints every level to stdout)."""
-    if structlog.is_configured():
-        return
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            _mask_secrets,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]
-        cache_logger_on_first_use=False,
-    )
+    _rendering[:] = processors
+    return log_format

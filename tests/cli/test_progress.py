@@ -251,16 +251,16 @@ def test_live_tree_redraws_in_place() -> None:
     bus.emit("agent_start", span_id="s1", parent_span_id="run", agent_path=("lead",), model="m")
     bus.emit("delegation_start", span_id="s2", parent_span_id="s1", agent_path=("lead",),
              worker="w")
-    bus.emit("agent_start", span_id="s2", parent_span_id="s1", agent_path=("lead", "w"), model="m")
-    bus.emit("tool_start", span_id="s3", parent_span_id="s2", agent_path=("lead", "w"), tool="grep")
-    bus.emit("llm_end", span_id="s4", parent_span_id="s2", agent_path=("lead", "w"),
-             usage={"total_tokens": 1500}, cost=0.25)
+    bus.emit("agent_start", span_id="s5", parent_span_id="s2", agent_path=("lead", "w"), model="m")
+    bus.emit("tool_start", span_id="s3", parent_span_id="s5", agent_path=("lead", "w"), tool="grep")
+    bus.emit("llm_end", span_id="s4", parent_span_id="s5", agent_path=("lead", "w"),
+             status="ok", usage={"total_tokens": 1500}, cost=0.25)
     running, _ = _final_frame(stream.getvalue())
     assert running == [
         "● lead  running  0 tok  $0.0000",
         "└─ ● w  running  1.5k tok  $0.2500  tool grep",
     ]
-    bus.emit("agent_end", span_id="s2", parent_span_id="s1", agent_path=("lead", "w"), status="ok")
+    bus.emit("agent_end", span_id="s5", parent_span_id="s2", agent_path=("lead", "w"), status="ok")
     bus.emit("agent_end", span_id="s1", parent_span_id="run", agent_path=("lead",), status="ok")
 
     output = stream.getvalue()
@@ -325,7 +325,8 @@ def test_output_written_to_stderr_during_a_live_tree_appears_above_it(
     bus.subscribe(LiveTree(interval=0.0))  # draws on sys.stderr, as in `teamrun execute`
     _events_for_prompted_run(bus)
     print("2026 [warning] llm_cost_unknown model=openai/lead", file=sys.stderr, flush=True)
-    bus.emit("llm_end", span_id="s2", parent_span_id="s1", agent_path=("lead",), usage={"total_tokens": 7})
+    bus.emit("llm_end", span_id="s2", parent_span_id="s1", agent_path=("lead",), status="ok",
+             usage={"total_tokens": 7})
     sys.stderr.write("a partial ")
     sys.stderr.write("line, then the rest\n")
     bus.emit("agent_end", span_id="s1", parent_span_id="r", agent_path=("lead",), status="ok")
@@ -350,7 +351,8 @@ def test_an_approval_prompt_is_not_overwritten_by_the_tree(monkeypatch: pytest.M
     bus.emit("tool_start", span_id="t1", parent_span_id="s1", agent_path=("lead",), tool="stamp")
     sys.stderr.write("\nteamrun: an agent wants to call tool 'stamp'\nAllow it? [y]es / [N]o for 'stamp': ")
     shown = terminal.getvalue()
-    bus.emit("llm_end", span_id="s9", parent_span_id="s1", agent_path=("lead",), usage={"total_tokens": 5})
+    bus.emit("llm_end", span_id="s9", parent_span_id="s1", agent_path=("lead",), status="ok",
+             usage={"total_tokens": 5})
     assert terminal.getvalue() == shown, "no redraw while the prompt waits for its answer"
     terminal.write("y\n")  # what the terminal echoes as the person answers
     bus.emit("tool_end", span_id="t1", parent_span_id="s1", agent_path=("lead",), tool="stamp", status="ok")

@@ -58,7 +58,7 @@ def test_a_hanging_request_times_out_and_is_retried(tmp_path: Path, fake_openai:
     assert first.end == 0.0 or second.start < first.end, "the retry went out while the first request still hung"
     retries = [e for e in events if e.kind == "llm_retry"]
     assert len(retries) == 1
-    assert retries[0].data["status_code"] is None  # a client-side timeout, not the server's 504
+    assert retries[0].status_code is None  # a client-side timeout, not the server's 504
     fake_openai.assert_complete()
 
 
@@ -74,8 +74,8 @@ def test_without_request_timeout_s_the_default_timeout_applies(
     first, second = fake_openai.requests("solo")
     assert first.end == 0.0 or second.start < first.end
     (retry,) = [e for e in events if e.kind == "llm_retry"]
-    assert retry.data["status_code"] is None
-    assert retry.data["max_attempts"] == DEFAULT_NUM_RETRIES + 1  # the team set no num_retries
+    assert retry.status_code is None
+    assert retry.max_attempts == DEFAULT_NUM_RETRIES + 1  # the team set no num_retries
 
 
 # -- issue 11.5: max_tokens per call ---------------------------------------------------------

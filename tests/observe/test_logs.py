@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +78,77 @@ def test_library_warnings_become_json_lines_on_stderr(capsys: pytest.CaptureFixt
         ("LiteLLM", "LoggingWorker: event loop changed (3 tasks)", "warning"),
         ("some.library", "a library speaks", "warning"),
     ]
+
+
+_LIBRARY_SCRIPT = """
+import logging, sys
+import structlog
+import teamrun
+from teamrun.logs import get_logger
+
+if sys.argv[2] == "debug":
+    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+team = teamrun.load_team(sys.argv[1])
+result = team.run_sync("go")
+get_logger("teamrun.example").warning("a_warning_for_the_user", detail=1)
+print("status", result.status, "structlog configured:", structlog.is_configured())
+"""
+
+_TOOL_TEAM = """\
+version: 1
+name: library-team
+supervisor: lead
+defaults: {{model: offline}}
+agents:
+  lead: {{description: Leads., tools: [stamp]}}
+tools:
+  stamp:
+    description: Prints a stamp.
+    command: [{python}, "-c", "print('stamped')"]
+"""
+
+
+def _run_library(tmp_path: Path, mode: str) -> tuple[str, str]:
+    import os
+    import subprocess
+    import sys
+
+    team = tmp_path / "team.yaml"
+    team.write_text(_TOOL_TEAM.format(python=json.dumps(sys.executable)), encoding="utf-8")
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-c", _LIBRARY_SCRIPT, str(team), mode], capture_output=True,
+                          text=True, env=env, timeout=120, check=True)
+    return done.stdout, done.stderr
+
+
+def test_a_library_user_gets_python_logging_defaults(tmp_path: Path) -> None:
+    out, err = _run_library(tmp_path, "defaults")
+
+    assert out == "status done structlog configured: False\n"  # teamrun configured nothing; stdout is the program's
+    assert "a_warning_for_the_user detail=1" in err  # Python's last-resort handler: warnings on stderr
+    assert "command_finished" not in err + out  # debug is not shown
+
+
+def test_a_library_user_who_configures_logging_gets_teamrun_debug_lines_there(tmp_path: Path) -> None:
+    out, err = _run_library(tmp_path, "debug")
+
+    assert out.splitlines()[-1] == "status done structlog configured: False"  # (LiteLLM prints its own debug)
+    assert "command_finished" not in out
+    assert "DEBUG teamrun.tools.command_tool command_finished tool='stamp' exit_code=0" in err
+    assert "WARNING teamrun.example a_warning_for_the_user detail=1" in err
+
+
+def test_only_the_cli_configures_logging() -> None:
+    import ast
+
+    package = Path(__file__).resolve().parents[2] / "runner" / "teamrun"
+    callers = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                called = ast.unparse(node.func)
+                if called in ("configure_logging", "structlog.configure", "logging.basicConfig",
+                              "ensure_default_logging"):
+                    callers.append(f"{path.relative_to(package)}: {called}")
+    assert callers == ["cli/app.py: configure_logging", "logs.py: structlog.configure"]

@@ -139,3 +139,120 @@ def test_otel_flag_exports_to_the_endpoint_from_the_standard_variables(
     assert capsys.readouterr().out.strip() == "a, b and c compared"
     assert _Collector.posts and all(p[0] == "/v1/traces" for p in _Collector.posts)
     assert _Collector.posts[0][1] == "application/x-protobuf" and _Collector.posts[0][2] > 200
+
+
+_OFFLINE_TEAM = """\
+version: 1
+name: otel-offline
+supervisor: lead
+defaults: {model: offline}
+agents:
+  lead: {description: Leads., delegates_to: [alpha]}
+  alpha: {description: Looks things up.}
+"""
+
+
+def _unused_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def recording_exporter(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every OTLP exporter the CLI builds, recording each export (start, end, result) and its shutdown."""
+    import time
+
+    from opentelemetry.exporter.otlp.proto.http import trace_exporter as module
+
+    made: list[Any] = []
+
+    class Recording(module.OTLPSpanExporter):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.requested_timeout = kwargs.get("timeout")
+            self.exports: list[tuple[float, float, Any, int]] = []
+            self.shut_down = False
+            made.append(self)
+
+        def export(self, spans: Any) -> Any:
+            started = time.monotonic()
+            result = super().export(spans)
+            self.exports.append((started, time.monotonic(), result, len(spans)))
+            return result
+
+        def shutdown(self) -> None:
+            self.shut_down = True
+            super().shutdown()
+
+    monkeypatch.setattr(module, "OTLPSpanExporter", Recording)
+    for name in ("OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    return made
+
+
+def test_otel_with_no_collector_gives_up_after_a_short_bounded_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recording_exporter: list[Any],
+    capsys: pytest.CaptureFixture[str], restore_structlog: None,
+) -> None:
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from teamrun.observe.otel import EXPORT_TIMEOUT_S
+
+    team = tmp_path / "team.yaml"
+    team.write_text(_OFFLINE_TEAM, encoding="utf-8")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{_unused_port()}")  # nobody listens
+
+    code = main(["execute", str(team), "-i", "go", "--progress", "none", "--otel"])
+
+    assert code == 0 and capsys.readouterr().out.strip()
+    (exporter,) = recording_exporter
+    assert EXPORT_TIMEOUT_S <= 2.0
+    assert exporter.requested_timeout == EXPORT_TIMEOUT_S  # the SDK's default is 10 s of retries
+    assert exporter._client._timeout == EXPORT_TIMEOUT_S  # what the SDK's HTTP client will honour
+    assert exporter.exports, "the spans were sent (and failed) before exit"
+    assert all(result == SpanExportResult.FAILURE for _, _, result, _ in exporter.exports)
+    assert sum(count for *_, count in exporter.exports) >= 4  # run, lead, delegation, alpha...
+    assert exporter.shut_down
+
+
+def test_otel_export_timeout_from_the_standard_variable_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recording_exporter: list[Any],
+    capsys: pytest.CaptureFixture[str], restore_structlog: None,
+) -> None:
+    from teamrun.observe.otel import export_timeout_s
+
+    team = tmp_path / "team.yaml"
+    team.write_text(_OFFLINE_TEAM, encoding="utf-8")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{_unused_port()}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+
+    assert main(["execute", str(team), "-i", "go", "--progress", "none", "--otel"]) == 0
+
+    (exporter,) = recording_exporter
+    assert export_timeout_s() is None and exporter.requested_timeout is None
+    assert exporter._client._timeout == 1.0
+
+
+def test_model_content_becomes_span_events_of_the_model_call_with_content_on(tmp_path: Path) -> None:
+    from teamrun.observe.trace_file import ContentCapture
+
+    team = tmp_path / "team.yaml"
+    team.write_text(_OFFLINE_TEAM, encoding="utf-8")
+    found: dict[bool, list[ReadableSpan]] = {}
+    for content in (True, False):
+        memory = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        result = teamrun.load_team(team, wrap_model=ContentCapture).run_sync(
+            "go", subscribers=[OTelExporter(provider, content=content)])
+        assert result.status == "done"
+        provider.shutdown()
+        found[content] = list(memory.get_finished_spans())
+
+    chats = [s for s in found[True] if s.name.startswith("chat ")]
+    assert chats and all([e.name for e in s.events] == ["llm_io"] for s in chats)
+    assert all("teamrun.reply" in (s.events[0].attributes or {}) for s in chats)
+    assert not any(s.events for s in found[False] if s.name.startswith("chat "))

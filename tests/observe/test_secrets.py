@@ -8,7 +8,7 @@ import pytest
 
 import teamrun
 from teamrun.cli import main
-from teamrun.observe.redact import Redactor
+from teamrun.secrets import Redactor
 from tests.fakeserver import FakeOpenAI, text, tool_calls
 from tests.observe.conftest import TeamWriter
 

@@ -47,9 +47,11 @@ def test_three_worker_trace_has_the_delegation_tree_with_parent_links(
     assert lead["parent_span_id"] == run["span_id"]
     for worker in ("alpha", "beta", "gamma"):
         agent = agents[("lead", worker)]
-        assert agent["parent_span_id"] == lead["span_id"] and agent["depth"] == 1
         (delegation,) = [d for d in by_kind["delegation_start"] if d["data"]["worker"] == worker]  # type: ignore[index]
         assert delegation["parent_span_id"] == lead["span_id"]
+        # the worker has a span of its own, whose parent is the delegation that started it
+        assert agent["span_id"] != delegation["span_id"]
+        assert agent["parent_span_id"] == delegation["span_id"] and agent["depth"] == 1
         (llm,) = [r for r in by_kind["llm_start"] if r["agent_path"] == ["lead", worker]]
         assert llm["parent_span_id"] == agent["span_id"]
     # no content without --trace-content; usage, cost and status always

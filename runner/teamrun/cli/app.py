@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import click
 
@@ -61,8 +62,21 @@ Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
 @click.option("--log-format", type=click.Choice(["auto", "console", "json"]), default="auto",
               show_default=True, help="Log lines for people (console) or machines (json, e.g. in CI).")
-def cli(verbose: int, quiet: bool, log_format: str) -> None:
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: bool, log_format: str) -> None:
     from teamrun.logs import configure_logging
 
-    configure_logging(-1 if quiet else verbose, log_format)  # type: ignore[arg-type]
+    verbosity = -1 if quiet else verbose
+    chosen = configure_logging(verbosity, log_format)  # type: ignore[arg-type]
+    ctx.obj = LogSettings(verbosity, chosen)
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """What the group options chose, for commands whose own output follows them (progress lines)."""
+
+    verbosity: int
+    """-1 with ``-q``, else the number of ``-v``."""
+    log_format: Literal["console", "json"]
+    """The format log lines are rendered in (``auto`` resolved)."""
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import click
 
+from teamrun.cli.app import LogSettings
 from teamrun.errors import UsageError
-from teamrun.logs import add_log_secrets
+from teamrun.logs import add_log_secrets, log_line
 
 HELP = """Run a team on an input and print the final answer on stdout.
 
@@ -78,12 +79,6 @@ def _starting_line(team: Any) -> str:
     return f"starting {team.name} ({agents} agent{'s' if agents != 1 else ''}, {label} {shown})"
 
 
-def _quiet() -> bool:
-    """``teamrun -q``: only errors on stderr."""
-    context = click.get_current_context(silent=True)
-    return bool(context is not None and context.find_root().params.get("quiet"))
-
-
 async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any]) -> Any:
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -112,7 +107,9 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any]) -> A
 @click.option("--approve", metavar="all|none|TOOL,...",
               help="Answer approval prompts up front (for scripts and CI).")
 @click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
-              show_default=True, help="How to show progress on stderr.")
+              show_default=True,
+              help="How to show progress on stderr (auto: a tree on a terminal, plain lines otherwise, "
+                   "one JSON line per event with --log-format json, none with -q).")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write every event as a JSON line to FILE, as it happens (see `teamrun trace show`).")
 @click.option("--trace-content", is_flag=True,
@@ -130,38 +127,32 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
             model: str | None, as_json: bool, approve: str | None, progress: str, trace_path: str | None,
             trace_content: bool, otel: bool, record_path: str | None, replay_path: str | None,
             replay_mode: str | None) -> int:
-    from teamrun.cli.progress import LiveTree, PlainProgress
     from teamrun.engine.team import load_team
-    from teamrun.observe.redact import Redactor
+    from teamrun.secrets import Redactor
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
 
     _check_observe_flags(trace_path, trace_content, otel, record_path, replay_path, replay_mode)
+    logs = _log_settings()
     redactor = Redactor()
     with contextlib.ExitStack() as cleanup:
         writer = _trace_writer(trace_path, trace_content, redactor, cleanup)
         team = load_team(team_file, vars=_parse_vars(variables), model=model, record=record_path,
                          replay=replay_path, replay_mode="lenient" if replay_mode == "lenient" else "strict",
-                         wrap_model=writer.capture if writer is not None and trace_content else None)
+                         wrap_model=_content_capture if trace_content else None)
         redactor.add(team.loaded.secrets)
         add_log_secrets(team.loaded.secrets)
         for warning in team.loaded.warnings:
-            click.echo(warning.render(), err=True)
+            _say(logs, "warning", "config_warning", warning.render())
         if approve is not None:
             team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=team.tools))
         else:
             team.approver = choose_approver(None)
         task = _read_input(input_text, input_file)
-        if progress == "auto":
-            progress = "tree" if sys.stderr.isatty() else "plain"
-        if _quiet():
-            progress = "none"
-        if progress != "none":
-            click.echo(_starting_line(team), err=True)
         subscribers: list[Any] = []
-        if progress == "tree":
-            subscribers.append(LiveTree())
-        elif progress == "plain":
-            subscribers.append(PlainProgress())
+        view = _progress_view(progress, logs)
+        if view is not None:  # at once: LiteLLM's import may follow, and take seconds
+            _say(logs, "info", "run_starting", _starting_line(team))
+            subscribers.append(view)
         if writer is not None:
             subscribers.append(writer)
         if otel:
@@ -173,9 +164,42 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
         if result.final_text or result.status == "done":
             click.echo(result.final_text)
         if result.status != "done":
-            click.echo(f"teamrun: run {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
-                       + (f": {result.error}" if result.error else ""), err=True)
+            _say(logs, "error", "run_not_done",
+                 f"teamrun: run {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
+                 + (f": {result.error}" if result.error else ""),
+                 status=result.status, stopped_by=result.stopped_by, error=result.error)
     return _EXIT[result.status]
+
+
+def _log_settings() -> LogSettings:
+    found = click.get_current_context().find_object(LogSettings)
+    return found if found is not None else LogSettings(0, "console")
+
+
+def _say(logs: LogSettings, level: str, event: str, text: str, **fields: Any) -> None:
+    """A message for the person on stderr: as it is, or as a JSON log line under ``--log-format json``."""
+    if logs.log_format == "json":
+        click.echo(log_line(level, event, message=text, **fields), err=True)
+    else:
+        click.echo(text, err=True)
+
+
+def _progress_view(progress: str, logs: LogSettings) -> Any:
+    """The progress subscriber: ``auto`` is nothing with ``-q``, one JSON line per event with
+    ``--log-format json``, the live tree on a terminal and plain lines otherwise."""
+    from teamrun.cli.progress import EventLog, LiveTree, PlainProgress
+
+    if progress == "auto":
+        if logs.verbosity < 0:
+            return None
+        if logs.log_format == "json":
+            return EventLog()
+        progress = "tree" if sys.stderr.isatty() else "plain"
+    if progress == "tree":
+        return LiveTree()
+    if progress == "plain":
+        return PlainProgress()
+    return None
 
 
 def _check_observe_flags(trace_path: str | None, trace_content: bool, otel: bool, record_path: str | None,
@@ -192,6 +216,13 @@ def _check_observe_flags(trace_path: str | None, trace_content: bool, otel: bool
         require_otel(exporter=True)
 
 
+def _content_capture(model: Any) -> Any:
+    """The model wrapped so each call's content is published as ``llm_io`` events (trace, OTel)."""
+    from teamrun.observe.trace_file import ContentCapture
+
+    return ContentCapture(model)
+
+
 def _trace_writer(path: str | None, content: bool, redactor: Any, cleanup: contextlib.ExitStack) -> Any:
     if path is None:
         return None
@@ -201,13 +232,8 @@ def _trace_writer(path: str | None, content: bool, redactor: Any, cleanup: conte
 
 
 def _otel_exporter(content: bool, redactor: Any, cleanup: contextlib.ExitStack) -> Any:
-    from teamrun.observe.otel import OTelExporter, otlp_tracer_provider
+    from teamrun.observe.otel import OTelExporter, otlp_tracer_provider, shutdown_provider
 
     provider = otlp_tracer_provider()
-
-    def flush() -> None:
-        provider.force_flush(10_000)
-        provider.shutdown()
-
-    cleanup.callback(flush)
+    cleanup.callback(shutdown_provider, provider)
     return OTelExporter(provider, content=content, redactor=redactor)

@@ -1,6 +1,7 @@
-"""Showing a run as it happens, on stderr: a live agent tree on a terminal, plain lines otherwise.
+"""Showing a run as it happens, on stderr: a live agent tree on a terminal, plain lines otherwise,
+one log line per event with ``--log-format json``.
 
-Both views are event-bus subscribers; stdout stays reserved for the answer.
+Each view is an event-bus subscriber; stdout stays reserved for the answer.
 While the tree is drawn on ``sys.stderr``, anything else written there (log
 lines, an approval prompt) goes through the tree, which prints it above itself
 and redraws below it, so neither overwrites the other.
@@ -14,7 +15,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from teamrun.events import Event
+from teamrun.events import (
+    AgentEnd,
+    AgentStart,
+    Budget,
+    DelegationEnd,
+    DelegationStart,
+    Event,
+    Hook,
+    LlmEnd,
+    LlmIO,
+    LlmRetry,
+    RunEnd,
+    RunStart,
+    RunWarning,
+    ToolEnd,
+    ToolStart,
+    content_fields,
+)
 
 _MARKS = {"running": "●", "ok": "✓", "done": "✓", "error": "✗", "budget_exhausted": "◐",
           "rejected": "⊘", "cancelled": "⊘"}
@@ -59,35 +77,73 @@ class PlainProgress:
             self.stream.flush()
 
     def _line(self, event: Event) -> str | None:
-        data = event.data
         who = _IN.join(event.agent_path)
-        if event.kind == "agent_start":
-            return f"{who}: started ({data.get('model')})"
-        if event.kind == "agent_end":
-            usage = data.get("usage", {})
-            stop = f", stopped by {data['stopped_by']}" if data.get("stopped_by") else ""
-            spent = f"{_tokens(usage.get('total_tokens', 0))}, ${data.get('cost', 0):.4f}"
-            return f"{who}: {data.get('status')} ({spent}{stop})"
-        if event.kind == "delegation_start":
-            return f"{who} → {data.get('worker')}: delegated"
-        if event.kind == "delegation_end" and data.get("status") != "ok":
-            return f"{who} → {data.get('worker')}: {data.get('status')}: {data.get('error')}"
-        if event.kind == "tool_end":
-            error = f": {data.get('error')}" if data.get("error") else ""
-            return f"{who}: tool {data.get('tool')} {data.get('status')}{error}"
-        if event.kind == "llm_retry":
-            return f"{who}: model call retry {data.get('attempt')} after {data.get('error')}"
-        if event.kind == "hook":
-            ok = data.get("status") == "ok"
-            what = ", ".join(data.get("actions") or ()) if ok else f"failed: {data.get('message')}"
-            return f"{who}: hook {data.get('hook')} on {data.get('target')}: {what}"
-        if event.kind in ("warning", "budget"):
-            return f"{who}: {event.kind}: {data.get('message') or data.get('reason')}"
-        if event.kind == "run_end":
-            tokens = _tokens(data.get("usage", {}).get("total_tokens", 0))
-            took = f"{data.get('duration_s', 0):.2f}s"
-            return f"run {data.get('status')} in {took}, {tokens}, ${data.get('cost', 0):.4f}"
+        match event:
+            case AgentStart():
+                return f"{who}: started ({event.model})"
+            case AgentEnd():
+                stop = f", stopped by {event.stopped_by}" if event.stopped_by else ""
+                spent = f"{_tokens(event.usage.get('total_tokens', 0))}, ${event.cost:.4f}"
+                return f"{who}: {event.status} ({spent}{stop})"
+            case DelegationStart():
+                return f"{who} → {event.worker}: delegated"
+            case DelegationEnd() if event.status != "ok":
+                return f"{who} → {event.worker}: {event.status}: {event.error}"
+            case ToolEnd():
+                error = f": {event.error}" if event.error else ""
+                return f"{who}: tool {event.tool} {event.status}{error}"
+            case LlmRetry():
+                return f"{who}: model call retry {event.attempt} after {event.error}"
+            case Hook():
+                what = ", ".join(event.actions) if event.status == "ok" else f"failed: {event.message}"
+                return f"{who}: hook {event.hook} on {event.target}: {what}"
+            case RunWarning():
+                return f"{who}: warning: {event.message}"
+            case Budget():
+                return f"{who}: budget: {event.reason}"
+            case RunEnd():
+                tokens = _tokens(event.usage.get("total_tokens", 0))
+                return f"run {event.status} in {event.duration_s:.2f}s, {tokens}, ${event.cost:.4f}"
         return None
+
+
+class EventLog:
+    """One log line per event (``--log-format json``: one JSON object per line), on stderr.
+
+    Each line's ``event`` is the event kind; it carries ``run_id``, ``span_id``,
+    ``parent_span_id``, ``agent`` and ``agent_path`` and the kind's own fields,
+    except content (prompts, answers, tool payloads: see ``--trace-content``).
+    Lines are rendered like every other log line but shown whatever ``-v`` says:
+    they are the progress view (``-q`` turns them off).
+    """
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+
+    def __call__(self, event: Event) -> None:
+        from teamrun.logs import log_line
+
+        if isinstance(event, LlmIO):
+            return  # nothing but content
+        level = _level(event)
+        fields = {k: v for k, v in event.data.items() if k not in _CONTENT}
+        line = log_line(level, event.kind, run_id=event.run_id, span_id=event.span_id,
+                        parent_span_id=event.parent_span_id, agent=event.agent,
+                        agent_path="/".join(event.agent_path), **fields)
+        stream = self.stream or sys.stderr
+        stream.write(line + "\n")
+        stream.flush()
+
+
+_CONTENT = content_fields()
+
+
+def _level(event: Event) -> str:
+    if isinstance(event, LlmRetry | RunWarning | Budget) or (isinstance(event, Hook) and event.status != "ok"):
+        return "warning"
+    if isinstance(event, RunEnd) and event.status == "failed":
+        return "error"
+    return "info"
 
 
 class _AboveTree:
@@ -117,6 +173,8 @@ class LiveTree:
         self.roots: list[str] = []
         self.owners: dict[str, str | None] = {}
         """Delegation span → the agent span that delegated (agents hang below delegations)."""
+        self.workers: dict[str, str] = {}
+        """Delegation span → the span of the worker it started (the node its outcome updates)."""
         self.drawn = 0
         self.last_draw = 0.0
         self.pending = ""
@@ -130,44 +188,51 @@ class LiveTree:
             self._update(event)
 
     def _update(self, event: Event) -> None:
-        if event.kind == "run_start" and self.stream is sys.stderr and self._stand_in is None:
+        if isinstance(event, RunStart) and self.stream is sys.stderr and self._stand_in is None:
             self._stand_in = _AboveTree(self, self.stream)
             sys.stderr = self._stand_in
-        if event.kind == "delegation_start":
-            self.owners[event.span_id] = event.parent_span_id
-        elif event.kind == "agent_start":
-            node = _Node(event.agent, event.parent_span_id)
-            self.nodes[event.span_id] = node
-            parent = self._agent_span(event.parent_span_id)
-            if parent is not None:
-                self.nodes[parent].children.append(event.span_id)
-            else:
-                self.roots.append(event.span_id)
-        elif event.kind == "llm_end" and event.parent_span_id in self.nodes:
-            node = self.nodes[event.parent_span_id]
-            node.tokens += event.data.get("usage", {}).get("total_tokens", 0)
-            node.cost += event.data.get("cost", 0.0)
-        elif event.kind == "tool_start" and event.parent_span_id in self.nodes:
-            self.nodes[event.parent_span_id].detail = f"tool {event.data.get('tool')}"
-        elif event.kind == "tool_end" and self.pending and repr(event.data.get("tool")) in self.pending:
-            self.pending, self.drawn = "", 0  # the prompt about this tool was answered (on a new line)
-        elif event.kind == "agent_end" and event.span_id in self.nodes:
-            node = self.nodes[event.span_id]
-            node.status, node.detail = str(event.data.get("status")), ""
-        elif event.kind == "delegation_end":
-            self._delegation_end(event)
-        elif event.kind == "run_end":
-            for node in self.nodes.values():  # agents the run stopped before they ended
-                if node.status == "running":
-                    node.status, node.detail = "cancelled", ""
-            if self.pending:
-                self.pending, self.drawn = "", 0
-                self.stream.write("\n")
-        self._draw(force=event.kind in ("run_end", "agent_end", "delegation_end", "tool_end"))
-        if event.kind == "run_end" and self._stand_in is not None:
+        match event:
+            case DelegationStart():
+                self.owners[event.span_id] = event.parent_span_id
+            case AgentStart():
+                self._agent_start(event)
+            case LlmEnd() if event.parent_span_id in self.nodes:
+                node = self.nodes[event.parent_span_id]
+                node.tokens += event.usage.get("total_tokens", 0)
+                node.cost += event.cost
+            case ToolStart() if event.parent_span_id in self.nodes:
+                self.nodes[event.parent_span_id].detail = f"tool {event.tool}"
+            case ToolEnd() if self.pending and repr(event.tool) in self.pending:
+                self.pending, self.drawn = "", 0  # the prompt about this tool was answered (on a new line)
+            case AgentEnd() if event.span_id in self.nodes:
+                node = self.nodes[event.span_id]
+                node.status, node.detail = event.status, ""
+            case DelegationEnd():
+                self._delegation_end(event)
+            case RunEnd():
+                for node in self.nodes.values():  # agents the run stopped before they ended
+                    if node.status == "running":
+                        node.status, node.detail = "cancelled", ""
+                if self.pending:
+                    self.pending, self.drawn = "", 0
+                    self.stream.write("\n")
+        self._draw(force=isinstance(event, RunEnd | AgentEnd | DelegationEnd | ToolEnd))
+        if isinstance(event, RunEnd) and self._stand_in is not None:
             if sys.stderr is self._stand_in:
                 sys.stderr = self._stand_in.real
             self._stand_in = None
+
+    def _agent_start(self, event: AgentStart) -> None:
+        """A new agent node, below the agent that delegated to it (through its delegation span)."""
+        if event.parent_span_id in self.owners:
+            self.workers.setdefault(event.parent_span_id, event.span_id)
+        node = _Node(event.agent, event.parent_span_id)
+        self.nodes[event.span_id] = node
+        parent = self._agent_span(event.parent_span_id)
+        if parent is not None and parent in self.nodes and parent != event.span_id:
+            self.nodes[parent].children.append(event.span_id)
+        else:
+            self.roots.append(event.span_id)
 
     def write_above(self, text: str) -> int:
         """Print ``text`` above the tree; the tree is redrawn below it once the line is complete."""
@@ -184,15 +249,15 @@ class LiveTree:
                 self._draw(force=True)
         return len(text)
 
-    def _delegation_end(self, event: Event) -> None:
+    def _delegation_end(self, event: DelegationEnd) -> None:
         """The delegation's outcome is the final word on its worker (cancelled, not error)."""
-        status = str(event.data.get("status"))
-        node = self.nodes.get(event.span_id)
+        status = event.status
+        node = self.nodes.get(self.workers.get(event.span_id, event.span_id))
         if node is None:  # refused before the worker started: show it, with why
             owner = self._agent_span(event.parent_span_id)
             if owner is None or owner not in self.nodes:
                 return
-            node = _Node(str(event.data.get("worker")), owner, status=status)
+            node = _Node(event.worker, owner, status=status)
             self.nodes[event.span_id] = node
             self.nodes[owner].children.append(event.span_id)
         if status != "ok":

@@ -14,8 +14,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import structlog
-
 from teamrun.config.models import Limits
 from teamrun.engine.delegation_tools import DelegationRequest, delegation_settings
 from teamrun.engine.filters import FilterFailed, as_context_block, filter_messages
@@ -32,8 +30,9 @@ from teamrun.engine.result import DelegationResult, DelegationStatus
 from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for, run_all
 from teamrun.errors import RunError, UserError
 from teamrun.llm.types import Message, Usage
+from teamrun.logs import get_logger
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,7 @@ class Delegator:
         if actions.max_steps is not None:
             steps = actions.max_steps if steps is None else min(steps, actions.max_steps)
         child = AgentFrame(
-            name=worker, path=(*parent.path, worker), span_id=span, parent_span_id=parent.span_id,
+            name=worker, path=(*parent.path, worker), span_id=ctx.bus.new_span_id(), parent_span_id=span,
             ledger=parent.ledger.child(budget, label=f"agents.{worker}.budget", max_steps=steps,
                                        depth=parent.depth + 1),
             context=dict(actions.context),

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import structlog
-
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
 from teamrun.defaults import DEFAULT_NUM_RETRIES
 from teamrun.engine.ledger import BudgetLedger
@@ -18,10 +16,11 @@ from teamrun.engine.references import ResultStore
 from teamrun.engine.result import AgentSpend, DelegationResult, RunResult
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.types import ChatModel, ModelSettings, Usage
+from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver
 from teamrun.tools.base import Tool
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 T = TypeVar("T")
 
 DEFAULT_MODEL = "offline"

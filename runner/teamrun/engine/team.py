@@ -25,7 +25,6 @@ from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.router import ModelRouter
 from teamrun.llm.types import ChatModel, current_scope
-from teamrun.logs import ensure_default_logging
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool
 from teamrun.tools.registry import build_tools
@@ -60,7 +59,7 @@ class Team:
         self.approver = approver or choose_approver(None, interactive=False)
         if replay is not None or record is not None:
             from teamrun.llm.cassette import RecordingModel, ReplayModel
-            from teamrun.observe.redact import Redactor
+            from teamrun.secrets import Redactor
 
             if replay is not None and (record is not None or chat_model is not None):
                 raise UsageError("replay= answers every model call from the cassette; "
@@ -255,6 +254,5 @@ def load_team(
     ``wrap_model`` wraps the chosen chat model (observers such as the trace's
     content capture use it).
     """
-    ensure_default_logging()
     return Team(load_config(path, environ=environ), vars=vars, model=model, chat_model=chat_model,
                 approver=approver, record=record, replay=replay, replay_mode=replay_mode, wrap_model=wrap_model)

@@ -33,8 +33,6 @@ from email.utils import parsedate_to_datetime
 from time import time
 from typing import Any, Literal
 
-import structlog
-
 from teamrun.defaults import DEFAULT_MAX_TOKENS, DEFAULT_REQUEST_TIMEOUT_S
 from teamrun.errors import ModelError
 from teamrun.llm.offline import (
@@ -51,6 +49,7 @@ from teamrun.llm.types import (
     Usage,
     current_scope,
 )
+from teamrun.logs import get_logger
 
 __all__ = [
     "FailureKind",
@@ -61,7 +60,7 @@ __all__ = [
     "resolve_model",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 FailureKind = Literal[
     "rate_limited",
@@ -261,17 +260,18 @@ class LiteLLMChatModel:
         notice = RetryNotice(
             call.model, attempt, attempts, delay, failure.kind, failure.status_code, failure.reason
         )
-        log.warning(
-            "llm_retry",
-            model=call.model,
-            attempt=attempt,
-            max_attempts=attempts,
-            delay_s=round(delay, 3),
-            kind=failure.kind,
-            status_code=failure.status_code,
-        )
         if self.on_retry is not None:
-            self.on_retry(notice)
+            self.on_retry(notice)  # the run's event bus reports it (progress, trace, logs): once
+        else:
+            log.warning(
+                "llm_retry",
+                model=call.model,
+                attempt=attempt,
+                max_attempts=attempts,
+                delay_s=round(delay, 3),
+                kind=failure.kind,
+                status_code=failure.status_code,
+            )
         await self._sleep(delay)
 
     def _delay(self, failure: _Failure, attempt: int) -> float:

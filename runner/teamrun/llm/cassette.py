@@ -189,7 +189,7 @@ class Exchange:
 
 
 def _default_redactor() -> Any:
-    from teamrun.observe.redact import Redactor
+    from teamrun.secrets import Redactor
 
     return Redactor()
 
@@ -205,7 +205,7 @@ class RecordingModel:
 
     The file is started afresh. Lines are flushed one by one, so a killed run
     still leaves the exchanges it finished. ``redactor`` (anything with a
-    ``value(obj)`` method, e.g. :class:`teamrun.observe.redact.Redactor`; by
+    ``value(obj)`` method, e.g. :class:`teamrun.secrets.Redactor`; by
     default one built from the environment) masks secrets in replies, and in
     requests before they are fingerprinted.
     """

@@ -1,4 +1,4 @@
-"""Seeing a run: trace files, their tree views, OpenTelemetry export and secret masking.
+"""Seeing a run: trace files, their tree views and OpenTelemetry export (secret masking: teamrun.secrets).
 
     from teamrun.observe import TraceWriter, read_trace, render_trace
     with TraceWriter("run.jsonl") as trace:
@@ -26,14 +26,14 @@ __all__ = [
 
 if TYPE_CHECKING:
     from teamrun.observe.otel import OTelExporter
-    from teamrun.observe.redact import Redactor
     from teamrun.observe.render import render_trace
     from teamrun.observe.trace_file import TraceWriter
     from teamrun.observe.trace_read import Trace, TraceNode, read_trace
+    from teamrun.secrets import Redactor
 
 _LAZY = {
     "OTelExporter": "teamrun.observe.otel",
-    "Redactor": "teamrun.observe.redact",
+    "Redactor": "teamrun.secrets",
     "render_trace": "teamrun.observe.render",
     "TraceWriter": "teamrun.observe.trace_file",
     "Trace": "teamrun.observe.trace_read",

@@ -15,17 +15,21 @@ until an exporter is built.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from teamrun.errors import UsageError
-from teamrun.events import Event
-from teamrun.observe.redact import Redactor
+from teamrun.events import AgentStart, DelegationStart, Event, LlmIO, LlmStart, RunStart, ToolStart
 from teamrun.observe.spans import END_KINDS, POINT_KINDS, START_KINDS, SpanIndex, SpanKey, SpanKind
 from teamrun.observe.trace_file import CONTENT_FIELDS, wall_clock
+from teamrun.secrets import Redactor
 
-__all__ = ["INSTALL_HINT", "OTelExporter", "otlp_tracer_provider", "require_otel"]
+__all__ = [
+    "EXPORT_TIMEOUT_S", "INSTALL_HINT", "OTelExporter", "export_timeout_s", "otlp_tracer_provider", "require_otel",
+    "shutdown_provider",
+]
 
 INSTALL_HINT = "pip install 'teamrun[otel]'"
 _FAILED = frozenset({"error", "failed"})
@@ -46,8 +50,26 @@ def require_otel(*, exporter: bool = False) -> None:
         ) from None
 
 
+EXPORT_TIMEOUT_S = 2.0
+"""How long one export (all its retries included) may take, unless ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT``
+or ``OTEL_EXPORTER_OTLP_TIMEOUT`` says otherwise. The SDK's own default (10 s, retrying with backoff)
+made a run with no collector listening wait that long at exit; a CLI run should not."""
+
+_TIMEOUT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+
+
+def export_timeout_s(environ: Mapping[str, str] | None = None) -> float | None:
+    """The export timeout teamrun sets: ``None`` (the SDK reads it) when a standard variable sets one."""
+    env = os.environ if environ is None else environ
+    return None if any(env.get(name) for name in _TIMEOUT_VARIABLES) else EXPORT_TIMEOUT_S
+
+
 def otlp_tracer_provider(service_name: str = "teamrun") -> Any:
-    """A ``TracerProvider`` sending spans over OTLP/HTTP to the endpoint the standard env vars name."""
+    """A ``TracerProvider`` sending spans over OTLP/HTTP to the endpoint the standard env vars name.
+
+    Each export gives up after :data:`EXPORT_TIMEOUT_S` (retries included); shut it down with
+    :func:`shutdown_provider`.
+    """
     require_otel(exporter=True)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.resources import Resource
@@ -55,8 +77,15 @@ def otlp_tracer_provider(service_name: str = "teamrun") -> Any:
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(timeout=export_timeout_s())))
     return provider
+
+
+def shutdown_provider(provider: Any) -> None:
+    """Send what is left and stop: at most one bounded export (spans still queued), then shutdown."""
+    timeout = export_timeout_s() or EXPORT_TIMEOUT_S
+    provider.force_flush(int(timeout * 1000))
+    provider.shutdown()
 
 
 def _ns(monotonic: float) -> int:
@@ -97,6 +126,8 @@ class OTelExporter:
         self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, LlmIO) and not self.content:
+            return  # nothing but content
         with self._lock:
             key_span = f"{event.run_id}:{event.span_id}"
             parent_span = f"{event.run_id}:{event.parent_span_id}" if event.parent_span_id else None
@@ -112,7 +143,7 @@ class OTelExporter:
                 owner = self._index.owner(event.kind, key_span, parent_span)
                 span = self._open.get(owner) if owner is not None else None
                 if span is not None:
-                    span.add_event(event.kind, attributes=self._attributes(event.data), timestamp=_ns(event.time))
+                    span.add_event(event.kind, attributes=self._attributes(event), timestamp=_ns(event.time))
 
     def _start(self, kind: SpanKind, span_id: str, parent_span_id: str | None, event: Event) -> None:
         key, parent = self._index.start(kind, span_id, parent_span_id)
@@ -124,33 +155,35 @@ class OTelExporter:
                                                  start_time=_ns(event.time))
 
     def _describe(self, kind: SpanKind, event: Event) -> tuple[str, dict[str, Any]]:
-        data = event.data
         attributes: dict[str, Any] = {"teamrun.run_id": event.run_id, "teamrun.span_id": event.span_id,
                                       "teamrun.agent_path": "/".join(event.agent_path)}
-        if kind == "run":
-            name = f"run {data.get('team', '')}".strip()
-            attributes["teamrun.team"] = str(data.get("team", ""))
-        elif kind == "agent":
-            name = f"invoke_agent {event.agent}"
-            attributes.update({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": event.agent})
-            attributes.update(self._model_attributes(data.get("model")))
-        elif kind == "delegation":
-            worker = str(data.get("worker", ""))
-            name = f"delegate {worker}"
-            attributes.update({"teamrun.delegation.worker": worker, "teamrun.delegation.parent": event.agent})
-        elif kind == "llm":
-            name = f"chat {data.get('model', '')}".strip()
-            attributes["gen_ai.operation.name"] = "chat"
-            attributes["gen_ai.agent.name"] = event.agent
-            attributes.update(self._model_attributes(data.get("model")))
-        else:
-            tool = str(data.get("tool", ""))
-            name = f"execute_tool {tool}"
-            attributes.update({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool})
+        match event:
+            case RunStart():
+                name = f"run {event.team}".strip()
+                attributes["teamrun.team"] = event.team
+            case AgentStart():
+                name = f"invoke_agent {event.agent}"
+                attributes.update({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": event.agent})
+                attributes.update(self._model_attributes(event.model))
+            case DelegationStart():
+                name = f"delegate {event.worker}"
+                attributes.update({"teamrun.delegation.worker": event.worker,
+                                   "teamrun.delegation.parent": event.agent})
+            case LlmStart():
+                name = f"chat {event.model}".strip()
+                attributes["gen_ai.operation.name"] = "chat"
+                attributes["gen_ai.agent.name"] = event.agent
+                attributes.update(self._model_attributes(event.model))
+            case ToolStart():
+                name = f"execute_tool {event.tool}"
+                attributes.update({"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.tool})
+            case _:
+                name = event.kind
         if self.content:
             for field in ("input", "task"):
-                if isinstance(data.get(field), str):
-                    attributes[f"teamrun.{field}"] = data[field]
+                value = getattr(event, field, None)
+                if isinstance(value, str) and value:
+                    attributes[f"teamrun.{field}"] = value
         return name, self.redactor.value(attributes)
 
     @staticmethod
@@ -163,26 +196,27 @@ class OTelExporter:
             found["gen_ai.provider.name"] = shown.split("/", 1)[0]
         return found
 
-    def _attributes(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        shown = {f"teamrun.{k}": _attribute(v) for k, v in data.items()
+    def _attributes(self, event: Event) -> dict[str, Any]:
+        shown = {f"teamrun.{k}": _attribute(v) for k, v in event.data.items()
                  if v is not None and (self.content or k not in CONTENT_FIELDS)}
         return dict(self.redactor.value(shown))
 
     def _end(self, span: Any, event: Event) -> None:
-        data = event.data
-        status = str(data.get("status") or "ok")
+        status = str(getattr(event, "status", None) or "ok")
         span.set_attribute("teamrun.status", status)
-        usage = data.get("usage")
+        usage = getattr(event, "usage", None)
         if isinstance(usage, Mapping):
             span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))
             span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens", 0)))
-        if isinstance(data.get("cost"), int | float):
-            span.set_attribute("teamrun.cost_usd", float(data["cost"]))
+        cost = getattr(event, "cost", None)
+        if isinstance(cost, int | float):
+            span.set_attribute("teamrun.cost_usd", float(cost))
         for field in ("stopped_by", "tool_calls", "chars"):
-            if data.get(field) not in (None, [], ""):
-                span.set_attribute(f"teamrun.{field}", _attribute(data[field]))
+            value = getattr(event, field, None)
+            if value not in (None, [], (), ""):
+                span.set_attribute(f"teamrun.{field}", _attribute(value))
         if status in _FAILED:
-            error = self.redactor.text(str(data.get("error") or status))
+            error = self.redactor.text(str(getattr(event, "error", None) or status))
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
         span.end(end_time=_ns(event.time))
 

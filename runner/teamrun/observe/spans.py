@@ -1,11 +1,13 @@
 """Where each event sits in the span tree: run → agent → delegation → agent → llm / tool.
 
-The engine gives a delegation and the worker agent it starts the same
-``span_id`` (the worker's events name the delegating agent's span as parent).
-Observability tools expect them nested — a ``delegate`` span holding the
-worker's ``invoke_agent`` span — so spans are keyed by ``(kind, span_id)`` and
-:class:`SpanIndex` works out the parent of each. The trace reader and the
-OpenTelemetry exporter both use it, so they always agree.
+Every span names its parent with ``parent_span_id`` — a worker's agent span
+names the delegation span that started it — and :class:`SpanIndex` follows
+those links. The trace reader, the OpenTelemetry exporter and the live tree
+agree because they all follow the same links.
+
+Traces written before workers had spans of their own gave a delegation and its
+worker the same ``span_id``; spans are keyed by ``(kind, span_id)`` so such
+files still read as the same tree.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class SpanIndex:
         """Register a span that starts; returns its key and its parent's key (``None`` for a root)."""
         key: SpanKey = (kind, span_id)
         parent: SpanKey | None
-        if kind == "agent" and ("delegation", span_id) in self.parents:
+        if kind == "agent" and ("delegation", span_id) in self.parents:  # an old trace: shared ids
             parent = ("delegation", span_id)
         else:
             parent = self._find(parent_span_id)

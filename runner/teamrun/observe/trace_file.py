@@ -13,7 +13,8 @@ Line format (``v`` 1)::
 
 ``time`` is the event's monotonic clock (durations), ``ts`` the wall clock
 (seconds since the epoch). With content, ``llm_io`` lines carry each model
-call's new input messages and its reply.
+call's new input messages and its reply (:class:`ContentCapture` publishes
+them on the run's event bus, like every other event).
 """
 
 from __future__ import annotations
@@ -26,19 +27,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from teamrun.errors import UsageError
-from teamrun.events import Event
+from teamrun.events import Event, EventBus, LlmIO, content_fields
 from teamrun.llm.types import ChatModel, Message, ModelReply, ModelSettings, ToolSchema, current_scope
-from teamrun.observe.redact import Redactor
+from teamrun.secrets import Redactor
 
 __all__ = ["CONTENT_FIELDS", "TRACE_FORMAT", "TRACE_VERSION", "ContentCapture", "TraceWriter", "wall_clock"]
 
 TRACE_FORMAT = "teamrun-trace"
 TRACE_VERSION = 1
 
-CONTENT_FIELDS = frozenset({
-    "input", "task", "prompt", "response", "result", "final_text", "arguments", "output",
-    "new_messages", "reply",
-})
+CONTENT_FIELDS = content_fields() | {"prompt", "response", "result", "final_text", "arguments", "output"}
 """Event data fields that carry prompts, answers or tool payloads: kept only with content on."""
 
 _CLOCK_OFFSET = time.time() - time.monotonic()
@@ -69,6 +67,8 @@ class TraceWriter:
                     "ts": round(time.time(), 6)})
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, LlmIO) and not self.content:
+            return  # nothing but content
         data = dict(event.data)
         if not self.content:
             data = {k: v for k, v in data.items() if k not in CONTENT_FIELDS}
@@ -94,8 +94,8 @@ class TraceWriter:
             self._file.flush()
 
     def capture(self, model: ChatModel) -> ChatModel:
-        """``model`` wrapped so each call's content lands in the trace (only when content is on)."""
-        return ContentCapture(model, self) if self.content else model
+        """``model`` wrapped so each call's content is published as ``llm_io`` events (only when content is on)."""
+        return ContentCapture(model) if self.content else model
 
     def close(self) -> None:
         with self._lock:
@@ -119,11 +119,11 @@ def _new_messages(messages: Sequence[Message]) -> list[Message]:
 
 
 class ContentCapture:
-    """A :class:`~teamrun.llm.types.ChatModel` wrapper writing ``llm_io`` trace lines."""
+    """A :class:`~teamrun.llm.types.ChatModel` wrapper that publishes each call's content as an
+    ``llm_io`` event on the run's bus, so the trace, OpenTelemetry and the logs all see it."""
 
-    def __init__(self, inner: ChatModel, writer: TraceWriter) -> None:
+    def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
-        self.writer = writer
 
     async def complete(
         self,
@@ -136,22 +136,12 @@ class ContentCapture:
         sent = _new_messages(messages)
         reply = await self.inner.complete(messages, settings=settings, tools=tools, response_format=response_format)
         scope = current_scope.get()
-        now = time.monotonic()
-        path = list(scope.agent_path) if scope else []
-        self.writer.write({
-            "kind": "llm_io",
-            "run_id": scope.run_id if scope else "",
-            "span_id": scope.span_id if scope else "",
-            "parent_span_id": None,
-            "agent_path": path,
-            "depth": len(path) - 1,
-            "time": round(now, 6),
-            "ts": round(wall_clock(now), 6),
-            "data": {
-                "turn": scope.turn if scope else 0,
-                "new_messages": sent,
-                "reply": {"text": reply.text,
-                          "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls]},
-            },
-        })
+        bus = EventBus.of_run(scope.run_id) if scope is not None else None
+        if scope is not None and bus is not None:
+            bus.publish(LlmIO(
+                run_id=scope.run_id, span_id=scope.span_id, parent_span_id=None, agent_path=scope.agent_path,
+                turn=scope.turn, new_messages=sent,
+                reply={"text": reply.text,
+                       "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls]},
+            ))
         return reply

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from teamrun.errors import UsageError
+from teamrun.events import DelegationStart, Event, LlmStart, RunStart, ToolStart, content_fields, event_from_record
 from teamrun.observe.spans import END_KINDS, POINT_KINDS, START_KINDS, SpanIndex, SpanKey, SpanKind
 
-__all__ = ["Trace", "TraceNode", "build_tree", "read_trace"]
+__all__ = ["Trace", "TraceNode", "build_tree", "read_trace", "typed_events"]
 
 UNFINISHED = "unfinished"
+_CONTENT = content_fields()
 
 
 @dataclass
@@ -88,6 +90,11 @@ class Trace:
     def content(self) -> bool:
         return bool(self.header.get("content"))
 
+    @property
+    def events(self) -> list[Event]:
+        """The records as typed events (kinds this version does not know are left out)."""
+        return typed_events(self.records)
+
 
 def read_trace(path: str | Path) -> Trace:
     """Read a trace file; a missing or unreadable file is a :class:`UsageError`."""
@@ -121,62 +128,89 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
     return Trace(records, build_tree(records), header, problems)
 
 
-def build_tree(records: Iterable[Mapping[str, Any]]) -> list[TraceNode]:
-    """The span trees of ``records`` (trace lines or ``Event``-shaped dicts), roots in order."""
+def typed_events(records: Iterable[Mapping[str, Any] | Event], problems: list[str] | None = None) -> list[Event]:
+    """Trace lines turned back into typed events (:data:`~teamrun.events.EVENT_TYPES`); events pass through.
+
+    A line of a kind this version does not know, or missing a required field, is
+    skipped (and noted in ``problems`` when given).
+    """
+    events: list[Event] = []
+    for record in records:
+        if isinstance(record, Event):
+            events.append(record)
+            continue
+        try:
+            events.append(event_from_record(record))
+        except (TypeError, ValueError) as exc:
+            if problems is not None:
+                problems.append(f"{record.get('kind')} record skipped: {exc}")
+    return events
+
+
+def build_tree(records: Iterable[Mapping[str, Any] | Event]) -> list[TraceNode]:
+    """The span trees of ``records`` (trace lines or typed events), roots in order.
+
+    Each span hangs below the span its ``parent_span_id`` names.
+    """
     index = SpanIndex()
     nodes: dict[SpanKey, TraceNode] = {}
     roots: list[TraceNode] = []
     last = 0.0
-    for record in records:
-        kind = str(record.get("kind"))
-        run_id = str(record.get("run_id") or "")
-        span = f"{run_id}:{record.get('span_id') or ''}"  # span ids restart with each run
-        parent_span = f"{run_id}:{record['parent_span_id']}" if record.get("parent_span_id") else None
-        data: Mapping[str, Any] = record.get("data") or {}
-        at = float(record.get("time") or 0.0)
+    for event in typed_events(records):
+        kind = event.kind
+        span = f"{event.run_id}:{event.span_id}"  # span ids restart with each run
+        parent_span = f"{event.run_id}:{event.parent_span_id}" if event.parent_span_id else None
+        at = event.time
         last = max(last, at)
         if kind in START_KINDS:
             span_kind = START_KINDS[kind]
             key, parent = index.start(span_kind, span, parent_span)
-            node = TraceNode(span_kind, str(record.get("span_id") or ""), _name(span_kind, record, data),
-                             tuple(record.get("agent_path") or ()), at, attributes=dict(data))
+            data = _shown(event)
+            node = TraceNode(span_kind, event.span_id, _name(span_kind, event), event.agent_path, at,
+                             attributes=data)
             if node.kind == "run":
-                node.attributes["run_id"] = run_id
+                node.attributes["run_id"] = event.run_id
             nodes[key] = node
             (nodes[parent].children if parent in nodes else roots).append(node)
         elif kind in END_KINDS:
             found = nodes.get((END_KINDS[kind], span))
             if found is not None:
-                _close(found, at, data)
+                _close(found, event)
         elif kind in POINT_KINDS:
             owner = index.owner(kind, span, parent_span)
             if owner in nodes:
-                nodes[owner].notes.append({"kind": kind, "time": at, **data})
+                nodes[owner].notes.append({"kind": kind, "time": at, **_shown(event)})
     for node in nodes.values():
         node.last_seen = last
     return roots
 
 
-def _name(kind: SpanKind, record: Mapping[str, Any], data: Mapping[str, Any]) -> str:
-    if kind == "run":
-        return str(data.get("team") or record.get("run_id") or "run")
-    if kind == "delegation":
-        return str(data.get("worker") or "")
-    if kind == "llm":
-        return str(data.get("model") or "model")
-    if kind == "tool":
-        return str(data.get("tool") or "tool")
-    path = record.get("agent_path") or ()
-    return str(path[-1]) if path else ""
+def _shown(event: Event) -> dict[str, Any]:
+    """The event's own fields, without the content ones the trace left out (empty defaults)."""
+    return {k: v for k, v in event.data.items() if not (k in _CONTENT and v in ("", (), [], {}))}
 
 
-def _close(node: TraceNode, at: float, data: Mapping[str, Any]) -> None:
-    node.end = at
-    node.status = str(data.get("status") or "ok")
-    usage = data.get("usage")
+def _name(kind: SpanKind, event: Event) -> str:
+    if isinstance(event, RunStart):
+        return event.team or event.run_id or "run"
+    if isinstance(event, DelegationStart):
+        return event.worker
+    if isinstance(event, LlmStart):
+        return event.model or "model"
+    if isinstance(event, ToolStart):
+        return event.tool or "tool"
+    return event.agent
+
+
+def _close(node: TraceNode, event: Event) -> None:
+    node.end = event.time
+    data = event.data
+    node.status = str(getattr(event, "status", None) or "ok")
+    usage = getattr(event, "usage", None)
     if isinstance(usage, Mapping):
         node.usage = {str(k): int(v) for k, v in usage.items() if isinstance(v, int)}
-    cost = data.get("cost")
+    cost = getattr(event, "cost", None)
     node.cost = float(cost) if isinstance(cost, int | float) else 0.0
-    node.error = str(data["error"]) if data.get("error") else None
+    error = getattr(event, "error", None)
+    node.error = str(error) if error else None
     node.attributes.update({k: v for k, v in data.items() if k not in ("status", "usage", "cost", "error")})

@@ -11,7 +11,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from teamrun.events import Event
+from teamrun.events import Event, ToolStart
 
 if TYPE_CHECKING:
     from teamrun.engine.result import RunResult
@@ -92,8 +92,8 @@ def assert_delegated_to(result: RunResult, agents: Sequence[str], *, ordered: bo
 def _tool_calls(events: Iterable[Event]) -> dict[str, list[str]]:
     calls: dict[str, list[str]] = {}
     for event in events:
-        if event.kind == "tool_start":
-            calls.setdefault("/".join(event.agent_path), []).append(str(event.data.get("tool")))
+        if isinstance(event, ToolStart):
+            calls.setdefault("/".join(event.agent_path), []).append(event.tool)
     return calls
 
 

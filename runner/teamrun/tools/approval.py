@@ -24,9 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TextIO
 
-import structlog
-
 from teamrun.errors import ApprovalDenied, UsageError
+from teamrun.logs import get_logger
 from teamrun.tools._threads import run_in_daemon_thread
 
 __all__ = [
@@ -39,7 +38,7 @@ __all__ = [
     "denied_by_user",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _PROMPT_ARGUMENT_CHARS = 2_000
 """Arguments longer than this are shortened in the prompt."""

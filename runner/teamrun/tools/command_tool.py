@@ -42,11 +42,11 @@ import jinja2
 import jinja2.meta
 import jsonschema
 import jsonschema.validators
-import structlog
 
 from teamrun.config import templates
 from teamrun.config.models import ToolDef
 from teamrun.errors import ToolError, UserError
+from teamrun.logs import get_logger
 from teamrun.tools.base import (
     DEFAULT_MAX_OUTPUT_CHARS,
     DEFAULT_TIMEOUT_S,
@@ -58,7 +58,7 @@ from teamrun.tools.base import (
 
 __all__ = ["CommandTool"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _TEMPLATES = templates.environment()
 """The team file's one immutable, bounded sandbox (argv templates can read values, never change them)."""

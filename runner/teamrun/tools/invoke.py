@@ -18,16 +18,16 @@ from typing import Any
 
 import jsonschema
 import jsonschema.validators
-import structlog
 
 from teamrun.errors import ApprovalDenied, ToolError
 from teamrun.llm.types import parse_arguments
+from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver, denied_by_user
 from teamrun.tools.base import PartialOutput, Tool, ToolOutcome, describe_exception, truncate_output
 
 __all__ = ["invoke_tool"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _validators: weakref.WeakKeyDictionary[Tool, Any] = weakref.WeakKeyDictionary()
 """Compiled argument validators, one per tool object."""

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
 
-import structlog
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
@@ -30,6 +29,7 @@ from pydantic_core import CoreSchema, to_jsonable_python
 from teamrun.config.imports import ImportProblem, resolve_import_path
 from teamrun.config.models import ToolDef
 from teamrun.errors import ToolError, UserError
+from teamrun.logs import get_logger
 from teamrun.tools._docstrings import parse_docstring
 from teamrun.tools._threads import run_in_daemon_thread
 from teamrun.tools.base import (
@@ -42,7 +42,7 @@ from teamrun.tools.base import (
 
 __all__ = ["PythonTool", "load_callable"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
