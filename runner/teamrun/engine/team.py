@@ -20,7 +20,7 @@ from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.result import RunResult
-from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
+from teamrun.engine.runtime import AgentFrame, RunContext, limits_in_force, max_steps_for
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.types import ChatModel, current_scope
@@ -113,7 +113,8 @@ class Team:
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
-        result = RunResult(run_id=run_id, team=self.name, status="done", final_text="")
+        result = RunResult(run_id=run_id, team=self.name, status="done", final_text="",
+                           limits_in_force=limits_in_force(self.config))
         ctx = RunContext(
             config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
             tools=self.tools, approver=self.approver, result=result, vars=self.vars,
@@ -127,6 +128,8 @@ class Team:
         try:
             await self._drive(ctx, frame, input, cancel)
         finally:
+            await ctx.sources.aclose()
+            _settle_spending(ctx, frame.ledger.root)
             self._buses.pop(run_id, None)
             structlog.contextvars.unbind_contextvars("run_id", "team")
             result.duration_s = time.monotonic() - started
@@ -144,7 +147,7 @@ class Team:
         name = self.config.supervisor
         budget = self.config.agents[name].budget
         ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
-                            max_steps=max_steps_for(self.config, budget))
+                            max_steps=max_steps_for(self.config, budget), agent=name)
         run_span = bus.new_span_id()
         return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger)
 
@@ -190,6 +193,16 @@ class Team:
                 await _cancel(work)
             if stop is not None and not stop.done():
                 stop.cancel()
+
+
+def _settle_spending(ctx: RunContext, root: BudgetLedger) -> None:
+    """Per-agent figures from the run's ledgers; limits the run went past are said plainly."""
+    result = ctx.result
+    result.agents = root.per_agent()
+    result.overshoot = root.overshoot()
+    for limit, figures in result.overshoot.items():
+        result.warnings.append(f"{limit} ({figures['limit']}) was overshot: {figures['used']} used "
+                               f"(+{figures['over']})")
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:
