@@ -49,7 +49,8 @@ def test_a_run_level_tool_call_limit_hit_by_workers_ends_the_whole_run(
     assert result["final_text"] == "lead: partial"
     # the 3rd tool call is refused; its worker answers; the lead then gets only its last turn
     assert result["agents"]["helper"]["tool_calls"] == 2
-    assert len(result["delegations"]) <= 3
+    assert [d["status"] for d in result["delegations"]] == ["budget_exhausted"]
+    assert len(llm_server.requests("lead")) == 2  # one delegation, then its last turn
     assert _stopped(llm_server.requests("lead")[-1].request)
 
 
@@ -163,6 +164,22 @@ def test_the_last_turn_gets_what_the_token_limit_leaves(tmp_path: Path) -> None:
     cap = model.calls_of("solo")[-1].settings.max_tokens
     assert cap is not None and 200 < cap < 5000 - 400
     assert result.overshoot == {}
+    model.assert_complete()
+
+
+def test_the_last_turn_gets_what_the_cost_limit_leaves_at_the_price_so_far(tmp_path: Path) -> None:
+    model = ScriptedModel({"solo": [
+        replace(_spending(tool_call("echo", word="a"), 300, 100), cost_usd=0.001),
+        replace(_spending(tool_call("echo", word="b"), 300, 100), cost_usd=0.001),
+        _spending("what I have", 400, 100),  # the last turn
+    ]})
+
+    result = _solo(tmp_path, model, "limits: {max_steps: 2, max_cost_usd: 0.01}").run_sync("go")
+
+    assert result.stopped_by == "agents.solo.budget.max_steps (2)"
+    cap = model.calls_of("solo")[-1].settings.max_tokens
+    # $0.008 left at $0.0000025 a token: 3,200 tokens, less what the last turn sends
+    assert cap is not None and 200 < cap < 3200
     model.assert_complete()
 
 

@@ -8,6 +8,7 @@ UserError naming both sides.
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def _team(tmp_path: Path, model: ScriptedModel, source: FakeSource, body: str = 
     path = tmp_path / "team.yaml"
     path.write_text(textwrap.dedent(body), encoding="utf-8")
     team = teamrun.load_team(path, chat_model=model)
-    team.tools["mcp"] = source  # type: ignore[assignment]  # what the MCP registry will put there
+    team.tools["mcp"] = source  # what the MCP registry will put there
     return team
 
 
@@ -114,4 +115,57 @@ def test_a_source_function_that_clashes_with_a_delegation_tool_names_both(tmp_pa
     assert "'ask_b'" in message
     assert "the delegation tool for 'b'" in message and "the function 'ask_b' of the tool entry 'mcp'" in message
     assert model.calls == []  # found before the first model call
+    assert source.log == ["start", "close"]
+
+
+class BrokenSource(FakeSource):
+    async def tools(self) -> list[Tool]:
+        self.log.append("start")
+        raise OSError("no such server")
+
+
+def test_a_source_that_cannot_start_fails_the_run_with_a_message(tmp_path: Path) -> None:
+    source = BrokenSource("mcp")
+    body = TEAM.replace("lead: {delegates_to: [a, b]}", "lead: {tools: [mcp]}")
+
+    result = _team(tmp_path, ScriptedModel({}), source, body).run_sync("go")
+
+    assert result.status == "failed"
+    assert result.error == "tool entry 'mcp' could not be started: OSError: no such server"
+    assert source.log == ["start", "close"]
+
+
+class StallingFunction(EchoFunction):
+    def __init__(self, name: str, started: asyncio.Event) -> None:
+        super().__init__(name)
+        self.started = started
+
+    async def run(self, arguments: dict[str, Any]) -> str:
+        self.started.set()
+        await asyncio.sleep(60)
+        return "never"
+
+
+class StallingSource(FakeSource):
+    def __init__(self, entry: str, started: asyncio.Event) -> None:
+        super().__init__(entry)
+        self.started = started
+
+    async def tools(self) -> list[Tool]:
+        self.log.append("start")
+        return [StallingFunction("search", self.started)]
+
+
+def test_a_started_source_is_closed_when_the_run_is_interrupted(tmp_path: Path) -> None:
+    body = TEAM.replace("lead: {delegates_to: [a, b]}", "lead: {tools: [mcp]}")
+
+    async def scenario() -> tuple[teamrun.RunResult, FakeSource]:
+        cancel = asyncio.Event()
+        source = StallingSource("mcp", cancel)  # the tool call in flight asks for the interrupt
+        team = _team(tmp_path, ScriptedModel({"lead": [tool_call("search", q="x")]}), source, body)
+        return await team.run("go", cancel=cancel), source
+
+    result, source = asyncio.run(scenario())
+
+    assert result.status == "cancelled"
     assert source.log == ["start", "close"]

@@ -18,9 +18,11 @@ from dataclasses import replace
 
 import structlog
 
+from teamrun.defaults import DEFAULT_MAX_TOKENS
 from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerOutcome
 from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
+from teamrun.engine.ledger import LimitReached
 from teamrun.engine.prompts import system_prompt
 from teamrun.engine.result import DelegationResult
 from teamrun.engine.runtime import AgentFrame, RunContext, run_all
@@ -193,7 +195,9 @@ class AgentLoop:
     async def _last_turn(self, stop: Stop) -> str:
         """One model call without tools; its output is capped to what the limits leave."""
         self.messages.append({"role": "user", "content": LAST_TURN_NOTE.format(reason=stop.note)})
-        self.frame.emit(self.ctx, "budget", reason=stop.reason)
+        limit = stop.why if isinstance(stop.why, LimitReached) else None
+        self.frame.emit(self.ctx, "budget", reason=stop.reason, limit=limit.limit if limit else None,
+                        value=limit.value if limit else None)
         reply = await self._call_model((), settings=self._last_turn_settings())
         self.messages.append(reply.as_message())
         if reply.finish_reason == "length":
@@ -205,10 +209,8 @@ class AgentLoop:
         left = self.frame.ledger.tokens_left(sent)
         if left is None:
             return self.settings
-        cap = max(LAST_TURN_MIN_TOKENS, left)
-        if self.settings.max_tokens is not None:
-            cap = min(cap, self.settings.max_tokens)
-        return replace(self.settings, max_tokens=cap)
+        configured = self.settings.max_tokens or DEFAULT_MAX_TOKENS
+        return replace(self.settings, max_tokens=min(configured, max(LAST_TURN_MIN_TOKENS, left)))
 
     def _system_prompt(self) -> str:
         return system_prompt(

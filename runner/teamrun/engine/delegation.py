@@ -3,8 +3,11 @@
 Several targets, and several delegation calls in one model turn, run
 concurrently under the delegating agent's ``max_concurrency`` (one at a time
 with ``parallel: false``); one failing never loses the others' results.
-Around each worker run: refusal checks, ``on_start`` hooks, the prompt,
-``on_complete`` hooks and a result reference.
+Around each worker run (which the agent loop does): refusal checks,
+``on_start`` hooks, the prompt, ``on_complete`` hooks and a result reference.
+Each delegation is settled into a :class:`Settled`: its record, and the signal
+it raises for the delegating agent's turn (a limit reached, a depth refusal,
+a bail).
 """
 
 from __future__ import annotations

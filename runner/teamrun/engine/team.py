@@ -26,7 +26,7 @@ from teamrun.events import EventBus, Subscriber
 from teamrun.llm.types import ChatModel, current_scope
 from teamrun.logs import ensure_default_logging
 from teamrun.tools.approval import Approver, choose_approver
-from teamrun.tools.base import Tool
+from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ class Team:
                                                   redactor=Redactor(loaded.secrets))
         if wrap_model is not None:
             self._chat_model = wrap_model(self._model())
-        self.tools: dict[str, Tool] = build_tools(self.config.tools or {}, base_dir=loaded.base_dir)
+        self.tools: dict[str, Tool | ToolSource] = dict(build_tools(self.config.tools or {}, base_dir=loaded.base_dir))
+        """The team's tools by entry name; a :class:`ToolSource` entry is started when an agent first needs it."""
         self._buses: dict[str, EventBus] = {}
         """Event buses of the runs in progress, by run id."""
 

@@ -23,7 +23,7 @@ from teamrun.config.tool_names import (
 )
 from teamrun.engine.delegation_tools import delegation_tools
 from teamrun.engine.runtime import RunContext
-from teamrun.errors import UserError
+from teamrun.errors import TeamrunError, ToolError, UserError
 from teamrun.llm.types import ToolSchema
 from teamrun.tools.base import Tool, ToolSource
 
@@ -87,7 +87,13 @@ async def build_tool_table(ctx: RunContext, agent: str) -> ToolTable:
 async def _tool_entries(ctx: RunContext, offered: OfferedName) -> list[TableEntry]:
     declared: Tool | ToolSource = ctx.tools[offered.source]
     if isinstance(declared, ToolSource):
-        functions = await ctx.sources.tools(declared)
+        try:
+            functions = await ctx.sources.tools(declared)
+        except TeamrunError:
+            raise
+        except Exception as exc:  # a server that would not start: a run error, not a traceback
+            raise ToolError(f"tool entry '{offered.source}' could not be started: "
+                            f"{type(exc).__name__}: {exc}") from exc
         return [TableEntry(OfferedName(tool.name, "source", offered.source), "tool", tool.spec.as_openai(), tool)
                 for tool in functions]
     return [TableEntry(offered, "tool", declared.spec.as_openai(), declared)]
