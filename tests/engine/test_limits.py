@@ -54,6 +54,34 @@ def test_a_run_level_tool_call_limit_hit_by_workers_ends_the_whole_run(
     assert _stopped(llm_server.requests("lead")[-1].request)
 
 
+def test_a_used_up_delegation_limit_does_not_stop_a_worker_already_running(
+    llm_server: FakeOpenAI, write_team: Any
+) -> None:
+    llm_server.script("lead", [
+        tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
+        text("lead: alpha's answer only"),  # its last turn: beta was refused
+    ])
+    llm_server.script("alpha", [tool_calls(("echo", {"word": "x"})), text("alpha done")])
+    team = teamrun.load_team(write_team("""\
+        supervisor: lead
+        limits: {max_delegations: 1}
+        agents:
+          lead: {model: openai/lead, delegates_to: [alpha, beta]}
+          alpha: {model: openai/alpha, description: A., tools: [echo]}
+          beta: {model: openai/beta, description: B.}
+        tools:
+          echo: {command: ["echo", "{{ word }}"], parameters: {word: {type: string}}}
+        """))
+
+    result = team.run_sync("go")
+
+    assert result.status == "budget_exhausted" and result.stopped_by == "limits.max_delegations (1)"
+    by_agent = {d.agent: d for d in result.delegations}
+    assert by_agent["alpha"].status == "ok" and by_agent["alpha"].response == "alpha done"
+    assert by_agent["beta"].status == "rejected"
+    llm_server.assert_complete()
+
+
 def test_a_depth_refusal_stops_the_agent_that_keeps_asking(llm_server: FakeOpenAI, write_team: Any) -> None:
     llm_server.handler("lead", lambda r: text("lead done") if r["messages"][-1]["role"] == "tool"
                        else tool_calls(("ask_mid", {"task": "t"})))

@@ -22,7 +22,7 @@ from teamrun.defaults import DEFAULT_MAX_TOKENS
 from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerOutcome
 from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
-from teamrun.engine.ledger import LimitReached
+from teamrun.engine.ledger import LimitReached, counters_of
 from teamrun.engine.prompts import system_prompt
 from teamrun.engine.result import DelegationResult
 from teamrun.engine.runtime import AgentFrame, RunContext, run_all
@@ -80,6 +80,8 @@ class AgentLoop:
         self.ctx = ctx
         self.frame = frame
         self.agent = ctx.agent(frame.name)
+        self.counters = counters_of(self.agent)
+        """The counted limits this agent's work spends on: one used up elsewhere stops it too."""
         self.settings = ctx.settings_for(frame.name)
         self.delegator = Delegator(ctx, frame)
         self.hooks = HookRunner(ctx, frame)
@@ -128,7 +130,7 @@ class AgentLoop:
         return WorkerOutcome(text, status, frame.ledger.own.usage, frame.ledger.own.cost, self.messages, stopped_by)
 
     async def _step(self, table: ToolTable) -> NextStep:
-        reached = self.frame.ledger.check_before_model_call()
+        reached = self.frame.ledger.check_before_model_call(self.counters)
         if reached is not None:
             return Stop(reached)
         self._add_feedback()

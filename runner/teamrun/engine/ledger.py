@@ -16,15 +16,18 @@ Where each limit is checked (the loop asks at fixed points; a
   ``max_depth`` then ``max_delegations``; before each handoff — ``max_handoffs``.
 
 A counted limit (tool calls, delegations, handoffs) that refuses something
-stays reached: every agent spending from that ledger stops at its next check,
-so a run-level limit ends the whole run whichever agent hit it.
+stays reached: every agent under that ledger that would spend on it (see
+:func:`counters_of`) stops at its next check, so a run-level limit ends the
+whole run whichever agent hit it — a supervisor whose workers can no longer
+call tools stops delegating — while a worker already running that never
+delegates is not stopped by a used-up ``max_delegations``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from teamrun.config.models import Limits
+from teamrun.config.models import Agent, Limits
 from teamrun.defaults import DEFAULT_MAX_STEPS
 from teamrun.engine.result import AgentSpend
 from teamrun.llm.types import Usage
@@ -72,6 +75,19 @@ class OwnUse:
     tool_calls: int = 0
 
 
+def counters_of(agent: Agent) -> frozenset[str]:
+    """The counted limits an agent's work spends on: tool calls (its own or its workers'),
+    delegations, handoffs."""
+    counters = set()
+    if agent.tools or agent.delegates_to:
+        counters.add("tool_calls")
+    if agent.delegates_to:
+        counters.add("delegations")
+    if agent.handoffs:
+        counters.add("handoffs")
+    return frozenset(counters)
+
+
 _SPEND = (
     ("max_total_tokens", "total_tokens"),
     ("max_input_tokens", "input_tokens"),
@@ -99,8 +115,8 @@ class BudgetLedger:
         self.max_steps: int = DEFAULT_MAX_STEPS if explicit is None else explicit
         self.depth = depth
         """The delegation depth of the agent this ledger is for (the supervisor and the run: 0)."""
-        self.refused: LimitReached | None = None
-        """This ledger's counted limit that refused something (it stays reached)."""
+        self.refused: dict[str, LimitReached] = {}
+        """This ledger's counted limits that refused something (they stay reached), by counter."""
         self.root: BudgetLedger = parent.root if parent is not None else self
         self.nodes: list[BudgetLedger] = []
         """At the root: every invocation's ledger, in the order they were made."""
@@ -137,11 +153,13 @@ class BudgetLedger:
 
     # -- checks at fixed points of the loop ------------------------------------------------
 
-    def check_before_model_call(self) -> LimitReached | None:
-        """May this agent call its model again? Refused limits, steps, tokens and cost."""
+    def check_before_model_call(self, counters: frozenset[str] = frozenset()) -> LimitReached | None:
+        """May this agent call its model again? Refused limits it spends on (``counters``), steps,
+        tokens and cost."""
         for node in self._chain():
-            if node.refused is not None:
-                return node.refused
+            for counter, reached in node.refused.items():
+                if counter in counters:
+                    return reached
         if self.spend.steps >= self.max_steps:
             return LimitReached(f"{self.label}.max_steps", self.max_steps, default=self.steps_default)
         return self._spent()
@@ -181,7 +199,7 @@ class BudgetLedger:
             limit = getattr(node.limits, limit_name)
             if limit is not None and getattr(node.spend, counter) + 1 > limit:
                 reached = LimitReached(f"{node.label}.{limit_name}", limit)
-                node.refused = node.refused or reached
+                node.refused.setdefault(counter, reached)
                 return reached
         return None
 
@@ -235,4 +253,4 @@ def _rounded(value: float) -> float:
     return value if isinstance(value, int) else round(value, 6)
 
 
-__all__ = ["BudgetLedger", "LimitReached", "OwnUse", "Spend"]
+__all__ = ["BudgetLedger", "LimitReached", "OwnUse", "Spend", "counters_of"]
