@@ -86,7 +86,6 @@ class AgentLoop:
         self.delegator = Delegator(ctx, frame)
         self.hooks = HookRunner(ctx, frame)
         self.output = OutputChecker.for_agent(frame.name, self.agent)
-        self.table: ToolTable | None = None
         self.messages: list[Message] = []
         self.turns = 0
         self.asked_again = False
@@ -106,9 +105,9 @@ class AgentLoop:
         frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
         status, stopped_by, text = "error", None, ""
         try:
-            self.table = await build_tool_table(ctx, frame.name)
+            table = await build_tool_table(ctx, frame.name)  # starts the tool sources it declares
             while True:
-                step = await self._step(self.table)
+                step = await self._step(table)
                 if isinstance(step, HandOff):
                     status = "handed_off"
                     return step
