@@ -200,6 +200,10 @@ class Budget(Event):
 
     reason: str
     """What was reached, e.g. ``agents.lead.budget.max_steps (4)``."""
+    limit: str | None = None
+    """The limit's path in the team file (``agents.lead.budget.max_steps``); ``None`` when a hook said stop."""
+    value: float | None = None
+    """The limit's value."""
 
 
 @_kind("warning")
@@ -258,6 +262,8 @@ class LlmEnd(Event):
     """Names of the tools the model called."""
     error: str | None = None
     """Why it failed (after retries)."""
+    finish_reason: str | None = None
+    """Why the model stopped writing: ``stop``, ``tool_calls``, ``length`` (cut off at ``max_tokens``)..."""
 
 
 @_kind("llm_retry")

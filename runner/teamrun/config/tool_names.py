@@ -23,7 +23,8 @@ DELEGATE_TASK = "delegate_task"
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What every provider accepts as a function name (OpenAI's rule is the strictest common one)."""
 
-ToolOrigin = Literal["delegation", "handoff", "tool"]
+ToolOrigin = Literal["delegation", "handoff", "tool", "source"]
+"""``source``: one function of a tool entry that offers several (an MCP server); ``source`` is the entry."""
 
 
 def delegation_tool_name(worker: str) -> str:
@@ -78,7 +79,15 @@ def describe(item: OfferedName) -> str:
         return f"the delegation tool for '{item.source}'"
     if item.origin == "handoff":
         return f"the handoff tool for '{item.source}'"
+    if item.origin == "source":
+        return f"the function '{item.name}' of the tool entry '{item.source}'"
     return f"the tool '{item.source}'"
+
+
+def clash_message(agent: str, first: OfferedName, later: OfferedName) -> str:
+    """The message for one clash: both sides named, and how to fix it."""
+    return (f"agent '{agent}' would be offered two functions named '{first.name}': {describe(first)} and "
+            f"{describe(later)}; rename one of them")
 
 
 def team_clashes(config: TeamConfig) -> dict[str, list[tuple[OfferedName, OfferedName]]]:
@@ -91,6 +100,7 @@ __all__ = [
     "DELEGATE_TASK",
     "FUNCTION_NAME",
     "OfferedName",
+    "clash_message",
     "clashes",
     "delegation_tool_name",
     "describe",

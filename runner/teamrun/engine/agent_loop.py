@@ -1,39 +1,57 @@
-"""One agent's loop: model call → tool calls → results → again, until it answers.
+"""One agent's loop: model call → turn plan → actions → next step, until it answers.
 
-Each turn ends in one of a few small types, handled in one place:
-:class:`FinalOutput` (the agent answered), :class:`RunAgain` (tool results
-were added; call the model again), :class:`Stop` (a limit was reached or a
-hook said stop; the agent gets one last turn without tools) or
-:class:`HandOff` (control and the conversation pass to another agent).
+A turn: check the limits (:meth:`BudgetLedger.check_before_model_call`), call
+the model with the agent's :class:`ToolTable`, plan the reply
+(:func:`plan_turn`), run the planned actions concurrently (each returns a
+:class:`CallResult` with its signals), then :func:`next_step` picks one of
+:class:`FinalOutput`, :class:`RunAgain`, :class:`Stop` (one last turn without
+tools) or :class:`HandOff`. Workers are run from here too (:func:`run_agent`),
+between the delegator's checks and its ``on_complete`` hooks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import structlog
 
-from teamrun.config.tool_names import DELEGATE_TASK, handoff_tool_name
-from teamrun.engine.delegation import Delegator, WorkerOutcome
-from teamrun.engine.delegation_tools import (
-    delegation_tools,
-    is_delegation_tool,
-    parse_request,
-    results_for_model,
-    workers_of,
-)
+from teamrun.defaults import DEFAULT_MAX_TOKENS
+from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerOutcome
+from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
+from teamrun.engine.ledger import LimitReached, counters_of
 from teamrun.engine.prompts import system_prompt
+from teamrun.engine.result import DelegationResult
 from teamrun.engine.runtime import AgentFrame, RunContext, run_all
 from teamrun.engine.structured import OutputChecker
-from teamrun.errors import ModelError
+from teamrun.engine.tool_table import ToolTable, build_tool_table
+from teamrun.engine.turn_plan import (
+    Action,
+    CallResult,
+    Delegate,
+    ExtraTransfer,
+    FinalOutput,
+    HandedOff,
+    HandOff,
+    NextStep,
+    RunAgain,
+    RunTool,
+    Stop,
+    Transfer,
+    Unknown,
+    ends_turn,
+    next_step,
+    plan_turn,
+)
+from teamrun.errors import ModelError, UserError
 from teamrun.llm.types import (
     CallScope,
     Message,
     ModelReply,
-    ToolCall,
+    ModelSettings,
     ToolSchema,
     Usage,
     current_scope,
@@ -45,34 +63,14 @@ LAST_TURN_NOTE = (
     "STOP: {reason}. You cannot call tools or delegate any more. "
     "Answer now with what you have verified, and list plainly what is still missing."
 )
+CONTINUE_NOTE = "Your answer was cut off. Continue exactly where it stopped; do not repeat anything."
+EMPTY_NOTE = "Your reply was empty. Reply with your final answer."
+LAST_TURN_MIN_TOKENS = 200
+"""The last turn may always write this many tokens, even when a token or cost limit is already used up."""
 
 
-@dataclass(frozen=True)
-class FinalOutput:
-    text: str
-
-
-@dataclass(frozen=True)
-class RunAgain:
-    pass
-
-
-@dataclass(frozen=True)
-class Stop:
-    reason: str
-    budget: bool = True
-    """True when a limit stopped the agent (the run then ends ``budget_exhausted``)."""
-
-
-@dataclass(frozen=True)
-class HandOff:
-    target: str
-    messages: Sequence[Message]
-    usage: Usage
-    cost: float
-
-
-NextStep = FinalOutput | RunAgain | Stop | HandOff
+class EmptyAnswer(ModelError):
+    """An agent's final answer was empty, also when asked once more."""
 
 
 class AgentLoop:
@@ -82,22 +80,16 @@ class AgentLoop:
         self.ctx = ctx
         self.frame = frame
         self.agent = ctx.agent(frame.name)
+        self.counters = counters_of(self.agent)
+        """The counted limits this agent's work spends on: one used up elsewhere stops it too."""
         self.settings = ctx.settings_for(frame.name)
-        self.delegator = Delegator(ctx, frame, run_agent)
+        self.delegator = Delegator(ctx, frame)
         self.hooks = HookRunner(ctx, frame)
         self.output = OutputChecker.for_agent(frame.name, self.agent)
-        self.tool_names = list(self.agent.tools or [])
-        self.handoffs = {handoff_tool_name(name): name for name in self.agent.handoffs or []}
-        self.tool_schemas: list[ToolSchema] = [
-            *delegation_tools(ctx, frame.name),
-            *(_handoff_schema(tool, ctx.agent(target).description) for tool, target in self.handoffs.items()),
-            *(ctx.tools[name].spec.as_openai() for name in self.tool_names),
-        ]
-        self.usage = Usage()
-        self.cost = 0.0
         self.messages: list[Message] = []
-        self.handoff_to: str | None = None
         self.turns = 0
+        self.asked_again = False
+        """Whether an empty answer was already met with one more request."""
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -109,13 +101,13 @@ class AgentLoop:
             self.messages = [system, *(m for m in history if m.get("role") != "system")]
         else:
             self.messages = [system, {"role": "user", "content": task or ""}]
-        ctx.spend(frame.name).invocations += 1
         structlog.contextvars.bind_contextvars(agent=frame.name, agent_path="/".join(frame.path))
         frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
         status, stopped_by, text = "error", None, ""
         try:
+            table = await build_tool_table(ctx, frame.name)  # starts the tool sources it declares
             while True:
-                step = await self._step()
+                step = await self._step(table)
                 if isinstance(step, HandOff):
                     status = "handed_off"
                     return step
@@ -123,7 +115,7 @@ class AgentLoop:
                     status, text = "ok", step.text
                     break
                 if isinstance(step, Stop):
-                    text = await self._last_turn(step.reason)
+                    text = await self._last_turn(step)
                     status = "budget_exhausted" if step.budget else "ok"
                     stopped_by = step.reason if step.budget else None
                     break
@@ -131,31 +123,38 @@ class AgentLoop:
             status = "cancelled"
             raise
         finally:
-            frame.emit(ctx, "agent_end", status=status, usage=self.usage.as_dict(), cost=self.cost,
+            own = frame.ledger.own
+            frame.emit(ctx, "agent_end", status=status, usage=own.usage.as_dict(), cost=own.cost,
                        stopped_by=stopped_by)
-        return WorkerOutcome(text, status, self.usage, self.cost, self.messages, stopped_by)
+        return WorkerOutcome(text, status, frame.ledger.own.usage, frame.ledger.own.cost, self.messages, stopped_by)
 
-    async def _step(self) -> NextStep:
-        frame = self.frame
-        reason = frame.stop_reason or frame.ledger.check_before_model_call()
-        if reason is not None:
-            return Stop(reason, frame.stop_is_budget if frame.stop_reason else True)
+    async def _step(self, table: ToolTable) -> NextStep:
+        reached = self.frame.ledger.check_before_model_call(self.counters)
+        if reached is not None:
+            return Stop(reached)
         self._add_feedback()
-        reply = await self._call_model(self.tool_schemas)
+        reply = await self._call_model(table.schemas)
         self.messages.append(reply.as_message())
-        if not reply.tool_calls:
-            return self._checked_answer(reply.text or "")
-        contents = await self._run_tool_calls(reply.tool_calls)
-        for call, content in zip(reply.tool_calls, contents, strict=True):
-            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-        if self.delegator.bailed is not None:
-            return FinalOutput(self.delegator.bailed.response)
-        if self.handoff_to is not None:
-            return HandOff(self.handoff_to, self.messages, self.usage, self.cost)
-        await self._after_iteration()
-        return RunAgain()
+        plan = plan_turn(reply, table)
+        if plan.is_answer:
+            return await self._answer(reply)
+        results = await run_all(self._run_action(action) for action in plan.actions)
+        for result in results:
+            self.messages.append({"role": "tool", "tool_call_id": result.call.id, "content": result.content})
+        hook_stop = None if ends_turn(results) else await self._on_iteration()
+        return next_step(results, hook_stop=hook_stop)
 
-    def _checked_answer(self, text: str) -> NextStep:
+    async def _answer(self, reply: ModelReply) -> NextStep:
+        """A reply without tool calls: continued once if cut off, asked again once if empty, checked."""
+        text = reply.text or ""
+        if reply.finish_reason == "length":
+            text = await self._continuation(text)
+        if not text.strip():
+            if self.asked_again:
+                raise EmptyAnswer(f"{self.frame.name} gave an empty final answer, also when asked once more")
+            self.asked_again = True
+            self.messages.append({"role": "user", "content": EMPTY_NOTE})
+            return RunAgain()
         if self.output is None:
             return FinalOutput(text)
         verdict = self.output.check(text)
@@ -164,17 +163,29 @@ class AgentLoop:
         self.messages.append({"role": "user", "content": verdict.repair_prompt})
         return RunAgain()
 
-    async def _after_iteration(self) -> None:
+    async def _continuation(self, text: str) -> str:
+        """One more call for the rest of an answer cut off at the output limit (``finish_reason: length``)."""
+        self.messages.append({"role": "user", "content": CONTINUE_NOTE})
+        reply = await self._call_model(())
+        self.messages.append(reply.as_message())
+        if reply.finish_reason == "length":
+            self._warn_truncated("answer")
+        return text + (reply.text or "")
+
+    def _warn_truncated(self, what: str) -> None:
+        self.ctx.warn(self.frame, f"truncated: {self.frame.name}'s {what} was cut off at the model's output limit "
+                                  f"(finish_reason: length); raise max_tokens for {self.frame.name}")
+
+    async def _on_iteration(self) -> str | None:
+        """Run ``on_iteration`` hooks; why they stop the agent, if they do."""
         if not self.hooks.has("on_iteration"):
-            return
+            return None
         try:
             actions = await self.hooks.run("on_iteration", iteration_context(self.ctx, self.frame, self.messages))
         except HookFailed as exc:
-            self.frame.stop(str(exc), budget=False)
-            return
+            return str(exc)
         self.frame.feedback.extend(actions.feedback)
-        if actions.stop:
-            self.frame.stop("an on_iteration hook asked to stop", budget=False)
+        return "an on_iteration hook asked to stop" if actions.stop else None
 
     def _add_feedback(self) -> None:
         if self.frame.feedback:
@@ -182,12 +193,25 @@ class AgentLoop:
             self.messages.append({"role": "user", "content": f"Feedback on the work so far:\n{notes}"})
             self.frame.feedback.clear()
 
-    async def _last_turn(self, reason: str) -> str:
-        self.messages.append({"role": "user", "content": LAST_TURN_NOTE.format(reason=_reached(reason))})
-        self.frame.emit(self.ctx, "budget", reason=reason)
-        reply = await self._call_model(())
+    async def _last_turn(self, stop: Stop) -> str:
+        """One model call without tools; its output is capped to what the limits leave."""
+        self.messages.append({"role": "user", "content": LAST_TURN_NOTE.format(reason=stop.note)})
+        limit = stop.why if isinstance(stop.why, LimitReached) else None
+        self.frame.emit(self.ctx, "budget", reason=stop.reason, limit=limit.limit if limit else None,
+                        value=limit.value if limit else None)
+        reply = await self._call_model((), settings=self._last_turn_settings())
         self.messages.append(reply.as_message())
+        if reply.finish_reason == "length":
+            self._warn_truncated("last answer")
         return reply.text or ""
+
+    def _last_turn_settings(self) -> ModelSettings:
+        sent = sum(len(json.dumps(m, default=str)) for m in self.messages) // 4  # a rough token count
+        left = self.frame.ledger.tokens_left(sent)
+        if left is None:
+            return self.settings
+        configured = self.settings.max_tokens or DEFAULT_MAX_TOKENS
+        return replace(self.settings, max_tokens=min(configured, max(LAST_TURN_MIN_TOKENS, left)))
 
     def _system_prompt(self) -> str:
         return system_prompt(
@@ -199,15 +223,16 @@ class AgentLoop:
 
     # -- model calls -----------------------------------------------------------------------
 
-    async def _call_model(self, tools: Sequence[ToolSchema]) -> ModelReply:
+    async def _call_model(self, tools: Sequence[ToolSchema], settings: ModelSettings | None = None) -> ModelReply:
         ctx, frame = self.ctx, self.frame
+        settings = settings or self.settings
         span = ctx.bus.new_span_id()
-        frame.emit(ctx, "llm_start", span_id=span, model=self.settings.model, messages=len(self.messages))
+        frame.emit(ctx, "llm_start", span_id=span, model=settings.model, messages=len(self.messages))
         self.turns += 1
         scope = current_scope.set(CallScope(frame.path, self.turns, span, ctx.bus.run_id))
         try:
             reply = await ctx.model.complete(
-                self.messages, settings=self.settings, tools=list(tools),
+                self.messages, settings=settings, tools=list(tools),
                 response_format=self.output.response_format if self.output else None,
             )
         except ModelError as exc:
@@ -216,91 +241,102 @@ class AgentLoop:
         finally:
             current_scope.reset(scope)
         frame.ledger.charge_model(reply.usage, reply.cost_usd)
-        ctx.record_model_use(frame.name, reply.usage, reply.cost_usd)
-        self.usage = self.usage + reply.usage
-        self.cost += reply.cost_usd
         frame.emit(ctx, "llm_end", span_id=span, status="ok", usage=reply.usage.as_dict(),
-                   cost=reply.cost_usd, tool_calls=[c.name for c in reply.tool_calls])
+                   cost=reply.cost_usd, tool_calls=[c.name for c in reply.tool_calls],
+                   finish_reason=reply.finish_reason)
         return reply
 
-    # -- tool calls ------------------------------------------------------------------------
+    # -- the planned actions ---------------------------------------------------------------
 
-    async def _run_tool_calls(self, calls: tuple[ToolCall, ...]) -> list[str]:
-        """Run one turn's tool calls concurrently; the contents come back in call order."""
-        return await run_all(self._one_call(call) for call in calls)
+    async def _run_action(self, action: Action) -> CallResult:
+        if isinstance(action, Delegate):
+            return await self._delegate(action)
+        if isinstance(action, Transfer):
+            return self._transfer(action)
+        if isinstance(action, ExtraTransfer):
+            return CallResult(action.call, f"Ignored: only one transfer per turn; {action.first} was asked first.")
+        if isinstance(action, RunTool):
+            return await self._tool(action)
+        assert isinstance(action, Unknown)
+        return CallResult(action.call, action.message())
 
-    async def _one_call(self, call: ToolCall) -> str:
-        if is_delegation_tool(self.ctx, self.frame.name, call.name):
-            return await self._delegate(call)
-        if call.name in self.handoffs:
-            return self._hand_off(self.handoffs[call.name])
-        if call.name in self.tool_names:
-            return await self._tool(call)
-        available = [s["function"]["name"] for s in self.tool_schemas]
-        return f"Error: there is no tool named '{call.name}'. Available tools: {', '.join(available) or 'none'}."
-
-    async def _delegate(self, call: ToolCall) -> str:
+    async def _delegate(self, action: Delegate) -> CallResult:
+        call = action.call
         try:
-            request = parse_request(self.ctx, self.frame, call.name, parse_arguments(call.arguments))
+            request = parse_request(self.ctx, self.frame, action.worker, parse_arguments(call.arguments))
         except ValueError as exc:
-            return f"Error: {exc}. Call {call.name} again with corrected arguments."
-        results = await self.delegator.delegate(request, self.messages)
-        return results_for_model(results, single=call.name != DELEGATE_TASK)
+            return CallResult(call, f"Error: {exc}. Call {call.name} again with corrected arguments.")
+        settled = await run_all(self._delegate_to(worker, request) for worker in request.targets)
+        content = results_for_model([s.result for s in settled], single=action.worker is not None)
+        return CallResult(call, content, tuple(s.signal for s in settled if s.signal is not None))
 
-    def _hand_off(self, target: str) -> str:
-        if self.handoff_to is not None:
-            return f"Ignored: control already passes to {self.handoff_to}."
+    async def _delegate_to(self, worker: str, request: DelegationRequest) -> Settled:
+        ready = await self.delegator.prepare(worker, request, self.messages)
+        if isinstance(ready, Settled):
+            return ready
+        async with self.delegator.slots:
+            started = self.delegator.begin(ready)
+            outcome = await self._run_worker(started)
+        return await self.delegator.settle(started, outcome)
+
+    async def _run_worker(self, started: StartedWorker) -> WorkerOutcome | DelegationResult:
+        """The worker's run; a failure or its own timeout becomes its result (siblings go on)."""
+        deadline = asyncio.timeout(started.timeout)
+        try:
+            async with deadline:
+                return await run_agent(self.ctx, started.frame, started.run.prompt)
+        except asyncio.CancelledError:
+            self.delegator.cancelled(started)
+            raise
+        except UserError:
+            raise  # the team file is wrong (a template that cannot render): stop and say so
+        except TimeoutError as exc:
+            if deadline.expired():
+                return self.delegator.timed_out(started)
+            return self.delegator.failed(started, exc)
+        except Exception as exc:  # a run error, or a bug in user code or ours must not lose the siblings
+            return self.delegator.failed(started, exc)
+
+    def _transfer(self, action: Transfer) -> CallResult:
         reached = self.frame.ledger.check_before_handoff()
         if reached is not None:
-            self.frame.stop(reached)
-            return f"Error: {reached} reached; no more transfers. Answer the user yourself."
+            return CallResult(action.call, f"Error: {reached} reached; no more transfers. Answer the user yourself.",
+                              (reached,))
         self.frame.ledger.charge("handoffs")
-        self.handoff_to = target
-        return f"Transferred to {target}: it now answers the user."
+        return CallResult(action.call, f"Transferred to {action.target}: it now answers the user.",
+                          (HandedOff(action.target),))
 
-    async def _tool(self, call: ToolCall) -> str:
-        ctx, frame = self.ctx, self.frame
+    async def _tool(self, action: RunTool) -> CallResult:
+        ctx, frame, call = self.ctx, self.frame, action.call
         reached = frame.ledger.check_before_tool_call()
         if reached is not None:
-            frame.stop(reached)
-            return f"Error: {reached} reached; this call was not run. Answer with what you have."
+            return CallResult(call, f"Error: {reached} reached; this call was not run. Answer with what you have.",
+                              (reached,))
         frame.ledger.charge("tool_calls")
-        ctx.spend(frame.name).tool_calls += 1
         span = ctx.bus.new_span_id()
         frame.emit(ctx, "tool_start", span_id=span, tool=call.name)
-        outcome = await invoke_tool(ctx.tools[call.name], call.arguments, approver=ctx.approver)
+        outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
         frame.emit(ctx, "tool_end", span_id=span, tool=call.name, status="ok" if outcome.ok else "error",
                    error=outcome.error, chars=len(outcome.content))
-        return outcome.content
-
-
-def _reached(reason: str) -> str:
-    return f"{reason} has been reached" if reason.endswith(")") else reason
-
-
-def _handoff_schema(tool: str, description: str | None) -> ToolSchema:
-    target = tool.removeprefix("transfer_to_")
-    return {
-        "type": "function",
-        "function": {
-            "name": tool,
-            "description": f"Hand the conversation to {target}, who then answers the user. {description or ''}".strip(),
-            "parameters": {"type": "object", "properties": {
-                "reason": {"type": "string", "description": "Why this agent should take over."}},
-                "additionalProperties": False},
-        },
-    }
+        return CallResult(call, outcome.content)
 
 
 async def run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:
-    """Run ``frame``'s agent on ``task`` until an agent answers, following handoffs."""
-    usage, cost = Usage(), 0.0
-    outcome = await AgentLoop(ctx, frame).run(task)
+    """Run ``frame``'s agent on ``task`` until an agent answers, following handoffs.
+
+    The outcome's usage and cost are read from the ledgers of every agent that held the conversation.
+    """
+    frames = [frame]
+    loop = AgentLoop(ctx, frame)
+    outcome = await loop.run(task)
     while isinstance(outcome, HandOff):
-        usage, cost = usage + outcome.usage, cost + outcome.cost
         frame = frame.handed_to(ctx, outcome.target)
-        outcome = await AgentLoop(ctx, frame).run(None, history=outcome.messages)
-    return replace(outcome, usage=outcome.usage + usage, cost=outcome.cost + cost)
+        frames.append(frame)
+        history = loop.messages
+        loop = AgentLoop(ctx, frame)
+        outcome = await loop.run(None, history=history)
+    usage = sum((f.ledger.own.usage for f in frames), Usage())
+    return replace(outcome, usage=usage, cost=sum(f.ledger.own.cost for f in frames))
 
 
-__all__ = ["AgentLoop", "FinalOutput", "HandOff", "NextStep", "RunAgain", "Stop", "run_agent"]
+__all__ = ["AgentLoop", "EmptyAnswer", "run_agent"]

@@ -3,14 +3,17 @@
 Several targets, and several delegation calls in one model turn, run
 concurrently under the delegating agent's ``max_concurrency`` (one at a time
 with ``parallel: false``); one failing never loses the others' results.
-Around each worker run: refusal checks, ``on_start`` hooks, the prompt,
-``on_complete`` hooks and a result reference.
+Around each worker run (which the agent loop does): refusal checks,
+``on_start`` hooks, the prompt, ``on_complete`` hooks and a result reference.
+Each delegation is settled into a :class:`Settled`: its record, and the signal
+it raises for the delegating agent's turn (a limit reached, a depth refusal,
+a bail).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,8 +30,9 @@ from teamrun.engine.hooks import (
 )
 from teamrun.engine.references import RefRequest, render_blocks
 from teamrun.engine.result import DelegationResult, DelegationStatus
-from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for, run_all
-from teamrun.errors import RunError, UserError
+from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
+from teamrun.engine.turn_plan import Bail, Refused, Signal
+from teamrun.errors import RunError
 from teamrun.llm.types import Message, Usage
 from teamrun.logs import get_logger
 
@@ -47,76 +51,137 @@ class WorkerOutcome:
     stopped_by: str | None = None
 
 
-AgentRunner = Callable[[RunContext, AgentFrame, str], Awaitable[WorkerOutcome]]
-"""``run_agent(ctx, frame, task)`` — passed in to avoid an import cycle with the loop."""
+@dataclass(frozen=True)
+class Settled:
+    """One delegation's record, and the signal it raises for the delegating agent's turn."""
+
+    result: DelegationResult
+    signal: Signal | None = None
+
+
+@dataclass(frozen=True)
+class WorkerRun:
+    """A delegation that passed its checks and hooks, ready to run once a slot is free."""
+
+    worker: str
+    task: str
+    """What the worker is asked (an ``on_start`` hook may have rewritten it)."""
+    prompt: str
+    request: DelegationRequest
+    actions: HookActions
+    start: HookContext
+
+
+@dataclass(frozen=True)
+class StartedWorker:
+    """A worker being run: its frame (and ledger) and its delegation span."""
+
+    run: WorkerRun
+    frame: AgentFrame
+    span: str
+    timeout: float | None
 
 
 class Delegator:
-    """Runs the delegations of one agent frame, bounded by its ``max_concurrency``.
+    """The delegations of one agent frame, bounded by its ``max_concurrency``.
 
-    Around each worker run: refusal checks (depth, delegation budget), ``on_start``
-    hooks, the prompt (task, context, filtered parent conversation, referenced
-    results), the run itself, ``on_complete`` hooks, and a result reference.
+    Around each worker run (which the agent loop does, between :meth:`begin` and
+    :meth:`settle`): refusal checks (depth, delegation budget), ``on_start`` hooks,
+    the prompt (task, context, filtered parent conversation, referenced results),
+    ``on_complete`` hooks, and a result reference.
     """
 
-    def __init__(self, ctx: RunContext, frame: AgentFrame, run_agent: AgentRunner) -> None:
+    def __init__(self, ctx: RunContext, frame: AgentFrame) -> None:
         self.ctx = ctx
         self.frame = frame
-        self.run_agent = run_agent
         self.settings = delegation_settings(ctx, frame.name)
         limit = self.settings.max_concurrency if self.settings.parallel else 1
         self.slots = asyncio.Semaphore(limit)
         self.hooks = HookRunner(ctx, frame)
-        self.bailed: DelegationResult | None = None
-        """Set when an ``on_complete`` hook bails: the loop ends with this result."""
 
-    async def delegate(self, request: DelegationRequest, parent_messages: Sequence[Message]) -> list[DelegationResult]:
-        """Run the request on each target concurrently; results come back in target order."""
-        return await run_all(self._one(target, request, parent_messages) for target in request.targets)
+    def _result(self, worker: str, task: str, status: DelegationStatus, response: str = "",
+                **extra: Any) -> DelegationResult:
+        return DelegationResult(worker, task, status, response, parent=self.frame.name,
+                                agent_path=(*self.frame.path, worker), **extra)
 
-    async def _one(
-        self, worker: str, request: DelegationRequest, parent_messages: Sequence[Message]
-    ) -> DelegationResult:
+    async def prepare(self, worker: str, request: DelegationRequest,
+                      parent_messages: Sequence[Message]) -> WorkerRun | Settled:
+        """Checks, ``on_start`` hooks and the prompt; a delegation refused here is settled already."""
         parent = self.frame
-        path = (*parent.path, worker)
-
-        asked = [request.task]  # what the worker is asked; an on_start hook may rewrite it
-
-        def result(status: DelegationStatus, response: str = "", **extra: Any) -> DelegationResult:
-            return DelegationResult(worker, asked[0], status, response, parent=parent.name,
-                                    agent_path=path, **extra)
-
-        refused = self._refusal(worker)
-        if refused is not None:
-            return self._not_run(result("rejected", error=refused))
+        too_deep = parent.ledger.check_depth(parent.depth + 1)
+        if too_deep is not None:
+            error = f"{too_deep} reached: {worker} cannot be delegated to from here"
+            return self._not_run(self._result(worker, request.task, "rejected", error=error), Refused(too_deep))
+        reached = parent.ledger.check_before_delegation()
+        if reached is not None:
+            error = f"{reached} reached; no more delegations. Answer with what you have."
+            return self._not_run(self._result(worker, request.task, "rejected", error=error), reached)
         start = start_context(self.ctx, parent, worker, request.task)
         try:
             actions = await self.hooks.run("on_start", start)
         except HookFailed as exc:
-            return self._not_run(result("error", error=str(exc)))
-        if actions.prompt is not None:
-            asked[0] = actions.prompt
+            return self._not_run(self._result(worker, request.task, "error", error=str(exc)))
+        task = actions.prompt if actions.prompt is not None else request.task
         if actions.reject is not None:
-            return self._not_run(result("rejected", actions.reject, error="rejected by an on_start hook"))
+            return self._not_run(self._result(worker, task, "rejected", actions.reject,
+                                              error="rejected by an on_start hook"))
         parent.ledger.charge("delegations")
         try:
             prompt = await self._prompt(worker, request, actions, parent_messages)
         except FilterFailed as exc:
-            return self._not_run(result("error", error=str(exc)))
-        async with self.slots:
-            done, messages, span = await self._run(worker, prompt, request, actions, result)
-        return await self._complete(done, start, messages, span)
+            return self._not_run(self._result(worker, task, "error", error=str(exc)))
+        return WorkerRun(worker, task, prompt, request, actions, start)
 
-    def _refusal(self, worker: str) -> str | None:
-        parent = self.frame
-        too_deep = parent.ledger.check_depth(parent.depth + 1)
-        if too_deep is not None:
-            return f"{too_deep} reached: {worker} cannot be delegated to from here"
-        reached = parent.ledger.check_before_delegation()
-        if reached is not None:
-            parent.stop(reached)
-            return f"{reached} reached; no more delegations. Answer with what you have."
-        return None
+    def begin(self, run: WorkerRun) -> StartedWorker:
+        """The worker's frame, under this agent's ledger; its delegation span starts."""
+        ctx, parent, worker = self.ctx, self.frame, run.worker
+        span = ctx.bus.new_span_id()
+        budget = ctx.agent(worker).budget
+        if run.request.max_tool_calls is not None:
+            current = budget.max_tool_calls if budget else None
+            cap = run.request.max_tool_calls if current is None else min(current, run.request.max_tool_calls)
+            budget = (budget or Limits()).model_copy(update={"max_tool_calls": cap})
+        steps = max_steps_for(ctx.config, budget)
+        if run.actions.max_steps is not None:
+            steps = run.actions.max_steps if steps is None else min(steps, run.actions.max_steps)
+        child = AgentFrame(
+            name=worker, path=(*parent.path, worker), span_id=ctx.bus.new_span_id(), parent_span_id=span,
+            ledger=parent.ledger.child(budget, label=f"agents.{worker}.budget", max_steps=steps,
+                                       depth=parent.depth + 1, agent=worker),
+            context=dict(run.actions.context),
+        )
+        parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=run.request.task)
+        return StartedWorker(run, child, span, budget.timeout_s if budget is not None else None)
+
+    def cancelled(self, started: StartedWorker) -> None:
+        self._finish(self._result(started.run.worker, started.run.task, "cancelled", error="cancelled"),
+                     started.span)
+
+    def timed_out(self, started: StartedWorker) -> DelegationResult:
+        worker = started.run.worker
+        error = f"agents.{worker}.budget.timeout_s ({started.timeout}) reached"
+        return self._result(worker, started.run.task, "budget_exhausted", error=error)
+
+    def failed(self, started: StartedWorker, exc: Exception) -> DelegationResult:
+        """A worker that raised: a run error is its result; a bug is logged and reported, siblings go on."""
+        if not isinstance(exc, RunError):
+            _log.exception("worker_crashed", worker=started.run.worker)
+        error = str(exc) if isinstance(exc, RunError) else f"{type(exc).__name__}: {exc}"
+        return self._result(started.run.worker, started.run.task, "error", error=error)
+
+    async def settle(self, started: StartedWorker, outcome: WorkerOutcome | DelegationResult) -> Settled:
+        """The worker's record (what the delegating agent is given), after ``on_complete`` hooks."""
+        messages: Sequence[Message] = ()
+        if isinstance(outcome, DelegationResult):
+            done = outcome
+        else:
+            run = started.run
+            response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
+            status: DelegationStatus = "ok" if outcome.status == "ok" else "budget_exhausted"
+            done = self._result(run.worker, run.task, status, response, usage=outcome.usage, cost=outcome.cost,
+                                error=outcome.stopped_by)
+            messages = outcome.messages
+        return await self._complete(done, started.run.start, messages, started.span)
 
     async def _prompt(self, worker: str, request: DelegationRequest, actions: HookActions,
                       parent_messages: Sequence[Message]) -> str:
@@ -140,62 +205,8 @@ class Delegator:
             parts.append(blocks)
         return "\n\n".join(parts)
 
-    async def _run(self, worker: str, prompt: str, request: DelegationRequest, actions: HookActions,
-                   result: Callable[..., DelegationResult]) -> tuple[DelegationResult, Sequence[Message], str]:
-        ctx, parent = self.ctx, self.frame
-        span = ctx.bus.new_span_id()
-        budget = ctx.agent(worker).budget
-        if request.max_tool_calls is not None:
-            current = budget.max_tool_calls if budget else None
-            cap = request.max_tool_calls if current is None else min(current, request.max_tool_calls)
-            budget = (budget or Limits()).model_copy(update={"max_tool_calls": cap})
-        steps = max_steps_for(ctx.config, budget)
-        if actions.max_steps is not None:
-            steps = actions.max_steps if steps is None else min(steps, actions.max_steps)
-        child = AgentFrame(
-            name=worker, path=(*parent.path, worker), span_id=ctx.bus.new_span_id(), parent_span_id=span,
-            ledger=parent.ledger.child(budget, label=f"agents.{worker}.budget", max_steps=steps,
-                                       depth=parent.depth + 1),
-            context=dict(actions.context),
-        )
-        parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=request.task)
-        messages: Sequence[Message] = ()
-        timeout = budget.timeout_s if budget is not None else None
-        try:
-            outcome = await self._run_within(timeout, child, prompt)
-        except asyncio.CancelledError:
-            self._finish(result("cancelled", error="cancelled"), span)
-            raise
-        except RunError as exc:
-            done = result("error", error=str(exc))
-        except UserError:
-            raise  # the team file is wrong (a template that cannot render): stop and say so
-        except Exception as exc:  # a bug in user code or ours must not lose the siblings
-            _log.exception("worker_crashed", worker=worker)
-            done = result("error", error=f"{type(exc).__name__}: {exc}")
-        else:
-            if outcome is None:
-                done = result("budget_exhausted", error=f"agents.{worker}.budget.timeout_s ({timeout}) reached")
-                return done, messages, span
-            response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
-            status: DelegationStatus = "ok" if outcome.status == "ok" else "budget_exhausted"
-            done = result(status, response, usage=outcome.usage, cost=outcome.cost, error=outcome.stopped_by)
-            messages = outcome.messages
-        return done, messages, span
-
-    async def _run_within(self, timeout: float | None, child: AgentFrame, prompt: str) -> WorkerOutcome | None:
-        """Run the worker; ``None`` when its own ``budget.timeout_s`` ran out."""
-        deadline = asyncio.timeout(timeout)
-        try:
-            async with deadline:
-                return await self.run_agent(self.ctx, child, prompt)
-        except TimeoutError:
-            if deadline.expired():
-                return None
-            raise
-
     async def _complete(self, done: DelegationResult, start: HookContext,
-                        messages: Sequence[Message], span: str) -> DelegationResult:
+                        messages: Sequence[Message], span: str) -> Settled:
         """``on_complete`` hooks and the result reference; then the record is kept and the span ends
         (so the ``delegation_end`` event carries what the delegating agent was actually given)."""
         if self.hooks.has("on_complete"):
@@ -204,22 +215,21 @@ class Delegator:
             try:
                 actions = await self.hooks.run("on_complete", context)
             except HookFailed as exc:
-                return self._finish(replace(done, status="error", error=str(exc)), span)
+                return Settled(self._finish(replace(done, status="error", error=str(exc)), span))
             self.frame.feedback.extend(actions.feedback)
             if actions.result_text is not None:
                 done = replace(done, response=actions.result_text)
             if actions.bail:
                 done = replace(done, bailed=True)
-                self.bailed = self.bailed or done
         if self.settings.result_references and done.status == "ok" and done.response.strip():
             done = replace(done, ref=self.ctx.refs.add(done.agent, done.response))
-        return self._finish(done, span)
+        return Settled(self._finish(done, span), Bail(done) if done.bailed else None)
 
-    def _not_run(self, result: DelegationResult) -> DelegationResult:
+    def _not_run(self, result: DelegationResult, signal: Signal | None = None) -> Settled:
         """A delegation refused before its worker started: still one start/end pair of events."""
         span = self.ctx.bus.new_span_id()
         self.frame.emit(self.ctx, "delegation_start", span_id=span, worker=result.agent, task=result.task)
-        return self._finish(result, span)
+        return Settled(self._finish(result, span), signal)
 
     def _finish(self, result: DelegationResult, span: str | None = None) -> DelegationResult:
         """Keep the record (once per delegation) and hand it back."""

@@ -91,9 +91,13 @@ def _function(name: str, description: str, properties: dict[str, Any], required:
     }
 
 
-def parse_request(ctx: RunContext, frame: AgentFrame, tool: str, arguments: dict[str, Any]) -> DelegationRequest:
-    """A delegation call's arguments, checked. Raises ``ValueError`` with a message for the model."""
-    targets = delegation_targets(ctx, frame, tool, arguments)
+def parse_request(ctx: RunContext, frame: AgentFrame, worker: str | None,
+                  arguments: dict[str, Any]) -> DelegationRequest:
+    """A delegation call's arguments, checked. Raises ``ValueError`` with a message for the model.
+
+    ``worker``: the target of an ``ask_<worker>`` call; ``None`` for ``delegate_task`` (named in ``agents``).
+    """
+    targets = [worker] if worker is not None else delegation_targets(ctx, frame, arguments)
     task = arguments.get("task")
     if not isinstance(task, str) or not task.strip():
         raise ValueError("'task' must be a non-empty string describing the sub-task")
@@ -104,14 +108,12 @@ def parse_request(ctx: RunContext, frame: AgentFrame, tool: str, arguments: dict
                              cap)
 
 
-def delegation_targets(ctx: RunContext, frame: AgentFrame, tool: str, arguments: dict[str, Any]) -> list[str]:
-    """Which workers a delegation call names; invented names are dropped with a warning.
+def delegation_targets(ctx: RunContext, frame: AgentFrame, arguments: dict[str, Any]) -> list[str]:
+    """Which workers a ``delegate_task`` call names; invented names are dropped with a warning.
 
     Raises ``ValueError`` (a message for the model) when no allowed worker is named.
     """
     allowed = list(ctx.agent(frame.name).delegates_to or [])
-    if tool != DELEGATE_TASK:
-        return [tool.removeprefix("ask_")]
     requested = arguments.get("agents")
     if isinstance(requested, str):
         requested = [requested]
@@ -127,13 +129,6 @@ def delegation_targets(ctx: RunContext, frame: AgentFrame, tool: str, arguments:
     if not targets:
         raise ValueError(f"none of {requested} is a worker you can delegate to; choose from: {', '.join(allowed)}")
     return targets
-
-
-def is_delegation_tool(ctx: RunContext, agent: str, tool: str) -> bool:
-    workers = ctx.agent(agent).delegates_to or []
-    if delegation_settings(ctx, agent).tool == "delegate_task":
-        return tool == DELEGATE_TASK and bool(workers)
-    return tool.startswith("ask_") and tool.removeprefix("ask_") in workers
 
 
 def results_for_model(results: list[DelegationResult], *, single: bool) -> str:

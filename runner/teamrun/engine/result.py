@@ -87,6 +87,10 @@ class RunResult:
     hook_errors: list[dict[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    overshoot: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Token and cost limits the run went past (the last turn may), by limit: ``{limit, used, over}``."""
+    limits_in_force: dict[str, Any] = field(default_factory=dict)
+    """The limits that applied: the file's ``limits`` and budgets, and teamrun's defaults where it set none."""
 
     @property
     def usage(self) -> Usage:
@@ -118,4 +122,6 @@ class RunResult:
             "delegations": [d.as_dict() for d in self.delegations],
             "hook_errors": self.hook_errors,
             "warnings": self.warnings,
+            "overshoot": self.overshoot,
+            "limits_in_force": self.limits_in_force,
         }

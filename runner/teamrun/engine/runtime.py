@@ -10,15 +10,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
-from teamrun.defaults import DEFAULT_NUM_RETRIES
+from teamrun.defaults import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_NUM_RETRIES, DEFAULT_REQUEST_TIMEOUT_S
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore
-from teamrun.engine.result import AgentSpend, DelegationResult, RunResult
+from teamrun.engine.result import DelegationResult, RunResult
+from teamrun.engine.tool_sources import StartedSources
 from teamrun.events import EventBus, EventKind
-from teamrun.llm.types import ChatModel, ModelSettings, Usage
+from teamrun.llm.types import ChatModel, ModelSettings
 from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver
-from teamrun.tools.base import Tool
+from teamrun.tools.base import Tool, ToolSource
 
 _log = get_logger(__name__)
 T = TypeVar("T")
@@ -43,10 +44,31 @@ async def run_all(coroutines: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
 
 
 def max_steps_for(config: TeamConfig, budget: Limits | None) -> int | None:
-    """An agent's step limit: its own ``budget.max_steps``, else the run's ``limits.max_steps``."""
+    """An agent's step limit: its own ``budget.max_steps``, else the run's ``limits.max_steps``.
+
+    ``None`` when the file sets neither: the agent's ledger then applies ``DEFAULT_MAX_STEPS``.
+    """
     if budget is not None and budget.max_steps is not None:
         return budget.max_steps
     return config.limits.max_steps if config.limits else None
+
+
+def limits_in_force(config: TeamConfig) -> dict[str, Any]:
+    """What limits a run of ``config``: the file's limits and budgets, and teamrun's defaults where it sets none."""
+    budgets = {name: agent.budget.model_dump(exclude_none=True) for name, agent in config.agents.items()
+               if agent.budget is not None and agent.budget.model_dump(exclude_none=True)}
+    return {
+        "limits": config.limits.model_dump(exclude_none=True) if config.limits else {},
+        "budgets": budgets,
+        "defaults": {
+            "max_steps": DEFAULT_MAX_STEPS,
+            "max_tokens": DEFAULT_MAX_TOKENS,
+            "request_timeout_s": DEFAULT_REQUEST_TIMEOUT_S,
+            "num_retries": DEFAULT_NUM_RETRIES,
+        },
+        "default_max_steps_for": [name for name, agent in config.agents.items()
+                                  if max_steps_for(config, agent.budget) is None],
+    }
 
 
 @dataclass
@@ -57,13 +79,15 @@ class RunContext:
     base_dir: Path
     bus: EventBus
     model: ChatModel
-    tools: Mapping[str, Tool]
+    tools: Mapping[str, Tool | ToolSource]
     approver: Approver
     result: RunResult
     vars: Mapping[str, Any] = field(default_factory=dict)
     model_override: str | None = None
     today: str = field(default_factory=lambda: _dt.date.today().isoformat())
     refs: ResultStore = field(default_factory=ResultStore)
+    sources: StartedSources = field(default_factory=StartedSources)
+    """The tool sources this run started; closed when the run ends."""
 
     def agent(self, name: str) -> Agent:
         return self.config.agents[name]
@@ -93,14 +117,6 @@ class RunContext:
 
     # -- bookkeeping shared by concurrent agents (single event loop: no lock needed for dicts) --
 
-    def spend(self, name: str) -> AgentSpend:
-        return self.result.agents.setdefault(name, AgentSpend())
-
-    def record_model_use(self, name: str, usage: Usage, cost: float) -> None:
-        spend = self.spend(name)
-        spend.usage = spend.usage + usage
-        spend.cost += cost
-
     def record_delegation(self, result: DelegationResult) -> None:
         self.result.delegations.append(result)
 
@@ -119,17 +135,10 @@ class AgentFrame:
     span_id: str
     parent_span_id: str | None
     ledger: BudgetLedger
-    stop_reason: str | None = None
-    """Set when a limit is reached (or a hook says stop) mid-turn; the loop then asks for a last answer."""
-    stop_is_budget: bool = True
     feedback: list[str] = field(default_factory=list)
     """Notes from hooks, added to this agent's next model call."""
     context: dict[str, Any] = field(default_factory=dict)
     """Request-context values from ``on_start`` hooks, readable in templates as ``context``."""
-
-    def stop(self, reason: str, *, budget: bool = True) -> None:
-        if self.stop_reason is None:
-            self.stop_reason, self.stop_is_budget = reason, budget
 
     def handed_to(self, ctx: RunContext, target: str) -> AgentFrame:
         """The frame of the agent that takes over after a handoff (same place in the tree)."""
@@ -137,7 +146,7 @@ class AgentFrame:
         budget = ctx.agent(target).budget
         return AgentFrame(target, (*self.path[:-1], target), ctx.bus.new_span_id(), self.parent_span_id,
                           parent.child(budget, label=f"agents.{target}.budget", depth=self.depth,
-                                       max_steps=max_steps_for(ctx.config, budget)))
+                                       max_steps=max_steps_for(ctx.config, budget), agent=target))
 
     @property
     def depth(self) -> int:

@@ -20,13 +20,13 @@ from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.result import RunResult
-from teamrun.engine.runtime import DEFAULT_MODEL, AgentFrame, RunContext, max_steps_for
+from teamrun.engine.runtime import DEFAULT_MODEL, AgentFrame, RunContext, limits_in_force, max_steps_for
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.router import ModelRouter
 from teamrun.llm.types import ChatModel, current_scope
 from teamrun.tools.approval import Approver, choose_approver
-from teamrun.tools.base import Tool
+from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
@@ -72,7 +72,8 @@ class Team:
                                                   redactor=Redactor(loaded.secrets))
         if wrap_model is not None:
             self._chat_model = wrap_model(self._model())
-        self.tools: dict[str, Tool] = build_tools(self.config.tools or {}, base_dir=loaded.base_dir)
+        self.tools: dict[str, Tool | ToolSource] = dict(build_tools(self.config.tools or {}, base_dir=loaded.base_dir))
+        """The team's tools by entry name; a :class:`ToolSource` entry is started when an agent first needs it."""
         self._buses: dict[str, EventBus] = {}
         """Event buses of the runs in progress, by run id."""
 
@@ -125,7 +126,8 @@ class Team:
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
-        result = RunResult(run_id=run_id, team=self.name, status="done", final_text="")
+        result = RunResult(run_id=run_id, team=self.name, status="done", final_text="",
+                           limits_in_force=limits_in_force(self.config))
         ctx = RunContext(
             config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
             tools=self.tools, approver=self.approver, result=result, vars=self.vars,
@@ -139,6 +141,8 @@ class Team:
         try:
             await self._drive(ctx, frame, input, cancel)
         finally:
+            await ctx.sources.aclose()
+            _settle_spending(ctx, frame.ledger.root)
             self._buses.pop(run_id, None)
             structlog.contextvars.unbind_contextvars("run_id", "team")
             result.duration_s = time.monotonic() - started
@@ -165,7 +169,7 @@ class Team:
         name = self.config.supervisor
         budget = self.config.agents[name].budget
         ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
-                            max_steps=max_steps_for(self.config, budget))
+                            max_steps=max_steps_for(self.config, budget), agent=name)
         run_span = bus.new_span_id()
         return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger)
 
@@ -211,6 +215,16 @@ class Team:
                 await _cancel(work)
             if stop is not None and not stop.done():
                 stop.cancel()
+
+
+def _settle_spending(ctx: RunContext, root: BudgetLedger) -> None:
+    """Per-agent figures from the run's ledgers; limits the run went past are said plainly."""
+    result = ctx.result
+    result.agents = root.per_agent()
+    result.overshoot = root.overshoot()
+    for limit, figures in result.overshoot.items():
+        result.warnings.append(f"{limit} ({figures['limit']}) was overshot: {figures['used']} used "
+                               f"(+{figures['over']})")
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:

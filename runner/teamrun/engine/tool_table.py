@@ -1,0 +1,116 @@
+"""An agent's tool table: every function its model is offered, by name, built once per invocation.
+
+The table owns the naming rules (from :mod:`teamrun.config.tool_names`):
+delegation tools (``ask_<worker>`` or one ``delegate_task``), handoff tools
+(``transfer_to_<agent>``), the team's tools, and the functions of tool sources
+(MCP servers), which are only known once the source is started. It is built
+asynchronously before the agent's first model call; two functions of one name
+are a :class:`~teamrun.errors.UserError` naming both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from teamrun.config.tool_names import (
+    OfferedName,
+    clash_message,
+    clashes,
+    handoff_tool_name,
+    offered_names,
+)
+from teamrun.engine.delegation_tools import delegation_tools
+from teamrun.engine.runtime import RunContext
+from teamrun.errors import TeamrunError, ToolError, UserError
+from teamrun.llm.types import ToolSchema
+from teamrun.tools.base import Tool, ToolSource
+
+EntryKind = Literal["delegation", "handoff", "tool"]
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """One function the model is offered, and what calling it means."""
+
+    offered: OfferedName
+    kind: EntryKind
+    schema: ToolSchema
+    tool: Tool | None = None
+    """The tool to run (``kind == "tool"``)."""
+    target: str | None = None
+    """The agent that takes over (``kind == "handoff"``)."""
+
+    @property
+    def name(self) -> str:
+        return self.offered.name
+
+
+class ToolTable:
+    """The functions one agent invocation is offered, by name. Clashing names are refused."""
+
+    def __init__(self, agent: str, entries: Sequence[TableEntry]) -> None:
+        found = clashes([e.offered for e in entries])
+        if found:
+            raise UserError("; ".join(clash_message(agent, first, later) for first, later in found))
+        self.agent = agent
+        self._entries = {e.name: e for e in entries}
+
+    @property
+    def schemas(self) -> list[ToolSchema]:
+        return [e.schema for e in self._entries.values()]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def get(self, name: str) -> TableEntry | None:
+        return self._entries.get(name)
+
+
+async def build_tool_table(ctx: RunContext, agent: str) -> ToolTable:
+    """``agent``'s table; tool sources it declares are started (once per run) for their functions."""
+    config = ctx.agent(agent)
+    delegation = {s["function"]["name"]: s for s in delegation_tools(ctx, agent)}
+    entries: list[TableEntry] = []
+    for offered in offered_names(config):
+        if offered.origin == "delegation":
+            entries.append(TableEntry(offered, "delegation", delegation[offered.name]))
+        elif offered.origin == "handoff":
+            entries.append(TableEntry(offered, "handoff", handoff_schema(ctx, offered.source), target=offered.source))
+        else:
+            entries.extend(await _tool_entries(ctx, offered))
+    return ToolTable(agent, entries)
+
+
+async def _tool_entries(ctx: RunContext, offered: OfferedName) -> list[TableEntry]:
+    declared: Tool | ToolSource = ctx.tools[offered.source]
+    if isinstance(declared, ToolSource):
+        try:
+            functions = await ctx.sources.tools(declared)
+        except TeamrunError:
+            raise
+        except Exception as exc:  # a server that would not start: a run error, not a traceback
+            raise ToolError(f"tool entry '{offered.source}' could not be started: "
+                            f"{type(exc).__name__}: {exc}") from exc
+        return [TableEntry(OfferedName(tool.name, "source", offered.source), "tool", tool.spec.as_openai(), tool)
+                for tool in functions]
+    return [TableEntry(offered, "tool", declared.spec.as_openai(), declared)]
+
+
+def handoff_schema(ctx: RunContext, target: str) -> ToolSchema:
+    description = ctx.agent(target).description or ""
+    return {
+        "type": "function",
+        "function": {
+            "name": handoff_tool_name(target),
+            "description": f"Hand the conversation to {target}, who then answers the user. {description}".strip(),
+            "parameters": {"type": "object", "properties": {
+                "reason": {"type": "string", "description": "Why this agent should take over."}},
+                "additionalProperties": False},
+        },
+    }
+
+
+__all__ = ["TableEntry", "ToolTable", "build_tool_table", "handoff_schema"]

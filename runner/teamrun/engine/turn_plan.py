@@ -1,0 +1,205 @@
+"""One model turn: the reply planned before anything runs, and the one function that picks what comes next.
+
+:func:`plan_turn` sorts a reply's tool calls, using the agent's
+:class:`~teamrun.engine.tool_table.ToolTable`, into actions: delegations,
+handoffs (the first one wins; later ones are ignored), plain tool calls and
+unknown names. Running the actions gives one :class:`CallResult` per call,
+each carrying the signals it raised (a limit reached, a bail, a handoff).
+:func:`next_step` reads those signals and decides the turn's end:
+:class:`FinalOutput`, :class:`RunAgain`, :class:`Stop` or :class:`HandOff`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from teamrun.config.tool_names import DELEGATE_TASK
+from teamrun.engine.ledger import LimitReached
+from teamrun.engine.result import DelegationResult
+from teamrun.engine.tool_table import ToolTable
+from teamrun.llm.types import ModelReply, ToolCall
+from teamrun.tools.base import Tool
+
+# -- actions: what the model asked for ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delegate:
+    call: ToolCall
+    worker: str | None
+    """The worker of an ``ask_<worker>`` call; ``None`` for ``delegate_task`` (targets in the arguments)."""
+
+
+@dataclass(frozen=True)
+class Transfer:
+    call: ToolCall
+    target: str
+
+
+@dataclass(frozen=True)
+class ExtraTransfer:
+    """A second handoff in one turn: not run, the model is told who already takes over."""
+
+    call: ToolCall
+    first: str
+
+
+@dataclass(frozen=True)
+class RunTool:
+    call: ToolCall
+    tool: Tool
+
+
+@dataclass(frozen=True)
+class Unknown:
+    call: ToolCall
+    offered: tuple[str, ...]
+
+    def message(self) -> str:
+        return (f"Error: there is no tool named '{self.call.name}'. "
+                f"Available tools: {', '.join(self.offered) or 'none'}.")
+
+
+Action = Delegate | Transfer | ExtraTransfer | RunTool | Unknown
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    reply: ModelReply
+    actions: tuple[Action, ...]
+
+    @property
+    def is_answer(self) -> bool:
+        """No tool calls: the reply is the agent's answer."""
+        return not self.actions
+
+
+def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
+    actions: list[Action] = []
+    transfer: str | None = None
+    for call in reply.tool_calls:
+        entry = table.get(call.name)
+        if entry is None:
+            actions.append(Unknown(call, tuple(table.names)))
+        elif entry.kind == "delegation":
+            actions.append(Delegate(call, None if entry.name == DELEGATE_TASK else entry.offered.source))
+        elif entry.kind == "handoff":
+            assert entry.target is not None
+            if transfer is None:
+                transfer = entry.target
+                actions.append(Transfer(call, entry.target))
+            else:
+                actions.append(ExtraTransfer(call, transfer))
+        else:
+            assert entry.tool is not None
+            actions.append(RunTool(call, entry.tool))
+    return TurnPlan(reply, tuple(actions))
+
+
+# -- signals: what running an action means for the turn ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Bail:
+    """An ``on_complete`` hook bailed: this worker result is the agent's answer."""
+
+    result: DelegationResult
+
+
+@dataclass(frozen=True)
+class HandedOff:
+    target: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A refusal that ends the agent's turns without exhausting a budget (``max_depth``)."""
+
+    limit: LimitReached
+
+
+Signal = LimitReached | Bail | HandedOff | Refused
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """One tool call's result: the text the model sees, and the signals it raised."""
+
+    call: ToolCall
+    content: str
+    signals: tuple[Signal, ...] = ()
+
+
+# -- the end of a turn ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FinalOutput:
+    text: str
+
+
+@dataclass(frozen=True)
+class RunAgain:
+    pass
+
+
+@dataclass(frozen=True)
+class Stop:
+    why: LimitReached | str
+    """The limit reached, or why a hook stopped the agent."""
+    budget: bool = True
+    """True when a spending limit stopped the agent (the run then ends ``budget_exhausted``)."""
+
+    @property
+    def reason(self) -> str:
+        return str(self.why)
+
+    @property
+    def note(self) -> str:
+        """The reason as the agent's last-turn note says it."""
+        return f"{self.why} has been reached" if isinstance(self.why, LimitReached) else self.why
+
+
+@dataclass(frozen=True)
+class HandOff:
+    target: str
+
+
+NextStep = FinalOutput | RunAgain | Stop | HandOff
+
+
+def ends_turn(results: Sequence[CallResult]) -> bool:
+    """A bail or a handoff decides the turn whatever else happened (no ``on_iteration`` hooks run)."""
+    return any(isinstance(s, Bail | HandedOff) for r in results for s in r.signals)
+
+
+def next_step(results: Sequence[CallResult], *, hook_stop: str | None = None) -> NextStep:
+    """What follows a turn of tool calls: a bail's answer, a handoff, a stop, or another model call.
+
+    ``hook_stop``: why an ``on_iteration`` hook (or its failure) stopped the agent.
+    A limit reached during the turn comes before a hook's stop (it happened first).
+    """
+    signals = [s for r in results for s in r.signals]
+    for signal in signals:
+        if isinstance(signal, Bail):
+            return FinalOutput(signal.result.response)
+    for signal in signals:
+        if isinstance(signal, HandedOff):
+            return HandOff(signal.target)
+    for signal in signals:
+        if isinstance(signal, LimitReached):
+            return Stop(signal)
+    for signal in signals:
+        if isinstance(signal, Refused):
+            return Stop(signal.limit, budget=False)
+    if hook_stop is not None:
+        return Stop(hook_stop, budget=False)
+    return RunAgain()
+
+
+__all__ = [
+    "Action", "Bail", "CallResult", "Delegate", "ExtraTransfer", "FinalOutput", "HandOff", "HandedOff",
+    "NextStep", "Refused", "RunAgain", "RunTool", "Signal", "Stop", "Transfer", "TurnPlan", "Unknown",
+    "ends_turn", "next_step", "plan_turn",
+]
