@@ -39,7 +39,9 @@ from teamrun.llm.types import (
     current_scope,
     parse_arguments,
 )
+from teamrun.tools.base import Tool
 from teamrun.tools.invoke import invoke_tool
+from teamrun.tools.mcp.table import expand_tools
 
 LAST_TURN_NOTE = (
     "STOP: {reason}. You cannot call tools or delegate any more. "
@@ -91,8 +93,9 @@ class AgentLoop:
         self.tool_schemas: list[ToolSchema] = [
             *delegation_tools(ctx, frame.name),
             *(_handoff_schema(tool, ctx.agent(target).description) for tool, target in self.handoffs.items()),
-            *(ctx.tools[name].spec.as_openai() for name in self.tool_names),
         ]
+        self.tools: dict[str, Tool] = {}
+        """The agent's functions by the name the model sees (MCP entries expanded in :meth:`run`)."""
         self.usage = Usage()
         self.cost = 0.0
         self.messages: list[Message] = []
@@ -110,6 +113,9 @@ class AgentLoop:
         else:
             self.messages = [system, {"role": "user", "content": task or ""}]
         ctx.spend(frame.name).invocations += 1
+        taken = [s["function"]["name"] for s in self.tool_schemas]
+        self.tools = await expand_tools(ctx.tools, self.tool_names, agent=frame.name, taken=taken)
+        self.tool_schemas += [tool.spec.as_openai() for tool in self.tools.values()]
         structlog.contextvars.bind_contextvars(agent=frame.name, agent_path="/".join(frame.path))
         frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
         status, stopped_by, text = "error", None, ""
@@ -234,7 +240,7 @@ class AgentLoop:
             return await self._delegate(call)
         if call.name in self.handoffs:
             return self._hand_off(self.handoffs[call.name])
-        if call.name in self.tool_names:
+        if call.name in self.tools:
             return await self._tool(call)
         available = [s["function"]["name"] for s in self.tool_schemas]
         return f"Error: there is no tool named '{call.name}'. Available tools: {', '.join(available) or 'none'}."
@@ -268,7 +274,7 @@ class AgentLoop:
         ctx.spend(frame.name).tool_calls += 1
         span = ctx.bus.new_span_id()
         frame.emit(ctx, "tool_start", span_id=span, tool=call.name)
-        outcome = await invoke_tool(ctx.tools[call.name], call.arguments, approver=ctx.approver)
+        outcome = await invoke_tool(self.tools[call.name], call.arguments, approver=ctx.approver)
         frame.emit(ctx, "tool_end", span_id=span, tool=call.name, status="ok" if outcome.ok else "error",
                    error=outcome.error, chars=len(outcome.content))
         return outcome.content

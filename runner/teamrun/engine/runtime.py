@@ -18,7 +18,7 @@ from teamrun.engine.result import AgentSpend, DelegationResult, RunResult
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.types import ChatModel, ModelSettings, Usage
 from teamrun.tools.approval import Approver
-from teamrun.tools.base import Tool
+from teamrun.tools.base import Tool, ToolSource
 
 _log = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -57,7 +57,7 @@ class RunContext:
     base_dir: Path
     bus: EventBus
     model: ChatModel
-    tools: Mapping[str, Tool]
+    tools: Mapping[str, Tool | ToolSource]
     approver: Approver
     result: RunResult
     vars: Mapping[str, Any] = field(default_factory=dict)

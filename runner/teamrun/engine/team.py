@@ -26,7 +26,8 @@ from teamrun.events import EventBus, Subscriber
 from teamrun.llm.types import ChatModel, current_scope
 from teamrun.logs import ensure_default_logging
 from teamrun.tools.approval import Approver, choose_approver
-from teamrun.tools.base import Tool
+from teamrun.tools.base import Tool, ToolSource
+from teamrun.tools.mcp.table import close_sources, tools_for_run
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
@@ -70,7 +71,8 @@ class Team:
                                                   redactor=Redactor(loaded.secrets))
         if wrap_model is not None:
             self._chat_model = wrap_model(self._model())
-        self.tools: dict[str, Tool] = build_tools(self.config.tools or {}, base_dir=loaded.base_dir)
+        self.tools: dict[str, Tool | ToolSource] = build_tools(
+            self.config.tools or {}, base_dir=loaded.base_dir, secrets=loaded.secrets)
         self._buses: dict[str, EventBus] = {}
         """Event buses of the runs in progress, by run id."""
 
@@ -114,9 +116,10 @@ class Team:
         for subscriber in subscribers:
             bus.subscribe(subscriber)
         result = RunResult(run_id=run_id, team=self.name, status="done", final_text="")
+        tools = tools_for_run(self.tools)  # MCP: each run starts (lazily) and stops its own servers
         ctx = RunContext(
             config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
-            tools=self.tools, approver=self.approver, result=result, vars=self.vars,
+            tools=tools, approver=self.approver, result=result, vars=self.vars,
             model_override=self.model_override,
         )
         frame = self._supervisor_frame(bus)
@@ -127,6 +130,7 @@ class Team:
         try:
             await self._drive(ctx, frame, input, cancel)
         finally:
+            await close_sources(tools)  # MCP: no server outlives the run
             self._buses.pop(run_id, None)
             structlog.contextvars.unbind_contextvars("run_id", "team")
             result.duration_s = time.monotonic() - started
