@@ -457,7 +457,7 @@ class SemanticChecker:
             if len(kinds) > 1:
                 yield self._error(
                     path,
-                    f"tool '{name}' has both {' and '.join(f'{k!r}:' for k in kinds)}; keep one",
+                    f"tool '{name}' has both " + " and ".join(f"'{k}:'" for k in kinds) + "; keep one",
                     "tool",
                     key=True,
                 )
