@@ -302,3 +302,27 @@ def test_the_offline_model_calls_mcp_tools_from_their_schemas(everything_url: st
     assert result.status == "done"
     assert "ev_get-sum" in result.final_text and "The sum of" in result.final_text
     assert "ev_echo" in result.final_text and "Echo:" in result.final_text
+
+
+def test_a_replayed_run_needs_no_server(
+    tmp_path: Path, git_server: dict[str, Any], marker: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from teamrun.cli import main
+
+    agents = {"lead": {"delegates_to": ["historian"]}, "historian": {"description": "Reads git.", "tools": ["git"]}}
+    path = write_team(tmp_path, agents, {"git": {**git_server, "allow": ["git_status", "git_log"]}})
+    cassette = tmp_path / "run.cassette.jsonl"
+    run = ["execute", str(path), "--model", "offline", "-i", "What happened?", "--json", "--progress", "none"]
+
+    assert main([*run, "--record", str(cassette)]) == 0
+    recorded = json.loads(capsys.readouterr().out)
+    assert (tmp_path / "run.cassette.mcp.jsonl").is_file()
+    broken = {**git_server, "mcp": {"command": ["no-such-mcp-server-anywhere"]}, "allow": ["git_status", "git_log"]}
+    write_team(tmp_path, agents, {"git": broken})  # were it started, the replay would fail
+    code = main([*run, "--replay", str(cassette)])
+    replayed = json.loads(capsys.readouterr().out)
+
+    assert code == 0, replayed["error"]
+    assert "git_log: Commit history" in recorded["final_text"]
+    assert replayed["final_text"] == recorded["final_text"]
+    assert marked_processes(marker) == []

@@ -28,6 +28,7 @@ from teamrun.logs import ensure_default_logging
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.mcp.table import close_sources, tools_for_run
+from teamrun.tools.mcp.tape import McpTape
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ class Team:
         if wrap_model is not None:
             self._chat_model = wrap_model(self._model())
         self.tools: dict[str, Tool | ToolSource] = build_tools(
-            self.config.tools or {}, base_dir=loaded.base_dir, secrets=loaded.secrets)
+            self.config.tools or {}, base_dir=loaded.base_dir, secrets=loaded.secrets,
+            mcp_tape=McpTape.for_team(record=record, replay=replay) if self.config.tools else None)
         self._buses: dict[str, EventBus] = {}
         """Event buses of the runs in progress, by run id."""
 

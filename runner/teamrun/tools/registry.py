@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from teamrun.config.models import ToolDef
 from teamrun.errors import UserError
@@ -15,20 +16,21 @@ __all__ = ["build_mcp_source", "build_tool", "build_tools"]
 
 
 def build_tools(
-    definitions: Mapping[str, ToolDef], *, base_dir: Path, secrets: Iterable[str] = ()
+    definitions: Mapping[str, ToolDef], *, base_dir: Path, secrets: Iterable[str] = (), mcp_tape: Any = None
 ) -> dict[str, Tool | ToolSource]:
     """Every declared tool entry, by name. Python tools are imported now, with ``base_dir`` on sys.path.
 
     An MCP server entry becomes a :class:`ToolSource` (not started: that happens on first use);
-    ``secrets`` are masked in what it reports. Raises one :class:`UserError` listing every tool
-    that could not be built.
+    ``secrets`` are masked in what it reports; ``mcp_tape`` (a
+    :class:`teamrun.tools.mcp.tape.McpTape`) records or replays its results.
+    Raises one :class:`UserError` listing every tool that could not be built.
     """
     tools: dict[str, Tool | ToolSource] = {}
     problems: list[str] = []
     for name, definition in definitions.items():
         try:
             if definition.mcp is not None:
-                tools[name] = build_mcp_source(name, definition, base_dir=base_dir, secrets=secrets)
+                tools[name] = build_mcp_source(name, definition, base_dir=base_dir, secrets=secrets, tape=mcp_tape)
             else:
                 tools[name] = build_tool(name, definition, base_dir=base_dir)
         except UserError as exc:
@@ -40,7 +42,9 @@ def build_tools(
     return tools
 
 
-def build_mcp_source(name: str, definition: ToolDef, *, base_dir: Path, secrets: Iterable[str] = ()) -> ToolSource:
+def build_mcp_source(
+    name: str, definition: ToolDef, *, base_dir: Path, secrets: Iterable[str] = (), tape: Any = None
+) -> ToolSource:
     """An MCP server entry: needs exactly one of ``mcp.command`` (stdio) and ``mcp.url`` (HTTP)."""
     from teamrun.tools.mcp.source import McpToolSource
 
@@ -49,7 +53,7 @@ def build_mcp_source(name: str, definition: ToolDef, *, base_dir: Path, secrets:
         raise UserError(f"tool {name!r}: set one of `python`, `command` or `mcp`")
     if (server.command is None) == (server.url is None):
         raise UserError(f"tool {name!r}: an MCP server needs `mcp.command` (stdio) or `mcp.url` (HTTP), not both")
-    return McpToolSource(name, definition, base_dir=base_dir, secrets=secrets)
+    return McpToolSource(name, definition, base_dir=base_dir, secrets=secrets, tape=tape)
 
 
 def build_tool(name: str, definition: ToolDef, *, base_dir: Path) -> Tool:

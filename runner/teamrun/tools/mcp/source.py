@@ -38,6 +38,7 @@ from teamrun.tools.base import (
     describe_exception,
 )
 from teamrun.tools.mcp.content import result_text
+from teamrun.tools.mcp.tape import McpTape
 
 __all__ = ["START_TIMEOUT_S", "McpServerTool", "McpToolSource"]
 
@@ -95,7 +96,10 @@ def _leaf(exc: BaseException) -> BaseException:
 class McpToolSource(ToolSource):
     """The tools of one MCP server tool entry, started on first use and shared for one run."""
 
-    def __init__(self, entry: str, definition: ToolDef, *, base_dir: Path, secrets: Iterable[str] = ()) -> None:
+    def __init__(
+        self, entry: str, definition: ToolDef, *, base_dir: Path, secrets: Iterable[str] = (),
+        tape: McpTape | None = None,
+    ) -> None:
         if definition.mcp is None:
             raise ValueError(f"tool {entry!r} is not an MCP server")
         self.entry = entry
@@ -107,6 +111,8 @@ class McpToolSource(ToolSource):
             key=len, reverse=True,
         )
         self.prefix = mcp_prefix(entry, definition)
+        self.tape = tape
+        """Where listings and results are recorded, or replayed from (then the server never starts)."""
         self.started = False
         """Whether the server was ever started (tests and the benchmark read it)."""
         self.listing: list[Any] = []
@@ -122,7 +128,12 @@ class McpToolSource(ToolSource):
 
     def fresh(self) -> McpToolSource:
         """An unstarted copy: each run starts (and stops) its own server."""
-        return McpToolSource(self.entry, self.definition, base_dir=self.base_dir, secrets=self._secrets)
+        return McpToolSource(self.entry, self.definition, base_dir=self.base_dir, secrets=self._secrets,
+                             tape=self.tape)
+
+    @property
+    def replaying(self) -> bool:
+        return self.tape is not None and self.tape.mode == "replay" and self.entry in self.tape.listings
 
     @property
     def kind(self) -> str:
@@ -146,7 +157,13 @@ class McpToolSource(ToolSource):
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._tools is None:
-                await self._start()
+                if self.replaying:
+                    assert self.tape is not None
+                    self.listing = self.tape.listings[self.entry]
+                else:
+                    await self._start()
+                    if self.tape is not None and self.tape.mode == "record":
+                        self.tape.record_listing(self.entry, self.listing)
                 self._tools = self._select(self.listing)
         return list(self._tools)
 
@@ -275,6 +292,21 @@ class McpToolSource(ToolSource):
     # -- calls -----------------------------------------------------------------------------------
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        """Call ``tool`` on the running server (or answer from the tape when replaying)."""
+        tape = self.tape
+        if tape is not None and self.replaying:
+            return tape.answer(self.entry, tool, arguments)
+        if tape is None or tape.mode != "record":
+            return await self._call(tool, arguments)
+        try:
+            text = await self._call(tool, arguments)
+        except ToolError as exc:
+            tape.record_call(self.entry, tool, arguments, ok=False, content=self.mask(str(exc)))
+            raise
+        tape.record_call(self.entry, tool, arguments, ok=True, content=self.mask(text))
+        return text
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Call ``tool`` on the running server; a dead server fails the call, with its stderr."""
         client = self._client
         if self._broken is not None or client is None:
