@@ -52,8 +52,9 @@ def test_a_name_an_allow_list_adds_may_not_clash_with_a_delegation_tool() -> Non
     )
 
     assert found == [
-        "team.yaml:7:7: error: agent 'lead' would be offered two functions named 'ask_worker': the delegation tool "
-        "for 'worker' and the tool 'ask_worker' of MCP server 'srv'; set tools.srv.prefix or leave the tool out of allow"
+        "team.yaml:7:7: error: agent 'lead' would be offered two functions named 'ask_worker': the delegation "
+        "tool for 'worker' and the tool 'ask_worker' of MCP server 'srv'; set tools.srv.prefix or leave the tool "
+        "out of allow"
     ]
 
 

@@ -13,7 +13,7 @@ import pytest
 import teamrun
 from teamrun.errors import UserError
 from teamrun.events import Event
-from teamrun.testing.scripted import ScriptedCall, ScriptedModel, text, tool_call, tool_calls
+from teamrun.testing.scripted import ScriptedCall, ScriptedModel, tool_call, tool_calls
 from tests.mcp_servers.conftest import marked_processes, write_team
 from tests.tools.conftest import RecordingApprover
 
@@ -326,3 +326,22 @@ def test_a_replayed_run_needs_no_server(
     assert "git_log: Commit history" in recorded["final_text"]
     assert replayed["final_text"] == recorded["final_text"]
     assert marked_processes(marker) == []
+
+
+def test_approve_on_the_command_line_names_an_mcp_tool(
+    tmp_path: Path, git_server: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from teamrun.cli import main
+
+    git = {**git_server, "allow": ["git_status", "git_log"], "require_approval": ["git_log"]}
+    path = write_team(tmp_path, {"lead": {"tools": ["git"]}}, {"git": git})
+    run = ["execute", str(path), "--model", "offline", "-i", "What happened?", "--json", "--progress", "none"]
+
+    approved = main([*run, "--approve", "git_log"])
+    approved_text = json.loads(capsys.readouterr().out)["final_text"]
+    unapproved = main([*run, "--approve", "none"])
+    unapproved_text = json.loads(capsys.readouterr().out)["final_text"]
+
+    assert approved == unapproved == 0
+    assert "git_log: Commit history" in approved_text
+    assert "git_log: Error: " in unapproved_text and "git_status: Repository status" in unapproved_text

@@ -127,7 +127,9 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
         for warning in team.loaded.warnings:
             click.echo(warning.render(), err=True)
         if approve is not None:
-            team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=team.tools))
+            from teamrun.tools.mcp.table import approvable_names  # MCP tools named in the file
+
+            team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools)))
         else:
             team.approver = choose_approver(None)
         task = _read_input(input_text, input_file)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from teamrun.errors import UserError
 from teamrun.tools.base import Tool, ToolSource
 
-__all__ = ["close_sources", "expand_tools", "tools_for_run"]
+__all__ = ["approvable_names", "close_sources", "expand_tools", "tools_for_run"]
 
 
 def tools_for_run(tools: Mapping[str, Tool | ToolSource]) -> dict[str, Tool | ToolSource]:
@@ -66,3 +66,21 @@ async def close_sources(tools: Mapping[str, Tool | ToolSource]) -> None:
     sources = [entry for entry in tools.values() if isinstance(entry, ToolSource)]
     if sources:
         await asyncio.gather(*(source.aclose() for source in sources), return_exceptions=True)
+
+
+def approvable_names(tools: Mapping[str, Tool | ToolSource]) -> list[str]:
+    """Function names ``--approve`` may list: the tool entries, plus MCP tools the file names.
+
+    An MCP tool is known before its server starts when ``allow`` or a ``require_approval``
+    list names it; its function name follows the entry's prefix rule.
+    """
+    from teamrun.config.tool_names import mcp_function_name
+    from teamrun.tools.mcp.source import McpToolSource
+
+    names = list(tools)
+    for entry in tools.values():
+        if isinstance(entry, McpToolSource):
+            approval = entry.definition.require_approval
+            named = [*(entry.definition.allow or []), *(approval if isinstance(approval, list) else [])]
+            names.extend(mcp_function_name(entry.prefix, tool) for tool in named)
+    return names
