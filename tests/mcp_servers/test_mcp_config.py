@@ -141,3 +141,15 @@ def test_error_results_and_content_kinds_map_to_text() -> None:
         result_text(failed, "git_checkout")
     assert json.loads(result_text(structured_only, "count")) == {"n": 3}
     assert result_text(image, "pic") == "[image: image/png, 5 bytes; not shown as text]"
+
+
+def test_env_and_header_values_are_masked_but_short_settings_are_not() -> None:
+    from teamrun.config.models import ToolDef
+    from teamrun.tools.mcp import McpToolSource
+
+    definition = ToolDef.model_validate(
+        {"mcp": {"command": ["srv", "--key", "supersecret-value"], "env": {"DEBUG": "0", "KEY": "supersecret-value"}}})
+    source = McpToolSource("srv", definition, base_dir=Path.cwd())
+
+    assert source.describe_target() == "srv --key ***"
+    assert source.mask("exit 0: supersecret-value rejected") == "exit 0: *** rejected"

@@ -50,6 +50,7 @@ STOP_TIMEOUT_S = 10.0
 """Seconds a server may take to stop before its owner task is cancelled (the SDK then kills it)."""
 _STDERR_TAIL_CHARS = 1500
 _MASK = "***"
+_MIN_SECRET_CHARS = 6
 
 
 class McpServerTool(Tool):
@@ -106,10 +107,9 @@ class McpToolSource(ToolSource):
         self.definition = definition
         self.server = definition.mcp
         self.base_dir = base_dir
-        self._secrets = sorted(
-            {*secrets, *(self.server.env or {}).values(), *(self.server.headers or {}).values()} - {""},
-            key=len, reverse=True,
-        )
+        values = {*secrets, *(self.server.env or {}).values(), *(self.server.headers or {}).values()}
+        self._secrets = sorted((v for v in values if len(v) >= _MIN_SECRET_CHARS), key=len, reverse=True)
+        """Masked in every message; short values (`0`, `true`) are settings, and masking them would mangle text."""
         self.prefix = mcp_prefix(entry, definition)
         self.tape = tape
         """Where listings and results are recorded, or replayed from (then the server never starts)."""
