@@ -74,7 +74,7 @@ class Team:
             self._chat_model = wrap_model(self._model())
         self.tools: dict[str, Tool | ToolSource] = build_tools(
             self.config.tools or {}, base_dir=loaded.base_dir, secrets=loaded.secrets,
-            mcp_tape=McpTape.for_team(record=record, replay=replay) if self.config.tools else None)
+            mcp_tape=McpTape.for_team(self.config.tools, record=record, replay=replay))
         self._buses: dict[str, EventBus] = {}
         """Event buses of the runs in progress, by run id."""
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Literal
 
+from teamrun.config.models import ToolDef
 from teamrun.errors import ToolError, UsageError
 
 __all__ = ["McpTape", "tape_path"]
@@ -64,8 +66,12 @@ class McpTape:
                 self._calls.setdefault(key, deque()).append(item)
 
     @classmethod
-    def for_team(cls, *, record: str | Path | None, replay: str | Path | None) -> McpTape | None:
-        """The tape for a team built with ``record=`` or ``replay=`` (``None`` if there is none to read)."""
+    def for_team(
+        cls, tools: Mapping[str, ToolDef] | None, *, record: str | Path | None, replay: str | Path | None
+    ) -> McpTape | None:
+        """The tape for a team built with ``record=`` or ``replay=``; ``None`` without MCP entries or a tape to read."""
+        if not any(definition.mcp is not None for definition in (tools or {}).values()):
+            return None
         if replay is not None:
             path = tape_path(replay)
             return cls(path, "replay") if path.is_file() else None
