@@ -96,7 +96,9 @@ def test_import_check_reports_an_allowed_name_the_server_does_not_offer(
 
 
 def test_import_check_reports_a_server_that_cannot_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    failing = [sys.executable, "-c", "import sys; sys.stderr.write('cannot read settings\\n'); sys.exit(1)"]
+    script = tmp_path / "failing_server.py"
+    script.write_text("import sys\nsys.stderr.write('cannot ' + 'read settings' + '\\n')\nsys.exit(1)\n")
+    failing = [sys.executable, str(script)]  # the message is not in the argv: it must come from stderr
     path = write_team(tmp_path, {"lead": {"tools": ["bad"]}}, {"bad": {"mcp": {"command": failing}}})
 
     code = main(["validate", "--import-check", str(path)])

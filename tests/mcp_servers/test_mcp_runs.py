@@ -173,7 +173,9 @@ def test_a_server_that_crashes_fails_only_the_calls_that_need_it(
 def test_a_server_that_fails_to_start_names_the_entry_and_shows_its_stderr(tmp_path: Path) -> None:
     import sys
 
-    failing = [sys.executable, "-c", "import sys; sys.stderr.write('boom: no config file here\\n'); sys.exit(3)"]
+    script = tmp_path / "failing_server.py"
+    script.write_text("import sys\nsys.stderr.write('boom: ' + 'no config file here' + '\\n')\nsys.exit(3)\n")
+    failing = [sys.executable, str(script)]  # the message is not in the argv: it must come from stderr
     path = write_team(tmp_path, {"lead": {"tools": ["broken"]}}, {"broken": {"mcp": {"command": failing}}})
 
     result, _, _ = _run(path, {"lead": ["never asked"]})

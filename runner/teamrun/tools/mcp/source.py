@@ -168,8 +168,14 @@ class McpToolSource(ToolSource):
         return list(self._tools)
 
     async def aclose(self) -> None:
+        await self._stop_owner()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    async def _stop_owner(self) -> None:
         owner = self._owner
-        if owner is not None:
+        if owner is not None and not owner.done():
             self._stop.set()
             try:
                 await asyncio.wait_for(asyncio.shield(owner), STOP_TIMEOUT_S)
@@ -183,9 +189,6 @@ class McpToolSource(ToolSource):
                 with contextlib.suppress(BaseException):
                     await owner
             log.debug("mcp_server_stopped", tool=self.entry)
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
 
     # -- starting and stopping ---------------------------------------------------------------
 
@@ -200,13 +203,18 @@ class McpToolSource(ToolSource):
             async with asyncio.timeout(START_TIMEOUT_S):
                 self.listing = await asyncio.shield(ready)
         except TimeoutError:
-            await self.aclose()
-            raise RunError(self._start_failure(f"it did not answer within {START_TIMEOUT_S:g} seconds")) from None
+            why = f"it did not answer within {START_TIMEOUT_S:g} seconds"
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            await self.aclose()
-            raise RunError(self._start_failure(self._why(exc))) from None
+            lost = _connection_lost(exc) and self.server.command is not None
+            why = "it exited (or closed its stdout) before answering" if lost else self._why(exc)
+        else:
+            return
+        await self._stop_owner()  # the server has exited (or is stopped now): its stderr is complete
+        message = self._start_failure(why)
+        await self.aclose()
+        raise RunError(message)
 
     async def _own(self, ready: asyncio.Future[list[Any]]) -> None:
         """The owner task: enter the client, publish it, wait for the stop signal, leave the client."""
