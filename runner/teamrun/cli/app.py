@@ -16,6 +16,7 @@ COMMANDS = {
     "schema": "teamrun.cli.schema_cmd:schema",
     "graph": "teamrun.cli.graph_cmd:graph",
     "trace": "teamrun.cli.trace_cmd:trace",
+    "tools": "teamrun.cli.tools_cmd:tools",
 }
 """Each command's module is imported only when that command (or the full help) is needed."""
 
@@ -47,6 +48,7 @@ Examples:
   teamrun graph team.yaml                   the delegation graph as Mermaid
   teamrun schema > team.schema.json         the JSON Schema, for editors
   teamrun trace show run.jsonl              the delegation tree of a traced run
+  teamrun tools team.yaml                   the tools each agent gets (MCP servers included)
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.

@@ -144,7 +144,9 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
         for warning in team.loaded.warnings:
             _say(logs, "warning", "config_warning", warning.render())
         if approve is not None:
-            team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=team.tools))
+            from teamrun.tools.mcp.table import approvable_names  # MCP tools named in the file
+
+            team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools)))
         else:
             team.approver = choose_approver(None)
         task = _read_input(input_text, input_file)

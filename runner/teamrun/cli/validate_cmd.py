@@ -151,6 +151,10 @@ def check_paths(
             results.append(CheckResult(shown, [problem]))
         else:
             results.append(_check_one(shown, import_check=import_check))
+            if import_check:  # MCP servers: start each one, check the tool names the file uses
+                from teamrun.tools.mcp.check import check_mcp_servers
+
+                results[-1].diagnostics.extend(check_mcp_servers(results[-1]))
     return results
 
 
@@ -176,7 +180,8 @@ def _check_one(shown: str, *, import_check: bool) -> CheckResult:
 @click.option(
     "--import-check",
     is_flag=True,
-    help="Also import every python: tool, hook and filter to check it exists (runs user code).",
+    help="Also import every python: tool, hook and filter, and start every MCP server, "
+    "to check what the file names exists (runs user code).",
 )
 @click.option("--strict", is_flag=True, help="Treat warnings as errors.")
 @click.option(

@@ -34,7 +34,7 @@ _HOOK_TEMPLATES = {
     "on_complete": ("result_text", "feedback"),
     "on_iteration": ("feedback",),
 }
-_TOOL_KEYS = ("python", "command")
+_TOOL_KEYS = ("python", "command", "mcp")
 INSTRUCTION_NAMES = ("vars", "today", "agent", "team", "context")
 """What instructions can read (the engine's ``RunContext.template_context``)."""
 PROMPT_NAMES = (*INSTRUCTION_NAMES, "workers", "tool", "parallel")
@@ -247,6 +247,7 @@ class SemanticChecker:
             *self._budgets(),
             *self._tool_definitions(),
             *self._function_name_clashes(),
+            *mcp_checks(self),
         ]
         if import_check:
             found.extend(self._imports())
@@ -669,7 +670,7 @@ class SemanticChecker:
             if len(kinds) > 1:
                 yield self._error(
                     path,
-                    f"tool '{name}' has both 'python:' and 'command:'; keep one",
+                    f"tool '{name}' has both " + " and ".join(f"'{k}:'" for k in kinds) + "; keep one",
                     "tool",
                     key=True,
                 )
@@ -677,7 +678,7 @@ class SemanticChecker:
                 # (a misspelt `comand:` is reported as an unknown key instead)
                 yield self._error(
                     path,
-                    f"tool '{name}' needs 'python:' (a function) or 'command:' (an argv list)",
+                    f"tool '{name}' needs 'python:' (a function), 'command:' (an argv list) or 'mcp:' (an MCP server)",
                     "tool",
                     key=True,
                 )
@@ -725,6 +726,8 @@ class SemanticChecker:
             return  # the schema has reported why; names are checked once the file is well formed
         for agent, pairs in team_clashes(config).items():
             for first, later in pairs:
+                if "mcp" in (first.origin, later.origin):
+                    continue  # an MCP server's tools: reported by mcp_checks, located at the entry
                 if (first.origin, first.source) == (later.origin, later.source):
                     if later.origin == "tool":  # (twice in delegates_to or handoffs is warned about above)
                         twice: JsonPath = ("agents", agent, "tools", self._indexes(agent, "tools", later.source)[-1])
@@ -791,6 +794,85 @@ class SemanticChecker:
                         yield ("agents", agent, "delegation", "hooks", event, index, "call"), call
 
 
+def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
+    """MCP server entries: one transport, keys that fit it, and the function names they add."""
+    only_mcp = ("allow", "deny", "prefix", "fixed_arguments")
+    for name, spec in checker.tools.items():
+        path: JsonPath = ("tools", name)
+        server = spec.get("mcp")
+        if not isinstance(server, dict):
+            for key in [k for k in only_mcp if k in spec]:
+                yield checker._error((*path, key), f"{dotted((*path, key))} only applies to MCP servers ('mcp:')",
+                                     "tool", key=True)
+            if isinstance(spec.get("require_approval"), list):
+                yield checker._error((*path, "require_approval"), f"{dotted((*path, 'require_approval'))}: a list "
+                                     "of tool names only applies to MCP servers; use true or false", "tool")
+            continue
+        where = dotted((*path, "mcp"))
+        if "command" in server and "url" in server:
+            yield checker._error((*path, "mcp"), f"{where} has both 'command:' and 'url:'; keep one", "tool", key=True)
+        elif "command" not in server and "url" not in server:
+            yield checker._error((*path, "mcp"), f"{where} needs 'command:' (a program, over stdio) or 'url:' "
+                                 "(a streamable HTTP endpoint)", "tool", key=True)
+        wrong = [("env", "url"), ("cwd", "url"), ("headers", "command")]
+        for key in [k for k, other in wrong if k in server and other in server]:
+            kind = "stdio servers ('command:')" if key != "headers" else "HTTP servers ('url:')"
+            yield checker._error((*path, "mcp", key), f"{where}.{key} only applies to {kind}", "tool", key=True)
+        for key in [k for k in ("parameters", "cwd") if k in spec]:
+            hint = "set mcp.cwd" if key == "cwd" else "the server's tools bring their own parameters"
+            yield checker._error((*path, key), f"{dotted((*path, key))} does not apply to an MCP server: {hint}",
+                                 "tool", key=True)
+        allowed = {tool for _, tool in _names(spec.get("allow"))}
+        for index, tool in _names(spec.get("deny")):
+            if tool in allowed:
+                yield checker._warning((*path, "deny", index), f"'{tool}' is both allowed and denied; it is not "
+                                       "offered", "tool")
+        if spec.get("allow") == []:
+            yield checker._warning((*path, "allow"), f"tool '{name}' allows no tool of its MCP server", "tool")
+    yield from _mcp_clashes(checker)
+
+
+def _mcp_clashes(checker: SemanticChecker) -> Iterator[Diagnostic]:
+    """Function names an MCP entry's ``allow`` list adds that another function of the agent already has."""
+    from teamrun.config.tool_names import (
+        DELEGATE_TASK,
+        delegation_tool_name,
+        handoff_tool_name,
+        mcp_function_name,
+    )
+
+    for agent, spec in checker.agents.items():
+        delegation = _mapping(spec.get("delegation"))
+        workers = [w for _, w in _names(spec.get("delegates_to"))]
+        owners: dict[str, str] = {}
+        if workers and delegation.get("tool") == "delegate_task":
+            owners[DELEGATE_TASK] = "the delegation tool"
+        owners.update({delegation_tool_name(w): f"the delegation tool for '{w}'" for w in workers})
+        owners.update({handoff_tool_name(a): f"the handoff tool for '{a}'" for _, a in _names(spec.get("handoffs"))})
+        entries = [(i, e) for i, e in _names(spec.get("tools")) if e in checker.tools]
+        owners.update({e: f"the tool '{e}'" for _, e in entries if "mcp" not in checker.tools[e]})
+        for index, entry in entries:
+            tool_spec = checker.tools[entry]
+            if not isinstance(tool_spec.get("mcp"), dict) or not isinstance(tool_spec.get("allow"), list):
+                continue
+            given = tool_spec.get("prefix")
+            prefix = given if isinstance(given, str) else f"{entry}_"
+            denied = {t for _, t in _names(tool_spec.get("deny"))}
+            for _, tool in _names(tool_spec["allow"]):
+                function = mcp_function_name(prefix, tool)
+                mine = f"the tool '{tool}' of MCP server '{entry}'"
+                if tool in denied:
+                    continue
+                if function in owners:
+                    yield checker._error(
+                        ("agents", agent, "tools", index),
+                        f"agent '{agent}' would be offered two functions named '{function}': {owners[function]} "
+                        f"and {mine}; set tools.{entry}.prefix or leave the tool out of allow",
+                        "tool",
+                    )
+                owners.setdefault(function, mine)
+
+
 def check_semantics(
     file: str, text: str, data: Any, source_map: SourceMap, *, import_check: bool = False
 ) -> list[Diagnostic]:
@@ -798,4 +880,4 @@ def check_semantics(
     return SemanticChecker(file, text, data, source_map).check(import_check=import_check)
 
 
-__all__ = ["SemanticChecker", "check_semantics"]
+__all__ = ["SemanticChecker", "check_semantics", "mcp_checks"]

@@ -20,6 +20,7 @@ __all__ = [
     "Hooks",
     "IterationHook",
     "Limits",
+    "McpServer",
     "MessageFilter",
     "ModelFields",
     "StartHook",
@@ -214,8 +215,27 @@ class Agent(ModelFields):
     """Repair turns allowed when the answer fails `output_schema` (default 2)."""
 
 
+McpToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+"""A tool name as an MCP server spells it (e.g. `git_status`, `get-sum`)."""
+
+
+class McpServer(_Strict):
+    """An MCP server whose tools agents can call: a program over stdio, or a streamable HTTP endpoint."""
+
+    command: Annotated[list[str], Field(min_length=1)] | None = None
+    """Start the server as this program (argv list, never a shell) and talk to it over stdin/stdout."""
+    env: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] | None = None
+    """Environment variables for a stdio server, on top of a minimal inherited set (`PATH`, `HOME`, ...). Values are treated as secrets."""
+    cwd: str | None = None
+    """Working directory of a stdio server, relative to the team file's folder (default: teamrun's working directory)."""
+    url: Annotated[str, StringConstraints(pattern=r"^https?://")] | None = None
+    """Connect to a streamable HTTP server at this URL (e.g. `http://127.0.0.1:3001/mcp`)."""
+    headers: dict[Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")], str] | None = None
+    """HTTP headers sent to a `url` server, e.g. `{Authorization: "Bearer ${API_TOKEN}"}`. Values are treated as secrets."""
+
+
 class ToolDef(_Strict):
-    """A tool agents can call: a Python function or a command (argv, never a shell)."""
+    """A tool agents can call: a Python function, a command (argv, never a shell), or the tools of an MCP server."""
 
     description: str | None = None
     """What the tool does, shown to the model. Python tools default to the function's docstring."""
@@ -223,6 +243,8 @@ class ToolDef(_Strict):
     """Python function `module:function`; parameters come from its type hints."""
     command: Annotated[list[Template], Field(min_length=1)] | None = None
     """Command as an argv list; each item is a Jinja template over the parameters. Never run through a shell."""
+    mcp: McpServer | None = None
+    """An MCP server: its tools become functions agents can call (started on first use, stopped when the run ends)."""
     parameters: dict[Name, dict[str, Any]] | None = None
     """Parameters as JSON Schema fragments, e.g. `{pattern: {type: string}}`. One with a `default` is optional."""
     cwd: str | None = None
@@ -231,8 +253,16 @@ class ToolDef(_Strict):
     """Seconds a call may take before it is stopped (default 60)."""
     max_output_chars: PositiveInt | None = None
     """Output longer than this is truncated with a marker (default 20000)."""
-    require_approval: bool | None = None
-    """Ask before each call (a TTY prompt, or `--approve` in scripts and CI)."""
+    require_approval: bool | list[McpToolName] | None = None
+    """Ask before each call (a TTY prompt, or `--approve` in scripts and CI). For an MCP server: `true` for all its tools, or a list of its tool names."""
+    allow: list[McpToolName] | None = None
+    """MCP only: offer just these tools of the server (names as the server spells them). Default: all of them."""
+    deny: list[McpToolName] | None = None
+    """MCP only: never offer these tools of the server."""
+    prefix: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{0,32}$")] | None = None
+    """MCP only: put before each server tool's name to make the function name the model sees (default `<entry>_`; `""` for none). A name that already starts with it is kept as it is."""
+    fixed_arguments: dict[Annotated[str, StringConstraints(pattern=r"^[^\s]{1,128}$")], Any] | None = None
+    """MCP only: arguments sent with every call of the server's tools that take them, hidden from the model (e.g. `{repo_path: .}`)."""
 
 
 EXTENSION_KEY_PATTERN = r"^x-"

@@ -11,11 +11,13 @@ table. This module imports nothing but the config models: ``validate`` uses it.
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from teamrun.config.models import Agent, TeamConfig
+from teamrun.config.models import Agent, TeamConfig, ToolDef
 
 DELEGATE_TASK = "delegate_task"
 """The one delegation tool of ``delegation.tool: delegate_task``."""
@@ -23,8 +25,10 @@ DELEGATE_TASK = "delegate_task"
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What every provider accepts as a function name (OpenAI's rule is the strictest common one)."""
 
-ToolOrigin = Literal["delegation", "handoff", "tool", "source"]
-"""``source``: one function of a tool entry that offers several (an MCP server); ``source`` is the entry."""
+ToolOrigin = Literal["delegation", "handoff", "tool", "source", "mcp"]
+"""``source``: one function of a tool entry that offers several (an MCP server), named by its entry;
+``mcp``: an MCP server's tool named in the file (``allow``), known before the server starts."""
+_NOT_IN_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
 
 def delegation_tool_name(worker: str) -> str:
@@ -37,6 +41,27 @@ def handoff_tool_name(agent: str) -> str:
     return f"transfer_to_{agent}"
 
 
+def mcp_prefix(entry: str, definition: ToolDef) -> str:
+    """What goes before an MCP server's tool names: the entry's ``prefix``, else ``<entry>_``."""
+    return f"{entry}_" if definition.prefix is None else definition.prefix
+
+
+def mcp_function_name(prefix: str, tool: str) -> str:
+    """The function name the model sees for ``tool`` of an MCP server.
+
+    ``prefix + tool`` (the prefix is left out when ``tool`` already starts with it:
+    entry ``git`` keeps ``git_status``), with every character a provider rejects
+    replaced by ``_``. A name longer than 64 characters is cut, and ends with a
+    hash of the full name so that two long names stay distinct.
+    """
+    joined = tool if tool.startswith(prefix) else prefix + tool
+    name = _NOT_IN_NAME.sub("_", joined) or "_"
+    if len(name) > 64:
+        digest = hashlib.sha256(joined.encode()).hexdigest()[:8]
+        name = f"{name[:55]}_{digest}"
+    return name
+
+
 @dataclass(frozen=True)
 class OfferedName:
     """One function name an agent's model is offered, and where it comes from."""
@@ -47,8 +72,12 @@ class OfferedName:
     """What declared it: the worker, the handoff target, or the tool entry."""
 
 
-def offered_names(agent: Agent) -> list[OfferedName]:
-    """The function names ``agent`` is offered that are known from the file alone, in offer order."""
+def offered_names(agent: Agent, tools: Mapping[str, ToolDef] | None = None) -> list[OfferedName]:
+    """The function names ``agent`` is offered that are known from the file alone, in offer order.
+
+    With ``tools`` (the team's tool entries), an MCP entry stands for the functions
+    its ``allow`` list names (without one they are only known once the server runs).
+    """
     offered: list[OfferedName] = []
     workers = agent.delegates_to or []
     tool_kind = agent.delegation.tool if agent.delegation is not None else "per_agent"
@@ -57,7 +86,15 @@ def offered_names(agent: Agent) -> list[OfferedName]:
     elif workers:
         offered.extend(OfferedName(delegation_tool_name(w), "delegation", w) for w in workers)
     offered.extend(OfferedName(handoff_tool_name(a), "handoff", a) for a in agent.handoffs or [])
-    offered.extend(OfferedName(t, "tool", t) for t in agent.tools or [])
+    for entry in agent.tools or []:
+        definition = (tools or {}).get(entry)
+        if definition is None or definition.mcp is None:
+            offered.append(OfferedName(entry, "tool", entry))
+            continue
+        prefix = mcp_prefix(entry, definition)
+        denied = set(definition.deny or [])
+        offered.extend(OfferedName(mcp_function_name(prefix, tool), "mcp", f"{entry}:{tool}")
+                       for tool in definition.allow or [] if tool not in denied)
     return offered
 
 
@@ -81,6 +118,9 @@ def describe(item: OfferedName) -> str:
         return f"the handoff tool for '{item.source}'"
     if item.origin == "source":
         return f"the function '{item.name}' of the tool entry '{item.source}'"
+    if item.origin == "mcp":
+        entry, _, tool = item.source.partition(":")
+        return f"the tool '{tool}' of MCP server '{entry}'"
     return f"the tool '{item.source}'"
 
 
@@ -92,7 +132,7 @@ def clash_message(agent: str, first: OfferedName, later: OfferedName) -> str:
 
 def team_clashes(config: TeamConfig) -> dict[str, list[tuple[OfferedName, OfferedName]]]:
     """Clashing names per agent, for agents that have any."""
-    found = {name: clashes(offered_names(agent)) for name, agent in config.agents.items()}
+    found = {name: clashes(offered_names(agent, config.tools)) for name, agent in config.agents.items()}
     return {name: pairs for name, pairs in found.items() if pairs}
 
 
@@ -105,6 +145,8 @@ __all__ = [
     "delegation_tool_name",
     "describe",
     "handoff_tool_name",
+    "mcp_function_name",
+    "mcp_prefix",
     "offered_names",
     "team_clashes",
 ]

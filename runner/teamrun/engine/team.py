@@ -27,6 +27,8 @@ from teamrun.llm.router import ModelRouter
 from teamrun.llm.types import ChatModel, current_scope
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool, ToolSource
+from teamrun.tools.mcp.table import tools_for_run
+from teamrun.tools.mcp.tape import McpTape
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
@@ -72,7 +74,9 @@ class Team:
                                                   redactor=Redactor(loaded.secrets))
         if wrap_model is not None:
             self._chat_model = wrap_model(self._model())
-        self.tools: dict[str, Tool | ToolSource] = dict(build_tools(self.config.tools or {}, base_dir=loaded.base_dir))
+        self.tools: dict[str, Tool | ToolSource] = build_tools(
+            self.config.tools or {}, base_dir=loaded.base_dir, secrets=loaded.secrets,
+            mcp_tape=McpTape.for_team(self.config.tools, record=record, replay=replay))
         """The team's tools by entry name; a :class:`ToolSource` entry is started when an agent first needs it."""
         self._buses: dict[str, EventBus] = {}
         """Event buses of the runs in progress, by run id."""
@@ -128,9 +132,10 @@ class Team:
             bus.subscribe(subscriber)
         result = RunResult(run_id=run_id, team=self.name, status="done", final_text="",
                            limits_in_force=limits_in_force(self.config))
+        tools = tools_for_run(self.tools)  # each run starts (lazily) and stops its own copies of tool sources
         ctx = RunContext(
             config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
-            tools=self.tools, approver=self.approver, result=result, vars=self.vars,
+            tools=tools, approver=self.approver, result=result, vars=self.vars,
             model_override=self.model_override,
         )
         frame = self._supervisor_frame(bus)

@@ -65,6 +65,11 @@ class ToolTable:
     def names(self) -> list[str]:
         return list(self._entries)
 
+    @property
+    def entries(self) -> list[TableEntry]:
+        """Every function, in offer order (delegation, handoff, then tools)."""
+        return list(self._entries.values())
+
     def get(self, name: str) -> TableEntry | None:
         return self._entries.get(name)
 

@@ -2,28 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from teamrun.config.models import ToolDef
 from teamrun.errors import UserError
-from teamrun.tools.base import Tool
+from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.command_tool import CommandTool
 from teamrun.tools.python_tool import PythonTool
 
-__all__ = ["build_tool", "build_tools"]
+__all__ = ["build_mcp_source", "build_tool", "build_tools"]
 
 
-def build_tools(definitions: Mapping[str, ToolDef], *, base_dir: Path) -> dict[str, Tool]:
-    """Every declared tool, by name. Python tools are imported now, with ``base_dir`` on sys.path.
+def build_tools(
+    definitions: Mapping[str, ToolDef], *, base_dir: Path, secrets: Iterable[str] = (), mcp_tape: Any = None
+) -> dict[str, Tool | ToolSource]:
+    """Every declared tool entry, by name. Python tools are imported now, with ``base_dir`` on sys.path.
 
+    An MCP server entry becomes a :class:`ToolSource` (not started: that happens on first use);
+    ``secrets`` are masked in what it reports; ``mcp_tape`` (a
+    :class:`teamrun.tools.mcp.tape.McpTape`) records or replays its results.
     Raises one :class:`UserError` listing every tool that could not be built.
     """
-    tools: dict[str, Tool] = {}
+    tools: dict[str, Tool | ToolSource] = {}
     problems: list[str] = []
     for name, definition in definitions.items():
         try:
-            tools[name] = build_tool(name, definition, base_dir=base_dir)
+            if definition.mcp is not None:
+                tools[name] = build_mcp_source(name, definition, base_dir=base_dir, secrets=secrets, tape=mcp_tape)
+            else:
+                tools[name] = build_tool(name, definition, base_dir=base_dir)
         except UserError as exc:
             problems.append(str(exc))
     if len(problems) == 1:
@@ -31,6 +40,20 @@ def build_tools(definitions: Mapping[str, ToolDef], *, base_dir: Path) -> dict[s
     if problems:
         raise UserError(f"{len(problems)} tools could not be built:\n" + "\n".join(problems))
     return tools
+
+
+def build_mcp_source(
+    name: str, definition: ToolDef, *, base_dir: Path, secrets: Iterable[str] = (), tape: Any = None
+) -> ToolSource:
+    """An MCP server entry: needs exactly one of ``mcp.command`` (stdio) and ``mcp.url`` (HTTP)."""
+    from teamrun.tools.mcp.source import McpToolSource
+
+    server = definition.mcp
+    if definition.python is not None or definition.command is not None or server is None:
+        raise UserError(f"tool {name!r}: set one of `python`, `command` or `mcp`")
+    if (server.command is None) == (server.url is None):
+        raise UserError(f"tool {name!r}: an MCP server needs `mcp.command` (stdio) or `mcp.url` (HTTP), not both")
+    return McpToolSource(name, definition, base_dir=base_dir, secrets=secrets, tape=tape)
 
 
 def build_tool(name: str, definition: ToolDef, *, base_dir: Path) -> Tool:
@@ -41,4 +64,5 @@ def build_tool(name: str, definition: ToolDef, *, base_dir: Path) -> Tool:
         return PythonTool.from_definition(name, definition, base_dir=base_dir)
     if definition.command is not None:
         return CommandTool.from_definition(name, definition, base_dir=base_dir)
-    raise UserError(f"tool {name!r}: set `python: module:function` or `command: [program, ...]`")
+    raise UserError(f"tool {name!r}: set `python: module:function` or `command: [program, ...]` "
+                    "(or `mcp: {...}` for an MCP server)")

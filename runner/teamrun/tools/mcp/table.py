@@ -1,0 +1,41 @@
+"""Per-run copies of the team's tool sources, and the MCP tool names `--approve` may use.
+
+:func:`tools_for_run` gives each run unstarted copies of the team's tool sources (the
+engine's tool table starts them on first need and closes them at run end);
+:func:`approvable_names` is what ``--approve`` may name before any server runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from teamrun.tools.base import Tool, ToolSource
+
+__all__ = ["approvable_names", "tools_for_run"]
+
+
+def tools_for_run(tools: Mapping[str, Tool | ToolSource]) -> dict[str, Tool | ToolSource]:
+    """The tool table of one run: sources that can be copied are replaced by unstarted copies."""
+    fresh: dict[str, Tool | ToolSource] = {}
+    for name, entry in tools.items():
+        copy = getattr(entry, "fresh", None)
+        fresh[name] = copy() if isinstance(entry, ToolSource) and callable(copy) else entry
+    return fresh
+
+
+def approvable_names(tools: Mapping[str, Tool | ToolSource]) -> list[str]:
+    """Function names ``--approve`` may list: the tool entries, plus MCP tools the file names.
+
+    An MCP tool is known before its server starts when ``allow`` or a ``require_approval``
+    list names it; its function name follows the entry's prefix rule.
+    """
+    from teamrun.config.tool_names import mcp_function_name
+    from teamrun.tools.mcp.source import McpToolSource
+
+    names = list(tools)
+    for entry in tools.values():
+        if isinstance(entry, McpToolSource):
+            approval = entry.definition.require_approval
+            named = [*(entry.definition.allow or []), *(approval if isinstance(approval, list) else [])]
+            names.extend(mcp_function_name(entry.prefix, tool) for tool in named)
+    return names
