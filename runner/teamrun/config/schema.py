@@ -93,6 +93,11 @@ def _ecma_regex(pattern: str) -> re.Pattern[str]:
 @functools.cache
 def team_validator() -> Any:
     """The jsonschema validator for team files (imported on first use: it is slow to load)."""
+    return validator_for(validation_schema())
+
+
+def validator_for(schema: dict[str, Any]) -> Any:
+    """A jsonschema validator for ``schema`` that reads ``pattern`` and ``integer`` as team files do."""
     from jsonschema import Draft202012Validator, validators
     from jsonschema.exceptions import ValidationError
 
@@ -107,7 +112,7 @@ def team_validator() -> Any:
         return isinstance(instance, int) and not isinstance(instance, bool)
 
     types = Draft202012Validator.TYPE_CHECKER.redefine("integer", integer)
-    return validators.extend(Draft202012Validator, {"pattern": pattern}, type_checker=types)(validation_schema())
+    return validators.extend(Draft202012Validator, {"pattern": pattern}, type_checker=types)(schema)
 
 
 def describe_type(types: Any) -> str:
@@ -153,10 +158,10 @@ def _suggestion(key: str, schema: dict[str, Any]) -> str | None:
     return close[0] if close else None
 
 
-def _resolve(schema: dict[str, Any]) -> dict[str, Any]:
+def _resolve(schema: dict[str, Any], root: dict[str, Any] | None = None) -> dict[str, Any]:
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        resolved: dict[str, Any] = validation_schema()["$defs"][ref.removeprefix("#/$defs/")]
+        resolved: dict[str, Any] = (root or validation_schema())["$defs"][ref.removeprefix("#/$defs/")]
         return resolved
     return schema
 
@@ -180,13 +185,19 @@ def _where(path: JsonPath) -> str:
 class SchemaChecker:
     """Turns jsonschema errors into located :class:`Diagnostic` objects."""
 
-    def __init__(self, file: str, source_map: SourceMap, text: str = "") -> None:
+    def __init__(self, file: str, source_map: SourceMap, text: str = "", *, validator: Any = None,
+                 document: str = "the team file") -> None:
         self.file = file
         self.source_map = source_map
         self.lines = text.splitlines()
+        self.validator = validator
+        """A jsonschema validator for another kind of file (default: the team file's)."""
+        self.document = document
+        """What the file is called in messages about its top level."""
 
     def check(self, data: Any) -> list[Diagnostic]:
-        errors = list(team_validator().iter_errors(data))
+        validator = self.validator if self.validator is not None else team_validator()
+        errors = list(validator.iter_errors(data))
         # `agent:` for `agents:` is one mistake: report the unknown key, not also the missing one.
         suggested = {
             (tuple(e.absolute_path), _suggestion(key, e.schema))
@@ -219,8 +230,8 @@ class SchemaChecker:
             yield from self._unknown_keys(error, path)
         elif kind == "required":
             missing = _missing(error)
-            owner = where if path else "the team file"
-            hint = _REQUIRED_HINTS.get(missing, "") if not path else ""
+            owner = where if path else self.document
+            hint = _REQUIRED_HINTS.get(missing, "") if not path and self.validator is None else ""
             yield self._at_key(
                 path,
                 f"{owner} is missing the required key '{missing}'" + (f": {hint}" if hint else ""),
@@ -279,11 +290,12 @@ class SchemaChecker:
         yield Diagnostic(self.file, mark.line, mark.column, message)
 
     def _expected(self, error: Any) -> str:
-        schema = _resolve(error.schema)
+        root = self.validator.schema if self.validator is not None else None
+        schema = _resolve(error.schema, root)
         options = schema.get("anyOf") or schema.get("oneOf") or [schema]
         words: list[str] = []
         for option in options:
-            option = _resolve(option)
+            option = _resolve(option, root)
             types = option.get("type", "object" if "properties" in option else None)
             for name in types if isinstance(types, list) else [types]:
                 word = _TYPE_WORDS.get(str(name))
