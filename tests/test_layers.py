@@ -15,7 +15,8 @@ BOTTOM = {"errors", "events", "secrets", "defaults", "logs"}
 """Everything may import these; they import only each other."""
 
 ALLOWED: dict[str, set[str]] = {
-    "cli": {"cli", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
+    "cli": {"cli", "evals", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
+    "evals": {"evals", "engine", "config", "llm", "tools"} | BOTTOM,  # eval and batch: the public engine API
     "testing": {"testing", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
     "observe": {"observe", "llm"} | BOTTOM,  # consumers of events; ContentCapture wraps a ChatModel
     "engine": {"engine", "config", "llm", "tools"} | BOTTOM,  # never observe, cli or logging setup

@@ -17,6 +17,8 @@ COMMANDS = {
     "graph": "teamrun.cli.graph_cmd:graph",
     "trace": "teamrun.cli.trace_cmd:trace",
     "tools": "teamrun.cli.tools_cmd:tools",
+    "eval": "teamrun.cli.eval_cmd:eval_",
+    "batch": "teamrun.cli.batch_cmd:batch",
 }
 """Each command's module is imported only when that command (or the full help) is needed."""
 
@@ -49,6 +51,8 @@ Examples:
   teamrun schema > team.schema.json         the JSON Schema, for editors
   teamrun trace show run.jsonl              the delegation tree of a traced run
   teamrun tools team.yaml                   the tools each agent gets (MCP servers included)
+  teamrun eval team.yaml cases.yaml         check the team's answers on test cases
+  teamrun batch team.yaml in.jsonl -o out.jsonl  one run per input row, resumable
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.

@@ -1,0 +1,151 @@
+"""``teamrun eval``: run a team on test cases and check its answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from teamrun.errors import UsageError
+
+HELP = """Run a team on every case of a cases file and check the answers.
+
+A cases file (JSON Schema: schemas/cases.schema.json) lists inputs, vars and
+checks (contains, regex, json_schema, python: module:fn, judge: an LLM judge
+with a rubric and a pass threshold), with cost/token/latency ceilings per
+case. Cases run concurrently, each as its own run; a progress line goes to
+stderr. The result table (or --format json|junit|html) goes to stdout, or to
+--output FILE.
+
+\b
+Examples:
+  teamrun eval teams/research-report.yaml examples/eval/research-cases.yaml
+  teamrun eval team.yaml cases.yaml --format junit -o eval.xml
+  teamrun eval team.yaml cases.yaml --format json -o today.json --baseline yesterday.json
+  teamrun eval team.yaml cases.yaml --record eval.cassette.jsonl   # once, with real models
+  teamrun eval team.yaml cases.yaml --replay eval.cassette.jsonl   # deterministic, in CI
+
+Exit codes: 0 when the pass rate is at least --min-pass, 1 under it,
+2 invalid files or usage.
+"""
+
+
+@click.command("eval", help=HELP, short_help="Run a team on test cases and check the answers.")
+@click.argument("team_file", type=click.Path(dir_okay=False))
+@click.argument("cases_file", type=click.Path(dir_okay=False))
+@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Cases run at once.")
+@click.option("--format", "output_format", type=click.Choice(["table", "json", "junit", "html"]), default="table",
+              show_default=True, help="How to report (json is also what --baseline reads).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write the report to FILE instead of stdout.")
+@click.option("--baseline", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A previous --format json report: mark regressions and improvements per case.")
+@click.option("--min-pass", type=click.FloatRange(0, 1), default=1.0, show_default=True,
+              help="Exit 1 when the share of passing cases is under this (0 to 1).")
+@click.option("--model", help="Use this LiteLLM model for every agent of the team (not for judges).")
+@click.option("--record", "record_path", type=click.Path(dir_okay=False), metavar="CASSETTE",
+              help="Store every model exchange (judges included) in CASSETTE for --replay.")
+@click.option("--replay", "replay_path", type=click.Path(dir_okay=False), metavar="CASSETTE",
+              help="Answer every model call (judges included) from CASSETTE, with no network.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="A progress line (done/failed/cost/ETA) on stderr.")
+def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str, output: str | None,
+          baseline: str | None, min_pass: float, model: str | None, record_path: str | None,
+          replay_path: str | None, progress: bool) -> int:
+    from teamrun.cli.execute_cmd import _log_settings
+    from teamrun.config.loader import load_config
+    from teamrun.evals.cases import load_cases
+    from teamrun.evals.evaluate import compare_with_baseline, evaluate
+    from teamrun.evals.report import FORMATS
+
+    if record_path is not None and replay_path is not None:
+        raise UsageError("--record and --replay exclude each other: record a real eval, then replay it")
+    loaded = load_config(team_file)
+    cases = load_cases(cases_file)
+    previous = _read_baseline(baseline) if baseline is not None else None
+    chat_model = build_chat_model(loaded, record_path, replay_path, model, cases_models(cases))
+    show = progress and _log_settings().verbosity >= 0
+    report = asyncio.run(evaluate(loaded, cases, chat_model=chat_model, model=model, concurrency=concurrency,
+                                  on_progress=_progress_printer("cases") if show else None))
+    if show:
+        _end_progress()
+    if previous is not None:
+        assert baseline is not None
+        compare_with_baseline(report, previous, baseline)
+    text = FORMATS[output_format](report)
+    if output is not None:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write --output {output}: {exc.strerror}") from None
+        click.echo(f"eval: {report.passed}/{len(report.results)} passed; report written to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+    if report.pass_rate < min_pass:
+        click.echo(f"eval: pass rate {report.pass_rate:.0%} is under --min-pass {min_pass:.0%}", err=True)
+        return 1
+    return 0
+
+
+def cases_models(cases: Any) -> list[str]:
+    """The judges' models, so LiteLLM is imported before the cases start if one needs it."""
+    defaults = cases.cases.defaults
+    checks = [*(defaults.checks if defaults else []), *(c for case in cases.cases.cases for c in case.checks)]
+    return [c.judge.model for c in checks if c.judge is not None]
+
+
+def build_chat_model(loaded: Any, record: str | None, replay: str | None, model: str | None,
+                     extra_models: list[str]) -> Any:
+    """The one chat model every run and judge shares: the router, recorded or replayed."""
+    from teamrun.llm.router import ModelRouter
+
+    if replay is not None:
+        from teamrun.llm.cassette import ReplayModel
+
+        return ReplayModel(replay)
+    router = ModelRouter()
+    default = loaded.config.defaults.model if loaded.config.defaults else None
+    models = [model] if model else [a.model or default or "offline" for a in loaded.config.agents.values()]
+    router.prepare([m for m in [*models, *extra_models] if m])
+    if record is not None:
+        from teamrun.llm.cassette import RecordingModel
+        from teamrun.secrets import Redactor
+
+        return RecordingModel(router, record, redactor=Redactor(loaded.secrets))
+    return router
+
+
+def _read_baseline(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read --baseline {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--baseline {path} is not JSON ({exc.msg} at line {exc.lineno}); give a report "
+                         "written by `teamrun eval --format json`") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise UsageError(f"--baseline {path} is not a `teamrun eval --format json` report (no 'cases' list)")
+    return data
+
+
+def _progress_printer(noun: str) -> Any:
+    live = sys.stderr.isatty()
+
+    def show(progress: Any) -> None:
+        line = f"{'eval' if noun == 'cases' else 'batch'}: {progress.line(noun)}"
+        if live:
+            click.echo(f"\r\x1b[2K{line}", err=True, nl=False)
+        else:
+            click.echo(line, err=True)
+
+    return show
+
+
+def _end_progress() -> None:
+    if sys.stderr.isatty():
+        click.echo("", err=True)
