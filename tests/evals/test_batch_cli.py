@@ -1,0 +1,153 @@
+"""`teamrun batch` end to end: 200 rows offline, resume from a partial output and from a killed process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from teamrun.cli import main
+from teamrun.evals.ratelimit import RateLimiter
+
+REPO = Path(__file__).resolve().parents[2]
+TEAM = str(REPO / "teams" / "research-report.yaml")
+SUBJECTS = ["Rust", "Go", "Zig", "Python", "OCaml", "Elixir", "Kotlin", "Swift"]
+
+
+def _inputs(tmp_path: Path, count: int) -> Path:
+    path = tmp_path / "inputs.jsonl"
+    rows = [{"id": f"r{i:03d}", "input": f"Compare {SUBJECTS[i % 8]} and {SUBJECTS[(i + 3) % 8]} ({i})"}
+            for i in range(count)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _reference(tmp_path: Path, inputs: Path) -> bytes:
+    out = tmp_path / "reference.jsonl"
+    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--workers", "8", "--no-progress"]) == 0
+    return out.read_bytes()
+
+
+def test_a_200_row_batch_on_the_offline_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = _inputs(tmp_path, 200)
+    out = tmp_path / "results.jsonl"
+
+    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--workers", "8"]) == 0
+
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in rows] == [f"r{i:03d}" for i in range(200)]  # input order, whatever finished first
+    assert {r["status"] for r in rows} == {"done"}
+    assert rows[7]["final_text"].startswith("[offline simulation] Task: Compare Swift and Zig (7)")
+    err = capsys.readouterr().err
+    assert "batch: 200/200 rows done, 0 failed" in err and "200 row(s) run, 0 already in" in err
+    # the same inputs give the same bytes, with other concurrency
+    assert _reference(tmp_path, inputs) == out.read_bytes()
+
+
+def test_a_rerun_completes_only_the_rows_missing_from_a_partial_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = _inputs(tmp_path, 60)
+    reference = _reference(tmp_path, inputs)
+    lines = reference.decode().splitlines(keepends=True)
+    partial = [json.loads(line) for line in lines[:20]]
+    for row in partial:
+        row["final_text"] = "kept from the first run"
+    out = tmp_path / "results.jsonl"
+    cut = lines[20][: len(lines[20]) // 2]  # killed while writing a line
+    out.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in partial) + cut, encoding="utf-8")
+    capsys.readouterr()
+
+    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--no-progress"]) == 0
+
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in rows] == [f"r{i:03d}" for i in range(60)]
+    assert all(r["final_text"] == "kept from the first run" for r in rows[:20])  # not run again
+    assert out.read_text().splitlines()[20:] == reference.decode().splitlines()[20:]
+    assert "40 row(s) run, 20 already in" in capsys.readouterr().err
+
+
+def test_a_killed_batch_rerun_completes_only_the_missing_rows(tmp_path: Path) -> None:
+    inputs = _inputs(tmp_path, 12)
+    reference = _reference(tmp_path, inputs)
+    out = tmp_path / "results.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "runner"), str(REPO)]),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    # 6 model requests per row: --rpm 24 lets 4 rows through, then the batch waits a minute for the window
+    command = [sys.executable, "-m", "teamrun.cli", "batch", TEAM, str(inputs), "-o", str(out), "--workers", "1",
+               "--rpm", "24", "--no-progress"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120  # a hang guard only
+        while (not out.exists() or len(out.read_text().splitlines()) < 4) and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            time.sleep(0.05)
+    finally:
+        process.kill()
+        process.wait()
+        if process.stderr:
+            process.stderr.close()
+    assert process.returncode != 0  # killed mid-batch
+    first = out.read_text().splitlines()
+    assert len(first) == 4
+
+    done = subprocess.run([*command[:-3], "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
+
+    assert done.returncode == 0, done.stderr
+    assert "8 row(s) run, 4 already in" in done.stderr
+    assert out.read_bytes() == reference
+
+
+def test_failing_rows_are_recorded_and_the_batch_goes_on(tmp_path: Path) -> None:
+    inputs = _inputs(tmp_path, 5)
+    out = tmp_path / "results.jsonl"
+
+    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--row-max-tokens", "500", "--no-progress"]) == 1
+
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 5 and {r["status"] for r in rows} == {"budget_exhausted"}
+    assert rows[0]["stopped_by"].startswith("row.max_tokens (500)")
+    # --retry-failed runs them again; without the ceiling they finish
+    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--retry-failed", "--no-progress"]) == 0
+    assert {json.loads(line)["status"] for line in out.read_text().splitlines()} == {"done"}
+
+
+def test_a_bad_inputs_row_is_reported_by_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text('{"input": "ok"}\n{"inptu": "x"}\n[1]\n', encoding="utf-8")
+
+    assert main(["batch", TEAM, str(inputs), "-o", str(tmp_path / "out.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"{inputs}:2:1: error: unknown key 'inptu'" in err
+    assert f"{inputs}:3:1: error: a row must be a JSON object" in err
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_the_rate_limiter_holds_requests_and_tokens_to_a_sliding_minute() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    async def scenario() -> list[float]:
+        limiter = RateLimiter(rpm=2, tpm=100, clock=lambda: now[0], sleep=sleep)
+        starts = []
+        for tokens in (10, 10, 10, 95, 1):
+            await limiter.acquire()
+            starts.append(now[0])
+            now[0] += 1
+            limiter.spent(tokens)
+        return starts
+
+    starts = asyncio.run(scenario())
+    # request 3 waits for request 1 to leave the window (t=60); at t=62 request 5 finds 2 requests (until t=120)
+    # and 105 tokens (10 spent at t=61, 95 at t=62) in the window: it starts when the 10 leave, at t=121
+    assert starts == [0.0, 1.0, 60.0, 61.0, 121.0]
