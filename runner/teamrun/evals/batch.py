@@ -54,7 +54,7 @@ def read_inputs(path: str | Path) -> list[InputRow]:
         if not line.strip():
             continue
 
-        def bad(message: str, column: int = 1) -> None:
+        def bad(message: str, column: int = 1, number: int = number) -> None:
             problems.append(Diagnostic(shown, number, column, message, rule="inputs"))
 
         try:
@@ -157,7 +157,7 @@ def _rewrite(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 async def run_batch(loaded: LoadedConfig, rows: list[InputRow], output: Path, *, chat_model: ChatModel,
-                    model: str | None = None, workers: int = 4, row_ceiling: Ceiling = Ceiling(),
+                    model: str | None = None, workers: int = 4, row_ceiling: Ceiling | None = None,
                     max_total_cost: float | None = None, retry_failed: bool = False,
                     on_progress: Callable[[Progress], None] | None = None) -> BatchOutcome:
     """Run every row the output does not have yet; returns what happened."""
@@ -181,7 +181,7 @@ async def run_batch(loaded: LoadedConfig, rows: list[InputRow], output: Path, *,
                 return
             team = Team(loaded, vars=row.vars, model=model, chat_model=chat_model)
             try:
-                run = await run_guarded(team, row.input, row_ceiling)
+                run = await run_guarded(team, row.input, row_ceiling or Ceiling())
                 record = _row_record(row, run.result)
             except Exception as exc:  # one row's trouble is recorded; the batch goes on
                 record = {"id": row.key, "input": row.input, "status": "failed", "final_text": "",

@@ -129,7 +129,8 @@ def _ceiling(case: Case, defaults: Any, index: int) -> Ceiling:
     return Ceiling(pick("max_cost_usd"), pick("max_tokens"), pick("max_latency_s"), label=f"cases[{index}]")
 
 
-def _ceiling_outcomes(ceiling: Ceiling, cost: float, tokens: int, latency: float, tripped: str | None) -> list[CheckOutcome]:
+def _ceiling_outcomes(ceiling: Ceiling, cost: float, tokens: int, latency: float,
+                      tripped: str | None) -> list[CheckOutcome]:
     out = []
     if ceiling.max_cost_usd is not None:
         ok = cost <= ceiling.max_cost_usd
@@ -154,7 +155,8 @@ async def _one(loaded: LoadedConfig, cases: LoadedCases, index: int, case: Case,
     outcomes = _ceiling_outcomes(ceiling, run.cost, run.tokens, run.latency_s, run.stopped_by_ceiling)
     if result.status != "done":
         why = result.stopped_by or result.error or ""
-        outcomes.insert(0, CheckOutcome("run done", False, f"the run ended {result.status}" + (f": {why}" if why else "")))
+        ended = f"the run ended {result.status}" + (f": {why}" if why else "")
+        outcomes.insert(0, CheckOutcome("run done", False, ended))
     else:
         case_info = {"name": case.name, "input": case.input, "vars": variables}
         for check in [*(defaults.checks if defaults else []), *case.checks]:

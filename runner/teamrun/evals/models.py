@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from teamrun.config.models import IMPORT_PATH_PATTERN
 
-__all__ = ["CHECK_KINDS", "Case", "CasesFile", "Ceilings", "Check", "CaseDefaults", "Judge"]
+__all__ = ["CHECK_KINDS", "Case", "CaseDefaults", "CasesFile", "Ceilings", "Check", "Judge"]
 
 CASE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 CHECK_KINDS = ("contains", "regex", "json_schema", "python", "judge")
