@@ -240,3 +240,14 @@ def test_the_example_cases_pass_offline(capsys: pytest.CaptureFixture[str]) -> N
 def test_the_committed_cases_schema_is_generated_from_the_models() -> None:
     committed = (REPO / "schemas" / "cases.schema.json").read_text(encoding="utf-8")
     assert committed == render_schema(), "run `python -m teamrun.evals.schema_gen > schemas/cases.schema.json`"
+
+
+def test_the_cases_file_shown_in_the_docs_is_valid() -> None:
+    from teamrun.evals.cases import check_cases_text
+
+    page = (REPO / "docs" / "eval.md").read_text(encoding="utf-8")
+    blocks = [b.split("\n```", 1)[0] for b in page.split("```yml\n")[1:]]
+    assert blocks
+    for block in blocks:
+        diagnostics, _ = check_cases_text(block, "docs/eval.md example")
+        assert [d.render() for d in diagnostics] == []
