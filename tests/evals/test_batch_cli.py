@@ -14,6 +14,7 @@ import pytest
 
 from teamrun.cli import main
 from teamrun.evals.ratelimit import RateLimiter
+from tests.fakeserver import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
 TEAM = str(REPO / "teams" / "research-report.yaml")
@@ -151,3 +152,25 @@ def test_the_rate_limiter_holds_requests_and_tokens_to_a_sliding_minute() -> Non
     # request 3 waits for request 1 to leave the window (t=60); at t=62 request 5 finds 2 requests (until t=120)
     # and 105 tokens (10 spent at t=61, 95 at t=62) in the window: it starts when the 10 leave, at t=121
     assert starts == [0.0, 1.0, 60.0, 61.0, 121.0]
+
+
+def test_the_total_budget_stops_starting_rows_and_a_rerun_continues(
+    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.fakeserver import text
+
+    fake_openai.handler("gpt-4o-mini", lambda request: text("an answer"))  # priced in LiteLLM's table
+    team = tmp_path / "solo.yaml"
+    team.write_text(f"version: 1\nname: solo\nsupervisor: solo\nagents:\n"
+                    f"  solo: {{model: openai/gpt-4o-mini, api_base: '{fake_openai.url}'}}\n", encoding="utf-8")
+    inputs = _inputs(tmp_path, 5)
+    out = tmp_path / "results.jsonl"
+
+    code = main(["batch", str(team), str(inputs), "-o", str(out), "--workers", "1", "--max-cost", "0.0000001",
+                 "--no-progress"])
+
+    assert code == 3
+    assert len(out.read_text().splitlines()) == 1
+    assert "stopped by --max-cost (1e-07) with 4 row(s) left" in capsys.readouterr().err
+    assert main(["batch", str(team), str(inputs), "-o", str(out), "--no-progress"]) == 0
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [f"r{i:03d}" for i in range(5)]
