@@ -41,6 +41,7 @@ PROMPT_NAMES = (*INSTRUCTION_NAMES, "workers", "tool", "parallel")
 """What ``delegation.prompt`` can read: the instructions' names and the workers."""
 HOOK_NAMES = (
     "point", "agent", "parent", "iteration", "depth", "vars", "prompt", "success", "error", "result", "messages",
+    "status", "usage", "finish_reason", "tool_results", "text", "task_id",
 )
 """What ``when:`` expressions and hook texts can read (the fields of the engine's ``HookContext``)."""
 _JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")

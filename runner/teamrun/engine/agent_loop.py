@@ -19,7 +19,7 @@ from dataclasses import replace
 import structlog
 
 from teamrun.defaults import DEFAULT_MAX_TOKENS
-from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerOutcome
+from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerFailed, WorkerOutcome
 from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
 from teamrun.engine.ledger import LimitReached, counters_of
@@ -90,13 +90,18 @@ class AgentLoop:
         self.turns = 0
         self.asked_again = False
         """Whether an empty answer was already met with one more request."""
+        self.finish_reason: str | None = None
+        """Why the latest model call ended."""
+        self.base_prompt = ""
+        """The system prompt without the task ledger (which is refreshed each turn)."""
 
     # -- the loop ------------------------------------------------------------------------
 
     async def run(self, task: str | None, history: Sequence[Message] = ()) -> WorkerOutcome | HandOff:
         """Start on ``task``, or take over ``history`` after a handoff."""
         ctx, frame = self.ctx, self.frame
-        system = {"role": "system", "content": self._system_prompt()}
+        self.base_prompt = self._system_prompt()
+        system = {"role": "system", "content": self.base_prompt}
         if history:
             self.messages = [system, *(m for m in history if m.get("role") != "system")]
         else:
@@ -105,7 +110,8 @@ class AgentLoop:
         frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
         status, stopped_by, text = "error", None, ""
         try:
-            table = await build_tool_table(ctx, frame.name)  # starts the tool sources it declares
+            # starts the tool sources it declares; a narrowed task leaves out the others
+            table = await build_tool_table(ctx, frame.name, allowed=frame.allowed_tools)
             while True:
                 step = await self._step(table)
                 if isinstance(step, HandOff):
@@ -123,16 +129,20 @@ class AgentLoop:
             status = "cancelled"
             raise
         finally:
+            if status != "handed_off":
+                self.delegator.tasks.close()
             own = frame.ledger.own
             frame.emit(ctx, "agent_end", status=status, usage=own.usage.as_dict(), cost=own.cost,
                        stopped_by=stopped_by)
-        return WorkerOutcome(text, status, frame.ledger.own.usage, frame.ledger.own.cost, self.messages, stopped_by)
+        return WorkerOutcome(text, status, frame.ledger.own.usage, frame.ledger.own.cost, self.messages, stopped_by,
+                             self.finish_reason)
 
     async def _step(self, table: ToolTable) -> NextStep:
         reached = self.frame.ledger.check_before_model_call(self.counters)
         if reached is not None:
             return Stop(reached)
         self._add_feedback()
+        self._show_tasks()
         reply = await self._call_model(table.schemas)
         self.messages.append(reply.as_message())
         plan = plan_turn(reply, table)
@@ -186,6 +196,12 @@ class AgentLoop:
             return str(exc)
         self.frame.feedback.extend(actions.feedback)
         return "an on_iteration hook asked to stop" if actions.stop else None
+
+    def _show_tasks(self) -> None:
+        """The compact task ledger, kept current at the end of the system prompt (it does not pile up)."""
+        ledger = self.delegator.tasks.summary()
+        if ledger and self.messages and self.messages[0].get("role") == "system":
+            self.messages[0] = {"role": "system", "content": f"{self.base_prompt}\n\n{ledger}"}
 
     def _add_feedback(self) -> None:
         if self.frame.feedback:
@@ -241,6 +257,7 @@ class AgentLoop:
         finally:
             current_scope.reset(scope)
         frame.ledger.charge_model(reply.usage, reply.cost_usd)
+        self.finish_reason = reply.finish_reason
         frame.emit(ctx, "llm_end", span_id=span, status="ok", usage=reply.usage.as_dict(),
                    cost=reply.cost_usd, tool_calls=[c.name for c in reply.tool_calls],
                    finish_reason=reply.finish_reason)
@@ -288,8 +305,8 @@ class AgentLoop:
         except asyncio.CancelledError:
             self.delegator.cancelled(started)
             raise
-        except UserError:
-            raise  # the team file is wrong (a template that cannot render): stop and say so
+        except (UserError, WorkerFailed):
+            raise  # the team file is wrong (a template that cannot render), or a fatal worker: stop and say so
         except TimeoutError as exc:
             if deadline.expired():
                 return self.delegator.timed_out(started)

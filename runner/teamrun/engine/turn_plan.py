@@ -55,8 +55,13 @@ class RunTool:
 class Unknown:
     call: ToolCall
     offered: tuple[str, ...]
+    withheld: bool = False
+    """The agent declares this tool, but its task narrowed its tools and left this one out."""
 
     def message(self) -> str:
+        if self.withheld:
+            return (f"Error: the tool '{self.call.name}' is not allowed for this task. "
+                    f"Available tools: {', '.join(self.offered) or 'none'}.")
         return (f"Error: there is no tool named '{self.call.name}'. "
                 f"Available tools: {', '.join(self.offered) or 'none'}.")
 
@@ -81,7 +86,7 @@ def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
     for call in reply.tool_calls:
         entry = table.get(call.name)
         if entry is None:
-            actions.append(Unknown(call, tuple(table.names)))
+            actions.append(Unknown(call, tuple(table.names), call.name in table.withheld))
         elif entry.kind == "delegation":
             actions.append(Delegate(call, None if entry.name == DELEGATE_TASK else entry.offered.source))
         elif entry.kind == "handoff":
