@@ -194,6 +194,10 @@ class Delegation(_Strict):
     """Jinja template added after the generated text about the workers (which it keeps, unlike `prompt`)."""
     max_follow_ups: NonNegativeInt = 2
     """Follow-ups (`follow_up_of`) allowed per task after its first attempt; one more is refused."""
+    background: bool | list[Name] = False
+    """Delegate in the background: `true` for every worker, or a list of workers. Their delegation tool then returns a handle at once, and this agent gets `wait_for`, `check_tasks` and `cancel_task`."""
+    background_timeout_s: PositiveFloat = 300
+    """Seconds a background delegation may run before it is stopped and reported as a timeout."""
 
 
 class Agent(ModelFields):

@@ -15,11 +15,12 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import structlog
 
 from teamrun.defaults import DEFAULT_MAX_TOKENS
-from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerFailed, WorkerOutcome
+from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
 from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
 from teamrun.engine.ledger import LimitReached, counters_of
@@ -31,6 +32,7 @@ from teamrun.engine.tool_table import ToolTable, build_tool_table
 from teamrun.engine.turn_plan import (
     Action,
     CallResult,
+    Control,
     Delegate,
     ExtraTransfer,
     FinalOutput,
@@ -39,6 +41,7 @@ from teamrun.engine.turn_plan import (
     NextStep,
     RunAgain,
     RunTool,
+    Signal,
     Stop,
     Transfer,
     Unknown,
@@ -129,6 +132,7 @@ class AgentLoop:
             status = "cancelled"
             raise
         finally:
+            await self.delegator.background.cancel_all()  # only still running if the agent did not answer
             if status != "handed_off":
                 self.delegator.tasks.close()
             own = frame.ledger.own
@@ -142,11 +146,18 @@ class AgentLoop:
         if reached is not None:
             return Stop(reached)
         self._add_feedback()
+        self._announce()
         self._show_tasks()
         reply = await self._call_model(table.schemas)
         self.messages.append(reply.as_message())
         plan = plan_turn(reply, table)
         if plan.is_answer:
+            background = self.delegator.background
+            if background.running() or background.unseen():
+                # not done while background work is unfinished: wait for it (each has a timeout), then it is
+                # announced and the agent answers again
+                await background.wait([item.handle for item in background.running()], None)
+                return RunAgain()
             return await self._answer(reply)
         results = await run_all(self._run_action(action) for action in plan.actions)
         for result in results:
@@ -197,6 +208,12 @@ class AgentLoop:
         self.frame.feedback.extend(actions.feedback)
         return "an on_iteration hook asked to stop" if actions.stop else None
 
+    def _announce(self) -> None:
+        """Finished background work the agent has not seen yet, as a message before its next call."""
+        announcement = self.delegator.background.announcement()
+        if announcement is not None:
+            self.messages.append({"role": "user", "content": announcement})
+
     def _show_tasks(self) -> None:
         """The compact task ledger, kept current at the end of the system prompt (it does not pile up)."""
         ledger = self.delegator.tasks.summary()
@@ -211,6 +228,7 @@ class AgentLoop:
 
     async def _last_turn(self, stop: Stop) -> str:
         """One model call without tools; its output is capped to what the limits leave."""
+        self._announce()
         self.messages.append({"role": "user", "content": LAST_TURN_NOTE.format(reason=stop.note)})
         limit = stop.why if isinstance(stop.why, LimitReached) else None
         self.frame.emit(self.ctx, "budget", reason=stop.reason, limit=limit.limit if limit else None,
@@ -274,6 +292,9 @@ class AgentLoop:
             return CallResult(action.call, f"Ignored: only one transfer per turn; {action.first} was asked first.")
         if isinstance(action, RunTool):
             return await self._tool(action)
+        if isinstance(action, Control):
+            return CallResult(action.call, await self.delegator.background.call(
+                action.call.name, parse_arguments(action.call.arguments)))
         assert isinstance(action, Unknown)
         return CallResult(action.call, action.message())
 
@@ -283,9 +304,42 @@ class AgentLoop:
             request = parse_request(self.ctx, self.frame, action.worker, parse_arguments(call.arguments))
         except ValueError as exc:
             return CallResult(call, f"Error: {exc}. Call {call.name} again with corrected arguments.")
-        settled = await run_all(self._delegate_to(worker, request) for worker in request.targets)
-        content = results_for_model([s.result for s in settled], single=action.worker is not None)
-        return CallResult(call, content, tuple(s.signal for s in settled if s.signal is not None))
+        background = self.delegator.background_workers
+        started = [await self._start_background(worker, request) for worker in request.targets if worker in background]
+        settled = await run_all(self._delegate_to(worker, request) for worker in request.targets
+                                if worker not in background)
+        if not started:
+            content = results_for_model([s.result for s in settled], single=action.worker is not None)
+        else:
+            shown = [view for view, _ in started] + [s.result.for_model() for s in settled]
+            content = json.dumps(shown[0] if len(shown) == 1 else shown, ensure_ascii=False, indent=1)
+        signals = [s.signal for s in settled if s.signal is not None]
+        signals += [signal for _, signal in started if signal is not None]
+        return CallResult(call, content, tuple(signals))
+
+    async def _start_background(self, worker: str, request: DelegationRequest) -> tuple[dict[str, Any], Signal | None]:
+        """Checks and hooks now; the worker runs on as a background task. What the model sees, and any signal."""
+        ready = await self.delegator.prepare(worker, request, self.messages)
+        if isinstance(ready, Settled):
+            return ready.result.for_model(), ready.signal
+        task = asyncio.create_task(self._run_in_background(ready), name=f"teamrun:background:{worker}")
+        handle = self.delegator.background.add(worker, task)
+        view: dict[str, Any] = {"handle": handle, "agent": worker, "status": "running", "response": ""}
+        if ready.record is not None:
+            view = {"task_id": ready.record.task_id, **view}
+        return view, None
+
+    async def _run_in_background(self, ready: WorkerRun) -> Settled:
+        started: StartedWorker | None = None
+        try:
+            async with self.delegator.slots:
+                started = self.delegator.begin(ready, background=True)
+                outcome = await self._run_worker(started)
+            return await self.delegator.settle(started, outcome)
+        except asyncio.CancelledError:
+            if started is None:  # cancelled while waiting for a slot: still one record
+                self.delegator.never_started(ready)
+            raise
 
     async def _delegate_to(self, worker: str, request: DelegationRequest) -> Settled:
         ready = await self.delegator.prepare(worker, request, self.messages)

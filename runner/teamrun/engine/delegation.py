@@ -18,6 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from teamrun.config.models import Limits
+from teamrun.config.tool_names import background_workers
+from teamrun.engine.background import BackgroundTasks
 from teamrun.engine.delegation_tools import DelegationRequest, delegation_settings
 from teamrun.engine.filters import FilterFailed, as_context_block, filter_messages
 from teamrun.engine.hooks import (
@@ -89,6 +91,8 @@ class StartedWorker:
     frame: AgentFrame
     span: str
     timeout: float | None
+    timeout_label: str = ""
+    """The setting the timeout comes from (``agents.<worker>.budget.timeout_s``...)."""
 
 
 class Delegator:
@@ -108,6 +112,8 @@ class Delegator:
         self.slots = asyncio.Semaphore(limit)
         self.hooks = HookRunner(ctx, frame)
         self.tasks = TaskLedger(frame.name, self.settings.max_follow_ups)
+        self.background_workers = frozenset(background_workers(ctx.agent(frame.name)))
+        self.background = BackgroundTasks()
 
     def _result(self, worker: str, task: str, status: DelegationStatus, response: str = "",
                 **extra: Any) -> DelegationResult:
@@ -173,8 +179,11 @@ class Delegator:
             return self._not_run(self._result(worker, task, "error", error=str(exc), task_id=task_id))
         return WorkerRun(worker, task, prompt, request, actions, start, record)
 
-    def begin(self, run: WorkerRun) -> StartedWorker:
-        """The worker's frame, under this agent's ledger; its delegation span starts."""
+    def begin(self, run: WorkerRun, *, background: bool = False) -> StartedWorker:
+        """The worker's frame, under this agent's ledger; its delegation span starts.
+
+        ``background``: the delegating agent's ``background_timeout_s`` applies too (the shorter wins).
+        """
         ctx, parent, worker = self.ctx, self.frame, run.worker
         span = ctx.bus.new_span_id()
         budget = ctx.agent(worker).budget
@@ -193,7 +202,11 @@ class Delegator:
             allowed_tools=frozenset(run.request.tools) if run.request.tools is not None else None,
         )
         parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=run.request.task)
-        return StartedWorker(run, child, span, budget.timeout_s if budget is not None else None)
+        timeout = budget.timeout_s if budget is not None else None
+        label = f"agents.{worker}.budget.timeout_s"
+        if background and (timeout is None or self.settings.background_timeout_s < timeout):
+            timeout, label = self.settings.background_timeout_s, f"agents.{parent.name}.delegation.background_timeout_s"
+        return StartedWorker(run, child, span, timeout, label)
 
     def _task_id(self, started: StartedWorker) -> str | None:
         return started.run.record.task_id if started.run.record is not None else None
@@ -201,12 +214,21 @@ class Delegator:
     def cancelled(self, started: StartedWorker) -> None:
         if started.run.record is not None:
             self.tasks.settle(started.run.record, "cancelled", "")
+            started.run.record.review = "abandoned"
         self._finish(self._result(started.run.worker, started.run.task, "cancelled", error="cancelled",
                                   task_id=self._task_id(started)), started.span)
 
+    def never_started(self, run: WorkerRun) -> None:
+        """A background delegation cancelled before its worker started."""
+        if run.record is not None:
+            self.tasks.settle(run.record, "cancelled", "")
+            run.record.review = "abandoned"
+        self._not_run(self._result(run.worker, run.task, "cancelled", error="cancelled",
+                                   task_id=run.record.task_id if run.record is not None else None))
+
     def timed_out(self, started: StartedWorker) -> DelegationResult:
         worker = started.run.worker
-        error = f"agents.{worker}.budget.timeout_s ({started.timeout}) reached"
+        error = f"{started.timeout_label} ({started.timeout}) reached"
         return self._result(worker, started.run.task, "budget_exhausted", error=error, timed_out=True,
                             task_id=self._task_id(started))
 

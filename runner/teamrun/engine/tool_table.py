@@ -21,13 +21,14 @@ from teamrun.config.tool_names import (
     handoff_tool_name,
     offered_names,
 )
+from teamrun.engine.background import background_tools
 from teamrun.engine.delegation_tools import delegation_tools
 from teamrun.engine.runtime import RunContext
 from teamrun.errors import TeamrunError, ToolError, UserError
 from teamrun.llm.types import ToolSchema
 from teamrun.tools.base import Tool, ToolSource
 
-EntryKind = Literal["delegation", "handoff", "tool"]
+EntryKind = Literal["delegation", "handoff", "tool", "background"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ async def build_tool_table(ctx: RunContext, agent: str, *, allowed: frozenset[st
     """
     config = ctx.agent(agent)
     delegation = {s["function"]["name"]: s for s in delegation_tools(ctx, agent)}
+    background = {s["function"]["name"]: s for s in background_tools()}
     entries: list[TableEntry] = []
     withheld: list[str] = []
     for offered in offered_names(config):
@@ -91,6 +93,8 @@ async def build_tool_table(ctx: RunContext, agent: str, *, allowed: frozenset[st
             continue
         if offered.origin == "delegation":
             entries.append(TableEntry(offered, "delegation", delegation[offered.name]))
+        elif offered.origin == "background":
+            entries.append(TableEntry(offered, "background", background[offered.name]))
         elif offered.origin == "handoff":
             entries.append(TableEntry(offered, "handoff", handoff_schema(ctx, offered.source), target=offered.source))
         else:

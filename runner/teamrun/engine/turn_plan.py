@@ -52,6 +52,13 @@ class RunTool:
 
 
 @dataclass(frozen=True)
+class Control:
+    """A background-task tool call (``wait_for``, ``check_tasks``, ``cancel_task``)."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True)
 class Unknown:
     call: ToolCall
     offered: tuple[str, ...]
@@ -66,7 +73,7 @@ class Unknown:
                 f"Available tools: {', '.join(self.offered) or 'none'}.")
 
 
-Action = Delegate | Transfer | ExtraTransfer | RunTool | Unknown
+Action = Delegate | Transfer | ExtraTransfer | RunTool | Control | Unknown
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,8 @@ def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
             actions.append(Unknown(call, tuple(table.names), call.name in table.withheld))
         elif entry.kind == "delegation":
             actions.append(Delegate(call, None if entry.name == DELEGATE_TASK else entry.offered.source))
+        elif entry.kind == "background":
+            actions.append(Control(call))
         elif entry.kind == "handoff":
             assert entry.target is not None
             if transfer is None:
@@ -204,7 +213,7 @@ def next_step(results: Sequence[CallResult], *, hook_stop: str | None = None) ->
 
 
 __all__ = [
-    "Action", "Bail", "CallResult", "Delegate", "ExtraTransfer", "FinalOutput", "HandOff", "HandedOff",
+    "Action", "Bail", "CallResult", "Control", "Delegate", "ExtraTransfer", "FinalOutput", "HandOff", "HandedOff",
     "NextStep", "Refused", "RunAgain", "RunTool", "Signal", "Stop", "Transfer", "TurnPlan", "Unknown",
     "ends_turn", "next_step", "plan_turn",
 ]
