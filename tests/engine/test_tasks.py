@@ -254,3 +254,125 @@ def test_a_task_cannot_widen_a_workers_tools(llm_server: FakeOpenAI, write_team:
     (seen,) = _tool_contents(llm_server, "lead", 1)
     assert "assistant cannot be given 'delete_everything'" in seen
     assert "only narrow the worker's own tools (read_notes, send_mail)" in seen
+
+
+# -- 3. background delegations ---------------------------------------------------------------------
+
+BACKGROUND = """\
+supervisor: lead
+agents:
+  lead:
+    model: openai/lead
+    delegates_to: [alpha, beta, gamma]
+    delegation: {background: true, background_timeout_s: 0.5}
+  alpha: {model: openai/alpha, description: A.}
+  beta: {model: openai/beta, description: B.}
+  gamma: {model: openai/gamma, description: C.}
+"""
+
+
+def test_three_background_workers_one_timing_out(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.script("lead", [
+        tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}), ("ask_gamma", {"task": "c"})),
+        tool_calls(("wait_for", {"handles": ["bg-1", "bg-2", "bg-3"], "timeout_s": 20})),
+        text("two results and a timeout"),
+    ])
+    llm_server.script("alpha", [text("alpha result", delay=0.1)])
+    llm_server.script("beta", [text("beta result", delay=0.1)])
+    llm_server.script("gamma", [hang(30)])
+    team = teamrun.load_team(write_team(BACKGROUND))
+
+    result = team.run_sync("go")
+
+    assert result.status == "done" and result.final_text == "two results and a timeout"
+    handles = [json.loads(c) for c in _tool_contents(llm_server, "lead", 1)]
+    assert [(h["handle"], h["agent"], h["status"]) for h in handles] == [
+        ("bg-1", "alpha", "running"), ("bg-2", "beta", "running"), ("bg-3", "gamma", "running")]
+    (waited,) = _tool_contents(llm_server, "lead", 2)[-1:]
+    seen = {v["agent"]: v for v in json.loads(waited)}
+    assert seen["alpha"]["status"] == "ok" and seen["alpha"]["response"] == "alpha result"
+    assert seen["beta"]["status"] == "ok" and seen["beta"]["response"] == "beta result"
+    assert seen["gamma"]["status"] == "timeout"
+    assert seen["gamma"]["error"] == "agents.lead.delegation.background_timeout_s (0.5) reached"
+    by_agent = {d.agent: d for d in result.delegations}
+    assert by_agent["gamma"].timed_out and by_agent["gamma"].status == "budget_exhausted"
+    llm_server.assert_complete()
+
+
+def test_the_supervisor_cannot_finish_before_background_work_is_announced(
+    llm_server: FakeOpenAI, write_team: Any
+) -> None:
+    llm_server.script("lead", [
+        tool_calls(("ask_alpha", {"task": "a", "task_id": "alpha-job"})),
+        text("too early"),
+        text("final, with alpha's result"),
+    ])
+    llm_server.script("alpha", [text("alpha result", delay=0.3)])
+    team = teamrun.load_team(write_team(BACKGROUND.replace("background_timeout_s: 0.5", "background_timeout_s: 20")))
+
+    result = team.run_sync("go")
+
+    assert result.status == "done" and result.final_text == "final, with alpha's result"
+    announced = _messages(llm_server, "lead", 2)[-1]
+    assert announced["role"] == "user" and announced["content"].startswith("## Background results")
+    (view,) = json.loads(announced["content"].split("\n", 1)[1])
+    assert view == {"handle": "bg-1", "task_id": "alpha-job", "agent": "alpha", "status": "ok",
+                    "response": "alpha result"}
+    assert [(t.task_id, t.review) for t in result.tasks] == [("alpha-job", "accepted")]
+
+
+def test_cancel_task_reaches_a_background_worker(llm_server: FakeOpenAI, write_team: Any) -> None:
+    llm_server.script("lead", [
+        tool_calls(("ask_gamma", {"task": "slow work"})),
+        tool_calls(("cancel_task", {"handle": "bg-1"}), delay=0.3),  # the worker is waiting on its model by then
+        text("cancelled it"),
+    ])
+    llm_server.script("gamma", [hang(30)])
+    team = teamrun.load_team(write_team(BACKGROUND.replace("background_timeout_s: 0.5", "background_timeout_s: 60")))
+    events: list[Any] = []
+
+    result = team.run_sync("go", subscribers=[events.append])
+
+    assert result.status == "done" and result.final_text == "cancelled it"
+    assert json.loads(_tool_contents(llm_server, "lead", 2)[-1])["status"] == "cancelled"
+    assert [(d.agent, d.status) for d in result.delegations] == [("gamma", "cancelled")]
+    ends = [e.data["status"] for e in events if e.kind == "agent_end" and e.agent_path[-1] == "gamma"]
+    assert ends == ["cancelled"]  # the worker itself was stopped, mid model call
+
+
+def test_background_tools_clash_with_a_team_tool_of_the_same_name(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from teamrun.cli.app import cli
+
+    team = tmp_path / "team.yaml"
+    team.write_text("""\
+version: 1
+name: t
+supervisor: lead
+tools:
+  wait_for: {command: [echo, hi]}
+agents:
+  lead:
+    delegates_to: [w]
+    tools: [wait_for]
+    delegation: {background: [w, nobody]}
+  w: {description: W.}
+""", encoding="utf-8")
+
+    out = CliRunner().invoke(cli, ["validate", str(team)]).output
+
+    assert "'nobody' is not in agents.lead.delegates_to (w)" in out
+    assert "the tool 'wait_for' and the background-task tool 'wait_for' would both be offered" in out
+
+
+def test_the_background_team_runs_offline(capsys: Any) -> None:
+    from teamrun.cli import main
+
+    team = Path(__file__).resolve().parents[2] / "teams" / "background-research.yaml"
+    code = main(["execute", str(team), "-i", "Rust traits", "--json", "--progress", "none", "--model", "offline"])
+
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["status"] == "done"
+    assert [(d["agent"], d["status"]) for d in result["delegations"]] == [("scout", "ok")]
+    assert "scout (ok)" in result["final_text"]
