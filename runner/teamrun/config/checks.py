@@ -41,6 +41,7 @@ PROMPT_NAMES = (*INSTRUCTION_NAMES, "workers", "tool", "parallel")
 """What ``delegation.prompt`` can read: the instructions' names and the workers."""
 HOOK_NAMES = (
     "point", "agent", "parent", "iteration", "depth", "vars", "prompt", "success", "error", "result", "messages",
+    "status", "usage", "finish_reason", "tool_results", "text", "task_id",
 )
 """What ``when:`` expressions and hook texts can read (the fields of the engine's ``HookContext``)."""
 _JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
@@ -459,6 +460,18 @@ class SemanticChecker:
                     key=True,
                 )
             yield from self._template((*base, "delegation", "prompt"), delegation.get("prompt"), PROMPT_NAMES)
+            yield from self._template((*base, "delegation", "append_guidelines"), delegation.get("append_guidelines"),
+                                      PROMPT_NAMES)
+            workers = [w for _, w in _names(spec.get("delegates_to"))]
+            background = delegation.get("background")
+            for index, name in _names(background if isinstance(background, list) else None):
+                if name not in workers:
+                    yield self._error(
+                        (*base, "delegation", "background", index),
+                        f"agents.{agent}.delegation.background: '{name}' is not in agents.{agent}.delegates_to "
+                        f"({', '.join(workers) or 'empty'}); only its workers can run in the background",
+                        "reference",
+                    )
             yield from self._message_filter((*base, "delegation", "message_filter"), delegation.get("message_filter"))
             hooks = _mapping(delegation.get("hooks"))
             for event, fields in _HOOK_TEMPLATES.items():
@@ -744,6 +757,8 @@ class SemanticChecker:
 
     def _offered_path(self, agent: str, item: Any) -> JsonPath | None:
         """Where an offered function comes from in the file: the tools item, else the delegates_to/handoffs item."""
+        if item.origin == "background":
+            return ("agents", agent, "delegation", "background")
         field = {"tool": "tools", "delegation": "delegates_to", "handoff": "handoffs"}[item.origin]
         indexes = self._indexes(agent, field, item.source)
         return ("agents", agent, field, indexes[0]) if indexes else None

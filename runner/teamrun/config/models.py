@@ -134,7 +134,7 @@ class CompleteHook(_Strict):
     """Runs after a delegation finishes. Actions apply when `when` is true (or absent)."""
 
     when: Expression | None = None
-    """Jinja expression over `agent`, `success`, `error`, `result`, `prompt`, `iteration`, `depth`, `vars`."""
+    """Jinja expression over `agent`, `status` (`ok`, `error`, `budget_exhausted`, `timeout`...), `success`, `error`, `result`, `usage`, `finish_reason`, `tool_results`, `task_id`, `prompt`, `iteration`, `depth`, `vars`."""
     call: ImportPath | None = None
     """Python hook `module:function(ctx)`, sync or async."""
     result_text: Template | None = None
@@ -149,7 +149,7 @@ class IterationHook(_Strict):
     """Runs after each step of the delegating agent."""
 
     when: Expression | None = None
-    """Jinja expression over `agent`, `iteration`, `depth`, `vars`, e.g. `iteration >= 6`."""
+    """Jinja expression over `agent`, `iteration`, `depth`, `vars`, `text` (the agent's latest reply text), e.g. `iteration >= 6`."""
     call: ImportPath | None = None
     """Python hook `module:function(ctx)`, sync or async."""
     feedback: Template | None = None
@@ -190,6 +190,14 @@ class Delegation(_Strict):
     """Hooks run around each delegation."""
     prompt: Template | None = None
     """Jinja template that replaces the built-in text telling this agent about its workers (`workers`, `tool` available)."""
+    append_guidelines: Template | None = None
+    """Jinja template added after the generated text about the workers (which it keeps, unlike `prompt`)."""
+    max_follow_ups: NonNegativeInt = 2
+    """Follow-ups (`follow_up_of`) allowed per task after its first attempt; one more is refused."""
+    background: bool | list[Name] = False
+    """Delegate in the background: `true` for every worker, or a list of workers. Their delegation tool then returns a handle at once, and this agent gets `wait_for`, `check_tasks` and `cancel_task`."""
+    background_timeout_s: PositiveFloat = 300
+    """Seconds a background delegation may run before it is stopped and reported as a timeout."""
 
 
 class Agent(ModelFields):
@@ -213,6 +221,8 @@ class Agent(ModelFields):
     """JSON Schema the agent's final answer must satisfy; invalid answers get bounded repair turns."""
     max_repair_turns: NonNegativeInt | None = None
     """Repair turns allowed when the answer fails `output_schema` (default 2)."""
+    on_error: Literal["continue", "fail_run"] = "continue"
+    """When this agent fails as a worker (an error or a crash, not a budget): `continue` gives the delegating agent an error result; `fail_run` fails the whole run."""
 
 
 McpToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]

@@ -22,10 +22,16 @@ from teamrun.config.models import Agent, TeamConfig, ToolDef
 DELEGATE_TASK = "delegate_task"
 """The one delegation tool of ``delegation.tool: delegate_task``."""
 
+WAIT_FOR = "wait_for"
+CHECK_TASKS = "check_tasks"
+CANCEL_TASK = "cancel_task"
+BACKGROUND_TOOLS = (WAIT_FOR, CHECK_TASKS, CANCEL_TASK)
+"""The tools of an agent that delegates in the background (``delegation.background``)."""
+
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What every provider accepts as a function name (OpenAI's rule is the strictest common one)."""
 
-ToolOrigin = Literal["delegation", "handoff", "tool", "source", "mcp"]
+ToolOrigin = Literal["delegation", "handoff", "tool", "source", "mcp", "background"]
 """``source``: one function of a tool entry that offers several (an MCP server), named by its entry;
 ``mcp``: an MCP server's tool named in the file (``allow``), known before the server starts."""
 _NOT_IN_NAME = re.compile(r"[^a-zA-Z0-9_-]")
@@ -39,6 +45,17 @@ def delegation_tool_name(worker: str) -> str:
 def handoff_tool_name(agent: str) -> str:
     """The tool that hands the conversation to ``agent``."""
     return f"transfer_to_{agent}"
+
+
+def background_workers(agent: Agent) -> list[str]:
+    """The workers ``agent`` delegates to in the background (``delegation.background``)."""
+    workers = agent.delegates_to or []
+    setting = agent.delegation.background if agent.delegation is not None else False
+    if setting is True:
+        return list(workers)
+    if isinstance(setting, list):
+        return [w for w in workers if w in setting]
+    return []
 
 
 def mcp_prefix(entry: str, definition: ToolDef) -> str:
@@ -85,6 +102,8 @@ def offered_names(agent: Agent, tools: Mapping[str, ToolDef] | None = None) -> l
         offered.append(OfferedName(DELEGATE_TASK, "delegation", ", ".join(workers)))
     elif workers:
         offered.extend(OfferedName(delegation_tool_name(w), "delegation", w) for w in workers)
+    if background_workers(agent):
+        offered.extend(OfferedName(name, "background", name) for name in BACKGROUND_TOOLS)
     offered.extend(OfferedName(handoff_tool_name(a), "handoff", a) for a in agent.handoffs or [])
     for entry in agent.tools or []:
         definition = (tools or {}).get(entry)
@@ -116,6 +135,8 @@ def describe(item: OfferedName) -> str:
         return f"the delegation tool for '{item.source}'"
     if item.origin == "handoff":
         return f"the handoff tool for '{item.source}'"
+    if item.origin == "background":
+        return f"the background-task tool '{item.name}'"
     if item.origin == "source":
         return f"the function '{item.name}' of the tool entry '{item.source}'"
     if item.origin == "mcp":
@@ -137,9 +158,14 @@ def team_clashes(config: TeamConfig) -> dict[str, list[tuple[OfferedName, Offere
 
 
 __all__ = [
+    "BACKGROUND_TOOLS",
+    "CANCEL_TASK",
+    "CHECK_TASKS",
     "DELEGATE_TASK",
     "FUNCTION_NAME",
+    "WAIT_FOR",
     "OfferedName",
+    "background_workers",
     "clash_message",
     "clashes",
     "delegation_tool_name",

@@ -15,11 +15,12 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import structlog
 
 from teamrun.defaults import DEFAULT_MAX_TOKENS
-from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerOutcome
+from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
 from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
 from teamrun.engine.ledger import LimitReached, counters_of
@@ -31,6 +32,7 @@ from teamrun.engine.tool_table import ToolTable, build_tool_table
 from teamrun.engine.turn_plan import (
     Action,
     CallResult,
+    Control,
     Delegate,
     ExtraTransfer,
     FinalOutput,
@@ -39,6 +41,7 @@ from teamrun.engine.turn_plan import (
     NextStep,
     RunAgain,
     RunTool,
+    Signal,
     Stop,
     Transfer,
     Unknown,
@@ -90,13 +93,18 @@ class AgentLoop:
         self.turns = 0
         self.asked_again = False
         """Whether an empty answer was already met with one more request."""
+        self.finish_reason: str | None = None
+        """Why the latest model call ended."""
+        self.base_prompt = ""
+        """The system prompt without the task ledger (which is refreshed each turn)."""
 
     # -- the loop ------------------------------------------------------------------------
 
     async def run(self, task: str | None, history: Sequence[Message] = ()) -> WorkerOutcome | HandOff:
         """Start on ``task``, or take over ``history`` after a handoff."""
         ctx, frame = self.ctx, self.frame
-        system = {"role": "system", "content": self._system_prompt()}
+        self.base_prompt = self._system_prompt()
+        system = {"role": "system", "content": self.base_prompt}
         if history:
             self.messages = [system, *(m for m in history if m.get("role") != "system")]
         else:
@@ -105,7 +113,8 @@ class AgentLoop:
         frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
         status, stopped_by, text = "error", None, ""
         try:
-            table = await build_tool_table(ctx, frame.name)  # starts the tool sources it declares
+            # starts the tool sources it declares; a narrowed task leaves out the others
+            table = await build_tool_table(ctx, frame.name, allowed=frame.allowed_tools)
             while True:
                 step = await self._step(table)
                 if isinstance(step, HandOff):
@@ -123,20 +132,32 @@ class AgentLoop:
             status = "cancelled"
             raise
         finally:
+            await self.delegator.background.cancel_all()  # only still running if the agent did not answer
+            if status != "handed_off":
+                self.delegator.tasks.close()
             own = frame.ledger.own
             frame.emit(ctx, "agent_end", status=status, usage=own.usage.as_dict(), cost=own.cost,
                        stopped_by=stopped_by)
-        return WorkerOutcome(text, status, frame.ledger.own.usage, frame.ledger.own.cost, self.messages, stopped_by)
+        return WorkerOutcome(text, status, frame.ledger.own.usage, frame.ledger.own.cost, self.messages, stopped_by,
+                             self.finish_reason)
 
     async def _step(self, table: ToolTable) -> NextStep:
         reached = self.frame.ledger.check_before_model_call(self.counters)
         if reached is not None:
             return Stop(reached)
         self._add_feedback()
+        self._announce()
+        self._show_tasks()
         reply = await self._call_model(table.schemas)
         self.messages.append(reply.as_message())
         plan = plan_turn(reply, table)
         if plan.is_answer:
+            background = self.delegator.background
+            if background.running() or background.unseen():
+                # not done while background work is unfinished: wait for it (each has a timeout), then it is
+                # announced and the agent answers again
+                await background.wait([item.handle for item in background.running()], None)
+                return RunAgain()
             return await self._answer(reply)
         results = await run_all(self._run_action(action) for action in plan.actions)
         for result in results:
@@ -187,6 +208,18 @@ class AgentLoop:
         self.frame.feedback.extend(actions.feedback)
         return "an on_iteration hook asked to stop" if actions.stop else None
 
+    def _announce(self) -> None:
+        """Finished background work the agent has not seen yet, as a message before its next call."""
+        announcement = self.delegator.background.announcement()
+        if announcement is not None:
+            self.messages.append({"role": "user", "content": announcement})
+
+    def _show_tasks(self) -> None:
+        """The compact task ledger, kept current at the end of the system prompt (it does not pile up)."""
+        ledger = self.delegator.tasks.summary()
+        if ledger and self.messages and self.messages[0].get("role") == "system":
+            self.messages[0] = {"role": "system", "content": f"{self.base_prompt}\n\n{ledger}"}
+
     def _add_feedback(self) -> None:
         if self.frame.feedback:
             notes = "\n".join(f"- {note}" for note in self.frame.feedback)
@@ -195,6 +228,7 @@ class AgentLoop:
 
     async def _last_turn(self, stop: Stop) -> str:
         """One model call without tools; its output is capped to what the limits leave."""
+        self._announce()
         self.messages.append({"role": "user", "content": LAST_TURN_NOTE.format(reason=stop.note)})
         limit = stop.why if isinstance(stop.why, LimitReached) else None
         self.frame.emit(self.ctx, "budget", reason=stop.reason, limit=limit.limit if limit else None,
@@ -241,6 +275,7 @@ class AgentLoop:
         finally:
             current_scope.reset(scope)
         frame.ledger.charge_model(reply.usage, reply.cost_usd)
+        self.finish_reason = reply.finish_reason
         frame.emit(ctx, "llm_end", span_id=span, status="ok", usage=reply.usage.as_dict(),
                    cost=reply.cost_usd, tool_calls=[c.name for c in reply.tool_calls],
                    finish_reason=reply.finish_reason)
@@ -257,6 +292,9 @@ class AgentLoop:
             return CallResult(action.call, f"Ignored: only one transfer per turn; {action.first} was asked first.")
         if isinstance(action, RunTool):
             return await self._tool(action)
+        if isinstance(action, Control):
+            return CallResult(action.call, await self.delegator.background.call(
+                action.call.name, parse_arguments(action.call.arguments)))
         assert isinstance(action, Unknown)
         return CallResult(action.call, action.message())
 
@@ -266,9 +304,42 @@ class AgentLoop:
             request = parse_request(self.ctx, self.frame, action.worker, parse_arguments(call.arguments))
         except ValueError as exc:
             return CallResult(call, f"Error: {exc}. Call {call.name} again with corrected arguments.")
-        settled = await run_all(self._delegate_to(worker, request) for worker in request.targets)
-        content = results_for_model([s.result for s in settled], single=action.worker is not None)
-        return CallResult(call, content, tuple(s.signal for s in settled if s.signal is not None))
+        background = self.delegator.background_workers
+        started = [await self._start_background(worker, request) for worker in request.targets if worker in background]
+        settled = await run_all(self._delegate_to(worker, request) for worker in request.targets
+                                if worker not in background)
+        if not started:
+            content = results_for_model([s.result for s in settled], single=action.worker is not None)
+        else:
+            shown = [view for view, _ in started] + [s.result.for_model() for s in settled]
+            content = json.dumps(shown[0] if len(shown) == 1 else shown, ensure_ascii=False, indent=1)
+        signals = [s.signal for s in settled if s.signal is not None]
+        signals += [signal for _, signal in started if signal is not None]
+        return CallResult(call, content, tuple(signals))
+
+    async def _start_background(self, worker: str, request: DelegationRequest) -> tuple[dict[str, Any], Signal | None]:
+        """Checks and hooks now; the worker runs on as a background task. What the model sees, and any signal."""
+        ready = await self.delegator.prepare(worker, request, self.messages)
+        if isinstance(ready, Settled):
+            return ready.result.for_model(), ready.signal
+        task = asyncio.create_task(self._run_in_background(ready), name=f"teamrun:background:{worker}")
+        handle = self.delegator.background.add(worker, task)
+        view: dict[str, Any] = {"handle": handle, "agent": worker, "status": "running", "response": ""}
+        if ready.record is not None:
+            view = {"task_id": ready.record.task_id, **view}
+        return view, None
+
+    async def _run_in_background(self, ready: WorkerRun) -> Settled:
+        started: StartedWorker | None = None
+        try:
+            async with self.delegator.slots:
+                started = self.delegator.begin(ready, background=True)
+                outcome = await self._run_worker(started)
+            return await self.delegator.settle(started, outcome)
+        except asyncio.CancelledError:
+            if started is None:  # cancelled while waiting for a slot: still one record
+                self.delegator.never_started(ready)
+            raise
 
     async def _delegate_to(self, worker: str, request: DelegationRequest) -> Settled:
         ready = await self.delegator.prepare(worker, request, self.messages)
@@ -288,8 +359,8 @@ class AgentLoop:
         except asyncio.CancelledError:
             self.delegator.cancelled(started)
             raise
-        except UserError:
-            raise  # the team file is wrong (a template that cannot render): stop and say so
+        except (UserError, WorkerFailed):
+            raise  # the team file is wrong (a template that cannot render), or a fatal worker: stop and say so
         except TimeoutError as exc:
             if deadline.expired():
                 return self.delegator.timed_out(started)

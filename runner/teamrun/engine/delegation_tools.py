@@ -10,6 +10,7 @@ model sees.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,16 @@ class DelegationRequest:
     context: str | None = None
     refs: tuple[RefRequest, ...] = ()
     max_tool_calls: int | None = None
+    expected_output: str | None = None
+    task_id: str | None = None
+    follow_up_of: str | None = None
+    tools: tuple[str, ...] | None = None
+    """A subset of the worker's declared tools for this task only (``None``: all of them)."""
+
+    @property
+    def tracked(self) -> bool:
+        """Whether this delegation is a tracked task (it uses a task-contract field)."""
+        return bool(self.expected_output or self.task_id or self.follow_up_of)
 
 
 def delegation_settings(ctx: RunContext, agent: str) -> Delegation:
@@ -49,6 +60,22 @@ def workers_of(ctx: RunContext, agent: str) -> list[WorkerInfo]:
 
 _MAX_TOOL_CALLS = {"type": "integer", "minimum": 0,
                    "description": "Optional cap on the tool calls the worker may make for this task."}
+_EXPECTED = {"type": "string", "description": "What a good result looks like (form, scope, checks); "
+                                              "makes this a tracked task."}
+_TASK_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,48}$",
+            "description": "Optional short id to track this task by (given one if you set expected_output)."}
+_FOLLOW_UP = {"type": "string", "description": "The id of an earlier task this call continues; the worker gets "
+                                               "its previous answer and your new instructions in `task`."}
+
+
+def _tools_parameter(names: list[str]) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string", "enum": names}, "uniqueItems": True,
+            "description": "Optional: only these of the worker's tools for this task (never more than it has)."}
+
+
+def declared_tools(ctx: RunContext, worker: str) -> list[str]:
+    """The tool entries the team file grants ``worker``."""
+    return list(ctx.agent(worker).tools or [])
 
 
 def delegation_tools(ctx: RunContext, agent: str) -> list[ToolSchema]:
@@ -57,12 +84,16 @@ def delegation_tools(ctx: RunContext, agent: str) -> list[ToolSchema]:
     if not workers:
         return []
     settings = delegation_settings(ctx, agent)
-    extra: dict[str, Any] = {"max_tool_calls": _MAX_TOOL_CALLS}
+    extra: dict[str, Any] = {"max_tool_calls": _MAX_TOOL_CALLS, "expected_output": _EXPECTED,
+                             "task_id": _TASK_ID, "follow_up_of": _FOLLOW_UP}
     if settings.result_references:
         extra["context_from_refs"] = REFS_PARAMETER
     if settings.tool == "delegate_task":
         names = [w.name for w in workers]
         listing = "; ".join(f"{w.name}: {w.description}" for w in workers)
+        granted = list(dict.fromkeys(t for w in workers for t in declared_tools(ctx, w.name)))
+        if granted:
+            extra["tools"] = _tools_parameter(granted)
         return [_function(
             DELEGATE_TASK,
             f"Delegate a sub-task to one or more workers (each runs it separately, in parallel). {listing}",
@@ -75,8 +106,13 @@ def delegation_tools(ctx: RunContext, agent: str) -> list[ToolSchema]:
             },
             ["task", "agents"],
         )]
-    return [_function(w.tool, w.description, {"task": _TASK, "context": _CONTEXT, **extra}, ["task"])
-            for w in workers]
+    offered: list[ToolSchema] = []
+    for w in workers:
+        granted = declared_tools(ctx, w.name)
+        narrowing = {"tools": _tools_parameter(granted)} if granted else {}
+        offered.append(_function(w.tool, w.description, {"task": _TASK, "context": _CONTEXT, **extra, **narrowing},
+                                 ["task"]))
+    return offered
 
 
 def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSchema:
@@ -104,8 +140,38 @@ def parse_request(ctx: RunContext, frame: AgentFrame, worker: str | None,
     context = arguments.get("context") if isinstance(arguments.get("context"), str) else None
     cap = arguments.get("max_tool_calls")
     cap = cap if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 0 else None
+    task_id, follow_up_of, expected = (_text(arguments, key) for key in ("task_id", "follow_up_of", "expected_output"))
+    if task_id is not None and not _TASK_ID_RE.match(task_id):
+        raise ValueError("'task_id' must be 1-48 letters, digits, '_', '.' or '-'")
+    if follow_up_of is not None and len(targets) != 1:
+        raise ValueError("a follow-up ('follow_up_of') goes to one worker: the one that did the task")
     return DelegationRequest(targets, task, context or None, tuple(parse_requests(arguments.get("context_from_refs"))),
-                             cap)
+                             cap, expected, task_id, follow_up_of, narrowed_tools(ctx, targets, arguments.get("tools")))
+
+
+_TASK_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
+
+
+def _text(arguments: dict[str, Any], key: str) -> str | None:
+    value = arguments.get(key)
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def narrowed_tools(ctx: RunContext, targets: list[str], requested: Any) -> tuple[str, ...] | None:
+    """The tool subset a call asks for, checked against every target's declared tools (never more)."""
+    if requested is None:
+        return None
+    if isinstance(requested, str):
+        requested = [requested]
+    if not isinstance(requested, list) or not all(isinstance(t, str) for t in requested):
+        raise ValueError("'tools' must be a list of tool names")
+    for worker in targets:
+        granted = declared_tools(ctx, worker)
+        extra = [t for t in requested if t not in granted]
+        if extra:
+            raise ValueError(f"{worker} cannot be given {', '.join(repr(t) for t in extra)}: a task may only narrow "
+                             f"the worker's own tools ({', '.join(granted) or 'none'})")
+    return tuple(dict.fromkeys(requested))
 
 
 def delegation_targets(ctx: RunContext, frame: AgentFrame, arguments: dict[str, Any]) -> list[str]:

@@ -80,6 +80,18 @@ class HookContext:
     error: str | None = None
     result: str = ""
     messages: Sequence[Mapping[str, Any]] = ()
+    status: str | None = None
+    """``on_complete``: ``ok``, ``error``, ``budget_exhausted``, ``timeout``, ``rejected`` or ``cancelled``."""
+    usage: Mapping[str, int] = field(default_factory=dict)
+    """``on_complete``: the worker's token usage."""
+    finish_reason: str | None = None
+    """``on_complete``: why the worker's last model call ended (``stop``, ``length``...)."""
+    tool_results: Sequence[Mapping[str, Any]] = ()
+    """``on_complete``: the worker's tool results, ``{tool, content}`` in call order."""
+    text: str = ""
+    """``on_iteration``: the agent's latest reply text."""
+    task_id: str | None = None
+    """The delegation's task id, when it is a tracked task."""
 
     def names(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -157,11 +169,27 @@ def start_context(ctx: RunContext, frame: AgentFrame, worker: str, prompt: str) 
                        prompt=prompt)
 
 
-def complete_context(start: HookContext, *, success: bool, error: str | None, result: str,
-                     messages: Sequence[Mapping[str, Any]]) -> HookContext:
-    return replace(start, point="on_complete", success=success, error=error, result=result, messages=messages)
+def complete_context(start: HookContext, *, status: str, error: str | None, result: str,
+                     messages: Sequence[Mapping[str, Any]], usage: Mapping[str, int],
+                     finish_reason: str | None) -> HookContext:
+    return replace(start, point="on_complete", success=status == "ok", status=status, error=error, result=result,
+                   messages=messages, usage=usage, finish_reason=finish_reason,
+                   tool_results=tool_results(messages))
 
 
 def iteration_context(ctx: RunContext, frame: AgentFrame, messages: Sequence[Mapping[str, Any]]) -> HookContext:
+    text = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "assistant"), "")
     return HookContext("on_iteration", frame.name, frame.name, frame.ledger.spend.steps, frame.depth, ctx.vars,
-                       messages=messages)
+                       messages=messages, text=text)
+
+
+def tool_results(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The tool results in a conversation, ``{tool, content}`` in call order (delegations included)."""
+    names: dict[str, str] = {}
+    found: list[dict[str, Any]] = []
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            names[call.get("id", "")] = call.get("function", {}).get("name", "")
+        if message.get("role") == "tool":
+            found.append({"tool": names.get(message.get("tool_call_id", ""), ""), "content": message.get("content")})
+    return found

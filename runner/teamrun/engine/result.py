@@ -27,10 +27,16 @@ class DelegationResult:
     parent: str = ""
     """The agent that delegated."""
     agent_path: tuple[str, ...] = ()
+    task_id: str | None = None
+    """The tracked task this delegation is an attempt at (see :mod:`teamrun.engine.task_ledger`)."""
+    timed_out: bool = False
+    """The worker's own ``budget.timeout_s`` stopped it (its status is then ``budget_exhausted``)."""
 
     def for_model(self) -> dict[str, Any]:
         """What the delegating model sees: the answer, not the bookkeeping."""
         shown: dict[str, Any] = {"agent": self.agent, "status": self.status, "response": self.response}
+        if self.task_id:
+            shown = {"task_id": self.task_id, **shown}
         if self.error:
             shown["error"] = self.error
         if self.ref:
@@ -50,6 +56,8 @@ class DelegationResult:
             "bailed": self.bailed,
             "ref": self.ref,
             "error": self.error,
+            "task_id": self.task_id,
+            "timed_out": self.timed_out,
         }
 
 
@@ -86,6 +94,8 @@ class RunResult:
     error: str | None = None
     hook_errors: list[dict[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    tasks: list[Any] = field(default_factory=list)
+    """Tracked delegation tasks (:class:`~teamrun.engine.task_ledger.TaskRecord`), in the order they were issued."""
     duration_s: float = 0.0
     overshoot: dict[str, dict[str, float]] = field(default_factory=dict)
     """Token and cost limits the run went past (the last turn may), by limit: ``{limit, used, over}``."""
@@ -122,6 +132,7 @@ class RunResult:
             "delegations": [d.as_dict() for d in self.delegations],
             "hook_errors": self.hook_errors,
             "warnings": self.warnings,
+            "tasks": [t.as_dict() for t in self.tasks],
             "overshoot": self.overshoot,
             "limits_in_force": self.limits_in_force,
         }

@@ -139,6 +139,8 @@ class AgentFrame:
     """Notes from hooks, added to this agent's next model call."""
     context: dict[str, Any] = field(default_factory=dict)
     """Request-context values from ``on_start`` hooks, readable in templates as ``context``."""
+    allowed_tools: frozenset[str] | None = None
+    """The tool entries this invocation may use when its task narrowed them (``None``: all it declares)."""
 
     def handed_to(self, ctx: RunContext, target: str) -> AgentFrame:
         """The frame of the agent that takes over after a handoff (same place in the tree)."""

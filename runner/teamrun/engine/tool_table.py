@@ -21,13 +21,14 @@ from teamrun.config.tool_names import (
     handoff_tool_name,
     offered_names,
 )
+from teamrun.engine.background import background_tools
 from teamrun.engine.delegation_tools import delegation_tools
 from teamrun.engine.runtime import RunContext
 from teamrun.errors import TeamrunError, ToolError, UserError
 from teamrun.llm.types import ToolSchema
 from teamrun.tools.base import Tool, ToolSource
 
-EntryKind = Literal["delegation", "handoff", "tool"]
+EntryKind = Literal["delegation", "handoff", "tool", "background"]
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,14 @@ class TableEntry:
 class ToolTable:
     """The functions one agent invocation is offered, by name. Clashing names are refused."""
 
-    def __init__(self, agent: str, entries: Sequence[TableEntry]) -> None:
+    def __init__(self, agent: str, entries: Sequence[TableEntry], withheld: Sequence[str] = ()) -> None:
         found = clashes([e.offered for e in entries])
         if found:
             raise UserError("; ".join(clash_message(agent, first, later) for first, later in found))
         self.agent = agent
         self._entries = {e.name: e for e in entries}
+        self.withheld = frozenset(withheld)
+        """Declared tools this invocation's task left out (a call to one is refused, saying so)."""
 
     @property
     def schemas(self) -> list[ToolSchema]:
@@ -74,19 +77,29 @@ class ToolTable:
         return self._entries.get(name)
 
 
-async def build_tool_table(ctx: RunContext, agent: str) -> ToolTable:
-    """``agent``'s table; tool sources it declares are started (once per run) for their functions."""
+async def build_tool_table(ctx: RunContext, agent: str, *, allowed: frozenset[str] | None = None) -> ToolTable:
+    """``agent``'s table; tool sources it declares are started (once per run) for their functions.
+
+    ``allowed``: the tool entries a narrowed task leaves it (delegation and handoff tools stay).
+    """
     config = ctx.agent(agent)
     delegation = {s["function"]["name"]: s for s in delegation_tools(ctx, agent)}
+    background = {s["function"]["name"]: s for s in background_tools()}
     entries: list[TableEntry] = []
+    withheld: list[str] = []
     for offered in offered_names(config):
+        if offered.origin == "tool" and allowed is not None and offered.source not in allowed:
+            withheld.append(offered.name)
+            continue
         if offered.origin == "delegation":
             entries.append(TableEntry(offered, "delegation", delegation[offered.name]))
+        elif offered.origin == "background":
+            entries.append(TableEntry(offered, "background", background[offered.name]))
         elif offered.origin == "handoff":
             entries.append(TableEntry(offered, "handoff", handoff_schema(ctx, offered.source), target=offered.source))
         else:
             entries.extend(await _tool_entries(ctx, offered))
-    return ToolTable(agent, entries)
+    return ToolTable(agent, entries, withheld)
 
 
 async def _tool_entries(ctx: RunContext, offered: OfferedName) -> list[TableEntry]:

@@ -52,16 +52,28 @@ class RunTool:
 
 
 @dataclass(frozen=True)
+class Control:
+    """A background-task tool call (``wait_for``, ``check_tasks``, ``cancel_task``)."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True)
 class Unknown:
     call: ToolCall
     offered: tuple[str, ...]
+    withheld: bool = False
+    """The agent declares this tool, but its task narrowed its tools and left this one out."""
 
     def message(self) -> str:
+        if self.withheld:
+            return (f"Error: the tool '{self.call.name}' is not allowed for this task. "
+                    f"Available tools: {', '.join(self.offered) or 'none'}.")
         return (f"Error: there is no tool named '{self.call.name}'. "
                 f"Available tools: {', '.join(self.offered) or 'none'}.")
 
 
-Action = Delegate | Transfer | ExtraTransfer | RunTool | Unknown
+Action = Delegate | Transfer | ExtraTransfer | RunTool | Control | Unknown
 
 
 @dataclass(frozen=True)
@@ -81,9 +93,11 @@ def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
     for call in reply.tool_calls:
         entry = table.get(call.name)
         if entry is None:
-            actions.append(Unknown(call, tuple(table.names)))
+            actions.append(Unknown(call, tuple(table.names), call.name in table.withheld))
         elif entry.kind == "delegation":
             actions.append(Delegate(call, None if entry.name == DELEGATE_TASK else entry.offered.source))
+        elif entry.kind == "background":
+            actions.append(Control(call))
         elif entry.kind == "handoff":
             assert entry.target is not None
             if transfer is None:
@@ -199,7 +213,7 @@ def next_step(results: Sequence[CallResult], *, hook_stop: str | None = None) ->
 
 
 __all__ = [
-    "Action", "Bail", "CallResult", "Delegate", "ExtraTransfer", "FinalOutput", "HandOff", "HandedOff",
+    "Action", "Bail", "CallResult", "Control", "Delegate", "ExtraTransfer", "FinalOutput", "HandOff", "HandedOff",
     "NextStep", "Refused", "RunAgain", "RunTool", "Signal", "Stop", "Transfer", "TurnPlan", "Unknown",
     "ends_turn", "next_step", "plan_turn",
 ]

@@ -11,8 +11,10 @@ across calls, no randomness — and picks one of four moves:
    ``context_from_refs`` (result references), delegation goes in two waves:
    every worker but the last first, then the last one with the ``ref`` of each
    result so far — so a writer listed last gets the researchers' findings.
-3. **Use tools.** Some plain tool has not been called yet: call each uncalled one
-   once, in one turn, with arguments built from its JSON schema.
+3. **Use tools.** Background delegations still running: ``wait_for`` their
+   handles (never ``cancel_task`` or ``check_tasks``). Otherwise, some plain tool has
+   not been called yet: call each uncalled one once, in one turn, with arguments
+   built from its JSON schema.
 4. **Answer.** Text starting with ``[offline simulation]`` that names the task and
    summarises every tool result and every referenced result in the prompt; or,
    when a JSON ``response_format`` is asked for, JSON valid against its schema
@@ -151,7 +153,9 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
         role = _field(message, "role")
         if role == "user":
             text_ = _content_text(_field(message, "content")).strip()
-            if text_:
+            if text_.startswith(_BACKGROUND_HEADING):  # finished background work, announced by the executor
+                results.append(("background", text_.removeprefix(_BACKGROUND_HEADING).strip()))
+            elif text_:
                 task, referenced = _split_references(text_)
         elif role == "assistant":
             for call in _field(message, "tool_calls") or ():
@@ -164,6 +168,24 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
             name = str(_field(message, "name") or names_by_id.get(call_id, "tool"))
             results.append((name, _content_text(_field(message, "content"))))
     return _Conversation(task, frozenset(called), call_count, tuple(results), referenced)
+
+
+_BACKGROUND_HEADING = "## Background results"
+_WAIT_FOR, _CHECK_TASKS, _CANCEL_TASK = "wait_for", "check_tasks", "cancel_task"
+
+
+def _running_handles(conv: _Conversation) -> list[str]:
+    """Handles of background delegations still shown as running in their latest report."""
+    state: dict[str, str] = {}
+    for _, text_ in conv.results:
+        try:
+            value = json.loads(text_)
+        except ValueError:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, dict) and isinstance(item.get("handle"), str):
+                state[item["handle"]] = str(item.get("status"))
+    return [handle for handle, status in state.items() if status == "running"]
 
 
 _DATA_BLOCK = re.compile(r"<<<DATA (\w+) ref=(\S+?)(?: as=[^\n]*?)?>>>\n(.*?)\n<<<END \1>>>", re.DOTALL)
@@ -219,10 +241,14 @@ def _plan_calls(
             for tool, name in delegations
             for call in _delegation_calls(tool, name, conv.task, refs)
         ]
+    running = _running_handles(conv)
+    if running and any(n == _WAIT_FOR for _, n in named):
+        return [(_WAIT_FOR, {"handles": running})]  # wait for background work; never cancel it
     plain = [
         (t, n)
         for t, n in named
         if not _is_delegation(n) and not _is_handoff(n) and n not in conv.called
+        and n not in (_WAIT_FOR, _CHECK_TASKS, _CANCEL_TASK)
     ]
     return [(name, _arguments(tool, conv.task)) for tool, name in plain]
 
@@ -459,6 +485,8 @@ def _summaries(conv: _Conversation) -> list[str]:
             lines.append(f"{name}: {_shorten(text_, _SNIPPET_CHARS)}")
             continue
         for agent, status, response, _ in answers:  # show the worker's answer, not the JSON around it
+            if status == "running":
+                continue  # a background delegation's handle: its result comes later
             lines.append(f"{agent} ({status}): {_shorten(_answer_body(response), _SNIPPET_CHARS)}")
     for ref, text_ in conv.referenced:
         lines.append(f"{ref} (referenced): {_shorten(_answer_body(text_), _SNIPPET_CHARS)}")
