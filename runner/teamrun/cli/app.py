@@ -17,6 +17,7 @@ COMMANDS = {
     "graph": "teamrun.cli.graph_cmd:graph",
     "trace": "teamrun.cli.trace_cmd:trace",
     "tools": "teamrun.cli.tools_cmd:tools",
+    "serve": "teamrun.cli.serve_cmd:serve",
 }
 """Each command's module is imported only when that command (or the full help) is needed."""
 
@@ -49,6 +50,7 @@ Examples:
   teamrun schema > team.schema.json         the JSON Schema, for editors
   teamrun trace show run.jsonl              the delegation tree of a traced run
   teamrun tools team.yaml                   the tools each agent gets (MCP servers included)
+  teamrun serve team.yaml                   the team behind an OpenAI-compatible HTTP API
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.
