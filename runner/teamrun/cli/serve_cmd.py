@@ -17,7 +17,10 @@ Auth: bearer tokens from $TEAMRUN_API_TOKENS (or --token-env NAME) and/or
 --token-file (one per line). With tokens, every /v1 request needs one; with
 none the server only binds to a loopback address. SIGTERM or Ctrl-C cancels
 the runs in progress (they end `cancelled`, their clients get that answer)
-and exits 0. Needs the serve extra: pip install 'teamrun[serve]'.
+and exits 0. A tool with `require_approval` asks through the run's events
+(`approval_request`); POST /v1/runs/{id}/approvals/{approval} with
+{"approve": true} answers; no answer within --approval-timeout denies it.
+Needs the serve extra: pip install 'teamrun[serve]'.
 
 \b
 Examples:
@@ -41,10 +44,14 @@ Examples:
 @click.option("--token-env", default="TEAMRUN_API_TOKENS", show_default=True, metavar="NAME",
               help="Environment variable holding bearer tokens (comma- or line-separated).")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="File of bearer tokens, one per line.")
+@click.option("--approval-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              metavar="SECONDS", help="How long a tool call that needs approval waits for "
+              "POST /v1/runs/{id}/approvals/{approval} before it is denied.")
 @click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
               help="Allow browser requests from ORIGIN (repeatable). CORS is off without it.")
 def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, max_concurrent_runs: int,
-          max_request_bytes: int, token_env: str, token_file: str | None, cors_origins: tuple[str, ...]) -> int:
+          max_request_bytes: int, token_env: str, token_file: str | None, approval_timeout: float,
+          cors_origins: tuple[str, ...]) -> int:
     try:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
@@ -70,7 +77,8 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
         add_log_secrets(team.loaded.secrets)
     add_log_secrets(tokens)
     settings = ServeSettings(tokens=tokens, max_concurrent_runs=max_concurrent_runs,
-                             max_request_bytes=max_request_bytes, cors_origins=cors_origins)
+                             max_request_bytes=max_request_bytes, cors_origins=cors_origins,
+                             approval_timeout_s=approval_timeout)
     app = create_app(teams, settings)
     auth = "bearer tokens" if tokens else "off (loopback only)"
     click.echo(f"teamrun: serving {', '.join(names)} on http://{host}:{port} (auth: {auth})", err=True)

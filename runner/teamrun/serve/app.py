@@ -24,7 +24,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from teamrun.config.models import Limits
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
-from teamrun.serve.runs import BudgetTooHigh, RunHandle, RunRegistry, ServerBusy, ShuttingDown, lowered_team
+from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S
+from teamrun.serve.runs import (
+    AlreadyDecided,
+    BudgetTooHigh,
+    RunHandle,
+    RunRegistry,
+    ServerBusy,
+    ShuttingDown,
+    lowered_team,
+)
 from teamrun.serve.security import BodyLimit, token_matches
 
 if TYPE_CHECKING:
@@ -54,6 +63,8 @@ class ServeSettings:
     """Origins allowed by CORS; none (CORS off) by default."""
     retry_after_s: int = 1
     """The ``Retry-After`` a 429 carries."""
+    approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
+    """Seconds a tool call that needs approval waits for ``POST .../approvals/{id}`` before it is denied."""
     extra_secrets: frozenset[str] = field(default_factory=frozenset)
     """More values to mask in every response and event (the tokens are always masked)."""
 
@@ -91,6 +102,14 @@ class RunRequest(BaseModel):
     """Run limits for this run; each may only be lower than the team's ``limits``."""
 
 
+class ApprovalAnswer(BaseModel):
+    """``POST /v1/runs/{run}/approvals/{id}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    approve: bool
+    """``true`` runs the tool call, ``false`` denies it."""
+
+
 class ApiError(Exception):
     """An error answered in the OpenAI error shape: ``{"error": {"message", "type", "code"}}``."""
 
@@ -120,7 +139,8 @@ class _Served:
 def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> FastAPI:
     """The ASGI app serving ``teams`` (addressed by their ``name``)."""
     settings = settings or ServeSettings()
-    registry = RunRegistry(max_concurrent=settings.max_concurrent_runs, retry_after_s=settings.retry_after_s)
+    registry = RunRegistry(max_concurrent=settings.max_concurrent_runs, retry_after_s=settings.retry_after_s,
+                           approval_timeout_s=settings.approval_timeout_s)
     masked_always = set(settings.tokens) | set(settings.extra_secrets)
     served: dict[str, _Served] = {}
     for team in teams:
@@ -250,6 +270,18 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         handle = find_run(run_id)
         registry.cancel(run_id, "cancelled by request")
         return JSONResponse(handle.record(), status_code=202)
+
+    @app.post("/v1/runs/{run_id}/approvals/{approval_id}", dependencies=auth)
+    async def answer_approval(run_id: str, approval_id: str, body: ApprovalAnswer) -> dict[str, Any]:
+        handle = find_run(run_id)
+        try:
+            pending = handle.answer(approval_id, body.approve)
+        except AlreadyDecided as exc:
+            raise ApiError(409, str(exc), code="approval_decided") from None
+        if pending is None:
+            raise ApiError(404, f"run '{run_id}' has no approval '{approval_id}'", code="approval_not_found")
+        shown: dict[str, Any] = handle.redactor.value(pending.as_dict())
+        return shown
 
     @app.get("/v1/runs/{run_id}/events", dependencies=auth)
     async def run_events(run_id: str, request: Request) -> StreamingResponse:

@@ -25,12 +25,13 @@ from teamrun.events import Event, LlmIO
 from teamrun.logs import get_logger
 from teamrun.observe.trace_file import wall_clock
 from teamrun.secrets import Redactor
+from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S, HttpApprover, PendingApproval
 
 if TYPE_CHECKING:
     from teamrun.engine.result import RunResult
     from teamrun.engine.team import Team
 
-__all__ = ["BudgetTooHigh", "RunHandle", "RunRegistry", "ServerBusy", "ShuttingDown", "lowered_team"]
+__all__ = ["AlreadyDecided", "BudgetTooHigh", "RunHandle", "RunRegistry", "ServerBusy", "ShuttingDown", "lowered_team"]
 
 _log = get_logger(__name__)
 
@@ -43,6 +44,10 @@ class ServerBusy(TeamrunError):
 
 class ShuttingDown(TeamrunError):
     """The server is stopping and starts no new run (answered 503)."""
+
+
+class AlreadyDecided(TeamrunError):
+    """An approval answered twice, or after its timeout (answered 409)."""
 
 
 class BudgetTooHigh(TeamrunError):
@@ -91,6 +96,8 @@ class RunHandle:
     error: str | None = None
     """Why the run could not run at all (the team's model could not be prepared...)."""
     cancel_reason: str | None = None
+    approvals: dict[str, PendingApproval] = field(default_factory=dict)
+    """Tool calls that asked for approval, by approval id."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: int = 0
@@ -119,6 +126,7 @@ class RunHandle:
             "final_text": self.result.final_text if self.result is not None else None,
             "error": self.error or (self.result.error if self.result is not None else None),
             "cancel_reason": self.cancel_reason,
+            "approvals": [a.as_dict() for a in self.approvals.values()],
             "result": result,
         }
         masked: dict[str, Any] = self.redactor.value(shown)
@@ -145,6 +153,20 @@ class RunHandle:
         else:
             self._push(line)
 
+    def note(self, kind: str, data: dict[str, Any]) -> None:
+        """Add a line of the server's own (not an engine event: ``approval_request``...) to the run's events."""
+        self._push(self.redactor.value({"kind": kind, "run_id": self.id, "ts": round(time.time(), 6), "data": data}))
+
+    def answer(self, approval_id: str, approve: bool) -> PendingApproval | None:
+        """Answer a pending approval; ``None`` if there is no such approval. Raises :class:`AlreadyDecided`."""
+        pending = self.approvals.get(approval_id)
+        if pending is None:
+            return None
+        if pending.answer.done():
+            raise AlreadyDecided(f"approval '{approval_id}' was already decided ({pending.outcome})")
+        pending.answer.set_result(approve)
+        return pending
+
     def _push(self, line: dict[str, Any]) -> None:
         self.events.append(line)
         self._wake()
@@ -170,8 +192,10 @@ class RunHandle:
 class RunRegistry:
     """The server's runs: starts them within the concurrency limit, finds, cancels and stops them."""
 
-    def __init__(self, *, max_concurrent: int = 20, keep_finished: int = 1000, retry_after_s: int = 1) -> None:
+    def __init__(self, *, max_concurrent: int = 20, keep_finished: int = 1000, retry_after_s: int = 1,
+                 approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S) -> None:
         self.max_concurrent = max_concurrent
+        self.approval_timeout_s = approval_timeout_s
         self.keep_finished = keep_finished
         self.retry_after_s = retry_after_s
         self.closing = False
@@ -200,6 +224,8 @@ class RunRegistry:
         handle._thread = threading.get_ident()
         self._active += 1
         self._runs[handle.id] = handle
+        team = copy.copy(team)  # this run's own approver: tool calls needing approval ask over HTTP
+        team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s)
         handle.task = asyncio.create_task(self._run(team, handle), name=f"teamrun-serve:{handle.id}")
         self._forget_old()
         return handle
