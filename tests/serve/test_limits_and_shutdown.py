@@ -49,6 +49,9 @@ def test_100_concurrent_requests_with_20_slots_are_each_answered_200_or_429(serv
                for r in answers if r.status_code == 429)
     assert all(r.json()["choices"][0]["message"]["content"] == "held answer" for r in answers if r.status_code == 200)
     assert httpx.get(server.url + "/readyz").json()["active_runs"] == 0
+    metrics = httpx.get(server.url + "/metrics", headers=AUTH).text
+    assert 'teamrun_requests_rejected_total{reason="busy"} 80.0' in metrics
+    assert 'teamrun_runs_total{status="done",team="solo"} 20.0' in metrics
 
 
 def test_sigterm_cancels_the_runs_in_progress_and_exits_cleanly(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

@@ -54,9 +54,10 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
           cors_origins: tuple[str, ...]) -> int:
     try:
         import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
-        raise UsageError("teamrun serve needs FastAPI and uvicorn: pip install 'teamrun[serve]'") from None
+        raise UsageError("teamrun serve needs FastAPI, uvicorn and prometheus-client: pip install 'teamrun[serve]'") from None
     from teamrun.engine.team import load_team
     from teamrun.logs import add_log_secrets
     from teamrun.serve.app import ServeSettings, create_app

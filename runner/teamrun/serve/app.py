@@ -25,6 +25,7 @@ from teamrun.config.models import Limits
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S
+from teamrun.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from teamrun.serve.runs import (
     AlreadyDecided,
     BudgetTooHigh,
@@ -218,6 +219,10 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             return JSONResponse({"status": "shutting_down"}, status_code=503)
         return JSONResponse({"status": "ready", "teams": sorted(served), "active_runs": registry.active,
                              "max_concurrent_runs": registry.max_concurrent})
+
+    @app.get("/metrics", dependencies=auth)
+    async def metrics() -> Response:
+        return Response(registry.metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
     # -- OpenAI-compatible -----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from teamrun.logs import get_logger
 from teamrun.observe.trace_file import wall_clock
 from teamrun.secrets import Redactor
 from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S, HttpApprover, PendingApproval
+from teamrun.serve.metrics import ServerMetrics
 
 if TYPE_CHECKING:
     from teamrun.engine.result import RunResult
@@ -196,6 +197,7 @@ class RunRegistry:
                  approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S) -> None:
         self.max_concurrent = max_concurrent
         self.approval_timeout_s = approval_timeout_s
+        self.metrics = ServerMetrics()
         self.keep_finished = keep_finished
         self.retry_after_s = retry_after_s
         self.closing = False
@@ -216,13 +218,16 @@ class RunRegistry:
         Synchronous up to the task's creation, so the slot check and the slot taken are one step.
         """
         if self.closing:
+            self.metrics.rejected.labels("shutting_down").inc()
             raise ShuttingDown("the server is shutting down")
         if self._active >= self.max_concurrent:
+            self.metrics.rejected.labels("busy").inc()
             raise ServerBusy(f"all {self.max_concurrent} run slots are in use")
         handle = RunHandle(id=f"run_{uuid.uuid4().hex[:16]}", team=team.name, input=input, redactor=redactor)
         handle._loop = asyncio.get_running_loop()
         handle._thread = threading.get_ident()
         self._active += 1
+        self.metrics.run_started(team.name)
         self._runs[handle.id] = handle
         team = copy.copy(team)  # this run's own approver: tool calls needing approval ask over HTTP
         team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s)
@@ -231,13 +236,18 @@ class RunRegistry:
         return handle
 
     async def _run(self, team: Team, handle: RunHandle) -> None:
+        def measure(event: Event) -> None:
+            self.metrics.on_event(team.name, event)
+
         try:
-            handle.result = await team.run(handle.input, subscribers=[handle.on_event], cancel=handle.cancel)
+            handle.result = await team.run(handle.input, subscribers=[handle.on_event, measure],
+                                           cancel=handle.cancel)
         except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
             _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
             handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"
         finally:
             self._active -= 1
+            self.metrics.run_finished(team.name, handle.result)
             handle._wake()
 
     def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunHandle | None:
