@@ -57,7 +57,8 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
         import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
-        raise UsageError("teamrun serve needs FastAPI, uvicorn and prometheus-client: pip install 'teamrun[serve]'") from None
+        raise UsageError("teamrun serve needs FastAPI, uvicorn and prometheus-client: "
+                         "pip install 'teamrun[serve]'") from None
     from teamrun.engine.team import load_team
     from teamrun.logs import add_log_secrets
     from teamrun.serve.app import ServeSettings, create_app
