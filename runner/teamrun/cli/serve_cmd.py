@@ -20,12 +20,15 @@ the runs in progress (they end `cancelled`, their clients get that answer)
 and exits 0. A tool with `require_approval` asks through the run's events
 (`approval_request`); POST /v1/runs/{id}/approvals/{approval} with
 {"approve": true} answers; no answer within --approval-timeout denies it.
+With --mcp stdio|http each team is one MCP tool (for Claude Desktop, Cursor,
+or another team's `mcp` tool entry).
 Needs the serve extra: pip install 'teamrun[serve]'.
 
 \b
 Examples:
   teamrun serve teams/research-report.yaml                 # http://127.0.0.1:8000
   teamrun serve a.yaml b.yaml --port 9000 --model offline
+  teamrun serve team.yaml --mcp stdio                      # an MCP server on stdin/stdout
   TEAMRUN_API_TOKENS=... teamrun serve team.yaml --host 0.0.0.0
   curl -s localhost:8000/v1/chat/completions -H 'content-type: application/json' \\
        -d '{"model": "research-report", "messages": [{"role": "user", "content": "Compare Rust and Go"}]}'
@@ -47,11 +50,14 @@ Examples:
 @click.option("--approval-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               metavar="SECONDS", help="How long a tool call that needs approval waits for "
               "POST /v1/runs/{id}/approvals/{approval} before it is denied.")
+@click.option("--mcp", "mcp_transport", type=click.Choice(["stdio", "http"]),
+              help="Serve each team as one MCP tool instead: over stdio, or streamable HTTP at "
+                   "http://HOST:PORT/mcp (loopback only).")
 @click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
               help="Allow browser requests from ORIGIN (repeatable). CORS is off without it.")
 def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, max_concurrent_runs: int,
           max_request_bytes: int, token_env: str, token_file: str | None, approval_timeout: float,
-          cors_origins: tuple[str, ...]) -> int:
+          mcp_transport: str | None, cors_origins: tuple[str, ...]) -> int:
     try:
         import fastapi  # noqa: F401
         import prometheus_client  # noqa: F401
@@ -65,6 +71,8 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
     from teamrun.serve.security import is_loopback, load_tokens
     from teamrun.serve.server import serve_app
 
+    if mcp_transport == "http" and not is_loopback(host):
+        raise UsageError(f"--mcp http serves without auth: bind it to a loopback address, not {host}")
     tokens = load_tokens(env_name=token_env, file=token_file)
     if not tokens and not is_loopback(host):
         raise UsageError(f"refusing to serve on {host} without auth: set bearer tokens in ${token_env} or "
@@ -78,6 +86,13 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
         names[team.name] = path
         add_log_secrets(team.loaded.secrets)
     add_log_secrets(tokens)
+    if mcp_transport is not None:
+        from teamrun.serve.mcp_mode import serve_mcp
+
+        where = "stdio" if mcp_transport == "stdio" else f"http://{host}:{port}/mcp"
+        click.echo(f"teamrun: serving {', '.join(names)} as MCP tools on {where}", err=True)
+        serve_mcp(teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port)
+        return 0
     settings = ServeSettings(tokens=tokens, max_concurrent_runs=max_concurrent_runs,
                              max_request_bytes=max_request_bytes, cors_origins=cors_origins,
                              approval_timeout_s=approval_timeout)
