@@ -75,3 +75,37 @@ def test_streamable_http_mcp_server_runs_the_team_as_a_tool(monkeypatch: Any) ->
 
     assert names == ["research-report"]
     assert called.content[0].text == expected
+
+
+def test_another_team_calls_a_served_team_through_its_mcp_tool_entry(tmp_path: Path) -> None:
+    from teamrun.testing.scripted import ScriptedCall, ScriptedModel, tool_call
+
+    expected = teamrun.load_team(RESEARCH, model="offline").run_sync(TASK).final_text
+    outer = tmp_path / "outer.yaml"
+    outer.write_text(f"""\
+version: 1
+name: outer
+supervisor: lead
+agents:
+  lead:
+    description: Asks the research team.
+    tools: [research]
+tools:
+  research:
+    mcp:
+      command: [{sys.executable}, -m, teamrun.cli, serve, {RESEARCH}, --model, offline, --mcp, stdio]
+      env: {{PYTHONPATH: {REPO / "runner"}, LITELLM_LOCAL_MODEL_COST_MAP: "True"}}
+""", encoding="utf-8")
+    offered: list[list[str]] = []
+
+    def ask(call: ScriptedCall) -> Any:
+        offered.append(call.tool_names)
+        return tool_call(call.tool_names[0], input=TASK)
+
+    model = ScriptedModel({"lead": [ask, lambda call: f"research said: {call.messages[-1].get('content')}"]})
+
+    result = teamrun.load_team(outer, chat_model=model).run_sync("Ask the research team")
+
+    assert offered == [["research_research-report"]]
+    assert result.status == "done" and result.final_text == f"research said: {expected}"
+    model.assert_complete()
