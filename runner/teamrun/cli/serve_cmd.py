@@ -11,7 +11,8 @@ HELP = """Serve teams over HTTP: an OpenAI-compatible endpoint and a native runs
 Each team is addressed by its `name`: as the `model` of
 POST /v1/chat/completions (streaming or not; the last user message is the
 input), or as `team` of POST /v1/runs, whose events stream as Server-Sent
-Events from GET /v1/runs/{id}/events. GET /healthz and /readyz need no token.
+Events from GET /v1/runs/{id}/events. The page at / watches runs live;
+it, GET /healthz and /readyz need no token; /metrics is for Prometheus.
 
 Auth: bearer tokens from $TEAMRUN_API_TOKENS (or --token-env NAME) and/or
 --token-file (one per line). With tokens, every /v1 request needs one; with

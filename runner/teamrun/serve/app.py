@@ -13,6 +13,7 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
@@ -224,6 +225,18 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     async def metrics() -> Response:
         return Response(registry.metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
+    # -- the web page ----------------------------------------------------------------------------
+
+    @app.get("/")
+    async def page() -> Response:
+        return _web_file("index.html")
+
+    @app.get("/web/{name}")
+    async def web_file(name: str) -> Response:
+        if name not in _WEB_FILES:
+            raise ApiError(404, f"no file '{name}'", code="not_found")
+        return _web_file(name)
+
     # -- OpenAI-compatible -----------------------------------------------------------------------
 
     @app.get("/v1/models", dependencies=auth)
@@ -301,6 +314,19 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"])
     return app
+
+
+_WEB_FILES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+              "style.css": "text/css; charset=utf-8"}
+_WEB_HEADERS = {"Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "
+                                           "connect-src 'self'; frame-ancestors 'none'",
+                "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
+
+
+def _web_file(name: str) -> Response:
+    """One file of the page (plain HTML, a small script, a stylesheet), shipped in the package."""
+    body = resources.files("teamrun.serve").joinpath("web", name).read_bytes()
+    return Response(body, media_type=_WEB_FILES[name], headers=_WEB_HEADERS)
 
 
 # -- helpers ------------------------------------------------------------------------------------
