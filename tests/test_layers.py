@@ -15,8 +15,9 @@ BOTTOM = {"errors", "events", "secrets", "defaults", "logs"}
 """Everything may import these; they import only each other."""
 
 ALLOWED: dict[str, set[str]] = {
-    "cli": {"cli", "evals", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
+    "cli": {"cli", "evals", "serve", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
     "evals": {"evals", "engine", "config", "llm", "tools"} | BOTTOM,  # eval and batch: the public engine API
+    "serve": {"serve", "engine", "observe", "config", "llm", "tools"} | BOTTOM,  # HTTP over the engine
     "testing": {"testing", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
     "observe": {"observe", "llm"} | BOTTOM,  # consumers of events; ContentCapture wraps a ChatModel
     "engine": {"engine", "config", "llm", "tools"} | BOTTOM,  # never observe, cli or logging setup

@@ -19,6 +19,7 @@ COMMANDS = {
     "tools": "teamrun.cli.tools_cmd:tools",
     "eval": "teamrun.cli.eval_cmd:eval_",
     "batch": "teamrun.cli.batch_cmd:batch",
+    "serve": "teamrun.cli.serve_cmd:serve",
 }
 """Each command's module is imported only when that command (or the full help) is needed."""
 
@@ -53,6 +54,7 @@ Examples:
   teamrun tools team.yaml                   the tools each agent gets (MCP servers included)
   teamrun eval team.yaml cases.yaml         check the team's answers on test cases
   teamrun batch team.yaml in.jsonl -o out.jsonl  one run per input row, resumable
+  teamrun serve team.yaml                   the team behind an OpenAI-compatible HTTP API
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.

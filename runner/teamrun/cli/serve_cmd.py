@@ -1,0 +1,104 @@
+"""``teamrun serve``: put teams behind HTTP (FastAPI + uvicorn, imported only when it runs)."""
+
+from __future__ import annotations
+
+import click
+
+from teamrun.errors import UsageError
+
+HELP = """Serve teams over HTTP: an OpenAI-compatible endpoint and a native runs API.
+
+Each team is addressed by its `name`: as the `model` of
+POST /v1/chat/completions (streaming or not; the last user message is the
+input), or as `team` of POST /v1/runs, whose events stream as Server-Sent
+Events from GET /v1/runs/{id}/events. The page at / watches runs live;
+it, GET /healthz and /readyz need no token; /metrics is for Prometheus.
+
+Auth: bearer tokens from $TEAMRUN_API_TOKENS (or --token-env NAME) and/or
+--token-file (one per line). With tokens, every /v1 request needs one; with
+none the server only binds to a loopback address. SIGTERM or Ctrl-C cancels
+the runs in progress (they end `cancelled`, their clients get that answer)
+and exits 0. A tool with `require_approval` asks through the run's events
+(`approval_request`); POST /v1/runs/{id}/approvals/{approval} with
+{"approve": true} answers; no answer within --approval-timeout denies it.
+With --mcp stdio|http each team is one MCP tool (for Claude Desktop, Cursor,
+or another team's `mcp` tool entry).
+Needs the serve extra: pip install 'teamrun[serve]'.
+
+\b
+Examples:
+  teamrun serve teams/research-report.yaml                 # http://127.0.0.1:8000
+  teamrun serve a.yaml b.yaml --port 9000 --model offline
+  teamrun serve team.yaml --mcp stdio                      # an MCP server on stdin/stdout
+  TEAMRUN_API_TOKENS=... teamrun serve team.yaml --host 0.0.0.0
+  curl -s localhost:8000/v1/chat/completions -H 'content-type: application/json' \\
+       -d '{"model": "research-report", "messages": [{"role": "user", "content": "Compare Rust and Go"}]}'
+"""
+
+
+@click.command(help=HELP, short_help="Serve teams over HTTP (OpenAI-compatible and runs API).")
+@click.argument("team_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
+@click.option("--model", help="Use this LiteLLM model for every agent of every team (e.g. offline).")
+@click.option("--max-concurrent-runs", default=20, show_default=True, type=click.IntRange(1),
+              help="Runs in progress at once; one more is answered 429 with Retry-After.")
+@click.option("--max-request-bytes", default=1_048_576, show_default=True, type=click.IntRange(1),
+              help="Largest request body accepted (413 beyond).")
+@click.option("--token-env", default="TEAMRUN_API_TOKENS", show_default=True, metavar="NAME",
+              help="Environment variable holding bearer tokens (comma- or line-separated).")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="File of bearer tokens, one per line.")
+@click.option("--approval-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              metavar="SECONDS", help="How long a tool call that needs approval waits for "
+              "POST /v1/runs/{id}/approvals/{approval} before it is denied.")
+@click.option("--mcp", "mcp_transport", type=click.Choice(["stdio", "http"]),
+              help="Serve each team as one MCP tool instead: over stdio, or streamable HTTP at "
+                   "http://HOST:PORT/mcp (loopback only).")
+@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
+              help="Allow browser requests from ORIGIN (repeatable). CORS is off without it.")
+def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, max_concurrent_runs: int,
+          max_request_bytes: int, token_env: str, token_file: str | None, approval_timeout: float,
+          mcp_transport: str | None, cors_origins: tuple[str, ...]) -> int:
+    try:
+        import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise UsageError("teamrun serve needs FastAPI, uvicorn and prometheus-client: "
+                         "pip install 'teamrun[serve]'") from None
+    from teamrun.engine.team import load_team
+    from teamrun.logs import add_log_secrets
+    from teamrun.serve.app import ServeSettings, create_app
+    from teamrun.serve.security import is_loopback, load_tokens
+    from teamrun.serve.server import serve_app
+
+    if mcp_transport == "http" and not is_loopback(host):
+        raise UsageError(f"--mcp http serves without auth: bind it to a loopback address, not {host}")
+    tokens = load_tokens(env_name=token_env, file=token_file)
+    if not tokens and not is_loopback(host):
+        raise UsageError(f"refusing to serve on {host} without auth: set bearer tokens in ${token_env} or "
+                         "--token-file (or bind to 127.0.0.1)")
+    teams = [load_team(path, model=model) for path in team_files]
+    names: dict[str, str] = {}
+    for path, team in zip(team_files, teams, strict=True):
+        if team.name in names:
+            raise UsageError(f"two teams are named '{team.name}' ({names[team.name]} and {path}): "
+                             "each served team needs its own name")
+        names[team.name] = path
+        add_log_secrets(team.loaded.secrets)
+    add_log_secrets(tokens)
+    if mcp_transport is not None:
+        from teamrun.serve.mcp_mode import serve_mcp
+
+        where = "stdio" if mcp_transport == "stdio" else f"http://{host}:{port}/mcp"
+        click.echo(f"teamrun: serving {', '.join(names)} as MCP tools on {where}", err=True)
+        serve_mcp(teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port)
+        return 0
+    settings = ServeSettings(tokens=tokens, max_concurrent_runs=max_concurrent_runs,
+                             max_request_bytes=max_request_bytes, cors_origins=cors_origins,
+                             approval_timeout_s=approval_timeout)
+    app = create_app(teams, settings)
+    auth = "bearer tokens" if tokens else "off (loopback only)"
+    click.echo(f"teamrun: serving {', '.join(names)} on http://{host}:{port} (auth: {auth})", err=True)
+    serve_app(app, host=host, port=port)
+    return 0

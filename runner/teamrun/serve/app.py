@@ -1,0 +1,457 @@
+"""The HTTP application: the OpenAI-compatible endpoint, the native runs API, health checks.
+
+Build it with :func:`create_app` (teams already loaded) and serve it with any
+ASGI server; ``teamrun serve`` uses uvicorn (:mod:`teamrun.serve.server`).
+Every run goes through :class:`~teamrun.serve.runs.RunRegistry`, which calls
+:meth:`Team.run <teamrun.engine.team.Team.run>` and subscribes to its typed events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from teamrun.config.models import Limits
+from teamrun.logs import get_logger
+from teamrun.secrets import Redactor
+from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S
+from teamrun.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from teamrun.serve.runs import (
+    AlreadyDecided,
+    BudgetTooHigh,
+    RunHandle,
+    RunRegistry,
+    ServerBusy,
+    ShuttingDown,
+    lowered_team,
+)
+from teamrun.serve.security import BodyLimit, token_matches
+
+if TYPE_CHECKING:
+    from teamrun.engine.team import Team
+
+__all__ = ["ServeSettings", "create_app"]
+
+_log = get_logger(__name__)
+
+KEEPALIVE_S = 10.0
+"""Seconds between SSE comment lines while a run has nothing to say (keeps proxies from closing the stream)."""
+CHUNK_CHARS = 48
+"""About how many characters of the answer each streamed chunk carries."""
+
+
+@dataclass
+class ServeSettings:
+    """How the server guards itself."""
+
+    tokens: frozenset[str] = frozenset()
+    """Bearer tokens accepted; empty means no auth (allowed only on a loopback address)."""
+    max_concurrent_runs: int = 20
+    """Runs in progress at once; one more is answered 429 with ``Retry-After``."""
+    max_request_bytes: int = 1_048_576
+    """Largest request body; a larger one is answered 413."""
+    cors_origins: Sequence[str] = ()
+    """Origins allowed by CORS; none (CORS off) by default."""
+    retry_after_s: int = 1
+    """The ``Retry-After`` a 429 carries."""
+    approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
+    """Seconds a tool call that needs approval waits for ``POST .../approvals/{id}`` before it is denied."""
+    extra_secrets: frozenset[str] = field(default_factory=frozenset)
+    """More values to mask in every response and event (the tokens are always masked)."""
+
+
+# -- wire shapes --------------------------------------------------------------------------------
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(BaseModel):
+    """The parts of an OpenAI chat-completions request teamrun reads; other fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str
+    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+    user: str | None = None
+
+
+class RunRequest(BaseModel):
+    """``POST /v1/runs``."""
+
+    model_config = ConfigDict(extra="forbid")
+    team: str
+    """The team's name."""
+    input: Annotated[str, Field(min_length=1)]
+    """The task for the supervisor."""
+    vars: dict[str, str | int | float | bool] | None = None
+    """Template variables, over the team file's ``vars``."""
+    budgets: Limits | None = None
+    """Run limits for this run; each may only be lower than the team's ``limits``."""
+
+
+class ApprovalAnswer(BaseModel):
+    """``POST /v1/runs/{run}/approvals/{id}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    approve: bool
+    """``true`` runs the tool call, ``false`` denies it."""
+
+
+class ApiError(Exception):
+    """An error answered in the OpenAI error shape: ``{"error": {"message", "type", "code"}}``."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
+                 headers: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.headers = headers or {}
+        self.extra = extra or {}
+
+    def response(self, redactor: Redactor) -> JSONResponse:
+        body = {"error": {"message": self.message, "type": self.type, "code": self.code, **self.extra}}
+        return JSONResponse(redactor.value(body), status_code=self.status, headers=self.headers)
+
+
+# -- the app ------------------------------------------------------------------------------------
+
+@dataclass
+class _Served:
+    team: Team
+    redactor: Redactor
+
+
+def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> FastAPI:
+    """The ASGI app serving ``teams`` (addressed by their ``name``)."""
+    settings = settings or ServeSettings()
+    registry = RunRegistry(max_concurrent=settings.max_concurrent_runs, retry_after_s=settings.retry_after_s,
+                           approval_timeout_s=settings.approval_timeout_s)
+    masked_always = set(settings.tokens) | set(settings.extra_secrets)
+    served: dict[str, _Served] = {}
+    for team in teams:
+        served[team.name] = _Served(team, Redactor([*team.loaded.secrets, *masked_always]))
+    server_redactor = Redactor(masked_always)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        registry.cancel_all("server shutting down")
+        await registry.drain()
+
+    app = FastAPI(title="teamrun", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.registry = registry
+    app.state.teams = served
+
+    def authorize(request: Request) -> None:
+        if settings.tokens and not token_matches(request.headers.get("authorization"), settings.tokens):
+            raise ApiError(401, "missing or invalid bearer token (send `Authorization: Bearer <token>`)",
+                           type="authentication_error", code="invalid_api_key",
+                           headers={"WWW-Authenticate": "Bearer"})
+
+    auth = [Depends(authorize)]
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return exc.response(server_redactor)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}"
+                    for err in exc.errors()]
+        return ApiError(422, "invalid request: " + "; ".join(problems), code="invalid_request").response(
+            server_redactor)
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+        _log.error("serve_internal_error", error_type=type(exc).__name__, error=server_redactor.text(str(exc)))
+        return ApiError(500, "internal server error", type="server_error", code="internal_error").response(
+            server_redactor)
+
+    def find_team(name: str) -> _Served:
+        found = served.get(name)
+        if found is None:
+            known = ", ".join(sorted(served))
+            raise ApiError(404, f"team '{name}' is not served here; teams: {known}", code="model_not_found",
+                           extra={"teams": sorted(served)})
+        return found
+
+    def start(team: Team, input: str, redactor: Redactor) -> RunHandle:
+        try:
+            return registry.start(team, input, redactor=redactor)
+        except ServerBusy as exc:
+            raise ApiError(429, f"{exc}; retry after {registry.retry_after_s} s", type="rate_limit_error",
+                           code="too_many_runs", headers={"Retry-After": str(registry.retry_after_s)}) from None
+        except ShuttingDown as exc:
+            raise ApiError(503, str(exc), type="server_error", code="shutting_down",
+                           headers={"Retry-After": str(registry.retry_after_s)}) from None
+
+    def find_run(run_id: str) -> RunHandle:
+        handle = registry.get(run_id)
+        if handle is None:
+            raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
+        return handle
+
+    # -- operations ------------------------------------------------------------------------------
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        if registry.closing:
+            return JSONResponse({"status": "shutting_down"}, status_code=503)
+        return JSONResponse({"status": "ready", "teams": sorted(served), "active_runs": registry.active,
+                             "max_concurrent_runs": registry.max_concurrent})
+
+    @app.get("/metrics", dependencies=auth)
+    async def metrics() -> Response:
+        return Response(registry.metrics.render(), media_type=METRICS_CONTENT_TYPE)
+
+    # -- the web page ----------------------------------------------------------------------------
+
+    @app.get("/")
+    async def page() -> Response:
+        return _web_file("index.html")
+
+    @app.get("/web/{name}")
+    async def web_file(name: str) -> Response:
+        if name not in _WEB_FILES:
+            raise ApiError(404, f"no file '{name}'", code="not_found")
+        return _web_file(name)
+
+    # -- OpenAI-compatible -----------------------------------------------------------------------
+
+    @app.get("/v1/models", dependencies=auth)
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": "teamrun",
+             "description": s.team.config.description or ""} for name, s in sorted(served.items())]}
+
+    @app.post("/v1/chat/completions", dependencies=auth)
+    async def chat_completions(body: ChatRequest) -> Response:
+        target = find_team(body.model)
+        handle = start(target.team, _last_user_message(body.messages), target.redactor)
+        completion_id = "chatcmpl-" + handle.id.removeprefix("run_")
+        headers = {"x-teamrun-run-id": handle.id}
+        if body.stream:
+            include_usage = bool((body.stream_options or {}).get("include_usage"))
+            return StreamingResponse(
+                _chat_stream(registry, handle, completion_id, body.model, include_usage),
+                media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+        try:
+            await handle.wait()
+        except asyncio.CancelledError:  # the client went away: so does its run
+            registry.cancel(handle.id, "client disconnected")
+            raise
+        problem = _run_problem(handle)
+        if problem is not None:
+            raise problem
+        assert handle.result is not None
+        return JSONResponse(handle.redactor.value(_completion(handle, completion_id, body.model)), headers=headers)
+
+    # -- native runs API -------------------------------------------------------------------------
+
+    @app.post("/v1/runs", dependencies=auth, status_code=201)
+    async def create_run(body: RunRequest) -> JSONResponse:
+        target = find_team(body.team)
+        try:
+            team = lowered_team(target.team, body.budgets, body.vars)
+        except BudgetTooHigh as exc:
+            raise ApiError(422, str(exc), code="budget_too_high") from None
+        handle = start(team, body.input, target.redactor)
+        return JSONResponse(handle.record(), status_code=201, headers={"Location": f"/v1/runs/{handle.id}"})
+
+    @app.get("/v1/runs/{run_id}", dependencies=auth)
+    async def get_run(run_id: str) -> dict[str, Any]:
+        return find_run(run_id).record()
+
+    @app.post("/v1/runs/{run_id}/cancel", dependencies=auth, status_code=202)
+    async def cancel_run(run_id: str) -> JSONResponse:
+        handle = find_run(run_id)
+        registry.cancel(run_id, "cancelled by request")
+        return JSONResponse(handle.record(), status_code=202)
+
+    @app.post("/v1/runs/{run_id}/approvals/{approval_id}", dependencies=auth)
+    async def answer_approval(run_id: str, approval_id: str, body: ApprovalAnswer) -> dict[str, Any]:
+        handle = find_run(run_id)
+        try:
+            pending = handle.answer(approval_id, body.approve)
+        except AlreadyDecided as exc:
+            raise ApiError(409, str(exc), code="approval_decided") from None
+        if pending is None:
+            raise ApiError(404, f"run '{run_id}' has no approval '{approval_id}'", code="approval_not_found")
+        shown: dict[str, Any] = handle.redactor.value(pending.as_dict())
+        return shown
+
+    @app.get("/v1/runs/{run_id}/events", dependencies=auth)
+    async def run_events(run_id: str, request: Request) -> StreamingResponse:
+        handle = find_run(run_id)
+        last = request.headers.get("last-event-id", "")
+        start_at = int(last) + 1 if last.isdigit() else 0
+        return StreamingResponse(_event_stream(handle, start_at), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"])
+    return app
+
+
+_WEB_FILES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+              "style.css": "text/css; charset=utf-8"}
+_WEB_HEADERS = {"Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "
+                                           "connect-src 'self'; frame-ancestors 'none'",
+                "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
+
+
+def _web_file(name: str) -> Response:
+    """One file of the page (plain HTML, a small script, a stylesheet), shipped in the package."""
+    body = resources.files("teamrun.serve").joinpath("web", name).read_bytes()
+    return Response(body, media_type=_WEB_FILES[name], headers=_WEB_HEADERS)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _last_user_message(messages: Sequence[ChatMessage]) -> str:
+    for message in reversed(messages):
+        if message.role != "user":
+            continue
+        content = message.content
+        if isinstance(content, list):
+            content = "\n".join(str(part.get("text", "")) for part in content if part.get("type") == "text")
+        if content and content.strip():
+            return content
+        break
+    raise ApiError(400, "messages: the last user message is missing or empty (it is the team's input)",
+                   code="missing_input")
+
+
+def _run_problem(handle: RunHandle) -> ApiError | None:
+    """The error a chat completion answers for a run that failed or was cancelled."""
+    state = handle.state
+    extra = {"run_id": handle.id, "status": state}
+    if state == "failed":
+        reason = handle.error or (handle.result.error if handle.result else None) or "unknown error"
+        return ApiError(502, handle.redactor.text(f"the run failed: {reason}"), type="server_error",
+                        code="run_failed", extra=extra)
+    if state == "cancelled":
+        return ApiError(503, f"the run was cancelled ({handle.cancel_reason or 'interrupted'})",
+                        type="server_error", code="run_cancelled", extra=extra)
+    return None
+
+
+def _usage(handle: RunHandle) -> dict[str, int]:
+    usage = handle.result.usage if handle.result is not None else None
+    if usage is None:
+        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    return {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.total_tokens}
+
+
+def _finish_reason(handle: RunHandle) -> str:
+    return "length" if handle.state == "budget_exhausted" else "stop"
+
+
+def _completion(handle: RunHandle, completion_id: str, model: str) -> dict[str, Any]:
+    assert handle.result is not None
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(handle.created),
+        "model": model,
+        "choices": [{"index": 0, "finish_reason": _finish_reason(handle),
+                     "message": {"role": "assistant", "content": handle.result.final_text}}],
+        "usage": _usage(handle),
+        "teamrun": {"run_id": handle.id, "status": handle.state, "cost": handle.result.cost},
+    }
+
+
+def _sse(data: Any, *, event: str | None = None, id: int | None = None) -> bytes:
+    head = (f"id: {id}\n" if id is not None else "") + (f"event: {event}\n" if event else "")
+    return (head + "data: " + json.dumps(data, ensure_ascii=False) + "\n\n").encode()
+
+
+async def _until_finished(handle: RunHandle) -> AsyncIterator[bytes]:
+    """SSE comment lines every :data:`KEEPALIVE_S` until the run is over."""
+    while not handle.finished:
+        if not await handle.changed(KEEPALIVE_S):
+            yield b": keepalive\n\n"
+
+
+def _pieces(text: str) -> list[str]:
+    """The answer cut at spaces into pieces of about :data:`CHUNK_CHARS` characters (joined, the answer)."""
+    pieces: list[str] = []
+    current = ""
+    for word in text.split(" "):
+        candidate = word if not current else current + " " + word
+        if len(candidate) > CHUNK_CHARS and current:
+            pieces.append(current + " ")
+            current = word
+        else:
+            current = candidate
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+async def _chat_stream(registry: RunRegistry, handle: RunHandle, completion_id: str, model: str,
+                       include_usage: bool) -> AsyncIterator[bytes]:
+    base = {"id": completion_id, "object": "chat.completion.chunk", "created": int(handle.created), "model": model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return _sse(handle.redactor.value({**base, "choices": [{"index": 0, "delta": delta,
+                                                                 "finish_reason": finish}]}))
+
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        async for keepalive in _until_finished(handle):
+            yield keepalive
+        problem = _run_problem(handle)
+        if problem is not None:
+            yield _sse(handle.redactor.value({"error": {"message": problem.message, "type": problem.type,
+                                                        "code": problem.code, **problem.extra}}))
+        else:
+            assert handle.result is not None
+            for piece in _pieces(handle.redactor.text(handle.result.final_text)):
+                yield chunk({"content": piece})
+            yield chunk({}, _finish_reason(handle))
+            if include_usage:
+                yield _sse({**base, "choices": [], "usage": _usage(handle)})
+        yield b"data: [DONE]\n\n"
+    finally:
+        if not handle.finished:
+            registry.cancel(handle.id, "client disconnected")
+
+
+async def _event_stream(handle: RunHandle, start_at: int) -> AsyncIterator[bytes]:
+    """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``."""
+    index = start_at
+    while True:
+        while index < len(handle.events):
+            line = handle.events[index]
+            yield _sse(line, event=str(line["kind"]), id=index)
+            index += 1
+        if handle.finished:
+            break
+        if not await handle.changed(KEEPALIVE_S):
+            yield b": keepalive\n\n"
+    yield _sse(handle.record(), event="result")

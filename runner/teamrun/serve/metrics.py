@@ -1,0 +1,74 @@
+"""Prometheus metrics of a server (``GET /metrics``): runs, tokens, cost and latency by team and agent.
+
+Each app has its own registry (no process-wide state), fed from the same
+typed events and run results every other consumer sees.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from teamrun.events import AgentEnd, AgentStart, Event
+
+if TYPE_CHECKING:
+    from teamrun.engine.result import RunResult
+
+__all__ = ["CONTENT_TYPE", "ServerMetrics"]
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+class ServerMetrics:
+    """The server's counters; :meth:`render` is the Prometheus text exposition."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.runs = Counter("teamrun_runs", "Runs finished, by team and status.", ["team", "status"],
+                            registry=self.registry)
+        self.active = Gauge("teamrun_runs_active", "Runs in progress, by team.", ["team"], registry=self.registry)
+        self.rejected = Counter("teamrun_requests_rejected", "Run requests refused, by reason.", ["reason"],
+                                registry=self.registry)
+        self.tokens = Counter("teamrun_tokens", "Tokens used, by team, agent and direction (input/output).",
+                              ["team", "agent", "direction"], registry=self.registry)
+        self.cost = Counter("teamrun_cost_usd", "Spend in US dollars, by team and agent.", ["team", "agent"],
+                            registry=self.registry)
+        self.run_latency = Histogram("teamrun_run_duration_seconds", "Wall time of runs, by team.", ["team"],
+                                     buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self.agent_latency = Histogram("teamrun_agent_duration_seconds",
+                                       "Wall time of agent invocations, by team and agent.", ["team", "agent"],
+                                       buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self._agent_started: dict[tuple[str, str], float] = {}
+
+    def run_started(self, team: str) -> None:
+        self.active.labels(team).inc()
+
+    def on_event(self, team: str, event: Event) -> None:
+        """Agent latency from each invocation's start and end events."""
+        key = (event.run_id, event.span_id)
+        if isinstance(event, AgentStart):
+            self._agent_started[key] = event.time
+        elif isinstance(event, AgentEnd):
+            started = self._agent_started.pop(key, None)
+            if started is not None:
+                self.agent_latency.labels(team, event.agent).observe(max(0.0, event.time - started))
+
+    def run_finished(self, team: str, result: RunResult | None) -> None:
+        self.active.labels(team).dec()
+        if result is None:
+            self.runs.labels(team, "failed").inc()
+            return
+        self.runs.labels(team, result.status).inc()
+        self.run_latency.labels(team).observe(result.duration_s)
+        for agent, spend in result.agents.items():
+            self.tokens.labels(team, agent, "input").inc(spend.usage.input_tokens)
+            self.tokens.labels(team, agent, "output").inc(spend.usage.output_tokens)
+            self.cost.labels(team, agent).inc(spend.cost)
+        self._agent_started = {k: v for k, v in self._agent_started.items() if k[0] != result.run_id}
+
+    def render(self) -> bytes:
+        rendered: Any = generate_latest(self.registry)
+        return bytes(rendered)

@@ -1,0 +1,275 @@
+"""The runs a server holds: each one a :meth:`Team.run` task, its events, and its result.
+
+Every way in (the OpenAI-compatible endpoint, the native runs API) starts a run
+through :class:`RunRegistry.start`, so the concurrency limit, cancellation and
+graceful shutdown apply to all of them alike. Nothing is written to disk: a run
+lives in memory until the server stops (the oldest finished ones are dropped
+past :attr:`RunRegistry.keep_finished`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from teamrun.config.models import Limits
+from teamrun.errors import TeamrunError
+from teamrun.events import Event, LlmIO
+from teamrun.logs import get_logger
+from teamrun.observe.trace_file import wall_clock
+from teamrun.secrets import Redactor
+from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S, HttpApprover, PendingApproval
+from teamrun.serve.metrics import ServerMetrics
+
+if TYPE_CHECKING:
+    from teamrun.engine.result import RunResult
+    from teamrun.engine.team import Team
+
+__all__ = ["AlreadyDecided", "BudgetTooHigh", "RunHandle", "RunRegistry", "ServerBusy", "ShuttingDown", "lowered_team"]
+
+_log = get_logger(__name__)
+
+RunState = Literal["running", "done", "failed", "budget_exhausted", "cancelled"]
+
+
+class ServerBusy(TeamrunError):
+    """Every run slot is taken (answered 429 with ``Retry-After``)."""
+
+
+class ShuttingDown(TeamrunError):
+    """The server is stopping and starts no new run (answered 503)."""
+
+
+class AlreadyDecided(TeamrunError):
+    """An approval answered twice, or after its timeout (answered 409)."""
+
+
+class BudgetTooHigh(TeamrunError):
+    """A request asked for a limit higher than the team's own (answered 422)."""
+
+
+def lowered_team(team: Team, budgets: Limits | None, vars: Mapping[str, Any] | None) -> Team:
+    """``team`` with a request's ``budgets`` and ``vars`` applied, for one run.
+
+    A budget may only lower a limit of the team file (``limits:``): one higher
+    than the file's raises :class:`BudgetTooHigh`. The copy shares the team's
+    model and tools; only its config (limits) and vars are its own.
+    """
+    asked = budgets.model_dump(exclude_none=True) if budgets is not None else {}
+    if not asked and not vars:
+        return team
+    current = team.config.limits or Limits()
+    too_high = [f"budgets.{key} ({value}) is higher than the team's limits.{key} ({getattr(current, key)})"
+                for key, value in asked.items()
+                if getattr(current, key) is not None and value > getattr(current, key)]
+    if too_high:
+        raise BudgetTooHigh("; ".join(too_high) + ": a request may only lower the team's limits")
+    clone = copy.copy(team)
+    if asked:
+        merged = current.model_copy(update=asked)
+        clone.config = team.config.model_copy(update={"limits": merged})
+    if vars:
+        clone.vars = {**team.vars, **vars}
+    return clone
+
+
+@dataclass
+class RunHandle:
+    """One run the server started: its task, its events so far, and (once over) its result."""
+
+    id: str
+    team: str
+    input: str
+    redactor: Redactor
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """Every event so far, as JSON-ready dicts (secrets masked)."""
+    result: RunResult | None = None
+    created: float = field(default_factory=time.time)
+    task: asyncio.Task[None] | None = None
+    error: str | None = None
+    """Why the run could not run at all (the team's model could not be prepared...)."""
+    cancel_reason: str | None = None
+    approvals: dict[str, PendingApproval] = field(default_factory=dict)
+    """Tool calls that asked for approval, by approval id."""
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: int = 0
+
+    @property
+    def state(self) -> RunState:
+        if self.result is not None:
+            return self.result.status
+        if self.error is not None:
+            return "failed"
+        return "running"
+
+    @property
+    def finished(self) -> bool:
+        return self.state != "running"
+
+    def record(self) -> dict[str, Any]:
+        """What ``GET /v1/runs/{id}`` answers (secrets masked)."""
+        result = self.result.as_dict() if self.result is not None else None
+        shown: dict[str, Any] = {
+            "id": self.id,
+            "object": "teamrun.run",
+            "team": self.team,
+            "status": self.state,
+            "created": int(self.created),
+            "final_text": self.result.final_text if self.result is not None else None,
+            "error": self.error or (self.result.error if self.result is not None else None),
+            "cancel_reason": self.cancel_reason,
+            "approvals": [a.as_dict() for a in self.approvals.values()],
+            "result": result,
+        }
+        masked: dict[str, Any] = self.redactor.value(shown)
+        return masked
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def on_event(self, event: Event) -> None:
+        """The run's event-bus subscriber (called on the loop, or from a tool's thread)."""
+        if isinstance(event, LlmIO):
+            return
+        line = self.redactor.value({
+            "kind": event.kind,
+            "run_id": event.run_id,
+            "span_id": event.span_id,
+            "parent_span_id": event.parent_span_id,
+            "agent_path": list(event.agent_path),
+            "depth": event.depth,
+            "ts": round(wall_clock(event.time), 6),
+            "data": dict(event.data),
+        })
+        if self._loop is not None and threading.get_ident() != self._thread:
+            self._loop.call_soon_threadsafe(self._push, line)
+        else:
+            self._push(line)
+
+    def note(self, kind: str, data: dict[str, Any]) -> None:
+        """Add a line of the server's own (not an engine event: ``approval_request``...) to the run's events."""
+        self._push(self.redactor.value({"kind": kind, "run_id": self.id, "ts": round(time.time(), 6), "data": data}))
+
+    def answer(self, approval_id: str, approve: bool) -> PendingApproval | None:
+        """Answer a pending approval; ``None`` if there is no such approval. Raises :class:`AlreadyDecided`."""
+        pending = self.approvals.get(approval_id)
+        if pending is None:
+            return None
+        if pending.answer.done():
+            raise AlreadyDecided(f"approval '{approval_id}' was already decided ({pending.outcome})")
+        pending.answer.set_result(approve)
+        return pending
+
+    def _push(self, line: dict[str, Any]) -> None:
+        self.events.append(line)
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def changed(self, timeout: float) -> bool:
+        """Wait until a new event arrives or the run ends; ``False`` if ``timeout`` seconds pass first."""
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout=timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def wait(self) -> None:
+        """Until the run is over."""
+        while not self.finished:
+            await self._changed.wait()
+
+
+class RunRegistry:
+    """The server's runs: starts them within the concurrency limit, finds, cancels and stops them."""
+
+    def __init__(self, *, max_concurrent: int = 20, keep_finished: int = 1000, retry_after_s: int = 1,
+                 approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S) -> None:
+        self.max_concurrent = max_concurrent
+        self.approval_timeout_s = approval_timeout_s
+        self.metrics = ServerMetrics()
+        self.keep_finished = keep_finished
+        self.retry_after_s = retry_after_s
+        self.closing = False
+        self._runs: OrderedDict[str, RunHandle] = OrderedDict()
+        self._active = 0
+
+    @property
+    def active(self) -> int:
+        """Runs in progress."""
+        return self._active
+
+    def get(self, run_id: str) -> RunHandle | None:
+        return self._runs.get(run_id)
+
+    def start(self, team: Team, input: str, *, redactor: Redactor) -> RunHandle:
+        """Start ``team`` on ``input`` now, or raise :class:`ServerBusy` / :class:`ShuttingDown`.
+
+        Synchronous up to the task's creation, so the slot check and the slot taken are one step.
+        """
+        if self.closing:
+            self.metrics.rejected.labels("shutting_down").inc()
+            raise ShuttingDown("the server is shutting down")
+        if self._active >= self.max_concurrent:
+            self.metrics.rejected.labels("busy").inc()
+            raise ServerBusy(f"all {self.max_concurrent} run slots are in use")
+        handle = RunHandle(id=f"run_{uuid.uuid4().hex[:16]}", team=team.name, input=input, redactor=redactor)
+        handle._loop = asyncio.get_running_loop()
+        handle._thread = threading.get_ident()
+        self._active += 1
+        self.metrics.run_started(team.name)
+        self._runs[handle.id] = handle
+        team = copy.copy(team)  # this run's own approver: tool calls needing approval ask over HTTP
+        team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s)
+        handle.task = asyncio.create_task(self._run(team, handle), name=f"teamrun-serve:{handle.id}")
+        self._forget_old()
+        return handle
+
+    async def _run(self, team: Team, handle: RunHandle) -> None:
+        def measure(event: Event) -> None:
+            self.metrics.on_event(team.name, event)
+
+        try:
+            handle.result = await team.run(handle.input, subscribers=[handle.on_event, measure],
+                                           cancel=handle.cancel)
+        except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
+            _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
+            handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"
+        finally:
+            self._active -= 1
+            self.metrics.run_finished(team.name, handle.result)
+            handle._wake()
+
+    def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunHandle | None:
+        handle = self._runs.get(run_id)
+        if handle is not None and not handle.finished and not handle.cancel.is_set():
+            handle.cancel_reason = reason
+            handle.cancel.set()
+        return handle
+
+    def cancel_all(self, reason: str) -> None:
+        """Stop taking runs and cancel every one in progress (graceful shutdown)."""
+        self.closing = True
+        for run_id in list(self._runs):
+            self.cancel(run_id, reason)
+
+    async def drain(self) -> None:
+        """Wait for every run's task to finish (after :meth:`cancel_all`)."""
+        tasks = [h.task for h in self._runs.values() if h.task is not None and not h.task.done()]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _forget_old(self) -> None:
+        finished = [run_id for run_id, h in self._runs.items() if h.finished]
+        for run_id in finished[: max(0, len(finished) - self.keep_finished)]:
+            del self._runs[run_id]

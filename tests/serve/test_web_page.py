@@ -1,0 +1,71 @@
+"""The page at `/`, in headless Chromium (the system browser, driven by playwright)."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import httpx
+from playwright.sync_api import expect, sync_playwright
+
+import teamrun
+from tests.serve.conftest import REPO, TOKEN
+
+TASK = "Compare Rust and Go for command-line tools"
+
+
+def chromium_path() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert found, "the Debian `chromium` package is needed for this test (.ci/run installs it)"
+    return found
+
+
+def test_the_page_runs_a_team_and_shows_the_agent_tree(serve: Any) -> None:
+    team = teamrun.load_team(REPO / "teams" / "research-report.yaml", model="offline")
+    expected = team.run_sync(TASK)
+    server = serve([team], tokens=frozenset({TOKEN}))
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(server.url + "/")
+            page.fill("#token", TOKEN)
+            page.dispatch_event("#token", "change")
+            expect(page.locator("#team option")).to_have_text(["research-report"])
+            page.fill("#input", TASK)
+            page.click("#run")
+
+            expect(page.locator("#status")).to_have_text("done", timeout=60_000)
+            answer = page.locator("#answer").text_content()
+            supervisor = page.locator("#tree > li.agent")
+            expect(supervisor).to_have_count(1)
+            supervisor_name = supervisor.get_attribute("data-agent")
+            workers = sorted(w.get_attribute("data-agent") or ""
+                             for w in page.locator("#tree > li.agent > ul > li.agent").all())
+            statuses = {li.get_attribute("data-status") for li in page.locator("#tree li.agent").all()}
+            delegated = [li.get_attribute("data-agent") for li in page.locator("#delegations > li").all()]
+            tasks = sorted(t.text_content() or "" for t in page.locator("#delegations > li .task").all())
+        finally:
+            browser.close()
+
+    assert answer == expected.final_text
+    assert supervisor_name == team.config.supervisor
+    assert workers == sorted(d.agent for d in expected.delegations)
+    assert statuses == {"ok"}
+    assert sorted(d or "" for d in delegated) == sorted(d.agent for d in expected.delegations)
+    assert tasks == sorted("task: " + d.task for d in expected.delegations)
+
+
+def test_the_page_is_served_with_a_strict_content_security_policy(serve: Any) -> None:
+    server = serve([teamrun.load_team(REPO / "teams" / "research-report.yaml", model="offline")],
+                   tokens=frozenset({TOKEN}))
+
+    page = httpx.get(server.url + "/")
+    script = httpx.get(server.url + "/web/app.js")
+    other = httpx.get(server.url + "/web/..%2Fapp.py")
+
+    assert page.status_code == 200 and "<script src=\"/web/app.js\">" in page.text
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert other.status_code == 404
