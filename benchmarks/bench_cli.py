@@ -115,7 +115,7 @@ agents:
     tools: [fetch]
     budget: {{max_steps: 5, max_tool_calls: 5}}
 tools:
-  fetch: {{python: "bench_tools:fetch"}}
+  fetch: {{python: "bench_tools:fetch", max_output_chars: 100000}}  # the bare loop keeps all 30k too
 """
 
 BARE = '''\

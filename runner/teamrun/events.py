@@ -356,14 +356,30 @@ def content_fields() -> frozenset[str]:
                      if f.metadata.get("content"))
 
 
+_SHAPES: dict[type[Event], tuple[frozenset[str], frozenset[str]]] = {}
+"""Per event class: every field name, and the required ones (read once per class, not per event)."""
+
+
+def _shape(cls: type[Event]) -> tuple[frozenset[str], frozenset[str]]:
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        names = frozenset(f.name for f in dataclasses.fields(cls))
+        required = frozenset(f.name for f in dataclasses.fields(cls) if f.name not in BASE_FIELDS
+                             and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        shape = _SHAPES[cls] = (names, required)
+    return shape
+
+
 def _build(kind: str, fields: Mapping[str, Any]) -> Event:
     cls = EVENT_TYPES.get(kind)
     if cls is None:
         raise TypeError(f"unknown event kind {kind!r}; known kinds: {', '.join(sorted(EVENT_TYPES))}")
-    own = {f.name for f in dataclasses.fields(cls)} - BASE_FIELDS
-    unknown = sorted(set(fields) - own - BASE_FIELDS)
-    missing = sorted(f.name for f in dataclasses.fields(cls) if f.name in own and f.name not in fields
-                     and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    names, required = _shape(cls)
+    if names.issuperset(fields) and required.issubset(fields):
+        return cls(**fields)  # the common case: nothing to report
+    own = names - BASE_FIELDS
+    unknown = sorted(set(fields) - names)
+    missing = sorted(required - set(fields))
     if unknown or missing:
         problems = ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) + (
             [f"missing field(s) {', '.join(missing)}"] if missing else [])

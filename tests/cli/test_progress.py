@@ -445,3 +445,31 @@ def test_execute_progress_none_writes_nothing(
     out, err = capsys.readouterr()
     assert out == "lead answer\n"
     assert "started" not in err and "\x1b[" not in err  # warnings may appear; progress may not
+
+
+def test_live_tree_of_many_workers_is_not_redrawn_on_every_end() -> None:
+    """Redrawing all N nodes on each of N ends grows with N²; a big tree is redrawn at most every interval,
+    and the run's end still draws the final frame."""
+    from teamrun.events import EventBus
+
+    stream = io.StringIO()
+    bus = EventBus("r1")
+    bus.subscribe(LiveTree(stream, interval=3600.0))
+    workers = 300
+    bus.emit("run_start", span_id="r", parent_span_id=None, agent_path=(), team="t")
+    bus.emit("agent_start", span_id="s1", parent_span_id="r", agent_path=("lead",), model="m")
+    for i in range(workers):
+        bus.emit("delegation_start", span_id=f"d{i}", parent_span_id="s1", agent_path=("lead",), worker="w")
+        bus.emit("agent_start", span_id=f"a{i}", parent_span_id=f"d{i}", agent_path=("lead", "w"), model="m")
+    for i in range(workers):
+        bus.emit("agent_end", span_id=f"a{i}", parent_span_id=f"d{i}", agent_path=("lead", "w"), status="ok")
+        bus.emit("delegation_end", span_id=f"d{i}", parent_span_id="s1", agent_path=("lead",), worker="w",
+                 status="ok", usage={}, cost=0.0)
+    bus.emit("agent_end", span_id="s1", parent_span_id="r", agent_path=("lead",), status="ok")
+    bus.emit("run_end", span_id="r", parent_span_id=None, agent_path=(), status="done")
+
+    frames = [line for line in stream.getvalue().splitlines() if re.search(r"[●✓] lead  ", line)]
+    assert len(frames) <= 4, f"{len(frames)} frames of {workers + 1} lines each"
+    final, _ = _final_frame(stream.getvalue())
+    assert final[0] == "✓ lead  ok  0 tok  $0.0000"
+    assert len(final) == workers + 1 and all("✓ w  ok" in line for line in final[1:])

@@ -163,6 +163,12 @@ class _AboveTree:
         return getattr(self.real, name)
 
 
+_ALWAYS_DRAWN = 200
+"""Up to this many nodes, every end of an agent, delegation or tool redraws the tree at once; a larger
+tree is redrawn at most every ``interval`` (each frame costs a line per node: redrawing it on every one of
+thousands of ends would grow with the square of the workers)."""
+
+
 class LiveTree:
     """A tree of agents redrawn in place (at most ten times a second)."""
 
@@ -216,7 +222,8 @@ class LiveTree:
                 if self.pending:
                     self.pending, self.drawn = "", 0
                     self.stream.write("\n")
-        self._draw(force=isinstance(event, RunEnd | AgentEnd | DelegationEnd | ToolEnd))
+        ends = isinstance(event, AgentEnd | DelegationEnd | ToolEnd) and len(self.nodes) <= _ALWAYS_DRAWN
+        self._draw(force=ends or isinstance(event, RunEnd))
         if isinstance(event, RunEnd) and self._stand_in is not None:
             if sys.stderr is self._stand_in:
                 sys.stderr = self._stand_in.real

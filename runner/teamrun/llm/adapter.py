@@ -20,6 +20,7 @@ answered by :class:`~teamrun.llm.offline.OfflineChatModel`.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -108,6 +109,10 @@ def import_litellm() -> Any:
             import litellm
 
             _configure(litellm)
+            # LiteLLM's import leaves a large heap of long-lived objects (modules, price table, types).
+            # Moved out of the collector's reach, later full collections no longer traverse them all:
+            # without this each one costs a few hundred milliseconds, and many workers trigger several.
+            gc.freeze()
             _litellm = litellm
     return _litellm
 
