@@ -21,13 +21,13 @@ from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.result import RunResult
 from teamrun.engine.runtime import DEFAULT_MODEL, AgentFrame, RunContext, limits_in_force, max_steps_for
+from teamrun.engine.tool_sources import tools_for_run
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.router import ModelRouter
 from teamrun.llm.types import ChatModel, current_scope
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool, ToolSource
-from teamrun.tools.mcp.table import tools_for_run
 from teamrun.tools.mcp.tape import McpTape
 from teamrun.tools.registry import build_tools
 

@@ -9,6 +9,7 @@ succeeded, failed or was cancelled.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 from teamrun.logs import get_logger
 from teamrun.tools.base import Tool, ToolSource
@@ -51,4 +52,9 @@ class StartedSources:
                 _log.warning("tool_source_close_failed", entry=source.entry, error=f"{type(exc).__name__}: {exc}")
 
 
-__all__ = ["StartedSources"]
+def tools_for_run(tools: Mapping[str, Tool | ToolSource]) -> dict[str, Tool | ToolSource]:
+    """One run's tool entries: each tool source replaced by its unstarted copy (:meth:`ToolSource.fresh`)."""
+    return {name: entry.fresh() if isinstance(entry, ToolSource) else entry for name, entry in tools.items()}
+
+
+__all__ = ["StartedSources", "tools_for_run"]

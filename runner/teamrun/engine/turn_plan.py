@@ -66,11 +66,9 @@ class Unknown:
     """The agent declares this tool, but its task narrowed its tools and left this one out."""
 
     def message(self) -> str:
-        if self.withheld:
-            return (f"Error: the tool '{self.call.name}' is not allowed for this task. "
-                    f"Available tools: {', '.join(self.offered) or 'none'}.")
-        return (f"Error: there is no tool named '{self.call.name}'. "
-                f"Available tools: {', '.join(self.offered) or 'none'}.")
+        problem = (f"the tool '{self.call.name}' is not allowed for this task" if self.withheld
+                   else f"there is no tool named '{self.call.name}'")
+        return f"Error: {problem}. Available tools: {', '.join(self.offered) or 'none'}."
 
 
 Action = Delegate | Transfer | ExtraTransfer | RunTool | Control | Unknown

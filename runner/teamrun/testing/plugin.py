@@ -147,9 +147,9 @@ def teamrun_cassette(request: pytest.FixtureRequest) -> ChatModel:
 
     path, mode = _cassette_path(request)
     if request.config.getoption("teamrun_record"):
-        from teamrun.llm.adapter import LiteLLMChatModel
+        from teamrun.llm.router import ModelRouter
 
-        return RecordingModel(LiteLLMChatModel(), path)
+        return RecordingModel(ModelRouter(), path)
     if not path.exists():
         pytest.fail(f"cassette {path} does not exist; record it with: pytest --teamrun-record {request.node.nodeid}",
                     pytrace=False)

@@ -162,3 +162,8 @@ class ToolSource(ABC):
     @abstractmethod
     async def aclose(self) -> None:
         """Stop whatever was started; safe to call more than once, and when never started."""
+
+    def fresh(self) -> ToolSource:
+        """An unstarted copy for one run, so concurrent runs never share (or close) each other's
+        started source. A source that keeps no per-run state may return itself (the default)."""
+        return self

@@ -5,12 +5,10 @@ The ``mcp`` SDK (the official Python SDK) is imported only when a server is star
 
 from teamrun.tools.mcp.content import result_text
 from teamrun.tools.mcp.source import START_TIMEOUT_S, McpServerTool, McpToolSource
-from teamrun.tools.mcp.table import tools_for_run
 
 __all__ = [
     "START_TIMEOUT_S",
     "McpServerTool",
     "McpToolSource",
     "result_text",
-    "tools_for_run",
 ]

@@ -1,9 +1,4 @@
-"""Per-run copies of the team's tool sources, and the MCP tool names `--approve` may use.
-
-:func:`tools_for_run` gives each run unstarted copies of the team's tool sources (the
-engine's tool table starts them on first need and closes them at run end);
-:func:`approvable_names` is what ``--approve`` may name before any server runs.
-"""
+"""The MCP tool names ``--approve`` may use, known before any server runs."""
 
 from __future__ import annotations
 
@@ -11,16 +6,7 @@ from collections.abc import Mapping
 
 from teamrun.tools.base import Tool, ToolSource
 
-__all__ = ["approvable_names", "tools_for_run"]
-
-
-def tools_for_run(tools: Mapping[str, Tool | ToolSource]) -> dict[str, Tool | ToolSource]:
-    """The tool table of one run: sources that can be copied are replaced by unstarted copies."""
-    fresh: dict[str, Tool | ToolSource] = {}
-    for name, entry in tools.items():
-        copy = getattr(entry, "fresh", None)
-        fresh[name] = copy() if isinstance(entry, ToolSource) and callable(copy) else entry
-    return fresh
+__all__ = ["approvable_names"]
 
 
 def approvable_names(tools: Mapping[str, Tool | ToolSource]) -> list[str]:
