@@ -143,3 +143,39 @@ def test_no_thread_no_store_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert not (tmp_path / "default.db").exists()
     team.run_sync("hello", thread="t")  # a thread uses the default store
     assert (tmp_path / "default.db").exists()
+
+
+def test_history_summarize_replaces_the_turns_left_out_with_a_kept_summary(store_url: str, tmp_path: Path) -> None:
+    path = _team_file(tmp_path, """\
+        version: 1
+        name: summaries
+        supervisor: lead
+        history: {max_turns: 1, summarize: true}
+        agents:
+          lead: {}
+        """)
+    team = teamrun.load_team(path, store=store_url)
+    first = team.run_sync("my order number is 4711", thread="s")
+    assert first.usage.requests == 1  # nothing left out yet: no summary call
+    team.run_sync("second question", thread="s")
+
+    sent = SentMessages()
+    third = teamrun.load_team(path, store=store_url, wrap_model=sent.wrap).run_sync("third question", thread="s")
+    assert third.usage.requests == 2  # the summary call is charged to the run
+    assert sent.calls[0][1][0]["content"].startswith("Summarise the conversation below")
+    assert "my order number is 4711" in sent.calls[0][1][1]["content"]  # turn 1 goes into the summary
+    assert sent.calls[1][0] == "lead"
+    lead = [str(m["content"]) for m in sent.calls[1][1] if m["role"] != "system"]
+    assert lead[0].startswith("Summary of the earlier conversation") and "4711" in lead[0]
+    assert lead[1:] == ["second question", lead[2], "third question"]  # then the one turn max_turns keeps
+    with open_store(store_url) as store:
+        summary = store.threads.get("s").meta["summary"]  # type: ignore[union-attr]
+    assert summary["turns"] == 1 and "4711" in summary["text"]
+
+    sent = SentMessages()
+    teamrun.load_team(path, store=store_url, wrap_model=sent.wrap).run_sync("fourth question", thread="s")
+    prompt = sent.calls[0][1][1]["content"]  # the earlier summary and the newly left-out turn, not turn 1 again
+    assert prompt.startswith("Earlier summary:") and "user: second question" in prompt.splitlines()
+    assert "user: my order number is 4711" not in prompt.splitlines()  # inside the earlier summary only
+    with open_store(store_url) as store:
+        assert store.threads.get("s").meta["summary"]["turns"] == 2  # type: ignore[union-attr]

@@ -235,6 +235,8 @@ class History(_Strict):
     """Keep only the last N turns (a user message and its answer) of the thread."""
     max_tokens: PositiveInt | None = None
     """Keep only the newest turns that fit in this many tokens (estimated as characters / 4). Default 20000 when neither limit is set."""
+    summarize: bool = False
+    """Summarise the turns the limits leave out (one model call with the answering agent's model, when more turns drop out) instead of dropping them; the summary is kept with the thread."""
 
 
 McpToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]

@@ -169,6 +169,8 @@ class Team:
         bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
                  agent_path=(), team=self.name, input=input)
         try:
+            if session is not None:
+                await session.prepare(ctx, frame)
             await self._drive(ctx, frame, input, cancel)
         finally:
             await ctx.sources.aclose()

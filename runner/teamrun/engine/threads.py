@@ -9,7 +9,10 @@ conversation); other workers start fresh for every delegation.
 
 The team's ``history`` setting trims what a turn sees (the store keeps every
 turn): the last ``max_turns`` turns, then the newest that fit in
-``max_tokens`` (:data:`DEFAULT_HISTORY_TOKENS` when neither is set).
+``max_tokens`` (:data:`DEFAULT_HISTORY_TOKENS` when neither is set). With
+``summarize: true`` the turns left out are replaced by a summary, written by
+the answering agent's model when more turns drop out and kept in the thread's
+``meta`` (``summary: {text, turns}``) so it is not paid for again.
 
 A turn that fails or is cancelled leaves the thread as it was.
 """
@@ -19,22 +22,28 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from teamrun.config.models import History, TeamConfig
-from teamrun.errors import UsageError
-from teamrun.llm.types import Message
+from teamrun.errors import ModelError, UsageError
+from teamrun.llm.types import CallScope, Message, current_scope
 
 if TYPE_CHECKING:
     from teamrun.engine.delegation import WorkerOutcome
     from teamrun.engine.result import RunResult
-    from teamrun.engine.runtime import AgentFrame
+    from teamrun.engine.runtime import AgentFrame, RunContext
     from teamrun.store import Store
     from teamrun.store.threads import NewMessage, ThreadMessage
 
 DEFAULT_HISTORY_TOKENS = 20_000
 """The history a turn sees when the team sets no ``history`` limit (estimated tokens)."""
 
+SUMMARY_HEADING = "Summary of the earlier conversation (older turns are not shown):"
+SUMMARY_INSTRUCTIONS = (
+    "Summarise the conversation below for the assistant who continues it: the user's requests, facts, "
+    "decisions and open questions, in at most 200 words. Keep names, numbers and promises exactly. "
+    "Start from the earlier summary when there is one."
+)
 _SAVED = ("done", "budget_exhausted")
 """Statuses of a run whose turn is added to its thread."""
 
@@ -54,8 +63,32 @@ class ThreadSession:
     policy: History | None = None
     remembered: list[NewMessage] = field(default_factory=list)
     """Worker memory this run adds, saved with the turn."""
-    dropped_turns: int = 0
-    """Earlier turns the ``history`` setting left out of this turn."""
+    dropped: list[Message] = field(default_factory=list)
+    """The earlier turns the ``history`` setting left out, oldest first."""
+    summary: dict[str, Any] = field(default_factory=dict)
+    """The thread's summary of its oldest turns: ``{text, turns}`` (how many turns it covers)."""
+
+    @property
+    def dropped_turns(self) -> int:
+        return len(_turns(self.dropped))
+
+    async def prepare(self, ctx: RunContext, frame: AgentFrame) -> None:
+        """With ``history.summarize``: put a summary of the turns left out before the ones kept."""
+        if self.policy is None or not self.policy.summarize or not self.dropped:
+            return
+        text, covered = str(self.summary.get("text") or ""), int(self.summary.get("turns") or 0)
+        left_out = _turns(self.dropped)
+        if len(left_out) > covered:
+            try:
+                text = await _summarise(ctx, frame, text, [m for turn in left_out[covered:] for m in turn])
+            except ModelError as exc:
+                ctx.warn(frame, f"history: the older turns of thread {self.thread_id} could not be summarised "
+                                f"({exc}); they are left out")
+                return
+            self.summary = {"text": text, "turns": len(left_out)}
+            await asyncio.to_thread(self.store.threads.update_meta, self.thread_id, {"summary": self.summary})
+        if text:
+            self.conversation = [{"role": "user", "content": f"{SUMMARY_HEADING}\n{text}"}, *self.conversation]
 
     def history_for(self, frame: AgentFrame, task: str) -> list[Message]:
         """The messages an agent starts with (before its system prompt): earlier turns and the task.
@@ -107,12 +140,38 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
                          "give another --thread id (or delete it: teamrun threads delete ID)")
     starts_with = record.current_agent if record.current_agent in config.agents else config.supervisor
     conversation, dropped = trim(_messages(store.threads.messages(thread_id)), config.history)
+    summary = record.meta.get("summary")
     memories: dict[str, list[Message]] = {}
     for name, agent in config.agents.items():
         if agent.memory == "thread" and name != config.supervisor:
             memories[name] = _messages(store.threads.messages(thread_id, scope=name))
     return ThreadSession(store=store, thread_id=thread_id, starts_with=starts_with, conversation=conversation,
-                         memories=memories, policy=config.history, dropped_turns=dropped)
+                         memories=memories, policy=config.history, dropped=dropped,
+                         summary=dict(summary) if isinstance(summary, dict) else {})
+
+
+async def _summarise(ctx: RunContext, frame: AgentFrame, earlier: str, turns: Sequence[Message]) -> str:
+    """One model call (the frame's agent's model, charged to it, with its events): the new summary."""
+    lines = [f"Earlier summary:\n{earlier}\n"] if earlier else []
+    lines += [f"{m.get('role')}: {m.get('content')}" for m in turns]
+    messages: list[Message] = [{"role": "system", "content": SUMMARY_INSTRUCTIONS},
+                               {"role": "user", "content": "\n".join(lines)}]
+    settings = ctx.settings_for(frame.name)
+    span = ctx.bus.new_span_id()
+    run_span = frame.parent_span_id  # before the agent starts: the call hangs under the run
+    frame.emit(ctx, "llm_start", span_id=span, parent_span_id=run_span, model=settings.model, messages=len(messages))
+    scope = current_scope.set(CallScope(frame.path, 0, span, ctx.bus.run_id))
+    try:
+        reply = await ctx.model.complete(messages, settings=settings)
+    except ModelError as exc:
+        frame.emit(ctx, "llm_end", span_id=span, parent_span_id=run_span, status="error", error=str(exc))
+        raise
+    finally:
+        current_scope.reset(scope)
+    frame.ledger.charge_model(reply.usage, reply.cost_usd)
+    frame.emit(ctx, "llm_end", span_id=span, parent_span_id=run_span, status="ok", usage=reply.usage.as_dict(),
+               cost=reply.cost_usd, tool_calls=[], finish_reason=reply.finish_reason)
+    return (reply.text or "").strip()
 
 
 def _messages(stored: Sequence[ThreadMessage]) -> list[Message]:
@@ -125,13 +184,19 @@ def estimate_tokens(message: Message) -> int:
     return 4 + len(content if isinstance(content, str) else str(content)) // 4
 
 
-def trim(messages: Sequence[Message], policy: History | None) -> tuple[list[Message], int]:
-    """The newest turns ``policy`` keeps (a turn starts at each user message), and how many it left out."""
+def _turns(messages: Sequence[Message]) -> list[list[Message]]:
+    """Messages grouped into turns: a turn starts at each user message."""
     turns: list[list[Message]] = []
     for message in messages:
         if message.get("role") == "user" or not turns:
             turns.append([])
         turns[-1].append(message)
+    return turns
+
+
+def trim(messages: Sequence[Message], policy: History | None) -> tuple[list[Message], list[Message]]:
+    """``(kept, left out)``: the newest turns ``policy`` keeps, and the older ones it leaves out."""
+    turns = _turns(messages)
     max_turns = policy.max_turns if policy else None
     max_tokens = policy.max_tokens if policy else None
     if max_turns is None and max_tokens is None:
@@ -146,7 +211,8 @@ def trim(messages: Sequence[Message], policy: History | None) -> tuple[list[Mess
                 break
             fitting.append(turn)
         kept = fitting[::-1]
-    return [m for turn in kept for m in turn], len(turns) - len(kept)
+    left_out = turns[: len(turns) - len(kept)]
+    return [m for turn in kept for m in turn], [m for turn in left_out for m in turn]
 
 
 __all__ = ["DEFAULT_HISTORY_TOKENS", "ThreadSession", "estimate_tokens", "open_thread", "trim"]

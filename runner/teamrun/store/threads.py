@@ -145,6 +145,12 @@ class ThreadRepository:
                 values["current_agent"] = current_agent
             conn.execute(threads.update().where(threads.c.id == thread_id).values(**values))
 
+    def update_meta(self, thread_id: str, values: Mapping[str, Any]) -> None:
+        """Merge ``values`` into the thread's ``meta``."""
+        with self.engine.begin() as conn:
+            old = conn.execute(sa.select(threads.c.meta).where(threads.c.id == thread_id).with_for_update()).scalar()
+            conn.execute(threads.update().where(threads.c.id == thread_id).values(meta={**(old or {}), **values}))
+
     def set_current_agent(self, thread_id: str, agent: str | None) -> None:
         with self.engine.begin() as conn:
             conn.execute(threads.update().where(threads.c.id == thread_id)
