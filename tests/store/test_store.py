@@ -116,3 +116,20 @@ def test_a_plain_execute_neither_imports_sqlalchemy_nor_writes_a_store(tmp_path:
     assert "LOADED []" in done.stdout
     assert not (tmp_path / "data").exists()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["validate", str(TEAM)], ["chat", "--help"], ["threads", "--help"],
+                                  ["execute", "--help"]])
+def test_help_and_validate_never_import_sqlalchemy(argv: list[str]) -> None:
+    probe = (
+        "import sys\n"
+        "from teamrun.cli import main\n"
+        f"code = main({argv!r})\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy')\n"
+        "assert not loaded, loaded\n"
+        "raise SystemExit(code)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr

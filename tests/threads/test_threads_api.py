@@ -179,3 +179,20 @@ def test_history_summarize_replaces_the_turns_left_out_with_a_kept_summary(store
     assert "user: my order number is 4711" not in prompt.splitlines()  # inside the earlier summary only
     with open_store(store_url) as store:
         assert store.threads.get("s").meta["summary"]["turns"] == 2  # type: ignore[union-attr]
+
+
+def test_a_turn_the_store_cannot_save_keeps_its_answer_and_says_so(tmp_path: Path) -> None:
+    import sqlalchemy as sa
+
+    store = open_store(tmp_path / "s.db")
+    team = teamrun.load_team(SUPPORT, store=store)
+
+    def break_the_store(event: object) -> None:
+        if type(event).__name__ == "RunStart":
+            with store.engine.begin() as conn:
+                conn.execute(sa.text("DROP TABLE thread_messages"))
+
+    result = team.run_sync("I was charged twice", thread="t", subscribers=[break_the_store])
+    assert result.status == "done" and result.final_text.startswith("[offline simulation]")
+    assert any(w.startswith("cannot save turn of thread 't' in the store sqlite:///") and
+               w.endswith("the next turn will not see this one") for w in result.warnings), result.warnings

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config.models import History, TeamConfig
-from teamrun.errors import ModelError, UsageError
+from teamrun.errors import ModelError, StoreError, UsageError
 from teamrun.llm.types import CallScope, Message, current_scope
 
 if TYPE_CHECKING:
@@ -86,7 +86,11 @@ class ThreadSession:
                                 f"({exc}); they are left out")
                 return
             self.summary = {"text": text, "turns": len(left_out)}
-            await asyncio.to_thread(self.store.threads.update_meta, self.thread_id, {"summary": self.summary})
+            try:
+                with self.store.errors(f"keep the summary of thread {self.thread_id!r}"):
+                    await asyncio.to_thread(self.store.threads.update_meta, self.thread_id, {"summary": self.summary})
+            except StoreError as exc:  # this turn still uses it; the next one writes it again
+                ctx.warn(frame, str(exc))
         if text:
             self.conversation = [{"role": "user", "content": f"{SUMMARY_HEADING}\n{text}"}, *self.conversation]
 
@@ -121,13 +125,18 @@ class ThreadSession:
 
         answered_by = result.answered_by or self.starts_with
         turn = [NewMessage("user", input), NewMessage("assistant", result.final_text, agent=answered_by)]
-        await asyncio.to_thread(self.store.threads.append, self.thread_id, [*turn, *self.remembered],
-                                run_id=result.run_id, current_agent=answered_by)
+        try:
+            with self.store.errors(f"save turn of thread {self.thread_id!r}"):
+                await asyncio.to_thread(self.store.threads.append, self.thread_id, [*turn, *self.remembered],
+                                        run_id=result.run_id, current_agent=answered_by)
+        except StoreError as exc:  # the answer is not lost: the caller gets it, and is told
+            result.warnings.append(f"{exc}; the next turn will not see this one")
 
 
 async def open_thread(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
     """The thread ``thread_id`` of ``store`` (created when new), as this run sees it."""
-    return await asyncio.to_thread(_load, store, thread_id, config)
+    with store.errors(f"read thread {thread_id!r}"):
+        return await asyncio.to_thread(_load, store, thread_id, config)
 
 
 def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
