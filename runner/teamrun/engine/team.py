@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -58,6 +59,7 @@ class Team:
         self._store_location = store
         """Where threads are kept: a :class:`~teamrun.store.Store`, a file path or URL, or ``None`` (the default)."""
         self._store: Store | None = None
+        self._store_lock = threading.Lock()
         self.config = loaded.config
         self.vars = {**(self.config.vars or {}), **(vars or {})}
         self.model_override = model
@@ -100,12 +102,13 @@ class Team:
     @property
     def store(self) -> Store:
         """The store (opened, created or upgraded on first use; blocking): threads and run records."""
-        if self._store is None:
-            from teamrun.store import Store, open_store
+        with self._store_lock:  # runs in threads (asyncio.to_thread): concurrent runs open it once
+            if self._store is None:
+                from teamrun.store import Store, open_store
 
-            given = self._store_location
-            self._store = given if isinstance(given, Store) else open_store(given)
-        return self._store
+                given = self._store_location
+                self._store = given if isinstance(given, Store) else open_store(given)
+            return self._store
 
     def models(self) -> list[str]:
         """The model of each agent (``--model`` / ``model=`` first, then the agent's, then ``defaults``),
