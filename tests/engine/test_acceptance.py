@@ -96,7 +96,10 @@ def test_a_worker_that_never_passes_delivers_what_it_has_with_the_attempts_recor
 
     code = main(["execute", str(team), "-i", "report on Rust", "--model", "offline", "--json"])
 
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert "writer: accept: attempt 1/2 failed cites sources: not found in the answer, answering again" \
+        in captured.err
     assert code == 0 and out["status"] == "done" and out["final_text"]
     (delegation,) = out["delegations"]
     assert delegation["status"] == "ok" and delegation["response"]
