@@ -192,3 +192,40 @@ def test_validate_reports_accept_mistakes_with_their_place(tmp_path: Path,
     assert f"{path}:8:16: error: agents.lead.accept[0].regex is not a valid regular expression" in out
     assert f"{path}:9:17: error: agents.lead.accept[1].python: 'not-a-path' is not a Python import path" in out
     assert f"{path}:10:9: error: unknown key 'length' in agents.lead.accept[2]" in out
+
+
+def test_the_example_team_runs_offline_with_both_kinds_of_checks() -> None:
+    team = teamrun.load_team(Path(__file__).resolve().parents[2] / "examples" / "acceptance" / "team.yaml",
+                             environ={})
+
+    result = team.run_sync("A release note for version 2.0")
+
+    assert result.status == "done" and result.warnings == []
+    assert [(a.agent, a.attempts, a.passed) for a in result.acceptance] == [("writer", 1, True), ("editor", 1, True)]
+    assert [c["name"] for c in result.acceptance[1].history[0]] == ["judge offline >= 0.0"]
+
+
+def test_a_judge_is_scripted_under_its_own_key_and_sees_the_task(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(textwrap.dedent("""\
+        version: 1
+        name: solo
+        supervisor: lead
+        max_attempts: 2
+        accept:
+          - judge: {rubric: Names two languages., model: my-judge}
+        agents:
+          lead: {}
+        """), encoding="utf-8")
+    model = ScriptedModel({"lead": ["Rust.", "Rust and Go."],
+                           "accept:judge": ['{"score": 0.1, "reason": "one language"}',
+                                            '{"score": 1, "reason": "two"}']})
+
+    result = teamrun.load_team(path, chat_model=model).run_sync("Name two languages")
+
+    model.assert_complete()
+    assert result.final_text == "Rust and Go." and result.acceptance[0].passed
+    judge_calls = model.calls_of("accept:judge")
+    assert [c.agent_path for c in judge_calls] == [("lead", "accept:judge")] * 2
+    assert [c.turn for c in judge_calls] == [1, 2] and judge_calls[0].settings.model == "my-judge"
+    assert "Task given to the assistant:\nName two languages" in judge_calls[0].messages[-1]["content"]
