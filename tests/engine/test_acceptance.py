@@ -229,3 +229,15 @@ def test_a_judge_is_scripted_under_its_own_key_and_sees_the_task(tmp_path: Path)
     assert [c.agent_path for c in judge_calls] == [("lead", "accept:judge")] * 2
     assert [c.turn for c in judge_calls] == [1, 2] and judge_calls[0].settings.model == "my-judge"
     assert "Task given to the assistant:\nName two languages" in judge_calls[0].messages[-1]["content"]
+
+
+def test_max_attempts_without_checks_is_a_located_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text("version: 1\nname: t\nsupervisor: lead\nagents:\n  lead:\n    max_attempts: 2\n", encoding="utf-8")
+
+    assert main(["validate", str(path)]) == 0
+    assert main(["validate", "--strict", str(path)]) == 2
+
+    out = capsys.readouterr().out
+    assert (f"{path}:6:5: warning: agents.lead.max_attempts has no effect without agents.lead.accept checks"
+            in out)
