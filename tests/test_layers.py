@@ -16,11 +16,12 @@ BOTTOM = {"errors", "events", "secrets", "defaults", "logs"}
 
 ALLOWED: dict[str, set[str]] = {
     "cli": {"cli", "evals", "serve", "engine", "observe", "config", "llm", "tools", "store"} | BOTTOM,
-    "evals": {"evals", "engine", "config", "llm", "tools"} | BOTTOM,  # eval and batch: the public engine API
+    "evals": {"evals", "engine", "checks", "config", "llm", "tools"} | BOTTOM,  # eval and batch: the public engine API
     "serve": {"serve", "engine", "observe", "config", "llm", "tools", "store"} | BOTTOM,  # HTTP over the engine
     "testing": {"testing", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
     "observe": {"observe", "llm"} | BOTTOM,  # consumers of events; ContentCapture wraps a ChatModel
-    "engine": {"engine", "config", "llm", "tools", "store"} | BOTTOM,  # never observe, cli or logging setup
+    "engine": {"engine", "checks", "config", "llm", "tools", "store"} | BOTTOM,  # never observe, cli or logging setup
+    "checks": {"checks", "config", "llm"} | BOTTOM,  # checks of an answer: eval cases and `accept:`
     "store": {"store"} | BOTTOM,  # threads, runs, journals in SQLite or PostgreSQL (SQLAlchemy, imported lazily)
     "tools": {"tools", "config", "llm"} | BOTTOM,
     "llm": {"llm"} | BOTTOM,  # never observe, config or tools

@@ -38,6 +38,7 @@ from teamrun.logs import get_logger
 __all__ = [
     "BASE_FIELDS",
     "EVENT_TYPES",
+    "AcceptCheck",
     "AgentEnd",
     "AgentStart",
     "Budget",
@@ -68,6 +69,7 @@ EventKind = Literal[
     "tool_start", "tool_end",
     "delegation_start", "delegation_end",
     "hook", "budget", "warning",
+    "accept",
 ]
 
 _log = get_logger(__name__)
@@ -348,6 +350,28 @@ class DelegationEnd(Event):
     """USD the worker spent."""
     error: str | None = None
     """Why it did not succeed."""
+
+
+# -- acceptance checks ------------------------------------------------------------------------
+
+@_kind("accept")
+@dataclass(frozen=True, kw_only=True)
+class AcceptCheck(Event):
+    """An agent's answer was checked against its ``accept:`` checks (and, for the run's final answer, the team's)."""
+
+    status: str
+    """``passed``; ``retry`` (a check failed: the agent gets feedback and answers again); ``failed`` (a check
+    failed and no attempt is left: the answer is delivered as it is)."""
+    attempt: int
+    """The answer checked (1-based)."""
+    max_attempts: int
+    """Answers allowed."""
+    check: str | None = None
+    """The first check that failed."""
+    detail: str | None = None
+    """Why it failed."""
+    source: str | None = None
+    """Where the failed check is declared: ``agents.<name>.accept`` or ``accept`` (the team's)."""
 
 
 def content_fields() -> frozenset[str]:

@@ -55,7 +55,7 @@ def test_every_example_file_is_covered_here() -> None:
     # test_*.py and conftest.py examples (the pytest-plugin example) are run by pytest itself.
     python = {p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("test_") and p.name != "conftest.py"}
     assert python == {"api_basic.py"}
-    assert {p.parent.name for p in EXAMPLE_TEAMS} == {"custom_tools_and_hooks", "message_filter"}
+    assert {p.parent.name for p in EXAMPLE_TEAMS} == {"acceptance", "custom_tools_and_hooks", "message_filter"}
 
 
 def test_api_basic_runs_and_reports_the_result(keep_structlog_config: None, capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,9 +54,12 @@ Exit codes: 0 when the pass rate is at least --min-pass, 1 under it,
               help="Answer every model call (judges included) from CASSETTE, with no network.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress line (done/failed/cost/ETA) on stderr.")
+@click.option("--traces", "traces_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Write each case's trace to DIR/<case>.jsonl (the HTML report links them). "
+                   "Default with --format html -o FILE: FILE's name + '-traces/' beside it.")
 def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str, output: str | None,
           baseline: str | None, min_pass: float, model: str | None, record_path: str | None,
-          replay_path: str | None, progress: bool) -> int:
+          replay_path: str | None, progress: bool, traces_dir: str | None) -> int:
     from teamrun.cli.execute_cmd import _log_settings
     from teamrun.config.loader import load_config
     from teamrun.evals.cases import load_cases
@@ -70,14 +73,21 @@ def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str,
     previous = _read_baseline(baseline) if baseline is not None else None
     chat_model = build_chat_model(loaded, record_path, replay_path, model, cases_models(cases))
     show = progress and _log_settings().verbosity >= 0
+    traces = _case_traces(traces_dir, output_format, output, loaded)
     report = asyncio.run(evaluate(loaded, cases, chat_model=chat_model, model=model, concurrency=concurrency,
-                                  on_progress=_progress_printer("cases") if show else None))
+                                  on_progress=_progress_printer("cases") if show else None,
+                                  subscribers_for=traces.subscribers_for if traces is not None else None))
     if show:
         _end_progress()
     if previous is not None:
         assert baseline is not None
         compare_with_baseline(report, previous, baseline)
-    text = FORMATS[output_format](report)
+    if output_format == "html" and traces is not None:
+        from teamrun.evals.report import render_html
+
+        text = render_html(report, traces=traces.links(output))
+    else:
+        text = FORMATS[output_format](report)
     if output is not None:
         try:
             Path(output).write_text(text, encoding="utf-8")
@@ -90,6 +100,16 @@ def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str,
         click.echo(f"eval: pass rate {report.pass_rate:.0%} is under --min-pass {min_pass:.0%}", err=True)
         return 1
     return 0
+
+
+def _case_traces(traces_dir: str | None, output_format: str, output: str | None, loaded: Any) -> Any:
+    """A trace file per case: in ``--traces DIR``, or beside an HTML report written with ``-o``."""
+    from teamrun.cli.eval_traces import CaseTraces, default_traces_dir
+    from teamrun.secrets import Redactor
+
+    if traces_dir is None and output_format == "html" and output is not None:
+        traces_dir = str(default_traces_dir(output))
+    return CaseTraces(traces_dir, Redactor(loaded.secrets)) if traces_dir is not None else None
 
 
 def cases_models(cases: Any) -> list[str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from teamrun.events import (
+    AcceptCheck,
     AgentEnd,
     AgentStart,
     Budget,
@@ -97,6 +98,12 @@ class PlainProgress:
             case Hook():
                 what = ", ".join(event.actions) if event.status == "ok" else f"failed: {event.message}"
                 return f"{who}: hook {event.hook} on {event.target}: {what}"
+            case AcceptCheck() if event.status == "passed":
+                return f"{who}: accept: attempt {event.attempt} passed"
+            case AcceptCheck():
+                again = ", answering again" if event.status == "retry" else ""
+                return (f"{who}: accept: attempt {event.attempt}/{event.max_attempts} failed {event.check}: "
+                        f"{event.detail}{again}")
             case RunWarning():
                 return f"{who}: warning: {event.message}"
             case Budget():

@@ -249,6 +249,7 @@ class SemanticChecker:
             *self._tool_definitions(),
             *self._function_name_clashes(),
             *mcp_checks(self),
+            *self._acceptance(),
         ]
         if import_check:
             found.extend(self._imports())
@@ -491,6 +492,25 @@ class SemanticChecker:
                             f"{dotted(hook_path)} has a condition but no action; add one of: {actions}",
                             "hook",
                         )
+
+    def _accept_owners(self) -> Iterator[tuple[JsonPath, dict[str, Any]]]:
+        """The team and each agent: whoever may hold ``accept:`` and ``max_attempts``."""
+        yield (), self.data
+        for agent, spec in self.agents.items():
+            yield ("agents", agent), spec
+
+    def _acceptance(self) -> Iterator[Diagnostic]:
+        from teamrun.config.answer_checks import check_problems
+
+        for base, spec in self._accept_owners():
+            checks = spec.get("accept")
+            for index, check in enumerate(checks if isinstance(checks, list) else []):
+                for path, message, key in check_problems((*base, "accept", index), check):
+                    yield self._error(path, message, "accept", key=key)
+            if "max_attempts" in spec and not checks:
+                yield self._warning((*base, "max_attempts"),
+                                    f"{dotted((*base, 'max_attempts'))} has no effect without "
+                                    f"{dotted((*base, 'accept'))} checks", "unused", key=True)
 
     def _message_filter(self, path: JsonPath, spec: Any) -> Iterator[Diagnostic]:
         for index, pattern in _names(_mapping(spec).get("drop_matching")):
@@ -795,6 +815,11 @@ class SemanticChecker:
         for name, spec in self.tools.items():
             if isinstance(spec.get("python"), str):
                 yield ("tools", name, "python"), spec["python"]
+        for base, owner in self._accept_owners():
+            checks = owner.get("accept")
+            for index, check in enumerate(checks if isinstance(checks, list) else []):
+                if isinstance(_mapping(check).get("python"), str):
+                    yield (*base, "accept", index, "python"), check["python"]
         for agent, spec in self.agents.items():
             delegation = _mapping(spec.get("delegation"))
             mf = _mapping(delegation.get("message_filter"))

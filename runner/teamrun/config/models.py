@@ -14,12 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 __all__ = [
     "AGENT_NAME_PATTERN",
+    "CHECK_KINDS",
+    "DEFAULT_MAX_ATTEMPTS",
     "Agent",
+    "Check",
     "CompleteHook",
     "Delegation",
     "History",
     "Hooks",
     "IterationHook",
+    "Judge",
     "Limits",
     "McpServer",
     "MessageFilter",
@@ -45,6 +49,48 @@ OnError = Literal["continue", "fail"]
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+CHECK_KINDS = ("contains", "regex", "json_schema", "python", "judge")
+"""The keys that say what a check does; a check has exactly one of them."""
+DEFAULT_MAX_ATTEMPTS = 3
+"""Answers an agent may give under `accept:` when `max_attempts` is not set (the first one included)."""
+
+
+class Judge(_Strict):
+    """An LLM grades the answer against a rubric with a score from 0 to 1."""
+
+    rubric: Annotated[str, StringConstraints(min_length=1)]
+    """What a good answer does, in plain words; the judge scores the answer against it."""
+    model: Annotated[str, StringConstraints(min_length=1)]
+    """Any LiteLLM model string (or `offline`) for the judge."""
+    threshold: Annotated[float, Field(ge=0, le=1)] = 0.7
+    """The lowest score that passes."""
+    api_base: str | None = None
+    """The provider's URL, for self-hosted or OpenAI-compatible servers."""
+    api_key_env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    """The environment variable holding the judge's API key (its name, never the key)."""
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    """Sampling temperature of the judge (provider default when unset)."""
+
+
+class Check(_Strict):
+    """One check of an answer: exactly one of `contains`, `regex`, `json_schema`, `python`, `judge`."""
+
+    name: str | None = None
+    """A label for reports and feedback (default: the check written out)."""
+    contains: str | None = None
+    """The answer must contain this text."""
+    ignore_case: bool = False
+    """With `contains`: compare without regard to case."""
+    regex: Annotated[str, StringConstraints(min_length=1)] | None = None
+    """A Python regular expression the answer must match somewhere (`(?i)` for any case)."""
+    json_schema: dict[str, Any] | None = None
+    """The answer must be JSON valid against this JSON Schema."""
+    python: ImportPath | None = None
+    """`module:function` called as `function(answer, case)`; returns true/false or `(passed, reason)`. In an eval `case` is the case (`name`, `input`, `vars`); in `accept:` it is `{agent, input, vars, attempt}` (`input`: the agent's task)."""
+    judge: Judge | None = None
+    """An LLM judge with a rubric and a pass threshold."""
 
 
 class Limits(_Strict):
@@ -226,6 +272,10 @@ class Agent(ModelFields):
     """When this agent fails as a worker (an error or a crash, not a budget): `continue` gives the delegating agent an error result; `fail_run` fails the whole run."""
     memory: Literal["fresh", "thread"] = "fresh"
     """A worker's memory in a thread: `fresh` starts every delegation anew; `thread` also shows it its own earlier tasks and answers in the same thread (never the supervisor's conversation)."""
+    accept: list[Check] | None = None
+    """Acceptance checks of this agent's answer (same kinds as `teamrun eval`). A failed check goes back to the agent as feedback and it answers again, up to `max_attempts`; an answer that never passes is still delivered, with a warning."""
+    max_attempts: PositiveInt | None = None
+    """Answers this agent may give under `accept:`, the first included (default 3). Every attempt spends from the budgets."""
 
 
 class History(_Strict):
@@ -334,3 +384,7 @@ class TeamConfig(_Strict):
     """Tools agents can use, by name."""
     history: History | None = None
     """In a thread (`--thread`, `teamrun chat`): how many earlier turns the agents see."""
+    accept: list[Check] | None = None
+    """Acceptance checks of the run's final answer (after the answering agent's own `accept:`). A failed check goes back to that agent as feedback, up to `max_attempts`; an answer that never passes is still delivered, with a warning."""
+    max_attempts: PositiveInt | None = None
+    """Final answers the run may give under the top-level `accept:`, the first included (default 3)."""

@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from teamrun.defaults import DEFAULT_MAX_TOKENS
+from teamrun.engine.acceptance import Acceptance
 from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
 from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
@@ -89,6 +90,8 @@ class AgentLoop:
         self.delegator = Delegator(ctx, frame)
         self.hooks = HookRunner(ctx, frame)
         self.output = OutputChecker.for_agent(frame.name, self.agent)
+        self.acceptance = Acceptance.for_frame(ctx, frame)
+        """The ``accept:`` checks of this agent's answers (``None``: it has none)."""
         self.messages: list[Message] = []
         self.turns = 0
         self.asked_again = False
@@ -109,9 +112,13 @@ class AgentLoop:
             self.messages = [system, *(m for m in history if m.get("role") != "system")]
         else:
             self.messages = [system, {"role": "user", "content": task or ""}]
+        if self.acceptance is not None:
+            self.acceptance.task = task if task is not None else next(
+                (str(m.get("content") or "") for m in history if m.get("role") == "user"), "")
         structlog.contextvars.bind_contextvars(agent=frame.name, agent_path="/".join(frame.path))
         frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
         status, stopped_by, text = "error", None, ""
+        accepted = None
         try:
             # starts the tool sources it declares; a narrowed task leaves out the others
             table = await build_tool_table(ctx, frame.name, allowed=frame.allowed_tools)
@@ -128,6 +135,8 @@ class AgentLoop:
                     status = "budget_exhausted" if step.budget else "ok"
                     stopped_by = step.reason if step.budget else None
                     break
+            if self.acceptance is not None:
+                accepted = self.acceptance.finish(stopped_by or (step.reason if isinstance(step, Stop) else None))
         except asyncio.CancelledError:
             status = "cancelled"
             raise
@@ -139,7 +148,7 @@ class AgentLoop:
             frame.emit(ctx, "agent_end", status=status, usage=own.usage.as_dict(), cost=own.cost,
                        stopped_by=stopped_by)
         return WorkerOutcome(text, status, frame.ledger.own.usage, frame.ledger.own.cost, self.messages, stopped_by,
-                             self.finish_reason)
+                             self.finish_reason, accepted)
 
     async def _step(self, table: ToolTable) -> NextStep:
         reached = self.frame.ledger.check_before_model_call(self.counters)
@@ -176,13 +185,18 @@ class AgentLoop:
             self.asked_again = True
             self.messages.append({"role": "user", "content": EMPTY_NOTE})
             return RunAgain()
-        if self.output is None:
-            return FinalOutput(text)
-        verdict = self.output.check(text)
-        if verdict.ok:
-            return FinalOutput(verdict.text)
-        self.messages.append({"role": "user", "content": verdict.repair_prompt})
-        return RunAgain()
+        if self.output is not None:
+            verdict = self.output.check(text)
+            if not verdict.ok:
+                self.messages.append({"role": "user", "content": verdict.repair_prompt})
+                return RunAgain()
+            text = verdict.text
+        if self.acceptance is not None:
+            feedback = await self.acceptance.review(text)
+            if feedback is not None:
+                self.messages.append({"role": "user", "content": feedback})
+                return RunAgain()
+        return FinalOutput(text)
 
     async def _continuation(self, text: str) -> str:
         """One more call for the rest of an answer cut off at the output limit (``finish_reason: length``)."""

@@ -31,7 +31,7 @@ from teamrun.engine.hooks import (
     start_context,
 )
 from teamrun.engine.references import RefRequest, render_blocks
-from teamrun.engine.result import DelegationResult, DelegationStatus
+from teamrun.engine.result import AcceptanceRecord, DelegationResult, DelegationStatus
 from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
 from teamrun.engine.task_ledger import TaskLedger, TaskRecord, TaskRefused
 from teamrun.engine.turn_plan import Bail, Refused, Signal
@@ -54,6 +54,8 @@ class WorkerOutcome:
     stopped_by: str | None = None
     finish_reason: str | None = None
     """Why the worker's last model call ended."""
+    acceptance: AcceptanceRecord | None = None
+    """How its answers fared against its ``accept:`` checks (``None``: it has none)."""
 
 
 class WorkerFailed(RunError):
@@ -260,7 +262,8 @@ class Delegator:
             response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
             status: DelegationStatus = "ok" if outcome.status == "ok" else "budget_exhausted"
             done = self._result(run.worker, run.task, status, response, usage=outcome.usage, cost=outcome.cost,
-                                error=outcome.stopped_by, task_id=self._task_id(started))
+                                error=outcome.stopped_by, task_id=self._task_id(started),
+                                acceptance=outcome.acceptance)
             messages, finish_reason = outcome.messages, outcome.finish_reason
         settled = await self._complete(done, started.run.start, messages, started.span, finish_reason)
         if started.run.record is not None:

@@ -136,8 +136,11 @@ class BudgetLedger:
 
     # -- charging (the only place spending is counted) ---------------------------------
 
-    def charge_model(self, usage: Usage, cost_usd: float) -> None:
-        self.spend.steps += 1
+    def charge_model(self, usage: Usage, cost_usd: float, *, step: bool = True) -> None:
+        """Count a model call's tokens and cost; ``step=False`` for a call that is not the agent's own
+        turn (an ``accept:`` judge), which spends tokens and cost but no step."""
+        if step:
+            self.spend.steps += 1
         self.own.usage = self.own.usage + usage
         self.own.cost += cost_usd
         for node in self._chain():

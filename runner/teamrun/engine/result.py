@@ -12,6 +12,48 @@ DelegationStatus = Literal["ok", "error", "rejected", "budget_exhausted", "cance
 
 
 @dataclass(frozen=True)
+class AcceptanceRecord:
+    """How one agent invocation's answers fared against its ``accept:`` checks (and the team's)."""
+
+    agent: str
+    agent_path: tuple[str, ...]
+    attempts: int
+    """Answers checked (the first included)."""
+    max_attempts: int
+    """Answers allowed (the smallest ``max_attempts`` of the checks that applied)."""
+    passed: bool
+    """The last answer checked passed every check."""
+    failed_check: str | None = None
+    """The check the last answer failed (``None`` when it passed)."""
+    detail: str = ""
+    """Why that check failed."""
+    stopped_by: str | None = None
+    """A limit that ended the attempts before they were used up."""
+    history: tuple[tuple[dict[str, Any], ...], ...] = ()
+    """Per attempt, every check's outcome (``{name, passed, detail, score?}``)."""
+
+    @property
+    def failure(self) -> str | None:
+        """``check: detail`` of the last answer's failed check, for people and models."""
+        if self.failed_check is None:
+            return None
+        return f"{self.failed_check}: {self.detail}" if self.detail else self.failed_check
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "agent_path": list(self.agent_path),
+            "attempts": self.attempts,
+            "max_attempts": self.max_attempts,
+            "passed": self.passed,
+            "failed_check": self.failed_check,
+            "detail": self.detail,
+            "stopped_by": self.stopped_by,
+            "history": [list(outcomes) for outcomes in self.history],
+        }
+
+
+@dataclass(frozen=True)
 class DelegationResult:
     """One worker's answer to one delegated task."""
 
@@ -31,6 +73,8 @@ class DelegationResult:
     """The tracked task this delegation is an attempt at (see :mod:`teamrun.engine.task_ledger`)."""
     timed_out: bool = False
     """The worker's own ``budget.timeout_s`` stopped it (its status is then ``budget_exhausted``)."""
+    acceptance: AcceptanceRecord | None = None
+    """The worker's ``accept:`` checks: attempts, and the check its answer failed (``None``: it has none)."""
 
     def for_model(self) -> dict[str, Any]:
         """What the delegating model sees: the answer, not the bookkeeping."""
@@ -39,6 +83,10 @@ class DelegationResult:
             shown = {"task_id": self.task_id, **shown}
         if self.error:
             shown["error"] = self.error
+        if self.acceptance is not None:
+            shown["attempts"] = self.acceptance.attempts
+            if not self.acceptance.passed and self.acceptance.failure:
+                shown["accept_failed"] = self.acceptance.failure
         if self.ref:
             shown["ref"] = self.ref
         return shown
@@ -58,6 +106,7 @@ class DelegationResult:
             "error": self.error,
             "task_id": self.task_id,
             "timed_out": self.timed_out,
+            "acceptance": self.acceptance.as_dict() if self.acceptance is not None else None,
         }
 
 
@@ -107,6 +156,8 @@ class RunResult:
     """Handoffs in the order they happened: ``{from, to, agent_path}``."""
     thread_id: str | None = None
     """The thread this run is a turn of (``run(..., thread=...)``, ``--thread``)."""
+    acceptance: list[AcceptanceRecord] = field(default_factory=list)
+    """Every agent invocation that had ``accept:`` checks (its own or the team's), in the order they ended."""
 
     @property
     def usage(self) -> Usage:
@@ -144,4 +195,5 @@ class RunResult:
             "answered_by": self.answered_by,
             "handoffs": self.handoffs,
             "thread_id": self.thread_id,
+            "acceptance": [a.as_dict() for a in self.acceptance],
         }

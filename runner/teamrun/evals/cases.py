@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
+from teamrun.config.answer_checks import check_problems
+from teamrun.config.diagnostics import Diagnostic, JsonPath
 from teamrun.config.schema import SchemaChecker, validator_for
 from teamrun.config.yamlsrc import SourceMap, load_yaml
 from teamrun.errors import ConfigError
-from teamrun.evals.models import CHECK_KINDS, CasesFile, Check
+from teamrun.evals.models import CasesFile
 
 __all__ = ["LoadedCases", "cases_schema", "check_cases_text", "load_cases"]
 
@@ -97,36 +97,9 @@ def _semantics(file: str, data: dict[str, Any], source_map: SourceMap) -> list[D
         if isinstance(case.get("checks"), list):
             checks += [(("cases", index, "checks", i), c) for i, c in enumerate(case["checks"])]
     for path, check in checks:
-        if isinstance(check, dict):
-            _check_one(path, check, at)
+        for where, message, key in check_problems(path, check):
+            at(where, message, key=key)
     return found
-
-
-def _check_one(path: JsonPath, check: dict[str, Any], at: Any) -> None:
-    kinds = [k for k in CHECK_KINDS if check.get(k) is not None]
-    if not kinds and set(check) <= set(Check.model_fields):  # an unknown key is reported by the schema
-        at(path, f"{dotted(path)} says nothing to check: give one of {', '.join(CHECK_KINDS)}")
-    elif len(kinds) > 1:
-        at((*path, kinds[1]), f"{dotted(path)} has {' and '.join(kinds)}: one check does one thing; "
-           "write them as separate '- ' items", key=True)
-    if "ignore_case" in check and check.get("contains") is None:
-        at((*path, "ignore_case"), f"{dotted(path)}.ignore_case only applies to a 'contains' check", key=True)
-    regex = check.get("regex")
-    if isinstance(regex, str):
-        try:
-            re.compile(regex)
-        except re.error as exc:
-            at((*path, "regex"), f"{dotted(path)}.regex is not a valid regular expression: {exc}")
-    schema = check.get("json_schema")
-    if isinstance(schema, dict):
-        from jsonschema import Draft202012Validator
-        from jsonschema.exceptions import SchemaError
-
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            at((*path, "json_schema", *exc.path), f"{dotted(path)}.json_schema is not a valid JSON Schema: "
-               f"{exc.message}")
 
 
 def load_cases(path: str | Path) -> LoadedCases:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -14,6 +14,7 @@ from teamrun.evals.cases import LoadedCases
 from teamrun.evals.checks import CheckOutcome, run_check
 from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.evals.models import Case
+from teamrun.events import Subscriber
 from teamrun.llm.types import ChatModel
 
 __all__ = ["CaseResult", "EvalReport", "Progress", "evaluate"]
@@ -145,12 +146,12 @@ def _ceiling_outcomes(ceiling: Ceiling, cost: float, tokens: int, latency: float
 
 
 async def _one(loaded: LoadedConfig, cases: LoadedCases, index: int, case: Case, *, model: str | None,
-               chat_model: ChatModel) -> CaseResult:
+               chat_model: ChatModel, subscribers: Sequence[Subscriber] = ()) -> CaseResult:
     defaults = cases.cases.defaults
     variables = {**((defaults.vars if defaults else None) or {}), **(case.vars or {})}
     team = Team(loaded, vars=variables, model=model, chat_model=chat_model)
     ceiling = _ceiling(case, defaults, index)
-    run = await run_guarded(team, case.input, ceiling)
+    run = await run_guarded(team, case.input, ceiling, subscribers=tuple(subscribers))
     result = run.result
     outcomes = _ceiling_outcomes(ceiling, run.cost, run.tokens, run.latency_s, run.stopped_by_ceiling)
     if result.status != "done":
@@ -167,15 +168,20 @@ async def _one(loaded: LoadedConfig, cases: LoadedCases, index: int, case: Case,
 
 
 async def evaluate(loaded: LoadedConfig, cases: LoadedCases, *, chat_model: ChatModel, model: str | None = None,
-                   concurrency: int = 4, on_progress: Callable[[Progress], None] | None = None) -> EvalReport:
-    """Run every case (at most ``concurrency`` at once) and return the results in file order."""
+                   concurrency: int = 4, on_progress: Callable[[Progress], None] | None = None,
+                   subscribers_for: Callable[[str], Sequence[Subscriber]] | None = None) -> EvalReport:
+    """Run every case (at most ``concurrency`` at once) and return the results in file order.
+
+    ``subscribers_for(case_name)``: event subscribers for that case's run (a trace file per case).
+    """
     progress = Progress(len(cases.cases.cases))
     gate = asyncio.Semaphore(max(1, concurrency))
     started = time.monotonic()
 
     async def guarded(index: int, case: Case) -> CaseResult:
         async with gate:
-            outcome = await _one(loaded, cases, index, case, model=model, chat_model=chat_model)
+            outcome = await _one(loaded, cases, index, case, model=model, chat_model=chat_model,
+                                 subscribers=subscribers_for(case.name) if subscribers_for is not None else ())
         progress.done += 1
         progress.failed += not outcome.passed
         progress.cost += outcome.cost

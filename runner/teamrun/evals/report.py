@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from teamrun.evals.evaluate import CaseResult, EvalReport
 
@@ -81,27 +81,39 @@ vertical-align:top}th{background:#f4f4f4}.pass{color:#176f2c;font-weight:600}.fa
 padding:8px;margin:4px 0}details{margin:4px 0}"""
 
 
-def render_html(report: EvalReport) -> str:
-    """One self-contained page (no scripts, no external files): a summary table, then each case in full."""
+def render_html(report: EvalReport, traces: Mapping[str, str] | None = None) -> str:
+    """One self-contained page (no scripts, no external files): a summary table, then each case in full.
+
+    ``traces``: case name → the link (relative to the page) of that case's trace file.
+    """
     e = html.escape
+    links: Mapping[str, str] = traces or {}
+
+    def trace_link(name: str) -> str:
+        href = links.get(name)
+        return f'<a class="trace" href="{e(href)}">trace</a>' if href else ""
+
     rows = []
     for r in report.results:
         verdict = "pass" if r.passed else "fail"
         change = f'<td>{e(_MARKS.get(r.change or "", ""))}</td>' if report.baseline is not None else ""
-        rows.append(f'<tr class="{e(r.change or "")}"><td><a href="#case-{e(r.name)}">{e(r.name)}</a></td>'
-                    f'<td class="{verdict}">{verdict.upper()}</td><td>{_passed_checks(r)}</td>'
-                    f"<td>${r.cost:.4f}</td><td>{r.tokens}</td><td>{r.latency_s:.1f}s</td>{change}</tr>")
+        trace = f"<td>{trace_link(r.name)}</td>" if links else ""
+        rows.append(f'<tr class="{e(r.change or "")}" data-case="{e(r.name)}" data-result="{verdict}">'
+                    f'<td><a href="#case-{e(r.name)}">{e(r.name)}</a></td>'
+                    f'<td class="{verdict} result">{verdict.upper()}</td><td>{_passed_checks(r)}</td>'
+                    f"<td>${r.cost:.4f}</td><td>{r.tokens}</td><td>{r.latency_s:.1f}s</td>{change}{trace}</tr>")
     details = []
     for r in report.results:
         checks = "".join(f'<li class="{"pass" if c.passed else "fail"}">{"PASS" if c.passed else "FAIL"} '
                          f'{e(c.name)}{(": " + e(c.detail)) if c.detail else ""}</li>' for c in r.checks)
         details.append(f'<section id="case-{e(r.name)}" class="case"><h3>{e(r.name)} '
                        f'<span class="{"pass" if r.passed else "fail"}">{"PASS" if r.passed else "FAIL"}</span></h3>'
-                       f"<p>run {e(r.status)}, ${r.cost:.4f}, {r.tokens} tokens, {r.latency_s:.1f}s</p>"
+                       f"<p>run {e(r.status)}, ${r.cost:.4f}, {r.tokens} tokens, {r.latency_s:.1f}s"
+                       f"{(' &middot; ' + trace_link(r.name)) if r.name in links else ''}</p>"
                        f"<details open><summary>input</summary><pre>{e(r.input)}</pre></details>"
                        f"<details open><summary>answer</summary><pre>{e(r.answer)}</pre></details>"
                        f"<ul>{checks}</ul></section>")
-    head = "<th>vs baseline</th>" if report.baseline is not None else ""
+    head = ("<th>vs baseline</th>" if report.baseline is not None else "") + ("<th>trace</th>" if links else "")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>teamrun eval: {e(report.team)}</title><style>{_CSS}</style></head><body>"
             f"<h1>teamrun eval: {e(report.team)}</h1>"

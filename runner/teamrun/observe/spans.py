@@ -27,7 +27,7 @@ END_KINDS: dict[str, SpanKind] = {
     "run_end": "run", "agent_end": "agent", "delegation_end": "delegation",
     "llm_end": "llm", "tool_end": "tool",
 }
-POINT_KINDS = frozenset({"warning", "budget", "hook", "llm_retry", "llm_io"})
+POINT_KINDS = frozenset({"warning", "budget", "hook", "llm_retry", "llm_io", "accept"})
 """Events that happen inside a span rather than opening or closing one."""
 
 _PARENT_ORDER: tuple[SpanKind, ...] = ("agent", "run", "delegation")
