@@ -40,7 +40,8 @@ def ray_address() -> Iterator[str]:
     os.environ["PYTHONPATH"] = os.pathsep.join([str(NO_LITELLM), str(REPO / "runner"), str(REPO),
                                                 *([saved] if saved else [])])
     try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
+                 object_store_memory=100 * 1024 * 1024)  # the smallest store Ray takes: rows are small
     finally:
         if saved is None:
             del os.environ["PYTHONPATH"]

@@ -166,6 +166,9 @@ class RayEngine:
     ``None`` joins the Ray this process already started, or the one
     ``RAY_ADDRESS`` names, or else starts one on this machine (stopped again by
     :meth:`close`). ``workers`` bounds the number of runners.
+
+        with RayEngine(WorkerSpec.for_team(loaded), workers=16) as engine:
+            outcome = asyncio.run(run_batch(loaded, rows, Path("out.jsonl"), workers=16, engine=engine))
     """
 
     def __init__(self, spec: WorkerSpec, *, workers: int, address: str | None = None, rpm: int | None = None,
@@ -180,6 +183,13 @@ class RayEngine:
         self._limiter: Any = None
         self._runners: list[Any] = []
         self._busy: list[int] = []
+
+    def __enter__(self) -> RayEngine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def start(self) -> None:
         ray = self._ray = import_ray()
