@@ -131,15 +131,14 @@ def test_a_killed_ray_batch_rerun_completes_only_the_missing_rows(
             time.sleep(0.05)
         time.sleep(3)  # time for rows past the shared limit to show up, were there any
         assert process.poll() is None
-        written = len(out.read_text().splitlines())
     finally:
         process.kill()  # SIGKILL: no clean-up of any kind
         process.wait()
         if process.stderr:
             process.stderr.close()
+    written = len(out.read_text().splitlines())
     # rows are appended as they finish; 24 requests finish 2 to 4 rows (two rows may be part-way through)
     assert 2 <= written <= 4
-    assert len(out.read_text().splitlines()) == written
 
     capsys.readouterr()
 
@@ -196,20 +195,3 @@ def test_an_eval_gives_the_same_report_on_ray_offline_and_replayed(
     assert [(c["name"], c["passed"]) for c in local["cases"]] == [
         ("rust-go", True), ("wants-cobol", False), ("too-few-tokens", False), ("json-answer", False)]
     assert local["cases"][2]["stopped_by"].startswith("cases[2].max_tokens (300)")
-
-
-def test_engine_ray_without_ray_installed_says_how_to_install_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as when it is not installed
-    inputs = _inputs(tmp_path, 2)
-    cases = tmp_path / "cases.yaml"
-    cases.write_text("version: 1\ncases:\n  - {name: one, input: Compare Rust and Go}\n", encoding="utf-8")
-
-    for argv in (["batch", TEAM, str(inputs), "-o", str(tmp_path / "out.jsonl"), "--engine", "ray"],
-                 ["eval", TEAM, str(cases), "--engine", "ray"]):
-        assert main(argv) == 2
-        err = capsys.readouterr().err
-        assert err == "error: --engine ray needs Ray, an optional extra of teamrun: pip install 'teamrun[ray]'\n"
-    assert main(["batch", TEAM, str(inputs), "-o", str(tmp_path / "out.jsonl"), "--ray-address", "ray://x:1"]) == 2
-    assert "--ray-address needs --engine ray" in capsys.readouterr().err
