@@ -201,8 +201,8 @@ class RayEngine:
                 where = f" at {self.address}" if self.address else ""
                 raise UsageError(f"cannot start or join Ray{where}: {exc}") from None
             self._started_ray = True
-        cpus = int(ray.cluster_resources().get("CPU", 1))
         try:
+            cpus = int(ray.cluster_resources().get("CPU", 1))
             if self.rpm is not None or self.tpm is not None:
                 self._limiter = ray.remote(num_cpus=0)(SharedRateLimit).remote(self.rpm, self.tpm)
             runner = ray.remote(num_cpus=1)(RowRunner)
@@ -219,7 +219,10 @@ class RayEngine:
             return
         for actor in [*self._runners, self._limiter]:
             if actor is not None:
-                ray.kill(actor)
+                try:
+                    ray.kill(actor)
+                except Exception:  # already gone with its node or the connection: nothing left to stop
+                    pass
         self._runners, self._limiter = [], None
         if self._started_ray:
             ray.shutdown()
