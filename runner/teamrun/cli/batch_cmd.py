@@ -18,12 +18,18 @@ fails is recorded and the batch goes on. Rerun the same command after an
 interruption: rows OUTPUT already has are skipped. When the batch ends OUTPUT
 is in input order. --rpm/--tpm are shared by all workers.
 
+--engine ray runs the rows on Ray workers (a Ray started on this machine, or
+the cluster --ray-address names) with the same results, progress, budgets and
+rate limits; this process still writes OUTPUT. On a cluster every node needs
+teamrun installed and the team file at the same path.
+
 \b
 Examples:
   teamrun batch teams/research-report.yaml examples/eval/inputs.jsonl -o results.jsonl
   teamrun batch team.yaml inputs.jsonl -o out.jsonl --workers 8 --rpm 500 --tpm 200000
   teamrun batch team.yaml inputs.jsonl -o out.jsonl --row-max-cost 0.05 --max-cost 10
   teamrun batch team.yaml inputs.jsonl -o out.jsonl --retry-failed
+  teamrun batch team.yaml inputs.jsonl -o out.jsonl --engine ray --ray-address ray://head:10001 --workers 64
 
 Exit codes: 0 every row done, 1 some row failed or hit its budget, 2 invalid
 files or usage, 3 --max-cost reached with rows left (rerun to continue).
@@ -49,13 +55,19 @@ files or usage, 3 --max-cost reached with rows left (rerun to continue).
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress line (done/failed/cost/ETA) on stderr.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where rows run: this process (asyncio), or Ray workers (pip install 'teamrun[ray]').")
+@click.option("--ray-address", metavar="ADDRESS",
+              help="With --engine ray: the cluster to join (ray://head:10001); default: a Ray started here.")
 def batch(team_file: str, inputs_file: str, output: str, workers: int, rpm: int | None, tpm: int | None,
           row_max_cost: float | None, row_max_tokens: int | None, row_timeout: float | None,
-          max_cost: float | None, retry_failed: bool, model: str | None, progress: bool) -> int:
-    from teamrun.cli.eval_cmd import _end_progress, _progress_printer, build_chat_model
+          max_cost: float | None, retry_failed: bool, model: str | None, progress: bool, engine: str,
+          ray_address: str | None) -> int:
+    from teamrun.cli.eval_cmd import _end_progress, _progress_printer, build_chat_model, ray_engine
     from teamrun.cli.execute_cmd import _log_settings
     from teamrun.config.loader import load_config
     from teamrun.evals.batch import read_inputs, run_batch
+    from teamrun.evals.engines import Engine
     from teamrun.evals.guarded import Ceiling
 
     loaded = load_config(team_file)
@@ -63,16 +75,29 @@ def batch(team_file: str, inputs_file: str, output: str, workers: int, rpm: int 
     target = Path(output)
     if target.resolve() == Path(inputs_file).resolve():
         raise UsageError("--output must not be the inputs file")
-    chat_model = build_chat_model(loaded, None, None, model, [])
-    if rpm is not None or tpm is not None:
-        from teamrun.evals.ratelimit import RateLimitedModel, RateLimiter
+    runner: Engine
+    if engine == "ray":
+        runner = ray_engine(loaded, workers=workers, address=ray_address, model=model, rpm=rpm, tpm=tpm)
+    else:
+        from teamrun.evals.engines.local import LocalEngine
 
-        chat_model = RateLimitedModel(chat_model, RateLimiter(rpm=rpm, tpm=tpm))
+        if ray_address is not None:
+            raise UsageError("--ray-address needs --engine ray")
+        chat_model = build_chat_model(loaded, None, None, model, [])
+        if rpm is not None or tpm is not None:
+            from teamrun.evals.ratelimit import RateLimitedModel, RateLimiter
+
+            chat_model = RateLimitedModel(chat_model, RateLimiter(rpm=rpm, tpm=tpm))
+        runner = LocalEngine(loaded, chat_model=chat_model, model=model)
     ceiling = Ceiling(row_max_cost, row_max_tokens, row_timeout, label="row")
     show = progress and _log_settings().verbosity >= 0
-    outcome = asyncio.run(run_batch(loaded, rows, target, chat_model=chat_model, model=model, workers=workers,
-                                    row_ceiling=ceiling, max_total_cost=max_cost, retry_failed=retry_failed,
-                                    on_progress=_progress_printer("rows") if show else None))
+    runner.start()
+    try:
+        outcome = asyncio.run(run_batch(loaded, rows, target, model=model, workers=workers, row_ceiling=ceiling,
+                                        max_total_cost=max_cost, retry_failed=retry_failed,
+                                        on_progress=_progress_printer("rows") if show else None, engine=runner))
+    finally:
+        runner.close()
     if show:
         _end_progress()
     summary = (f"batch: {outcome.ran} row(s) run, {outcome.skipped} already in {output}, "

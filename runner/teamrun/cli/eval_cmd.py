@@ -29,6 +29,9 @@ Examples:
   teamrun eval team.yaml cases.yaml --record eval.cassette.jsonl   # once, with real models
   teamrun eval team.yaml cases.yaml --replay eval.cassette.jsonl   # deterministic, in CI
 
+--engine ray runs the cases on Ray workers (a Ray started on this machine, or
+the cluster --ray-address names) with the same results; see `teamrun batch --help`.
+
 Exit codes: 0 when the pass rate is at least --min-pass, 1 under it,
 2 invalid files or usage.
 """
@@ -56,27 +59,52 @@ Exit codes: 0 when the pass rate is at least --min-pass, 1 under it,
               help="A progress line (done/failed/cost/ETA) on stderr.")
 @click.option("--traces", "traces_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Write each case's trace to DIR/<case>.jsonl (the HTML report links them). "
-                   "Default with --format html -o FILE: FILE's name + '-traces/' beside it.")
+                   "Default with --format html -o FILE: FILE's name + '-traces/' beside it. Local engine only.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where cases run: this process (asyncio), or Ray workers (pip install 'teamrun[ray]').")
+@click.option("--ray-address", metavar="ADDRESS",
+              help="With --engine ray: the cluster to join (ray://head:10001); default: a Ray started here.")
 def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str, output: str | None,
           baseline: str | None, min_pass: float, model: str | None, record_path: str | None,
-          replay_path: str | None, progress: bool, traces_dir: str | None) -> int:
+          replay_path: str | None, progress: bool, traces_dir: str | None, engine: str,
+          ray_address: str | None) -> int:
     from teamrun.cli.execute_cmd import _log_settings
     from teamrun.config.loader import load_config
     from teamrun.evals.cases import load_cases
+    from teamrun.evals.engines import Engine
     from teamrun.evals.evaluate import compare_with_baseline, evaluate
     from teamrun.evals.report import FORMATS
 
     if record_path is not None and replay_path is not None:
         raise UsageError("--record and --replay exclude each other: record a real eval, then replay it")
+    if engine == "ray" and record_path is not None:
+        raise UsageError("--record runs on the local engine only (every Ray worker would write its own "
+                         "cassette): record without --engine ray, then --replay on either engine")
+    if engine != "ray" and ray_address is not None:
+        raise UsageError("--ray-address needs --engine ray")
     loaded = load_config(team_file)
     cases = load_cases(cases_file)
     previous = _read_baseline(baseline) if baseline is not None else None
-    chat_model = build_chat_model(loaded, record_path, replay_path, model, cases_models(cases))
+    runner: Engine
+    if engine == "ray":
+        runner = ray_engine(loaded, workers=concurrency, address=ray_address, model=model, replay=replay_path,
+                            extra_models=cases_models(cases))
+    else:
+        from teamrun.evals.engines.local import LocalEngine
+
+        chat_model = build_chat_model(loaded, record_path, replay_path, model, cases_models(cases))
+        runner = LocalEngine(loaded, chat_model=chat_model, model=model)
     show = progress and _log_settings().verbosity >= 0
-    traces = _case_traces(traces_dir, output_format, output, loaded)
-    report = asyncio.run(evaluate(loaded, cases, chat_model=chat_model, model=model, concurrency=concurrency,
-                                  on_progress=_progress_printer("cases") if show else None,
-                                  subscribers_for=traces.subscribers_for if traces is not None else None))
+    if engine == "ray" and traces_dir is not None:
+        raise UsageError("--traces needs --engine local: Ray workers do not send their events back")
+    traces = _case_traces(traces_dir, output_format, output, loaded) if engine == "local" else None
+    runner.start()
+    try:
+        report = asyncio.run(evaluate(loaded, cases, model=model, concurrency=concurrency,
+                                      on_progress=_progress_printer("cases") if show else None, engine=runner,
+                                      subscribers_for=traces.subscribers_for if traces is not None else None))
+    finally:
+        runner.close()
     if show:
         _end_progress()
     if previous is not None:
@@ -122,22 +150,24 @@ def cases_models(cases: Any) -> list[str]:
 def build_chat_model(loaded: Any, record: str | None, replay: str | None, model: str | None,
                      extra_models: list[str]) -> Any:
     """The one chat model every run and judge shares: the router, recorded or replayed."""
-    from teamrun.llm.router import ModelRouter
+    from teamrun.evals.engines.base import chat_model_for
 
-    if replay is not None:
-        from teamrun.llm.cassette import ReplayModel
-
-        return ReplayModel(replay)
-    router = ModelRouter()
-    default = loaded.config.defaults.model if loaded.config.defaults else None
-    models = [model] if model else [a.model or default or "offline" for a in loaded.config.agents.values()]
-    router.prepare([m for m in [*models, *extra_models] if m])
-    if record is not None:
+    chat_model = chat_model_for(loaded, model=model, replay=replay, extra_models=extra_models)
+    if record is not None and replay is None:
         from teamrun.llm.cassette import RecordingModel
         from teamrun.secrets import Redactor
 
-        return RecordingModel(router, record, redactor=Redactor(loaded.secrets))
-    return router
+        return RecordingModel(chat_model, record, redactor=Redactor(loaded.secrets))
+    return chat_model
+
+
+def ray_engine(loaded: Any, *, workers: int, address: str | None, model: str | None, replay: str | None = None,
+               extra_models: list[str] | None = None, rpm: int | None = None, tpm: int | None = None) -> Any:
+    """The Ray engine for ``--engine ray`` (Ray itself is imported when it starts)."""
+    from teamrun.evals.engines.ray_engine import RayEngine, WorkerSpec
+
+    spec = WorkerSpec.for_team(loaded, model=model, replay=replay, extra_models=extra_models or [])
+    return RayEngine(spec, workers=workers, address=address, rpm=rpm, tpm=tpm)
 
 
 def _read_baseline(path: str) -> dict[str, Any]:

@@ -4,7 +4,9 @@ Rows come from a JSON-lines file (``{"input": ..., "vars": {...}, "id": ...}``);
 each finished row is appended to the output at once (so a killed batch loses
 only the rows in flight), and a rerun skips the rows the output already has.
 When the batch ends the output is rewritten in input order, so the same inputs
-give the same file whatever order the rows finished in.
+give the same file whatever order the rows finished in, and on either engine
+(:mod:`teamrun.evals.engines`: this process, or Ray workers): the engine runs
+each row with :func:`run_row`, and this module keeps the rest.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from teamrun.config.diagnostics import Diagnostic
 from teamrun.config.loader import LoadedConfig
 from teamrun.engine.team import Team
 from teamrun.errors import ConfigError, UsageError
+from teamrun.evals.engines.base import Engine
 from teamrun.evals.evaluate import Progress
 from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.llm.types import ChatModel
 
-__all__ = ["BatchOutcome", "InputRow", "read_inputs", "read_output", "run_batch"]
+__all__ = ["BatchOutcome", "InputRow", "failed_record", "read_inputs", "read_output", "run_batch", "run_row"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,24 @@ def _row_record(row: InputRow, result: Any) -> dict[str, Any]:
             "cost": result.cost}
 
 
+def failed_record(row: InputRow, exc: BaseException) -> dict[str, Any]:
+    """The result row of a row whose run raised (or whose worker was lost)."""
+    return {"id": row.key, "input": row.input, "status": "failed", "final_text": "", "stopped_by": None,
+            "error": f"{type(exc).__name__}: {exc}",
+            "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "requests": 0}, "cost": 0.0}
+
+
+async def run_row(loaded: LoadedConfig, row: InputRow, ceiling: Ceiling, *, chat_model: ChatModel,
+                  model: str | None = None) -> dict[str, Any]:
+    """One row's run, as the result row written to the output (every engine runs rows with this)."""
+    team = Team(loaded, vars=row.vars, model=model, chat_model=chat_model)
+    try:
+        run = await run_guarded(team, row.input, ceiling)
+        return _row_record(row, run.result)
+    except Exception as exc:  # one row's trouble is recorded; the batch goes on
+        return failed_record(row, exc)
+
+
 class _Appender:
     """Appends result rows to the output as they finish, one whole line at a time."""
 
@@ -156,11 +177,22 @@ def _rewrite(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(temporary, path)
 
 
-async def run_batch(loaded: LoadedConfig, rows: list[InputRow], output: Path, *, chat_model: ChatModel,
-                    model: str | None = None, workers: int = 4, row_ceiling: Ceiling | None = None,
-                    max_total_cost: float | None = None, retry_failed: bool = False,
-                    on_progress: Callable[[Progress], None] | None = None) -> BatchOutcome:
-    """Run every row the output does not have yet; returns what happened."""
+async def run_batch(loaded: LoadedConfig, rows: list[InputRow], output: Path, *,
+                    chat_model: ChatModel | None = None, model: str | None = None, workers: int = 4,
+                    row_ceiling: Ceiling | None = None, max_total_cost: float | None = None, retry_failed: bool = False,
+                    on_progress: Callable[[Progress], None] | None = None,
+                    engine: Engine | None = None) -> BatchOutcome:
+    """Run every row the output does not have yet; returns what happened.
+
+    ``engine`` runs the rows (default: :class:`~teamrun.evals.engines.local.LocalEngine`,
+    in this process on ``chat_model``); progress, the total budget and the output
+    are kept here, the same whatever the engine.
+    """
+    if engine is None:
+        from teamrun.evals.engines.base import chat_model_for
+        from teamrun.evals.engines.local import LocalEngine
+
+        engine = LocalEngine(loaded, chat_model=chat_model or chat_model_for(loaded, model=model), model=model)
     existing = read_output(output)
     if retry_failed:
         existing = [r for r in existing if r.get("status") == "done"]
@@ -179,15 +211,10 @@ async def run_batch(loaded: LoadedConfig, rows: list[InputRow], output: Path, *,
             if stop.is_set():
                 outcome.left += 1
                 return
-            team = Team(loaded, vars=row.vars, model=model, chat_model=chat_model)
             try:
-                run = await run_guarded(team, row.input, row_ceiling or Ceiling())
-                record = _row_record(row, run.result)
-            except Exception as exc:  # one row's trouble is recorded; the batch goes on
-                record = {"id": row.key, "input": row.input, "status": "failed", "final_text": "",
-                          "stopped_by": None, "error": f"{type(exc).__name__}: {exc}",
-                          "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "requests": 0},
-                          "cost": 0.0}
+                record = await engine.run_row(row, row_ceiling or Ceiling())
+            except Exception as exc:  # the engine lost the row (a worker died): recorded, the batch goes on
+                record = failed_record(row, exc)
         appender.write(record)
         fresh.append(record)
         outcome.ran += 1

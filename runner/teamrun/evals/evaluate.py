@@ -12,12 +12,13 @@ from teamrun.config.loader import LoadedConfig
 from teamrun.engine.team import Team
 from teamrun.evals.cases import LoadedCases
 from teamrun.evals.checks import CheckOutcome, run_check
+from teamrun.evals.engines.base import Engine
 from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.evals.models import Case
 from teamrun.events import Subscriber
 from teamrun.llm.types import ChatModel
 
-__all__ = ["CaseResult", "EvalReport", "Progress", "evaluate"]
+__all__ = ["CaseResult", "EvalReport", "Progress", "evaluate", "run_case"]
 
 Change = Literal["regression", "improvement", "same", "new"]
 
@@ -167,21 +168,36 @@ async def _one(loaded: LoadedConfig, cases: LoadedCases, index: int, case: Case,
                       outcomes, run.cost, run.tokens, run.latency_s, result.stopped_by, result.error)
 
 
-async def evaluate(loaded: LoadedConfig, cases: LoadedCases, *, chat_model: ChatModel, model: str | None = None,
-                   concurrency: int = 4, on_progress: Callable[[Progress], None] | None = None,
+async def run_case(loaded: LoadedConfig, cases: LoadedCases, index: int, *, chat_model: ChatModel,
+                   model: str | None = None, subscribers: Sequence[Subscriber] = ()) -> CaseResult:
+    """Case ``index`` of ``cases``: its run and its checks (every engine runs cases with this)."""
+    return await _one(loaded, cases, index, cases.cases.cases[index], model=model, chat_model=chat_model,
+                      subscribers=subscribers)
+
+
+async def evaluate(loaded: LoadedConfig, cases: LoadedCases, *, chat_model: ChatModel | None = None,
+                   model: str | None = None, concurrency: int = 4,
+                   on_progress: Callable[[Progress], None] | None = None, engine: Engine | None = None,
                    subscribers_for: Callable[[str], Sequence[Subscriber]] | None = None) -> EvalReport:
     """Run every case (at most ``concurrency`` at once) and return the results in file order.
 
-    ``subscribers_for(case_name)``: event subscribers for that case's run (a trace file per case).
+    ``engine`` runs the cases (default: in this process on ``chat_model``).
+    ``subscribers_for(case_name)``: event subscribers for that case's run (a trace file per case;
+    engines whose runs happen in other processes refuse them).
     """
+    if engine is None:
+        from teamrun.evals.engines.base import chat_model_for
+        from teamrun.evals.engines.local import LocalEngine
+
+        engine = LocalEngine(loaded, chat_model=chat_model or chat_model_for(loaded, model=model), model=model)
     progress = Progress(len(cases.cases.cases))
     gate = asyncio.Semaphore(max(1, concurrency))
     started = time.monotonic()
 
     async def guarded(index: int, case: Case) -> CaseResult:
         async with gate:
-            outcome = await _one(loaded, cases, index, case, model=model, chat_model=chat_model,
-                                 subscribers=subscribers_for(case.name) if subscribers_for is not None else ())
+            outcome = await engine.run_case(cases, index,
+                                            subscribers=subscribers_for(case.name) if subscribers_for else ())
         progress.done += 1
         progress.failed += not outcome.passed
         progress.cost += outcome.cost

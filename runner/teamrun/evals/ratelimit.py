@@ -11,13 +11,21 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from teamrun.llm.types import ChatModel, Message, ModelReply, ModelSettings, ToolSchema
 
-__all__ = ["RateLimitedModel", "RateLimiter"]
+__all__ = ["Limiter", "RateLimitedModel", "RateLimiter"]
 
 WINDOW_S = 60.0
+
+
+class Limiter(Protocol):
+    """Waits before a request and counts the tokens it used: a :class:`RateLimiter`, or one on a Ray actor."""
+
+    async def acquire(self) -> None: ...
+
+    def spent(self, tokens: int) -> None: ...
 
 
 class RateLimiter:
@@ -76,7 +84,7 @@ class RateLimiter:
 class RateLimitedModel:
     """A :class:`ChatModel` that waits for the shared :class:`RateLimiter` before each call."""
 
-    def __init__(self, inner: ChatModel, limiter: RateLimiter) -> None:
+    def __init__(self, inner: ChatModel, limiter: Limiter) -> None:
         self.inner = inner
         self.limiter = limiter
 
