@@ -32,6 +32,7 @@ from teamrun.tools.mcp.tape import McpTape
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
+    from teamrun.engine.journal import RunJournal
     from teamrun.llm.cassette import ReplayMode
 
 
@@ -116,17 +117,21 @@ class Team:
         *,
         subscribers: Iterable[Subscriber] = (),
         cancel: asyncio.Event | None = None,
+        journal: RunJournal | None = None,
     ) -> RunResult:
         """Run the team on ``input``. Returns a result whatever happens to the run.
 
         ``cancel``: set it to stop the run; in-flight workers are cancelled and the
         result (``status: cancelled``) keeps everything finished so far.
+        ``journal``: write every finished model call and tool result there as it completes
+        (the run takes the journal's run id); one opened by :func:`teamrun.engine.resume.open_resume`
+        also answers the calls an earlier attempt finished (see :mod:`teamrun.engine.resume`).
         """
         model = self._model()
         if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
             self._router.prepare(self.models())
         started = time.monotonic()
-        run_id = uuid.uuid4().hex[:12]
+        run_id = journal.run_id if journal is not None else uuid.uuid4().hex[:12]
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
@@ -136,9 +141,11 @@ class Team:
         ctx = RunContext(
             config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
             tools=tools, approver=self.approver, result=result, vars=self.vars,
-            model_override=self.model_override,
+            model_override=self.model_override, journal=journal,
         )
         frame = self._supervisor_frame(bus)
+        if journal is not None:
+            await journal.open()
         self._buses[run_id] = bus
         structlog.contextvars.bind_contextvars(run_id=run_id, team=self.name)
         bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
@@ -154,6 +161,8 @@ class Team:
             bus.emit("run_end", span_id=frame.parent_span_id or "run", parent_span_id=None, agent_path=(),
                      status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),
                      cost=result.cost, duration_s=result.duration_s)
+            if journal is not None:
+                await _close_journal(journal, result)
         return result
 
     def run_sync(self, input: str, **kwargs: Any) -> RunResult:
@@ -176,7 +185,7 @@ class Team:
         ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
                             max_steps=max_steps_for(self.config, budget), agent=name)
         run_span = bus.new_span_id()
-        return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger)
+        return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger, key=name)
 
     def _timeout(self) -> tuple[float | None, str]:
         """The run's wall-clock limit: ``limits.timeout_s`` or the supervisor's own, whichever is shorter."""
@@ -220,6 +229,15 @@ class Team:
                 await _cancel(work)
             if stop is not None and not stop.done():
                 stop.cancel()
+
+
+async def _close_journal(journal: RunJournal, result: RunResult) -> None:
+    """The run's outcome into its record; a journal that could not be written is a warning on the result."""
+    await journal.close(status=result.status, usage=result.usage.as_dict(), cost=result.cost,
+                        final_text=result.final_text, error=result.error)
+    if journal.failure is not None:
+        result.warnings.append(f"the run journal could not be written ({journal.failure}); "
+                               f"run {result.run_id} cannot be resumed from where it stopped")
 
 
 def _settle_spending(ctx: RunContext, root: BudgetLedger) -> None:

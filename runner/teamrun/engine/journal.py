@@ -1,0 +1,329 @@
+"""Durable runs: every finished model reply and tool result of a run, written as it completes.
+
+A journaled run writes one :class:`JournalEntry` per finished model call and
+per finished tool call, keyed by :class:`EntryKey` — the agent *invocation*
+(a stable name: the agent path with the turn and call position each delegation
+came from, so concurrent workers finishing in any order never collide), the
+model-call number within that invocation, the kind, and the tool call's
+position in the reply — plus a hash of the request, so a request that changed
+is never answered from the journal. A tool that is not idempotent also gets a
+``tool_start`` entry, written (and waited for) before it runs: on resume, a
+start without a result means it may have run halfway.
+
+Where entries go is a :class:`JournalBackend` (:class:`MemoryJournal` for
+tests, :class:`teamrun.store.journal.StoreJournal` for the SQLite/PostgreSQL
+store). Writes never block the event loop: :class:`RunJournal` hands them to
+one writer thread, which commits whatever is queued in one small transaction.
+How a resumed run uses the entries is :mod:`teamrun.engine.resume`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from teamrun.config.models import ToolDef
+from teamrun.llm.types import Message, ModelSettings, ToolSchema
+from teamrun.logs import get_logger
+from teamrun.tools.base import Tool
+
+__all__ = [
+    "EntryKey",
+    "EntryKind",
+    "JournalBackend",
+    "JournalEntry",
+    "MemoryJournal",
+    "RunJournal",
+    "RunRecord",
+    "request_hash",
+    "tool_hash",
+    "tool_idempotent",
+]
+
+_log = get_logger(__name__)
+
+EntryKind = Literal["model", "tool", "tool_start"]
+HEARTBEAT_S = 15.0
+"""How often a journaled run's row is touched while it runs (``runs list`` calls a silent one interrupted)."""
+
+
+@dataclass(frozen=True)
+class EntryKey:
+    """Where an entry belongs: an agent invocation, its model-call number, what finished, which tool call."""
+
+    invocation: str
+    """The agent invocation (see :attr:`teamrun.engine.runtime.AgentFrame.key`)."""
+    index: int
+    """The model-call number within the invocation (1-based); a tool call belongs to the call that asked for it."""
+    kind: EntryKind
+    position: int = 0
+    """The tool call's position in the model reply (0 for model entries)."""
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    key: EntryKey
+    request_hash: str
+    """The request's fingerprint (model) or the tool name and arguments' hash (tool)."""
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    """A model reply (:func:`teamrun.llm.cassette.reply_to_dict`) or a tool outcome (``ok``, ``content``, ``error``)."""
+
+
+@dataclass
+class RunRecord:
+    """One journaled run: what it was asked (so it can be resumed) and how it ended."""
+
+    run_id: str
+    team: str
+    team_file: str
+    """The team file's absolute path."""
+    input: str
+    vars: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
+    """``--model`` given to the run, if any."""
+    status: str = "running"
+    """``running``, ``done``, ``failed``, ``cancelled`` or ``budget_exhausted`` (``interrupted`` is derived)."""
+    pid: int = field(default_factory=os.getpid)
+    host: str = field(default_factory=socket.gethostname)
+    started_at: float = field(default_factory=time.time)
+    heartbeat_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: float = 0.0
+    final_text: str = ""
+    error: str | None = None
+    attempts: int = 1
+    """1 for the first run; each resume adds one."""
+    replayed_calls: int = 0
+    """Model calls the latest attempt answered from the journal (not paid again)."""
+    thread_id: str | None = None
+
+    def shown_status(self, *, now: float | None = None, stale_after_s: float = 4 * HEARTBEAT_S) -> str:
+        """The status, with a ``running`` run whose process is gone shown as ``interrupted``.
+
+        A run on this host is interrupted when its pid is no longer alive; one on another
+        host when its heartbeat is older than ``stale_after_s``.
+        """
+        if self.status != "running":
+            return self.status
+        if self.host == socket.gethostname():
+            return "running" if _pid_alive(self.pid) else "interrupted"
+        silent = (now if now is not None else time.time()) - self.heartbeat_at
+        return "interrupted" if silent > stale_after_s else "running"
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    try:  # a killed child not yet reaped by its parent is a zombie: gone for our purposes
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+class JournalBackend(Protocol):
+    """Where a run's entries and its record are kept. Called from the journal's writer thread."""
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        """The run's entries, in the order they were written."""
+        ...
+
+    def append(self, run_id: str, entries: Sequence[JournalEntry], *, heartbeat: float | None = None) -> None:
+        """Write ``entries`` in one transaction (and touch the run's heartbeat when given)."""
+        ...
+
+    def save_run(self, run: RunRecord) -> None:
+        """Insert or update the run's record."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+
+class MemoryJournal:
+    """A :class:`JournalBackend` in memory (tests, and the benchmark's baseline for the store)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[JournalEntry]] = {}
+        self.runs: dict[str, RunRecord] = {}
+        self.transactions = 0
+        self._lock = threading.Lock()
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        with self._lock:
+            return list(self.entries.get(run_id, ()))
+
+    def append(self, run_id: str, entries: Sequence[JournalEntry], *, heartbeat: float | None = None) -> None:
+        with self._lock:
+            self.entries.setdefault(run_id, []).extend(entries)
+            self.transactions += 1
+            if heartbeat is not None and run_id in self.runs:
+                self.runs[run_id].heartbeat_at = heartbeat
+
+    def save_run(self, run: RunRecord) -> None:
+        with self._lock:
+            self.runs[run.run_id] = run
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self._lock:
+            return self.runs.get(run_id)
+
+
+# -- hashes -------------------------------------------------------------------------------
+def request_hash(messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
+                 response_format: Mapping[str, Any] | None) -> str:
+    """The model request's fingerprint, as record/replay computes it (ids, dates and fences normalised)."""
+    from teamrun.llm.cassette import fingerprint
+
+    return fingerprint(messages, settings=settings, tools=tools, response_format=response_format)
+
+
+def tool_hash(name: str, arguments: str) -> str:
+    """What a tool call asked: its name and the model's raw arguments."""
+    return hashlib.sha256(json.dumps([name, arguments]).encode()).hexdigest()
+
+
+def tool_idempotent(tool: Tool, definitions: Mapping[str, ToolDef] | None) -> bool:
+    """Whether running ``tool`` twice with the same arguments is harmless (a resume may then run it again).
+
+    The entry's ``idempotent:`` when set; otherwise python tools are, command tools are not, and an MCP
+    server's tool is when the server marks it read-only or idempotent. A tool the team file does not
+    declare says so with an ``idempotent`` attribute (default: it is).
+    """
+    source = getattr(tool, "source", None)
+    entry = getattr(source, "entry", None) or tool.name
+    definition = (definitions or {}).get(entry)
+    if definition is None:
+        return bool(getattr(tool, "idempotent", True))
+    if definition.idempotent is not None:
+        return definition.idempotent
+    if definition.mcp is not None:
+        hints = getattr(tool, "annotations", None)
+        return bool(getattr(hints, "read_only_hint", None) or getattr(hints, "idempotent_hint", None))
+    return definition.command is None
+
+
+# -- the writer -------------------------------------------------------------------------------
+class _Write:
+    __slots__ = ("done", "entry", "loop")
+
+    def __init__(self, entry: JournalEntry | None, loop: asyncio.AbstractEventLoop | None = None,
+                 done: asyncio.Future[None] | None = None) -> None:
+        self.entry, self.loop, self.done = entry, loop, done
+
+
+class RunJournal:
+    """One run's journal: the record, a writer thread for entries, and the replay of earlier attempts.
+
+    ``record`` is what the run is (its id is the run's id); ``earlier`` are the
+    entries of the attempts before this one (empty for a first run). Use
+    :meth:`open` before the run and :meth:`close` after it (``Team.run`` does).
+    """
+
+    def __init__(self, backend: JournalBackend, record: RunRecord, earlier: Sequence[JournalEntry] = (),
+                 *, confirmed_tools: bool = False) -> None:
+        from teamrun.engine.resume import Replay
+
+        self.backend = backend
+        self.record = record
+        self.replay = Replay(earlier, confirmed_tools=confirmed_tools)
+        self.written = 0
+        self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self.failure: str | None = None
+        """Why writing failed (the run goes on unjournaled after a failure; it is reported at the end)."""
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Save the record as running and start the writer thread."""
+        self.record.status, self.record.pid, self.record.host = "running", os.getpid(), socket.gethostname()
+        self.record.heartbeat_at = time.time()
+        await asyncio.to_thread(self.backend.save_run, self.record)
+        self._thread = threading.Thread(target=self._write_loop, name=f"teamrun-journal-{self.run_id}", daemon=True)
+        self._thread.start()
+
+    async def close(self, *, status: str, usage: dict[str, int], cost: float, final_text: str,
+                    error: str | None) -> None:
+        """Write what is queued, then the run's outcome."""
+        if self._thread is not None:
+            self._queue.put(None)
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
+        record = self.record
+        record.status, record.usage, record.cost = status, usage, cost
+        record.final_text, record.error, record.ended_at = final_text, error, time.time()
+        record.replayed_calls = self.replay.replayed_calls
+        await asyncio.to_thread(self.backend.save_run, record)
+
+    # -- entries --------------------------------------------------------------------------------
+    def write(self, entry: JournalEntry) -> None:
+        """Queue ``entry``; the writer thread commits it shortly (the caller does not wait)."""
+        self._queue.put(_Write(entry))
+
+    async def write_now(self, entry: JournalEntry) -> None:
+        """Write ``entry`` and wait until it is committed (a non-idempotent tool's start)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._queue.put(_Write(entry, loop, done))
+        await done
+
+    def _write_loop(self) -> None:
+        last_beat = time.time()
+        stop = False
+        while not stop:
+            batch: list[_Write] = []
+            try:
+                item = self._queue.get(timeout=HEARTBEAT_S)
+            except queue.Empty:
+                item = _Write(None)  # nothing to write: a heartbeat only
+            while True:  # everything queued meanwhile goes in the same transaction
+                if item is None:
+                    stop = True
+                    break
+                if item.entry is not None:
+                    batch.append(item)
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            now = time.time()
+            beat = now if now - last_beat >= HEARTBEAT_S else None
+            if beat is not None:
+                last_beat = now
+            self._commit(batch, beat)
+
+    def _commit(self, batch: list[_Write], beat: float | None) -> None:
+        if self.failure is None and (batch or beat is not None):
+            try:
+                self.backend.append(self.run_id, [w.entry for w in batch if w.entry is not None], heartbeat=beat)
+                self.written += len(batch)
+            except Exception as exc:  # a full disk or a lost database must not crash the run
+                self.failure = f"{type(exc).__name__}: {exc}"
+                _log.warning("journal_write_failed", run_id=self.run_id, error=self.failure)
+        for write in batch:  # a failed write is reported at the end; the run goes on
+            if write.loop is not None and write.done is not None:
+                write.loop.call_soon_threadsafe(_settle, write.done)
+
+
+def _settle(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
