@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import teamrun
-from teamrun.engine.journal import EntryKey, JournalEntry, MemoryJournal, RunJournal, RunRecord
+from teamrun.engine.journal import EntryKey, JournaledRun, JournalEntry, MemoryJournal, RunJournal
 from teamrun.engine.resume import ResumeNeedsConfirmation, open_resume
 from teamrun.testing.scripted import ScriptedModel, delegate, tool_call
 
@@ -58,8 +58,8 @@ def team_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _record(run_id: str, path: Path, text: str = "go") -> RunRecord:
-    return RunRecord(run_id=run_id, team="fan", team_file=str(path), input=text)
+def _record(run_id: str, path: Path, text: str = "go") -> JournaledRun:
+    return JournaledRun(run_id=run_id, team="fan", team_file=str(path), input=text)
 
 
 def _run(path: Path, model: ScriptedModel, journal: RunJournal | None, text: str = "go") -> teamrun.RunResult:
@@ -191,7 +191,7 @@ def test_unknown_and_running_runs_are_refused() -> None:
     backend = MemoryJournal()
     with pytest.raises(teamrun.errors.UsageError, match="no run 'nope'"):
         open_resume(backend, "nope")
-    backend.save_run(RunRecord(run_id="r2", team="t", team_file="t.yaml", input="x"))
+    backend.save_run(JournaledRun(run_id="r2", team="t", team_file="t.yaml", input="x"))
     with pytest.raises(teamrun.errors.UsageError, match="still running"):
         open_resume(backend, "r2")
 

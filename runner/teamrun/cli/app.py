@@ -20,6 +20,8 @@ COMMANDS = {
     "eval": "teamrun.cli.eval_cmd:eval_",
     "batch": "teamrun.cli.batch_cmd:batch",
     "serve": "teamrun.cli.serve_cmd:serve",
+    "resume": "teamrun.cli.resume_cmd:resume",
+    "runs": "teamrun.cli.runs_cmd:runs",
 }
 """Each command's module is imported only when that command (or the full help) is needed."""
 
@@ -55,6 +57,8 @@ Examples:
   teamrun eval team.yaml cases.yaml         check the team's answers on test cases
   teamrun batch team.yaml in.jsonl -o out.jsonl  one run per input row, resumable
   teamrun serve team.yaml                   the team behind an OpenAI-compatible HTTP API
+  teamrun runs list                         journaled runs with status and cost
+  teamrun resume RUN_ID                     continue a crashed or killed run from its journal
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.

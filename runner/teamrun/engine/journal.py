@@ -28,12 +28,12 @@ import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from teamrun.config.models import ToolDef
 from teamrun.llm.types import Message, ModelSettings, ToolSchema
 from teamrun.logs import get_logger
+from teamrun.store.records import HEARTBEAT_S, EntryKey, EntryKind, JournaledRun, JournalEntry
 from teamrun.tools.base import Tool
 
 __all__ = [
@@ -41,100 +41,15 @@ __all__ = [
     "EntryKind",
     "JournalBackend",
     "JournalEntry",
+    "JournaledRun",
     "MemoryJournal",
     "RunJournal",
-    "RunRecord",
     "request_hash",
     "tool_hash",
     "tool_idempotent",
 ]
 
 _log = get_logger(__name__)
-
-EntryKind = Literal["model", "tool", "tool_start"]
-HEARTBEAT_S = 15.0
-"""How often a journaled run's row is touched while it runs (``runs list`` calls a silent one interrupted)."""
-
-
-@dataclass(frozen=True)
-class EntryKey:
-    """Where an entry belongs: an agent invocation, its model-call number, what finished, which tool call."""
-
-    invocation: str
-    """The agent invocation (see :attr:`teamrun.engine.runtime.AgentFrame.key`)."""
-    index: int
-    """The model-call number within the invocation (1-based); a tool call belongs to the call that asked for it."""
-    kind: EntryKind
-    position: int = 0
-    """The tool call's position in the model reply (0 for model entries)."""
-
-
-@dataclass(frozen=True)
-class JournalEntry:
-    key: EntryKey
-    request_hash: str
-    """The request's fingerprint (model) or the tool name and arguments' hash (tool)."""
-    payload: Mapping[str, Any] = field(default_factory=dict)
-    """A model reply (:func:`teamrun.llm.cassette.reply_to_dict`) or a tool outcome (``ok``, ``content``, ``error``)."""
-
-
-@dataclass
-class RunRecord:
-    """One journaled run: what it was asked (so it can be resumed) and how it ended."""
-
-    run_id: str
-    team: str
-    team_file: str
-    """The team file's absolute path."""
-    input: str
-    vars: dict[str, Any] = field(default_factory=dict)
-    model: str | None = None
-    """``--model`` given to the run, if any."""
-    status: str = "running"
-    """``running``, ``done``, ``failed``, ``cancelled`` or ``budget_exhausted`` (``interrupted`` is derived)."""
-    pid: int = field(default_factory=os.getpid)
-    host: str = field(default_factory=socket.gethostname)
-    started_at: float = field(default_factory=time.time)
-    heartbeat_at: float = field(default_factory=time.time)
-    ended_at: float | None = None
-    usage: dict[str, int] = field(default_factory=dict)
-    cost: float = 0.0
-    final_text: str = ""
-    error: str | None = None
-    attempts: int = 1
-    """1 for the first run; each resume adds one."""
-    replayed_calls: int = 0
-    """Model calls the latest attempt answered from the journal (not paid again)."""
-    thread_id: str | None = None
-
-    def shown_status(self, *, now: float | None = None, stale_after_s: float = 4 * HEARTBEAT_S) -> str:
-        """The status, with a ``running`` run whose process is gone shown as ``interrupted``.
-
-        A run on this host is interrupted when its pid is no longer alive; one on another
-        host when its heartbeat is older than ``stale_after_s``.
-        """
-        if self.status != "running":
-            return self.status
-        if self.host == socket.gethostname():
-            return "running" if _pid_alive(self.pid) else "interrupted"
-        silent = (now if now is not None else time.time()) - self.heartbeat_at
-        return "interrupted" if silent > stale_after_s else "running"
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    try:  # a killed child not yet reaped by its parent is a zombie: gone for our purposes
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 class JournalBackend(Protocol):
@@ -148,11 +63,11 @@ class JournalBackend(Protocol):
         """Write ``entries`` in one transaction (and touch the run's heartbeat when given)."""
         ...
 
-    def save_run(self, run: RunRecord) -> None:
+    def save_run(self, run: JournaledRun) -> None:
         """Insert or update the run's record."""
         ...
 
-    def get_run(self, run_id: str) -> RunRecord | None: ...
+    def get_run(self, run_id: str) -> JournaledRun | None: ...
 
 
 class MemoryJournal:
@@ -160,7 +75,7 @@ class MemoryJournal:
 
     def __init__(self) -> None:
         self.entries: dict[str, list[JournalEntry]] = {}
-        self.runs: dict[str, RunRecord] = {}
+        self.runs: dict[str, JournaledRun] = {}
         self.transactions = 0
         self._lock = threading.Lock()
 
@@ -175,11 +90,11 @@ class MemoryJournal:
             if heartbeat is not None and run_id in self.runs:
                 self.runs[run_id].heartbeat_at = heartbeat
 
-    def save_run(self, run: RunRecord) -> None:
+    def save_run(self, run: JournaledRun) -> None:
         with self._lock:
             self.runs[run.run_id] = run
 
-    def get_run(self, run_id: str) -> RunRecord | None:
+    def get_run(self, run_id: str) -> JournaledRun | None:
         with self._lock:
             return self.runs.get(run_id)
 
@@ -235,7 +150,7 @@ class RunJournal:
     :meth:`open` before the run and :meth:`close` after it (``Team.run`` does).
     """
 
-    def __init__(self, backend: JournalBackend, record: RunRecord, earlier: Sequence[JournalEntry] = (),
+    def __init__(self, backend: JournalBackend, record: JournaledRun, earlier: Sequence[JournalEntry] = (),
                  *, confirmed_tools: bool = False) -> None:
         from teamrun.engine.resume import Replay
 

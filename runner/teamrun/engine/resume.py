@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from teamrun.engine.journal import EntryKey, JournalBackend, JournalEntry, RunJournal, RunRecord
+from teamrun.engine.journal import EntryKey, JournalBackend, JournaledRun, JournalEntry, RunJournal
 from teamrun.errors import UsageError
 from teamrun.llm.types import ModelReply
 from teamrun.tools.base import ToolOutcome
@@ -125,7 +125,7 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
     return journal
 
 
-def _next_attempt(record: RunRecord) -> RunRecord:
+def _next_attempt(record: JournaledRun) -> JournaledRun:
     record.attempts += 1
     record.status, record.ended_at, record.error, record.final_text = "running", None, None, ""
     return record
