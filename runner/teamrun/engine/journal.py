@@ -20,10 +20,12 @@ How a resumed run uses the entries is :mod:`teamrun.engine.resume`.
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
 import hashlib
 import json
 import os
 import queue
+import re
 import socket
 import threading
 import time
@@ -50,6 +52,10 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
+_FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
+"""Referenced results are fenced with a random token per run (teamrun.engine.references.render_blocks)."""
+LINGER_S = 0.05
+"""How long the writer gathers entries into one transaction (not when a caller waits for its write)."""
 
 
 class JournalBackend(Protocol):
@@ -101,11 +107,14 @@ class MemoryJournal:
 
 # -- hashes -------------------------------------------------------------------------------
 def request_hash(messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
-                 response_format: Mapping[str, Any] | None) -> str:
-    """The model request's fingerprint, as record/replay computes it (ids, dates and fences normalised)."""
-    from teamrun.llm.cassette import fingerprint
-
-    return fingerprint(messages, settings=settings, tools=tools, response_format=response_format)
+                 response_format: Mapping[str, Any] | None, *, today: str | None = None) -> str:
+    """The model request's hash: model, messages, tools and response format, with what changes between
+    attempts of one run masked — today's date (a run resumed the next day) and the random fences of
+    referenced results. One JSON dump and one regex pass: it is computed for every journaled call."""
+    day = today or _dt.date.today().isoformat()
+    body = json.dumps([settings.model, messages, tools, response_format], ensure_ascii=False, sort_keys=True,
+                      default=str)
+    return hashlib.sha256(_FENCE.sub(r"\1<fence>", body.replace(day, "<today>")).encode()).hexdigest()
 
 
 def tool_hash(name: str, arguments: str) -> str:
@@ -210,14 +219,17 @@ class RunJournal:
                 item = self._queue.get(timeout=HEARTBEAT_S)
             except queue.Empty:
                 item = _Write(None)  # nothing to write: a heartbeat only
-            while True:  # everything queued meanwhile goes in the same transaction
+            linger_until = time.monotonic() + LINGER_S
+            while True:  # gather what comes meanwhile into the same transaction
                 if item is None:
                     stop = True
                     break
                 if item.entry is not None:
                     batch.append(item)
+                waited_for = any(w.done is not None for w in batch)
+                left = 0.0 if waited_for else linger_until - time.monotonic()
                 try:
-                    item = self._queue.get_nowait()
+                    item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     break
             now = time.time()
