@@ -122,3 +122,66 @@ def test_unknown_runs_are_usage_errors(team: Path, tmp_path: Path, capsys: pytes
     assert "no run 'nope' in the store" in capsys.readouterr().err
     assert main(["runs", "show", "nope", "--store", store]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
+
+
+def _resume_on_a_terminal(store: str, run_id: str, answer: str) -> tuple[int, str]:
+    """``teamrun resume`` with a pseudo-terminal on stdin and stderr; ``answer`` typed at the prompt."""
+    import os
+    import pty
+    import select
+    import subprocess
+
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-c", "from teamrun.cli import main; main()", "resume", run_id,
+                                "--store", store, "--progress", "none"],
+                               stdin=secondary, stderr=secondary, stdout=subprocess.PIPE, text=True)
+    os.close(secondary)
+    seen = b""
+    try:
+        while b"Run them again?" not in seen:
+            ready, _, _ = select.select([primary], [], [], 120)  # a hang guard only
+            if not ready:
+                break
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.write(primary, answer.encode() + b"\n")
+        out, _ = process.communicate(timeout=120)
+        while True:
+            ready, _, _ = select.select([primary], [], [], 0)
+            if not ready:
+                break
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        process.kill()
+        os.close(primary)
+    return process.returncode, seen.decode(errors="replace") + out
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_resume_asks_on_a_terminal(team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   answer: str) -> None:
+    store = str(tmp_path / "runs.db")
+    assert main(["execute", str(team), "-i", "go", "--store", store, "--progress", "none"]) == 0
+    (run,) = _runs(store, capsys)
+    _kill_during_the_tool(store, str(run["run_id"]))
+
+    code, shown = _resume_on_a_terminal(store, str(run["run_id"]), answer)
+
+    assert "touch(" in shown and "Run them again? [y/N]" in shown
+    if answer == "y":
+        assert code == 0, shown
+        assert (tmp_path / "touched").read_text() == "xx"
+    else:
+        assert code == 2 and "stopped: not confirmed" in shown
+        assert (tmp_path / "touched").read_text() == "x"

@@ -199,3 +199,75 @@ def test_unknown_and_running_runs_are_refused() -> None:
 def test_entries_key_does_not_depend_on_finish_order() -> None:
     entry = JournalEntry(EntryKey("lead/a@1.0", 1, "model"), "h")
     assert entry.key == EntryKey("lead/a@1.0", 1, "model")
+
+
+BUDGET_TEAM = """\
+    version: 1
+    name: budget
+    supervisor: lead
+    limits: {max_cost_usd: 0.25}
+    agents:
+      lead: {delegates_to: [a, b]}
+      a: {description: Answers.}
+      b: {description: Answers.}
+    """
+
+
+def _paid(reply: str, cost: float = 0.1) -> object:
+    from dataclasses import replace
+
+    from teamrun.testing.scripted import text
+
+    return replace(text(reply), cost_usd=cost)
+
+
+def test_replayed_calls_count_toward_the_runs_limits(tmp_path: Path) -> None:
+    from dataclasses import replace as with_cost
+
+    path = tmp_path / "budget.yaml"
+    path.write_text(textwrap.dedent(BUDGET_TEAM), encoding="utf-8")
+    backend = MemoryJournal()
+
+    def lead_delegates(call: object) -> object:
+        return with_cost(delegate("a", "b", task="go")(call), cost_usd=0.1)  # type: ignore[arg-type]
+
+    whole = _run(path, ScriptedModel({"lead": [lead_delegates, "what I have"], "a": [_paid("a")],
+                                      "b": [_paid("b")]}),  # type: ignore[list-item]
+                 RunJournal(backend, _record("r1", path)))
+    assert whole.status == "budget_exhausted" and whole.cost == pytest.approx(0.3)
+    # killed while b was running: the supervisor's delegation and a's answer are journaled
+    crashed = _crashed_copy(backend, "r1", lambda e: e.key.invocation in ("lead", "lead/a@1.0")
+                            and e.key.index == 1)
+    live = ScriptedModel({"lead/b": [_paid("b")], "lead": ["what I have"]})  # type: ignore[list-item]
+    resumed = _run(path, live, open_resume(crashed, "r1"))
+    live.assert_complete()
+    # 0.2 replayed + 0.1 live: the supervisor gets its last turn, as in the run that was not interrupted
+    assert resumed.status == "budget_exhausted" and resumed.stopped_by == whole.stopped_by
+    assert resumed.cost == pytest.approx(0.3)
+    assert "STOP:" in str(live.calls[-1].messages[-1]["content"])
+
+
+def test_a_cancelled_run_is_recorded_as_cancelled(team_file: Path) -> None:
+    class Hanging:
+        def __init__(self) -> None:
+            self.called = asyncio.Event()
+
+        async def complete(self, messages: object, **_: object) -> object:
+            self.called.set()
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+    backend = MemoryJournal()
+    model = Hanging()
+    team = teamrun.load_team(team_file, chat_model=model)  # type: ignore[arg-type]
+
+    async def go() -> None:
+        task = asyncio.create_task(team.run("go", journal=RunJournal(backend, _record("r1", team_file))))
+        await model.called.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    record = backend.get_run("r1")
+    assert record is not None and record.status == "cancelled" and record.ended_at is not None

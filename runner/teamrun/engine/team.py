@@ -150,8 +150,12 @@ class Team:
         structlog.contextvars.bind_contextvars(run_id=run_id, team=self.name)
         bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
                  agent_path=(), team=self.name, input=input)
+        escaped: BaseException | None = None
         try:
             await self._drive(ctx, frame, input, cancel)
+        except BaseException as exc:  # the journal's record says how the run ended, also this way
+            escaped = exc
+            raise
         finally:
             await ctx.sources.aclose()
             _settle_spending(ctx, frame.ledger.root)
@@ -162,7 +166,7 @@ class Team:
                      status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),
                      cost=result.cost, duration_s=result.duration_s)
             if journal is not None:
-                await _close_journal(journal, result)
+                await _close_journal(journal, result, escaped)
         return result
 
     def run_sync(self, input: str, **kwargs: Any) -> RunResult:
@@ -231,10 +235,17 @@ class Team:
                 stop.cancel()
 
 
-async def _close_journal(journal: RunJournal, result: RunResult) -> None:
-    """The run's outcome into its record; a journal that could not be written is a warning on the result."""
-    await journal.close(status=result.status, usage=result.usage.as_dict(), cost=result.cost,
-                        final_text=result.final_text, error=result.error)
+async def _close_journal(journal: RunJournal, result: RunResult, escaped: BaseException | None) -> None:
+    """The run's outcome into its record; a journal that could not be written is a warning on the result.
+
+    ``escaped``: what ended the run by leaving :meth:`Team.run` (a usage error, a task cancellation).
+    """
+    status, error = result.status, result.error
+    if escaped is not None:
+        cancelled = isinstance(escaped, asyncio.CancelledError | KeyboardInterrupt)
+        status, error = ("cancelled" if cancelled else "failed"), str(escaped) or type(escaped).__name__
+    await journal.close(status=status, usage=result.usage.as_dict(), cost=result.cost,
+                        final_text=result.final_text, error=error)
     if journal.failure is not None:
         result.warnings.append(f"the run journal could not be written ({journal.failure}); "
                                f"run {result.run_id} cannot be resumed from where it stopped")
