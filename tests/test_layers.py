@@ -17,13 +17,13 @@ BOTTOM = {"errors", "events", "secrets", "defaults", "logs"}
 ALLOWED: dict[str, set[str]] = {
     "cli": {"cli", "evals", "serve", "engine", "observe", "config", "llm", "tools", "store"} | BOTTOM,
     "evals": {"evals", "engine", "config", "llm", "tools"} | BOTTOM,  # eval and batch: the public engine API
-    "serve": {"serve", "engine", "observe", "config", "llm", "tools"} | BOTTOM,  # HTTP over the engine
+    "serve": {"serve", "engine", "observe", "config", "llm", "tools", "store"} | BOTTOM,  # HTTP over the engine
     "testing": {"testing", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
     "observe": {"observe", "llm"} | BOTTOM,  # consumers of events; ContentCapture wraps a ChatModel
     "engine": {"engine", "config", "llm", "tools", "store"} | BOTTOM,  # never observe, cli or logging setup
+    "store": {"store"} | BOTTOM,  # threads, runs, journals in SQLite or PostgreSQL (SQLAlchemy, imported lazily)
     "tools": {"tools", "config", "llm"} | BOTTOM,
     "llm": {"llm"} | BOTTOM,  # never observe, config or tools
-    "store": {"store"} | BOTTOM,  # the database: threads, runs, journals
     "config": {"config"} | BOTTOM,  # never llm: `teamrun validate` must not pay for LiteLLM
     **{name: BOTTOM for name in BOTTOM},
 }

@@ -185,3 +185,33 @@ def test_resume_asks_on_a_terminal(team: Path, tmp_path: Path, capsys: pytest.Ca
     else:
         assert code == 2 and "stopped: not confirmed" in shown
         assert (tmp_path / "touched").read_text() == "x"
+
+
+def test_a_thread_turn_is_journaled_and_resumed_in_its_thread(team: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "runs.db")
+    assert main(["execute", str(team), "-i", "first", "--thread", "t1", "--store", store, "--progress", "none"]) == 0
+    assert main(["execute", str(team), "-i", "second", "--thread", "t1", "--store", store, "--progress", "none"]) == 0
+    runs = _runs(store, capsys)
+    assert sorted((r["input"], r["thread_id"]) for r in runs) == [("first", "t1"), ("second", "t1")]
+    second = next(r for r in runs if r["input"] == "second")
+    _kill_during_the_tool(store, str(second["run_id"]))
+    assert main(["resume", str(second["run_id"]), "--store", store, "--yes", "--json", "--progress", "none"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["thread_id"] == "t1" and result["status"] == "done"
+
+
+def test_the_python_api_journals_to_the_teams_store(team: Path, tmp_path: Path) -> None:
+    import teamrun
+    from teamrun.store.journal import StoreJournal
+
+    store = tmp_path / "api.db"
+    loaded = teamrun.load_team(team, store=store, vars={"who": "me"})
+    plain = loaded.run_sync("go")
+    result = loaded.run_sync("go", journal=True)
+    backend = StoreJournal(loaded.store)
+    assert backend.get_run(plain.run_id) is None
+    record = backend.get_run(result.run_id)
+    assert record is not None and record.status == "done" and record.vars == {"who": "me"}
+    assert record.team_file == str(team.resolve())
+    assert backend.counts(result.run_id) == {"model": 2, "tool": 1, "tool_start": 1}

@@ -116,3 +116,48 @@ def test_a_plain_execute_neither_imports_sqlalchemy_nor_writes_a_store(tmp_path:
     assert "LOADED []" in done.stdout
     assert not (tmp_path / "data").exists()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["validate", str(TEAM)], ["chat", "--help"], ["threads", "--help"],
+                                  ["execute", "--help"]])
+def test_help_and_validate_never_import_sqlalchemy(argv: list[str]) -> None:
+    probe = (
+        "import sys\n"
+        "from teamrun.cli import main\n"
+        f"code = main({argv!r})\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy')\n"
+        "assert not loaded, loaded\n"
+        "raise SystemExit(code)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_concurrent_writers_to_one_thread_get_distinct_ordered_seqs(store_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with open_store(store_url) as store:
+        store.threads.create("busy", "team")
+
+        def write(number: int) -> None:
+            with open_store(store_url) as own:  # one engine per writer, as separate processes would have
+                own.threads.append("busy", [NewMessage("user", f"q{number}"), NewMessage("assistant", f"a{number}")])
+
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            list(pool.map(write, range(12)))
+        messages = store.threads.messages("busy")
+        assert [m.seq for m in messages] == list(range(1, 25))
+        assert sorted(m.turn for m in messages) == sorted([*range(1, 13), *range(1, 13)])
+        for question, answer in zip(messages[::2], messages[1::2], strict=True):  # each append stays together
+            assert (question.content[1:], question.turn) == (answer.content[1:], answer.turn)
+
+
+def test_missing_postgresql_binaries_name_the_debian_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pgserver
+
+    monkeypatch.setattr(pgserver.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(pgserver.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match=r"install the Debian package `postgresql`"):
+        pgserver.PostgresServer()

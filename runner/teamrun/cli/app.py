@@ -22,6 +22,8 @@ COMMANDS = {
     "serve": "teamrun.cli.serve_cmd:serve",
     "resume": "teamrun.cli.resume_cmd:resume",
     "runs": "teamrun.cli.runs_cmd:runs",
+    "chat": "teamrun.cli.chat_cmd:chat",
+    "threads": "teamrun.cli.threads_cmd:threads",
 }
 """Each command's module is imported only when that command (or the full help) is needed."""
 
@@ -59,6 +61,8 @@ Examples:
   teamrun serve team.yaml                   the team behind an OpenAI-compatible HTTP API
   teamrun runs list                         journaled runs with status and cost
   teamrun resume RUN_ID                     continue a crashed or killed run from its journal
+  teamrun chat team.yaml                    a conversation with the team, kept as a thread
+  teamrun threads list                      the conversations in the store
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.

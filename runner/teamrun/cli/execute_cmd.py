@@ -31,6 +31,7 @@ Examples:
   teamrun execute team.yaml -i "..." --trace run.jsonl && teamrun trace show run.jsonl
   teamrun execute team.yaml -i "..." --record run.cassette.jsonl   # a real run, once
   teamrun execute team.yaml -i "..." --replay run.cassette.jsonl   # offline, in CI
+  teamrun execute team.yaml -i "..." --thread support-42   # continue a conversation
   teamrun execute team.yaml -i "..." --store runs.db   # journaled: resumable after a crash
   teamrun execute team.yaml --resume 3f2a9c1b7d4e --store runs.db
 
@@ -81,7 +82,8 @@ def _starting_line(team: Any) -> str:
     return f"starting {team.name} ({agents} agent{'s' if agents != 1 else ''}, {label} {shown})"
 
 
-async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], journal: Any = None) -> Any:
+async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thread: str | None = None,
+                             journal: Any = None) -> Any:
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
     try:
@@ -90,9 +92,10 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], jour
     except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
         pass
     try:
-        if journal is None:
-            return await team.run(task, subscribers=subscribers, cancel=cancel)
-        return await team.run(task, subscribers=subscribers, cancel=cancel, journal=journal)
+        extra: dict[str, Any] = {"thread": thread} if thread is not None else {}
+        if journal is not None:
+            extra["journal"] = journal
+        return await team.run(task, subscribers=subscribers, cancel=cancel, **extra)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
@@ -127,22 +130,25 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], jour
 @click.option("--replay-mode", type=click.Choice(["strict", "lenient"]), default=None,
               help="strict (default): fail on a request that was not recorded; lenient: use the next "
                    "recorded reply of that agent and turn.")
-@click.option("--store", metavar="PATH|URL",
-              help="The store for run journals (a SQLite file or a SQLAlchemy URL; default: $TEAMRUN_STORE, else "
-                   "~/.local/share/teamrun/teamrun.db). Giving it turns journaling on.")
+@click.option("--thread", "thread_id", metavar="ID",
+              help="Continue the conversation ID (a new ID starts one): earlier turns are kept in the store.")
+@click.option("--store", "store_location", metavar="PATH|URL",
+              help="The store for threads and run journals: a SQLite file or a SQLAlchemy URL "
+                   "(postgresql+psycopg://...). Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db. "
+                   "Giving it turns journaling on.")
 @click.option("--journal/--no-journal", "journal", default=None,
               help="Write every finished model call and tool result to the store, so the run can be resumed "
-                   "(default: on when a store is configured with --store or $TEAMRUN_STORE).")
+                   "(default: on when a store is configured: --store, $TEAMRUN_STORE or --thread).")
 @click.option("--resume", "resume", metavar="RUN_ID",
-              help="Continue run RUN_ID from its journal (its input, vars and model unless given); see "
+              help="Continue run RUN_ID from its journal (its input, vars, model and thread unless given); see "
                    "`teamrun resume`.")
 @click.option("--yes", "-y", "yes", is_flag=True,
               help="With --resume: run again, without asking, interrupted tools that are not idempotent.")
 def execute(team_file: str, input_text: str | None, input_file: str | None, variables: tuple[str, ...],
             model: str | None, as_json: bool, approve: str | None, progress: str, trace_path: str | None,
             trace_content: bool, otel: bool, record_path: str | None, replay_path: str | None,
-            replay_mode: str | None, store: str | None, journal: bool | None, resume: str | None,
-            yes: bool) -> int:
+            replay_mode: str | None, thread_id: str | None, store_location: str | None, journal: bool | None,
+            resume: str | None, yes: bool) -> int:
     from teamrun.cli.resume_cmd import JournalChoice
     from teamrun.engine.team import load_team
     from teamrun.secrets import Redactor
@@ -151,16 +157,18 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
     _check_observe_flags(trace_path, trace_content, otel, record_path, replay_path, replay_mode)
     logs = _log_settings()
     redactor = Redactor()
-    choice = JournalChoice(journal, store, resume, yes)
+    choice = JournalChoice(journal, store_location, resume, yes, thread=thread_id)
     backend, earlier = _journal_backend(choice)
     parsed_vars = _parse_vars(variables)
     if earlier is not None:
         parsed_vars, model = parsed_vars or dict(earlier.vars), model or earlier.model
+        thread_id = choice.thread = thread_id or earlier.thread_id
     with contextlib.ExitStack() as cleanup:
         writer = _trace_writer(trace_path, trace_content, redactor, cleanup)
         team = load_team(team_file, vars=parsed_vars, model=model, record=record_path,
                          replay=replay_path, replay_mode="lenient" if replay_mode == "lenient" else "strict",
-                         wrap_model=_content_capture if trace_content else None)
+                         wrap_model=_content_capture if trace_content else None,
+                         store=backend.store if backend is not None else store_location)
         redactor.add(team.loaded.secrets)
         add_log_secrets(team.loaded.secrets)
         for warning in team.loaded.warnings:
@@ -187,7 +195,7 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
             subscribers.append(writer)
         if otel:
             subscribers.append(_otel_exporter(trace_content, redactor, cleanup))
-        result = asyncio.run(_run_with_interrupt(team, task, subscribers, run_journal))
+        result = asyncio.run(_run_with_interrupt(team, task, subscribers, thread_id, run_journal))
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
     else:
@@ -201,7 +209,7 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
             if run_journal is not None and result.status != "done":
                 _say(logs, "error", "run_resumable",
                      f"teamrun: resume it with `teamrun resume {result.run_id}`"
-                     + (f" --store {store}" if store else ""), run_id=result.run_id)
+                     + (f" --store {store_location}" if store_location else ""), run_id=result.run_id)
     return _EXIT[result.status]
 
 

@@ -119,5 +119,6 @@ def resume(ctx: click.Context, run_id: str, store: str | None, yes: bool, as_jso
     variables = tuple(f"{k}={v}" for k, v in record.vars.items())
     result: int = ctx.invoke(execute, team_file=record.team_file, input_text=None, input_file=None,
                              variables=variables, model=record.model, as_json=as_json, approve=approve,
-                             progress=progress, store=store, resume=run_id, yes=yes)
+                             progress=progress, store_location=store, thread_id=record.thread_id, resume=run_id,
+                             yes=yes)
     return result

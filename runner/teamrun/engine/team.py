@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -34,6 +36,7 @@ from teamrun.tools.registry import build_tools
 if TYPE_CHECKING:
     from teamrun.engine.journal import RunJournal
     from teamrun.llm.cassette import ReplayMode
+    from teamrun.store import Store
 
 
 class Team:
@@ -51,8 +54,13 @@ class Team:
         replay: str | Path | None = None,
         replay_mode: ReplayMode = "strict",
         wrap_model: Callable[[ChatModel], ChatModel] | None = None,
+        store: Store | str | os.PathLike[str] | None = None,
     ) -> None:
         self.loaded = loaded
+        self._store_location = store
+        """Where threads are kept: a :class:`~teamrun.store.Store`, a file path or URL, or ``None`` (the default)."""
+        self._store: Store | None = None
+        self._store_lock = threading.Lock()
         self.config = loaded.config
         self.vars = {**(self.config.vars or {}), **(vars or {})}
         self.model_override = model
@@ -92,6 +100,17 @@ class Team:
             self._chat_model = self._router
         return self._chat_model
 
+    @property
+    def store(self) -> Store:
+        """The store (opened, created or upgraded on first use; blocking): threads and run records."""
+        with self._store_lock:  # runs in threads (asyncio.to_thread): concurrent runs open it once
+            if self._store is None:
+                from teamrun.store import Store, open_store
+
+                given = self._store_location
+                self._store = given if isinstance(given, Store) else open_store(given)
+            return self._store
+
     def models(self) -> list[str]:
         """The model of each agent (``--model`` / ``model=`` first, then the agent's, then ``defaults``),
         without repeats, in agent order."""
@@ -117,16 +136,29 @@ class Team:
         *,
         subscribers: Iterable[Subscriber] = (),
         cancel: asyncio.Event | None = None,
-        journal: RunJournal | None = None,
+        thread: str | None = None,
+        journal: RunJournal | bool | None = None,
     ) -> RunResult:
         """Run the team on ``input``. Returns a result whatever happens to the run.
 
         ``cancel``: set it to stop the run; in-flight workers are cancelled and the
         result (``status: cancelled``) keeps everything finished so far.
+        ``thread``: the id of a conversation in the team's store (``load_team(..., store=...)``,
+        else the default store) to continue, or to start when it is new; see :mod:`teamrun.engine.threads`.
         ``journal``: write every finished model call and tool result there as it completes
         (the run takes the journal's run id); one opened by :func:`teamrun.engine.resume.open_resume`
         also answers the calls an earlier attempt finished (see :mod:`teamrun.engine.resume`).
+        ``journal=True`` journals to the team's store (``result.run_id`` is then resumable).
         """
+        if journal is True:
+            journal = await asyncio.to_thread(self._new_journal, input, thread)
+        elif journal is False:
+            journal = None
+        session = None
+        if thread is not None:
+            from teamrun.engine.threads import open_thread
+
+            session = await open_thread(await asyncio.to_thread(lambda: self.store), thread, self.config)
         model = self._model()
         if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
             self._router.prepare(self.models())
@@ -141,9 +173,10 @@ class Team:
         ctx = RunContext(
             config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
             tools=tools, approver=self.approver, result=result, vars=self.vars,
-            model_override=self.model_override, journal=journal,
+            model_override=self.model_override, thread=session, journal=journal,
         )
-        frame = self._supervisor_frame(bus)
+        result.thread_id = session.thread_id if session is not None else None
+        frame = self._supervisor_frame(bus, session.starts_with if session else None)
         if journal is not None:
             await journal.open()
         self._buses[run_id] = bus
@@ -152,6 +185,8 @@ class Team:
                  agent_path=(), team=self.name, input=input)
         escaped: BaseException | None = None
         try:
+            if session is not None:
+                await session.prepare(ctx, frame)
             await self._drive(ctx, frame, input, cancel)
         except BaseException as exc:  # the journal's record says how the run ended, also this way
             escaped = exc
@@ -161,6 +196,8 @@ class Team:
             _settle_spending(ctx, frame.ledger.root)
             self._buses.pop(run_id, None)
             structlog.contextvars.unbind_contextvars("run_id", "team")
+            if session is not None:
+                await session.save(input, result)
             result.duration_s = time.monotonic() - started
             bus.emit("run_end", span_id=frame.parent_span_id or "run", parent_span_id=None, agent_path=(),
                      status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),
@@ -182,9 +219,26 @@ class Team:
         raise UsageError("run_sync() cannot run inside a running event loop (Jupyter, an async "
                          "application): use `result = await team.run(...)` there instead")
 
-    def _supervisor_frame(self, bus: EventBus) -> AgentFrame:
+    def _new_journal(self, input: str, thread: str | None) -> RunJournal:
+        """A journal for a new run of this team, in its store (blocking: opens the store)."""
+        from teamrun.engine.journal import RunJournal
+        from teamrun.store.journal import StoreJournal
+        from teamrun.store.records import JournaledRun
+
+        record = JournaledRun(run_id=uuid.uuid4().hex[:12], team=self.name, team_file=str(self.loaded.path.resolve()),
+                              input=input, vars=self._var_overrides(), model=self.model_override,
+                              thread_id=thread)
+        return RunJournal(StoreJournal(self.store), record)
+
+    def _var_overrides(self) -> dict[str, Any]:
+        """The vars given on top of the file's own (what a resume must give again)."""
+        own = self.config.vars or {}
+        return {name: value for name, value in self.vars.items() if own.get(name) != value}
+
+    def _supervisor_frame(self, bus: EventBus, name: str | None = None) -> AgentFrame:
+        """The frame of the agent that answers the user: the supervisor, or in a thread the one it was handed to."""
         root = BudgetLedger(self.config.limits, label="limits")
-        name = self.config.supervisor
+        name = name or self.config.supervisor
         budget = self.config.agents[name].budget
         ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
                             max_steps=max_steps_for(self.config, budget), agent=name)
@@ -290,6 +344,7 @@ def load_team(
     replay: str | Path | None = None,
     replay_mode: ReplayMode = "strict",
     wrap_model: Callable[[ChatModel], ChatModel] | None = None,
+    store: Store | str | os.PathLike[str] | None = None,
 ) -> Team:
     """Load and validate a team file; raises :class:`~teamrun.errors.ConfigError` listing every problem.
 
@@ -300,7 +355,10 @@ def load_team(
     network (``replay_mode``: ``"strict"`` fails on a request that was not
     recorded, ``"lenient"`` falls back to the next reply of that agent and turn).
     ``wrap_model`` wraps the chosen chat model (observers such as the trace's
-    content capture use it).
+    content capture use it). ``store`` (a :class:`~teamrun.store.Store`, a file path or a SQLAlchemy URL;
+    default ``$TEAMRUN_STORE``, else ``~/.local/share/teamrun/teamrun.db``) keeps the threads of
+    ``team.run(input, thread="ID")``; it is opened only when a thread is used.
     """
     return Team(load_config(path, environ=environ), vars=vars, model=model, chat_model=chat_model,
-                approver=approver, record=record, replay=replay, replay_mode=replay_mode, wrap_model=wrap_model)
+                approver=approver, record=record, replay=replay, replay_mode=replay_mode, wrap_model=wrap_model,
+                store=store)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,14 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    @contextlib.contextmanager
+    def errors(self, doing: str) -> Iterator[None]:
+        """Database errors inside become a :class:`~teamrun.errors.StoreError` saying what failed, and where."""
+        try:
+            yield
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"cannot {doing} in the store {self.display}: {_first_line(exc)}") from None
 
     def __enter__(self) -> Store:
         return self

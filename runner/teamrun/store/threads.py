@@ -123,8 +123,7 @@ class ThreadRepository:
         ``current_agent``: who answers the next user turn."""
         now = _now()
         with self.engine.begin() as conn:
-            locked = conn.execute(sa.select(threads.c.id).where(threads.c.id == thread_id).with_for_update()).first()
-            if locked is None:
+            if not _lock(conn, thread_id, now):
                 raise KeyError(thread_id)
             last_seq = conn.execute(sa.select(sa.func.max(thread_messages.c.seq))
                                     .where(thread_messages.c.thread_id == thread_id)).scalar() or 0
@@ -145,6 +144,14 @@ class ThreadRepository:
                 values["current_agent"] = current_agent
             conn.execute(threads.update().where(threads.c.id == thread_id).values(**values))
 
+    def update_meta(self, thread_id: str, values: Mapping[str, Any]) -> None:
+        """Merge ``values`` into the thread's ``meta``."""
+        with self.engine.begin() as conn:
+            if not _lock(conn, thread_id, _now()):
+                raise KeyError(thread_id)
+            old = conn.execute(sa.select(threads.c.meta).where(threads.c.id == thread_id)).scalar()
+            conn.execute(threads.update().where(threads.c.id == thread_id).values(meta={**(old or {}), **values}))
+
     def set_current_agent(self, thread_id: str, agent: str | None) -> None:
         with self.engine.begin() as conn:
             conn.execute(threads.update().where(threads.c.id == thread_id)
@@ -161,6 +168,14 @@ class ThreadRepository:
         return int(conn.execute(sa.select(sa.func.count()).where(
             thread_messages.c.thread_id == thread_id, thread_messages.c.scope == CONVERSATION,
             thread_messages.c.role == "user")).scalar() or 0)
+
+
+def _lock(conn: sa.Connection, thread_id: str, now: _dt.datetime) -> bool:
+    """Lock the thread's row for this transaction by writing to it first: PostgreSQL locks the row, SQLite
+    takes its write lock (a later writer waits), so reads that follow see every earlier append.
+    Whether the thread exists."""
+    touched = conn.execute(threads.update().where(threads.c.id == thread_id).values(updated_at=now))
+    return touched.rowcount > 0
 
 
 def _record(row: sa.RowMapping, turns: int) -> ThreadRecord:
