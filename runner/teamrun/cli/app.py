@@ -20,6 +20,8 @@ COMMANDS = {
     "eval": "teamrun.cli.eval_cmd:eval_",
     "batch": "teamrun.cli.batch_cmd:batch",
     "serve": "teamrun.cli.serve_cmd:serve",
+    "resume": "teamrun.cli.resume_cmd:resume",
+    "runs": "teamrun.cli.runs_cmd:runs",
     "chat": "teamrun.cli.chat_cmd:chat",
     "threads": "teamrun.cli.threads_cmd:threads",
 }
@@ -57,6 +59,8 @@ Examples:
   teamrun eval team.yaml cases.yaml         check the team's answers on test cases
   teamrun batch team.yaml in.jsonl -o out.jsonl  one run per input row, resumable
   teamrun serve team.yaml                   the team behind an OpenAI-compatible HTTP API
+  teamrun runs list                         journaled runs with status and cost
+  teamrun resume RUN_ID                     continue a crashed or killed run from its journal
   teamrun chat team.yaml                    a conversation with the team, kept as a thread
   teamrun threads list                      the conversations in the store
 

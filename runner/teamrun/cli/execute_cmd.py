@@ -32,6 +32,8 @@ Examples:
   teamrun execute team.yaml -i "..." --record run.cassette.jsonl   # a real run, once
   teamrun execute team.yaml -i "..." --replay run.cassette.jsonl   # offline, in CI
   teamrun execute team.yaml -i "..." --thread support-42   # continue a conversation
+  teamrun execute team.yaml -i "..." --store runs.db   # journaled: resumable after a crash
+  teamrun execute team.yaml --resume 3f2a9c1b7d4e --store runs.db
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.
@@ -80,7 +82,8 @@ def _starting_line(team: Any) -> str:
     return f"starting {team.name} ({agents} agent{'s' if agents != 1 else ''}, {label} {shown})"
 
 
-async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thread: str | None = None) -> Any:
+async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thread: str | None = None,
+                             journal: Any = None) -> Any:
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
     try:
@@ -89,7 +92,10 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thre
     except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
         pass
     try:
-        return await team.run(task, subscribers=subscribers, cancel=cancel, thread=thread)
+        extra: dict[str, Any] = {"thread": thread} if thread is not None else {}
+        if journal is not None:
+            extra["journal"] = journal
+        return await team.run(task, subscribers=subscribers, cancel=cancel, **extra)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
@@ -127,12 +133,23 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thre
 @click.option("--thread", "thread_id", metavar="ID",
               help="Continue the conversation ID (a new ID starts one): earlier turns are kept in the store.")
 @click.option("--store", "store_location", metavar="PATH|URL",
-              help="The store for threads: a SQLite file or a SQLAlchemy URL (postgresql+psycopg://...). "
-                   "Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db.")
+              help="The store for threads and run journals: a SQLite file or a SQLAlchemy URL "
+                   "(postgresql+psycopg://...). Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db. "
+                   "Giving it turns journaling on.")
+@click.option("--journal/--no-journal", "journal", default=None,
+              help="Write every finished model call and tool result to the store, so the run can be resumed "
+                   "(default: on when a store is configured: --store, $TEAMRUN_STORE or --thread).")
+@click.option("--resume", "resume", metavar="RUN_ID",
+              help="Continue run RUN_ID from its journal (its input, vars, model and thread unless given); see "
+                   "`teamrun resume`.")
+@click.option("--yes", "-y", "yes", is_flag=True,
+              help="With --resume: run again, without asking, interrupted tools that are not idempotent.")
 def execute(team_file: str, input_text: str | None, input_file: str | None, variables: tuple[str, ...],
             model: str | None, as_json: bool, approve: str | None, progress: str, trace_path: str | None,
             trace_content: bool, otel: bool, record_path: str | None, replay_path: str | None,
-            replay_mode: str | None, thread_id: str | None, store_location: str | None) -> int:
+            replay_mode: str | None, thread_id: str | None, store_location: str | None, journal: bool | None,
+            resume: str | None, yes: bool) -> int:
+    from teamrun.cli.resume_cmd import JournalChoice
     from teamrun.engine.team import load_team
     from teamrun.secrets import Redactor
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
@@ -140,11 +157,18 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
     _check_observe_flags(trace_path, trace_content, otel, record_path, replay_path, replay_mode)
     logs = _log_settings()
     redactor = Redactor()
+    choice = JournalChoice(journal, store_location, resume, yes, thread=thread_id)
+    backend, earlier = _journal_backend(choice)
+    parsed_vars = _parse_vars(variables)
+    if earlier is not None:
+        parsed_vars, model = parsed_vars or dict(earlier.vars), model or earlier.model
+        thread_id = choice.thread = thread_id or earlier.thread_id
     with contextlib.ExitStack() as cleanup:
         writer = _trace_writer(trace_path, trace_content, redactor, cleanup)
-        team = load_team(team_file, vars=_parse_vars(variables), model=model, record=record_path,
+        team = load_team(team_file, vars=parsed_vars, model=model, record=record_path,
                          replay=replay_path, replay_mode="lenient" if replay_mode == "lenient" else "strict",
-                         wrap_model=_content_capture if trace_content else None, store=store_location)
+                         wrap_model=_content_capture if trace_content else None,
+                         store=backend.store if backend is not None else store_location)
         redactor.add(team.loaded.secrets)
         add_log_secrets(team.loaded.secrets)
         for warning in team.loaded.warnings:
@@ -155,17 +179,23 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
             team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools)))
         else:
             team.approver = choose_approver(None)
-        task = _read_input(input_text, input_file)
+        if earlier is not None:
+            task = _resumed_input(earlier, input_text, input_file)
+        else:
+            task = _read_input(input_text, input_file)
+        run_journal = _run_journal(choice, backend, team, team_file, task, parsed_vars, model)
         subscribers: list[Any] = []
         view = _progress_view(progress, logs)
         if view is not None:  # at once: LiteLLM's import may follow, and take seconds
             _say(logs, "info", "run_starting", _starting_line(team))
+            if run_journal is not None:
+                _say(logs, "info", "run_journal", _journal_line(run_journal, backend))
             subscribers.append(view)
         if writer is not None:
             subscribers.append(writer)
         if otel:
             subscribers.append(_otel_exporter(trace_content, redactor, cleanup))
-        result = asyncio.run(_run_with_interrupt(team, task, subscribers, thread_id))
+        result = asyncio.run(_run_with_interrupt(team, task, subscribers, thread_id, run_journal))
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
     else:
@@ -176,7 +206,57 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
                  f"teamrun: run {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
                  + (f": {result.error}" if result.error else ""),
                  status=result.status, stopped_by=result.stopped_by, error=result.error)
+            if run_journal is not None and result.status != "done":
+                _say(logs, "error", "run_resumable",
+                     f"teamrun: resume it with `teamrun resume {result.run_id}`"
+                     + (f" --store {store_location}" if store_location else ""), run_id=result.run_id)
     return _EXIT[result.status]
+
+
+def _journal_backend(choice: Any) -> tuple[Any, Any]:
+    """The store's journal when journaling is on, and the record of the run to resume (if any)."""
+    if not choice.enabled():
+        return None, None
+    from teamrun.cli.resume_cmd import open_backend
+
+    backend = open_backend(choice.store)
+    if choice.resume is None:
+        return backend, None
+    earlier = backend.get_run(choice.resume)
+    if earlier is None:
+        raise UsageError(f"no run {choice.resume!r} in the store {backend.store.display}; "
+                         "`teamrun runs list` shows the runs it holds")
+    return backend, earlier
+
+
+def _resumed_input(earlier: Any, text: str | None, file: str | None) -> str:
+    """A resumed run's input is the one it was given; another one is refused."""
+    if text is None and file is None:
+        return str(earlier.input)
+    given = _read_input(text, file)
+    if given != earlier.input:
+        raise UsageError(f"--resume {earlier.run_id} continues the run on its own input; leave out "
+                         "--input/--input-file, or start a new run without --resume")
+    return given
+
+
+def _run_journal(choice: Any, backend: Any, team: Any, team_file: str, task: str, vars: dict[str, str],
+                 model: str | None) -> Any:
+    if backend is None:
+        return None
+    from teamrun.cli.resume_cmd import new_journal, resumed_journal
+
+    if choice.resume is not None:
+        return resumed_journal(backend, choice.resume, yes=choice.yes)
+    return new_journal(backend, team=team, team_file=team_file, task=task, vars=vars, model=model,
+                       thread=choice.thread)
+
+
+def _journal_line(run_journal: Any, backend: Any) -> str:
+    record = run_journal.record
+    verb = f"resuming run {record.run_id} (attempt {record.attempts})" if record.attempts > 1 \
+        else f"run {record.run_id}"
+    return f"{verb}, journaled in {backend.store.display}"
 
 
 def _log_settings() -> LogSettings:

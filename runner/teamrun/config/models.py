@@ -337,6 +337,8 @@ class ToolDef(_Strict):
     """MCP only: put before each server tool's name to make the function name the model sees (default `<entry>_`; `""` for none). A name that already starts with it is kept as it is."""
     fixed_arguments: dict[Annotated[str, StringConstraints(pattern=r"^[^\s]{1,128}$")], Any] | None = None
     """MCP only: arguments sent with every call of the server's tools that take them, hidden from the model (e.g. `{repo_path: .}`)."""
+    idempotent: bool | None = None
+    """Whether running the tool twice with the same arguments is harmless. `teamrun resume` does not run a call again that was interrupted while it ran unless the tool is idempotent or you confirm (`--yes`). Default: `true` for python tools, `false` for command tools; an MCP tool is when its server marks it read-only or idempotent."""
 
 
 EXTENSION_KEY_PATTERN = r"^x-"

@@ -24,6 +24,7 @@ from teamrun.engine.acceptance import Acceptance
 from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
 from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
+from teamrun.engine.journal import EntryKey, JournalEntry, request_hash, tool_hash, tool_idempotent
 from teamrun.engine.ledger import LimitReached, counters_of
 from teamrun.engine.prompts import system_prompt
 from teamrun.engine.result import DelegationResult
@@ -51,16 +52,19 @@ from teamrun.engine.turn_plan import (
     plan_turn,
 )
 from teamrun.errors import ModelError, UserError
+from teamrun.llm.cassette import reply_to_dict
 from teamrun.llm.types import (
     CallScope,
     Message,
     ModelReply,
     ModelSettings,
+    ToolCall,
     ToolSchema,
     Usage,
     current_scope,
     parse_arguments,
 )
+from teamrun.tools.base import ToolOutcome
 from teamrun.tools.invoke import invoke_tool
 
 LAST_TURN_NOTE = (
@@ -100,6 +104,8 @@ class AgentLoop:
         """Why the latest model call ended."""
         self.base_prompt = ""
         """The system prompt without the task ledger (which is refreshed each turn)."""
+        self.calls: tuple[ToolCall, ...] = ()
+        """The tool calls of the latest reply (their positions name journal entries and workers)."""
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -159,6 +165,7 @@ class AgentLoop:
         self._show_tasks()
         reply = await self._call_model(table.schemas)
         self.messages.append(reply.as_message())
+        self.calls = reply.tool_calls
         plan = plan_turn(reply, table)
         if plan.is_answer:
             background = self.delegator.background
@@ -277,12 +284,20 @@ class AgentLoop:
         span = ctx.bus.new_span_id()
         frame.emit(ctx, "llm_start", span_id=span, model=settings.model, messages=len(self.messages))
         self.turns += 1
+        response_format = self.output.response_format if self.output else None
+        journal, reply, fingerprint = ctx.journal, None, ""
+        if journal is not None:
+            fingerprint = request_hash(self.messages, settings, tools, response_format)
+            reply = journal.replay.model(frame.key, self.turns, fingerprint)
         scope = current_scope.set(CallScope(frame.path, self.turns, span, ctx.bus.run_id))
         try:
-            reply = await ctx.model.complete(
-                self.messages, settings=settings, tools=list(tools),
-                response_format=self.output.response_format if self.output else None,
-            )
+            if reply is None:
+                reply = await ctx.model.complete(
+                    self.messages, settings=settings, tools=list(tools), response_format=response_format,
+                )
+                if journal is not None:
+                    journal.write(JournalEntry(EntryKey(frame.key, self.turns, "model"), fingerprint,
+                                               reply_to_dict(reply)))
         except ModelError as exc:
             frame.emit(ctx, "llm_end", span_id=span, status="error", error=str(exc))
             raise ModelError(f"{frame.name}: {exc}") from exc
@@ -312,6 +327,16 @@ class AgentLoop:
         assert isinstance(action, Unknown)
         return CallResult(action.call, action.message())
 
+    def _position(self, call: ToolCall) -> int:
+        """Where ``call`` stands in the latest reply."""
+        for position, asked in enumerate(self.calls):
+            if asked is call:
+                return position
+        return self.calls.index(call) if call in self.calls else len(self.calls)
+
+    def _child_key(self, call: ToolCall, worker: str) -> str:
+        return f"{self.frame.key}/{worker}@{self.turns}.{self._position(call)}"
+
     async def _delegate(self, action: Delegate) -> CallResult:
         call = action.call
         try:
@@ -319,9 +344,10 @@ class AgentLoop:
         except ValueError as exc:
             return CallResult(call, f"Error: {exc}. Call {call.name} again with corrected arguments.")
         background = self.delegator.background_workers
-        started = [await self._start_background(worker, request) for worker in request.targets if worker in background]
-        settled = await run_all(self._delegate_to(worker, request) for worker in request.targets
-                                if worker not in background)
+        started = [await self._start_background(worker, request, self._child_key(call, worker))
+                   for worker in request.targets if worker in background]
+        settled = await run_all(self._delegate_to(worker, request, self._child_key(call, worker))
+                                for worker in request.targets if worker not in background)
         if not started:
             content = results_for_model([s.result for s in settled], single=action.worker is not None)
         else:
@@ -331,23 +357,25 @@ class AgentLoop:
         signals += [signal for _, signal in started if signal is not None]
         return CallResult(call, content, tuple(signals))
 
-    async def _start_background(self, worker: str, request: DelegationRequest) -> tuple[dict[str, Any], Signal | None]:
+    async def _start_background(self, worker: str, request: DelegationRequest,
+                                key: str) -> tuple[dict[str, Any], Signal | None]:
         """Checks and hooks now; the worker runs on as a background task. What the model sees, and any signal."""
         ready = await self.delegator.prepare(worker, request, self.messages)
         if isinstance(ready, Settled):
             return ready.result.for_model(), ready.signal
-        task = asyncio.create_task(self._run_in_background(ready), name=f"teamrun:background:{worker}")
+        task = asyncio.create_task(self._run_in_background(ready, key), name=f"teamrun:background:{worker}")
         handle = self.delegator.background.add(worker, task)
         view: dict[str, Any] = {"handle": handle, "agent": worker, "status": "running", "response": ""}
         if ready.record is not None:
             view = {"task_id": ready.record.task_id, **view}
         return view, None
 
-    async def _run_in_background(self, ready: WorkerRun) -> Settled:
+    async def _run_in_background(self, ready: WorkerRun, key: str) -> Settled:
         started: StartedWorker | None = None
         try:
             async with self.delegator.slots:
                 started = self.delegator.begin(ready, background=True)
+                started.frame.key = key
                 outcome = await self._run_worker(started)
             return await self.delegator.settle(started, outcome)
         except asyncio.CancelledError:
@@ -355,12 +383,13 @@ class AgentLoop:
                 self.delegator.never_started(ready)
             raise
 
-    async def _delegate_to(self, worker: str, request: DelegationRequest) -> Settled:
+    async def _delegate_to(self, worker: str, request: DelegationRequest, key: str) -> Settled:
         ready = await self.delegator.prepare(worker, request, self.messages)
         if isinstance(ready, Settled):
             return ready
         async with self.delegator.slots:
             started = self.delegator.begin(ready)
+            started.frame.key = key
             outcome = await self._run_worker(started)
         return await self.delegator.settle(started, outcome)
 
@@ -400,10 +429,28 @@ class AgentLoop:
         frame.ledger.charge("tool_calls")
         span = ctx.bus.new_span_id()
         frame.emit(ctx, "tool_start", span_id=span, tool=call.name)
-        outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
+        outcome = await self._journaled_tool(action)
         frame.emit(ctx, "tool_end", span_id=span, tool=call.name, status="ok" if outcome.ok else "error",
                    error=outcome.error, chars=len(outcome.content))
         return CallResult(call, outcome.content)
+
+
+    async def _journaled_tool(self, action: RunTool) -> ToolOutcome:
+        """Run the tool, or replay its journaled outcome; a non-idempotent tool's start is written first."""
+        ctx, call, journal = self.ctx, action.call, self.ctx.journal
+        if journal is None:
+            return await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
+        position, fingerprint = self._position(call), tool_hash(call.name, call.arguments)
+        outcome = journal.replay.tool(self.frame.key, self.turns, position, fingerprint)
+        if outcome is not None:
+            return outcome
+        if not tool_idempotent(action.tool, ctx.config.tools):
+            await journal.write_now(JournalEntry(EntryKey(self.frame.key, self.turns, "tool_start", position),
+                                                 fingerprint, {"tool": call.name, "arguments": call.arguments}))
+        outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
+        journal.write(JournalEntry(EntryKey(self.frame.key, self.turns, "tool", position), fingerprint,
+                                   {"ok": outcome.ok, "content": outcome.content, "error": outcome.error}))
+        return outcome
 
 
 async def run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
 from teamrun.defaults import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_NUM_RETRIES, DEFAULT_REQUEST_TIMEOUT_S
+from teamrun.engine.journal import RunJournal
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore
 from teamrun.engine.result import DelegationResult, RunResult
@@ -91,6 +92,8 @@ class RunContext:
     refs: ResultStore = field(default_factory=ResultStore)
     sources: StartedSources = field(default_factory=StartedSources)
     """The tool sources this run started; closed when the run ends."""
+    journal: RunJournal | None = None
+    """Where finished model calls and tool results are written, and replayed from on resume (``None``: off)."""
     thread: ThreadSession | None = None
     """The thread this run is a turn of: earlier turns and workers' memory (:mod:`teamrun.engine.threads`)."""
 
@@ -146,6 +149,10 @@ class AgentFrame:
     """Request-context values from ``on_start`` hooks, readable in templates as ``context``."""
     allowed_tools: frozenset[str] | None = None
     """The tool entries this invocation may use when its task narrowed them (``None``: all it declares)."""
+    key: str = ""
+    """The invocation's stable name in the run (what the journal keys on): the supervisor's name, then per
+    delegation ``/<worker>@<turn>.<position>`` (the delegating call's number and its place in the reply),
+    per handoff ``><agent>``. It does not depend on the order concurrent workers run in."""
 
     def handed_to(self, ctx: RunContext, target: str) -> AgentFrame:
         """The frame of the agent that takes over after a handoff (same place in the tree)."""
@@ -153,7 +160,8 @@ class AgentFrame:
         budget = ctx.agent(target).budget
         return AgentFrame(target, (*self.path[:-1], target), ctx.bus.new_span_id(), self.parent_span_id,
                           parent.child(budget, label=f"agents.{target}.budget", depth=self.depth,
-                                       max_steps=max_steps_for(ctx.config, budget), agent=target))
+                                       max_steps=max_steps_for(ctx.config, budget), agent=target),
+                          key=f"{self.key}>{target}")
 
     @property
     def depth(self) -> int:

@@ -34,6 +34,7 @@ from teamrun.tools.mcp.tape import McpTape
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
+    from teamrun.engine.journal import RunJournal
     from teamrun.llm.cassette import ReplayMode
     from teamrun.store import Store
 
@@ -136,6 +137,7 @@ class Team:
         subscribers: Iterable[Subscriber] = (),
         cancel: asyncio.Event | None = None,
         thread: str | None = None,
+        journal: RunJournal | bool | None = None,
     ) -> RunResult:
         """Run the team on ``input``. Returns a result whatever happens to the run.
 
@@ -143,7 +145,15 @@ class Team:
         result (``status: cancelled``) keeps everything finished so far.
         ``thread``: the id of a conversation in the team's store (``load_team(..., store=...)``,
         else the default store) to continue, or to start when it is new; see :mod:`teamrun.engine.threads`.
+        ``journal``: write every finished model call and tool result there as it completes
+        (the run takes the journal's run id); one opened by :func:`teamrun.engine.resume.open_resume`
+        also answers the calls an earlier attempt finished (see :mod:`teamrun.engine.resume`).
+        ``journal=True`` journals to the team's store (``result.run_id`` is then resumable).
         """
+        if journal is True:
+            journal = await asyncio.to_thread(self._new_journal, input, thread)
+        elif journal is False:
+            journal = None
         session = None
         if thread is not None:
             from teamrun.engine.threads import open_thread
@@ -153,7 +163,7 @@ class Team:
         if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
             self._router.prepare(self.models())
         started = time.monotonic()
-        run_id = uuid.uuid4().hex[:12]
+        run_id = journal.run_id if journal is not None else uuid.uuid4().hex[:12]
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
@@ -163,18 +173,24 @@ class Team:
         ctx = RunContext(
             config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
             tools=tools, approver=self.approver, result=result, vars=self.vars,
-            model_override=self.model_override, thread=session,
+            model_override=self.model_override, thread=session, journal=journal,
         )
         result.thread_id = session.thread_id if session is not None else None
         frame = self._supervisor_frame(bus, session.starts_with if session else None)
+        if journal is not None:
+            await journal.open()
         self._buses[run_id] = bus
         structlog.contextvars.bind_contextvars(run_id=run_id, team=self.name)
         bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
                  agent_path=(), team=self.name, input=input)
+        escaped: BaseException | None = None
         try:
             if session is not None:
                 await session.prepare(ctx, frame)
             await self._drive(ctx, frame, input, cancel)
+        except BaseException as exc:  # the journal's record says how the run ended, also this way
+            escaped = exc
+            raise
         finally:
             await ctx.sources.aclose()
             _settle_spending(ctx, frame.ledger.root)
@@ -186,6 +202,8 @@ class Team:
             bus.emit("run_end", span_id=frame.parent_span_id or "run", parent_span_id=None, agent_path=(),
                      status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),
                      cost=result.cost, duration_s=result.duration_s)
+            if journal is not None:
+                await _close_journal(journal, result, escaped)
         return result
 
     def run_sync(self, input: str, **kwargs: Any) -> RunResult:
@@ -201,6 +219,22 @@ class Team:
         raise UsageError("run_sync() cannot run inside a running event loop (Jupyter, an async "
                          "application): use `result = await team.run(...)` there instead")
 
+    def _new_journal(self, input: str, thread: str | None) -> RunJournal:
+        """A journal for a new run of this team, in its store (blocking: opens the store)."""
+        from teamrun.engine.journal import RunJournal
+        from teamrun.store.journal import StoreJournal
+        from teamrun.store.records import JournaledRun
+
+        record = JournaledRun(run_id=uuid.uuid4().hex[:12], team=self.name, team_file=str(self.loaded.path.resolve()),
+                              input=input, vars=self._var_overrides(), model=self.model_override,
+                              thread_id=thread)
+        return RunJournal(StoreJournal(self.store), record)
+
+    def _var_overrides(self) -> dict[str, Any]:
+        """The vars given on top of the file's own (what a resume must give again)."""
+        own = self.config.vars or {}
+        return {name: value for name, value in self.vars.items() if own.get(name) != value}
+
     def _supervisor_frame(self, bus: EventBus, name: str | None = None) -> AgentFrame:
         """The frame of the agent that answers the user: the supervisor, or in a thread the one it was handed to."""
         root = BudgetLedger(self.config.limits, label="limits")
@@ -209,7 +243,7 @@ class Team:
         ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
                             max_steps=max_steps_for(self.config, budget), agent=name)
         run_span = bus.new_span_id()
-        return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger)
+        return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger, key=name)
 
     def _timeout(self) -> tuple[float | None, str]:
         """The run's wall-clock limit: ``limits.timeout_s`` or the supervisor's own, whichever is shorter."""
@@ -253,6 +287,22 @@ class Team:
                 await _cancel(work)
             if stop is not None and not stop.done():
                 stop.cancel()
+
+
+async def _close_journal(journal: RunJournal, result: RunResult, escaped: BaseException | None) -> None:
+    """The run's outcome into its record; a journal that could not be written is a warning on the result.
+
+    ``escaped``: what ended the run by leaving :meth:`Team.run` (a usage error, a task cancellation).
+    """
+    status, error = result.status, result.error
+    if escaped is not None:
+        cancelled = isinstance(escaped, asyncio.CancelledError | KeyboardInterrupt)
+        status, error = ("cancelled" if cancelled else "failed"), str(escaped) or type(escaped).__name__
+    await journal.close(status=status, usage=result.usage.as_dict(), cost=result.cost,
+                        final_text=result.final_text, error=error)
+    if journal.failure is not None:
+        result.warnings.append(f"the run journal could not be written ({journal.failure}); "
+                               f"run {result.run_id} cannot be resumed from where it stopped")
 
 
 def _settle_spending(ctx: RunContext, root: BudgetLedger) -> None:

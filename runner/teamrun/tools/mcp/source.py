@@ -71,6 +71,8 @@ class McpServerTool(Tool):
         self.require_approval = approval is True or (isinstance(approval, list) and remote.name in approval)
         self.timeout_s = definition.timeout_s or DEFAULT_TIMEOUT_S
         self.max_output_chars = definition.max_output_chars or DEFAULT_MAX_OUTPUT_CHARS
+        self.annotations: Any = getattr(remote, "annotations", None)
+        """The server's hints about the tool (``read_only_hint``, ``idempotent_hint``...), if it gave any."""
 
     async def run(self, arguments: dict[str, Any]) -> str:
         return await self.source.call(self.remote_name, {**arguments, **self.fixed})

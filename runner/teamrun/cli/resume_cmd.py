@@ -1,0 +1,124 @@
+"""``teamrun resume RUN_ID``, and the journal of ``teamrun execute`` (``--journal``, ``--resume``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from teamrun.errors import UsageError
+
+HELP = """Continue a run that crashed, was killed or was cancelled.
+
+The run's input, team file, --var values and --model come from the store.
+Model calls and tool results the run finished are replayed from its journal
+(not paid again; they still count toward the run's limits); the rest runs
+live. A tool that is not idempotent and was interrupted while it ran is only
+run again when you confirm (a prompt on a terminal, or --yes).
+
+\b
+Examples:
+  teamrun runs list                       find the run
+  teamrun resume 3f2a9c1b7d4e
+  teamrun resume 3f2a9c1b7d4e --yes --approve all   # in a script
+  teamrun execute team.yaml --resume 3f2a9c1b7d4e  # the same, naming the team file
+
+Exit codes: as `teamrun execute`.
+"""
+
+
+@dataclass
+class JournalChoice:
+    """What ``execute`` asked for: whether to journal, where the store is, which run to resume."""
+
+    journal: bool | None
+    """``--journal`` / ``--no-journal``; ``None``: on when a store is configured."""
+    store: str | None
+    resume: str | None = None
+    yes: bool = False
+    thread: str | None = None
+
+    def enabled(self, environ: Mapping[str, str] | None = None) -> bool:
+        """On when asked, else when a store is configured (``--store``, ``$TEAMRUN_STORE``, ``--thread``)."""
+        from teamrun.store.location import STORE_ENV
+
+        env = os.environ if environ is None else environ
+        if self.resume is not None:
+            if self.journal is False:
+                raise UsageError("--resume replays the run's journal: it cannot be combined with --no-journal")
+            return True
+        if self.journal is not None:
+            return self.journal
+        return self.store is not None or bool(env.get(STORE_ENV)) or self.thread is not None
+
+
+def open_backend(store: str | None) -> Any:
+    """The store's journal (opening, creating or upgrading the store)."""
+    from teamrun.store import open_store
+    from teamrun.store.journal import StoreJournal
+
+    return StoreJournal(open_store(store))
+
+
+def resumed_journal(backend: Any, run_id: str, *, yes: bool) -> Any:
+    """The journal continuing ``run_id``; an interrupted non-idempotent tool is confirmed first."""
+    from teamrun.engine.resume import ResumeNeedsConfirmation, open_resume
+
+    try:
+        return open_resume(backend, run_id, confirmed=yes)
+    except ResumeNeedsConfirmation as exc:
+        if not (sys.stdin.isatty() and sys.stderr.isatty()):
+            raise
+        click.echo(str(exc).split("\nResuming runs them again.")[0], err=True)
+        if not click.confirm("Run them again?", default=False, err=True):
+            raise UsageError(f"resume of run {run_id} stopped: not confirmed") from None
+        return open_resume(backend, run_id, confirmed=True)
+
+
+def new_journal(backend: Any, *, team: Any, team_file: str, task: str, vars: dict[str, str],
+                model: str | None, thread: str | None = None) -> Any:
+    from teamrun.engine.journal import RunJournal
+    from teamrun.store.records import JournaledRun
+
+    record = JournaledRun(run_id=uuid.uuid4().hex[:12], team=team.name, team_file=str(Path(team_file).resolve()),
+                          input=task, vars=dict(vars), model=model, thread_id=thread)
+    return RunJournal(backend, record)
+
+
+@click.command(help=HELP, short_help="Continue a crashed, killed or cancelled run.")
+@click.argument("run_id")
+@click.option("--store", metavar="PATH|URL", help="The store holding the run (default: $TEAMRUN_STORE, else "
+              "~/.local/share/teamrun/teamrun.db).")
+@click.option("--yes", "-y", is_flag=True, help="Run again, without asking, tools that are not idempotent and "
+              "were interrupted while they ran.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON instead of the answer.")
+@click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front (for scripts and CI).")
+@click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
+              show_default=True, help="How to show progress on stderr (as `teamrun execute`).")
+@click.pass_context
+def resume(ctx: click.Context, run_id: str, store: str | None, yes: bool, as_json: bool, approve: str | None,
+           progress: str) -> int:
+    from teamrun.cli.execute_cmd import execute
+
+    backend = open_backend(store)
+    record = backend.get_run(run_id)
+    if record is None:
+        raise UsageError(f"no run {run_id!r} in the store {backend.store.display}; "
+                         "`teamrun runs list` shows the runs it holds")
+    if not record.team_file:
+        raise UsageError(f"run {run_id} was not journaled (it has no team file on record): it cannot be resumed")
+    if not Path(record.team_file).is_file():
+        raise UsageError(f"run {run_id}'s team file {record.team_file} is gone; restore it, or name another with "
+                         f"`teamrun execute TEAM_FILE --resume {run_id}`")
+    variables = tuple(f"{k}={v}" for k, v in record.vars.items())
+    result: int = ctx.invoke(execute, team_file=record.team_file, input_text=None, input_file=None,
+                             variables=variables, model=record.model, as_json=as_json, approve=approve,
+                             progress=progress, store_location=store, thread_id=record.thread_id, resume=run_id,
+                             yes=yes)
+    return result

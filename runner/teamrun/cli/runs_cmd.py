@@ -1,0 +1,123 @@
+"""``teamrun runs list|show``: the runs a store holds, with status and cost."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any
+
+import click
+
+from teamrun.errors import UsageError
+
+HELP = """The runs a store holds: status, cost, tokens, and how to resume them.
+
+A run killed without a chance to say so (SIGKILL, a power cut) still says
+`running` in the store; it is shown as `interrupted` once its process is gone
+(same host) or its heartbeat stopped (another host). `teamrun resume RUN_ID`
+continues it.
+
+\b
+Examples:
+  teamrun runs list
+  teamrun runs list --json --limit 200
+  teamrun runs show 3f2a9c1b7d4e
+"""
+
+_STORE_HELP = "The store (default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db)."
+
+
+@click.group(help=HELP, short_help="List and show the runs a store holds.")
+def runs() -> None:
+    pass
+
+
+def _backend(store: str | None) -> Any:
+    from teamrun.cli.resume_cmd import open_backend
+
+    return open_backend(store)
+
+
+def _when(stamp: float | None) -> str:
+    if not stamp:
+        return "-"
+    return _dt.datetime.fromtimestamp(stamp, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _view(run: Any) -> dict[str, Any]:
+    """What ``runs list --json`` and ``runs show --json`` print of one run."""
+    return {
+        "run_id": run.run_id, "team": run.team, "status": run.shown_status(), "stored_status": run.status,
+        "cost": run.cost, "usage": run.usage, "input": run.input, "final_text": run.final_text, "error": run.error,
+        "started_at": _when(run.started_at), "ended_at": _when(run.ended_at) if run.ended_at else None,
+        "attempts": run.attempts, "replayed_calls": run.replayed_calls, "team_file": run.team_file or None,
+        "thread_id": run.thread_id, "pid": run.pid or None, "host": run.host or None,
+    }
+
+
+def _short(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "\N{HORIZONTAL ELLIPSIS}"
+
+
+@runs.command("list", help="The newest runs first: id, status, team, start, cost, tokens, input.")
+@click.option("--store", metavar="PATH|URL", help=_STORE_HELP)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Show at most this many.")
+@click.option("--team", help="Only runs of this team (its name).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
+def list_runs(store: str | None, limit: int, team: str | None, as_json: bool) -> None:
+    found = [_view(run) for run in _backend(store).list_runs(limit=limit, team=team)]
+    if as_json:
+        click.echo(json.dumps(found, indent=2, ensure_ascii=False))
+        return
+    if not found:
+        click.echo("no runs in the store", err=True)
+        return
+    rows = [["RUN", "STATUS", "TEAM", "STARTED (UTC)", "COST", "TOKENS", "INPUT"]]
+    for run in found:
+        tokens = run["usage"].get("total_tokens", 0)
+        rows.append([run["run_id"], run["status"], _short(run["team"], 24), run["started_at"],
+                     f"${run['cost']:.4f}", str(tokens), _short(run["input"], 40)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1])
+
+
+@runs.command("show", help="One run: status, cost, usage, attempts, what its journal holds, its answer.")
+@click.argument("run_id")
+@click.option("--store", metavar="PATH|URL", help=_STORE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
+def show_run(run_id: str, store: str | None, as_json: bool) -> None:
+    backend = _backend(store)
+    run = backend.get_run(run_id)
+    if run is None:
+        raise UsageError(f"no run {run_id!r} in the store {backend.store.display}; "
+                         "`teamrun runs list` shows the runs it holds")
+    view = {**_view(run), "journal": backend.counts(run_id)}
+    if as_json:
+        click.echo(json.dumps(view, indent=2, ensure_ascii=False))
+        return
+    usage = view["usage"]
+    journal = view["journal"]
+    lines = [
+        f"run       {view['run_id']}  ({view['team']})",
+        f"status    {view['status']}" + (f"  (stored: {view['stored_status']})"
+                                          if view["status"] != view["stored_status"] else ""),
+        f"started   {view['started_at']}" + (f"  ended {view['ended_at']}" if view["ended_at"] else ""),
+        f"cost      ${view['cost']:.4f}  tokens {usage.get('total_tokens', 0)} "
+        f"(in {usage.get('input_tokens', 0)}, out {usage.get('output_tokens', 0)}), "
+        f"{usage.get('requests', 0)} model calls",
+        f"attempts  {view['attempts']}" + (f", {view['replayed_calls']} calls replayed in the last"
+                                            if view["replayed_calls"] else ""),
+        f"journal   {journal.get('model', 0)} model replies, {journal.get('tool', 0)} tool results",
+    ]
+    if view["team_file"]:
+        lines.append(f"team file {view['team_file']}")
+    if view["error"]:
+        lines.append(f"error     {view['error']}")
+    lines.append(f"input     {_short(view['input'], 200)}")
+    if view["final_text"]:
+        lines += ["", view["final_text"]]
+    if view["status"] in ("interrupted", "cancelled", "failed", "budget_exhausted") and view["team_file"]:
+        lines += ["", f"resume it with `teamrun resume {view['run_id']}`"]
+    click.echo("\n".join(lines))

@@ -1,0 +1,256 @@
+"""Durable runs: every finished model reply and tool result of a run, written as it completes.
+
+A journaled run writes one :class:`JournalEntry` per finished model call and
+per finished tool call, keyed by :class:`EntryKey` — the agent *invocation*
+(a stable name: the agent path with the turn and call position each delegation
+came from, so concurrent workers finishing in any order never collide), the
+model-call number within that invocation, the kind, and the tool call's
+position in the reply — plus a hash of the request, so a request that changed
+is never answered from the journal. A tool that is not idempotent also gets a
+``tool_start`` entry, written (and waited for) before it runs: on resume, a
+start without a result means it may have run halfway.
+
+Where entries go is a :class:`JournalBackend` (:class:`MemoryJournal` for
+tests, :class:`teamrun.store.journal.StoreJournal` for the SQLite/PostgreSQL
+store). Writes never block the event loop: :class:`RunJournal` hands them to
+one writer thread, which commits whatever is queued in one small transaction.
+How a resumed run uses the entries is :mod:`teamrun.engine.resume`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import hashlib
+import json
+import os
+import queue
+import re
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from teamrun.config.models import ToolDef
+from teamrun.llm.types import Message, ModelSettings, ToolSchema
+from teamrun.logs import get_logger
+from teamrun.store.records import HEARTBEAT_S, EntryKey, EntryKind, JournaledRun, JournalEntry
+from teamrun.tools.base import Tool
+
+__all__ = [
+    "EntryKey",
+    "EntryKind",
+    "JournalBackend",
+    "JournalEntry",
+    "JournaledRun",
+    "MemoryJournal",
+    "RunJournal",
+    "request_hash",
+    "tool_hash",
+    "tool_idempotent",
+]
+
+_log = get_logger(__name__)
+_FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
+"""Referenced results are fenced with a random token per run (teamrun.engine.references.render_blocks)."""
+LINGER_S = 0.05
+"""How long the writer gathers entries into one transaction (not when a caller waits for its write)."""
+
+
+class JournalBackend(Protocol):
+    """Where a run's entries and its record are kept. Called from the journal's writer thread."""
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        """The run's entries, in the order they were written."""
+        ...
+
+    def append(self, run_id: str, entries: Sequence[JournalEntry], *, heartbeat: float | None = None) -> None:
+        """Write ``entries`` in one transaction (and touch the run's heartbeat when given)."""
+        ...
+
+    def save_run(self, run: JournaledRun) -> None:
+        """Insert or update the run's record."""
+        ...
+
+    def get_run(self, run_id: str) -> JournaledRun | None: ...
+
+
+class MemoryJournal:
+    """A :class:`JournalBackend` in memory (tests, and the benchmark's baseline for the store)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, list[JournalEntry]] = {}
+        self.runs: dict[str, JournaledRun] = {}
+        self.transactions = 0
+        self._lock = threading.Lock()
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        with self._lock:
+            return list(self.entries.get(run_id, ()))
+
+    def append(self, run_id: str, entries: Sequence[JournalEntry], *, heartbeat: float | None = None) -> None:
+        with self._lock:
+            self.entries.setdefault(run_id, []).extend(entries)
+            self.transactions += 1
+            if heartbeat is not None and run_id in self.runs:
+                self.runs[run_id].heartbeat_at = heartbeat
+
+    def save_run(self, run: JournaledRun) -> None:
+        with self._lock:
+            self.runs[run.run_id] = run
+
+    def get_run(self, run_id: str) -> JournaledRun | None:
+        with self._lock:
+            return self.runs.get(run_id)
+
+
+# -- hashes -------------------------------------------------------------------------------
+def request_hash(messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
+                 response_format: Mapping[str, Any] | None, *, today: str | None = None) -> str:
+    """The model request's hash: model, messages, tools and response format, with what changes between
+    attempts of one run masked — today's date (a run resumed the next day) and the random fences of
+    referenced results. One JSON dump and one regex pass: it is computed for every journaled call."""
+    day = today or _dt.date.today().isoformat()
+    body = json.dumps([settings.model, messages, tools, response_format], ensure_ascii=False, sort_keys=True,
+                      default=str)
+    return hashlib.sha256(_FENCE.sub(r"\1<fence>", body.replace(day, "<today>")).encode()).hexdigest()
+
+
+def tool_hash(name: str, arguments: str) -> str:
+    """What a tool call asked: its name and the model's raw arguments."""
+    return hashlib.sha256(json.dumps([name, arguments]).encode()).hexdigest()
+
+
+def tool_idempotent(tool: Tool, definitions: Mapping[str, ToolDef] | None) -> bool:
+    """Whether running ``tool`` twice with the same arguments is harmless (a resume may then run it again).
+
+    The entry's ``idempotent:`` when set; otherwise python tools are, command tools are not, and an MCP
+    server's tool is when the server marks it read-only or idempotent. A tool the team file does not
+    declare says so with an ``idempotent`` attribute (default: it is).
+    """
+    source = getattr(tool, "source", None)
+    entry = getattr(source, "entry", None) or tool.name
+    definition = (definitions or {}).get(entry)
+    if definition is None:
+        return bool(getattr(tool, "idempotent", True))
+    if definition.idempotent is not None:
+        return definition.idempotent
+    if definition.mcp is not None:
+        hints = getattr(tool, "annotations", None)
+        return bool(getattr(hints, "read_only_hint", None) or getattr(hints, "idempotent_hint", None))
+    return definition.command is None
+
+
+# -- the writer -------------------------------------------------------------------------------
+class _Write:
+    __slots__ = ("done", "entry", "loop")
+
+    def __init__(self, entry: JournalEntry | None, loop: asyncio.AbstractEventLoop | None = None,
+                 done: asyncio.Future[None] | None = None) -> None:
+        self.entry, self.loop, self.done = entry, loop, done
+
+
+class RunJournal:
+    """One run's journal: the record, a writer thread for entries, and the replay of earlier attempts.
+
+    ``record`` is what the run is (its id is the run's id); ``earlier`` are the
+    entries of the attempts before this one (empty for a first run). Use
+    :meth:`open` before the run and :meth:`close` after it (``Team.run`` does).
+    """
+
+    def __init__(self, backend: JournalBackend, record: JournaledRun, earlier: Sequence[JournalEntry] = (),
+                 *, confirmed_tools: bool = False) -> None:
+        from teamrun.engine.resume import Replay
+
+        self.backend = backend
+        self.record = record
+        self.replay = Replay(earlier, confirmed_tools=confirmed_tools)
+        self.written = 0
+        self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self.failure: str | None = None
+        """Why writing failed (the run goes on unjournaled after a failure; it is reported at the end)."""
+
+    @property
+    def run_id(self) -> str:
+        return self.record.run_id
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Save the record as running and start the writer thread."""
+        self.record.status, self.record.pid, self.record.host = "running", os.getpid(), socket.gethostname()
+        self.record.heartbeat_at = time.time()
+        await asyncio.to_thread(self.backend.save_run, self.record)
+        self._thread = threading.Thread(target=self._write_loop, name=f"teamrun-journal-{self.run_id}", daemon=True)
+        self._thread.start()
+
+    async def close(self, *, status: str, usage: dict[str, int], cost: float, final_text: str,
+                    error: str | None) -> None:
+        """Write what is queued, then the run's outcome."""
+        if self._thread is not None:
+            self._queue.put(None)
+            await asyncio.to_thread(self._thread.join)
+            self._thread = None
+        record = self.record
+        record.status, record.usage, record.cost = status, usage, cost
+        record.final_text, record.error, record.ended_at = final_text, error, time.time()
+        record.replayed_calls = self.replay.replayed_calls
+        await asyncio.to_thread(self.backend.save_run, record)
+
+    # -- entries --------------------------------------------------------------------------------
+    def write(self, entry: JournalEntry) -> None:
+        """Queue ``entry``; the writer thread commits it shortly (the caller does not wait)."""
+        self._queue.put(_Write(entry))
+
+    async def write_now(self, entry: JournalEntry) -> None:
+        """Write ``entry`` and wait until it is committed (a non-idempotent tool's start)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._queue.put(_Write(entry, loop, done))
+        await done
+
+    def _write_loop(self) -> None:
+        last_beat = time.time()
+        stop = False
+        while not stop:
+            batch: list[_Write] = []
+            try:
+                item = self._queue.get(timeout=HEARTBEAT_S)
+            except queue.Empty:
+                item = _Write(None)  # nothing to write: a heartbeat only
+            linger_until = time.monotonic() + LINGER_S
+            while True:  # gather what comes meanwhile into the same transaction
+                if item is None:
+                    stop = True
+                    break
+                if item.entry is not None:
+                    batch.append(item)
+                waited_for = any(w.done is not None for w in batch)
+                left = 0.0 if waited_for else linger_until - time.monotonic()
+                try:
+                    item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+            now = time.time()
+            beat = now if now - last_beat >= HEARTBEAT_S else None
+            if beat is not None:
+                last_beat = now
+            self._commit(batch, beat)
+
+    def _commit(self, batch: list[_Write], beat: float | None) -> None:
+        if self.failure is None and (batch or beat is not None):
+            try:
+                self.backend.append(self.run_id, [w.entry for w in batch if w.entry is not None], heartbeat=beat)
+                self.written += len(batch)
+            except Exception as exc:  # a full disk or a lost database must not crash the run
+                self.failure = f"{type(exc).__name__}: {exc}"
+                _log.warning("journal_write_failed", run_id=self.run_id, error=self.failure)
+        for write in batch:  # a failed write is reported at the end; the run goes on
+            if write.loop is not None and write.done is not None:
+                write.loop.call_soon_threadsafe(_settle, write.done)
+
+
+def _settle(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)

@@ -1,0 +1,138 @@
+"""Run journals in the store: the :class:`~teamrun.engine.journal.JournalBackend` over ``runs`` and ``journal``.
+
+A journaled run's row in ``runs`` carries its status, input, answer, usage and
+cost; what resuming needs besides (the team file, ``--var`` values, ``--model``)
+and how to tell a crashed run from a running one (pid, host, heartbeat) are in
+its ``meta``. Each batch of entries is one transaction: rows appended to
+``journal`` with the next ``seq``; ``agent_path`` holds the invocation key and
+``call_key`` ``<call number>.<tool position>``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from teamrun.store.db import Store
+from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
+from teamrun.store.schema import journal, runs
+
+__all__ = ["StoreJournal"]
+
+_META_FIELDS = ("team_file", "vars", "model", "pid", "host", "heartbeat_at", "attempts", "replayed_calls")
+"""The :class:`JournaledRun` fields kept in ``runs.meta``."""
+
+
+def _when(stamp: float | None) -> _dt.datetime | None:
+    return None if stamp is None else _dt.datetime.fromtimestamp(stamp, _dt.UTC)
+
+
+def _stamp(when: _dt.datetime | None) -> float | None:
+    if when is None:
+        return None
+    if when.tzinfo is None:  # SQLite hands back naive datetimes (stored as UTC)
+        when = when.replace(tzinfo=_dt.UTC)
+    return when.timestamp()
+
+
+class StoreJournal:
+    """Journals and journaled runs in a :class:`~teamrun.store.Store` (SQLite or PostgreSQL)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.engine = store.engine
+        self._seq: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    # -- entries --------------------------------------------------------------------------------
+    def load(self, run_id: str) -> list[JournalEntry]:
+        query = (sa.select(journal.c.agent_path, journal.c.kind, journal.c.call_key, journal.c.request_hash,
+                           journal.c.payload).where(journal.c.run_id == run_id).order_by(journal.c.seq))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        entries = []
+        for invocation, kind, call_key, fingerprint, payload in rows:
+            index, _, position = str(call_key).partition(".")
+            entries.append(JournalEntry(EntryKey(invocation, int(index), kind, int(position or 0)),
+                                        fingerprint or "", dict(payload or {})))
+        return entries
+
+    def append(self, run_id: str, entries: Sequence[JournalEntry], *, heartbeat: float | None = None) -> None:
+        now = _dt.datetime.now(_dt.UTC)
+        with self._lock, self.engine.begin() as conn:
+            if entries:
+                seq = self._seq.get(run_id)
+                if seq is None:
+                    seq = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(journal.c.seq), 0))
+                                           .where(journal.c.run_id == run_id)).scalar_one())
+                rows = []
+                for entry in entries:
+                    seq += 1
+                    key = entry.key
+                    rows.append({"run_id": run_id, "seq": seq, "agent_path": key.invocation, "kind": key.kind,
+                                 "call_key": f"{key.index}.{key.position}", "request_hash": entry.request_hash,
+                                 "payload": dict(entry.payload), "created_at": now})
+                conn.execute(journal.insert(), rows)
+                self._seq[run_id] = seq
+            if heartbeat is not None:
+                meta = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run_id)).scalar()
+                if meta is not None:
+                    conn.execute(runs.update().where(runs.c.id == run_id)
+                                 .values(meta={**meta, "heartbeat_at": heartbeat}))
+
+    # -- runs ---------------------------------------------------------------------------------
+    def save_run(self, run: JournaledRun) -> None:
+        """Insert or update the run's row (a run that is resumed keeps its id and row)."""
+        values: dict[str, Any] = {
+            "team": run.team, "thread_id": run.thread_id, "status": run.status, "input": run.input,
+            "final_output": run.final_text, "usage": dict(run.usage), "cost": run.cost,
+            "started_at": _when(run.started_at), "ended_at": _when(run.ended_at), "error": run.error,
+        }
+        meta = {name: getattr(run, name) for name in _META_FIELDS}
+        with self._lock, self.engine.begin() as conn:
+            old = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run.run_id)).first()
+            if old is None:
+                conn.execute(runs.insert().values(id=run.run_id, meta=meta, **values))
+            else:
+                conn.execute(runs.update().where(runs.c.id == run.run_id)
+                             .values(meta={**(old[0] or {}), **meta}, **values))
+
+    def get_run(self, run_id: str) -> JournaledRun | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+        return None if row is None else _run_of(row)
+
+    def list_runs(self, *, limit: int | None = 50, team: str | None = None) -> list[JournaledRun]:
+        """The newest runs first (every run in the store, journaled or not)."""
+        query = sa.select(runs).order_by(runs.c.started_at.desc(), runs.c.id)
+        if team is not None:
+            query = query.where(runs.c.team == team)
+        if limit is not None:
+            query = query.limit(limit)
+        with self.engine.connect() as conn:
+            return [_run_of(row) for row in conn.execute(query).mappings()]
+
+    def counts(self, run_id: str) -> dict[str, int]:
+        """How many journal entries of each kind the run has."""
+        query = (sa.select(journal.c.kind, sa.func.count()).where(journal.c.run_id == run_id)
+                 .group_by(journal.c.kind))
+        with self.engine.connect() as conn:
+            return {str(kind): int(count) for kind, count in conn.execute(query).all()}
+
+
+def _run_of(row: sa.RowMapping) -> JournaledRun:
+    meta = dict(row["meta"] or {})
+    started = _stamp(row["started_at"]) or 0.0
+    return JournaledRun(
+        run_id=row["id"], team=row["team"], team_file=str(meta.get("team_file") or ""), input=row["input"],
+        vars=dict(meta.get("vars") or {}), model=meta.get("model"), status=row["status"],
+        pid=int(meta.get("pid") or 0), host=str(meta.get("host") or ""), started_at=started,
+        heartbeat_at=float(meta.get("heartbeat_at") or started), ended_at=_stamp(row["ended_at"]),
+        usage=dict(row["usage"] or {}), cost=float(row["cost"] or 0.0), final_text=row["final_output"] or "",
+        error=row["error"], attempts=int(meta.get("attempts") or 1),
+        replayed_calls=int(meta.get("replayed_calls") or 0), thread_id=row["thread_id"],
+    )

@@ -1,0 +1,217 @@
+"""`teamrun execute --store/--journal`, `teamrun resume` and `teamrun runs list|show` (offline model)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from teamrun.cli import main
+
+TEAM = """\
+    version: 1
+    name: sidefx
+    supervisor: lead
+    agents:
+      lead: {{description: Writes a file., tools: [touch]}}
+    tools:
+      touch:
+        command: ["{python}", "-c", "open(r'{marker}', 'a').write('x')"]
+        description: Appends to a file.
+    """
+
+
+@pytest.fixture
+def team(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("TEAMRUN_STORE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    path = tmp_path / "team.yaml"
+    path.write_text(textwrap.dedent(TEAM.format(python=sys.executable, marker=tmp_path / "touched")))
+    return path
+
+
+def _runs(store: str, capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    capsys.readouterr()
+    assert main(["runs", "list", "--store", store, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_plain_runs_write_nothing(team: Path, tmp_path: Path) -> None:
+    assert main(["execute", str(team), "-i", "go", "--progress", "none"]) == 0
+    assert not (tmp_path / "xdg").exists()  # no store at the default place
+    assert (tmp_path / "touched").read_text() == "x"
+
+
+def test_a_configured_store_turns_journaling_on(team: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "runs.db")
+    monkeypatch.setenv("TEAMRUN_STORE", store)
+    assert main(["execute", str(team), "-i", "go", "--progress", "none"]) == 0
+    assert main(["execute", str(team), "-i", "not journaled", "--no-journal", "--progress", "none"]) == 0
+    (run,) = _runs(store, capsys)
+    assert run["status"] == "done" and run["input"] == "go" and run["team"] == "sidefx"
+    assert run["usage"]["requests"] == 2  # type: ignore[index]
+
+    monkeypatch.delenv("TEAMRUN_STORE")
+    other = str(tmp_path / "other.db")
+    assert main(["execute", str(team), "-i", "go again", "--store", other, "--progress", "none"]) == 0
+    assert [r["input"] for r in _runs(other, capsys)] == ["go again"]
+    capsys.readouterr()
+    assert main(["runs", "list", "--store", other]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["RUN", "STATUS", "TEAM", "STARTED", "(UTC)", "COST", "TOKENS", "INPUT"]
+    assert "done" in table[1] and "go again" in table[1]
+
+
+def _kill_during_the_tool(store: str, run_id: str) -> None:
+    """Leave the store as a run SIGKILLed while its command tool ran: the tool's start, no result."""
+    engine = sa.create_engine(f"sqlite:///{store}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM journal WHERE kind = 'tool' OR call_key = '2.0'"))
+        meta = json.loads(conn.execute(sa.text("SELECT meta FROM runs WHERE id = :id"), {"id": run_id}).scalar_one())
+        meta["pid"] = 2**22 + 4321  # no such process
+        conn.execute(sa.text("UPDATE runs SET status = 'running', meta = :meta WHERE id = :id"),
+                     {"meta": json.dumps(meta), "id": run_id})
+    engine.dispose()
+
+
+def test_resume_does_not_rerun_an_interrupted_command_tool_without_yes(
+        team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "runs.db")
+    assert main(["execute", str(team), "-i", "go", "--store", store, "--progress", "none"]) == 0
+    (run,) = _runs(store, capsys)
+    _kill_during_the_tool(store, str(run["run_id"]))
+    assert _runs(store, capsys)[0]["status"] == "interrupted"
+    assert (tmp_path / "touched").read_text() == "x"
+
+    assert main(["resume", str(run["run_id"]), "--store", store, "--progress", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "not idempotent" in err and "touch(" in err and f"teamrun resume {run['run_id']} --yes" in err
+    assert (tmp_path / "touched").read_text() == "x"  # not run again
+
+    assert main(["resume", str(run["run_id"]), "--store", store, "--progress", "none", "--yes"]) == 0
+    assert (tmp_path / "touched").read_text() == "xx"
+    capsys.readouterr()
+    assert main(["runs", "show", str(run["run_id"]), "--store", store]) == 0
+    shown = capsys.readouterr().out
+    assert "status    done" in shown and "attempts  2, 1 calls replayed" in shown
+
+
+def test_execute_resume_takes_the_runs_input(team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "runs.db")
+    assert main(["execute", str(team), "-i", "go", "--store", store, "--progress", "none"]) == 0
+    (run,) = _runs(store, capsys)
+    assert main(["execute", str(team), "--resume", str(run["run_id"]), "--store", store, "--json",
+                 "--progress", "none"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["run_id"] == run["run_id"] and result["status"] == "done"
+    assert (tmp_path / "touched").read_text() == "x"  # everything replayed: the tool did not run again
+    assert main(["execute", str(team), "-i", "other", "--resume", str(run["run_id"]), "--store", store]) == 2
+    assert "continues the run on its own input" in capsys.readouterr().err
+    assert main(["execute", str(team), "--resume", str(run["run_id"]), "--no-journal"]) == 2
+    assert "cannot be combined with --no-journal" in capsys.readouterr().err
+
+
+def test_unknown_runs_are_usage_errors(team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "runs.db")
+    assert main(["resume", "nope", "--store", store]) == 2
+    assert "no run 'nope' in the store" in capsys.readouterr().err
+    assert main(["runs", "show", "nope", "--store", store]) == 2
+    assert "no run 'nope'" in capsys.readouterr().err
+
+
+def _resume_on_a_terminal(store: str, run_id: str, answer: str) -> tuple[int, str]:
+    """``teamrun resume`` with a pseudo-terminal on stdin and stderr; ``answer`` typed at the prompt."""
+    import os
+    import pty
+    import select
+    import subprocess
+
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-c", "from teamrun.cli import main; main()", "resume", run_id,
+                                "--store", store, "--progress", "none"],
+                               stdin=secondary, stderr=secondary, stdout=subprocess.PIPE, text=True)
+    os.close(secondary)
+    seen = b""
+    try:
+        while b"Run them again?" not in seen:
+            ready, _, _ = select.select([primary], [], [], 120)  # a hang guard only
+            if not ready:
+                break
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.write(primary, answer.encode() + b"\n")
+        out, _ = process.communicate(timeout=120)
+        while True:
+            ready, _, _ = select.select([primary], [], [], 0)
+            if not ready:
+                break
+            try:
+                chunk = os.read(primary, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        process.kill()
+        os.close(primary)
+    return process.returncode, seen.decode(errors="replace") + out
+
+
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_resume_asks_on_a_terminal(team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   answer: str) -> None:
+    store = str(tmp_path / "runs.db")
+    assert main(["execute", str(team), "-i", "go", "--store", store, "--progress", "none"]) == 0
+    (run,) = _runs(store, capsys)
+    _kill_during_the_tool(store, str(run["run_id"]))
+
+    code, shown = _resume_on_a_terminal(store, str(run["run_id"]), answer)
+
+    assert "touch(" in shown and "Run them again? [y/N]" in shown
+    if answer == "y":
+        assert code == 0, shown
+        assert (tmp_path / "touched").read_text() == "xx"
+    else:
+        assert code == 2 and "stopped: not confirmed" in shown
+        assert (tmp_path / "touched").read_text() == "x"
+
+
+def test_a_thread_turn_is_journaled_and_resumed_in_its_thread(team: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    store = str(tmp_path / "runs.db")
+    assert main(["execute", str(team), "-i", "first", "--thread", "t1", "--store", store, "--progress", "none"]) == 0
+    assert main(["execute", str(team), "-i", "second", "--thread", "t1", "--store", store, "--progress", "none"]) == 0
+    runs = _runs(store, capsys)
+    assert sorted((r["input"], r["thread_id"]) for r in runs) == [("first", "t1"), ("second", "t1")]
+    second = next(r for r in runs if r["input"] == "second")
+    _kill_during_the_tool(store, str(second["run_id"]))
+    assert main(["resume", str(second["run_id"]), "--store", store, "--yes", "--json", "--progress", "none"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["thread_id"] == "t1" and result["status"] == "done"
+
+
+def test_the_python_api_journals_to_the_teams_store(team: Path, tmp_path: Path) -> None:
+    import teamrun
+    from teamrun.store.journal import StoreJournal
+
+    store = tmp_path / "api.db"
+    loaded = teamrun.load_team(team, store=store, vars={"who": "me"})
+    plain = loaded.run_sync("go")
+    result = loaded.run_sync("go", journal=True)
+    backend = StoreJournal(loaded.store)
+    assert backend.get_run(plain.run_id) is None
+    record = backend.get_run(result.run_id)
+    assert record is not None and record.status == "done" and record.vars == {"who": "me"}
+    assert record.team_file == str(team.resolve())
+    assert backend.counts(result.run_id) == {"model": 2, "tool": 1, "tool_start": 1}
