@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from teamrun.cli.app import LogSettings
 from teamrun.errors import UsageError
 
 HELP = """Serve teams over HTTP: an OpenAI-compatible endpoint and a native runs API.
@@ -100,5 +101,6 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
     app = create_app(teams, settings)
     auth = "bearer tokens" if tokens else "off (loopback only)"
     click.echo(f"teamrun: serving {', '.join(names)} on http://{host}:{port} (auth: {auth})", err=True)
-    serve_app(app, host=host, port=port)
+    logs = click.get_current_context().find_object(LogSettings)
+    serve_app(app, host=host, port=port, verbosity=logs.verbosity if logs is not None else 0)
     return 0

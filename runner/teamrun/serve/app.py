@@ -159,7 +159,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     app.state.registry = registry
     app.state.teams = served
 
-    def authorize(request: Request) -> None:
+    async def authorize(request: Request) -> None:  # async: a plain def would hop to a thread per request
         if settings.tokens and not token_matches(request.headers.get("authorization"), settings.tokens):
             raise ApiError(401, "missing or invalid bearer token (send `Authorization: Bearer <token>`)",
                            type="authentication_error", code="invalid_api_key",
@@ -393,7 +393,7 @@ def _sse(data: Any, *, event: str | None = None, id: int | None = None) -> bytes
 async def _until_finished(handle: RunHandle) -> AsyncIterator[bytes]:
     """SSE comment lines every :data:`KEEPALIVE_S` until the run is over."""
     while not handle.finished:
-        if not await handle.changed(KEEPALIVE_S):
+        if not await handle.ended(KEEPALIVE_S):
             yield b": keepalive\n\n"
 
 
@@ -446,8 +446,8 @@ async def _event_stream(handle: RunHandle, start_at: int) -> AsyncIterator[bytes
     """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``."""
     index = start_at
     while True:
-        while index < len(handle.events):
-            line = handle.events[index]
+        while index < handle.event_count:
+            line = handle.event(index)
             yield _sse(line, event=str(line["kind"]), id=index)
             index += 1
         if handle.finished:

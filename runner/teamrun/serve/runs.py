@@ -14,7 +14,7 @@ import copy
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -89,8 +89,6 @@ class RunHandle:
     input: str
     redactor: Redactor
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    """Every event so far, as JSON-ready dicts (secrets masked)."""
     result: RunResult | None = None
     created: float = field(default_factory=time.time)
     task: asyncio.Task[None] | None = None
@@ -99,7 +97,11 @@ class RunHandle:
     cancel_reason: str | None = None
     approvals: dict[str, PendingApproval] = field(default_factory=dict)
     """Tool calls that asked for approval, by approval id."""
+    _lines: list[dict[str, Any]] = field(default_factory=list)
+    """Every event so far as JSON-ready dicts; only the first :attr:`_masked` are masked yet (see :meth:`event`)."""
+    _masked: int = 0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _done: asyncio.Event = field(default_factory=asyncio.Event)
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: int = 0
 
@@ -135,11 +137,27 @@ class RunHandle:
 
     # -- events ---------------------------------------------------------------------------------
 
+    @property
+    def event_count(self) -> int:
+        """How many events the run has had so far."""
+        return len(self._lines)
+
+    def event(self, index: int) -> dict[str, Any]:
+        """Event number ``index`` as a JSON-ready dict, secrets masked.
+
+        Lines are masked on first read, not as they arrive: masking is most of
+        the cost of keeping events, and a chat completion never reads them.
+        """
+        while self._masked <= index:
+            self._lines[self._masked] = self.redactor.value(self._lines[self._masked])
+            self._masked += 1
+        return self._lines[index]
+
     def on_event(self, event: Event) -> None:
         """The run's event-bus subscriber (called on the loop, or from a tool's thread)."""
         if isinstance(event, LlmIO):
             return
-        line = self.redactor.value({
+        line = {
             "kind": event.kind,
             "run_id": event.run_id,
             "span_id": event.span_id,
@@ -147,8 +165,8 @@ class RunHandle:
             "agent_path": list(event.agent_path),
             "depth": event.depth,
             "ts": round(wall_clock(event.time), 6),
-            "data": dict(event.data),
-        })
+            "data": event.data,
+        }
         if self._loop is not None and threading.get_ident() != self._thread:
             self._loop.call_soon_threadsafe(self._push, line)
         else:
@@ -156,7 +174,7 @@ class RunHandle:
 
     def note(self, kind: str, data: dict[str, Any]) -> None:
         """Add a line of the server's own (not an engine event: ``approval_request``...) to the run's events."""
-        self._push(self.redactor.value({"kind": kind, "run_id": self.id, "ts": round(time.time(), 6), "data": data}))
+        self._push({"kind": kind, "run_id": self.id, "ts": round(time.time(), 6), "data": data})
 
     def answer(self, approval_id: str, approve: bool) -> PendingApproval | None:
         """Answer a pending approval; ``None`` if there is no such approval. Raises :class:`AlreadyDecided`."""
@@ -169,7 +187,7 @@ class RunHandle:
         return pending
 
     def _push(self, line: dict[str, Any]) -> None:
-        self.events.append(line)
+        self._lines.append(line)
         self._wake()
 
     def _wake(self) -> None:
@@ -185,9 +203,16 @@ class RunHandle:
         return True
 
     async def wait(self) -> None:
-        """Until the run is over."""
-        while not self.finished:
-            await self._changed.wait()
+        """Until the run is over (woken once, not by every event)."""
+        await self._done.wait()
+
+    async def ended(self, timeout: float) -> bool:
+        """Wait until the run is over; ``False`` if ``timeout`` seconds pass first."""
+        try:
+            await asyncio.wait_for(self._done.wait(), timeout=timeout)
+        except TimeoutError:
+            return False
+        return True
 
 
 class RunRegistry:
@@ -202,6 +227,8 @@ class RunRegistry:
         self.retry_after_s = retry_after_s
         self.closing = False
         self._runs: OrderedDict[str, RunHandle] = OrderedDict()
+        self._finished: deque[str] = deque()
+        """Ids of finished runs still held, oldest first."""
         self._active = 0
 
     @property
@@ -248,6 +275,8 @@ class RunRegistry:
         finally:
             self._active -= 1
             self.metrics.run_finished(team.name, handle.result)
+            self._finished.append(handle.id)
+            handle._done.set()
             handle._wake()
 
     def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunHandle | None:
@@ -270,6 +299,5 @@ class RunRegistry:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def _forget_old(self) -> None:
-        finished = [run_id for run_id, h in self._runs.items() if h.finished]
-        for run_id in finished[: max(0, len(finished) - self.keep_finished)]:
-            del self._runs[run_id]
+        while len(self._finished) > self.keep_finished:
+            self._runs.pop(self._finished.popleft(), None)
