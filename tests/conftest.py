@@ -38,3 +38,38 @@ def fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
 
 
 # ---- end llm block ----------------------------------------------------------------------
+
+
+# ---- store: SQLite and a real PostgreSQL server (owner: runner/store) -------------------
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The URL of a PostgreSQL server for this session (``TEAMRUN_TEST_POSTGRES_URL``, else a throwaway one)."""
+    import os
+
+    from pgserver import PostgresServer
+
+    given = os.environ.get("TEAMRUN_TEST_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    try:
+        server = PostgresServer().start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A new, empty store: a SQLite file, then a fresh database on the PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('store') / 'teamrun.db'}"
+    from pgserver import new_database
+
+    return new_database(request.getfixturevalue("postgres_server"))
+
+
+# ---- end store block --------------------------------------------------------------------

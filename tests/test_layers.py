@@ -15,12 +15,13 @@ BOTTOM = {"errors", "events", "secrets", "defaults", "logs"}
 """Everything may import these; they import only each other."""
 
 ALLOWED: dict[str, set[str]] = {
-    "cli": {"cli", "evals", "serve", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
+    "cli": {"cli", "evals", "serve", "engine", "observe", "config", "llm", "tools", "store"} | BOTTOM,
     "evals": {"evals", "engine", "config", "llm", "tools"} | BOTTOM,  # eval and batch: the public engine API
-    "serve": {"serve", "engine", "observe", "config", "llm", "tools"} | BOTTOM,  # HTTP over the engine
+    "serve": {"serve", "engine", "observe", "config", "llm", "tools", "store"} | BOTTOM,  # HTTP over the engine
     "testing": {"testing", "engine", "observe", "config", "llm", "tools"} | BOTTOM,
     "observe": {"observe", "llm"} | BOTTOM,  # consumers of events; ContentCapture wraps a ChatModel
-    "engine": {"engine", "config", "llm", "tools"} | BOTTOM,  # never observe, cli or logging setup
+    "engine": {"engine", "config", "llm", "tools", "store"} | BOTTOM,  # never observe, cli or logging setup
+    "store": {"store"} | BOTTOM,  # threads, runs, journals in SQLite or PostgreSQL (SQLAlchemy, imported lazily)
     "tools": {"tools", "config", "llm"} | BOTTOM,
     "llm": {"llm"} | BOTTOM,  # never observe, config or tools
     "config": {"config"} | BOTTOM,  # never llm: `teamrun validate` must not pay for LiteLLM

@@ -22,6 +22,7 @@ __all__ = [
     "ConfigError",
     "ModelError",
     "RunError",
+    "StoreError",
     "TeamrunError",
     "ToolError",
     "UsageError",
@@ -39,6 +40,10 @@ class UserError(TeamrunError):
 
 class UsageError(UserError):
     """A command-line or API argument is wrong."""
+
+
+class StoreError(UserError):
+    """The store cannot be opened or used: a bad URL, an unreachable server, a database from a newer teamrun."""
 
 
 class ConfigError(UserError):

@@ -20,6 +20,8 @@ COMMANDS = {
     "eval": "teamrun.cli.eval_cmd:eval_",
     "batch": "teamrun.cli.batch_cmd:batch",
     "serve": "teamrun.cli.serve_cmd:serve",
+    "chat": "teamrun.cli.chat_cmd:chat",
+    "threads": "teamrun.cli.threads_cmd:threads",
 }
 """Each command's module is imported only when that command (or the full help) is needed."""
 
@@ -55,6 +57,8 @@ Examples:
   teamrun eval team.yaml cases.yaml         check the team's answers on test cases
   teamrun batch team.yaml in.jsonl -o out.jsonl  one run per input row, resumable
   teamrun serve team.yaml                   the team behind an OpenAI-compatible HTTP API
+  teamrun chat team.yaml                    a conversation with the team, kept as a thread
+  teamrun threads list                      the conversations in the store
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.

@@ -31,6 +31,7 @@ Examples:
   teamrun execute team.yaml -i "..." --trace run.jsonl && teamrun trace show run.jsonl
   teamrun execute team.yaml -i "..." --record run.cassette.jsonl   # a real run, once
   teamrun execute team.yaml -i "..." --replay run.cassette.jsonl   # offline, in CI
+  teamrun execute team.yaml -i "..." --thread support-42   # continue a conversation
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 3 budget exhausted, 130 interrupted.
@@ -79,7 +80,7 @@ def _starting_line(team: Any) -> str:
     return f"starting {team.name} ({agents} agent{'s' if agents != 1 else ''}, {label} {shown})"
 
 
-async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any]) -> Any:
+async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thread: str | None = None) -> Any:
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
     try:
@@ -88,7 +89,7 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any]) -> A
     except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
         pass
     try:
-        return await team.run(task, subscribers=subscribers, cancel=cancel)
+        return await team.run(task, subscribers=subscribers, cancel=cancel, thread=thread)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
@@ -123,10 +124,15 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any]) -> A
 @click.option("--replay-mode", type=click.Choice(["strict", "lenient"]), default=None,
               help="strict (default): fail on a request that was not recorded; lenient: use the next "
                    "recorded reply of that agent and turn.")
+@click.option("--thread", "thread_id", metavar="ID",
+              help="Continue the conversation ID (a new ID starts one): earlier turns are kept in the store.")
+@click.option("--store", "store_location", metavar="PATH|URL",
+              help="The store for threads: a SQLite file or a SQLAlchemy URL (postgresql+psycopg://...). "
+                   "Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db.")
 def execute(team_file: str, input_text: str | None, input_file: str | None, variables: tuple[str, ...],
             model: str | None, as_json: bool, approve: str | None, progress: str, trace_path: str | None,
             trace_content: bool, otel: bool, record_path: str | None, replay_path: str | None,
-            replay_mode: str | None) -> int:
+            replay_mode: str | None, thread_id: str | None, store_location: str | None) -> int:
     from teamrun.engine.team import load_team
     from teamrun.secrets import Redactor
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
@@ -138,7 +144,7 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
         writer = _trace_writer(trace_path, trace_content, redactor, cleanup)
         team = load_team(team_file, vars=_parse_vars(variables), model=model, record=record_path,
                          replay=replay_path, replay_mode="lenient" if replay_mode == "lenient" else "strict",
-                         wrap_model=_content_capture if trace_content else None)
+                         wrap_model=_content_capture if trace_content else None, store=store_location)
         redactor.add(team.loaded.secrets)
         add_log_secrets(team.loaded.secrets)
         for warning in team.loaded.warnings:
@@ -159,7 +165,7 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
             subscribers.append(writer)
         if otel:
             subscribers.append(_otel_exporter(trace_content, redactor, cleanup))
-        result = asyncio.run(_run_with_interrupt(team, task, subscribers))
+        result = asyncio.run(_run_with_interrupt(team, task, subscribers, thread_id))
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
     else:

@@ -17,6 +17,7 @@ __all__ = [
     "Agent",
     "CompleteHook",
     "Delegation",
+    "History",
     "Hooks",
     "IterationHook",
     "Limits",
@@ -223,6 +224,19 @@ class Agent(ModelFields):
     """Repair turns allowed when the answer fails `output_schema` (default 2)."""
     on_error: Literal["continue", "fail_run"] = "continue"
     """When this agent fails as a worker (an error or a crash, not a budget): `continue` gives the delegating agent an error result; `fail_run` fails the whole run."""
+    memory: Literal["fresh", "thread"] = "fresh"
+    """A worker's memory in a thread: `fresh` starts every delegation anew; `thread` also shows it its own earlier tasks and answers in the same thread (never the supervisor's conversation)."""
+
+
+class History(_Strict):
+    """How much of a thread's earlier turns each new turn sees, so a long thread never overflows the model's window."""
+
+    max_turns: PositiveInt | None = None
+    """Keep only the last N turns (a user message and its answer) of the thread."""
+    max_tokens: PositiveInt | None = None
+    """Keep only the newest turns that fit in this many tokens (estimated as characters / 4). Default 20000 when neither limit is set."""
+    summarize: bool = False
+    """Summarise the turns the limits leave out (one model call with the answering agent's model, when more turns drop out) instead of dropping them; the summary is kept with the thread."""
 
 
 McpToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -318,3 +332,5 @@ class TeamConfig(_Strict):
     """The agents, by name."""
     tools: dict[Name, ToolDef] | None = None
     """Tools agents can use, by name."""
+    history: History | None = None
+    """In a thread (`--thread`, `teamrun chat`): how many earlier turns the agents see."""

@@ -399,13 +399,18 @@ async def run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutc
     """
     frames = [frame]
     loop = AgentLoop(ctx, frame)
-    outcome = await loop.run(task)
+    outcome = await loop.run(task, ctx.thread.history_for(frame, task) if ctx.thread is not None else ())
     while isinstance(outcome, HandOff):
+        ctx.result.handoffs.append({"from": frame.name, "to": outcome.target, "agent_path": list(frame.path)})
         frame = frame.handed_to(ctx, outcome.target)
         frames.append(frame)
         history = loop.messages
         loop = AgentLoop(ctx, frame)
         outcome = await loop.run(None, history=history)
+    if frame.depth == 0:
+        ctx.result.answered_by = frame.name
+    elif ctx.thread is not None:
+        ctx.thread.remember(frames[0], task, outcome)
     usage = sum((f.ledger.own.usage for f in frames), Usage())
     return replace(outcome, usage=usage, cost=sum(f.ledger.own.cost for f in frames))
 

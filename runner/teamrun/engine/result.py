@@ -101,6 +101,12 @@ class RunResult:
     """Token and cost limits the run went past (the last turn may), by limit: ``{limit, used, over}``."""
     limits_in_force: dict[str, Any] = field(default_factory=dict)
     """The limits that applied: the file's ``limits`` and budgets, and teamrun's defaults where it set none."""
+    answered_by: str | None = None
+    """The agent that gave the final answer: the supervisor, or the agent the conversation was handed to."""
+    handoffs: list[dict[str, Any]] = field(default_factory=list)
+    """Handoffs in the order they happened: ``{from, to, agent_path}``."""
+    thread_id: str | None = None
+    """The thread this run is a turn of (``run(..., thread=...)``, ``--thread``)."""
 
     @property
     def usage(self) -> Usage:
@@ -135,4 +141,7 @@ class RunResult:
             "tasks": [t.as_dict() for t in self.tasks],
             "overshoot": self.overshoot,
             "limits_in_force": self.limits_in_force,
+            "answered_by": self.answered_by,
+            "handoffs": self.handoffs,
+            "thread_id": self.thread_id,
         }

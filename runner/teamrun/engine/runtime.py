@@ -7,7 +7,7 @@ import datetime as _dt
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
 from teamrun.defaults import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_NUM_RETRIES, DEFAULT_REQUEST_TIMEOUT_S
@@ -20,6 +20,9 @@ from teamrun.llm.types import ChatModel, ModelSettings
 from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver
 from teamrun.tools.base import Tool, ToolSource
+
+if TYPE_CHECKING:
+    from teamrun.engine.threads import ThreadSession
 
 _log = get_logger(__name__)
 T = TypeVar("T")
@@ -88,6 +91,8 @@ class RunContext:
     refs: ResultStore = field(default_factory=ResultStore)
     sources: StartedSources = field(default_factory=StartedSources)
     """The tool sources this run started; closed when the run ends."""
+    thread: ThreadSession | None = None
+    """The thread this run is a turn of: earlier turns and workers' memory (:mod:`teamrun.engine.threads`)."""
 
     def agent(self, name: str) -> Agent:
         return self.config.agents[name]

@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -33,6 +35,7 @@ from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
     from teamrun.llm.cassette import ReplayMode
+    from teamrun.store import Store
 
 
 class Team:
@@ -50,8 +53,13 @@ class Team:
         replay: str | Path | None = None,
         replay_mode: ReplayMode = "strict",
         wrap_model: Callable[[ChatModel], ChatModel] | None = None,
+        store: Store | str | os.PathLike[str] | None = None,
     ) -> None:
         self.loaded = loaded
+        self._store_location = store
+        """Where threads are kept: a :class:`~teamrun.store.Store`, a file path or URL, or ``None`` (the default)."""
+        self._store: Store | None = None
+        self._store_lock = threading.Lock()
         self.config = loaded.config
         self.vars = {**(self.config.vars or {}), **(vars or {})}
         self.model_override = model
@@ -91,6 +99,17 @@ class Team:
             self._chat_model = self._router
         return self._chat_model
 
+    @property
+    def store(self) -> Store:
+        """The store (opened, created or upgraded on first use; blocking): threads and run records."""
+        with self._store_lock:  # runs in threads (asyncio.to_thread): concurrent runs open it once
+            if self._store is None:
+                from teamrun.store import Store, open_store
+
+                given = self._store_location
+                self._store = given if isinstance(given, Store) else open_store(given)
+            return self._store
+
     def models(self) -> list[str]:
         """The model of each agent (``--model`` / ``model=`` first, then the agent's, then ``defaults``),
         without repeats, in agent order."""
@@ -116,12 +135,20 @@ class Team:
         *,
         subscribers: Iterable[Subscriber] = (),
         cancel: asyncio.Event | None = None,
+        thread: str | None = None,
     ) -> RunResult:
         """Run the team on ``input``. Returns a result whatever happens to the run.
 
         ``cancel``: set it to stop the run; in-flight workers are cancelled and the
         result (``status: cancelled``) keeps everything finished so far.
+        ``thread``: the id of a conversation in the team's store (``load_team(..., store=...)``,
+        else the default store) to continue, or to start when it is new; see :mod:`teamrun.engine.threads`.
         """
+        session = None
+        if thread is not None:
+            from teamrun.engine.threads import open_thread
+
+            session = await open_thread(await asyncio.to_thread(lambda: self.store), thread, self.config)
         model = self._model()
         if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
             self._router.prepare(self.models())
@@ -136,20 +163,25 @@ class Team:
         ctx = RunContext(
             config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
             tools=tools, approver=self.approver, result=result, vars=self.vars,
-            model_override=self.model_override,
+            model_override=self.model_override, thread=session,
         )
-        frame = self._supervisor_frame(bus)
+        result.thread_id = session.thread_id if session is not None else None
+        frame = self._supervisor_frame(bus, session.starts_with if session else None)
         self._buses[run_id] = bus
         structlog.contextvars.bind_contextvars(run_id=run_id, team=self.name)
         bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
                  agent_path=(), team=self.name, input=input)
         try:
+            if session is not None:
+                await session.prepare(ctx, frame)
             await self._drive(ctx, frame, input, cancel)
         finally:
             await ctx.sources.aclose()
             _settle_spending(ctx, frame.ledger.root)
             self._buses.pop(run_id, None)
             structlog.contextvars.unbind_contextvars("run_id", "team")
+            if session is not None:
+                await session.save(input, result)
             result.duration_s = time.monotonic() - started
             bus.emit("run_end", span_id=frame.parent_span_id or "run", parent_span_id=None, agent_path=(),
                      status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),
@@ -169,9 +201,10 @@ class Team:
         raise UsageError("run_sync() cannot run inside a running event loop (Jupyter, an async "
                          "application): use `result = await team.run(...)` there instead")
 
-    def _supervisor_frame(self, bus: EventBus) -> AgentFrame:
+    def _supervisor_frame(self, bus: EventBus, name: str | None = None) -> AgentFrame:
+        """The frame of the agent that answers the user: the supervisor, or in a thread the one it was handed to."""
         root = BudgetLedger(self.config.limits, label="limits")
-        name = self.config.supervisor
+        name = name or self.config.supervisor
         budget = self.config.agents[name].budget
         ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
                             max_steps=max_steps_for(self.config, budget), agent=name)
@@ -261,6 +294,7 @@ def load_team(
     replay: str | Path | None = None,
     replay_mode: ReplayMode = "strict",
     wrap_model: Callable[[ChatModel], ChatModel] | None = None,
+    store: Store | str | os.PathLike[str] | None = None,
 ) -> Team:
     """Load and validate a team file; raises :class:`~teamrun.errors.ConfigError` listing every problem.
 
@@ -271,7 +305,10 @@ def load_team(
     network (``replay_mode``: ``"strict"`` fails on a request that was not
     recorded, ``"lenient"`` falls back to the next reply of that agent and turn).
     ``wrap_model`` wraps the chosen chat model (observers such as the trace's
-    content capture use it).
+    content capture use it). ``store`` (a :class:`~teamrun.store.Store`, a file path or a SQLAlchemy URL;
+    default ``$TEAMRUN_STORE``, else ``~/.local/share/teamrun/teamrun.db``) keeps the threads of
+    ``team.run(input, thread="ID")``; it is opened only when a thread is used.
     """
     return Team(load_config(path, environ=environ), vars=vars, model=model, chat_model=chat_model,
-                approver=approver, record=record, replay=replay, replay_mode=replay_mode, wrap_model=wrap_model)
+                approver=approver, record=record, replay=replay, replay_mode=replay_mode, wrap_model=wrap_model,
+                store=store)

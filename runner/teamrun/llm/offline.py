@@ -20,6 +20,13 @@ across calls, no randomness — and picks one of four moves:
    when a JSON ``response_format`` is asked for, JSON valid against its schema
    and nothing else.
 
+Earlier turns of a conversation (a thread: a user message answered by an
+assistant text before the latest user message) change two things, so
+multi-turn behaviour is testable offline: the answer gets a line
+``Earlier in this conversation (N turn(s)); it began with: <first message>``,
+and the agent holding the conversation does not hand it off again (move 1).
+A single-turn conversation is answered exactly as before.
+
 It is a plain model of teamrun's (:class:`OfflineChatModel`), not a LiteLLM
 provider: running or replaying a team offline never imports LiteLLM (whose
 import alone takes seconds).
@@ -111,6 +118,8 @@ class _Conversation:
     """``(tool name, result text)`` for every tool message, in order."""
     referenced: tuple[tuple[str, str], ...] = ()
     """``(ref, text)`` of the referenced results fenced into the latest user message."""
+    earlier: tuple[str, ...] = ()
+    """The user messages of earlier turns (each answered by an assistant text), in order."""
 
     @property
     def refs(self) -> list[str]:
@@ -149,6 +158,9 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
     names_by_id: dict[str, str] = {}
     results: list[tuple[str, str]] = []
     referenced: tuple[tuple[str, str], ...] = ()
+    earlier: list[str] = []
+    asked: str | None = None
+    """The latest user message not answered yet."""
     for message in messages:
         role = _field(message, "role")
         if role == "user":
@@ -157,7 +169,12 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
                 results.append(("background", text_.removeprefix(_BACKGROUND_HEADING).strip()))
             elif text_:
                 task, referenced = _split_references(text_)
+                asked = text_
         elif role == "assistant":
+            answer = _content_text(_field(message, "content")).strip()
+            if answer and not _field(message, "tool_calls") and asked is not None:
+                earlier.append(asked)  # a turn answered: an earlier turn if another user message follows
+                asked = None
             for call in _field(message, "tool_calls") or ():
                 name = str(_field(_field(call, "function"), "name") or "")
                 called.add(name)
@@ -167,7 +184,9 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
             call_id = str(_field(message, "tool_call_id"))
             name = str(_field(message, "name") or names_by_id.get(call_id, "tool"))
             results.append((name, _content_text(_field(message, "content"))))
-    return _Conversation(task, frozenset(called), call_count, tuple(results), referenced)
+    if asked is None and earlier:
+        earlier.pop()  # the latest message was answered already: it is not an earlier turn
+    return _Conversation(task, frozenset(called), call_count, tuple(results), referenced, tuple(earlier))
 
 
 _BACKGROUND_HEADING = "## Background results"
@@ -227,7 +246,7 @@ def _plan_calls(
     named = [(t, _tool_name(t)) for t in tools if _tool_name(t)]
     handoffs = [(t, n) for t, n in named if _is_handoff(n)]
     handed_off = any(_is_handoff(n) for n in conv.called)
-    if handoffs and not conv.results and not handed_off:
+    if handoffs and not conv.results and not handed_off and not conv.earlier:
         tool, name = handoffs[0]
         return [(name, _arguments(tool, conv.task))]
     delegations = [(t, n) for t, n in named if _is_delegation(n) and n not in conv.called]
@@ -504,6 +523,9 @@ def _answer_body(text_: str) -> str:
 
 def _text_answer(conv: _Conversation) -> str:
     lines = [f"{ANSWER_PREFIX} Task: {_shorten(conv.task, _TASK_CHARS) or '(no task given)'}"]
+    if conv.earlier:
+        lines.append(f"Earlier in this conversation ({len(conv.earlier)} turn(s)); it began with: "
+                     f"{_shorten(conv.earlier[0], _SNIPPET_CHARS)}")
     summaries = _summaries(conv)
     if summaries:
         lines.append(f"Findings from {len(summaries)} result(s):")

@@ -1,0 +1,140 @@
+"""``teamrun chat``: an interactive conversation with a team, kept as a thread in the store."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import uuid
+from typing import Any
+
+import click
+
+from teamrun.cli.execute_cmd import _log_settings, _parse_vars, _progress_view, _run_with_interrupt, _say
+
+HELP = """Talk with a team, turn by turn. Every turn is a run of the team on your
+message with the conversation so far; after a handoff the next turn goes
+straight to the agent the conversation was handed to. The conversation is a
+thread in the store, so `teamrun execute --thread ID` (or a later chat with
+--thread ID) continues it.
+
+While a turn runs, its agent tree is shown on stderr. Ctrl-C cancels the
+turn, not the session; Ctrl-D or /exit ends it.
+
+\b
+Commands inside the chat:
+  /new       start a new thread
+  /threads   list this team's threads
+  /exit      leave (also /quit, Ctrl-D)
+
+\b
+Examples:
+  teamrun chat teams/support-triage.yaml
+  teamrun chat team.yaml --thread support-42 --store postgresql+psycopg://db/teamrun
+"""
+
+PROMPT = "you> "
+COMMANDS_HELP = "commands: /new (a new thread), /threads (this team's threads), /exit"
+
+
+def new_thread_id() -> str:
+    return f"chat-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+
+
+@click.command(help=HELP, short_help="Talk with a team, turn by turn (a thread).")
+@click.argument("team_file", type=click.Path(dir_okay=False))
+@click.option("--thread", "thread_id", metavar="ID", help="Continue this thread (a new ID starts one).")
+@click.option("--store", "store_location", metavar="PATH|URL",
+              help="The store for threads: a SQLite file or a SQLAlchemy URL (postgresql+psycopg://...). "
+                   "Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db.")
+@click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
+@click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
+@click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front.")
+@click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
+              show_default=True, help="How each turn's progress is shown on stderr (auto: a tree on a terminal).")
+def chat(team_file: str, thread_id: str | None, store_location: str | None, variables: tuple[str, ...],
+         model: str | None, approve: str | None, progress: str) -> None:
+    from teamrun.engine.team import load_team
+    from teamrun.logs import add_log_secrets
+    from teamrun.tools.approval import ApprovalPolicy, choose_approver
+
+    try:
+        import readline  # noqa: F401  (line editing and history for input())
+    except ImportError:  # not on every platform
+        pass
+    logs = _log_settings()
+    team = load_team(team_file, vars=_parse_vars(variables), model=model, store=store_location)
+    add_log_secrets(team.loaded.secrets)
+    if approve is not None:
+        from teamrun.tools.mcp.table import approvable_names
+
+        team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools)))
+    else:
+        team.approver = choose_approver(None)
+    session = ChatSession(team, thread_id or new_thread_id(), progress, logs)
+    session.loop()
+
+
+class ChatSession:
+    """The read-run-print loop: one thread at a time, one event loop for every turn."""
+
+    def __init__(self, team: Any, thread_id: str, progress: str, logs: Any) -> None:
+        self.team = team
+        self.thread_id = thread_id
+        self.progress = progress
+        self.logs = logs
+
+    def loop(self) -> None:
+        thread = self.team.store.threads.get(self.thread_id)
+        turns = f", {thread.turns} turn(s) so far" if thread is not None else ""
+        click.echo(f"{self.team.name}: thread {self.thread_id}{turns} (store {self.team.store.display}). "
+                   f"{COMMANDS_HELP}; Ctrl-C cancels a turn.", err=True)
+        with asyncio.Runner() as runner:
+            while True:
+                try:
+                    line = input(PROMPT)
+                except EOFError:
+                    click.echo("", err=True)
+                    return
+                except KeyboardInterrupt:  # at the prompt: drop the line, keep the session
+                    click.echo("^C (Ctrl-D or /exit leaves)", err=True)
+                    continue
+                text = line.strip()
+                if not text:
+                    continue
+                if text.startswith("/"):
+                    if not self.command(text):
+                        return
+                    continue
+                self.turn(runner, text)
+
+    def command(self, text: str) -> bool:
+        """Run a chat command; ``False`` ends the session."""
+        name = text.split()[0].lower()
+        if name in ("/exit", "/quit"):
+            return False
+        if name == "/new":
+            self.thread_id = new_thread_id()
+            click.echo(f"new thread {self.thread_id}", err=True)
+        elif name == "/threads":
+            from teamrun.cli.threads_cmd import format_threads
+
+            found = self.team.store.threads.list(team=self.team.name, limit=20)
+            click.echo(format_threads(found) if found else "no threads yet", err=True)
+            click.echo(f"(this chat: {self.thread_id}; continue another with --thread ID)", err=True)
+        else:
+            click.echo(f"unknown command {name}; {COMMANDS_HELP}", err=True)
+        return True
+
+    def turn(self, runner: asyncio.Runner, text: str) -> None:
+        view = _progress_view(self.progress, self.logs)
+        subscribers = [view] if view is not None else []
+        result = runner.run(_run_with_interrupt(self.team, text, subscribers, self.thread_id))
+        if result.status == "cancelled":
+            click.echo("(turn cancelled; the thread is as it was)", err=True)
+            return
+        if result.final_text:
+            click.echo(f"{result.answered_by or self.team.config.supervisor}: {result.final_text}")
+        if result.status != "done":
+            _say(self.logs, "error", "turn_not_done",
+                 f"teamrun: turn {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
+                 + (f": {result.error}" if result.error else ""))

@@ -1,0 +1,227 @@
+"""A run as one turn of a thread: the earlier turns it sees, the agent it starts with, what it saves.
+
+A thread stores, per turn, the user's message and the final answer (with the
+agent that gave it), not the tool traffic in between: that stays in the run.
+The next turn starts with the agent the conversation was last handed to
+(swarm routing), else the supervisor. A worker with ``memory: thread`` also
+sees its own earlier tasks and answers in the thread (never the supervisor's
+conversation); other workers start fresh for every delegation.
+
+The team's ``history`` setting trims what a turn sees (the store keeps every
+turn): the last ``max_turns`` turns, then the newest that fit in
+``max_tokens`` (:data:`DEFAULT_HISTORY_TOKENS` when neither is set). With
+``summarize: true`` the turns left out are replaced by a summary, written by
+the answering agent's model when more turns drop out and kept in the thread's
+``meta`` (``summary: {text, turns}``) so it is not paid for again.
+
+A turn that fails or is cancelled leaves the thread as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from teamrun.config.models import History, TeamConfig
+from teamrun.errors import ModelError, StoreError, UsageError
+from teamrun.llm.types import CallScope, Message, current_scope
+
+if TYPE_CHECKING:
+    from teamrun.engine.delegation import WorkerOutcome
+    from teamrun.engine.result import RunResult
+    from teamrun.engine.runtime import AgentFrame, RunContext
+    from teamrun.store import Store
+    from teamrun.store.threads import NewMessage, ThreadMessage
+
+DEFAULT_HISTORY_TOKENS = 20_000
+"""The history a turn sees when the team sets no ``history`` limit (estimated tokens)."""
+
+SUMMARY_HEADING = "Summary of the earlier conversation (older turns are not shown):"
+SUMMARY_INSTRUCTIONS = (
+    "Summarise the conversation below for the assistant who continues it: the user's requests, facts, "
+    "decisions and open questions, in at most 200 words. Keep names, numbers and promises exactly. "
+    "Start from the earlier summary when there is one."
+)
+_SAVED = ("done", "budget_exhausted")
+"""Statuses of a run whose turn is added to its thread."""
+
+
+@dataclass
+class ThreadSession:
+    """One run's view of its thread."""
+
+    store: Store
+    thread_id: str
+    starts_with: str
+    """The agent that answers this turn: the one the conversation was last handed to, else the supervisor."""
+    conversation: list[Message]
+    """The earlier turns this run sees (after ``history``)."""
+    memories: dict[str, list[Message]]
+    """Earlier tasks and answers of each worker with ``memory: thread``."""
+    policy: History | None = None
+    remembered: list[NewMessage] = field(default_factory=list)
+    """Worker memory this run adds, saved with the turn."""
+    dropped: list[Message] = field(default_factory=list)
+    """The earlier turns the ``history`` setting left out, oldest first."""
+    summary: dict[str, Any] = field(default_factory=dict)
+    """The thread's summary of its oldest turns: ``{text, turns}`` (how many turns it covers)."""
+
+    @property
+    def dropped_turns(self) -> int:
+        return len(_turns(self.dropped))
+
+    async def prepare(self, ctx: RunContext, frame: AgentFrame) -> None:
+        """With ``history.summarize``: put a summary of the turns left out before the ones kept."""
+        if self.policy is None or not self.policy.summarize or not self.dropped:
+            return
+        text, covered = str(self.summary.get("text") or ""), int(self.summary.get("turns") or 0)
+        left_out = _turns(self.dropped)
+        if len(left_out) > covered:
+            try:
+                text = await _summarise(ctx, frame, text, [m for turn in left_out[covered:] for m in turn])
+            except ModelError as exc:
+                ctx.warn(frame, f"history: the older turns of thread {self.thread_id} could not be summarised "
+                                f"({exc}); they are left out")
+                return
+            self.summary = {"text": text, "turns": len(left_out)}
+            try:
+                with self.store.errors(f"keep the summary of thread {self.thread_id!r}"):
+                    await asyncio.to_thread(self.store.threads.update_meta, self.thread_id, {"summary": self.summary})
+            except StoreError as exc:  # this turn still uses it; the next one writes it again
+                ctx.warn(frame, str(exc))
+        if text:
+            self.conversation = [{"role": "user", "content": f"{SUMMARY_HEADING}\n{text}"}, *self.conversation]
+
+    def history_for(self, frame: AgentFrame, task: str) -> list[Message]:
+        """The messages an agent starts with (before its system prompt): earlier turns and the task.
+
+        Empty (a fresh start on ``task``) for a worker without ``memory: thread``.
+        """
+        if frame.depth == 0:
+            return [*self.conversation, {"role": "user", "content": task}]
+        memory = self.memories.get(frame.name)
+        if memory is None:
+            return []
+        return [*trim(memory, self.policy)[0], {"role": "user", "content": task}]
+
+    def remember(self, frame: AgentFrame, task: str, outcome: WorkerOutcome) -> None:
+        """A finished delegation of a worker with ``memory: thread``: its next delegations see it."""
+        from teamrun.store.threads import NewMessage
+
+        memory = self.memories.get(frame.name)
+        if memory is None or outcome.status != "ok" or not outcome.text:
+            return
+        memory += [{"role": "user", "content": task}, {"role": "assistant", "content": outcome.text}]
+        self.remembered += [NewMessage("user", task, scope=frame.name),
+                            NewMessage("assistant", outcome.text, agent=frame.name, scope=frame.name)]
+
+    async def save(self, input: str, result: RunResult) -> None:
+        """Add the turn (and workers' new memory) to the thread; who answered takes the next turn."""
+        if result.status not in _SAVED or not result.final_text:
+            return
+        from teamrun.store.threads import NewMessage
+
+        answered_by = result.answered_by or self.starts_with
+        turn = [NewMessage("user", input), NewMessage("assistant", result.final_text, agent=answered_by)]
+        try:
+            with self.store.errors(f"save turn of thread {self.thread_id!r}"):
+                await asyncio.to_thread(self.store.threads.append, self.thread_id, [*turn, *self.remembered],
+                                        run_id=result.run_id, current_agent=answered_by)
+        except StoreError as exc:  # the answer is not lost: the caller gets it, and is told
+            result.warnings.append(f"{exc}; the next turn will not see this one")
+
+
+async def open_thread(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
+    """The thread ``thread_id`` of ``store`` (created when new), as this run sees it."""
+    with store.errors(f"read thread {thread_id!r}"):
+        return await asyncio.to_thread(_load, store, thread_id, config)
+
+
+def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
+    thread_id = thread_id.strip()
+    if not thread_id or len(thread_id) > 200:
+        raise UsageError("a thread id is 1 to 200 characters (e.g. --thread support-42)")
+    record = store.threads.get(thread_id) or store.threads.create(thread_id, config.name)
+    if record.team != config.name:
+        raise UsageError(f"thread {thread_id!r} belongs to team {record.team!r}, not {config.name!r}: "
+                         "give another --thread id (or delete it: teamrun threads delete ID)")
+    starts_with = record.current_agent if record.current_agent in config.agents else config.supervisor
+    conversation, dropped = trim(_messages(store.threads.messages(thread_id)), config.history)
+    summary = record.meta.get("summary")
+    memories: dict[str, list[Message]] = {}
+    for name, agent in config.agents.items():
+        if agent.memory == "thread" and name != config.supervisor:
+            memories[name] = _messages(store.threads.messages(thread_id, scope=name))
+    return ThreadSession(store=store, thread_id=thread_id, starts_with=starts_with, conversation=conversation,
+                         memories=memories, policy=config.history, dropped=dropped,
+                         summary=dict(summary) if isinstance(summary, dict) else {})
+
+
+async def _summarise(ctx: RunContext, frame: AgentFrame, earlier: str, turns: Sequence[Message]) -> str:
+    """One model call (the frame's agent's model, charged to it, with its events): the new summary."""
+    lines = [f"Earlier summary:\n{earlier}\n"] if earlier else []
+    lines += [f"{m.get('role')}: {m.get('content')}" for m in turns]
+    messages: list[Message] = [{"role": "system", "content": SUMMARY_INSTRUCTIONS},
+                               {"role": "user", "content": "\n".join(lines)}]
+    settings = ctx.settings_for(frame.name)
+    span = ctx.bus.new_span_id()
+    run_span = frame.parent_span_id  # before the agent starts: the call hangs under the run
+    frame.emit(ctx, "llm_start", span_id=span, parent_span_id=run_span, model=settings.model, messages=len(messages))
+    scope = current_scope.set(CallScope(frame.path, 0, span, ctx.bus.run_id))
+    try:
+        reply = await ctx.model.complete(messages, settings=settings)
+    except ModelError as exc:
+        frame.emit(ctx, "llm_end", span_id=span, parent_span_id=run_span, status="error", error=str(exc))
+        raise
+    finally:
+        current_scope.reset(scope)
+    frame.ledger.charge_model(reply.usage, reply.cost_usd)
+    frame.emit(ctx, "llm_end", span_id=span, parent_span_id=run_span, status="ok", usage=reply.usage.as_dict(),
+               cost=reply.cost_usd, tool_calls=[], finish_reason=reply.finish_reason)
+    return (reply.text or "").strip()
+
+
+def _messages(stored: Sequence[ThreadMessage]) -> list[Message]:
+    return [m.as_message() for m in stored]
+
+
+def estimate_tokens(message: Message) -> int:
+    """A rough token count of one message (characters / 4), the same rule for every model."""
+    content = message.get("content")
+    return 4 + len(content if isinstance(content, str) else str(content)) // 4
+
+
+def _turns(messages: Sequence[Message]) -> list[list[Message]]:
+    """Messages grouped into turns: a turn starts at each user message."""
+    turns: list[list[Message]] = []
+    for message in messages:
+        if message.get("role") == "user" or not turns:
+            turns.append([])
+        turns[-1].append(message)
+    return turns
+
+
+def trim(messages: Sequence[Message], policy: History | None) -> tuple[list[Message], list[Message]]:
+    """``(kept, left out)``: the newest turns ``policy`` keeps, and the older ones it leaves out."""
+    turns = _turns(messages)
+    max_turns = policy.max_turns if policy else None
+    max_tokens = policy.max_tokens if policy else None
+    if max_turns is None and max_tokens is None:
+        max_tokens = DEFAULT_HISTORY_TOKENS
+    kept = turns[-max_turns:] if max_turns is not None else turns
+    if max_tokens is not None:
+        fitting: list[list[Message]] = []
+        used = 0
+        for turn in reversed(kept):
+            used += sum(estimate_tokens(m) for m in turn)
+            if used > max_tokens:
+                break
+            fitting.append(turn)
+        kept = fitting[::-1]
+    left_out = turns[: len(turns) - len(kept)]
+    return [m for turn in kept for m in turn], [m for turn in left_out for m in turn]
+
+
+__all__ = ["DEFAULT_HISTORY_TOKENS", "ThreadSession", "estimate_tokens", "open_thread", "trim"]

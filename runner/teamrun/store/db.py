@@ -1,0 +1,121 @@
+"""Opening the store: the SQLAlchemy engine for a URL, dialect settings, migrations, the repositories."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from teamrun.errors import StoreError
+from teamrun.store.location import resolve_store_url
+from teamrun.store.migrations import upgrade
+from teamrun.store.runs import RunRepository
+from teamrun.store.threads import ThreadRepository
+
+_DRIVERLESS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg"}
+"""URLs without a driver use psycopg 3 (SQLAlchemy's own default would be psycopg2)."""
+
+
+class Store:
+    """An open store: ``threads`` and ``runs`` repositories over one SQLAlchemy engine.
+
+    Every method is blocking (call it from a thread inside async code) and runs in
+    its own short transaction, so several processes can share one store.
+    """
+
+    def __init__(self, engine: sa.Engine, *, display: str) -> None:
+        self.engine = engine
+        self.display = display
+        """Where the store is, for messages (the password of a URL is hidden)."""
+        self.threads = ThreadRepository(engine)
+        self.runs = RunRepository(engine)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextlib.contextmanager
+    def errors(self, doing: str) -> Iterator[None]:
+        """Database errors inside become a :class:`~teamrun.errors.StoreError` saying what failed, and where."""
+        try:
+            yield
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"cannot {doing} in the store {self.display}: {_first_line(exc)}") from None
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self.display})"
+
+
+def open_store(location: str | os.PathLike[str] | None = None, *,
+               environ: Mapping[str, str] | None = None) -> Store:
+    """Open (and create or upgrade) the store at ``location``: a file path, a SQLAlchemy URL, or
+    ``None`` for the default (``$TEAMRUN_STORE``, else ``$XDG_DATA_HOME/teamrun/teamrun.db``).
+
+    Raises :class:`~teamrun.errors.StoreError` when it cannot be opened.
+    """
+    url_text = resolve_store_url(location, environ)
+    try:
+        url = make_url(url_text)
+    except sa.exc.ArgumentError as exc:
+        raise StoreError(f"--store {url_text!r} is neither a file path nor a SQLAlchemy URL: {exc}") from None
+    url = url.set(drivername=_DRIVERLESS.get(url.drivername, url.drivername))
+    display = url.render_as_string(hide_password=True)
+    engine = _engine(url, display)
+    try:
+        upgrade(engine, where=display)
+    except sa.exc.SQLAlchemyError as exc:
+        engine.dispose()
+        raise StoreError(f"cannot open the store {display}: {_first_line(exc)}") from None
+    except BaseException:
+        engine.dispose()
+        raise
+    return Store(engine, display=display)
+
+
+def _engine(url: sa.URL, display: str) -> sa.Engine:
+    kwargs: dict[str, Any] = {}
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"timeout": 30}
+    try:
+        engine = sa.create_engine(url, **kwargs)
+    except ModuleNotFoundError as exc:
+        hint = "pip install 'teamrun[postgres]'" if url.get_backend_name() == "postgresql" else f"install {exc.name}"
+        raise StoreError(f"the store {display} needs the database driver {exc.name!r}: {hint}") from None
+    except sa.exc.ArgumentError as exc:
+        raise StoreError(f"cannot use the store {display}: {exc}") from None
+    if url.get_backend_name() == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    """Foreign keys on (deleting a thread deletes its messages); WAL so readers never block the writer."""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+__all__ = ["Store", "open_store"]

@@ -1,0 +1,85 @@
+"""Run records: one row per run (status, input, answer, usage and cost, timings, error)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from teamrun.store.schema import runs
+
+RUNNING = "running"
+"""The status of a run that has started and not (yet) ended; one that crashed stays so."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    team: str
+    status: str
+    input: str
+    started_at: _dt.datetime
+    thread_id: str | None = None
+    final_output: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    cost: float = 0.0
+    ended_at: _dt.datetime | None = None
+    error: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "team": self.team, "thread_id": self.thread_id, "status": self.status,
+                "input": self.input, "final_output": self.final_output, "usage": self.usage, "cost": self.cost,
+                "started_at": self.started_at.isoformat(),
+                "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+                "error": self.error, "meta": self.meta}
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+class RunRepository:
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def start(self, run_id: str, team: str, input: str, *, thread_id: str | None = None,
+              meta: Mapping[str, Any] | None = None) -> None:
+        """Record a run as ``running``."""
+        with self.engine.begin() as conn:
+            conn.execute(runs.insert().values(id=run_id, team=team, thread_id=thread_id, status=RUNNING, input=input,
+                                              usage={}, cost=0.0, started_at=_now(), meta=dict(meta or {})))
+
+    def finish(self, run_id: str, *, status: str, final_output: str | None, usage: Mapping[str, Any],
+               cost: float, error: str | None = None, meta: Mapping[str, Any] | None = None) -> None:
+        """Record how a run ended (``meta``, when given, is merged into the run's)."""
+        with self.engine.begin() as conn:
+            values: dict[str, Any] = {"status": status, "final_output": final_output, "usage": dict(usage),
+                                      "cost": cost, "error": error, "ended_at": _now()}
+            if meta:
+                old = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run_id)).scalar() or {}
+                values["meta"] = {**old, **meta}
+            conn.execute(runs.update().where(runs.c.id == run_id).values(**values))
+
+    def set_status(self, run_id: str, status: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(runs.update().where(runs.c.id == run_id).values(status=status))
+
+    def get(self, run_id: str) -> RunRecord | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+        return None if row is None else record_of(row)
+
+
+def record_of(row: sa.RowMapping) -> RunRecord:
+    """A :class:`RunRecord` from a ``runs`` row."""
+    return RunRecord(id=row["id"], team=row["team"], status=row["status"], input=row["input"],
+                     started_at=row["started_at"], thread_id=row["thread_id"], final_output=row["final_output"],
+                     usage=dict(row["usage"] or {}), cost=float(row["cost"] or 0.0), ended_at=row["ended_at"],
+                     error=row["error"], meta=dict(row["meta"] or {}))
+
+
+__all__ = ["RUNNING", "RunRecord", "RunRepository", "record_of"]

@@ -1,0 +1,75 @@
+"""The store's tables (SQLAlchemy Core), the latest version; :mod:`migrations` builds and upgrades them.
+
+- ``threads``: one conversation; ``current_agent`` is who answers its next turn (swarm routing).
+- ``thread_messages``: a thread's turns, in ``seq`` order. ``scope`` is ``""`` for the
+  conversation with the user, or a worker's name for that worker's own memory (``memory: thread``).
+- ``runs``: one record per run (status, input, answer, usage and cost).
+- ``journal``: what a run completed (model replies, tool results), written as it happens.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "schema_version", metadata,
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("applied_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+threads = sa.Table(
+    "threads", metadata,
+    sa.Column("id", sa.String(200), primary_key=True),
+    sa.Column("team", sa.String(200), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("current_agent", sa.String(200), nullable=True),
+    sa.Column("meta", sa.JSON, nullable=False, default=dict),
+)
+
+thread_messages = sa.Table(
+    "thread_messages", metadata,
+    sa.Column("thread_id", sa.String(200), sa.ForeignKey("threads.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("scope", sa.String(200), nullable=False, default=""),
+    sa.Column("turn", sa.Integer, nullable=False),
+    sa.Column("agent", sa.String(200), nullable=True),
+    sa.Column("role", sa.String(20), nullable=False),
+    sa.Column("content", sa.JSON, nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_thread_messages_scope", "thread_id", "scope", "seq"),
+)
+
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("team", sa.String(200), nullable=False),
+    sa.Column("thread_id", sa.String(200), nullable=True, index=True),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("input", sa.Text, nullable=False),
+    sa.Column("final_output", sa.Text, nullable=True),
+    sa.Column("usage", sa.JSON, nullable=False, default=dict),
+    sa.Column("cost", sa.Float, nullable=False, default=0.0),
+    sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("meta", sa.JSON, nullable=False, default=dict),
+)
+
+journal = sa.Table(
+    "journal", metadata,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("agent_path", sa.String(1000), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("call_key", sa.String(500), nullable=False),
+    sa.Column("request_hash", sa.String(128), nullable=True),
+    sa.Column("payload", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Index("ix_journal_call_key", "run_id", "call_key"),
+)
+
+__all__ = ["journal", "metadata", "runs", "schema_version", "thread_messages", "threads"]

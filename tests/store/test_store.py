@@ -1,0 +1,163 @@
+"""The store: opening by path or URL, versioned migrations, the thread and run repositories (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from teamrun.errors import StoreError
+from teamrun.store import default_store_location, open_store, resolve_store_url
+from teamrun.store import migrations as migrations_module
+from teamrun.store.threads import NewMessage
+
+REPO = Path(__file__).resolve().parents[2]
+TEAM = REPO / "teams" / "research-report.yaml"
+
+
+def test_threads_and_runs_round_trip(store_url: str) -> None:
+    with open_store(store_url) as store:
+        store.threads.create("t-1", "support")
+        store.threads.append("t-1", [NewMessage("user", "hello"), NewMessage("assistant", "hi", agent="triage")],
+                             run_id="r-1", current_agent="billing")
+        store.threads.append("t-1", [NewMessage("user", "task", scope="researcher"),
+                                     NewMessage("assistant", "found", agent="researcher", scope="researcher")])
+        store.threads.append("t-1", [NewMessage("user", "again")])
+        thread = store.threads.get("t-1")
+        assert thread is not None and thread.current_agent == "billing" and thread.turns == 2
+        conversation = store.threads.messages("t-1")
+        assert [(m.seq, m.turn, m.role, m.content) for m in conversation] == [
+            (1, 1, "user", "hello"), (2, 1, "assistant", "hi"), (5, 2, "user", "again")]
+        assert [m.content for m in store.threads.messages("t-1", scope="researcher")] == ["task", "found"]
+        assert [t.id for t in store.threads.list(team="support")] == ["t-1"]
+        assert store.threads.list(team="other") == []
+
+        store.runs.start("r-1", "support", "hello", thread_id="t-1")
+        assert store.runs.get("r-1").status == "running"  # type: ignore[union-attr]
+        store.runs.finish("r-1", status="done", final_output="hi", usage={"total_tokens": 3}, cost=0.5)
+        run = store.runs.get("r-1")
+        assert run is not None and (run.status, run.final_output, run.usage, run.cost, run.thread_id) == (
+            "done", "hi", {"total_tokens": 3}, 0.5, "t-1")
+        assert run.ended_at is not None
+
+        assert store.threads.delete("t-1") is True
+        assert store.threads.get("t-1") is None and store.threads.messages("t-1", scope=None) == []
+        assert store.threads.delete("t-1") is False
+
+
+def test_a_file_path_opens_a_sqlite_store_and_creates_its_folder(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "runs.db"
+    with open_store(path) as store:
+        assert store.dialect == "sqlite"
+    assert path.is_file()
+    assert resolve_store_url(str(path)) == f"sqlite:///{path}"
+
+
+def test_the_default_location_follows_teamrun_store_then_xdg_data_home(tmp_path: Path) -> None:
+    assert default_store_location({"XDG_DATA_HOME": str(tmp_path)}) == str(tmp_path / "teamrun" / "teamrun.db")
+    assert default_store_location({"TEAMRUN_STORE": "postgresql://h/db", "XDG_DATA_HOME": "/x"}) == "postgresql://h/db"
+    home = default_store_location({"HOME": "/nowhere"})
+    assert home.endswith(os.path.join(".local", "share", "teamrun", "teamrun.db"))
+
+
+def test_an_older_database_is_upgraded_step_by_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "old.db"
+    open_store(path).close()  # version 1
+
+    def add_label(conn: sa.Connection) -> None:
+        conn.execute(sa.text("ALTER TABLE threads ADD COLUMN label VARCHAR(100)"))
+
+    steps = [*migrations_module.MIGRATIONS, (2, "thread labels", add_label)]
+    monkeypatch.setattr(migrations_module, "MIGRATIONS", steps)
+    with open_store(path) as store, store.engine.connect() as conn:
+        assert migrations_module.current_version(conn) == 2
+        assert "label" in {c["name"] for c in sa.inspect(conn).get_columns("threads")}
+    with open_store(path) as store, store.engine.connect() as conn:  # opening again runs nothing twice
+        versions = conn.execute(sa.text("SELECT version FROM schema_version ORDER BY version")).scalars().all()
+        assert versions == [1, 2]
+
+
+def test_a_database_from_a_newer_teamrun_is_refused_clearly(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    with open_store(path) as store, store.engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO schema_version (version, applied_at) VALUES (99, '2030-01-01')"))
+    with pytest.raises(StoreError, match=r"schema version 99, newer than this teamrun knows \(1\); upgrade teamrun"):
+        open_store(path)
+
+
+def test_a_bad_store_is_a_store_error_not_a_traceback(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="cannot open the store"):
+        open_store("postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises((StoreError, OSError)):
+        open_store(blocker / "sub" / "x.db")
+
+
+def test_a_plain_execute_neither_imports_sqlalchemy_nor_writes_a_store(tmp_path: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from teamrun.cli import main\n"
+        f"code = main(['execute', {str(TEAM)!r}, '--input', 'Compare Rust and Go', '--progress', 'none'])\n"
+        "assert code == 0, code\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'psycopg'))\n"
+        "print('LOADED', loaded)\n"
+    )
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "PYTHONPATH": str(REPO / "runner"),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("TEAMRUN_STORE", None)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "LOADED []" in done.stdout
+    assert not (tmp_path / "data").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["validate", str(TEAM)], ["chat", "--help"], ["threads", "--help"],
+                                  ["execute", "--help"]])
+def test_help_and_validate_never_import_sqlalchemy(argv: list[str]) -> None:
+    probe = (
+        "import sys\n"
+        "from teamrun.cli import main\n"
+        f"code = main({argv!r})\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy')\n"
+        "assert not loaded, loaded\n"
+        "raise SystemExit(code)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_concurrent_writers_to_one_thread_get_distinct_ordered_seqs(store_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with open_store(store_url) as store:
+        store.threads.create("busy", "team")
+
+        def write(number: int) -> None:
+            with open_store(store_url) as own:  # one engine per writer, as separate processes would have
+                own.threads.append("busy", [NewMessage("user", f"q{number}"), NewMessage("assistant", f"a{number}")])
+
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            list(pool.map(write, range(12)))
+        messages = store.threads.messages("busy")
+        assert [m.seq for m in messages] == list(range(1, 25))
+        assert sorted(m.turn for m in messages) == sorted([*range(1, 13), *range(1, 13)])
+        for question, answer in zip(messages[::2], messages[1::2], strict=True):  # each append stays together
+            assert (question.content[1:], question.turn) == (answer.content[1:], answer.turn)
+
+
+def test_missing_postgresql_binaries_name_the_debian_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pgserver
+
+    monkeypatch.setattr(pgserver.glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(pgserver.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match=r"install the Debian package `postgresql`"):
+        pgserver.PostgresServer()

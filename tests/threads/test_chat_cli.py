@@ -1,0 +1,158 @@
+"""`teamrun chat` through a pseudo-terminal, `execute --thread` in a new process, `teamrun threads`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pexpect
+
+from tests.threads.conftest import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+RESEARCH = REPO / "teams" / "research-report.yaml"
+SUPPORT = REPO / "teams" / "support-triage.yaml"
+PROMPT = "you> "
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "XDG_DATA_HOME": str(tmp_path / "data"), "TERM": "dumb"}
+    env.pop("TEAMRUN_STORE", None)
+    return env
+
+
+def _chat(tmp_path: Path, *args: str, options: tuple[str, ...] = ()) -> pexpect.spawn:
+    child = pexpect.spawn(sys.executable, ["-m", "teamrun.cli", *options, "chat", *args], env=_env(tmp_path),
+                          cwd=str(tmp_path), encoding="utf-8", timeout=120, dimensions=(40, 200))
+    child.expect_exact(PROMPT)
+    return child
+
+
+def _say(child: pexpect.spawn, line: str) -> str:
+    """Send a line; everything printed until the next prompt."""
+    child.sendline(line)
+    child.expect_exact(PROMPT)
+    return str(child.before)
+
+
+def test_three_turns_of_chat_then_execute_thread_continues_in_a_new_process(store_url: str,
+                                                                              tmp_path: Path) -> None:
+    child = _chat(tmp_path, str(RESEARCH), "--store", store_url, "--thread", "pty-1", "--progress", "plain")
+    first = _say(child, "Compare Rust and Go")
+    assert "lead: [offline simulation] Task: Compare Rust and Go" in first
+    assert "Earlier in this conversation" not in first
+    second = _say(child, "Which one compiles faster?")
+    assert "Earlier in this conversation (1 turn(s)); it began with: Compare Rust and Go" in second
+    third = _say(child, "Summarise it for a manager")
+    assert "Task: Summarise it for a manager" in third
+    assert "Earlier in this conversation (2 turn(s)); it began with: Compare Rust and Go" in third
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    done = subprocess.run(
+        [sys.executable, "-m", "teamrun.cli", "execute", str(RESEARCH), "--input", "And the risks?",
+         "--thread", "pty-1", "--store", store_url, "--json", "--progress", "none"],
+        capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["thread_id"] == "pty-1" and result["answered_by"] == "lead"
+    assert "Earlier in this conversation (3 turn(s)); it began with: Compare Rust and Go" in result["final_text"]
+
+    shown = run_cli(["threads", "show", "pty-1", "--store", store_url, "--json"])
+    assert shown.code == 0, shown.err
+    thread = json.loads(shown.out)
+    assert thread["turns"] == 4
+    assert [m["content"] for m in thread["messages"] if m["role"] == "user"] == [
+        "Compare Rust and Go", "Which one compiles faster?", "Summarise it for a manager", "And the risks?"]
+
+
+def test_chat_routes_by_handoff_and_new_and_threads_commands(tmp_path: Path) -> None:
+    store = str(tmp_path / "chat.db")
+    child = _chat(tmp_path, str(SUPPORT), "--store", store, "--thread", "s-1", "--progress", "none")
+    assert "billing: [offline simulation] Task: I was charged twice" in _say(child, "I was charged twice")
+    second = _say(child, "What about a refund?")
+    assert "billing: [offline simulation] Task: What about a refund?" in second
+    assert "transfer_to_billing" not in second  # billing answered at once: no handoff this turn
+    listed = _say(child, "/threads")
+    assert "s-1" in listed and "billing" in listed
+    started = _say(child, "/new")
+    assert "new thread chat-" in started
+    fresh = _say(child, "Hello there")
+    assert "Earlier in this conversation" not in fresh and "billing: " in fresh  # routed by triage anew
+    assert "unknown command /nope" in _say(child, "/nope")
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    listed_cli = run_cli(["threads", "list", "--store", store, "--json"])
+    assert sorted(t["turns"] for t in json.loads(listed_cli.out)) == [1, 2]
+
+
+SLOW_TEAM = """\
+    version: 1
+    name: slow
+    supervisor: lead
+    agents:
+      lead: {tools: [wait]}
+    tools:
+      wait:
+        description: Waits a long time.
+        command: ["sleep", "600"]
+        timeout_s: 900
+    """
+
+
+def test_ctrl_c_cancels_the_turn_not_the_session(tmp_path: Path) -> None:
+    team = tmp_path / "slow.yaml"
+    team.write_text(textwrap.dedent(SLOW_TEAM))
+    store = str(tmp_path / "chat.db")
+    child = _chat(tmp_path, str(team), "--store", store, "--thread", "c-1", options=("--log-format", "json"))
+    child.sendline("take your time")
+    child.expect_exact('"tool_start"')  # one JSON line per event: the tool is running
+    child.sendintr()
+    child.expect_exact("(turn cancelled; the thread is as it was)")
+    child.expect_exact(PROMPT)  # the session goes on
+    assert "c-1" in _say(child, "/threads")  # the session still answers commands
+    child.sendline("/exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    shown = run_cli(["threads", "show", "c-1", "--store", store, "--json"])
+    assert json.loads(shown.out)["turns"] == 0
+
+
+def test_threads_list_show_delete(tmp_path: Path) -> None:
+    store = str(tmp_path / "t.db")
+    for thread in ("a", "b"):
+        done = run_cli(["execute", str(SUPPORT), "-i", f"help with {thread}", "--thread", thread,
+                        "--store", store, "--progress", "none"])
+        assert done.code == 0, done.err
+    listed = run_cli(["threads", "list", "--store", store])
+    assert listed.code == 0
+    lines = listed.out.splitlines()
+    assert lines[0].split() == ["THREAD", "TEAM", "TURNS", "NEXT", "UPDATED"]
+    assert [line.split()[:4] for line in lines[1:]] == [["b", "support-triage", "1", "billing"],
+                                                        ["a", "support-triage", "1", "billing"]]
+    shown = run_cli(["threads", "show", "a", "--store", store])
+    assert "thread a (team support-triage, 1 turn(s); next turn: billing)" in shown.out
+    assert "#1 user:\nhelp with a" in shown.out and "#1 billing:\n[offline simulation]" in shown.out
+    assert run_cli(["threads", "delete", "a", "--store", store]).code == 0
+    again = run_cli(["threads", "delete", "a", "--store", store])
+    assert again.code == 2 and "error: no thread 'a' in the store" in again.err
+    missing = run_cli(["threads", "show", "zzz", "--store", store])
+    assert missing.code == 2 and "no thread 'zzz'" in missing.err
+    assert [t["id"] for t in json.loads(run_cli(["threads", "list", "--store", store, "--json"]).out)] == ["b"]
+
+
+def test_a_bad_store_url_is_a_clear_error(tmp_path: Path) -> None:
+    done = run_cli(["execute", str(SUPPORT), "-i", "hi", "--thread", "x", "--progress", "none",
+                    "--store", "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2"])
+    assert done.code == 2 and done.err.startswith("error: cannot open the store postgresql+psycopg://nobody@")
+    assert "Traceback" not in done.err
