@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
 from teamrun.cli import cli
-from tests.serve.conftest import REPO, solo_team
+from tests.serve.conftest import REPO, free_port, solo_team
 
 CHECK_IMPORTS = textwrap.dedent("""\
     import sys
@@ -60,3 +64,38 @@ def test_short_tokens_are_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["serve", str(solo_team(tmp_path)), "--token-file", str(tokens)])
 
     assert "shorter than 16 characters" in str(result.exception or result.output)
+
+
+def test_server_logs_follow_the_log_format_and_the_access_log_needs_verbose(tmp_path: Path) -> None:
+    team = solo_team(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "NO_PROXY": "127.0.0.1"}
+    env.pop("TEAMRUN_API_TOKENS", None)
+    stderr: dict[str, str] = {}
+    for verbosity in ([], ["-v"]):
+        port = free_port()
+        process = subprocess.Popen([sys.executable, "-m", "teamrun.cli", "--log-format", "json", *verbosity,
+                                    "serve", str(team), "--port", str(port)],
+                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            while True:  # until it listens (or died)
+                assert process.poll() is None, process.communicate()[1]
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    threading.Event().wait(0.05)
+            process.send_signal(signal.SIGTERM)
+            out, err = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        assert process.returncode == 0 and out == ""
+        stderr[" ".join(verbosity) or "default"] = err
+
+    quiet_lines = stderr["default"].splitlines()
+    assert [line for line in quiet_lines if not line.startswith("teamrun: serving")] == []
+    records = [json.loads(line) for line in stderr["-v"].splitlines() if not line.startswith("teamrun: serving")]
+    assert records and all({"event", "level", "timestamp"} <= set(record) for record in records)
+    access = [r for r in records if r.get("logger") == "uvicorn.access"]
+    assert len(access) == 1 and '"GET /healthz HTTP/1.1" 200' in access[0]["event"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from teamrun.cli.app import LogSettings
 from teamrun.errors import UsageError
 
 HELP = """Serve teams over HTTP: an OpenAI-compatible endpoint and a native runs API.
@@ -54,11 +55,15 @@ Examples:
 @click.option("--mcp", "mcp_transport", type=click.Choice(["stdio", "http"]),
               help="Serve each team as one MCP tool instead: over stdio, or streamable HTTP at "
                    "http://HOST:PORT/mcp (loopback only).")
+@click.option("--store", "store_location", metavar="PATH|URL", envvar="TEAMRUN_STORE", show_envvar=True,
+              help="Keep threads in this store (a SQLite file, or postgresql+psycopg://... shared by several "
+                   "servers): a chat completion continues the thread named by its X-Teamrun-Thread header "
+                   "(else its `user` field), POST /v1/runs by `thread`. Without it each request is one run.")
 @click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
               help="Allow browser requests from ORIGIN (repeatable). CORS is off without it.")
 def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, max_concurrent_runs: int,
           max_request_bytes: int, token_env: str, token_file: str | None, approval_timeout: float,
-          mcp_transport: str | None, cors_origins: tuple[str, ...]) -> int:
+          mcp_transport: str | None, store_location: str | None, cors_origins: tuple[str, ...]) -> int:
     try:
         import fastapi  # noqa: F401
         import prometheus_client  # noqa: F401
@@ -94,11 +99,18 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
         click.echo(f"teamrun: serving {', '.join(names)} as MCP tools on {where}", err=True)
         serve_mcp(teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port)
         return 0
+    store = None
+    if store_location:
+        from teamrun.store import open_store
+
+        store = open_store(store_location)  # now: a wrong URL or an unreachable server stops the start
     settings = ServeSettings(tokens=tokens, max_concurrent_runs=max_concurrent_runs,
                              max_request_bytes=max_request_bytes, cors_origins=cors_origins,
-                             approval_timeout_s=approval_timeout)
+                             approval_timeout_s=approval_timeout, store=store)
     app = create_app(teams, settings)
     auth = "bearer tokens" if tokens else "off (loopback only)"
-    click.echo(f"teamrun: serving {', '.join(names)} on http://{host}:{port} (auth: {auth})", err=True)
-    serve_app(app, host=host, port=port)
+    threads = f"threads in a {store.dialect} store" if store is not None else "no threads"
+    click.echo(f"teamrun: serving {', '.join(names)} on http://{host}:{port} (auth: {auth}; {threads})", err=True)
+    logs = click.get_current_context().find_object(LogSettings)
+    serve_app(app, host=host, port=port, verbosity=logs.verbosity if logs is not None else 0)
     return 0

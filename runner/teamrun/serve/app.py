@@ -30,6 +30,7 @@ from teamrun.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from teamrun.serve.runs import (
     AlreadyDecided,
     BudgetTooHigh,
+    NoThreads,
     RunHandle,
     RunRegistry,
     ServerBusy,
@@ -40,6 +41,7 @@ from teamrun.serve.security import BodyLimit, token_matches
 
 if TYPE_CHECKING:
     from teamrun.engine.team import Team
+    from teamrun.store import Store
 
 __all__ = ["ServeSettings", "create_app"]
 
@@ -49,6 +51,8 @@ KEEPALIVE_S = 10.0
 """Seconds between SSE comment lines while a run has nothing to say (keeps proxies from closing the stream)."""
 CHUNK_CHARS = 48
 """About how many characters of the answer each streamed chunk carries."""
+THREAD_HEADER = "X-Teamrun-Thread"
+"""The request header naming the thread a chat completion continues (it wins over the ``user`` field)."""
 
 
 @dataclass
@@ -69,6 +73,9 @@ class ServeSettings:
     """Seconds a tool call that needs approval waits for ``POST .../approvals/{id}`` before it is denied."""
     extra_secrets: frozenset[str] = field(default_factory=frozenset)
     """More values to mask in every response and event (the tokens are always masked)."""
+    store: Store | None = None
+    """Where threads are kept (a PostgreSQL store can be shared by several servers); ``None``: no threads,
+    each request is one run."""
 
 
 # -- wire shapes --------------------------------------------------------------------------------
@@ -102,6 +109,8 @@ class RunRequest(BaseModel):
     """Template variables, over the team file's ``vars``."""
     budgets: Limits | None = None
     """Run limits for this run; each may only be lower than the team's ``limits``."""
+    thread: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    """The thread this run continues (or starts); needs a server with a store."""
 
 
 class ApprovalAnswer(BaseModel):
@@ -142,7 +151,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     """The ASGI app serving ``teams`` (addressed by their ``name``)."""
     settings = settings or ServeSettings()
     registry = RunRegistry(max_concurrent=settings.max_concurrent_runs, retry_after_s=settings.retry_after_s,
-                           approval_timeout_s=settings.approval_timeout_s)
+                           approval_timeout_s=settings.approval_timeout_s, store=settings.store)
     masked_always = set(settings.tokens) | set(settings.extra_secrets)
     served: dict[str, _Served] = {}
     for team in teams:
@@ -159,7 +168,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     app.state.registry = registry
     app.state.teams = served
 
-    def authorize(request: Request) -> None:
+    async def authorize(request: Request) -> None:  # async: a plain def would hop to a thread per request
         if settings.tokens and not token_matches(request.headers.get("authorization"), settings.tokens):
             raise ApiError(401, "missing or invalid bearer token (send `Authorization: Bearer <token>`)",
                            type="authentication_error", code="invalid_api_key",
@@ -192,9 +201,11 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
                            extra={"teams": sorted(served)})
         return found
 
-    def start(team: Team, input: str, redactor: Redactor) -> RunHandle:
+    def start(team: Team, input: str, redactor: Redactor, thread: str | None = None) -> RunHandle:
         try:
-            return registry.start(team, input, redactor=redactor)
+            return registry.start(team, input, redactor=redactor, thread=thread)
+        except NoThreads as exc:
+            raise ApiError(400, str(exc), code="threads_unavailable") from None
         except ServerBusy as exc:
             raise ApiError(429, f"{exc}; retry after {registry.retry_after_s} s", type="rate_limit_error",
                            code="too_many_runs", headers={"Retry-After": str(registry.retry_after_s)}) from None
@@ -219,7 +230,8 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         if registry.closing:
             return JSONResponse({"status": "shutting_down"}, status_code=503)
         return JSONResponse({"status": "ready", "teams": sorted(served), "active_runs": registry.active,
-                             "max_concurrent_runs": registry.max_concurrent})
+                             "max_concurrent_runs": registry.max_concurrent,
+                             "store": settings.store.dialect if settings.store is not None else None})
 
     @app.get("/metrics", dependencies=auth)
     async def metrics() -> Response:
@@ -246,11 +258,16 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
              "description": s.team.config.description or ""} for name, s in sorted(served.items())]}
 
     @app.post("/v1/chat/completions", dependencies=auth)
-    async def chat_completions(body: ChatRequest) -> Response:
+    async def chat_completions(body: ChatRequest, request: Request) -> Response:
         target = find_team(body.model)
-        handle = start(target.team, _last_user_message(body.messages), target.redactor)
+        thread, warning = _chat_thread(request.headers.get(THREAD_HEADER), body.user, registry.store is not None)
+        handle = start(target.team, _last_user_message(body.messages), target.redactor, thread)
         completion_id = "chatcmpl-" + handle.id.removeprefix("run_")
         headers = {"x-teamrun-run-id": handle.id}
+        if thread is not None:
+            headers[THREAD_HEADER.lower()] = thread
+        if warning:
+            headers["x-teamrun-warning"] = warning
         if body.stream:
             include_usage = bool((body.stream_options or {}).get("include_usage"))
             return StreamingResponse(
@@ -276,7 +293,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             team = lowered_team(target.team, body.budgets, body.vars)
         except BudgetTooHigh as exc:
             raise ApiError(422, str(exc), code="budget_too_high") from None
-        handle = start(team, body.input, target.redactor)
+        handle = start(team, body.input, target.redactor, body.thread)
         return JSONResponse(handle.record(), status_code=201, headers={"Location": f"/v1/runs/{handle.id}"})
 
     @app.get("/v1/runs/{run_id}", dependencies=auth)
@@ -345,10 +362,33 @@ def _last_user_message(messages: Sequence[ChatMessage]) -> str:
                    code="missing_input")
 
 
+def _chat_thread(header: str | None, user: str | None, have_store: bool) -> tuple[str | None, str | None]:
+    """The thread a chat completion continues, and a warning for the response (or ``None``).
+
+    The ``X-Teamrun-Thread`` header wins over the ``user`` field. Without a store
+    the header is refused (400) but ``user`` is only ignored: OpenAI clients often
+    send it to name the end user, not a conversation.
+    """
+    if header is not None:
+        thread = header.strip()
+        if not thread or len(thread) > 200:
+            raise ApiError(400, f"{THREAD_HEADER}: a thread id is 1 to 200 characters", code="invalid_thread")
+        return thread, None
+    if user is None or not user.strip():
+        return None, None
+    if not have_store:
+        return None, "the user field names no thread here (this server keeps no threads): each request is one run"
+    if len(user.strip()) > 200:
+        raise ApiError(400, "user: a thread id is 1 to 200 characters", code="invalid_thread")
+    return user.strip(), None
+
+
 def _run_problem(handle: RunHandle) -> ApiError | None:
-    """The error a chat completion answers for a run that failed or was cancelled."""
+    """The error a chat completion answers for a run that failed, was refused or was cancelled."""
     state = handle.state
     extra = {"run_id": handle.id, "status": state}
+    if handle.refused:
+        return ApiError(400, handle.error or "the request was refused", code="run_refused", extra=extra)
     if state == "failed":
         reason = handle.error or (handle.result.error if handle.result else None) or "unknown error"
         return ApiError(502, handle.redactor.text(f"the run failed: {reason}"), type="server_error",
@@ -381,7 +421,8 @@ def _completion(handle: RunHandle, completion_id: str, model: str) -> dict[str, 
         "choices": [{"index": 0, "finish_reason": _finish_reason(handle),
                      "message": {"role": "assistant", "content": handle.result.final_text}}],
         "usage": _usage(handle),
-        "teamrun": {"run_id": handle.id, "status": handle.state, "cost": handle.result.cost},
+        "teamrun": {"run_id": handle.id, "status": handle.state, "cost": handle.result.cost,
+                    "thread": handle.thread},
     }
 
 
@@ -393,7 +434,7 @@ def _sse(data: Any, *, event: str | None = None, id: int | None = None) -> bytes
 async def _until_finished(handle: RunHandle) -> AsyncIterator[bytes]:
     """SSE comment lines every :data:`KEEPALIVE_S` until the run is over."""
     while not handle.finished:
-        if not await handle.changed(KEEPALIVE_S):
+        if not await handle.ended(KEEPALIVE_S):
             yield b": keepalive\n\n"
 
 
@@ -446,8 +487,8 @@ async def _event_stream(handle: RunHandle, start_at: int) -> AsyncIterator[bytes
     """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``."""
     index = start_at
     while True:
-        while index < len(handle.events):
-            line = handle.events[index]
+        while index < handle.event_count:
+            line = handle.event(index)
             yield _sse(line, event=str(line["kind"]), id=index)
             index += 1
         if handle.finished:

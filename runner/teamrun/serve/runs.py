@@ -14,13 +14,13 @@ import copy
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from teamrun.config.models import Limits
-from teamrun.errors import TeamrunError
+from teamrun.errors import TeamrunError, UsageError
 from teamrun.events import Event, LlmIO
 from teamrun.logs import get_logger
 from teamrun.observe.trace_file import wall_clock
@@ -31,8 +31,10 @@ from teamrun.serve.metrics import ServerMetrics
 if TYPE_CHECKING:
     from teamrun.engine.result import RunResult
     from teamrun.engine.team import Team
+    from teamrun.store import Store
 
-__all__ = ["AlreadyDecided", "BudgetTooHigh", "RunHandle", "RunRegistry", "ServerBusy", "ShuttingDown", "lowered_team"]
+__all__ = ["AlreadyDecided", "BudgetTooHigh", "NoThreads", "RunHandle", "RunRegistry", "ServerBusy", "ShuttingDown",
+           "lowered_team"]
 
 _log = get_logger(__name__)
 
@@ -45,6 +47,10 @@ class ServerBusy(TeamrunError):
 
 class ShuttingDown(TeamrunError):
     """The server is stopping and starts no new run (answered 503)."""
+
+
+class NoThreads(TeamrunError):
+    """A request named a thread, and the server has no store (answered 400)."""
 
 
 class AlreadyDecided(TeamrunError):
@@ -89,19 +95,25 @@ class RunHandle:
     input: str
     redactor: Redactor
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    """Every event so far, as JSON-ready dicts (secrets masked)."""
     result: RunResult | None = None
     created: float = field(default_factory=time.time)
     task: asyncio.Task[None] | None = None
+    thread: str | None = None
+    """The thread this run is a turn of (``None``: a run of its own)."""
     error: str | None = None
-    """Why the run could not run at all (the team's model could not be prepared...)."""
+    """Why the run could not run at all (the team's model could not be prepared, its thread refused...)."""
+    refused: bool = False
+    """The run could not start because of the request (a thread of another team...): :attr:`error` says why."""
     cancel_reason: str | None = None
     approvals: dict[str, PendingApproval] = field(default_factory=dict)
     """Tool calls that asked for approval, by approval id."""
+    _lines: list[dict[str, Any]] = field(default_factory=list)
+    """Every event so far as JSON-ready dicts; only the first :attr:`_masked` are masked yet (see :meth:`event`)."""
+    _masked: int = 0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _done: asyncio.Event = field(default_factory=asyncio.Event)
     _loop: asyncio.AbstractEventLoop | None = None
-    _thread: int = 0
+    _loop_thread: int = 0
 
     @property
     def state(self) -> RunState:
@@ -124,6 +136,7 @@ class RunHandle:
             "team": self.team,
             "status": self.state,
             "created": int(self.created),
+            "thread": self.thread,
             "final_text": self.result.final_text if self.result is not None else None,
             "error": self.error or (self.result.error if self.result is not None else None),
             "cancel_reason": self.cancel_reason,
@@ -135,11 +148,27 @@ class RunHandle:
 
     # -- events ---------------------------------------------------------------------------------
 
+    @property
+    def event_count(self) -> int:
+        """How many events the run has had so far."""
+        return len(self._lines)
+
+    def event(self, index: int) -> dict[str, Any]:
+        """Event number ``index`` as a JSON-ready dict, secrets masked.
+
+        Lines are masked on first read, not as they arrive: masking is most of
+        the cost of keeping events, and a chat completion never reads them.
+        """
+        while self._masked <= index:
+            self._lines[self._masked] = self.redactor.value(self._lines[self._masked])
+            self._masked += 1
+        return self._lines[index]
+
     def on_event(self, event: Event) -> None:
         """The run's event-bus subscriber (called on the loop, or from a tool's thread)."""
         if isinstance(event, LlmIO):
             return
-        line = self.redactor.value({
+        line = {
             "kind": event.kind,
             "run_id": event.run_id,
             "span_id": event.span_id,
@@ -147,16 +176,16 @@ class RunHandle:
             "agent_path": list(event.agent_path),
             "depth": event.depth,
             "ts": round(wall_clock(event.time), 6),
-            "data": dict(event.data),
-        })
-        if self._loop is not None and threading.get_ident() != self._thread:
+            "data": event.data,
+        }
+        if self._loop is not None and threading.get_ident() != self._loop_thread:
             self._loop.call_soon_threadsafe(self._push, line)
         else:
             self._push(line)
 
     def note(self, kind: str, data: dict[str, Any]) -> None:
         """Add a line of the server's own (not an engine event: ``approval_request``...) to the run's events."""
-        self._push(self.redactor.value({"kind": kind, "run_id": self.id, "ts": round(time.time(), 6), "data": data}))
+        self._push({"kind": kind, "run_id": self.id, "ts": round(time.time(), 6), "data": data})
 
     def answer(self, approval_id: str, approve: bool) -> PendingApproval | None:
         """Answer a pending approval; ``None`` if there is no such approval. Raises :class:`AlreadyDecided`."""
@@ -169,7 +198,7 @@ class RunHandle:
         return pending
 
     def _push(self, line: dict[str, Any]) -> None:
-        self.events.append(line)
+        self._lines.append(line)
         self._wake()
 
     def _wake(self) -> None:
@@ -185,23 +214,34 @@ class RunHandle:
         return True
 
     async def wait(self) -> None:
-        """Until the run is over."""
-        while not self.finished:
-            await self._changed.wait()
+        """Until the run is over (woken once, not by every event)."""
+        await self._done.wait()
+
+    async def ended(self, timeout: float) -> bool:
+        """Wait until the run is over; ``False`` if ``timeout`` seconds pass first."""
+        try:
+            await asyncio.wait_for(self._done.wait(), timeout=timeout)
+        except TimeoutError:
+            return False
+        return True
 
 
 class RunRegistry:
     """The server's runs: starts them within the concurrency limit, finds, cancels and stops them."""
 
     def __init__(self, *, max_concurrent: int = 20, keep_finished: int = 1000, retry_after_s: int = 1,
-                 approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S) -> None:
+                 approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S, store: Store | None = None) -> None:
         self.max_concurrent = max_concurrent
+        self.store = store
+        """Where threads are kept; ``None``: no threads, each request is one run."""
         self.approval_timeout_s = approval_timeout_s
         self.metrics = ServerMetrics()
         self.keep_finished = keep_finished
         self.retry_after_s = retry_after_s
         self.closing = False
         self._runs: OrderedDict[str, RunHandle] = OrderedDict()
+        self._finished: deque[str] = deque()
+        """Ids of finished runs still held, oldest first."""
         self._active = 0
 
     @property
@@ -212,25 +252,32 @@ class RunRegistry:
     def get(self, run_id: str) -> RunHandle | None:
         return self._runs.get(run_id)
 
-    def start(self, team: Team, input: str, *, redactor: Redactor) -> RunHandle:
-        """Start ``team`` on ``input`` now, or raise :class:`ServerBusy` / :class:`ShuttingDown`.
+    def start(self, team: Team, input: str, *, redactor: Redactor, thread: str | None = None) -> RunHandle:
+        """Start ``team`` on ``input`` (as a turn of ``thread``) now, or raise :class:`ServerBusy` /
+        :class:`ShuttingDown` (:class:`NoThreads` for a thread without a store).
 
         Synchronous up to the task's creation, so the slot check and the slot taken are one step.
         """
+        if thread is not None and self.store is None:
+            raise NoThreads("this server keeps no threads (start it with --store PATH|URL); "
+                            "without a store each request is one run")
         if self.closing:
             self.metrics.rejected.labels("shutting_down").inc()
             raise ShuttingDown("the server is shutting down")
         if self._active >= self.max_concurrent:
             self.metrics.rejected.labels("busy").inc()
             raise ServerBusy(f"all {self.max_concurrent} run slots are in use")
-        handle = RunHandle(id=f"run_{uuid.uuid4().hex[:16]}", team=team.name, input=input, redactor=redactor)
+        handle = RunHandle(id=f"run_{uuid.uuid4().hex[:16]}", team=team.name, input=input, redactor=redactor,
+                           thread=thread)
         handle._loop = asyncio.get_running_loop()
-        handle._thread = threading.get_ident()
+        handle._loop_thread = threading.get_ident()
         self._active += 1
         self.metrics.run_started(team.name)
         self._runs[handle.id] = handle
         team = copy.copy(team)  # this run's own approver: tool calls needing approval ask over HTTP
         team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s)
+        if thread is not None:
+            team._store = self.store  # the server's store holds every served team's threads
         handle.task = asyncio.create_task(self._run(team, handle), name=f"teamrun-serve:{handle.id}")
         self._forget_old()
         return handle
@@ -241,13 +288,18 @@ class RunRegistry:
 
         try:
             handle.result = await team.run(handle.input, subscribers=[handle.on_event, measure],
-                                           cancel=handle.cancel)
+                                           cancel=handle.cancel, thread=handle.thread)
+        except UsageError as exc:  # the request's own doing: a thread id of another team...
+            handle.error = handle.redactor.text(str(exc))
+            handle.refused = True
         except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
             _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
             handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"
         finally:
             self._active -= 1
             self.metrics.run_finished(team.name, handle.result)
+            self._finished.append(handle.id)
+            handle._done.set()
             handle._wake()
 
     def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunHandle | None:
@@ -270,6 +322,5 @@ class RunRegistry:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def _forget_old(self) -> None:
-        finished = [run_id for run_id, h in self._runs.items() if h.finished]
-        for run_id in finished[: max(0, len(finished) - self.keep_finished)]:
-            del self._runs[run_id]
+        while len(self._finished) > self.keep_finished:
+            self._runs.pop(self._finished.popleft(), None)

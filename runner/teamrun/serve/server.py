@@ -42,8 +42,17 @@ class _Server(uvicorn.Server):
             self.should_exit = True
 
 
-def serve_app(app: FastAPI, *, host: str, port: int, log_level: str = "info") -> None:
-    """Serve ``app`` (from :func:`~teamrun.serve.app.create_app`) until SIGTERM/SIGINT."""
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=int(GRACE_S),
+def serve_app(app: FastAPI, *, host: str, port: int, verbosity: int = 0) -> None:
+    """Serve ``app`` (from :func:`~teamrun.serve.app.create_app`) until SIGTERM/SIGINT.
+
+    uvicorn's own logging set-up is skipped: its records go to the standard
+    library loggers ``uvicorn.*``, which the CLI renders like teamrun's own lines
+    (JSON with ``--log-format json``). ``verbosity`` is the CLI's (-1 quiet, 0
+    warnings, 1 info...): the access log (one line per request) is kept only from
+    ``-v``, since formatting it costs every request a little CPU.
+    """
+    level = {-1: "error", 0: "warning", 1: "info"}.get(verbosity, "debug")
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, log_level=level,
+                            access_log=verbosity >= 1, timeout_graceful_shutdown=int(GRACE_S),
                             server_header=False, proxy_headers=False, lifespan="on")
     _Server(config, app.state.registry).run()
