@@ -83,7 +83,12 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
     if not tokens and not is_loopback(host):
         raise UsageError(f"refusing to serve on {host} without auth: set bearer tokens in ${token_env} or "
                          "--token-file (or bind to 127.0.0.1)")
-    teams = [load_team(path, model=model) for path in team_files]
+    store = None
+    if store_location:
+        from teamrun.store import open_store
+
+        store = open_store(store_location)  # now: a wrong URL or an unreachable server stops the start
+    teams = [load_team(path, model=model, store=store) for path in team_files]
     names: dict[str, str] = {}
     for path, team in zip(team_files, teams, strict=True):
         if team.name in names:
@@ -99,11 +104,6 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
         click.echo(f"teamrun: serving {', '.join(names)} as MCP tools on {where}", err=True)
         serve_mcp(teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port)
         return 0
-    store = None
-    if store_location:
-        from teamrun.store import open_store
-
-        store = open_store(store_location)  # now: a wrong URL or an unreachable server stops the start
     settings = ServeSettings(tokens=tokens, max_concurrent_runs=max_concurrent_runs,
                              max_request_bytes=max_request_bytes, cors_origins=cors_origins,
                              approval_timeout_s=approval_timeout, store=store)

@@ -111,6 +111,12 @@ class Team:
                 self._store = given if isinstance(given, Store) else open_store(given)
             return self._store
 
+    def use_store(self, store: Store) -> None:
+        """Keep this team's threads and run records in ``store`` (an open store another owner may share)."""
+        with self._store_lock:
+            self._store_location = store
+            self._store = store
+
     def models(self) -> list[str]:
         """The model of each agent (``--model`` / ``model=`` first, then the agent's, then ``defaults``),
         without repeats, in agent order."""
