@@ -276,7 +276,7 @@ class RunRegistry:
         self._runs[handle.id] = handle
         team = copy.copy(team)  # this run's own approver: tool calls needing approval ask over HTTP
         team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s)
-        if thread is not None:
+        if self.store is not None:
             team.use_store(self.store)  # the server's store holds every served team's threads
         handle.task = asyncio.create_task(self._run(team, handle), name=f"teamrun-serve:{handle.id}")
         self._forget_old()
