@@ -33,3 +33,20 @@ def test_engine_ray_without_ray_installed_says_how_to_install_it(
         assert err == "error: --engine ray needs Ray, an optional extra of teamrun: pip install 'teamrun[ray]'\n"
     assert main(["batch", TEAM, str(inputs), "-o", str(tmp_path / "out.jsonl"), "--ray-address", "ray://x:1"]) == 2
     assert "--ray-address needs --engine ray" in capsys.readouterr().err
+
+
+def test_a_ray_address_nobody_answers_on_fails_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ray itself retries a wrong address for minutes; teamrun says so in one line instead."""
+    import socket
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text(json.dumps({"input": "Compare Rust and Go"}) + "\n", encoding="utf-8")
+    argv = ["batch", TEAM, str(inputs), "-o", str(tmp_path / "out.jsonl"), "--engine", "ray",
+            "--ray-address", f"127.0.0.1:{port}"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot reach the Ray cluster at 127.0.0.1:{port}: ")
+    assert "Traceback" not in err

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +46,7 @@ from teamrun.evals.ratelimit import RateLimitedModel, RateLimiter
 from teamrun.events import Subscriber
 from teamrun.llm.types import ChatModel
 
-__all__ = ["RAY_MISSING", "RayEngine", "RowRunner", "SharedRateLimit", "WorkerSpec", "import_ray"]
+__all__ = ["RAY_MISSING", "RayEngine", "RowRunner", "SharedRateLimit", "WorkerSpec", "check_reachable", "import_ray"]
 
 RAY_MISSING = "--engine ray needs Ray, an optional extra of teamrun: pip install 'teamrun[ray]'"
 _FORWARDED = ("LITELLM_LOCAL_MODEL_COST_MAP",)
@@ -160,6 +161,24 @@ class RowRunner:
         return await run_case(self.loaded, cases, index, chat_model=self.chat_model, model=self.spec.model)
 
 
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast when a cluster address names a host:port nobody answers on.
+
+    Ray's own connect keeps retrying for minutes on a wrong address; ``auto``,
+    ``local`` and addresses without a port are left to Ray.
+    """
+    hostport = address.removeprefix("ray://").rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc} "
+                         "(is its head node running, and is that the right port?)") from None
+
+
 class RayEngine:
     """Runs rows and cases on a pool of :class:`RowRunner` actors.
 
@@ -195,6 +214,8 @@ class RayEngine:
     def start(self) -> None:
         ray = self._ray = import_ray()
         if not ray.is_initialized():
+            if self.address is not None:
+                check_reachable(self.address)
             try:
                 ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
                          logging_level=logging.WARNING)
