@@ -102,12 +102,6 @@ def print_growth(rows: Mapping[str, list[tuple[int, Sample]]]) -> None:
         print("  CPU teamrun / bare: " + ", ".join(ratios))
 
 
-def child_env(base: Mapping[str, str], cache: Path) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(cache)
-    return env
-
-
 # -- operations per worker, in-process -------------------------------------------------------
 TEAM = """\
 version: 1
@@ -253,8 +247,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             with tempfile.TemporaryDirectory(prefix="teamrun-bench-scale-") as tmp:
                 bench = Bench(Path(tmp), provider.url, sys.executable, [sys.executable, "-m", "teamrun.cli"])
-                base_env = bench.env
-                bench.env = lambda chars: child_env(base_env(chars), Path(tmp) / "pycache")  # type: ignore[method-assign]
                 bench.teamrun_run(2, 40, 256)  # warm the file caches and the bytecode cache of both programs
                 bench.bare_run(2, 40, 256)
                 rows = process_rows(bench, [int(n) for n in args.sizes.split(",")], args.observers)
