@@ -213,7 +213,12 @@ class Bench:
         return path
 
     def env(self, tool_chars: int) -> dict[str, str]:
-        return {**os.environ, KEY_ENV: "sk-bench-not-a-real-key", "BENCH_TOOL_CHARS": str(tool_chars)}
+        env = {**os.environ, KEY_ENV: "sk-bench-not-a-real-key", "BENCH_TOOL_CHARS": str(tool_chars)}
+        # A bytecode cache, as an installed package has, even where PYTHONDONTWRITEBYTECODE is set:
+        # compiling teamrun's modules on every start is not what a user pays. The warm-up run fills it.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(self.directory / "pycache")
+        return env
 
     def teamrun_run(self, items: int, tool_chars: int, concurrency: int) -> Sample:
         argv = [*self.teamrun, "-q", "execute", str(self.team(concurrency)), "--input", f"items {items}",

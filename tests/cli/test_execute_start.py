@@ -127,3 +127,21 @@ def test_empty_stdin_is_a_usage_error(stdin: str) -> None:
 def test_empty_input_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["execute", RESEARCH, "--input", ""]) == 2
     assert "the input (--input) is empty" in capsys.readouterr().err
+
+
+def test_running_a_team_does_not_read_the_config_models_source() -> None:
+    """Field docstrings are for the schema only: pydantic's ``use_attribute_docstrings`` read the source of
+    every config model at import (through ``linecache``), a large share of each command's start-up."""
+    wrapper = textwrap.dedent("""\
+        import linecache, sys
+        from teamrun.cli import main
+        code = main(sys.argv[1:])
+        print("READ=" + ",".join(sorted(k for k in linecache.cache if k.endswith("config/models.py"))),
+              file=sys.stderr)
+        sys.exit(code)
+        """)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-c", wrapper, "-q", "execute", RESEARCH, "--input", TASK,
+                           "--progress", "none"], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "READ=\n" in done.stderr, done.stderr[-2000:]

@@ -473,3 +473,54 @@ def test_live_tree_of_many_workers_is_not_redrawn_on_every_end() -> None:
     final, _ = _final_frame(stream.getvalue())
     assert final[0] == "✓ lead  ok  0 tok  $0.0000"
     assert len(final) == workers + 1 and all("✓ w  ok" in line for line in final[1:])
+
+
+def _fan_out(bus: Any, workers: int) -> None:
+    bus.emit("run_start", span_id="r", parent_span_id=None, agent_path=(), team="t")
+    bus.emit("agent_start", span_id="s1", parent_span_id="r", agent_path=("lead",), model="m")
+    for i in range(workers):
+        bus.emit("delegation_start", span_id=f"d{i}", parent_span_id="s1", agent_path=("lead",), worker="w")
+        bus.emit("agent_start", span_id=f"a{i}", parent_span_id=f"d{i}", agent_path=("lead", "w"), model="m")
+    for i in range(workers):
+        status = "ok" if i % 10 else "error"
+        bus.emit("agent_end", span_id=f"a{i}", parent_span_id=f"d{i}", agent_path=("lead", "w"), status=status)
+        bus.emit("delegation_end", span_id=f"d{i}", parent_span_id="s1", agent_path=("lead",), worker="w",
+                 status=status, usage={}, cost=0.0)
+    bus.emit("agent_end", span_id="s1", parent_span_id="r", agent_path=("lead",), status="ok")
+    bus.emit("run_end", span_id="r", parent_span_id=None, agent_path=(), status="done")
+
+
+def test_live_tree_frame_is_no_taller_than_its_limit_however_many_workers() -> None:
+    """A frame of a big tree is cut to ``max_lines`` (on a terminal: its height) with a line summing up the
+    rest, so each redraw writes a bounded number of lines instead of one per worker."""
+    from teamrun.events import EventBus
+
+    stream = io.StringIO()
+    bus = EventBus("r1")
+    bus.subscribe(LiveTree(stream, interval=0.0, max_lines=12))  # interval 0: every event may redraw
+    workers = 300
+    _fan_out(bus, workers)
+
+    output = stream.getvalue()
+    frames = re.split(r"\x1b\[\d+F\x1b\[J", output)
+    assert len(frames) > workers  # redrawn often ...
+    assert max(len(frame.splitlines()) for frame in frames) <= 12  # ... but never more than 12 lines
+    assert len(output.splitlines()) <= 12 * len(frames)
+    final, moved = _final_frame(output)
+    assert moved == 12 and len(final) == 12
+    assert final[0] == "✓ lead  ok  0 tok  $0.0000"
+    assert all(" w  " in line for line in final[1:11])
+    assert final[11] == "… 290 more not shown (301 agents: 30 error, 271 ok)"
+
+
+def test_live_tree_frame_is_whole_when_it_fits_or_the_stream_is_no_terminal() -> None:
+    from teamrun.cli.progress import _terminal_lines
+    from teamrun.events import EventBus
+
+    assert _terminal_lines(io.StringIO()) is None  # no terminal: no height to fit, the whole tree is drawn
+    stream = io.StringIO()
+    bus = EventBus("r1")
+    bus.subscribe(LiveTree(stream, interval=3600.0, max_lines=12))
+    _fan_out(bus, 11)
+    final, _ = _final_frame(stream.getvalue())
+    assert len(final) == 12 and "more not shown" not in stream.getvalue()

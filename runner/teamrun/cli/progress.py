@@ -9,9 +9,11 @@ and redraws below it, so neither overwrites the other.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -179,9 +181,12 @@ thousands of ends would grow with the square of the workers)."""
 class LiveTree:
     """A tree of agents redrawn in place (at most ten times a second)."""
 
-    def __init__(self, stream: TextIO | None = None, *, interval: float = 0.1) -> None:
+    def __init__(self, stream: TextIO | None = None, *, interval: float = 0.1, max_lines: int | None = None) -> None:
         self.stream = stream or sys.stderr
         self.interval = interval
+        self.max_lines = max_lines
+        """Most lines one frame takes (the rest summed up in its last line); ``None``: the terminal's height
+        when the stream is a terminal (a taller frame cannot be redrawn in place), else no limit."""
         self.nodes: dict[str, _Node] = {}
         self.roots: list[str] = []
         self.owners: dict[str, str | None] = {}
@@ -282,10 +287,15 @@ class LiveTree:
             return span
         return self.owners.get(span)
 
-    def _lines(self) -> list[str]:
+    def _lines(self, limit: int | None = None) -> list[str]:
+        """The frame: one line per node, or, past ``limit`` nodes, the first ``limit - 1`` and a line summing
+        up the agents not shown (a frame costs at most ``limit`` lines, however many workers run)."""
         lines: list[str] = []
+        room = len(self.nodes) if limit is None or len(self.nodes) <= limit else max(limit - 1, 0)
 
         def walk(span: str, prefix: str, last: bool, top: bool) -> None:
+            if len(lines) >= room:
+                return
             node = self.nodes[span]
             branch = "" if top else ("└─ " if last else "├─ ")
             mark = _MARKS.get(node.status, "·")
@@ -294,10 +304,16 @@ class LiveTree:
                          f"{_tokens(node.tokens)}  ${node.cost:.4f}{extra}")
             child_prefix = prefix if top else prefix + ("   " if last else "│  ")
             for i, child in enumerate(node.children):
+                if len(lines) >= room:
+                    break
                 walk(child, child_prefix, i == len(node.children) - 1, False)
 
         for root in self.roots:
             walk(root, "", True, True)
+        if room < len(self.nodes):
+            counts = Counter(node.status for node in self.nodes.values())
+            summary = ", ".join(f"{count:,} {status}" for status, count in sorted(counts.items()))
+            lines.append(f"… {len(self.nodes) - len(lines):,} more not shown ({len(self.nodes):,} agents: {summary})")
         return lines
 
     def _clear(self) -> None:
@@ -311,8 +327,18 @@ class LiveTree:
         if self.pending or (not force and now - self.last_draw < self.interval):
             return
         self.last_draw = now
-        lines = self._lines()
+        lines = self._lines(self.max_lines if self.max_lines is not None else _terminal_lines(self.stream))
         self._clear()
         self.stream.write("".join(line + "\n" for line in lines))
         self.stream.flush()
         self.drawn = len(lines)
+
+
+def _terminal_lines(stream: TextIO) -> int | None:
+    """The height of the terminal ``stream`` writes to, less one line for the cursor; ``None`` if it is no terminal."""
+    try:
+        if not stream.isatty():
+            return None
+        return max(os.get_terminal_size(stream.fileno()).lines - 1, 2)
+    except (AttributeError, OSError, ValueError):
+        return None

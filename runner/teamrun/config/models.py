@@ -3,7 +3,8 @@
 These models are the single source of truth: ``schemas/team.schema.json`` is
 generated from them (``python -m teamrun.config.schema_gen``), and a test fails
 when the committed schema drifts. Every field's docstring becomes the
-``description`` editors show on hover.
+``description`` editors show on hover (attached by :mod:`teamrun.config.schema_gen`,
+not at import, which running a team pays for).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ OnError = Literal["continue", "fail"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    # No `use_attribute_docstrings`: pydantic would read each class's source at import, a large part of
+    # every command's start-up. The docstrings are needed only for the schema; schema_gen attaches them.
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 CHECK_KINDS = ("contains", "regex", "json_schema", "python", "judge")

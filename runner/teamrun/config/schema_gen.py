@@ -7,16 +7,73 @@ fails while the committed file is stale.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import itertools
 import json
+from types import ModuleType
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from teamrun.config import models
 from teamrun.config.interpolate import ENV_REFERENCE_SCHEMA
 from teamrun.config.models import TeamConfig
 
 SCHEMA_ID = "https://teamrun.dev/schemas/team.schema.json"
+
+
+def _attribute_docstrings(module: ModuleType) -> dict[str, dict[str, str]]:
+    """``{class: {field: docstring}}``: the string literal right after each annotated class attribute."""
+    found: dict[str, dict[str, str]] = {}
+    for node in ast.parse(inspect.getsource(module)).body:
+        if not isinstance(node, ast.ClassDef):
+            continue
+        docs = found.setdefault(node.name, {})
+        for statement, following in itertools.pairwise(node.body):
+            if (
+                isinstance(statement, ast.AnnAssign)
+                and isinstance(statement.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                docs[statement.target.id] = inspect.cleandoc(following.value.value)
+    return found
+
+
+def attach_field_docstrings(module: ModuleType) -> None:
+    """Give each field of the module's models its docstring as ``description``, then rebuild them.
+
+    This is what pydantic's ``use_attribute_docstrings`` does at class creation, done here
+    instead: reading the source costs every command's start-up, and only the schema needs it.
+    Idempotent; an explicit ``Field(description=...)`` wins.
+    """
+    docs = _attribute_docstrings(module)
+    classes = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == module.__name__
+    ]
+    changed = False
+    for cls in classes:
+        for name, info in cls.model_fields.items():
+            if info.description is not None:
+                continue
+            for owner in cls.__mro__:  # the class's own docstring first, then the one it inherits
+                text = docs.get(owner.__name__, {}).get(name) if owner.__module__ == module.__name__ else None
+                if text is not None:
+                    info.description = text
+                    changed = True
+                    break
+    if changed:
+        for cls in classes:  # in definition order, so a model is rebuilt before the models that embed it
+            cls.model_rebuild(force=True)
+
+
+attach_field_docstrings(models)
 
 
 class _TeamSchemaGenerator(GenerateJsonSchema):
