@@ -41,7 +41,7 @@ def threads() -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
 def list_(store_location: str | None, team: str | None, limit: int, as_json: bool) -> None:
-    with _store(store_location) as store:
+    with _store(store_location) as store, store.errors("list threads"):
         found = store.threads.list(team=team, limit=limit)
     if as_json:
         click.echo(json.dumps([t.as_dict() for t in found], indent=2, ensure_ascii=False))
@@ -68,7 +68,7 @@ def format_threads(found: list[Any]) -> str:
 @click.option("--memory", is_flag=True, help="Also the workers' memory in this thread.")
 @click.option("--json", "as_json", is_flag=True, help="The thread and its messages as JSON.")
 def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool) -> None:
-    with _store(store_location) as store:
+    with _store(store_location) as store, store.errors(f"read thread {thread_id!r}"):
         record = store.threads.get(thread_id)
         if record is None:
             raise UsageError(f"no thread {thread_id!r} in the store {store.display} (see: teamrun threads list)")
@@ -91,6 +91,8 @@ def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool
 @click.option("--store", "store_location", metavar="PATH|URL", help=_STORE_HELP)
 def delete(thread_id: str, store_location: str | None) -> None:
     with _store(store_location) as store:
-        if not store.threads.delete(thread_id):
+        with store.errors(f"delete thread {thread_id!r}"):
+            deleted = store.threads.delete(thread_id)
+        if not deleted:
             raise UsageError(f"no thread {thread_id!r} in the store {store.display} (see: teamrun threads list)")
     click.echo(f"deleted thread {thread_id}", err=True)

@@ -135,7 +135,7 @@ class ThreadSession:
 
 async def open_thread(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
     """The thread ``thread_id`` of ``store`` (created when new), as this run sees it."""
-    with store.errors(f"read thread {thread_id!r}"):
+    with store.errors(f"open thread {thread_id!r}"):
         return await asyncio.to_thread(_load, store, thread_id, config)
 
 
