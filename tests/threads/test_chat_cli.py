@@ -192,3 +192,19 @@ def test_a_read_only_store_is_a_clear_error_for_threads_delete(tmp_path: Path) -
                            "attempt to write a readonly database\n")
     assert not (Path.cwd() / "file:").exists()  # a URI filename is not a folder to create
     assert run_cli(["threads", "list", "--store", read_only]).out.split()[5] == "a"
+
+
+def test_a_turn_a_read_only_store_cannot_keep_is_a_warning_the_user_sees(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    assert run_cli(["execute", str(SUPPORT), "-i", "help", "--thread", "a", "--store", str(path),
+                    "--progress", "none"]).code == 0
+    read_only = f"sqlite:///file:{path}?mode=ro&uri=true"
+
+    for progress in ("none", "plain"):
+        done = run_cli(["execute", str(SUPPORT), "-i", "more help", "--thread", "a", "--store", read_only,
+                        "--progress", progress])
+
+        assert done.code == 0 and done.out.startswith("[offline simulation] Task: more help")
+        said = [line for line in done.err.splitlines() if "cannot save turn of thread 'a'" in line]
+        assert len(said) == 1, done.err
+        assert "attempt to write a readonly" in said[0]
