@@ -213,4 +213,19 @@ def configure_logging(verbosity: int, log_format: LogFormat = "auto") -> Literal
     )
     _bridge_stdlib_logging(level, processors)
     _rendering[:] = processors
+    _chosen[:] = [log_format]
     return log_format
+
+
+_chosen: list[Literal["console", "json"]] = []
+"""The format :func:`configure_logging` chose last (empty before it is called)."""
+
+
+def configured_format() -> Literal["console", "json"] | None:
+    """The format log lines are rendered in, once :func:`configure_logging` chose it."""
+    return _chosen[0] if _chosen else None
+
+
+def forget_configured_format() -> None:
+    """Before a new command line is parsed (several in one process: tests)."""
+    _chosen.clear()
