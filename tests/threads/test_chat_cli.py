@@ -208,3 +208,11 @@ def test_a_turn_a_read_only_store_cannot_keep_is_a_warning_the_user_sees(tmp_pat
         said = [line for line in done.err.splitlines() if "cannot save turn of thread 'a'" in line]
         assert len(said) == 1, done.err
         assert "attempt to write a readonly" in said[0]
+
+
+def test_every_threads_subcommand_help_teaches_by_example() -> None:
+    for sub in ("list", "show", "delete"):
+        shown = run_cli(["threads", sub, "--help"])
+        assert shown.code == 0
+        assert f"Examples:\n    teamrun threads {sub}" in shown.out, shown.out
+        assert "~/.local/share/teamrun/teamrun.db" in " ".join(shown.out.split())
