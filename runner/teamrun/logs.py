@@ -15,9 +15,10 @@ in every line.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Iterable, Iterator, MutableMapping
 from typing import Any, Literal
 
 import structlog
@@ -149,6 +150,28 @@ def _bridge_stdlib_logging(level: int, processors: list[structlog.typing.Process
             library.addFilter(_divert)
 
 
+_hidden_events: set[str] = set()
+"""Events left out of the log lines for now (see :func:`hidden_log_events`)."""
+
+
+@contextlib.contextmanager
+def hidden_log_events(*events: str) -> Iterator[None]:
+    """Leave these log events out while inside: e.g. ``run_warning`` while a progress view prints
+    the run's warnings itself (each warning is said once)."""
+    added = set(events) - _hidden_events
+    _hidden_events.update(added)
+    try:
+        yield
+    finally:
+        _hidden_events.difference_update(added)
+
+
+def _drop_hidden(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    if event_dict.get("event") in _hidden_events:
+        raise structlog.DropEvent
+    return event_dict
+
+
 _rendering: list[structlog.typing.Processor] = []
 """The processors :func:`configure_logging` set up (what :func:`log_line` renders with)."""
 
@@ -183,11 +206,26 @@ def configure_logging(verbosity: int, log_format: LogFormat = "auto") -> Literal
         *rendering,
     ]
     structlog.configure(
-        processors=processors,
+        processors=[_drop_hidden, *processors],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(_CurrentStderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     _bridge_stdlib_logging(level, processors)
     _rendering[:] = processors
+    _chosen[:] = [log_format]
     return log_format
+
+
+_chosen: list[Literal["console", "json"]] = []
+"""The format :func:`configure_logging` chose last (empty before it is called)."""
+
+
+def configured_format() -> Literal["console", "json"] | None:
+    """The format log lines are rendered in, once :func:`configure_logging` chose it."""
+    return _chosen[0] if _chosen else None
+
+
+def forget_configured_format() -> None:
+    """Before a new command line is parsed (several in one process: tests)."""
+    _chosen.clear()

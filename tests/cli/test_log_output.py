@@ -141,3 +141,24 @@ def test_one_retry_is_one_json_line(retry_team: Path, fake_openai: FakeOpenAI,
     assert retry["attempt"] == 1 and retry["status_code"] == 429 and retry["agent"] == "alpha"
     (llm_start,) = [line for line in lines if line["event"] == "llm_start" and line["span_id"] == retry["span_id"]]
     assert llm_start["agent"] == "alpha"  # the retry belongs to the model call's span
+
+
+@pytest.mark.parametrize(("argv", "event", "message"), [
+    (["execute"], "usage_error", "Missing argument 'TEAM_FILE'."),  # click's own usage error
+    (["bogus"], "usage_error", "No such command 'bogus'."),  # before the group's options took effect
+    (["execute", "/no/such/team.yaml", "-i", "go"], "config_error", "/no/such/team.yaml:1:1: error: no such file"),
+    (["threads", "show", "nope", "--store", "STORE"], "usage_error", "no thread 'nope' in the store sqlite:///"),
+])
+def test_json_log_format_says_errors_as_json_lines(argv: list[str], event: str, message: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(tmp_path / "t.db") if a == "STORE" else a for a in argv]
+    for form in (["--log-format", "json"], ["--log-format=json"]):
+        code = main([*form, *argv])
+
+        out, err = capsys.readouterr()
+        assert (code, out) == (2, "")
+        (line,) = [json.loads(text_) for text_ in err.splitlines()]  # nothing but one JSON line
+        assert (line["event"], line["level"], line["exit_code"]) == (event, "error", 2)
+        assert line["message"].startswith(message)
+    assert main(argv) == 2  # without the option: text as before
+    assert not capsys.readouterr().err.startswith("{")

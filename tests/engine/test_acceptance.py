@@ -241,3 +241,39 @@ def test_max_attempts_without_checks_is_a_located_warning(tmp_path: Path, capsys
     out = capsys.readouterr().out
     assert (f"{path}:6:5: warning: agents.lead.max_attempts has no effect without agents.lead.accept checks"
             in out)
+
+
+def _judge_down(call: ScriptedCall) -> str:
+    from teamrun.errors import RunError
+
+    raise RunError("model 'my-judge' failed: could not connect")
+
+
+@pytest.mark.parametrize(("judge_step", "detail"), [
+    (_judge_down, "the judge failed: model 'my-judge' failed: could not connect"),
+    ("Looks great to me!", "the judge's reply has no score: Looks great to me!"),
+])
+def test_a_judge_that_cannot_judge_does_not_send_the_agent_back(judge_step: Any, detail: str,
+                                                                 tmp_path: Path) -> None:
+    """The answer was not judged: answering again cannot fix that, so the agent is not asked to
+    (no feedback about a broken judge, no attempts spent); the answer is delivered with a warning."""
+    path = tmp_path / "team.yaml"
+    path.write_text(textwrap.dedent("""\
+        version: 1
+        name: solo
+        supervisor: lead
+        max_attempts: 3
+        accept:
+          - judge: {rubric: Names two languages., model: my-judge}
+        agents:
+          lead: {}
+        """), encoding="utf-8")
+    model = ScriptedModel({"lead": ["Rust and Go."], "accept:judge": [judge_step]})
+
+    result = teamrun.load_team(path, chat_model=model).run_sync("Name two languages")
+
+    model.assert_complete()  # the lead answered once, the judge was asked once
+    assert (result.status, result.final_text) == ("done", "Rust and Go.")
+    (record,) = result.acceptance
+    assert (record.attempts, record.passed, record.detail) == (1, False, detail)
+    assert result.warnings == [f"accept: lead failed judge my-judge >= 0.7: {detail} after 1 attempt"]

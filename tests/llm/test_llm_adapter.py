@@ -321,7 +321,10 @@ def test_cancellation_is_not_turned_into_a_model_error(fake_openai: FakeOpenAI) 
 
     async def cancel_soon() -> None:
         task = asyncio.create_task(chat.complete(MESSAGES, settings=settings))
-        await asyncio.sleep(0.2)
+        for _ in range(1000):  # cancel once the request is at the server (not by a timer: a busy machine is slow)
+            if fake_openai.requests() or task.done():
+                break
+            await asyncio.sleep(0.01)
         task.cancel()
         await task
 

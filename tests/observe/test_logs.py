@@ -152,3 +152,35 @@ def test_only_the_cli_configures_logging() -> None:
                               "ensure_default_logging"):
                     callers.append(f"{path.relative_to(package)}: {called}")
     assert callers == ["cli/app.py: configure_logging", "logs.py: structlog.configure"]
+
+
+_RAISING_CHECK_TEAM = """\
+version: 1
+name: checked
+supervisor: lead
+defaults: {model: offline}
+agents:
+  lead: {instructions: Lead., delegates_to: [writer]}
+  writer:
+    instructions: Write.
+    max_attempts: 2
+    accept: [{python: "checks:boom"}]
+"""
+
+
+@pytest.mark.parametrize("argv", [["--progress", "plain"], ["--progress", "none"]])
+def test_a_run_warning_is_said_once(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    restore_structlog: None) -> None:
+    """A python accept check that raises: the run goes on, and its warning is on stderr once,
+    in the progress view when it shows warnings, else as a log line."""
+    (tmp_path / "team.yaml").write_text(_RAISING_CHECK_TEAM)
+    (tmp_path / "checks.py").write_text("def boom(answer, case):\n    raise RuntimeError('kaboom')\n")
+
+    code = main(["execute", str(tmp_path / "team.yaml"), "-i", "write a poem", *argv])
+
+    out, err = capsys.readouterr()
+    assert code == 0 and out
+    said = [line for line in err.splitlines() if "accept: writer failed python checks:boom" in line]
+    assert len(said) == 1, err
+    assert "the check raised RuntimeError: kaboom after 2 attempts" in said[0]
+    assert "Traceback" not in err

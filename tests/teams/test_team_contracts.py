@@ -266,3 +266,17 @@ def test_research_findings_reach_the_writer_verbatim(server: FakeOpenAI) -> None
                   if task_of(r.request).startswith("Compare Rust and Go (for writer)"))
     assert f"ref=researcher-1>>>\n{by_agent['researcher'].response}\n<<<END " in _user_text(writer)
 
+
+
+@pytest.mark.parametrize(("question", "article"), [
+    ("I was charged twice this month", "billing-double-charge.md"),  # the example in the file's header
+    ("Can I get a refund?", "billing-refunds.md"),
+])
+def test_support_triage_offline_researcher_finds_an_article(question: str, article: str) -> None:
+    """As a new user runs it: offline, the researcher searches for one word of the question (not the
+    heading of the conversation forwarded to it, nor "I"), so the answer quotes an article, not a grep error."""
+    result = teamrun.load_team(REPO / "teams" / "support-triage.yaml", model="offline").run_sync(question)
+
+    assert result.status == "done"
+    assert f"help-center/{article}" in result.final_text
+    assert "exited with code" not in result.final_text

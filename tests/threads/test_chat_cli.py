@@ -156,3 +156,63 @@ def test_a_bad_store_url_is_a_clear_error(tmp_path: Path) -> None:
                     "--store", "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2"])
     assert done.code == 2 and done.err.startswith("error: cannot open the store postgresql+psycopg://nobody@")
     assert "Traceback" not in done.err
+
+
+def test_store_mistakes_are_clear_errors_not_tracebacks(tmp_path: Path) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    cases = {
+        "": "error: the store location is empty: give a SQLite file path or a SQLAlchemy URL "
+            "(or leave --store out for the default)",
+        str(tmp_path): f"error: the store sqlite:///{tmp_path} is a folder: give a file path, e.g. "
+                       f"{tmp_path / 'teamrun.db'}",
+        str(blocker / "sub" / "t.db"): (f"error: cannot create the folder of the store sqlite:///{blocker}/sub/t.db: "
+                                        "Not a directory"),
+        "foo://bar": "error: cannot use the store foo://bar: 'foo' is not a database SQLAlchemy knows; "
+                     "give a SQLite file path, sqlite:///FILE or postgresql+psycopg://USER@HOST/DB",
+        "mysql://u@localhost/db": "error: the store mysql://u@localhost/db needs the database driver 'MySQLdb': "
+                                  "pip install mysqlclient",
+    }
+    for location, message in cases.items():
+        done = run_cli(["threads", "list", "--store", location])
+        assert (done.code, done.err.splitlines()) == (2, [message]), location
+    assert not (Path.cwd() / "teamrun.db").exists()
+
+
+def test_a_read_only_store_is_a_clear_error_for_threads_delete(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    done = run_cli(["execute", str(SUPPORT), "-i", "help", "--thread", "a", "--store", str(path), "--progress", "none"])
+    assert done.code == 0, done.err
+    read_only = f"sqlite:///file:{path}?mode=ro&uri=true"
+
+    deleted = run_cli(["threads", "delete", "a", "--store", read_only])
+
+    assert deleted.code == 2
+    assert deleted.err == (f"error: cannot delete thread 'a' in the store sqlite:///file%3A{path}?mode=ro&uri=true: "
+                           "attempt to write a readonly database\n")
+    assert not (Path.cwd() / "file:").exists()  # a URI filename is not a folder to create
+    assert run_cli(["threads", "list", "--store", read_only]).out.split()[5] == "a"
+
+
+def test_a_turn_a_read_only_store_cannot_keep_is_a_warning_the_user_sees(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    assert run_cli(["execute", str(SUPPORT), "-i", "help", "--thread", "a", "--store", str(path),
+                    "--progress", "none"]).code == 0
+    read_only = f"sqlite:///file:{path}?mode=ro&uri=true"
+
+    for progress in ("none", "plain"):
+        done = run_cli(["execute", str(SUPPORT), "-i", "more help", "--thread", "a", "--store", read_only,
+                        "--progress", progress])
+
+        assert done.code == 0 and done.out.startswith("[offline simulation] Task: more help")
+        said = [line for line in done.err.splitlines() if "cannot save turn of thread 'a'" in line]
+        assert len(said) == 1, done.err
+        assert "attempt to write a readonly" in said[0]
+
+
+def test_every_threads_subcommand_help_teaches_by_example() -> None:
+    for sub in ("list", "show", "delete"):
+        shown = run_cli(["threads", sub, "--help"])
+        assert shown.code == 0
+        assert f"Examples:\n    teamrun threads {sub}" in shown.out, shown.out
+        assert "~/.local/share/teamrun/teamrun.db" in " ".join(shown.out.split())

@@ -47,6 +47,9 @@ class CheckOutcome:
     detail: str = ""
     score: float | None = None
     """The judge's score (judge checks only)."""
+    unjudged: bool = False
+    """The check could not judge the answer (its judge's model failed, or replied without a score):
+    an agent cannot fix that by answering again."""
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "passed": self.passed, "detail": self.detail}
@@ -155,10 +158,11 @@ async def _judge(name: str, judge: Judge, answer: str, case: dict[str, Any], mod
         reply = await model.complete(_judge_messages(judge, answer, case), settings=settings,
                                      response_format=_JUDGE_FORMAT)
     except RunError as exc:
-        return CheckOutcome(name, False, f"the judge failed: {exc}")
+        return CheckOutcome(name, False, f"the judge failed: {exc}", unjudged=True)
     parsed = parse_score(reply.text or "")
     if parsed is None:
-        return CheckOutcome(name, False, f"the judge's reply has no score: {_short(reply.text or '', 80)}")
+        return CheckOutcome(name, False, f"the judge's reply has no score: {_short(reply.text or '', 80)}",
+                            unjudged=True)
     score, reason = parsed
     if not 0 <= score <= 1:
         return CheckOutcome(name, False, f"the judge's score {score} is not between 0 and 1", score)

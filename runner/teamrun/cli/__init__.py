@@ -13,7 +13,7 @@ import sys
 import click
 
 from teamrun import __version__
-from teamrun.cli.app import cli
+from teamrun.cli.app import cli, errors_as_json
 from teamrun.errors import ConfigError, RunError, UserError
 
 EXIT_OK = 0
@@ -27,33 +27,53 @@ __all__ = ["cli", "main"]
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns (and exits with) the exit code."""
+    from teamrun.logs import forget_configured_format
+
+    forget_configured_format()
     try:
         code = cli.main(args=argv, prog_name="teamrun", standalone_mode=False)
     except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        code = EXIT_INTERRUPTED
+        code = _error(argv, "interrupted", "interrupted", EXIT_INTERRUPTED)
     except click.ClickException as exc:
-        exc.show()
+        if errors_as_json(argv):
+            usage = exc.ctx.get_usage() if isinstance(exc, click.UsageError) and exc.ctx is not None else None
+            _error(argv, "usage_error", exc.format_message(), exc.exit_code,
+                   **({"usage": usage.removeprefix("Usage: ")} if usage else {}))
+        else:
+            exc.show()
         code = exc.exit_code
     except click.exceptions.Exit as exc:
         code = exc.exit_code
     except ConfigError as exc:
-        click.echo(str(exc), err=True)  # already `file:line:col: error: ...` lines
+        if errors_as_json(argv):  # one line per `file:line:col: error: ...` diagnostic
+            for line in str(exc).splitlines():
+                _error(argv, "config_error", line, EXIT_USAGE)
+        else:
+            click.echo(str(exc), err=True)  # already `file:line:col: error: ...` lines
         code = EXIT_USAGE
     except UserError as exc:
-        click.echo(f"error: {exc}", err=True)
-        code = EXIT_USAGE
+        code = _error(argv, "usage_error", f"error: {exc}", EXIT_USAGE)
     except RunError as exc:
-        click.echo(f"run failed: {exc}", err=True)
-        code = EXIT_RUN_FAILED
+        code = _error(argv, "run_failed", f"run failed: {exc}", EXIT_RUN_FAILED)
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        code = EXIT_INTERRUPTED
+        code = _error(argv, "interrupted", "interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         code = EXIT_OK
     code = code if isinstance(code, int) else EXIT_OK
     if argv is None:
         sys.exit(code)
+    return code
+
+
+def _error(argv: list[str] | None, event: str, text: str, code: int, **fields: str) -> int:
+    """Say an error on stderr: as text, or as one JSON log line under ``--log-format json``."""
+    if errors_as_json(argv):
+        from teamrun.logs import log_line
+
+        click.echo(log_line("error", event, message=text.removeprefix("error: "), exit_code=code, **fields),
+                   err=True)
+    else:
+        click.echo(text, err=True)
     return code
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -80,11 +81,15 @@ Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
               show_default=True, help="Log lines for people (console) or machines (json, e.g. in CI).")
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool, log_format: str) -> None:
+    verbosity = -1 if quiet else verbose
+    ctx.obj = LogSettings(verbosity, _configure_logging(verbosity, log_format))
+
+
+def _configure_logging(verbosity: int, log_format: str) -> Literal["console", "json"]:
+    """The one place the CLI sets up logging (the group's options, or an error before they took effect)."""
     from teamrun.logs import configure_logging
 
-    verbosity = -1 if quiet else verbose
-    chosen = configure_logging(verbosity, log_format)  # type: ignore[arg-type]
-    ctx.obj = LogSettings(verbosity, chosen)
+    return configure_logging(verbosity, log_format)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -96,3 +101,18 @@ class LogSettings:
     log_format: Literal["console", "json"]
     """The format log lines are rendered in (``auto`` resolved)."""
 
+
+def errors_as_json(argv: list[str] | None) -> bool:
+    """Whether errors are JSON log lines: the format logging was set up with, else (an error before the
+    group's options took effect, e.g. an unknown command) ``--log-format json`` among the options."""
+    from teamrun.logs import configured_format
+
+    chosen = configured_format()
+    if chosen is None:
+        args = sys.argv[1:] if argv is None else argv
+        wanted = any(a == "--log-format=json" or (a == "--log-format" and b == "json")
+                     for a, b in zip(args, [*args[1:], ""], strict=True))
+        if not wanted:
+            return False
+        chosen = _configure_logging(0, "json")
+    return chosen == "json"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as _dt
 import uuid
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import click
 
 from teamrun.cli.execute_cmd import _log_settings, _parse_vars, _progress_view, _run_with_interrupt, _say
+from teamrun.logs import hidden_log_events
 
 HELP = """Talk with a team, turn by turn. Every turn is a run of the team on your
 message with the conversation so far; after a handoff the next turn goes
@@ -128,7 +130,8 @@ class ChatSession:
     def turn(self, runner: asyncio.Runner, text: str) -> None:
         view = _progress_view(self.progress, self.logs)
         subscribers = [view] if view is not None else []
-        result = runner.run(_run_with_interrupt(self.team, text, subscribers, self.thread_id))
+        with hidden_log_events("run_warning") if getattr(view, "shows_warnings", False) else contextlib.nullcontext():
+            result = runner.run(_run_with_interrupt(self.team, text, subscribers, self.thread_id))
         if result.status == "cancelled":
             click.echo("(turn cancelled; the thread is as it was)", err=True)
             return

@@ -13,7 +13,7 @@ import click
 
 from teamrun.cli.app import LogSettings
 from teamrun.errors import UsageError
-from teamrun.logs import add_log_secrets, log_line
+from teamrun.logs import add_log_secrets, hidden_log_events, log_line
 
 HELP = """Run a team on an input and print the final answer on stdout.
 
@@ -191,6 +191,8 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
             if run_journal is not None:
                 _say(logs, "info", "run_journal", _journal_line(run_journal, backend))
             subscribers.append(view)
+            if getattr(view, "shows_warnings", False):  # say each warning once: in the view, not as a log line too
+                cleanup.enter_context(hidden_log_events("run_warning"))
         if writer is not None:
             subscribers.append(writer)
         if otel:

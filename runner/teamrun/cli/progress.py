@@ -64,6 +64,9 @@ _LINE_CHARS = 200
 class PlainProgress:
     """One line per notable event, for logs and pipes."""
 
+    shows_warnings = True
+    """Run warnings are among its lines (the CLI leaves them out of the log lines then)."""
+
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
@@ -125,6 +128,9 @@ class EventLog:
     Lines are rendered like every other log line but shown whatever ``-v`` says:
     they are the progress view (``-q`` turns them off).
     """
+
+    shows_warnings = True
+    """Run warnings are among its lines (the CLI leaves them out of the log lines then)."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream

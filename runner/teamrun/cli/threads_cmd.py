@@ -21,7 +21,8 @@ Examples:
   teamrun threads delete support-42
 """
 
-_STORE_HELP = "The store: a SQLite file or a SQLAlchemy URL (default: $TEAMRUN_STORE, else the user data folder)."
+_STORE_HELP = ("The store: a SQLite file or a SQLAlchemy URL (default: $TEAMRUN_STORE, else "
+               "~/.local/share/teamrun/teamrun.db).")
 
 
 def _store(location: str | None) -> Any:
@@ -35,13 +36,22 @@ def threads() -> None:
     pass
 
 
-@threads.command("list", help="The threads in the store, most recently updated first.")
+@threads.command("list", short_help="The threads in the store, most recently updated first.", help="""\
+The threads in the store, most recently updated first: id, team, turns, who
+answers the next turn, last update.
+
+\b
+Examples:
+  teamrun threads list
+  teamrun threads list --team support-triage --json
+  teamrun threads list --store postgresql+psycopg://db/teamrun
+""")
 @click.option("--store", "store_location", metavar="PATH|URL", help=_STORE_HELP)
 @click.option("--team", metavar="NAME", help="Only threads of this team (its `name:`).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
 def list_(store_location: str | None, team: str | None, limit: int, as_json: bool) -> None:
-    with _store(store_location) as store:
+    with _store(store_location) as store, store.errors("list threads"):
         found = store.threads.list(team=team, limit=limit)
     if as_json:
         click.echo(json.dumps([t.as_dict() for t in found], indent=2, ensure_ascii=False))
@@ -61,14 +71,21 @@ def format_threads(found: list[Any]) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
-@threads.command(help="A thread's turns: each user message and the answer, with the agent that gave it. "
-                      "--memory adds workers' own memory (`memory: thread`).")
+@threads.command(short_help="A thread's turns: each message and who answered it.", help="""\
+A thread's turns: each user message and the answer, with the agent that gave
+it. --memory adds workers' own memory (`memory: thread`).
+
+\b
+Examples:
+  teamrun threads show support-42
+  teamrun threads show support-42 --memory --json
+""")
 @click.argument("thread_id")
 @click.option("--store", "store_location", metavar="PATH|URL", help=_STORE_HELP)
 @click.option("--memory", is_flag=True, help="Also the workers' memory in this thread.")
 @click.option("--json", "as_json", is_flag=True, help="The thread and its messages as JSON.")
 def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool) -> None:
-    with _store(store_location) as store:
+    with _store(store_location) as store, store.errors(f"read thread {thread_id!r}"):
         record = store.threads.get(thread_id)
         if record is None:
             raise UsageError(f"no thread {thread_id!r} in the store {store.display} (see: teamrun threads list)")
@@ -86,11 +103,21 @@ def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool
         click.echo(f"\n{where}#{message.turn} {who}:\n{text}")
 
 
-@threads.command(help="Delete a thread and everything kept with it.")
+@threads.command(short_help="Delete a thread and everything kept with it.", help="""\
+Delete a thread and everything kept with it (its turns and the workers' memory
+in it). There is no undo; the next `--thread ID` with that id starts afresh.
+
+\b
+Examples:
+  teamrun threads delete support-42
+  teamrun threads delete support-42 --store team.db
+""")
 @click.argument("thread_id")
 @click.option("--store", "store_location", metavar="PATH|URL", help=_STORE_HELP)
 def delete(thread_id: str, store_location: str | None) -> None:
     with _store(store_location) as store:
-        if not store.threads.delete(thread_id):
+        with store.errors(f"delete thread {thread_id!r}"):
+            deleted = store.threads.delete(thread_id)
+        if not deleted:
             raise UsageError(f"no thread {thread_id!r} in the store {store.display} (see: teamrun threads list)")
     click.echo(f"deleted thread {thread_id}", err=True)

@@ -104,7 +104,7 @@ class Acceptance:
             self._emit("passed")
             return None
         gate, outcome = first
-        if self.attempts >= gate.max_attempts:
+        if self.attempts >= gate.max_attempts or outcome.unjudged:  # answering again cannot fix a failed judge
             self._emit("failed")
             return None
         self._emit("retry")

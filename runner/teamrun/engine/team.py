@@ -199,11 +199,13 @@ class Team:
             raise
         finally:
             await ctx.sources.aclose()
-            _settle_spending(ctx, frame.ledger.root)
+            _settle_spending(ctx, frame)
             self._buses.pop(run_id, None)
             structlog.contextvars.unbind_contextvars("run_id", "team")
             if session is not None:
-                await session.save(input, result)
+                not_saved = await session.save(input, result)
+                if not_saved:
+                    ctx.warn(frame, not_saved)
             result.duration_s = time.monotonic() - started
             bus.emit("run_end", span_id=frame.parent_span_id or "run", parent_span_id=None, agent_path=(),
                      status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),
@@ -311,14 +313,13 @@ async def _close_journal(journal: RunJournal, result: RunResult, escaped: BaseEx
                                f"run {result.run_id} cannot be resumed from where it stopped")
 
 
-def _settle_spending(ctx: RunContext, root: BudgetLedger) -> None:
-    """Per-agent figures from the run's ledgers; limits the run went past are said plainly."""
-    result = ctx.result
+def _settle_spending(ctx: RunContext, frame: AgentFrame) -> None:
+    """Per-agent figures from the run's ledgers; limits the run went past are said plainly (run warnings)."""
+    result, root = ctx.result, frame.ledger.root
     result.agents = root.per_agent()
     result.overshoot = root.overshoot()
     for limit, figures in result.overshoot.items():
-        result.warnings.append(f"{limit} ({figures['limit']}) was overshot: {figures['used']} used "
-                               f"(+{figures['over']})")
+        ctx.warn(frame, f"{limit} ({figures['limit']}) was overshot: {figures['used']} used (+{figures['over']})")
 
 
 async def _cancel(task: asyncio.Task[Any]) -> None:

@@ -117,10 +117,11 @@ class ThreadSession:
         self.remembered += [NewMessage("user", task, scope=frame.name),
                             NewMessage("assistant", outcome.text, agent=frame.name, scope=frame.name)]
 
-    async def save(self, input: str, result: RunResult) -> None:
-        """Add the turn (and workers' new memory) to the thread; who answered takes the next turn."""
+    async def save(self, input: str, result: RunResult) -> str | None:
+        """Add the turn (and workers' new memory) to the thread; who answered takes the next turn.
+        The warning to give when it could not be saved."""
         if result.status not in _SAVED or not result.final_text:
-            return
+            return None
         from teamrun.store.threads import NewMessage
 
         answered_by = result.answered_by or self.starts_with
@@ -130,12 +131,13 @@ class ThreadSession:
                 await asyncio.to_thread(self.store.threads.append, self.thread_id, [*turn, *self.remembered],
                                         run_id=result.run_id, current_agent=answered_by)
         except StoreError as exc:  # the answer is not lost: the caller gets it, and is told
-            result.warnings.append(f"{exc}; the next turn will not see this one")
+            return f"{exc}; the next turn will not see this one"
+        return None
 
 
 async def open_thread(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
     """The thread ``thread_id`` of ``store`` (created when new), as this run sees it."""
-    with store.errors(f"read thread {thread_id!r}"):
+    with store.errors(f"open thread {thread_id!r}"):
         return await asyncio.to_thread(_load, store, thread_id, config)
 
 

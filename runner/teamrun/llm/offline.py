@@ -67,11 +67,17 @@ _SEARCH_TERM_NAMES = re.compile(r"(query|search|subject|topic|term|keyword|^q$)"
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
 
 
+_CONTEXT_BLOCK = re.compile(r"^## Conversation of .+ so far \(for context\)$", re.MULTILINE)
+"""The heading of the parent's conversation the executor appends to a worker's task (engine.filters)."""
+
+
 def _key_term(task: str) -> str:
     """One searchable word of the task: its first capitalised word after the first (a name,
-    usually: "Compare *Rust* and Go"), else its longest word."""
+    usually: "Compare *Rust* and Go"), else its longest word. The parent's conversation appended
+    for context is not part of the task: its heading would otherwise be the word searched for."""
+    task = _CONTEXT_BLOCK.split(task, maxsplit=1)[0].strip() or task
     words: list[str] = _WORD.findall(task)
-    names = [w for w in words[1:] if w[0].isupper()]
+    names = [w for w in words[1:] if w[0].isupper() and len(w) > 1]  # not "I"
     if names:
         return names[0]
     return max(words, key=len) if words else task.strip()

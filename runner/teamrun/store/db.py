@@ -67,6 +67,9 @@ def open_store(location: str | os.PathLike[str] | None = None, *,
 
     Raises :class:`~teamrun.errors.StoreError` when it cannot be opened.
     """
+    if location is not None and not os.fspath(location).strip():
+        raise StoreError("the store location is empty: give a SQLite file path or a SQLAlchemy URL "
+                         "(or leave --store out for the default)")
     url_text = resolve_store_url(location, environ)
     try:
         url = make_url(url_text)
@@ -89,19 +92,37 @@ def open_store(location: str | os.PathLike[str] | None = None, *,
 def _engine(url: sa.URL, display: str) -> sa.Engine:
     kwargs: dict[str, Any] = {}
     if url.get_backend_name() == "sqlite":
-        if url.database and url.database != ":memory:":
-            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        if url.database and url.database != ":memory:" and not url.query.get("uri"):
+            path = Path(url.database)
+            if path.is_dir():
+                raise StoreError(f"the store {display} is a folder: give a file path, e.g. {path / 'teamrun.db'}")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the folder of the store {display}: "
+                                 f"{exc.strerror or exc}") from None
         kwargs["connect_args"] = {"timeout": 30}
     try:
         engine = sa.create_engine(url, **kwargs)
     except ModuleNotFoundError as exc:
-        hint = "pip install 'teamrun[postgres]'" if url.get_backend_name() == "postgresql" else f"install {exc.name}"
+        if url.get_backend_name() == "postgresql":
+            hint = "pip install 'teamrun[postgres]'"
+        else:
+            hint = f"pip install {_DRIVER_PACKAGES.get(exc.name or '', exc.name)}"
         raise StoreError(f"the store {display} needs the database driver {exc.name!r}: {hint}") from None
+    except sa.exc.NoSuchModuleError:
+        raise StoreError(f"cannot use the store {display}: {url.drivername!r} is not a database SQLAlchemy knows; "
+                         "give a SQLite file path, sqlite:///FILE or postgresql+psycopg://USER@HOST/DB") from None
     except sa.exc.ArgumentError as exc:
         raise StoreError(f"cannot use the store {display}: {exc}") from None
     if url.get_backend_name() == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+_DRIVER_PACKAGES = {"MySQLdb": "mysqlclient", "pymysql": "PyMySQL", "psycopg2": "psycopg2-binary",
+                    "oracledb": "oracledb", "pyodbc": "pyodbc", "pymssql": "pymssql"}
+"""The PyPI package that provides a database driver module, where the names differ."""
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
