@@ -215,3 +215,20 @@ def test_the_python_api_journals_to_the_teams_store(team: Path, tmp_path: Path) 
     assert record is not None and record.status == "done" and record.vars == {"who": "me"}
     assert record.team_file == str(team.resolve())
     assert backend.counts(result.run_id) == {"model": 2, "tool": 1, "tool_start": 1}
+
+
+def test_a_store_that_refuses_the_run_record_leaves_the_run_unjournaled_with_one_warning(tmp_path: Path) -> None:
+    """A read-only store: the run still answers; the journal's failure is said once, not as a traceback."""
+    from teamrun.engine.team import load_team
+
+    repo = Path(__file__).resolve().parents[2]
+    path = tmp_path / "ro.db"
+    team = load_team(repo / "teams" / "research-report.yaml", store=path)
+    assert team.run_sync("warm up", journal=True).status == "done"
+    read_only = load_team(repo / "teams" / "research-report.yaml", store=f"sqlite:///file:{path}?mode=ro&uri=true")
+
+    result = read_only.run_sync("Compare Rust and Go", journal=True)
+
+    assert result.status == "done" and result.final_text
+    said = [w for w in result.warnings if "run journal could not be written" in w]
+    assert len(said) == 1 and "readonly database" in said[0] and "cannot be resumed" in said[0]

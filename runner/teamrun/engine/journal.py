@@ -181,7 +181,11 @@ class RunJournal:
         """Save the record as running and start the writer thread."""
         self.record.status, self.record.pid, self.record.host = "running", os.getpid(), socket.gethostname()
         self.record.heartbeat_at = time.time()
-        await asyncio.to_thread(self.backend.save_run, self.record)
+        try:
+            await asyncio.to_thread(self.backend.save_run, self.record)
+        except Exception as exc:  # a read-only or unreachable store: the run goes on unjournaled
+            self.failure = f"{type(exc).__name__}: {_first_line(exc)}"  # Team.run says it as a run warning
+            return
         self._thread = threading.Thread(target=self._write_loop, name=f"teamrun-journal-{self.run_id}", daemon=True)
         self._thread.start()
 
@@ -196,15 +200,21 @@ class RunJournal:
         record.status, record.usage, record.cost = status, usage, cost
         record.final_text, record.error, record.ended_at = final_text, error, time.time()
         record.replayed_calls = self.replay.replayed_calls
-        await asyncio.to_thread(self.backend.save_run, record)
+        try:
+            await asyncio.to_thread(self.backend.save_run, record)
+        except Exception as exc:
+            self.failure = self.failure or f"{type(exc).__name__}: {_first_line(exc)}"
 
     # -- entries --------------------------------------------------------------------------------
     def write(self, entry: JournalEntry) -> None:
         """Queue ``entry``; the writer thread commits it shortly (the caller does not wait)."""
-        self._queue.put(_Write(entry))
+        if self._thread is not None:  # none when the journal could not be opened
+            self._queue.put(_Write(entry))
 
     async def write_now(self, entry: JournalEntry) -> None:
         """Write ``entry`` and wait until it is committed (a non-idempotent tool's start)."""
+        if self._thread is None:
+            return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._queue.put(_Write(entry, loop, done))
@@ -249,6 +259,12 @@ class RunJournal:
         for write in batch:  # a failed write is reported at the end; the run goes on
             if write.loop is not None and write.done is not None:
                 write.loop.call_soon_threadsafe(_settle, write.done)
+
+
+def _first_line(exc: BaseException) -> str:
+    """A database error's first line (SQLAlchemy appends the statement and its parameters)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _settle(done: asyncio.Future[None]) -> None:

@@ -189,6 +189,8 @@ class Team:
         structlog.contextvars.bind_contextvars(run_id=run_id, team=self.name)
         bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
                  agent_path=(), team=self.name, input=input)
+        if journal is not None and journal.failure is not None:  # the store refused the run's record
+            ctx.warn(frame, _journal_warning(journal.failure, run_id))
         escaped: BaseException | None = None
         try:
             if session is not None:
@@ -308,9 +310,13 @@ async def _close_journal(journal: RunJournal, result: RunResult, escaped: BaseEx
         status, error = ("cancelled" if cancelled else "failed"), str(escaped) or type(escaped).__name__
     await journal.close(status=status, usage=result.usage.as_dict(), cost=result.cost,
                         final_text=result.final_text, error=error)
-    if journal.failure is not None:
-        result.warnings.append(f"the run journal could not be written ({journal.failure}); "
-                               f"run {result.run_id} cannot be resumed from where it stopped")
+    said = _journal_warning(journal.failure, result.run_id) if journal.failure is not None else None
+    if said is not None and said not in result.warnings:  # a failure at open was said when the run started
+        result.warnings.append(said)
+
+
+def _journal_warning(failure: str, run_id: str) -> str:
+    return f"the run journal could not be written ({failure}); run {run_id} cannot be resumed from where it stopped"
 
 
 def _settle_spending(ctx: RunContext, frame: AgentFrame) -> None:
