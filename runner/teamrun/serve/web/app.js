@@ -37,6 +37,21 @@ async function loadTeams() {
   }
 }
 
+async function loadThreads() {
+  // /readyz (no token needed) names the server's store, or null: without one there are no threads.
+  const field = $("thread"), note = $("thread-note");
+  try {
+    const ready = await (await fetch("/readyz")).json();
+    field.disabled = !ready.store;
+    note.textContent = ready.store
+      ? "inputs sent with the same thread id form one conversation (empty: a run on its own)"
+      : "threads are off: this server keeps no store (start it with --store)";
+  } catch (e) {
+    field.disabled = true;
+    note.textContent = "threads are off: cannot ask the server (" + e.message + ")";
+  }
+}
+
 function tokensOf(usage) { return (usage && usage.total_tokens) || 0; }
 
 function agentNode(ev) {
@@ -104,6 +119,7 @@ function showApproval(data) {
 
 function showResult(record) {
   $("status").textContent = record.status;
+  $("run-thread").textContent = record.thread || "none";
   $("answer").textContent = record.final_text || record.error || "";
   const list = (record.result && record.result.delegations) || [];
   $("delegations").replaceChildren(...list.map((d) => {
@@ -152,9 +168,13 @@ $("run-form").addEventListener("submit", async (event) => {
   nodes.clear(); delegationParents.clear();
   for (const id of ["tree", "delegations", "approvals"]) $(id).replaceChildren();
   $("answer").textContent = ""; $("error").textContent = ""; $("record").hidden = true;
+  $("run-thread").textContent = "-";
   $("run").disabled = true;
   try {
-    const run = await api("/v1/runs", { method: "POST", body: JSON.stringify({ team: $("team").value, input: $("input").value }) });
+    const request = { team: $("team").value, input: $("input").value };
+    const thread = $("thread").value.trim();
+    if (thread && !$("thread").disabled) request.thread = thread;
+    const run = await api("/v1/runs", { method: "POST", body: JSON.stringify(request) });
     current = run.id;
     $("run-id").textContent = run.id;
     $("status").textContent = "running";
@@ -171,3 +191,4 @@ $("cancel").addEventListener("click", () => {
 });
 $("token").addEventListener("change", loadTeams);
 loadTeams();
+loadThreads();
