@@ -36,6 +36,7 @@ from teamrun.serve.runs import (
     ServerBusy,
     ShuttingDown,
     lowered_team,
+    stored_record,
 )
 from teamrun.serve.security import BodyLimit, token_matches
 
@@ -298,7 +299,14 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
     @app.get("/v1/runs/{run_id}", dependencies=auth)
     async def get_run(run_id: str) -> dict[str, Any]:
-        return find_run(run_id).record()
+        handle = registry.get(run_id)
+        if handle is not None:
+            return handle.record()
+        stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
+        if stored is None or stored.team not in served:  # the store's runs of teams served here only
+            raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
+        shown: dict[str, Any] = served[stored.team].redactor.value(stored_record(stored))
+        return shown
 
     @app.post("/v1/runs/{run_id}/cancel", dependencies=auth, status_code=202)
     async def cancel_run(run_id: str) -> JSONResponse:

@@ -2,9 +2,10 @@
 
 Every way in (the OpenAI-compatible endpoint, the native runs API) starts a run
 through :class:`RunRegistry.start`, so the concurrency limit, cancellation and
-graceful shutdown apply to all of them alike. Nothing is written to disk: a run
-lives in memory until the server stops (the oldest finished ones are dropped
-past :attr:`RunRegistry.keep_finished`).
+graceful shutdown apply to all of them alike. A run lives in memory until the
+server stops (the oldest finished ones are dropped past
+:attr:`RunRegistry.keep_finished`); with a store, every run is also journaled
+there under the server's run id, so its record outlives the server.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ if TYPE_CHECKING:
     from teamrun.engine.result import RunResult
     from teamrun.engine.team import Team
     from teamrun.store import Store
+    from teamrun.store.records import JournaledRun
 
 __all__ = ["AlreadyDecided", "BudgetTooHigh", "NoThreads", "RunHandle", "RunRegistry", "ServerBusy", "ShuttingDown",
-           "lowered_team"]
+           "lowered_team", "stored_record"]
 
 _log = get_logger(__name__)
 
@@ -226,6 +228,32 @@ class RunHandle:
         return True
 
 
+def stored_record(run: JournaledRun) -> dict[str, Any]:
+    """What ``GET /v1/runs/{id}`` answers for a run known only from the store (unmasked: the caller masks).
+
+    Such a run ran before this server started (or was dropped from memory): its
+    outcome is kept, its events and approvals are not.
+    """
+    return {
+        "id": run.run_id,
+        "object": "teamrun.run",
+        "team": run.team,
+        "status": run.shown_status(),
+        "created": int(run.started_at),
+        "thread": run.thread_id,
+        "final_text": run.final_text,
+        "error": run.error,
+        "cancel_reason": None,
+        "approvals": [],
+        "result": None,
+        "usage": dict(run.usage),
+        "cost": run.cost,
+        "source": "store",
+        "events": "not available: the run is known from the store only (its events were kept in memory by the "
+                  "server that ran it)",
+    }
+
+
 class RunRegistry:
     """The server's runs: starts them within the concurrency limit, finds, cancels and stops them."""
 
@@ -251,6 +279,14 @@ class RunRegistry:
 
     def get(self, run_id: str) -> RunHandle | None:
         return self._runs.get(run_id)
+
+    def stored(self, run_id: str) -> JournaledRun | None:
+        """The store's record of a run this server no longer holds (blocking); ``None`` without a store."""
+        if self.store is None:
+            return None
+        from teamrun.store.journal import StoreJournal
+
+        return StoreJournal(self.store).get_run(run_id)
 
     def start(self, team: Team, input: str, *, redactor: Redactor, thread: str | None = None) -> RunHandle:
         """Start ``team`` on ``input`` (as a turn of ``thread``) now, or raise :class:`ServerBusy` /
@@ -287,8 +323,12 @@ class RunRegistry:
             self.metrics.on_event(team.name, event)
 
         try:
+            journal = None
+            if self.store is not None:  # the run's record in the store, under the id this server answers with
+                journal = await asyncio.to_thread(team._new_journal, handle.input, handle.thread)
+                journal.record.run_id = handle.id
             handle.result = await team.run(handle.input, subscribers=[handle.on_event, measure],
-                                           cancel=handle.cancel, thread=handle.thread)
+                                           cancel=handle.cancel, thread=handle.thread, journal=journal)
         except UsageError as exc:  # the request's own doing: a thread id of another team...
             handle.error = handle.redactor.text(str(exc))
             handle.refused = True
