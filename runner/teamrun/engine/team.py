@@ -157,7 +157,7 @@ class Team:
         ``journal=True`` journals to the team's store (``result.run_id`` is then resumable).
         """
         if journal is True:
-            journal = await asyncio.to_thread(self._new_journal, input, thread)
+            journal = await asyncio.to_thread(self.new_journal, input, thread)
         elif journal is False:
             journal = None
         session = None
@@ -229,15 +229,16 @@ class Team:
         raise UsageError("run_sync() cannot run inside a running event loop (Jupyter, an async "
                          "application): use `result = await team.run(...)` there instead")
 
-    def _new_journal(self, input: str, thread: str | None) -> RunJournal:
-        """A journal for a new run of this team, in its store (blocking: opens the store)."""
+    def new_journal(self, input: str, thread: str | None = None, *, run_id: str | None = None) -> RunJournal:
+        """A journal for a new run of this team, in its store (blocking: opens the store); pass it to
+        :meth:`run` as ``journal=``. ``run_id``: the id to record the run under (default: a new one)."""
         from teamrun.engine.journal import RunJournal
         from teamrun.store.journal import StoreJournal
         from teamrun.store.records import JournaledRun
 
-        record = JournaledRun(run_id=uuid.uuid4().hex[:12], team=self.name, team_file=str(self.loaded.path.resolve()),
-                              input=input, vars=self._var_overrides(), model=self.model_override,
-                              thread_id=thread)
+        record = JournaledRun(run_id=run_id or uuid.uuid4().hex[:12], team=self.name,
+                              team_file=str(self.loaded.path.resolve()), input=input,
+                              vars=self._var_overrides(), model=self.model_override, thread_id=thread)
         return RunJournal(StoreJournal(self.store), record)
 
     def _var_overrides(self) -> dict[str, Any]:

@@ -325,8 +325,7 @@ class RunRegistry:
         try:
             journal = None
             if self.store is not None:  # the run's record in the store, under the id this server answers with
-                journal = await asyncio.to_thread(team._new_journal, handle.input, handle.thread)
-                journal.record.run_id = handle.id
+                journal = await asyncio.to_thread(team.new_journal, handle.input, handle.thread, run_id=handle.id)
             handle.result = await team.run(handle.input, subscribers=[handle.on_event, measure],
                                            cancel=handle.cancel, thread=handle.thread, journal=journal)
         except UsageError as exc:  # the request's own doing: a thread id of another team...
