@@ -277,3 +277,19 @@ def test_a_judge_that_cannot_judge_does_not_send_the_agent_back(judge_step: Any,
     (record,) = result.acceptance
     assert (record.attempts, record.passed, record.detail) == (1, False, detail)
     assert result.warnings == [f"accept: lead failed judge my-judge >= 0.7: {detail} after 1 attempt"]
+
+
+@pytest.mark.parametrize(("defaults", "expected"), [("defaults: {model: team-model}\n", "team-model"),
+                                                    ("", "offline")])
+def test_a_judge_without_a_model_uses_the_team_default(tmp_path: Path, defaults: str, expected: str) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text("version: 1\nname: solo\nsupervisor: lead\n" + defaults
+                    + "accept:\n  - judge: {rubric: Names a language.}\nagents:\n  lead: {}\n", encoding="utf-8")
+    model = ScriptedModel({"lead": ["Rust."], "accept:judge": ['{"score": 1, "reason": "ok"}']})
+
+    assert main(["validate", "--strict", str(path)]) == 0
+    result = teamrun.load_team(path, chat_model=model).run_sync("Name a language")
+
+    model.assert_complete()
+    assert result.acceptance[0].passed
+    assert [c.settings.model for c in model.calls_of("accept:judge")] == [expected]

@@ -75,13 +75,14 @@ def describe_check(check: Check) -> str:
     if check.python is not None:
         return f"python {check.python}"
     assert check.judge is not None
-    return f"judge {check.judge.model} >= {check.judge.threshold}"
+    return f"judge {check.judge.model or 'default model'} >= {check.judge.threshold}"
 
 
 async def run_check(check: Check, answer: str, *, case: dict[str, Any], model: ChatModel,
-                    base_dir: Path) -> CheckOutcome:
+                    base_dir: Path, judge_model: str = "offline") -> CheckOutcome:
     """Check ``answer``. ``case`` is what a python check gets (and the judge reads its ``input``);
-    ``model`` answers judges; ``python:`` checks are imported from ``base_dir``."""
+    ``model`` answers judges (with ``judge_model`` when the judge names none); ``python:`` checks are
+    imported from ``base_dir``."""
     name = describe_check(check)
     if check.contains is not None:
         haystack, needle = (answer.lower(), check.contains.lower()) if check.ignore_case else (answer, check.contains)
@@ -96,7 +97,7 @@ async def run_check(check: Check, answer: str, *, case: dict[str, Any], model: C
         # user code: off the event loop, like a sync tool
         return await asyncio.to_thread(_python, name, check.python, answer, case, base_dir)
     assert check.judge is not None
-    return await _judge(name, check.judge, answer, case, model)
+    return await _judge(name, check.judge, answer, case, model, judge_model)
 
 
 def _json_schema(name: str, schema: dict[str, Any], answer: str) -> CheckOutcome:
@@ -149,10 +150,11 @@ def parse_score(text: str) -> tuple[float, str] | None:
     return (float(number.group(0)), text.strip()) if number else None
 
 
-async def _judge(name: str, judge: Judge, answer: str, case: dict[str, Any], model: ChatModel) -> CheckOutcome:
+async def _judge(name: str, judge: Judge, answer: str, case: dict[str, Any], model: ChatModel,
+                 default_model: str) -> CheckOutcome:
     from teamrun.errors import RunError
 
-    settings = ModelSettings(model=judge.model, api_base=judge.api_base, api_key_env=judge.api_key_env,
+    settings = ModelSettings(model=judge.model or default_model, api_base=judge.api_base, api_key_env=judge.api_key_env,
                              temperature=judge.temperature)
     try:
         reply = await model.complete(_judge_messages(judge, answer, case), settings=settings,

@@ -188,8 +188,8 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
         view = _progress_view(progress, logs)
         if view is not None:  # at once: LiteLLM's import may follow, and take seconds
             _say(logs, "info", "run_starting", _starting_line(team))
-            if run_journal is not None:
-                _say(logs, "info", "run_journal", _journal_line(run_journal, backend))
+            if run_journal is not None:  # said once the journal opened (a read-only store refuses it)
+                subscribers.append(_journal_said(logs, run_journal, backend))
             subscribers.append(view)
             if getattr(view, "shows_warnings", False):  # say each warning once: in the view, not as a log line too
                 cleanup.enter_context(hidden_log_events("run_warning"))
@@ -252,6 +252,14 @@ def _run_journal(choice: Any, backend: Any, team: Any, team_file: str, task: str
         return resumed_journal(backend, choice.resume, yes=choice.yes)
     return new_journal(backend, team=team, team_file=team_file, task=task, vars=vars, model=model,
                        thread=choice.thread)
+
+
+def _journal_said(logs: LogSettings, run_journal: Any, backend: Any) -> Any:
+    """A subscriber that says where the run is journaled at its start, unless the store refused it."""
+    def say(event: Any) -> None:
+        if event.kind == "run_start" and run_journal.failure is None:
+            _say(logs, "info", "run_journal", _journal_line(run_journal, backend))
+    return say
 
 
 def _journal_line(run_journal: Any, backend: Any) -> str:

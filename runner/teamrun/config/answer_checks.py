@@ -17,10 +17,14 @@ from teamrun.config.models import CHECK_KINDS, Check
 __all__ = ["check_problems"]
 
 
-def check_problems(path: JsonPath, check: Any) -> Iterator[tuple[JsonPath, str, bool]]:
-    """The problems of the check at ``path`` (a value that is not a mapping is the schema's to report)."""
+def check_problems(path: JsonPath, check: Any, *, judge_model: bool = False) -> Iterator[tuple[JsonPath, str, bool]]:
+    """The problems of the check at ``path`` (a value that is not a mapping is the schema's to report);
+    ``judge_model``: a judge must name its model (eval cases: there is no team default to fall back on)."""
     if not isinstance(check, dict):
         return
+    judge = check.get("judge")
+    if judge_model and isinstance(judge, dict) and judge.get("model") is None:
+        yield (*path, "judge"), f"{dotted(path)}.judge needs a model: (any LiteLLM model, or offline)", True
     kinds = [k for k in CHECK_KINDS if check.get(k) is not None]
     if not kinds and set(check) <= set(Check.model_fields):  # an unknown key is reported by the schema
         yield path, f"{dotted(path)} says nothing to check: give one of {', '.join(CHECK_KINDS)}", False

@@ -463,6 +463,13 @@ class SemanticChecker:
             yield from self._template((*base, "delegation", "prompt"), delegation.get("prompt"), PROMPT_NAMES)
             yield from self._template((*base, "delegation", "append_guidelines"), delegation.get("append_guidelines"),
                                       PROMPT_NAMES)
+            if agent == self.supervisor and spec.get("memory") == "thread" and not self._delegated_to(agent):
+                yield self._warning(
+                    (*base, "memory"),
+                    f"agents.{agent}.memory: thread does nothing on the supervisor: its conversation is the "
+                    "thread itself (memory applies to workers)",
+                    "unused",
+                )
             workers = [w for _, w in _names(spec.get("delegates_to"))]
             background = delegation.get("background")
             for index, name in _names(background if isinstance(background, list) else None):
@@ -493,6 +500,11 @@ class SemanticChecker:
                             "hook",
                         )
 
+    def _delegated_to(self, name: str) -> bool:
+        """Whether some agent delegates to or hands off to ``name``."""
+        return any(name == target for spec in self.agents.values() for field in ("delegates_to", "handoffs")
+                   for _, target in _names(spec.get(field)))
+
     def _accept_owners(self) -> Iterator[tuple[JsonPath, dict[str, Any]]]:
         """The team and each agent: whoever may hold ``accept:`` and ``max_attempts``."""
         yield (), self.data
@@ -507,6 +519,9 @@ class SemanticChecker:
             for index, check in enumerate(checks if isinstance(checks, list) else []):
                 for path, message, key in check_problems((*base, "accept", index), check):
                     yield self._error(path, message, "accept", key=key)
+                if isinstance(check, dict) and check.get("contains") == "":
+                    where = (*base, "accept", index, "contains")
+                    yield self._warning(where, f"{dotted(where)} is empty, so this check always passes", "accept")
             if "max_attempts" in spec and not checks:
                 yield self._warning((*base, "max_attempts"),
                                     f"{dotted((*base, 'max_attempts'))} has no effect without "

@@ -65,8 +65,8 @@ class Judge(_Strict):
 
     rubric: Annotated[str, StringConstraints(min_length=1)]
     """What a good answer does, in plain words; the judge scores the answer against it."""
-    model: Annotated[str, StringConstraints(min_length=1)]
-    """Any LiteLLM model string (or `offline`) for the judge."""
+    model: Annotated[str, StringConstraints(min_length=1)] | None = None
+    """Any LiteLLM model string (or `offline`) for the judge. In `accept:` it defaults to the team's `defaults.model` (else `offline`); eval cases must give it."""
     threshold: Annotated[float, Field(ge=0, le=1)] = 0.7
     """The lowest score that passes."""
     api_base: str | None = None

@@ -94,7 +94,7 @@ class Acceptance:
         for gate in self.gates:
             for check in gate.checks:
                 outcome = await run_check(check, answer, case=self._case(), model=self._judge_model(),
-                                          base_dir=self.ctx.base_dir)
+                                          base_dir=self.ctx.base_dir, judge_model=self._default_judge_model())
                 outcomes.append(outcome)
                 if first is None and not outcome.passed:
                     first = (gate, outcome)
@@ -129,6 +129,11 @@ class Acceptance:
 
     def _case(self) -> dict[str, Any]:
         return {"agent": self.frame.name, "input": self.task, "vars": dict(self.ctx.vars), "attempt": self.attempts}
+
+    def _default_judge_model(self) -> str:
+        """The model of a judge that names none: the team's ``defaults.model``, else ``offline``."""
+        defaults = self.ctx.config.defaults
+        return (defaults.model if defaults is not None else None) or "offline"
 
     def _judge_model(self) -> _JudgeModel:
         return _JudgeModel(self.ctx, self.frame, self.attempts)

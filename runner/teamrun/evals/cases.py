@@ -97,7 +97,7 @@ def _semantics(file: str, data: dict[str, Any], source_map: SourceMap) -> list[D
         if isinstance(case.get("checks"), list):
             checks += [(("cases", index, "checks", i), c) for i, c in enumerate(case["checks"])]
     for path, check in checks:
-        for where, message, key in check_problems(path, check):
+        for where, message, key in check_problems(path, check, judge_model=True):
             at(where, message, key=key)
     return found
 
