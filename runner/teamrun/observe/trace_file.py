@@ -31,7 +31,9 @@ from teamrun.events import Event, EventBus, LlmIO, content_fields
 from teamrun.llm.types import ChatModel, Message, ModelReply, ModelSettings, ToolSchema, current_scope
 from teamrun.secrets import Redactor
 
-__all__ = ["CONTENT_FIELDS", "TRACE_FORMAT", "TRACE_VERSION", "ContentCapture", "TraceWriter", "wall_clock"]
+__all__ = [
+    "CONTENT_FIELDS", "TRACE_FORMAT", "TRACE_VERSION", "ContentCapture", "TraceWriter", "event_record", "wall_clock",
+]
 
 TRACE_FORMAT = "teamrun-trace"
 TRACE_VERSION = 1
@@ -40,6 +42,26 @@ CONTENT_FIELDS = content_fields() | {"prompt", "response", "result", "final_text
 """Event data fields that carry prompts, answers or tool payloads: kept only with content on."""
 
 _CLOCK_OFFSET = time.time() - time.monotonic()
+
+
+def event_record(event: Event, data: Mapping[str, Any] | None = None, *, monotonic: bool = False) -> dict[str, Any]:
+    """An event as the fields of one JSON line, as trace files and the server's event stream carry it.
+
+    ``data``: the kind's fields to write (default: all of them); ``monotonic``: also its ``time.monotonic()``.
+    """
+    record: dict[str, Any] = {
+        "kind": event.kind,
+        "run_id": event.run_id,
+        "span_id": event.span_id,
+        "parent_span_id": event.parent_span_id,
+        "agent_path": list(event.agent_path),
+        "depth": event.depth,
+    }
+    if monotonic:
+        record["time"] = round(event.time, 6)
+    record["ts"] = round(wall_clock(event.time), 6)
+    record["data"] = event.data if data is None else data
+    return record
 
 
 def wall_clock(monotonic: float) -> float:
@@ -72,17 +94,7 @@ class TraceWriter:
         data = dict(event.data)
         if not self.content:
             data = {k: v for k, v in data.items() if k not in CONTENT_FIELDS}
-        self.write({
-            "kind": event.kind,
-            "run_id": event.run_id,
-            "span_id": event.span_id,
-            "parent_span_id": event.parent_span_id,
-            "agent_path": list(event.agent_path),
-            "depth": event.depth,
-            "time": round(event.time, 6),
-            "ts": round(wall_clock(event.time), 6),
-            "data": data,
-        })
+        self.write(event_record(event, data, monotonic=True))
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Write one record (masked) as a line and flush it."""

@@ -24,7 +24,7 @@ from teamrun.config.models import Limits
 from teamrun.errors import TeamrunError, UsageError
 from teamrun.events import Event, LlmIO
 from teamrun.logs import get_logger
-from teamrun.observe.trace_file import wall_clock
+from teamrun.observe.trace_file import event_record
 from teamrun.secrets import Redactor
 from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S, HttpApprover, PendingApproval
 from teamrun.serve.metrics import ServerMetrics
@@ -170,16 +170,7 @@ class RunHandle:
         """The run's event-bus subscriber (called on the loop, or from a tool's thread)."""
         if isinstance(event, LlmIO):
             return
-        line = {
-            "kind": event.kind,
-            "run_id": event.run_id,
-            "span_id": event.span_id,
-            "parent_span_id": event.parent_span_id,
-            "agent_path": list(event.agent_path),
-            "depth": event.depth,
-            "ts": round(wall_clock(event.time), 6),
-            "data": event.data,
-        }
+        line = event_record(event)
         if self._loop is not None and threading.get_ident() != self._loop_thread:
             self._loop.call_soon_threadsafe(self._push, line)
         else:
