@@ -199,7 +199,7 @@ def test_a_thread_id_a_header_cannot_carry_is_kept_but_not_echoed(serve: Any, tm
 # -- 3. a lone surrogate is refused before any provider call, on every route ---------------------------------
 
 
-def test_a_lone_surrogate_is_422_before_any_provider_call(serve: Any, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+def test_a_lone_surrogate_is_400_before_any_provider_call(serve: Any, tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     team = teamrun.load_team(solo_team(tmp_path, model="openai/gpt-4o-mini", api_base=fake_openai.url))
     server = serve([team], tokens=frozenset({TOKEN}))
     with http(server) as client:  # json.dumps escapes it as \\udfff, as any JSON encoder may
@@ -220,7 +220,7 @@ def test_a_lone_surrogate_is_422_before_any_provider_call(serve: Any, tmp_path: 
             ]
         ]
 
-    assert [a.status_code for a in answers] == [422] * 4
+    assert [a.status_code for a in answers] == [400] * 4
     assert [assert_error_shape(a)["code"] for a in answers] == ["invalid_text"] * 4
     messages = [a.json()["error"]["message"] for a in answers]
     assert "messages.0.content holds a lone UTF-16 surrogate" in messages[0]

@@ -40,7 +40,7 @@ from teamrun.serve.runs import (
     lowered_team,
     stored_record,
 )
-from teamrun.serve.security import BodyLimit, token_matches
+from teamrun.serve.security import LONE_SURROGATE, BodyLimit, lone_surrogate, printable, token_matches
 
 if TYPE_CHECKING:
     from teamrun.engine.team import Team
@@ -83,53 +83,15 @@ class ServeSettings:
 
 # -- wire shapes --------------------------------------------------------------------------------
 
-def lone_surrogate(value: Any, path: str = "") -> str | None:
-    """Where ``value`` (parsed JSON) holds a lone UTF-16 surrogate (``"\\udfff"``), as a dotted path; else ``None``.
-
-    JSON's ``\\uXXXX`` escapes let a client send half of a surrogate pair: Python
-    parses it into a string that no model provider (nor UTF-8) can carry.
-    """
-    if isinstance(value, str):
-        return path or "(the value)" if _has_surrogate(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{_printable(str(key))}" if path else _printable(str(key))
-            if _has_surrogate(str(key)):
-                return where + " (the key)"
-            found = lone_surrogate(item, where)
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = lone_surrogate(item, f"{path}.{index}" if path else str(index))
-            if found is not None:
-                return found
-    return None
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _printable(text: str) -> str:
-    """``text`` safe to put in a response: a lone surrogate shows as its escape (``\\udfff``)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 class _Wire(BaseModel):
-    """A request body: text that is not valid Unicode is refused (422) before anything runs."""
+    """A request body: text that is not valid Unicode is refused (400) before anything runs."""
 
     @model_validator(mode="before")
     @classmethod
     def _valid_unicode(cls, data: Any) -> Any:
         where = lone_surrogate(data)
         if where is not None:
-            raise PydanticCustomError("lone_surrogate", "{where} holds a lone UTF-16 surrogate (half of a pair, "
-                                      "e.g. \\udfff), which is not text: send valid Unicode", {"where": where})
+            raise PydanticCustomError("lone_surrogate", "{where} " + LONE_SURROGATE, {"where": where})
         return data
 
 
@@ -188,7 +150,7 @@ class ApiError(Exception):
         self.extra = extra or {}
 
     def response(self, redactor: Redactor) -> JSONResponse:
-        body = {"error": {"message": _printable(self.message), "type": self.type, "code": self.code,
+        body = {"error": {"message": printable(self.message), "type": self.type, "code": self.code,
                           **self.extra}}
         return JSONResponse(redactor.value(body), status_code=self.status, headers=self.headers)
 
@@ -238,9 +200,12 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}"
                     for err in exc.errors()]
-        text = any(err.get("type") == "lone_surrogate" for err in exc.errors())
-        return ApiError(422, "invalid request: " + "; ".join(problems),
-                        code="invalid_text" if text else "invalid_request").response(server_redactor)
+        if any(err.get("type") == "lone_surrogate" for err in exc.errors()):  # malformed text, like the MCP
+            # endpoint's JSON parser says (400): not a request that could be right with other values
+            return ApiError(400, "invalid request: " + "; ".join(problems), code="invalid_text").response(
+                server_redactor)
+        return ApiError(422, "invalid request: " + "; ".join(problems), code="invalid_request").response(
+            server_redactor)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
