@@ -127,3 +127,40 @@ def test_a_lone_surrogate_in_the_mcp_input_is_400_before_any_provider_call(
     assert answer.status_code == 400
     assert answer.json()["error"]["code"] == -32700 and "surrogate" in answer.json()["error"]["message"]
     assert fake_openai.requests() == []
+
+
+def test_another_team_calls_the_served_team_with_the_token_in_its_mcp_headers(
+    research_mcp: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from teamrun.testing.scripted import ScriptedCall, ScriptedModel, tool_call
+
+    expected = teamrun.load_team(RESEARCH, model="offline").run_sync(TASK).final_text
+    monkeypatch.setenv("RESEARCH_TOKEN", TOKEN)
+    outer = tmp_path / "outer.yaml"
+    outer.write_text(
+        f"""\
+version: 1
+name: outer
+supervisor: lead
+agents:
+  lead:
+    description: Asks the research team.
+    tools: [research]
+tools:
+  research:
+    mcp:
+      url: {research_mcp}
+      headers: {{Authorization: "Bearer ${{RESEARCH_TOKEN}}"}}
+""",
+        encoding="utf-8",
+    )
+
+    def ask(call: ScriptedCall) -> Any:
+        return tool_call(call.tool_names[0], input=TASK)
+
+    model = ScriptedModel({"lead": [ask, lambda call: f"research said: {call.messages[-1].get('content')}"]})
+
+    result = teamrun.load_team(outer, chat_model=model).run_sync("Ask the research team")
+
+    assert result.status == "done" and result.final_text == f"research said: {expected}"
+    model.assert_complete()
