@@ -164,3 +164,16 @@ tools:
 
     assert result.status == "done" and result.final_text == f"research said: {expected}"
     model.assert_complete()
+
+
+def test_mcp_over_http_beyond_loopback_without_tokens_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from teamrun.cli import main
+
+    monkeypatch.delenv("TEAMRUN_API_TOKENS", raising=False)
+
+    code = main(["serve", str(solo_team(tmp_path)), "--mcp", "http", "--host", "0.0.0.0"])
+
+    assert code == 2
+    assert "refusing to serve on 0.0.0.0 without auth: set bearer tokens" in capsys.readouterr().err

@@ -411,6 +411,7 @@ def _after_event(last_event_id: str | None) -> int:
         return 0
     return int(text) + 1
 
+
 def _last_user_message(messages: Sequence[ChatMessage]) -> str:
     for message in reversed(messages):
         if message.role != "user":

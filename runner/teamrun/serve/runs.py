@@ -70,6 +70,10 @@ class BudgetTooHigh(TeamrunError):
         """The limits refused, each with the value in force."""
 
 
+_DEFAULT_LIMITS: dict[str, float] = {"max_steps": DEFAULT_MAX_STEPS}
+"""The limits teamrun applies when a team file sets none (the others are unlimited then)."""
+
+
 def check_budgets(config: TeamConfig, budgets: Limits | None) -> None:
     """Raise :class:`BudgetTooHigh` unless each of a request's ``budgets`` lowers the limit in force.
 
@@ -90,10 +94,6 @@ def check_budgets(config: TeamConfig, budgets: Limits | None) -> None:
             said.append(f"budgets.{key} ({value}) is higher than the limit in force: {key} {in_force}, {source}")
     if said:
         raise BudgetTooHigh("; ".join(said) + "; a request may only lower the limits in force", refused)
-
-
-_DEFAULT_LIMITS: dict[str, float] = {"max_steps": DEFAULT_MAX_STEPS}
-"""The limits teamrun applies when a team file sets none (the others are unlimited then)."""
 
 
 def lowered_team(team: Team, budgets: Limits | None, vars: Mapping[str, Any] | None) -> Team:

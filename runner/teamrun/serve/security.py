@@ -83,7 +83,7 @@ def lone_surrogate(value: Any, path: str = "") -> str | None:
     parses it into a string that no model provider (nor UTF-8) can carry.
     """
     if isinstance(value, str):
-        return path or "(the value)" if _has_surrogate(value) else None
+        return (path or "(the value)") if _has_surrogate(value) else None
     if isinstance(value, dict):
         for key, item in value.items():
             where = f"{path}.{printable(str(key))}" if path else printable(str(key))
