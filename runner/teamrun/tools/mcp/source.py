@@ -285,15 +285,11 @@ class McpToolSource(ToolSource):
         allowed = definition.allow if definition.allow is not None else list(offered)
         denied = set(definition.deny or [])
         tools: list[Tool] = []
-        used: set[str] = set()
-        for remote_name in allowed:
-            if remote_name in denied:
-                continue
+        chosen = [name for name in allowed if name not in denied]
+        names = function_names(self.prefix, chosen)
+        for remote_name in chosen:
             remote = offered[remote_name]
-            name = mcp_function_name(self.prefix, remote_name)
-            if name in used:  # two server names that sanitize alike (`a.b`, `a_b`)
-                name = mcp_function_name(self.prefix, f"{remote_name}_{len(used)}")
-            used.add(name)
+            name = names[remote_name]
             properties = dict((remote.input_schema or {}).get("properties") or {})
             fixed = {k: v for k, v in (definition.fixed_arguments or {}).items() if k in properties}
             tools.append(McpServerTool(self, remote, name, fixed=fixed))
@@ -373,6 +369,33 @@ class McpToolSource(ToolSource):
     def _stopped(self) -> str:
         why = f": {self._broken}" if self._broken else ""
         return self._with_stderr(f"the MCP server of tool entry {self.entry!r} is not running any more{why}")
+
+
+def function_names(prefix: str, tools: list[str]) -> dict[str, str]:
+    """A distinct function name for each of one server's ``tools`` (deterministic, in listing order).
+
+    A tool whose name needs no change (only the prefix added) keeps it; then each other tool
+    takes its sanitized name if it is free, else the first free ``<name>_2``, ``<name>_3``...
+    Every candidate is checked against every name taken so far, renamed ones included, so
+    ``a_b_2``, ``a.b`` and ``a_b`` become ``n_a_b_2``, ``n_a_b_3`` and ``n_a_b``.
+    """
+    taken: set[str] = set()
+    names: dict[str, str] = {}
+    for tool in tools:
+        name = mcp_function_name(prefix, tool)
+        if name in (tool, prefix + tool) and name not in taken:
+            names[tool] = name
+            taken.add(name)
+    for tool in tools:
+        if tool in names:
+            continue
+        name, suffix = mcp_function_name(prefix, tool), 1
+        while name in taken:
+            suffix += 1
+            name = mcp_function_name(prefix, f"{tool}_{suffix}")
+        names[tool] = name
+        taken.add(name)
+    return names
 
 
 def _connection_lost(exc: BaseException) -> bool:
