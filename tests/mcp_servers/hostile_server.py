@@ -6,8 +6,8 @@ It speaks JSON-RPC by hand (no SDK), so each fault is exactly what the flags say
 * ``--noise``: writes lines that are not JSON-RPC on stdout (at start and before each answer);
 * ``--orphan-on NAME``: a call to tool NAME starts a child that keeps stdout open, then the server exits
   (after writing ``orphan <pid>`` on stderr);
-* ``--slow NAME``: tool NAME sleeps for its ``seconds`` argument before answering;
-* ``--big NAME``: tool NAME answers ``chars`` characters (its argument).
+* ``--slow NAME``: tool NAME sleeps 60 seconds before answering;
+* ``--big NAME``: tool NAME answers 336,000 characters.
 
 Run it as ``python hostile_server.py [flags]``.
 """
@@ -41,9 +41,9 @@ def _answer(args: argparse.Namespace, name: str, arguments: dict[str, Any]) -> s
         sys.stderr.flush()
         os._exit(7)
     if name == args.slow:
-        time.sleep(float(arguments.get("seconds", 5)))
+        time.sleep(60)
     if name == args.big:
-        return "x" * int(arguments.get("chars", 1000))
+        return "".join(f"line {n:06d} of a big answer\n" for n in range(12_000))  # 300,000 characters
     return f"{name}: {json.dumps(arguments, sort_keys=True)}"
 
 
@@ -56,8 +56,7 @@ def main() -> None:
     parser.add_argument("--big")
     args = parser.parse_args()
     names = [name for name in args.tools.split(",") if name]
-    schema = {"type": "object", "properties": {"seconds": {"type": "number"}, "chars": {"type": "integer"},
-                                               "text": {"type": "string"}}}
+    schema = {"type": "object", "properties": {"text": {"type": "string"}}}
     _noise(args, "Starting hostile server v0 (this line is not JSON)")
     for line in sys.stdin:
         if not line.strip():

@@ -1,8 +1,7 @@
-"""MCP servers that misbehave (``hostile_server.py``) and MCP × record/replay, driven through the CLI and API."""
+"""MCP servers that misbehave (``hostile_server.py``) and MCP with record/replay, driven through the CLI and API."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -29,3 +28,59 @@ def test_tool_names_that_sanitize_alike_get_distinct_function_names(tmp_path: Pa
     assert model.calls[0].tool_names == ["n_a_b_2", "n_a_b_3", "n_a_b"]
     assert model.calls[1].tool_results == ['a_b_2: {"text": "1"}', 'a_b: {"text": "2"}', 'a.b: {"text": "3"}']
     assert marked_processes(marker) == []
+
+
+def _execute(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, Any], str]:
+    code = main(["execute", str(path), "--model", "offline", "-i", "Use the tools.", "--json", "--progress", "none",
+                 *extra])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out), captured.err
+
+
+def _broken(path: Path, agents: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Rewrite the team with a server command that does not exist: were it started, the replay would fail."""
+    write_team(path.parent, agents, {"n": {**entry, "mcp": {"command": ["no-such-mcp-server-anywhere"]}}})
+
+
+def test_a_recorded_mcp_timeout_replays_with_the_same_error_and_answer(
+    tmp_path: Path, marker: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = hostile_server(marker, "--tools", "quick,stuck", "--slow", "stuck", timeout_s=1)
+    agents = {"lead": {"tools": ["n"]}}
+    path = write_team(tmp_path, agents, {"n": entry})
+    cassette = tmp_path / "run.cassette.jsonl"
+
+    recorded_code, recorded, _ = _execute(path, capsys, "--record", str(cassette))
+    _broken(path, agents, entry)
+    replayed_code, replayed, err = _execute(path, capsys, "--replay", str(cassette))
+
+    assert "n_stuck: Error: tool 'n_stuck' timed out after 1 seconds" in recorded["final_text"]
+    assert "n_quick: quick: {}" in recorded["final_text"]
+    assert (replayed_code, replayed["status"], replayed["final_text"]) == \
+        (recorded_code, recorded["status"], recorded["final_text"]), err
+    tape = [json.loads(line) for line in (tmp_path / "run.cassette.mcp.jsonl").read_text().splitlines()[1:]]
+    stuck = [item for item in tape if item.get("tool") == "stuck"]
+    assert [(item["ok"], item["content"]) for item in stuck] == [(False, "tool 'n_stuck' timed out after 1 seconds")]
+    assert marked_processes(marker) == []
+
+
+def test_the_mcp_tape_keeps_what_the_model_saw_not_the_whole_output(
+    tmp_path: Path, marker: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entry = hostile_server(marker, "--tools", "dump", "--big", "dump", max_output_chars=2000)
+    agents = {"lead": {"tools": ["n"]}}
+    path = write_team(tmp_path, agents, {"n": entry})
+    cassette = tmp_path / "run.cassette.jsonl"
+
+    recorded_code, recorded, _ = _execute(path, capsys, "--record", str(cassette))
+    _broken(path, agents, entry)
+    replayed_code, replayed, err = _execute(path, capsys, "--replay", str(cassette))
+
+    tape = tmp_path / "run.cassette.mcp.jsonl"
+    (call,) = [json.loads(line) for line in tape.read_text().splitlines()[1:] if '"kind": "call"' in line]
+    assert call["content"] == "".join(f"line {n:06d} of a big answer\n" for n in range(72))[:2000]
+    assert call["omitted"] == 336_000 - 2000
+    assert tape.stat().st_size < 5000  # the server's answer was 336,000 characters
+    # A strict replay matches each model request by a hash of its messages: the model read the same text.
+    assert recorded_code == replayed_code == 0, err
+    assert replayed["final_text"] == recorded["final_text"] and "n_dump: line 000000 of a big" in replayed["final_text"]

@@ -36,6 +36,7 @@ from teamrun.tools.base import (
     ToolSource,
     ToolSpec,
     describe_exception,
+    timed_out,
 )
 from teamrun.tools.mcp.content import result_text
 from teamrun.tools.mcp.tape import McpTape
@@ -69,13 +70,16 @@ class McpServerTool(Tool):
         )
         approval = definition.require_approval
         self.require_approval = approval is True or (isinstance(approval, list) and remote.name in approval)
-        self.timeout_s = definition.timeout_s or DEFAULT_TIMEOUT_S
+        self.call_timeout_s = definition.timeout_s or DEFAULT_TIMEOUT_S
+        """Seconds one call may take. The source enforces it (not ``invoke_tool``: ``timeout_s`` is
+        ``None``), so that a call that timed out is a result like any other, recorded on the MCP tape."""
         self.max_output_chars = definition.max_output_chars or DEFAULT_MAX_OUTPUT_CHARS
         self.annotations: Any = getattr(remote, "annotations", None)
         """The server's hints about the tool (``read_only_hint``, ``idempotent_hint``...), if it gave any."""
 
     async def run(self, arguments: dict[str, Any]) -> str:
-        return await self.source.call(self.remote_name, {**arguments, **self.fixed})
+        return await self.source.call(self.remote_name, {**arguments, **self.fixed}, function=self.name,
+                                      timeout_s=self.call_timeout_s, max_chars=self.max_output_chars)
 
 
 def _parameters(schema: Any, fixed: dict[str, Any]) -> dict[str, Any]:
@@ -297,20 +301,41 @@ class McpToolSource(ToolSource):
 
     # -- calls -----------------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> str:
-        """Call ``tool`` on the running server (or answer from the tape when replaying)."""
+    async def call(
+        self, tool: str, arguments: dict[str, Any], *, function: str | None = None,
+        timeout_s: float | None = None, max_chars: int | None = None,
+    ) -> str:
+        """Call ``tool`` on the running server (or answer from the tape when replaying).
+
+        Past ``timeout_s`` the call fails as any tool call that times out does (``function`` is the
+        name the model called). With a recording tape, the outcome is recorded as the model sees it:
+        cut to ``max_chars``, with the count of what was cut; a timeout is recorded too.
+        """
         tape = self.tape
         if tape is not None and self.replaying:
             return tape.answer(self.entry, tool, arguments)
-        if tape is None or tape.mode != "record":
-            return await self._call(tool, arguments)
         try:
-            text = await self._call(tool, arguments)
+            text = await self._call_within(tool, arguments, function or tool, timeout_s)
         except ToolError as exc:
-            tape.record_call(self.entry, tool, arguments, ok=False, content=self.mask(str(exc)))
+            if tape is not None and tape.mode == "record":
+                tape.record_call(self.entry, tool, arguments, ok=False, content=self.mask(str(exc)),
+                                 max_chars=max_chars)
             raise
-        tape.record_call(self.entry, tool, arguments, ok=True, content=self.mask(text))
+        if tape is not None and tape.mode == "record":
+            tape.record_call(self.entry, tool, arguments, ok=True, content=self.mask(text), max_chars=max_chars)
         return text
+
+    async def _call_within(self, tool: str, arguments: dict[str, Any], function: str, timeout_s: float | None) -> str:
+        scope = asyncio.timeout(timeout_s)
+        try:
+            async with scope:
+                return await self._call(tool, arguments)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            log.warning("tool_timed_out", tool=function, timeout_s=timeout_s)
+            assert timeout_s is not None  # the scope expired: there was a limit
+            raise ToolError(timed_out(function, timeout_s)) from None
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Call ``tool`` on the running server; a dead server fails the call, with its stderr."""
