@@ -67,8 +67,11 @@ def main() -> None:
         method, ident = request.get("method"), request["id"]
         result: dict[str, Any]
         if method == "initialize":
-            result = {"protocolVersion": request["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                      "serverInfo": {"name": "hostile", "version": "0"}}
+            result = {
+                "protocolVersion": request["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "hostile", "version": "0"},
+            }
         elif method == "tools/list":
             result = {"tools": [{"name": n, "description": f"Tool {n}.", "inputSchema": schema} for n in names]}
         elif method == "tools/call":

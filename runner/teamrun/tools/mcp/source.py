@@ -130,6 +130,7 @@ class McpToolSource(ToolSource):
         self._stop = asyncio.Event()
         self._dead = asyncio.Event()
         self._broken: str | None = None
+        self._exit_status: int | None = None
         self._stderr: IO[bytes] | None = None
 
     def fresh(self) -> McpToolSource:
@@ -247,22 +248,22 @@ class McpToolSource(ToolSource):
 
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[Any]:
-        from mcp import Client, StdioServerParameters
+        from mcp import Client
         from mcp.types import Implementation
 
         from teamrun import __version__
 
         info = Implementation(name="teamrun", version=__version__)
         if self.server.command:
-            from mcp.client.stdio import stdio_client
+            from teamrun.tools.mcp.stdio import stdio_transport
 
-            params = StdioServerParameters(
-                command=self.server.command[0],
-                args=list(self.server.command[1:]),
-                env=dict(self.server.env or {}),
+            assert self._stderr is not None
+            transport = stdio_transport(
+                self.server.command, entry=self.entry, env=dict(self.server.env or {}),
                 cwd=self.base_dir / self.server.cwd if self.server.cwd is not None else None,
+                errlog=self._stderr, on_exit=self._exited,
             )
-            async with Client(stdio_client(params, errlog=self._stderr), client_info=info) as client:  # type: ignore[arg-type]
+            async with Client(transport, client_info=info) as client:
                 yield client
         else:
             from mcp.client.streamable_http import streamable_http_client
@@ -273,6 +274,11 @@ class McpToolSource(ToolSource):
                 Client(streamable_http_client(str(self.server.url), http_client=http), client_info=info) as client,
             ):
                 yield client
+
+    def _exited(self, status: int) -> None:
+        """The server process has exited (stdio): calls fail from now on, without waiting for its stdout."""
+        self._exit_status = status
+        log.debug("mcp_server_exited", tool=self.entry, status=status)
 
     def _select(self, listing: list[Any]) -> list[Tool]:
         """The server's tools after ``allow``/``deny``, named for the model (unique)."""
@@ -392,7 +398,11 @@ class McpToolSource(ToolSource):
         )
 
     def _stopped(self) -> str:
-        why = f": {self._broken}" if self._broken else ""
+        if self._exit_status is not None:
+            status = self._exit_status
+            why = f": it exited with status {status}" if status >= 0 else f": it was killed by signal {-status}"
+        else:
+            why = f": {self._broken}" if self._broken else ""
         return self._with_stderr(f"the MCP server of tool entry {self.entry!r} is not running any more{why}")
 
 
