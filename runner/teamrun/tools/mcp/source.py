@@ -140,7 +140,7 @@ class McpToolSource(ToolSource):
 
     @property
     def replaying(self) -> bool:
-        return self.tape is not None and self.tape.mode == "replay" and self.entry in self.tape.listings
+        return self.tape is not None and self.tape.replays(self.entry)
 
     @property
     def kind(self) -> str:

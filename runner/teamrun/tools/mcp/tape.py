@@ -81,6 +81,10 @@ class McpTape:
             return cls(tape_path(record), "record")
         return None
 
+    def replays(self, entry: str) -> bool:
+        """Whether this tape answers for ``entry`` (its server then never starts)."""
+        return self.mode == "replay" and entry in self.listings
+
     # -- recording ---------------------------------------------------------------------------
 
     def _append(self, item: dict[str, Any]) -> None:
