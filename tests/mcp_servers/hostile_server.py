@@ -6,7 +6,7 @@ It speaks JSON-RPC by hand (no SDK), so each fault is exactly what the flags say
 * ``--noise``: writes lines that are not JSON-RPC on stdout (at start and before each answer);
 * ``--orphan-on NAME``: a call to tool NAME starts a child that keeps stdout open, then the server exits
   (after writing ``orphan <pid>`` on stderr);
-* ``--slow NAME``: tool NAME sleeps 60 seconds before answering;
+* ``--slow NAME``: a call to tool NAME is never answered (other requests still are);
 * ``--big NAME``: tool NAME answers 336,000 characters.
 
 Run it as ``python hostile_server.py [flags]``.
@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from typing import Any
 
 
@@ -40,8 +39,6 @@ def _answer(args: argparse.Namespace, name: str, arguments: dict[str, Any]) -> s
         sys.stderr.write(f"orphan {child.pid}\nserver exiting on purpose\n")
         sys.stderr.flush()
         os._exit(7)
-    if name == args.slow:
-        time.sleep(60)
     if name == args.big:
         return "".join(f"line {n:06d} of a big answer\n" for n in range(12_000))  # 300,000 characters
     return f"{name}: {json.dumps(arguments, sort_keys=True)}"
@@ -76,6 +73,8 @@ def main() -> None:
             result = {"tools": [{"name": n, "description": f"Tool {n}.", "inputSchema": schema} for n in names]}
         elif method == "tools/call":
             params = request["params"]
+            if params["name"] == args.slow:
+                continue
             text = _answer(args, params["name"], params.get("arguments") or {})
             _noise(args, f"debug: answering {params['name']}")
             result = {"content": [{"type": "text", "text": text}], "isError": False}
