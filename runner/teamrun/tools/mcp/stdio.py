@@ -123,9 +123,14 @@ async def _streams(
         try:
             with reading:
                 async with read_writer:
-                    buffer = ""
+                    partial: list[str] = []  # the start of a line not ended yet (a long line comes in many chunks)
                     async for chunk in TextReceiveStream(process.stdout, errors="replace"):
-                        *complete, buffer = (buffer + chunk).split("\n")
+                        first, *more = chunk.split("\n")
+                        partial.append(first)
+                        if not more:
+                            continue
+                        *complete, rest = ["".join(partial), *more]
+                        partial = [rest]
                         for line in complete:
                             message = lines.parse(line)
                             if message is not None:
