@@ -182,7 +182,7 @@ def test_a_server_that_fails_to_start_names_the_entry_and_shows_its_stderr(tmp_p
 
     assert result.status == "failed"
     assert "tool 'broken': the MCP server (stdio: " in (result.error or "")
-    assert "could not start" in (result.error or "")
+    assert "could not start: it exited with status 3 before answering" in (result.error or "")
     assert "boom: no config file here" in (result.error or "")
 
 

@@ -70,6 +70,7 @@ class McpServerTool(Tool):
         )
         approval = definition.require_approval
         self.require_approval = approval is True or (isinstance(approval, list) and remote.name in approval)
+        self.timeout_s = None
         self.call_timeout_s = definition.timeout_s or DEFAULT_TIMEOUT_S
         """Seconds one call may take. The source enforces it (not ``invoke_tool``: ``timeout_s`` is
         ``None``), so that a call that timed out is a result like any other, recorded on the MCP tape."""
@@ -215,10 +216,12 @@ class McpToolSource(ToolSource):
             raise
         except Exception as exc:
             lost = _connection_lost(exc) and self.server.command is not None
-            why = "it exited (or closed its stdout) before answering" if lost else self._why(exc)
+            why = "" if lost else self._why(exc)
         else:
             return
         await self._stop_owner()  # the server has exited (or is stopped now): its stderr is complete
+        if not why:  # its exit status is known now
+            why = f"{self._exit_text() or 'it exited (or closed its stdout)'} before answering"
         message = self._start_failure(why)
         await self.aclose()
         raise RunError(message)
@@ -397,12 +400,16 @@ class McpToolSource(ToolSource):
             f"tool {self.entry!r}: the MCP server ({self.kind}: {self.describe_target()}) could not start: {why}"
         )
 
+    def _exit_text(self) -> str | None:
+        """How the server process ended (stdio), once it has."""
+        status = self._exit_status
+        if status is None:
+            return None
+        return f"it exited with status {status}" if status >= 0 else f"it was killed by signal {-status}"
+
     def _stopped(self) -> str:
-        if self._exit_status is not None:
-            status = self._exit_status
-            why = f": it exited with status {status}" if status >= 0 else f": it was killed by signal {-status}"
-        else:
-            why = f": {self._broken}" if self._broken else ""
+        exited = self._exit_text()
+        why = f": {exited}" if exited else f": {self._broken}" if self._broken else ""
         return self._with_stderr(f"the MCP server of tool entry {self.entry!r} is not running any more{why}")
 
 

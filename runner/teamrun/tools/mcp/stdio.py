@@ -152,11 +152,17 @@ async def _streams(
         finally:
             writer_done.set()
 
+    reported: list[int] = []
+
+    def report_exit(status: int) -> None:
+        if on_exit is not None and not reported:
+            reported.append(status)
+            on_exit(status)
+
     async def watch_process() -> None:
         while process.returncode is None:
             await anyio.sleep(_POLL_S)
-        if on_exit is not None:
-            on_exit(process.returncode)
+        report_exit(process.returncode)
         with anyio.move_on_after(EXIT_GRACE_S):
             await reader_done.wait()
         if not reader_done.is_set():  # a child of the server still holds its stdout
@@ -176,6 +182,8 @@ async def _streams(
                 with anyio.move_on_after(0.5):
                     await writer_done.wait()
                 await _stop(process)
+                if process.returncode is not None:
+                    report_exit(process.returncode)  # when it exited before the watch saw it
                 for stream in (read_stream, write_stream, read_writer, write_reader):
                     await stream.aclose()
             group.cancel_scope.cancel()
