@@ -11,7 +11,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "runner" / "teamrun"
 
-BOTTOM = {"errors", "events", "secrets", "defaults", "logs"}
+BOTTOM = {"errors", "events", "secrets", "defaults", "logs", "_version"}
 """Everything may import these; they import only each other."""
 
 ALLOWED: dict[str, set[str]] = {

@@ -61,7 +61,8 @@ Exit codes: 0 when the pass rate is at least --min-pass, 1 under it,
               help="Write each case's trace to DIR/<case>.jsonl (the HTML report links them). "
                    "Default with --format html -o FILE: FILE's name + '-traces/' beside it. Local engine only.")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where cases run: this process (asyncio), or Ray workers (pip install 'teamrun[ray]').")
+              help="Where cases run: this process (asyncio), or Ray workers (the ray extra: "
+                   "pip install '.[ray]' in the teamrun checkout).")
 @click.option("--ray-address", metavar="ADDRESS",
               help="With --engine ray: the cluster to join (ray://head:10001); default: a Ray started here.")
 def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str, output: str | None,

@@ -15,9 +15,10 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from teamrun.config.models import Agent, TeamConfig, ToolDef
+if TYPE_CHECKING:  # annotations only: `validate` reads names without building the pydantic models
+    from teamrun.config.models import Agent, TeamConfig, ToolDef
 
 DELEGATE_TASK = "delegate_task"
 """The one delegation tool of ``delegation.tool: delegate_task``."""
