@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from teamrun.checks import CheckOutcome, run_check
 from teamrun.config.loader import LoadedConfig
 from teamrun.engine.team import Team
 from teamrun.evals.cases import LoadedCases
-from teamrun.evals.checks import CheckOutcome, run_check
 from teamrun.evals.engines.base import Engine
 from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.evals.models import Case
