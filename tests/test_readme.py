@@ -25,6 +25,8 @@ from teamrun.config.loader import check_text
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCS = [README, *sorted((REPO / "docs").glob("*.md")), REPO / "examples" / "README.md"]
+TEAM_FILE_DOCS = [README, REPO / "docs" / "team-file.md"]
+"""The docs that show complete team files (each is validated; the others show none)."""
 SET_UP = [
     'python3 -m venv .venv && . .venv/bin/activate && pip install . && '
     'teamrun execute teams/research-report.yaml --input "Compare Rust and Go for command-line tools"',
@@ -85,13 +87,23 @@ def test_the_checker_catches_what_does_not_exist() -> None:
     assert reference.command_problems(["teamrun", "-vv", "--log-format", "json", "validate", "x"]) == []
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
-def test_team_files_shown_in_the_docs_validate(doc: Path) -> None:
-    files = [block for block in _blocks(_read(doc), "yaml") if re.search(r"^version: 1\b", block, re.MULTILINE)]
+def _team_files(doc: Path) -> list[str]:
+    """The complete team files a doc shows: ```yaml blocks with a ``version: 1`` line."""
+    return [block for block in _blocks(_read(doc), "yaml") if re.search(r"^version: 1\b", block, re.MULTILINE)]
 
+
+@pytest.mark.parametrize("doc", TEAM_FILE_DOCS, ids=[str(p.relative_to(REPO)) for p in TEAM_FILE_DOCS])
+def test_team_files_shown_in_the_docs_validate(doc: Path) -> None:
+    files = _team_files(doc)
+
+    assert files, f"{doc.relative_to(REPO)} shows no team file any more: take it off TEAM_FILE_DOCS"
     for block in files:
         result = check_text(block, f"{doc.name} example", environ={})
         assert [d.render() for d in result.diagnostics] == []
+
+
+def test_every_doc_that_shows_a_team_file_is_checked() -> None:
+    assert [doc for doc in DOCS if _team_files(doc)] == TEAM_FILE_DOCS
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
