@@ -3,7 +3,7 @@
 * The CLI reference section is exactly what ``python -m teamrun.cli.reference`` prints.
 * Every ``teamrun ...`` command in a ```bash block or an inline code span uses
   commands and options that exist in the click group.
-* The two set-up commands CI runs are there, unchanged.
+* The two set-up commands are there, unchanged, and ``.ci/run`` runs them.
 * Complete team files shown in YAML blocks validate; relative links point at files.
 """
 
@@ -30,7 +30,7 @@ TEAM_FILE_DOCS = [README, REPO / "docs" / "team-file.md"]
 SET_UP = [
     'python3 -m venv .venv && . .venv/bin/activate && pip install . && '
     'teamrun execute teams/research-report.yaml --input "Compare Rust and Go for command-line tools"',
-    "pip install -e '.[test]' && pytest",
+    ".ci/install-and-test",
 ]
 
 
@@ -62,6 +62,19 @@ def test_set_up_commands_are_unchanged() -> None:
     setup = _read(README).split("## Set up", 1)[1].split("\n## ", 1)[0]
 
     assert [block.strip() for block in _blocks(setup, "bash")] == SET_UP
+
+
+def test_ci_runs_the_set_up_commands_and_the_test_script_runs_every_check() -> None:
+    """.ci/run runs command 1's install and team, then command 2 itself: the two cannot drift."""
+    ci = _read(REPO / ".ci" / "run")
+    assert re.search(r"^pip install --quiet \.$", ci, re.MULTILINE)
+    assert 'teamrun execute teams/research-report.yaml --input "Compare Rust and Go for command-line tools"' in ci
+    assert re.search(rf"^{re.escape(SET_UP[1])}$", ci, re.MULTILINE)
+
+    script = REPO / SET_UP[1]
+    assert os.access(script, os.X_OK)
+    steps = re.findall(r"^step \"[^\"]+\" (.+)$", _read(script), re.MULTILINE)
+    assert steps == ["ruff check .", "ruff format --check .", "mypy", 'tier inprocess "$@"', 'tier outofprocess "$@"']
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
