@@ -27,6 +27,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tiers.mark(items)
 
 
+@pytest.fixture(autouse=True)
+def _inprocess_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An ``inprocess`` test fails if it starts a server, a browser or a teamrun process (its tier would be
+    a lie); the commands of command tools are allowed (tests/tiers.py)."""
+    if request.node.get_closest_marker("inprocess") is None:
+        yield
+        return
+    with tiers.started_processes() as started:
+        yield
+    if started:
+        pytest.fail(f"this test is in the inprocess tier but started {len(started)} server or teamrun "
+                    f"process(es), first: {started[0][:200]}; mark it @pytest.mark.outofprocess(\"why\") "
+                    "(tests/tiers.py)", pytrace=False)
+
+
 @pytest.fixture
 def fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     """A scripted OpenAI-compatible server on 127.0.0.1; ``.url`` is the ``api_base``. The one fixture of
