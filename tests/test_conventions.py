@@ -29,8 +29,9 @@ agents:
 """
 
 
-def _models_used(tmp_path: Path, *, defaults_model: str, lead_model: str, override: str | None = None
-                 ) -> dict[str, str]:
+def _models_used(
+    tmp_path: Path, *, defaults_model: str, lead_model: str, override: str | None = None
+) -> dict[str, str]:
     path = tmp_path / "team.yaml"
     path.write_text(TEAM.format(defaults_model=defaults_model, lead_model=lead_model), encoding="utf-8")
     seen: list[Event] = []
@@ -54,8 +55,9 @@ def test_an_empty_agent_model_falls_back_to_the_defaults_as_models_lists_it(tmp_
 
 
 def test_the_override_wins_over_every_agent(tmp_path: Path) -> None:
-    used = _models_used(tmp_path, defaults_model="offline/team-default", lead_model="offline/lead-own",
-                        override="offline/override")
+    used = _models_used(
+        tmp_path, defaults_model="offline/team-default", lead_model="offline/lead-own", override="offline/override"
+    )
     assert used == {"lead": "offline/override", "helper": "offline/override"}
 
 

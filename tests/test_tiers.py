@@ -11,7 +11,7 @@ import pytest
 
 from tests import tiers
 
-SAMPLE = '''
+SAMPLE = """
 import subprocess
 import sys
 
@@ -52,7 +52,7 @@ def test_stores(store):
 @pytest.mark.outofprocess("a team file with a server, marked by hand")
 def test_by_hand():
     pass
-'''
+"""
 
 
 def test_each_test_lands_in_the_tier_of_what_it_uses(pytester: pytest.Pytester) -> None:
@@ -77,11 +77,18 @@ def test_each_test_lands_in_the_tier_of_what_it_uses(pytester: pytest.Pytester) 
     slow = pytester.runpytest("-m", "outofprocess", "--collect-only", "-q", "-p", "no:cacheprovider")
 
     assert [line for line in fast.outlines if "::" in line] == [
-        "test_sample.py::test_pure", "test_sample.py::test_stores[sqlite]"]
-    assert sorted(line for line in slow.outlines if "::" in line) == sorted([
-        "test_sample.py::test_with_the_fake", "test_sample.py::test_through_a_helper_of_a_helper",
-        "test_sample.py::test_through_an_imported_helper", "test_sample.py::test_stores[postgres]",
-        "test_sample.py::test_by_hand"])
+        "test_sample.py::test_pure",
+        "test_sample.py::test_stores[sqlite]",
+    ]
+    assert sorted(line for line in slow.outlines if "::" in line) == sorted(
+        [
+            "test_sample.py::test_with_the_fake",
+            "test_sample.py::test_through_a_helper_of_a_helper",
+            "test_sample.py::test_through_an_imported_helper",
+            "test_sample.py::test_stores[postgres]",
+            "test_sample.py::test_by_hand",
+        ]
+    )
 
 
 def test_the_in_process_guard_sees_a_server_started_but_not_a_tool_command(tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def outside_reason(item: pytest.Item) -> str | None:
     if isinstance(item, pytest.Function):
         functions.append((item.name, item.function))
         info = getattr(item, "_fixtureinfo", None)
-        for name, definitions in (info.name2fixturedefs.items() if info is not None else ()):
+        for name, definitions in info.name2fixturedefs.items() if info is not None else ():
             functions.extend((f"fixture {name}", d.func) for d in definitions)
     elif not str(item.path).endswith(".py"):
         return "not a Python test"
@@ -160,9 +160,11 @@ def _outside_helpers(path: Path, root: Path) -> dict[str, str]:
     and the names it imports from other test modules that do."""
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source)
-    bodies = {node.name: ast.get_source_segment(source, node) or ""
-              for node in tree.body
-              if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    bodies = {
+        node.name: ast.get_source_segment(source, node) or ""
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
     found: dict[str, str] = {}
     _reading.add(path)
     try:
