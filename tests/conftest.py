@@ -1,8 +1,12 @@
-"""Fixtures shared by every test. Keep each owner's fixtures in its own marked block."""
+"""Fixtures shared by every test. Keep each owner's fixtures in its own marked block.
+
+The fakes: ``fake_openai`` (the scripted OpenAI-compatible HTTP server, tests/fakeserver.py) is the one
+fixture for it; import its helpers as ``from tests.fakeserver import ...`` (and ``tests.pgserver``),
+never as top-level ``fakeserver``, which would make a second module object.
+"""
 
 from __future__ import annotations
 
-# ---- llm: fake OpenAI server (owner: runner/llm) ----------------------------------------
 # The network guard (no test may connect to anything but loopback) is teamrun's pytest
 # plugin, `teamrun.testing.plugin`, loaded by `-p` in pyproject's addopts (and by its
 # pytest11 entry point once installed): one guard for this repo and for users' tests.
@@ -21,6 +25,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", r"ignore:.*`ReadOnly` qualifier:UserWarning")
 
 
+# ---- tiers: inprocess / outofprocess (owner: tests) -------------------------------------
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test ``inprocess`` or ``outofprocess`` (tests/tiers.py): ``pytest -m inprocess`` is the
     fast tier."""
@@ -42,6 +47,10 @@ def _inprocess_starts_no_process(request: pytest.FixtureRequest) -> Iterator[Non
                     "(tests/tiers.py)", pytrace=False)
 
 
+# ---- end tiers block --------------------------------------------------------------------
+
+
+# ---- llm: fake OpenAI server (owner: runner/llm) ----------------------------------------
 @pytest.fixture
 def fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     """A scripted OpenAI-compatible server on 127.0.0.1; ``.url`` is the ``api_base``. The one fixture of
