@@ -1,10 +1,11 @@
 """The two test tiers, decided from what each test uses (tests/conftest.py marks every collected test).
 
-* ``inprocess``: the test runs in this Python process alone (the ``offline`` or a scripted model,
-  the CLI through ``main([...])``, SQLite in ``tmp_path``): ``pytest -m inprocess``, the fast tier.
-* ``outofprocess``: the test starts or talks to something outside it: a subprocess, the fake OpenAI
-  HTTP server, PostgreSQL, Chromium, Ray, MCP servers, uvicorn. Its marker holds the reason:
-  ``pytest -m outofprocess --collect-only -q`` lists them.
+* ``inprocess``: the test runs in this Python process (the ``offline`` or a scripted model, the CLI
+  through ``main([...])``, SQLite in ``tmp_path``; the short commands a team's command tools run
+  are allowed): ``pytest -m inprocess``, the fast tier.
+* ``outofprocess``: the test starts or talks to a program of its own: teamrun or Python in a
+  subprocess, the fake OpenAI HTTP server, PostgreSQL, Chromium, Ray, MCP servers, uvicorn. Its
+  marker holds the reason; ``pytest -m outofprocess --co`` lists them.
 
 A test is ``outofprocess`` when it, one of its fixtures, or a helper of the same module that one of
 them names, uses a fixture of :data:`OUTSIDE_FIXTURES`, a PostgreSQL parameter, or one of
