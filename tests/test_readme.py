@@ -93,6 +93,20 @@ def test_shell_commands_use_real_commands_and_options(doc: Path) -> None:
         assert used >= {"execute", "validate", "graph", "trace"}
 
 
+def test_the_test_script_outside_a_virtual_environment_says_how_to_make_one(tmp_path: Path) -> None:
+    """Run as written but without command 1's environment: a one-line error, exit 2, nothing installed."""
+    python = tmp_path / "python"  # the system Python, as `python` on a PATH without any virtual environment
+    python.symlink_to(sys.base_prefix + "/bin/python3")
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    done = subprocess.run([str(REPO / SET_UP[1])], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=60)  # a hang guard only
+
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("install-and-test: run me inside a virtual environment (README set-up command 1: "
+                           "python3 -m venv .venv && . .venv/bin/activate)\n")
+
+
 def test_the_checker_catches_what_does_not_exist() -> None:
     assert reference.command_problems(["teamrun", "run", "x.yaml"])
     assert reference.command_problems(["teamrun", "validate", "--fromat", "github", "teams/"])
