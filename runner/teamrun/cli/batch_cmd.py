@@ -94,7 +94,7 @@ def batch(team_file: str, inputs_file: str, output: str, workers: int, rpm: int 
     show = progress and _log_settings().verbosity >= 0
     runner.start()
     try:
-        outcome = asyncio.run(run_batch(loaded, rows, target, model=model, workers=workers, row_ceiling=ceiling,
+        outcome = asyncio.run(run_batch(loaded, rows, target, workers=workers, row_ceiling=ceiling,
                                         max_total_cost=max_cost, retry_failed=retry_failed,
                                         on_progress=_progress_printer("rows") if show else None, engine=runner))
     finally:

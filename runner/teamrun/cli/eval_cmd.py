@@ -101,7 +101,7 @@ def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str,
     traces = _case_traces(traces_dir, output_format, output, loaded) if engine == "local" else None
     runner.start()
     try:
-        report = asyncio.run(evaluate(loaded, cases, model=model, concurrency=concurrency,
+        report = asyncio.run(evaluate(loaded, cases, concurrency=concurrency,
                                       on_progress=_progress_printer("cases") if show else None, engine=runner,
                                       subscribers_for=traces.subscribers_for if traces is not None else None))
     finally:

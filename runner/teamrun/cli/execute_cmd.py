@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from teamrun.cli.app import LogSettings
+from teamrun.defaults import model_for
 from teamrun.errors import UsageError
 from teamrun.logs import add_log_secrets, hidden_log_events, log_line
 
@@ -89,16 +90,10 @@ def load_checked_config(team_file: str, given_vars: dict[str, str], *, strict: b
     return loaded
 
 
-DEFAULT_MODEL = "offline"
-"""The model of an agent when neither it, the team's ``defaults`` nor ``--model`` names one (the engine's rule)."""
-
-
 def _starting_line(loaded: Any, model: str | None) -> str:
     """What is about to run, from the team file alone: said before the engine, the store and LiteLLM load."""
     config = loaded.config
-    default = config.defaults.model if config.defaults else None
-    models = [model] if model else list(dict.fromkeys(a.model or default or DEFAULT_MODEL
-                                                      for a in config.agents.values()))
+    models = list(dict.fromkeys(model_for(a, config.defaults, override=model) for a in config.agents.values()))
     agents = len(config.agents)
     label = "model" if len(models) == 1 else "models"
     shown = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
