@@ -68,7 +68,7 @@ def open_backend(store: str | None) -> Any:
 
 def resumed_journal(backend: Any, run_id: str, *, yes: bool) -> Any:
     """The journal continuing ``run_id``; an interrupted non-idempotent tool is confirmed first."""
-    from teamrun.engine.resume import ResumeNeedsConfirmation, open_resume
+    from teamrun.engine.durability.resume import ResumeNeedsConfirmation, open_resume
 
     try:
         return open_resume(backend, run_id, confirmed=yes)
@@ -83,7 +83,7 @@ def resumed_journal(backend: Any, run_id: str, *, yes: bool) -> Any:
 
 def new_journal(backend: Any, *, team: Any, team_file: str, task: str, vars: dict[str, str],
                 model: str | None, thread: str | None = None) -> Any:
-    from teamrun.engine.journal import RunJournal
+    from teamrun.engine.durability.journal import RunJournal
     from teamrun.store.records import JournaledRun
 
     record = JournaledRun(run_id=uuid.uuid4().hex[:12], team=team.name, team_file=str(Path(team_file).resolve()),

@@ -45,8 +45,8 @@ async def offered_tools(loaded: Any, agents: list[str]) -> dict[str, list[dict[s
     tool table, built as a run builds it (MCP servers started to ask them, stopped after)."""
     from teamrun.engine.result import RunResult
     from teamrun.engine.runtime import RunContext
-    from teamrun.engine.tool_sources import tools_for_run
-    from teamrun.engine.tool_table import build_tool_table
+    from teamrun.engine.tooling.tool_sources import tools_for_run
+    from teamrun.engine.tooling.tool_table import build_tool_table
     from teamrun.events import EventBus
     from teamrun.llm.types import ChatModel
     from teamrun.tools.approval import UnattendedApprover

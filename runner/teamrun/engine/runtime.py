@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
 from teamrun.defaults import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_NUM_RETRIES, DEFAULT_REQUEST_TIMEOUT_S
-from teamrun.engine.journal import RunJournal
-from teamrun.engine.ledger import BudgetLedger
-from teamrun.engine.references import ResultStore
+from teamrun.engine.durability.journal import RunJournal
+from teamrun.engine.limits.ledger import BudgetLedger
+from teamrun.engine.delegation.references import ResultStore
 from teamrun.engine.result import DelegationResult, RunResult
-from teamrun.engine.tool_sources import StartedSources
+from teamrun.engine.tooling.tool_sources import StartedSources
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.types import ChatModel, ModelSettings
 from teamrun.logs import get_logger
@@ -23,7 +23,7 @@ from teamrun.tools.approval import Approver
 from teamrun.tools.base import Tool, ToolSource
 
 if TYPE_CHECKING:
-    from teamrun.engine.threads import ThreadSession
+    from teamrun.engine.durability.threads import ThreadSession
 
 _log = get_logger(__name__)
 T = TypeVar("T")
@@ -95,7 +95,7 @@ class RunContext:
     journal: RunJournal | None = None
     """Where finished model calls and tool results are written, and replayed from on resume (``None``: off)."""
     thread: ThreadSession | None = None
-    """The thread this run is a turn of: earlier turns and workers' memory (:mod:`teamrun.engine.threads`)."""
+    """The thread this run is a turn of: earlier turns and workers' memory (:mod:`teamrun.engine.durability.threads`)."""
 
     def agent(self, name: str) -> Agent:
         return self.config.agents[name]

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from teamrun.config.loader import LoadedConfig, load_config
-from teamrun.engine.agent_loop import run_agent
-from teamrun.engine.ledger import BudgetLedger
+from teamrun.engine.turn.agent_loop import run_agent
+from teamrun.engine.limits.ledger import BudgetLedger
 from teamrun.engine.result import RunResult
 from teamrun.engine.runtime import DEFAULT_MODEL, AgentFrame, RunContext, limits_in_force, max_steps_for
-from teamrun.engine.tool_sources import tools_for_run
+from teamrun.engine.tooling.tool_sources import tools_for_run
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.router import ModelRouter
@@ -34,7 +34,7 @@ from teamrun.tools.mcp.tape import McpTape
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
-    from teamrun.engine.journal import RunJournal
+    from teamrun.engine.durability.journal import RunJournal
     from teamrun.llm.cassette import ReplayMode
     from teamrun.store import Store
 
@@ -150,10 +150,10 @@ class Team:
         ``cancel``: set it to stop the run; in-flight workers are cancelled and the
         result (``status: cancelled``) keeps everything finished so far.
         ``thread``: the id of a conversation in the team's store (``load_team(..., store=...)``,
-        else the default store) to continue, or to start when it is new; see :mod:`teamrun.engine.threads`.
+        else the default store) to continue, or to start when it is new; see :mod:`teamrun.engine.durability.threads`.
         ``journal``: write every finished model call and tool result there as it completes
-        (the run takes the journal's run id); one opened by :func:`teamrun.engine.resume.open_resume`
-        also answers the calls an earlier attempt finished (see :mod:`teamrun.engine.resume`).
+        (the run takes the journal's run id); one opened by :func:`teamrun.engine.durability.resume.open_resume`
+        also answers the calls an earlier attempt finished (see :mod:`teamrun.engine.durability.resume`).
         ``journal=True`` journals to the team's store (``result.run_id`` is then resumable).
         """
         if journal is True:
@@ -162,7 +162,7 @@ class Team:
             journal = None
         session = None
         if thread is not None:
-            from teamrun.engine.threads import open_thread
+            from teamrun.engine.durability.threads import open_thread
 
             session = await open_thread(await asyncio.to_thread(lambda: self.store), thread, self.config)
         model = self._model()
@@ -232,7 +232,7 @@ class Team:
     def new_journal(self, input: str, thread: str | None = None, *, run_id: str | None = None) -> RunJournal:
         """A journal for a new run of this team, in its store (blocking: opens the store); pass it to
         :meth:`run` as ``journal=``. ``run_id``: the id to record the run under (default: a new one)."""
-        from teamrun.engine.journal import RunJournal
+        from teamrun.engine.durability.journal import RunJournal
         from teamrun.store.journal import StoreJournal
         from teamrun.store.records import JournaledRun
 

@@ -20,18 +20,18 @@ from typing import Any
 import structlog
 
 from teamrun.defaults import DEFAULT_MAX_TOKENS
-from teamrun.engine.acceptance import Acceptance
-from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
-from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
-from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
-from teamrun.engine.journal import EntryKey, JournalEntry, request_hash, tool_hash, tool_idempotent
-from teamrun.engine.ledger import LimitReached, counters_of
-from teamrun.engine.prompts import system_prompt
+from teamrun.engine.turn.acceptance import Acceptance
+from teamrun.engine.delegation.delegator import Delegator, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
+from teamrun.engine.delegation.tools import DelegationRequest, parse_request, results_for_model, workers_of
+from teamrun.engine.delegation.hooks import HookFailed, HookRunner, iteration_context
+from teamrun.engine.durability.journal import EntryKey, JournalEntry, request_hash, tool_hash, tool_idempotent
+from teamrun.engine.limits.ledger import LimitReached, counters_of
+from teamrun.engine.turn.prompts import system_prompt
 from teamrun.engine.result import DelegationResult
 from teamrun.engine.runtime import AgentFrame, RunContext, run_all
-from teamrun.engine.structured import OutputChecker
-from teamrun.engine.tool_table import ToolTable, build_tool_table
-from teamrun.engine.turn_plan import (
+from teamrun.engine.turn.structured import OutputChecker
+from teamrun.engine.tooling.tool_table import ToolTable, build_tool_table
+from teamrun.engine.turn.turn_plan import (
     Action,
     CallResult,
     Control,

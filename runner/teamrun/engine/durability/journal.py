@@ -14,7 +14,7 @@ Where entries go is a :class:`JournalBackend` (:class:`MemoryJournal` for
 tests, :class:`teamrun.store.journal.StoreJournal` for the SQLite/PostgreSQL
 store). Writes never block the event loop: :class:`RunJournal` hands them to
 one writer thread, which commits whatever is queued in one small transaction.
-How a resumed run uses the entries is :mod:`teamrun.engine.resume`.
+How a resumed run uses the entries is :mod:`teamrun.engine.durability.resume`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ __all__ = [
 
 _log = get_logger(__name__)
 _FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
-"""Referenced results are fenced with a random token per run (teamrun.engine.references.render_blocks)."""
+"""Referenced results are fenced with a random token per run (teamrun.engine.delegation.references.render_blocks)."""
 LINGER_S = 0.05
 """How long the writer gathers entries into one transaction (not when a caller waits for its write)."""
 
@@ -161,7 +161,7 @@ class RunJournal:
 
     def __init__(self, backend: JournalBackend, record: JournaledRun, earlier: Sequence[JournalEntry] = (),
                  *, confirmed_tools: bool = False) -> None:
-        from teamrun.engine.resume import Replay
+        from teamrun.engine.durability.resume import Replay
 
         self.backend = backend
         self.record = record

@@ -29,7 +29,7 @@ from teamrun.errors import ModelError, StoreError, UsageError
 from teamrun.llm.types import CallScope, Message, current_scope
 
 if TYPE_CHECKING:
-    from teamrun.engine.delegation import WorkerOutcome
+    from teamrun.engine.delegation.delegator import WorkerOutcome
     from teamrun.engine.result import RunResult
     from teamrun.engine.runtime import AgentFrame, RunContext
     from teamrun.store import Store

@@ -19,10 +19,10 @@ from typing import Any
 
 from teamrun.config.models import Limits
 from teamrun.config.tool_names import background_workers
-from teamrun.engine.background import BackgroundTasks
-from teamrun.engine.delegation_tools import DelegationRequest, delegation_settings
-from teamrun.engine.filters import FilterFailed, as_context_block, filter_messages
-from teamrun.engine.hooks import (
+from teamrun.engine.delegation.background import BackgroundTasks
+from teamrun.engine.delegation.tools import DelegationRequest, delegation_settings
+from teamrun.engine.delegation.filters import FilterFailed, as_context_block, filter_messages
+from teamrun.engine.delegation.hooks import (
     HookActions,
     HookContext,
     HookFailed,
@@ -30,11 +30,11 @@ from teamrun.engine.hooks import (
     complete_context,
     start_context,
 )
-from teamrun.engine.references import RefRequest, render_blocks
+from teamrun.engine.delegation.references import RefRequest, render_blocks
 from teamrun.engine.result import AcceptanceRecord, DelegationResult, DelegationStatus
 from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for
-from teamrun.engine.task_ledger import TaskLedger, TaskRecord, TaskRefused
-from teamrun.engine.turn_plan import Bail, Refused, Signal
+from teamrun.engine.delegation.tasks import TaskLedger, TaskRecord, TaskRefused
+from teamrun.engine.turn.turn_plan import Bail, Refused, Signal
 from teamrun.errors import RunError
 from teamrun.llm.types import Message, Usage
 from teamrun.logs import get_logger

@@ -1,7 +1,7 @@
 """One model turn: the reply planned before anything runs, and the one function that picks what comes next.
 
 :func:`plan_turn` sorts a reply's tool calls, using the agent's
-:class:`~teamrun.engine.tool_table.ToolTable`, into actions: delegations,
+:class:`~teamrun.engine.tooling.tool_table.ToolTable`, into actions: delegations,
 handoffs (the first one wins; later ones are ignored), plain tool calls and
 unknown names. Running the actions gives one :class:`CallResult` per call,
 each carrying the signals it raised (a limit reached, a bail, a handoff).
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from teamrun.config.tool_names import DELEGATE_TASK
-from teamrun.engine.ledger import LimitReached
+from teamrun.engine.limits.ledger import LimitReached
 from teamrun.engine.result import DelegationResult
-from teamrun.engine.tool_table import ToolTable
+from teamrun.engine.tooling.tool_table import ToolTable
 from teamrun.llm.types import ModelReply, ToolCall
 from teamrun.tools.base import Tool
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from teamrun.config.models import Delegation
 from teamrun.config.tool_names import DELEGATE_TASK, delegation_tool_name
-from teamrun.engine.prompts import WorkerInfo
-from teamrun.engine.references import REFS_PARAMETER, RefRequest, parse_requests
+from teamrun.engine.turn.prompts import WorkerInfo
+from teamrun.engine.delegation.references import REFS_PARAMETER, RefRequest, parse_requests
 from teamrun.engine.result import DelegationResult
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.llm.types import ToolSchema

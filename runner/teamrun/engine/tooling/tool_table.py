@@ -21,8 +21,8 @@ from teamrun.config.tool_names import (
     handoff_tool_name,
     offered_names,
 )
-from teamrun.engine.background import background_tools
-from teamrun.engine.delegation_tools import delegation_tools
+from teamrun.engine.delegation.background import background_tools
+from teamrun.engine.delegation.tools import delegation_tools
 from teamrun.engine.runtime import RunContext
 from teamrun.errors import TeamrunError, ToolError, UserError
 from teamrun.llm.types import ToolSchema

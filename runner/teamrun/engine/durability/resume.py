@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from teamrun.engine.journal import EntryKey, JournalBackend, JournaledRun, JournalEntry, RunJournal
+from teamrun.engine.durability.journal import EntryKey, JournalBackend, JournaledRun, JournalEntry, RunJournal
 from teamrun.errors import UsageError
 from teamrun.llm.types import ModelReply
 from teamrun.tools.base import ToolOutcome

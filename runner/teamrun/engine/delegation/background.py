@@ -23,7 +23,7 @@ from teamrun.config.tool_names import CANCEL_TASK, CHECK_TASKS, WAIT_FOR
 from teamrun.llm.types import ToolSchema
 
 if TYPE_CHECKING:
-    from teamrun.engine.delegation import Settled
+    from teamrun.engine.delegation.delegator import Settled
 
 ANNOUNCEMENT = "## Background results"
 """The heading of the message that announces finished background work to the delegating agent."""
