@@ -22,18 +22,11 @@ from teamrun.config.diagnostics import (
     listing,
     shorten,
 )
+from teamrun.config.models import HOOK_MODELS, hook_actions, hook_templates
 from teamrun.config.yamlsrc import SourceMap
 
-_HOOK_ACTIONS = {
-    "on_start": ("reject", "prompt", "append_prompt", "max_steps", "context", "call"),
-    "on_complete": ("result_text", "feedback", "bail", "call"),
-    "on_iteration": ("feedback", "stop", "call"),
-}
-_HOOK_TEMPLATES = {
-    "on_start": ("reject", "prompt", "append_prompt"),
-    "on_complete": ("result_text", "feedback"),
-    "on_iteration": ("feedback",),
-}
+_HOOK_ACTIONS = {point: hook_actions(point) for point in HOOK_MODELS}
+_HOOK_TEMPLATES = {point: hook_templates(point) for point in HOOK_MODELS}
 _TOOL_KEYS = ("python", "command", "mcp")
 INSTRUCTION_NAMES = ("vars", "today", "agent", "team", "context")
 """What instructions can read (the engine's ``RunContext.template_context``)."""

@@ -144,7 +144,7 @@ class RunResult:
     hook_errors: list[dict[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     tasks: list[Any] = field(default_factory=list)
-    """Tracked delegation tasks (:class:`~teamrun.engine.delegation.tasks.TaskRecord`), in the order they were issued."""
+    """Tracked delegation tasks (:class:`~teamrun.engine.delegation.tasks.TaskRecord`), in the order issued."""
     duration_s: float = 0.0
     overshoot: dict[str, dict[str, float]] = field(default_factory=dict)
     """Token and cost limits the run went past (the last turn may), by limit: ``{limit, used, over}``."""

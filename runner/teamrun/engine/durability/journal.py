@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from teamrun.config.models import ToolDef
+from teamrun.engine.durability.replay import Replay
 from teamrun.llm.types import Message, ModelSettings, ToolSchema
 from teamrun.logs import get_logger
 from teamrun.store.records import HEARTBEAT_S, EntryKey, EntryKind, JournaledRun, JournalEntry
@@ -161,8 +162,6 @@ class RunJournal:
 
     def __init__(self, backend: JournalBackend, record: JournaledRun, earlier: Sequence[JournalEntry] = (),
                  *, confirmed_tools: bool = False) -> None:
-        from teamrun.engine.durability.resume import Replay
-
         self.backend = backend
         self.record = record
         self.replay = Replay(earlier, confirmed_tools=confirmed_tools)

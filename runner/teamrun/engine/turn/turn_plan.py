@@ -76,7 +76,6 @@ Action = Delegate | Transfer | ExtraTransfer | RunTool | Control | Unknown
 
 @dataclass(frozen=True)
 class TurnPlan:
-    reply: ModelReply
     actions: tuple[Action, ...]
 
     @property
@@ -106,7 +105,7 @@ def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
         else:
             assert entry.tool is not None
             actions.append(RunTool(call, entry.tool))
-    return TurnPlan(reply, tuple(actions))
+    return TurnPlan(tuple(actions))
 
 
 # -- signals: what running an action means for the turn ---------------------------------------
