@@ -94,3 +94,15 @@ def test_judge_calls_are_journaled_and_a_resume_does_not_pay_for_them_again(tmp_
     replayed = team.run_sync("Name two", journal=RunJournal(backend, record, backend.load("r1")))
     model.assert_complete()
     assert replayed.status == "done" and replayed.acceptance[0].passed and replayed.final_text == "Rust and Go."
+
+
+def test_a_journaled_run_records_its_own_vars_so_a_resume_gives_them_again(tmp_path: Path) -> None:
+    from teamrun.store.journal import StoreJournal
+
+    model = ScriptedModel({"lead": ["Fini."]})
+    team = teamrun.load_team(_team(tmp_path), chat_model=model, store=tmp_path / "runs.db")
+
+    result = team.run_sync("go", journal=True, vars={"lang": "French"})
+
+    record = StoreJournal(team.store).get_run(result.run_id)
+    assert record is not None and record.vars == {"lang": "French"}
