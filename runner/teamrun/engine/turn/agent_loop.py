@@ -27,12 +27,12 @@ from teamrun.engine.delegation.records import WorkerOutcome
 from teamrun.engine.delegation.tools import workers_of
 from teamrun.engine.limits.ledger import LimitReached, counters_of
 from teamrun.engine.runtime import AgentFrame, RunContext, run_all
-from teamrun.engine.tooling.tool_table import ToolTable, build_tool_table
 from teamrun.engine.turn.acceptance import Acceptance
 from teamrun.engine.turn.actions import run_action
 from teamrun.engine.turn.model_call import ModelCall, call_model
 from teamrun.engine.turn.prompts import system_prompt
 from teamrun.engine.turn.structured import OutputChecker
+from teamrun.engine.turn.tool_table import ToolTable, build_tool_table
 from teamrun.engine.turn.turn_plan import (
     FinalOutput,
     HandOff,
