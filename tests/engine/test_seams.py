@@ -13,8 +13,6 @@ from pathlib import Path
 
 import teamrun
 from teamrun.config.loader import load_config
-from teamrun.evals.batch import InputRow, run_row
-from teamrun.evals.guarded import Ceiling
 from teamrun.llm.types import ModelReply, Usage
 from teamrun.testing.scripted import ScriptedModel, tool_call, tool_calls
 
@@ -217,6 +215,11 @@ BUSY = """\
 
 def test_a_rows_token_ceiling_stops_the_run_at_the_next_model_call(tmp_path: Path) -> None:
     """Answers that fail a check are asked again without the run ever yielding to the event loop."""
+    # imported here, not at collection: teamrun.evals.models before teamrun.config.schema_gen would build the
+    # cases schema without the config models' field docstrings (tests/evals/test_eval_cli.py checks it)
+    from teamrun.evals.batch import InputRow, run_row
+    from teamrun.evals.guarded import Ceiling
+
     team = _write(tmp_path, BUSY)
     answer = ModelReply(text="an answer", usage=Usage(450, 50, 1), finish_reason="stop")
     model = ScriptedModel({"lead": [answer] * 10})
