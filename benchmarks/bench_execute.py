@@ -389,8 +389,8 @@ async def _profile(runs: dict[str, Callable[[], Awaitable[Any]]], calls: int, re
         print(f"    {own:6.3f}  [{cumulative:6.3f}]  {where}")
     print("  teamrun's own code and its cost lookups, cumulative ms per model call:")
     wanted = ("llm/adapter.py:_cost", "llm/adapter.py:_to_reply", "llm/adapter.py:build",
-              "engine/agent_loop.py:_tool", "tools/invoke.py:invoke_tool", "events.py:emit",
-              "engine/delegation.py:_prompt", "engine/hooks.py:run")
+              "engine/turn/agent_loop.py:_tool", "tools/invoke.py:invoke_tool", "events.py:emit",
+              "engine/delegation/delegator.py:_prompt", "engine/delegation/hooks.py:run")
     seen = {where: cumulative for _own, cumulative, where in tops["teamrun"]}
     for where in wanted:
         if where in seen:

@@ -57,7 +57,7 @@ class Accounting:
         self.current = ""
 
     def install(self) -> None:
-        import teamrun.engine.agent_loop as agent_loop
+        import teamrun.engine.turn.agent_loop as agent_loop
         from teamrun.engine import journal
 
         hash_request = journal.request_hash
@@ -88,7 +88,7 @@ def _journal_factory(kind: str, location: str | None, team: Any) -> Callable[[],
     """A function making a fresh journal for one run (``None``: no journal)."""
     if kind == "none":
         return lambda: None
-    from teamrun.engine.journal import MemoryJournal, RunJournal
+    from teamrun.engine.durability.journal import MemoryJournal, RunJournal
     from teamrun.store.records import JournaledRun
 
     if kind == "memory":

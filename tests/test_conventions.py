@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from teamrun.conventions import CONTEXT_HEADING, DATA_BLOCK
-from teamrun.engine.filters import as_context_block
+from teamrun.engine.delegation.filters import as_context_block
 from teamrun.engine.references import RefRequest, render_blocks
 from teamrun.engine.team import load_team
 from teamrun.events import AgentStart, Event

@@ -16,7 +16,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from teamrun.engine.hooks import HookContext
+    from teamrun.engine.delegation.hooks import HookContext
 
 REDACTED = "[redacted]"
 

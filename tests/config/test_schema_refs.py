@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from teamrun import load_team
-from teamrun.engine.structured import OutputChecker
+from teamrun.engine.turn.structured import OutputChecker
 from teamrun.errors import ConfigError
 
 HERE = Path(__file__).resolve().parent

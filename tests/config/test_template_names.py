@@ -14,7 +14,7 @@ from typing import Any
 
 from teamrun import load_team
 from teamrun.config.checks import HOOK_NAMES, INSTRUCTION_NAMES
-from teamrun.engine.hooks import HookContext
+from teamrun.engine.delegation.hooks import HookContext
 
 
 def test_hook_names_are_the_engines_hook_context() -> None:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import teamrun
-from teamrun.engine.journal import MemoryJournal, RunJournal, tool_idempotent
+from teamrun.engine.durability.journal import MemoryJournal, RunJournal, tool_idempotent
 from teamrun.store.records import JournaledRun
 from teamrun.testing.scripted import ScriptedModel, tool_calls
 

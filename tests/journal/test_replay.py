@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import teamrun
-from teamrun.engine.journal import EntryKey, JournaledRun, JournalEntry, MemoryJournal, RunJournal
-from teamrun.engine.resume import ResumeNeedsConfirmation, open_resume
+from teamrun.engine.durability.journal import EntryKey, JournaledRun, JournalEntry, MemoryJournal, RunJournal
+from teamrun.engine.durability.resume import ResumeNeedsConfirmation, open_resume
 from teamrun.testing.scripted import ScriptedModel, delegate, tool_call
 
 TEAM = """\
@@ -176,7 +176,7 @@ def test_an_interrupted_non_idempotent_tool_needs_confirmation(team_file: Path, 
 
 
 def test_python_tools_are_idempotent_and_command_tools_are_not_by_default(team_file: Path) -> None:
-    from teamrun.engine.journal import tool_idempotent
+    from teamrun.engine.durability.journal import tool_idempotent
 
     team = teamrun.load_team(team_file)
     assert tool_idempotent(team.tools["lookup"], team.config.tools)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from teamrun.engine.resume import open_resume
+from teamrun.engine.durability.resume import open_resume
 from teamrun.store import open_store
 from teamrun.store.journal import StoreJournal
 from teamrun.store.records import EntryKey, JournaledRun, JournalEntry

@@ -1,6 +1,6 @@
 """Python hooks for ``team.yaml`` (``call: sales.hooks:<function>`` under ``delegation.hooks``).
 
-A hook gets one argument, a ``HookContext`` (``teamrun.engine.hooks``) with
+A hook gets one argument, a ``HookContext`` (``teamrun.engine.delegation.hooks``) with
 ``point``, ``agent`` (the worker), ``parent``, ``iteration``, ``depth``,
 ``vars``, ``prompt`` and, after a delegation, ``success``, ``error`` and
 ``result``. It returns ``None`` (change nothing) or a dict of actions:
@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from teamrun.engine.hooks import HookContext
+    from teamrun.engine.delegation.hooks import HookContext
 
 AUDIT: list[dict[str, Any]] = []
 """Every delegation this process saw (a real hook might write to a log or a database)."""

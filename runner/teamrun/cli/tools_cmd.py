@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, cast
+from typing import Any
 
 import click
 
@@ -43,25 +43,18 @@ def tools(team_file: str, agents: tuple[str, ...], output_format: str) -> int:
 async def offered_tools(loaded: Any, agents: list[str]) -> dict[str, list[dict[str, Any]]]:
     """``{agent: [{name, origin, description, parameters}, ...]}``, in offer order: each agent's
     tool table, built as a run builds it (MCP servers started to ask them, stopped after)."""
-    from teamrun.engine.result import RunResult
-    from teamrun.engine.runtime import RunContext
-    from teamrun.engine.tool_sources import tools_for_run
-    from teamrun.engine.tool_table import build_tool_table
-    from teamrun.events import EventBus
-    from teamrun.llm.types import ChatModel
-    from teamrun.tools.approval import UnattendedApprover
+    from teamrun.engine.tool_sources import StartedSources, tools_for_run
+    from teamrun.engine.turn.tool_table import build_tool_table
     from teamrun.tools.registry import build_tools
 
     config = loaded.config
     table = tools_for_run(build_tools(config.tools or {}, base_dir=loaded.base_dir, secrets=loaded.secrets))
-    ctx = RunContext(config=config, base_dir=loaded.base_dir, bus=EventBus("tools"), model=cast(ChatModel, None),
-                     tools=table, approver=UnattendedApprover(),
-                     result=RunResult(run_id="tools", team=config.name, status="done", final_text=""))
+    sources = StartedSources()
     listing: dict[str, list[dict[str, Any]]] = {}
     try:
         for agent in agents:
             items = listing.setdefault(agent, [])
-            for entry in (await build_tool_table(ctx, agent)).entries:
+            for entry in (await build_tool_table(config, table, sources, agent)).entries:
                 origin = entry.kind if entry.kind != "tool" else (
                     f"mcp:{entry.offered.source}" if entry.offered.origin == "source" else "tool")
                 item = _entry(entry.schema["function"], origin)
@@ -69,7 +62,7 @@ async def offered_tools(loaded: Any, agents: list[str]) -> dict[str, list[dict[s
                     item["require_approval"] = entry.tool.require_approval
                 items.append(item)
     finally:
-        await ctx.sources.aclose()
+        await sources.aclose()
     return listing
 
 

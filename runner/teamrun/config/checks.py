@@ -30,16 +30,19 @@ from teamrun.config.yamlsrc import SourceMap
 if TYPE_CHECKING:
     from teamrun.config.models import TeamConfig
 
-_HOOK_ACTIONS = {
-    "on_start": ("reject", "prompt", "append_prompt", "max_steps", "context", "call"),
-    "on_complete": ("result_text", "feedback", "bail", "call"),
-    "on_iteration": ("feedback", "stop", "call"),
-}
-_HOOK_TEMPLATES = {
-    "on_start": ("reject", "prompt", "append_prompt"),
-    "on_complete": ("result_text", "feedback"),
-    "on_iteration": ("feedback",),
-}
+HOOK_POINTS = ("on_start", "on_complete", "on_iteration")
+
+
+@functools.cache
+def _hook_tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """Each hook point's actions and template fields, derived from the config models (imported only
+    when a file has hooks: `validate` does not build the pydantic models otherwise)."""
+    from teamrun.config.models import HOOK_MODELS, hook_actions, hook_templates
+
+    return ({point: hook_actions(point) for point in HOOK_MODELS},
+            {point: hook_templates(point) for point in HOOK_MODELS})
+
+
 _TOOL_KEYS = ("python", "command", "mcp")
 INSTRUCTION_NAMES = ("vars", "today", "agent", "team", "context")
 """What instructions can read (the engine's ``RunContext.template_context``)."""
@@ -533,7 +536,8 @@ class SemanticChecker:
                     )
             yield from self._message_filter((*base, "delegation", "message_filter"), delegation.get("message_filter"))
             hooks = _mapping(delegation.get("hooks"))
-            for event, fields in _HOOK_TEMPLATES.items():
+            hook_actions, hook_templates = _hook_tables() if hooks else ({}, {})
+            for event, fields in hook_templates.items():
                 entries = hooks.get(event)
                 if not isinstance(entries, list):
                     continue
@@ -544,7 +548,7 @@ class SemanticChecker:
                     for field in fields:
                         yield from self._template((*hook_path, field), hook.get(field), HOOK_NAMES)
                     if hook and not (set(hook) - {"when"}):
-                        actions = ", ".join(_HOOK_ACTIONS[event])
+                        actions = ", ".join(hook_actions[event])
                         yield self._error(
                             hook_path,
                             f"{dotted(hook_path)} has a condition but no action; add one of: {actions}",
@@ -893,7 +897,7 @@ class SemanticChecker:
             if isinstance(mf.get("python"), str):
                 yield ("agents", agent, "delegation", "message_filter", "python"), mf["python"]
             hooks = _mapping(delegation.get("hooks"))
-            for event in _HOOK_TEMPLATES:
+            for event in HOOK_POINTS:
                 entries = hooks.get(event)
                 for index, hook in enumerate(entries if isinstance(entries, list) else []):
                     call = _mapping(hook).get("call")

@@ -9,7 +9,7 @@ not at import, which running a team pays for).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -206,6 +206,26 @@ class IterationHook(_Strict):
     """Add this note (a Jinja template) to the agent's next turn."""
     stop: bool | None = None
     """Stop the agent; it gets one last turn to answer with what it has."""
+
+
+HOOK_MODELS: dict[str, type[StartHook | CompleteHook | IterationHook]] = {
+    "on_start": StartHook,
+    "on_complete": CompleteHook,
+    "on_iteration": IterationHook,
+}
+"""Each hook point's model: the one source of what its hooks can do."""
+
+
+def hook_actions(point: str) -> tuple[str, ...]:
+    """What a hook at ``point`` can do: its model's fields but ``when``, ``call`` last."""
+    fields = [name for name in HOOK_MODELS[point].model_fields if name not in ("when", "call")]
+    return (*fields, "call")
+
+
+def hook_templates(point: str) -> tuple[str, ...]:
+    """The actions of a hook at ``point`` whose text is a template (its text fields but ``when``/``call``)."""
+    return tuple(name for name, info in HOOK_MODELS[point].model_fields.items()
+                 if name not in ("when", "call") and Template in get_args(info.annotation))
 
 
 class Hooks(_Strict):

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from teamrun.llm.types import Usage
+
+
+def new_run_id() -> str:
+    """A new run's id (12 hex digits): the one place run ids are made."""
+    return uuid.uuid4().hex[:12]
+
 
 RunStatus = Literal["done", "failed", "budget_exhausted", "cancelled"]
 DelegationStatus = Literal["ok", "error", "rejected", "budget_exhausted", "cancelled"]
@@ -70,7 +77,7 @@ class DelegationResult:
     """The agent that delegated."""
     agent_path: tuple[str, ...] = ()
     task_id: str | None = None
-    """The tracked task this delegation is an attempt at (see :mod:`teamrun.engine.task_ledger`)."""
+    """The tracked task this delegation is an attempt at (see :mod:`teamrun.engine.delegation.tasks`)."""
     timed_out: bool = False
     """The worker's own ``budget.timeout_s`` stopped it (its status is then ``budget_exhausted``)."""
     acceptance: AcceptanceRecord | None = None
@@ -144,7 +151,7 @@ class RunResult:
     hook_errors: list[dict[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     tasks: list[Any] = field(default_factory=list)
-    """Tracked delegation tasks (:class:`~teamrun.engine.task_ledger.TaskRecord`), in the order they were issued."""
+    """Tracked delegation tasks (:class:`~teamrun.engine.delegation.tasks.TaskRecord`), in the order issued."""
     duration_s: float = 0.0
     overshoot: dict[str, dict[str, float]] = field(default_factory=dict)
     """Token and cost limits the run went past (the last turn may), by limit: ``{limit, used, over}``."""

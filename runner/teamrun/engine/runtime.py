@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
 from teamrun.defaults import (
@@ -17,10 +18,10 @@ from teamrun.defaults import (
     DEFAULT_REQUEST_TIMEOUT_S,
     model_for,
 )
-from teamrun.engine.journal import RunJournal
-from teamrun.engine.ledger import BudgetLedger
+from teamrun.engine.durability.journal import RunJournal
+from teamrun.engine.limits.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore
-from teamrun.engine.result import DelegationResult, RunResult
+from teamrun.engine.result import AcceptanceRecord, DelegationResult, RunResult
 from teamrun.engine.tool_sources import StartedSources
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.types import ChatModel, ModelSettings
@@ -29,7 +30,7 @@ from teamrun.tools.approval import Approver
 from teamrun.tools.base import Tool, ToolSource
 
 if TYPE_CHECKING:
-    from teamrun.engine.threads import ThreadSession
+    from teamrun.engine.durability.threads import ThreadSession
 
 _log = get_logger(__name__)
 T = TypeVar("T")
@@ -100,7 +101,7 @@ class RunContext:
     journal: RunJournal | None = None
     """Where finished model calls and tool results are written, and replayed from on resume (``None``: off)."""
     thread: ThreadSession | None = None
-    """The thread this run is a turn of: earlier turns and workers' memory (:mod:`teamrun.engine.threads`)."""
+    """The thread this run is a turn of: earlier turns, workers' memory (:mod:`teamrun.engine.durability.threads`)."""
 
     def agent(self, name: str) -> Agent:
         return self.config.agents[name]
@@ -128,15 +129,48 @@ class RunContext:
         return {"vars": dict(self.vars), "today": self.today, "agent": name, "team": self.config.name,
                 "context": dict(context or {})}
 
-    # -- bookkeeping shared by concurrent agents (single event loop: no lock needed for dicts) --
+    # -- the run result while the run goes (single event loop: no lock needed) -------------
+    # Team.run writes the rest: its status, answer and spending, when the run ends.
 
     def record_delegation(self, result: DelegationResult) -> None:
         self.result.delegations.append(result)
+
+    def record_handoff(self, frame: AgentFrame, target: str) -> None:
+        self.result.handoffs.append({"from": frame.name, "to": target, "agent_path": list(frame.path)})
+
+    def record_task(self, task: Any) -> None:
+        """A tracked delegation task (a :class:`~teamrun.engine.delegation.tasks.TaskRecord`)."""
+        self.result.tasks.append(task)
+
+    def record_acceptance(self, record: AcceptanceRecord) -> None:
+        self.result.acceptance.append(record)
+
+    def record_hook_error(self, entry: dict[str, Any]) -> None:
+        self.result.hook_errors.append(entry)
+
+    def record_answer(self, frame: AgentFrame) -> None:
+        """``frame``'s agent gave the run's answer (the supervisor, or the agent it handed the user to)."""
+        self.result.answered_by = frame.name
 
     def warn(self, frame: AgentFrame, message: str) -> None:
         self.result.warnings.append(message)
         _log.warning("run_warning", agent=frame.name, message=message)
         frame.emit(self, "warning", message=message)
+
+
+SpanKind = Literal["llm", "tool"]
+_SPAN_EVENTS: dict[SpanKind, tuple[EventKind, EventKind]] = {
+    "llm": ("llm_start", "llm_end"),
+    "tool": ("tool_start", "tool_end"),
+}
+
+
+@dataclass
+class Span:
+    """One open span: its id, and the data its end event will carry."""
+
+    id: str
+    end: dict[str, Any] = field(default_factory=lambda: {"status": "ok"})
 
 
 @dataclass
@@ -149,7 +183,8 @@ class AgentFrame:
     parent_span_id: str | None
     ledger: BudgetLedger
     feedback: list[str] = field(default_factory=list)
-    """Notes from hooks, added to this agent's next model call."""
+    """Notes from hooks (written only by :class:`~teamrun.engine.delegation.hooks.HookRunner`), added to this
+    agent's next model call (taken only by the agent loop, :meth:`take_feedback`)."""
     context: dict[str, Any] = field(default_factory=dict)
     """Request-context values from ``on_start`` hooks, readable in templates as ``context``."""
     allowed_tools: frozenset[str] | None = None
@@ -168,9 +203,29 @@ class AgentFrame:
                                        max_steps=max_steps_for(ctx.config, budget), agent=target),
                           key=f"{self.key}>{target}")
 
+    def take_feedback(self) -> list[str]:
+        """The hooks' notes not yet given to the agent (they are given once)."""
+        notes, self.feedback = self.feedback, []
+        return notes
+
     @property
     def depth(self) -> int:
         return len(self.path) - 1
+
+    @contextmanager
+    def span(self, ctx: RunContext, kind: SpanKind, *, parent_span_id: str | None = None,
+             **start: Any) -> Iterator[Span]:
+        """A span of this frame (``llm``, ``tool``): its start event now, its end event when the block ends,
+        with what the block put in :attr:`Span.end` (an exception ends it ``status: error``)."""
+        span = Span(ctx.bus.new_span_id())
+        start_kind, end_kind = _SPAN_EVENTS[kind]
+        self.emit(ctx, start_kind, span_id=span.id, parent_span_id=parent_span_id, **start)
+        try:
+            yield span
+        except Exception as exc:
+            self.emit(ctx, end_kind, span_id=span.id, parent_span_id=parent_span_id, status="error", error=str(exc))
+            raise
+        self.emit(ctx, end_kind, span_id=span.id, parent_span_id=parent_span_id, **span.end)
 
     def emit(self, ctx: RunContext, kind: EventKind, *, span_id: str | None = None,
              parent_span_id: str | None = None, **data: Any) -> None:

@@ -11,7 +11,6 @@ import asyncio
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,23 +18,25 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from teamrun.config.loader import LoadedConfig, load_config
+from teamrun.config.models import Limits, TeamConfig
 from teamrun.defaults import model_for
-from teamrun.engine.agent_loop import run_agent
-from teamrun.engine.ledger import BudgetLedger
-from teamrun.engine.result import RunResult
+from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
+from teamrun.engine.result import RunResult, new_run_id
 from teamrun.engine.runtime import AgentFrame, RunContext, limits_in_force, max_steps_for
 from teamrun.engine.tool_sources import tools_for_run
+from teamrun.engine.turn.agent_loop import run_agent
+from teamrun.engine.turn.model_call import ModelCall, call_model
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.router import ModelRouter
-from teamrun.llm.types import ChatModel, current_scope
+from teamrun.llm.types import ChatModel, Message, current_scope
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.mcp.tape import McpTape
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
-    from teamrun.engine.journal import RunJournal
+    from teamrun.engine.durability.journal import RunJournal
     from teamrun.llm.cassette import ReplayMode
     from teamrun.store import Store
 
@@ -88,8 +89,6 @@ class Team:
             self.config.tools or {}, base_dir=loaded.base_dir, secrets=loaded.secrets,
             mcp_tape=McpTape.for_team(self.config.tools, record=record, replay=replay))
         """The team's tools by entry name; a :class:`ToolSource` entry is started when an agent first needs it."""
-        self._buses: dict[str, EventBus] = {}
-        """Event buses of the runs in progress, by run id."""
 
     @property
     def name(self) -> str:
@@ -129,7 +128,7 @@ class Team:
     def _report_retry(self, notice: Any) -> None:
         """Turn the adapter's retry notices into ``llm_retry`` events of the run that made the call."""
         scope = current_scope.get()
-        bus = self._buses.get(scope.run_id) if scope is not None else None
+        bus = EventBus.of_run(scope.run_id) if scope is not None else None
         if scope is None or bus is None:
             return
         bus.emit("llm_retry", span_id=scope.span_id, parent_span_id=None, agent_path=scope.agent_path,
@@ -144,48 +143,56 @@ class Team:
         cancel: asyncio.Event | None = None,
         thread: str | None = None,
         journal: RunJournal | bool | None = None,
+        limits: Limits | None = None,
+        vars: Mapping[str, Any] | None = None,
+        ceiling: RunCeiling | None = None,
     ) -> RunResult:
         """Run the team on ``input``. Returns a result whatever happens to the run.
 
         ``cancel``: set it to stop the run; in-flight workers are cancelled and the
         result (``status: cancelled``) keeps everything finished so far.
         ``thread``: the id of a conversation in the team's store (``load_team(..., store=...)``,
-        else the default store) to continue, or to start when it is new; see :mod:`teamrun.engine.threads`.
+        else the default store) to continue, or to start when it is new; see :mod:`teamrun.engine.durability.threads`.
         ``journal``: write every finished model call and tool result there as it completes
-        (the run takes the journal's run id); one opened by :func:`teamrun.engine.resume.open_resume`
-        also answers the calls an earlier attempt finished (see :mod:`teamrun.engine.resume`).
+        (the run takes the journal's run id); one opened by :func:`teamrun.engine.durability.resume.open_resume`
+        also answers the calls an earlier attempt finished (see :mod:`teamrun.engine.durability.resume`).
         ``journal=True`` journals to the team's store (``result.run_id`` is then resumable).
+        ``limits``: this run's ``limits:``, each at most the team file's (a higher one is a
+        :class:`~teamrun.errors.UsageError`); ``vars``: this run's vars on top of the team's.
+        ``ceiling``: spending this run may not exceed on top of its limits (a batch row's), checked
+        before each model call like every limit.
         """
+        config = _lowered(self.config, limits)
+        run_vars = {**self.vars, **(vars or {})}
         if journal is True:
-            journal = await asyncio.to_thread(self.new_journal, input, thread)
+            journal = await asyncio.to_thread(lambda: self.new_journal(input, thread, vars=vars))
         elif journal is False:
             journal = None
         session = None
         if thread is not None:
-            from teamrun.engine.threads import open_thread
+            from teamrun.engine.durability.threads import open_thread
 
             session = await open_thread(await asyncio.to_thread(lambda: self.store), thread, self.config)
         model = self._model()
         if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
             self._router.prepare(self.models())
         started = time.monotonic()
-        run_id = journal.run_id if journal is not None else uuid.uuid4().hex[:12]
+        run_id = journal.run_id if journal is not None else new_run_id()
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
         result = RunResult(run_id=run_id, team=self.name, status="done", final_text="",
-                           limits_in_force=limits_in_force(self.config))
+                           limits_in_force=limits_in_force(config))
         tools = tools_for_run(self.tools)  # each run starts (lazily) and stops its own copies of tool sources
         ctx = RunContext(
-            config=self.config, base_dir=self.loaded.base_dir, bus=bus, model=model,
-            tools=tools, approver=self.approver, result=result, vars=self.vars,
+            config=config, base_dir=self.loaded.base_dir, bus=bus, model=model,
+            tools=tools, approver=self.approver, result=result, vars=run_vars,
             model_override=self.model_override, thread=session, journal=journal,
         )
         result.thread_id = session.thread_id if session is not None else None
-        frame = self._supervisor_frame(bus, session.starts_with if session else None)
+        frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
         if journal is not None:
             await journal.open()
-        self._buses[run_id] = bus
         structlog.contextvars.bind_contextvars(run_id=run_id, team=self.name)
         bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
                  agent_path=(), team=self.name, input=input)
@@ -194,15 +201,14 @@ class Team:
         escaped: BaseException | None = None
         try:
             if session is not None:
-                await session.prepare(ctx, frame)
-            await self._drive(ctx, frame, input, cancel)
+                await session.prepare(_summariser(ctx, frame), lambda message: ctx.warn(frame, message))
+            await _drive(ctx, frame, input, cancel)
         except BaseException as exc:  # the journal's record says how the run ended, also this way
             escaped = exc
             raise
         finally:
             await ctx.sources.aclose()
             _settle_spending(ctx, frame)
-            self._buses.pop(run_id, None)
             structlog.contextvars.unbind_contextvars("run_id", "team")
             if session is not None:
                 not_saved = await session.save(input, result)
@@ -229,75 +235,106 @@ class Team:
         raise UsageError("run_sync() cannot run inside a running event loop (Jupyter, an async "
                          "application): use `result = await team.run(...)` there instead")
 
-    def new_journal(self, input: str, thread: str | None = None, *, run_id: str | None = None) -> RunJournal:
+    def new_journal(self, input: str, thread: str | None = None, *, run_id: str | None = None,
+                    vars: Mapping[str, Any] | None = None) -> RunJournal:
         """A journal for a new run of this team, in its store (blocking: opens the store); pass it to
-        :meth:`run` as ``journal=``. ``run_id``: the id to record the run under (default: a new one)."""
-        from teamrun.engine.journal import RunJournal
+        :meth:`run` as ``journal=``. ``run_id``: the id to record the run under (default: a new one);
+        ``vars``: the run's own vars (``Team.run(vars=...)``), recorded so a resume gives them again."""
+        from teamrun.engine.durability.journal import RunJournal
         from teamrun.store.journal import StoreJournal
         from teamrun.store.records import JournaledRun
 
-        record = JournaledRun(run_id=run_id or uuid.uuid4().hex[:12], team=self.name,
+        record = JournaledRun(run_id=run_id or new_run_id(), team=self.name,
                               team_file=str(self.loaded.path.resolve()), input=input,
-                              vars=self._var_overrides(), model=self.model_override, thread_id=thread)
+                              vars=self._var_overrides(vars), model=self.model_override, thread_id=thread)
         return RunJournal(StoreJournal(self.store), record)
 
-    def _var_overrides(self) -> dict[str, Any]:
+    def _var_overrides(self, run_vars: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The vars given on top of the file's own (what a resume must give again)."""
         own = self.config.vars or {}
-        return {name: value for name, value in self.vars.items() if own.get(name) != value}
+        given = {**self.vars, **(run_vars or {})}
+        return {name: value for name, value in given.items() if own.get(name) != value}
 
-    def _supervisor_frame(self, bus: EventBus, name: str | None = None) -> AgentFrame:
-        """The frame of the agent that answers the user: the supervisor, or in a thread the one it was handed to."""
-        root = BudgetLedger(self.config.limits, label="limits")
-        name = name or self.config.supervisor
-        budget = self.config.agents[name].budget
-        ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
-                            max_steps=max_steps_for(self.config, budget), agent=name)
-        run_span = bus.new_span_id()
-        return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger, key=name)
+def _lowered(config: TeamConfig, limits: Limits | None) -> TeamConfig:
+    """``config`` with a run's ``limits`` (each at most the file's)."""
+    asked = limits.model_dump(exclude_none=True) if limits is not None else {}
+    if not asked:
+        return config
+    current = config.limits or Limits()
+    too_high = [f"limits.{key} ({value}) is higher than the team's limits.{key} ({getattr(current, key)})"
+                for key, value in asked.items() if getattr(current, key) is not None and value > getattr(current, key)]
+    if too_high:
+        raise UsageError("; ".join(too_high) + ": a run may only lower the team's limits")
+    return config.model_copy(update={"limits": current.model_copy(update=asked)})
 
-    def _timeout(self) -> tuple[float | None, str]:
-        """The run's wall-clock limit: ``limits.timeout_s`` or the supervisor's own, whichever is shorter."""
-        candidates = []
-        if self.config.limits and self.config.limits.timeout_s:
-            candidates.append((self.config.limits.timeout_s, "limits.timeout_s"))
-        budget = self.config.agents[self.config.supervisor].budget
-        if budget and budget.timeout_s:
-            candidates.append((budget.timeout_s, f"agents.{self.config.supervisor}.budget.timeout_s"))
-        return min(candidates) if candidates else (None, "")
 
-    async def _drive(self, ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio.Event | None) -> None:
-        result = ctx.result
-        work = asyncio.create_task(run_agent(ctx, frame, input), name=f"teamrun:{frame.name}")
-        waiters: set[asyncio.Future[Any]] = {work}
-        stop = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
-        if stop is not None:
-            waiters.add(stop)
-        timeout, label = self._timeout()
-        try:
-            done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            if work in done:
-                try:
-                    outcome = work.result()
-                except RunError as exc:
-                    result.status, result.error = "failed", str(exc)
-                    result.final_text = _partial_text(result, f"the run failed: {exc}")
-                    return
-                result.final_text = outcome.text
-                if outcome.status != "ok":
-                    result.status, result.stopped_by = "budget_exhausted", outcome.stopped_by
+def _supervisor_frame(config: TeamConfig, bus: EventBus, name: str | None = None,
+                      ceiling: RunCeiling | None = None) -> AgentFrame:
+    """The frame of the agent that answers the user: the supervisor, or in a thread the one it was handed to."""
+    top = ceiling.ledger() if ceiling is not None else None
+    root = (top.child(config.limits, label="limits", depth=0) if top is not None
+            else BudgetLedger(config.limits, label="limits"))
+    name = name or config.supervisor
+    budget = config.agents[name].budget
+    ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
+                        max_steps=max_steps_for(config, budget), agent=name)
+    run_span = bus.new_span_id()
+    return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger, key=name)
+
+
+def _timeout(config: TeamConfig) -> tuple[float | None, str]:
+    """The run's wall-clock limit: ``limits.timeout_s`` or the supervisor's own, whichever is shorter."""
+    candidates = []
+    if config.limits and config.limits.timeout_s:
+        candidates.append((config.limits.timeout_s, "limits.timeout_s"))
+    budget = config.agents[config.supervisor].budget
+    if budget and budget.timeout_s:
+        candidates.append((budget.timeout_s, f"agents.{config.supervisor}.budget.timeout_s"))
+    return min(candidates) if candidates else (None, "")
+
+
+def _summariser(ctx: RunContext, frame: AgentFrame) -> Callable[[list[Message]], Any]:
+    """A thread's summary call: the answering agent's model, charged to it, under the run's span."""
+    async def summarise(messages: list[Message]) -> str:
+        reply = await call_model(ctx, frame, messages, ModelCall(0, parent_span_id=frame.parent_span_id),
+                                 settings=ctx.settings_for(frame.name))
+        return (reply.text or "").strip()
+
+    return summarise
+
+
+async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio.Event | None) -> None:
+    result = ctx.result
+    work = asyncio.create_task(run_agent(ctx, frame, input), name=f"teamrun:{frame.name}")
+    waiters: set[asyncio.Future[Any]] = {work}
+    stop = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+    if stop is not None:
+        waiters.add(stop)
+    timeout, label = _timeout(ctx.config)
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if work in done:
+            try:
+                outcome = work.result()
+            except RunError as exc:
+                result.status, result.error = "failed", str(exc)
+                result.final_text = _partial_text(result, f"the run failed: {exc}")
                 return
-            if stop is not None and stop in done:
-                result.status, result.stopped_by = "cancelled", "interrupted"
-            else:
-                result.status, result.stopped_by = "budget_exhausted", f"{label} ({timeout})"
+            result.final_text = outcome.text
+            if outcome.status != "ok":
+                result.status, result.stopped_by = "budget_exhausted", outcome.stopped_by
+            return
+        if stop is not None and stop in done:
+            result.status, result.stopped_by = "cancelled", "interrupted"
+        else:
+            result.status, result.stopped_by = "budget_exhausted", f"{label} ({timeout})"
+        await _cancel(work)
+        result.final_text = _partial_text(result, f"the run was stopped ({result.stopped_by})")
+    finally:
+        if not work.done():
             await _cancel(work)
-            result.final_text = _partial_text(result, f"the run was stopped ({result.stopped_by})")
-        finally:
-            if not work.done():
-                await _cancel(work)
-            if stop is not None and not stop.done():
-                stop.cancel()
+        if stop is not None and not stop.done():
+            stop.cancel()
 
 
 async def _close_journal(journal: RunJournal, result: RunResult, escaped: BaseException | None) -> None:

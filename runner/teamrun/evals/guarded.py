@@ -1,9 +1,9 @@
 """One run of a team with ceilings of its own (cost, tokens, wall time), stopped when it passes one.
 
 The engine's limits come from the team file; a case or a batch row adds its own
-ceilings on top. They are enforced from outside, through the public API: a
-subscriber adds up each model call's usage and sets the run's ``cancel`` event
-when a ceiling is passed, and a timer does the same for wall time.
+ceilings on top. Tokens and cost are the engine's to enforce (``Team.run(ceiling=...)``:
+checked before each model call, like every limit); wall time is enforced from
+outside, a timer setting the run's ``cancel`` event.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from teamrun.engine.limits.ledger import RunCeiling
 from teamrun.engine.result import RunResult
 from teamrun.engine.team import Team
 from teamrun.events import Event, LlmEnd
@@ -66,13 +67,6 @@ class _Meter:
         self.cost += event.cost
         if self.on_call is not None:
             self.on_call(event.usage)
-        if self.tripped is not None:
-            return
-        c = self.ceiling
-        if c.max_tokens is not None and self.tokens > c.max_tokens:
-            self.trip(f"{c.label}.max_tokens ({c.max_tokens}): {self.tokens} used")
-        elif c.max_cost_usd is not None and self.cost > c.max_cost_usd:
-            self.trip(f"{c.label}.max_cost_usd ({c.max_cost_usd}): ${self.cost:.6f} spent")
 
     def trip(self, why: str) -> None:
         if self.tripped is None:
@@ -91,7 +85,8 @@ async def run_guarded(team: Team, task: str, ceiling: Ceiling, *, subscribers: t
             ceiling.max_latency_s, meter.trip, f"{ceiling.label}.max_latency_s ({ceiling.max_latency_s})")
     started = time.monotonic()
     try:
-        result = await team.run(task, subscribers=(meter, *subscribers), cancel=cancel)
+        limit = RunCeiling(ceiling.max_tokens, ceiling.max_cost_usd, ceiling.label)
+        result = await team.run(task, subscribers=(meter, *subscribers), cancel=cancel, ceiling=limit)
     finally:
         if timer is not None:
             timer.cancel()

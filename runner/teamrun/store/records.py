@@ -1,6 +1,6 @@
 """What a journaled run leaves in the store: its entries and its record (plain data, no SQLAlchemy).
 
-The engine writes them (:mod:`teamrun.engine.journal`), the store keeps them
+The engine writes them (:mod:`teamrun.engine.durability.journal`), the store keeps them
 (:mod:`teamrun.store.journal`), ``teamrun runs`` shows them.
 """
 

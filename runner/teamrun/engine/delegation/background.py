@@ -17,13 +17,10 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from teamrun.conventions import BACKGROUND_RESULTS_HEADING, CANCEL_TASK, CHECK_TASKS, WAIT_FOR
-from teamrun.llm.types import ToolSchema
-
-if TYPE_CHECKING:
-    from teamrun.engine.delegation import Settled
+from teamrun.engine.delegation.records import Settled, WorkerRun
 
 ANNOUNCEMENT = BACKGROUND_RESULTS_HEADING
 """The heading of the message that announces finished background work to the delegating agent."""
@@ -35,6 +32,10 @@ class BackgroundTask:
     handle: str
     agent: str
     task: asyncio.Task[Settled]
+    run: WorkerRun
+    """The delegation, as it passed its checks and hooks."""
+    settled: Settled | None = None
+    """Its record when the task was cancelled before its first step (the delegator settles it then)."""
     seen: bool = False
     """Whether the delegating agent has been shown its final state."""
 
@@ -46,11 +47,12 @@ class BackgroundTasks:
         self.items: dict[str, BackgroundTask] = {}
         self._count = 0
 
-    def add(self, agent: str, task: asyncio.Task[Settled]) -> str:
+    def add(self, item: BackgroundTask) -> str:
+        """Keep ``item`` under the next handle (``bg-1``, ``bg-2``...), which is returned."""
         self._count += 1
-        handle = f"bg-{self._count}"
-        self.items[handle] = BackgroundTask(handle, agent, task)
-        return handle
+        item.handle = f"bg-{self._count}"
+        self.items[item.handle] = item
+        return item.handle
 
     def running(self) -> list[BackgroundTask]:
         return [item for item in self.items.values() if not item.task.done()]
@@ -67,9 +69,9 @@ class BackgroundTasks:
         if not item.task.done():
             return {"handle": item.handle, "agent": item.agent, "status": "running", "response": ""}
         item.seen = True
-        if item.task.cancelled():
+        if item.task.cancelled() and item.settled is None:
             return {"handle": item.handle, "agent": item.agent, "status": "cancelled", "response": ""}
-        result = item.task.result().result  # re-raises a fatal failure
+        result = (item.settled or item.task.result()).result  # re-raises a fatal failure
         shown = {"handle": item.handle, **result.for_model()}
         if result.timed_out:
             shown["status"] = "timeout"
@@ -131,26 +133,4 @@ class BackgroundTasks:
         return f"Error: unknown handle(s) {', '.join(handles)}; known handles: {known}."
 
 
-def background_tools() -> list[ToolSchema]:
-    """The schemas of ``wait_for``, ``check_tasks`` and ``cancel_task``."""
-    return [
-        _function(WAIT_FOR, "Wait until the given background tasks finish (or the timeout passes); returns their "
-                            "results, or `running` for those still going.",
-                  {"handles": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                               "description": "Handles returned by delegation tools."},
-                   "timeout_s": {"type": "number", "minimum": 0,
-                                 "description": "Most seconds to wait (default: until they finish)."}},
-                  ["handles"]),
-        _function(CHECK_TASKS, "The status of every background task (running, or its result), without waiting.",
-                  {}, []),
-        _function(CANCEL_TASK, "Cancel a running background task; its worker is stopped.",
-                  {"handle": {"type": "string", "description": "The task's handle."}}, ["handle"]),
-    ]
-
-
-def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSchema:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required, "additionalProperties": False}}}
-
-
-__all__ = ["ANNOUNCEMENT", "BackgroundTask", "BackgroundTasks", "background_tools"]
+__all__ = ["ANNOUNCEMENT", "BackgroundTask", "BackgroundTasks"]

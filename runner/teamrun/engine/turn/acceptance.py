@@ -27,8 +27,8 @@ from teamrun.config.models import DEFAULT_MAX_ATTEMPTS, Check
 from teamrun.defaults import model_for
 from teamrun.engine.result import AcceptanceRecord
 from teamrun.engine.runtime import AgentFrame, RunContext
-from teamrun.errors import ModelError
-from teamrun.llm.types import CallScope, Message, ModelReply, ModelSettings, ToolSchema, current_scope
+from teamrun.engine.turn.model_call import CallRefused, ModelCall, call_model
+from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 
 __all__ = ["JUDGE_AGENT", "Acceptance", "feedback_message"]
 
@@ -69,6 +69,10 @@ class Acceptance:
     failed: tuple[_Gate, CheckOutcome] | None = None
     """The latest answer's first failed check (``None`` once an answer passes)."""
     passed: bool = False
+    judge_calls: int = 0
+    """Judge calls made so far (they are journaled by this number)."""
+    stopped_by: str | None = None
+    """A limit that refused a judge call."""
 
     @classmethod
     def for_frame(cls, ctx: RunContext, frame: AgentFrame) -> Acceptance | None:
@@ -114,6 +118,7 @@ class Acceptance:
     def finish(self, stopped_by: str | None) -> AcceptanceRecord:
         """The record of this invocation's attempts; a warning when its answer never passed."""
         gate, outcome = self.failed if self.failed is not None else (None, None)
+        stopped_by = stopped_by or self.stopped_by
         record = AcceptanceRecord(
             agent=self.frame.name, agent_path=self.frame.path, attempts=self.attempts,
             max_attempts=gate.max_attempts if gate is not None else self.max_attempts, passed=self.passed,
@@ -121,7 +126,7 @@ class Acceptance:
             detail=outcome.detail if outcome is not None else "",
             stopped_by=stopped_by if not self.passed else None, history=tuple(self.history),
         )
-        self.ctx.result.acceptance.append(record)
+        self.ctx.record_acceptance(record)
         if not self.passed and self.attempts:
             why = f" (stopped by {stopped_by})" if stopped_by else ""
             self.ctx.warn(self.frame, f"accept: {self.frame.name} failed {record.failure} after "
@@ -136,7 +141,7 @@ class Acceptance:
         return model_for(None, self.ctx.config.defaults)
 
     def _judge_model(self) -> _JudgeModel:
-        return _JudgeModel(self.ctx, self.frame, self.attempts)
+        return _JudgeModel(self)
 
     def _emit(self, status: str) -> None:
         gate, outcome = self.failed if self.failed is not None else (None, None)
@@ -148,27 +153,24 @@ class Acceptance:
 
 
 class _JudgeModel:
-    """The run's chat model as a judge sees it: its own scope and span, charged to the agent's ledger."""
+    """The run's chat model as a judge sees it: the engine's model-call path, in the judge's own scope
+    (turn = the attempt), journaled, charged to the agent's ledger (no step), refused once a token or cost
+    limit is used up (the check is then unjudged, and the limit recorded)."""
 
-    def __init__(self, ctx: RunContext, frame: AgentFrame, attempt: int) -> None:
-        self.ctx, self.frame, self.attempt = ctx, frame, attempt
+    def __init__(self, acceptance: Acceptance) -> None:
+        self.acceptance = acceptance
 
     async def complete(self, messages: Sequence[Message], *, settings: ModelSettings,
                        tools: Sequence[ToolSchema] = (),
                        response_format: Mapping[str, Any] | None = None) -> ModelReply:
-        ctx, frame = self.ctx, self.frame
-        span = ctx.bus.new_span_id()
-        frame.emit(ctx, "llm_start", span_id=span, model=settings.model, messages=len(messages))
-        scope = current_scope.set(CallScope((*frame.path, JUDGE_AGENT), self.attempt, span, ctx.bus.run_id))
+        acceptance = self.acceptance
+        frame = acceptance.frame
+        acceptance.judge_calls += 1
+        call = ModelCall(acceptance.attempts, agent_path=(*frame.path, JUDGE_AGENT), step=False,
+                         journal=(f"{frame.key}/{JUDGE_AGENT}", acceptance.judge_calls))
         try:
-            reply = await ctx.model.complete(messages, settings=settings, tools=tools,
-                                             response_format=response_format)
-        except ModelError as exc:
-            frame.emit(ctx, "llm_end", span_id=span, status="error", error=str(exc))
+            return await call_model(acceptance.ctx, frame, messages, call, settings=settings, tools=tools,
+                                    response_format=response_format)
+        except CallRefused as exc:
+            acceptance.stopped_by = str(exc.reached)
             raise
-        finally:
-            current_scope.reset(scope)
-        frame.ledger.charge_model(reply.usage, reply.cost_usd, step=False)
-        frame.emit(ctx, "llm_end", span_id=span, status="ok", usage=reply.usage.as_dict(), cost=reply.cost_usd,
-                   finish_reason=reply.finish_reason)
-        return reply

@@ -18,12 +18,13 @@ from typing import Any, Literal
 
 from teamrun.config import templates
 from teamrun.config.imports import ImportProblem, resolve_import_path
-from teamrun.config.models import CompleteHook, Hooks, IterationHook, StartHook
+from teamrun.config.models import HOOK_MODELS, CompleteHook, Hooks, IterationHook, StartHook, hook_templates
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.errors import RunError
 
 HookPoint = Literal["on_start", "on_complete", "on_iteration"]
-_TEMPLATE_FIELDS = ("reject", "prompt", "append_prompt", "result_text", "feedback")
+_TEMPLATE_FIELDS = frozenset(name for point in HOOK_MODELS for name in hook_templates(point))
+"""Hook actions whose text is a template (derived from the hook models)."""
 
 
 class HookFailed(RunError):
@@ -125,6 +126,7 @@ class HookRunner:
                 if self.hooks.on_error == "fail":
                     raise HookFailed(f"hook agents.{self.frame.name}.delegation.hooks.{label} failed: "
                                      f"{type(exc).__name__}: {exc}") from exc
+        self.frame.feedback.extend(actions.feedback)  # the one writer of a frame's feedback
         return actions
 
     async def _one(self, hook: StartHook | CompleteHook | IterationHook, context: HookContext) -> dict[str, Any]:
@@ -160,7 +162,7 @@ class HookRunner:
     def _record(self, label: str, context: HookContext, exc: Exception) -> None:
         entry = {"hook": label, "agent": self.frame.name, "target": context.agent,
                  "message": f"{type(exc).__name__}: {exc}"}
-        self.ctx.result.hook_errors.append(entry)
+        self.ctx.record_hook_error(entry)
         self.frame.emit(self.ctx, "hook", status="error", **entry)
 
 

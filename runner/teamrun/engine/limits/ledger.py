@@ -97,13 +97,33 @@ _SPEND = (
 """Token and cost limits: (limit, counter) pairs, children's spending included."""
 
 
+@dataclass(frozen=True)
+class RunCeiling:
+    """Spending one run may not exceed on top of the team file's limits (a batch row's, an eval case's).
+
+    Checked like every limit, before each model call; messages name it ``<label>.max_tokens (N)``.
+    """
+
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    label: str = "ceiling"
+
+    def ledger(self) -> BudgetLedger:
+        """The ledger above the run's root that holds these limits."""
+        return BudgetLedger(Limits(max_total_tokens=self.max_tokens, max_cost_usd=self.max_cost_usd),
+                            label=self.label, names={"max_total_tokens": "max_tokens"})
+
+
 class BudgetLedger:
     """Counters and limits for one agent invocation (or the whole run, at the root)."""
 
     def __init__(self, limits: Limits | None, *, label: str, parent: BudgetLedger | None = None,
-                 max_steps: int | None = None, depth: int = 0, agent: str | None = None) -> None:
+                 max_steps: int | None = None, depth: int = 0, agent: str | None = None,
+                 names: dict[str, str] | None = None) -> None:
         self.limits = limits or Limits()
         self.label = label
+        self.names = names or {}
+        """How this ledger's limits are called in messages when not by their field name."""
         """How the limits are named in messages: ``limits`` or ``agents.x.budget``."""
         self.parent = parent
         self.agent = agent
@@ -167,6 +187,10 @@ class BudgetLedger:
             return LimitReached(f"{self.label}.max_steps", self.max_steps, default=self.steps_default)
         return self._spent()
 
+    def check_spent(self) -> LimitReached | None:
+        """Is a token or cost limit up the chain used up? (Checked before every model call, a judge's too.)"""
+        return self._spent()
+
     def check_before_tool_call(self) -> LimitReached | None:
         return self._over("max_tool_calls", "tool_calls")
 
@@ -193,7 +217,7 @@ class BudgetLedger:
             for limit_name, counter in _SPEND:
                 limit = getattr(node.limits, limit_name)
                 if limit is not None and getattr(node.spend, counter) >= limit:
-                    return LimitReached(f"{node.label}.{limit_name}", limit)
+                    return LimitReached(f"{node.label}.{node.names.get(limit_name, limit_name)}", limit)
         return None
 
     def _over(self, limit_name: str, counter: str) -> LimitReached | None:
@@ -233,7 +257,7 @@ class BudgetLedger:
             for limit_name, counter in _SPEND:
                 limit = getattr(node.limits, limit_name)
                 used = getattr(node.spend, counter)
-                key = f"{node.label}.{limit_name}"
+                key = f"{node.label}.{node.names.get(limit_name, limit_name)}"
                 if limit is not None and used > limit and used - limit > found.get(key, {}).get("over", 0):
                     found[key] = {"limit": limit, "used": _rounded(used), "over": _rounded(used - limit)}
         return found
@@ -256,4 +280,4 @@ def _rounded(value: float) -> float:
     return value if isinstance(value, int) else round(value, 6)
 
 
-__all__ = ["BudgetLedger", "LimitReached", "OwnUse", "Spend", "counters_of"]
+__all__ = ["BudgetLedger", "LimitReached", "OwnUse", "RunCeiling", "Spend", "counters_of"]

@@ -14,7 +14,7 @@ Where entries go is a :class:`JournalBackend` (:class:`MemoryJournal` for
 tests, :class:`teamrun.store.journal.StoreJournal` for the SQLite/PostgreSQL
 store). Writes never block the event loop: :class:`RunJournal` hands them to
 one writer thread, which commits whatever is queued in one small transaction.
-How a resumed run uses the entries is :mod:`teamrun.engine.resume`.
+How a resumed run uses the entries is :mod:`teamrun.engine.durability.resume`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from teamrun.config.models import ToolDef
+from teamrun.engine.durability.replay import Replay
 from teamrun.llm.types import Message, ModelSettings, ToolSchema
 from teamrun.logs import get_logger
 from teamrun.store.records import HEARTBEAT_S, EntryKey, EntryKind, JournaledRun, JournalEntry
@@ -161,8 +162,6 @@ class RunJournal:
 
     def __init__(self, backend: JournalBackend, record: JournaledRun, earlier: Sequence[JournalEntry] = (),
                  *, confirmed_tools: bool = False) -> None:
-        from teamrun.engine.resume import Replay
-
         self.backend = backend
         self.record = record
         self.replay = Replay(earlier, confirmed_tools=confirmed_tools)

@@ -14,9 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from teamrun.config.models import Delegation
-from teamrun.config.tool_names import DELEGATE_TASK, delegation_tool_name
-from teamrun.engine.prompts import WorkerInfo
+from teamrun.config.models import Delegation, TeamConfig
+from teamrun.config.tool_names import CANCEL_TASK, CHECK_TASKS, DELEGATE_TASK, WAIT_FOR, delegation_tool_name
 from teamrun.engine.references import REFS_PARAMETER, RefRequest, parse_requests
 from teamrun.engine.result import DelegationResult
 from teamrun.engine.runtime import AgentFrame, RunContext
@@ -24,6 +23,15 @@ from teamrun.llm.types import ToolSchema
 
 _TASK = {"type": "string", "description": "The sub-task, with everything the worker needs: it sees nothing else."}
 _CONTEXT = {"type": "string", "description": "Optional background from your conversation to pass along."}
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker as the delegating agent's prompt describes it."""
+
+    name: str
+    description: str
+    tool: str
 
 
 @dataclass(frozen=True)
@@ -47,14 +55,14 @@ class DelegationRequest:
         return bool(self.expected_output or self.task_id or self.follow_up_of)
 
 
-def delegation_settings(ctx: RunContext, agent: str) -> Delegation:
-    return ctx.agent(agent).delegation or Delegation()
+def delegation_settings(config: TeamConfig, agent: str) -> Delegation:
+    return config.agents[agent].delegation or Delegation()
 
 
-def workers_of(ctx: RunContext, agent: str) -> list[WorkerInfo]:
+def workers_of(config: TeamConfig, agent: str) -> list[WorkerInfo]:
     return [
-        WorkerInfo(name, ctx.agent(name).description or f"The {name} agent.", delegation_tool_name(name))
-        for name in ctx.agent(agent).delegates_to or []
+        WorkerInfo(name, config.agents[name].description or f"The {name} agent.", delegation_tool_name(name))
+        for name in config.agents[agent].delegates_to or []
     ]
 
 
@@ -73,17 +81,17 @@ def _tools_parameter(names: list[str]) -> dict[str, Any]:
             "description": "Optional: only these of the worker's tools for this task (never more than it has)."}
 
 
-def declared_tools(ctx: RunContext, worker: str) -> list[str]:
+def declared_tools(config: TeamConfig, worker: str) -> list[str]:
     """The tool entries the team file grants ``worker``."""
-    return list(ctx.agent(worker).tools or [])
+    return list(config.agents[worker].tools or [])
 
 
-def delegation_tools(ctx: RunContext, agent: str) -> list[ToolSchema]:
+def delegation_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
     """The delegation tools offered to ``agent`` (none when it has no workers)."""
-    workers = workers_of(ctx, agent)
+    workers = workers_of(config, agent)
     if not workers:
         return []
-    settings = delegation_settings(ctx, agent)
+    settings = delegation_settings(config, agent)
     extra: dict[str, Any] = {"max_tool_calls": _MAX_TOOL_CALLS, "expected_output": _EXPECTED,
                              "task_id": _TASK_ID, "follow_up_of": _FOLLOW_UP}
     if settings.result_references:
@@ -91,7 +99,7 @@ def delegation_tools(ctx: RunContext, agent: str) -> list[ToolSchema]:
     if settings.tool == "delegate_task":
         names = [w.name for w in workers]
         listing = "; ".join(f"{w.name}: {w.description}" for w in workers)
-        granted = list(dict.fromkeys(t for w in workers for t in declared_tools(ctx, w.name)))
+        granted = list(dict.fromkeys(t for w in workers for t in declared_tools(config, w.name)))
         if granted:
             extra["tools"] = _tools_parameter(granted)
         return [_function(
@@ -108,7 +116,7 @@ def delegation_tools(ctx: RunContext, agent: str) -> list[ToolSchema]:
         )]
     offered: list[ToolSchema] = []
     for w in workers:
-        granted = declared_tools(ctx, w.name)
+        granted = declared_tools(config, w.name)
         narrowing = {"tools": _tools_parameter(granted)} if granted else {}
         offered.append(_function(w.tool, w.description, {"task": _TASK, "context": _CONTEXT, **extra, **narrowing},
                                  ["task"]))
@@ -166,7 +174,7 @@ def narrowed_tools(ctx: RunContext, targets: list[str], requested: Any) -> tuple
     if not isinstance(requested, list) or not all(isinstance(t, str) for t in requested):
         raise ValueError("'tools' must be a list of tool names")
     for worker in targets:
-        granted = declared_tools(ctx, worker)
+        granted = declared_tools(ctx.config, worker)
         extra = [t for t in requested if t not in granted]
         if extra:
             raise ValueError(f"{worker} cannot be given {', '.join(repr(t) for t in extra)}: a task may only narrow "
@@ -200,3 +208,20 @@ def delegation_targets(ctx: RunContext, frame: AgentFrame, arguments: dict[str, 
 def results_for_model(results: list[DelegationResult], *, single: bool) -> str:
     shown: Any = results[0].for_model() if single and len(results) == 1 else [r.for_model() for r in results]
     return json.dumps(shown, ensure_ascii=False, indent=1)
+
+
+def background_tools() -> list[ToolSchema]:
+    """The schemas of ``wait_for``, ``check_tasks`` and ``cancel_task``."""
+    return [
+        _function(WAIT_FOR, "Wait until the given background tasks finish (or the timeout passes); returns their "
+                            "results, or `running` for those still going.",
+                  {"handles": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                               "description": "Handles returned by delegation tools."},
+                   "timeout_s": {"type": "number", "minimum": 0,
+                                 "description": "Most seconds to wait (default: until they finish)."}},
+                  ["handles"]),
+        _function(CHECK_TASKS, "The status of every background task (running, or its result), without waiting.",
+                  {}, []),
+        _function(CANCEL_TASK, "Cancel a running background task; its worker is stopped.",
+                  {"handle": {"type": "string", "description": "The task's handle."}}, ["handle"]),
+    ]

@@ -10,10 +10,11 @@ are a :class:`~teamrun.errors.UserError` naming both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from teamrun.config.models import TeamConfig
 from teamrun.config.tool_names import (
     OfferedName,
     clash_message,
@@ -21,9 +22,8 @@ from teamrun.config.tool_names import (
     handoff_tool_name,
     offered_names,
 )
-from teamrun.engine.background import background_tools
-from teamrun.engine.delegation_tools import delegation_tools
-from teamrun.engine.runtime import RunContext
+from teamrun.engine.delegation.tools import background_tools, delegation_tools
+from teamrun.engine.tool_sources import StartedSources
 from teamrun.errors import TeamrunError, ToolError, UserError
 from teamrun.llm.types import ToolSchema
 from teamrun.tools.base import Tool, ToolSource
@@ -77,17 +77,18 @@ class ToolTable:
         return self._entries.get(name)
 
 
-async def build_tool_table(ctx: RunContext, agent: str, *, allowed: frozenset[str] | None = None) -> ToolTable:
-    """``agent``'s table; tool sources it declares are started (once per run) for their functions.
+async def build_tool_table(config: TeamConfig, tools: Mapping[str, Tool | ToolSource], sources: StartedSources,
+                           agent: str, *, allowed: frozenset[str] | None = None) -> ToolTable:
+    """``agent``'s table; tool sources it declares are started (once per ``sources``) for their functions.
 
-    ``allowed``: the tool entries a narrowed task leaves it (delegation and handoff tools stay).
+    ``tools``: the team's tools by entry name; ``allowed``: the tool entries a narrowed task leaves it
+    (delegation and handoff tools stay).
     """
-    config = ctx.agent(agent)
-    delegation = {s["function"]["name"]: s for s in delegation_tools(ctx, agent)}
+    delegation = {s["function"]["name"]: s for s in delegation_tools(config, agent)}
     background = {s["function"]["name"]: s for s in background_tools()}
     entries: list[TableEntry] = []
     withheld: list[str] = []
-    for offered in offered_names(config):
+    for offered in offered_names(config.agents[agent]):
         if offered.origin == "tool" and allowed is not None and offered.source not in allowed:
             withheld.append(offered.name)
             continue
@@ -96,17 +97,18 @@ async def build_tool_table(ctx: RunContext, agent: str, *, allowed: frozenset[st
         elif offered.origin == "background":
             entries.append(TableEntry(offered, "background", background[offered.name]))
         elif offered.origin == "handoff":
-            entries.append(TableEntry(offered, "handoff", handoff_schema(ctx, offered.source), target=offered.source))
+            entries.append(TableEntry(offered, "handoff", handoff_schema(config, offered.source),
+                                      target=offered.source))
         else:
-            entries.extend(await _tool_entries(ctx, offered))
+            entries.extend(await _tool_entries(tools[offered.source], sources, offered))
     return ToolTable(agent, entries, withheld)
 
 
-async def _tool_entries(ctx: RunContext, offered: OfferedName) -> list[TableEntry]:
-    declared: Tool | ToolSource = ctx.tools[offered.source]
+async def _tool_entries(declared: Tool | ToolSource, sources: StartedSources,
+                        offered: OfferedName) -> list[TableEntry]:
     if isinstance(declared, ToolSource):
         try:
-            functions = await ctx.sources.tools(declared)
+            functions = await sources.tools(declared)
         except TeamrunError:
             raise
         except Exception as exc:  # a server that would not start: a run error, not a traceback
@@ -117,8 +119,8 @@ async def _tool_entries(ctx: RunContext, offered: OfferedName) -> list[TableEntr
     return [TableEntry(offered, "tool", declared.spec.as_openai(), declared)]
 
 
-def handoff_schema(ctx: RunContext, target: str) -> ToolSchema:
-    description = ctx.agent(target).description or ""
+def handoff_schema(config: TeamConfig, target: str) -> ToolSchema:
+    description = config.agents[target].description or ""
     return {
         "type": "function",
         "function": {

@@ -55,7 +55,11 @@ class TaskLedger:
 
     def open(self, agent: str, task: str, *, task_id: str | None, expected_output: str | None,
              follow_up_of: str | None) -> tuple[TaskRecord, bool]:
-        """The record this attempt belongs to, and whether it is a follow-up. Raises :class:`TaskRefused`."""
+        """The record this attempt belongs to, and whether it is a follow-up. Raises :class:`TaskRefused`.
+
+        The attempt is counted and marked running here, in the same step as the checks (a follow-up of a
+        running task is refused), so concurrent requests cannot all pass them; :meth:`withdraw` takes back
+        an attempt refused afterwards."""
         if follow_up_of is not None:
             record = self.tasks.get(follow_up_of)
             if record is None:
@@ -64,14 +68,15 @@ class TaskLedger:
             if record.agent != agent:
                 raise TaskRefused(f"task '{follow_up_of}' belongs to {record.agent}; follow it up with "
                                   f"{record.agent}, not {agent}")
-            if record.status == "running":
-                raise TaskRefused(f"task '{follow_up_of}' is still running; wait for its result first")
             if record.attempts - 1 >= self.max_follow_ups:
                 raise TaskRefused(f"task '{follow_up_of}' already had {self.max_follow_ups} follow-up(s) "
                                   f"(delegation.max_follow_ups); use its result as it is or leave it out")
+            if record.status == "running":
+                raise TaskRefused(f"task '{follow_up_of}' is still running; wait for its result first")
             if expected_output:
                 record.expected_output = expected_output
             record.review = "needs_follow_up"
+            self._attempt(record)
             return record, True
         if task_id is not None and task_id in self.tasks:
             raise TaskRefused(f"task id '{task_id}' is taken; to continue it pass follow_up_of: '{task_id}'")
@@ -83,11 +88,17 @@ class TaskLedger:
             task_id = f"{agent}-{number}"
         record = TaskRecord(task_id, agent, self.owner, task, expected_output)
         self.tasks[task_id] = record
+        self._attempt(record)
         return record, False
 
-    def attempt(self, record: TaskRecord) -> None:
+    def _attempt(self, record: TaskRecord) -> None:
         record.attempts += 1
         record.status = "running"
+
+    def withdraw(self, record: TaskRecord, status: str, response: str) -> None:
+        """An attempt refused after :meth:`open` (a limit, an ``on_start`` hook): it does not count."""
+        record.attempts -= 1
+        self.settle(record, status, response)
 
     def settle(self, record: TaskRecord, status: str, response: str) -> None:
         record.status = status

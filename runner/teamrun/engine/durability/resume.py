@@ -15,15 +15,14 @@ killed while it ran) is not run again unless the person resuming confirms it:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from teamrun.engine.journal import EntryKey, JournalBackend, JournaledRun, JournalEntry, RunJournal
+from teamrun.engine.durability.journal import EntryKey, JournalBackend, JournaledRun, RunJournal
+from teamrun.engine.durability.replay import Replay
 from teamrun.errors import UsageError
-from teamrun.llm.types import ModelReply
-from teamrun.tools.base import ToolOutcome
 
-__all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "open_resume"]
+__all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "open_resume", "pending_tools"]
 
 
 class ResumeNeedsConfirmation(UsageError):
@@ -52,57 +51,18 @@ class PendingTool:
         return f"{self.tool}({arguments}) by {self.key.invocation}"
 
 
-class Replay:
-    """The entries of earlier attempts, looked up by key; a miss turns the invocation live."""
-
-    def __init__(self, entries: Iterable[JournalEntry] = (), *, confirmed_tools: bool = False) -> None:
-        self._entries: dict[EntryKey, JournalEntry] = {}
-        for entry in entries:  # a later attempt's entry for the same key wins
-            self._entries[entry.key] = entry
-        self.confirmed_tools = confirmed_tools
-        self._live: set[str] = set()
-        self.replayed_calls = 0
-        self.replayed_tools = 0
-
-    def __bool__(self) -> bool:
-        return bool(self._entries)
-
-    def model(self, invocation: str, index: int, request_hash: str) -> ModelReply | None:
-        """The journaled reply of this call, or ``None`` (a miss: the invocation runs live from here)."""
-        if not self._entries or invocation in self._live:
-            return None
-        entry = self._entries.get(EntryKey(invocation, index, "model"))
-        if entry is None or entry.request_hash != request_hash:
-            self._live.add(invocation)
-            return None
-        from teamrun.llm.cassette import reply_from_dict
-
-        self.replayed_calls += 1
-        return reply_from_dict(entry.payload)
-
-    def tool(self, invocation: str, index: int, position: int, request_hash: str) -> ToolOutcome | None:
-        """The journaled outcome of this tool call, or ``None`` (run it)."""
-        if not self._entries or invocation in self._live:
-            return None
-        entry = self._entries.get(EntryKey(invocation, index, "tool", position))
-        if entry is None or entry.request_hash != request_hash:
-            return None
-        self.replayed_tools += 1
-        payload = entry.payload
-        return ToolOutcome(ok=bool(payload.get("ok")), content=str(payload.get("content", "")),
-                           error=payload.get("error"))
-
-    def pending_tools(self) -> list[PendingTool]:
-        """Non-idempotent tool calls started and never finished, in the order they were started."""
-        pending: list[PendingTool] = []
-        for key, entry in self._entries.items():
-            if key.kind != "tool_start":
-                continue
-            done = self._entries.get(EntryKey(key.invocation, key.index, "tool", key.position))
-            if done is None or done.request_hash != entry.request_hash:
-                pending.append(PendingTool(key, str(entry.payload.get("tool", "?")),
-                                           str(entry.payload.get("arguments", ""))))
-        return pending
+def pending_tools(replay: Replay) -> list[PendingTool]:
+    """Non-idempotent tool calls started and never finished, in the order they were started."""
+    entries = replay.entries
+    pending: list[PendingTool] = []
+    for key, entry in entries.items():
+        if key.kind != "tool_start":
+            continue
+        done = entries.get(EntryKey(key.invocation, key.index, "tool", key.position))
+        if done is None or done.request_hash != entry.request_hash:
+            pending.append(PendingTool(key, str(entry.payload.get("tool", "?")),
+                                       str(entry.payload.get("arguments", ""))))
+    return pending
 
 
 def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False) -> RunJournal:
@@ -119,7 +79,7 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
                          "wait for it to end or stop it first")
     entries = backend.load(run_id)
     journal = RunJournal(backend, _next_attempt(record), entries, confirmed_tools=confirmed)
-    pending = journal.replay.pending_tools()
+    pending = pending_tools(journal.replay)
     if pending and not confirmed:
         raise ResumeNeedsConfirmation(run_id, pending)
     return journal

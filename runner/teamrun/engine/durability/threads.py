@@ -20,20 +20,21 @@ A turn that fails or is cancelled leaves the thread as it was.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config.models import History, TeamConfig
 from teamrun.errors import ModelError, StoreError, UsageError
-from teamrun.llm.types import CallScope, Message, current_scope
+from teamrun.llm.types import Message
 
 if TYPE_CHECKING:
-    from teamrun.engine.delegation import WorkerOutcome
     from teamrun.engine.result import RunResult
-    from teamrun.engine.runtime import AgentFrame, RunContext
     from teamrun.store import Store
     from teamrun.store.threads import NewMessage, ThreadMessage
+
+Summarise = Callable[[list[Message]], Awaitable[str]]
+"""Makes one model call on the summary request's messages; the summary's text (the engine's model-call path)."""
 
 DEFAULT_HISTORY_TOKENS = 20_000
 """The history a turn sees when the team sets no ``history`` limit (estimated tokens)."""
@@ -68,11 +69,7 @@ class ThreadSession:
     summary: dict[str, Any] = field(default_factory=dict)
     """The thread's summary of its oldest turns: ``{text, turns}`` (how many turns it covers)."""
 
-    @property
-    def dropped_turns(self) -> int:
-        return len(_turns(self.dropped))
-
-    async def prepare(self, ctx: RunContext, frame: AgentFrame) -> None:
+    async def prepare(self, summarise: Summarise, warn: Callable[[str], None]) -> None:
         """With ``history.summarize``: put a summary of the turns left out before the ones kept."""
         if self.policy is None or not self.policy.summarize or not self.dropped:
             return
@@ -80,9 +77,9 @@ class ThreadSession:
         left_out = _turns(self.dropped)
         if len(left_out) > covered:
             try:
-                text = await _summarise(ctx, frame, text, [m for turn in left_out[covered:] for m in turn])
+                text = await summarise(summary_request(text, [m for turn in left_out[covered:] for m in turn]))
             except ModelError as exc:
-                ctx.warn(frame, f"history: the older turns of thread {self.thread_id} could not be summarised "
+                warn(f"history: the older turns of thread {self.thread_id} could not be summarised "
                                 f"({exc}); they are left out")
                 return
             self.summary = {"text": text, "turns": len(left_out)}
@@ -90,32 +87,32 @@ class ThreadSession:
                 with self.store.errors(f"keep the summary of thread {self.thread_id!r}"):
                     await asyncio.to_thread(self.store.threads.update_meta, self.thread_id, {"summary": self.summary})
             except StoreError as exc:  # this turn still uses it; the next one writes it again
-                ctx.warn(frame, str(exc))
+                warn(str(exc))
         if text:
             self.conversation = [{"role": "user", "content": f"{SUMMARY_HEADING}\n{text}"}, *self.conversation]
 
-    def history_for(self, frame: AgentFrame, task: str) -> list[Message]:
-        """The messages an agent starts with (before its system prompt): earlier turns and the task.
+    def history_for(self, agent: str, depth: int, task: str) -> list[Message]:
+        """The messages an agent (at ``depth``) starts with (before its system prompt): earlier turns and the task.
 
         Empty (a fresh start on ``task``) for a worker without ``memory: thread``.
         """
-        if frame.depth == 0:
+        if depth == 0:
             return [*self.conversation, {"role": "user", "content": task}]
-        memory = self.memories.get(frame.name)
+        memory = self.memories.get(agent)
         if memory is None:
             return []
         return [*trim(memory, self.policy)[0], {"role": "user", "content": task}]
 
-    def remember(self, frame: AgentFrame, task: str, outcome: WorkerOutcome) -> None:
-        """A finished delegation of a worker with ``memory: thread``: its next delegations see it."""
+    def remember(self, agent: str, task: str, answer: str) -> None:
+        """A delegation a worker with ``memory: thread`` answered: its next delegations see it."""
         from teamrun.store.threads import NewMessage
 
-        memory = self.memories.get(frame.name)
-        if memory is None or outcome.status != "ok" or not outcome.text:
+        memory = self.memories.get(agent)
+        if memory is None or not answer:
             return
-        memory += [{"role": "user", "content": task}, {"role": "assistant", "content": outcome.text}]
-        self.remembered += [NewMessage("user", task, scope=frame.name),
-                            NewMessage("assistant", outcome.text, agent=frame.name, scope=frame.name)]
+        memory += [{"role": "user", "content": task}, {"role": "assistant", "content": answer}]
+        self.remembered += [NewMessage("user", task, scope=agent),
+                            NewMessage("assistant", answer, agent=agent, scope=agent)]
 
     async def save(self, input: str, result: RunResult) -> str | None:
         """Add the turn (and workers' new memory) to the thread; who answered takes the next turn.
@@ -161,28 +158,11 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
                          summary=dict(summary) if isinstance(summary, dict) else {})
 
 
-async def _summarise(ctx: RunContext, frame: AgentFrame, earlier: str, turns: Sequence[Message]) -> str:
-    """One model call (the frame's agent's model, charged to it, with its events): the new summary."""
+def summary_request(earlier: str, turns: Sequence[Message]) -> list[Message]:
+    """The messages of the call that writes a thread's new summary."""
     lines = [f"Earlier summary:\n{earlier}\n"] if earlier else []
     lines += [f"{m.get('role')}: {m.get('content')}" for m in turns]
-    messages: list[Message] = [{"role": "system", "content": SUMMARY_INSTRUCTIONS},
-                               {"role": "user", "content": "\n".join(lines)}]
-    settings = ctx.settings_for(frame.name)
-    span = ctx.bus.new_span_id()
-    run_span = frame.parent_span_id  # before the agent starts: the call hangs under the run
-    frame.emit(ctx, "llm_start", span_id=span, parent_span_id=run_span, model=settings.model, messages=len(messages))
-    scope = current_scope.set(CallScope(frame.path, 0, span, ctx.bus.run_id))
-    try:
-        reply = await ctx.model.complete(messages, settings=settings)
-    except ModelError as exc:
-        frame.emit(ctx, "llm_end", span_id=span, parent_span_id=run_span, status="error", error=str(exc))
-        raise
-    finally:
-        current_scope.reset(scope)
-    frame.ledger.charge_model(reply.usage, reply.cost_usd)
-    frame.emit(ctx, "llm_end", span_id=span, parent_span_id=run_span, status="ok", usage=reply.usage.as_dict(),
-               cost=reply.cost_usd, tool_calls=[], finish_reason=reply.finish_reason)
-    return (reply.text or "").strip()
+    return [{"role": "system", "content": SUMMARY_INSTRUCTIONS}, {"role": "user", "content": "\n".join(lines)}]
 
 
 def _messages(stored: Sequence[ThreadMessage]) -> list[Message]:

@@ -1,0 +1,411 @@
+"""One owner for a worker's life: prepare → slot → begin → run → settle, in the foreground or background.
+
+Several targets, and several delegation calls in one model turn, run
+concurrently under the delegating agent's ``max_concurrency`` (one at a time
+with ``parallel: false``); one failing never loses the others' results.
+For each worker the delegator does the refusal checks and ``on_start`` hooks
+and writes the prompt (:meth:`Delegator.prepare`), waits for a slot, makes the
+worker's frame under its ledger (:meth:`Delegator.begin`), runs it with the
+``run_agent`` callable it was given (the agent loop), and settles it: the
+``on_complete`` hooks and a result reference (:meth:`Delegator.settle`). Every
+way a delegation ends reaches the ``on_complete`` hooks — a refusal
+(``rejected``, or ``error`` for a failed ``on_start`` hook or filter), a
+worker's answer, error or time-out, and a ``cancel_task`` (``cancelled``) —
+except a cancellation of the whole run (Ctrl-C, the run's time-out), which
+records the delegation and runs no more user code.
+
+Each delegation is settled into a :class:`Settled`: its record, and the signal
+it raises for the delegating agent's turn (a limit reached, a depth refusal,
+a bail).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from teamrun.config.models import Limits
+from teamrun.config.tool_names import CANCEL_TASK, background_workers
+from teamrun.engine.delegation.background import BackgroundTask, BackgroundTasks
+from teamrun.engine.delegation.filters import FilterFailed, as_context_block, filter_messages
+from teamrun.engine.delegation.hooks import (
+    HookActions,
+    HookContext,
+    HookFailed,
+    HookRunner,
+    complete_context,
+    start_context,
+)
+from teamrun.engine.delegation.records import RunAgent, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
+from teamrun.engine.delegation.tasks import TaskLedger, TaskRecord, TaskRefused
+from teamrun.engine.delegation.tools import DelegationRequest, delegation_settings, results_for_model
+from teamrun.engine.references import RefRequest, render_blocks
+from teamrun.engine.result import DelegationResult, DelegationStatus
+from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for, run_all
+from teamrun.engine.signals import Bail, Refused, Signal
+from teamrun.errors import RunError, UserError
+from teamrun.llm.types import Message
+from teamrun.logs import get_logger
+
+__all__ = ["Delegator", "Settled", "StartedWorker", "WorkerFailed", "WorkerOutcome", "WorkerRun", "transcript"]
+
+_log = get_logger(__name__)
+
+
+class Delegator:
+    """The delegations of one agent frame, bounded by its ``max_concurrency``; it owns each worker's life."""
+
+    def __init__(self, ctx: RunContext, frame: AgentFrame, run_agent: RunAgent) -> None:
+        self.ctx = ctx
+        self.frame = frame
+        self.run_agent = run_agent
+        self.settings = delegation_settings(ctx.config, frame.name)
+        limit = self.settings.max_concurrency if self.settings.parallel else 1
+        self.slots = asyncio.Semaphore(limit)
+        self.hooks = HookRunner(ctx, frame)
+        self.tasks = TaskLedger(frame.name, self.settings.max_follow_ups)
+        self.background_workers = frozenset(background_workers(ctx.agent(frame.name)))
+        self.background = BackgroundTasks()
+        self._cancel_asked: set[asyncio.Task[Any]] = set()
+        """Background tasks the agent cancelled with ``cancel_task`` (their ``on_complete`` hooks run)."""
+
+    # -- one delegation call ------------------------------------------------------------------
+
+    async def delegate(self, request: DelegationRequest, keys: Mapping[str, str], parent_messages: Sequence[Message],
+                       *, single: bool) -> tuple[str, tuple[Signal, ...]]:
+        """Run one delegation call's workers (background ones are started and left running).
+
+        ``keys``: each target's invocation key. The text the model sees, and the signals raised.
+        """
+        started = [await self._start_background(worker, request, keys[worker], parent_messages)
+                   for worker in request.targets if worker in self.background_workers]
+        settled = await run_all(self._foreground(worker, request, keys[worker], parent_messages)
+                                for worker in request.targets if worker not in self.background_workers)
+        if not started:
+            content = results_for_model([s.result for s in settled], single=single)
+        else:
+            shown = [view for view, _ in started] + [s.result.for_model() for s in settled]
+            content = json.dumps(shown[0] if len(shown) == 1 else shown, ensure_ascii=False, indent=1)
+        signals = [s.signal for s in settled if s.signal is not None]
+        signals += [signal for _, signal in started if signal is not None]
+        return content, tuple(signals)
+
+    async def control(self, name: str, arguments: dict[str, Any]) -> str:
+        """A background-task tool call (``wait_for``, ``check_tasks``, ``cancel_task``): the text the model sees."""
+        if name == CANCEL_TASK:
+            handle = arguments.get("handle")
+            item = self.background.items.get(handle) if isinstance(handle, str) else None
+            if item is not None and not item.task.done():
+                self._cancel_asked.add(item.task)
+                await self.background.cancel(item.handle)
+                if item.task.cancelled() and item.settled is None:  # cancelled before its first step
+                    item.settled = await self._refused(self._cancelled_result(item.run), item.run.start)
+        return await self.background.call(name, arguments)
+
+    async def _foreground(self, worker: str, request: DelegationRequest, key: str,
+                          parent_messages: Sequence[Message]) -> Settled:
+        ready = await self.prepare(worker, request, key, parent_messages)
+        if isinstance(ready, Settled):
+            return ready
+        async with self.slots:
+            started = self.begin(ready)
+            outcome = await self._run(started)
+        return await self.settle(started, outcome)
+
+    async def _start_background(self, worker: str, request: DelegationRequest, key: str,
+                                parent_messages: Sequence[Message]) -> tuple[dict[str, Any], Signal | None]:
+        """Checks and hooks now; the worker runs on as a background task. What the model sees, and any signal."""
+        ready = await self.prepare(worker, request, key, parent_messages)
+        if isinstance(ready, Settled):
+            return ready.result.for_model(), ready.signal
+        task = asyncio.create_task(self._background(ready), name=f"teamrun:background:{worker}")
+        handle = self.background.add(BackgroundTask("", worker, task, ready))
+        view: dict[str, Any] = {"handle": handle, "agent": worker, "status": "running", "response": ""}
+        if ready.record is not None:
+            view = {"task_id": ready.record.task_id, **view}
+        return view, None
+
+    async def _background(self, ready: WorkerRun) -> Settled:
+        started: StartedWorker | None = None
+        try:
+            async with self.slots:
+                started = self.begin(ready, background=True)
+                outcome = await self._run(started)
+            return await self.settle(started, outcome)
+        except asyncio.CancelledError:
+            if started is None:  # cancelled while waiting for a slot: still one record
+                if self._asked_to_cancel():
+                    return await self._refused(self._cancelled_result(ready), ready.start)
+                self._not_run(self._cancelled_result(ready))
+            raise
+
+    def _asked_to_cancel(self) -> bool:
+        """Whether the current (background) task was cancelled by ``cancel_task``; it then goes on to settle
+        the delegation, so the cancellation is taken back."""
+        task = asyncio.current_task()
+        if task is None or task not in self._cancel_asked:
+            return False
+        task.uncancel()
+        return True
+
+    async def _run(self, started: StartedWorker) -> WorkerOutcome | DelegationResult:
+        """The worker's run; a failure or its own timeout becomes its result (siblings go on)."""
+        deadline = asyncio.timeout(started.timeout)
+        try:
+            async with deadline:
+                return await self.run_agent(started.frame, started.run.prompt)
+        except asyncio.CancelledError:
+            if self._asked_to_cancel():  # cancel_task: settled like any ending, hooks included
+                return self._cancelled_result(started.run)
+            self._finish(self._cancelled_result(started.run), started.span)  # the run is going down
+            raise
+        except (UserError, WorkerFailed):
+            raise  # the team file is wrong (a template that cannot render), or a fatal worker: stop and say so
+        except TimeoutError as exc:
+            if deadline.expired():
+                return self._timed_out(started)
+            return self._failed(started, exc)
+        except Exception as exc:  # a run error, or a bug in user code or ours must not lose the siblings
+            return self._failed(started, exc)
+
+    # -- the steps -----------------------------------------------------------------------------
+
+    def _result(self, worker: str, task: str, status: DelegationStatus, response: str = "",
+                **extra: Any) -> DelegationResult:
+        return DelegationResult(worker, task, status, response, parent=self.frame.name,
+                                agent_path=(*self.frame.path, worker), **extra)
+
+    def _open_task(self, worker: str, request: DelegationRequest) -> tuple[TaskRecord | None, str | None]:
+        """The tracked task of a request (``None`` for a plain delegation), or why it is refused.
+
+        Opening checks the follow-up limit and marks the attempt running in one step (nothing awaits in
+        between), so concurrent follow-ups of one task cannot all pass the check.
+        """
+        if not request.tracked:
+            return None, None
+        try:
+            record, follow_up = self.tasks.open(worker, request.task, task_id=request.task_id,
+                                                expected_output=request.expected_output,
+                                                follow_up_of=request.follow_up_of)
+        except TaskRefused as exc:
+            return None, str(exc)
+        if not follow_up:
+            self.ctx.record_task(record)
+        return record, None
+
+    async def prepare(self, worker: str, request: DelegationRequest, key: str,
+                      parent_messages: Sequence[Message]) -> WorkerRun | Settled:
+        """Checks, ``on_start`` hooks and the prompt; a delegation refused here is settled already."""
+        record, refused = self._open_task(worker, request)
+        if refused is not None:
+            start = self._start(worker, request.task, request.follow_up_of or request.task_id)
+            return await self._refused(self._result(worker, request.task, "rejected", error=refused,
+                                                    task_id=request.follow_up_of or request.task_id), start)
+        ready = await self._checked(worker, request, key, parent_messages, record)
+        if record is not None and isinstance(ready, Settled):
+            self.tasks.withdraw(record, ready.result.status, ready.result.response)
+        return ready
+
+    def _start(self, worker: str, task: str, task_id: str | None) -> HookContext:
+        return replace(start_context(self.ctx, self.frame, worker, task), task_id=task_id)
+
+    async def _checked(self, worker: str, request: DelegationRequest, key: str, parent_messages: Sequence[Message],
+                       record: TaskRecord | None) -> WorkerRun | Settled:
+        parent = self.frame
+        task_id = record.task_id if record is not None else None
+        start = self._start(worker, request.task, task_id)
+        too_deep = parent.ledger.check_depth(parent.depth + 1)
+        if too_deep is not None:
+            error = f"{too_deep} reached: {worker} cannot be delegated to from here"
+            return await self._refused(self._result(worker, request.task, "rejected", error=error, task_id=task_id),
+                                       start, Refused(too_deep))
+        reached = parent.ledger.check_before_delegation()
+        if reached is not None:
+            error = f"{reached} reached; no more delegations. Answer with what you have."
+            return await self._refused(self._result(worker, request.task, "rejected", error=error, task_id=task_id),
+                                       start, reached)
+        try:
+            actions = await self.hooks.run("on_start", start)
+        except HookFailed as exc:
+            return await self._refused(self._result(worker, request.task, "error", error=str(exc), task_id=task_id),
+                                       start)
+        task = actions.prompt if actions.prompt is not None else request.task
+        if actions.reject is not None:
+            return await self._refused(self._result(worker, task, "rejected", actions.reject,
+                                                    error="rejected by an on_start hook", task_id=task_id), start)
+        parent.ledger.charge("delegations")
+        try:
+            prompt = await self._prompt(worker, request, actions, parent_messages, record)
+        except FilterFailed as exc:
+            return await self._refused(self._result(worker, task, "error", error=str(exc), task_id=task_id), start)
+        return WorkerRun(worker, task, prompt, request, actions, start, key, record)
+
+    def begin(self, run: WorkerRun, *, background: bool = False) -> StartedWorker:
+        """The worker's frame, under this agent's ledger; its delegation span starts.
+
+        ``background``: the delegating agent's ``background_timeout_s`` applies too (the shorter wins).
+        """
+        ctx, parent, worker = self.ctx, self.frame, run.worker
+        span = ctx.bus.new_span_id()
+        budget = ctx.agent(worker).budget
+        if run.request.max_tool_calls is not None:
+            current = budget.max_tool_calls if budget else None
+            cap = run.request.max_tool_calls if current is None else min(current, run.request.max_tool_calls)
+            budget = (budget or Limits()).model_copy(update={"max_tool_calls": cap})
+        steps = max_steps_for(ctx.config, budget)
+        if run.actions.max_steps is not None:
+            steps = run.actions.max_steps if steps is None else min(steps, run.actions.max_steps)
+        child = AgentFrame(
+            name=worker, path=(*parent.path, worker), span_id=ctx.bus.new_span_id(), parent_span_id=span,
+            ledger=parent.ledger.child(budget, label=f"agents.{worker}.budget", max_steps=steps,
+                                       depth=parent.depth + 1, agent=worker),
+            context=dict(run.actions.context),
+            allowed_tools=frozenset(run.request.tools) if run.request.tools is not None else None,
+            key=run.key,
+        )
+        parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=run.request.task)
+        timeout = budget.timeout_s if budget is not None else None
+        label = f"agents.{worker}.budget.timeout_s"
+        if background and (timeout is None or self.settings.background_timeout_s < timeout):
+            timeout, label = self.settings.background_timeout_s, f"agents.{parent.name}.delegation.background_timeout_s"
+        return StartedWorker(run, child, span, timeout, label)
+
+    def _cancelled_result(self, run: WorkerRun) -> DelegationResult:
+        return self._result(run.worker, run.task, "cancelled", error="cancelled",
+                            task_id=run.record.task_id if run.record is not None else None)
+
+    def _timed_out(self, started: StartedWorker) -> DelegationResult:
+        worker = started.run.worker
+        error = f"{started.timeout_label} ({started.timeout}) reached"
+        return self._result(worker, started.run.task, "budget_exhausted", error=error, timed_out=True,
+                            task_id=self._task_id(started))
+
+    def _task_id(self, started: StartedWorker) -> str | None:
+        return started.run.record.task_id if started.run.record is not None else None
+
+    def _failed(self, started: StartedWorker, exc: Exception) -> DelegationResult:
+        """A worker that raised: a run error is its result; a bug is logged and reported, siblings go on.
+
+        A worker declared ``on_error: fail_run`` fails the run instead (:class:`WorkerFailed`).
+        """
+        worker = started.run.worker
+        if not isinstance(exc, RunError):
+            _log.exception("worker_crashed", worker=worker)
+        error = str(exc) if isinstance(exc, RunError) else f"{type(exc).__name__}: {exc}"
+        if self.ctx.agent(worker).on_error == "fail_run":
+            self._finish(self._result(worker, started.run.task, "error", error=error,
+                                      task_id=self._task_id(started)), started.span)
+            raise WorkerFailed(f"worker {worker} failed and has on_error: fail_run: {error}") from exc
+        return self._result(worker, started.run.task, "error", error=error, task_id=self._task_id(started))
+
+    async def settle(self, started: StartedWorker, outcome: WorkerOutcome | DelegationResult) -> Settled:
+        """The worker's record (what the delegating agent is given), after ``on_complete`` hooks."""
+        messages: Sequence[Message] = ()
+        finish_reason: str | None = None
+        if isinstance(outcome, DelegationResult):
+            done = outcome
+        else:
+            run = started.run
+            response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
+            status: DelegationStatus = "ok" if outcome.status == "ok" else "budget_exhausted"
+            done = self._result(run.worker, run.task, status, response, usage=outcome.usage, cost=outcome.cost,
+                                error=outcome.stopped_by, task_id=self._task_id(started),
+                                acceptance=outcome.acceptance)
+            messages, finish_reason = outcome.messages, outcome.finish_reason
+        settled = await self._complete(done, started.run.start, messages, started.span, finish_reason)
+        if started.run.record is not None:
+            self.tasks.settle(started.run.record, settled.result.status, settled.result.response)
+        return settled
+
+    async def _prompt(self, worker: str, request: DelegationRequest, actions: HookActions,
+                      parent_messages: Sequence[Message], record: TaskRecord | None = None) -> str:
+        parts = [actions.prompt if actions.prompt is not None else request.task, *actions.append_prompt]
+        if record is not None and request.follow_up_of is not None:
+            parts.append(f"## This follows up task {record.task_id}\nThe task was: {record.task}\n"
+                         f"Your previous answer:\n{record.last_response}")
+        if record is not None and record.expected_output:
+            parts.append(f"## Expected output\n{record.expected_output}")
+        if request.context:
+            parts.append(f"## Context from {self.frame.name}\n{request.context}")
+        if self.settings.message_filter is not None:
+            kept = await filter_messages(self.ctx, self.frame, self.settings.message_filter, parent_messages)
+            if kept:
+                parts.append(as_context_block(self.frame.name, kept))
+        found: list[tuple[RefRequest, str]] = []
+        for ref in request.refs:
+            text = self.ctx.refs.get(ref.ref)
+            if text is None:
+                self.ctx.warn(self.frame, f"{self.frame.name} referenced unknown result '{ref.ref}'; skipped "
+                                          f"(known: {', '.join(self.ctx.refs.known()) or 'none'})")
+            else:
+                found.append((ref, text))
+        blocks = render_blocks(found)
+        if blocks:
+            parts.append(blocks)
+        return "\n\n".join(parts)
+
+    async def _complete(self, done: DelegationResult, start: HookContext,
+                        messages: Sequence[Message], span: str, finish_reason: str | None = None) -> Settled:
+        """``on_complete`` hooks and the result reference; then the record is kept and the span ends
+        (so the ``delegation_end`` event carries what the delegating agent was actually given)."""
+        if self.hooks.has("on_complete"):
+            context = complete_context(start, status="timeout" if done.timed_out else done.status,
+                                       error=done.error, result=done.response, messages=messages,
+                                       usage=done.usage.as_dict(), finish_reason=finish_reason)
+            try:
+                actions = await self.hooks.run("on_complete", context)
+            except HookFailed as exc:
+                return Settled(self._finish(replace(done, status="error", error=str(exc)), span))
+            if actions.result_text is not None:
+                done = replace(done, response=actions.result_text)
+            if actions.bail:
+                done = replace(done, bailed=True)
+        if self.settings.result_references and done.status == "ok" and done.response.strip():
+            done = replace(done, ref=self.ctx.refs.add(done.agent, done.response))
+        return Settled(self._finish(done, span), Bail(done) if done.bailed else None)
+
+    async def _refused(self, result: DelegationResult, start: HookContext, signal: Signal | None = None) -> Settled:
+        """A delegation that ended before its worker ran (refused, or cancelled waiting): still one start/end
+        pair of events, and the ``on_complete`` hooks see it."""
+        span = self._span_start(result)
+        settled = await self._complete(result, start, (), span)
+        return Settled(settled.result, signal or settled.signal)
+
+    def _not_run(self, result: DelegationResult) -> DelegationResult:
+        """A delegation cancelled with the whole run before its worker started: recorded, no hooks."""
+        return self._finish(result, self._span_start(result))
+
+    def _span_start(self, result: DelegationResult) -> str:
+        span = self.ctx.bus.new_span_id()
+        self.frame.emit(self.ctx, "delegation_start", span_id=span, worker=result.agent, task=result.task)
+        return span
+
+    def _finish(self, result: DelegationResult, span: str) -> DelegationResult:
+        """Keep the record (once per delegation) and end its span."""
+        self.ctx.record_delegation(result)
+        if result.status == "cancelled" and result.task_id is not None:
+            record = self.tasks.tasks.get(result.task_id)
+            if record is not None:
+                self.tasks.settle(record, "cancelled", "")
+                record.review = "abandoned"
+        self.frame.emit(self.ctx, "delegation_end", span_id=span, worker=result.agent, status=result.status,
+                        usage=result.usage.as_dict(), cost=result.cost, error=result.error)
+        return result
+
+
+def transcript(messages: Sequence[dict[str, Any]]) -> str:
+    """A worker's conversation as text, for ``output_mode: full_history``."""
+    lines: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            continue
+        content = message.get("content") or ""
+        if message.get("tool_calls"):
+            calls = ", ".join(f"{c['function']['name']}({c['function']['arguments']})" for c in message["tool_calls"])
+            content = f"{content}\n[calls: {calls}]".strip()
+        lines.append(f"[{role}] {content}")
+    return "\n".join(lines)

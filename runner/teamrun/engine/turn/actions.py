@@ -1,0 +1,122 @@
+"""Running a turn's planned actions: delegations (through the delegator), tool calls, transfers,
+background-task controls, unknown names. Each returns a :class:`CallResult` with its signals.
+
+A tool call is refused once ``max_tool_calls`` is used up; otherwise it runs in
+a ``tool`` span, or is answered from the journal when an earlier attempt of the
+run finished it (a tool that is not idempotent gets its start written, and
+waited for, before it runs). A transfer (handoff) is refused past ``max_handoffs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from teamrun.engine.delegation.delegator import Delegator
+from teamrun.engine.delegation.tools import parse_request
+from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash, tool_idempotent
+from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.engine.turn.turn_plan import (
+    Action,
+    CallResult,
+    Control,
+    Delegate,
+    ExtraTransfer,
+    HandedOff,
+    RunTool,
+    Transfer,
+    Unknown,
+)
+from teamrun.llm.types import Message, parse_arguments
+from teamrun.tools.base import ToolOutcome
+from teamrun.tools.invoke import invoke_tool
+
+__all__ = ["run_action", "run_tool", "transfer"]
+
+
+async def run_action(
+    ctx: RunContext,
+    frame: AgentFrame,
+    delegator: Delegator,
+    action: Action,
+    *,
+    turn: int,
+    position: int,
+    messages: Sequence[Message],
+) -> CallResult:
+    """Run one action of the reply of model call ``turn`` (``position``: its call's place in the reply)."""
+    call = action.call
+    if isinstance(action, Delegate):
+        try:
+            request = parse_request(ctx, frame, action.worker, parse_arguments(call.arguments))
+        except ValueError as exc:
+            return CallResult(call, f"Error: {exc}. Call {call.name} again with corrected arguments.")
+        keys = {worker: f"{frame.key}/{worker}@{turn}.{position}" for worker in request.targets}
+        content, signals = await delegator.delegate(request, keys, messages, single=action.worker is not None)
+        return CallResult(call, content, signals)
+    if isinstance(action, Transfer):
+        return transfer(frame, action)
+    if isinstance(action, ExtraTransfer):
+        return CallResult(call, f"Ignored: only one transfer per turn; {action.first} was asked first.")
+    if isinstance(action, RunTool):
+        return await run_tool(ctx, frame, action, turn, position)
+    if isinstance(action, Control):
+        return CallResult(call, await delegator.control(call.name, parse_arguments(call.arguments)))
+    assert isinstance(action, Unknown)
+    return CallResult(call, action.message())
+
+
+def transfer(frame: AgentFrame, action: Transfer) -> CallResult:
+    reached = frame.ledger.check_before_handoff()
+    if reached is not None:
+        return CallResult(
+            action.call, f"Error: {reached} reached; no more transfers. Answer the user yourself.", (reached,)
+        )
+    frame.ledger.charge("handoffs")
+    return CallResult(
+        action.call, f"Transferred to {action.target}: it now answers the user.", (HandedOff(action.target),)
+    )
+
+
+async def run_tool(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: int, position: int) -> CallResult:
+    """``action``'s tool call, the ``position``-th of the reply of model call ``turn``."""
+    call = action.call
+    reached = frame.ledger.check_before_tool_call()
+    if reached is not None:
+        return CallResult(
+            call, f"Error: {reached} reached; this call was not run. Answer with what you have.", (reached,)
+        )
+    frame.ledger.charge("tool_calls")
+    with frame.span(ctx, "tool", tool=call.name) as span:
+        outcome = await _journaled(ctx, frame, action, turn, position)
+        span.end.update(
+            tool=call.name, status="ok" if outcome.ok else "error", error=outcome.error, chars=len(outcome.content)
+        )
+    return CallResult(call, outcome.content)
+
+
+async def _journaled(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: int, position: int) -> ToolOutcome:
+    """Run the tool, or replay its journaled outcome; a non-idempotent tool's start is written first."""
+    call, journal = action.call, ctx.journal
+    if journal is None:
+        return await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
+    fingerprint = tool_hash(call.name, call.arguments)
+    outcome = journal.replay.tool(frame.key, turn, position, fingerprint)
+    if outcome is not None:
+        return outcome
+    if not tool_idempotent(action.tool, ctx.config.tools):
+        await journal.write_now(
+            JournalEntry(
+                EntryKey(frame.key, turn, "tool_start", position),
+                fingerprint,
+                {"tool": call.name, "arguments": call.arguments},
+            )
+        )
+    outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
+    journal.write(
+        JournalEntry(
+            EntryKey(frame.key, turn, "tool", position),
+            fingerprint,
+            {"ok": outcome.ok, "content": outcome.content, "error": outcome.error},
+        )
+    )
+    return outcome

@@ -1,0 +1,102 @@
+"""The one path of a model call: limits, span, call scope, journal replay and write, ledger charge, events.
+
+Every model call the engine makes goes through :func:`call_model`: an agent's
+turns (:mod:`teamrun.engine.turn.agent_loop`), the ``accept:`` judge
+(:mod:`teamrun.engine.turn.acceptance`) and the thread summary
+(:mod:`teamrun.engine.durability.threads`, through :class:`teamrun.engine.team.Team`).
+In order:
+
+1. the token and cost limits up the frame's ledger chain are checked — a call
+   past them is refused with :class:`CallRefused` (an agent's last turn, which
+   the limits allow, skips this);
+2. an ``llm`` span opens (``llm_start``) and the call scope is set (agent path,
+   turn, span, run id), which the scripted model, cassettes and retry events read;
+3. a journaled call is answered from the journal when an earlier attempt of the
+   run finished it (same invocation, number and request hash), else the model is
+   asked and its reply is written to the journal — one call site;
+4. the reply's tokens and cost are charged to the frame's ledger (a step for
+   the agent's own turns) and the span ends (``llm_end``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from teamrun.engine.durability.journal import EntryKey, JournalEntry, request_hash
+from teamrun.engine.limits.ledger import LimitReached
+from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.errors import ModelError
+from teamrun.llm.cassette import reply_to_dict
+from teamrun.llm.types import CallScope, Message, ModelReply, ModelSettings, ToolSchema, current_scope
+
+__all__ = ["CallRefused", "ModelCall", "call_model"]
+
+
+class CallRefused(ModelError):
+    """A model call refused before it was made: a token or cost limit is used up."""
+
+    def __init__(self, reached: LimitReached) -> None:
+        self.reached = reached
+        super().__init__(f"{reached} reached; the model was not asked")
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """Where a model call comes from, and how it counts."""
+
+    turn: int
+    """The call's number in the call scope (an agent's turn, a judge's attempt)."""
+    agent_path: tuple[str, ...] | None = None
+    """The call scope's agent path (default: the frame's)."""
+    journal: tuple[str, int] | None = None
+    """``(invocation, index)`` it is journaled under (``None``: not journaled)."""
+    step: bool = True
+    """Whether it is one of the agent's own steps (a judge's or summariser's call is not)."""
+    check_limits: bool = True
+    """False for an agent's last turn, which may go past a used-up token or cost limit."""
+    parent_span_id: str | None = None
+    """The span the call hangs under (default: the frame's)."""
+
+
+async def call_model(
+    ctx: RunContext,
+    frame: AgentFrame,
+    messages: Sequence[Message],
+    call: ModelCall,
+    *,
+    settings: ModelSettings,
+    tools: Sequence[ToolSchema] = (),
+    response_format: Mapping[str, Any] | None = None,
+) -> ModelReply:
+    """Make one model call for ``frame`` (see the module's docstring); raises :class:`ModelError`."""
+    if call.check_limits:
+        reached = frame.ledger.check_spent()
+        if reached is not None:
+            raise CallRefused(reached)
+    with frame.span(
+        ctx, "llm", parent_span_id=call.parent_span_id, model=settings.model, messages=len(messages)
+    ) as span:
+        journal, fingerprint, reply = ctx.journal if call.journal else None, "", None
+        if journal is not None and call.journal is not None:
+            fingerprint = request_hash(messages, settings, tools, response_format)
+            reply = journal.replay.model(*call.journal, fingerprint)
+        scope = current_scope.set(CallScope(call.agent_path or frame.path, call.turn, span.id, ctx.bus.run_id))
+        try:
+            if reply is None:
+                reply = await ctx.model.complete(
+                    messages, settings=settings, tools=list(tools), response_format=response_format
+                )
+                if journal is not None and call.journal is not None:
+                    journal.write(JournalEntry(EntryKey(*call.journal, "model"), fingerprint, reply_to_dict(reply)))
+        finally:
+            current_scope.reset(scope)
+        frame.ledger.charge_model(reply.usage, reply.cost_usd, step=call.step)
+        span.end.update(
+            usage=reply.usage.as_dict(),
+            cost=reply.cost_usd,
+            tool_calls=[c.name for c in reply.tool_calls],
+            finish_reason=reply.finish_reason,
+        )
+    return reply
