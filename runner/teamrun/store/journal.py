@@ -42,8 +42,10 @@ def _stamp(when: _dt.datetime | None) -> float | None:
 class StoreJournal:
     """Journals and journaled runs in a :class:`~teamrun.store.Store` (SQLite or PostgreSQL)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, location: str | None = None) -> None:
         self.store = store
+        self.location = location
+        """Where the store is, as the user gave it (``None``: the default store), for commands to paste."""
         self.engine = store.engine
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -52,7 +54,7 @@ class StoreJournal:
     def load(self, run_id: str) -> list[JournalEntry]:
         query = (sa.select(journal.c.agent_path, journal.c.kind, journal.c.call_key, journal.c.request_hash,
                            journal.c.payload).where(journal.c.run_id == run_id).order_by(journal.c.seq))
-        with self.engine.connect() as conn:
+        with self.store.errors(f"read the journal of run {run_id}"), self.engine.connect() as conn:
             rows = conn.execute(query).all()
         entries = []
         for invocation, kind, call_key, fingerprint, payload in rows:
@@ -102,7 +104,7 @@ class StoreJournal:
                              .values(meta={**(old[0] or {}), **meta}, **values))
 
     def get_run(self, run_id: str) -> JournaledRun | None:
-        with self.engine.connect() as conn:
+        with self.store.errors(f"read run {run_id}"), self.engine.connect() as conn:
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
         return None if row is None else _run_of(row)
 
@@ -113,14 +115,14 @@ class StoreJournal:
             query = query.where(runs.c.team == team)
         if limit is not None:
             query = query.limit(limit)
-        with self.engine.connect() as conn:
+        with self.store.errors("list the runs"), self.engine.connect() as conn:
             return [_run_of(row) for row in conn.execute(query).mappings()]
 
     def counts(self, run_id: str) -> dict[str, int]:
         """How many journal entries of each kind the run has."""
         query = (sa.select(journal.c.kind, sa.func.count()).where(journal.c.run_id == run_id)
                  .group_by(journal.c.kind))
-        with self.engine.connect() as conn:
+        with self.store.errors(f"read the journal of run {run_id}"), self.engine.connect() as conn:
             return {str(kind): int(count) for kind, count in conn.execute(query).all()}
 
 
