@@ -120,9 +120,7 @@ def _create_private(path: Path, display: str) -> None:
     """A new SQLite store is private to its owner (it holds conversations, tool outputs and vars): a folder
     teamrun creates is 0700, the file 0600 (SQLite gives its -wal and -shm files the file's mode)."""
     try:
-        if not path.parent.is_dir():
-            path.parent.parent.mkdir(parents=True, exist_ok=True)
-            path.parent.mkdir(mode=0o700, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the mode applies to the last folder only
     except OSError as exc:
         raise StoreError(f"cannot create the folder of the store {display}: {exc.strerror or exc}") from None
     try:
