@@ -295,9 +295,9 @@ class AgentLoop:
                 reply = await ctx.model.complete(
                     self.messages, settings=settings, tools=list(tools), response_format=response_format,
                 )
-                if journal is not None:
-                    journal.write(JournalEntry(EntryKey(frame.key, self.turns, "model"), fingerprint,
-                                               reply_to_dict(reply)))
+                if journal is not None:  # durable before the engine acts on it
+                    await journal.write_now(JournalEntry(EntryKey(frame.key, self.turns, "model"), fingerprint,
+                                                         reply_to_dict(reply)))
         except ModelError as exc:
             frame.emit(ctx, "llm_end", span_id=span, status="error", error=str(exc))
             raise ModelError(f"{frame.name}: {exc}") from exc
@@ -448,8 +448,8 @@ class AgentLoop:
             await journal.write_now(JournalEntry(EntryKey(self.frame.key, self.turns, "tool_start", position),
                                                  fingerprint, {"tool": call.name, "arguments": call.arguments}))
         outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
-        journal.write(JournalEntry(EntryKey(self.frame.key, self.turns, "tool", position), fingerprint,
-                                   {"ok": outcome.ok, "content": outcome.content, "error": outcome.error}))
+        await journal.write_now(JournalEntry(EntryKey(self.frame.key, self.turns, "tool", position), fingerprint,
+                                             {"ok": outcome.ok, "content": outcome.content, "error": outcome.error}))
         return outcome
 
 
