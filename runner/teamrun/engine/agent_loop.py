@@ -448,8 +448,8 @@ class AgentLoop:
             await journal.write_now(JournalEntry(EntryKey(self.frame.key, self.turns, "tool_start", position),
                                                  fingerprint, {"tool": call.name, "arguments": call.arguments}))
         outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
-        await journal.write_now(JournalEntry(EntryKey(self.frame.key, self.turns, "tool", position), fingerprint,
-                                             {"ok": outcome.ok, "content": outcome.content, "error": outcome.error}))
+        journal.write(JournalEntry(EntryKey(self.frame.key, self.turns, "tool", position), fingerprint,
+                                   {"ok": outcome.ok, "content": outcome.content, "error": outcome.error}))
         return outcome
 
 
