@@ -31,18 +31,21 @@ KILL_AT = 10
 
 def _team(tmp_path: Path, url: str) -> Path:
     (tmp_path / "facts.py").write_text(
-        'def lookup(query: str) -> str:\n    "Look up a fact."\n    return f"fact about {query}"\n', encoding="utf-8")
+        'def lookup(query: str) -> str:\n    "Look up a fact."\n    return f"fact about {query}"\n', encoding="utf-8"
+    )
     names = [f"w{i}" for i in range(1, WORKERS + 1)]
     lines = [
-        "version: 1", "name: fan30", "supervisor: lead",
+        "version: 1",
+        "name: fan30",
+        "supervisor: lead",
         f"defaults: {{api_base: '{url}', api_key_env: TEAMRUN_TEST_KEY, num_retries: 0, request_timeout_s: 900}}",
-        "tools:", "  lookup: {python: 'facts:lookup'}",
+        "tools:",
+        "  lookup: {python: 'facts:lookup'}",
         "agents:",
         f"  lead: {{model: openai/gpt-4o-mini, delegates_to: [{', '.join(names)}], "
         f"delegation: {{max_concurrency: {WORKERS}}}, budget: {{max_delegations: {WORKERS}}}}}",
     ]
-    lines += [f"  {n}: {{model: openai/gpt-4o-mini, description: Looks up one fact., tools: [lookup]}}"
-              for n in names]
+    lines += [f"  {n}: {{model: openai/gpt-4o-mini, description: Looks up one fact., tools: [lookup]}}" for n in names]
     path = tmp_path / "team.yaml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -71,8 +74,9 @@ class Server:
                 self.kill()
         if agent == "lead":
             if not results:
-                return tool_calls(*((f"ask_w{i}", {"task": f"fact {i}"}) for i in range(1, WORKERS + 1)),
-                                  delay=LATENCY_S)
+                return tool_calls(
+                    *((f"ask_w{i}", {"task": f"fact {i}"}) for i in range(1, WORKERS + 1)), delay=LATENCY_S
+                )
             answers = sorted(json.loads(m["content"])["response"] for m in results)
             return text("final: " + "; ".join(answers), delay=LATENCY_S)
         if not results:
@@ -107,9 +111,13 @@ def test_a_kill_re_pays_only_the_replies_that_were_not_acted_on(tmp_path: Path, 
     with FakeOpenAI() as fake:
         server = Server(fake)
         team = _team(tmp_path, fake.url)
-        process = subprocess.Popen(_teamrun("execute", str(team), "-i", "go", "--store", store_url,
-                                            "--progress", "none"),
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+        process = subprocess.Popen(
+            _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
         server.kill = lambda: os.kill(process.pid, signal.SIGKILL)
         try:
             _, err = process.communicate(timeout=600)

@@ -61,14 +61,15 @@ def _corrupt_journal_pages(path: Path) -> None:
 
 def test_a_corrupted_journal_is_one_line_naming_the_store_and_the_run(tmp_path: Path) -> None:
     store = tmp_path / "runs.db"
-    done = run_cli(["execute", str(SUPPORT), "-i", "my invoice is wrong", "--store", str(store),
-                    "--progress", "none"])
+    done = run_cli(["execute", str(SUPPORT), "-i", "my invoice is wrong", "--store", str(store), "--progress", "none"])
     assert done.code == 0, done.err
     (run_id,) = _run_ids(str(store))
     _corrupt_journal_pages(store)
 
-    expected = (f"error: cannot read the journal of run {run_id} in the store sqlite:///{store}: "
-                "database disk image is malformed")
+    expected = (
+        f"error: cannot read the journal of run {run_id} in the store sqlite:///{store}: "
+        "database disk image is malformed"
+    )
     for argv in (["runs", "show", run_id, "--store", str(store)], ["resume", run_id, "--store", str(store)]):
         failed = run_cli(argv)
         assert (failed.code, failed.err.splitlines()) == (2, [expected]), argv
@@ -87,9 +88,14 @@ def test_the_default_store_is_private_to_its_owner(tmp_path: Path) -> None:
 def test_chat_turns_are_listed_as_runs(tmp_path: Path) -> None:
     store = tmp_path / "chat.db"
     env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TERM": "dumb"}
-    child = pexpect.spawn(sys.executable, ["-m", "teamrun.cli", "chat", str(SUPPORT), "--store", str(store),
-                                           "--thread", "c-1", "--progress", "none"],
-                          env=env, cwd=str(tmp_path), encoding="utf-8", timeout=120)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "teamrun.cli", "chat", str(SUPPORT), "--store", str(store), "--thread", "c-1", "--progress", "none"],
+        env=env,
+        cwd=str(tmp_path),
+        encoding="utf-8",
+        timeout=120,
+    )
     for line in ("", "my invoice is wrong", "thanks"):
         if line:
             child.sendline(line)
@@ -112,8 +118,10 @@ def _interrupt(store: Path, run_id: str) -> None:
         conn.execute(sa.text("DELETE FROM journal WHERE kind = 'tool' OR call_key = '2.0'"))
         meta = json.loads(conn.execute(sa.text("SELECT meta FROM runs WHERE id = :id"), {"id": run_id}).scalar_one())
         meta["pid"] = 2**22 + 4321  # no such process
-        conn.execute(sa.text("UPDATE runs SET status = 'running', meta = :meta WHERE id = :id"),
-                     {"meta": json.dumps(meta), "id": run_id})
+        conn.execute(
+            sa.text("UPDATE runs SET status = 'running', meta = :meta WHERE id = :id"),
+            {"meta": json.dumps(meta), "id": run_id},
+        )
     engine.dispose()
 
 
@@ -123,8 +131,14 @@ def _pasted(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     assert argv[0] == "teamrun"
     env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("TEAMRUN_STORE", None)
-    return subprocess.run([sys.executable, "-m", "teamrun.cli", *argv[1:], "--progress", "none"],
-                          capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "teamrun.cli", *argv[1:], "--progress", "none"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=300,
+    )
 
 
 def _backticked(text: str, before: str) -> str:
@@ -134,8 +148,7 @@ def _backticked(text: str, before: str) -> str:
     return tail[1:].split("`", 1)[0]
 
 
-def test_every_resume_hint_is_a_command_that_works_when_pasted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                               ) -> None:
+def test_every_resume_hint_is_a_command_that_works_when_pasted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     team = tmp_path / "team.yaml"
     team.write_text(textwrap.dedent(SIDE_EFFECT_TEAM.format(python=sys.executable, marker=tmp_path / "touched")))
     monkeypatch.chdir(tmp_path)
@@ -162,7 +175,8 @@ def test_every_resume_hint_is_a_command_that_works_when_pasted(tmp_path: Path, m
 
 def test_a_run_that_did_not_finish_says_how_to_resume_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     team = tmp_path / "team.yaml"
-    team.write_text(textwrap.dedent("""\
+    team.write_text(
+        textwrap.dedent("""\
         version: 1
         name: unreachable
         supervisor: lead
@@ -170,7 +184,8 @@ def test_a_run_that_did_not_finish_says_how_to_resume_it(tmp_path: Path, monkeyp
                    request_timeout_s: 5}
         agents:
           lead: {description: Answers.}
-        """))
+        """)
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
     failed = run_cli(["execute", str(team), "-i", "go", "--store", "runs.db", "--progress", "none"])

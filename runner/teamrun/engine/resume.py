@@ -15,6 +15,10 @@ killed while it ran) is not run again unless the person resuming confirms it:
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import socket
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -125,10 +129,17 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
     pending = journal.replay.pending_tools()
     if pending and not confirmed:
         raise ResumeNeedsConfirmation(run_id, pending, confirm_with=confirm_with)
+    claim = getattr(backend, "claim_run", None)  # the store's lock on the run (an in-memory journal has none)
+    if claim is not None and not claim(journal.record):
+        holder = backend.get_run(run_id)
+        who = f" (pid {holder.pid} on {holder.host})" if holder is not None else ""
+        raise UsageError(f"run {run_id} is being resumed by another process{who}; wait for it to end")
     return journal
 
 
-def _next_attempt(record: JournaledRun) -> JournaledRun:
+def _next_attempt(earlier: JournaledRun) -> JournaledRun:
+    record = dataclasses.replace(earlier, vars=dict(earlier.vars), usage=dict(earlier.usage))  # the store's is kept
     record.attempts += 1
     record.status, record.ended_at, record.error, record.final_text = "running", None, None, ""
+    record.pid, record.host, record.heartbeat_at = os.getpid(), socket.gethostname(), time.time()
     return record

@@ -127,6 +127,31 @@ class StoreJournal:
                 conn.execute(runs.update().where(runs.c.id == run.run_id)
                              .values(meta={**(old[0] or {}), **meta}, **values))
 
+    def claim_run(self, run: JournaledRun) -> bool:
+        """Take run ``run.run_id`` for this attempt, unless another process holds it: whether it was taken.
+
+        The run's row is its lock. It is free when its stored status is not ``running``, or when the process
+        that holds it is gone (:meth:`JournaledRun.shown_status`: pid dead on this host, heartbeat silent
+        from another). Taking it is one compare-and-set on the row as it was read (its status and the text of
+        its ``meta``, where the holder's pid, host and heartbeat live), so of two processes that read it free
+        at once exactly one takes it, on SQLite (one writer at a time) as on PostgreSQL (the second UPDATE
+        waits for the first and finds the row changed). ``run``'s status, pid, host and heartbeat are written.
+        """
+        meta_text = sa.cast(runs.c.meta, sa.Text)
+        with self.store.errors(f"take run {run.run_id}"):
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(runs, meta_text.label("meta_text"))
+                                   .where(runs.c.id == run.run_id)).mappings().first()
+            if row is None or _run_of(row).shown_status() == "running":
+                return False
+            meta = {**(row["meta"] or {}), **{name: getattr(run, name) for name in _META_FIELDS}}
+            with self.engine.begin() as conn:
+                taken = conn.execute(
+                    runs.update().where(runs.c.id == run.run_id, runs.c.status == row["status"],
+                                        meta_text == row["meta_text"])
+                    .values(status=run.status, meta=meta, ended_at=None, error=None))
+            return taken.rowcount == 1
+
     def get_run(self, run_id: str) -> JournaledRun | None:
         with self.store.errors(f"read run {run_id}"), self.engine.connect() as conn:
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
