@@ -58,10 +58,9 @@ class Accounting:
         self.current = ""
 
     def install(self) -> None:
-        import teamrun.engine.agent_loop as agent_loop
         from teamrun.engine import journal
 
-        hash_request = journal.request_hash
+        hash_request = journal.RunJournal.request_hash
         write_loop = journal.RunJournal._write_loop
 
         def timed_hash(*args: Any, **kwargs: Any) -> str:
@@ -85,7 +84,7 @@ class Accounting:
                 self.transactions[self.current] = self.transactions.get(self.current, 0) + 1
             commit(journal_self, batch, beat)
 
-        agent_loop.request_hash = timed_hash  # type: ignore[assignment]
+        journal.RunJournal.request_hash = timed_hash  # type: ignore[method-assign,assignment]
         journal.RunJournal._write_loop = timed_loop  # type: ignore[method-assign]
         journal.RunJournal._commit = counted_commit  # type: ignore[method-assign]
 

@@ -128,7 +128,6 @@ def test_a_kill_re_pays_only_the_replies_that_were_not_acted_on(tmp_path: Path, 
         assert before is not None
         acted_on = {agent for agent, call in before if call == 2} | {"lead"}
         """Agents whose first reply the engine had acted on when it was killed (the lead delegated)."""
-        asked_before = len(fake.requests())
 
         # item 18: the killed run shows what its journaled replies spent
         listed = _cli("runs", "list", "--store", store_url, "--json")
@@ -151,4 +150,3 @@ def test_a_kill_re_pays_only_the_replies_that_were_not_acted_on(tmp_path: Path, 
     assert asked_again <= {f"w{i}" for i in range(1, WORKERS + 1)} - acted_on
     result = json.loads(resumed.stdout)
     assert result["status"] == "done" and result["final_text"].count("fact about w") == WORKERS
-    assert asked_before >= 1 + WORKERS + KILL_AT

@@ -225,7 +225,7 @@ def _journal_backend(choice: Any) -> tuple[Any, Any]:
     backend = open_backend(choice.store)
     if choice.resume is None:
         return backend, None
-    earlier = backend.get_run(choice.resume)
+    earlier = backend.get_run(choice.resume, unmasked=True)
     if earlier is None:
         raise UsageError(f"no run {choice.resume!r} in the store {backend.store.display}; "
                          "`teamrun runs list` shows the runs it holds")

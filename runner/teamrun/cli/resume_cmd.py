@@ -125,7 +125,7 @@ def resume(ctx: click.Context, run_id: str, store: str | None, yes: bool, as_jso
     from teamrun.cli.execute_cmd import execute
 
     backend = open_backend(store)
-    record = backend.get_run(run_id)
+    record = backend.get_run(run_id, unmasked=True)
     if record is None:
         raise UsageError(f"no run {run_id!r} in the store {backend.store.display}; "
                          f"`teamrun runs list{store_option(store)}` shows the runs it holds")

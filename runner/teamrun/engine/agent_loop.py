@@ -24,7 +24,7 @@ from teamrun.engine.acceptance import Acceptance
 from teamrun.engine.delegation import Delegator, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
 from teamrun.engine.delegation_tools import DelegationRequest, parse_request, results_for_model, workers_of
 from teamrun.engine.hooks import HookFailed, HookRunner, iteration_context
-from teamrun.engine.journal import EntryKey, JournalEntry, request_hash, tool_hash, tool_idempotent
+from teamrun.engine.journal import EntryKey, JournalEntry, tool_hash, tool_idempotent
 from teamrun.engine.ledger import LimitReached, counters_of
 from teamrun.engine.prompts import system_prompt
 from teamrun.engine.result import DelegationResult
@@ -287,7 +287,7 @@ class AgentLoop:
         response_format = self.output.response_format if self.output else None
         journal, reply, fingerprint = ctx.journal, None, ""
         if journal is not None:
-            fingerprint = request_hash(self.messages, settings, tools, response_format)
+            fingerprint = journal.request_hash(self.messages, settings, tools, response_format)
             reply = journal.replay.model(frame.key, self.turns, fingerprint)
         scope = current_scope.set(CallScope(frame.path, self.turns, span, ctx.bus.run_id))
         try:

@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import queue
-import re
 import socket
 import threading
 import time
@@ -35,6 +34,7 @@ from typing import Any, Protocol
 from teamrun.config.models import ToolDef
 from teamrun.llm.types import Message, ModelSettings, ToolSchema
 from teamrun.logs import get_logger
+from teamrun.secrets import Redactor, StoreMask, mask_request
 from teamrun.store.records import HEARTBEAT_S, EntryKey, EntryKind, JournaledRun, JournalEntry
 from teamrun.tools.base import Tool
 
@@ -52,8 +52,6 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
-_FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
-"""Referenced results are fenced with a random token per run (teamrun.engine.references.render_blocks)."""
 LINGER_S = 0.05
 """How long the writer gathers entries that nobody waits for into one transaction."""
 GROUP_COMMIT_S = 0.005
@@ -110,14 +108,17 @@ class MemoryJournal:
 
 # -- hashes -------------------------------------------------------------------------------
 def request_hash(messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
-                 response_format: Mapping[str, Any] | None, *, today: str | None = None) -> str:
+                 response_format: Mapping[str, Any] | None, *, today: str | None = None,
+                 secrets: Redactor | None = None) -> str:
     """The model request's hash: model, messages, tools and response format, with what changes between
-    attempts of one run masked — today's date (a run resumed the next day) and the random fences of
-    referenced results. One JSON dump and one regex pass: it is computed for every journaled call."""
+    attempts of one run masked by :func:`teamrun.secrets.mask_request` — today's date (a run resumed the next
+    day), the random fences of referenced results, and ``secrets`` (what the store masks: a replayed reply
+    carries the mask where the live one carried the secret). One JSON dump and a few text passes: it is
+    computed for every journaled call."""
     day = today or _dt.date.today().isoformat()
     body = json.dumps([settings.model, messages, tools, response_format], ensure_ascii=False, sort_keys=True,
                       default=str)
-    return hashlib.sha256(_FENCE.sub(r"\1<fence>", body.replace(day, "<today>")).encode()).hexdigest()
+    return hashlib.sha256(mask_request(body, today=day, secrets=secrets).encode()).hexdigest()
 
 
 def tool_hash(name: str, arguments: str) -> str:
@@ -169,6 +170,8 @@ class RunJournal:
         self.backend = backend
         self.record = record
         self.replay = Replay(earlier, confirmed_tools=confirmed_tools)
+        self.secrets = StoreMask()
+        """What the store masks (the environment's secret-named variables): also masked in request hashes."""
         self.written = 0
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -211,6 +214,11 @@ class RunJournal:
             self.failure = self.failure or f"{type(exc).__name__}: {_first_line(exc)}"
 
     # -- entries --------------------------------------------------------------------------------
+    def request_hash(self, messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
+                     response_format: Mapping[str, Any] | None) -> str:
+        """:func:`request_hash` with this run's secrets masked."""
+        return request_hash(messages, settings, tools, response_format, secrets=self.secrets)
+
     def write(self, entry: JournalEntry) -> None:
         """Queue ``entry``; the writer thread commits it shortly (the caller does not wait)."""
         if self._thread is not None and not self._closing:  # none when the journal could not be opened

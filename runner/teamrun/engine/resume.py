@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from teamrun.engine.journal import EntryKey, JournalBackend, JournaledRun, JournalEntry, RunJournal
 from teamrun.errors import UsageError
 from teamrun.llm.types import ModelReply
+from teamrun.secrets import unmask
 from teamrun.tools.base import ToolOutcome
 
 __all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "open_resume"]
@@ -124,7 +125,7 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
     if record.shown_status() == "running":
         raise UsageError(f"run {run_id} is still running (pid {record.pid} on {record.host}); "
                          "wait for it to end or stop it first")
-    entries = backend.load(run_id)
+    entries = [_unmasked(entry) for entry in backend.load(run_id)]
     journal = RunJournal(backend, _next_attempt(record), entries, confirmed_tools=confirmed)
     pending = journal.replay.pending_tools()
     if pending and not confirmed:
@@ -135,6 +136,13 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
         who = f" (pid {holder.pid} on {holder.host})" if holder is not None else ""
         raise UsageError(f"run {run_id} is being resumed by another process{who}; wait for it to end")
     return journal
+
+
+def _unmasked(entry: JournalEntry) -> JournalEntry:
+    """The entry with the secrets the store masked put back from the environment (the replayed reply then is
+    the one the provider gave, and the requests that follow are the same)."""
+    payload = unmask(entry.payload)
+    return entry if payload == entry.payload else dataclasses.replace(entry, payload=payload)
 
 
 def _next_attempt(earlier: JournaledRun) -> JournaledRun:

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from teamrun.errors import StoreError
+from teamrun.secrets import StoreMask
 from teamrun.store.location import resolve_store_url
 from teamrun.store.migrations import upgrade
 from teamrun.store.runs import RunRepository
@@ -32,8 +33,11 @@ class Store:
         self.engine = engine
         self.display = display
         """Where the store is, for messages (the password of a URL is hidden)."""
-        self.threads = ThreadRepository(engine)
-        self.runs = RunRepository(engine)
+        self.secrets = StoreMask()
+        """Masks what traces mask before it is written (``***${NAME}***`` for a secret-named variable's
+        value, see :class:`~teamrun.secrets.StoreMask`): thread messages, run journals and run records."""
+        self.threads = ThreadRepository(engine, secrets=self.secrets)
+        self.runs = RunRepository(engine, secrets=self.secrets)
 
     @property
     def dialect(self) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from teamrun.secrets import unmask
 from teamrun.store.db import Store
 from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
 from teamrun.store.schema import journal, runs
@@ -83,7 +84,7 @@ class StoreJournal:
                     key = entry.key
                     rows.append({"run_id": run_id, "seq": seq, "agent_path": key.invocation, "kind": key.kind,
                                  "call_key": f"{key.index}.{key.position}", "request_hash": entry.request_hash,
-                                 "payload": dict(entry.payload), "created_at": now})
+                                 "payload": self.store.secrets.value(entry.payload), "created_at": now})
                 conn.execute(_INSERT, rows)
                 self._seq[run_id] = seq
             if heartbeat is not None:
@@ -113,12 +114,15 @@ class StoreJournal:
     # -- runs ---------------------------------------------------------------------------------
     def save_run(self, run: JournaledRun) -> None:
         """Insert or update the run's row (a run that is resumed keeps its id and row)."""
+        mask = self.store.secrets
         values: dict[str, Any] = {
-            "team": run.team, "thread_id": run.thread_id, "status": run.status, "input": run.input,
-            "final_output": run.final_text, "usage": dict(run.usage), "cost": run.cost,
-            "started_at": _when(run.started_at), "ended_at": _when(run.ended_at), "error": run.error,
+            "team": run.team, "thread_id": run.thread_id, "status": run.status, "input": mask.text(run.input),
+            "final_output": mask.text(run.final_text), "usage": dict(run.usage), "cost": run.cost,
+            "started_at": _when(run.started_at), "ended_at": _when(run.ended_at),
+            "error": None if run.error is None else mask.text(run.error),
         }
         meta = {name: getattr(run, name) for name in _META_FIELDS}
+        meta["vars"] = mask.value(meta["vars"])
         with self._lock, self.engine.begin() as conn:
             old = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run.run_id)).first()
             if old is None:
@@ -145,6 +149,7 @@ class StoreJournal:
             if row is None or _run_of(row).shown_status() == "running":
                 return False
             meta = {**(row["meta"] or {}), **{name: getattr(run, name) for name in _META_FIELDS}}
+            meta["vars"] = self.store.secrets.value(meta["vars"])
             with self.engine.begin() as conn:
                 taken = conn.execute(
                     runs.update().where(runs.c.id == run.run_id, runs.c.status == row["status"],
@@ -152,10 +157,15 @@ class StoreJournal:
                     .values(status=run.status, meta=meta, ended_at=None, error=None))
             return taken.rowcount == 1
 
-    def get_run(self, run_id: str) -> JournaledRun | None:
+    def get_run(self, run_id: str, *, unmasked: bool = False) -> JournaledRun | None:
+        """The run's record; ``unmasked``: with the secrets the store masked in its input and vars put back
+        from the environment (what resuming it needs)."""
         with self.store.errors(f"read run {run_id}"), self.engine.connect() as conn:
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
-            return None if row is None else _with_spending(conn, _run_of(row))
+            run = None if row is None else _with_spending(conn, _run_of(row))
+        if run is not None and unmasked:
+            run.input, run.vars = unmask(run.input), unmask(run.vars)
+        return run
 
     def list_runs(self, *, limit: int | None = 50, team: str | None = None) -> list[JournaledRun]:
         """The newest runs first (every run in the store, journaled or not)."""
