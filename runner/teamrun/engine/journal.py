@@ -54,9 +54,10 @@ __all__ = [
 _log = get_logger(__name__)
 LINGER_S = 0.05
 """How long the writer gathers entries that nobody waits for into one transaction."""
-GROUP_COMMIT_S = 0.005
-"""How long a write that is waited for waits for company: the replies of concurrent workers arriving meanwhile
-share its transaction (a commit costs the writer more CPU than the entries in it)."""
+GROUP_COMMIT_S = 0.01
+"""How long a write that is waited for waits for company while other model calls of the run are open: the
+replies of concurrent workers arriving meanwhile share its transaction (a commit costs the writer more CPU
+than the entries in it). With no other call open it is committed at once."""
 
 
 class JournalBackend(Protocol):
@@ -176,6 +177,9 @@ class RunJournal:
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closing = False
+        self._open_calls = 0
+        """Model calls started and not written yet (one answered from the journal or failed stays counted:
+        it only makes a commit wait for company up to :data:`GROUP_COMMIT_S`)."""
         self.failure: str | None = None
         """Why writing failed (the run goes on unjournaled after a failure; it is reported at the end)."""
 
@@ -216,7 +220,9 @@ class RunJournal:
     # -- entries --------------------------------------------------------------------------------
     def request_hash(self, messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
                      response_format: Mapping[str, Any] | None) -> str:
-        """:func:`request_hash` with this run's secrets masked."""
+        """:func:`request_hash` with this run's secrets masked (asked as a model call starts: the call counts
+        as open until its reply is written)."""
+        self._open_calls += 1
         return request_hash(messages, settings, tools, response_format, secrets=self.secrets)
 
     def write(self, entry: JournalEntry) -> None:
@@ -232,6 +238,8 @@ class RunJournal:
         replies of concurrent workers share one transaction). A failed write does not raise: the run goes on
         unjournaled and says so at its end.
         """
+        if entry.key.kind == "model":
+            self._open_calls = max(0, self._open_calls - 1)
         if self._thread is None or self._closing:
             return
         loop = asyncio.get_running_loop()
@@ -255,8 +263,9 @@ class RunJournal:
                     break
                 if item.entry is not None:
                     batch.append(item)
-                if item.done is not None:  # someone waits: commit soon, with what comes meanwhile
-                    linger_until = min(linger_until, time.monotonic() + GROUP_COMMIT_S)
+                if item.done is not None:  # someone waits: commit soon, with the replies of calls still open
+                    company = GROUP_COMMIT_S if self._open_calls > 0 else 0.0
+                    linger_until = min(linger_until, time.monotonic() + company)
                 left = linger_until - time.monotonic()
                 try:
                     item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
