@@ -8,8 +8,9 @@ The 30-worker fan-out of ``tests/journal/test_kill_durable.py`` (150 ms latency,
 then answers) is journaled by ``teamrun execute`` in a subprocess and SIGKILLed a given time after its first
 request; then ``teamrun resume`` finishes it. For each kill point: the requests in flight at the kill (the
 server had not answered them), and the replies paid again (answered before the kill, asked again by the
-resume). A reply durable before the engine acts on it leaves only the replies that were still being read
-or committed at the kill.
+resume), and how many of those the engine had acted on (its next request had reached the server). A reply
+durable before the engine acts on it leaves none of the latter: what is paid again is what the engine had
+not read yet (on a loaded machine the client can lag hundreds of milliseconds behind the server).
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ def _key(request: dict[str, Any]) -> tuple[str, int]:
     return agent, 2 if any(m["role"] == "tool" for m in request["messages"]) else 1
 
 
-def _once(kill_after_s: float, store: str | None, tmp: Path) -> tuple[int, int, int]:
-    """``(replies answered before the kill, requests in flight at the kill, replies paid again)``."""
+def _once(kill_after_s: float, store: str | None, tmp: Path) -> tuple[int, int, int, int, int]:
+    """``(replies answered before the kill, requests in flight at the kill, replies journaled, replies paid
+    again, of which the engine had acted on)``: acted on is a worker's first reply when its second request
+    (carrying the tool result) had reached the server, the lead's when a worker's request had."""
     store_url = store or f"sqlite:///{tmp / f'kill-{kill_after_s}.db'}"
     with FakeOpenAI() as fake:
         server = Server(fake)
@@ -61,13 +64,16 @@ def _once(kill_after_s: float, store: str | None, tmp: Path) -> tuple[int, int, 
         while not fake.requests() and process.poll() is None:
             time.sleep(0.005)
         time.sleep(kill_after_s)
-        os.kill(process.pid, signal.SIGKILL)
-        at_kill = time.time()
+        with server.lock:
+            os.kill(process.pid, signal.SIGKILL)
+            at_kill = time.time()
+            arrived = list(server.arrived)
         process.communicate(timeout=60)
         time.sleep(0.2)  # the server logs a request once it has answered it
         records = fake.requests()
         answered = {_key(r.request) for r in records if r.status == 200 and r.end and r.end <= at_kill}
         in_flight = len(server.arrived) - len(answered)
+        journaled = _journaled(store_url)
         listed = subprocess.run(
             _teamrun("runs", "list", "--store", store_url, "--json"),
             capture_output=True,
@@ -86,8 +92,20 @@ def _once(kill_after_s: float, store: str | None, tmp: Path) -> tuple[int, int, 
         )
         if resumed.returncode != 0:
             raise RuntimeError(resumed.stderr)
-        repaid = len(set(server.arrived) & answered)
-    return len(answered), in_flight, repaid
+        repaid = set(server.arrived) & answered
+    acted_on = {(agent, 1) for agent, call in arrived if call == 2} | ({("lead", 1)} if len(arrived) > 1 else set())
+    return len(answered), in_flight, journaled, len(repaid), len(repaid & acted_on)
+
+
+def _journaled(store_url: str) -> int:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT count(*) FROM journal WHERE kind = 'model'")).scalar_one())
+    finally:
+        engine.dispose()
 
 
 def main() -> int:
@@ -102,11 +120,14 @@ def main() -> int:
     )
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    print(f"{'kill at (s)':>12} {'answered':>9} {'in flight':>10} {'re-paid':>8}")
+    print(
+        f"{'kill at (s)':>12} {'answered':>9} {'in flight':>10} {'journaled':>10} {'re-paid':>8} "
+        f"{'re-paid, acted on':>18}"
+    )
     with tempfile.TemporaryDirectory(prefix="teamrun-kill-") as tmp:
         for kill in args.kills:
-            answered, in_flight, repaid = _once(kill, args.store, Path(tmp))
-            print(f"{kill:>12.2f} {answered:>9} {in_flight:>10} {repaid:>8}")
+            answered, in_flight, journaled, repaid, acted = _once(kill, args.store, Path(tmp))
+            print(f"{kill:>12.2f} {answered:>9} {in_flight:>10} {journaled:>10} {repaid:>8} {acted:>18}")
     return 0
 
 
