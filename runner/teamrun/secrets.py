@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["MASK", "Redactor", "secret_env_values"]
+__all__ = ["MASK", "Redactor", "StoreMask", "mask_request", "secret_env_values", "unmask"]
 
 MASK = "***"
 
@@ -25,6 +25,13 @@ _MIN_SECRET_CHARS = 6
 _NOT_SECRETS = frozenset({"true", "false", "none", "null", "yes", "no", "on", "off"})
 _KEYLIKE = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{20,}|\bBearer\s+[A-Za-z0-9._~+/=\-]{12,}")
 """Provider-key shapes masked even when no variable holds them."""
+
+
+_TODAY = "<today>"
+_FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
+"""Result-reference fences carry a random token per run (teamrun.engine.references.render_blocks)."""
+_NAMED = re.compile(r"\*\*\*\$\{([A-Za-z_][A-Za-z0-9_]*)\}\*\*\*")
+"""What the store keeps of a secret-named variable's value: ``***${NAME}***``."""
 
 
 def _is_secret_value(value: str) -> bool:
@@ -60,9 +67,14 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with every secret masked."""
-        if self._pattern is not None:
-            value = self._pattern.sub(MASK, value)
-        return _KEYLIKE.sub(MASK, value)
+        if self._pattern is not None and any(secret in value for secret in self._secrets):
+            value = self._pattern.sub(self._replacement, value)
+        if "k-" in value or "Bearer" in value:  # the regex costs ten times these searches
+            value = _KEYLIKE.sub(MASK, value)
+        return value
+
+    def _replacement(self, match: re.Match[str]) -> str:
+        return MASK
 
     def value(self, value: Any) -> Any:
         """A copy of ``value`` (any JSON-like data) with every string masked; keys too."""
@@ -73,3 +85,56 @@ class Redactor:
         if isinstance(value, list | tuple | set | frozenset):
             return [self.value(v) for v in value]
         return value
+
+
+class StoreMask(Redactor):
+    """What teamrun keeps of secrets in its store: the value of a secret-named environment variable becomes
+    ``***${NAME}***``, so a resume can put the variable's value back (:func:`unmask`); other secrets (the
+    team file's, provider-key shapes) become ``***`` as in traces.
+
+    The same masking makes the journal's request hashes: a request hashes alike whether it carries the
+    secret or its mask, so a replayed reply (unmasked or not) leads to the same next request.
+    """
+
+    def __init__(self, secrets: Iterable[str] = (), *, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        self._names = {value: name for name, value in sorted(env.items())
+                       if SECRET_NAME.search(name) and _is_secret_value(value)}
+        super().__init__(secrets, environ=env)
+
+    def _replacement(self, match: re.Match[str]) -> str:
+        name = self._names.get(match.group(0))
+        return MASK if name is None else f"{MASK}${{{name}}}{MASK}"
+
+
+def unmask(value: Any, environ: Mapping[str, str] | None = None) -> Any:
+    """``value`` (a string or JSON-like data) with each ``***${NAME}***`` of :class:`StoreMask` replaced by the
+    variable's value, read from the environment now (left as it is when the variable is unset)."""
+    env = os.environ if environ is None else environ
+    if isinstance(value, str):
+        if "${" not in value:
+            return value
+        return _NAMED.sub(lambda m: env.get(m.group(1)) or m.group(0), value)
+    if isinstance(value, Mapping):
+        return {unmask(k, env): unmask(v, env) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [unmask(v, env) for v in value]
+    return value
+
+
+def mask_request(value: Any, *, today: str, secrets: Redactor | None = None) -> Any:
+    """A model request as record/replay and the journal compare it: ``value`` (a string, e.g. the request
+    dumped as JSON, or JSON-like data) with what changes between runs masked — today's date, the random
+    fences of referenced results — and ``secrets`` masked. The one normalisation behind the cassette's
+    fingerprint and the journal's request hash."""
+    if isinstance(value, str):
+        if today in value:
+            value = value.replace(today, _TODAY)
+        if "<<<" in value:
+            value = _FENCE.sub(r"\1<fence>", value)
+        return secrets.text(value) if secrets is not None else value
+    if isinstance(value, Mapping):
+        return {k: mask_request(v, today=today, secrets=secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_request(v, today=today, secrets=secrets) for v in value]
+    return value

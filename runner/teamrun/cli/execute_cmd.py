@@ -233,9 +233,10 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
                  + (f": {result.error}" if result.error else ""),
                  status=result.status, stopped_by=result.stopped_by, error=result.error)
             if run_journal is not None and result.status != "done":
-                _say(logs, "error", "run_resumable",
-                     f"teamrun: resume it with `teamrun resume {result.run_id}`"
-                     + (f" --store {store_location}" if store_location else ""), run_id=result.run_id)
+                from teamrun.cli.resume_cmd import resume_command
+
+                _say(logs, "error", "run_resumable", f"teamrun: resume it with "
+                     f"`{resume_command(result.run_id, store_location)}`", run_id=result.run_id)
     return _EXIT[result.status]
 
 
@@ -248,7 +249,7 @@ def _journal_backend(choice: Any) -> tuple[Any, Any]:
     backend = open_backend(choice.store)
     if choice.resume is None:
         return backend, None
-    earlier = backend.get_run(choice.resume)
+    earlier = backend.get_run(choice.resume, unmasked=True)
     if earlier is None:
         raise UsageError(f"no run {choice.resume!r} in the store {backend.store.display}; "
                          "`teamrun runs list` shows the runs it holds")

@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from teamrun.llm.types import (
     Usage,
     current_scope,
 )
+from teamrun.secrets import mask_request
 
 __all__ = [
     "CASSETTE_FORMAT",
@@ -61,9 +61,6 @@ __all__ = [
 CASSETTE_FORMAT = "teamrun-cassette"
 CASSETTE_VERSION = 1
 ReplayMode = Literal["strict", "lenient"]
-_TODAY = "<today>"
-_FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
-"""Result-reference fences carry a random token per run (teamrun.engine.references.render_blocks)."""
 
 
 class ReplayMismatch(ModelError):
@@ -86,15 +83,6 @@ def _normal_messages(messages: Sequence[Message], today: str) -> list[dict[str, 
     def renumber(value: Any) -> str:
         return ids.setdefault(str(value), f"call#{len(ids) + 1}")
 
-    def mask(value: Any) -> Any:
-        if isinstance(value, str):
-            return _FENCE.sub(r"\1<fence>", value.replace(today, _TODAY))
-        if isinstance(value, list):
-            return [mask(v) for v in value]
-        if isinstance(value, dict):
-            return {k: mask(v) for k, v in value.items()}
-        return value
-
     shown: list[dict[str, Any]] = []
     for message in messages:
         item = {k: v for k, v in message.items() if v is not None}
@@ -102,7 +90,7 @@ def _normal_messages(messages: Sequence[Message], today: str) -> list[dict[str, 
             item["tool_calls"] = [{**call, "id": renumber(call.get("id"))} for call in item["tool_calls"]]
         if "tool_call_id" in item:
             item["tool_call_id"] = renumber(item["tool_call_id"])
-        shown.append(mask(item))
+        shown.append(mask_request(item, today=today))
     return shown
 
 

@@ -10,18 +10,22 @@ its ``meta``. Each batch of entries is one transaction: rows appended to
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 
+from teamrun.secrets import unmask
 from teamrun.store.db import Store
 from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
 from teamrun.store.schema import journal, runs
 
 __all__ = ["StoreJournal"]
+
+_INSERT = journal.insert()
 
 _META_FIELDS = ("team_file", "vars", "model", "pid", "host", "heartbeat_at", "attempts", "replayed_calls")
 """The :class:`JournaledRun` fields kept in ``runs.meta``."""
@@ -42,17 +46,20 @@ def _stamp(when: _dt.datetime | None) -> float | None:
 class StoreJournal:
     """Journals and journaled runs in a :class:`~teamrun.store.Store` (SQLite or PostgreSQL)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, location: str | None = None) -> None:
         self.store = store
+        self.location = location
+        """Where the store is, as the user gave it (``None``: the default store), for commands to paste."""
         self.engine = store.engine
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()
 
     # -- entries --------------------------------------------------------------------------------
     def load(self, run_id: str) -> list[JournalEntry]:
         query = (sa.select(journal.c.agent_path, journal.c.kind, journal.c.call_key, journal.c.request_hash,
                            journal.c.payload).where(journal.c.run_id == run_id).order_by(journal.c.seq))
-        with self.engine.connect() as conn:
+        with self.store.errors(f"read the journal of run {run_id}"), self.engine.connect() as conn:
             rows = conn.execute(query).all()
         entries = []
         for invocation, kind, call_key, fingerprint, payload in rows:
@@ -62,8 +69,10 @@ class StoreJournal:
         return entries
 
     def append(self, run_id: str, entries: Sequence[JournalEntry], *, heartbeat: float | None = None) -> None:
+        """One transaction, on the calling thread's own connection (a run's writer thread keeps one until
+        :meth:`release`: a commit per batch of replies is then all a write costs)."""
         now = _dt.datetime.now(_dt.UTC)
-        with self._lock, self.engine.begin() as conn:
+        with self._lock, self._writer_connection() as conn, conn.begin():
             if entries:
                 seq = self._seq.get(run_id)
                 if seq is None:
@@ -75,8 +84,8 @@ class StoreJournal:
                     key = entry.key
                     rows.append({"run_id": run_id, "seq": seq, "agent_path": key.invocation, "kind": key.kind,
                                  "call_key": f"{key.index}.{key.position}", "request_hash": entry.request_hash,
-                                 "payload": dict(entry.payload), "created_at": now})
-                conn.execute(journal.insert(), rows)
+                                 "payload": self.store.secrets.value(entry.payload), "created_at": now})
+                conn.execute(_INSERT, rows)
                 self._seq[run_id] = seq
             if heartbeat is not None:
                 meta = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run_id)).scalar()
@@ -84,15 +93,36 @@ class StoreJournal:
                     conn.execute(runs.update().where(runs.c.id == run_id)
                                  .values(meta={**meta, "heartbeat_at": heartbeat}))
 
+    @contextlib.contextmanager
+    def _writer_connection(self) -> Iterator[sa.Connection]:
+        conn: sa.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._local.conn = self.engine.connect()
+        try:
+            yield conn
+        except BaseException:  # a failed write: start the next one on a fresh connection
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Close the calling thread's writing connection (the journal's writer thread, when it ends)."""
+        conn: sa.Connection | None = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
+
     # -- runs ---------------------------------------------------------------------------------
     def save_run(self, run: JournaledRun) -> None:
         """Insert or update the run's row (a run that is resumed keeps its id and row)."""
+        mask = self.store.secrets
         values: dict[str, Any] = {
-            "team": run.team, "thread_id": run.thread_id, "status": run.status, "input": run.input,
-            "final_output": run.final_text, "usage": dict(run.usage), "cost": run.cost,
-            "started_at": _when(run.started_at), "ended_at": _when(run.ended_at), "error": run.error,
+            "team": run.team, "thread_id": run.thread_id, "status": run.status, "input": mask.text(run.input),
+            "final_output": mask.text(run.final_text), "usage": dict(run.usage), "cost": run.cost,
+            "started_at": _when(run.started_at), "ended_at": _when(run.ended_at),
+            "error": None if run.error is None else mask.text(run.error),
         }
         meta = {name: getattr(run, name) for name in _META_FIELDS}
+        meta["vars"] = mask.value(meta["vars"])
         with self._lock, self.engine.begin() as conn:
             old = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run.run_id)).first()
             if old is None:
@@ -101,10 +131,41 @@ class StoreJournal:
                 conn.execute(runs.update().where(runs.c.id == run.run_id)
                              .values(meta={**(old[0] or {}), **meta}, **values))
 
-    def get_run(self, run_id: str) -> JournaledRun | None:
-        with self.engine.connect() as conn:
+    def claim_run(self, run: JournaledRun) -> bool:
+        """Take run ``run.run_id`` for this attempt, unless another process holds it: whether it was taken.
+
+        The run's row is its lock. It is free when its stored status is not ``running``, or when the process
+        that holds it is gone (:meth:`JournaledRun.shown_status`: pid dead on this host, heartbeat silent
+        from another). Taking it is one compare-and-set on the row as it was read (its status and the text of
+        its ``meta``, where the holder's pid, host and heartbeat live), so of two processes that read it free
+        at once exactly one takes it, on SQLite (one writer at a time) as on PostgreSQL (the second UPDATE
+        waits for the first and finds the row changed). ``run``'s status, pid, host and heartbeat are written.
+        """
+        meta_text = sa.cast(runs.c.meta, sa.Text)
+        with self.store.errors(f"take run {run.run_id}"):
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(runs, meta_text.label("meta_text"))
+                                   .where(runs.c.id == run.run_id)).mappings().first()
+            if row is None or _run_of(row).shown_status() == "running":
+                return False
+            meta = {**(row["meta"] or {}), **{name: getattr(run, name) for name in _META_FIELDS}}
+            meta["vars"] = self.store.secrets.value(meta["vars"])
+            with self.engine.begin() as conn:
+                taken = conn.execute(
+                    runs.update().where(runs.c.id == run.run_id, runs.c.status == row["status"],
+                                        meta_text == row["meta_text"])
+                    .values(status=run.status, meta=meta, ended_at=None, error=None))
+            return taken.rowcount == 1
+
+    def get_run(self, run_id: str, *, unmasked: bool = False) -> JournaledRun | None:
+        """The run's record; ``unmasked``: with the secrets the store masked in its input and vars put back
+        from the environment (what resuming it needs)."""
+        with self.store.errors(f"read run {run_id}"), self.engine.connect() as conn:
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
-        return None if row is None else _run_of(row)
+            run = None if row is None else _with_spending(conn, _run_of(row))
+        if run is not None and unmasked:
+            run.input, run.vars = unmask(run.input), unmask(run.vars)
+        return run
 
     def list_runs(self, *, limit: int | None = 50, team: str | None = None) -> list[JournaledRun]:
         """The newest runs first (every run in the store, journaled or not)."""
@@ -113,15 +174,38 @@ class StoreJournal:
             query = query.where(runs.c.team == team)
         if limit is not None:
             query = query.limit(limit)
-        with self.engine.connect() as conn:
-            return [_run_of(row) for row in conn.execute(query).mappings()]
+        with self.store.errors("list the runs"), self.engine.connect() as conn:
+            return [_with_spending(conn, _run_of(row)) for row in conn.execute(query).mappings().all()]
 
     def counts(self, run_id: str) -> dict[str, int]:
         """How many journal entries of each kind the run has."""
         query = (sa.select(journal.c.kind, sa.func.count()).where(journal.c.run_id == run_id)
                  .group_by(journal.c.kind))
-        with self.engine.connect() as conn:
+        with self.store.errors(f"read the journal of run {run_id}"), self.engine.connect() as conn:
             return {str(kind): int(count) for kind, count in conn.execute(query).all()}
+
+
+def _with_spending(conn: sa.Connection, run: JournaledRun) -> JournaledRun:
+    """A run whose outcome was never written (it runs, or was killed) with what its journaled replies spent:
+    the usage and cost of each model call (the latest entry of each), as a finished run counts them."""
+    if run.status != "running":
+        return run
+    query = (sa.select(journal.c.agent_path, journal.c.call_key, journal.c.payload)
+             .where(journal.c.run_id == run.run_id, journal.c.kind == "model").order_by(journal.c.seq))
+    replies = {(invocation, key): payload or {} for invocation, key, payload in conn.execute(query).all()}
+    if not replies:
+        return run
+    tokens = {"input_tokens": 0, "output_tokens": 0, "requests": 0}
+    cost = 0.0
+    for payload in replies.values():
+        usage = payload.get("usage") or {}
+        for name in tokens:
+            tokens[name] += int(usage.get(name, 1 if name == "requests" else 0))
+        cost += float(payload.get("cost_usd") or 0.0)
+    if tokens["requests"] > int(run.usage.get("requests", 0)):
+        run.usage = {**tokens, "total_tokens": tokens["input_tokens"] + tokens["output_tokens"]}
+        run.cost = max(cost, run.cost)
+    return run
 
 
 def _run_of(row: sa.RowMapping) -> JournaledRun:

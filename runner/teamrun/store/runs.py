@@ -9,6 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from teamrun.secrets import Redactor
 from teamrun.store.schema import runs
 
 RUNNING = "running"
@@ -43,22 +44,27 @@ def _now() -> _dt.datetime:
 
 
 class RunRepository:
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, *, secrets: Redactor | None = None) -> None:
         self.engine = engine
+        self.secrets = secrets if secrets is not None else Redactor(include_env=False)
+        """Masks secrets in the input, answer and error written (:class:`~teamrun.secrets.StoreMask`)."""
 
     def start(self, run_id: str, team: str, input: str, *, thread_id: str | None = None,
               meta: Mapping[str, Any] | None = None) -> None:
         """Record a run as ``running``."""
         with self.engine.begin() as conn:
-            conn.execute(runs.insert().values(id=run_id, team=team, thread_id=thread_id, status=RUNNING, input=input,
+            conn.execute(runs.insert().values(id=run_id, team=team, thread_id=thread_id, status=RUNNING,
+                                              input=self.secrets.text(input),
                                               usage={}, cost=0.0, started_at=_now(), meta=dict(meta or {})))
 
     def finish(self, run_id: str, *, status: str, final_output: str | None, usage: Mapping[str, Any],
                cost: float, error: str | None = None, meta: Mapping[str, Any] | None = None) -> None:
         """Record how a run ended (``meta``, when given, is merged into the run's)."""
         with self.engine.begin() as conn:
-            values: dict[str, Any] = {"status": status, "final_output": final_output, "usage": dict(usage),
-                                      "cost": cost, "error": error, "ended_at": _now()}
+            mask = self.secrets
+            values: dict[str, Any] = {"status": status, "usage": dict(usage), "cost": cost, "ended_at": _now(),
+                                      "final_output": None if final_output is None else mask.text(final_output),
+                                      "error": None if error is None else mask.text(error)}
             if meta:
                 old = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run_id)).scalar() or {}
                 values["meta"] = {**old, **meta}

@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from teamrun.secrets import Redactor
 from teamrun.store.schema import thread_messages, threads
 
 CONVERSATION = ""
@@ -70,8 +71,13 @@ def _now() -> _dt.datetime:
 
 
 class ThreadRepository:
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, *, secrets: Redactor | None = None) -> None:
         self.engine = engine
+        self.secrets = secrets
+        """Masks secrets in what is written (:class:`~teamrun.secrets.StoreMask`)."""
+
+    def _masked(self, value: Any) -> Any:
+        return value if self.secrets is None else self.secrets.value(value)
 
     def get(self, thread_id: str) -> ThreadRecord | None:
         with self.engine.connect() as conn:
@@ -136,7 +142,7 @@ class ThreadRepository:
                     turns[message.scope] = (latest or 0) + (1 if new_turn or not latest else 0)
                 rows.append({"thread_id": thread_id, "seq": last_seq + offset, "scope": message.scope,
                              "turn": turns[message.scope], "agent": message.agent, "role": message.role,
-                             "content": message.content, "run_id": run_id, "created_at": now})
+                             "content": self._masked(message.content), "run_id": run_id, "created_at": now})
             if rows:
                 conn.execute(thread_messages.insert(), rows)
             values: dict[str, Any] = {"updated_at": now}
@@ -150,7 +156,8 @@ class ThreadRepository:
             if not _lock(conn, thread_id, _now()):
                 raise KeyError(thread_id)
             old = conn.execute(sa.select(threads.c.meta).where(threads.c.id == thread_id)).scalar()
-            conn.execute(threads.update().where(threads.c.id == thread_id).values(meta={**(old or {}), **values}))
+            conn.execute(threads.update().where(threads.c.id == thread_id)
+                         .values(meta={**(old or {}), **self._masked(dict(values))}))
 
     def delete(self, thread_id: str) -> bool:
         """Delete a thread and its messages; whether it existed."""

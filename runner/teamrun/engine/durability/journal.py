@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import queue
-import re
 import socket
 import threading
 import time
@@ -36,6 +35,7 @@ from teamrun.config.models import ToolDef
 from teamrun.engine.durability.replay import Replay
 from teamrun.llm.types import Message, ModelSettings, ToolSchema
 from teamrun.logs import get_logger
+from teamrun.secrets import Redactor, StoreMask, mask_request
 from teamrun.store.records import HEARTBEAT_S, EntryKey, EntryKind, JournaledRun, JournalEntry
 from teamrun.tools.base import Tool
 
@@ -53,10 +53,12 @@ __all__ = [
 ]
 
 _log = get_logger(__name__)
-_FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
-"""Referenced results are fenced with a random token per run (teamrun.engine.references.render_blocks)."""
 LINGER_S = 0.05
-"""How long the writer gathers entries into one transaction (not when a caller waits for its write)."""
+"""How long the writer gathers entries that nobody waits for into one transaction."""
+GROUP_COMMIT_S = 0.01
+"""How long a write that is waited for waits for company while other model calls of the run are open: the
+replies of concurrent workers arriving meanwhile share its transaction (a commit costs the writer more CPU
+than the entries in it). With no other call open it is committed at once."""
 
 
 class JournalBackend(Protocol):
@@ -108,14 +110,17 @@ class MemoryJournal:
 
 # -- hashes -------------------------------------------------------------------------------
 def request_hash(messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
-                 response_format: Mapping[str, Any] | None, *, today: str | None = None) -> str:
+                 response_format: Mapping[str, Any] | None, *, today: str | None = None,
+                 secrets: Redactor | None = None) -> str:
     """The model request's hash: model, messages, tools and response format, with what changes between
-    attempts of one run masked — today's date (a run resumed the next day) and the random fences of
-    referenced results. One JSON dump and one regex pass: it is computed for every journaled call."""
+    attempts of one run masked by :func:`teamrun.secrets.mask_request` — today's date (a run resumed the next
+    day), the random fences of referenced results, and ``secrets`` (what the store masks: a replayed reply
+    carries the mask where the live one carried the secret). One JSON dump and a few text passes: it is
+    computed for every journaled call."""
     day = today or _dt.date.today().isoformat()
     body = json.dumps([settings.model, messages, tools, response_format], ensure_ascii=False, sort_keys=True,
                       default=str)
-    return hashlib.sha256(_FENCE.sub(r"\1<fence>", body.replace(day, "<today>")).encode()).hexdigest()
+    return hashlib.sha256(mask_request(body, today=day, secrets=secrets).encode()).hexdigest()
 
 
 def tool_hash(name: str, arguments: str) -> str:
@@ -165,9 +170,15 @@ class RunJournal:
         self.backend = backend
         self.record = record
         self.replay = Replay(earlier, confirmed_tools=confirmed_tools)
+        self.secrets = StoreMask()
+        """What the store masks (the environment's secret-named variables): also masked in request hashes."""
         self.written = 0
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._closing = False
+        self._open_calls = 0
+        """Model calls started and not written yet (one answered from the journal or failed stays counted:
+        it only makes a commit wait for company up to :data:`GROUP_COMMIT_S`)."""
         self.failure: str | None = None
         """Why writing failed (the run goes on unjournaled after a failure; it is reported at the end)."""
 
@@ -192,6 +203,7 @@ class RunJournal:
                     error: str | None) -> None:
         """Write what is queued, then the run's outcome."""
         if self._thread is not None:
+            self._closing = True  # a write that comes later (a background worker's) is dropped, never awaited
             self._queue.put(None)
             await asyncio.to_thread(self._thread.join)
             self._thread = None
@@ -205,14 +217,29 @@ class RunJournal:
             self.failure = self.failure or f"{type(exc).__name__}: {_first_line(exc)}"
 
     # -- entries --------------------------------------------------------------------------------
+    def request_hash(self, messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
+                     response_format: Mapping[str, Any] | None) -> str:
+        """:func:`request_hash` with this run's secrets masked (asked as a model call starts: the call counts
+        as open until its reply is written)."""
+        self._open_calls += 1
+        return request_hash(messages, settings, tools, response_format, secrets=self.secrets)
+
     def write(self, entry: JournalEntry) -> None:
         """Queue ``entry``; the writer thread commits it shortly (the caller does not wait)."""
-        if self._thread is not None:  # none when the journal could not be opened
+        if self._thread is not None and not self._closing:  # none when the journal could not be opened
             self._queue.put(_Write(entry))
 
     async def write_now(self, entry: JournalEntry) -> None:
-        """Write ``entry`` and wait until it is committed (a non-idempotent tool's start)."""
-        if self._thread is None:
+        """Write ``entry`` and wait until it is committed: a model reply or tool result before the engine acts
+        on it (a kill then re-pays only what was in flight), a non-idempotent tool's start before it runs.
+
+        Writes that wait are committed at once, together with whatever else is queued (group commit: the
+        replies of concurrent workers share one transaction). A failed write does not raise: the run goes on
+        unjournaled and says so at its end.
+        """
+        if entry.key.kind == "model":
+            self._open_calls = max(0, self._open_calls - 1)
+        if self._thread is None or self._closing:
             return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -235,17 +262,33 @@ class RunJournal:
                     break
                 if item.entry is not None:
                     batch.append(item)
-                waited_for = any(w.done is not None for w in batch)
-                left = 0.0 if waited_for else linger_until - time.monotonic()
+                if item.done is not None:  # someone waits: commit soon, with the replies of calls still open
+                    company = GROUP_COMMIT_S if self._open_calls > 0 else 0.0
+                    linger_until = min(linger_until, time.monotonic() + company)
+                left = linger_until - time.monotonic()
                 try:
                     item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     break
+            if stop:  # anything queued after the end (it raced with close): written too, its waiters settled
+                while True:
+                    try:
+                        late = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if late is not None and late.entry is not None:
+                        batch.append(late)
             now = time.time()
             beat = now if now - last_beat >= HEARTBEAT_S else None
             if beat is not None:
                 last_beat = now
             self._commit(batch, beat)
+        release = getattr(self.backend, "release", None)  # the store's connection this thread wrote on
+        if release is not None:
+            try:
+                release()
+            except Exception as exc:  # closing a lost connection must not crash the run's end
+                _log.warning("journal_release_failed", run_id=self.run_id, error=str(exc))
 
     def _commit(self, batch: list[_Write], beat: float | None) -> None:
         if self.failure is None and (batch or beat is not None):

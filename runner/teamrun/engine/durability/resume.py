@@ -15,12 +15,17 @@ killed while it ran) is not run again unless the person resuming confirms it:
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from teamrun.engine.durability.journal import EntryKey, JournalBackend, JournaledRun, RunJournal
+from teamrun.engine.durability.journal import EntryKey, JournalBackend, JournaledRun, JournalEntry, RunJournal
 from teamrun.engine.durability.replay import Replay
 from teamrun.errors import UsageError
+from teamrun.secrets import unmask
 
 __all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "open_resume", "pending_tools"]
 
@@ -28,13 +33,14 @@ __all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "open_resume", "p
 class ResumeNeedsConfirmation(UsageError):
     """Resuming would run again a tool that is not idempotent and may have run halfway."""
 
-    def __init__(self, run_id: str, pending: Sequence[PendingTool]) -> None:
+    def __init__(self, run_id: str, pending: Sequence[PendingTool], *, confirm_with: str | None = None) -> None:
         self.run_id = run_id
         self.pending = list(pending)
         lines = "\n".join(f"  - {p.describe()}" for p in pending)
+        command = confirm_with or f"teamrun resume {run_id} --yes"
         super().__init__(
             f"run {run_id} was stopped while {len(pending)} tool call(s) that are not idempotent were running:\n"
-            f"{lines}\nResuming runs them again. Confirm with `teamrun resume {run_id} --yes` (or answer the "
+            f"{lines}\nResuming runs them again. Confirm with `{command}` (or answer the "
             f"prompt on a terminal); mark a tool `idempotent: true` in the team file if running it twice is safe.")
 
 
@@ -65,11 +71,13 @@ def pending_tools(replay: Replay) -> list[PendingTool]:
     return pending
 
 
-def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False) -> RunJournal:
+def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False,
+                confirm_with: str | None = None) -> RunJournal:
     """The journal that continues run ``run_id``: its record (one attempt more) and its entries to replay.
 
     Raises :class:`~teamrun.errors.UsageError` for an unknown run or one still running, and
-    :class:`ResumeNeedsConfirmation` when a non-idempotent tool would run again and ``confirmed`` is false.
+    :class:`ResumeNeedsConfirmation` when a non-idempotent tool would run again and ``confirmed`` is false
+    (``confirm_with``: the command it tells to run, ``teamrun resume RUN_ID --yes`` by default).
     """
     record = backend.get_run(run_id)
     if record is None:
@@ -77,15 +85,29 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
     if record.shown_status() == "running":
         raise UsageError(f"run {run_id} is still running (pid {record.pid} on {record.host}); "
                          "wait for it to end or stop it first")
-    entries = backend.load(run_id)
+    entries = [_unmasked(entry) for entry in backend.load(run_id)]
     journal = RunJournal(backend, _next_attempt(record), entries, confirmed_tools=confirmed)
     pending = pending_tools(journal.replay)
     if pending and not confirmed:
-        raise ResumeNeedsConfirmation(run_id, pending)
+        raise ResumeNeedsConfirmation(run_id, pending, confirm_with=confirm_with)
+    claim = getattr(backend, "claim_run", None)  # the store's lock on the run (an in-memory journal has none)
+    if claim is not None and not claim(journal.record):
+        holder = backend.get_run(run_id)
+        who = f" (pid {holder.pid} on {holder.host})" if holder is not None else ""
+        raise UsageError(f"run {run_id} is being resumed by another process{who}; wait for it to end")
     return journal
 
 
-def _next_attempt(record: JournaledRun) -> JournaledRun:
+def _unmasked(entry: JournalEntry) -> JournalEntry:
+    """The entry with the secrets the store masked put back from the environment (the replayed reply then is
+    the one the provider gave, and the requests that follow are the same)."""
+    payload = unmask(entry.payload)
+    return entry if payload == entry.payload else dataclasses.replace(entry, payload=payload)
+
+
+def _next_attempt(earlier: JournaledRun) -> JournaledRun:
+    record = dataclasses.replace(earlier, vars=dict(earlier.vars), usage=dict(earlier.usage))  # the store's is kept
     record.attempts += 1
     record.status, record.ended_at, record.error, record.final_text = "running", None, None, ""
+    record.pid, record.host, record.heartbeat_at = os.getpid(), socket.gethostname(), time.time()
     return record

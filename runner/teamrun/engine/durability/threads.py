@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from teamrun.config.models import History, TeamConfig
 from teamrun.errors import ModelError, StoreError, UsageError
 from teamrun.llm.types import Message
+from teamrun.secrets import unmask
 
 if TYPE_CHECKING:
     from teamrun.engine.result import RunResult
@@ -148,7 +149,7 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
                          "give another --thread id (or delete it: teamrun threads delete ID)")
     starts_with = record.current_agent if record.current_agent in config.agents else config.supervisor
     conversation, dropped = trim(_messages(store.threads.messages(thread_id)), config.history)
-    summary = record.meta.get("summary")
+    summary = unmask(record.meta.get("summary"))
     memories: dict[str, list[Message]] = {}
     for name, agent in config.agents.items():
         if agent.memory == "thread" and name != config.supervisor:
@@ -166,7 +167,8 @@ def summary_request(earlier: str, turns: Sequence[Message]) -> list[Message]:
 
 
 def _messages(stored: Sequence[ThreadMessage]) -> list[Message]:
-    return [m.as_message() for m in stored]
+    """The stored messages as a model sees them, with the secrets the store masked read from the environment."""
+    return [unmask(m.as_message()) for m in stored]
 
 
 def estimate_tokens(message: Message) -> int:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from teamrun.engine.durability.journal import EntryKey, JournalEntry, request_hash
+from teamrun.engine.durability.journal import EntryKey, JournalEntry
 from teamrun.engine.limits.ledger import LimitReached
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.errors import ModelError
@@ -80,7 +80,7 @@ async def call_model(
     ) as span:
         journal, fingerprint, reply = ctx.journal if call.journal else None, "", None
         if journal is not None and call.journal is not None:
-            fingerprint = request_hash(messages, settings, tools, response_format)
+            fingerprint = journal.request_hash(messages, settings, tools, response_format)
             reply = journal.replay.model(*call.journal, fingerprint)
         scope = current_scope.set(CallScope(call.agent_path or frame.path, call.turn, span.id, ctx.bus.run_id))
         try:
@@ -88,8 +88,10 @@ async def call_model(
                 reply = await ctx.model.complete(
                     messages, settings=settings, tools=list(tools), response_format=response_format
                 )
-                if journal is not None and call.journal is not None:
-                    journal.write(JournalEntry(EntryKey(*call.journal, "model"), fingerprint, reply_to_dict(reply)))
+                if journal is not None and call.journal is not None:  # durable before the engine acts on it
+                    await journal.write_now(
+                        JournalEntry(EntryKey(*call.journal, "model"), fingerprint, reply_to_dict(reply))
+                    )
         finally:
             current_scope.reset(scope)
         frame.ledger.charge_model(reply.usage, reply.cost_usd, step=call.step)
