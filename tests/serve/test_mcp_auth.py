@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 import teamrun
-from fakeserver import FakeOpenAI
+from tests.fakeserver import FakeOpenAI
 from tests.serve.conftest import REPO, TOKEN, free_port, solo_team
 
 RESEARCH = REPO / "teams" / "research-report.yaml"

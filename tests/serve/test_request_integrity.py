@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import teamrun
-from fakeserver import FakeOpenAI
 from teamrun.store import open_store
+from tests.fakeserver import FakeOpenAI
 from tests.serve.conftest import TOKEN, solo_team
 from tests.serve.sse import sse_events
 
