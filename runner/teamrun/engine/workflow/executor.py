@@ -106,8 +106,9 @@ class WorkflowRun:
             return self._render("workflow.output", self.workflow.output, _Scope("", {}))
         return last.text if last is not None else ""
 
-    async def chain(self, steps: Sequence[WorkflowStep], scope: _Scope,
-                    previous: StepOutput | None) -> StepOutput | None:
+    async def chain(
+        self, steps: Sequence[WorkflowStep], scope: _Scope, previous: StepOutput | None
+    ) -> StepOutput | None:
         """Run ``steps`` in order; the last one's output (``previous`` when there are none)."""
         for step in steps:
             reached = self.frame.ledger.check_spent()
@@ -195,11 +196,11 @@ class WorkflowRun:
         try:
             value = templates.compile_condition(step.map)(**context)
         except Exception as exc:
-            raise StepFailed(f"workflow step '{step.name}': map: {step.map} could not be read: "
-                             f"{type(exc).__name__}: {exc}") from exc
+            raise StepFailed(
+                f"workflow step '{step.name}': map: {step.map} could not be read: {type(exc).__name__}: {exc}"
+            ) from exc
         if isinstance(value, str) or not isinstance(value, Sequence):
-            raise StepFailed(f"workflow step '{step.name}': map: {step.map} is a {type(value).__name__}, "
-                             "not a list")
+            raise StepFailed(f"workflow step '{step.name}': map: {step.map} is a {type(value).__name__}, not a list")
         return list(value)
 
     async def route(self, step: WorkflowStep, out: StepOutput, scope: _Scope) -> StepOutput:
@@ -231,8 +232,11 @@ class WorkflowRun:
         passed = outcome is None
         if not passed:
             assert outcome is not None
-            self.ctx.warn(self.frame, f"workflow step '{name}': the loop ended after {iteration} iterations "
-                                      f"without passing '{outcome.name}': {outcome.detail or 'it failed'}")
+            self.ctx.warn(
+                self.frame,
+                f"workflow step '{name}': the loop ended after {iteration} iterations "
+                f"without passing '{outcome.name}': {outcome.detail or 'it failed'}",
+            )
         return StepOutput(last.text, last.output, last.status, last.error, iterations=iteration, passed=passed)
 
     async def _checks(self, loop: WorkflowLoop, answer: str, key: str, iteration: int) -> CheckOutcome | None:
@@ -243,16 +247,22 @@ class WorkflowRun:
         default_judge = (defaults.model if defaults is not None else None) or "offline"
         results = []
         for check in loop.until:
-            result = await run_check(check, answer, case=case, model=judge, base_dir=self.ctx.base_dir,
-                                     judge_model=default_judge)
+            result = await run_check(
+                check, answer, case=case, model=judge, base_dir=self.ctx.base_dir, judge_model=default_judge
+            )
             results.append(result)
             if judge.refused is not None:
                 raise _Stopped(judge.refused)
-        self.frame.emit(self.ctx, "accept", status="passed" if all(r.passed for r in results) else "retry",
-                        attempt=iteration, max_attempts=loop.max_iterations,
-                        check=next((r.name for r in results if not r.passed), None),
-                        detail=next((r.detail or None for r in results if not r.passed), None),
-                        source=f"workflow:{key}")
+        self.frame.emit(
+            self.ctx,
+            "accept",
+            status="passed" if all(r.passed for r in results) else "retry",
+            attempt=iteration,
+            max_attempts=loop.max_iterations,
+            check=next((r.name for r in results if not r.passed), None),
+            detail=next((r.detail or None for r in results if not r.passed), None),
+            source=f"workflow:{key}",
+        )
         return next((r for r in results if not r.passed), None)
 
 
@@ -266,16 +276,23 @@ class _JudgeModel:
         self.calls = 0
         self.refused: LimitReached | None = None
 
-    async def complete(self, messages: Sequence[Message], *, settings: ModelSettings,
-                       tools: Sequence[ToolSchema] = (),
-                       response_format: Mapping[str, Any] | None = None) -> ModelReply:
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema] = (),
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ModelReply:
         self.calls += 1
         frame = self.run.frame
-        call = ModelCall(self.calls, agent_path=(*frame.path, _JUDGE), step=False,
-                         journal=(f"{self.key}/{_JUDGE}", self.calls))
+        call = ModelCall(
+            self.calls, agent_path=(*frame.path, _JUDGE), step=False, journal=(f"{self.key}/{_JUDGE}", self.calls)
+        )
         try:
-            return await call_model(self.run.ctx, frame, messages, call, settings=settings, tools=tools,
-                                    response_format=response_format)
+            return await call_model(
+                self.run.ctx, frame, messages, call, settings=settings, tools=tools, response_format=response_format
+            )
         except CallRefused as exc:
             self.refused = exc.reached
             raise

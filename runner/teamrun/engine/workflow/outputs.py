@@ -55,8 +55,9 @@ class StepOutput:
     def of_map(cls, items: Sequence[StepOutput]) -> StepOutput:
         """A map step: the items' outputs in order; failed items are ``None`` there and listed in ``errors``."""
         ok = [item for item in items if item.status in ("ok", "budget_exhausted")]
-        errors: list[dict[str, Any]] = [{"index": i, "error": item.error or item.status}
-                                        for i, item in enumerate(items) if not item.ok]
+        errors: list[dict[str, Any]] = [
+            {"index": i, "error": item.error or item.status} for i, item in enumerate(items) if not item.ok
+        ]
         text = "\n\n".join(item.text for item in ok)
         status = "ok" if ok or not items else items[0].status
         error = None if status == "ok" else "every item failed: " + "; ".join(str(e["error"]) for e in errors)
@@ -69,13 +70,27 @@ class StepOutput:
 
     def view(self) -> dict[str, Any]:
         """What ``steps.<id>`` holds in templates."""
-        return {"output": self.output, "text": self.text, "status": self.status, "error": self.error,
-                "branch": self.branch, "choice": self.choice, "iterations": self.iterations,
-                "passed": self.passed, "errors": self.errors}
+        return {
+            "output": self.output,
+            "text": self.text,
+            "status": self.status,
+            "error": self.error,
+            "branch": self.branch,
+            "choice": self.choice,
+            "iterations": self.iterations,
+            "passed": self.passed,
+            "errors": self.errors,
+        }
 
 
-def template_names(input: str, vars: Mapping[str, Any], today: str, outputs: Mapping[str, StepOutput],
-                   **extra: Any) -> dict[str, Any]:
+def template_names(
+    input: str, vars: Mapping[str, Any], today: str, outputs: Mapping[str, StepOutput], **extra: Any
+) -> dict[str, Any]:
     """The names a step's ``input`` (and the workflow's ``output``) render with."""
-    return {"input": input, "vars": dict(vars), "today": today,
-            "steps": {name: out.view() for name, out in outputs.items()}, **extra}
+    return {
+        "input": input,
+        "vars": dict(vars),
+        "today": today,
+        "steps": {name: out.view() for name, out in outputs.items()},
+        **extra,
+    }
