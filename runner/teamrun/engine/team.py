@@ -11,7 +11,6 @@ import asyncio
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ import structlog
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
-from teamrun.engine.result import RunResult
+from teamrun.engine.result import RunResult, new_run_id
 from teamrun.engine.runtime import DEFAULT_MODEL, AgentFrame, RunContext, limits_in_force, max_steps_for
 from teamrun.engine.tooling.tool_sources import tools_for_run
 from teamrun.engine.turn.agent_loop import run_agent
@@ -179,7 +178,7 @@ class Team:
         if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
             self._router.prepare(self.models())
         started = time.monotonic()
-        run_id = journal.run_id if journal is not None else uuid.uuid4().hex[:12]
+        run_id = journal.run_id if journal is not None else new_run_id()
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
@@ -244,7 +243,7 @@ class Team:
         from teamrun.store.journal import StoreJournal
         from teamrun.store.records import JournaledRun
 
-        record = JournaledRun(run_id=run_id or uuid.uuid4().hex[:12], team=self.name,
+        record = JournaledRun(run_id=run_id or new_run_id(), team=self.name,
                               team_file=str(self.loaded.path.resolve()), input=input,
                               vars=self._var_overrides(), model=self.model_override, thread_id=thread)
         return RunJournal(StoreJournal(self.store), record)

@@ -193,7 +193,7 @@ class Delegator:
         except TaskRefused as exc:
             return None, str(exc)
         if not follow_up:
-            self.ctx.result.tasks.append(record)
+            self.ctx.record_task(record)
         return record, None
 
     async def prepare(self, worker: str, request: DelegationRequest, key: str,
