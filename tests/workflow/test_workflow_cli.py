@@ -28,27 +28,31 @@ def _echo(agent: str, delay: float = 0.0) -> Callable[[dict[str, Any]], Reply]:
     return lambda request: text(f"{agent} did <{_task(request)}>", delay=delay)
 
 
-PLANNER = ("planner: {model: openai/planner, instructions: Plan., output_schema: {type: object, properties: "
-           "{title: {type: string}, topics: {type: array, items: {type: string}}}, required: [title, topics]}}")
+PLANNER = (
+    "planner: {model: openai/planner, instructions: Plan., output_schema: {type: object, properties: "
+    "{title: {type: string}, topics: {type: array, items: {type: string}}}, required: [title, topics]}}"
+)
 
 
 def _plan(topics: list[str]) -> Callable[[dict[str, Any]], Reply]:
     return lambda request: text(json.dumps({"title": "Langs", "topics": topics}))
 
 
-def _execute(team: Path, tmp_path: Path, *extra: str, input: str = "Compare Rust and Go") -> tuple[Any, dict[str, Any],
-                                                                                                   list[dict[str, Any]]]:
+Executed = tuple[Any, dict[str, Any], list[dict[str, Any]]]
+
+
+def _execute(team: Path, tmp_path: Path, *extra: str, input: str = "Compare Rust and Go") -> Executed:
     trace = tmp_path / "trace.jsonl"
     out = tmp_path / "result.json"
-    result = run_cli(["execute", str(team), "-i", input, "--trace", str(trace), "--json", "--progress", "none",
-                      *extra])
+    result = run_cli(["execute", str(team), "-i", input, "--trace", str(trace), "--json", "--progress", "none", *extra])
     data = json.loads(result.out) if result.out.strip().startswith("{") else {}
     out.write_text(result.out, encoding="utf-8")
     return result, data, read_trace(trace)
 
 
 def test_a_chain_runs_its_steps_in_order_and_passes_structured_outputs_verbatim(
-        write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
     server.handler("planner", _plan(["Rust", "Go"]))
     server.handler("writer", _echo("writer"))
     server.handler("editor", _echo("editor"))
@@ -79,7 +83,8 @@ def test_a_chain_runs_its_steps_in_order_and_passes_structured_outputs_verbatim(
 
 
 def test_a_map_runs_items_concurrently_up_to_max_concurrency_and_keeps_their_order(
-        write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
     topics = ["Rust", "Go", "Zig", "Nim", "Odin"]
     server.handler("planner", _plan(topics))
     server.handler("researcher", _echo("researcher", delay=0.3))
@@ -101,7 +106,7 @@ def test_a_map_runs_items_concurrently_up_to_max_concurrency_and_keeps_their_ord
           researcher: {{model: openai/researcher, instructions: Research.}}
           writer: {{model: openai/writer, instructions: Write.}}
         """)
-    result, data, events = _execute(team, tmp_path)
+    result, _data, events = _execute(team, tmp_path)
     assert result.code == 0, result.err
     expected = "".join(f"[researcher did <#{i} {t}>]" for i, t in enumerate(topics))
     assert _task(server.requests("writer")[0].request) == expected
@@ -118,7 +123,8 @@ def test_a_map_runs_items_concurrently_up_to_max_concurrency_and_keeps_their_ord
 
 
 def test_a_failing_map_item_is_recorded_and_its_siblings_are_kept(
-        write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
     server.handler("planner", _plan(["Rust", "broken", "Go"]))
 
     def researcher(request: dict[str, Any]) -> Reply:
@@ -147,12 +153,11 @@ def test_a_failing_map_item_is_recorded_and_its_siblings_are_kept(
     assert result.code == 0, result.err
     assert _task(server.requests("writer")[0].request) == '["notes on Rust", null, "notes on Go"] errors=1'
     statuses = {step: status for step, (_, _, status) in step_spans(events).items()}
-    assert statuses == {"plan": "ok", "research[0]": "ok", "research[1]": "error", "research[2]": "ok",
-                        "writer": "ok"}
+    assert statuses == {"plan": "ok", "research[0]": "ok", "research[1]": "error", "research[2]": "ok", "writer": "ok"}
     assert any("workflow step 'research' item 1 failed" in w for w in data["warnings"])
 
 
-ROUTED = f"""\
+ROUTED = """\
     workflow:
       steps:
         - id: triage
@@ -164,7 +169,7 @@ ROUTED = f"""\
                 - agent: billing
               bug:
                 - agent: engineer
-                  input: "Fix ({{{{ steps.triage.choice.category }}}}): {{{{ input }}}}"
+                  input: "Fix ({{ steps.triage.choice.category }}): {{ input }}"
             default:
               - agent: generalist
         - agent: closer
@@ -175,23 +180,26 @@ ROUTED = f"""\
         output_schema:
           type: object
           properties:
-            category: {{type: string, enum: [billing, bug, other]}}
+            category: {type: string, enum: [billing, bug, other]}
           required: [category]
-      billing: {{model: openai/billing, instructions: Bill.}}
-      engineer: {{model: openai/engineer, instructions: Fix.}}
-      generalist: {{model: openai/generalist, instructions: Help.}}
-      closer: {{model: openai/closer, instructions: Close.}}
+      billing: {model: openai/billing, instructions: Bill.}
+      engineer: {model: openai/engineer, instructions: Fix.}
+      generalist: {model: openai/generalist, instructions: Help.}
+      closer: {model: openai/closer, instructions: Close.}
     """
 
 
-@pytest.mark.parametrize(("ticket", "category", "branch_agent", "step"), [
-    ("I was charged twice", "billing", "billing", "triage>billing/billing"),
-    ("The app crashes", "bug", "engineer", "triage>bug/engineer"),
-    ("Hello there", "other", "generalist", "triage>default/generalist"),
-])
+@pytest.mark.parametrize(
+    ("ticket", "category", "branch_agent", "step"),
+    [
+        ("I was charged twice", "billing", "billing", "triage>billing/billing"),
+        ("The app crashes", "bug", "engineer", "triage>bug/engineer"),
+        ("Hello there", "other", "generalist", "triage>default/generalist"),
+    ],
+)
 def test_a_route_runs_the_branch_its_structured_output_names(
-        write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path, ticket: str, category: str,
-        branch_agent: str, step: str) -> None:
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path, ticket: str, category: str, branch_agent: str, step: str
+) -> None:
     server.handler("classifier", lambda request: text(json.dumps({"category": category})))
     for agent in ("billing", "engineer", "generalist", "closer"):
         server.handler(agent, _echo(agent))
@@ -222,7 +230,8 @@ LOOP = """\
 
 
 def test_a_loop_stops_when_its_check_passes_and_feeds_the_failed_check_back(
-        write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
     server.handler("writer", lambda request: text("APPROVED draft" if "Iteration 2" in _task(request) else "draft"))
     result, data, events = _execute(write_team(LOOP), tmp_path)
     assert result.code == 0, result.err
@@ -237,7 +246,8 @@ def test_a_loop_stops_when_its_check_passes_and_feeds_the_failed_check_back(
 
 
 def test_a_loop_that_never_passes_stops_at_max_iterations_with_a_warning(
-        write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
     server.handler("writer", lambda request: text("still a draft"))
     result, data, events = _execute(write_team(LOOP), tmp_path)
     assert result.code == 0, result.err
@@ -248,7 +258,8 @@ def test_a_loop_that_never_passes_stops_at_max_iterations_with_a_warning(
 
 
 def test_a_team_step_runs_a_supervisor_with_its_workers_inside_the_workflow(
-        write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
     def lead(request: dict[str, Any]) -> Reply:
         if not any(m["role"] == "tool" for m in request["messages"]):
             return tool_calls(("ask_researcher", {"task": "dig into " + _task(request)}))
@@ -272,12 +283,12 @@ def test_a_team_step_runs_a_supervisor_with_its_workers_inside_the_workflow(
     assert result.code == 0, result.err
     assert data["final_text"] == "writer did <lead summary: researcher did <dig into Rust>>"
     paths = [tuple(e["agent_path"]) for e in events if e["kind"] == "agent_start"]
-    assert paths == [("workflow",), ("workflow", "lead"), ("workflow", "lead", "researcher"),
-                     ("workflow", "writer")]
+    assert paths == [("workflow",), ("workflow", "lead"), ("workflow", "lead", "researcher"), ("workflow", "writer")]
 
 
 def test_a_run_limit_stops_the_workflow_with_the_steps_finished_so_far(
-        write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
     for agent in ("a", "b", "c"):
         server.handler(agent, _echo(agent))
     team = write_team("""\
@@ -292,18 +303,21 @@ def test_a_run_limit_stops_the_workflow_with_the_steps_finished_so_far(
           b: {model: openai/b, instructions: B.}
           c: {model: openai/c, instructions: C.}
         """)
-    result, data, events = _execute(team, tmp_path, input="go")
+    result, data, _events = _execute(team, tmp_path, input="go")
     assert result.code == 3, result.err
     assert data["status"] == "budget_exhausted"
     assert data["stopped_by"] == "limits.max_delegations (2)"
     assert server.requests("c") == []
-    assert data["final_text"] == ("No final answer: the workflow was stopped (limits.max_delegations (2)). "
-                                  "Steps finished so far:\n- a: a did <go>\n- b: b did <a did <go>>")
+    assert data["final_text"] == (
+        "No final answer: the workflow was stopped (limits.max_delegations (2)). "
+        "Steps finished so far:\n- a: a did <go>\n- b: b did <a did <go>>"
+    )
     assert [(d["agent"], d["status"]) for d in data["delegations"]] == [("a", "ok"), ("b", "ok"), ("c", "rejected")]
 
 
 def test_a_token_limit_between_steps_stops_the_workflow_gracefully(
-        write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
     for agent in ("a", "b"):
         server.handler(agent, _echo(agent))
     team = write_team("""\
@@ -336,6 +350,6 @@ def test_workflow_hooks_run_around_each_step(write_team: WriteTeam, server: Fake
         agents:
           a: {model: openai/a, instructions: A.}
         """)
-    result, data, _ = _execute(team, tmp_path, input="go")
+    result, _data, _ = _execute(team, tmp_path, input="go")
     assert result.code == 0, result.err
     assert _task(server.requests("a")[0].request) == "go\n\nTone: plain"
