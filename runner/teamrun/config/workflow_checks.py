@@ -215,6 +215,13 @@ class WorkflowChecker:
     def _loop(self, path: JsonPath, loop: dict[str, Any], walk: _Walk) -> Iterator[Diagnostic]:
         if "max_iterations" not in loop:
             return  # the schema says it is required: a loop needs a bound
+        # a body step may read every body step: a later one's output is the previous iteration's
+        # (guard it with `{% if iteration > 1 %}`: at the first iteration it has not run)
+        for raw in _list(loop.get("steps")):
+            step = _mapping(raw)
+            name = step.get("id") or step.get("agent") or step.get("team")
+            if isinstance(name, str) and "loop" not in step:
+                walk.visible.setdefault(name, self._known(step))
         inner = _Walk(walk.visible, (*walk.names, *_LOOP_NAMES))
         yield from self._chain((*path, "loop", "steps"), _list(loop.get("steps")), inner)
 
