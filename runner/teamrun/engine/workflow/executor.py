@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from teamrun.checks import CheckOutcome, run_check
-from teamrun.config import templates
 from teamrun.config.models import Delegation, Workflow, WorkflowLoop, WorkflowStep
 from teamrun.engine.delegation.delegator import Delegator
 from teamrun.engine.delegation.records import RunAgent, WorkerOutcome
@@ -41,7 +40,7 @@ from teamrun.engine.runtime import AgentFrame, RunContext, run_all
 from teamrun.engine.turn.acceptance import feedback_message
 from teamrun.engine.turn.model_call import CallRefused, ModelCall, call_model
 from teamrun.engine.turn.turn_plan import Refused
-from teamrun.engine.workflow.outputs import StepOutput, template_names
+from teamrun.engine.workflow.outputs import StepOutput, evaluate, render, template_names
 from teamrun.errors import RunError
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema, Usage
 
@@ -149,7 +148,7 @@ class WorkflowRun:
     def _render(self, what: str, source: str, scope: _Scope, **names: Any) -> str:
         context = template_names(self.input, self.ctx.vars, self.ctx.today, self.outputs, **scope.names, **names)
         try:
-            return templates.render(source, context)
+            return render(source, context)
         except Exception as exc:  # jinja2's errors: an undefined name, a failed filter, a bound passed
             raise StepFailed(f"workflow {what} could not be rendered: {type(exc).__name__}: {exc}") from exc
 
@@ -194,7 +193,7 @@ class WorkflowRun:
         assert step.map is not None
         context = template_names(self.input, self.ctx.vars, self.ctx.today, self.outputs, **scope.names)
         try:
-            value = templates.compile_condition(step.map)(**context)
+            value = evaluate(step.map, context)
         except Exception as exc:
             raise StepFailed(
                 f"workflow step '{step.name}': map: {step.map} could not be read: {type(exc).__name__}: {exc}"

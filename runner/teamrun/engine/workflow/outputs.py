@@ -10,14 +10,52 @@ order.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from teamrun.config import templates
 from teamrun.engine.result import DelegationResult
 
-__all__ = ["StepOutput", "template_names"]
+__all__ = ["StepOutput", "evaluate", "render", "template_names"]
+
+
+@functools.cache
+def _environment() -> Any:
+    """The team file's sandboxed environment, where a key of a structured output wins over a dict method:
+    ``steps.plan.output.items`` is the ``items`` field, not ``dict.items``."""
+    env = templates.environment().overlay()
+    plain = env.getattr
+
+    def getattr_(obj: Any, attribute: str) -> Any:
+        if isinstance(obj, dict) and attribute in obj:
+            return obj[attribute]
+        return plain(obj, attribute)
+
+    env.getattr = getattr_  # type: ignore[method-assign]
+    return env
+
+
+@functools.lru_cache(maxsize=256)
+def _template(source: str) -> Any:
+    return _environment().from_string(source)
+
+
+@functools.lru_cache(maxsize=256)
+def _expression(source: str) -> Callable[..., Any]:
+    return _environment().compile_expression(source, undefined_to_none=False)  # type: ignore[no-any-return]
+
+
+def render(source: str, context: Mapping[str, Any]) -> str:
+    """Render a step's template (within the bounds of :mod:`teamrun.config.templates`)."""
+    return templates.render_template(_template(source), context)
+
+
+def evaluate(source: str, context: Mapping[str, Any]) -> Any:
+    """The value of an expression (a ``map:``) over ``context``."""
+    return _expression(source)(**context)
 
 
 @dataclass
