@@ -353,3 +353,39 @@ def test_workflow_hooks_run_around_each_step(write_team: WriteTeam, server: Fake
     result, _data, _ = _execute(team, tmp_path, input="go")
     assert result.code == 0, result.err
     assert _task(server.requests("a")[0].request) == "go\n\nTone: plain"
+
+
+def test_a_recorded_workflow_replays_without_the_provider(
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
+    server.handler("planner", _plan(["Rust", "Go", "Zig"]))
+    server.handler("researcher", _echo("researcher"))
+    server.handler("writer", _echo("writer"))
+    team = write_team(f"""\
+        workflow:
+          steps:
+            - id: plan
+              agent: planner
+            - id: research
+              map: steps.plan.output.topics
+              agent: researcher
+            - agent: writer
+              input: "{{{{ steps.research.output | join(' / ') }}}}"
+        agents:
+          {PLANNER}
+          researcher: {{model: openai/researcher, instructions: Research.}}
+          writer: {{model: openai/writer, instructions: Write.}}
+        """)
+    cassette = tmp_path / "run.cassette.jsonl"
+    recorded, first, _ = _execute(team, tmp_path, "--record", str(cassette))
+    assert recorded.code == 0, recorded.err
+    asked = len(server.requests())
+    assert asked == 5
+    replayed, second, _ = _execute(team, tmp_path, "--replay", str(cassette))
+    assert replayed.code == 0, replayed.err
+    assert len(server.requests()) == asked  # the provider was not asked again
+    assert (
+        second["final_text"]
+        == first["final_text"]
+        == ("writer did <researcher did <Rust> / researcher did <Go> / researcher did <Zig>>")
+    )

@@ -83,3 +83,17 @@ def test_validate_warns_about_a_branch_the_route_field_can_never_take(tmp_path: 
     assert (result.code, result.out.splitlines()[0]) == (0, f"{team}:10:11: warning: {message}")
     strict = run_cli(["validate", "--strict", str(team)])
     assert (strict.code, strict.out.splitlines()[0]) == (2, f"{team}:10:11: error: {message}")
+
+
+def test_validate_says_a_top_level_accept_does_not_check_a_workflow(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: t\nworkflow:\n  steps:\n    - agent: a\naccept:\n  - contains: x\nagents:\n  a: {}\n",
+        encoding="utf-8",
+    )
+    result = run_cli(["validate", str(team)])
+    assert result.code == 0
+    assert result.out.splitlines()[0] == (
+        f"{team}:6:1: warning: the top-level accept: checks a supervisor's answer and a workflow has none: check "
+        "the steps' agents with their own accept:, or loop over steps with until:"
+    )

@@ -89,6 +89,15 @@ class WorkflowChecker:
                 "reference",
                 key=True,
             )
+        if "accept" in data:
+            yield self.c._warning(
+                ("accept",),
+                "the top-level accept: checks a supervisor's answer and a workflow "
+                "has none: check the steps' agents with their own accept:, or loop over steps "
+                "with until:",
+                "workflow",
+                key=True,
+            )
         walk = _Walk({})
         yield from self._chain(("workflow", "steps"), _list(self.workflow.get("steps")), walk)
         yield from self._template(("workflow", "output"), self.workflow.get("output"), walk)
