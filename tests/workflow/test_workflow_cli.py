@@ -389,3 +389,28 @@ def test_a_recorded_workflow_replays_without_the_provider(
         == first["final_text"]
         == ("writer did <researcher did <Rust> / researcher did <Go> / researcher did <Zig>>")
     )
+
+
+def test_the_plain_progress_lines_name_each_step(write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    server.handler("planner", _plan(["Rust", "Go"]))
+    server.handler("researcher", _echo("researcher"))
+    team = write_team(f"""\
+        workflow:
+          steps:
+            - id: plan
+              agent: planner
+            - id: research
+              map: steps.plan.output.topics
+              agent: researcher
+        agents:
+          {PLANNER}
+          researcher: {{model: openai/researcher, instructions: Research.}}
+        """)
+    result = run_cli(["execute", str(team), "-i", "go", "--progress", "plain"])
+    assert result.code == 0, result.err
+    delegated = [line.split("] ", 1)[1] for line in result.err.splitlines() if "delegated" in line]
+    assert delegated == [
+        "workflow → planner: delegated (step plan)",
+        "workflow → researcher: delegated (step research[0])",
+        "workflow → researcher: delegated (step research[1])",
+    ]
