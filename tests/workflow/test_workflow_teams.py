@@ -97,3 +97,18 @@ def test_validate_says_a_top_level_accept_does_not_check_a_workflow(tmp_path: Pa
         f"{team}:6:1: warning: the top-level accept: checks a supervisor's answer and a workflow has none: check "
         "the steps' agents with their own accept:, or loop over steps with until:"
     )
+
+
+def test_eval_and_batch_run_a_workflow_like_a_team(tmp_path: Path) -> None:
+    team = str(REPO / "teams" / "research-report-workflow.yaml")
+    evaluated = run_cli(["eval", team, str(REPO / "examples" / "eval" / "research-cases.yaml")])
+    assert evaluated.code == 0, evaluated.err
+    assert evaluated.out.strip().splitlines()[-1].startswith("3/3 passed (100%)")
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text('"Compare Rust and Go"\n{"input": "Compare Zig and Nim", "id": "z"}\n', encoding="utf-8")
+    output = tmp_path / "out.jsonl"
+    batch = run_cli(["batch", team, str(inputs), "-o", str(output)])
+    assert batch.code == 0, batch.err
+    rows = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert [row["status"] for row in rows] == ["done", "done"]
+    assert "## Findings on" in rows[1]["final_text"]
