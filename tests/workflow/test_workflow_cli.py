@@ -414,3 +414,53 @@ def test_the_plain_progress_lines_name_each_step(write_team: WriteTeam, server: 
         "workflow → researcher: delegated (step research[0])",
         "workflow → researcher: delegated (step research[1])",
     ]
+
+
+def test_cancelling_a_workflow_mid_map_keeps_the_finished_items(
+    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+) -> None:
+    import asyncio
+
+    import teamrun
+
+    server.handler("planner", _plan(["fast", "slow"]))
+    server.handler(
+        "researcher", lambda request: text("done " + _task(request), delay=30.0 if "slow" in _task(request) else 0.0)
+    )
+    team = write_team(f"""\
+        workflow:
+          steps:
+            - id: plan
+              agent: planner
+            - id: research
+              map: steps.plan.output.topics
+              agent: researcher
+        agents:
+          {PLANNER}
+          researcher: {{model: openai/researcher, instructions: Research.}}
+        """)
+
+    async def run() -> Any:
+        cancel = asyncio.Event()
+        loaded = teamrun.load_team(team)
+        job = asyncio.create_task(loaded.run("go", cancel=cancel))
+
+        def in_flight() -> bool:  # the fast item answered, the slow one is at the provider
+            log = [r for r in server.requests() if r.model == "researcher"]
+            return any(r.end == 0.0 for r in log) and any(r.end for r in log)
+
+        for _ in range(4800):  # only a guard against a hang, no timing assertion
+            if in_flight():
+                break
+            await asyncio.sleep(0.05)
+        cancel.set()
+        return await job
+
+    result = asyncio.run(run())
+    assert (result.status, result.stopped_by) == ("cancelled", "interrupted")
+    assert {(d.agent, d.task, d.status) for d in result.delegations} == {
+        ("planner", "go", "ok"),
+        ("researcher", "fast", "ok"),
+        ("researcher", "slow", "cancelled"),
+    }
+    assert "- researcher: done fast" in result.final_text
