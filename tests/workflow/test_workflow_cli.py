@@ -464,3 +464,23 @@ def test_cancelling_a_workflow_mid_map_keeps_the_finished_items(
         ("researcher", "slow", "cancelled"),
     }
     assert "- researcher: done fast" in result.final_text
+
+
+def test_in_a_thread_a_step_reads_the_earlier_turns(write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
+    server.handler("a", _echo("a"))
+    team = write_team("""\
+        workflow:
+          steps:
+            - agent: a
+              input: "{% for m in history %}{{ m.role }}: {{ m.content }} / {% endfor %}now: {{ input }}"
+        agents:
+          a: {model: openai/a, instructions: A.}
+        """)
+    store = str(tmp_path / "threads.db")
+    first, _, _ = _execute(team, tmp_path, "--thread", "t1", "--store", store, input="hello")
+    assert first.code == 0, first.err
+    second, data, _ = _execute(team, tmp_path, "--thread", "t1", "--store", store, input="and then?")
+    assert second.code == 0, second.err
+    assert _task(server.requests("a")[0].request) == "now: hello"
+    assert _task(server.requests("a")[1].request) == "user: hello / assistant: a did <now: hello> / now: and then?"
+    assert data["thread_id"] == "t1"

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STEP_NAMES", "workflow_checks"]
 
-STEP_NAMES = ("input", "vars", "today", "steps")
+STEP_NAMES = ("input", "vars", "today", "steps", "history")
 """What a step's ``input`` (and the workflow's ``output``) reads; a map item adds ``item`` and ``index``,
 a loop's steps ``iteration`` and ``feedback``."""
 _MAP_NAMES = ("item", "index")

@@ -90,6 +90,12 @@ class WorkflowRun:
         self.hooks = self.workflow.hooks
         self.delegator = self._delegator(1)
         self.outputs: dict[str, StepOutput] = {}
+        thread = ctx.thread
+        self.history = [
+            {"role": m.get("role"), "content": m.get("content") or ""}
+            for m in (thread.conversation if thread is not None else ())
+        ]
+        """In a thread: its earlier turns (``role``, ``content``), as the thread's ``history:`` keeps them."""
         self.finished: list[tuple[str, StepOutput]] = []
         """Each step that ended, in the order they ended (the partial result when the workflow stops)."""
 
@@ -146,7 +152,9 @@ class WorkflowRun:
         return previous.text if previous is not None else self.input
 
     def _render(self, what: str, source: str, scope: _Scope, **names: Any) -> str:
-        context = template_names(self.input, self.ctx.vars, self.ctx.today, self.outputs, **scope.names, **names)
+        context = template_names(
+            self.input, self.ctx.vars, self.ctx.today, self.outputs, history=self.history, **scope.names, **names
+        )
         try:
             return render(source, context)
         except Exception as exc:  # jinja2's errors: an undefined name, a failed filter, a bound passed
@@ -191,7 +199,9 @@ class WorkflowRun:
 
     def _items(self, step: WorkflowStep, scope: _Scope) -> list[Any]:
         assert step.map is not None
-        context = template_names(self.input, self.ctx.vars, self.ctx.today, self.outputs, **scope.names)
+        context = template_names(
+            self.input, self.ctx.vars, self.ctx.today, self.outputs, history=self.history, **scope.names
+        )
         try:
             value = evaluate(step.map, context)
         except Exception as exc:
