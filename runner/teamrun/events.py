@@ -333,6 +333,8 @@ class DelegationStart(Event):
     """The worker's name."""
     task: str = field(default="", metadata=_CONTENT)
     """The task as the model wrote it (content)."""
+    step: str | None = None
+    """The workflow step it runs (``research[2]``, ``review#1/writer``); ``None`` for an agent's delegation."""
 
 
 @_kind("delegation_end")

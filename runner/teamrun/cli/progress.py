@@ -92,7 +92,8 @@ class PlainProgress:
                 spent = f"{_tokens(event.usage.get('total_tokens', 0))}, ${event.cost:.4f}"
                 return f"{who}: {event.status} ({spent}{stop})"
             case DelegationStart():
-                return f"{who} → {event.worker}: delegated"
+                step = f" (step {event.step})" if event.step else ""
+                return f"{who} → {event.worker}: delegated{step}"
             case DelegationEnd() if event.status != "ok":
                 return f"{who} → {event.worker}: {event.status}: {event.error}"
             case ToolEnd():

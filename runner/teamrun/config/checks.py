@@ -25,6 +25,7 @@ from teamrun.config.diagnostics import (
     shorten,
 )
 from teamrun.config.regexes import judge_regex
+from teamrun.config.workflow_checks import workflow_checks
 from teamrun.config.yamlsrc import SourceMap
 
 if TYPE_CHECKING:
@@ -286,6 +287,7 @@ class SemanticChecker:
             *self._function_name_clashes(),
             *mcp_checks(self),
             *self._acceptance(),
+            *workflow_checks(self),
         ]
         if import_check:
             found.extend(self._imports())
@@ -450,8 +452,8 @@ class SemanticChecker:
 
     def _unused_agents(self) -> Iterator[Diagnostic]:
         supervisor = self.supervisor
-        if supervisor not in self.agents or not self.graph_complete:
-            return
+        if supervisor not in self.agents or not self.graph_complete or "workflow" in self.data:
+            return  # (a workflow's unused agents: workflow_checks)
         reachable = {supervisor}
         frontier = [supervisor]
         while frontier:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from teamrun.config.models import TeamConfig
+from teamrun.config.workflow_graph import workflow_lines
 
 
 def _node_id(name: str) -> str:
@@ -18,6 +19,8 @@ def _label(text: str) -> str:
 def to_mermaid(config: TeamConfig) -> str:
     """``flowchart TD``: solid arrows for delegation, dotted ones for handoffs, tools as notes."""
     lines = ["flowchart TD"]
+    if config.workflow is not None:  # the steps (a team step shows its supervisor's workers)
+        return "\n".join([*lines, *workflow_lines(config)]) + "\n"
     for name, agent in config.agents.items():
         role = "supervisor" if name == config.supervisor else (agent.model or "")
         label = f"{name}<br/><small>{_label(role)}</small>" if role else name

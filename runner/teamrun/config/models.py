@@ -34,6 +34,10 @@ __all__ = [
     "StartHook",
     "TeamConfig",
     "ToolDef",
+    "Workflow",
+    "WorkflowLoop",
+    "WorkflowRoute",
+    "WorkflowStep",
 ]
 
 AGENT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,47}$"
@@ -364,6 +368,95 @@ class ToolDef(_Strict):
     """Whether running the tool twice with the same arguments is harmless. `teamrun resume` does not run a call again that was interrupted while it ran unless the tool is idempotent or you confirm (`--yes`). Default: `true` for python tools, `false` for command tools; an MCP tool is when its server marks it read-only or idempotent."""
 
 
+STEP_KINDS = ("agent", "team", "map", "route", "loop")
+"""What a workflow step does; a step has `agent` or `team` (with `map` or `route` on top), or `loop`."""
+
+
+class WorkflowRoute(_Strict):
+    """Pick the next steps from a field of this step's structured output (its agent needs an `output_schema`)."""
+
+    on: Name
+    """The field of the step's output whose value names the branch, e.g. `category`."""
+    branches: Annotated[dict[Annotated[str, StringConstraints(pattern=r"^[^\n]{1,128}$")], list[WorkflowStep]],
+                        Field(min_length=1)]
+    """Steps to run for each value of the field, e.g. `{billing: [...], bug: [...]}`."""
+    default: list[WorkflowStep]
+    """Steps to run when the value names no branch (`[]` to do nothing)."""
+
+
+class WorkflowLoop(_Strict):
+    """Repeat steps until the last one's output passes the checks, or `max_iterations` is reached."""
+
+    steps: Annotated[list[WorkflowStep], Field(min_length=1)]
+    """The body, run in order on each iteration; it reads `iteration` (from 1) and `feedback` (the failed check, `""` at first)."""
+    until: Annotated[list[Check], Field(min_length=1)]
+    """Checks of the body's last output (the `accept:` kinds: contains, regex, json_schema, python, judge); the loop ends when all pass."""
+    max_iterations: PositiveInt
+    """Iterations at most; the last output is kept even when it never passed (with a warning)."""
+
+
+class WorkflowStep(_Strict):
+    """One step: run `agent` (or the supervisor team `team`), once, once per item (`map`), then a branch (`route`); or repeat steps (`loop`)."""
+
+    id: Name | None = None
+    """The step's name for later steps (`{{ steps.<id>.output }}`); default: its agent's or team's name."""
+    agent: Name | None = None
+    """The agent this step runs (any agent of the file, with its model, tools, budget, `output_schema`, `accept:`)."""
+    team: Name | None = None
+    """A supervisor agent run with its workers as one step (the model orchestrates this part)."""
+    input: Template | None = None
+    """The task, a sandboxed Jinja template over `input`, `vars`, `today` and `steps` (earlier steps: `steps.<id>.output`, a structured output's fields `steps.<id>.output.<field>`; `steps.<id>.text`). Default: the previous step's output (the run's input for the first step); in a map `{{ item }}`."""
+    map: Expression | None = None
+    """Run the step once per item of this list, an expression such as `steps.plan.output.topics`, `vars.cities` or `input_lines`; its `input` reads `item` and `index`. Items run concurrently; results keep the list's order."""
+    max_concurrency: PositiveInt | None = None
+    """With `map`: items running at once (default: the workflow's `max_concurrency`)."""
+    route: WorkflowRoute | None = None
+    """After this step, run the branch its structured output names."""
+    loop: WorkflowLoop | None = None
+    """Repeat steps until a check passes or `max_iterations`."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> WorkflowStep:
+        runs = [k for k in ("agent", "team") if getattr(self, k) is not None]
+        if self.loop is not None:
+            if runs or self.map is not None or self.route is not None or self.input is not None:
+                raise ValueError("a loop step has only `loop` (and `id`): put the agents in `loop.steps`")
+        elif len(runs) != 1:
+            raise ValueError("a step needs exactly one of `agent`, `team` or `loop`")
+        if self.map is not None and self.route is not None:
+            raise ValueError("a step cannot both `map` and `route`")
+        if self.max_concurrency is not None and self.map is None:
+            raise ValueError("`max_concurrency` applies to a `map` step only")
+        return self
+
+    @property
+    def runs(self) -> str | None:
+        """The agent this step runs (`agent` or `team`), ``None`` for a loop."""
+        return self.agent or self.team
+
+    @property
+    def name(self) -> str:
+        """The step's id: its own, else its agent's or team's name, else `loop`."""
+        return self.id or self.runs or "loop"
+
+
+class Workflow(_Strict):
+    """The fixed steps of a run, in order: each runs an agent like a delegation does (budgets, hooks, journal, events)."""
+
+    steps: Annotated[list[WorkflowStep], Field(min_length=1)]
+    """The steps, run one after the other (a chain)."""
+    output: Template | None = None
+    """The run's answer, a template over `input`, `vars` and `steps`. Default: the last step's output, verbatim."""
+    max_concurrency: PositiveInt = 4
+    """Items of a `map` step running at once, unless the step sets its own."""
+    hooks: Hooks | None = None
+    """Delegation hooks run around each step (`on_start`, `on_complete`)."""
+
+
+WorkflowRoute.model_rebuild()
+WorkflowLoop.model_rebuild()
+
+
 EXTENSION_KEY_PATTERN = r"^x-"
 """Top-level keys starting with ``x-`` are the user's own (e.g. a block of YAML anchors); teamrun ignores them."""
 
@@ -395,8 +488,8 @@ class TeamConfig(_Strict):
     """Short name of the team, e.g. `product-research`."""
     description: str | None = None
     """What the team does."""
-    supervisor: Name
-    """The entry agent: it receives the user's input and delegates."""
+    supervisor: Name | None = None
+    """The entry agent: it receives the user's input and delegates. Required unless the file has a `workflow`."""
     defaults: ModelFields | None = None
     """Model settings every agent inherits unless it sets its own."""
     limits: Limits | None = None
@@ -413,3 +506,11 @@ class TeamConfig(_Strict):
     """Acceptance checks of the run's final answer (after the answering agent's own `accept:`). A failed check goes back to that agent as feedback, up to `max_attempts`; an answer that never passes is still delivered, with a warning."""
     max_attempts: PositiveInt | None = None
     """Final answers the run may give under the top-level `accept:`, the first included (default 3)."""
+    workflow: Workflow | None = None
+    """Fixed steps run in order (chain, map, route, loop), instead of a supervisor deciding; a `team` step holds a supervisor with its workers."""
+
+    @model_validator(mode="after")
+    def _entry(self) -> TeamConfig:
+        if self.supervisor is None and self.workflow is None:
+            raise ValueError("a team needs a `supervisor` or a `workflow`")
+        return self

@@ -26,6 +26,7 @@ from teamrun.engine.runtime import AgentFrame, RunContext, limits_in_force, max_
 from teamrun.engine.tool_sources import tools_for_run
 from teamrun.engine.turn.agent_loop import run_agent
 from teamrun.engine.turn.model_call import ModelCall, call_model
+from teamrun.engine.workflow import WORKFLOW_FRAME, run_workflow
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.router import ModelRouter
@@ -275,6 +276,9 @@ def _supervisor_frame(config: TeamConfig, bus: EventBus, name: str | None = None
     root = (top.child(config.limits, label="limits", depth=0) if top is not None
             else BudgetLedger(config.limits, label="limits"))
     name = name or config.supervisor
+    if name is None or config.workflow is not None:  # a workflow: its frame holds the run's limits only
+        return AgentFrame(WORKFLOW_FRAME, (WORKFLOW_FRAME,), bus.new_span_id(), bus.new_span_id(),
+                          root.child(None, label="limits", depth=0), key=WORKFLOW_FRAME)
     budget = config.agents[name].budget
     ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
                         max_steps=max_steps_for(config, budget), agent=name)
@@ -287,7 +291,7 @@ def _timeout(config: TeamConfig) -> tuple[float | None, str]:
     candidates = []
     if config.limits and config.limits.timeout_s:
         candidates.append((config.limits.timeout_s, "limits.timeout_s"))
-    budget = config.agents[config.supervisor].budget
+    budget = config.agents[config.supervisor].budget if config.supervisor is not None else None
     if budget and budget.timeout_s:
         candidates.append((budget.timeout_s, f"agents.{config.supervisor}.budget.timeout_s"))
     return min(candidates) if candidates else (None, "")
@@ -305,7 +309,9 @@ def _summariser(ctx: RunContext, frame: AgentFrame) -> Callable[[list[Message]],
 
 async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio.Event | None) -> None:
     result = ctx.result
-    work = asyncio.create_task(run_agent(ctx, frame, input), name=f"teamrun:{frame.name}")
+    job = (run_agent(ctx, frame, input) if ctx.config.workflow is None
+           else run_workflow(ctx, frame, input, lambda child, task: run_agent(ctx, child, task)))
+    work = asyncio.create_task(job, name=f"teamrun:{frame.name}")
     waiters: set[asyncio.Future[Any]] = {work}
     stop = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
     if stop is not None:

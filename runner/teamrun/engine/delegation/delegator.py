@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from teamrun.config.models import Limits
+from teamrun.config.models import Delegation, Hooks, Limits
 from teamrun.config.tool_names import CANCEL_TASK, background_workers
 from teamrun.engine.delegation.background import BackgroundTask, BackgroundTasks
 from teamrun.engine.delegation.filters import FilterFailed, as_context_block, filter_messages
@@ -58,16 +58,18 @@ _log = get_logger(__name__)
 class Delegator:
     """The delegations of one agent frame, bounded by its ``max_concurrency``; it owns each worker's life."""
 
-    def __init__(self, ctx: RunContext, frame: AgentFrame, run_agent: RunAgent) -> None:
+    def __init__(self, ctx: RunContext, frame: AgentFrame, run_agent: RunAgent,
+                 settings: Delegation | None = None) -> None:
+        """``settings``: for a frame that is no agent of the file (a workflow's), its delegation settings."""
         self.ctx = ctx
         self.frame = frame
         self.run_agent = run_agent
-        self.settings = delegation_settings(ctx.config, frame.name)
+        self.settings = settings or delegation_settings(ctx.config, frame.name)
         limit = self.settings.max_concurrency if self.settings.parallel else 1
         self.slots = asyncio.Semaphore(limit)
-        self.hooks = HookRunner(ctx, frame)
+        self.hooks = HookRunner(ctx, frame, (self.settings.hooks or Hooks()) if settings is not None else None)
         self.tasks = TaskLedger(frame.name, self.settings.max_follow_ups)
-        self.background_workers = frozenset(background_workers(ctx.agent(frame.name)))
+        self.background_workers = frozenset(background_workers(ctx.agent(frame.name)) if settings is None else ())
         self.background = BackgroundTasks()
         self._cancel_asked: set[asyncio.Task[Any]] = set()
         """Background tasks the agent cancelled with ``cancel_task`` (their ``on_complete`` hooks run)."""
@@ -104,6 +106,10 @@ class Delegator:
                 if item.task.cancelled() and item.settled is None:  # cancelled before its first step
                     item.settled = await self._refused(self._cancelled_result(item.run), item.run.start)
         return await self.background.call(name, arguments)
+
+    async def run_worker(self, worker: str, request: DelegationRequest, key: str) -> Settled:
+        """One worker in the foreground, its whole life (a workflow step): prepare → slot → begin → run → settle."""
+        return await self._foreground(worker, request, key, ())
 
     async def _foreground(self, worker: str, request: DelegationRequest, key: str,
                           parent_messages: Sequence[Message]) -> Settled:
@@ -266,7 +272,7 @@ class Delegator:
             allowed_tools=frozenset(run.request.tools) if run.request.tools is not None else None,
             key=run.key,
         )
-        parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=run.request.task)
+        parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=run.request.task, step=run.request.step)
         timeout = budget.timeout_s if budget is not None else None
         label = f"agents.{worker}.budget.timeout_s"
         if background and (timeout is None or self.settings.background_timeout_s < timeout):

@@ -101,11 +101,12 @@ class HookContext:
 class HookRunner:
     """Runs one agent's hooks of one kind, in file order."""
 
-    def __init__(self, ctx: RunContext, frame: AgentFrame) -> None:
+    def __init__(self, ctx: RunContext, frame: AgentFrame, hooks: Hooks | None = None) -> None:
+        """``hooks``: the hooks of a frame that is no agent of the file (a workflow's steps)."""
         self.ctx = ctx
         self.frame = frame
-        delegation = ctx.agent(frame.name).delegation
-        self.hooks: Hooks = (delegation.hooks if delegation else None) or Hooks()
+        delegation = ctx.agent(frame.name).delegation if frame.name in ctx.config.agents else None
+        self.hooks: Hooks = hooks or (delegation.hooks if delegation else None) or Hooks()
 
     def has(self, point: HookPoint) -> bool:
         return bool(getattr(self.hooks, point))

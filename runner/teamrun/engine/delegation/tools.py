@@ -48,6 +48,8 @@ class DelegationRequest:
     follow_up_of: str | None = None
     tools: tuple[str, ...] | None = None
     """A subset of the worker's declared tools for this task only (``None``: all of them)."""
+    step: str | None = None
+    """The workflow step this delegation runs (``None``: an agent's delegation)."""
 
     @property
     def tracked(self) -> bool:

@@ -147,7 +147,7 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
     if record.team != config.name:
         raise UsageError(f"thread {thread_id!r} belongs to team {record.team!r}, not {config.name!r}: "
                          "give another --thread id (or delete it: teamrun threads delete ID)")
-    starts_with = record.current_agent if record.current_agent in config.agents else config.supervisor
+    starts_with = record.current_agent if record.current_agent in config.agents else config.supervisor or ""
     conversation, dropped = trim(_messages(store.threads.messages(thread_id)), config.history)
     summary = unmask(record.meta.get("summary"))
     memories: dict[str, list[Message]] = {}

@@ -1,0 +1,106 @@
+"""A team file's ``workflow:`` as Mermaid lines: steps in order, maps, routes with their branches, loops.
+
+Shapes: an agent step is a box, a map step a stacked box (``[[...]]``), a route
+a diamond after its step, a loop a subgraph with an ``until`` arrow back to its
+first step, a team step a rounded box with arrows to its supervisor's workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from teamrun.config.models import Check, TeamConfig, WorkflowStep
+
+__all__ = ["workflow_lines"]
+
+
+def _label(text: str) -> str:
+    return text.replace('"', "'")
+
+
+class _Drawing:
+    def __init__(self, config: TeamConfig) -> None:
+        self.config = config
+        self.lines: list[str] = []
+        self.count = 0
+
+    def node(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def chain(
+        self, steps: Sequence[WorkflowStep], before: list[tuple[str, str]], indent: str
+    ) -> tuple[str | None, list[tuple[str, str]]]:
+        """Draw ``steps`` after the nodes in ``before`` (``(node, edge label)``): its first node, its open ends."""
+        ends, first = before, None
+        for step in steps:
+            start, ends_now = self.step(step, indent)
+            first = first or start
+            for node, label in ends:
+                arrow = f" -->|{_label(label)}| " if label else " --> "
+                self.lines.append(f"{indent}{node}{arrow}{start}")
+            ends = ends_now
+        return first, ends
+
+    def step(self, step: WorkflowStep, indent: str) -> tuple[str, list[tuple[str, str]]]:
+        """Draw one step: its first node and its open ends."""
+        if step.loop is not None:
+            loop = step.loop
+            box = self.node("loop")
+            checks = ", ".join(_check(c) for c in loop.until)
+            title = f"{_label(step.name)}: loop, at most {loop.max_iterations} times"
+            self.lines.append(f'{indent}subgraph {box}["{title}"]')
+            first, body_ends = self.chain(loop.steps, [], indent + "  ")
+            self.lines.append(f"{indent}end")
+            for node, _ in body_ends:
+                self.lines.append(f'{indent}{node} -.->|"until {_label(checks)}"| {first or box}')
+            return box, [(box, "")]
+        agent = step.runs or ""
+        node = self.node("s")
+        title = f"{step.name}" + (f"<br/><small>{agent}</small>" if agent != step.name else "")
+        if step.map is not None:
+            title += f"<br/><small>map over {_label(step.map)}</small>"
+            self.lines.append(f'{indent}{node}[["{_label(title)}"]]')
+        elif step.team is not None:
+            self.lines.append(f'{indent}{node}(["{_label(title)}<br/><small>team</small>"])')
+            for worker in self.config.agents[agent].delegates_to or []:
+                worker_node = self.node("w")
+                self.lines.append(f'{indent}{worker_node}["{_label(worker)}"]')
+                self.lines.append(f"{indent}{node} -->|delegates| {worker_node}")
+        else:
+            self.lines.append(f'{indent}{node}["{_label(title)}"]')
+        if step.route is None:
+            return node, [(node, "")]
+        route = step.route
+        choice = self.node("r")
+        self.lines.append(f'{indent}{choice}{{"{_label(route.on)}?"}}')
+        self.lines.append(f"{indent}{node} --> {choice}")
+        ends: list[tuple[str, str]] = []
+        for value, branch in [*route.branches.items(), ("default", route.default)]:
+            if branch:
+                ends += self.chain(branch, [(choice, value)], indent)[1]
+            else:
+                ends.append((choice, value))
+        return node, ends
+
+
+def _check(check: Check) -> str:
+    if check.name:
+        return check.name
+    for kind in ("contains", "regex", "python"):
+        value = getattr(check, kind)
+        if value is not None:
+            return f"{kind} {value}"
+    return "json_schema" if check.json_schema is not None else "judge"
+
+
+def workflow_lines(config: TeamConfig) -> list[str]:
+    """The body of a ``flowchart TD`` for the config's workflow (it must have one)."""
+    assert config.workflow is not None
+    drawing = _Drawing(config)
+    drawing.lines.append('  start(["input"])')
+    _, ends = drawing.chain(config.workflow.steps, [("start", "")], "  ")
+    drawing.lines.append('  finish(["output"])')
+    for node, label in ends:
+        drawing.lines.append(f"  {node} -->|{_label(label)}| finish" if label else f"  {node} --> finish")
+    return drawing.lines

@@ -1,0 +1,341 @@
+"""Run a team file's ``workflow:``: fixed steps, each an agent run the way a delegation runs one.
+
+The workflow is the run's top frame (``workflow``, depth 0). Every agent a
+step runs is a delegation of that frame through the
+:class:`~teamrun.engine.delegation.delegator.Delegator`: the same refusal
+checks and limits (a step counts as a delegation), ``on_start`` /
+``on_complete`` hooks (the workflow's ``hooks:``), the agent's own budget,
+``output_schema`` and ``accept:``, the same events (``delegation_start`` says
+which step) and a stable journal key per step, so ``teamrun resume`` answers
+the calls an earlier attempt finished. A ``team`` step is such a run of a
+supervisor agent: its workers are its own delegations, one level down.
+
+Steps:
+
+- a chain (``steps:``) runs in order; each step's ``input`` is a template over
+  ``input``, ``vars``, ``today`` and the earlier steps' outputs, passed verbatim;
+- ``map:`` runs the step once per item of a list, concurrently (``max_concurrency``),
+  results in order, a failed item recorded without losing the others;
+- ``route:`` runs the branch its structured output names (else ``default``);
+- ``loop:`` repeats its steps until the last output passes ``until:`` (the
+  ``accept:`` check kinds) or ``max_iterations``; ``feedback`` is the failed check.
+
+A limit reached between steps, or one that refuses a step, stops the workflow:
+the run ends ``budget_exhausted`` with the results finished so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from teamrun.checks import CheckOutcome, run_check
+from teamrun.config.models import Delegation, Workflow, WorkflowLoop, WorkflowStep
+from teamrun.engine.delegation.delegator import Delegator
+from teamrun.engine.delegation.records import RunAgent, WorkerOutcome
+from teamrun.engine.delegation.tools import DelegationRequest
+from teamrun.engine.limits.ledger import LimitReached
+from teamrun.engine.runtime import AgentFrame, RunContext, run_all
+from teamrun.engine.turn.acceptance import feedback_message
+from teamrun.engine.turn.model_call import CallRefused, ModelCall, call_model
+from teamrun.engine.turn.turn_plan import Refused
+from teamrun.engine.workflow.outputs import StepOutput, evaluate, render, template_names
+from teamrun.errors import RunError
+from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema, Usage
+
+__all__ = ["WORKFLOW_FRAME", "StepFailed", "run_workflow"]
+
+WORKFLOW_FRAME = "workflow"
+"""The name of a workflow's top frame (the place a supervisor has in a team)."""
+_JUDGE = "until:judge"
+
+
+class StepFailed(RunError):
+    """A step could not give later steps an output (its agent failed, its template did not render)."""
+
+
+class _Stopped(Exception):
+    """A limit stopped the workflow between steps (caught in :func:`run_workflow`)."""
+
+    def __init__(self, reached: LimitReached) -> None:
+        self.reached = reached
+        super().__init__(str(reached))
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """Where a step sits: its key prefix and the extra names its templates read (``item``, ``iteration``...)."""
+
+    prefix: str
+    names: Mapping[str, Any]
+
+    def key(self, label: str) -> str:
+        return f"{self.prefix}{label}"
+
+    def inside(self, prefix: str, **names: Any) -> _Scope:
+        return _Scope(f"{self.prefix}{prefix}", {**self.names, **names})
+
+
+class WorkflowRun:
+    """One run of a workflow: its steps' outputs so far, and the delegator its agents are run through."""
+
+    def __init__(self, ctx: RunContext, frame: AgentFrame, input: str, run_agent: RunAgent) -> None:
+        assert ctx.config.workflow is not None
+        self.ctx = ctx
+        self.frame = frame
+        self.input = input
+        self.workflow: Workflow = ctx.config.workflow
+        self.run_agent = run_agent
+        self.hooks = self.workflow.hooks
+        self.delegator = self._delegator(1)
+        self.outputs: dict[str, StepOutput] = {}
+        thread = ctx.thread
+        self.history = [
+            {"role": m.get("role"), "content": m.get("content") or ""}
+            for m in (thread.conversation if thread is not None else ())
+        ]
+        """In a thread: its earlier turns (``role``, ``content``), as the thread's ``history:`` keeps them."""
+        self.finished: list[tuple[str, StepOutput]] = []
+        """Each step that ended, in the order they ended (the partial result when the workflow stops)."""
+
+    def _delegator(self, concurrency: int) -> Delegator:
+        settings = Delegation(max_concurrency=concurrency, hooks=self.hooks)
+        return Delegator(self.ctx, self.frame, self.run_agent, settings)
+
+    # -- the chain -------------------------------------------------------------------------------
+
+    async def run(self) -> str:
+        last = await self.chain(self.workflow.steps, _Scope(f"{self.frame.key}/", {}), None)
+        if self.workflow.output is not None:
+            return self._render("workflow.output", self.workflow.output, _Scope("", {}))
+        return last.text if last is not None else ""
+
+    async def chain(
+        self, steps: Sequence[WorkflowStep], scope: _Scope, previous: StepOutput | None
+    ) -> StepOutput | None:
+        """Run ``steps`` in order; the last one's output (``previous`` when there are none)."""
+        for step in steps:
+            reached = self.frame.ledger.check_spent()
+            if reached is not None:
+                raise _Stopped(reached)
+            previous = await self.step(step, scope, previous)
+        return previous
+
+    async def step(self, step: WorkflowStep, scope: _Scope, previous: StepOutput | None) -> StepOutput:
+        name = step.name
+        if step.loop is not None:
+            out = await self.loop(name, step.loop, scope, previous)
+        elif step.map is not None:
+            out = await self.map(step, scope)
+        else:
+            task = self._task(step, scope, previous)
+            out = await self.call(step, task, scope.key(name))
+            if not out.ok:
+                self._record(name, out)
+                raise StepFailed(f"workflow step '{name}' failed: {out.error or out.status}")
+            if step.route is not None:
+                out = await self.route(step, out, scope)
+        self._record(name, out)
+        return out
+
+    def _record(self, name: str, out: StepOutput) -> None:
+        self.outputs[name] = out
+        self.finished.append((name, out))
+
+    def _task(self, step: WorkflowStep, scope: _Scope, previous: StepOutput | None, **names: Any) -> str:
+        if step.input is not None:
+            return self._render(f"step '{step.name}' input", step.input, scope, **names)
+        if "item" in names:
+            item = names["item"]
+            return item if isinstance(item, str) else _json(item)
+        return previous.text if previous is not None else self.input
+
+    def _render(self, what: str, source: str, scope: _Scope, **names: Any) -> str:
+        context = template_names(
+            self.input, self.ctx.vars, self.ctx.today, self.outputs, history=self.history, **scope.names, **names
+        )
+        try:
+            return render(source, context)
+        except Exception as exc:  # jinja2's errors: an undefined name, a failed filter, a bound passed
+            raise StepFailed(f"workflow {what} could not be rendered: {type(exc).__name__}: {exc}") from exc
+
+    # -- one agent ---------------------------------------------------------------------------------
+
+    async def call(self, step: WorkflowStep, task: str, key: str, delegator: Delegator | None = None) -> StepOutput:
+        """Run the step's agent on ``task`` as a delegation of the workflow frame."""
+        agent = step.runs
+        assert agent is not None
+        label = key.removeprefix(f"{self.frame.key}/")
+        request = DelegationRequest([agent], task, step=label)
+        settled = await (delegator or self.delegator).run_worker(agent, request, key)
+        signal = settled.signal
+        if isinstance(signal, LimitReached):
+            raise _Stopped(signal)
+        if isinstance(signal, Refused):
+            raise _Stopped(signal.limit)
+        return StepOutput.of(settled.result, structured=self.ctx.agent(agent).output_schema is not None)
+
+    # -- map, route, loop ----------------------------------------------------------------------------
+
+    async def map(self, step: WorkflowStep, scope: _Scope) -> StepOutput:
+        name = step.name
+        assert step.map is not None
+        items = self._items(step, scope)
+        delegator = self._delegator(step.max_concurrency or self.workflow.max_concurrency)
+
+        async def one(index: int, item: Any) -> StepOutput:
+            task = self._task(step, scope, None, item=item, index=index)
+            out = await self.call(step, task, scope.key(f"{name}[{index}]"), delegator)
+            if not out.ok:
+                self.ctx.warn(self.frame, f"workflow step '{name}' item {index} failed: {out.error or out.status}")
+            return out
+
+        out = StepOutput.of_map(await run_all(one(i, item) for i, item in enumerate(items)))
+        if not out.ok:
+            self._record(name, out)
+            raise StepFailed(f"workflow step '{name}' failed: {out.error}")
+        return out
+
+    def _items(self, step: WorkflowStep, scope: _Scope) -> list[Any]:
+        assert step.map is not None
+        context = template_names(
+            self.input, self.ctx.vars, self.ctx.today, self.outputs, history=self.history, **scope.names
+        )
+        try:
+            value = evaluate(step.map, context)
+        except Exception as exc:
+            raise StepFailed(
+                f"workflow step '{step.name}': map: {step.map} could not be read: {type(exc).__name__}: {exc}"
+            ) from exc
+        if isinstance(value, str) or not isinstance(value, Sequence):
+            raise StepFailed(f"workflow step '{step.name}': map: {step.map} is a {type(value).__name__}, not a list")
+        return list(value)
+
+    async def route(self, step: WorkflowStep, out: StepOutput, scope: _Scope) -> StepOutput:
+        route = step.route
+        assert route is not None
+        name = step.name
+        value = out.output.get(route.on) if isinstance(out.output, dict) else None
+        branch = str(value) if value is not None and str(value) in route.branches else "default"
+        steps = route.branches[branch] if branch != "default" else route.default
+        self.outputs[name] = StepOutput(out.text, out.output, branch=branch, choice=out.output)
+        last = await self.chain(steps, scope.inside(f"{name}>{branch}/"), out)
+        final = last if last is not None else out
+        return StepOutput(final.text, final.output, final.status, final.error, branch=branch, choice=out.output)
+
+    async def loop(self, name: str, loop: WorkflowLoop, scope: _Scope, previous: StepOutput | None) -> StepOutput:
+        feedback = ""
+        last: StepOutput | None = previous
+        outcome: CheckOutcome | None = None
+        iteration = 0
+        for iteration in range(1, loop.max_iterations + 1):
+            inner = scope.inside(f"{name}#{iteration}/", iteration=iteration, feedback=feedback)
+            last = await self.chain(loop.steps, inner, last)
+            assert last is not None
+            outcome = await self._checks(loop, last.text, scope.key(f"{name}#{iteration}"), iteration)
+            if outcome is None:
+                break
+            feedback = feedback_message(outcome, iteration, loop.max_iterations)
+        assert last is not None
+        passed = outcome is None
+        if not passed:
+            assert outcome is not None
+            self.ctx.warn(
+                self.frame,
+                f"workflow step '{name}': the loop ended after {iteration} iterations "
+                f"without passing '{outcome.name}': {outcome.detail or 'it failed'}",
+            )
+        return StepOutput(last.text, last.output, last.status, last.error, iterations=iteration, passed=passed)
+
+    async def _checks(self, loop: WorkflowLoop, answer: str, key: str, iteration: int) -> CheckOutcome | None:
+        """The first of ``until:`` the answer fails (``None``: all pass)."""
+        judge = _JudgeModel(self, key)
+        case = {"agent": WORKFLOW_FRAME, "input": self.input, "vars": dict(self.ctx.vars), "attempt": iteration}
+        defaults = self.ctx.config.defaults
+        default_judge = (defaults.model if defaults is not None else None) or "offline"
+        results = []
+        for check in loop.until:
+            result = await run_check(
+                check, answer, case=case, model=judge, base_dir=self.ctx.base_dir, judge_model=default_judge
+            )
+            results.append(result)
+            if judge.refused is not None:
+                raise _Stopped(judge.refused)
+        self.frame.emit(
+            self.ctx,
+            "accept",
+            status="passed" if all(r.passed for r in results) else "retry",
+            attempt=iteration,
+            max_attempts=loop.max_iterations,
+            check=next((r.name for r in results if not r.passed), None),
+            detail=next((r.detail or None for r in results if not r.passed), None),
+            source=f"workflow:{key}",
+        )
+        return next((r for r in results if not r.passed), None)
+
+
+class _JudgeModel:
+    """A loop's judge checks call the model through the engine's one path: journaled under the loop
+    iteration's key, charged to the workflow's ledger (no step), refused once a token or cost limit is spent."""
+
+    def __init__(self, run: WorkflowRun, key: str) -> None:
+        self.run = run
+        self.key = key
+        self.calls = 0
+        self.refused: LimitReached | None = None
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema] = (),
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ModelReply:
+        self.calls += 1
+        frame = self.run.frame
+        call = ModelCall(
+            self.calls, agent_path=(*frame.path, _JUDGE), step=False, journal=(f"{self.key}/{_JUDGE}", self.calls)
+        )
+        try:
+            return await call_model(
+                self.run.ctx, frame, messages, call, settings=settings, tools=tools, response_format=response_format
+            )
+        except CallRefused as exc:
+            self.refused = exc.reached
+            raise
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _partial(run: WorkflowRun, headline: str) -> str:
+    done = [(name, out) for name, out in run.finished if out.ok and out.text.strip()]
+    if not done:
+        return ""
+    lines = [f"No final answer: {headline}. Steps finished so far:"]
+    lines += [f"- {name}: {out.text}" for name, out in done]
+    return "\n".join(lines)
+
+
+async def run_workflow(ctx: RunContext, frame: AgentFrame, input: str, run_agent: RunAgent) -> WorkerOutcome:
+    """Run the team's workflow on ``input`` from its top frame; a limit ends it with the steps finished so far."""
+    run = WorkflowRun(ctx, frame, input, run_agent)
+    frame.emit(ctx, "agent_start", model=WORKFLOW_FRAME, task=input)
+    status, text, stopped_by = "error", "", None
+    try:
+        text = await run.run()
+        status = "ok"
+    except _Stopped as stop:
+        status, stopped_by = "budget_exhausted", str(stop.reached)
+        text = _partial(run, f"the workflow was stopped ({stopped_by})")
+    finally:
+        frame.emit(ctx, "agent_end", status=status, usage=Usage().as_dict(), cost=0.0, stopped_by=stopped_by)
+    return WorkerOutcome(text, status, Usage(), 0.0, (), stopped_by)
+
+
+RunWorkflow = Callable[[RunContext, AgentFrame, str, RunAgent], Awaitable[WorkerOutcome]]

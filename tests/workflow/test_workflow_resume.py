@@ -1,0 +1,173 @@
+"""A workflow SIGKILLed mid-map, then ``teamrun resume`` in a new process: the fake provider's request log
+shows that no call finished before the kill is paid again (the planner, the finished map items)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from tests.fakeserver import FakeOpenAI, Reply, text
+
+ITEMS = 6
+FAST = 3
+"""Items 0..2 answer at once; items 3..5 hang until the kill (while ``hanging`` is set)."""
+
+
+def _team(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        f"""\
+version: 1
+name: wf-resume
+defaults: {{api_base: '{url}', api_key_env: TEAMRUN_TEST_KEY, num_retries: 0, request_timeout_s: 900}}
+workflow:
+  steps:
+    - id: plan
+      agent: planner
+    - id: research
+      map: steps.plan.output.items
+      max_concurrency: {ITEMS}
+      agent: researcher
+    - agent: writer
+      input: "{{{{ steps.research.output | join(' | ') }}}}"
+agents:
+  planner:
+    model: openai/planner
+    output_schema: {{type: object, properties: {{items: {{type: array, items: {{type: string}}}}}}, required: [items]}}
+  researcher: {{model: openai/researcher}}
+  writer: {{model: openai/writer}}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _task(request: dict[str, Any]) -> str:
+    return next(m["content"] for m in request["messages"] if m["role"] == "user")
+
+
+def _serve(server: FakeOpenAI, hanging: threading.Event) -> None:
+    server.handler("planner", lambda request: text(json.dumps({"items": [f"item{i}" for i in range(ITEMS)]})))
+
+    def researcher(request: dict[str, Any]) -> Reply:
+        task = _task(request)
+        slow = int(task.removeprefix("item")) >= FAST
+        return text(f"notes on {task}", delay=600.0 if slow and hanging.is_set() else 0.0)
+
+    server.handler("researcher", researcher)
+    server.handler("writer", lambda request: text("report: " + _task(request)))
+
+
+def _teamrun(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TEAMRUN_TEST_KEY": "sk-test-workflow"}
+    env.pop("TEAMRUN_STORE", None)
+    for name in ("NO_PROXY", "no_proxy"):
+        env[name] = "127.0.0.1,localhost"
+    return env
+
+
+def _journaled(store: Path) -> int:
+    engine = sa.create_engine(f"sqlite:///{store}")
+    try:
+        with engine.connect() as conn:
+            return int(conn.execute(sa.text("SELECT count(*) FROM journal WHERE kind = 'model'")).scalar_one())
+    except sa.exc.OperationalError:
+        return 0
+    finally:
+        engine.dispose()
+
+
+def _eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
+    """Poll ``condition``; ``guard_s`` only stops a hang (no timing assertion)."""
+    deadline = time.monotonic() + guard_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(tmp_path: Path) -> None:
+    hanging = threading.Event()
+    store = tmp_path / "runs.db"
+    with FakeOpenAI() as server:
+        _serve(server, hanging)
+        team = _team(tmp_path, server.url)
+        whole = subprocess.run(
+            _teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none"),
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=600,
+        )
+        assert whole.returncode == 0, whole.stderr
+        expected = json.loads(whole.stdout)["final_text"]
+        assert expected == "report: " + " | ".join(f"notes on item{i}" for i in range(ITEMS))
+        uninterrupted = len(server.requests())
+        assert uninterrupted == 1 + ITEMS + 1
+        server.log.clear()
+
+        hanging.set()
+        process = subprocess.Popen(
+            _teamrun("execute", str(team), "-i", "go", "--store", str(store), "--progress", "none"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        try:
+
+            def ready() -> bool:
+                log = server.requests()
+                done = [r for r in log if r.status == 200 and r.end]
+                hung = [r for r in log if r.model == "researcher" and r.end == 0.0]
+                return len(done) == 1 + FAST and len(hung) == ITEMS - FAST and _journaled(store) == len(done)
+
+            assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
+            os.kill(process.pid, signal.SIGKILL)
+            process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert process.returncode == -signal.SIGKILL
+        listed = subprocess.run(
+            _teamrun("runs", "list", "--store", str(store), "--json"),
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=120,
+        )
+        (run,) = json.loads(listed.stdout)
+
+        hanging.clear()
+        server.log.clear()
+        resumed = subprocess.run(
+            _teamrun("resume", run["run_id"], "--store", str(store), "--json", "--progress", "none"),
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=600,
+        )
+        assert resumed.returncode == 0, resumed.stderr
+        second = server.requests()
+
+    # only the items in flight at the kill and the step after the map were asked again
+    assert sorted((r.model, _task(r.request)) for r in second if r.model == "researcher") == [
+        ("researcher", f"item{i}") for i in range(FAST, ITEMS)
+    ]
+    assert sorted(r.model for r in second) == ["researcher"] * (ITEMS - FAST) + ["writer"]
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "done" and result["final_text"] == expected
