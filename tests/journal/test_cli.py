@@ -90,7 +90,7 @@ def test_resume_does_not_rerun_an_interrupted_command_tool_without_yes(
 
     assert main(["resume", str(run["run_id"]), "--store", store, "--progress", "none"]) == 2
     err = capsys.readouterr().err
-    assert "not idempotent" in err and "touch(" in err and f"teamrun resume {run['run_id']} --yes" in err
+    assert "not idempotent" in err and "touch(" in err and f"teamrun resume {run['run_id']} --store {store} --yes" in err
     assert (tmp_path / "touched").read_text() == "x"  # not run again
 
     assert main(["resume", str(run["run_id"]), "--store", store, "--progress", "none", "--yes"]) == 0

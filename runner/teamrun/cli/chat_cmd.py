@@ -131,7 +131,7 @@ class ChatSession:
         view = _progress_view(self.progress, self.logs)
         subscribers = [view] if view is not None else []
         with hidden_log_events("run_warning") if getattr(view, "shows_warnings", False) else contextlib.nullcontext():
-            result = runner.run(_run_with_interrupt(self.team, text, subscribers, self.thread_id))
+            result = runner.run(_run_with_interrupt(self.team, text, subscribers, self.thread_id, journal=True))
         if result.status == "cancelled":
             click.echo("(turn cancelled; the thread is as it was)", err=True)
             return

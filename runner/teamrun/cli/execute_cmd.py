@@ -209,9 +209,10 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
                  + (f": {result.error}" if result.error else ""),
                  status=result.status, stopped_by=result.stopped_by, error=result.error)
             if run_journal is not None and result.status != "done":
-                _say(logs, "error", "run_resumable",
-                     f"teamrun: resume it with `teamrun resume {result.run_id}`"
-                     + (f" --store {store_location}" if store_location else ""), run_id=result.run_id)
+                from teamrun.cli.resume_cmd import resume_command
+
+                _say(logs, "error", "run_resumable", f"teamrun: resume it with "
+                     f"`{resume_command(result.run_id, store_location)}`", run_id=result.run_id)
     return _EXIT[result.status]
 
 

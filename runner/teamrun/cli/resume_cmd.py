@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import uuid
 from collections.abc import Mapping
@@ -59,19 +60,36 @@ class JournalChoice:
 
 
 def open_backend(store: str | None) -> Any:
-    """The store's journal (opening, creating or upgrading the store)."""
+    """The store's journal (opening, creating or upgrading the store); ``location`` is ``store`` as given."""
     from teamrun.store import open_store
     from teamrun.store.journal import StoreJournal
 
-    return StoreJournal(open_store(store))
+    return StoreJournal(open_store(store), location=store)
+
+
+def store_option(location: str | None) -> str:
+    """`` --store LOCATION`` for a command to paste (empty for the default store): a file path made absolute,
+    quoted for the shell."""
+    if location is None:
+        return ""
+    from teamrun.store.location import is_url
+
+    shown = location if is_url(location) else str(Path(location).expanduser().resolve())
+    return f" --store {shlex.quote(shown)}"
+
+
+def resume_command(run_id: str, location: str | None, *, yes: bool = False) -> str:
+    """The ``teamrun resume`` command that continues ``run_id`` in the store at ``location``."""
+    return f"teamrun resume {shlex.quote(run_id)}{store_option(location)}" + (" --yes" if yes else "")
 
 
 def resumed_journal(backend: Any, run_id: str, *, yes: bool) -> Any:
     """The journal continuing ``run_id``; an interrupted non-idempotent tool is confirmed first."""
     from teamrun.engine.durability.resume import ResumeNeedsConfirmation, open_resume
 
+    confirm_with = resume_command(run_id, getattr(backend, "location", None), yes=True)
     try:
-        return open_resume(backend, run_id, confirmed=yes)
+        return open_resume(backend, run_id, confirmed=yes, confirm_with=confirm_with)
     except ResumeNeedsConfirmation as exc:
         if not (sys.stdin.isatty() and sys.stderr.isatty()):
             raise
@@ -110,7 +128,7 @@ def resume(ctx: click.Context, run_id: str, store: str | None, yes: bool, as_jso
     record = backend.get_run(run_id)
     if record is None:
         raise UsageError(f"no run {run_id!r} in the store {backend.store.display}; "
-                         "`teamrun runs list` shows the runs it holds")
+                         f"`teamrun runs list{store_option(store)}` shows the runs it holds")
     if not record.team_file:
         raise UsageError(f"run {run_id} was not journaled (it has no team file on record): it cannot be resumed")
     if not Path(record.team_file).is_file():

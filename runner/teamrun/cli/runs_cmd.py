@@ -32,6 +32,18 @@ def runs() -> None:
     pass
 
 
+def resume_command(run_id: str, store: str | None) -> str:
+    from teamrun.cli.resume_cmd import resume_command as command
+
+    return command(run_id, store)
+
+
+def store_option(store: str | None) -> str:
+    from teamrun.cli.resume_cmd import store_option as option
+
+    return option(store)
+
+
 def _backend(store: str | None) -> Any:
     from teamrun.cli.resume_cmd import open_backend
 
@@ -92,7 +104,7 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
     run = backend.get_run(run_id)
     if run is None:
         raise UsageError(f"no run {run_id!r} in the store {backend.store.display}; "
-                         "`teamrun runs list` shows the runs it holds")
+                         f"`teamrun runs list{store_option(store)}` shows the runs it holds")
     view = {**_view(run), "journal": backend.counts(run_id)}
     if as_json:
         click.echo(json.dumps(view, indent=2, ensure_ascii=False))
@@ -119,5 +131,5 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
     if view["final_text"]:
         lines += ["", view["final_text"]]
     if view["status"] in ("interrupted", "cancelled", "failed", "budget_exhausted") and view["team_file"]:
-        lines += ["", f"resume it with `teamrun resume {view['run_id']}`"]
+        lines += ["", f"resume it with `{resume_command(view['run_id'], store)}`"]
     click.echo("\n".join(lines))

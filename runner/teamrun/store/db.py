@@ -96,11 +96,7 @@ def _engine(url: sa.URL, display: str) -> sa.Engine:
             path = Path(url.database)
             if path.is_dir():
                 raise StoreError(f"the store {display} is a folder: give a file path, e.g. {path / 'teamrun.db'}")
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise StoreError(f"cannot create the folder of the store {display}: "
-                                 f"{exc.strerror or exc}") from None
+            _create_private(path, display)
         kwargs["connect_args"] = {"timeout": 30}
     try:
         engine = sa.create_engine(url, **kwargs)
@@ -118,6 +114,22 @@ def _engine(url: sa.URL, display: str) -> sa.Engine:
     if url.get_backend_name() == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _create_private(path: Path, display: str) -> None:
+    """A new SQLite store is private to its owner (it holds conversations, tool outputs and vars): a folder
+    teamrun creates is 0700, the file 0600 (SQLite gives its -wal and -shm files the file's mode)."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the mode applies to the last folder only
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder of the store {display}: {exc.strerror or exc}") from None
+    try:
+        if not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:  # another process created it first
+        pass
+    except OSError as exc:
+        raise StoreError(f"cannot create the store {display}: {exc.strerror or exc}") from None
 
 
 _DRIVER_PACKAGES = {"MySQLdb": "mysqlclient", "pymysql": "PyMySQL", "psycopg2": "psycopg2-binary",

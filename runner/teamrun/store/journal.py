@@ -42,8 +42,10 @@ def _stamp(when: _dt.datetime | None) -> float | None:
 class StoreJournal:
     """Journals and journaled runs in a :class:`~teamrun.store.Store` (SQLite or PostgreSQL)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, location: str | None = None) -> None:
         self.store = store
+        self.location = location
+        """Where the store is, as the user gave it (``None``: the default store), for commands to paste."""
         self.engine = store.engine
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -52,7 +54,7 @@ class StoreJournal:
     def load(self, run_id: str) -> list[JournalEntry]:
         query = (sa.select(journal.c.agent_path, journal.c.kind, journal.c.call_key, journal.c.request_hash,
                            journal.c.payload).where(journal.c.run_id == run_id).order_by(journal.c.seq))
-        with self.engine.connect() as conn:
+        with self.store.errors(f"read the journal of run {run_id}"), self.engine.connect() as conn:
             rows = conn.execute(query).all()
         entries = []
         for invocation, kind, call_key, fingerprint, payload in rows:
@@ -102,9 +104,9 @@ class StoreJournal:
                              .values(meta={**(old[0] or {}), **meta}, **values))
 
     def get_run(self, run_id: str) -> JournaledRun | None:
-        with self.engine.connect() as conn:
+        with self.store.errors(f"read run {run_id}"), self.engine.connect() as conn:
             row = conn.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
-        return None if row is None else _run_of(row)
+            return None if row is None else _with_spending(conn, _run_of(row))
 
     def list_runs(self, *, limit: int | None = 50, team: str | None = None) -> list[JournaledRun]:
         """The newest runs first (every run in the store, journaled or not)."""
@@ -113,15 +115,38 @@ class StoreJournal:
             query = query.where(runs.c.team == team)
         if limit is not None:
             query = query.limit(limit)
-        with self.engine.connect() as conn:
-            return [_run_of(row) for row in conn.execute(query).mappings()]
+        with self.store.errors("list the runs"), self.engine.connect() as conn:
+            return [_with_spending(conn, _run_of(row)) for row in conn.execute(query).mappings().all()]
 
     def counts(self, run_id: str) -> dict[str, int]:
         """How many journal entries of each kind the run has."""
         query = (sa.select(journal.c.kind, sa.func.count()).where(journal.c.run_id == run_id)
                  .group_by(journal.c.kind))
-        with self.engine.connect() as conn:
+        with self.store.errors(f"read the journal of run {run_id}"), self.engine.connect() as conn:
             return {str(kind): int(count) for kind, count in conn.execute(query).all()}
+
+
+def _with_spending(conn: sa.Connection, run: JournaledRun) -> JournaledRun:
+    """A run whose outcome was never written (it runs, or was killed) with what its journaled replies spent:
+    the usage and cost of each model call (the latest entry of each), as a finished run counts them."""
+    if run.status != "running":
+        return run
+    query = (sa.select(journal.c.agent_path, journal.c.call_key, journal.c.payload)
+             .where(journal.c.run_id == run.run_id, journal.c.kind == "model").order_by(journal.c.seq))
+    replies = {(invocation, key): payload or {} for invocation, key, payload in conn.execute(query).all()}
+    if not replies:
+        return run
+    tokens = {"input_tokens": 0, "output_tokens": 0, "requests": 0}
+    cost = 0.0
+    for payload in replies.values():
+        usage = payload.get("usage") or {}
+        for name in tokens:
+            tokens[name] += int(usage.get(name, 1 if name == "requests" else 0))
+        cost += float(payload.get("cost_usd") or 0.0)
+    if tokens["requests"] > int(run.usage.get("requests", 0)):
+        run.usage = {**tokens, "total_tokens": tokens["input_tokens"] + tokens["output_tokens"]}
+        run.cost = max(cost, run.cost)
+    return run
 
 
 def _run_of(row: sa.RowMapping) -> JournaledRun:

@@ -168,6 +168,7 @@ class RunJournal:
         self.written = 0
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._closing = False
         self.failure: str | None = None
         """Why writing failed (the run goes on unjournaled after a failure; it is reported at the end)."""
 
@@ -192,6 +193,7 @@ class RunJournal:
                     error: str | None) -> None:
         """Write what is queued, then the run's outcome."""
         if self._thread is not None:
+            self._closing = True  # a write that comes later (a background worker's) is dropped, never awaited
             self._queue.put(None)
             await asyncio.to_thread(self._thread.join)
             self._thread = None
@@ -207,12 +209,18 @@ class RunJournal:
     # -- entries --------------------------------------------------------------------------------
     def write(self, entry: JournalEntry) -> None:
         """Queue ``entry``; the writer thread commits it shortly (the caller does not wait)."""
-        if self._thread is not None:  # none when the journal could not be opened
+        if self._thread is not None and not self._closing:  # none when the journal could not be opened
             self._queue.put(_Write(entry))
 
     async def write_now(self, entry: JournalEntry) -> None:
-        """Write ``entry`` and wait until it is committed (a non-idempotent tool's start)."""
-        if self._thread is None:
+        """Write ``entry`` and wait until it is committed: a model reply or tool result before the engine acts
+        on it (a kill then re-pays only what was in flight), a non-idempotent tool's start before it runs.
+
+        Writes that wait are committed at once, together with whatever else is queued (group commit: the
+        replies of concurrent workers share one transaction). A failed write does not raise: the run goes on
+        unjournaled and says so at its end.
+        """
+        if self._thread is None or self._closing:
             return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -241,6 +249,14 @@ class RunJournal:
                     item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
                 except queue.Empty:
                     break
+            if stop:  # anything queued after the end (it raced with close): written too, its waiters settled
+                while True:
+                    try:
+                        late = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if late is not None and late.entry is not None:
+                        batch.append(late)
             now = time.time()
             beat = now if now - last_beat >= HEARTBEAT_S else None
             if beat is not None:

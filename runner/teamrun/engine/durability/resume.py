@@ -27,21 +27,24 @@ __all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "open_resume"]
 class ResumeNeedsConfirmation(UsageError):
     """Resuming would run again a tool that is not idempotent and may have run halfway."""
 
-    def __init__(self, run_id: str, pending: Sequence[PendingTool]) -> None:
+    def __init__(self, run_id: str, pending: Sequence[PendingTool], *, confirm_with: str | None = None) -> None:
         self.run_id = run_id
         self.pending = list(pending)
         lines = "\n".join(f"  - {p.describe()}" for p in pending)
+        command = confirm_with or f"teamrun resume {run_id} --yes"
         super().__init__(
             f"run {run_id} was stopped while {len(pending)} tool call(s) that are not idempotent were running:\n"
-            f"{lines}\nResuming runs them again. Confirm with `teamrun resume {run_id} --yes` (or answer the "
+            f"{lines}\nResuming runs them again. Confirm with `{command}` (or answer the "
             f"prompt on a terminal); mark a tool `idempotent: true` in the team file if running it twice is safe.")
 
 
-def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False) -> RunJournal:
+def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False,
+                confirm_with: str | None = None) -> RunJournal:
     """The journal that continues run ``run_id``: its record (one attempt more) and its entries to replay.
 
     Raises :class:`~teamrun.errors.UsageError` for an unknown run or one still running, and
-    :class:`ResumeNeedsConfirmation` when a non-idempotent tool would run again and ``confirmed`` is false.
+    :class:`ResumeNeedsConfirmation` when a non-idempotent tool would run again and ``confirmed`` is false
+    (``confirm_with``: the command it tells to run, ``teamrun resume RUN_ID --yes`` by default).
     """
     record = backend.get_run(run_id)
     if record is None:
@@ -53,7 +56,7 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
     journal = RunJournal(backend, _next_attempt(record), entries, confirmed_tools=confirmed)
     pending = journal.replay.pending_tools()
     if pending and not confirmed:
-        raise ResumeNeedsConfirmation(run_id, pending)
+        raise ResumeNeedsConfirmation(run_id, pending, confirm_with=confirm_with)
     return journal
 
 

@@ -112,7 +112,7 @@ async def _journaled(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: 
             )
         )
     outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
-    journal.write(
+    await journal.write_now(
         JournalEntry(
             EntryKey(frame.key, turn, "tool", position),
             fingerprint,

@@ -88,8 +88,10 @@ async def call_model(
                 reply = await ctx.model.complete(
                     messages, settings=settings, tools=list(tools), response_format=response_format
                 )
-                if journal is not None and call.journal is not None:
-                    journal.write(JournalEntry(EntryKey(*call.journal, "model"), fingerprint, reply_to_dict(reply)))
+                if journal is not None and call.journal is not None:  # durable before the engine acts on it
+                    await journal.write_now(
+                        JournalEntry(EntryKey(*call.journal, "model"), fingerprint, reply_to_dict(reply))
+                    )
         finally:
             current_scope.reset(scope)
         frame.ledger.charge_model(reply.usage, reply.cost_usd, step=call.step)
