@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from teamrun.llm.types import Usage
 
-RunStatus = Literal["done", "failed", "budget_exhausted", "cancelled"]
+RunStatus = Literal["done", "failed", "budget_exhausted", "cancelled", "waiting"]
 DelegationStatus = Literal["ok", "error", "rejected", "budget_exhausted", "cancelled"]
 
 

@@ -29,6 +29,7 @@ from teamrun.engine.turn.turn_plan import (
 from teamrun.llm.types import Message, parse_arguments
 from teamrun.tools.base import ToolOutcome
 from teamrun.tools.invoke import invoke_tool
+from teamrun.tools.people import AskSite, ask_site
 
 __all__ = ["run_action", "run_tool", "transfer"]
 
@@ -51,7 +52,8 @@ async def run_action(
         except ValueError as exc:
             return CallResult(call, f"Error: {exc}. Call {call.name} again with corrected arguments.")
         keys = {worker: f"{frame.key}/{worker}@{turn}.{position}" for worker in request.targets}
-        content, signals = await delegator.delegate(request, keys, messages, single=action.worker is not None)
+        async with ctx.activity.waiting():  # the workers work meanwhile
+            content, signals = await delegator.delegate(request, keys, messages, single=action.worker is not None)
         return CallResult(call, content, signals)
     if isinstance(action, Transfer):
         return transfer(frame, action)
@@ -60,7 +62,8 @@ async def run_action(
     if isinstance(action, RunTool):
         return await run_tool(ctx, frame, action, turn, position)
     if isinstance(action, Control):
-        return CallResult(call, await delegator.control(call.name, parse_arguments(call.arguments)))
+        async with ctx.activity.waiting():  # wait_for: the background workers work meanwhile
+            return CallResult(call, await delegator.control(call.name, parse_arguments(call.arguments)))
     assert isinstance(action, Unknown)
     return CallResult(call, action.message())
 
@@ -86,8 +89,14 @@ async def run_tool(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: in
             call, f"Error: {reached} reached; this call was not run. Answer with what you have.", (reached,)
         )
     frame.ledger.charge("tool_calls")
+    site = ask_site.set(AskSite(ctx.journal.run_id if ctx.journal else ctx.result.run_id, frame.key, turn, position,
+                                frame.name, ctx.desk, ctx.activity.parked_call,
+                                lambda kind, **data: frame.emit(ctx, kind, **data)))
     with frame.span(ctx, "tool", tool=call.name) as span:
-        outcome = await _journaled(ctx, frame, action, turn, position)
+        try:
+            outcome = await _journaled(ctx, frame, action, turn, position)
+        finally:
+            ask_site.reset(site)
         span.end.update(
             tool=call.name, status="ok" if outcome.ok else "error", error=outcome.error, chars=len(outcome.content)
         )
