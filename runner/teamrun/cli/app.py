@@ -22,6 +22,9 @@ COMMANDS = {
     "batch": "teamrun.cli.batch_cmd:batch",
     "serve": "teamrun.cli.serve_cmd:serve",
     "resume": "teamrun.cli.resume_cmd:resume",
+    "answer": "teamrun.cli.answer_cmd:answer",
+    "approve": "teamrun.cli.answer_cmd:approve_item",
+    "deny": "teamrun.cli.answer_cmd:deny_item",
     "runs": "teamrun.cli.runs_cmd:runs",
     "chat": "teamrun.cli.chat_cmd:chat",
     "threads": "teamrun.cli.threads_cmd:threads",
@@ -62,11 +65,12 @@ Examples:
   teamrun serve team.yaml                   the team behind an OpenAI-compatible HTTP API
   teamrun runs list                         journaled runs with status and cost
   teamrun resume RUN_ID                     continue a crashed or killed run from its journal
+  teamrun answer RUN_ID q1 VALUE            answer a waiting run's question and continue it
   teamrun chat team.yaml                    a conversation with the team, kept as a thread
   teamrun threads list                      the conversations in the store
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
-3 budget exhausted, 130 interrupted.
+3 budget exhausted, 4 waiting for a person, 130 interrupted.
 """
 
 

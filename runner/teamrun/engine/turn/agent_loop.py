@@ -137,7 +137,7 @@ class AgentLoop:
             if self.acceptance is not None:
                 accepted = self.acceptance.finish(stopped_by or (step.reason if isinstance(step, Stop) else None))
         except asyncio.CancelledError:
-            status = "cancelled"
+            status = "waiting" if ctx.activity.stuck.is_set() else "cancelled"  # suspended for a person
             raise
         finally:
             await self.delegator.background.cancel_all()  # only still running if the agent did not answer
