@@ -162,8 +162,8 @@ def _item(backend: Any, store: str | None, run_id: str, item_id: str, kind: str)
         raise UsageError(f"run {run_id} has no item {item_id!r}; its items: {listing}")
     if item.kind != kind:
         command = "answer" if item.kind == "question" else "approve` or `teamrun deny"
-        raise UsageError(f"item {item_id} of run {run_id} is {'a question' if item.kind == 'question' else 'an approval'}: "
-                         f"use `teamrun {command}`")
+        what = "a question" if item.kind == "question" else "an approval"
+        raise UsageError(f"item {item_id} of run {run_id} is {what}: use `teamrun {command}`")
     if item.status != "pending":
         raise UsageError(_settled(run_id, item))
     return item

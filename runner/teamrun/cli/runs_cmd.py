@@ -93,9 +93,9 @@ def list_runs(store: str | None, limit: int, team: str | None, as_json: bool) ->
         rows.append([run["run_id"], run["status"], _short(run["team"], 24), run["started_at"],
                      f"${run['cost']:.4f}", str(tokens), _short(run["input"], 40)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row, run in zip(rows, [None, *found], strict=True):
+    for row, shown in zip(rows, [None, *found], strict=True):
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1])
-        for item in (run or {}).get("pending", ()):  # what a waiting run waits for
+        for item in (shown or {}).get("pending", ()):  # what a waiting run waits for
             click.echo(f"    {_short(item['line'], 110)}")
 
 

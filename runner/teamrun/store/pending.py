@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from teamrun.store.db import Store
 from teamrun.store.schema import pending_items, runs
 
-__all__ = ["ItemStatus", "PendingRecord", "PendingRepository", "WAITING"]
+__all__ = ["WAITING", "ItemStatus", "PendingRecord", "PendingRepository"]
 
 WAITING = "waiting"
 """The status of a run suspended until a person answers."""

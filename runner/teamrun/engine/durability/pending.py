@@ -175,5 +175,6 @@ def _answer_of(record: PendingRecord) -> Answer:
     value: Any = record.answer
     if record.kind == "approval":
         data = value if isinstance(value, dict) else {"approved": bool(value)}
-        return Answer(bool(data.get("approved")), by, when, note=data.get("note"))
+        note = data.get("note")
+        return Answer(bool(data.get("approved")), by, when, note=str(note) if note else None)
     return Answer(value, by, when)
