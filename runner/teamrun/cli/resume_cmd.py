@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,9 +104,10 @@ def resumed_journal(backend: Any, run_id: str, *, yes: bool) -> Any:
 def new_journal(backend: Any, *, team: Any, team_file: str, task: str, vars: dict[str, str],
                 model: str | None, thread: str | None = None) -> Any:
     from teamrun.engine.durability.journal import RunJournal
+    from teamrun.engine.result import new_run_id
     from teamrun.store.records import JournaledRun
 
-    record = JournaledRun(run_id=uuid.uuid4().hex[:12], team=team.name, team_file=str(Path(team_file).resolve()),
+    record = JournaledRun(run_id=new_run_id(), team=team.name, team_file=str(Path(team_file).resolve()),
                           input=task, vars=dict(vars), model=model, thread_id=thread)
     return RunJournal(backend, record)
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from teamrun.llm.types import Usage
+
+
+def new_run_id() -> str:
+    """A new run's id (12 hex digits): the one place run ids are made."""
+    return uuid.uuid4().hex[:12]
+
 
 RunStatus = Literal["done", "failed", "budget_exhausted", "cancelled", "waiting"]
 DelegationStatus = Literal["ok", "error", "rejected", "budget_exhausted", "cancelled"]

@@ -16,7 +16,7 @@ from teamrun.engine.delegation.references import ResultStore
 from teamrun.engine.durability.journal import RunJournal
 from teamrun.engine.durability.pending import RunActivity
 from teamrun.engine.limits.ledger import BudgetLedger
-from teamrun.engine.result import DelegationResult, RunResult
+from teamrun.engine.result import AcceptanceRecord, DelegationResult, RunResult
 from teamrun.engine.tooling.tool_sources import StartedSources
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.types import ChatModel, ModelSettings
@@ -26,6 +26,7 @@ from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.people import PersonDesk, UnattendedDesk
 
 if TYPE_CHECKING:
+    from teamrun.engine.delegation.tasks import TaskRecord
     from teamrun.engine.durability.threads import ThreadSession
 
 _log = get_logger(__name__)
@@ -130,13 +131,27 @@ class RunContext:
         return {"vars": dict(self.vars), "today": self.today, "agent": name, "team": self.config.name,
                 "context": dict(context or {})}
 
-    # -- bookkeeping shared by concurrent agents (single event loop: no lock needed for dicts) --
+    # -- the run result while the run goes (single event loop: no lock needed) -------------
+    # Team.run writes the rest: its status, answer and spending, when the run ends.
 
     def record_delegation(self, result: DelegationResult) -> None:
         self.result.delegations.append(result)
 
     def record_handoff(self, frame: AgentFrame, target: str) -> None:
         self.result.handoffs.append({"from": frame.name, "to": target, "agent_path": list(frame.path)})
+
+    def record_task(self, task: TaskRecord) -> None:
+        self.result.tasks.append(task)
+
+    def record_acceptance(self, record: AcceptanceRecord) -> None:
+        self.result.acceptance.append(record)
+
+    def record_hook_error(self, entry: dict[str, Any]) -> None:
+        self.result.hook_errors.append(entry)
+
+    def record_answer(self, frame: AgentFrame) -> None:
+        """``frame``'s agent gave the run's answer (the supervisor, or the agent it handed the user to)."""
+        self.result.answered_by = frame.name
 
     def warn(self, frame: AgentFrame, message: str) -> None:
         self.result.warnings.append(message)

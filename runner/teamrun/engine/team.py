@@ -11,7 +11,6 @@ import asyncio
 import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ import structlog
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
-from teamrun.engine.result import RunResult
+from teamrun.engine.result import RunResult, new_run_id
 from teamrun.engine.runtime import DEFAULT_MODEL, AgentFrame, RunContext, limits_in_force, max_steps_for
 from teamrun.engine.tooling.tool_sources import tools_for_run
 from teamrun.engine.turn.agent_loop import run_agent
@@ -170,7 +169,7 @@ class Team:
         config = _lowered(self.config, limits)
         run_vars = {**self.vars, **(vars or {})}
         if journal is True:
-            journal = await asyncio.to_thread(self.new_journal, input, thread)
+            journal = await asyncio.to_thread(lambda: self.new_journal(input, thread, vars=vars))
         elif journal is False:
             journal = None
         session = None
@@ -182,7 +181,7 @@ class Team:
         if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
             self._router.prepare(self.models())
         started = time.monotonic()
-        run_id = journal.run_id if journal is not None else uuid.uuid4().hex[:12]
+        run_id = journal.run_id if journal is not None else new_run_id()
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
@@ -240,22 +239,25 @@ class Team:
         raise UsageError("run_sync() cannot run inside a running event loop (Jupyter, an async "
                          "application): use `result = await team.run(...)` there instead")
 
-    def new_journal(self, input: str, thread: str | None = None, *, run_id: str | None = None) -> RunJournal:
+    def new_journal(self, input: str, thread: str | None = None, *, run_id: str | None = None,
+                    vars: Mapping[str, Any] | None = None) -> RunJournal:
         """A journal for a new run of this team, in its store (blocking: opens the store); pass it to
-        :meth:`run` as ``journal=``. ``run_id``: the id to record the run under (default: a new one)."""
+        :meth:`run` as ``journal=``. ``run_id``: the id to record the run under (default: a new one);
+        ``vars``: the run's own vars (``Team.run(vars=...)``), recorded so a resume gives them again."""
         from teamrun.engine.durability.journal import RunJournal
         from teamrun.store.journal import StoreJournal
         from teamrun.store.records import JournaledRun
 
-        record = JournaledRun(run_id=run_id or uuid.uuid4().hex[:12], team=self.name,
+        record = JournaledRun(run_id=run_id or new_run_id(), team=self.name,
                               team_file=str(self.loaded.path.resolve()), input=input,
-                              vars=self._var_overrides(), model=self.model_override, thread_id=thread)
+                              vars=self._var_overrides(vars), model=self.model_override, thread_id=thread)
         return RunJournal(StoreJournal(self.store), record)
 
-    def _var_overrides(self) -> dict[str, Any]:
+    def _var_overrides(self, run_vars: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The vars given on top of the file's own (what a resume must give again)."""
         own = self.config.vars or {}
-        return {name: value for name, value in self.vars.items() if own.get(name) != value}
+        given = {**self.vars, **(run_vars or {})}
+        return {name: value for name, value in given.items() if own.get(name) != value}
 
 def _lowered(config: TeamConfig, limits: Limits | None) -> TeamConfig:
     """``config`` with a run's ``limits`` (each at most the file's)."""

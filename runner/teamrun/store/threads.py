@@ -152,11 +152,6 @@ class ThreadRepository:
             old = conn.execute(sa.select(threads.c.meta).where(threads.c.id == thread_id)).scalar()
             conn.execute(threads.update().where(threads.c.id == thread_id).values(meta={**(old or {}), **values}))
 
-    def set_current_agent(self, thread_id: str, agent: str | None) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(threads.update().where(threads.c.id == thread_id)
-                         .values(current_agent=agent, updated_at=_now()))
-
     def delete(self, thread_id: str) -> bool:
         """Delete a thread and its messages; whether it existed."""
         with self.engine.begin() as conn:

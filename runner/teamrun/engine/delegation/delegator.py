@@ -143,7 +143,13 @@ class Delegator:
             raise
 
     def _asked_to_cancel(self) -> bool:
-        return asyncio.current_task() in self._cancel_asked
+        """Whether the current (background) task was cancelled by ``cancel_task``; it then goes on to settle
+        the delegation, so the cancellation is taken back."""
+        task = asyncio.current_task()
+        if task is None or task not in self._cancel_asked:
+            return False
+        task.uncancel()
+        return True
 
     async def _run(self, started: StartedWorker) -> WorkerOutcome | DelegationResult:
         """The worker's run; a failure or its own timeout becomes its result (siblings go on)."""
@@ -187,7 +193,7 @@ class Delegator:
         except TaskRefused as exc:
             return None, str(exc)
         if not follow_up:
-            self.ctx.result.tasks.append(record)
+            self.ctx.record_task(record)
         return record, None
 
     async def prepare(self, worker: str, request: DelegationRequest, key: str,

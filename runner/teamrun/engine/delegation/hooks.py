@@ -162,7 +162,7 @@ class HookRunner:
     def _record(self, label: str, context: HookContext, exc: Exception) -> None:
         entry = {"hook": label, "agent": self.frame.name, "target": context.agent,
                  "message": f"{type(exc).__name__}: {exc}"}
-        self.ctx.result.hook_errors.append(entry)
+        self.ctx.record_hook_error(entry)
         self.frame.emit(self.ctx, "hook", status="error", **entry)
 
 

@@ -125,7 +125,7 @@ class Acceptance:
             detail=outcome.detail if outcome is not None else "",
             stopped_by=stopped_by if not self.passed else None, history=tuple(self.history),
         )
-        self.ctx.result.acceptance.append(record)
+        self.ctx.record_acceptance(record)
         if not self.passed and self.attempts:
             why = f" (stopped by {stopped_by})" if stopped_by else ""
             self.ctx.warn(self.frame, f"accept: {self.frame.name} failed {record.failure} after "

@@ -296,7 +296,7 @@ async def _run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOut
         loop = AgentLoop(ctx, frame)
         outcome = await loop.run(None, history=history)
     if frame.depth == 0:
-        ctx.result.answered_by = frame.name
+        ctx.record_answer(frame)
     elif ctx.thread is not None and outcome.status == "ok":
         ctx.thread.remember(frames[0].name, task, outcome.text)
     usage = sum((f.ledger.own.usage for f in frames), Usage())
