@@ -54,6 +54,7 @@ class Accounting:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.transactions: dict[str, int] = {}
         self.current = ""
 
     def install(self) -> None:
@@ -77,8 +78,16 @@ class Accounting:
             finally:
                 self.add(time.thread_time() - started)
 
+        commit = journal.RunJournal._commit
+
+        def counted_commit(journal_self: Any, batch: Any, beat: Any) -> None:
+            if batch:
+                self.transactions[self.current] = self.transactions.get(self.current, 0) + 1
+            commit(journal_self, batch, beat)
+
         agent_loop.request_hash = timed_hash  # type: ignore[assignment]
         journal.RunJournal._write_loop = timed_loop  # type: ignore[method-assign]
+        journal.RunJournal._commit = counted_commit  # type: ignore[method-assign]
 
     def add(self, seconds: float) -> None:
         self.seconds[self.current] = self.seconds.get(self.current, 0.0) + seconds
@@ -137,6 +146,7 @@ async def main(args: argparse.Namespace) -> int:
             for make in variants.values():  # warm-up: LiteLLM's first calls, the stores' first connections
                 await _once(team, make())
             accounting.seconds.clear()
+            accounting.transactions.clear()
             times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
             names = list(variants)
             for repeat in range(args.repeats):  # the order rotates, so no variant always runs first
@@ -151,7 +161,7 @@ async def main(args: argparse.Namespace) -> int:
     print(f"fan-out: 1 supervisor + {shape.workers} workers, {calls} model calls and {shape.workers} tool results "
           f"per run, server at 0 ms, {args.repeats} runs per variant (medians; ratios paired run by run)")
     print(f"{'variant':<20} {'wall/call (ms)':>15} {'wall ratio':>11} {'CPU/call (ms)':>14} {'CPU ratio':>10} "
-          f"{'journal CPU/call (ms)':>22} {'share':>6}")
+          f"{'journal CPU/call (ms)':>22} {'share':>6} {'commits/run':>12}")
     base_cpu_call = statistics.median(b[1] for b in base) / calls * 1000
     sqlite = 1.0
     for name, values in times.items():
@@ -160,8 +170,9 @@ async def main(args: argparse.Namespace) -> int:
         wall_call = statistics.median(v[0] for v in values) / calls * 1000
         cpu_call = statistics.median(v[1] for v in values) / calls * 1000
         own = accounting.seconds.get(name, 0.0) / args.repeats / calls * 1000
+        commits = accounting.transactions.get(name, 0) / args.repeats
         print(f"{name:<20} {wall_call:>15.3f} {wall:>11.3f} {cpu_call:>14.3f} {cpu:>10.3f} {own:>22.3f} "
-              f"{own / base_cpu_call:>6.1%}")
+              f"{own / base_cpu_call:>6.1%} {commits:>12.1f}")
         if name == "SQLite journal":
             sqlite = own / base_cpu_call
     print("journal CPU: hashing each request (event loop) + the writer thread, measured directly; share: of the "

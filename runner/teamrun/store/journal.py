@@ -10,9 +10,10 @@ its ``meta``. Each batch of entries is one transaction: rows appended to
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,6 +23,8 @@ from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
 from teamrun.store.schema import journal, runs
 
 __all__ = ["StoreJournal"]
+
+_INSERT = journal.insert()
 
 _META_FIELDS = ("team_file", "vars", "model", "pid", "host", "heartbeat_at", "attempts", "replayed_calls")
 """The :class:`JournaledRun` fields kept in ``runs.meta``."""
@@ -49,6 +52,7 @@ class StoreJournal:
         self.engine = store.engine
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()
 
     # -- entries --------------------------------------------------------------------------------
     def load(self, run_id: str) -> list[JournalEntry]:
@@ -64,8 +68,10 @@ class StoreJournal:
         return entries
 
     def append(self, run_id: str, entries: Sequence[JournalEntry], *, heartbeat: float | None = None) -> None:
+        """One transaction, on the calling thread's own connection (a run's writer thread keeps one until
+        :meth:`release`: a commit per batch of replies is then all a write costs)."""
         now = _dt.datetime.now(_dt.UTC)
-        with self._lock, self.engine.begin() as conn:
+        with self._lock, self._writer_connection() as conn, conn.begin():
             if entries:
                 seq = self._seq.get(run_id)
                 if seq is None:
@@ -78,13 +84,31 @@ class StoreJournal:
                     rows.append({"run_id": run_id, "seq": seq, "agent_path": key.invocation, "kind": key.kind,
                                  "call_key": f"{key.index}.{key.position}", "request_hash": entry.request_hash,
                                  "payload": dict(entry.payload), "created_at": now})
-                conn.execute(journal.insert(), rows)
+                conn.execute(_INSERT, rows)
                 self._seq[run_id] = seq
             if heartbeat is not None:
                 meta = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run_id)).scalar()
                 if meta is not None:
                     conn.execute(runs.update().where(runs.c.id == run_id)
                                  .values(meta={**meta, "heartbeat_at": heartbeat}))
+
+    @contextlib.contextmanager
+    def _writer_connection(self) -> Iterator[sa.Connection]:
+        conn: sa.Connection | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._local.conn = self.engine.connect()
+        try:
+            yield conn
+        except BaseException:  # a failed write: start the next one on a fresh connection
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Close the calling thread's writing connection (the journal's writer thread, when it ends)."""
+        conn: sa.Connection | None = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            conn.close()
 
     # -- runs ---------------------------------------------------------------------------------
     def save_run(self, run: JournaledRun) -> None:

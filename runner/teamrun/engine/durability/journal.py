@@ -56,7 +56,10 @@ _log = get_logger(__name__)
 _FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
 """Referenced results are fenced with a random token per run (teamrun.engine.delegation.references.render_blocks)."""
 LINGER_S = 0.05
-"""How long the writer gathers entries into one transaction (not when a caller waits for its write)."""
+"""How long the writer gathers entries that nobody waits for into one transaction."""
+GROUP_COMMIT_S = 0.005
+"""How long a write that is waited for waits for company: the replies of concurrent workers arriving meanwhile
+share its transaction (a commit costs the writer more CPU than the entries in it)."""
 
 
 class JournalBackend(Protocol):
@@ -243,8 +246,9 @@ class RunJournal:
                     break
                 if item.entry is not None:
                     batch.append(item)
-                waited_for = any(w.done is not None for w in batch)
-                left = 0.0 if waited_for else linger_until - time.monotonic()
+                if item.done is not None:  # someone waits: commit soon, with what comes meanwhile
+                    linger_until = min(linger_until, time.monotonic() + GROUP_COMMIT_S)
+                left = linger_until - time.monotonic()
                 try:
                     item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
                 except queue.Empty:
@@ -262,6 +266,12 @@ class RunJournal:
             if beat is not None:
                 last_beat = now
             self._commit(batch, beat)
+        release = getattr(self.backend, "release", None)  # the store's connection this thread wrote on
+        if release is not None:
+            try:
+                release()
+            except Exception as exc:  # closing a lost connection must not crash the run's end
+                _log.warning("journal_release_failed", run_id=self.run_id, error=str(exc))
 
     def _commit(self, batch: list[_Write], beat: float | None) -> None:
         if self.failure is None and (batch or beat is not None):

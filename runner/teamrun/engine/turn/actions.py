@@ -121,7 +121,7 @@ async def _journaled(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: 
             )
         )
     outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
-    await journal.write_now(
+    journal.write(  # rides with the next reply's commit (store branch: group commit)
         JournalEntry(
             EntryKey(frame.key, turn, "tool", position),
             fingerprint,
