@@ -96,7 +96,9 @@ class RunClaimed(UsageError):
 
 def claim_waiting(backend: Any, run_id: str) -> None:
     """Take the waiting run for this process (one conditional update); :class:`RunClaimed` when another did."""
-    if not _items(backend).claim(run_id):
+    from teamrun.engine.durability.pending import claim_run
+
+    if not claim_run(_items(backend), run_id):
         raise RunClaimed(f"run {run_id} is being continued by another process")
 
 

@@ -27,13 +27,25 @@ from teamrun.logs import get_logger
 from teamrun.store.pending import PendingRecord, PendingRepository
 from teamrun.tools.people import Answer, AskSite, PendingItem, answered_fields, asked_fields
 
-__all__ = ["POLL_S", "RunActivity", "SuspendingDesk", "call_key", "default_person"]
+__all__ = ["CLAIMED_HERE", "POLL_S", "RunActivity", "SuspendingDesk", "call_key", "claim_run", "default_person"]
 
 _log = get_logger(__name__)
 POLL_S = 0.5
 """How often a waiting call looks in the store for its answer."""
 _CONFIRM_HOPS = 8
 """Event-loop turns the run must stay all-waiting before it counts as stuck (tasks just created get to start)."""
+
+
+CLAIMED_HERE: set[str] = set()
+"""Waiting runs this process claimed for resuming (their record says ``running`` with this pid)."""
+
+
+def claim_run(items: PendingRepository, run_id: str) -> bool:
+    """Take the waiting run ``run_id`` for this process (one conditional update); whether it did."""
+    if not items.claim(run_id):
+        return False
+    CLAIMED_HERE.add(run_id)
+    return True
 
 
 def default_person() -> str:

@@ -15,11 +15,10 @@ killed while it ran) is not run again unless the person resuming confirms it:
 
 from __future__ import annotations
 
-import os
-import socket
 from collections.abc import Sequence
 
 from teamrun.engine.durability.journal import JournalBackend, JournaledRun, RunJournal
+from teamrun.engine.durability.pending import CLAIMED_HERE
 from teamrun.engine.durability.replay import PendingTool, Replay
 from teamrun.errors import UsageError
 
@@ -51,8 +50,7 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
     record = backend.get_run(run_id)
     if record is None:
         raise UsageError(f"no run {run_id!r} in the store; `teamrun runs list` shows the runs it holds")
-    claimed = record.pid == os.getpid() and record.host == socket.gethostname()  # a waiting run this process claimed
-    if record.shown_status() == "running" and not claimed:
+    if record.shown_status() == "running" and run_id not in CLAIMED_HERE:  # (a waiting run this process claimed)
         raise UsageError(f"run {run_id} is still running (pid {record.pid} on {record.host}); "
                          "wait for it to end or stop it first")
     entries = backend.load(run_id)
