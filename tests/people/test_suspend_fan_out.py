@@ -26,7 +26,8 @@ ANSWERS = {"w1": "eu-west-1", "w2": "approved", "w3": '{"seats": 3}'}
 
 def write_team(tmp_path: Path, url: str) -> Path:
     path = tmp_path / "team.yaml"
-    path.write_text(f"""version: 1
+    path.write_text(
+        f"""version: 1
 name: ask-fan
 supervisor: lead
 defaults: {{api_base: '{url}', api_key_env: TEAMRUN_TEST_KEY, num_retries: 0}}
@@ -40,7 +41,9 @@ agents:
   w1: {{model: openai/w1, description: Picks the region., tools: [ask_ops]}}
   w2: {{model: openai/w2, description: Gets sign-off., tools: [ask_legal]}}
   w3: {{model: openai/w3, description: Counts seats., tools: [ask_owner]}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -60,6 +63,7 @@ def serve(server: FakeOpenAI) -> None:
             if not results:
                 return tool_calls((tools[name], {"question": f"what does {name} need?"}))
             return text(f"{name} got {results[-1]['content']}")
+
         return answer
 
     server.handler("lead", lead)
@@ -110,30 +114,55 @@ def test_three_questions_suspend_the_run_and_three_answers_from_other_processes_
         assert uninterrupted == 8  # the lead twice, each worker twice
         server.log.clear()
 
-        first = subprocess.run(teamrun_cmd("execute", str(team_file), "-i", "go", "--store", store_url, "--json",
-                                           "--progress", "none"), capture_output=True, text=True, env=env(),
-                               timeout=300)
+        first = subprocess.run(
+            teamrun_cmd("execute", str(team_file), "-i", "go", "--store", store_url, "--json", "--progress", "none"),
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=300,
+        )
         assert first.returncode == 4, first.stderr
         suspended = json.loads(first.stdout)
         assert suspended["status"] == "waiting"
         run_id = suspended["run_id"]
         assert f"teamrun answer {run_id} ITEM VALUE --store" in first.stderr
 
-        listed = subprocess.run(teamrun_cmd("runs", "list", "--store", store_url, "--json"), capture_output=True,
-                                text=True, env=env(), timeout=120)
+        listed = subprocess.run(
+            teamrun_cmd("runs", "list", "--store", store_url, "--json"),
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=120,
+        )
         [run] = json.loads(listed.stdout)
         assert run["status"] == "waiting"
         items = {item["agent"]: item for item in run["pending"]}
         assert {agent: item["question"] for agent, item in items.items()} == {
-            w: f"what does {w} need?" for w in ("w1", "w2", "w3")}
+            w: f"what does {w} need?" for w in ("w1", "w2", "w3")
+        }
         assert items["w1"]["choices"] == ["eu-west-1", "us-east-1"]
 
         codes = []
         for worker in ("w2", "w3", "w1"):  # one by one, each from its own process
-            done = subprocess.run(teamrun_cmd("answer", run_id, items[worker]["item"], ANSWERS[worker],
-                                              "--store", store_url, "--json", "--progress", "none",
-                                              "--by", f"person-{worker}"),
-                                  capture_output=True, text=True, env=env(), timeout=300)
+            done = subprocess.run(
+                teamrun_cmd(
+                    "answer",
+                    run_id,
+                    items[worker]["item"],
+                    ANSWERS[worker],
+                    "--store",
+                    store_url,
+                    "--json",
+                    "--progress",
+                    "none",
+                    "--by",
+                    f"person-{worker}",
+                ),
+                capture_output=True,
+                text=True,
+                env=env(),
+                timeout=300,
+            )
             codes.append(done.returncode)
             assert "Traceback" not in done.stderr
         assert codes == [4, 4, 0], done.stderr
@@ -146,7 +175,12 @@ def test_three_questions_suspend_the_run_and_three_answers_from_other_processes_
         bodies = [json.dumps([r.model, r.request["messages"]], sort_keys=True) for r in server.requests()]
         assert len(set(bodies)) == len(bodies)  # and none was asked twice
 
-        shown = subprocess.run(teamrun_cmd("runs", "show", run_id, "--store", store_url, "--json"),
-                               capture_output=True, text=True, env=env(), timeout=120)
+        shown = subprocess.run(
+            teamrun_cmd("runs", "show", run_id, "--store", store_url, "--json"),
+            capture_output=True,
+            text=True,
+            env=env(),
+            timeout=120,
+        )
         view = json.loads(shown.stdout)
         assert view["status"] == "done" and view["usage"]["requests"] == uninterrupted

@@ -154,8 +154,10 @@ def _when(stamp: float | None) -> str:
 def _item(backend: Any, store: str | None, run_id: str, item_id: str, kind: str) -> Any:
     """The pending item to answer; a clear error for an unknown run or item, the wrong kind, a settled item."""
     if backend.get_run(run_id) is None:
-        raise UsageError(f"no run {run_id!r} in the store {backend.store.display}; "
-                         f"`teamrun runs list{_store_option(store)}` shows the runs it holds")
+        raise UsageError(
+            f"no run {run_id!r} in the store {backend.store.display}; "
+            f"`teamrun runs list{_store_option(store)}` shows the runs it holds"
+        )
     items = _items(backend)
     item = items.get(run_id, item_id)
     if item is None:
@@ -174,8 +176,9 @@ def _item(backend: Any, store: str | None, run_id: str, item_id: str, kind: str)
 def _settled(run_id: str, item: Any) -> str:
     if item.status == "expired":
         return f"item {item.item_id} of run {run_id} expired at {_when(item.answered_at)}: nobody answered in time"
-    return (f"item {item.item_id} of run {run_id} was already answered by {item.answered_by} "
-            f"at {_when(item.answered_at)}")
+    return (
+        f"item {item.item_id} of run {run_id} was already answered by {item.answered_by} at {_when(item.answered_at)}"
+    )
 
 
 def _record(backend: Any, run_id: str, item: Any, value: Any, by: str | None) -> str:
@@ -188,8 +191,16 @@ def _record(backend: Any, run_id: str, item: Any, value: Any, by: str | None) ->
     return who
 
 
-def _continue(ctx: click.Context, backend: Any, store: str | None, run_id: str, *, as_json: bool,
-              approve: str | None, progress: str) -> int:
+def _continue(
+    ctx: click.Context,
+    backend: Any,
+    store: str | None,
+    run_id: str,
+    *,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
     """Continue the run here, unless another process does: then wait until it took the answer."""
     from teamrun.cli.resume_cmd import resume
 
@@ -200,15 +211,19 @@ def _continue(ctx: click.Context, backend: Any, store: str | None, run_id: str, 
         status = run.shown_status()
         if status == "waiting" and items.unused_answers(run_id):
             try:
-                result: int = ctx.invoke(resume, run_id=run_id, store=store, yes=False, as_json=as_json,
-                                         approve=approve, progress=progress)
+                result: int = ctx.invoke(
+                    resume, run_id=run_id, store=store, yes=False, as_json=as_json, approve=approve, progress=progress
+                )
             except RunClaimed:
                 continue  # another answering process continues it: wait for it
             return result
         if status == "running":
             if not said:
-                click.echo(f"teamrun: run {run_id} is being continued by pid {run.pid} on {run.host}; "
-                           "waiting until it takes the answer", err=True)
+                click.echo(
+                    f"teamrun: run {run_id} is being continued by pid {run.pid} on {run.host}; "
+                    "waiting until it takes the answer",
+                    err=True,
+                )
                 said = True
             time.sleep(_POLL_S)
             continue
@@ -222,21 +237,31 @@ def _continue(ctx: click.Context, backend: Any, store: str | None, run_id: str, 
             return 0
         from teamrun.cli.resume_cmd import resume_command
 
-        click.echo(f"teamrun: the answer is recorded; run {run_id} is {status}: continue it with "
-                   f"`{resume_command(run_id, store)}`", err=True)
+        click.echo(
+            f"teamrun: the answer is recorded; run {run_id} is {status}: continue it with "
+            f"`{resume_command(run_id, store)}`",
+            err=True,
+        )
         return 0
 
 
 _COMMON = [
     click.option("--store", metavar="PATH|URL", help=_STORE_HELP),
-    click.option("--by", metavar="NAME", help="Who answers, as events and `teamrun runs` show it "
-                 "(default: USER@HOST)."),
+    click.option(
+        "--by", metavar="NAME", help="Who answers, as events and `teamrun runs` show it (default: USER@HOST)."
+    ),
     click.option("--no-resume", "no_resume", is_flag=True, help="Only record the answer; do not continue the run."),
     click.option("--json", "as_json", is_flag=True, help="Print the continued run's result as JSON."),
-    click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts of the continued run "
-                 "up front."),
-    click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
-                 show_default=True, help="How to show the continued run's progress on stderr."),
+    click.option(
+        "--approve", metavar="all|none|TOOL,...", help="Answer approval prompts of the continued run up front."
+    ),
+    click.option(
+        "--progress",
+        type=click.Choice(["auto", "tree", "plain", "none"]),
+        default="auto",
+        show_default=True,
+        help="How to show the continued run's progress on stderr.",
+    ),
 ]
 
 
@@ -246,8 +271,19 @@ def _common(fn: Any) -> Any:
     return fn
 
 
-def _finish(ctx: click.Context, backend: Any, store: str | None, run_id: str, item: Any, who: str, shown: str,
-            no_resume: bool, as_json: bool, approve: str | None, progress: str) -> int:
+def _finish(
+    ctx: click.Context,
+    backend: Any,
+    store: str | None,
+    run_id: str,
+    item: Any,
+    who: str,
+    shown: str,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
     click.echo(f"teamrun: {item.item_id} of run {run_id} {shown} by {who}", err=True)
     if no_resume:
         return 0
@@ -260,8 +296,18 @@ def _finish(ctx: click.Context, backend: Any, store: str | None, run_id: str, it
 @click.argument("value")
 @_common
 @click.pass_context
-def answer(ctx: click.Context, run_id: str, item_id: str, value: str, store: str | None, by: str | None,
-           no_resume: bool, as_json: bool, approve: str | None, progress: str) -> int:
+def answer(
+    ctx: click.Context,
+    run_id: str,
+    item_id: str,
+    value: str,
+    store: str | None,
+    by: str | None,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
     from teamrun.cli.resume_cmd import open_backend
     from teamrun.tools.people import PendingItem, masked, read_answer
 
@@ -270,19 +316,52 @@ def answer(ctx: click.Context, run_id: str, item_id: str, value: str, store: str
     asked = PendingItem.from_spec("question", item.question, item.spec)
     parsed = read_answer(asked, value)
     who = _record(backend, run_id, item, parsed, by)
-    return _finish(ctx, backend, store, run_id, item, who, f"answered ({masked(asked, parsed)})", no_resume,
-                   as_json, approve, progress)
+    return _finish(
+        ctx,
+        backend,
+        store,
+        run_id,
+        item,
+        who,
+        f"answered ({masked(asked, parsed)})",
+        no_resume,
+        as_json,
+        approve,
+        progress,
+    )
 
 
-def _decide(ctx: click.Context, approved: bool, run_id: str, item_id: str, note: str | None, store: str | None,
-            by: str | None, no_resume: bool, as_json: bool, approve: str | None, progress: str) -> int:
+def _decide(
+    ctx: click.Context,
+    approved: bool,
+    run_id: str,
+    item_id: str,
+    note: str | None,
+    store: str | None,
+    by: str | None,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
     from teamrun.cli.resume_cmd import open_backend
 
     backend = open_backend(store)
     item = _item(backend, store, run_id, item_id, "approval")
     who = _record(backend, run_id, item, {"approved": approved, "note": note}, by)
-    return _finish(ctx, backend, store, run_id, item, who, "approved" if approved else "denied", no_resume,
-                   as_json, approve, progress)
+    return _finish(
+        ctx,
+        backend,
+        store,
+        run_id,
+        item,
+        who,
+        "approved" if approved else "denied",
+        no_resume,
+        as_json,
+        approve,
+        progress,
+    )
 
 
 @click.command(help=APPROVE_HELP, short_help="Approve a waiting run's tool call and continue it.")
@@ -291,8 +370,18 @@ def _decide(ctx: click.Context, approved: bool, run_id: str, item_id: str, note:
 @click.option("--note", help="A note for the agent.")
 @_common
 @click.pass_context
-def approve_item(ctx: click.Context, run_id: str, item_id: str, note: str | None, store: str | None,
-                 by: str | None, no_resume: bool, as_json: bool, approve: str | None, progress: str) -> int:
+def approve_item(
+    ctx: click.Context,
+    run_id: str,
+    item_id: str,
+    note: str | None,
+    store: str | None,
+    by: str | None,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
     return _decide(ctx, True, run_id, item_id, note, store, by, no_resume, as_json, approve, progress)
 
 
@@ -302,6 +391,16 @@ def approve_item(ctx: click.Context, run_id: str, item_id: str, note: str | None
 @click.option("--note", help="Why, for the agent (it reads it).")
 @_common
 @click.pass_context
-def deny_item(ctx: click.Context, run_id: str, item_id: str, note: str | None, store: str | None,
-              by: str | None, no_resume: bool, as_json: bool, approve: str | None, progress: str) -> int:
+def deny_item(
+    ctx: click.Context,
+    run_id: str,
+    item_id: str,
+    note: str | None,
+    store: str | None,
+    by: str | None,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
     return _decide(ctx, False, run_id, item_id, note, store, by, no_resume, as_json, approve, progress)

@@ -47,10 +47,20 @@ class PendingRecord:
     def view(self) -> dict[str, Any]:
         """As JSON for listings (a secret answer masked)."""
         answer = "***" if self.spec.get("secret") and self.answer is not None else self.answer
-        return {"run_id": self.run_id, "item": self.item_id, "kind": self.kind, "agent": self.agent,
-                "question": self.question, "choices": self.spec.get("choices"), "status": self.status,
-                "answer": answer, "answered_by": self.answered_by, "asked_at": self.asked_at,
-                "answered_at": self.answered_at, "tool": self.spec.get("tool")}
+        return {
+            "run_id": self.run_id,
+            "item": self.item_id,
+            "kind": self.kind,
+            "agent": self.agent,
+            "question": self.question,
+            "choices": self.spec.get("choices"),
+            "status": self.status,
+            "answer": answer,
+            "answered_by": self.answered_by,
+            "asked_at": self.asked_at,
+            "answered_at": self.answered_at,
+            "tool": self.spec.get("tool"),
+        }
 
 
 def _now() -> _dt.datetime:
@@ -66,11 +76,21 @@ def _stamp(when: _dt.datetime | None) -> float | None:
 
 
 def _record(row: sa.RowMapping) -> PendingRecord:
-    return PendingRecord(run_id=row["run_id"], item_id=row["item_id"], kind=row["kind"], call_key=row["call_key"],
-                         agent=row["agent"], question=row["question"], spec=dict(row["spec"] or {}),
-                         status=row["status"], answer=row["answer"], answered_by=row["answered_by"],
-                         asked_at=_stamp(row["asked_at"]) or 0.0, answered_at=_stamp(row["answered_at"]),
-                         used=bool(row["used"]))
+    return PendingRecord(
+        run_id=row["run_id"],
+        item_id=row["item_id"],
+        kind=row["kind"],
+        call_key=row["call_key"],
+        agent=row["agent"],
+        question=row["question"],
+        spec=dict(row["spec"] or {}),
+        status=row["status"],
+        answer=row["answer"],
+        answered_by=row["answered_by"],
+        asked_at=_stamp(row["asked_at"]) or 0.0,
+        answered_at=_stamp(row["answered_at"]),
+        used=bool(row["used"]),
+    )
 
 
 class PendingRepository:
@@ -80,8 +100,9 @@ class PendingRepository:
         self.store = store
         self.engine = store.engine
 
-    def open_item(self, run_id: str, call_key: str, *, kind: str, agent: str, question: str,
-                  spec: dict[str, Any]) -> PendingRecord:
+    def open_item(
+        self, run_id: str, call_key: str, *, kind: str, agent: str, question: str, spec: dict[str, Any]
+    ) -> PendingRecord:
         """The item asked at ``call_key`` in ``run_id``: the one asked before, else a new pending one."""
         with self.store.errors(f"record a pending item of run {run_id}"):
             for _ in range(5):  # two workers of one run numbering items at once: the loser numbers again
@@ -90,12 +111,26 @@ class PendingRepository:
                         found = self._by_key(conn, run_id, call_key)
                         if found is not None:
                             return found
-                        count = conn.execute(sa.select(sa.func.count()).select_from(pending_items)
-                                             .where(pending_items.c.run_id == run_id)).scalar_one()
+                        count = conn.execute(
+                            sa.select(sa.func.count())
+                            .select_from(pending_items)
+                            .where(pending_items.c.run_id == run_id)
+                        ).scalar_one()
                         item_id = f"{kind[0]}{int(count) + 1}"
-                        conn.execute(pending_items.insert().values(
-                            run_id=run_id, item_id=item_id, kind=kind, call_key=call_key, agent=agent,
-                            question=question, spec=spec, status="pending", asked_at=_now(), used=False))
+                        conn.execute(
+                            pending_items.insert().values(
+                                run_id=run_id,
+                                item_id=item_id,
+                                kind=kind,
+                                call_key=call_key,
+                                agent=agent,
+                                question=question,
+                                spec=spec,
+                                status="pending",
+                                asked_at=_now(),
+                                used=False,
+                            )
+                        )
                         row = self._by_key(conn, run_id, call_key)
                         assert row is not None
                         return row
@@ -105,14 +140,24 @@ class PendingRepository:
 
     @staticmethod
     def _by_key(conn: sa.Connection, run_id: str, call_key: str) -> PendingRecord | None:
-        row = conn.execute(sa.select(pending_items).where(pending_items.c.run_id == run_id,
-                                                          pending_items.c.call_key == call_key)).mappings().first()
+        row = (
+            conn.execute(
+                sa.select(pending_items).where(pending_items.c.run_id == run_id, pending_items.c.call_key == call_key)
+            )
+            .mappings()
+            .first()
+        )
         return None if row is None else _record(row)
 
     def get(self, run_id: str, item_id: str) -> PendingRecord | None:
         with self.store.errors(f"read pending item {item_id} of run {run_id}"), self.engine.connect() as conn:
-            row = conn.execute(sa.select(pending_items).where(pending_items.c.run_id == run_id,
-                                                              pending_items.c.item_id == item_id)).mappings().first()
+            row = (
+                conn.execute(
+                    sa.select(pending_items).where(pending_items.c.run_id == run_id, pending_items.c.item_id == item_id)
+                )
+                .mappings()
+                .first()
+            )
         return None if row is None else _record(row)
 
     def items(self, run_id: str | None = None, *, status: str | None = None) -> list[PendingRecord]:
@@ -128,23 +173,37 @@ class PendingRepository:
     def answer(self, run_id: str, item_id: str, value: Any, *, by: str, status: ItemStatus = "answered") -> bool:
         """Record the answer unless the item was answered (or expired) already; whether this call did."""
         with self.store.errors(f"answer item {item_id} of run {run_id}"), self.engine.begin() as conn:
-            done = conn.execute(pending_items.update()
-                                .where(pending_items.c.run_id == run_id, pending_items.c.item_id == item_id,
-                                       pending_items.c.status == "pending")
-                                .values(status=status, answer=value, answered_by=by, answered_at=_now()))
+            done = conn.execute(
+                pending_items.update()
+                .where(
+                    pending_items.c.run_id == run_id,
+                    pending_items.c.item_id == item_id,
+                    pending_items.c.status == "pending",
+                )
+                .values(status=status, answer=value, answered_by=by, answered_at=_now())
+            )
             return bool(done.rowcount)
 
     def mark_used(self, run_id: str, item_id: str) -> None:
         """The run took the answer (a later ``teamrun answer`` need not continue the run for it)."""
         with self.store.errors(f"update item {item_id} of run {run_id}"), self.engine.begin() as conn:
-            conn.execute(pending_items.update().where(pending_items.c.run_id == run_id,
-                                                      pending_items.c.item_id == item_id).values(used=True))
+            conn.execute(
+                pending_items.update()
+                .where(pending_items.c.run_id == run_id, pending_items.c.item_id == item_id)
+                .values(used=True)
+            )
 
     def unused_answers(self, run_id: str) -> int:
         """Answers the run has not taken yet."""
-        query = (sa.select(sa.func.count()).select_from(pending_items)
-                 .where(pending_items.c.run_id == run_id, pending_items.c.status != "pending",
-                        pending_items.c.used == sa.false()))
+        query = (
+            sa.select(sa.func.count())
+            .select_from(pending_items)
+            .where(
+                pending_items.c.run_id == run_id,
+                pending_items.c.status != "pending",
+                pending_items.c.used == sa.false(),
+            )
+        )
         with self.store.errors(f"read the pending items of run {run_id}"), self.engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
 
@@ -155,6 +214,9 @@ class PendingRepository:
             if meta is None:
                 return False
             claimed = {**(meta[0] or {}), "pid": os.getpid(), "host": socket.gethostname()}
-            done = conn.execute(runs.update().where(runs.c.id == run_id, runs.c.status == WAITING)
-                                .values(status="running", meta=claimed))
+            done = conn.execute(
+                runs.update()
+                .where(runs.c.id == run_id, runs.c.status == WAITING)
+                .values(status="running", meta=claimed)
+            )
             return bool(done.rowcount)

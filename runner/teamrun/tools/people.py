@@ -85,17 +85,28 @@ class PendingItem:
 
     def spec(self) -> dict[str, Any]:
         """The item as JSON (what the store keeps besides its key)."""
-        return {"tool": self.tool, "arguments": dict(self.arguments), "choices": list(self.choices or []) or None,
-                "answer_schema": dict(self.answer_schema) if self.answer_schema is not None else None,
-                "secret": self.secret, "max_wait_s": self.max_wait_s}
+        return {
+            "tool": self.tool,
+            "arguments": dict(self.arguments),
+            "choices": list(self.choices or []) or None,
+            "answer_schema": dict(self.answer_schema) if self.answer_schema is not None else None,
+            "secret": self.secret,
+            "max_wait_s": self.max_wait_s,
+        }
 
     @classmethod
     def from_spec(cls, kind: ItemKind, question: str, spec: Mapping[str, Any]) -> PendingItem:
         choices = spec.get("choices")
-        return cls(kind=kind, question=question, tool=str(spec.get("tool") or ""),
-                   arguments=dict(spec.get("arguments") or {}), choices=tuple(choices) if choices else None,
-                   answer_schema=spec.get("answer_schema"), secret=bool(spec.get("secret")),
-                   max_wait_s=spec.get("max_wait_s"))
+        return cls(
+            kind=kind,
+            question=question,
+            tool=str(spec.get("tool") or ""),
+            arguments=dict(spec.get("arguments") or {}),
+            choices=tuple(choices) if choices else None,
+            answer_schema=spec.get("answer_schema"),
+            secret=bool(spec.get("secret")),
+            max_wait_s=spec.get("max_wait_s"),
+        )
 
 
 @dataclass(frozen=True)
@@ -167,8 +178,10 @@ def read_answer(item: PendingItem, text: str) -> Any:
         problems = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path)))
         if problems:
             where = "/".join(str(p) for p in problems[0].path)
-            raise AnswerRefused(f"the answer does not fit the question's answer_schema: "
-                                f"{(where + ': ') if where else ''}{problems[0].message}")
+            raise AnswerRefused(
+                f"the answer does not fit the question's answer_schema: "
+                f"{(where + ': ') if where else ''}{problems[0].message}"
+            )
     if item.choices is not None and str(value) not in item.choices:
         raise AnswerRefused(f"the answer must be one of: {', '.join(item.choices)}")
     if isinstance(value, str) and not value.strip():
@@ -202,19 +215,30 @@ class PersonTool(Tool):
         choices = f" The person picks one of: {', '.join(person.choices)}." if person.choices else ""
         description = definition.description or (
             "Ask a person a question and wait for the answer. Use it for facts only a person knows, "
-            "decisions a person must take, or sign-off.")
-        self.spec = ToolSpec(name, description + choices, object_schema(
-            {"question": {"type": "string", "description": "The question, complete and self-contained."}},
-            ["question"]))
+            "decisions a person must take, or sign-off."
+        )
+        self.spec = ToolSpec(
+            name,
+            description + choices,
+            object_schema(
+                {"question": {"type": "string", "description": "The question, complete and self-contained."}},
+                ["question"],
+            ),
+        )
         self.timeout_s = None  # a person takes the time they take; `max_wait_s` bounds it
         self.max_output_chars = definition.max_output_chars
 
     def item(self, question: str) -> PendingItem:
         person = self.definition
-        return PendingItem(kind="question", question=question, tool=self.name,
-                           choices=tuple(person.choices) if person.choices else None,
-                           answer_schema=person.answer_schema, secret=person.secret,
-                           max_wait_s=person.max_wait_s)
+        return PendingItem(
+            kind="question",
+            question=question,
+            tool=self.name,
+            choices=tuple(person.choices) if person.choices else None,
+            answer_schema=person.answer_schema,
+            secret=person.secret,
+            max_wait_s=person.max_wait_s,
+        )
 
     async def run(self, arguments: dict[str, Any]) -> str:
         site = ask_site.get()
@@ -229,9 +253,11 @@ class UnattendedDesk:
     """Nobody can be asked: no terminal, and the run is not journaled (so it cannot suspend)."""
 
     async def ask(self, item: PendingItem, site: AskSite) -> Answer:
-        raise ToolError("nobody could be asked: teamrun is not running on a terminal and the run is not "
-                        "journaled. The user can run it with --detach (or --store) so it waits for "
-                        "`teamrun answer`.")
+        raise ToolError(
+            "nobody could be asked: teamrun is not running on a terminal and the run is not "
+            "journaled. The user can run it with --detach (or --store) so it waits for "
+            "`teamrun answer`."
+        )
 
 
 class TerminalDesk:
@@ -248,8 +274,9 @@ class TerminalDesk:
             scope = asyncio.timeout(item.max_wait_s)
             try:
                 async with site.waiting(False), scope:
-                    value = await run_in_daemon_thread(lambda: self._ask(item, site.agent),
-                                                       name="teamrun-person-prompt")
+                    value = await run_in_daemon_thread(
+                        lambda: self._ask(item, site.agent), name="teamrun-person-prompt"
+                    )
                 answer = Answer(value, "terminal")
             except TimeoutError:
                 if not scope.expired():
@@ -284,8 +311,15 @@ def asked_fields(item_id: str, item: PendingItem) -> dict[str, Any]:
 
 def answered_fields(item_id: str, item: PendingItem, answer: Answer) -> dict[str, Any]:
     """The ``person_answered`` event's fields (a secret answer masked)."""
-    return {"item": item_id, "item_kind": item.kind, "tool": item.tool, "by": answer.by, "answered_at": answer.at,
-            "status": "expired" if answer.expired else "answered", "answer": masked(item, answer.value)}
+    return {
+        "item": item_id,
+        "item_kind": item.kind,
+        "tool": item.tool,
+        "by": answer.by,
+        "answered_at": answer.at,
+        "status": "expired" if answer.expired else "answered",
+        "answer": masked(item, answer.value),
+    }
 
 
 class DeskApprover:
@@ -296,13 +330,14 @@ class DeskApprover:
 
     async def approve(self, tool: str, arguments: dict[str, Any]) -> bool:
         shown = json.dumps(arguments, ensure_ascii=False, default=str)
-        item = PendingItem(kind="approval", question=f"may {tool} run with {shown}?", tool=tool,
-                           arguments=arguments)
+        item = PendingItem(kind="approval", question=f"may {tool} run with {shown}?", tool=tool, arguments=arguments)
         answer = await self.desk.ask(item, site_or_default(self.desk, tool))
         if answer.expired:
             raise ApprovalDenied(f"the call to tool {tool!r} was denied: nobody approved it in time")
         if not answer.value:
             note = f" They said: {answer.note}" if answer.note else ""
-            raise ApprovalDenied(f"the user ({answer.by}) denied the call to tool {tool!r}.{note} Do not call it "
-                                 "again with the same arguments; continue without it.")
+            raise ApprovalDenied(
+                f"the user ({answer.by}) denied the call to tool {tool!r}.{note} Do not call it "
+                "again with the same arguments; continue without it."
+            )
         return True

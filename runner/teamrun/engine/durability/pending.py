@@ -151,16 +151,24 @@ class SuspendingDesk:
         self.poll_s = poll_s
 
     async def ask(self, item: PendingItem, site: AskSite) -> Answer:
-        record = await asyncio.to_thread(self.items.open_item, site.run_id, call_key(site), kind=item.kind,
-                                         agent=site.agent, question=item.question, spec=item.spec())
+        record = await asyncio.to_thread(
+            self.items.open_item,
+            site.run_id,
+            call_key(site),
+            kind=item.kind,
+            agent=site.agent,
+            question=item.question,
+            spec=item.spec(),
+        )
         if record.status == "pending":
             site.emit("person_asked", **asked_fields(record.item_id, item))
             _log.info("person_asked", item=record.item_id, tool=item.tool)
         while record.status == "pending":
             left = self._left(item, record)
             if left is not None and left <= 0:
-                await asyncio.to_thread(self.items.answer, site.run_id, record.item_id, None, by="nobody",
-                                        status="expired")
+                await asyncio.to_thread(
+                    self.items.answer, site.run_id, record.item_id, None, by="nobody", status="expired"
+                )
             else:
                 async with site.waiting(True):
                     await asyncio.sleep(self.poll_s if left is None else min(self.poll_s, left))

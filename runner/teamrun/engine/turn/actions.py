@@ -10,10 +10,11 @@ waited for, before it runs). A transfer (handoff) is refused past ``max_handoffs
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from teamrun.engine.delegation.delegator import Delegator
 from teamrun.engine.delegation.tools import parse_request
-from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash, tool_idempotent
+from teamrun.engine.durability.journal import EntryKey, JournalEntry, RunJournal, tool_hash, tool_idempotent
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.turn.turn_plan import (
     Action,
@@ -28,6 +29,7 @@ from teamrun.engine.turn.turn_plan import (
 )
 from teamrun.llm.types import Message, parse_arguments
 from teamrun.tools.base import ToolOutcome
+from teamrun.tools.approval import Approver
 from teamrun.tools.invoke import invoke_tool
 from teamrun.tools.people import AskSite, ask_site
 
@@ -112,15 +114,15 @@ async def _journaled(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: 
     outcome = journal.replay.tool(frame.key, turn, position, fingerprint)
     if outcome is not None:
         return outcome
+    approver = ctx.approver
     if not tool_idempotent(action.tool, ctx.config.tools):
-        await journal.write_now(
-            JournalEntry(
-                EntryKey(frame.key, turn, "tool_start", position),
-                fingerprint,
-                {"tool": call.name, "arguments": call.arguments},
-            )
-        )
-    outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
+        start = JournalEntry(EntryKey(frame.key, turn, "tool_start", position), fingerprint,
+                             {"tool": call.name, "arguments": call.arguments})
+        if action.tool.require_approval:  # started once approved: a run waiting for the approval did not start it
+            approver = _StartWhenApproved(approver, journal, start)
+        else:
+            await journal.write_now(start)
+    outcome = await invoke_tool(action.tool, call.arguments, approver=approver)
     journal.write(  # rides with the next reply's commit (store branch: group commit)
         JournalEntry(
             EntryKey(frame.key, turn, "tool", position),
@@ -129,3 +131,16 @@ async def _journaled(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: 
         )
     )
     return outcome
+
+
+class _StartWhenApproved:
+    """The run's approver; once it approves, the tool's start is journaled (and waited for) before it runs."""
+
+    def __init__(self, approver: Approver, journal: RunJournal, start: JournalEntry) -> None:
+        self.approver, self.journal, self.start = approver, journal, start
+
+    async def approve(self, tool: str, arguments: dict[str, Any]) -> bool:
+        approved = await self.approver.approve(tool, arguments)
+        if approved:
+            await self.journal.write_now(self.start)
+        return approved
