@@ -10,7 +10,6 @@ import io
 import json
 from pathlib import Path
 
-
 import pytest
 
 import teamrun

@@ -28,8 +28,8 @@ from teamrun.engine.turn.turn_plan import (
     Unknown,
 )
 from teamrun.llm.types import Message, parse_arguments
-from teamrun.tools.base import ToolOutcome
 from teamrun.tools.approval import Approver
+from teamrun.tools.base import ToolOutcome
 from teamrun.tools.invoke import invoke_tool
 from teamrun.tools.people import AskSite, ask_site
 
