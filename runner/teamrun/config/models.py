@@ -335,7 +335,7 @@ class McpServer(_Strict):
 class Person(_Strict):
     """A person the agent may ask, mid-run: the tool's one parameter is the `question` the model writes."""
 
-    choices: Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=2)] | None = None
+    choices: Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=1)] | None = None
     """The answers the person picks from, e.g. `[eu-west-1, us-east-1]`; any other answer is refused."""
     answer_schema: dict[str, Any] | None = None
     """JSON Schema the answer must satisfy, e.g. `{type: integer, minimum: 1}`; the answer is read as JSON (plain text is a string). The model sees the answer as JSON."""

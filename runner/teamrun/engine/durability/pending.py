@@ -21,11 +21,13 @@ import getpass
 import socket
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teamrun.logs import get_logger
-from teamrun.store.pending import PendingRecord, PendingRepository
 from teamrun.tools.people import Answer, AskSite, PendingItem, answered_fields, asked_fields
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported only by runs that use one
+    from teamrun.store.pending import PendingRecord, PendingRepository
 
 __all__ = ["CLAIMED_HERE", "POLL_S", "RunActivity", "SuspendingDesk", "call_key", "claim_run", "default_person"]
 
