@@ -16,8 +16,8 @@ from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits
 from teamrun.engine.limits.ledger import BudgetLedger, LimitReached, RunCeiling
 from teamrun.engine.result import DelegationResult
-from teamrun.engine.tooling.tool_sources import StartedSources
-from teamrun.engine.tooling.tool_table import ToolTable, build_tool_table
+from teamrun.engine.tool_sources import StartedSources
+from teamrun.engine.turn.tool_table import ToolTable, build_tool_table
 from teamrun.engine.turn.turn_plan import (
     Bail,
     CallResult,
@@ -118,7 +118,7 @@ def test_a_narrowed_task_withholds_tools_but_keeps_delegation(loaded: LoadedConf
 
 def test_two_functions_of_one_name_are_refused() -> None:
     from teamrun.config.tool_names import OfferedName
-    from teamrun.engine.tooling.tool_table import TableEntry
+    from teamrun.engine.turn.tool_table import TableEntry
 
     schema = {"type": "function", "function": {"name": "x", "parameters": {}}}
     entries = [

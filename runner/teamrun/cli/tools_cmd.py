@@ -43,8 +43,8 @@ def tools(team_file: str, agents: tuple[str, ...], output_format: str) -> int:
 async def offered_tools(loaded: Any, agents: list[str]) -> dict[str, list[dict[str, Any]]]:
     """``{agent: [{name, origin, description, parameters}, ...]}``, in offer order: each agent's
     tool table, built as a run builds it (MCP servers started to ask them, stopped after)."""
-    from teamrun.engine.tooling.tool_sources import StartedSources, tools_for_run
-    from teamrun.engine.tooling.tool_table import build_tool_table
+    from teamrun.engine.tool_sources import StartedSources, tools_for_run
+    from teamrun.engine.turn.tool_table import build_tool_table
     from teamrun.tools.registry import build_tools
 
     config = loaded.config

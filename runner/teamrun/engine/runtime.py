@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
 from teamrun.defaults import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_NUM_RETRIES, DEFAULT_REQUEST_TIMEOUT_S
-from teamrun.engine.delegation.references import ResultStore
 from teamrun.engine.durability.journal import RunJournal
 from teamrun.engine.durability.pending import RunActivity
 from teamrun.engine.limits.ledger import BudgetLedger
+from teamrun.engine.references import ResultStore
 from teamrun.engine.result import AcceptanceRecord, DelegationResult, RunResult
-from teamrun.engine.tooling.tool_sources import StartedSources
+from teamrun.engine.tool_sources import StartedSources
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.types import ChatModel, ModelSettings
 from teamrun.logs import get_logger
@@ -26,7 +26,6 @@ from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.people import PersonDesk, UnattendedDesk
 
 if TYPE_CHECKING:
-    from teamrun.engine.delegation.tasks import TaskRecord
     from teamrun.engine.durability.threads import ThreadSession
 
 _log = get_logger(__name__)
@@ -140,7 +139,8 @@ class RunContext:
     def record_handoff(self, frame: AgentFrame, target: str) -> None:
         self.result.handoffs.append({"from": frame.name, "to": target, "agent_path": list(frame.path)})
 
-    def record_task(self, task: TaskRecord) -> None:
+    def record_task(self, task: Any) -> None:
+        """A tracked delegation task (a :class:`~teamrun.engine.delegation.tasks.TaskRecord`)."""
         self.result.tasks.append(task)
 
     def record_acceptance(self, record: AcceptanceRecord) -> None:

@@ -22,7 +22,7 @@ from teamrun.config.models import Limits, TeamConfig
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
 from teamrun.engine.result import RunResult, new_run_id
 from teamrun.engine.runtime import DEFAULT_MODEL, AgentFrame, RunContext, limits_in_force, max_steps_for
-from teamrun.engine.tooling.tool_sources import tools_for_run
+from teamrun.engine.tool_sources import tools_for_run
 from teamrun.engine.turn.agent_loop import run_agent
 from teamrun.engine.turn.model_call import ModelCall, call_model
 from teamrun.errors import RunError, UsageError

@@ -63,7 +63,7 @@ CASSETTE_VERSION = 1
 ReplayMode = Literal["strict", "lenient"]
 _TODAY = "<today>"
 _FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
-"""Result-reference fences carry a random token per run (teamrun.engine.delegation.references.render_blocks)."""
+"""Result-reference fences carry a random token per run (teamrun.engine.references.render_blocks)."""
 
 
 class ReplayMismatch(ModelError):

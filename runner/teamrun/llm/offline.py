@@ -219,7 +219,7 @@ _REFERENCES_HEADING = "## Referenced results"
 
 def _split_references(text_: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     """A user message as ``(task, referenced results)``: the fenced data blocks the executor
-    inserts (teamrun.engine.delegation.references) are taken out of the task."""
+    inserts (teamrun.engine.references) are taken out of the task."""
     blocks = tuple((m.group(2), m.group(3)) for m in _DATA_BLOCK.finditer(text_))
     if not blocks:
         return text_, ()

@@ -1,4 +1,4 @@
-"""Run journals in the store: the :class:`~teamrun.engine.durability.journal.JournalBackend` over ``runs`` and ``journal``.
+"""Run journals in the store: the :class:`~teamrun.engine.durability.journal.JournalBackend` over ``runs``/``journal``.
 
 A journaled run's row in ``runs`` carries its status, input, answer, usage and
 cost; what resuming needs besides (the team file, ``--var`` values, ``--model``)

@@ -40,12 +40,12 @@ from teamrun.engine.delegation.hooks import (
     start_context,
 )
 from teamrun.engine.delegation.records import RunAgent, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
-from teamrun.engine.delegation.references import RefRequest, render_blocks
 from teamrun.engine.delegation.tasks import TaskLedger, TaskRecord, TaskRefused
 from teamrun.engine.delegation.tools import DelegationRequest, delegation_settings, results_for_model
+from teamrun.engine.references import RefRequest, render_blocks
 from teamrun.engine.result import DelegationResult, DelegationStatus
 from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for, run_all
-from teamrun.engine.turn.turn_plan import Bail, Refused, Signal
+from teamrun.engine.signals import Bail, Refused, Signal
 from teamrun.errors import RunError, UserError
 from teamrun.llm.types import Message
 from teamrun.logs import get_logger

@@ -16,7 +16,7 @@ from teamrun.engine.delegation.tasks import TaskRecord
 from teamrun.engine.delegation.tools import DelegationRequest
 from teamrun.engine.result import AcceptanceRecord, DelegationResult
 from teamrun.engine.runtime import AgentFrame
-from teamrun.engine.turn.turn_plan import Signal
+from teamrun.engine.signals import Signal
 from teamrun.errors import RunError
 from teamrun.llm.types import Usage
 

@@ -16,14 +16,22 @@ from typing import Any
 
 from teamrun.config.models import Delegation, TeamConfig
 from teamrun.config.tool_names import CANCEL_TASK, CHECK_TASKS, DELEGATE_TASK, WAIT_FOR, delegation_tool_name
-from teamrun.engine.delegation.references import REFS_PARAMETER, RefRequest, parse_requests
+from teamrun.engine.references import REFS_PARAMETER, RefRequest, parse_requests
 from teamrun.engine.result import DelegationResult
 from teamrun.engine.runtime import AgentFrame, RunContext
-from teamrun.engine.turn.prompts import WorkerInfo
 from teamrun.llm.types import ToolSchema
 
 _TASK = {"type": "string", "description": "The sub-task, with everything the worker needs: it sees nothing else."}
 _CONTEXT = {"type": "string", "description": "Optional background from your conversation to pass along."}
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker as the delegating agent's prompt describes it."""
+
+    name: str
+    description: str
+    tool: str
 
 
 @dataclass(frozen=True)

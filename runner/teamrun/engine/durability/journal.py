@@ -54,7 +54,7 @@ __all__ = [
 
 _log = get_logger(__name__)
 _FENCE = re.compile(r"(<<<(?:DATA|END) )[0-9a-f]{8,64}\b")
-"""Referenced results are fenced with a random token per run (teamrun.engine.delegation.references.render_blocks)."""
+"""Referenced results are fenced with a random token per run (teamrun.engine.references.render_blocks)."""
 LINGER_S = 0.05
 """How long the writer gathers entries that nobody waits for into one transaction."""
 GROUP_COMMIT_S = 0.005

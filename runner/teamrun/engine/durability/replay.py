@@ -1,32 +1,18 @@
 """The entries of a run's earlier attempts, looked up by key: what a resumed run does not pay for again.
 
-How they are used is :mod:`teamrun.engine.durability.resume`; they are written by
+How a resume opens them is :mod:`teamrun.engine.durability.resume`; they are written by
 :mod:`teamrun.engine.durability.journal`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 
 from teamrun.llm.types import ModelReply
 from teamrun.store.records import EntryKey, JournalEntry
 from teamrun.tools.base import ToolOutcome
 
-__all__ = ["PendingTool", "Replay"]
-
-
-@dataclass(frozen=True)
-class PendingTool:
-    """A non-idempotent tool call that was started and has no result in the journal."""
-
-    key: EntryKey
-    tool: str
-    arguments: str
-
-    def describe(self) -> str:
-        arguments = self.arguments if len(self.arguments) <= 120 else self.arguments[:117] + "..."
-        return f"{self.tool}({arguments}) by {self.key.invocation}"
+__all__ = ["Replay"]
 
 
 class Replay:
@@ -40,6 +26,11 @@ class Replay:
         self._live: set[str] = set()
         self.replayed_calls = 0
         self.replayed_tools = 0
+
+    @property
+    def entries(self) -> Mapping[EntryKey, JournalEntry]:
+        """The earlier attempts' entries by key (a later attempt's entry for a key wins)."""
+        return self._entries
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -66,19 +57,5 @@ class Replay:
             return None
         self.replayed_tools += 1
         payload = entry.payload
-        return ToolOutcome(
-            ok=bool(payload.get("ok")), content=str(payload.get("content", "")), error=payload.get("error")
-        )
-
-    def pending_tools(self) -> list[PendingTool]:
-        """Non-idempotent tool calls started and never finished, in the order they were started."""
-        pending: list[PendingTool] = []
-        for key, entry in self._entries.items():
-            if key.kind != "tool_start":
-                continue
-            done = self._entries.get(EntryKey(key.invocation, key.index, "tool", key.position))
-            if done is None or done.request_hash != entry.request_hash:
-                pending.append(
-                    PendingTool(key, str(entry.payload.get("tool", "?")), str(entry.payload.get("arguments", "")))
-                )
-        return pending
+        return ToolOutcome(ok=bool(payload.get("ok")), content=str(payload.get("content", "")),
+                           error=payload.get("error"))

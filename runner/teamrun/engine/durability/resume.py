@@ -16,13 +16,14 @@ killed while it ran) is not run again unless the person resuming confirms it:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from teamrun.engine.durability.journal import JournalBackend, JournaledRun, RunJournal
+from teamrun.engine.durability.journal import EntryKey, JournalBackend, JournaledRun, RunJournal
 from teamrun.engine.durability.pending import CLAIMED_HERE
-from teamrun.engine.durability.replay import PendingTool, Replay
+from teamrun.engine.durability.replay import Replay
 from teamrun.errors import UsageError
 
-__all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "open_resume"]
+__all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "open_resume", "pending_tools"]
 
 
 class ResumeNeedsConfirmation(UsageError):
@@ -37,6 +38,33 @@ class ResumeNeedsConfirmation(UsageError):
             f"run {run_id} was stopped while {len(pending)} tool call(s) that are not idempotent were running:\n"
             f"{lines}\nResuming runs them again. Confirm with `{command}` (or answer the "
             f"prompt on a terminal); mark a tool `idempotent: true` in the team file if running it twice is safe.")
+
+
+@dataclass(frozen=True)
+class PendingTool:
+    """A non-idempotent tool call that was started and has no result in the journal."""
+
+    key: EntryKey
+    tool: str
+    arguments: str
+
+    def describe(self) -> str:
+        arguments = self.arguments if len(self.arguments) <= 120 else self.arguments[:117] + "..."
+        return f"{self.tool}({arguments}) by {self.key.invocation}"
+
+
+def pending_tools(replay: Replay) -> list[PendingTool]:
+    """Non-idempotent tool calls started and never finished, in the order they were started."""
+    entries = replay.entries
+    pending: list[PendingTool] = []
+    for key, entry in entries.items():
+        if key.kind != "tool_start":
+            continue
+        done = entries.get(EntryKey(key.invocation, key.index, "tool", key.position))
+        if done is None or done.request_hash != entry.request_hash:
+            pending.append(PendingTool(key, str(entry.payload.get("tool", "?")),
+                                       str(entry.payload.get("arguments", ""))))
+    return pending
 
 
 def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False,
@@ -55,7 +83,7 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
                          "wait for it to end or stop it first")
     entries = backend.load(run_id)
     journal = RunJournal(backend, _next_attempt(record), entries, confirmed_tools=confirmed)
-    pending = journal.replay.pending_tools()
+    pending = pending_tools(journal.replay)
     if pending and not confirmed:
         raise ResumeNeedsConfirmation(run_id, pending, confirm_with=confirm_with)
     return journal

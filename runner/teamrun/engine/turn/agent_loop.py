@@ -28,12 +28,12 @@ from teamrun.engine.delegation.records import WorkerOutcome
 from teamrun.engine.delegation.tools import workers_of
 from teamrun.engine.limits.ledger import LimitReached, counters_of
 from teamrun.engine.runtime import AgentFrame, RunContext, run_all
-from teamrun.engine.tooling.tool_table import ToolTable, build_tool_table
 from teamrun.engine.turn.acceptance import Acceptance
 from teamrun.engine.turn.actions import run_action
 from teamrun.engine.turn.model_call import ModelCall, call_model
 from teamrun.engine.turn.prompts import system_prompt
 from teamrun.engine.turn.structured import OutputChecker
+from teamrun.engine.turn.tool_table import ToolTable, build_tool_table
 from teamrun.engine.turn.turn_plan import (
     FinalOutput,
     HandOff,
@@ -192,7 +192,7 @@ class AgentLoop:
         text = reply.text or ""
         if reply.finish_reason == "length":
             new.append({"role": "user", "content": CONTINUE_NOTE})
-            rest = await self._call([*self.messages, *new], ())
+            rest = await self._call([*self.messages, *new], (), past_limits=True)  # the rest of this answer
             new.append(rest.as_message())
             if rest.finish_reason == "length":
                 self._warn_truncated("answer")
@@ -235,7 +235,7 @@ class AgentLoop:
         self.frame.emit(self.ctx, "budget", reason=stop.reason, limit=limit.limit if limit else None,
                         value=limit.value if limit else None)
         messages = [*self.messages, *new]
-        reply = await self._call(messages, (), settings=self._last_turn_settings(messages), last=True)
+        reply = await self._call(messages, (), settings=self._last_turn_settings(messages), past_limits=True)
         if reply.finish_reason == "length":
             self._warn_truncated("last answer")
         return Turn([*new, reply.as_message()], FinalOutput(reply.text or ""))
@@ -249,9 +249,11 @@ class AgentLoop:
         return replace(self.settings, max_tokens=min(configured, max(LAST_TURN_MIN_TOKENS, left)))
 
     async def _call(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
-                    settings: ModelSettings | None = None, *, last: bool = False) -> ModelReply:
+                    settings: ModelSettings | None = None, *, past_limits: bool = False) -> ModelReply:
+        """One model call of this agent; ``past_limits``: the last turn, or the rest of a cut-off answer, which
+        a used-up token or cost limit allows (the turn's limits were checked before its first call)."""
         self.turns += 1
-        call = ModelCall(self.turns, journal=(self.frame.key, self.turns), check_limits=not last)
+        call = ModelCall(self.turns, journal=(self.frame.key, self.turns), check_limits=not past_limits)
         try:
             reply = await call_model(self.ctx, self.frame, messages, call, settings=settings or self.settings,
                                      tools=tools, response_format=self.output.response_format if self.output else None)

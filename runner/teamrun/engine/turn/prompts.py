@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from teamrun.config import templates
 from teamrun.config.models import Agent
+from teamrun.engine.delegation.tools import WorkerInfo
 from teamrun.errors import UserError
 
 DEFAULT_WORKERS_PROMPT = """\
@@ -25,15 +25,6 @@ Delegate with the `delegate_task` tool, naming one or more of these agents.
 Delegations run one at a time.{% endif %}
 When the answers you have are enough, reply with the final answer yourself.
 """
-
-
-@dataclass(frozen=True)
-class WorkerInfo:
-    """A worker as the delegating agent's prompt describes it."""
-
-    name: str
-    description: str
-    tool: str
 
 
 def _render(source: str, context: Mapping[str, Any], where: str) -> str:

@@ -1,7 +1,7 @@
 """One model turn: the reply planned before anything runs, and the one function that picks what comes next.
 
 :func:`plan_turn` sorts a reply's tool calls, using the agent's
-:class:`~teamrun.engine.tooling.tool_table.ToolTable`, into actions: delegations,
+:class:`~teamrun.engine.turn.tool_table.ToolTable`, into actions: delegations,
 handoffs (the first one wins; later ones are ignored), plain tool calls and
 unknown names. Running the actions gives one :class:`CallResult` per call,
 each carrying the signals it raised (a limit reached, a bail, a handoff).
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from teamrun.config.tool_names import DELEGATE_TASK
 from teamrun.engine.limits.ledger import LimitReached
-from teamrun.engine.result import DelegationResult
-from teamrun.engine.tooling.tool_table import ToolTable
+from teamrun.engine.signals import Bail, HandedOff, Refused, Signal
+from teamrun.engine.turn.tool_table import ToolTable
 from teamrun.llm.types import ModelReply, ToolCall
 from teamrun.tools.base import Tool
 
@@ -111,26 +111,6 @@ def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
 # -- signals: what running an action means for the turn ---------------------------------------
 
 
-@dataclass(frozen=True)
-class Bail:
-    """An ``on_complete`` hook bailed: this worker result is the agent's answer."""
-
-    result: DelegationResult
-
-
-@dataclass(frozen=True)
-class HandedOff:
-    target: str
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A refusal that ends the agent's turns without exhausting a budget (``max_depth``)."""
-
-    limit: LimitReached
-
-
-Signal = LimitReached | Bail | HandedOff | Refused
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from teamrun.config.tool_names import (
     offered_names,
 )
 from teamrun.engine.delegation.tools import background_tools, delegation_tools
-from teamrun.engine.tooling.tool_sources import StartedSources
+from teamrun.engine.tool_sources import StartedSources
 from teamrun.errors import TeamrunError, ToolError, UserError
 from teamrun.llm.types import ToolSchema
 from teamrun.tools.base import Tool, ToolSource
