@@ -164,3 +164,29 @@ def test_a_question_past_max_wait_expires_with_a_recorded_outcome(
     line = main(["answer", run_id, "q1", "late", "--store", store])
     assert line == 2
     assert "expired at" in capsys.readouterr().err
+
+
+def test_chat_asks_the_agents_question_inline_on_the_terminal(tmp_path: Path) -> None:
+    import os
+    import sys
+
+    import pexpect
+
+    team = _team(tmp_path, ASK)
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "XDG_DATA_HOME": str(tmp_path / "data"),
+           "TERM": "dumb"}
+    env.pop("TEAMRUN_STORE", None)
+    child = pexpect.spawn(sys.executable, ["-m", "teamrun.cli", "chat", str(team), "--store",
+                                           str(tmp_path / "chat.db"), "--progress", "none"],
+                          env=env, cwd=str(tmp_path), encoding="utf-8", timeout=120, dimensions=(40, 200))
+    child.expect_exact("you> ")
+    child.sendline("Launch Falcon")
+    child.expect_exact("lead asks: Launch Falcon")
+    child.expect_exact("answer: ")
+    child.sendline("us-east-1")
+    child.expect_exact("you> ")
+    assert "ask_ops: us-east-1" in str(child.before)
+    child.sendeof()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
