@@ -190,3 +190,31 @@ def test_chat_asks_the_agents_question_inline_on_the_terminal(tmp_path: Path) ->
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_a_sibling_that_does_not_wait_runs_to_its_end_before_the_run_suspends(tmp_path: Path) -> None:
+    from teamrun.engine.durability.pending import SuspendingDesk
+
+    (tmp_path / "slow.py").write_text(
+        "import time\n\ndef measure(query: str) -> str:\n    'Measure slowly.'\n    time.sleep(0.3)\n"
+        "    return 'measured ' + query\n", encoding="utf-8")
+    team_file = _team(tmp_path, """tools:
+  ask_ops: {person: {}}
+  measure: {python: 'slow:measure'}
+agents:
+  lead: {delegates_to: [asker, worker]}
+  asker: {description: Asks., tools: [ask_ops]}
+  worker: {description: Measures., tools: [measure]}
+""")
+    store = open_store(tmp_path / "runs.db")
+    team = teamrun.load_team(team_file, store=store)
+    team.desk = SuspendingDesk(PendingRepository(store))
+    events: list[Event] = []
+
+    result = team.run_sync("Launch Falcon", journal=True, subscribers=[events.append])
+
+    assert result.status == "waiting"
+    ends = {e.agent_path[-1]: e.status for e in events if e.kind == "agent_end"}
+    assert ends == {"worker": "ok", "asker": "waiting", "lead": "waiting"}
+    [item] = PendingRepository(store).items(result.run_id)
+    assert (item.agent, item.status) == ("asker", "pending")
