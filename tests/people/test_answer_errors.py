@@ -158,3 +158,64 @@ def test_two_processes_answering_at_once(suspended: tuple[str, str, Path], capsy
     assert view["status"] == "done" and "pending" not in view
     assert "ask_owner: 3" in view["final_text"]
     assert "ask_ops: eu-west-1" in view["final_text"] or "ask_ops: us-east-1" in view["final_text"]
+
+
+def test_an_answer_given_while_the_run_still_works_is_taken_by_the_running_process(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(
+        "import pathlib, time\n\ndef measure(query: str) -> str:\n    'Measure until told to stop.'\n"
+        "    flag = pathlib.Path(__file__).with_name('go')\n    for _ in range(600):\n"
+        "        if flag.exists():\n            break\n        time.sleep(0.05)\n    return 'measured'\n",
+        encoding="utf-8",
+    )
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        """version: 1
+name: live
+supervisor: lead
+tools:
+  ask_ops: {person: {choices: [eu-west-1, us-east-1]}}
+  measure: {python: 'slow:measure'}
+agents:
+  lead: {delegates_to: [asker, worker]}
+  asker: {description: Asks., tools: [ask_ops]}
+  worker: {description: Measures., tools: [measure]}
+""",
+        encoding="utf-8",
+    )
+    store = str(tmp_path / "runs.db")
+    running = subprocess.Popen(
+        _cli("execute", str(team), "-i", "Launch Falcon", "--store", store, "--detach", "--progress", "none"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        from teamrun.store import open_store
+        from teamrun.store.pending import PendingRepository
+
+        items = PendingRepository(open_store(store))
+        for _ in range(1200):  # until the asker's question is in the store (guard only)
+            try:
+                found = items.items(status="pending")
+            except Exception:
+                found = []
+            if found:
+                break
+            import time
+
+            time.sleep(0.05)
+        [item] = found
+        answered = subprocess.run(
+            _cli("answer", item.run_id, item.item_id, "us-east-1", "--store", store),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        (tmp_path / "go").write_text("")  # the worker may finish now
+        out, err = running.communicate(timeout=300)
+    finally:
+        running.kill()
+    assert answered.returncode == 0, answered.stderr
+    assert "took the answer and goes on" in answered.stderr
+    assert running.returncode == 0, err  # it never suspended
+    assert "ask_ops: us-east-1" in out and "measure: measured" in out

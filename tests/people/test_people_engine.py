@@ -173,12 +173,22 @@ def test_chat_asks_the_agents_question_inline_on_the_terminal(tmp_path: Path) ->
     import pexpect
 
     team = _team(tmp_path, ASK)
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "XDG_DATA_HOME": str(tmp_path / "data"),
-           "TERM": "dumb"}
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "TERM": "dumb",
+    }
     env.pop("TEAMRUN_STORE", None)
-    child = pexpect.spawn(sys.executable, ["-m", "teamrun.cli", "chat", str(team), "--store",
-                                           str(tmp_path / "chat.db"), "--progress", "none"],
-                          env=env, cwd=str(tmp_path), encoding="utf-8", timeout=120, dimensions=(40, 200))
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "teamrun.cli", "chat", str(team), "--store", str(tmp_path / "chat.db"), "--progress", "none"],
+        env=env,
+        cwd=str(tmp_path),
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 200),
+    )
     child.expect_exact("you> ")
     child.sendline("Launch Falcon")
     child.expect_exact("lead asks: Launch Falcon")
@@ -197,15 +207,20 @@ def test_a_sibling_that_does_not_wait_runs_to_its_end_before_the_run_suspends(tm
 
     (tmp_path / "slow.py").write_text(
         "import time\n\ndef measure(query: str) -> str:\n    'Measure slowly.'\n    time.sleep(0.3)\n"
-        "    return 'measured ' + query\n", encoding="utf-8")
-    team_file = _team(tmp_path, """tools:
+        "    return 'measured ' + query\n",
+        encoding="utf-8",
+    )
+    team_file = _team(
+        tmp_path,
+        """tools:
   ask_ops: {person: {}}
   measure: {python: 'slow:measure'}
 agents:
   lead: {delegates_to: [asker, worker]}
   asker: {description: Asks., tools: [ask_ops]}
   worker: {description: Measures., tools: [measure]}
-""")
+""",
+    )
     store = open_store(tmp_path / "runs.db")
     team = teamrun.load_team(team_file, store=store)
     team.desk = SuspendingDesk(PendingRepository(store))

@@ -14,10 +14,12 @@ ANSWERS = {"infra": "eu-west-1", "legal": "approved", "comms": "2027-03-01"}
 
 
 def test_the_launch_team_suspends_offline_and_three_answers_finish_it(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = str(tmp_path / "runs.db")
-    code = main(["execute", str(TEAM), "-i", "Launch Falcon", "--store", store, "--detach", "--json",
-                 "--progress", "none"])
+    code = main(
+        ["execute", str(TEAM), "-i", "Launch Falcon", "--store", store, "--detach", "--json", "--progress", "none"]
+    )
     out, err = capsys.readouterr()
     assert code == 4, err
     run_id = json.loads(out)["run_id"]
@@ -32,8 +34,10 @@ def test_the_launch_team_suspends_offline_and_three_answers_finish_it(
 
     assert main(["answer", run_id, items["comms"], "next week", "--store", store]) == 2  # not YYYY-MM-DD
     assert "does not match" in capsys.readouterr().err
-    codes = [main(["answer", run_id, items[agent], ANSWERS[agent], "--store", store, "--progress", "none"])
-             for agent in ("infra", "legal", "comms")]
+    codes = [
+        main(["answer", run_id, items[agent], ANSWERS[agent], "--store", store, "--progress", "none"])
+        for agent in ("infra", "legal", "comms")
+    ]
     out = capsys.readouterr().out
 
     assert codes == [4, 4, 0]

@@ -196,6 +196,7 @@ def _continue(
     backend: Any,
     store: str | None,
     run_id: str,
+    item_id: str,
     *,
     as_json: bool,
     approve: str | None,
@@ -218,6 +219,10 @@ def _continue(
                 continue  # another answering process continues it: wait for it
             return result
         if status == "running":
+            taken = items.get(run_id, item_id)
+            if taken is not None and taken.used:
+                click.echo(f"teamrun: run {run_id} (pid {run.pid} on {run.host}) took the answer and goes on", err=True)
+                return 0
             if not said:
                 click.echo(
                     f"teamrun: run {run_id} is being continued by pid {run.pid} on {run.host}; "
@@ -287,7 +292,7 @@ def _finish(
     click.echo(f"teamrun: {item.item_id} of run {run_id} {shown} by {who}", err=True)
     if no_resume:
         return 0
-    return _continue(ctx, backend, store, run_id, as_json=as_json, approve=approve, progress=progress)
+    return _continue(ctx, backend, store, run_id, item.item_id, as_json=as_json, approve=approve, progress=progress)
 
 
 @click.command(help=ANSWER_HELP, short_help="Answer a waiting run's question and continue it.")
