@@ -70,6 +70,7 @@ EventKind = Literal[
     "delegation_start", "delegation_end",
     "hook", "budget", "warning",
     "accept",
+    "person_asked", "person_answered",
 ]
 
 _log = get_logger(__name__)
@@ -374,6 +375,45 @@ class AcceptCheck(Event):
     """Why it failed."""
     source: str | None = None
     """Where the failed check is declared: ``agents.<name>.accept`` or ``accept`` (the team's)."""
+
+
+# -- people in the loop -----------------------------------------------------------------------
+
+@_kind("person_asked")
+@dataclass(frozen=True, kw_only=True)
+class PersonAsked(Event):
+    """An agent asked a person a question, or a tool call waits for a person's approval."""
+
+    item: str
+    """The pending item's id in the run (``q1``, ``a2``; empty when asked on a terminal)."""
+    item_kind: str
+    """``question`` or ``approval``."""
+    tool: str
+    """The person tool that asked, or the tool waiting for approval."""
+    question: str = field(default="", metadata=_CONTENT)
+    """The question (content)."""
+
+
+@_kind("person_answered")
+@dataclass(frozen=True, kw_only=True)
+class PersonAnswered(Event):
+    """A person answered a pending item (or it expired)."""
+
+    item: str
+    """The pending item's id in the run."""
+    item_kind: str
+    """``question`` or ``approval``."""
+    tool: str
+    """The person tool that asked, or the tool that waited for approval."""
+    by: str
+    """Who answered (``terminal``, a name given with ``teamrun answer --by``, the user and host by default;
+    ``nobody`` when it expired)."""
+    answered_at: float
+    """When (Unix time)."""
+    status: str
+    """``answered`` or ``expired``."""
+    answer: Any = field(default=None, metadata=_CONTENT)
+    """The answer (content; ``***`` when the person tool is marked ``secret``)."""
 
 
 def content_fields() -> frozenset[str]:

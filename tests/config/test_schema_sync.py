@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 COMMITTED = REPO / "schemas" / "team.schema.json"
 SCHEMA: dict[str, Any] = json.loads(COMMITTED.read_text())
-FREE_FORM = {"model_params", "output_schema", "context", "json_schema"}
+FREE_FORM = {"model_params", "output_schema", "context", "json_schema", "answer_schema"}
 """Object-valued fields whose content the user chooses (passed through or itself a JSON Schema)."""
 VALID = sorted([*(HERE / "valid").glob("*.yaml"), *(REPO / "teams").glob("*.y*ml")])
 

@@ -66,26 +66,28 @@ def test_the_default_location_follows_teamrun_store_then_xdg_data_home(tmp_path:
 
 def test_an_older_database_is_upgraded_step_by_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "old.db"
-    open_store(path).close()  # version 1
+    open_store(path).close()  # the latest version
+    latest = migrations_module.latest_version()
 
     def add_label(conn: sa.Connection) -> None:
         conn.execute(sa.text("ALTER TABLE threads ADD COLUMN label VARCHAR(100)"))
 
-    steps = [*migrations_module.MIGRATIONS, (2, "thread labels", add_label)]
+    steps = [*migrations_module.MIGRATIONS, (latest + 1, "thread labels", add_label)]
     monkeypatch.setattr(migrations_module, "MIGRATIONS", steps)
     with open_store(path) as store, store.engine.connect() as conn:
-        assert migrations_module.current_version(conn) == 2
+        assert migrations_module.current_version(conn) == latest + 1
         assert "label" in {c["name"] for c in sa.inspect(conn).get_columns("threads")}
     with open_store(path) as store, store.engine.connect() as conn:  # opening again runs nothing twice
         versions = conn.execute(sa.text("SELECT version FROM schema_version ORDER BY version")).scalars().all()
-        assert versions == [1, 2]
+        assert versions == [latest, latest + 1]
 
 
 def test_a_database_from_a_newer_teamrun_is_refused_clearly(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
     with open_store(path) as store, store.engine.begin() as conn:
         conn.execute(sa.text("INSERT INTO schema_version (version, applied_at) VALUES (99, '2030-01-01')"))
-    with pytest.raises(StoreError, match=r"schema version 99, newer than this teamrun knows \(1\); upgrade teamrun"):
+    latest = migrations_module.latest_version()
+    with pytest.raises(StoreError, match=rf"schema version 99, newer than this teamrun knows \({latest}\); upgrade"):
         open_store(path)
 
 

@@ -2,7 +2,7 @@
 
 Commands are small functions; :func:`main` is the one place that turns errors
 into messages and exit codes (0 done, 1 run failed, 2 invalid config or usage,
-3 budget exhausted, 130 interrupted). Nothing here imports litellm at module
+3 budget exhausted, 4 waiting for a person, 130 interrupted). Nothing here imports litellm at module
 level: ``teamrun --help`` and ``teamrun validate`` must start fast.
 """
 
@@ -19,6 +19,7 @@ EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_USAGE = 2
 EXIT_BUDGET = 3
+EXIT_WAITING = 4
 EXIT_INTERRUPTED = 130
 
 __all__ = ["cli", "main"]

@@ -12,8 +12,11 @@ import click
 from teamrun import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "answer": ("teamrun.cli.answer_cmd:answer", "Answer a waiting run's question and continue it."),
+    "approve": ("teamrun.cli.answer_cmd:approve_item", "Approve a waiting run's tool call and continue it."),
     "batch": ("teamrun.cli.batch_cmd:batch", "Run a team once per input row (resumable)."),
     "chat": ("teamrun.cli.chat_cmd:chat", "Talk with a team, turn by turn (a thread)."),
+    "deny": ("teamrun.cli.answer_cmd:deny_item", "Deny a waiting run's tool call and continue it."),
     "eval": ("teamrun.cli.eval_cmd:eval_", "Run a team on test cases and check the answers."),
     "execute": ("teamrun.cli.execute_cmd:execute", "Run a team and print its answer."),
     "graph": ("teamrun.cli.graph_cmd:graph", "Print the delegation graph as Mermaid."),
@@ -69,11 +72,12 @@ Examples:
   teamrun serve team.yaml                   the team behind an OpenAI-compatible HTTP API
   teamrun runs list                         journaled runs with status and cost
   teamrun resume RUN_ID                     continue a crashed or killed run from its journal
+  teamrun answer RUN_ID q1 VALUE            answer a waiting run's question and continue it
   teamrun chat team.yaml                    a conversation with the team, kept as a thread
   teamrun threads list                      the conversations in the store
 
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
-3 budget exhausted, 130 interrupted.
+3 budget exhausted, 4 waiting for a person, 130 interrupted.
 """
 
 

@@ -80,6 +80,9 @@ def chat(team_file: str, thread_id: str | None, store_location: str | None, vari
         team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools)))
     else:
         team.approver = choose_approver(None)
+    from teamrun.cli.answer_cmd import people_desk
+
+    people_desk(team, None, None, detach=False)  # on a terminal: the agents' questions are asked inline
     session = ChatSession(team, thread_id or new_thread_id(), progress, logs)
     session.loop()
 

@@ -36,11 +36,17 @@ Examples:
   teamrun execute team.yaml -i "..." --store runs.db   # journaled: resumable after a crash
   teamrun execute team.yaml --resume 3f2a9c1b7d4e --store runs.db
 
+An agent with a `person:` tool asks its questions on the terminal (as tool
+approvals are asked). With --detach, or without a terminal when the run is
+journaled, the run suspends instead: its questions and approvals are kept in
+the store, the process exits with 4, and `teamrun answer RUN ITEM VALUE`
+(`teamrun approve` / `teamrun deny`) continues it from its journal.
+
 Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
-3 budget exhausted, 130 interrupted.
+3 budget exhausted, 4 waiting for a person, 130 interrupted.
 """
 
-_EXIT = {"done": 0, "failed": 1, "budget_exhausted": 3, "cancelled": 130}
+_EXIT = {"done": 0, "failed": 1, "budget_exhausted": 3, "waiting": 4, "cancelled": 130}
 
 
 def _parse_vars(items: tuple[str, ...]) -> dict[str, str]:
@@ -165,21 +171,32 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thre
 @click.option("--strict", is_flag=True,
               help="Treat warnings about the team file and the command line (a --var the team does not have) "
                    "as errors: exit 2 before any model call.")
+@click.option("--detach", is_flag=True,
+              help="Ask no one on the terminal: questions and approvals wait in the store and the run suspends "
+                   "(exit 4) until `teamrun answer` (journaled: the store as --store).")
 def execute(team_file: str, input_text: str | None, input_file: str | None, variables: tuple[str, ...],
             model: str | None, as_json: bool, approve: str | None, progress: str, trace_path: str | None,
             trace_content: bool, otel: bool, record_path: str | None, replay_path: str | None,
             replay_mode: str | None, thread_id: str | None, store_location: str | None, journal: bool | None,
-            resume: str | None, yes: bool, strict: bool) -> int:
+            resume: str | None, yes: bool, strict: bool, detach: bool = False) -> int:
     from teamrun.cli.resume_cmd import JournalChoice
     from teamrun.secrets import Redactor
 
     _check_observe_flags(trace_path, trace_content, otel, record_path, replay_path, replay_mode)
     logs = _log_settings()
     redactor = Redactor()
-    choice = JournalChoice(journal, store_location, resume, yes, thread=thread_id)
+    if detach and journal is False:
+        raise UsageError("--detach suspends the run in the store until it is answered: it cannot be combined "
+                         "with --no-journal")
+    choice = JournalChoice(True if detach else journal, store_location, resume, yes, thread=thread_id)
     journaled = choice.enabled()
     parsed_vars = _parse_vars(variables)
     backend, earlier = _journal_backend(choice) if choice.resume is not None else (None, None)
+    if earlier is not None and earlier.status == "waiting":  # continued detached: answered with `teamrun answer`
+        from teamrun.cli.answer_cmd import claim_waiting
+
+        claim_waiting(backend, earlier.run_id)
+        detach = True
     if earlier is not None:  # a resumed run's vars and model come from its record
         parsed_vars, model = parsed_vars or dict(earlier.vars), model or earlier.model
         thread_id = choice.thread = thread_id or earlier.thread_id
@@ -203,12 +220,15 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
                     wrap_model=_content_capture if trace_content else None,
                     store=backend.store if backend is not None else store_location)
         redactor.add(team.loaded.secrets)
+        policy = None
         if approve is not None:
             from teamrun.tools.mcp.table import approvable_names  # MCP tools named in the file
 
-            team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools)))
-        else:
-            team.approver = choose_approver(None)
+            policy = ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools))
+        team.approver = choose_approver(policy)
+        from teamrun.cli.answer_cmd import people_desk
+
+        backend = people_desk(team, backend, policy, detach=detach)
         run_journal = _run_journal(choice, backend, team, team_file, task, parsed_vars, model)
         subscribers: list[Any] = []
         if view is not None:
@@ -222,17 +242,22 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
         if otel:
             subscribers.append(_otel_exporter(trace_content, redactor, cleanup))
         result = asyncio.run(_run_with_interrupt(team, task, subscribers, thread_id, run_journal))
+    if result.status == "waiting":  # also with --json: how to answer goes to stderr
+        from teamrun.cli.answer_cmd import waiting_lines
+
+        for line in waiting_lines(backend, result.run_id, store_location):
+            _say(logs, "warning", "run_waiting", line, run_id=result.run_id)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
     else:
         if result.final_text or result.status == "done":
             click.echo(result.final_text)
-        if result.status != "done":
+        if result.status not in ("done", "waiting"):
             _say(logs, "error", "run_not_done",
                  f"teamrun: run {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
                  + (f": {result.error}" if result.error else ""),
                  status=result.status, stopped_by=result.stopped_by, error=result.error)
-            if run_journal is not None and result.status != "done":
+            if run_journal is not None and result.status not in ("done", "waiting"):
                 from teamrun.cli.resume_cmd import resume_command
 
                 _say(logs, "error", "run_resumable", f"teamrun: resume it with "

@@ -14,7 +14,7 @@ import click
 
 from teamrun.errors import UsageError
 
-HELP = """Continue a run that crashed, was killed or was cancelled.
+HELP = """Continue a run that crashed, was killed, was cancelled or waits for a person.
 
 The run's input, team file, --var values and --model come from the store.
 Model calls and tool results the run finished are replayed from its journal
@@ -28,6 +28,9 @@ Examples:
   teamrun resume 3f2a9c1b7d4e
   teamrun resume 3f2a9c1b7d4e --yes --approve all   # in a script
   teamrun execute team.yaml --resume 3f2a9c1b7d4e  # the same, naming the team file
+
+A waiting run continues detached: items still unanswered keep it waiting
+(exit 4); `teamrun answer` records an answer and continues it in one step.
 
 Exit codes: as `teamrun execute`.
 """

@@ -78,7 +78,9 @@ def _short(text: str, width: int) -> str:
 @click.option("--team", help="Only runs of this team (its name).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
 def list_runs(store: str | None, limit: int, team: str | None, as_json: bool) -> None:
-    found = [_view(run) for run in _backend(store).list_runs(limit=limit, team=team)]
+    backend = _backend(store)
+    found = [_view(run) for run in backend.list_runs(limit=limit, team=team)]
+    _with_pending(backend, found)
     if as_json:
         click.echo(json.dumps(found, indent=2, ensure_ascii=False))
         return
@@ -91,8 +93,22 @@ def list_runs(store: str | None, limit: int, team: str | None, as_json: bool) ->
         rows.append([run["run_id"], run["status"], _short(run["team"], 24), run["started_at"],
                      f"${run['cost']:.4f}", str(tokens), _short(run["input"], 40)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
+    for row, shown in zip(rows, [None, *found], strict=True):
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1])
+        for item in (shown or {}).get("pending", ()):  # what a waiting run waits for
+            click.echo(f"    {_short(item['line'], 110)}")
+
+
+def _with_pending(backend: Any, views: list[dict[str, Any]]) -> None:
+    """Add each waiting run's pending items (questions, approvals) to its view."""
+    waiting = [view["run_id"] for view in views if view["status"] == "waiting"]
+    if waiting:
+        from teamrun.cli.answer_cmd import pending_views
+
+        items = pending_views(backend, waiting)
+        for view in views:
+            if view["run_id"] in items:
+                view["pending"] = items[view["run_id"]]
 
 
 @runs.command("show", help="One run: status, cost, usage, attempts, what its journal holds, its answer.")
@@ -106,6 +122,7 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
         raise UsageError(f"no run {run_id!r} in the store {backend.store.display}; "
                          f"`teamrun runs list{store_option(store)}` shows the runs it holds")
     view = {**_view(run), "journal": backend.counts(run_id)}
+    _with_pending(backend, [view])
     if as_json:
         click.echo(json.dumps(view, indent=2, ensure_ascii=False))
         return
@@ -128,6 +145,10 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
     if view["error"]:
         lines.append(f"error     {view['error']}")
     lines.append(f"input     {_short(view['input'], 200)}")
+    for item in view.get("pending", ()):
+        lines.append(f"waits for {item['line']}")
+    if view.get("pending"):
+        lines.append(f"answer with `teamrun answer {view['run_id']} ITEM VALUE{store_option(store)}`")
     if view["final_text"]:
         lines += ["", view["final_text"]]
     if view["status"] in ("interrupted", "cancelled", "failed", "budget_exhausted") and view["team_file"]:

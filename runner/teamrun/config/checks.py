@@ -44,7 +44,7 @@ def _hook_tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...
             {point: hook_templates(point) for point in HOOK_MODELS})
 
 
-_TOOL_KEYS = ("python", "command", "mcp")
+_TOOL_KEYS = ("python", "command", "mcp", "person")
 INSTRUCTION_NAMES = ("vars", "today", "agent", "team", "context")
 """What instructions can read (the engine's ``RunContext.template_context``)."""
 PROMPT_NAMES = (*INSTRUCTION_NAMES, "workers", "tool", "parallel")
@@ -791,10 +791,14 @@ class SemanticChecker:
                 # (a misspelt `comand:` is reported as an unknown key instead)
                 yield self._error(
                     path,
-                    f"tool '{name}' needs 'python:' (a function), 'command:' (an argv list) or 'mcp:' (an MCP server)",
+                    f"tool '{name}' needs 'python:' (a function), 'command:' (an argv list), 'mcp:' (an MCP server) "
+                    "or 'person:' (a person to ask)",
                     "tool",
                     key=True,
                 )
+            person = _mapping(spec.get("person"))
+            if "answer_schema" in person:
+                yield from self._sub_schema((*path, "person", "answer_schema"), person["answer_schema"])
             parameters = _mapping(spec.get("parameters"))
             for param, fragment in parameters.items():
                 yield from self._sub_schema((*path, "parameters", param), fragment)

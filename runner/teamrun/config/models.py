@@ -31,6 +31,7 @@ __all__ = [
     "McpServer",
     "MessageFilter",
     "ModelFields",
+    "Person",
     "StartHook",
     "TeamConfig",
     "ToolDef",
@@ -335,6 +336,19 @@ class McpServer(_Strict):
     """HTTP headers sent to a `url` server, e.g. `{Authorization: "Bearer ${API_TOKEN}"}`. Values are treated as secrets."""
 
 
+class Person(_Strict):
+    """A person the agent may ask, mid-run: the tool's one parameter is the `question` the model writes."""
+
+    choices: Annotated[list[Annotated[str, StringConstraints(min_length=1)]], Field(min_length=1)] | None = None
+    """The answers the person picks from, e.g. `[eu-west-1, us-east-1]`; any other answer is refused."""
+    answer_schema: dict[str, Any] | None = None
+    """JSON Schema the answer must satisfy, e.g. `{type: integer, minimum: 1}`; the answer is read as JSON (plain text is a string). The model sees the answer as JSON."""
+    secret: bool = False
+    """The answer is a secret: masked (`***`) in events, traces, logs and `teamrun runs`; the model still sees it."""
+    max_wait_s: PositiveFloat | None = None
+    """Seconds the question may wait for its answer (default: no limit), counted from when it was first asked, across suspensions. Past it the question expires (recorded as `expired`) and the model is told nobody answered."""
+
+
 class ToolDef(_Strict):
     """A tool agents can call: a Python function, a command (argv, never a shell), or the tools of an MCP server."""
 
@@ -346,6 +360,8 @@ class ToolDef(_Strict):
     """Command as an argv list; each item is a Jinja template over the parameters. Never run through a shell."""
     mcp: McpServer | None = None
     """An MCP server: its tools become functions agents can call (started on first use, stopped when the run ends)."""
+    person: Person | None = None
+    """A person to ask: the agent calls this tool with a question and gets the person's answer. On a terminal the question is asked there; a detached run (`--detach`, or no terminal) suspends until `teamrun answer RUN ITEM VALUE`. Use `{}` for a free-text answer."""
     parameters: dict[Name, dict[str, Any]] | None = None
     """Parameters as JSON Schema fragments, e.g. `{pattern: {type: string}}`. One with a `default` is optional."""
     cwd: str | None = None

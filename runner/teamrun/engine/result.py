@@ -14,7 +14,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-RunStatus = Literal["done", "failed", "budget_exhausted", "cancelled"]
+RunStatus = Literal["done", "failed", "budget_exhausted", "cancelled", "waiting"]
 DelegationStatus = Literal["ok", "error", "rejected", "budget_exhausted", "cancelled"]
 
 

@@ -19,6 +19,7 @@ from teamrun.defaults import (
     model_for,
 )
 from teamrun.engine.durability.journal import RunJournal
+from teamrun.engine.durability.pending import RunActivity
 from teamrun.engine.limits.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore
 from teamrun.engine.result import AcceptanceRecord, DelegationResult, RunResult
@@ -28,6 +29,7 @@ from teamrun.llm.types import ChatModel, ModelSettings
 from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver
 from teamrun.tools.base import Tool, ToolSource
+from teamrun.tools.people import PersonDesk, UnattendedDesk
 
 if TYPE_CHECKING:
     from teamrun.engine.durability.threads import ThreadSession
@@ -102,6 +104,10 @@ class RunContext:
     """Where finished model calls and tool results are written, and replayed from on resume (``None``: off)."""
     thread: ThreadSession | None = None
     """The thread this run is a turn of: earlier turns, workers' memory (:mod:`teamrun.engine.durability.threads`)."""
+    desk: PersonDesk = field(default_factory=UnattendedDesk)
+    """Who answers the agents' questions (``person:`` tools); see :mod:`teamrun.tools.people`."""
+    activity: RunActivity = field(default_factory=RunActivity)
+    """What of the run works and what waits for a person (:mod:`teamrun.engine.durability.pending`)."""
 
     def agent(self, name: str) -> Agent:
         return self.config.agents[name]

@@ -34,6 +34,7 @@ from teamrun.llm.types import ChatModel, Message, current_scope
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.mcp.tape import McpTape
+from teamrun.tools.people import PersonDesk, UnattendedDesk
 from teamrun.tools.registry import build_tools
 
 if TYPE_CHECKING:
@@ -71,6 +72,9 @@ class Team:
         self._router: ModelRouter | None = None
         """The default model (offline simulator or LiteLLM), when teamrun built it."""
         self.approver = approver or choose_approver(None, interactive=False)
+        self.desk: PersonDesk = UnattendedDesk()
+        """Who answers the agents' questions (``person:`` tools): nobody by default; the CLI sets a terminal
+        desk, or :class:`~teamrun.engine.durability.pending.SuspendingDesk` for a journaled run that may suspend."""
         if replay is not None or record is not None:
             from teamrun.llm.cassette import RecordingModel, ReplayModel
             from teamrun.secrets import Redactor
@@ -188,7 +192,7 @@ class Team:
         ctx = RunContext(
             config=config, base_dir=self.loaded.base_dir, bus=bus, model=model,
             tools=tools, approver=self.approver, result=result, vars=run_vars,
-            model_override=self.model_override, thread=session, journal=journal,
+            model_override=self.model_override, thread=session, journal=journal, desk=self.desk,
         )
         result.thread_id = session.thread_id if session is not None else None
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
@@ -312,13 +316,14 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
     job = (run_agent(ctx, frame, input) if ctx.config.workflow is None
            else run_workflow(ctx, frame, input, lambda child, task: run_agent(ctx, child, task)))
     work = asyncio.create_task(job, name=f"teamrun:{frame.name}")
-    waiters: set[asyncio.Future[Any]] = {work}
+    stuck = asyncio.ensure_future(ctx.activity.stuck.wait())  # all of it waits for people: it suspends
+    waiters: set[asyncio.Future[Any]] = {work, stuck}
     stop = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
     if stop is not None:
         waiters.add(stop)
     timeout, label = _timeout(ctx.config)
     try:
-        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        done = await _wait_first(waiters, timeout, ctx)
         if work in done:
             try:
                 outcome = work.result()
@@ -332,6 +337,10 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
             return
         if stop is not None and stop in done:
             result.status, result.stopped_by = "cancelled", "interrupted"
+        elif stuck in done:
+            result.status, result.stopped_by = "waiting", "waiting for a person"
+            await _cancel(work)
+            return
         else:
             result.status, result.stopped_by = "budget_exhausted", f"{label} ({timeout})"
         await _cancel(work)
@@ -341,6 +350,21 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
             await _cancel(work)
         if stop is not None and not stop.done():
             stop.cancel()
+        if not stuck.done():
+            stuck.cancel()
+
+
+async def _wait_first(waiters: set[asyncio.Future[Any]], timeout: float | None, ctx: RunContext) -> set[Any]:
+    """The first of ``waiters`` done, or none once ``timeout`` passed; time spent waiting for people does not
+    count against the timeout."""
+    started = time.monotonic()
+    while True:
+        left = None if timeout is None else started + timeout + ctx.activity.waited_s - time.monotonic()
+        if left is not None and left <= 0:
+            return set()
+        done, _ = await asyncio.wait(waiters, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        if done:
+            return done
 
 
 async def _close_journal(journal: RunJournal, result: RunResult, escaped: BaseException | None) -> None:

@@ -42,7 +42,7 @@ __all__ = ["AlreadyDecided", "BudgetTooHigh", "NoThreads", "RunHandle", "RunRegi
 
 _log = get_logger(__name__)
 
-RunState = Literal["running", "done", "failed", "budget_exhausted", "cancelled"]
+RunState = Literal["running", "done", "failed", "budget_exhausted", "cancelled", "waiting"]
 
 
 class ServerBusy(TeamrunError):

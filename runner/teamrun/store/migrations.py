@@ -28,8 +28,14 @@ def _initial(conn: sa.Connection) -> None:
     schema.metadata.create_all(conn)
 
 
+def _pending_items(conn: sa.Connection) -> None:
+    """Version 2: the items a waiting run waits for (questions, approvals) and their answers."""
+    schema.pending_items.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Step]] = [
     (1, "threads, thread messages, runs and the run journal", _initial),
+    (2, "pending items of waiting runs", _pending_items),
 ]
 """``(version, what it does, step)`` in order; the last one is the version the tables in :mod:`schema` have."""
 

@@ -5,6 +5,7 @@
   conversation with the user, or a worker's name for that worker's own memory (``memory: thread``).
 - ``runs``: one record per run (status, input, answer, usage and cost).
 - ``journal``: what a run completed (model replies, tool results), written as it happens.
+- ``pending_items``: what a run waits for from a person (questions, approvals) and the answers.
 """
 
 from __future__ import annotations
@@ -72,4 +73,22 @@ journal = sa.Table(
     sa.Index("ix_journal_call_key", "run_id", "call_key"),
 )
 
-__all__ = ["journal", "metadata", "runs", "schema_version", "thread_messages", "threads"]
+pending_items = sa.Table(
+    "pending_items", metadata,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("item_id", sa.String(32), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("call_key", sa.String(1500), nullable=False),
+    sa.Column("agent", sa.String(200), nullable=False),
+    sa.Column("question", sa.Text, nullable=False),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("answer", sa.JSON, nullable=True),
+    sa.Column("answered_by", sa.String(200), nullable=True),
+    sa.Column("asked_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("answered_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("used", sa.Boolean, nullable=False, default=False),
+    sa.UniqueConstraint("run_id", "call_key", name="uq_pending_items_call"),
+)
+
+__all__ = ["journal", "metadata", "pending_items", "runs", "schema_version", "thread_messages", "threads"]

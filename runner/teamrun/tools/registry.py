@@ -68,7 +68,12 @@ def build_mcp_source(
 
 
 def build_tool(name: str, definition: ToolDef, *, base_dir: Path) -> Tool:
-    """One tool: a :class:`PythonTool` for ``python:``, a :class:`CommandTool` for ``command:``."""
+    """One tool: a :class:`PythonTool` for ``python:``, a :class:`CommandTool` for ``command:``, a
+    :class:`~teamrun.tools.people.PersonTool` for ``person:``."""
+    if definition.person is not None:
+        from teamrun.tools.people import PersonTool
+
+        return PersonTool(name, definition)
     if definition.python is not None and definition.command is not None:
         raise UserError(f"tool {name!r}: set either `python` or `command`, not both")
     if definition.python is not None:

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from teamrun.engine.durability.journal import EntryKey, JournalBackend, JournaledRun, JournalEntry, RunJournal
+from teamrun.engine.durability.pending import CLAIMED_HERE
 from teamrun.engine.durability.replay import Replay
 from teamrun.errors import UsageError
 from teamrun.secrets import unmask
@@ -82,7 +83,8 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
     record = backend.get_run(run_id)
     if record is None:
         raise UsageError(f"no run {run_id!r} in the store; `teamrun runs list` shows the runs it holds")
-    if record.shown_status() == "running":
+    claimed_here = run_id in CLAIMED_HERE  # a waiting run this process claimed (`teamrun answer`)
+    if record.shown_status() == "running" and not claimed_here:
         raise UsageError(f"run {run_id} is still running (pid {record.pid} on {record.host}); "
                          "wait for it to end or stop it first")
     entries = [_unmasked(entry) for entry in backend.load(run_id)]
@@ -91,7 +93,7 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
     if pending and not confirmed:
         raise ResumeNeedsConfirmation(run_id, pending, confirm_with=confirm_with)
     claim = getattr(backend, "claim_run", None)  # the store's lock on the run (an in-memory journal has none)
-    if claim is not None and not claim(journal.record):
+    if claim is not None and not claimed_here and not claim(journal.record):
         holder = backend.get_run(run_id)
         who = f" (pid {holder.pid} on {holder.host})" if holder is not None else ""
         raise UsageError(f"run {run_id} is being resumed by another process{who}; wait for it to end")

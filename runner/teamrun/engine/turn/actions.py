@@ -10,10 +10,11 @@ waited for, before it runs). A transfer (handoff) is refused past ``max_handoffs
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from teamrun.engine.delegation.delegator import Delegator
 from teamrun.engine.delegation.tools import parse_request
-from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash, tool_idempotent
+from teamrun.engine.durability.journal import EntryKey, JournalEntry, RunJournal, tool_hash, tool_idempotent
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.turn.turn_plan import (
     Action,
@@ -27,8 +28,10 @@ from teamrun.engine.turn.turn_plan import (
     Unknown,
 )
 from teamrun.llm.types import Message, parse_arguments
+from teamrun.tools.approval import Approver
 from teamrun.tools.base import ToolOutcome
 from teamrun.tools.invoke import invoke_tool
+from teamrun.tools.people import AskSite, ask_site
 
 __all__ = ["run_action", "run_tool", "transfer"]
 
@@ -51,7 +54,8 @@ async def run_action(
         except ValueError as exc:
             return CallResult(call, f"Error: {exc}. Call {call.name} again with corrected arguments.")
         keys = {worker: f"{frame.key}/{worker}@{turn}.{position}" for worker in request.targets}
-        content, signals = await delegator.delegate(request, keys, messages, single=action.worker is not None)
+        async with ctx.activity.waiting():  # the workers work meanwhile
+            content, signals = await delegator.delegate(request, keys, messages, single=action.worker is not None)
         return CallResult(call, content, signals)
     if isinstance(action, Transfer):
         return transfer(frame, action)
@@ -60,7 +64,8 @@ async def run_action(
     if isinstance(action, RunTool):
         return await run_tool(ctx, frame, action, turn, position)
     if isinstance(action, Control):
-        return CallResult(call, await delegator.control(call.name, parse_arguments(call.arguments)))
+        async with ctx.activity.waiting():  # wait_for: the background workers work meanwhile
+            return CallResult(call, await delegator.control(call.name, parse_arguments(call.arguments)))
     assert isinstance(action, Unknown)
     return CallResult(call, action.message())
 
@@ -86,8 +91,14 @@ async def run_tool(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: in
             call, f"Error: {reached} reached; this call was not run. Answer with what you have.", (reached,)
         )
     frame.ledger.charge("tool_calls")
+    site = ask_site.set(AskSite(ctx.journal.run_id if ctx.journal else ctx.result.run_id, frame.key, turn, position,
+                                frame.name, ctx.desk, ctx.activity.parked_call,
+                                lambda kind, **data: frame.emit(ctx, kind, **data)))
     with frame.span(ctx, "tool", tool=call.name) as span:
-        outcome = await _journaled(ctx, frame, action, turn, position)
+        try:
+            outcome = await _journaled(ctx, frame, action, turn, position)
+        finally:
+            ask_site.reset(site)
         span.end.update(
             tool=call.name, status="ok" if outcome.ok else "error", error=outcome.error, chars=len(outcome.content)
         )
@@ -103,16 +114,16 @@ async def _journaled(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: 
     outcome = journal.replay.tool(frame.key, turn, position, fingerprint)
     if outcome is not None:
         return outcome
+    approver = ctx.approver
     if not tool_idempotent(action.tool, ctx.config.tools):
-        await journal.write_now(
-            JournalEntry(
-                EntryKey(frame.key, turn, "tool_start", position),
-                fingerprint,
-                {"tool": call.name, "arguments": call.arguments},
-            )
-        )
-    outcome = await invoke_tool(action.tool, call.arguments, approver=ctx.approver)
-    journal.write(
+        start = JournalEntry(EntryKey(frame.key, turn, "tool_start", position), fingerprint,
+                             {"tool": call.name, "arguments": call.arguments})
+        if action.tool.require_approval:  # started once approved: a run waiting for the approval did not start it
+            approver = _StartWhenApproved(approver, journal, start)
+        else:
+            await journal.write_now(start)
+    outcome = await invoke_tool(action.tool, call.arguments, approver=approver)
+    journal.write(  # rides with the next reply's commit (store branch: group commit)
         JournalEntry(
             EntryKey(frame.key, turn, "tool", position),
             fingerprint,
@@ -120,3 +131,16 @@ async def _journaled(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: 
         )
     )
     return outcome
+
+
+class _StartWhenApproved:
+    """The run's approver; once it approves, the tool's start is journaled (and waited for) before it runs."""
+
+    def __init__(self, approver: Approver, journal: RunJournal, start: JournalEntry) -> None:
+        self.approver, self.journal, self.start = approver, journal, start
+
+    async def approve(self, tool: str, arguments: dict[str, Any]) -> bool:
+        approved = await self.approver.approve(tool, arguments)
+        if approved:
+            await self.journal.write_now(self.start)
+        return approved

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import structlog
 
@@ -52,6 +53,7 @@ LAST_TURN_NOTE = (
 )
 CONTINUE_NOTE = "Your answer was cut off. Continue exactly where it stopped; do not repeat anything."
 EMPTY_NOTE = "Your reply was empty. Reply with your final answer."
+T = TypeVar("T")
 LAST_TURN_MIN_TOKENS = 200
 """The last turn may always write this many tokens, even when a token or cost limit is already used up."""
 
@@ -135,7 +137,7 @@ class AgentLoop:
             if self.acceptance is not None:
                 accepted = self.acceptance.finish(stopped_by or (step.reason if isinstance(step, Stop) else None))
         except asyncio.CancelledError:
-            status = "cancelled"
+            status = "waiting" if ctx.activity.stuck.is_set() else "cancelled"  # suspended for a person
             raise
         finally:
             await self.delegator.background.cancel_all()  # only still running if the agent did not answer
@@ -173,12 +175,14 @@ class AgentLoop:
             if background.running() or background.unseen():
                 # not done while background work is unfinished: wait for it (each has a timeout), then it is
                 # announced and the agent answers again
-                await background.wait([item.handle for item in background.running()], None)
+                async with self.ctx.activity.waiting():
+                    await background.wait([item.handle for item in background.running()], None)
                 return Turn(new, RunAgain())
             return await self._answer(reply, new)
-        results = await run_all(run_action(self.ctx, self.frame, self.delegator, action, turn=self.turns,
-                                           position=self._position(action.call), messages=[*self.messages, *new])
-                                for action in plan.actions)
+        async with self.ctx.activity.waiting():  # each action works on its own
+            results = await run_all(_working(self.ctx, run_action(
+                self.ctx, self.frame, self.delegator, action, turn=self.turns, position=self._position(action.call),
+                messages=[*self.messages, *new])) for action in plan.actions)
         new += [{"role": "tool", "tool_call_id": r.call.id, "content": r.content} for r in results]
         hook_stop = None if ends_turn(results) else await self._on_iteration([*self.messages, *new])
         return Turn(new, next_step(results, hook_stop=hook_stop))
@@ -266,11 +270,22 @@ class AgentLoop:
         return self.calls.index(call) if call in self.calls else len(self.calls)
 
 
+async def _working(ctx: RunContext, action: Coroutine[Any, Any, T]) -> T:
+    """``action`` counted as work of the run (:class:`~teamrun.engine.durability.pending.RunActivity`)."""
+    async with ctx.activity.working():
+        return await action
+
+
 async def run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:
     """Run ``frame``'s agent on ``task`` until an agent answers, following handoffs.
 
     The outcome's usage and cost are read from the ledgers of every agent that held the conversation.
     """
+    async with ctx.activity.working():
+        return await _run_agent(ctx, frame, task)
+
+
+async def _run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:
     frames = [frame]
     loop = AgentLoop(ctx, frame)
     history = ctx.thread.history_for(frame.name, frame.depth, task) if ctx.thread is not None else ()

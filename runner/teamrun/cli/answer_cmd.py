@@ -1,0 +1,411 @@
+"""``teamrun answer|approve|deny RUN ITEM``: answer what a waiting run waits for, and continue it.
+
+Also where ``execute`` chooses who answers the agents' questions (:func:`people_desk`) and what a
+suspended run prints (:func:`waiting_lines`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shlex
+import sys
+import time
+from typing import Any
+
+import click
+
+from teamrun.errors import UsageError
+
+EXIT_WAITING = 4
+"""A run suspended, waiting for a person (``execute``, ``resume``, ``answer``)."""
+_POLL_S = 0.2
+"""How often ``answer`` looks whether the process continuing the run is done with it."""
+
+ANSWER_HELP = """Answer a question a waiting run asked, and continue the run.
+
+The answer is recorded in the store (once: a second answer to the same item
+is refused), then the run continues from its journal in this process: calls
+it finished are not made again. It runs until it is done, or until it waits
+for a person again (exit 4: answer its next item the same way). VALUE must
+be one of the question's choices and fit its answer_schema (read as JSON;
+plain text is a string).
+
+\b
+Examples:
+  teamrun runs list                          waiting runs and their questions
+  teamrun answer 3f2a9c1b7d4e q1 eu-west-1
+  teamrun answer 3f2a9c1b7d4e q2 '{"seats": 3}' --by alice
+  teamrun answer 3f2a9c1b7d4e q3 yes --no-resume   # only record it
+
+Exit codes: as `teamrun execute` (4: the run waits for another answer).
+"""
+
+APPROVE_HELP = """Approve a tool call a waiting run waits for, and continue the run.
+
+\b
+Examples:
+  teamrun approve 3f2a9c1b7d4e a1
+  teamrun deny 3f2a9c1b7d4e a1 --note "use the staging database"
+"""
+
+_STORE_HELP = "The store holding the run (default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db)."
+
+
+# -- who answers, in execute --------------------------------------------------------------------
+def _on_terminal() -> bool:
+    try:
+        return sys.stdin.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def has_people(team: Any) -> bool:
+    """Whether the team declares a ``person:`` tool."""
+    return any(tool.person is not None for tool in (team.config.tools or {}).values())
+
+
+def people_desk(team: Any, backend: Any, policy: Any, *, detach: bool) -> Any:
+    """Set ``team.desk`` (and the approver, when the run may suspend); returns the journal backend.
+
+    On a terminal (without ``--detach``) questions are asked there. Otherwise a journaled run suspends:
+    questions and approvals become pending items in the store. A run that is not journaled cannot suspend:
+    a question then fails with a hint (the agent goes on without the answer) and approvals are denied.
+    """
+    from teamrun.tools.people import TerminalDesk
+
+    terminal = _on_terminal() and not detach
+    if terminal:
+        team.desk = TerminalDesk()
+        return backend
+    if backend is None:
+        return backend  # nobody can be asked: questions fail with a hint, approvals are denied
+    from teamrun.engine.durability.pending import SuspendingDesk
+    from teamrun.store.pending import PendingRepository
+    from teamrun.tools.approval import PolicyApprover
+    from teamrun.tools.people import DeskApprover
+
+    team.desk = SuspendingDesk(PendingRepository(backend.store))
+    approver = DeskApprover(team.desk)
+    team.approver = PolicyApprover(policy, otherwise=approver) if policy is not None else approver
+    return backend
+
+
+class RunClaimed(UsageError):
+    """Another process claimed the waiting run first (it continues it)."""
+
+
+def claim_waiting(backend: Any, run_id: str) -> None:
+    """Take the waiting run for this process (one conditional update); :class:`RunClaimed` when another did."""
+    from teamrun.engine.durability.pending import claim_run
+
+    if not claim_run(_items(backend), run_id):
+        raise RunClaimed(f"run {run_id} is being continued by another process")
+
+
+# -- what a suspended run says -------------------------------------------------------------------
+def _items(backend: Any) -> Any:
+    from teamrun.store.pending import PendingRepository
+
+    return PendingRepository(backend.store)
+
+
+def _store_option(store: str | None) -> str:
+    from teamrun.cli.resume_cmd import store_option
+
+    return store_option(store)
+
+
+def describe(item: Any) -> str:
+    """One line for a pending item: id, who asks, the question, its choices."""
+    choices = item.spec.get("choices")
+    shown = f"  [{' | '.join(choices)}]" if choices else ""
+    verb = "asks" if item.kind == "question" else "waits for approval:"
+    return f"{item.item_id}  {item.agent} {verb} {' '.join(item.question.split())}{shown}"
+
+
+def waiting_lines(backend: Any, run_id: str, store: str | None) -> list[str]:
+    """What ``execute`` prints when the run suspends: its pending items and the commands that answer them."""
+    pending = _items(backend).items(run_id, status="pending")
+    lines = [f"teamrun: run {run_id} is waiting for a person ({len(pending)} pending; exit {EXIT_WAITING}):"]
+    lines += [f"  {describe(item)}" for item in pending]
+    where = _store_option(store)
+    run = shlex.quote(run_id)
+    if any(item.kind == "question" for item in pending):
+        lines.append(f"answer with `teamrun answer {run} ITEM VALUE{where}`")
+    if any(item.kind == "approval" for item in pending):
+        lines.append(f"approve with `teamrun approve {run} ITEM{where}` (or `teamrun deny {run} ITEM{where}`)")
+    return lines
+
+
+def pending_views(backend: Any, run_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The pending items of each of ``run_ids`` (``runs list`` / ``runs show``)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for item in _items(backend).items(status="pending"):
+        if item.run_id in run_ids:
+            found.setdefault(item.run_id, []).append({**item.view(), "line": describe(item)})
+    return found
+
+
+# -- the commands --------------------------------------------------------------------------------
+def _when(stamp: float | None) -> str:
+    return _dt.datetime.fromtimestamp(stamp or 0, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _item(backend: Any, store: str | None, run_id: str, item_id: str, kind: str) -> Any:
+    """The pending item to answer; a clear error for an unknown run or item, the wrong kind, a settled item."""
+    if backend.get_run(run_id) is None:
+        raise UsageError(
+            f"no run {run_id!r} in the store {backend.store.display}; "
+            f"`teamrun runs list{_store_option(store)}` shows the runs it holds"
+        )
+    items = _items(backend)
+    item = items.get(run_id, item_id)
+    if item is None:
+        known = items.items(run_id)
+        listing = ", ".join(f"{i.item_id} ({i.status})" for i in known) or "none"
+        raise UsageError(f"run {run_id} has no item {item_id!r}; its items: {listing}")
+    if item.kind != kind:
+        command = "answer" if item.kind == "question" else "approve` or `teamrun deny"
+        what = "a question" if item.kind == "question" else "an approval"
+        raise UsageError(f"item {item_id} of run {run_id} is {what}: use `teamrun {command}`")
+    if item.status != "pending":
+        raise UsageError(_settled(run_id, item))
+    return item
+
+
+def _settled(run_id: str, item: Any) -> str:
+    if item.status == "expired":
+        return f"item {item.item_id} of run {run_id} expired at {_when(item.answered_at)}: nobody answered in time"
+    return (
+        f"item {item.item_id} of run {run_id} was already answered by {item.answered_by} at {_when(item.answered_at)}"
+    )
+
+
+def _record(backend: Any, run_id: str, item: Any, value: Any, by: str | None) -> str:
+    from teamrun.engine.durability.pending import default_person
+
+    who = by or default_person()
+    if not _items(backend).answer(run_id, item.item_id, value, by=who):
+        now = _items(backend).get(run_id, item.item_id)
+        raise UsageError(_settled(run_id, now if now is not None else item))
+    return who
+
+
+def _continue(
+    ctx: click.Context,
+    backend: Any,
+    store: str | None,
+    run_id: str,
+    item_id: str,
+    *,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
+    """Continue the run here, unless another process does: then wait until it took the answer."""
+    from teamrun.cli.resume_cmd import resume
+
+    items = _items(backend)
+    said = False
+    while True:
+        run = backend.get_run(run_id)
+        status = run.shown_status()
+        if status == "waiting" and items.unused_answers(run_id):
+            try:
+                result: int = ctx.invoke(
+                    resume, run_id=run_id, store=store, yes=False, as_json=as_json, approve=approve, progress=progress
+                )
+            except RunClaimed:
+                continue  # another answering process continues it: wait for it
+            return result
+        if status == "running":
+            taken = items.get(run_id, item_id)
+            if taken is not None and taken.used:
+                click.echo(f"teamrun: run {run_id} (pid {run.pid} on {run.host}) took the answer and goes on", err=True)
+                return 0
+            if not said:
+                click.echo(
+                    f"teamrun: run {run_id} is being continued by pid {run.pid} on {run.host}; "
+                    "waiting until it takes the answer",
+                    err=True,
+                )
+                said = True
+            time.sleep(_POLL_S)
+            continue
+        if status == "waiting":
+            click.echo(f"teamrun: run {run_id} took the answer and waits for a person again", err=True)
+            for line in waiting_lines(backend, run_id, store)[1:]:
+                click.echo(line, err=True)
+            return EXIT_WAITING
+        if run.status in ("done",):
+            click.echo(f"teamrun: run {run_id} was continued by another process: {run.status}", err=True)
+            return 0
+        from teamrun.cli.resume_cmd import resume_command
+
+        click.echo(
+            f"teamrun: the answer is recorded; run {run_id} is {status}: continue it with "
+            f"`{resume_command(run_id, store)}`",
+            err=True,
+        )
+        return 0
+
+
+_COMMON = [
+    click.option("--store", metavar="PATH|URL", help=_STORE_HELP),
+    click.option(
+        "--by", metavar="NAME", help="Who answers, as events and `teamrun runs` show it (default: USER@HOST)."
+    ),
+    click.option("--no-resume", "no_resume", is_flag=True, help="Only record the answer; do not continue the run."),
+    click.option("--json", "as_json", is_flag=True, help="Print the continued run's result as JSON."),
+    click.option(
+        "--approve", metavar="all|none|TOOL,...", help="Answer approval prompts of the continued run up front."
+    ),
+    click.option(
+        "--progress",
+        type=click.Choice(["auto", "tree", "plain", "none"]),
+        default="auto",
+        show_default=True,
+        help="How to show the continued run's progress on stderr.",
+    ),
+]
+
+
+def _common(fn: Any) -> Any:
+    for option in reversed(_COMMON):
+        fn = option(fn)
+    return fn
+
+
+def _finish(
+    ctx: click.Context,
+    backend: Any,
+    store: str | None,
+    run_id: str,
+    item: Any,
+    who: str,
+    shown: str,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
+    click.echo(f"teamrun: {item.item_id} of run {run_id} {shown} by {who}", err=True)
+    if no_resume:
+        return 0
+    return _continue(ctx, backend, store, run_id, item.item_id, as_json=as_json, approve=approve, progress=progress)
+
+
+@click.command(help=ANSWER_HELP, short_help="Answer a waiting run's question and continue it.")
+@click.argument("run_id")
+@click.argument("item_id", metavar="ITEM")
+@click.argument("value")
+@_common
+@click.pass_context
+def answer(
+    ctx: click.Context,
+    run_id: str,
+    item_id: str,
+    value: str,
+    store: str | None,
+    by: str | None,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
+    from teamrun.cli.resume_cmd import open_backend
+    from teamrun.tools.people import PendingItem, masked, read_answer
+
+    backend = open_backend(store)
+    item = _item(backend, store, run_id, item_id, "question")
+    asked = PendingItem.from_spec("question", item.question, item.spec)
+    parsed = read_answer(asked, value)
+    who = _record(backend, run_id, item, parsed, by)
+    return _finish(
+        ctx,
+        backend,
+        store,
+        run_id,
+        item,
+        who,
+        f"answered ({masked(asked, parsed)})",
+        no_resume,
+        as_json,
+        approve,
+        progress,
+    )
+
+
+def _decide(
+    ctx: click.Context,
+    approved: bool,
+    run_id: str,
+    item_id: str,
+    note: str | None,
+    store: str | None,
+    by: str | None,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
+    from teamrun.cli.resume_cmd import open_backend
+
+    backend = open_backend(store)
+    item = _item(backend, store, run_id, item_id, "approval")
+    who = _record(backend, run_id, item, {"approved": approved, "note": note}, by)
+    return _finish(
+        ctx,
+        backend,
+        store,
+        run_id,
+        item,
+        who,
+        "approved" if approved else "denied",
+        no_resume,
+        as_json,
+        approve,
+        progress,
+    )
+
+
+@click.command(help=APPROVE_HELP, short_help="Approve a waiting run's tool call and continue it.")
+@click.argument("run_id")
+@click.argument("item_id", metavar="ITEM")
+@click.option("--note", help="A note for the agent.")
+@_common
+@click.pass_context
+def approve_item(
+    ctx: click.Context,
+    run_id: str,
+    item_id: str,
+    note: str | None,
+    store: str | None,
+    by: str | None,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
+    return _decide(ctx, True, run_id, item_id, note, store, by, no_resume, as_json, approve, progress)
+
+
+@click.command(help=APPROVE_HELP, short_help="Deny a waiting run's tool call and continue it.")
+@click.argument("run_id")
+@click.argument("item_id", metavar="ITEM")
+@click.option("--note", help="Why, for the agent (it reads it).")
+@_common
+@click.pass_context
+def deny_item(
+    ctx: click.Context,
+    run_id: str,
+    item_id: str,
+    note: str | None,
+    store: str | None,
+    by: str | None,
+    no_resume: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+) -> int:
+    return _decide(ctx, False, run_id, item_id, note, store, by, no_resume, as_json, approve, progress)

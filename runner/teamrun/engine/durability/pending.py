@@ -1,0 +1,202 @@
+"""A person is a pending item in the store: a journaled run waits for answers, and suspends when it must.
+
+:class:`SuspendingDesk` gets questions and approvals answered through the store:
+each becomes a pending item (:class:`~teamrun.store.pending.PendingRepository`),
+named by the call that asked, and the call waits for its answer (polling the
+store, so an answer given from another process while the run still goes on is
+taken). :class:`RunActivity` counts what of the run is working: when every
+strand (agent loop, tool call) waits — for a person, or for workers that wait
+for one — the run can go no further and :attr:`RunActivity.stuck` is set; the
+run then ends ``waiting`` (:class:`~teamrun.engine.team.Team` cancels the
+waiting calls, nothing of theirs is journaled). ``teamrun answer`` records an
+answer and resumes the run: the journal answers every call that finished, the
+asking tool call finds its item answered and returns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import socket
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from teamrun.logs import get_logger
+from teamrun.tools.people import Answer, AskSite, PendingItem, answered_fields, asked_fields
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) is imported only by runs that use one
+    from teamrun.store.pending import PendingRecord, PendingRepository
+
+__all__ = ["CLAIMED_HERE", "POLL_S", "RunActivity", "SuspendingDesk", "call_key", "claim_run", "default_person"]
+
+_log = get_logger(__name__)
+POLL_S = 0.5
+"""How often a waiting call looks in the store for its answer."""
+_CONFIRM_HOPS = 8
+"""Event-loop turns the run must stay all-waiting before it counts as stuck (tasks just created get to start)."""
+
+
+CLAIMED_HERE: set[str] = set()
+"""Waiting runs this process claimed for resuming (their record says ``running`` with this pid)."""
+
+
+def claim_run(items: PendingRepository, run_id: str) -> bool:
+    """Take the waiting run ``run_id`` for this process (one conditional update); whether it did."""
+    if not items.claim(run_id):
+        return False
+    CLAIMED_HERE.add(run_id)
+    return True
+
+
+def default_person() -> str:
+    """Who answers when ``--by`` is not given: ``user@host``."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in a container
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def call_key(site: AskSite) -> str:
+    """The item's place in the run: the asking call's invocation, model-call number and position."""
+    return f"{site.invocation}#{site.turn}.{site.position}"
+
+
+class RunActivity:
+    """What of one run is working, and what waits for a person.
+
+    Agent loops and their actions are *working* strands; a strand that waits for
+    its workers is *waiting*; a call waiting for a person is *parked*. When
+    nothing works and something is parked on a suspendable desk, :attr:`stuck` is set.
+    Time during which a call waits for a person is :attr:`waited_s` (it does not count
+    against ``timeout_s``).
+    """
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.parked = 0
+        self.suspendable = 0
+        self.stuck = asyncio.Event()
+        self._confirming: asyncio.Task[None] | None = None
+        self._waiting_since: float | None = None
+        self._waited = 0.0
+
+    @property
+    def waited_s(self) -> float:
+        """Seconds during which at least one call waited for a person."""
+        extra = time.monotonic() - self._waiting_since if self._waiting_since is not None else 0.0
+        return self._waited + extra
+
+    @contextlib.asynccontextmanager
+    async def working(self) -> AsyncIterator[None]:
+        self.active += 1
+        try:
+            yield
+        finally:
+            self.active -= 1
+            self._check()
+
+    @contextlib.asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        """The strand waits for others (its workers, background tasks)."""
+        self.active -= 1
+        self._check()
+        try:
+            yield
+        finally:
+            self.active += 1
+
+    @contextlib.asynccontextmanager
+    async def parked_call(self, suspendable: bool) -> AsyncIterator[None]:
+        """A call waits for a person (``suspendable``: the run may suspend for it)."""
+        self.parked += 1
+        self.suspendable += int(suspendable)
+        if self._waiting_since is None:
+            self._waiting_since = time.monotonic()
+        self.active -= 1
+        self._check()
+        try:
+            yield
+        finally:
+            self.active += 1
+            self.parked -= 1
+            self.suspendable -= int(suspendable)
+            if self.parked == 0 and self._waiting_since is not None:
+                self._waited += time.monotonic() - self._waiting_since
+                self._waiting_since = None
+
+    def _all_wait(self) -> bool:
+        return self.active <= 0 and self.suspendable > 0
+
+    def _check(self) -> None:
+        if self._all_wait() and not self.stuck.is_set() and self._confirming is None:
+            self._confirming = asyncio.get_running_loop().create_task(self._confirm())
+
+    async def _confirm(self) -> None:
+        try:
+            for _ in range(_CONFIRM_HOPS):
+                await asyncio.sleep(0)
+                if not self._all_wait():
+                    return
+            self.stuck.set()
+        finally:
+            self._confirming = None
+
+
+class SuspendingDesk:
+    """Questions and approvals as pending items in a store; a call waits until its item is answered."""
+
+    def __init__(self, items: PendingRepository, *, poll_s: float = POLL_S) -> None:
+        self.items = items
+        self.poll_s = poll_s
+
+    async def ask(self, item: PendingItem, site: AskSite) -> Answer:
+        record = await asyncio.to_thread(
+            self.items.open_item,
+            site.run_id,
+            call_key(site),
+            kind=item.kind,
+            agent=site.agent,
+            question=item.question,
+            spec=item.spec(),
+        )
+        if record.status == "pending":
+            site.emit("person_asked", **asked_fields(record.item_id, item))
+            _log.info("person_asked", item=record.item_id, tool=item.tool)
+        while record.status == "pending":
+            left = self._left(item, record)
+            if left is not None and left <= 0:
+                await asyncio.to_thread(
+                    self.items.answer, site.run_id, record.item_id, None, by="nobody", status="expired"
+                )
+            else:
+                async with site.waiting(True):
+                    await asyncio.sleep(self.poll_s if left is None else min(self.poll_s, left))
+            found = await asyncio.to_thread(self.items.get, site.run_id, record.item_id)
+            record = found if found is not None else record
+        answer = _answer_of(record)
+        await asyncio.to_thread(self.items.mark_used, site.run_id, record.item_id)
+        if not record.used:  # said once, by the attempt that took it
+            site.emit("person_answered", **answered_fields(record.item_id, item, answer))
+        return answer
+
+    @staticmethod
+    def _left(item: PendingItem, record: PendingRecord) -> float | None:
+        if item.max_wait_s is None:
+            return None
+        return record.asked_at + item.max_wait_s - time.time()
+
+
+def _answer_of(record: PendingRecord) -> Answer:
+    when = record.answered_at or time.time()
+    by = record.answered_by or "nobody"
+    if record.status == "expired":
+        return Answer(None, by, when, expired=True)
+    value: Any = record.answer
+    if record.kind == "approval":
+        data = value if isinstance(value, dict) else {"approved": bool(value)}
+        note = data.get("note")
+        return Answer(bool(data.get("approved")), by, when, note=str(note) if note else None)
+    return Answer(value, by, when)

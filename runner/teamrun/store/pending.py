@@ -1,0 +1,222 @@
+"""Pending items in the store: what a waiting run waits for from a person, and the answers.
+
+An item is named by its run and a short id (``q1``, ``a2``: question or approval, then a
+number per run), and is unique per call site (``call_key``: the agent invocation, model-call
+number and position of the tool call that asked), so a resumed run asking again finds the
+item it asked before. Answering is one conditional ``UPDATE`` (``status = 'pending'``): of
+two processes answering at once, one wins and the other is told the item is answered.
+Claiming a waiting run for resuming is the same kind of ``UPDATE`` on ``runs``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from teamrun.store.db import Store
+from teamrun.store.schema import pending_items, runs
+
+__all__ = ["WAITING", "ItemStatus", "PendingRecord", "PendingRepository"]
+
+WAITING = "waiting"
+"""The status of a run suspended until a person answers."""
+ItemStatus = Literal["pending", "answered", "expired"]
+
+
+@dataclass(frozen=True)
+class PendingRecord:
+    run_id: str
+    item_id: str
+    kind: str
+    call_key: str
+    agent: str
+    question: str
+    spec: dict[str, Any]
+    status: str
+    answer: Any
+    answered_by: str | None
+    asked_at: float
+    answered_at: float | None
+    used: bool
+
+    def view(self) -> dict[str, Any]:
+        """As JSON for listings (a secret answer masked)."""
+        answer = "***" if self.spec.get("secret") and self.answer is not None else self.answer
+        return {
+            "run_id": self.run_id,
+            "item": self.item_id,
+            "kind": self.kind,
+            "agent": self.agent,
+            "question": self.question,
+            "choices": self.spec.get("choices"),
+            "status": self.status,
+            "answer": answer,
+            "answered_by": self.answered_by,
+            "asked_at": self.asked_at,
+            "answered_at": self.answered_at,
+            "tool": self.spec.get("tool"),
+        }
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+def _stamp(when: _dt.datetime | None) -> float | None:
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.UTC)
+    return when.timestamp()
+
+
+def _record(row: sa.RowMapping) -> PendingRecord:
+    return PendingRecord(
+        run_id=row["run_id"],
+        item_id=row["item_id"],
+        kind=row["kind"],
+        call_key=row["call_key"],
+        agent=row["agent"],
+        question=row["question"],
+        spec=dict(row["spec"] or {}),
+        status=row["status"],
+        answer=row["answer"],
+        answered_by=row["answered_by"],
+        asked_at=_stamp(row["asked_at"]) or 0.0,
+        answered_at=_stamp(row["answered_at"]),
+        used=bool(row["used"]),
+    )
+
+
+class PendingRepository:
+    """Pending items of the runs in one store (every method blocking, one short transaction each)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.engine = store.engine
+
+    def open_item(
+        self, run_id: str, call_key: str, *, kind: str, agent: str, question: str, spec: dict[str, Any]
+    ) -> PendingRecord:
+        """The item asked at ``call_key`` in ``run_id``: the one asked before, else a new pending one."""
+        with self.store.errors(f"record a pending item of run {run_id}"):
+            for _ in range(5):  # two workers of one run numbering items at once: the loser numbers again
+                try:
+                    with self.engine.begin() as conn:
+                        found = self._by_key(conn, run_id, call_key)
+                        if found is not None:
+                            return found
+                        count = conn.execute(
+                            sa.select(sa.func.count())
+                            .select_from(pending_items)
+                            .where(pending_items.c.run_id == run_id)
+                        ).scalar_one()
+                        item_id = f"{kind[0]}{int(count) + 1}"
+                        conn.execute(
+                            pending_items.insert().values(
+                                run_id=run_id,
+                                item_id=item_id,
+                                kind=kind,
+                                call_key=call_key,
+                                agent=agent,
+                                question=question,
+                                spec=spec,
+                                status="pending",
+                                asked_at=_now(),
+                                used=False,
+                            )
+                        )
+                        row = self._by_key(conn, run_id, call_key)
+                        assert row is not None
+                        return row
+                except sa.exc.IntegrityError:
+                    continue
+            raise sa.exc.InvalidRequestError(f"could not number a pending item of run {run_id}")
+
+    @staticmethod
+    def _by_key(conn: sa.Connection, run_id: str, call_key: str) -> PendingRecord | None:
+        row = (
+            conn.execute(
+                sa.select(pending_items).where(pending_items.c.run_id == run_id, pending_items.c.call_key == call_key)
+            )
+            .mappings()
+            .first()
+        )
+        return None if row is None else _record(row)
+
+    def get(self, run_id: str, item_id: str) -> PendingRecord | None:
+        with self.store.errors(f"read pending item {item_id} of run {run_id}"), self.engine.connect() as conn:
+            row = (
+                conn.execute(
+                    sa.select(pending_items).where(pending_items.c.run_id == run_id, pending_items.c.item_id == item_id)
+                )
+                .mappings()
+                .first()
+            )
+        return None if row is None else _record(row)
+
+    def items(self, run_id: str | None = None, *, status: str | None = None) -> list[PendingRecord]:
+        """Items of one run (or of every run), oldest first; ``status`` narrows them."""
+        query = sa.select(pending_items).order_by(pending_items.c.asked_at, pending_items.c.item_id)
+        if run_id is not None:
+            query = query.where(pending_items.c.run_id == run_id)
+        if status is not None:
+            query = query.where(pending_items.c.status == status)
+        with self.store.errors("list pending items"), self.engine.connect() as conn:
+            return [_record(row) for row in conn.execute(query).mappings().all()]
+
+    def answer(self, run_id: str, item_id: str, value: Any, *, by: str, status: ItemStatus = "answered") -> bool:
+        """Record the answer unless the item was answered (or expired) already; whether this call did."""
+        with self.store.errors(f"answer item {item_id} of run {run_id}"), self.engine.begin() as conn:
+            done = conn.execute(
+                pending_items.update()
+                .where(
+                    pending_items.c.run_id == run_id,
+                    pending_items.c.item_id == item_id,
+                    pending_items.c.status == "pending",
+                )
+                .values(status=status, answer=value, answered_by=by, answered_at=_now())
+            )
+            return bool(done.rowcount)
+
+    def mark_used(self, run_id: str, item_id: str) -> None:
+        """The run took the answer (a later ``teamrun answer`` need not continue the run for it)."""
+        with self.store.errors(f"update item {item_id} of run {run_id}"), self.engine.begin() as conn:
+            conn.execute(
+                pending_items.update()
+                .where(pending_items.c.run_id == run_id, pending_items.c.item_id == item_id)
+                .values(used=True)
+            )
+
+    def unused_answers(self, run_id: str) -> int:
+        """Answers the run has not taken yet."""
+        query = (
+            sa.select(sa.func.count())
+            .select_from(pending_items)
+            .where(
+                pending_items.c.run_id == run_id,
+                pending_items.c.status != "pending",
+                pending_items.c.used == sa.false(),
+            )
+        )
+        with self.store.errors(f"read the pending items of run {run_id}"), self.engine.connect() as conn:
+            return int(conn.execute(query).scalar_one())
+
+    def claim(self, run_id: str) -> bool:
+        """Mark the waiting run ``running`` in this process, unless another process claimed it first."""
+        with self.store.errors(f"claim run {run_id}"), self.engine.begin() as conn:
+            meta = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run_id, runs.c.status == WAITING)).first()
+            if meta is None:
+                return False
+            claimed = {**(meta[0] or {}), "pid": os.getpid(), "host": socket.gethostname()}
+            done = conn.execute(
+                runs.update()
+                .where(runs.c.id == run_id, runs.c.status == WAITING)
+                .values(status="running", meta=claimed)
+            )
+            return bool(done.rowcount)

@@ -1,0 +1,221 @@
+"""`teamrun answer` / `approve` / `deny` meet user mistakes and races: each a one-line error, exit 2, nothing lost.
+
+The team runs on the offline model: each worker calls its `person:` tool once, then answers with what it got.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from teamrun.cli import main
+
+TEAM = """version: 1
+name: ask-offline
+supervisor: lead
+tools:
+  ask_ops: {person: {choices: [eu-west-1, us-east-1]}}
+  ask_owner:
+    person: {answer_schema: {type: integer, minimum: 1}, secret: true}
+  deploy: {command: [echo, deployed], require_approval: true}
+agents:
+  lead: {delegates_to: [infra, seats]}
+  infra: {description: Picks the region., tools: [ask_ops]}
+  seats: {description: Counts seats., tools: [ask_owner]}
+"""
+
+
+@pytest.fixture
+def suspended(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str, Path]:
+    """A run suspended on two questions: (run id, store, team file)."""
+    team = tmp_path / "team.yaml"
+    team.write_text(TEAM, encoding="utf-8")
+    store = str(tmp_path / "runs.db")
+    code = main(
+        ["execute", str(team), "-i", "Launch Falcon", "--store", store, "--json", "--progress", "none", "--detach"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 4, err
+    return json.loads(out)["run_id"], store, team
+
+
+def _items(store: str, run_id: str, capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, object]]:
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    return {item["agent"]: item for item in json.loads(capsys.readouterr().out)["pending"]}
+
+
+def _error(code: int, capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_an_unknown_run_or_item_is_one_line(
+    suspended: tuple[str, str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id, store, _ = suspended
+
+    line = _error(main(["answer", "nope", "q1", "x", "--store", store]), capsys)
+    assert line.startswith("error: no run 'nope' in the store")
+
+    line = _error(main(["answer", run_id, "q9", "x", "--store", store]), capsys)
+    assert line == f"error: run {run_id} has no item 'q9'; its items: q1 (pending), q2 (pending)"
+
+    line = _error(main(["approve", run_id, "q1", "--store", store]), capsys)
+    assert line == f"error: item q1 of run {run_id} is a question: use `teamrun answer`"
+    assert set(_items(store, run_id, capsys)) == {"infra", "seats"}  # nothing answered
+
+
+def test_an_answer_that_does_not_fit_is_refused_and_the_item_stays_pending(
+    suspended: tuple[str, str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id, store, _ = suspended
+    items = _items(store, run_id, capsys)
+    infra, seats = items["infra"]["item"], items["seats"]["item"]
+
+    line = _error(main(["answer", run_id, str(infra), "mars", "--store", store]), capsys)
+    assert line == "error: the answer must be one of: eu-west-1, us-east-1"
+    line = _error(main(["answer", run_id, str(seats), "0", "--store", store]), capsys)
+    assert line == "error: the answer does not fit the question's answer_schema: 0 is less than the minimum of 1"
+    line = _error(main(["answer", run_id, str(seats), "three", "--store", store]), capsys)
+    assert line == "error: the answer does not fit the question's answer_schema: 'three' is not of type 'integer'"
+
+    assert {item["status"] for item in _items(store, run_id, capsys).values()} == {"pending"}
+
+
+def test_a_second_answer_is_refused_saying_who_answered(
+    suspended: tuple[str, str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id, store, _ = suspended
+    items = _items(store, run_id, capsys)
+    seats = str(items["seats"]["item"])
+
+    assert main(["answer", run_id, seats, "3", "--store", store, "--by", "alice", "--no-resume"]) == 0
+    err = capsys.readouterr().err
+    assert f"{seats} of run {run_id} answered (***) by alice" in err  # the answer is secret
+
+    line = _error(main(["answer", run_id, seats, "4", "--store", store, "--by", "bob"]), capsys)
+    assert line.startswith(f"error: item {seats} of run {run_id} was already answered by alice at ")
+
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert [item["agent"] for item in view["pending"]] == ["infra"]
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
+
+
+def test_two_processes_answering_at_once(suspended: tuple[str, str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    run_id, store, _ = suspended
+    items = _items(store, run_id, capsys)
+    infra, seats = str(items["infra"]["item"]), str(items["seats"]["item"])
+
+    # the same item from two processes at once: one answer wins, the other is told so
+    same = [
+        subprocess.Popen(
+            _cli("answer", run_id, infra, region, "--store", store, "--no-resume", "--by", who),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for region, who in (("eu-west-1", "alice"), ("us-east-1", "bob"))
+    ]
+    outcomes = sorted((p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in same)
+    assert [code for code, _ in outcomes] == [0, 2], outcomes
+    assert "was already answered by" in outcomes[1][1] and "Traceback" not in outcomes[1][1]
+
+    # the other item and the run's continuation from two processes at once: one continues the run, the other
+    # waits until it took the answer; the run ends done with both answers
+    both = [
+        subprocess.Popen(
+            _cli("answer", run_id, seats, "3", "--store", store, "--json", "--progress", "none"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+        subprocess.Popen(
+            _cli("resume", run_id, "--store", store, "--json", "--progress", "none"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+    ]
+    codes = [p.wait(timeout=300) for p in both]
+    errs = [p.stderr.read() if p.stderr else "" for p in both]
+    assert all("Traceback" not in err for err in errs), errs
+    assert 0 in codes, errs
+
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["status"] == "done" and "pending" not in view
+    assert "ask_owner: 3" in view["final_text"]
+    assert "ask_ops: eu-west-1" in view["final_text"] or "ask_ops: us-east-1" in view["final_text"]
+
+
+def test_an_answer_given_while_the_run_still_works_is_taken_by_the_running_process(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(
+        "import pathlib, time\n\ndef measure(query: str) -> str:\n    'Measure until told to stop.'\n"
+        "    flag = pathlib.Path(__file__).with_name('go')\n    for _ in range(600):\n"
+        "        if flag.exists():\n            break\n        time.sleep(0.05)\n    return 'measured'\n",
+        encoding="utf-8",
+    )
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        """version: 1
+name: live
+supervisor: lead
+tools:
+  ask_ops: {person: {choices: [eu-west-1, us-east-1]}}
+  measure: {python: 'slow:measure'}
+agents:
+  lead: {delegates_to: [asker, worker]}
+  asker: {description: Asks., tools: [ask_ops]}
+  worker: {description: Measures., tools: [measure]}
+""",
+        encoding="utf-8",
+    )
+    store = str(tmp_path / "runs.db")
+    running = subprocess.Popen(
+        _cli("execute", str(team), "-i", "Launch Falcon", "--store", store, "--detach", "--progress", "none"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        from teamrun.store import open_store
+        from teamrun.store.pending import PendingRepository
+
+        items = PendingRepository(open_store(store))
+        for _ in range(1200):  # until the asker's question is in the store (guard only)
+            try:
+                found = items.items(status="pending")
+            except Exception:
+                found = []
+            if found:
+                break
+            import time
+
+            time.sleep(0.05)
+        [item] = found
+        answered = subprocess.run(
+            _cli("answer", item.run_id, item.item_id, "us-east-1", "--store", store),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        (tmp_path / "go").write_text("")  # the worker may finish now
+        out, err = running.communicate(timeout=300)
+    finally:
+        running.kill()
+    assert answered.returncode == 0, answered.stderr
+    assert "took the answer and goes on" in answered.stderr
+    assert running.returncode == 0, err  # it never suspended
+    assert "ask_ops: us-east-1" in out and "measure: measured" in out
