@@ -13,12 +13,12 @@
   }
 
   // Inline: `code`, **bold**, *italic* / _italic_, [text](url). Anything else is text.
-  const INLINE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\*\*([^*]+)\*\*|__([^_]+)__|\*([^*\s][^*]*)\*|\b_([^_\s][^_]*)_\b|\[([^\]]+)\]\(([^)\s]+)\)/g;
+  const INLINE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)|\*\*([^*]+)\*\*|(?<!\w)__([^_]+)__(?!\w)|\*([^*\s][^*]*)\*|(?<!\w)_([^_\s][^_]*)_(?!\w)|\[([^\]]+)\]\(([^)\s]+)\)/g;
 
   function inline(parent, text) {
     let last = 0;
-    INLINE.lastIndex = 0;
-    for (let m; (m = INLINE.exec(text)) !== null;) {
+    const pattern = new RegExp(INLINE.source, "g");  // its own: the calls nest (bold inside a link...)
+    for (let m; (m = pattern.exec(text)) !== null;) {
       if (m.index > last) parent.append(document.createTextNode(text.slice(last, m.index)));
       if (m[2] !== undefined) parent.append(el("code", m[2]));
       else if (m[3] !== undefined || m[4] !== undefined) inline(parent.appendChild(el("strong")), m[3] ?? m[4]);
@@ -34,7 +34,7 @@
           parent.append(a);
         } else parent.append(document.createTextNode(m[0]));
       }
-      last = INLINE.lastIndex;
+      last = pattern.lastIndex;
     }
     if (last < text.length) parent.append(document.createTextNode(text.slice(last)));
   }

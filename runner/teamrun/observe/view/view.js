@@ -357,13 +357,16 @@
       }
       axis.append(el("div", "tv-label", ""), axisTrack);
       grid.append(axis);
+      const repeats = new Map(), seen = new Map();
+      for (const a of agents) repeats.set(a.name, (repeats.get(a.name) || 0) + 1);
       for (const agent of agents) {
+        seen.set(agent.name, (seen.get(agent.name) || 0) + 1);
         const row = el("div", "tv-row");
         row.dataset.agent = agent.name;
         row.dataset.path = agent.path.join("/");
         const label = el("div", "tv-label");
         label.style.paddingLeft = (0.3 + agent.depth * 0.9) + "em";
-        label.append(el("span", "tv-name", agent.name), el("span", "tv-meta", seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok"));
+        label.append(el("span", "tv-name", agent.name + (repeats.get(agent.name) > 1 ? " #" + seen.get(agent.name) : "")), el("span", "tv-meta", seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok"));
         label.dataset.key = agent.key;
         label.title = agent.path.join(" → ");
         const track = el("div", "tv-track");
