@@ -271,6 +271,10 @@ class RunRegistry:
     def get(self, run_id: str) -> RunHandle | None:
         return self._runs.get(run_id)
 
+    def held(self) -> list[RunHandle]:
+        """The runs this server holds (running, and the latest :attr:`keep_finished` finished ones), oldest first."""
+        return list(self._runs.values())
+
     def stored(self, run_id: str) -> JournaledRun | None:
         """The store's record of a run this server no longer holds (blocking); ``None`` without a store."""
         if self.store is None:

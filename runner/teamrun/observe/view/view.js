@@ -278,14 +278,17 @@
       const m = this.model, run = m.run;
       const box = el("section", "tv-summary");
       const title = el("h2", "tv-title");
-      title.append(el("span", "", run ? run.name : "run"), el("span", "tv-status tv-" + statusClass(this.status()), this.status()));
+      title.append(el("span", "", run ? run.name : (this.result && this.result.team) || "run"), el("span", "tv-status tv-" + statusClass(this.status()), this.status()));
       box.append(title);
       const facts = el("p", "tv-summary-facts");
+      const res = this.result || {};
+      const resUsage = res.usage || (res.result && res.result.usage) || {};
+      const resCost = typeof res.cost === "number" ? res.cost : res.result && typeof res.result.cost === "number" ? res.result.cost : 0;
       const total = run && run.usage && run.usage.total_tokens ? run.usage.total_tokens
-        : agents.reduce((s, a) => s + tokensOf(a), 0);
-      const cost = run && run.cost ? run.cost : agents.reduce((s, a) => s + costOf(a), 0);
+        : agents.reduce((s, a) => s + tokensOf(a), 0) || resUsage.total_tokens || 0;
+      const cost = run && run.cost ? run.cost : agents.reduce((s, a) => s + costOf(a), 0) || resCost;
       const fact = (k, v) => { const f = el("span", "tv-fact"); f.append(el("span", "tv-k", k), el("b", "", v)); facts.append(f); };
-      if (run) fact("run", run.runId);
+      if (run || this.result) fact("run", run ? run.runId : this.result.id);
       if (this.result && this.result.thread) fact("thread", this.result.thread);
       fact("wall time", seconds(isFinite(m.t1 - m.t0) ? m.t1 - m.t0 : 0));
       if (isFinite(m.t0)) fact("started", new Date(m.t0 * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
