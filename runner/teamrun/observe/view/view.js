@@ -114,15 +114,11 @@
     const marked = new Set();
     const visit = (agent) => {
       marked.add(agent.key);
-      const parts = agent.children.filter((c) => c.kind === "llm" || c.kind === "tool" || c.kind === "delegation");
+      const parts = agent.children.filter((c) => c.kind === "llm" || c.kind === "tool" || c.kind === "delegation")
+        .sort((a, b) => model.endOf(b) - model.endOf(a));  // latest end first: one pass, as t only goes back
       let t = model.endOf(agent) + 1e-9;
-      for (;;) {
-        let best = null;
-        for (const c of parts) {
-          const end = model.endOf(c);
-          if (end <= t && !marked.has(c.key) && (best === null || end > model.endOf(best))) best = c;
-        }
-        if (best === null) break;
+      for (const best of parts) {
+        if (model.endOf(best) > t) continue;
         marked.add(best.key);
         if (best.kind === "delegation") { const w = workerOf(best); if (w) visit(w); }
         t = best.start + 1e-9;
@@ -245,7 +241,7 @@
       if (!node) return;
       this.selected = key;
       for (const e of this.root.querySelectorAll(".selected")) e.classList.remove("selected");
-      for (const e of this.root.querySelectorAll("[data-key]")) if (e.dataset.key === key) e.classList.add("selected");
+      for (const e of this.root.querySelectorAll(`[data-key="${CSS.escape(key)}"]`)) e.classList.add("selected");
       this.details.replaceChildren(...this.detailsOf(node));
       this.details.hidden = false;
     }
