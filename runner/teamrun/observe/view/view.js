@@ -170,6 +170,15 @@
     return text(value);
   }
 
+  // Who and what a span is, for people: "lead", "lead → competitors", "competitors: model call", "pricing: tool price_list".
+  function label(node) {
+    const agent = node.path[node.path.length - 1] || node.name;
+    if (node.kind === "llm") return agent + ": model call";
+    if (node.kind === "tool") return agent + ": tool " + node.name;
+    if (node.kind === "delegation") return agent + " → " + node.name;
+    return node.kind === "agent" ? "agent " + node.name : node.name;
+  }
+
   function noteText(n) {
     const d = n.data || {};
     switch (n.kind) {
@@ -301,18 +310,24 @@
 
     problems(agents) {
       const items = [];
-      for (const node of this.model.spans.values()) {
+      const spans = [...this.model.spans.values()];
+      const budgetNoted = (node) => node.notes.some((n) => n.kind === "budget");
+      const anyBudget = spans.some(budgetNoted);
+      for (const node of spans) {
         if (node.kind === "run") {
-          if (LIMITED.has(node.status)) items.push({ node, level: "limit", text: "run stopped: " + (node.data.stopped_by || node.status) });
+          if (LIMITED.has(node.status) && !anyBudget) items.push({ node, level: "limit", text: "run stopped: " + (node.data.stopped_by || node.status) });
           continue;
         }
-        if (node.end === null && this.status() !== "running") items.push({ node, level: "error", text: node.kind + " " + node.name + " never ended" });
-        else if (FAILED.has(node.status) && node.status !== "unfinished") {
-          items.push({ node, level: "error", text: node.kind + " " + node.name + " " + node.status + (node.error ? ": " + node.error : "") });
-        } else if (LIMITED.has(node.status) && node.kind === "agent") {
+        const told = node.kind === "agent" && node.parent && node.parent.kind === "delegation" && FAILED.has(node.parent.status);
+        if (node.end === null && this.status() !== "running") items.push({ node, level: "error", text: label(node) + " never ended" });
+        else if (FAILED.has(node.status) && node.status !== "unfinished" && !(told && !node.error)) {
+          items.push({ node, level: "error", text: label(node) + " " + node.status + (node.error ? ": " + node.error : "") });
+        } else if (LIMITED.has(node.status) && node.kind === "agent" && !budgetNoted(node)) {
           items.push({ node, level: "limit", text: "agent " + node.name + " stopped by a limit" + (node.data.stopped_by ? ": " + node.data.stopped_by : "") });
         }
-        for (const n of node.notes) if (noteLevel(n) !== "info") items.push({ node, level: noteLevel(n), text: node.name + ": " + noteText(n) });
+        for (const n of node.notes) {
+          if (noteLevel(n) !== "info") items.push({ node, level: noteLevel(n), text: label(node).replace(/^agent /, "") + ": " + noteText(n) });
+        }
       }
       if (this.result && this.result.error) items.unshift({ node: null, level: "error", text: this.result.error });
       if (!items.length) return null;
