@@ -201,3 +201,19 @@ def test_trace_view_mistakes_are_one_line_errors(tmp_path: Path, capsys: pytest.
     assert main(["trace", "view", str(trace), "-o", str(trace)]) == 2
     assert "would overwrite the trace" in capsys.readouterr().err
     assert trace.read_text().startswith('{"kind": "trace"')
+
+
+def test_trace_view_masks_this_environments_secrets_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace written elsewhere (or by an older teamrun) may hold a key the page must not show."""
+    monkeypatch.setenv("VENDOR_API_KEY", "sk-live-0123456789abcdef")
+    trace = tmp_path / "run.jsonl"
+    trace.write_text(
+        '{"kind": "trace", "format": "teamrun-trace", "v": 1, "content": true, "ts": 1}\n'
+        '{"kind": "run_start", "run_id": "r1", "span_id": "s1", "parent_span_id": null, "agent_path": [], '
+        '"depth": -1, "time": 1.0, "ts": 1.0, "data": {"team": "t", "input": "use sk-live-0123456789abcdef"}}\n',
+        encoding="utf-8")
+
+    assert main(["trace", "view", str(trace)]) == 0
+
+    page = trace.with_suffix(".html").read_text(encoding="utf-8")
+    assert "sk-live-0123456789abcdef" not in page and "use ***" in page

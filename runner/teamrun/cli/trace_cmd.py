@@ -68,6 +68,7 @@ def view(trace_file: str, output: str | None, open_page: bool) -> None:
     from teamrun.errors import UsageError
     from teamrun.observe.trace_read import read_trace
     from teamrun.observe.view import render_page
+    from teamrun.secrets import Redactor
 
     read = read_trace(trace_file)
     target = Path(output) if output else Path(trace_file).with_suffix(".html")
@@ -75,7 +76,8 @@ def view(trace_file: str, output: str | None, open_page: bool) -> None:
         raise UsageError(f"{trace_file}: the page would overwrite the trace; name another file with -o")
     run = next((r for r in read.roots if r.kind == "run"), None)
     title = f"teamrun · {run.name} · {run.attributes.get('run_id', '')}" if run is not None else "teamrun run"
-    page = render_page(read.records, title=title, notes=read.problems)
+    records = Redactor().value(read.records)  # masked when written; again here, with this environment's secrets
+    page = render_page(records, title=title, notes=read.problems)
     try:
         target.write_text(page, encoding="utf-8")
     except OSError as exc:

@@ -267,8 +267,12 @@
       this.details.hidden = true;
       const main = el("div", "tv-main");
       main.append(...parts.filter(Boolean));
+      const grid = this.root.querySelector(".tv-grid"), old = this.root.querySelector(".tv-details");
+      const kept = { grid: grid ? grid.scrollTop : 0, details: old ? old.scrollTop : 0 };  // a live redraw keeps places
       this.root.replaceChildren(main, this.details);
-      if (this.selected && m.spans.has(this.selected)) this.select(this.selected);
+      const newGrid = this.root.querySelector(".tv-grid");
+      if (newGrid) newGrid.scrollTop = kept.grid;
+      if (this.selected && m.spans.has(this.selected)) { this.select(this.selected); this.details.scrollTop = kept.details; }
       this.root.dataset.events = String(m.count);
       this.root.dataset.status = this.status();
     }
