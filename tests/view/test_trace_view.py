@@ -217,3 +217,45 @@ def test_trace_view_masks_this_environments_secrets_too(tmp_path: Path, monkeypa
 
     page = trace.with_suffix(".html").read_text(encoding="utf-8")
     assert "sk-live-0123456789abcdef" not in page and "use ***" in page
+
+
+def test_trace_view_open_opens_the_page_in_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
+    trace = tmp_path / "run.jsonl"
+    trace.write_text('{"kind": "trace", "format": "teamrun-trace", "v": 1, "content": false, "ts": 1}\n')
+
+    assert main(["trace", "view", str(trace), "--open"]) == 0
+
+    assert opened == [trace.with_suffix(".html").resolve().as_uri()]
+
+
+RETRY_TEAM = """\
+supervisor: lead
+agents:
+  lead:
+    model: openai/lead
+    delegates_to: [alpha]
+  alpha: {model: openai/alpha, description: Researches alpha., num_retries: 2}
+"""
+
+
+def test_a_retry_is_marked_on_its_model_call_with_its_back_off(
+    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+) -> None:
+    server.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), text("done")])
+    server.script("alpha", [http_error(429, retry_after=0.4), text("alpha done")])
+    opened = open_page(_record(write_team(RETRY_TEAM), tmp_path, "go").as_uri())
+    page = opened.page
+
+    row = page.locator(".tv-row[data-agent=alpha]")
+    retry = row.locator(".tv-mark-retry")
+    expect(retry).to_have_count(1)
+    assert "retry 1/3" in (retry.get_attribute("title") or "") and "HTTP 429" in (retry.get_attribute("title") or "")
+    call = row.locator(".tv-bar.tv-llm").bounding_box()
+    back_off = row.locator(".tv-bar.tv-backoff").bounding_box()
+    assert call is not None and back_off is not None
+    assert call["x"] <= back_off["x"] and back_off["x"] + back_off["width"] <= call["x"] + call["width"] + 1
+    assert back_off["width"] > call["width"] / 4  # 0.4 s of a call that took a little more
+    expect(page.locator(".tv-problems li[data-level=warn]")).to_contain_text(["alpha: model call: retry 1/3"])
+    assert opened.problems == []

@@ -233,10 +233,17 @@
       this.schedule();
     }
 
+    // At most one redraw per 150 ms, or per twice the last redraw's time on a big run: live events never
+    // keep the page busy more than about a third of the time.
     schedule() {
       if (this.pending) return;
       this.pending = true;
-      setTimeout(() => { this.pending = false; this.render(); }, 150);
+      setTimeout(() => {
+        this.pending = false;
+        const started = performance.now();
+        this.render();
+        this.cost = performance.now() - started;
+      }, Math.max(150, 2 * (this.cost || 0)));
     }
 
     onClick(event) {
@@ -355,7 +362,7 @@
       box.append(el("h3", "", "Timeline"));
       const legend = el("p", "tv-legend");
       for (const [cls, label] of [["agent", "agent"], ["llm", "model call"], ["tool", "tool call"], ["wait", "waiting on workers"],
-                                  ["retry", "retry"], ["critical", "critical path"], ["failed", "failed"], ["limit", "limit reached"]]) {
+                                  ["retry", "retry (and its back-off)"], ["critical", "critical path"], ["failed", "failed"], ["limit", "limit reached"]]) {
         const key = el("span", "tv-key");
         key.append(el("i", "tv-swatch tv-sw-" + cls), document.createTextNode(label));
         legend.append(key);
@@ -396,7 +403,14 @@
           const seg = this.bar(c, c.kind === "delegation" ? "wait" : c.kind);
           place(seg, c.start, m.endOf(c));
           track.append(seg);
-          for (const n of c.notes) if (n.kind === "llm_retry") track.append(this.mark(n, c, x(n.ts), "retry"));
+          for (const n of c.notes) {
+            if (n.kind !== "llm_retry") continue;
+            const pause = el("div", "tv-bar tv-backoff");  // the wait before the next attempt
+            place(pause, n.ts, Math.min(n.ts + (Number(n.data.delay_s) || 0), m.t1));
+            pause.dataset.key = c.key;
+            pause.title = "waiting " + seconds(Number(n.data.delay_s) || 0) + " before retrying";
+            track.append(pause, this.mark(n, c, x(n.ts), "retry"));
+          }
         }
         for (const n of agent.notes) {
           const level = noteLevel(n);
