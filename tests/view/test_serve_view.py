@@ -131,3 +131,56 @@ def test_an_answer_with_script_and_img_onerror_renders_inert_on_the_page(
     assert page.locator("#answer script, #answer img, #run-view script, #run-view img").count() == 0
     assert page.evaluate("window.__pwned") is None
     assert problems == [], "\n".join(problems)
+
+
+def test_with_trace_content_the_served_view_shows_a_model_calls_messages_masked(
+    serve: Any, tmp_path: Path, open_page: OpenPage
+) -> None:
+    from teamrun.observe.trace_file import ContentCapture
+
+    team = teamrun.load_team(REPO / "teams" / "research-report.yaml", model="offline", wrap_model=ContentCapture)
+    server = serve([team], tokens=frozenset({TOKEN}), content=True)
+    plain = serve([_research()], tokens=frozenset({TOKEN}))
+
+    page, problems = _signed_in(open_page, server.url)
+    page.fill("#input", f"Compare Rust and Go (my token is {TOKEN})")
+    page.click("#run")
+    expect(page.locator("#status")).to_have_text("done", timeout=30_000)
+    view = page.locator("#run-view")
+    expect(view.locator(".tv-title .tv-status")).to_have_text("done")
+    view.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm").first.click()
+
+    messages = view.locator("#tv-details .tv-messages > li")
+    expect(messages.last).to_contain_text("Compare Rust and Go (my token is ***)")
+    expect(messages.first).to_contain_text("You coordinate a small research team")
+    assert TOKEN not in page.locator("#run-view").inner_text()
+    assert problems == [], "\n".join(problems)
+
+    page, _ = _signed_in(open_page, plain.url)  # without it: the view says how to get them
+    page.fill("#input", "Compare Rust and Go")
+    page.click("#run")
+    expect(page.locator("#run-view .tv-title .tv-status")).to_have_text("done", timeout=30_000)
+    page.locator("#run-view .tv-row[data-agent=lead] .tv-bar.tv-llm").first.click()
+    expect(page.locator("#tv-details .tv-empty")).to_contain_text("Messages were not captured")
+
+
+def test_serve_trace_content_flag_keeps_model_call_messages(monkeypatch: Any, restore_structlog: None) -> None:
+    from teamrun.cli import main
+    from teamrun.events import Event
+
+    served: list[Any] = []
+    monkeypatch.setattr("teamrun.serve.server.serve_app", lambda app, **options: served.append(app))
+
+    assert main(["serve", str(REPO / "teams" / "research-report.yaml"), "--model", "offline",
+                 "--trace-content"]) == 0
+
+    (app,) = served
+    assert app.state.registry.content is True
+    kinds: list[str] = []
+    team = app.state.teams["research-report"].team
+
+    def keep(event: Event) -> None:
+        kinds.append(event.kind)
+
+    assert team.run_sync("Compare Rust and Go", subscribers=[keep]).status == "done"
+    assert "llm_io" in kinds

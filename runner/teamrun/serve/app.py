@@ -78,6 +78,9 @@ class ServeSettings:
     store: Store | None = None
     """Where threads are kept (a PostgreSQL store can be shared by several servers); ``None``: no threads,
     each request is one run."""
+    content: bool = False
+    """Keep ``llm_io`` events (each model call's messages, masked) in a run's events, for the page's run view;
+    the teams' models must publish them (``load_team(..., wrap_model=ContentCapture)``)."""
 
 
 # -- wire shapes --------------------------------------------------------------------------------
@@ -153,7 +156,8 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     """The ASGI app serving ``teams`` (addressed by their ``name``)."""
     settings = settings or ServeSettings()
     registry = RunRegistry(max_concurrent=settings.max_concurrent_runs, retry_after_s=settings.retry_after_s,
-                           approval_timeout_s=settings.approval_timeout_s, store=settings.store)
+                           approval_timeout_s=settings.approval_timeout_s, store=settings.store,
+                           content=settings.content)
     masked_always = set(settings.tokens) | set(settings.extra_secrets)
     served: dict[str, _Served] = {}
     for team in teams:
