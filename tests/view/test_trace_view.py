@@ -259,3 +259,24 @@ def test_a_retry_is_marked_on_its_model_call_with_its_back_off(
     assert back_off["width"] > call["width"] / 4  # 0.4 s of a call that took a little more
     expect(page.locator(".tv-problems li[data-level=warn]")).to_contain_text(["alpha: model call: retry 1/3"])
     assert opened.problems == []
+
+
+def test_a_trace_cut_short_shows_its_unfinished_spans_and_the_cut_line(
+    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+) -> None:
+    script_fan_out(server, delay=0.0)
+    page_file = _record(write_team(), tmp_path, "compare a, b and c")
+    trace = tmp_path / "run.jsonl"
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    cut = next(i for i, line in enumerate(lines) if '"agent_end"' in line)  # before any agent ended
+    trace.write_text("\n".join(lines[:cut]) + "\n" + lines[cut][:25], encoding="utf-8")  # a kill mid-write
+    assert main(["trace", "view", str(trace), "-o", str(page_file)]) == 0
+
+    opened = open_page(page_file.as_uri())
+    page = opened.page
+
+    expect(page.locator(".tv-note")).to_contain_text(f"run.jsonl:{cut + 1}: not a JSON line")
+    expect(page.locator(".tv-title .tv-status")).to_have_text("unfinished")  # no run_end, and no more to come
+    expect(page.locator(".tv-bar.tv-agent[data-status=unfinished].tv-failed")).not_to_have_count(0)
+    expect(page.locator(".tv-problems li[data-level=error]").filter(has_text="never ended")).not_to_have_count(0)
+    assert opened.problems == []

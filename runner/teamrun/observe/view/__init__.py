@@ -68,7 +68,7 @@ def render_page(records: Iterable[Mapping[str, Any]], *, title: str = "teamrun r
     do with content on: the supervisor's last reply). ``notes``: lines shown
     above the view (e.g. lines of the trace that could not be read).
     """
-    data = {"records": [dict(r) for r in records], "answer": answer}
+    data = {"records": [dict(r) for r in records], "answer": answer, "ended": True}  # a file: nothing more comes
     script = asset("markdown.js") + "\n" + asset("view.js") + "\n" + _BOOT
     style = asset("view.css") + _PAGE_CSS
     csp = f"default-src 'none'; img-src data:; style-src {_hash(style)}; script-src {_hash(script)}"

@@ -287,7 +287,9 @@
     status() {
       const run = this.model.run;
       if (this.result && this.result.status) return this.result.status;
-      return run ? (run.end !== null ? run.status : "running") : "empty";
+      if (run && run.end !== null) return run.status;
+      if (this.options.ended) return run ? "unfinished" : "empty";  // a trace file that stops short: no more to come
+      return run ? "running" : "empty";
     }
 
     summary(agents) {
