@@ -184,3 +184,16 @@ def test_serve_trace_content_flag_keeps_model_call_messages(monkeypatch: Any, re
 
     assert team.run_sync("Compare Rust and Go", subscribers=[keep]).status == "done"
     assert "llm_io" in kinds
+
+
+def test_a_link_to_a_run_opens_its_view(serve: Any, open_page: OpenPage) -> None:
+    server = serve([_research()])  # loopback, no token
+    run_id = _finished_run(server.url, {"team": "research-report", "input": "Compare Rust and Go"})
+
+    opened = open_page(f"{server.url}/#run={run_id}")
+
+    expect(opened.page.locator("#run-view-id")).to_have_text(run_id)
+    expect(opened.page.locator("#run-view .tv-row[data-agent=researcher]")).to_have_count(1)
+    opened.page.locator(f"#runs-list tr[data-run={run_id}]").click()
+    assert opened.page.url.endswith(f"/#run={run_id}")
+    assert opened.problems == []

@@ -61,6 +61,7 @@
     const box = $("run-view-box");
     box.hidden = false;
     $("run-view-id").textContent = id;
+    history.replaceState(null, "", "#run=" + encodeURIComponent(id));  // a link to this run's view
     $("run-view-note").textContent = "";
     for (const tr of document.querySelectorAll("#runs-list tr")) tr.classList.toggle("open", tr.dataset.run === id);
     let record;
