@@ -156,3 +156,10 @@ def test_teamrun_sets_the_local_price_table_as_the_readme_says() -> None:
     assert "teamrun sets it to `True`" in setup and "Set `LITELLM_LOCAL_MODEL_COST_MAP=False`" in setup
 
     assert _price_table_downloads_of_a_cli_run() == []  # nothing to set: no download is even tried
+
+
+def test_every_ready_made_team_is_in_the_readme_table() -> None:
+    section = _read(README).split("## Ready-made teams", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| \[`(teams/[^`]+)`\]\(\1\) \|", section, re.MULTILINE)
+
+    assert sorted(rows) == sorted(f"teams/{p.name}" for p in (REPO / "teams").glob("*.yaml"))

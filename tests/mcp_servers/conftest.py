@@ -141,3 +141,12 @@ def write_team(directory: Path, agents: dict[str, Any], tools: dict[str, Any], s
     path.write_text(yaml.safe_dump({"version": 1, "name": "mcp-test", "supervisor": supervisor,
                                     "agents": agents, "tools": tools}, sort_keys=False))
     return path
+
+
+HOSTILE_SERVER = Path(__file__).with_name("hostile_server.py")
+
+
+def hostile_server(marker: str, *flags: str, **options: Any) -> dict[str, Any]:
+    """A tool entry for ``hostile_server.py`` run with ``flags`` (its processes carry ``marker``)."""
+    return {"mcp": {"command": [sys.executable, str(HOSTILE_SERVER), *flags], "env": {"TEAMRUN_TEST_MARKER": marker}},
+            **options}

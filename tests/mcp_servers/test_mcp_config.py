@@ -48,7 +48,7 @@ def test_keys_that_do_not_fit_the_entry_are_errors() -> None:
 def test_a_name_an_allow_list_adds_may_not_clash_with_a_delegation_tool() -> None:
     found = _messages(
         {"lead": {"tools": ["srv"], "delegates_to": ["worker"]}, "worker": {"description": "w"}},
-        {"srv": {"mcp": {"command": ["x"]}, "prefix": "", "allow": ["ask_worker", "other"]}},
+        {"srv": {"mcp": {"command": [sys.executable]}, "prefix": "", "allow": ["ask_worker", "other"]}},
     )
 
     assert found == [
@@ -60,7 +60,7 @@ def test_a_name_an_allow_list_adds_may_not_clash_with_a_delegation_tool() -> Non
 
 def test_an_mcp_entry_with_every_option_is_valid() -> None:
     found = _messages({"lead": {"tools": ["s", "h"]}}, {
-        "s": {"mcp": {"command": ["srv", "--flag"], "env": {"TOKEN": "x"}, "cwd": "."}, "allow": ["a", "b"],
+        "s": {"mcp": {"command": [sys.executable, "--flag"], "env": {"TOKEN": "x"}, "cwd": "."}, "allow": ["a", "b"],
               "deny": ["b"], "require_approval": ["a"], "prefix": "p_", "fixed_arguments": {"repo": "."},
               "timeout_s": 5, "max_output_chars": 100, "description": "A server."},
         "h": {"mcp": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer x"}},
@@ -155,3 +155,59 @@ def test_env_and_header_values_are_masked_but_short_settings_are_not() -> None:
 
     assert source.describe_target() == "srv --key ***"
     assert source.mask("exit 0: supersecret-value rejected") == "exit 0: *** rejected"
+
+
+def _without_mcp_server_git(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """PATH without the folder holding the `mcp-server-git` program (the shared venv's bin)."""
+    import os
+    import shutil
+
+    found = shutil.which("mcp-server-git")
+    folders = os.environ.get("PATH", "").split(os.pathsep)
+    path = os.pathsep.join(f for f in folders if not found or Path(f).resolve() != Path(found).parent.resolve())
+    monkeypatch.setenv("PATH", path)
+    assert shutil.which("mcp-server-git") is None
+    return {**os.environ, "PATH": path}
+
+
+def test_repo_explainer_without_its_server_stops_with_exit_2_and_the_install_hint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+
+    env = _without_mcp_server_git(monkeypatch)
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    team = Path(__file__).parents[2] / "teams" / "repo-explainer.yaml"
+    cassette = tmp_path / "run.cassette.jsonl"
+
+    done = subprocess.run(
+        [sys.executable, "-m", "teamrun.cli", "execute", str(team), "-i", "What happened?", "--model", "offline",
+         "--progress", "none", "--record", str(cassette)],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.strip() == (
+        "error: tool 'git' (tools.git.mcp.command): its MCP server cannot start: the program 'mcp-server-git' is "
+        "not installed (not found on PATH); install it: pip install mcp-server-git"
+    )
+    assert not cassette.exists() or len(cassette.read_text().splitlines()) <= 1  # no model call was made
+
+
+def test_validate_warns_at_the_program_of_a_server_that_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _without_mcp_server_git(monkeypatch)
+    team = Path(__file__).parents[2] / "teams" / "repo-explainer.yaml"
+    line = next(n for n, text in enumerate(team.read_text().splitlines(), 1) if "command: [mcp-server-git" in text)
+
+    code = main(["validate", str(team)])
+    strict = main(["validate", "--strict", str(team)])
+
+    out = capsys.readouterr().out
+    assert (code, strict) == (0, 2)  # a warning: CI may validate where the server is not installed
+    assert f"repo-explainer.yaml:{line}:17: warning: tools.git.mcp.command: the program 'mcp-server-git' is not " \
+           "installed (not found on PATH); install it: pip install mcp-server-git; the run would stop before it " \
+           "starts" in out

@@ -182,19 +182,23 @@ def test_a_server_that_fails_to_start_names_the_entry_and_shows_its_stderr(tmp_p
 
     assert result.status == "failed"
     assert "tool 'broken': the MCP server (stdio: " in (result.error or "")
-    assert "could not start" in (result.error or "")
+    assert "could not start: it exited with status 3 before answering" in (result.error or "")
     assert "boom: no config file here" in (result.error or "")
 
 
-def test_a_missing_server_program_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_missing_server_program_is_a_setup_error_before_any_model_call(tmp_path: Path) -> None:
     path = write_team(tmp_path, {"lead": {"tools": ["ghost"]}},
                       {"ghost": {"mcp": {"command": ["no-such-mcp-server-anywhere"]}}})
+    model = ScriptedModel({"lead": []})
 
-    result, _, _ = _run(path, {"lead": ["never asked"]})
+    with pytest.raises(UserError) as raised:  # issue 22 item 27: was a failed run (exit 0 or 1)
+        teamrun.load_team(path, chat_model=model)
 
-    assert result.status == "failed"
-    assert "tool 'ghost'" in (result.error or "")
-    assert "command not found: 'no-such-mcp-server-anywhere'" in (result.error or "")
+    assert model.calls == []
+    assert str(raised.value) == (
+        "tool 'ghost' (tools.ghost.mcp.command): its MCP server cannot start: the program "
+        "'no-such-mcp-server-anywhere' is not installed (not found on PATH); install it, or write its full path"
+    )
 
 
 def test_servers_stop_when_the_run_fails(tmp_path: Path, time_server: dict[str, Any], marker: str) -> None:

@@ -54,7 +54,7 @@ Examples:
               "POST /v1/runs/{id}/approvals/{approval} before it is denied.")
 @click.option("--mcp", "mcp_transport", type=click.Choice(["stdio", "http"]),
               help="Serve each team as one MCP tool instead: over stdio, or streamable HTTP at "
-                   "http://HOST:PORT/mcp (loopback only).")
+                   "http://HOST:PORT/mcp (bearer tokens as for the HTTP API).")
 @click.option("--store", "store_location", metavar="PATH|URL", envvar="TEAMRUN_STORE", show_envvar=True,
               help="Keep threads in this store (a SQLite file, or postgresql+psycopg://... shared by several "
                    "servers): a chat completion continues the thread named by its X-Teamrun-Thread header "
@@ -81,8 +81,6 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
     from teamrun.serve.security import is_loopback, load_tokens
     from teamrun.serve.server import serve_app
 
-    if mcp_transport == "http" and not is_loopback(host):
-        raise UsageError(f"--mcp http serves without auth: bind it to a loopback address, not {host}")
     tokens = load_tokens(env_name=token_env, file=token_file)
     if not tokens and not is_loopback(host):
         raise UsageError(f"refusing to serve on {host} without auth: set bearer tokens in ${token_env} or "
@@ -109,7 +107,7 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
 
         where = "stdio" if mcp_transport == "stdio" else f"http://{host}:{port}/mcp"
         click.echo(f"teamrun: serving {', '.join(names)} as MCP tools on {where}", err=True)
-        serve_mcp(teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port)
+        serve_mcp(teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port, tokens=tokens)
         return 0
     settings = ServeSettings(tokens=tokens, max_concurrent_runs=max_concurrent_runs,
                              max_request_bytes=max_request_bytes, cors_origins=cors_origins,

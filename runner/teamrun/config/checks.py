@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from teamrun.config import templates
@@ -869,6 +870,8 @@ def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
         elif "command" not in server and "url" not in server:
             yield checker._error((*path, "mcp"), f"{where} needs 'command:' (a program, over stdio) or 'url:' "
                                  "(a streamable HTTP endpoint)", "tool", key=True)
+        else:
+            yield from _mcp_program(checker, path, server)
         wrong = [("env", "url"), ("cwd", "url"), ("headers", "command")]
         for key in [k for k, other in wrong if k in server and other in server]:
             kind = "stdio servers ('command:')" if key != "headers" else "HTTP servers ('url:')"
@@ -885,6 +888,19 @@ def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
         if spec.get("allow") == []:
             yield checker._warning((*path, "allow"), f"tool '{name}' allows no tool of its MCP server", "tool")
     yield from _mcp_clashes(checker)
+
+
+def _mcp_program(checker: SemanticChecker, path: JsonPath, server: dict[str, Any]) -> Iterator[Diagnostic]:
+    """A stdio server whose program is not installed here: a warning (CI may validate where it is not)."""
+    from teamrun.config.programs import missing_program
+
+    command, env, cwd = server.get("command"), server.get("env"), server.get("cwd")
+    if isinstance(command, list) and (env is None or isinstance(env, dict)):
+        where = Path(checker.file).parent / cwd if isinstance(cwd, str) else None
+        why = missing_program(command, env=env, cwd=where)
+        if why is not None:
+            yield checker._warning((*path, "mcp", "command", 0), f"{dotted((*path, 'mcp', 'command'))}: {why}; "
+                                   "the run would stop before it starts", "tool")
 
 
 def _mcp_clashes(checker: SemanticChecker) -> Iterator[Diagnostic]:

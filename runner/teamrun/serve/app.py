@@ -20,7 +20,9 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from teamrun.config.models import Limits
 from teamrun.logs import get_logger
@@ -39,7 +41,7 @@ from teamrun.serve.runs import (
     lowered_team,
     stored_record,
 )
-from teamrun.serve.security import BodyLimit, token_matches
+from teamrun.serve.security import LONE_SURROGATE, BodyLimit, lone_surrogate, printable, token_matches
 
 if TYPE_CHECKING:
     from teamrun.engine.team import Team
@@ -85,13 +87,25 @@ class ServeSettings:
 
 # -- wire shapes --------------------------------------------------------------------------------
 
+class _Wire(BaseModel):
+    """A request body: text that is not valid Unicode is refused (400) before anything runs."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        where = lone_surrogate(data)
+        if where is not None:
+            raise PydanticCustomError("lone_surrogate", "{where} " + LONE_SURROGATE, {"where": where})
+        return data
+
+
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: str
     content: str | list[dict[str, Any]] | None = None
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(_Wire):
     """The parts of an OpenAI chat-completions request teamrun reads; other fields are accepted and ignored."""
 
     model_config = ConfigDict(extra="allow")
@@ -102,7 +116,7 @@ class ChatRequest(BaseModel):
     user: str | None = None
 
 
-class RunRequest(BaseModel):
+class RunRequest(_Wire):
     """``POST /v1/runs``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -118,7 +132,7 @@ class RunRequest(BaseModel):
     """The thread this run continues (or starts); needs a server with a store."""
 
 
-class ApprovalAnswer(BaseModel):
+class ApprovalAnswer(_Wire):
     """``POST /v1/runs/{run}/approvals/{id}``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -140,7 +154,8 @@ class ApiError(Exception):
         self.extra = extra or {}
 
     def response(self, redactor: Redactor) -> JSONResponse:
-        body = {"error": {"message": self.message, "type": self.type, "code": self.code, **self.extra}}
+        body = {"error": {"message": printable(self.message), "type": self.type, "code": self.code,
+                          **self.extra}}
         return JSONResponse(redactor.value(body), status_code=self.status, headers=self.headers)
 
 
@@ -190,8 +205,17 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}"
                     for err in exc.errors()]
+        if any(err.get("type") == "lone_surrogate" for err in exc.errors()):  # malformed text, like the MCP
+            # endpoint's JSON parser says (400): not a request that could be right with other values
+            return ApiError(400, "invalid request: " + "; ".join(problems), code="invalid_text").response(
+                server_redactor)
         return ApiError(422, "invalid request: " + "; ".join(problems), code="invalid_request").response(
             server_redactor)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # The router's own answers (no such route, method not allowed, a body that is not JSON) in our shape.
+        return _http_problem(request, exc).response(server_redactor)
 
     @app.exception_handler(Exception)
     async def internal_error(_: Request, exc: Exception) -> JSONResponse:
@@ -270,7 +294,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         handle = start(target.team, _last_user_message(body.messages), target.redactor, thread)
         completion_id = "chatcmpl-" + handle.id.removeprefix("run_")
         headers = {"x-teamrun-run-id": handle.id}
-        if thread is not None:
+        if thread is not None and thread.isascii() and thread.isprintable():  # a header carries only those
             headers[THREAD_HEADER.lower()] = thread
         if warning:
             headers["x-teamrun-warning"] = warning
@@ -298,7 +322,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         try:
             team = lowered_team(target.team, body.budgets, body.vars)
         except BudgetTooHigh as exc:
-            raise ApiError(422, str(exc), code="budget_too_high") from None
+            raise ApiError(422, str(exc), code="budget_too_high", extra={"limits": exc.in_force}) from None
         handle = start(team, body.input, target.redactor, body.thread)
         return JSONResponse(handle.record(), status_code=201, headers={"Location": f"/v1/runs/{handle.id}"})
 
@@ -334,8 +358,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     @app.get("/v1/runs/{run_id}/events", dependencies=auth)
     async def run_events(run_id: str, request: Request) -> StreamingResponse:
         handle = find_run(run_id)
-        last = request.headers.get("last-event-id", "")
-        start_at = int(last) + 1 if last.isdigit() else 0
+        start_at = _after_event(request.headers.get("last-event-id"))
         return StreamingResponse(_event_stream(handle, start_at), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
@@ -362,6 +385,39 @@ def _web_file(name: str) -> Response:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+_HTTP_CODES = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed"}
+
+
+def _http_problem(request: Request, exc: StarletteHTTPException) -> ApiError:
+    """An error raised by the router or FastAPI itself, as an :class:`ApiError`."""
+    status = exc.status_code
+    where = f"{request.method} {request.url.path}"
+    if status == 404:
+        message = f"no route {where} (the API is under /v1: /v1/models, /v1/chat/completions, /v1/runs)"
+    elif status == 405:
+        allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
+        message = f"method {request.method} is not allowed on {request.url.path}" + (
+            f" (allowed: {allowed})" if allowed else "")
+    elif status == 400:
+        message = "the request body could not be parsed as JSON (malformed, or nested too deeply)"
+    else:
+        message = str(exc.detail)
+    return ApiError(status, message, type="invalid_request_error" if status < 500 else "server_error",
+                    code=_HTTP_CODES.get(status, f"http_{status}"), headers=dict(exc.headers or {}))
+
+
+def _after_event(last_event_id: str | None) -> int:
+    """The first event to send to a reader whose ``Last-Event-ID`` is ``last_event_id`` (0: from the start).
+
+    Anything but an event number in ASCII digits is ignored (``"²"`` is a digit to
+    :meth:`str.isdigit`, not to :func:`int`).
+    """
+    text = (last_event_id or "").strip()
+    if not text or len(text) > 18 or not all("0" <= c <= "9" for c in text):
+        return 0
+    return int(text) + 1
+
 
 def _last_user_message(messages: Sequence[ChatMessage]) -> str:
     for message in reversed(messages):

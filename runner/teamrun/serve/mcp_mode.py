@@ -1,8 +1,12 @@
-"""``teamrun serve --mcp``: each team as one MCP tool (stdio, or streamable HTTP on a loopback address).
+"""``teamrun serve --mcp``: each team as one MCP tool (over stdio, or streamable HTTP).
 
 The tool is named after the team, takes ``input`` (the supervisor's task) and
 returns the team's answer; a run that fails or is cancelled is a tool error.
 Runs go through :meth:`Team.run` like every other way in, with secrets masked.
+Over HTTP the endpoint takes the server's bearer tokens like every other route
+(:class:`~teamrun.serve.security.BearerAuth`): an MCP client sends
+``Authorization: Bearer <token>`` with each request, as the MCP authorization
+spec has it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from teamrun import __version__
 from teamrun.errors import RunError
 from teamrun.secrets import Redactor
+from teamrun.serve.security import BearerAuth
 
 if TYPE_CHECKING:
     from teamrun.engine.team import Team
@@ -48,10 +53,19 @@ def mcp_server(teams: Sequence[Team]) -> MCPServer:
     return server
 
 
-def serve_mcp(teams: Sequence[Team], transport: McpTransport, *, host: str, port: int) -> None:
-    """Serve ``teams`` over MCP until stdin closes (stdio) or the process is stopped (HTTP)."""
+def serve_mcp(teams: Sequence[Team], transport: McpTransport, *, host: str, port: int,
+              tokens: frozenset[str] = frozenset()) -> None:
+    """Serve ``teams`` over MCP until stdin closes (stdio) or the process is stopped (HTTP).
+
+    ``tokens``: over HTTP, the bearer tokens a request must carry (none: no auth, loopback only).
+    """
     server = mcp_server(teams)
     if transport == "stdio":
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=host, port=port)
+        return
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(BearerAuth(app, tokens) if tokens else app, host=host, port=port, log_config=None,
+                            log_level="warning", server_header=False, proxy_headers=False)
+    uvicorn.Server(config).run()

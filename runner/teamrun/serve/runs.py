@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from teamrun.config.models import Limits
+from teamrun.defaults import DEFAULT_MAX_STEPS
 from teamrun.errors import TeamrunError, UsageError
 from teamrun.events import Event, LlmIO
 from teamrun.logs import get_logger
@@ -30,13 +31,14 @@ from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S, HttpApprover, Pe
 from teamrun.serve.metrics import ServerMetrics
 
 if TYPE_CHECKING:
+    from teamrun.config.models import TeamConfig
     from teamrun.engine.result import RunResult
     from teamrun.engine.team import Team
     from teamrun.store import Store
     from teamrun.store.records import JournaledRun
 
 __all__ = ["AlreadyDecided", "BudgetTooHigh", "NoThreads", "RunHandle", "RunRegistry", "ServerBusy", "ShuttingDown",
-           "lowered_team", "stored_record"]
+           "check_budgets", "lowered_team", "stored_record"]
 
 _log = get_logger(__name__)
 
@@ -60,28 +62,54 @@ class AlreadyDecided(TeamrunError):
 
 
 class BudgetTooHigh(TeamrunError):
-    """A request asked for a limit higher than the team's own (answered 422)."""
+    """A request asked for a limit higher than the one in force (answered 422)."""
+
+    def __init__(self, message: str, in_force: Mapping[str, float]) -> None:
+        super().__init__(message)
+        self.in_force = dict(in_force)
+        """The limits refused, each with the value in force."""
+
+
+_DEFAULT_LIMITS: dict[str, float] = {"max_steps": DEFAULT_MAX_STEPS}
+"""The limits teamrun applies when a team file sets none (the others are unlimited then)."""
+
+
+def check_budgets(config: TeamConfig, budgets: Limits | None) -> None:
+    """Raise :class:`BudgetTooHigh` unless each of a request's ``budgets`` lowers the limit in force.
+
+    The limit in force is the team file's ``limits:`` value, else teamrun's default
+    (``max_steps``: :data:`~teamrun.defaults.DEFAULT_MAX_STEPS`); a limit with neither is unlimited.
+    """
+    asked = budgets.model_dump(exclude_none=True) if budgets is not None else {}
+    current = config.limits or Limits()
+    refused: dict[str, float] = {}
+    said: list[str] = []
+    for key, value in asked.items():
+        in_force = getattr(current, key)
+        source = "the team's limits"
+        if in_force is None and key in _DEFAULT_LIMITS:
+            in_force, source = _DEFAULT_LIMITS[key], "teamrun's default (the team file sets none)"
+        if in_force is not None and value > in_force:
+            refused[key] = in_force
+            said.append(f"budgets.{key} ({value}) is higher than the limit in force: {key} {in_force}, {source}")
+    if said:
+        raise BudgetTooHigh("; ".join(said) + "; a request may only lower the limits in force", refused)
 
 
 def lowered_team(team: Team, budgets: Limits | None, vars: Mapping[str, Any] | None) -> Team:
     """``team`` with a request's ``budgets`` and ``vars`` applied, for one run.
 
-    A budget may only lower a limit of the team file (``limits:``): one higher
-    than the file's raises :class:`BudgetTooHigh`. The copy shares the team's
-    model and tools; only its config (limits) and vars are its own.
+    A budget may only lower a limit in force (:func:`check_budgets` raises
+    :class:`BudgetTooHigh`). The copy shares the team's model and tools; only its
+    config (limits) and vars are its own.
     """
+    check_budgets(team.config, budgets)
     asked = budgets.model_dump(exclude_none=True) if budgets is not None else {}
     if not asked and not vars:
         return team
-    current = team.config.limits or Limits()
-    too_high = [f"budgets.{key} ({value}) is higher than the team's limits.{key} ({getattr(current, key)})"
-                for key, value in asked.items()
-                if getattr(current, key) is not None and value > getattr(current, key)]
-    if too_high:
-        raise BudgetTooHigh("; ".join(too_high) + ": a request may only lower the team's limits")
     clone = copy.copy(team)
     if asked:
-        merged = current.model_copy(update=asked)
+        merged = (team.config.limits or Limits()).model_copy(update=asked)
         clone.config = team.config.model_copy(update={"limits": merged})
     if vars:
         clone.vars = {**team.vars, **vars}
@@ -173,6 +201,7 @@ class RunHandle:
         if isinstance(event, LlmIO) and not self.content:
             return
         line = event_record(event)
+        line["run_id"] = self.id  # the id the API answered: the engine's own differs without a store
         if self._loop is not None and threading.get_ident() != self._loop_thread:
             self._loop.call_soon_threadsafe(self._push, line)
         else:
@@ -328,6 +357,7 @@ class RunRegistry:
                 journal = await asyncio.to_thread(team.new_journal, handle.input, handle.thread, run_id=handle.id)
             handle.result = await team.run(handle.input, subscribers=[handle.on_event, measure],
                                            cancel=handle.cancel, thread=handle.thread, journal=journal)
+            handle.result.run_id = handle.id  # one id per run: the engine picks its own without a journal
         except UsageError as exc:  # the request's own doing: a thread id of another team...
             handle.error = handle.redactor.text(str(exc))
             handle.refused = True

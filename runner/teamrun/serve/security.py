@@ -16,7 +16,8 @@ from typing import Any
 
 from teamrun.errors import UsageError
 
-__all__ = ["DEFAULT_TOKEN_ENV", "BodyLimit", "is_loopback", "load_tokens", "token_matches"]
+__all__ = ["DEFAULT_TOKEN_ENV", "LONE_SURROGATE", "BearerAuth", "BodyLimit", "is_loopback", "load_tokens",
+           "lone_surrogate", "printable", "token_matches"]
 
 DEFAULT_TOKEN_ENV = "TEAMRUN_API_TOKENS"
 """The environment variable read for bearer tokens unless ``--token-env`` names another."""
@@ -69,6 +70,48 @@ def token_matches(header: str | None, tokens: Iterable[str]) -> bool:
     for token in tokens:
         found |= hmac.compare_digest(given_bytes, token.encode())
     return found
+
+
+LONE_SURROGATE = "holds a lone UTF-16 surrogate (half of a pair, e.g. \\udfff), which is not text: send valid Unicode"
+"""What a request is told when its text holds a lone surrogate (after the place: ``input``, ``messages.0.content``)."""
+
+
+def lone_surrogate(value: Any, path: str = "") -> str | None:
+    """Where ``value`` (parsed JSON) holds a lone UTF-16 surrogate (``"\\udfff"``), as a dotted path; else ``None``.
+
+    JSON's ``\\uXXXX`` escapes let a client send half of a surrogate pair: Python
+    parses it into a string that no model provider (nor UTF-8) can carry.
+    """
+    if isinstance(value, str):
+        return (path or "(the value)") if _has_surrogate(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{printable(str(key))}" if path else printable(str(key))
+            if _has_surrogate(str(key)):
+                return where + " (the key)"
+            found = lone_surrogate(item, where)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = lone_surrogate(item, f"{path}.{index}" if path else str(index))
+            if found is not None:
+                return found
+    return None
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def printable(text: str) -> str:
+    """``text`` safe to put in a response: a lone surrogate shows as its escape (``\\udfff``)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
 
 
 Scope = MutableMapping[str, Any]
@@ -124,5 +167,32 @@ class BodyLimit:
                 + b' bytes","type":"invalid_request_error","code":"request_too_large"}}')
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class BearerAuth:
+    """ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>`` (401 in the OpenAI shape).
+
+    Guards an app whose routes are not ours (the MCP SDK's streamable HTTP endpoint)
+    the way :func:`teamrun.serve.app.create_app` guards its own.
+    """
+
+    def __init__(self, app: ASGIApp, tokens: frozenset[str]) -> None:
+        self.app = app
+        self.tokens = tokens
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope.get("headers") or []).get(b"authorization")
+        if token_matches(given.decode("latin-1") if given is not None else None, self.tokens):
+            await self.app(scope, receive, send)
+            return
+        body = (b'{"error":{"message":"missing or invalid bearer token (send `Authorization: Bearer <token>`)",'
+                b'"type":"authentication_error","code":"invalid_api_key"}}')
+        await send({"type": "http.response.start", "status": 401,
+                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

@@ -25,6 +25,7 @@ __all__ = [
     "ToolSpec",
     "describe_exception",
     "object_schema",
+    "timed_out",
     "truncate_output",
 ]
 
@@ -136,6 +137,11 @@ def truncate_output(text: str, max_chars: int | None) -> str:
         keep = max_chars
     cut = len(text) + omitted - keep
     return f"{text[:keep]}\n[... truncated {cut} characters ...]"
+
+
+def timed_out(tool: str, timeout_s: float) -> str:
+    """Why a call that ran past its ``timeout_s`` failed, as the model reads it."""
+    return f"tool {tool!r} timed out after {timeout_s:g} seconds"
 
 
 def describe_exception(exc: BaseException) -> str:

@@ -23,7 +23,7 @@ from teamrun.errors import ApprovalDenied, ToolError
 from teamrun.llm.types import parse_arguments
 from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver, denied_by_user
-from teamrun.tools.base import PartialOutput, Tool, ToolOutcome, describe_exception, truncate_output
+from teamrun.tools.base import PartialOutput, Tool, ToolOutcome, describe_exception, timed_out, truncate_output
 
 __all__ = ["invoke_tool"]
 
@@ -151,5 +151,6 @@ async def _run_with_timeout(tool: Tool, arguments: dict[str, Any]) -> str:
     except TimeoutError:
         if not scope.expired():
             raise  # a TimeoutError raised by the tool itself
+        assert tool.timeout_s is not None  # the scope expired: there was a limit
         log.warning("tool_timed_out", tool=tool.name, timeout_s=tool.timeout_s)
-        raise ToolError(f"tool {tool.name!r} timed out after {tool.timeout_s:g} seconds") from None
+        raise ToolError(timed_out(tool.name, tool.timeout_s)) from None

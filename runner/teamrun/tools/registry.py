@@ -45,7 +45,11 @@ def build_tools(
 def build_mcp_source(
     name: str, definition: ToolDef, *, base_dir: Path, secrets: Iterable[str] = (), tape: Any = None
 ) -> ToolSource:
-    """An MCP server entry: needs exactly one of ``mcp.command`` (stdio) and ``mcp.url`` (HTTP)."""
+    """An MCP server entry: needs exactly one of ``mcp.command`` (stdio) and ``mcp.url`` (HTTP).
+
+    A stdio server whose program does not exist is refused (:class:`UserError`), unless ``tape``
+    replays the entry (then the server never starts).
+    """
     from teamrun.tools.mcp.source import McpToolSource
 
     server = definition.mcp
@@ -53,6 +57,13 @@ def build_mcp_source(
         raise UserError(f"tool {name!r}: set one of `python`, `command` or `mcp`")
     if (server.command is None) == (server.url is None):
         raise UserError(f"tool {name!r}: an MCP server needs `mcp.command` (stdio) or `mcp.url` (HTTP), not both")
+    if server.command is not None and not (tape is not None and tape.replays(name)):
+        from teamrun.config.programs import missing_program
+
+        cwd = base_dir / server.cwd if server.cwd is not None else None
+        why = missing_program(server.command, env=server.env, cwd=cwd)
+        if why is not None:  # a setup problem: refused before the run, not a failed tool call in it
+            raise UserError(f"tool {name!r} (tools.{name}.mcp.command): its MCP server cannot start: {why}")
     return McpToolSource(name, definition, base_dir=base_dir, secrets=secrets, tape=tape)
 
 

@@ -27,12 +27,16 @@ async function api(path, options) {
   return body;
 }
 
+let teamsAsked = 0;  // only the answer to the latest ask counts (the token may change while one is out)
 async function loadTeams() {
+  const ask = ++teamsAsked;
   try {
     const models = await api("/v1/models");
+    if (ask !== teamsAsked) return;
     $("team").replaceChildren(...models.data.map((m) => { const o = el("option", "", m.id); o.value = m.id; return o; }));
     $("error").textContent = "";
   } catch (e) {
+    if (ask !== teamsAsked) return;
     $("error").textContent = "cannot list teams: " + e.message;
   }
 }
@@ -131,7 +135,7 @@ function showResult(record) {
     return li;
   }));
   const link = $("record");
-  link.href = `/v1/runs/${record.id}`;
+  link.dataset.run = record.id;
   link.hidden = false;
   $("cancel").disabled = true;
   $("run").disabled = false;
@@ -168,6 +172,7 @@ $("run-form").addEventListener("submit", async (event) => {
   nodes.clear(); delegationParents.clear();
   for (const id of ["tree", "delegations", "approvals"]) $(id).replaceChildren();
   $("answer").replaceChildren(); $("error").textContent = ""; $("record").hidden = true;
+  $("record-json").hidden = true; $("record-json").textContent = "";
   $("run-thread").textContent = "-";
   $("run").disabled = true;
   try {
@@ -190,6 +195,24 @@ $("run-form").addEventListener("submit", async (event) => {
 $("cancel").addEventListener("click", () => {
   if (current) api(`/v1/runs/${current}/cancel`, { method: "POST" }).catch((e) => { $("error").textContent = e.message; });
 });
-$("token").addEventListener("change", loadTeams);
+// The record is read with the token (a link's navigation could not send it) and shown below the link.
+$("record").addEventListener("click", async (event) => {
+  event.preventDefault();
+  const shown = $("record-json");
+  try {
+    const record = await api(`/v1/runs/${encodeURIComponent($("record").dataset.run)}`);
+    shown.textContent = JSON.stringify(record, null, 2);
+    shown.hidden = false;
+  } catch (e) {
+    $("error").textContent = "cannot read the run record: " + e.message;
+  }
+});
+
+// The token takes effect as it is typed (or pasted), not only when the field loses focus.
+let tokenTimer = null;
+$("token").addEventListener("input", () => {
+  clearTimeout(tokenTimer);
+  tokenTimer = setTimeout(loadTeams, 250);
+});
 loadTeams();
 loadThreads();

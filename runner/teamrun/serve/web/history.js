@@ -114,6 +114,8 @@
 
   $("runs-filter").addEventListener("submit", (e) => { e.preventDefault(); refresh(); });
   $("runs-status").addEventListener("change", refresh);
+  let tokenTimer = null;  // the token takes effect as it is typed, as for app.js's team list
+  $("token").addEventListener("input", () => { clearTimeout(tokenTimer); tokenTimer = setTimeout(refresh, 250); });
   $("token").addEventListener("change", refresh);
   window.addEventListener("teamrun:run-started", (e) => { refresh(); openRun(e.detail); });
   const linked = new URLSearchParams(location.hash.slice(1)).get("run");

@@ -36,6 +36,7 @@ from teamrun.tools.base import (
     ToolSource,
     ToolSpec,
     describe_exception,
+    timed_out,
 )
 from teamrun.tools.mcp.content import result_text
 from teamrun.tools.mcp.tape import McpTape
@@ -69,13 +70,17 @@ class McpServerTool(Tool):
         )
         approval = definition.require_approval
         self.require_approval = approval is True or (isinstance(approval, list) and remote.name in approval)
-        self.timeout_s = definition.timeout_s or DEFAULT_TIMEOUT_S
+        self.timeout_s = None
+        self.call_timeout_s = definition.timeout_s or DEFAULT_TIMEOUT_S
+        """Seconds one call may take. The source enforces it (not ``invoke_tool``: ``timeout_s`` is
+        ``None``), so that a call that timed out is a result like any other, recorded on the MCP tape."""
         self.max_output_chars = definition.max_output_chars or DEFAULT_MAX_OUTPUT_CHARS
         self.annotations: Any = getattr(remote, "annotations", None)
         """The server's hints about the tool (``read_only_hint``, ``idempotent_hint``...), if it gave any."""
 
     async def run(self, arguments: dict[str, Any]) -> str:
-        return await self.source.call(self.remote_name, {**arguments, **self.fixed})
+        return await self.source.call(self.remote_name, {**arguments, **self.fixed}, function=self.name,
+                                      timeout_s=self.call_timeout_s, max_chars=self.max_output_chars)
 
 
 def _parameters(schema: Any, fixed: dict[str, Any]) -> dict[str, Any]:
@@ -126,6 +131,7 @@ class McpToolSource(ToolSource):
         self._stop = asyncio.Event()
         self._dead = asyncio.Event()
         self._broken: str | None = None
+        self._exit_status: int | None = None
         self._stderr: IO[bytes] | None = None
 
     def fresh(self) -> McpToolSource:
@@ -135,7 +141,7 @@ class McpToolSource(ToolSource):
 
     @property
     def replaying(self) -> bool:
-        return self.tape is not None and self.tape.mode == "replay" and self.entry in self.tape.listings
+        return self.tape is not None and self.tape.replays(self.entry)
 
     @property
     def kind(self) -> str:
@@ -210,10 +216,12 @@ class McpToolSource(ToolSource):
             raise
         except Exception as exc:
             lost = _connection_lost(exc) and self.server.command is not None
-            why = "it exited (or closed its stdout) before answering" if lost else self._why(exc)
+            why = "" if lost else self._why(exc)
         else:
             return
         await self._stop_owner()  # the server has exited (or is stopped now): its stderr is complete
+        if not why:  # its exit status is known now
+            why = f"{self._exit_text() or 'it exited (or closed its stdout)'} before answering"
         message = self._start_failure(why)
         await self.aclose()
         raise RunError(message)
@@ -243,22 +251,22 @@ class McpToolSource(ToolSource):
 
     @contextlib.asynccontextmanager
     async def _connect(self) -> AsyncIterator[Any]:
-        from mcp import Client, StdioServerParameters
+        from mcp import Client
         from mcp.types import Implementation
 
         from teamrun import __version__
 
         info = Implementation(name="teamrun", version=__version__)
         if self.server.command:
-            from mcp.client.stdio import stdio_client
+            from teamrun.tools.mcp.stdio import stdio_transport
 
-            params = StdioServerParameters(
-                command=self.server.command[0],
-                args=list(self.server.command[1:]),
-                env=dict(self.server.env or {}),
+            assert self._stderr is not None
+            transport = stdio_transport(
+                self.server.command, entry=self.entry, env=dict(self.server.env or {}),
                 cwd=self.base_dir / self.server.cwd if self.server.cwd is not None else None,
+                errlog=self._stderr, on_exit=self._exited,
             )
-            async with Client(stdio_client(params, errlog=self._stderr), client_info=info) as client:  # type: ignore[arg-type]
+            async with Client(transport, client_info=info) as client:
                 yield client
         else:
             from mcp.client.streamable_http import streamable_http_client
@@ -269,6 +277,11 @@ class McpToolSource(ToolSource):
                 Client(streamable_http_client(str(self.server.url), http_client=http), client_info=info) as client,
             ):
                 yield client
+
+    def _exited(self, status: int) -> None:
+        """The server process has exited (stdio): calls fail from now on, without waiting for its stdout."""
+        self._exit_status = status
+        log.debug("mcp_server_exited", tool=self.entry, status=status)
 
     def _select(self, listing: list[Any]) -> list[Tool]:
         """The server's tools after ``allow``/``deny``, named for the model (unique)."""
@@ -285,15 +298,11 @@ class McpToolSource(ToolSource):
         allowed = definition.allow if definition.allow is not None else list(offered)
         denied = set(definition.deny or [])
         tools: list[Tool] = []
-        used: set[str] = set()
-        for remote_name in allowed:
-            if remote_name in denied:
-                continue
+        chosen = [name for name in allowed if name not in denied]
+        names = function_names(self.prefix, chosen)
+        for remote_name in chosen:
             remote = offered[remote_name]
-            name = mcp_function_name(self.prefix, remote_name)
-            if name in used:  # two server names that sanitize alike (`a.b`, `a_b`)
-                name = mcp_function_name(self.prefix, f"{remote_name}_{len(used)}")
-            used.add(name)
+            name = names[remote_name]
             properties = dict((remote.input_schema or {}).get("properties") or {})
             fixed = {k: v for k, v in (definition.fixed_arguments or {}).items() if k in properties}
             tools.append(McpServerTool(self, remote, name, fixed=fixed))
@@ -301,20 +310,41 @@ class McpToolSource(ToolSource):
 
     # -- calls -----------------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> str:
-        """Call ``tool`` on the running server (or answer from the tape when replaying)."""
+    async def call(
+        self, tool: str, arguments: dict[str, Any], *, function: str | None = None,
+        timeout_s: float | None = None, max_chars: int | None = None,
+    ) -> str:
+        """Call ``tool`` on the running server (or answer from the tape when replaying).
+
+        Past ``timeout_s`` the call fails as any tool call that times out does (``function`` is the
+        name the model called). With a recording tape, the outcome is recorded as the model sees it:
+        cut to ``max_chars``, with the count of what was cut; a timeout is recorded too.
+        """
         tape = self.tape
         if tape is not None and self.replaying:
             return tape.answer(self.entry, tool, arguments)
-        if tape is None or tape.mode != "record":
-            return await self._call(tool, arguments)
         try:
-            text = await self._call(tool, arguments)
+            text = await self._call_within(tool, arguments, function or tool, timeout_s)
         except ToolError as exc:
-            tape.record_call(self.entry, tool, arguments, ok=False, content=self.mask(str(exc)))
+            if tape is not None and tape.mode == "record":
+                tape.record_call(self.entry, tool, arguments, ok=False, content=self.mask(str(exc)),
+                                 max_chars=max_chars)
             raise
-        tape.record_call(self.entry, tool, arguments, ok=True, content=self.mask(text))
+        if tape is not None and tape.mode == "record":
+            tape.record_call(self.entry, tool, arguments, ok=True, content=self.mask(text), max_chars=max_chars)
         return text
+
+    async def _call_within(self, tool: str, arguments: dict[str, Any], function: str, timeout_s: float | None) -> str:
+        scope = asyncio.timeout(timeout_s)
+        try:
+            async with scope:
+                return await self._call(tool, arguments)
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            log.warning("tool_timed_out", tool=function, timeout_s=timeout_s)
+            assert timeout_s is not None  # the scope expired: there was a limit
+            raise ToolError(timed_out(function, timeout_s)) from None
 
     async def _call(self, tool: str, arguments: dict[str, Any]) -> str:
         """Call ``tool`` on the running server; a dead server fails the call, with its stderr."""
@@ -370,9 +400,44 @@ class McpToolSource(ToolSource):
             f"tool {self.entry!r}: the MCP server ({self.kind}: {self.describe_target()}) could not start: {why}"
         )
 
+    def _exit_text(self) -> str | None:
+        """How the server process ended (stdio), once it has."""
+        status = self._exit_status
+        if status is None:
+            return None
+        return f"it exited with status {status}" if status >= 0 else f"it was killed by signal {-status}"
+
     def _stopped(self) -> str:
-        why = f": {self._broken}" if self._broken else ""
+        exited = self._exit_text()
+        why = f": {exited}" if exited else f": {self._broken}" if self._broken else ""
         return self._with_stderr(f"the MCP server of tool entry {self.entry!r} is not running any more{why}")
+
+
+def function_names(prefix: str, tools: list[str]) -> dict[str, str]:
+    """A distinct function name for each of one server's ``tools`` (deterministic, in listing order).
+
+    A tool whose name needs no change (only the prefix added) keeps it; then each other tool
+    takes its sanitized name if it is free, else the first free ``<name>_2``, ``<name>_3``...
+    Every candidate is checked against every name taken so far, renamed ones included, so
+    ``a_b_2``, ``a.b`` and ``a_b`` become ``n_a_b_2``, ``n_a_b_3`` and ``n_a_b``.
+    """
+    taken: set[str] = set()
+    names: dict[str, str] = {}
+    for tool in tools:
+        name = mcp_function_name(prefix, tool)
+        if name in (tool, prefix + tool) and name not in taken:
+            names[tool] = name
+            taken.add(name)
+    for tool in tools:
+        if tool in names:
+            continue
+        name, suffix = mcp_function_name(prefix, tool), 1
+        while name in taken:
+            suffix += 1
+            name = mcp_function_name(prefix, f"{tool}_{suffix}")
+        names[tool] = name
+        taken.add(name)
+    return names
 
 
 def _connection_lost(exc: BaseException) -> bool:

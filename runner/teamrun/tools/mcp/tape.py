@@ -5,7 +5,8 @@ contains what the tools returned, so replaying a run that used MCP tools needs
 the same tool listings and results again. With ``--record``, each MCP source
 also appends to ``run.mcp.jsonl`` (the cassette's name with ``.mcp`` before the
 suffix): one ``tools`` line per started server (its listing) and one ``call``
-line per call (the text the model saw, or the error). With ``--replay``, a
+line per call (the text the model saw, or the error, a timeout included; past the entry's
+``max_output_chars`` only the part the model saw and the count of characters cut). With ``--replay``, a
 source whose entry is on that tape is never started: it offers the recorded
 tools and answers each call with the recorded result for the same tool and
 arguments (in recorded order). Secrets are masked before anything is written.
@@ -23,6 +24,7 @@ from typing import Any, Literal
 
 from teamrun.config.models import ToolDef
 from teamrun.errors import ToolError, UsageError
+from teamrun.tools.base import PartialOutput
 
 __all__ = ["McpTape", "tape_path"]
 
@@ -79,6 +81,10 @@ class McpTape:
             return cls(tape_path(record), "record")
         return None
 
+    def replays(self, entry: str) -> bool:
+        """Whether this tape answers for ``entry`` (its server then never starts)."""
+        return self.mode == "replay" and entry in self.listings
+
     # -- recording ---------------------------------------------------------------------------
 
     def _append(self, item: dict[str, Any]) -> None:
@@ -90,9 +96,15 @@ class McpTape:
                   "input_schema": t.input_schema} for t in listing]
         self._append({"kind": "tools", "entry": entry, "tools": tools})
 
-    def record_call(self, entry: str, tool: str, arguments: dict[str, Any], *, ok: bool, content: str) -> None:
-        self._append({"kind": "call", "entry": entry, "tool": tool, "arguments": arguments, "ok": ok,
-                      "content": content})
+    def record_call(
+        self, entry: str, tool: str, arguments: dict[str, Any], *, ok: bool, content: str, max_chars: int | None = None
+    ) -> None:
+        """One call's outcome, as the model sees it: beyond ``max_chars``, only the count of what was cut is kept."""
+        item: dict[str, Any] = {"kind": "call", "entry": entry, "tool": tool, "arguments": arguments, "ok": ok,
+                                "content": content}
+        if max_chars is not None and len(content) > max_chars:
+            item["content"], item["omitted"] = content[:max_chars], len(content) - max_chars
+        self._append(item)
 
     # -- replaying ---------------------------------------------------------------------------
 
@@ -103,6 +115,8 @@ class McpTape:
             raise ToolError(f"replay: the MCP tape {self.path.name} has no recorded result for {tool!r} of "
                             f"tool entry {entry!r} with these arguments")
         item = recorded.popleft() if len(recorded) > 1 else recorded[0]
+        omitted = int(item.get("omitted") or 0)
+        content = PartialOutput(str(item["content"]), omitted) if omitted else str(item["content"])
         if not item["ok"]:
-            raise ToolError(item["content"])
-        return str(item["content"])
+            raise ToolError(content)
+        return content
