@@ -39,6 +39,7 @@ def _signed_in(open_page: OpenPage, url: str) -> tuple[Page, list[str]]:
     opened.problems.clear()
     opened.page.fill("#token", TOKEN)
     opened.page.dispatch_event("#token", "change")
+    expect(opened.page.locator("#team option")).not_to_have_count(0)  # the token took effect
     return opened.page, opened.problems
 
 
