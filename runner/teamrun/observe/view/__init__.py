@@ -1,7 +1,8 @@
 """The run view: one page for a run's timeline, tree, tokens and cost, details and answer.
 
-The view is three static files shipped in this package — ``view.js`` (builds
-the view from a run's event lines), ``markdown.js`` (a small renderer that
+The view is four static files shipped in this package — ``model.js`` (a
+run's span tree and critical path, from its event lines), ``view.js`` (draws
+it), ``markdown.js`` (a small renderer that
 only creates DOM nodes and sets ``textContent``: nothing a model writes is
 parsed as HTML) and ``view.css``. No framework and no build step: the same
 files are inlined into ``teamrun trace view`` pages (:func:`render_page`),
@@ -27,6 +28,7 @@ from typing import Any
 __all__ = ["ASSETS", "asset", "render_page"]
 
 ASSETS: dict[str, str] = {
+    "model.js": "text/javascript; charset=utf-8",
     "view.js": "text/javascript; charset=utf-8",
     "markdown.js": "text/javascript; charset=utf-8",
     "view.css": "text/css; charset=utf-8",
@@ -69,7 +71,7 @@ def render_page(records: Iterable[Mapping[str, Any]], *, title: str = "teamrun r
     above the view (e.g. lines of the trace that could not be read).
     """
     data = {"records": [dict(r) for r in records], "answer": answer, "ended": True}  # a file: nothing more comes
-    script = asset("markdown.js") + "\n" + asset("view.js") + "\n" + _BOOT
+    script = "\n".join([asset("markdown.js"), asset("model.js"), asset("view.js"), _BOOT])
     style = asset("view.css") + _PAGE_CSS
     csp = f"default-src 'none'; img-src data:; style-src {_hash(style)}; script-src {_hash(script)}"
     shown_notes = "".join(f'<p class="tv-note">{html.escape(n)}</p>' for n in notes)
