@@ -58,7 +58,10 @@ def test_three_parallel_workers_show_as_three_overlapping_bars(
         assert spans[worker][1] - spans[worker][0] == pytest.approx(end - start, abs=1e-3)
     lead_waits = page.locator(".tv-row[data-agent=lead] .tv-bar.tv-wait")
     expect(lead_waits).to_have_count(3)
-    assert page.locator(".tv-bar.tv-critical.tv-agent").count() == 2  # lead and one worker
+    critical = page.locator(".tv-row[data-agent] .tv-bar.tv-agent.tv-critical")
+    expect(critical).to_have_count(2)  # the lead, and the worker it waited for longest: the last to end
+    last = max(spans, key=lambda w: spans[w][1])
+    assert [c.locator("xpath=../..").get_attribute("data-agent") for c in critical.all()] == ["lead", last]
     expect(page.locator("#tv-answer")).to_have_text("a, b and c compared")
     assert opened.problems == []
 
@@ -279,4 +282,34 @@ def test_a_trace_cut_short_shows_its_unfinished_spans_and_the_cut_line(
     expect(page.locator(".tv-title .tv-status")).to_have_text("unfinished")  # no run_end, and no more to come
     expect(page.locator(".tv-bar.tv-agent[data-status=unfinished].tv-failed")).not_to_have_count(0)
     expect(page.locator(".tv-problems li[data-level=error]").filter(has_text="never ended")).not_to_have_count(0)
+    assert opened.problems == []
+
+
+SEQUENTIAL_TEAM = """\
+supervisor: lead
+agents:
+  lead:
+    model: openai/lead
+    delegates_to: [alpha, beta]
+  alpha: {model: openai/alpha, description: Researches alpha.}
+  beta: {model: openai/beta, description: Researches beta.}
+"""
+
+
+def test_the_critical_path_runs_through_workers_asked_one_after_the_other(
+    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+) -> None:
+    server.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), tool_calls(("ask_beta", {"task": "b"})),
+                           text("both done")])
+    server.script("alpha", [text("alpha done", delay=0.1)])
+    server.script("beta", [text("beta done", delay=0.1)])
+    opened = open_page(_record(write_team(SEQUENTIAL_TEAM), tmp_path, "go").as_uri())
+    page = opened.page
+
+    for agent in ("lead", "alpha", "beta"):
+        expect(page.locator(f".tv-row[data-agent={agent}] .tv-bar.tv-agent")).to_have_class(re.compile("tv-critical"))
+    lead_calls = page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm")
+    expect(lead_calls).to_have_count(3)
+    expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm.tv-critical")).to_have_count(3)
+    expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-wait.tv-critical")).to_have_count(2)
     assert opened.problems == []
