@@ -4,6 +4,7 @@
     python benchmarks/bench_cli.py                 # CPU per call by slope, fixed cost, ratios
     python benchmarks/bench_cli.py --scale         # plus 1,000 and 5,000 workers: memory, CPU, wall
     python benchmarks/bench_cli.py --profile       # plus a cProfile of one teamrun process
+    python benchmarks/bench_cli.py --startup       # only start-up: --version, --help, validate, `starting ...`
 
 A fan-out team: the supervisor hands N items to a worker in one turn (N
 ``ask_worker`` calls); each worker calls one Python tool (``fetch``, answering
@@ -39,6 +40,69 @@ KEY_ENV = "TEAMRUN_BENCH_KEY"
 PER_CALL_TARGET = 1.30
 FIXED_TARGET_S = 0.30
 SIZES = {"small": 40, "30k": 30_000}
+
+
+# -- start-up (issue 27.3/27.4): `bench_cli.py --startup` --------------------------------------
+LIBRARIES = "import yaml, jsonschema, pydantic, jinja2, click"
+"""What `teamrun validate` needs to import: its yardstick."""
+STARTUP_TARGET = 1.5
+
+
+def _cpu_and_wall(argv: list[str], env: dict[str, str], until: str | None = None) -> tuple[float, float]:
+    """User+system CPU of the whole process (``wait4``) and its wall time; with ``until``, the wall time
+    until that text starts a line of stderr (the process still runs to its end)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    assert process.stderr is not None
+    seen = None
+    for line in process.stderr:
+        if until is not None and seen is None and line.startswith(until):
+            seen = time.perf_counter() - start
+    _pid, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(argv)} exited {os.waitstatus_to_exitcode(status)}")
+    if until is not None:
+        if seen is None:
+            raise RuntimeError(f"{' '.join(argv)} never printed {until!r}")
+        return usage.ru_utime + usage.ru_stime, seen
+    return usage.ru_utime + usage.ru_stime, wall
+
+
+def startup_table(repeats: int) -> None:
+    """Each command next to its yardstick, run in turn (A B A B ...): the median of the pairwise ratios."""
+    import statistics
+
+    env = {**os.environ, "PYTHONPATH": str(REPO / "runner")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached (the warm-up run writes it)
+    env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="teamrun-bench-pyc-")
+    teamrun = [sys.executable, "-c", "import sys; from teamrun.cli import main; sys.argv[0] = 'teamrun'; main()"]
+    click_only = [sys.executable, "-c", "import click"]
+    libraries = [sys.executable, "-c", LIBRARIES]
+    research = str(REPO / "teams" / "research-report.yaml")
+    rows = [
+        ("teamrun --version", [*teamrun, "--version"], "import click", click_only, None),
+        ("teamrun --help", [*teamrun, "--help"], "import click", click_only, None),
+        ("teamrun validate FILE", [*teamrun, "validate", research], LIBRARIES, libraries, None),
+        ("execute: `starting ...` line", [*teamrun, "execute", research, "--input", "Compare Rust and Go",
+                                          "--progress", "plain"], LIBRARIES, libraries, "starting "),
+    ]
+    print(f"\nstart-up: each command and its yardstick (python -c '...') in turn, {repeats} pairs after a "
+          "warm-up; median of the pairwise ratios (CPU: user+system of the whole process)")
+    print(f"  {'command':30s} {'CPU ms':>7s} {'yardstick':50s} {'CPU ms':>7s} {'CPU ratio':>9s} {'wall ratio':>10s}")
+    for label, argv, base_label, base, until in rows:
+        _cpu_and_wall(argv, env, until)  # warm-up: file cache and bytecode
+        _cpu_and_wall(base, env)
+        pairs = [(_cpu_and_wall(argv, env, until), _cpu_and_wall(base, env)) for _ in range(repeats)]
+        cpu = statistics.median(a[0] for a, _ in pairs)
+        base_cpu = statistics.median(b[0] for _, b in pairs)
+        cpu_ratio = statistics.median(a[0] / b[0] for a, b in pairs)
+        wall_ratio = statistics.median(a[1] / b[1] for a, b in pairs)
+        target = "" if until else f"  {'holds' if cpu_ratio <= STARTUP_TARGET else 'MISSED'} (<= {STARTUP_TARGET})"
+        print(f"  {label:30s} {cpu * 1000:7.0f} {base_label:50s} {base_cpu * 1000:7.0f} {cpu_ratio:8.2f}x "
+              f"{wall_ratio:9.2f}x{target}")
+    print("  (the `starting ...` row: wall time until the line appears; CPU of the whole run)")
 
 
 # -- the fake provider (a subprocess: `bench_cli.py --serve`) --------------------------------
@@ -292,10 +356,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", action="store_true", help="also run 1,000 and 5,000 workers")
     parser.add_argument("--scale-counts", default="1000,5000", help="worker counts for --scale")
     parser.add_argument("--profile", action="store_true", help="cProfile one teamrun run at the large size")
+    parser.add_argument("--startup", action="store_true",
+                        help="only the start-up figures: --version, --help, validate, the `starting ...` line")
+    parser.add_argument("--startup-repeats", type=int, default=15, help="pairs per start-up figure")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         _serve()
+        return 0
+    if args.startup:
+        startup_table(args.startup_repeats)
+        print(json.dumps({"note": "ratios for people to read; nothing here asserts a timing"}))
         return 0
     teamrun = [sys.executable, "-m", "teamrun.cli"]
     provider = Provider()

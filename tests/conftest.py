@@ -1,8 +1,12 @@
-"""Fixtures shared by every test. Keep each owner's fixtures in its own marked block."""
+"""Fixtures shared by every test. Keep each owner's fixtures in its own marked block.
+
+The fakes: ``fake_openai`` (the scripted OpenAI-compatible HTTP server, tests/fakeserver.py) is the one
+fixture for it; import its helpers as ``from tests.fakeserver import ...`` (and ``tests.pgserver``),
+never as top-level ``fakeserver``, which would make a second module object.
+"""
 
 from __future__ import annotations
 
-# ---- llm: fake OpenAI server (owner: runner/llm) ----------------------------------------
 # The network guard (no test may connect to anything but loopback) is teamrun's pytest
 # plugin, `teamrun.testing.plugin`, loaded by `-p` in pyproject's addopts (and by its
 # pytest11 entry point once installed): one guard for this repo and for users' tests.
@@ -10,7 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fakeserver import FakeOpenAI
+from tests import tiers
+from tests.fakeserver import TEST_KEY, FakeOpenAI
 
 pytest_plugins = ["pytester"]  # tests/testing runs small pytest sessions against teamrun's plugin
 
@@ -20,17 +25,48 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", r"ignore:.*`ReadOnly` qualifier:UserWarning")
 
 
+# ---- tiers: inprocess / outofprocess (owner: tests) -------------------------------------
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test ``inprocess`` or ``outofprocess`` (tests/tiers.py): ``pytest -m inprocess`` is the
+    fast tier."""
+    tiers.mark(items)
+
+
+@pytest.fixture(autouse=True)
+def _inprocess_starts_no_process(request: pytest.FixtureRequest) -> Iterator[None]:
+    """An ``inprocess`` test fails if it starts a server, a browser or a teamrun process (its tier would be
+    a lie); the commands of command tools are allowed (tests/tiers.py)."""
+    if request.node.get_closest_marker("inprocess") is None:
+        yield
+        return
+    with tiers.started_processes() as started:
+        yield
+    if started:
+        pytest.fail(f"this test is in the inprocess tier but started {len(started)} server or teamrun "
+                    f"process(es), first: {started[0][:200]}; mark it @pytest.mark.outofprocess(\"why\") "
+                    "(tests/tiers.py)", pytrace=False)
+
+
+# ---- end tiers block --------------------------------------------------------------------
+
+
+# ---- llm: fake OpenAI server (owner: runner/llm) ----------------------------------------
 @pytest.fixture
 def fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    """A scripted OpenAI-compatible server on 127.0.0.1; ``.url`` is the ``api_base``.
+    """A scripted OpenAI-compatible server on 127.0.0.1; ``.url`` is the ``api_base``. The one fixture of
+    this fake: teams talk to it as ``openai/<agent>`` with ``api_base: <url>``.
 
-    Sets a dummy ``OPENAI_API_KEY`` (the OpenAI client refuses to send without one).
+    Sets ``OPENAI_API_KEY`` and ``TEAMRUN_TEST_KEY`` (for ``api_key_env``) to ``TEST_KEY`` (the OpenAI
+    client refuses to send without a key), and ``TEAMRUN_API_BASE`` to its URL (the ready-made teams
+    read ``api_base: "${TEAMRUN_API_BASE:-}"``).
     Call ``fake_openai.assert_complete()`` in the test to check the script was used up.
     """
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-openai-test-key")
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)
+    monkeypatch.setenv("TEAMRUN_TEST_KEY", TEST_KEY)
     for name in ("NO_PROXY", "no_proxy"):  # never send loopback traffic through a proxy
         monkeypatch.setenv(name, "127.0.0.1,localhost")
     server = FakeOpenAI().start()
+    monkeypatch.setenv("TEAMRUN_API_BASE", server.url)
     try:
         yield server
     finally:
@@ -46,7 +82,7 @@ def postgres_server() -> Iterator[str]:
     """The URL of a PostgreSQL server for this session (``TEAMRUN_TEST_POSTGRES_URL``, else a throwaway one)."""
     import os
 
-    from pgserver import PostgresServer
+    from tests.pgserver import PostgresServer
 
     given = os.environ.get("TEAMRUN_TEST_POSTGRES_URL")
     if given:
@@ -67,7 +103,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     """A new, empty store: a SQLite file, then a fresh database on the PostgreSQL server."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path_factory.mktemp('store') / 'teamrun.db'}"
-    from pgserver import new_database
+    from tests.pgserver import new_database
 
     return new_database(request.getfixturevalue("postgres_server"))
 

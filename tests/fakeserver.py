@@ -27,6 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 __all__ = [
+    "TEST_KEY",
     "FakeOpenAI",
     "Reply",
     "RequestRecord",
@@ -36,6 +37,10 @@ __all__ = [
     "text",
     "tool_calls",
 ]
+
+TEST_KEY = "sk-test-fake-openai-key"
+"""The API key the ``fake_openai`` fixture puts in ``OPENAI_API_KEY`` and ``TEAMRUN_TEST_KEY``
+(the server takes any key; a test can check it never leaks)."""
 
 ReplyKind = Literal["text", "tool_calls", "error", "malformed", "hang"]
 CallSpec = tuple[str, dict[str, Any] | str]

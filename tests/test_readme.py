@@ -3,7 +3,7 @@
 * The CLI reference section is exactly what ``python -m teamrun.cli.reference`` prints.
 * Every ``teamrun ...`` command in a ```bash block or an inline code span uses
   commands and options that exist in the click group.
-* The two set-up commands CI runs are there, unchanged.
+* The two set-up commands are there, unchanged, and ``.ci/run`` runs them.
 * Complete team files shown in YAML blocks validate; relative links point at files.
 """
 
@@ -25,10 +25,12 @@ from teamrun.config.loader import check_text
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCS = [README, *sorted((REPO / "docs").glob("*.md")), REPO / "examples" / "README.md"]
+TEAM_FILE_DOCS = [README, REPO / "docs" / "team-file.md"]
+"""The docs that show complete team files (each is validated; the others show none)."""
 SET_UP = [
     'python3 -m venv .venv && . .venv/bin/activate && pip install . && '
     'teamrun execute teams/research-report.yaml --input "Compare Rust and Go for command-line tools"',
-    "pip install -e '.[test]' && pytest",
+    ".ci/install-and-test",
 ]
 
 
@@ -62,6 +64,19 @@ def test_set_up_commands_are_unchanged() -> None:
     assert [block.strip() for block in _blocks(setup, "bash")] == SET_UP
 
 
+def test_ci_runs_the_set_up_commands_and_the_test_script_runs_every_check() -> None:
+    """.ci/run runs command 1's install and team, then command 2 itself: the two cannot drift."""
+    ci = _read(REPO / ".ci" / "run")
+    assert re.search(r"^pip install --quiet \.$", ci, re.MULTILINE)
+    assert 'teamrun execute teams/research-report.yaml --input "Compare Rust and Go for command-line tools"' in ci
+    assert re.search(rf"^{re.escape(SET_UP[1])}$", ci, re.MULTILINE)
+
+    script = REPO / SET_UP[1]
+    assert os.access(script, os.X_OK)
+    steps = re.findall(r"^step \"[^\"]+\" (.+)$", _read(script), re.MULTILINE)
+    assert steps == ["ruff check .", "ruff format --check .", "mypy", 'tier inprocess "$@"', 'tier outofprocess "$@"']
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
 def test_shell_commands_use_real_commands_and_options(doc: Path) -> None:
     text = _read(doc)
@@ -78,6 +93,20 @@ def test_shell_commands_use_real_commands_and_options(doc: Path) -> None:
         assert used >= {"execute", "validate", "graph", "trace"}
 
 
+def test_the_test_script_outside_a_virtual_environment_says_how_to_make_one(tmp_path: Path) -> None:
+    """Run as written but without command 1's environment: a one-line error, exit 2, nothing installed."""
+    python = tmp_path / "python"  # the system Python, as `python` on a PATH without any virtual environment
+    python.symlink_to(sys.base_prefix + "/bin/python3")
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    done = subprocess.run([str(REPO / SET_UP[1])], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=60)  # a hang guard only
+
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("install-and-test: run me inside a virtual environment (README set-up command 1: "
+                           "python3 -m venv .venv && . .venv/bin/activate)\n")
+
+
 def test_the_checker_catches_what_does_not_exist() -> None:
     assert reference.command_problems(["teamrun", "run", "x.yaml"])
     assert reference.command_problems(["teamrun", "validate", "--fromat", "github", "teams/"])
@@ -85,13 +114,23 @@ def test_the_checker_catches_what_does_not_exist() -> None:
     assert reference.command_problems(["teamrun", "-vv", "--log-format", "json", "validate", "x"]) == []
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
-def test_team_files_shown_in_the_docs_validate(doc: Path) -> None:
-    files = [block for block in _blocks(_read(doc), "yaml") if re.search(r"^version: 1\b", block, re.MULTILINE)]
+def _team_files(doc: Path) -> list[str]:
+    """The complete team files a doc shows: ```yaml blocks with a ``version: 1`` line."""
+    return [block for block in _blocks(_read(doc), "yaml") if re.search(r"^version: 1\b", block, re.MULTILINE)]
 
+
+@pytest.mark.parametrize("doc", TEAM_FILE_DOCS, ids=[str(p.relative_to(REPO)) for p in TEAM_FILE_DOCS])
+def test_team_files_shown_in_the_docs_validate(doc: Path) -> None:
+    files = _team_files(doc)
+
+    assert files, f"{doc.relative_to(REPO)} shows no team file any more: take it off TEAM_FILE_DOCS"
     for block in files:
         result = check_text(block, f"{doc.name} example", environ={})
         assert [d.render() for d in result.diagnostics] == []
+
+
+def test_every_doc_that_shows_a_team_file_is_checked() -> None:
+    assert [doc for doc in DOCS if _team_files(doc)] == TEAM_FILE_DOCS
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])

@@ -10,13 +10,9 @@ first use of :func:`load_team`.
 
 from __future__ import annotations
 
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = metadata.version("teamrun")
-except metadata.PackageNotFoundError:  # a checkout on sys.path, not installed
-    __version__ = "0+unknown"
+from teamrun._version import __version__
 
 __all__ = [
     "ConfigError",

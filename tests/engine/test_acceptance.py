@@ -138,14 +138,14 @@ def _judge_by_content(request: dict[str, Any]) -> Any:
 
 
 def test_the_team_final_answer_is_checked_by_a_judge_on_the_fake_server(
-        llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [text("Rust is fast."), text("Rust is fast; Go compiles faster.")])
-    llm_server.handler("judge", _judge_by_content)
+        fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [text("Rust is fast."), text("Rust is fast; Go compiles faster.")])
+    fake_openai.handler("judge", _judge_by_content)
     path = write_team(f"""\
         supervisor: lead
         accept:
           - judge: {{rubric: "The answer compares Rust with Go.", model: openai/judge,
-                     api_base: "{llm_server.url}", api_key_env: TEAMRUN_TEST_KEY, threshold: 0.7}}
+                     api_base: "{fake_openai.url}", api_key_env: TEAMRUN_TEST_KEY, threshold: 0.7}}
         agents:
           lead: {{model: openai/lead}}
         """)
@@ -153,17 +153,17 @@ def test_the_team_final_answer_is_checked_by_a_judge_on_the_fake_server(
 
     result = teamrun.load_team(path).run_sync("Compare Rust and Go", subscribers=[recorder])
 
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
     assert result.status == "done" and result.final_text == "Rust is fast; Go compiles faster."
     (record,) = result.acceptance
     assert (record.agent, record.attempts, record.passed) == ("lead", 2, True)
     assert record.history[0][0]["score"] == 0.3 and record.history[1][0]["score"] == 0.9
-    judged = llm_server.requests("judge")
+    judged = fake_openai.requests("judge")
     assert len(judged) == 2 and "Compare Rust and Go" in judged[0].request["messages"][-1]["content"]
-    second = llm_server.requests("lead")[1].request["messages"][-1]["content"]
+    second = fake_openai.requests("lead")[1].request["messages"][-1]["content"]
     assert "judge openai/judge >= 0.7" in second and "score 0.3 (< 0.7): Go is missing" in second
     # the judge's calls are spent inside the run's budgets: counted in the run's usage, as model calls
-    assert result.usage.requests == len(llm_server.requests()) == 4
+    assert result.usage.requests == len(fake_openai.requests()) == 4
     judge_calls = [e for e in recorder.of_kind("llm_start") if getattr(e, "model", "") == "openai/judge"]
     assert len(judge_calls) == 2
     statuses = [e.status for e in recorder.events if isinstance(e, AcceptCheck)]

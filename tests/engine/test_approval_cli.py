@@ -68,60 +68,60 @@ def _execute(team_file: Path, *extra: str) -> int:
 
 
 def test_without_approve_the_tool_is_denied_with_a_rerun_hint(
-    llm_server: FakeOpenAI, team_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, team_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     marker = tmp_path / "stamp.txt"
-    _script(llm_server, marker)
+    _script(fake_openai, marker)
 
     code = _execute(team_file)
 
     assert code == 0 and capsys.readouterr().out == "lead done\n"
     assert not marker.exists(), "a tool that needs approval ran without it"
-    seen = _tool_result_seen_by_worker(llm_server)
+    seen = _tool_result_seen_by_worker(fake_openai)
     assert seen.startswith("Error:")
     assert "STAMP-OUTPUT" not in seen
     assert "rerun with `--approve stamp`" in seen
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
 def test_approve_tool_lets_it_run_and_its_output_reaches_the_worker(
-    llm_server: FakeOpenAI, team_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, team_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     marker = tmp_path / "stamp.txt"
-    _script(llm_server, marker)
+    _script(fake_openai, marker)
 
     code = _execute(team_file, "--approve", "stamp")
 
     assert code == 0 and capsys.readouterr().out == "lead done\n"
     assert marker.read_text() == "ran"
-    assert _tool_result_seen_by_worker(llm_server).strip() == "STAMP-OUTPUT-hello"
-    llm_server.assert_complete()
+    assert _tool_result_seen_by_worker(fake_openai).strip() == "STAMP-OUTPUT-hello"
+    fake_openai.assert_complete()
 
 
 def test_approve_none_denies(
-    llm_server: FakeOpenAI, team_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, team_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     marker = tmp_path / "stamp.txt"
-    _script(llm_server, marker)
+    _script(fake_openai, marker)
 
     code = _execute(team_file, "--approve", "none")
 
     assert code == 0
     assert not marker.exists()
-    seen = _tool_result_seen_by_worker(llm_server)
+    seen = _tool_result_seen_by_worker(fake_openai)
     assert "`--approve none`" in seen and "rerun with `--approve stamp`" in seen
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
 def test_approving_another_tool_does_not_approve_this_one(
-    llm_server: FakeOpenAI, team_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, team_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     marker = tmp_path / "stamp.txt"
-    _script(llm_server, marker)
+    _script(fake_openai, marker)
 
     code = _execute(team_file, "--approve", "noop")
 
     assert code == 0
     assert not marker.exists()
-    assert "`--approve noop,stamp`" in _tool_result_seen_by_worker(llm_server)
-    llm_server.assert_complete()
+    assert "`--approve noop,stamp`" in _tool_result_seen_by_worker(fake_openai)
+    fake_openai.assert_complete()

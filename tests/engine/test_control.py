@@ -42,14 +42,14 @@ agents:
 
 
 def test_endless_delegation_stops_at_max_delegations_with_a_partial_answer(
-    llm_server: FakeOpenAI, write_team: Any, capsys: Any
+    fake_openai: FakeOpenAI, write_team: Any, capsys: Any
 ) -> None:
-    llm_server.handler("lead", lambda request: (
+    fake_openai.handler("lead", lambda request: (
         text("partial: 2 answers verified, more were not possible")
         if "STOP:" in request["messages"][-1].get("content", "")
         else tool_calls(("ask_helper", {"task": "again"}))
     ))
-    llm_server.handler("helper", lambda request: text("one more answer"))
+    fake_openai.handler("helper", lambda request: text("one more answer"))
     path = write_team(LEAD_AND_HELPER.format(delegations=2))
 
     code = main(["execute", str(path), "-i", "keep going", "--json"])
@@ -60,11 +60,11 @@ def test_endless_delegation_stops_at_max_delegations_with_a_partial_answer(
     assert result["stopped_by"] == "limits.max_delegations (2)"
     assert result["final_text"] == "partial: 2 answers verified, more were not possible"
     assert [d["status"] for d in result["delegations"]] == ["ok", "ok", "rejected"]
-    assert len(llm_server.requests("helper")) == 2
+    assert len(fake_openai.requests("helper")) == 2
 
 
-def test_cost_limit_stops_a_model_that_keeps_calling_tools(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.handler("gpt-4o-mini", lambda request: (
+def test_cost_limit_stops_a_model_that_keeps_calling_tools(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.handler("gpt-4o-mini", lambda request: (
         text("stopping: spent the budget")
         if "STOP:" in request["messages"][-1].get("content", "")
         else tool_calls(("echo", {"word": "again"}))
@@ -86,14 +86,15 @@ def test_cost_limit_stops_a_model_that_keeps_calling_tools(llm_server: FakeOpenA
     assert result.stopped_by == "limits.max_cost_usd (0.0002)"
     assert result.final_text == "stopping: spent the budget"
     assert result.cost >= 0.0002
-    calls = len(llm_server.requests("gpt-4o-mini"))
+    calls = len(fake_openai.requests("gpt-4o-mini"))
     assert 2 < calls < 40  # it stopped because of the price table, not a step limit
 
 
-def test_parallel_workers_one_out_of_budget_the_other_done(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [tool_calls(("ask_slow", {"task": "a"}), ("ask_fast", {"task": "b"})), text("both back")])
-    llm_server.script("slow", [tool_calls(("echo", {"word": "x"})), text("slow: what I verified so far")])
-    llm_server.script("fast", [text("fast result")])
+def test_parallel_workers_one_out_of_budget_the_other_done(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_slow", {"task": "a"}), ("ask_fast", {"task": "b"})),
+                                text("both back")])
+    fake_openai.script("slow", [tool_calls(("echo", {"word": "x"})), text("slow: what I verified so far")])
+    fake_openai.script("fast", [text("fast result")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -112,7 +113,7 @@ def test_parallel_workers_one_out_of_budget_the_other_done(llm_server: FakeOpenA
     assert by_agent["slow"].response == "slow: what I verified so far"
     assert by_agent["slow"].error == "agents.slow.budget.max_steps (1)"
     assert by_agent["fast"].status == "ok" and by_agent["fast"].response == "fast result"
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
 HOOKED = """\
@@ -130,34 +131,34 @@ agents:
 
 
 def test_a_failing_hook_is_recorded_and_ignored(
-    llm_server: FakeOpenAI, write_team: Any, tmp_path: Path
+    fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
 ) -> None:
     _with_hooks(tmp_path)
-    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "t"})), text("fine")])
-    llm_server.script("helper", [text("helper answer")])
+    fake_openai.script("lead", [tool_calls(("ask_helper", {"task": "t"})), text("fine")])
+    fake_openai.script("helper", [text("helper answer")])
     path = write_team(HOOKED.format(on_error="continue") + "  helper: {model: openai/helper, description: H.}\n")
 
     result = teamrun.load_team(path).run_sync("go")
 
     assert result.status == "done"
     assert result.delegations[0].status == "ok"
-    assert json.loads(_tool_contents(llm_server, "lead", 1)[0])["response"] == "helper answer"
+    assert json.loads(_tool_contents(fake_openai, "lead", 1)[0])["response"] == "helper answer"
     assert result.hook_errors == [{"hook": "on_complete[0]", "agent": "lead", "target": "helper",
                                    "message": "RuntimeError: hook exploded for helper"}]
 
 
 def test_a_failing_hook_with_on_error_fail_fails_the_delegation(
-    llm_server: FakeOpenAI, write_team: Any, tmp_path: Path
+    fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
 ) -> None:
     _with_hooks(tmp_path)
-    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "t"})), text("worked around it")])
-    llm_server.script("helper", [text("helper answer")])
+    fake_openai.script("lead", [tool_calls(("ask_helper", {"task": "t"})), text("worked around it")])
+    fake_openai.script("helper", [text("helper answer")])
     path = write_team(HOOKED.format(on_error="fail") + "  helper: {model: openai/helper, description: H.}\n")
     events: list[Any] = []
 
     result = teamrun.load_team(path).run_sync("go", subscribers=[events.append])
 
-    seen = json.loads(_tool_contents(llm_server, "lead", 1)[0])
+    seen = json.loads(_tool_contents(fake_openai, "lead", 1)[0])
     assert seen["status"] == "error" and "hook exploded" in seen["error"]
     assert result.delegations[0].status == "error"
     assert result.final_text == "worked around it"
@@ -166,10 +167,10 @@ def test_a_failing_hook_with_on_error_fail_fails_the_delegation(
 
 
 def test_bail_returns_the_worker_text_without_another_supervisor_call(
-    llm_server: FakeOpenAI, write_team: Any
+    fake_openai: FakeOpenAI, write_team: Any
 ) -> None:
-    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "t"}))])  # no second lead reply scripted
-    llm_server.script("helper", [text("FINAL: the answer is 42")])
+    fake_openai.script("lead", [tool_calls(("ask_helper", {"task": "t"}))])  # no second lead reply scripted
+    fake_openai.script("helper", [text("FINAL: the answer is 42")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -193,17 +194,17 @@ def test_bail_returns_the_worker_text_without_another_supervisor_call(
     assert fired == [{"status": "ok", "hook": "on_complete[0]", "agent": "lead", "target": "helper",
                       "actions": ["bail"]}]
     assert result.delegations[0].bailed is True
-    assert len(llm_server.requests("lead")) == 1
-    llm_server.assert_complete()
+    assert len(fake_openai.requests("lead")) == 1
+    fake_openai.assert_complete()
 
 
-def test_declarative_hooks_steer_delegation(llm_server: FakeOpenAI, write_team: Any, tmp_path: Path) -> None:
+def test_declarative_hooks_steer_delegation(fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path) -> None:
     _with_hooks(tmp_path)
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_researcher", {"task": "find facts"}), ("ask_writer", {"task": "write"})),
         text("done"),
     ])
-    llm_server.script("researcher", [text("facts")])
+    fake_openai.script("researcher", [text("facts")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -229,22 +230,22 @@ def test_declarative_hooks_steer_delegation(llm_server: FakeOpenAI, write_team: 
     result = team.run_sync("go")
 
     assert result.status == "done"
-    assert _user_text(llm_server, "researcher") == "find facts\n\nFocus on 2024-2025 data."
-    assert llm_server.requests("writer") == []
-    seen = [json.loads(c) for c in _tool_contents(llm_server, "lead", 1)]
+    assert _user_text(fake_openai, "researcher") == "find facts\n\nFocus on 2024-2025 data."
+    assert fake_openai.requests("writer") == []
+    seen = [json.loads(c) for c in _tool_contents(fake_openai, "lead", 1)]
     assert seen[0]["response"] == "[checked by hook] facts"
     assert seen[1] == {"agent": "writer", "status": "rejected",
                        "response": "No writing before the research is checked.",
                        "error": "rejected by an on_start hook"}
-    assert "researcher finished; check its sources." in _user_text(llm_server, "lead", 1)
+    assert "researcher finished; check its sources." in _user_text(fake_openai, "lead", 1)
 
 
-def test_on_iteration_feedback_and_stop(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.handler("lead", lambda request: (
+def test_on_iteration_feedback_and_stop(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.handler("lead", lambda request: (
         text("wrapped up") if "STOP:" in request["messages"][-1].get("content", "")
         else tool_calls(("ask_helper", {"task": "more"}))
     ))
-    llm_server.handler("helper", lambda request: text("ok"))
+    fake_openai.handler("helper", lambda request: text("ok"))
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -264,20 +265,20 @@ def test_on_iteration_feedback_and_stop(llm_server: FakeOpenAI, write_team: Any)
     result = team.run_sync("go")
 
     assert result.status == "done" and result.final_text == "wrapped up"
-    assert len(llm_server.requests("lead")) == 4  # 3 steps, then the last turn
-    assert "Wrap up: answer with what you have." in _user_text(llm_server, "lead", 2)
+    assert len(fake_openai.requests("lead")) == 4  # 3 steps, then the last turn
+    assert "Wrap up: answer with what you have." in _user_text(fake_openai, "lead", 2)
 
 
-def test_a_reference_reaches_the_second_worker_byte_for_byte(llm_server: FakeOpenAI, write_team: Any) -> None:
+def test_a_reference_reaches_the_second_worker_byte_for_byte(fake_openai: FakeOpenAI, write_team: Any) -> None:
     findings = 'Line one — with "quotes", {braces}, <<<fences>>> and trailing spaces   \n\tand a tab.'
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_researcher", {"task": "research"})),
         tool_calls(("ask_writer", {"task": "write it up", "context_from_refs": [
             {"ref": "researcher-1", "as": "findings", "note": "the facts to use"}, "ghost-9"]})),
         text("report done"),
     ])
-    llm_server.script("researcher", [text(findings)])
-    llm_server.script("writer", [text("the report")])
+    fake_openai.script("researcher", [text(findings)])
+    fake_openai.script("writer", [text("the report")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -291,17 +292,17 @@ def test_a_reference_reaches_the_second_worker_byte_for_byte(llm_server: FakeOpe
 
     result = team.run_sync("go")
 
-    assert json.loads(_tool_contents(llm_server, "lead", 1)[0])["ref"] == "researcher-1"
-    prompt = _user_text(llm_server, "writer")
+    assert json.loads(_tool_contents(fake_openai, "lead", 1)[0])["ref"] == "researcher-1"
+    prompt = _user_text(fake_openai, "writer")
     assert f"\n{findings}\n<<<END " in prompt
     assert "not as instructions" in prompt and "(use: the facts to use)" in prompt
     assert any("ghost-9" in w for w in result.warnings)
     assert result.final_text == "report done"
 
 
-def test_output_schema_answer_repaired_once(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [tool_calls(("ask_extractor", {"task": "extract"})), text("ok")])
-    llm_server.script("extractor", [
+def test_output_schema_answer_repaired_once(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_extractor", {"task": "extract"})), text("ok")])
+    fake_openai.script("extractor", [
         text('{"name": "teamrun"}'),
         text('```json\n{"name": "teamrun", "stars": 5}\n```'),
     ])
@@ -320,17 +321,17 @@ def test_output_schema_answer_repaired_once(llm_server: FakeOpenAI, write_team: 
 
     result = team.run_sync("go")
 
-    first = llm_server.requests("extractor")[0].request
+    first = fake_openai.requests("extractor")[0].request
     assert first["response_format"]["json_schema"]["schema"]["required"] == ["name", "stars"]
-    repair = llm_server.requests("extractor")[1].request["messages"][-1]["content"]
+    repair = fake_openai.requests("extractor")[1].request["messages"][-1]["content"]
     assert "'stars' is a required property" in repair
     assert result.delegations[0].response == '{"name": "teamrun", "stars": 5}'
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
-def test_output_schema_still_invalid_fails_the_delegation(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [tool_calls(("ask_extractor", {"task": "extract"})), text("gave up")])
-    llm_server.script("extractor", [text("not json"), text("still not json")])
+def test_output_schema_still_invalid_fails_the_delegation(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_extractor", {"task": "extract"})), text("gave up")])
+    fake_openai.script("extractor", [text("not json"), text("still not json")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -346,10 +347,10 @@ def test_output_schema_still_invalid_fails_the_delegation(llm_server: FakeOpenAI
 
     assert result.delegations[0].status == "error"
     assert "does not match its output_schema" in (result.delegations[0].error or "")
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
-def test_handoff_ping_pong_stops_at_max_handoffs(llm_server: FakeOpenAI, write_team: Any) -> None:
+def test_handoff_ping_pong_stops_at_max_handoffs(fake_openai: FakeOpenAI, write_team: Any) -> None:
     def bounce(target: str):  # type: ignore[no-untyped-def]
         return lambda request: (
             text(f"final from the agent holding the conversation ({target} was next)")
@@ -357,8 +358,8 @@ def test_handoff_ping_pong_stops_at_max_handoffs(llm_server: FakeOpenAI, write_t
             else tool_calls((f"transfer_to_{target}", {"reason": "not mine"}))
         )
 
-    llm_server.handler("billing", bounce("tech"))
-    llm_server.handler("tech", bounce("billing"))
+    fake_openai.handler("billing", bounce("tech"))
+    fake_openai.handler("tech", bounce("billing"))
     team = teamrun.load_team(write_team("""\
         supervisor: billing
         limits: {max_handoffs: 3}
@@ -372,22 +373,22 @@ def test_handoff_ping_pong_stops_at_max_handoffs(llm_server: FakeOpenAI, write_t
     assert result.status == "budget_exhausted"
     assert result.stopped_by == "limits.max_handoffs (3)"
     # billing → tech → billing → tech (3 handoffs); tech's next transfer is refused, then its last turn
-    assert len(llm_server.requests("billing")) == 2 and len(llm_server.requests("tech")) == 3
+    assert len(fake_openai.requests("billing")) == 2 and len(fake_openai.requests("tech")) == 3
     assert result.final_text == "final from the agent holding the conversation (billing was next)"
     # each agent that takes over sees the conversation so far, under its own system prompt
-    taken = llm_server.requests("tech")[0].request["messages"]
+    taken = fake_openai.requests("tech")[0].request["messages"]
     assert taken[1] == {"role": "user", "content": "my invoice crashes the app"}
     assert taken[0]["content"].startswith("You are tech.")
 
 
 def test_message_filter_controls_what_the_worker_sees(
-    llm_server: FakeOpenAI, write_team: Any, tmp_path: Path
+    fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
 ) -> None:
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_helper", {"task": "help"}), content="Public plan: launch on Monday."),
         text("done"),
     ])
-    llm_server.script("helper", [text("ok")])
+    fake_openai.script("helper", [text("ok")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -401,14 +402,14 @@ def test_message_filter_controls_what_the_worker_sees(
 
     team.run_sync("Plan the launch. CONFIDENTIAL: the price is 9 dollars.")
 
-    seen = _user_text(llm_server, "helper")
+    seen = _user_text(fake_openai, "helper")
     assert seen == "help\n\n## Conversation of lead so far (for context)\n" \
                    "[assistant] Public plan: launch on Monday. [called: ask_helper]"
 
 
-def test_message_filter_without_rules_shares_the_user_turn(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "help"})), text("done")])
-    llm_server.script("helper", [text("ok")])
+def test_message_filter_without_rules_shares_the_user_turn(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_helper", {"task": "help"})), text("done")])
+    fake_openai.script("helper", [text("ok")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -423,13 +424,13 @@ def test_message_filter_without_rules_shares_the_user_turn(llm_server: FakeOpenA
 
     team.run_sync("Plan the launch in public.")
 
-    assert "[user] Plan the launch in public." in _user_text(llm_server, "helper")
+    assert "[user] Plan the launch in public." in _user_text(fake_openai, "helper")
 
 
-def test_a_worker_timeout_stops_that_worker_only(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [tool_calls(("ask_slow", {"task": "s"}), ("ask_fast", {"task": "f"})), text("went on")])
-    llm_server.script("slow", [hang(30)])
-    llm_server.script("fast", [text("fast result")])
+def test_a_worker_timeout_stops_that_worker_only(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_slow", {"task": "s"}), ("ask_fast", {"task": "f"})), text("went on")])
+    fake_openai.script("slow", [hang(30)])
+    fake_openai.script("fast", [text("fast result")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -448,11 +449,11 @@ def test_a_worker_timeout_stops_that_worker_only(llm_server: FakeOpenAI, write_t
 
 
 def test_run_timeout_ends_budget_exhausted_with_finished_results(
-    llm_server: FakeOpenAI, write_team: Any, capsys: Any
+    fake_openai: FakeOpenAI, write_team: Any, capsys: Any
 ) -> None:
-    llm_server.script("lead", [tool_calls(("ask_slow", {"task": "s"}), ("ask_fast", {"task": "f"}))])
-    llm_server.script("slow", [hang(30)])
-    llm_server.script("fast", [text("fast result")])
+    fake_openai.script("lead", [tool_calls(("ask_slow", {"task": "s"}), ("ask_fast", {"task": "f"}))])
+    fake_openai.script("slow", [hang(30)])
+    fake_openai.script("fast", [text("fast result")])
     path = write_team("""\
         supervisor: lead
         limits: {timeout_s: 1}
@@ -471,9 +472,9 @@ def test_run_timeout_ends_budget_exhausted_with_finished_results(
     assert {d["agent"]: d["status"] for d in result["delegations"]} == {"fast": "ok", "slow": "cancelled"}
 
 
-def test_per_task_tool_cap_and_hook_context_reach_the_worker(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [tool_calls(("ask_helper", {"task": "look twice", "max_tool_calls": 1})), text("ok")])
-    llm_server.script("helper", [
+def test_per_task_tool_cap_and_hook_context_reach_the_worker(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_helper", {"task": "look twice", "max_tool_calls": 1})), text("ok")])
+    fake_openai.script("helper", [
         tool_calls(("echo", {"word": "one"}), ("echo", {"word": "two"})),
         text("only one lookup was allowed"),  # the last turn, without tools
     ])
@@ -498,21 +499,21 @@ def test_per_task_tool_cap_and_hook_context_reach_the_worker(llm_server: FakeOpe
 
     result = team.run_sync("go")
 
-    helper = llm_server.requests("helper")
+    helper = fake_openai.requests("helper")
     assert helper[0].request["messages"][0]["content"] == "You work on ticket T-42."
-    results = _tool_contents(llm_server, "helper", 1)
+    results = _tool_contents(fake_openai, "helper", 1)
     assert results[0] == "one\n"
     assert "agents.helper.budget.max_tool_calls (1) reached" in results[1]
     assert result.delegations[0].status == "budget_exhausted"
     assert result.agents["helper"].tool_calls == 1
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
-def test_depth_limits_refuse_delegations_below_them(llm_server: FakeOpenAI, write_team: Any) -> None:
+def test_depth_limits_refuse_delegations_below_them(fake_openai: FakeOpenAI, write_team: Any) -> None:
     """`budget.max_depth` on an agent counts levels below it; the worker is told, the run goes on."""
-    llm_server.script("lead", [tool_calls(("ask_manager", {"task": "t"})), text("lead done")])
-    llm_server.script("manager", [tool_calls(("ask_specialist", {"task": "t"})), text("manager done")])
-    llm_server.script("specialist", [tool_calls(("ask_helper", {"task": "t"})), text("specialist done")])
+    fake_openai.script("lead", [tool_calls(("ask_manager", {"task": "t"})), text("lead done")])
+    fake_openai.script("manager", [tool_calls(("ask_specialist", {"task": "t"})), text("manager done")])
+    fake_openai.script("specialist", [tool_calls(("ask_helper", {"task": "t"})), text("specialist done")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         limits: {max_depth: 3}
@@ -536,5 +537,5 @@ def test_depth_limits_refuse_delegations_below_them(llm_server: FakeOpenAI, writ
         "agents.manager.budget.max_depth (1) reached: helper cannot be delegated to from here"
     )
     assert by_agent["specialist"].status == "ok"
-    assert llm_server.requests("helper") == []
-    llm_server.assert_complete()
+    assert fake_openai.requests("helper") == []
+    fake_openai.assert_complete()

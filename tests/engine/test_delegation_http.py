@@ -41,43 +41,43 @@ def _tool_messages(record: RequestRecord) -> list[dict[str, Any]]:
     return [m for m in record.request["messages"] if m.get("role") == "tool"]
 
 
-def test_three_workers_in_one_turn_run_at_the_same_time(llm_server: FakeOpenAI, write_team: Any) -> None:
-    _fan_out(llm_server, delay=0.3)
+def test_three_workers_in_one_turn_run_at_the_same_time(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    _fan_out(fake_openai, delay=0.3)
     team = teamrun.load_team(write_team(THREE_WORKERS.format(parallel="true")))
 
     result = team.run_sync("research a, b and c")
 
     assert result.status == "done"
     assert result.final_text == "summary of a, b, c"
-    workers = [r for r in llm_server.requests() if r.model != "lead"]
+    workers = [r for r in fake_openai.requests() if r.model != "lead"]
     assert len(workers) == 3 and _overlapping(workers)
     assert max(r.start for r in workers) < min(r.end for r in workers)  # all three in flight at once
     assert sorted(d.agent for d in result.delegations) == ["alpha", "beta", "gamma"]
     assert all(d.status == "ok" and d.usage.total_tokens > 0 for d in result.delegations)
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
-def test_parallel_false_runs_workers_one_at_a_time(llm_server: FakeOpenAI, write_team: Any) -> None:
-    _fan_out(llm_server, delay=0.1)
+def test_parallel_false_runs_workers_one_at_a_time(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    _fan_out(fake_openai, delay=0.1)
     team = teamrun.load_team(write_team(THREE_WORKERS.format(parallel="false")))
 
     result = team.run_sync("research a, b and c")
 
     assert result.status == "done"
-    workers = sorted((r for r in llm_server.requests() if r.model != "lead"), key=lambda r: r.start)
+    workers = sorted((r for r in fake_openai.requests() if r.model != "lead"), key=lambda r: r.start)
     assert not _overlapping(workers)
     # the supervisor still gets all three answers, in the order it asked
-    second = llm_server.requests("lead")[1]
+    second = fake_openai.requests("lead")[1]
     answers = [json.loads(m["content"])["agent"] for m in _tool_messages(second)]
     assert answers == ["alpha", "beta", "gamma"]
 
 
 def test_worker_tool_output_stays_in_the_worker_context(
-    llm_server: FakeOpenAI, write_team: Any, tmp_path: Path
+    fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
 ) -> None:
     shutil.copy(Path(__file__).with_name("team_tools.py"), tmp_path / "team_tools.py")
-    llm_server.script("lead", [tool_calls(("ask_reader", {"task": "read example.com"})), text("short answer")])
-    llm_server.script("reader", [
+    fake_openai.script("lead", [tool_calls(("ask_reader", {"task": "read example.com"})), text("short answer")])
+    fake_openai.script("reader", [
         tool_calls(("fetch_page", {"url": "https://example.com"})),
         text("The page is about examples."),
     ])
@@ -93,47 +93,47 @@ def test_worker_tool_output_stays_in_the_worker_context(
     result = team.run_sync("what is example.com about?")
 
     assert result.status == "done"
-    reader_second = llm_server.requests("reader")[1]
+    reader_second = fake_openai.requests("reader")[1]
     assert any(RAW_MARKER in (m.get("content") or "") for m in _tool_messages(reader_second))
-    for request in llm_server.requests("lead"):
+    for request in fake_openai.requests("lead"):
         assert RAW_MARKER not in json.dumps(request.request)
-    lead_second = llm_server.requests("lead")[1]
+    lead_second = fake_openai.requests("lead")[1]
     assert json.loads(_tool_messages(lead_second)[0]["content"])["response"] == "The page is about examples."
 
 
-def test_a_failing_worker_keeps_its_siblings_results(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [
+def test_a_failing_worker_keeps_its_siblings_results(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [
         tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}), ("ask_gamma", {"task": "c"})),
         text("partial summary"),
     ])
-    llm_server.script("alpha", [text("alpha result")])
-    llm_server.script("beta", [http_error(500), http_error(500)])  # num_retries: 1 → two attempts
-    llm_server.script("gamma", [text("gamma result")])
+    fake_openai.script("alpha", [text("alpha result")])
+    fake_openai.script("beta", [http_error(500), http_error(500)])  # num_retries: 1 → two attempts
+    fake_openai.script("gamma", [text("gamma result")])
     team = teamrun.load_team(write_team(THREE_WORKERS.format(parallel="true")))
 
     result = team.run_sync("research a, b and c")
 
     assert result.status == "done"
-    assert len(llm_server.requests("beta")) == 2
-    answers = _tool_messages(llm_server.requests("lead")[1])
+    assert len(fake_openai.requests("beta")) == 2
+    answers = _tool_messages(fake_openai.requests("lead")[1])
     seen = {r["agent"]: r for r in (json.loads(m["content"]) for m in answers)}
     assert seen["alpha"]["response"] == "alpha result"
     assert seen["gamma"]["response"] == "gamma result"
     assert seen["beta"]["status"] == "error" and "500" in seen["beta"]["error"]
     statuses = {d.agent: d.status for d in result.delegations}
     assert statuses == {"alpha": "ok", "beta": "error", "gamma": "ok"}
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
 def test_invented_agents_and_malformed_arguments_do_not_crash_the_run(
-    llm_server: FakeOpenAI, write_team: Any
+    fake_openai: FakeOpenAI, write_team: Any
 ) -> None:
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("delegate_task", {"task": "look", "agents": ["alpha", "ghost"]})),
         tool_calls(("delegate_task", {"task": "look", "agents": ["ghost"]}), ("delegate_task", '{"task": "oops')),
         text("done anyway"),
     ])
-    llm_server.script("alpha", [text("alpha saw it")])
+    fake_openai.script("alpha", [text("alpha saw it")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         agents:
@@ -150,21 +150,21 @@ def test_invented_agents_and_malformed_arguments_do_not_crash_the_run(
     assert result.status == "done" and result.final_text == "done anyway"
     assert [d.agent for d in result.delegations] == ["alpha"]
     assert any("ghost" in w for w in result.warnings)
-    offered = llm_server.requests("lead")[0].request["tools"][0]["function"]["parameters"]
+    offered = fake_openai.requests("lead")[0].request["tools"][0]["function"]["parameters"]
     assert offered["properties"]["agents"]["items"]["enum"] == ["alpha", "beta"]
-    third = _tool_messages(llm_server.requests("lead")[2])
+    third = _tool_messages(fake_openai.requests("lead")[2])
     assert "choose from: alpha, beta" in third[-2]["content"]
     assert "not valid JSON" in third[-1]["content"]
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
-def test_streaming_responses_run_the_same_team(llm_server: FakeOpenAI, write_team: Any) -> None:
-    _fan_out(llm_server, delay=0.0)
+def test_streaming_responses_run_the_same_team(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    _fan_out(fake_openai, delay=0.0)
     path = write_team(THREE_WORKERS.format(parallel="true"))
     path.write_text(path.read_text().replace("  num_retries: 1", "  num_retries: 1\n  stream: true"))
 
     result = teamrun.load_team(path).run_sync("research a, b and c")
 
     assert result.status == "done" and result.final_text == "summary of a, b, c"
-    assert all(r.request.get("stream") is True for r in llm_server.requests())
+    assert all(r.request.get("stream") is True for r in fake_openai.requests())
     assert sorted(d.response for d in result.delegations) == ["alpha result", "beta result", "gamma result"]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from teamrun.cli import main
-from tests.fakeserver import FakeOpenAI, text, tool_calls
+from tests.fakeserver import TEST_KEY, FakeOpenAI, text, tool_calls
 
 REPO = Path(__file__).resolve().parents[2]
 TEAMS = sorted((REPO / "teams").glob("*.yaml"))
@@ -67,14 +67,14 @@ def test_usage_mistakes_exit_2_without_traceback(capsys: pytest.CaptureFixture[s
 
 
 def test_budget_exhausted_exits_3_with_a_partial_answer(
-    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_helper", {"task": "step 1"})),
         tool_calls(("ask_helper", {"task": "step 2"})),
         text("verified: step 1 and 2; missing: step 3"),  # the last turn, without tools
     ])
-    llm_server.script("helper", [text("did 1"), text("did 2")])
+    fake_openai.script("helper", [text("did 1"), text("did 2")])
     path = write_team("""\
         supervisor: lead
         agents:
@@ -89,16 +89,16 @@ def test_budget_exhausted_exits_3_with_a_partial_answer(
     assert result["status"] == "budget_exhausted"
     assert result["stopped_by"] == "agents.lead.budget.max_steps (2)"
     assert result["final_text"] == "verified: step 1 and 2; missing: step 3"
-    last = llm_server.requests("lead")[-1].request
+    last = fake_openai.requests("lead")[-1].request
     assert "tools" not in last or not last["tools"]
     assert "STOP: agents.lead.budget.max_steps (2) has been reached" in last["messages"][-1]["content"]
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
 def test_model_override_and_vars_reach_the_prompt(
-    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    llm_server.script("other", [text("hello from the override")])
+    fake_openai.script("other", [text("hello from the override")])
     path = write_team("""\
         supervisor: solo
         vars: {audience: everyone}
@@ -112,20 +112,20 @@ def test_model_override_and_vars_reach_the_prompt(
                  "--progress", "none"])
 
     assert code == 0 and capsys.readouterr().out == "hello from the override\n"
-    system = llm_server.requests("other")[0].request["messages"][0]["content"]
+    system = fake_openai.requests("other")[0].request["messages"][0]["content"]
     assert system.startswith("Write for engineers on 20")
 
 
 def test_a_provider_failure_exits_1_and_keeps_finished_work(
-    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tests.fakeserver import http_error
 
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_helper", {"task": "step 1"})),
         http_error(500), http_error(500),  # num_retries: 1 → both attempts fail
     ])
-    llm_server.script("helper", [text("step 1 is done")])
+    fake_openai.script("helper", [text("step 1 is done")])
     path = write_team("""\
         supervisor: lead
         agents:
@@ -143,15 +143,15 @@ def test_a_provider_failure_exits_1_and_keeps_finished_work(
     assert result["delegations"][0]["response"] == "step 1 is done"
     assert "- helper: step 1 is done" in result["final_text"]
     assert "Traceback" not in err
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
 def test_a_rejected_api_key_fails_at_once_with_a_clear_message(
-    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from tests.fakeserver import http_error
 
-    llm_server.script("solo", [http_error(401, message="Incorrect API key provided")])
+    fake_openai.script("solo", [http_error(401, message="Incorrect API key provided")])
     path = write_team("""\
         supervisor: solo
         agents:
@@ -163,14 +163,14 @@ def test_a_rejected_api_key_fails_at_once_with_a_clear_message(
     out, err = capsys.readouterr()
     assert code == 1
     assert out == ""  # stdout carries answers only
-    assert "run failed" in err and "401" in err and "sk-test-engine" not in err
-    assert len(llm_server.requests("solo")) == 1  # not retried
+    assert "run failed" in err and "401" in err and TEST_KEY not in err
+    assert len(fake_openai.requests("solo")) == 1  # not retried
 
 
 def test_an_undefined_template_variable_is_a_usage_error_with_a_fix(
-    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    llm_server.script("lead", [tool_calls(("ask_writer", {"task": "write"}))])
+    fake_openai.script("lead", [tool_calls(("ask_writer", {"task": "write"}))])
     path = write_team("""\
         supervisor: lead
         agents:

@@ -43,13 +43,13 @@ def _script(server: FakeOpenAI, manager_answer: Any) -> None:
     server.script("spec_b", [text(RAW_B, delay=0.2)])
 
 
-def test_answers_flow_up_one_level_at_a_time(llm_server: FakeOpenAI, write_team: Any) -> None:
+def test_answers_flow_up_one_level_at_a_time(fake_openai: FakeOpenAI, write_team: Any) -> None:
     def summarise(request: dict[str, Any]) -> Reply:
         answers = {r["agent"]: r["response"] for r in _tool_contents(request)}
         assert answers == {"spec_a": RAW_A, "spec_b": RAW_B}  # the manager received both answers
         return text("MANAGER-SUMMARY: A is smaller than B")
 
-    _script(llm_server, summarise)
+    _script(fake_openai, summarise)
     events: list[Event] = []
     team = teamrun.load_team(write_team(TEAM))
 
@@ -58,19 +58,19 @@ def test_answers_flow_up_one_level_at_a_time(llm_server: FakeOpenAI, write_team:
     assert result.status == "done", result.error
     assert result.final_text == "lead: final"
     # specialists ran concurrently under the manager
-    spec = llm_server.requests("spec_a") + llm_server.requests("spec_b")
+    spec = fake_openai.requests("spec_a") + fake_openai.requests("spec_b")
     assert spec[0].start < spec[1].end and spec[1].start < spec[0].end
     # the manager's answer reached the lead ...
-    lead_second = llm_server.requests("lead")[1].request
+    lead_second = fake_openai.requests("lead")[1].request
     assert _tool_contents(lead_second) == [
         {"agent": "manager", "status": "ok", "response": "MANAGER-SUMMARY: A is smaller than B"}
     ]
     # ... and the specialists' raw text never did
-    for record in llm_server.requests("lead"):
+    for record in fake_openai.requests("lead"):
         dumped = json.dumps(record.request)
         assert "SPEC-A-RAW" not in dumped and "SPEC-B-RAW" not in dumped
     # the specialists only saw their own task, not the lead's conversation
-    spec_a_messages = llm_server.requests("spec_a")[0].request["messages"]
+    spec_a_messages = fake_openai.requests("spec_a")[0].request["messages"]
     assert spec_a_messages[-1] == {"role": "user", "content": "measure A"}
     assert "compare A and B" not in json.dumps(spec_a_messages)
 
@@ -98,22 +98,22 @@ def test_answers_flow_up_one_level_at_a_time(llm_server: FakeOpenAI, write_team:
     assert starts["spec_a"].agent_path == ("lead", "manager", "spec_a")
     assert starts["spec_a"].depth == 2
     assert starts["manager"].depth == 1 and starts["lead"].depth == 0
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
 def test_raw_text_reaches_the_lead_only_when_the_manager_passes_it_on(
-    llm_server: FakeOpenAI, write_team: Any
+    fake_openai: FakeOpenAI, write_team: Any
 ) -> None:
     def pass_on_a(request: dict[str, Any]) -> Reply:
         answers = {r["agent"]: r["response"] for r in _tool_contents(request)}
         return text(f"quoting A verbatim: {answers['spec_a']}")
 
-    _script(llm_server, pass_on_a)
+    _script(fake_openai, pass_on_a)
 
     result = teamrun.load_team(write_team(TEAM)).run_sync("compare A and B")
 
     assert result.status == "done", result.error
-    lead_second = json.dumps(llm_server.requests("lead")[1].request)
+    lead_second = json.dumps(fake_openai.requests("lead")[1].request)
     assert "SPEC-A-RAW" in lead_second  # passed on by the manager
     assert "SPEC-B-RAW" not in lead_second  # not passed on
-    llm_server.assert_complete()
+    fake_openai.assert_complete()

@@ -24,10 +24,10 @@ def _eventually(condition: Callable[[], bool], guard_s: float = 60) -> bool:
     return True
 
 
-def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [tool_calls(("ask_quick", {"task": "q"}), ("ask_slow", {"task": "s"}))])
-    llm_server.script("quick", [text("quick answer")])
-    llm_server.script("slow", [hang(600)])  # the server stops waiting when the test ends
+def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_quick", {"task": "q"}), ("ask_slow", {"task": "s"}))])
+    fake_openai.script("quick", [text("quick answer")])
+    fake_openai.script("slow", [hang(600)])  # the server stops waiting when the test ends
     path = write_team("""\
         supervisor: lead
         agents:
@@ -52,7 +52,7 @@ def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(llm_server: Fake
                 break
         else:
             raise AssertionError("the quick worker never finished:\n" + "".join(seen))
-        assert _eventually(lambda: bool(llm_server.requests("slow"))), "the slow worker never called its model"
+        assert _eventually(lambda: bool(fake_openai.requests("slow"))), "the slow worker never called its model"
         process.send_signal(signal.SIGINT)
         out, rest = process.communicate(timeout=120)  # a hang guard only
         err = "".join(seen) + rest
@@ -60,7 +60,7 @@ def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(llm_server: Fake
         process.kill()
 
     assert process.returncode == 130, err
-    (slow,) = llm_server.requests("slow")
+    (slow,) = fake_openai.requests("slow")
     assert slow.end == 0.0, "the run ended while the slow worker's request was still open: cancelled, not waited for"
     result = json.loads(out)
     assert result["status"] == "cancelled"

@@ -24,11 +24,11 @@ def _stopped(request: dict[str, Any]) -> bool:
 
 
 def test_a_run_level_tool_call_limit_hit_by_workers_ends_the_whole_run(
-    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    llm_server.handler("lead", lambda r: text("lead: partial") if _stopped(r)
+    fake_openai.handler("lead", lambda r: text("lead: partial") if _stopped(r)
                        else tool_calls(("ask_helper", {"task": "look again"})))
-    llm_server.handler("helper", lambda r: text("helper: what I found") if _stopped(r)
+    fake_openai.handler("helper", lambda r: text("helper: what I found") if _stopped(r)
                        else tool_calls(("echo", {"word": "x"})))
     path = write_team("""\
         supervisor: lead
@@ -50,18 +50,18 @@ def test_a_run_level_tool_call_limit_hit_by_workers_ends_the_whole_run(
     # the 3rd tool call is refused; its worker answers; the lead then gets only its last turn
     assert result["agents"]["helper"]["tool_calls"] == 2
     assert [d["status"] for d in result["delegations"]] == ["budget_exhausted"]
-    assert len(llm_server.requests("lead")) == 2  # one delegation, then its last turn
-    assert _stopped(llm_server.requests("lead")[-1].request)
+    assert len(fake_openai.requests("lead")) == 2  # one delegation, then its last turn
+    assert _stopped(fake_openai.requests("lead")[-1].request)
 
 
 def test_a_used_up_delegation_limit_does_not_stop_a_worker_already_running(
-    llm_server: FakeOpenAI, write_team: Any
+    fake_openai: FakeOpenAI, write_team: Any
 ) -> None:
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
         text("lead: alpha's answer only"),  # its last turn: beta was refused
     ])
-    llm_server.script("alpha", [tool_calls(("echo", {"word": "x"})), text("alpha done")])
+    fake_openai.script("alpha", [tool_calls(("echo", {"word": "x"})), text("alpha done")])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         limits: {max_delegations: 1}
@@ -79,13 +79,13 @@ def test_a_used_up_delegation_limit_does_not_stop_a_worker_already_running(
     by_agent = {d.agent: d for d in result.delegations}
     assert by_agent["alpha"].status == "ok" and by_agent["alpha"].response == "alpha done"
     assert by_agent["beta"].status == "rejected"
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
-def test_a_depth_refusal_stops_the_agent_that_keeps_asking(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.handler("lead", lambda r: text("lead done") if r["messages"][-1]["role"] == "tool"
+def test_a_depth_refusal_stops_the_agent_that_keeps_asking(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.handler("lead", lambda r: text("lead done") if r["messages"][-1]["role"] == "tool"
                        else tool_calls(("ask_mid", {"task": "t"})))
-    llm_server.handler("mid", lambda r: text("mid answers without leaf") if _stopped(r)
+    fake_openai.handler("mid", lambda r: text("mid answers without leaf") if _stopped(r)
                        else tool_calls(("ask_leaf", {"task": "deeper"})))
     team = teamrun.load_team(write_team("""\
         supervisor: lead
@@ -98,16 +98,16 @@ def test_a_depth_refusal_stops_the_agent_that_keeps_asking(llm_server: FakeOpenA
     result = team.run_sync("go")
 
     assert result.status == "done" and result.final_text == "lead done"
-    assert len(llm_server.requests("mid")) == 2  # one refused delegation, then its last turn
+    assert len(fake_openai.requests("mid")) == 2  # one refused delegation, then its last turn
     by_agent = {d.agent: d for d in result.delegations}
     assert by_agent["leaf"].status == "rejected"
     assert by_agent["mid"].status == "ok" and by_agent["mid"].response == "mid answers without leaf"
     assert "agents.lead.budget.max_depth (1) has been reached" in str(
-        llm_server.requests("mid")[-1].request["messages"][-1]["content"])
+        fake_openai.requests("mid")[-1].request["messages"][-1]["content"])
 
 
 def test_without_limits_a_looping_model_stops_at_the_default_step_limit(
-    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     calls = {"n": 0}
 
@@ -117,7 +117,7 @@ def test_without_limits_a_looping_model_stops_at_the_default_step_limit(
             return text("stopped by the default")
         return text("gave up by itself") if calls["n"] > 40 else tool_calls(("echo", {"word": "again"}))
 
-    llm_server.handler("solo", loop)
+    fake_openai.handler("solo", loop)
     path = write_team("""\
         supervisor: solo
         agents:
@@ -132,7 +132,7 @@ def test_without_limits_a_looping_model_stops_at_the_default_step_limit(
     assert code == 3 and result["status"] == "budget_exhausted"
     assert result["stopped_by"].startswith(f"agents.solo.budget.max_steps ({DEFAULT_MAX_STEPS}, teamrun's default")
     assert result["final_text"] == "stopped by the default"
-    assert len(llm_server.requests("solo")) == DEFAULT_MAX_STEPS + 1
+    assert len(fake_openai.requests("solo")) == DEFAULT_MAX_STEPS + 1
     in_force = result["limits_in_force"]
     assert in_force["defaults"]["max_steps"] == DEFAULT_MAX_STEPS
     assert in_force["defaults"]["max_tokens"] == DEFAULT_MAX_TOKENS
@@ -258,9 +258,9 @@ def test_an_empty_answer_twice_fails_the_run_naming_the_agent(tmp_path: Path) ->
 
 
 def test_a_user_tool_named_like_a_delegation_tool_is_refused(
-    llm_server: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
+    fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    llm_server.script("lead", [text("would have answered")])
+    fake_openai.script("lead", [text("would have answered")])
     path = write_team("""\
         supervisor: lead
         agents:
@@ -274,4 +274,4 @@ def test_a_user_tool_named_like_a_delegation_tool_is_refused(
 
     assert code == 2
     assert "ask_w" in capsys.readouterr().err
-    assert llm_server.requests("lead") == []
+    assert fake_openai.requests("lead") == []

@@ -57,27 +57,27 @@ agents:
 """
 
 
-def test_a_worker_with_on_error_fail_run_fails_the_whole_run(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [tool_calls(("ask_broken", {"task": "b"}), ("ask_fine", {"task": "f"}))])
-    llm_server.script("broken", [http_error(400, message="bad request from the provider")])
-    llm_server.handler("fine", lambda request: text("fine result"))
+def test_a_worker_with_on_error_fail_run_fails_the_whole_run(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_broken", {"task": "b"}), ("ask_fine", {"task": "f"}))])
+    fake_openai.script("broken", [http_error(400, message="bad request from the provider")])
+    fake_openai.handler("fine", lambda request: text("fine result"))
     team = teamrun.load_team(write_team(FATAL.format(on_error="fail_run")))
 
     result = team.run_sync("go")
 
     assert result.status == "failed"
     assert result.error is not None and "broken failed and has on_error: fail_run" in result.error
-    assert len(llm_server.requests("lead")) == 1  # the supervisor was not asked to carry on
+    assert len(fake_openai.requests("lead")) == 1  # the supervisor was not asked to carry on
     assert [d.status for d in result.delegations if d.agent == "broken"] == ["error"]
 
 
 def test_without_fail_run_the_supervisor_carries_on_after_a_worker_error(
-    llm_server: FakeOpenAI, write_team: Any
+    fake_openai: FakeOpenAI, write_team: Any
 ) -> None:
-    llm_server.script("lead", [tool_calls(("ask_broken", {"task": "b"}), ("ask_fine", {"task": "f"})),
+    fake_openai.script("lead", [tool_calls(("ask_broken", {"task": "b"}), ("ask_fine", {"task": "f"})),
                                text("carried on")])
-    llm_server.script("broken", [http_error(400, message="bad request from the provider")])
-    llm_server.script("fine", [text("fine result")])
+    fake_openai.script("broken", [http_error(400, message="bad request from the provider")])
+    fake_openai.script("fine", [text("fine result")])
     team = teamrun.load_team(write_team(FATAL.format(on_error="continue")))
 
     result = team.run_sync("go")
@@ -89,17 +89,17 @@ def test_without_fail_run_the_supervisor_carries_on_after_a_worker_error(
 
 
 def test_on_complete_hooks_tell_budget_exhausted_error_and_timeout_apart(
-    llm_server: FakeOpenAI, write_team: Any, tmp_path: Path
+    fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
 ) -> None:
     (tmp_path / "task_tools.py").write_text(TOOLS, encoding="utf-8")
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_spender", {"task": "s"}), ("ask_broken", {"task": "b"}), ("ask_slow", {"task": "w"}),
                    content="delegating three"),
         text("done"),
     ])
-    llm_server.script("spender", [tool_calls(("read_notes", {"topic": "x"})), text("what I have")])
-    llm_server.script("broken", [http_error(400)])
-    llm_server.script("slow", [hang(30)])
+    fake_openai.script("spender", [tool_calls(("read_notes", {"topic": "x"})), text("what I have")])
+    fake_openai.script("broken", [http_error(400)])
+    fake_openai.script("slow", [hang(30)])
     team = teamrun.load_team(write_team("""\
         supervisor: lead
         tools:
@@ -126,14 +126,14 @@ def test_on_complete_hooks_tell_budget_exhausted_error_and_timeout_apart(
     result = team.run_sync("go")
 
     assert result.status == "done"
-    seen = [json.loads(c)["response"] for c in _tool_contents(llm_server, "lead", 1)]
+    seen = [json.loads(c)["response"] for c in _tool_contents(fake_openai, "lead", 1)]
     assert seen == [
         "spender: budget_exhausted success=False finish=stop tools=read_notes tokens=True",
         "broken: error success=False finish=None tools= tokens=False",
         "slow: timeout success=False finish=None tools= tokens=False",
     ]
-    assert "You last said: delegating three" in _user_text(llm_server, "lead", 1)
-    system = _messages(llm_server, "lead", 0)[0]["content"]
+    assert "You last said: delegating three" in _user_text(fake_openai, "lead", 1)
+    system = _messages(fake_openai, "lead", 0)[0]["content"]
     assert "## Your workers" in system  # the generated text is kept...
     assert system.rstrip().endswith("Accept a result only when it names its source.")  # ...and added to
 
@@ -151,8 +151,8 @@ agents:
 """
 
 
-def test_follow_ups_limited_to_two_refuse_the_third(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [
+def test_follow_ups_limited_to_two_refuse_the_third(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [
         tool_calls(("ask_writer", {"task": "Draft the intro", "task_id": "intro",
                                    "expected_output": "Three sentences."})),
         tool_calls(("ask_writer", {"task": "Shorter, please", "follow_up_of": "intro"})),
@@ -160,33 +160,33 @@ def test_follow_ups_limited_to_two_refuse_the_third(llm_server: FakeOpenAI, writ
         tool_calls(("ask_writer", {"task": "One more pass", "follow_up_of": "intro"})),
         text("final intro"),
     ])
-    llm_server.script("writer", [text("draft 1"), text("draft 2"), text("draft 3")])
+    fake_openai.script("writer", [text("draft 1"), text("draft 2"), text("draft 3")])
     team = teamrun.load_team(write_team(FOLLOW_UPS))
 
     result = team.run_sync("write an intro")
 
     assert result.status == "done" and result.final_text == "final intro"
-    assert len(llm_server.requests("writer")) == 3  # the first attempt and two follow-ups; the third never ran
-    first = json.loads(_tool_contents(llm_server, "lead", 1)[0])
+    assert len(fake_openai.requests("writer")) == 3  # the first attempt and two follow-ups; the third never ran
+    first = json.loads(_tool_contents(fake_openai, "lead", 1)[0])
     assert first == {"task_id": "intro", "agent": "writer", "status": "ok", "response": "draft 1"}
-    refused = json.loads(_tool_contents(llm_server, "lead", 4)[-1])
+    refused = json.loads(_tool_contents(fake_openai, "lead", 4)[-1])
     assert refused["status"] == "rejected" and refused["task_id"] == "intro"
     assert "already had 2 follow-up(s)" in refused["error"]
     # the worker gets the contract and, on a follow-up, its previous answer
-    assert "## Expected output\nThree sentences." in _user_text(llm_server, "writer", 0)
-    follow_up = _user_text(llm_server, "writer", 1)
+    assert "## Expected output\nThree sentences." in _user_text(fake_openai, "writer", 0)
+    follow_up = _user_text(fake_openai, "writer", 1)
     assert follow_up.startswith("Shorter, please") and "Your previous answer:\ndraft 1" in follow_up
     # the supervisor sees the compact ledger each turn, current, without it piling up
-    system = _messages(llm_server, "lead", 3)[0]["content"]
+    system = _messages(fake_openai, "lead", 3)[0]["content"]
     assert "intro | writer | ok | 3 | open" in system
-    assert sum("## Your tasks" in str(m.get("content")) for m in _messages(llm_server, "lead", 3)) == 1
+    assert sum("## Your tasks" in str(m.get("content")) for m in _messages(fake_openai, "lead", 3)) == 1
     (task,) = result.tasks
     assert (task.task_id, task.attempts, task.status, task.review) == ("intro", 3, "ok", "accepted")
     assert result.as_dict()["tasks"][0]["review"] == "accepted"
 
 
-def test_a_follow_up_of_an_unknown_task_is_refused(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [
+def test_a_follow_up_of_an_unknown_task_is_refused(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [
         tool_calls(("ask_writer", {"task": "again", "follow_up_of": "nope"})),
         text("gave up"),
     ])
@@ -194,8 +194,8 @@ def test_a_follow_up_of_an_unknown_task_is_refused(llm_server: FakeOpenAI, write
 
     result = team.run_sync("go")
 
-    assert result.status == "done" and llm_server.requests("writer") == []
-    seen = json.loads(_tool_contents(llm_server, "lead", 1)[0])
+    assert result.status == "done" and fake_openai.requests("writer") == []
+    seen = json.loads(_tool_contents(fake_openai, "lead", 1)[0])
     assert seen["status"] == "rejected" and "there is no task 'nope'" in seen["error"]
 
 
@@ -213,14 +213,14 @@ agents:
 
 
 def test_a_narrowed_tool_set_refuses_a_tool_outside_it(
-    llm_server: FakeOpenAI, write_team: Any, tmp_path: Path
+    fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
 ) -> None:
     (tmp_path / "task_tools.py").write_text(TOOLS, encoding="utf-8")
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_assistant", {"task": "summarise the notes", "tools": ["read_notes"]})),
         text("summary"),
     ])
-    llm_server.script("assistant", [
+    fake_openai.script("assistant", [
         tool_calls(("send_mail", {"to": "boss@example.com"}), ("read_notes", {"topic": "q3"})),
         text("notes summarised"),
     ])
@@ -229,20 +229,20 @@ def test_a_narrowed_tool_set_refuses_a_tool_outside_it(
     result = team.run_sync("go")
 
     assert result.status == "done"
-    offered = [t["function"]["name"] for t in llm_server.requests("assistant")[0].request["tools"]]
+    offered = [t["function"]["name"] for t in fake_openai.requests("assistant")[0].request["tools"]]
     assert offered == ["read_notes"]
-    refused, read = _tool_contents(llm_server, "assistant", 1)
+    refused, read = _tool_contents(fake_openai, "assistant", 1)
     assert refused.startswith("Error: the tool 'send_mail' is not allowed for this task")
     assert read == "notes on q3"
-    assert "SENT" not in json.dumps([r.request for r in llm_server.requests()])
+    assert "SENT" not in json.dumps([r.request for r in fake_openai.requests()])
     # the lead is offered exactly the worker's declared tools to choose from
-    lead_tools = llm_server.requests("lead")[0].request["tools"][0]["function"]["parameters"]["properties"]
+    lead_tools = fake_openai.requests("lead")[0].request["tools"][0]["function"]["parameters"]["properties"]
     assert lead_tools["tools"]["items"]["enum"] == ["read_notes", "send_mail"]
 
 
-def test_a_task_cannot_widen_a_workers_tools(llm_server: FakeOpenAI, write_team: Any, tmp_path: Path) -> None:
+def test_a_task_cannot_widen_a_workers_tools(fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path) -> None:
     (tmp_path / "task_tools.py").write_text(TOOLS, encoding="utf-8")
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_assistant", {"task": "t", "tools": ["read_notes", "delete_everything"]})),
         text("ok then"),
     ])
@@ -250,8 +250,8 @@ def test_a_task_cannot_widen_a_workers_tools(llm_server: FakeOpenAI, write_team:
 
     result = team.run_sync("go")
 
-    assert result.status == "done" and llm_server.requests("assistant") == []
-    (seen,) = _tool_contents(llm_server, "lead", 1)
+    assert result.status == "done" and fake_openai.requests("assistant") == []
+    (seen,) = _tool_contents(fake_openai, "lead", 1)
     assert "assistant cannot be given 'delete_everything'" in seen
     assert "only narrow the worker's own tools (read_notes, send_mail)" in seen
 
@@ -271,24 +271,24 @@ agents:
 """
 
 
-def test_three_background_workers_one_timing_out(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [
+def test_three_background_workers_one_timing_out(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [
         tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}), ("ask_gamma", {"task": "c"})),
         tool_calls(("wait_for", {"handles": ["bg-1", "bg-2", "bg-3"], "timeout_s": 20})),
         text("two results and a timeout"),
     ])
-    llm_server.script("alpha", [text("alpha result", delay=0.1)])
-    llm_server.script("beta", [text("beta result", delay=0.1)])
-    llm_server.script("gamma", [hang(30)])
+    fake_openai.script("alpha", [text("alpha result", delay=0.1)])
+    fake_openai.script("beta", [text("beta result", delay=0.1)])
+    fake_openai.script("gamma", [hang(30)])
     team = teamrun.load_team(write_team(BACKGROUND))
 
     result = team.run_sync("go")
 
     assert result.status == "done" and result.final_text == "two results and a timeout"
-    handles = [json.loads(c) for c in _tool_contents(llm_server, "lead", 1)]
+    handles = [json.loads(c) for c in _tool_contents(fake_openai, "lead", 1)]
     assert [(h["handle"], h["agent"], h["status"]) for h in handles] == [
         ("bg-1", "alpha", "running"), ("bg-2", "beta", "running"), ("bg-3", "gamma", "running")]
-    (waited,) = _tool_contents(llm_server, "lead", 2)[-1:]
+    (waited,) = _tool_contents(fake_openai, "lead", 2)[-1:]
     seen = {v["agent"]: v for v in json.loads(waited)}
     assert seen["alpha"]["status"] == "ok" and seen["alpha"]["response"] == "alpha result"
     assert seen["beta"]["status"] == "ok" and seen["beta"]["response"] == "beta result"
@@ -296,24 +296,24 @@ def test_three_background_workers_one_timing_out(llm_server: FakeOpenAI, write_t
     assert seen["gamma"]["error"] == "agents.lead.delegation.background_timeout_s (0.5) reached"
     by_agent = {d.agent: d for d in result.delegations}
     assert by_agent["gamma"].timed_out and by_agent["gamma"].status == "budget_exhausted"
-    llm_server.assert_complete()
+    fake_openai.assert_complete()
 
 
 def test_the_supervisor_cannot_finish_before_background_work_is_announced(
-    llm_server: FakeOpenAI, write_team: Any
+    fake_openai: FakeOpenAI, write_team: Any
 ) -> None:
-    llm_server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_alpha", {"task": "a", "task_id": "alpha-job"})),
         text("too early"),
         text("final, with alpha's result"),
     ])
-    llm_server.script("alpha", [text("alpha result", delay=0.3)])
+    fake_openai.script("alpha", [text("alpha result", delay=0.3)])
     team = teamrun.load_team(write_team(BACKGROUND.replace("background_timeout_s: 0.5", "background_timeout_s: 20")))
 
     result = team.run_sync("go")
 
     assert result.status == "done" and result.final_text == "final, with alpha's result"
-    announced = _messages(llm_server, "lead", 2)[-1]
+    announced = _messages(fake_openai, "lead", 2)[-1]
     assert announced["role"] == "user" and announced["content"].startswith("## Background results")
     (view,) = json.loads(announced["content"].split("\n", 1)[1])
     assert view == {"handle": "bg-1", "task_id": "alpha-job", "agent": "alpha", "status": "ok",
@@ -321,20 +321,20 @@ def test_the_supervisor_cannot_finish_before_background_work_is_announced(
     assert [(t.task_id, t.review) for t in result.tasks] == [("alpha-job", "accepted")]
 
 
-def test_cancel_task_reaches_a_background_worker(llm_server: FakeOpenAI, write_team: Any) -> None:
-    llm_server.script("lead", [
+def test_cancel_task_reaches_a_background_worker(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script("lead", [
         tool_calls(("ask_gamma", {"task": "slow work"})),
         tool_calls(("cancel_task", {"handle": "bg-1"}), delay=0.3),  # the worker is waiting on its model by then
         text("cancelled it"),
     ])
-    llm_server.script("gamma", [hang(30)])
+    fake_openai.script("gamma", [hang(30)])
     team = teamrun.load_team(write_team(BACKGROUND.replace("background_timeout_s: 0.5", "background_timeout_s: 60")))
     events: list[Any] = []
 
     result = team.run_sync("go", subscribers=[events.append])
 
     assert result.status == "done" and result.final_text == "cancelled it"
-    assert json.loads(_tool_contents(llm_server, "lead", 2)[-1])["status"] == "cancelled"
+    assert json.loads(_tool_contents(fake_openai, "lead", 2)[-1])["status"] == "cancelled"
     assert [(d.agent, d.status) for d in result.delegations] == [("gamma", "cancelled")]
     ends = [e.data["status"] for e in events if e.kind == "agent_end" and e.agent_path[-1] == "gamma"]
     assert ends == ["cancelled"]  # the worker itself was stopped, mid model call

@@ -114,57 +114,58 @@ def _eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
     return True
 
 
-def test_a_killed_fan_out_resumes_without_repeating_finished_calls(tmp_path: Path, store_url: str) -> None:
+def test_a_killed_fan_out_resumes_without_repeating_finished_calls(tmp_path: Path, store_url: str,
+                                                                   fake_openai: FakeOpenAI) -> None:
     hanging = threading.Event()
-    with FakeOpenAI() as server:
-        _serve(server, hanging)
-        team = _team(tmp_path, server.url)
+    server = fake_openai
+    _serve(server, hanging)
+    team = _team(tmp_path, server.url)
 
-        # the uninterrupted run, for comparison (no store: nothing is written)
-        whole = subprocess.run(_teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none"),
-                               capture_output=True, text=True, env=_env(), timeout=600)
-        assert whole.returncode == 0, whole.stderr
-        uninterrupted = server.requests()
-        assert len(uninterrupted) == 2 + 2 * WORKERS and all(r.status == 200 for r in uninterrupted)
-        expected = json.loads(whole.stdout)["final_text"]
-        server.log.clear()
+    # the uninterrupted run, for comparison (no store: nothing is written)
+    whole = subprocess.run(_teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none"),
+                           capture_output=True, text=True, env=_env(), timeout=600)
+    assert whole.returncode == 0, whole.stderr
+    uninterrupted = server.requests()
+    assert len(uninterrupted) == 2 + 2 * WORKERS and all(r.status == 200 for r in uninterrupted)
+    expected = json.loads(whole.stdout)["final_text"]
+    server.log.clear()
 
-        # the journaled run, killed once the fast workers have answered and the slow ones' last calls hang
-        hanging.set()
-        process = subprocess.Popen(_teamrun("execute", str(team), "-i", "go", "--store", store_url,
-                                            "--progress", "none"),
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
-        try:
-            def ready() -> bool:
-                log = server.requests()
-                hung = [r for r in log if r.model != "lead" and r.end == 0.0]
-                done = [r for r in log if r.status == 200 and r.end]
-                return (len(_finals(server)) == FAST and len(hung) == WORKERS - FAST
-                        and _journaled_replies(store_url) == len(done))
+    # the journaled run, killed once the fast workers have answered and the slow ones' last calls hang
+    hanging.set()
+    process = subprocess.Popen(_teamrun("execute", str(team), "-i", "go", "--store", store_url,
+                                        "--progress", "none"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        def ready() -> bool:
+            log = server.requests()
+            hung = [r for r in log if r.model != "lead" and r.end == 0.0]
+            done = [r for r in log if r.status == 200 and r.end]
+            return (len(_finals(server)) == FAST and len(hung) == WORKERS - FAST
+                    and _journaled_replies(store_url) == len(done))
 
-            assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
-            os.kill(process.pid, signal.SIGKILL)
-            process.communicate(timeout=60)
-        finally:
-            process.kill()
-        assert process.returncode == -signal.SIGKILL
-        first = server.requests()
-        finished_before = _finals(server, first)
-        assert len(finished_before) == FAST >= 10
+        assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGKILL
+    first = server.requests()
+    finished_before = _finals(server, first)
+    assert len(finished_before) == FAST >= 10
 
-        listed = subprocess.run(_teamrun("runs", "list", "--store", store_url, "--json"),
-                                capture_output=True, text=True, env=_env(), timeout=120)
-        (run,) = json.loads(listed.stdout)
-        assert run["status"] == "interrupted" and run["stored_status"] == "running"
+    listed = subprocess.run(_teamrun("runs", "list", "--store", store_url, "--json"),
+                            capture_output=True, text=True, env=_env(), timeout=120)
+    (run,) = json.loads(listed.stdout)
+    assert run["status"] == "interrupted" and run["stored_status"] == "running"
 
-        # resumed in a new process
-        hanging.clear()
-        server.log.clear()
-        resumed = subprocess.run(_teamrun("resume", run["run_id"], "--store", store_url, "--json",
-                                          "--progress", "none"),
-                                 capture_output=True, text=True, env=_env(), timeout=600)
-        assert resumed.returncode == 0, resumed.stderr
-        second = server.requests()
+    # resumed in a new process
+    hanging.clear()
+    server.log.clear()
+    resumed = subprocess.run(_teamrun("resume", run["run_id"], "--store", store_url, "--json",
+                                      "--progress", "none"),
+                             capture_output=True, text=True, env=_env(), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    second = server.requests()
 
     assert {r.model for r in second} & set(finished_before) == set(), "a finished worker was asked again"
     completed_first = [r for r in first if r.status == 200 and r.end]

@@ -35,7 +35,8 @@ def _repo(tmp_path: Path) -> Path:
 def _team(tmp_path: Path, extra: dict[str, Any]) -> Path:
     """mcp-server-git (the reference server): it marks git_status read-only, git_create_branch not idempotent."""
     if importlib.util.find_spec("mcp_server_git") is None:
-        pytest.fail("the MCP server mcp-server-git is not installed: pip install mcp-server-git (.ci/run does)")
+        pytest.fail("the MCP server mcp-server-git is not installed: pip install mcp-server-git "
+                    "(.ci/install-and-test does)")
     repo = _repo(tmp_path)
     entry = {"mcp": {"command": [sys.executable, "-m", "mcp_server_git", "--repository", str(repo)]},
              "fixed_arguments": {"repo_path": str(repo)}, "allow": ["git_status", "git_create_branch"], **extra}

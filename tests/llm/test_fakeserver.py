@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fakeserver import FakeOpenAI, Reply, http_error, text, tool_calls
+from tests.fakeserver import FakeOpenAI, Reply, http_error, text, tool_calls
 
 
 def post(

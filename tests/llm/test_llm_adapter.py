@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
 from teamrun.errors import ModelError
 from teamrun.llm import LiteLLMChatModel, ModelReply, ModelSettings, ProviderError, RetryNotice
 from teamrun.llm.adapter import import_litellm
+from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
 
 MESSAGES = [
     {"role": "system", "content": "You coordinate."},

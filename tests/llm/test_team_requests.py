@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 import teamrun
-from fakeserver import FakeOpenAI, hang, http_error, text
 from teamrun.defaults import DEFAULT_MAX_TOKENS, DEFAULT_NUM_RETRIES
 from teamrun.errors import UsageError
 from teamrun.events import Event
+from tests.fakeserver import FakeOpenAI, hang, http_error, text
 
 
 def team_file(tmp_path: Path, server: FakeOpenAI, defaults: str = "", agent: str = "",

@@ -2,7 +2,7 @@
 
 * ``mcp-server-time`` and ``mcp-server-git`` (the reference Python servers, pip) run over stdio;
 * ``@modelcontextprotocol/server-everything`` (npm) runs over streamable HTTP on 127.0.0.1.
-  It is found in ``$TEAMRUN_TEST_EVERYTHING_DIR`` (``.ci/run`` installs it there), by default
+  It is found in ``$TEAMRUN_TEST_EVERYTHING_DIR`` (``.ci/install-and-test`` installs it there), by default
   ``~/.cache/teamrun-test/server-everything``; install it with
   ``npm install --prefix <dir> @modelcontextprotocol/server-everything``.
 
@@ -35,7 +35,7 @@ EVERYTHING_DIR = Path(
 
 def _need_module(module: str, package: str) -> None:
     if importlib.util.find_spec(module) is None:
-        pytest.fail(f"the MCP server {package} is not installed: pip install {package} (.ci/run does)")
+        pytest.fail(f"the MCP server {package} is not installed: pip install {package} (.ci/install-and-test does)")
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ def everything_url(tmp_path: Path) -> Iterator[str]:
     if node is None or not entry.is_file():
         pytest.fail(f"@modelcontextprotocol/server-everything is not installed in {EVERYTHING_DIR} "
                     f"(npm install --prefix {EVERYTHING_DIR} @modelcontextprotocol/server-everything; "
-                    "or set TEAMRUN_TEST_EVERYTHING_DIR); .ci/run installs it")
+                    "or set TEAMRUN_TEST_EVERYTHING_DIR); .ci/install-and-test installs it")
     port = free_port()
     log = (tmp_path / "everything.log").open("wb")
     server = subprocess.Popen([node, str(entry), "streamableHttp"], env={**os.environ, "PORT": str(port)},

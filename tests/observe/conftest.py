@@ -1,4 +1,4 @@
-"""Fixtures for the trace, OTel, log and record/replay tests: a scripted server and team files for it."""
+"""Fixtures for the trace, OTel, log and record/replay tests: team files for the ``fake_openai`` server."""
 
 from __future__ import annotations
 
@@ -19,25 +19,15 @@ TeamWriter = Callable[..., Path]
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    """The scripted OpenAI-compatible server; agents talk to it as ``openai/<agent>``."""
-    monkeypatch.setenv("TEAMRUN_TEST_KEY", "sk-test-observe")
-    for name in ("NO_PROXY", "no_proxy"):
-        monkeypatch.setenv(name, "127.0.0.1,localhost")
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture
-def write_team(tmp_path: Path, server: FakeOpenAI) -> TeamWriter:
-    """Write a team file whose agents all point at ``server``."""
+def write_team(tmp_path: Path, fake_openai: FakeOpenAI) -> TeamWriter:
+    """Write a team file whose agents all point at ``fake_openai``."""
 
     def write(body: str = THREE_WORKERS, name: str = "team.yaml", key_env: str = "TEAMRUN_TEST_KEY") -> Path:
         header = textwrap.dedent(f"""\
             version: 1
             name: observed-team
             defaults:
-              api_base: {server.url}
+              api_base: {fake_openai.url}
               api_key_env: {key_env}
               num_retries: 0
               request_timeout_s: 20

@@ -13,13 +13,13 @@ from tests.observe.conftest import TeamWriter
 
 
 def test_json_logs_carry_run_id_and_agent_and_stdout_only_the_answer(
-    server: FakeOpenAI, write_team: TeamWriter, capsys: pytest.CaptureFixture[str], restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, capsys: pytest.CaptureFixture[str], restore_structlog: None,
 ) -> None:
-    server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("delegate_task", {"task": "look it up", "agents": ["ghost", "alpha"]})),
         text("the answer"),
     ])
-    server.script("alpha", [text("alpha found it")])
+    fake_openai.script("alpha", [text("alpha found it")])
     team = write_team("""\
         supervisor: lead
         agents:
@@ -43,9 +43,9 @@ def test_json_logs_carry_run_id_and_agent_and_stdout_only_the_answer(
     assert "timestamp" in warning
 
 
-def test_answer_alone_on_stdout_with_json_logs(server: FakeOpenAI, write_team: TeamWriter,
+def test_answer_alone_on_stdout_with_json_logs(fake_openai: FakeOpenAI, write_team: TeamWriter,
                                                capsys: pytest.CaptureFixture[str], restore_structlog: None) -> None:
-    server.script("lead", [text("plain answer")])
+    fake_openai.script("lead", [text("plain answer")])
     team = write_team("""\
         supervisor: lead
         agents:

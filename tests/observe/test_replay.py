@@ -18,16 +18,16 @@ from tests.observe.teams import THREE_WORKERS
 pytestmark = pytest.mark.usefixtures("restore_structlog")
 
 
-def _script(server: FakeOpenAI) -> None:
+def _script(fake_openai: FakeOpenAI) -> None:
     """Three workers at once, alpha twice with different tasks (its replies go out in arrival order)."""
-    server.script("lead", [
+    fake_openai.script("lead", [
         tool_calls(("ask_alpha", {"task": "first alpha job"}), ("ask_beta", {"task": "about b"}),
                    ("ask_gamma", {"task": "about c"}), ("ask_alpha", {"task": "second alpha job"})),
         text("all four compared"),
     ])
-    server.script("alpha", [text("alpha reply one", delay=0.05), text("alpha reply two", delay=0.02)])
-    server.script("beta", [text("beta says hi", delay=0.01)])
-    server.script("gamma", [text("gamma says hi")])
+    fake_openai.script("alpha", [text("alpha reply one", delay=0.05), text("alpha reply two", delay=0.02)])
+    fake_openai.script("beta", [text("beta says hi", delay=0.01)])
+    fake_openai.script("gamma", [text("gamma says hi")])
 
 
 def _run_json(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
@@ -41,16 +41,16 @@ def _delegations(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def recorded(server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
+def recorded(fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
              capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path, dict[str, Any]]:
     """A team file, its cassette from a real (local-server) run, and that run's result; server stopped."""
-    _script(server)
+    _script(fake_openai)
     team = write_team(THREE_WORKERS)
     cassette = tmp_path / "run.cassette.jsonl"
     code, result, err = _run_json([str(team), "-i", "compare them", "--record", str(cassette)], capsys)
     assert code == 0, err
-    server.assert_complete()
-    server.stop()
+    fake_openai.assert_complete()
+    fake_openai.stop()
     return team, cassette, result
 
 

@@ -9,7 +9,7 @@ import pytest
 import teamrun
 from teamrun.cli import main
 from teamrun.secrets import Redactor
-from tests.fakeserver import FakeOpenAI, text, tool_calls
+from tests.fakeserver import TEST_KEY, FakeOpenAI, text, tool_calls
 from tests.observe.conftest import TeamWriter
 
 SECRET = "sk-test-SECRET"
@@ -21,18 +21,18 @@ agents:
 """
 
 
-def _script(server: FakeOpenAI, leak: str) -> None:
-    server.script("lead", [tool_calls(("ask_echo", {"task": f"repeat {leak}"})), text(f"done; it said {leak}")])
-    server.script("echo", [text(f"you said {leak}")])
+def _script(fake_openai: FakeOpenAI, leak: str) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_echo", {"task": f"repeat {leak}"})), text(f"done; it said {leak}")])
+    fake_openai.script("echo", [text(f"you said {leak}")])
 
 
 def test_cassette_trace_and_logs_hold_no_api_key(
-    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str], restore_structlog: None,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("SERVICE_TOKEN", "tok-interpolated-123")
-    _script(server, SECRET)
+    _script(fake_openai, SECRET)
     team = write_team(TEAM, key_env="OPENAI_API_KEY")
     trace_file, cassette = tmp_path / "run.jsonl", tmp_path / "run.cassette.jsonl"
 
@@ -41,8 +41,8 @@ def test_cassette_trace_and_logs_hold_no_api_key(
 
     _, err = capsys.readouterr()
     assert code == 0, err
-    assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in server.requests())  # it was in play
-    assert "tok-interpolated-123" in server.requests("lead")[0].request["messages"][0]["content"]
+    assert all(r.headers.get("authorization") == f"Bearer {SECRET}" for r in fake_openai.requests())  # it was in play
+    assert "tok-interpolated-123" in fake_openai.requests("lead")[0].request["messages"][0]["content"]
     trace_text, cassette_text = trace_file.read_text(), cassette.read_text()
     for written in (trace_text, cassette_text, err):
         assert SECRET not in written
@@ -52,12 +52,12 @@ def test_cassette_trace_and_logs_hold_no_api_key(
     assert "Authorization" not in cassette_text and "api_key" not in cassette_text
 
 
-def test_api_recording_masks_the_team_files_secret_values(server: FakeOpenAI, write_team: TeamWriter,
+def test_api_recording_masks_the_team_files_secret_values(fake_openai: FakeOpenAI, write_team: TeamWriter,
                                                           tmp_path: Path) -> None:
     token = "tok-only-in-environ-42"
-    _script(server, token)
+    _script(fake_openai, token)
     cassette = tmp_path / "api.cassette.jsonl"
-    env = {"SERVICE_TOKEN": token, "TEAMRUN_TEST_KEY": "sk-test-observe"}
+    env = {"SERVICE_TOKEN": token, "TEAMRUN_TEST_KEY": TEST_KEY}
 
     result = teamrun.load_team(write_team(TEAM), environ=env, record=cassette).run_sync("go")
 

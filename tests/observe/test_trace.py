@@ -25,10 +25,10 @@ def _lines(path: Path) -> list[dict[str, object]]:
 
 
 def test_three_worker_trace_has_the_delegation_tree_with_parent_links(
-    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     restore_structlog: None,
 ) -> None:
-    script_fan_out(server)
+    script_fan_out(fake_openai)
     trace_file = tmp_path / "run.jsonl"
 
     code = main(["execute", str(write_team()), "-i", "compare a, b and c", "--progress", "none",
@@ -82,9 +82,9 @@ def test_three_worker_trace_has_the_delegation_tree_with_parent_links(
     assert shown[-1].startswith("   └─ ")
 
 
-def test_trace_show_formats(server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
+def test_trace_show_formats(fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
                             capsys: pytest.CaptureFixture[str], restore_structlog: None) -> None:
-    script_fan_out(server, delay=0.0)
+    script_fan_out(fake_openai, delay=0.0)
     trace_file = tmp_path / "run.jsonl"
     assert main(["execute", str(write_team()), "-i", "go", "--progress", "none", "--trace", str(trace_file),
                  "--trace-content"]) == 0
@@ -118,11 +118,11 @@ def test_trace_show_formats(server: FakeOpenAI, write_team: TeamWriter, tmp_path
     assert first["data"]["reply"]["tool_calls"][0]["name"] == "ask_alpha"  # type: ignore[index]
 
 
-def test_a_killed_run_leaves_a_readable_trace(server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
+def test_a_killed_run_leaves_a_readable_trace(fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    server.script("lead", [tool_calls(("ask_quick", {"task": "q"}), ("ask_slow", {"task": "s"}))])
-    server.script("quick", [text("quick answer")])
-    server.script("slow", [hang(60)])
+    fake_openai.script("lead", [tool_calls(("ask_quick", {"task": "q"}), ("ask_slow", {"task": "s"}))])
+    fake_openai.script("quick", [text("quick answer")])
+    fake_openai.script("slow", [hang(60)])
     team = write_team("""\
         supervisor: lead
         agents:
@@ -141,7 +141,7 @@ def test_a_killed_run_leaves_a_readable_trace(server: FakeOpenAI, write_team: Te
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             seen = trace_file.read_text(encoding="utf-8") if trace_file.exists() else ""
-            if '"agent_end"' in seen and '"delegation_end"' in seen and server.requests("slow"):
+            if '"agent_end"' in seen and '"delegation_end"' in seen and fake_openai.requests("slow"):
                 break
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
             time.sleep(0.05)

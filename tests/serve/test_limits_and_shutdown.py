@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 import teamrun
-from fakeserver import FakeOpenAI, hang
+from tests.fakeserver import FakeOpenAI, hang
 from tests.serve.conftest import REPO, TOKEN, GatedModel, free_port, solo_team
 from tests.serve.sse import sse_events
 

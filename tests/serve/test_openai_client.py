@@ -9,7 +9,7 @@ import openai
 import pytest
 
 import teamrun
-from fakeserver import FakeOpenAI, text, tool_calls
+from tests.fakeserver import FakeOpenAI, text, tool_calls
 from tests.serve.conftest import REPO, TOKEN, solo_team
 
 RESEARCH = REPO / "teams" / "research-report.yaml"

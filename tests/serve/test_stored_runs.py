@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 from click.testing import CliRunner
 
-from fakeserver import FakeOpenAI, hang
 from teamrun.cli import cli
+from tests.fakeserver import FakeOpenAI, hang
 from tests.serve.conftest import REPO, TOKEN, free_port, solo_team
 from tests.serve.test_threads import AUTH, RESEARCH, chat, served
 

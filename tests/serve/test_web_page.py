@@ -16,7 +16,7 @@ TASK = "Compare Rust and Go for command-line tools"
 
 def chromium_path() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert found, "the Debian `chromium` package is needed for this test (.ci/run installs it)"
+    assert found, "the Debian `chromium` package is needed for this test (.ci/install-and-test installs it)"
     return found
 
 

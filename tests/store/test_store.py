@@ -155,7 +155,7 @@ def test_concurrent_writers_to_one_thread_get_distinct_ordered_seqs(store_url: s
 
 
 def test_missing_postgresql_binaries_name_the_debian_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pgserver
+    from tests import pgserver
 
     monkeypatch.setattr(pgserver.glob, "glob", lambda pattern: [])
     monkeypatch.setattr(pgserver.shutil, "which", lambda name: None)

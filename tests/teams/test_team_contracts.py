@@ -31,13 +31,6 @@ TEAMS = sorted((REPO / "teams").glob("*.yaml"))
 READY_MADE = {"research-report", "pr-review", "product-comparison", "support-triage"}
 
 
-@pytest.fixture
-def server(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> FakeOpenAI:
-    """The local server, with every team's `api_base: "${TEAMRUN_API_BASE:-}"` pointing at it."""
-    monkeypatch.setenv("TEAMRUN_API_BASE", fake_openai.url)
-    return fake_openai
-
-
 def _load(name: str, **kwargs: Any) -> teamrun.Team:
     return teamrun.load_team(REPO / "teams" / f"{name}.yaml", model="openai/team", **kwargs)
 
@@ -144,7 +137,7 @@ def _deliverable(product: str, *, price: str) -> Reply:
     ]}))
 
 
-def test_product_comparison_checks_deliverables_and_bounds_the_follow_up(server: FakeOpenAI) -> None:
+def test_product_comparison_checks_deliverables_and_bounds_the_follow_up(fake_openai: FakeOpenAI) -> None:
     lead = [
         tool_calls(("ask_researcher", {"task": "Alpha: price, license"}),
                    ("ask_researcher", {"task": "Beta: price, license"})),
@@ -169,12 +162,12 @@ def test_product_comparison_checks_deliverables_and_bounds_the_follow_up(server:
             return researcher(request)
         return text("| criterion | Alpha | Beta |\n| price | 9 USD | unconfirmed |")
 
-    server.handler("team", answer)
+    fake_openai.handler("team", answer)
 
     result = _load("product-comparison").run_sync("Compare Alpha and Beta")
 
     assert result.status == "done" and lead == []
-    calls = [r.request for r in server.requests("team") if "ask_researcher" in _tools(r.request)]
+    calls = [r.request for r in fake_openai.requests("team") if "ask_researcher" in _tools(r.request)]
     # Round 1: Beta's broken deliverable is replaced by the acceptance text; Alpha's gaps add feedback.
     round_one = _tool_results(calls[1])
     assert [r["status"] for r in round_one] == ["ok", "error"]  # Alpha, Beta (in call order)
@@ -182,13 +175,13 @@ def test_product_comparison_checks_deliverables_and_bounds_the_follow_up(server:
     assert beta["response"].startswith("The research task failed")
     assert "A researcher returned UNCONFIRMED values." in _user_text(calls[1])
     # Round 2 is a capped follow-up; round 3 is refused by the on_start hook.
-    follow_up = next(r.request for r in server.requests("team") if "This is a follow-up" in task_of(r.request))
+    follow_up = next(r.request for r in fake_openai.requests("team") if "This is a follow-up" in task_of(r.request))
     assert "Alpha: price only" in task_of(follow_up)
     refused = _tool_results(calls[3])[-1]
     assert refused["status"] == "rejected" and refused["response"].startswith("No more research rounds")
-    assert len([r for r in server.requests("team") if task_of(r.request).startswith("Beta")]) == 3
+    assert len([r for r in fake_openai.requests("team") if task_of(r.request).startswith("Beta")]) == 3
     # The table writer got both Alpha deliverables verbatim.
-    writer = next(r.request for r in server.requests("team") if not _tools(r.request))
+    writer = next(r.request for r in fake_openai.requests("team") if not _tools(r.request))
     prompt = _user_text(writer)
     assert prompt.count('"criterion": "price", "value": "UNCONFIRMED"') == 1
     assert prompt.count('"criterion": "price", "value": "9 USD"') == 1
@@ -208,7 +201,7 @@ def _role(request: dict[str, Any]) -> str:
     raise AssertionError(f"unknown agent: {system[:60]!r}")
 
 
-def test_support_triage_stops_a_ping_pong_at_max_handoffs(server: FakeOpenAI) -> None:
+def test_support_triage_stops_a_ping_pong_at_max_handoffs(fake_openai: FakeOpenAI) -> None:
     bounce = {"triage": "transfer_to_billing", "billing": "transfer_to_technical", "technical": "transfer_to_billing"}
 
     def answer(request: dict[str, Any]) -> Reply:
@@ -216,19 +209,19 @@ def test_support_triage_stops_a_ping_pong_at_max_handoffs(server: FakeOpenAI) ->
             return text(f"{_role(request)} answers: please send the invoice number.")
         return tool_calls((bounce[_role(request)], {"reason": "not mine"}))
 
-    server.handler("team", answer)
+    fake_openai.handler("team", answer)
 
     result = _load("support-triage").run_sync("My invoice page crashes")
 
     assert result.status == "budget_exhausted"
     assert result.stopped_by == "limits.max_handoffs (3)"
     assert result.final_text == "billing answers: please send the invoice number."
-    first = server.requests("team")[0].request
+    first = fake_openai.requests("team")[0].request
     technical = next(t["function"] for t in first["tools"] if t["function"]["name"] == "transfer_to_technical")
     assert "Do NOT transfer to technical for prices" in technical["description"]
 
 
-def test_support_researcher_never_sees_a_card_number(server: FakeOpenAI) -> None:
+def test_support_researcher_never_sees_a_card_number(fake_openai: FakeOpenAI) -> None:
     def answer(request: dict[str, Any]) -> Reply:
         role = _role(request)
         if role == "triage":
@@ -240,13 +233,13 @@ def test_support_researcher_never_sees_a_card_number(server: FakeOpenAI) -> None
             return text("help-center/refunds.md: double charges are refunded within 5 days.")
         return text("You will get the second charge back within 5 days; a person confirms it.")
 
-    server.handler("team", answer)
+    fake_openai.handler("team", answer)
 
     result = _load("support-triage").run_sync("Card 4111 1111 1111 1111 was charged twice!")
 
     assert result.status == "done"
     assert result.final_text.startswith("You will get the second charge back")
-    researcher = next(r.request for r in server.requests("team") if _role(r.request) == "researcher")
+    researcher = next(r.request for r in fake_openai.requests("team") if _role(r.request) == "researcher")
     seen = _user_text(researcher)
     assert seen.startswith("What is the policy for double charges?")
     assert "4111" not in seen  # drop_matching removed the customer's message from the shared context
@@ -254,15 +247,15 @@ def test_support_researcher_never_sees_a_card_number(server: FakeOpenAI) -> None
 
 
 # -- research-report ----------------------------------------------------------------------
-def test_research_findings_reach_the_writer_verbatim(server: FakeOpenAI) -> None:
-    server.handler("team", simple_model)
+def test_research_findings_reach_the_writer_verbatim(fake_openai: FakeOpenAI) -> None:
+    fake_openai.handler("team", simple_model)
 
     result = _load("research-report").run_sync("Compare Rust and Go")
 
     assert result.status == "done"
     by_agent = {d.agent: d for d in result.delegations}
     assert by_agent["researcher"].ref == "researcher-1"
-    writer = next(r.request for r in server.requests("team")
+    writer = next(r.request for r in fake_openai.requests("team")
                   if task_of(r.request).startswith("Compare Rust and Go (for writer)"))
     assert f"ref=researcher-1>>>\n{by_agent['researcher'].response}\n<<<END " in _user_text(writer)
 

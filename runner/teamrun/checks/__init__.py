@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrun.config.models import Check, Judge
+from teamrun.defaults import DEFAULT_MODEL
 from teamrun.llm.types import ChatModel, ModelSettings
 
 __all__ = ["JUDGE_SYSTEM", "CheckOutcome", "describe_check", "parse_score", "run_check"]
@@ -79,7 +80,7 @@ def describe_check(check: Check) -> str:
 
 
 async def run_check(check: Check, answer: str, *, case: dict[str, Any], model: ChatModel,
-                    base_dir: Path, judge_model: str = "offline") -> CheckOutcome:
+                    base_dir: Path, judge_model: str = DEFAULT_MODEL) -> CheckOutcome:
     """Check ``answer``. ``case`` is what a python check gets (and the judge reads its ``input``);
     ``model`` answers judges (with ``judge_model`` when the judge names none); ``python:`` checks are
     imported from ``base_dir``."""

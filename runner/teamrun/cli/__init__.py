@@ -12,7 +12,6 @@ import sys
 
 import click
 
-from teamrun import __version__
 from teamrun.cli.app import cli, errors_as_json
 from teamrun.errors import ConfigError, RunError, UserError
 
@@ -27,9 +26,9 @@ __all__ = ["cli", "main"]
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns (and exits with) the exit code."""
-    from teamrun.logs import forget_configured_format
-
-    forget_configured_format()
+    logs = sys.modules.get("teamrun.logs")
+    if logs is not None:  # a command line before this one (tests) chose a log format; a first one has not
+        logs.forget_configured_format()
     try:
         code = cli.main(args=argv, prog_name="teamrun", standalone_mode=False)
     except click.exceptions.Abort:
@@ -76,5 +75,3 @@ def _error(argv: list[str] | None, event: str, text: str, code: int, **fields: s
         click.echo(text, err=True)
     return code
 
-
-_ = __version__

@@ -11,22 +11,24 @@ import click
 
 from teamrun import __version__
 
-COMMANDS = {
-    "execute": "teamrun.cli.execute_cmd:execute",
-    "validate": "teamrun.cli.validate_cmd:validate",
-    "schema": "teamrun.cli.schema_cmd:schema",
-    "graph": "teamrun.cli.graph_cmd:graph",
-    "trace": "teamrun.cli.trace_cmd:trace",
-    "tools": "teamrun.cli.tools_cmd:tools",
-    "eval": "teamrun.cli.eval_cmd:eval_",
-    "batch": "teamrun.cli.batch_cmd:batch",
-    "serve": "teamrun.cli.serve_cmd:serve",
-    "resume": "teamrun.cli.resume_cmd:resume",
-    "runs": "teamrun.cli.runs_cmd:runs",
-    "chat": "teamrun.cli.chat_cmd:chat",
-    "threads": "teamrun.cli.threads_cmd:threads",
+COMMANDS: dict[str, tuple[str, str]] = {
+    "batch": ("teamrun.cli.batch_cmd:batch", "Run a team once per input row (resumable)."),
+    "chat": ("teamrun.cli.chat_cmd:chat", "Talk with a team, turn by turn (a thread)."),
+    "eval": ("teamrun.cli.eval_cmd:eval_", "Run a team on test cases and check the answers."),
+    "execute": ("teamrun.cli.execute_cmd:execute", "Run a team and print its answer."),
+    "graph": ("teamrun.cli.graph_cmd:graph", "Print the delegation graph as Mermaid."),
+    "resume": ("teamrun.cli.resume_cmd:resume", "Continue a crashed, killed or cancelled run."),
+    "runs": ("teamrun.cli.runs_cmd:runs", "List and show the runs a store holds."),
+    "schema": ("teamrun.cli.schema_cmd:schema", "Print the team-file JSON Schema."),
+    "serve": ("teamrun.cli.serve_cmd:serve", "Serve teams over HTTP (OpenAI-compatible and runs API)."),
+    "threads": ("teamrun.cli.threads_cmd:threads", "List, show and delete conversation threads."),
+    "tools": ("teamrun.cli.tools_cmd:tools", "List the tools each agent gets (starts MCP servers to ask them)."),
+    "trace": ("teamrun.cli.trace_cmd:trace", "Show trace files."),
+    "validate": ("teamrun.cli.validate_cmd:validate", "Check team files (schema, references, templates)."),
 }
-"""Each command's module is imported only when that command (or the full help) is needed."""
+"""Each command: where it lives, and its one-line help for ``teamrun --help`` (the same as the command's
+``short_help``; a test keeps them equal). A command's module is imported only when that command runs
+or its own help is asked for, so ``teamrun --help`` lists every command without importing any."""
 
 
 class _LazyGroup(click.Group):
@@ -34,12 +36,17 @@ class _LazyGroup(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
-        if target is None:
+        entry = COMMANDS.get(name)
+        if entry is None:
             return None
-        module, _, attribute = target.partition(":")
+        module, _, attribute = entry[0].partition(":")
         command: Any = getattr(importlib.import_module(module), attribute)
         return command  # type: ignore[no-any-return]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of ``teamrun --help``, from the table (click would import every command)."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
 HELP = """Run teams of LLM agents declared in YAML.
 

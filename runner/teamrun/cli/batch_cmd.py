@@ -56,7 +56,8 @@ files or usage, 3 --max-cost reached with rows left (rerun to continue).
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="A progress line (done/failed/cost/ETA) on stderr.")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where rows run: this process (asyncio), or Ray workers (pip install 'teamrun[ray]').")
+              help="Where rows run: this process (asyncio), or Ray workers (the ray extra: "
+                   "pip install '.[ray]' in the teamrun checkout).")
 @click.option("--ray-address", metavar="ADDRESS",
               help="With --engine ray: the cluster to join (ray://head:10001); default: a Ray started here.")
 def batch(team_file: str, inputs_file: str, output: str, workers: int, rpm: int | None, tpm: int | None,
@@ -93,7 +94,7 @@ def batch(team_file: str, inputs_file: str, output: str, workers: int, rpm: int 
     show = progress and _log_settings().verbosity >= 0
     runner.start()
     try:
-        outcome = asyncio.run(run_batch(loaded, rows, target, model=model, workers=workers, row_ceiling=ceiling,
+        outcome = asyncio.run(run_batch(loaded, rows, target, workers=workers, row_ceiling=ceiling,
                                         max_total_cost=max_cost, retry_failed=retry_failed,
                                         on_progress=_progress_printer("rows") if show else None, engine=runner))
     finally:

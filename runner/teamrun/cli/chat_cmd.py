@@ -10,7 +10,14 @@ from typing import Any
 
 import click
 
-from teamrun.cli.execute_cmd import _log_settings, _parse_vars, _progress_view, _run_with_interrupt, _say
+from teamrun.cli.execute_cmd import (
+    _log_settings,
+    _parse_vars,
+    _progress_view,
+    _run_with_interrupt,
+    _say,
+    load_checked_config,
+)
 from teamrun.logs import hidden_log_events
 
 HELP = """Talk with a team, turn by turn. Every turn is a run of the team on your
@@ -53,10 +60,10 @@ def new_thread_id() -> str:
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front.")
 @click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
               show_default=True, help="How each turn's progress is shown on stderr (auto: a tree on a terminal).")
+@click.option("--strict", is_flag=True, help="Treat warnings about the team file and --var as errors (exit 2).")
 def chat(team_file: str, thread_id: str | None, store_location: str | None, variables: tuple[str, ...],
-         model: str | None, approve: str | None, progress: str) -> None:
-    from teamrun.engine.team import load_team
-    from teamrun.logs import add_log_secrets
+         model: str | None, approve: str | None, progress: str, strict: bool) -> None:
+    from teamrun.engine.team import Team
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
 
     try:
@@ -64,8 +71,9 @@ def chat(team_file: str, thread_id: str | None, store_location: str | None, vari
     except ImportError:  # not on every platform
         pass
     logs = _log_settings()
-    team = load_team(team_file, vars=_parse_vars(variables), model=model, store=store_location)
-    add_log_secrets(team.loaded.secrets)
+    parsed_vars = _parse_vars(variables)
+    loaded = load_checked_config(team_file, parsed_vars, strict=strict, logs=logs)
+    team = Team(loaded, vars=parsed_vars, model=model, store=store_location)
     if approve is not None:
         from teamrun.tools.mcp.table import approvable_names
 

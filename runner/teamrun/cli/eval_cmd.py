@@ -61,7 +61,8 @@ Exit codes: 0 when the pass rate is at least --min-pass, 1 under it,
               help="Write each case's trace to DIR/<case>.jsonl (the HTML report links them). "
                    "Default with --format html -o FILE: FILE's name + '-traces/' beside it. Local engine only.")
 @click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where cases run: this process (asyncio), or Ray workers (pip install 'teamrun[ray]').")
+              help="Where cases run: this process (asyncio), or Ray workers (the ray extra: "
+                   "pip install '.[ray]' in the teamrun checkout).")
 @click.option("--ray-address", metavar="ADDRESS",
               help="With --engine ray: the cluster to join (ray://head:10001); default: a Ray started here.")
 def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str, output: str | None,
@@ -100,7 +101,7 @@ def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str,
     traces = _case_traces(traces_dir, output_format, output, loaded) if engine == "local" else None
     runner.start()
     try:
-        report = asyncio.run(evaluate(loaded, cases, model=model, concurrency=concurrency,
+        report = asyncio.run(evaluate(loaded, cases, concurrency=concurrency,
                                       on_progress=_progress_printer("cases") if show else None, engine=runner,
                                       subscribers_for=traces.subscribers_for if traces is not None else None))
     finally:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from teamrun.cli.app import LogSettings
+from teamrun.defaults import model_for
 from teamrun.errors import UsageError
 from teamrun.logs import add_log_secrets, hidden_log_events, log_line
 
@@ -73,13 +74,30 @@ def _read_input(text: str | None, file: str | None) -> str:
     return task
 
 
-def _starting_line(team: Any) -> str:
-    """What is about to run, shown before anything slow (such as importing LiteLLM) happens."""
-    agents = len(team.config.agents)
-    models = team.models()
+def load_checked_config(team_file: str, given_vars: dict[str, str], *, strict: bool, logs: LogSettings) -> Any:
+    """The team file, checked against the run's ``--var`` names; its warnings said on stderr, or with
+    ``--strict`` raised as errors (exit 2). Only the config layer is imported: nothing runs yet."""
+    from teamrun.config.diagnostics import Diagnostic
+    from teamrun.config.loader import load_config
+    from teamrun.errors import ConfigError
+
+    loaded = load_config(team_file, given_vars=given_vars)
+    add_log_secrets(loaded.secrets)
+    if strict and loaded.warnings:
+        raise ConfigError([Diagnostic(d.file, d.line, d.column, d.message, "error", d.rule) for d in loaded.warnings])
+    for warning in loaded.warnings:
+        _say(logs, "warning", "config_warning", warning.render())
+    return loaded
+
+
+def _starting_line(loaded: Any, model: str | None) -> str:
+    """What is about to run, from the team file alone: said before the engine, the store and LiteLLM load."""
+    config = loaded.config
+    models = list(dict.fromkeys(model_for(a, config.defaults, override=model) for a in config.agents.values()))
+    agents = len(config.agents)
     label = "model" if len(models) == 1 else "models"
     shown = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")
-    return f"starting {team.name} ({agents} agent{'s' if agents != 1 else ''}, {label} {shown})"
+    return f"starting {config.name} ({agents} agent{'s' if agents != 1 else ''}, {label} {shown})"
 
 
 async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thread: str | None = None,
@@ -144,50 +162,56 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thre
                    "`teamrun resume`.")
 @click.option("--yes", "-y", "yes", is_flag=True,
               help="With --resume: run again, without asking, interrupted tools that are not idempotent.")
+@click.option("--strict", is_flag=True,
+              help="Treat warnings about the team file and the command line (a --var the team does not have) "
+                   "as errors: exit 2 before any model call.")
 def execute(team_file: str, input_text: str | None, input_file: str | None, variables: tuple[str, ...],
             model: str | None, as_json: bool, approve: str | None, progress: str, trace_path: str | None,
             trace_content: bool, otel: bool, record_path: str | None, replay_path: str | None,
             replay_mode: str | None, thread_id: str | None, store_location: str | None, journal: bool | None,
-            resume: str | None, yes: bool) -> int:
+            resume: str | None, yes: bool, strict: bool) -> int:
     from teamrun.cli.resume_cmd import JournalChoice
-    from teamrun.engine.team import load_team
     from teamrun.secrets import Redactor
-    from teamrun.tools.approval import ApprovalPolicy, choose_approver
 
     _check_observe_flags(trace_path, trace_content, otel, record_path, replay_path, replay_mode)
     logs = _log_settings()
     redactor = Redactor()
     choice = JournalChoice(journal, store_location, resume, yes, thread=thread_id)
-    backend, earlier = _journal_backend(choice)
+    journaled = choice.enabled()
     parsed_vars = _parse_vars(variables)
-    if earlier is not None:
+    backend, earlier = _journal_backend(choice) if choice.resume is not None else (None, None)
+    if earlier is not None:  # a resumed run's vars and model come from its record
         parsed_vars, model = parsed_vars or dict(earlier.vars), model or earlier.model
         thread_id = choice.thread = thread_id or earlier.thread_id
+    loaded = load_checked_config(team_file, parsed_vars, strict=strict, logs=logs)
+    if earlier is not None:
+        task = _resumed_input(earlier, input_text, input_file)
+    else:
+        task = _read_input(input_text, input_file)
+    view = _progress_view(progress, logs)
+    if view is not None:  # said now: the engine, the store and LiteLLM are imported after it
+        _say(logs, "info", "run_starting", _starting_line(loaded, model))
+    if journaled and backend is None:
+        backend, _ = _journal_backend(choice)
     with contextlib.ExitStack() as cleanup:
+        from teamrun.engine.team import Team
+        from teamrun.tools.approval import ApprovalPolicy, choose_approver
+
         writer = _trace_writer(trace_path, trace_content, redactor, cleanup)
-        team = load_team(team_file, vars=parsed_vars, model=model, record=record_path,
-                         replay=replay_path, replay_mode="lenient" if replay_mode == "lenient" else "strict",
-                         wrap_model=_content_capture if trace_content else None,
-                         store=backend.store if backend is not None else store_location)
+        team = Team(loaded, vars=parsed_vars, model=model, record=record_path,
+                    replay=replay_path, replay_mode="lenient" if replay_mode == "lenient" else "strict",
+                    wrap_model=_content_capture if trace_content else None,
+                    store=backend.store if backend is not None else store_location)
         redactor.add(team.loaded.secrets)
-        add_log_secrets(team.loaded.secrets)
-        for warning in team.loaded.warnings:
-            _say(logs, "warning", "config_warning", warning.render())
         if approve is not None:
             from teamrun.tools.mcp.table import approvable_names  # MCP tools named in the file
 
             team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools)))
         else:
             team.approver = choose_approver(None)
-        if earlier is not None:
-            task = _resumed_input(earlier, input_text, input_file)
-        else:
-            task = _read_input(input_text, input_file)
         run_journal = _run_journal(choice, backend, team, team_file, task, parsed_vars, model)
         subscribers: list[Any] = []
-        view = _progress_view(progress, logs)
-        if view is not None:  # at once: LiteLLM's import may follow, and take seconds
-            _say(logs, "info", "run_starting", _starting_line(team))
+        if view is not None:
             if run_journal is not None:  # said once the journal opened (a read-only store refuses it)
                 subscribers.append(_journal_said(logs, run_journal, backend))
             subscribers.append(view)

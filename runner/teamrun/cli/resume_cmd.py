@@ -104,8 +104,11 @@ def new_journal(backend: Any, *, team: Any, team_file: str, task: str, vars: dic
 @click.pass_context
 def resume(ctx: click.Context, run_id: str, store: str | None, yes: bool, as_json: bool, approve: str | None,
            progress: str) -> int:
-    from teamrun.cli.execute_cmd import execute
-
+    # `teamrun execute` as the CLI group serves it: execute_cmd imports this module's journal helpers,
+    # so importing it here would close an import circle.
+    group = ctx.find_root().command
+    execute = group.get_command(ctx, "execute") if isinstance(group, click.Group) else None
+    assert execute is not None, "resume runs inside the teamrun command group"
     backend = open_backend(store)
     record = backend.get_run(run_id)
     if record is None:

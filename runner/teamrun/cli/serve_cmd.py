@@ -24,7 +24,7 @@ and exits 0. A tool with `require_approval` asks through the run's events
 {"approve": true} answers; no answer within --approval-timeout denies it.
 With --mcp stdio|http each team is one MCP tool (for Claude Desktop, Cursor,
 or another team's `mcp` tool entry).
-Needs the serve extra: pip install 'teamrun[serve]'.
+Needs the serve extra: pip install '.[serve]' in the teamrun checkout.
 
 \b
 Examples:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from teamrun.config import templates
 from teamrun.config.diagnostics import (
@@ -23,7 +24,11 @@ from teamrun.config.diagnostics import (
     listing,
     shorten,
 )
+from teamrun.config.regexes import judge_regex
 from teamrun.config.yamlsrc import SourceMap
+
+if TYPE_CHECKING:
+    from teamrun.config.models import TeamConfig
 
 _HOOK_ACTIONS = {
     "on_start": ("reject", "prompt", "append_prompt", "max_steps", "context", "call"),
@@ -88,10 +93,9 @@ def _template_message(message: str | None) -> str:
 
 def _is_regex(instance: object) -> bool:
     if isinstance(instance, str):
-        try:
-            re.compile(instance)
-        except RecursionError:
-            raise re.error("nested too deeply") from None
+        verdict = judge_regex(instance)  # a caution is reported by _regex_cautions, located
+        if verdict.error is not None:
+            raise re.error(verdict.error)
     return True
 
 
@@ -104,6 +108,31 @@ def _meta_validator() -> Any:
     # jsonschema's own regex check lets OverflowError (`a{99999999999}`) escape as a traceback
     formats.checks("regex", raises=(re.error, OverflowError))(_is_regex)
     return Draft202012Validator(Draft202012Validator.META_SCHEMA, format_checker=formats)
+
+
+def _schema_patterns(schema: Any, at: JsonPath = ()) -> Iterator[tuple[JsonPath, str, bool]]:
+    """The regular expressions of a JSON Schema: each ``pattern`` value and ``patternProperties`` key, with
+    its path and whether it is a key."""
+    if isinstance(schema, list):
+        for index, item in enumerate(schema):
+            yield from _schema_patterns(item, (*at, index))
+        return
+    if not isinstance(schema, dict):
+        return
+    for key, value in schema.items():
+        if key in _DATA_KEYWORDS:
+            continue  # data, not schemas
+        if key == "pattern" and isinstance(value, str):
+            yield (*at, key), value, False
+            continue
+        if key == "patternProperties" and isinstance(value, dict):
+            yield from (((*at, key, name), name, True) for name in value if isinstance(name, str))
+        if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas") \
+                and isinstance(value, dict):
+            for name, sub in value.items():
+                yield from _schema_patterns(sub, (*at, key, name))
+        elif isinstance(value, dict | list):
+            yield from _schema_patterns(value, (*at, key))
 
 
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")
@@ -237,8 +266,11 @@ class SemanticChecker:
         """The supervisor's name when it is a string (the schema reports anything else)."""
         self.graph_complete = True
         """False once a delegates_to/handoffs entry is unusable: then reachability says nothing."""
+        self.vars_read: set[str] = set()
+        """The ``vars`` keys the templates read (filled by the template checks)."""
 
-    def check(self, *, import_check: bool = False) -> list[Diagnostic]:
+    def check(self, *, import_check: bool = False, given_vars: Iterable[str] = ()) -> list[Diagnostic]:
+        """Every problem; ``given_vars``: the names of the run's ``--var`` values, checked against the file."""
         found = [
             *self._supervisor(),
             *self._references(),
@@ -254,7 +286,25 @@ class SemanticChecker:
         ]
         if import_check:
             found.extend(self._imports())
+        found.extend(self._given_vars(given_vars))  # after the templates: they fill vars_read
         return found
+
+    def _given_vars(self, given: Iterable[str]) -> Iterator[Diagnostic]:
+        """A ``--var`` that sets nothing: its name is neither declared under ``vars:`` nor read by a template."""
+        declared = self.data.get("vars")
+        known = sorted({str(k) for k in declared} | self.vars_read) if isinstance(declared, dict) \
+            else sorted(self.vars_read)
+        where: JsonPath = ("vars",) if isinstance(declared, dict) else ()
+        for name in dict.fromkeys(given):
+            if name in known:
+                continue
+            hint = did_you_mean(name, known)
+            if not known:
+                message = f"--var {name} sets nothing: this team declares no vars and its templates read none"
+            else:
+                listed = "" if hint else f" (its vars: {listing(known)})"
+                message = f"--var {name} sets nothing: this team has no var '{name}'{hint}{listed}"
+            yield self._warning(where, message, "vars", key=bool(where))
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -513,13 +563,15 @@ class SemanticChecker:
             yield ("agents", agent), spec
 
     def _acceptance(self) -> Iterator[Diagnostic]:
-        from teamrun.config.answer_checks import check_problems
+        from teamrun.config.answer_checks import check_cautions, check_problems
 
         for base, spec in self._accept_owners():
             checks = spec.get("accept")
             for index, check in enumerate(checks if isinstance(checks, list) else []):
                 for path, message, key in check_problems((*base, "accept", index), check):
                     yield self._error(path, message, "accept", key=key)
+                for path, message in check_cautions((*base, "accept", index), check):
+                    yield self._warning(path, message, "regex")
                 if isinstance(check, dict) and check.get("contains") == "":
                     where = (*base, "accept", index, "contains")
                     yield self._warning(where, f"{dotted(where)} is empty, so this check always passes", "accept")
@@ -530,17 +582,17 @@ class SemanticChecker:
 
     def _message_filter(self, path: JsonPath, spec: Any) -> Iterator[Diagnostic]:
         for index, pattern in _names(_mapping(spec).get("drop_matching")):
-            try:
-                re.compile(pattern)
-            except (re.error, RecursionError, OverflowError) as exc:
-                if isinstance(exc, RecursionError):
-                    exc = re.error("nested too deeply")
-                where = (*path, "drop_matching", index)
+            verdict = judge_regex(pattern)
+            where = (*path, "drop_matching", index)
+            if verdict.error is not None:
                 yield self._error(
                     where,
-                    f"{dotted(where)}: invalid regular expression '{shorten(pattern)}': {exc}",
+                    f"{dotted(where)}: invalid regular expression '{shorten(pattern)}': {verdict.error}",
                     "regex",
                 )
+            elif verdict.caution is not None:
+                yield self._warning(where, f"{dotted(where)}: regular expression '{shorten(pattern)}': "
+                                    f"{verdict.caution}", "regex")
 
     def _template(self, path: JsonPath, source: Any, names: tuple[str, ...]) -> Iterator[Diagnostic]:
         if not isinstance(source, str):
@@ -600,6 +652,7 @@ class SemanticChecker:
         name in a ``when:`` would instead make the hook fail and be skipped silently.
         """
         declared = self.data.get("vars")
+        self.vars_read.update(use.key for use in uses if use.name == "vars" and use.key is not None)
         for use in uses:
             if use.key is None and use.name not in names:
                 line, column = self._find(path, source, use.line, rf"(?<![\w.]){re.escape(use.name)}\b")
@@ -709,6 +762,11 @@ class SemanticChecker:
                 f"{dotted(path)} is not a valid JSON Schema: {detail}",
                 "output_schema",
             )
+        for inner, pattern, at_key in _schema_patterns(schema):
+            caution = judge_regex(pattern).caution
+            if caution is not None:
+                yield self._warning((*path, *inner), f"{dotted((*path, *inner))}: regular expression "
+                                    f"'{shorten(pattern)}': {caution}", "regex", key=at_key)
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -764,16 +822,9 @@ class SemanticChecker:
 
     def _function_name_clashes(self) -> Iterator[Diagnostic]:
         """Two functions of one name offered to one agent's model (``tool_names`` owns the rules)."""
-        from pydantic import ValidationError
-
-        from teamrun.config.models import TeamConfig
         from teamrun.config.tool_names import describe, team_clashes
 
-        try:
-            config = TeamConfig.model_validate(self.data)
-        except ValidationError:
-            return  # the schema has reported why; names are checked once the file is well formed
-        for agent, pairs in team_clashes(config).items():
+        for agent, pairs in team_clashes(_team_as_read(self.agents, self.tools)).items():
             for first, later in pairs:
                 if "mcp" in (first.origin, later.origin):
                     continue  # an MCP server's tools: reported by mcp_checks, located at the entry
@@ -944,11 +995,74 @@ def _mcp_clashes(checker: SemanticChecker) -> Iterator[Diagnostic]:
                 owners.setdefault(function, mine)
 
 
+@dataclass(frozen=True)
+class _DelegationAsRead:
+    tool: str
+    background: bool | list[str]
+
+
+@dataclass(frozen=True)
+class _AgentAsRead:
+    delegates_to: list[str]
+    handoffs: list[str]
+    tools: list[str]
+    delegation: _DelegationAsRead | None
+
+
+@dataclass(frozen=True)
+class _ToolAsRead:
+    mcp: dict[str, Any] | None
+    prefix: str | None
+    allow: list[str] | None
+    deny: list[str] | None
+
+
+@dataclass(frozen=True)
+class _TeamAsRead:
+    agents: dict[str, _AgentAsRead]
+    tools: dict[str, _ToolAsRead]
+
+
+def _team_as_read(agents: dict[str, dict[str, Any]], tools: dict[str, dict[str, Any]]) -> TeamConfig:
+    """What :mod:`teamrun.config.tool_names` reads of a team, taken from the file's mappings.
+
+    The fields it reads, with the models' defaults, and only well-formed values (a malformed one is the
+    schema's to report). Building the pydantic models instead would cost ``validate`` more than all the
+    rest of its checks; ``tests/config/test_name_clash_view.py`` checks both give the same clashes.
+    """
+
+    def listed(value: Any) -> list[str]:
+        return [name for _, name in _names(value)]
+
+    def delegation(value: Any) -> _DelegationAsRead | None:
+        if not isinstance(value, dict):
+            return None
+        tool = value.get("tool")
+        background = value.get("background")
+        return _DelegationAsRead(tool if isinstance(tool, str) else "per_agent",
+                                 background if isinstance(background, bool) else listed(background))
+
+    def optional(value: Any) -> list[str] | None:
+        return listed(value) if isinstance(value, list) else None
+
+    read = _TeamAsRead(
+        {name: _AgentAsRead(listed(spec.get("delegates_to")), listed(spec.get("handoffs")), listed(spec.get("tools")),
+                            delegation(spec.get("delegation")))
+         for name, spec in agents.items()},
+        {name: _ToolAsRead(spec.get("mcp") if isinstance(spec.get("mcp"), dict) else None,
+                           spec.get("prefix") if isinstance(spec.get("prefix"), str) else None,
+                           optional(spec.get("allow")), optional(spec.get("deny")))
+         for name, spec in tools.items()},
+    )
+    return cast("TeamConfig", read)
+
+
 def check_semantics(
-    file: str, text: str, data: Any, source_map: SourceMap, *, import_check: bool = False
+    file: str, text: str, data: Any, source_map: SourceMap, *, import_check: bool = False,
+    given_vars: Iterable[str] = (),
 ) -> list[Diagnostic]:
-    """Every semantic problem in one loaded team file."""
-    return SemanticChecker(file, text, data, source_map).check(import_check=import_check)
+    """Every semantic problem in one loaded team file (``given_vars``: the names of the run's ``--var``)."""
+    return SemanticChecker(file, text, data, source_map).check(import_check=import_check, given_vars=given_vars)
 
 
 __all__ = ["SemanticChecker", "check_semantics", "mcp_checks"]

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,8 +82,10 @@ def check_text(
     *,
     environ: Mapping[str, str] | None = None,
     import_check: bool = False,
+    given_vars: Iterable[str] = (),
 ) -> CheckResult:
-    """Check team-file text; ``file`` is the name used in messages."""
+    """Check team-file text; ``file`` is the name used in messages; ``given_vars``: the names of the
+    run's ``--var`` values (one that sets nothing is a warning)."""
     interpolator = Interpolator(os.environ if environ is None else environ)
     document = load_yaml(text, file, interpolator)
     diagnostics = list(document.diagnostics)
@@ -100,7 +102,8 @@ def check_text(
         diagnostics.append(Diagnostic(file, mark.line, mark.column, message))
         return CheckResult(file, diagnostics, document.data, document.source_map)
     diagnostics += SchemaChecker(file, document.source_map, text).check(document.data)
-    diagnostics += check_semantics(file, text, document.data, document.source_map, import_check=import_check)
+    diagnostics += check_semantics(file, text, document.data, document.source_map, import_check=import_check,
+                                   given_vars=given_vars)
     unique = sorted(set(diagnostics), key=lambda d: (d.line, d.column, d.message))
     return CheckResult(file, unique, document.data, document.source_map, interpolator.secrets)
 
@@ -110,20 +113,23 @@ def check_file(
     *,
     environ: Mapping[str, str] | None = None,
     import_check: bool = False,
+    given_vars: Iterable[str] = (),
 ) -> CheckResult:
     """Check one team file on disk and return every problem found."""
     shown = str(path)
     text = _read(Path(path), shown)
     if isinstance(text, Diagnostic):
         return CheckResult(shown, [text])
-    return check_text(text, shown, environ=environ, import_check=import_check)
+    return check_text(text, shown, environ=environ, import_check=import_check, given_vars=given_vars)
 
 
-def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> LoadedConfig:
-    """Load a team file for running it; raises :class:`ConfigError` listing every problem."""
+def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None,
+                given_vars: Iterable[str] = ()) -> LoadedConfig:
+    """Load a team file for running it; raises :class:`ConfigError` listing every problem.
+    ``given_vars``: the names of the run's ``--var`` values; one that sets nothing is among the warnings."""
     from teamrun.config.models import TeamConfig
 
-    result = check_file(path, environ=environ)
+    result = check_file(path, environ=environ, given_vars=given_vars)
     if not result.ok:
         raise ConfigError(result.errors)
     config = TeamConfig.model_validate(result.data)

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from teamrun.config.answer_checks import CHECK_KINDS
+
 __all__ = [
     "AGENT_NAME_PATTERN",
     "CHECK_KINDS",
@@ -54,8 +56,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-CHECK_KINDS = ("contains", "regex", "json_schema", "python", "judge")
-"""The keys that say what a check does; a check has exactly one of them."""
 DEFAULT_MAX_ATTEMPTS = 3
 """Answers an agent may give under `accept:` when `max_attempts` is not set (the first one included)."""
 

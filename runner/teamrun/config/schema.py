@@ -182,6 +182,57 @@ def _where(path: JsonPath) -> str:
     return f"in {dotted(path)}" if path else "at the top level"
 
 
+_TEMPLATE_PART = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
+
+
+def _argv_hint(command: str) -> str:
+    """How to write a command given as one string: its words as an argv list (``"ls -la"`` → ``["ls", "-la"]``).
+
+    Split as a shell splits words, each ``{{ template }}`` kept whole; a command that needs a shell
+    (a pipe, a redirection, ``&&``, an unquoted glob, ``$VAR``) is shown as ``["sh", "-c", "..."]`` instead.
+    """
+    import shlex
+
+    templates: list[str] = []
+
+    def hide(match: re.Match[str]) -> str:
+        templates.append(match.group(0))
+        return f"\x00{len(templates) - 1}\x00"
+
+    hidden = _TEMPLATE_PART.sub(hide, command)
+    try:
+        words = shlex.split(hidden)
+        needs_shell = _needs_shell(hidden)
+    except ValueError:  # an unclosed quote
+        words, needs_shell = [hidden], False
+    if needs_shell and templates:  # a model's arguments must never reach a shell
+        return (" (one item per argument: commands never run through a shell, so pipes, redirections, globs "
+                "and $VARS do nothing here; put the pipeline in a script that takes the values as arguments)")
+    if needs_shell:
+        argv = ["sh", "-c", command]
+        why = "commands never run through a shell; this one needs one"
+    else:
+        argv = [re.sub("\x00(\\d+)\x00", lambda m: templates[int(m.group(1))], word) for word in words] or [command]
+        why = "one item per argument: commands never run through a shell"
+    shown = ", ".join(json.dumps(word, ensure_ascii=False) for word in argv)
+    return f" (write [{shown}]: {why})"
+
+
+def _needs_shell(command: str) -> bool:
+    """A pipe, a redirection, ``;``/``&&``, ``$``/backquote expansion, an unquoted glob or ``~``, ``X=1 cmd``."""
+    import shlex
+
+    lexer = shlex.shlex(command, posix=False, punctuation_chars=True)
+    lexer.whitespace_split = True
+    tokens = list(lexer)
+    if any(set(t) <= set("|&;<>()") for t in tokens):
+        return True
+    if re.search(r"[$`]", re.sub(r"'[^']*'", "", command)):
+        return True
+    plain = [t for t in tokens if t[:1] not in "'\""]
+    return any(re.search(r"[*?]|^~", t) for t in plain) or bool(tokens and re.match(r"^\w+=", tokens[0]))
+
+
 class SchemaChecker:
     """Turns jsonschema errors into located :class:`Diagnostic` objects."""
 
@@ -244,7 +295,8 @@ class SchemaChecker:
             elif expected == "true/false" and str(error.instance).lower() in _YAML11_BOOLS:
                 message += " (only true and false are booleans: teamrun reads YAML 1.2, as editors do)"
             elif isinstance(error.instance, str) and expected == "a list":
-                message += f" (write [{error.instance}] for a list of one)"
+                message += (_argv_hint(error.instance) if path[-1:] == ("command",)
+                            else f" (write [{error.instance}] for a list of one)")
             elif error.instance is None and expected == "a mapping":
                 message += " (write {} for no settings)"
             elif isinstance(error.instance, list) and expected == "a mapping":

@@ -6,7 +6,8 @@ An agent's model sees one flat list of functions: delegation tools
 servers' tools). Two functions of one name would be ambiguous (providers
 reject it, or silently keep one), so a clash is a validation error, found
 here both by ``teamrun validate`` and when the engine builds an agent's tool
-table. This module imports nothing but the config models: ``validate`` uses it.
+table. This module imports nothing but the config models and :mod:`teamrun.conventions`
+(where the fixed names and prefixes live): ``validate`` uses it.
 """
 
 from __future__ import annotations
@@ -15,18 +16,20 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from teamrun.config.models import Agent, TeamConfig, ToolDef
+if TYPE_CHECKING:  # annotations only: `validate` reads names without building the pydantic models
+    from teamrun.config.models import Agent, TeamConfig, ToolDef
 
-DELEGATE_TASK = "delegate_task"
-"""The one delegation tool of ``delegation.tool: delegate_task``."""
-
-WAIT_FOR = "wait_for"
-CHECK_TASKS = "check_tasks"
-CANCEL_TASK = "cancel_task"
-BACKGROUND_TOOLS = (WAIT_FOR, CHECK_TASKS, CANCEL_TASK)
-"""The tools of an agent that delegates in the background (``delegation.background``)."""
+from teamrun.conventions import (
+    BACKGROUND_TOOLS,
+    CANCEL_TASK,
+    CHECK_TASKS,
+    DELEGATE_TASK,
+    WAIT_FOR,
+    delegation_tool_name,
+    handoff_tool_name,
+)
 
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What every provider accepts as a function name (OpenAI's rule is the strictest common one)."""
@@ -35,16 +38,6 @@ ToolOrigin = Literal["delegation", "handoff", "tool", "source", "mcp", "backgrou
 """``source``: one function of a tool entry that offers several (an MCP server), named by its entry;
 ``mcp``: an MCP server's tool named in the file (``allow``), known before the server starts."""
 _NOT_IN_NAME = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-def delegation_tool_name(worker: str) -> str:
-    """The per-agent delegation tool for ``worker``."""
-    return f"ask_{worker}"
-
-
-def handoff_tool_name(agent: str) -> str:
-    """The tool that hands the conversation to ``agent``."""
-    return f"transfer_to_{agent}"
 
 
 def background_workers(agent: Agent) -> list[str]:

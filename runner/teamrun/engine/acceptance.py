@@ -24,6 +24,7 @@ from typing import Any
 
 from teamrun.checks import CheckOutcome, run_check
 from teamrun.config.models import DEFAULT_MAX_ATTEMPTS, Check
+from teamrun.defaults import model_for
 from teamrun.engine.result import AcceptanceRecord
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.errors import ModelError
@@ -132,8 +133,7 @@ class Acceptance:
 
     def _default_judge_model(self) -> str:
         """The model of a judge that names none: the team's ``defaults.model``, else ``offline``."""
-        defaults = self.ctx.config.defaults
-        return (defaults.model if defaults is not None else None) or "offline"
+        return model_for(None, self.ctx.config.defaults)
 
     def _judge_model(self) -> _JudgeModel:
         return _JudgeModel(self.ctx, self.frame, self.attempts)

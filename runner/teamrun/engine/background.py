@@ -19,13 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from teamrun.config.tool_names import CANCEL_TASK, CHECK_TASKS, WAIT_FOR
+from teamrun.conventions import BACKGROUND_RESULTS_HEADING, CANCEL_TASK, CHECK_TASKS, WAIT_FOR
 from teamrun.llm.types import ToolSchema
 
 if TYPE_CHECKING:
     from teamrun.engine.delegation import Settled
 
-ANNOUNCEMENT = "## Background results"
+ANNOUNCEMENT = BACKGROUND_RESULTS_HEADING
 """The heading of the message that announces finished background work to the delegating agent."""
 MAX_WAIT_S = 600.0
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from teamrun.config.imports import resolve_import_path
 from teamrun.config.models import MessageFilter
+from teamrun.conventions import context_heading
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.errors import RunError
 from teamrun.llm.types import Message
@@ -86,7 +87,7 @@ async def filter_messages(ctx: RunContext, frame: AgentFrame, rules: MessageFilt
 
 def as_context_block(parent: str, messages: Sequence[Message]) -> str:
     """The parent's (filtered) conversation as text for the worker's prompt."""
-    lines = [f"## Conversation of {parent} so far (for context)"]
+    lines = [context_heading(parent)]
     for message in messages:
         text = _text(message)
         if message.get("tool_calls"):

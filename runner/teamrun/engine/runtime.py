@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
-from teamrun.defaults import DEFAULT_MAX_STEPS, DEFAULT_MAX_TOKENS, DEFAULT_NUM_RETRIES, DEFAULT_REQUEST_TIMEOUT_S
+from teamrun.defaults import (
+    DEFAULT_MAX_STEPS,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_NUM_RETRIES,
+    DEFAULT_REQUEST_TIMEOUT_S,
+    model_for,
+)
 from teamrun.engine.journal import RunJournal
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore
@@ -28,7 +34,6 @@ if TYPE_CHECKING:
 _log = get_logger(__name__)
 T = TypeVar("T")
 
-DEFAULT_MODEL = "offline"
 _MODEL_FIELDS = tuple(ModelFields.model_fields)
 
 
@@ -106,7 +111,7 @@ class RunContext:
         defaults = self.config.defaults or ModelFields()
         merged = {f: getattr(agent, f) if getattr(agent, f) is not None else getattr(defaults, f)
                   for f in _MODEL_FIELDS}
-        model = self.model_override or merged["model"] or DEFAULT_MODEL
+        model = model_for(agent, defaults, override=self.model_override)
         return ModelSettings(
             model=model,
             api_base=merged["api_base"] or None,  # `${API_BASE:-}` left empty means "the provider's own"

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from teamrun.config.loader import LoadedConfig, load_config
+from teamrun.defaults import model_for
 from teamrun.engine.agent_loop import run_agent
 from teamrun.engine.ledger import BudgetLedger
 from teamrun.engine.result import RunResult
-from teamrun.engine.runtime import DEFAULT_MODEL, AgentFrame, RunContext, limits_in_force, max_steps_for
+from teamrun.engine.runtime import AgentFrame, RunContext, limits_in_force, max_steps_for
 from teamrun.engine.tool_sources import tools_for_run
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
@@ -122,8 +123,7 @@ class Team:
         without repeats, in agent order."""
         if self.model_override:
             return [self.model_override]
-        default = self.config.defaults.model if self.config.defaults else None
-        chosen = [agent.model or default or DEFAULT_MODEL for agent in self.config.agents.values()]
+        chosen = [model_for(agent, self.config.defaults) for agent in self.config.agents.values()]
         return list(dict.fromkeys(chosen))
 
     def _report_retry(self, notice: Any) -> None:

@@ -177,22 +177,15 @@ def _rewrite(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(temporary, path)
 
 
-async def run_batch(loaded: LoadedConfig, rows: list[InputRow], output: Path, *,
-                    chat_model: ChatModel | None = None, model: str | None = None, workers: int = 4,
+async def run_batch(loaded: LoadedConfig, rows: list[InputRow], output: Path, *, engine: Engine, workers: int = 4,
                     row_ceiling: Ceiling | None = None, max_total_cost: float | None = None, retry_failed: bool = False,
-                    on_progress: Callable[[Progress], None] | None = None,
-                    engine: Engine | None = None) -> BatchOutcome:
+                    on_progress: Callable[[Progress], None] | None = None) -> BatchOutcome:
     """Run every row the output does not have yet; returns what happened.
 
-    ``engine`` runs the rows (default: :class:`~teamrun.evals.engines.local.LocalEngine`,
-    in this process on ``chat_model``); progress, the total budget and the output
-    are kept here, the same whatever the engine.
+    ``engine`` runs the rows (:class:`~teamrun.evals.engines.local.LocalEngine` in this
+    process, or on Ray); progress, the total budget and the output are kept here, the
+    same whatever the engine. (The engines import this module: it imports none of them.)
     """
-    if engine is None:
-        from teamrun.evals.engines.base import chat_model_for
-        from teamrun.evals.engines.local import LocalEngine
-
-        engine = LocalEngine(loaded, chat_model=chat_model or chat_model_for(loaded, model=model), model=model)
     existing = read_output(output)
     if retry_failed:
         existing = [r for r in existing if r.get("status") == "done"]

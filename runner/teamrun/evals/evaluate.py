@@ -8,10 +8,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from teamrun.checks import CheckOutcome, run_check
 from teamrun.config.loader import LoadedConfig
 from teamrun.engine.team import Team
 from teamrun.evals.cases import LoadedCases
-from teamrun.evals.checks import CheckOutcome, run_check
 from teamrun.evals.engines.base import Engine
 from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.evals.models import Case
@@ -175,21 +175,16 @@ async def run_case(loaded: LoadedConfig, cases: LoadedCases, index: int, *, chat
                       subscribers=subscribers)
 
 
-async def evaluate(loaded: LoadedConfig, cases: LoadedCases, *, chat_model: ChatModel | None = None,
-                   model: str | None = None, concurrency: int = 4,
-                   on_progress: Callable[[Progress], None] | None = None, engine: Engine | None = None,
+async def evaluate(loaded: LoadedConfig, cases: LoadedCases, *, engine: Engine, concurrency: int = 4,
+                   on_progress: Callable[[Progress], None] | None = None,
                    subscribers_for: Callable[[str], Sequence[Subscriber]] | None = None) -> EvalReport:
     """Run every case (at most ``concurrency`` at once) and return the results in file order.
 
-    ``engine`` runs the cases (default: in this process on ``chat_model``).
+    ``engine`` runs the cases (:class:`~teamrun.evals.engines.local.LocalEngine` in this
+    process, or on Ray; the engines import this module, it imports none of them).
     ``subscribers_for(case_name)``: event subscribers for that case's run (a trace file per case;
     engines whose runs happen in other processes refuse them).
     """
-    if engine is None:
-        from teamrun.evals.engines.base import chat_model_for
-        from teamrun.evals.engines.local import LocalEngine
-
-        engine = LocalEngine(loaded, chat_model=chat_model or chat_model_for(loaded, model=model), model=model)
     progress = Progress(len(cases.cases.cases))
     gate = asyncio.Semaphore(max(1, concurrency))
     started = time.monotonic()

@@ -72,8 +72,10 @@ FailureKind = Literal[
     "rejected",
     "context_window",
     "config",
+    "undecodable",
 ]
-"""Why a model call failed; every kind but ``rejected``, ``context_window`` and ``config`` is retried."""
+"""Why a model call failed; every kind but ``rejected``, ``context_window``, ``config`` and ``undecodable``
+is retried (those would fail the same way again)."""
 
 _RETRYABLE: frozenset[str] = frozenset(
     {"rate_limited", "server_error", "timeout", "connection", "malformed"}
@@ -529,6 +531,8 @@ def _classify(litellm: Any, exc: Exception, call: _CallPlan) -> _Failure:
         return _Failure("timeout", None, reason)
     if _is_context_overflow(litellm, chain, status):
         return _Failure("context_window", status, reason)
+    if _undecodable(chain):  # before the status: LiteLLM calls its own decoding error an HTTP 500
+        return _Failure("undecodable", None, reason)
     if isinstance(exc, _MalformedResponse | litellm.APIResponseValidationError):
         return _Failure("malformed", None, reason)
     if any(_MISSING_KEY.search(str(e)) for e in chain):
@@ -549,6 +553,21 @@ def _classify(litellm: Any, exc: Exception, call: _CallPlan) -> _Failure:
 _MISSING_KEY = re.compile(
     r"Missing credentials|api_key client option must be set|Missing \w+ API Key"
 )
+
+
+_UNDECODABLE = re.compile(r"Checksum mismatch: expected 0x[0-9a-f]+, calculated 0x[0-9a-f]+")
+"""botocore's words for an AWS event stream whose bytes fail their CRC."""
+
+
+def _undecodable(chain: Sequence[BaseException]) -> bool:
+    """The client could not decode the answer's framing (a Bedrock event stream whose checksum fails).
+
+    The bytes arrived; they are not an event stream (typically a JSON error in its place, for a model id
+    or region the endpoint does not serve), so a retry gets the same bytes. Seen as botocore's own
+    exception in the chain, or its words in LiteLLM's message when the chain was cut.
+    """
+    return any(type(e).__module__.startswith("botocore.eventstream") or _UNDECODABLE.search(str(e))
+               for e in chain)
 
 
 def _exception_chain(exc: BaseException) -> list[BaseException]:
@@ -632,6 +651,7 @@ def _short_reason(exc: BaseException, secrets: Sequence[str]) -> str:
     """What the provider said: its error body's ``message`` (else the exception's text),
     without LiteLLM's class-name prefixes, secrets or noise; at most a few lines."""
     text = _provider_message(_exception_chain(exc)) or str(exc) or type(exc).__name__
+    text = _without_traceback(text)
     text = re.sub(r"\s*LiteLLM Retried:.*$", "", _PREFIX.sub("", text.strip()), flags=re.DOTALL)
     for secret in secrets:
         text = text.replace(secret, "***")
@@ -641,6 +661,22 @@ def _short_reason(exc: BaseException, secrets: Sequence[str]) -> str:
     if len(lines) > _REASON_LINES:
         kept.append(f"... ({len(lines) - _REASON_LINES} more lines)")
     return "\n  ".join(kept)
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+
+
+def _without_traceback(text: str) -> str:
+    """What an error says, without a Python traceback a library put into its message (LiteLLM does):
+    the text before it, else the traceback's last line (the exception itself); never file/line frames."""
+    head, found, tail = text.partition(_TRACEBACK)
+    if found:
+        if _PREFIX.sub("", head.strip()).strip():  # more than LiteLLM's class-name prefixes
+            return head
+        said = [line for line in tail.splitlines() if line.strip() and not line[:1].isspace()]
+        return said[-1] if said else "an error inside the provider's client library"
+    return "\n".join(line for line in text.splitlines() if not _FRAME.match(line))
 
 
 def _clip(text: str, limit: int) -> str:
@@ -728,6 +764,9 @@ _HINTS: dict[FailureKind, str] = {
     "context_window": "the conversation does not fit the model's context window",
     "config": "no API key: set api_key_env to the variable holding it "
     "(or the provider's standard variable, e.g. OPENAI_API_KEY)",
+    "undecodable": "its answer could not be decoded (an event stream whose checksum fails: usually an error "
+    "sent in place of the stream, for a model id or region the endpoint does not serve); not retried, a retry "
+    "would get the same answer; check the model id, region and api_base",
 }
 _STATUS_HINTS = {
     400: "the request was rejected (bad request); check the model's parameters",

@@ -40,6 +40,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from teamrun.conventions import (
+    BACKGROUND_RESULTS_HEADING,
+    CANCEL_TASK,
+    CHECK_TASKS,
+    CONTEXT_HEADING,
+    DATA_BLOCK,
+    REFERENCED_RESULTS_HEADING,
+    WAIT_FOR,
+    is_delegation_tool,
+    is_handoff_tool,
+)
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema, Usage
 
 __all__ = [
@@ -67,15 +78,13 @@ _SEARCH_TERM_NAMES = re.compile(r"(query|search|subject|topic|term|keyword|^q$)"
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
 
 
-_CONTEXT_BLOCK = re.compile(r"^## Conversation of .+ so far \(for context\)$", re.MULTILINE)
-"""The heading of the parent's conversation the executor appends to a worker's task (engine.filters)."""
 
 
 def _key_term(task: str) -> str:
     """One searchable word of the task: its first capitalised word after the first (a name,
     usually: "Compare *Rust* and Go"), else its longest word. The parent's conversation appended
     for context is not part of the task: its heading would otherwise be the word searched for."""
-    task = _CONTEXT_BLOCK.split(task, maxsplit=1)[0].strip() or task
+    task = CONTEXT_HEADING.split(task, maxsplit=1)[0].strip() or task
     words: list[str] = _WORD.findall(task)
     names = [w for w in words[1:] if w[0].isupper() and len(w) > 1]  # not "I"
     if names:
@@ -171,8 +180,8 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
         role = _field(message, "role")
         if role == "user":
             text_ = _content_text(_field(message, "content")).strip()
-            if text_.startswith(_BACKGROUND_HEADING):  # finished background work, announced by the executor
-                results.append(("background", text_.removeprefix(_BACKGROUND_HEADING).strip()))
+            if text_.startswith(BACKGROUND_RESULTS_HEADING):  # finished background work, announced by the executor
+                results.append(("background", text_.removeprefix(BACKGROUND_RESULTS_HEADING).strip()))
             elif text_:
                 task, referenced = _split_references(text_)
                 asked = text_
@@ -195,8 +204,6 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
     return _Conversation(task, frozenset(called), call_count, tuple(results), referenced, tuple(earlier))
 
 
-_BACKGROUND_HEADING = "## Background results"
-_WAIT_FOR, _CHECK_TASKS, _CANCEL_TASK = "wait_for", "check_tasks", "cancel_task"
 
 
 def _running_handles(conv: _Conversation) -> list[str]:
@@ -213,18 +220,16 @@ def _running_handles(conv: _Conversation) -> list[str]:
     return [handle for handle, status in state.items() if status == "running"]
 
 
-_DATA_BLOCK = re.compile(r"<<<DATA (\w+) ref=(\S+?)(?: as=[^\n]*?)?>>>\n(.*?)\n<<<END \1>>>", re.DOTALL)
-_REFERENCES_HEADING = "## Referenced results"
 
 
 def _split_references(text_: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     """A user message as ``(task, referenced results)``: the fenced data blocks the executor
     inserts (teamrun.engine.references) are taken out of the task."""
-    blocks = tuple((m.group(2), m.group(3)) for m in _DATA_BLOCK.finditer(text_))
+    blocks = tuple((m.group(2), m.group(3)) for m in DATA_BLOCK.finditer(text_))
     if not blocks:
         return text_, ()
-    head = text_.split(_REFERENCES_HEADING, 1)[0]
-    return _DATA_BLOCK.sub("", head).strip() or text_, blocks
+    head = text_.split(REFERENCED_RESULTS_HEADING, 1)[0]
+    return DATA_BLOCK.sub("", head).strip() or text_, blocks
 
 
 # -- tools --------------------------------------------------------------------------------
@@ -237,28 +242,20 @@ def _tool_parameters(tool: ToolSchema) -> dict[str, Any]:
     return params if isinstance(params, dict) else {"type": "object", "properties": {}}
 
 
-def _is_delegation(name: str) -> bool:
-    return name.startswith("ask_") or name == "delegate_task"
-
-
-def _is_handoff(name: str) -> bool:
-    return name.startswith("transfer_to_")
-
-
 def _plan_calls(
     conv: _Conversation, tools: Sequence[ToolSchema]
 ) -> list[tuple[str, dict[str, Any]]]:
     """The tool calls to make this turn (empty means: answer now)."""
     named = [(t, _tool_name(t)) for t in tools if _tool_name(t)]
-    handoffs = [(t, n) for t, n in named if _is_handoff(n)]
-    handed_off = any(_is_handoff(n) for n in conv.called)
+    handoffs = [(t, n) for t, n in named if is_handoff_tool(n)]
+    handed_off = any(is_handoff_tool(n) for n in conv.called)
     if handoffs and not conv.results and not handed_off and not conv.earlier:
         tool, name = handoffs[0]
         return [(name, _arguments(tool, conv.task))]
-    delegations = [(t, n) for t, n in named if _is_delegation(n) and n not in conv.called]
+    delegations = [(t, n) for t, n in named if is_delegation_tool(n) and n not in conv.called]
     if delegations:
         takes_refs = all(_takes_refs(t) for t, _ in delegations)
-        if takes_refs and len(delegations) > 1 and not any(_is_delegation(n) for n in conv.called):
+        if takes_refs and len(delegations) > 1 and not any(is_delegation_tool(n) for n in conv.called):
             delegations = delegations[:-1]  # first wave; the last worker gets their refs next turn
         refs = conv.refs if takes_refs else []
         return [
@@ -267,13 +264,13 @@ def _plan_calls(
             for call in _delegation_calls(tool, name, conv.task, refs)
         ]
     running = _running_handles(conv)
-    if running and any(n == _WAIT_FOR for _, n in named):
-        return [(_WAIT_FOR, {"handles": running})]  # wait for background work; never cancel it
+    if running and any(n == WAIT_FOR for _, n in named):
+        return [(WAIT_FOR, {"handles": running})]  # wait for background work; never cancel it
     plain = [
         (t, n)
         for t, n in named
-        if not _is_delegation(n) and not _is_handoff(n) and n not in conv.called
-        and n not in (_WAIT_FOR, _CHECK_TASKS, _CANCEL_TASK)
+        if not is_delegation_tool(n) and not is_handoff_tool(n) and n not in conv.called
+        and n not in (WAIT_FOR, CHECK_TASKS, CANCEL_TASK)
     ]
     return [(name, _arguments(tool, conv.task)) for tool, name in plain]
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from teamrun.serve.runs import RunHandle
+from typing import Any, Literal, Protocol
 
 __all__ = ["DEFAULT_APPROVAL_TIMEOUT_S", "HttpApprover", "PendingApproval"]
 
@@ -42,10 +39,18 @@ class PendingApproval:
         return "approved" if self.answer.result() else "denied"
 
 
+class ApprovalHolder(Protocol):
+    """What an approver asks through: the served run (``serve.runs.RunHandle``, which imports this module)."""
+
+    approvals: dict[str, PendingApproval]
+
+    def note(self, kind: str, data: dict[str, Any]) -> None: ...
+
+
 class HttpApprover:
     """The approver of one served run: asks through the run's events, answered over HTTP."""
 
-    def __init__(self, handle: RunHandle, *, timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S) -> None:
+    def __init__(self, handle: ApprovalHolder, *, timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S) -> None:
         self.handle = handle
         self.timeout_s = timeout_s
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from teamrun.defaults import DEFAULT_MODEL
 from teamrun.testing.assertions import EventRecorder
 from teamrun.testing.network import NetworkGuard
 from teamrun.testing.scripted import ScriptedModel, Step
@@ -90,7 +91,7 @@ def team_factory(tmp_path: Path) -> TeamFactory:
             path = tmp_path / f"team-{len(list(tmp_path.glob('team-*.yaml')))}.yaml"
             path.write_text(str(source), encoding="utf-8")
         if not any(kwargs.get(k) is not None for k in ("chat_model", "replay", "record")):
-            kwargs.setdefault("model", "offline")
+            kwargs.setdefault("model", DEFAULT_MODEL)
         return load_team(path, **kwargs)
 
     return make

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from teamrun.conventions import DELEGATE_TASK, delegation_tool_name
 from teamrun.errors import ModelError
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema, Usage, current_scope
 
@@ -116,10 +117,10 @@ def delegate(*workers: str, task: str, context: str | None = None) -> Callable[[
     def step(call: ScriptedCall) -> ModelReply:
         offered = call.tool_names
         extra = {"context": context} if context else {}
-        if all(f"ask_{w}" in offered for w in workers):
-            return tool_calls(*((f"ask_{w}", {"task": task, **extra}) for w in workers))
-        if "delegate_task" in offered:
-            return tool_call("delegate_task", task=task, agents=list(workers), **extra)
+        if all(delegation_tool_name(w) in offered for w in workers):
+            return tool_calls(*((delegation_tool_name(w), {"task": task, **extra}) for w in workers))
+        if DELEGATE_TASK in offered:
+            return tool_call(DELEGATE_TASK, task=task, agents=list(workers), **extra)
         raise ScriptExhausted(f"the script delegates {call.agent} → {', '.join(workers)}, but {call.agent} was "
                               f"offered no such delegation tool (it has: {', '.join(offered) or 'none'})")
 

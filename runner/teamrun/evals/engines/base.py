@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from teamrun.defaults import model_for
+
 if TYPE_CHECKING:
     from teamrun.config.loader import LoadedConfig
     from teamrun.evals.batch import InputRow
@@ -50,7 +52,6 @@ def chat_model_for(loaded: LoadedConfig, *, model: str | None = None, replay: st
     from teamrun.llm.router import ModelRouter
 
     router = ModelRouter()
-    default = loaded.config.defaults.model if loaded.config.defaults else None
-    models = [model] if model else [a.model or default or "offline" for a in loaded.config.agents.values()]
+    models = [model_for(agent, loaded.config.defaults, override=model) for agent in loaded.config.agents.values()]
     router.prepare([m for m in [*models, *extra_models] if m])
     return router

@@ -1,0 +1,92 @@
+"""The names and markers the engine writes into what a model sees, in one place.
+
+The engine names the functions a model is offered (``ask_<worker>``,
+``transfer_to_<agent>``, the background-task tools) and writes headings and
+fenced data blocks into the messages it sends; the offline simulator
+(:mod:`teamrun.llm.offline`) reads the same names and markers back to act like
+a model that understood them. Both import them from here, so they cannot drift.
+A bottom-layer module: it imports nothing from teamrun.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "BACKGROUND_RESULTS_HEADING",
+    "BACKGROUND_TOOLS",
+    "CANCEL_TASK",
+    "CHECK_TASKS",
+    "CONTEXT_HEADING",
+    "DATA_BLOCK",
+    "DELEGATE_TASK",
+    "DELEGATION_TOOL_PREFIX",
+    "HANDOFF_TOOL_PREFIX",
+    "REFERENCED_RESULTS_HEADING",
+    "WAIT_FOR",
+    "context_heading",
+    "data_block",
+    "delegation_tool_name",
+    "handoff_tool_name",
+    "is_delegation_tool",
+    "is_handoff_tool",
+]
+
+# -- function names ----------------------------------------------------------------------
+DELEGATION_TOOL_PREFIX = "ask_"
+"""``ask_<worker>``: the per-agent delegation tool."""
+HANDOFF_TOOL_PREFIX = "transfer_to_"
+"""``transfer_to_<agent>``: the tool that hands the conversation over."""
+DELEGATE_TASK = "delegate_task"
+"""The one delegation tool of ``delegation.tool: delegate_task``."""
+WAIT_FOR = "wait_for"
+CHECK_TASKS = "check_tasks"
+CANCEL_TASK = "cancel_task"
+BACKGROUND_TOOLS = (WAIT_FOR, CHECK_TASKS, CANCEL_TASK)
+"""The tools of an agent that delegates in the background (``delegation.background``)."""
+
+
+def delegation_tool_name(worker: str) -> str:
+    """The per-agent delegation tool for ``worker``."""
+    return DELEGATION_TOOL_PREFIX + worker
+
+
+def handoff_tool_name(agent: str) -> str:
+    """The tool that hands the conversation to ``agent``."""
+    return HANDOFF_TOOL_PREFIX + agent
+
+
+def is_delegation_tool(name: str) -> bool:
+    """Whether a model calling ``name`` delegates (``ask_<worker>`` or ``delegate_task``)."""
+    return name.startswith(DELEGATION_TOOL_PREFIX) or name == DELEGATE_TASK
+
+
+def is_handoff_tool(name: str) -> bool:
+    return name.startswith(HANDOFF_TOOL_PREFIX)
+
+
+# -- headings and fences in the messages -------------------------------------------------
+BACKGROUND_RESULTS_HEADING = "## Background results"
+"""Starts the message that announces finished background work to the delegating agent."""
+REFERENCED_RESULTS_HEADING = "## Referenced results"
+"""Starts the part of a task that holds the referenced earlier results, as fenced data blocks."""
+
+
+def context_heading(parent: str) -> str:
+    """The heading of the parent's conversation appended to a worker's task (``share_context``)."""
+    return f"## Conversation of {parent} so far (for context)"
+
+
+CONTEXT_HEADING = re.compile(r"^## Conversation of .+ so far \(for context\)$", re.MULTILINE)
+"""Finds :func:`context_heading` of any parent."""
+
+
+def data_block(token: str, ref: str, label: str, text: str) -> str:
+    """One fenced data block: ``<<<DATA token ref=R as=L>>>`` … ``<<<END token>>>`` (``as=`` only with a
+    label). ``token`` is random per block, so the text cannot close the fence."""
+    header = f"<<<DATA {token} ref={ref}" + (f" as={label}" if label else "") + ">>>"
+    return f"{header}\n{text}\n<<<END {token}>>>"
+
+
+DATA_BLOCK = re.compile(r"<<<DATA (\w+) ref=(\S+?)(?: as=[^\n]*?)?>>>\n(.*?)\n<<<END \1>>>", re.DOTALL)
+"""Finds each :func:`data_block`; groups: token, ref, text."""

@@ -1,0 +1,117 @@
+"""What a new user copies from the README and the docs works as copied (issue 22.28, 22.29).
+
+* The "team in twenty lines" and the commands under it, pasted into an empty folder, run: the
+  researchers find the notes the commands create. A command tool's non-zero exit reaches the model as
+  the tool's error with its code, so grep's "no match" (1) reads apart from its "no such folder" (2).
+* Every `pip install` in the docs works from a clone of this repository: `.` with the extra
+  (`pip install '.[serve]'`), never `teamrun[serve]`, which asks the package index instead.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import teamrun
+from teamrun.cli import reference
+from teamrun.testing import delegate, text, tool_call
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+DOCS = [README, *sorted((REPO / "docs").glob("*.md")), REPO / "examples" / "README.md"]
+
+
+def _twenty_lines() -> tuple[str, list[str]]:
+    """The README's team file and the shell lines shown under it."""
+    section = README.read_text(encoding="utf-8").split("## A team in twenty lines\n", 1)[1].split("\n## ", 1)[0]
+    team = re.search(r"^```yaml\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    commands = re.search(r"^```bash\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert team is not None and commands is not None
+    return team.group(1), commands.group(1).splitlines()
+
+
+def test_the_team_in_twenty_lines_runs_as_copied(tmp_path: Path) -> None:
+    team, commands = _twenty_lines()
+    (tmp_path / "team.yaml").write_text(team, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("TEAMRUN_MODEL", None)
+
+    done = [subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+            for line in commands]
+
+    assert [d.returncode for d in done] == [0] * len(commands), [d.stderr for d in done]
+    execute = done[-1]
+    assert "teamrun execute team.yaml" in commands[-1]
+    assert "tool notes ok" in execute.stderr and "error" not in execute.stderr
+    assert "notes/languages.md:1:Rust: memory safe without a garbage collector." in execute.stdout
+
+
+@pytest.mark.parametrize(("make_notes", "seen"), [
+    (True, "Error: command 'grep' exited with code 1"),
+    (False, "Error: command 'grep' exited with code 2 [stderr] grep: notes/: No such file or directory"),
+], ids=["no-match", "no-folder"])
+def test_a_failing_grep_is_the_tool_s_error_with_its_exit_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripted_model: Any, make_notes: bool, seen: str) -> None:
+    team, _ = _twenty_lines()
+    (tmp_path / "team.yaml").write_text(team, encoding="utf-8")
+    if make_notes:
+        (tmp_path / "notes").mkdir()
+        (tmp_path / "notes" / "languages.md").write_text("Rust: memory safe.\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # a command tool without `cwd` runs where teamrun runs
+    model = scripted_model({"lead": [delegate("researcher", task="Find notes on Zig"), text("No notes on Zig.")],
+                            "researcher": [tool_call("notes", subject="Zig"), text("Nothing on Zig.")]})
+
+    result = teamrun.load_team(tmp_path / "team.yaml", chat_model=model).run_sync("Compare Zig")
+
+    assert result.status == "done"
+    tool_message = model.calls_of("lead/researcher")[1].messages[-1]
+    assert tool_message["role"] == "tool" and " ".join(str(tool_message["content"]).split()).startswith(seen)
+
+
+def _pip_installs(doc: Path) -> list[list[str]]:
+    """What each `pip install` in a doc installs (its first word after the options): in bash blocks, inline
+    code and the CLI reference alike."""
+    found = []
+    for line in doc.read_text(encoding="utf-8").splitlines():
+        for match in re.finditer(r"pip install ((?:-\w+ )*)('[^']*'|\"[^\"]*\"|[^\s`)]+)", line):
+            word = match.group(2)
+            found.append(shlex.split(word if word == "." else word.rstrip(".")))
+    return found
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
+def test_pip_install_lines_work_from_a_clone(doc: Path) -> None:
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+                 ["project"]["optional-dependencies"])
+    problems = []
+    for words in _pip_installs(doc):
+        for word in words:
+            package, _, rest = word.partition("[")
+            wanted = set(rest.rstrip("]").split(",")) - {""}
+            if package != ".":
+                problems.append(f"pip install {word}: from a clone that asks the package index; write "
+                                f"pip install '.[{rest.rstrip(']')}]'" if rest else f"pip install {word}")
+            elif wanted - extras:
+                problems.append(f"pip install {word}: no such extra (extras: {', '.join(sorted(extras))})")
+    assert problems == []
+
+
+def test_the_check_finds_the_index_form(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("```bash\npip install 'teamrun[serve]'\n```\nand `pip install '.[serve]'`\n", encoding="utf-8")
+    assert _pip_installs(doc) == [["teamrun[serve]"], [".[serve]"]]
+
+
+def test_the_cli_reference_in_the_readme_says_the_clone_form_too() -> None:
+    rendered = reference.render()
+    assert "teamrun[" not in rendered
+    assert "'.[ray]'" in rendered and "'.[serve]'" in rendered
