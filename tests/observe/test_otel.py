@@ -259,11 +259,11 @@ def test_model_content_becomes_span_events_of_the_model_call_with_content_on(tmp
 
 
 def test_model_call_spans_carry_the_gen_ai_semantic_convention_attributes(
-    server: FakeOpenAI, write_team: TeamWriter
+    fake_openai: FakeOpenAI, write_team: TeamWriter
 ) -> None:
     from teamrun.events import Event, LlmEnd
 
-    script_fan_out(server, delay=0.0)
+    script_fan_out(fake_openai, delay=0.0)
     ends: dict[str, LlmEnd] = {}
 
     def keep(event: Event) -> None:

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
-from tests.observe.conftest import restore_structlog, server, write_team
+from tests.observe.conftest import restore_structlog, write_team
 
-__all__ = ["OpenPage", "Opened", "restore_structlog", "server", "write_team"]
+__all__ = ["OpenPage", "Opened", "restore_structlog", "write_team"]
 
 
 @dataclass

@@ -31,10 +31,10 @@ def _record(team: Path, tmp_path: Path, task: str, *, code: int = 0) -> Path:
 
 
 def test_three_parallel_workers_show_as_three_overlapping_bars(
-    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage,
     capsys: pytest.CaptureFixture[str], restore_structlog: None,
 ) -> None:
-    script_fan_out(server, delay=0.3)
+    script_fan_out(fake_openai, delay=0.3)
     page_file = _record(write_team(), tmp_path, "compare a, b and c")
     assert capsys.readouterr().out.strip().endswith(str(page_file))  # the page's path is printed
 
@@ -67,9 +67,9 @@ def test_three_parallel_workers_show_as_three_overlapping_bars(
 
 
 def test_clicking_a_model_call_shows_its_messages_and_reply(
-    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
 ) -> None:
-    script_fan_out(server, delay=0.0)
+    script_fan_out(fake_openai, delay=0.0)
     opened = open_page(_record(write_team(), tmp_path, "compare a, b and c").as_uri())
     page = opened.page
     details = page.locator("#tv-details")
@@ -122,12 +122,12 @@ agents:
 
 
 def test_a_failed_worker_and_a_reached_limit_are_marked_where_they_happened(
-    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
 ) -> None:
-    server.script("lead", [tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
+    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
                            text("what I have: alpha only")])
-    server.script("alpha", [text("alpha done")])
-    server.script("beta", [http_error(500, message="beta's provider broke")])
+    fake_openai.script("alpha", [text("alpha done")])
+    fake_openai.script("beta", [http_error(500, message="beta's provider broke")])
     opened = open_page(_record(write_team(FAILING_TEAM), tmp_path, "go", code=3).as_uri())
     page = opened.page
 
@@ -156,13 +156,13 @@ HOSTILE = ("**Done.** <script>window.__pwned = 'script'</script>\n\n"
 
 
 def test_an_answer_with_script_and_img_onerror_renders_inert(
-    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
 ) -> None:
-    server.script("lead", [tool_calls(("ask_alpha", {"task": "<img src=y onerror=\"window.__pwned='task'\">"})),
+    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "<img src=y onerror=\"window.__pwned='task'\">"})),
                            text(HOSTILE)])
-    server.script("alpha", [text("<script>window.__pwned = 'worker'</script>")])
-    server.script("beta", [])
-    server.script("gamma", [])
+    fake_openai.script("alpha", [text("<script>window.__pwned = 'worker'</script>")])
+    fake_openai.script("beta", [])
+    fake_openai.script("gamma", [])
     opened = open_page(_record(write_team(), tmp_path, "go").as_uri())
     page = opened.page
 
@@ -244,10 +244,10 @@ agents:
 
 
 def test_a_retry_is_marked_on_its_model_call_with_its_back_off(
-    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
 ) -> None:
-    server.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), text("done")])
-    server.script("alpha", [http_error(429, retry_after=0.4), text("alpha done")])
+    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), text("done")])
+    fake_openai.script("alpha", [http_error(429, retry_after=0.4), text("alpha done")])
     opened = open_page(_record(write_team(RETRY_TEAM), tmp_path, "go").as_uri())
     page = opened.page
 
@@ -265,9 +265,9 @@ def test_a_retry_is_marked_on_its_model_call_with_its_back_off(
 
 
 def test_a_trace_cut_short_shows_its_unfinished_spans_and_the_cut_line(
-    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
 ) -> None:
-    script_fan_out(server, delay=0.0)
+    script_fan_out(fake_openai, delay=0.0)
     page_file = _record(write_team(), tmp_path, "compare a, b and c")
     trace = tmp_path / "run.jsonl"
     lines = trace.read_text(encoding="utf-8").splitlines()
@@ -297,12 +297,12 @@ agents:
 
 
 def test_the_critical_path_runs_through_workers_asked_one_after_the_other(
-    server: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
 ) -> None:
-    server.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), tool_calls(("ask_beta", {"task": "b"})),
+    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), tool_calls(("ask_beta", {"task": "b"})),
                            text("both done")])
-    server.script("alpha", [text("alpha done", delay=0.1)])
-    server.script("beta", [text("beta done", delay=0.1)])
+    fake_openai.script("alpha", [text("alpha done", delay=0.1)])
+    fake_openai.script("beta", [text("beta done", delay=0.1)])
     opened = open_page(_record(write_team(SEQUENTIAL_TEAM), tmp_path, "go").as_uri())
     page = opened.page
 
