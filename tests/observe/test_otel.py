@@ -256,3 +256,62 @@ def test_model_content_becomes_span_events_of_the_model_call_with_content_on(tmp
     assert chats and all([e.name for e in s.events] == ["llm_io"] for s in chats)
     assert all("teamrun.reply" in (s.events[0].attributes or {}) for s in chats)
     assert not any(s.events for s in found[False] if s.name.startswith("chat "))
+
+
+def test_model_call_spans_carry_the_gen_ai_semantic_convention_attributes(
+    fake_openai: FakeOpenAI, write_team: TeamWriter
+) -> None:
+    from teamrun.events import Event, LlmEnd
+
+    script_fan_out(fake_openai, delay=0.0)
+    ends: dict[str, LlmEnd] = {}
+
+    def keep(event: Event) -> None:
+        if isinstance(event, LlmEnd):
+            ends[event.span_id] = event
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    team = teamrun.load_team(write_team())
+    assert team.run_sync("compare", subscribers=[OTelExporter(provider), keep]).status == "done"
+    provider.shutdown()
+
+    chats = [s for s in memory.get_finished_spans() if s.name.startswith("chat ")]
+    assert len(chats) == len(ends) == 5
+    for span in chats:
+        attributes = dict(span.attributes or {})
+        end = ends[str(attributes["teamrun.span_id"])]
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.system"] == "openai"
+        assert attributes["gen_ai.request.model"] == span.name.removeprefix("chat ")
+        assert attributes["gen_ai.usage.input_tokens"] == end.usage["input_tokens"] > 0
+        assert attributes["gen_ai.usage.output_tokens"] == end.usage["output_tokens"] > 0
+        assert list(attributes["gen_ai.response.finish_reasons"]) == [end.finish_reason]  # type: ignore[arg-type]
+
+
+def test_tool_spans_name_the_tool_and_offline_calls_name_their_system(tmp_path: Path) -> None:
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    team = teamrun.load_team(Path(__file__).resolve().parents[2] / "teams" / "research-report.yaml", model="offline")
+    assert team.run_sync("Compare Rust and Go", subscribers=[OTelExporter(provider)]).status == "done"
+    provider.shutdown()
+
+    spans = memory.get_finished_spans()
+    tools = [dict(s.attributes or {}) for s in spans if s.name.startswith("execute_tool ")]
+    assert tools and all(t["gen_ai.operation.name"] == "execute_tool" and t["gen_ai.tool.name"] == "notes"
+                         for t in tools)
+    chats = [dict(s.attributes or {}) for s in spans if s.name.startswith("chat ")]
+    assert chats and all(c["gen_ai.system"] == "teamrun" and c["gen_ai.request.model"] == "offline" for c in chats)
+
+
+@pytest.mark.parametrize(("model", "system"), [
+    ("openai/gpt-4o-mini", "openai"), ("anthropic/claude-3-5-haiku", "anthropic"), ("gpt-4o", "openai"),
+    ("claude-3-opus", "anthropic"), ("gemini/gemini-1.5-pro", "gcp.gemini"), ("ollama/llama3", "ollama"),
+    ("bedrock/anthropic.claude-v2", "aws.bedrock"), ("offline", "teamrun"), ("my-local-model", None),
+])
+def test_gen_ai_system_of_litellm_model_strings(model: str, system: str | None) -> None:
+    from teamrun.observe.otel import gen_ai_system
+
+    assert gen_ai_system(model) == system

@@ -61,9 +61,13 @@ Examples:
                    "(else its `user` field), POST /v1/runs by `thread`. Without it each request is one run.")
 @click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
               help="Allow browser requests from ORIGIN (repeatable). CORS is off without it.")
+@click.option("--trace-content", is_flag=True,
+              help="Keep each model call's messages in the run's events (llm_io), for the page's run view; "
+                   "secrets are masked either way.")
 def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, max_concurrent_runs: int,
           max_request_bytes: int, token_env: str, token_file: str | None, approval_timeout: float,
-          mcp_transport: str | None, store_location: str | None, cors_origins: tuple[str, ...]) -> int:
+          mcp_transport: str | None, store_location: str | None, cors_origins: tuple[str, ...],
+          trace_content: bool = False) -> int:
     try:
         import fastapi  # noqa: F401
         import prometheus_client  # noqa: F401
@@ -86,7 +90,10 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
         from teamrun.store import open_store
 
         store = open_store(store_location)  # now: a wrong URL or an unreachable server stops the start
-    teams = [load_team(path, model=model, store=store) for path in team_files]
+    from teamrun.observe.trace_file import ContentCapture
+
+    capture = ContentCapture if trace_content else None  # llm_io events: each model call's messages
+    teams = [load_team(path, model=model, store=store, wrap_model=capture) for path in team_files]
     names: dict[str, str] = {}
     for path, team in zip(team_files, teams, strict=True):
         if team.name in names:
@@ -104,7 +111,7 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
         return 0
     settings = ServeSettings(tokens=tokens, max_concurrent_runs=max_concurrent_runs,
                              max_request_bytes=max_request_bytes, cors_origins=cors_origins,
-                             approval_timeout_s=approval_timeout, store=store)
+                             approval_timeout_s=approval_timeout, store=store, content=trace_content)
     app = create_app(teams, settings)
     auth = "bearer tokens" if tokens else "off (loopback only)"
     threads = f"threads in a {store.dialect} store" if store is not None else "no threads"

@@ -1,4 +1,4 @@
-"""``teamrun trace show``: a trace file's delegation tree, as text, JSON or Mermaid."""
+"""``teamrun trace show``: a trace file's delegation tree, as text, JSON or Mermaid; ``trace view``: an HTML page."""
 
 from __future__ import annotations
 
@@ -37,3 +37,53 @@ def show(trace_file: str, fmt: str, calls: bool) -> None:
     from teamrun.observe.trace_read import read_trace
 
     click.echo(render_trace(read_trace(trace_file), fmt, calls=calls))  # type: ignore[arg-type]
+
+
+VIEW_HELP = """Write the view of a trace as one self-contained HTML file (and print its path).
+
+The page shows the run's timeline (agents, model calls, tool calls, waits on
+workers, retries; what ran in parallel and the critical path), tokens and cost
+per agent, the delegation tree, errors, limits reached and warnings where they
+happened, and the answer. Click a bar for its details: with a trace written
+with `--trace-content`, a model call's messages and a tool call's input and
+output (secrets are masked when the trace is written).
+
+The file needs no server and no network: open it in any browser.
+
+\b
+Examples:
+  teamrun trace view run.jsonl                  writes run.html beside it
+  teamrun trace view run.jsonl -o /tmp/run.html --open
+"""
+
+
+@trace.command(help=VIEW_HELP, short_help="Write a trace's timeline view as an HTML file.")
+@click.argument("trace_file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Where to write the page (default: the trace's name with .html).")
+@click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser.")
+def view(trace_file: str, output: str | None, open_page: bool) -> None:
+    from pathlib import Path
+
+    from teamrun.errors import UsageError
+    from teamrun.observe.trace_read import read_trace
+    from teamrun.observe.view import render_page
+    from teamrun.secrets import Redactor
+
+    read = read_trace(trace_file)
+    target = Path(output) if output else Path(trace_file).with_suffix(".html")
+    if target.resolve() == Path(trace_file).resolve():
+        raise UsageError(f"{trace_file}: the page would overwrite the trace; name another file with -o")
+    run = next((r for r in read.roots if r.kind == "run"), None)
+    title = f"teamrun · {run.name} · {run.attributes.get('run_id', '')}" if run is not None else "teamrun run"
+    records = Redactor().value(read.records)  # masked when written; again here, with this environment's secrets
+    page = render_page(records, title=title, notes=read.problems)
+    try:
+        target.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror}") from None
+    click.echo(str(target))
+    if open_page:
+        import webbrowser
+
+        webbrowser.open(target.resolve().as_uri())

@@ -84,14 +84,20 @@ padding:8px;margin:4px 0}details{margin:4px 0}"""
 def render_html(report: EvalReport, traces: Mapping[str, str] | None = None) -> str:
     """One self-contained page (no scripts, no external files): a summary table, then each case in full.
 
-    ``traces``: case name → the link (relative to the page) of that case's trace file.
+    ``traces``: case name → the link (relative to the page) of that case's trace file; a ``.jsonl`` one gets a
+    ``view`` link too, to the run's view written beside it (``.html``).
     """
     e = html.escape
     links: Mapping[str, str] = traces or {}
 
     def trace_link(name: str) -> str:
         href = links.get(name)
-        return f'<a class="trace" href="{e(href)}">trace</a>' if href else ""
+        if not href:
+            return ""
+        view = ""
+        if href.endswith(".jsonl"):
+            view = f' <a class="view" href="{e(href.removesuffix(".jsonl"))}.html">view</a>'
+        return f'<a class="trace" href="{e(href)}">trace</a>{view}'
 
     rows = []
     for r in report.results:

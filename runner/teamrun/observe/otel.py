@@ -4,7 +4,10 @@ Spans nest the way observability UIs expect — ``run`` → ``invoke_agent lead`
 → ``delegate researcher`` → ``invoke_agent researcher`` → ``chat <model>`` /
 ``execute_tool <tool>`` — with start and end times taken from the events and
 GenAI semantic-convention attributes (``gen_ai.operation.name``,
-``gen_ai.agent.name``, ``gen_ai.request.model``, ``gen_ai.usage.*``). The OTLP
+``gen_ai.agent.name``, ``gen_ai.system`` / ``gen_ai.provider.name``,
+``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``,
+``gen_ai.response.finish_reasons``, ``gen_ai.tool.name``), so tracing backends
+that know the convention show teamrun runs without a mapping. The OTLP
 endpoint comes from the standard variables (``OTEL_EXPORTER_OTLP_ENDPOINT``,
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``...).
 
@@ -27,8 +30,8 @@ from teamrun.observe.trace_file import CONTENT_FIELDS, wall_clock
 from teamrun.secrets import Redactor
 
 __all__ = [
-    "EXPORT_TIMEOUT_S", "INSTALL_HINT", "OTelExporter", "export_timeout_s", "otlp_tracer_provider", "require_otel",
-    "shutdown_provider",
+    "EXPORT_TIMEOUT_S", "INSTALL_HINT", "OTelExporter", "export_timeout_s", "gen_ai_system", "otlp_tracer_provider",
+    "require_otel", "shutdown_provider",
 ]
 
 INSTALL_HINT = "pip install 'teamrun[otel]'"
@@ -86,6 +89,25 @@ def shutdown_provider(provider: Any) -> None:
     timeout = export_timeout_s() or EXPORT_TIMEOUT_S
     provider.force_flush(int(timeout * 1000))
     provider.shutdown()
+
+
+_SYSTEMS = {"gemini": "gcp.gemini", "vertex_ai": "gcp.vertex_ai", "bedrock": "aws.bedrock",
+            "azure": "azure.ai.openai", "azure_ai": "azure.ai.inference", "mistral": "mistral_ai",
+            "offline": "teamrun", "replay": "teamrun"}
+"""LiteLLM provider prefixes whose GenAI semantic-convention name differs (the rest are the same word)."""
+_BARE = (("gpt-", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"), ("chatgpt", "openai"),
+         ("claude", "anthropic"), ("gemini", "gcp.gemini"), ("command", "cohere"))
+"""Model names LiteLLM accepts without a provider prefix, by how they begin."""
+
+
+def gen_ai_system(model: str) -> str | None:
+    """The ``gen_ai.system`` of a LiteLLM model string (``openai/gpt-4o`` → ``openai``); ``None`` when unknown."""
+    provider, slash, _ = model.partition("/")
+    if slash:
+        return _SYSTEMS.get(provider, provider)
+    if model in _SYSTEMS:
+        return _SYSTEMS[model]
+    return next((system for start, system in _BARE if model.startswith(start)), None)
 
 
 def _ns(monotonic: float) -> int:
@@ -192,8 +214,10 @@ class OTelExporter:
             return {}
         shown = str(model)
         found = {"gen_ai.request.model": shown}
-        if "/" in shown:
-            found["gen_ai.provider.name"] = shown.split("/", 1)[0]
+        system = gen_ai_system(shown)
+        if system is not None:  # the convention's older name and its newer one, so either kind of backend reads it
+            found["gen_ai.system"] = system
+            found["gen_ai.provider.name"] = system
         return found
 
     def _attributes(self, event: Event) -> dict[str, Any]:
@@ -211,6 +235,9 @@ class OTelExporter:
         cost = getattr(event, "cost", None)
         if isinstance(cost, int | float):
             span.set_attribute("teamrun.cost_usd", float(cost))
+        finish = getattr(event, "finish_reason", None)
+        if finish:
+            span.set_attribute("gen_ai.response.finish_reasons", [str(finish)])
         for field in ("stopped_by", "tool_calls", "chars"):
             value = getattr(event, field, None)
             if value not in (None, [], (), ""):

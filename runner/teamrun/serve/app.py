@@ -28,6 +28,7 @@ from teamrun.config.models import Limits
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S
+from teamrun.serve.history import mount_history
 from teamrun.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from teamrun.serve.runs import (
     AlreadyDecided,
@@ -79,6 +80,9 @@ class ServeSettings:
     store: Store | None = None
     """Where threads are kept (a PostgreSQL store can be shared by several servers); ``None``: no threads,
     each request is one run."""
+    content: bool = False
+    """Keep ``llm_io`` events (each model call's messages, masked) in a run's events, for the page's run view;
+    the teams' models must publish them (``load_team(..., wrap_model=ContentCapture)``)."""
 
 
 # -- wire shapes --------------------------------------------------------------------------------
@@ -167,7 +171,8 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     """The ASGI app serving ``teams`` (addressed by their ``name``)."""
     settings = settings or ServeSettings()
     registry = RunRegistry(max_concurrent=settings.max_concurrent_runs, retry_after_s=settings.retry_after_s,
-                           approval_timeout_s=settings.approval_timeout_s, store=settings.store)
+                           approval_timeout_s=settings.approval_timeout_s, store=settings.store,
+                           content=settings.content)
     masked_always = set(settings.tokens) | set(settings.extra_secrets)
     served: dict[str, _Served] = {}
     for team in teams:
@@ -357,6 +362,8 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         return StreamingResponse(_event_stream(handle, start_at), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
+    mount_history(app, registry, served, authorize)  # GET /v1/runs (the run list) and /view/* (the run view)
+
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
@@ -365,7 +372,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
 
 _WEB_FILES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-              "style.css": "text/css; charset=utf-8"}
+              "style.css": "text/css; charset=utf-8", "history.js": "text/javascript; charset=utf-8"}
 _WEB_HEADERS = {"Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "
                                            "connect-src 'self'; frame-ancestors 'none'",
                 "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}

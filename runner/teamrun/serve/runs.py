@@ -135,6 +135,8 @@ class RunHandle:
     refused: bool = False
     """The run could not start because of the request (a thread of another team...): :attr:`error` says why."""
     cancel_reason: str | None = None
+    content: bool = False
+    """Keep ``llm_io`` events (model calls' messages) among the run's events."""
     approvals: dict[str, PendingApproval] = field(default_factory=dict)
     """Tool calls that asked for approval, by approval id."""
     _lines: list[dict[str, Any]] = field(default_factory=list)
@@ -196,7 +198,7 @@ class RunHandle:
 
     def on_event(self, event: Event) -> None:
         """The run's event-bus subscriber (called on the loop, or from a tool's thread)."""
-        if isinstance(event, LlmIO):
+        if isinstance(event, LlmIO) and not self.content:
             return
         line = event_record(event)
         line["run_id"] = self.id  # the id the API answered: the engine's own differs without a store
@@ -278,8 +280,11 @@ class RunRegistry:
     """The server's runs: starts them within the concurrency limit, finds, cancels and stops them."""
 
     def __init__(self, *, max_concurrent: int = 20, keep_finished: int = 1000, retry_after_s: int = 1,
-                 approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S, store: Store | None = None) -> None:
+                 approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S, store: Store | None = None,
+                 content: bool = False) -> None:
         self.max_concurrent = max_concurrent
+        self.content = content
+        """Runs keep their ``llm_io`` events (see :attr:`RunHandle.content`)."""
         self.store = store
         """Where threads are kept; ``None``: no threads, each request is one run."""
         self.approval_timeout_s = approval_timeout_s
@@ -299,6 +304,10 @@ class RunRegistry:
 
     def get(self, run_id: str) -> RunHandle | None:
         return self._runs.get(run_id)
+
+    def held(self) -> list[RunHandle]:
+        """The runs this server holds (running, and the latest :attr:`keep_finished` finished ones), oldest first."""
+        return list(self._runs.values())
 
     def stored(self, run_id: str) -> JournaledRun | None:
         """The store's record of a run this server no longer holds (blocking); ``None`` without a store."""
@@ -324,7 +333,7 @@ class RunRegistry:
             self.metrics.rejected.labels("busy").inc()
             raise ServerBusy(f"all {self.max_concurrent} run slots are in use")
         handle = RunHandle(id=f"run_{uuid.uuid4().hex[:16]}", team=team.name, input=input, redactor=redactor,
-                           thread=thread)
+                           thread=thread, content=self.content)
         handle._loop = asyncio.get_running_loop()
         handle._loop_thread = threading.get_ident()
         self._active += 1

@@ -124,7 +124,7 @@ function showApproval(data) {
 function showResult(record) {
   $("status").textContent = record.status;
   $("run-thread").textContent = record.thread || "none";
-  $("answer").textContent = record.final_text || record.error || "";
+  TeamrunMarkdown.render($("answer"), record.final_text || record.error || "");  // DOM nodes only: never HTML
   const list = (record.result && record.result.delegations) || [];
   $("delegations").replaceChildren(...list.map((d) => {
     const li = el("li");
@@ -171,7 +171,7 @@ $("run-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   nodes.clear(); delegationParents.clear();
   for (const id of ["tree", "delegations", "approvals"]) $(id).replaceChildren();
-  $("answer").textContent = ""; $("error").textContent = ""; $("record").hidden = true;
+  $("answer").replaceChildren(); $("error").textContent = ""; $("record").hidden = true;
   $("record-json").hidden = true; $("record-json").textContent = "";
   $("run-thread").textContent = "-";
   $("run").disabled = true;
@@ -182,6 +182,7 @@ $("run-form").addEventListener("submit", async (event) => {
     const run = await api("/v1/runs", { method: "POST", body: JSON.stringify(request) });
     current = run.id;
     $("run-id").textContent = run.id;
+    window.dispatchEvent(new CustomEvent("teamrun:run-started", { detail: run.id }));  // history.js opens its view
     $("status").textContent = "running";
     $("cancel").disabled = false;
     await follow(run.id);

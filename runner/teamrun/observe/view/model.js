@@ -1,0 +1,136 @@
+// A run's span tree, from its event lines (a trace file's, or the server's event stream), and its critical
+// path. No DOM here: view.js draws it. Spans nest run -> agent -> delegation -> agent (worker) -> llm / tool,
+// each placed under the span its parent_span_id names (the same rule as teamrun.observe.spans).
+"use strict";
+(function (global) {
+  const START = { run_start: "run", agent_start: "agent", delegation_start: "delegation", llm_start: "llm",
+                  tool_start: "tool" };
+  const END = { run_end: "run", agent_end: "agent", delegation_end: "delegation", llm_end: "llm", tool_end: "tool" };
+  const POINTS = new Set(["warning", "budget", "hook", "llm_retry", "llm_io", "accept"]);
+  const PARENT_ORDER = ["agent", "run", "delegation"];
+  const FAILED = new Set(["error", "failed", "rejected", "cancelled", "unfinished"]);
+  const LIMITED = new Set(["budget_exhausted"]);
+
+  // -- model -----------------------------------------------------------------------------------------------
+
+  class RunModel {
+    constructor() {
+      this.spans = new Map();  // "kind|run:span" -> node
+      this.roots = [];
+      this.t0 = Infinity;
+      this.t1 = -Infinity;
+      this.count = 0;
+    }
+
+    find(key) {
+      if (!key) return null;
+      for (const kind of PARENT_ORDER) {
+        const node = this.spans.get(kind + "|" + key);
+        if (node) return node;
+      }
+      return null;
+    }
+
+    add(r) {
+      if (!r || typeof r.kind !== "string" || typeof r.ts !== "number") return;
+      this.count++;
+      this.t0 = Math.min(this.t0, r.ts);
+      this.t1 = Math.max(this.t1, r.ts);
+      const key = r.run_id + ":" + r.span_id;
+      const parentKey = r.parent_span_id ? r.run_id + ":" + r.parent_span_id : null;
+      const data = r.data || {};
+      if (START[r.kind]) {
+        const kind = START[r.kind];
+        const parent = kind === "agent" && this.spans.has("delegation|" + key)
+          ? this.spans.get("delegation|" + key) : this.find(parentKey);  // old traces: a worker shared its id
+        const node = {
+          kind, key: kind + "|" + key, id: r.span_id, runId: r.run_id, name: nameOf(kind, r),
+          path: r.agent_path || [], start: r.ts, end: null, status: "running", usage: {}, cost: 0, error: null,
+          data: Object.assign({}, data), notes: [], children: [], io: null, parent,
+        };
+        this.spans.set(node.key, node);
+        (parent ? parent.children : this.roots).push(node);
+      } else if (END[r.kind]) {
+        const node = this.spans.get(END[r.kind] + "|" + key);
+        if (!node) return;
+        node.end = r.ts;
+        node.status = String(data.status || "ok");
+        if (data.usage && typeof data.usage === "object") node.usage = data.usage;
+        if (typeof data.cost === "number") node.cost = data.cost;
+        if (data.error) node.error = String(data.error);
+        for (const [k, v] of Object.entries(data)) if (!["status", "usage", "cost", "error"].includes(k)) node.data[k] = v;
+      } else if (POINTS.has(r.kind)) {
+        let owner = (r.kind === "llm_retry" || r.kind === "llm_io") ? this.spans.get("llm|" + key) : null;
+        owner = owner || this.find(key) || this.find(parentKey);
+        if (!owner) return;
+        if (r.kind === "llm_io") owner.io = data;
+        else owner.notes.push({ kind: r.kind, ts: r.ts, data });
+      }
+    }
+
+    get run() { return this.roots.find((n) => n.kind === "run") || null; }
+
+    // Agent invocations in tree order (supervisor first, each worker under the delegation that started it).
+    agents() {
+      const out = [];
+      const walk = (node, depth) => {
+        if (node.kind === "agent") { node.depth = depth; out.push(node); depth++; }
+        for (const child of node.children) if (child.kind === "agent" || child.kind === "delegation" || child.kind === "run") walk(child, depth);
+      };
+      for (const root of this.roots) walk(root, 0);
+      return out;
+    }
+
+    endOf(node) { return node.end !== null ? node.end : this.t1; }
+  }
+
+  function nameOf(kind, r) {
+    const d = r.data || {};
+    if (kind === "run") return d.team || r.run_id || "run";
+    if (kind === "delegation") return d.worker || "worker";
+    if (kind === "llm") return d.model || "model";
+    if (kind === "tool") return d.tool || "tool";
+    return (r.agent_path && r.agent_path[r.agent_path.length - 1]) || "agent";
+  }
+
+  function tokensOf(node) {
+    if (node.usage && node.usage.total_tokens) return node.usage.total_tokens;
+    if (node.kind === "agent") return node.children.filter((c) => c.kind === "llm").reduce((s, c) => s + tokensOf(c), 0);
+    return 0;
+  }
+
+  function costOf(node) {
+    if (node.cost) return node.cost;
+    if (node.kind === "agent" && node.end === null) return node.children.filter((c) => c.kind === "llm").reduce((s, c) => s + (c.cost || 0), 0);
+    return 0;
+  }
+
+  function workerOf(delegation) { return delegation.children.find((c) => c.kind === "agent") || null; }
+
+  // The spans the run's end waited on: from an agent's end, back through whatever ended last before it
+  // (a model call, a tool call, or a delegation and then its worker), and so on to the start.
+  function criticalPath(model) {
+    const marked = new Set();
+    const visit = (agent) => {
+      marked.add(agent.key);
+      const parts = agent.children.filter((c) => c.kind === "llm" || c.kind === "tool" || c.kind === "delegation")
+        .sort((a, b) => model.endOf(b) - model.endOf(a));  // latest end first: one pass, as t only goes back
+      let t = model.endOf(agent) + 1e-9;
+      for (const best of parts) {
+        if (model.endOf(best) > t) continue;
+        marked.add(best.key);
+        if (best.kind === "delegation") { const w = workerOf(best); if (w) visit(w); }
+        t = best.start + 1e-9;
+        if (best.start <= agent.start) break;
+      }
+    };
+    const run = model.run;
+    const top = run ? run.children.filter((c) => c.kind === "agent") : model.roots.filter((c) => c.kind === "agent");
+    if (top.length) visit(top.reduce((a, b) => (model.endOf(b) > model.endOf(a) ? b : a)));
+    if (run) marked.add(run.key);
+    return marked;
+  }
+
+
+  global.TeamrunRunModel = { RunModel, criticalPath, tokensOf, costOf, workerOf, FAILED, LIMITED };
+})(window);

@@ -1,0 +1,505 @@
+// The view of one teamrun run, built from its event lines (a trace file's, or the server's event stream):
+// summary, problems, a timeline of agents / model calls / tool calls / waits / retries with the critical path,
+// tokens and cost per agent, the delegation tree, the answer, and each span's details on click.
+// Plain DOM, no framework: everything from the run is put in with textContent (never innerHTML).
+"use strict";
+(function (global) {
+  const { RunModel, criticalPath, tokensOf, costOf, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
+
+  // -- formatting ------------------------------------------------------------------------------------------
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function seconds(s) {
+    if (!isFinite(s)) return "-";
+    if (s < 1) return Math.round(s * 1000) + " ms";
+    if (s < 120) return s.toFixed(s < 10 ? 2 : 1) + " s";
+    return Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
+  }
+
+  function usd(v) { return "$" + (v || 0).toFixed(v && v < 0.01 ? 6 : 4); }
+
+  function statusClass(status) {
+    if (LIMITED.has(status)) return "limit";
+    if (FAILED.has(status)) return "failed";
+    if (status === "running") return "running";
+    return "ok";
+  }
+
+  function text(value) {
+    if (value === null || value === undefined) return "";
+    if (typeof value === "string") return value;
+    return JSON.stringify(value, null, 2);
+  }
+
+  function pretty(value) {
+    if (typeof value === "string") {
+      try { return JSON.stringify(JSON.parse(value), null, 2); } catch (e) { return value; }
+    }
+    return text(value);
+  }
+
+  // Who and what a span is, for people: "lead", "lead → competitors", "competitors: model call", "pricing: tool price_list".
+  function label(node) {
+    const agent = node.path[node.path.length - 1] || node.name;
+    if (node.kind === "llm") return agent + ": model call";
+    if (node.kind === "tool") return agent + ": tool " + node.name;
+    if (node.kind === "delegation") return agent + " → " + node.name;
+    return node.kind === "agent" ? "agent " + node.name : node.name;
+  }
+
+  function noteText(n) {
+    const d = n.data || {};
+    switch (n.kind) {
+      case "budget": return "limit reached: " + (d.reason || d.limit || "budget");
+      case "warning": return "warning: " + (d.message || "");
+      case "hook": return "hook " + (d.hook || "") + " " + (d.status || "") + (d.message ? ": " + d.message : "")
+        + (d.actions && d.actions.length ? " (" + d.actions.join(", ") + ")" : "");
+      case "llm_retry": return "retry " + d.attempt + "/" + d.max_attempts + " after " + (d.error || "an error")
+        + (d.status_code ? " (HTTP " + d.status_code + ")" : "") + ", waited " + seconds(d.delay_s || 0);
+      case "accept": return "acceptance " + (d.status || "") + (d.check ? ": " + d.check : "") + (d.detail ? " — " + d.detail : "");
+      default: return n.kind;
+    }
+  }
+
+  function noteLevel(n) {
+    const d = n.data || {};
+    if (n.kind === "budget") return "limit";
+    if (n.kind === "hook") return d.status === "error" ? "error" : "info";
+    if (n.kind === "accept") return d.status === "passed" ? "info" : "warn";
+    if (n.kind === "llm_retry" || n.kind === "warning") return "warn";
+    return "info";
+  }
+
+  // -- the view --------------------------------------------------------------------------------------------
+
+  class RunView {
+    constructor(root, options) {
+      this.root = root;
+      this.options = options || {};
+      this.records = [];
+      this.model = new RunModel();
+      this.result = this.options.result || null;
+      this.selected = null;
+      this.pending = false;
+      this.root.classList.add("teamrun-view");
+      this.root.addEventListener("click", (e) => this.onClick(e));
+      this.root.addEventListener("keydown", (e) => {
+        if ((e.key === "Enter" || e.key === " ") && e.target.dataset && e.target.dataset.key) { e.preventDefault(); this.onClick(e); }
+      });
+      for (const r of this.options.records || []) this.model.add(r);
+      this.render();
+    }
+
+    // Live: one more event line (rendered on the next frame, at most a few times a second).
+    push(record) {
+      this.model.add(record);
+      this.schedule();
+    }
+
+    setResult(result) {
+      this.result = result;
+      this.schedule();
+    }
+
+    // At most one redraw per 150 ms, or per twice the last redraw's time on a big run: live events never
+    // keep the page busy more than about a third of the time.
+    schedule() {
+      if (this.pending) return;
+      this.pending = true;
+      setTimeout(() => {
+        this.pending = false;
+        const started = performance.now();
+        this.render();
+        this.cost = performance.now() - started;
+      }, Math.max(150, 2 * (this.cost || 0)));
+    }
+
+    onClick(event) {
+      const target = event.target.closest("[data-key]");
+      if (!target || !this.root.contains(target)) return;
+      this.select(target.dataset.key);
+    }
+
+    select(key) {
+      const node = this.model.spans.get(key);
+      if (!node) return;
+      this.selected = key;
+      for (const e of this.root.querySelectorAll(".selected")) e.classList.remove("selected");
+      for (const e of this.root.querySelectorAll(`[data-key="${CSS.escape(key)}"]`)) e.classList.add("selected");
+      this.details.replaceChildren(...this.detailsOf(node));
+      this.details.hidden = false;
+    }
+
+    render() {
+      const m = this.model;
+      this.critical = criticalPath(m);
+      const agents = m.agents();
+      const parts = [this.summary(agents), this.problems(agents), this.timeline(agents), this.charts(agents),
+                     this.tree(), this.answer()];
+      this.details = el("aside", "tv-details");
+      this.details.id = "tv-details";
+      this.details.setAttribute("aria-live", "polite");
+      this.details.hidden = true;
+      const main = el("div", "tv-main");
+      main.append(...parts.filter(Boolean));
+      const grid = this.root.querySelector(".tv-grid"), old = this.root.querySelector(".tv-details");
+      const kept = { grid: grid ? grid.scrollTop : 0, details: old ? old.scrollTop : 0 };  // a live redraw keeps places
+      this.root.replaceChildren(main, this.details);
+      const newGrid = this.root.querySelector(".tv-grid");
+      if (newGrid) newGrid.scrollTop = kept.grid;
+      if (this.selected && m.spans.has(this.selected)) { this.select(this.selected); this.details.scrollTop = kept.details; }
+      this.root.dataset.events = String(m.count);
+      this.root.dataset.status = this.status();
+    }
+
+    status() {
+      const run = this.model.run;
+      if (this.result && this.result.status) return this.result.status;
+      if (run && run.end !== null) return run.status;
+      if (this.options.ended) return run ? "unfinished" : "empty";  // a trace file that stops short: no more to come
+      return run ? "running" : "empty";
+    }
+
+    summary(agents) {
+      const m = this.model, run = m.run;
+      const box = el("section", "tv-summary");
+      const title = el("h2", "tv-title");
+      title.append(el("span", "", run ? run.name : (this.result && this.result.team) || "run"), el("span", "tv-status tv-" + statusClass(this.status()), this.status()));
+      box.append(title);
+      const facts = el("p", "tv-summary-facts");
+      const res = this.result || {};
+      const resUsage = res.usage || (res.result && res.result.usage) || {};
+      const resCost = typeof res.cost === "number" ? res.cost : res.result && typeof res.result.cost === "number" ? res.result.cost : 0;
+      const total = run && run.usage && run.usage.total_tokens ? run.usage.total_tokens
+        : agents.reduce((s, a) => s + tokensOf(a), 0) || resUsage.total_tokens || 0;
+      const cost = run && run.cost ? run.cost : agents.reduce((s, a) => s + costOf(a), 0) || resCost;
+      const fact = (k, v) => { const f = el("span", "tv-fact"); f.append(el("span", "tv-k", k), el("b", "", v)); facts.append(f); };
+      if (run || this.result) fact("run", run ? run.runId : this.result.id);
+      if (this.result && this.result.thread) fact("thread", this.result.thread);
+      fact("wall time", seconds(isFinite(m.t1 - m.t0) ? m.t1 - m.t0 : 0));
+      if (isFinite(m.t0)) fact("started", new Date(m.t0 * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
+      fact("agents", String(agents.length));
+      fact("model calls", String([...m.spans.values()].filter((n) => n.kind === "llm").length));
+      fact("tokens", String(total));
+      fact("cost", usd(cost));
+      if (run && run.data.stopped_by) fact("stopped by", run.data.stopped_by);
+      box.append(facts);
+      const input = (run && run.data.input) || (this.result && this.result.input);
+      if (input) box.append(el("p", "tv-input", "input: " + input));
+      return box;
+    }
+
+    problems(agents) {
+      const items = [];
+      const spans = [...this.model.spans.values()];
+      const budgetNoted = (node) => node.notes.some((n) => n.kind === "budget");
+      const anyBudget = spans.some(budgetNoted);
+      for (const node of spans) {
+        if (node.kind === "run") {
+          if (LIMITED.has(node.status) && !anyBudget) items.push({ node, level: "limit", text: "run stopped: " + (node.data.stopped_by || node.status) });
+          continue;
+        }
+        const told = node.kind === "agent" && node.parent && node.parent.kind === "delegation" && FAILED.has(node.parent.status);
+        if (node.end === null && this.status() !== "running") items.push({ node, level: "error", text: label(node) + " never ended" });
+        else if (FAILED.has(node.status) && node.status !== "unfinished" && !(told && !node.error)) {
+          items.push({ node, level: "error", text: label(node) + " " + node.status + (node.error ? ": " + node.error : "") });
+        } else if (LIMITED.has(node.status) && node.kind === "agent" && !budgetNoted(node)) {
+          items.push({ node, level: "limit", text: "agent " + node.name + " stopped by a limit" + (node.data.stopped_by ? ": " + node.data.stopped_by : "") });
+        }
+        for (const n of node.notes) {
+          if (noteLevel(n) !== "info") items.push({ node, level: noteLevel(n), text: label(node).replace(/^agent /, "") + ": " + noteText(n) });
+        }
+      }
+      if (this.result && this.result.error) items.unshift({ node: null, level: "error", text: this.result.error });
+      if (!items.length) return null;
+      const box = el("section", "tv-problems");
+      box.append(el("h3", "", "Errors, limits and warnings (" + items.length + ")"));
+      const list = el("ul");
+      for (const item of items.slice(0, 200)) {
+        const li = el("li", "tv-problem tv-" + item.level, item.text);
+        li.dataset.level = item.level;
+        if (item.node) { li.dataset.key = item.node.key; li.tabIndex = 0; li.setAttribute("role", "button"); }
+        list.append(li);
+      }
+      if (items.length > 200) list.append(el("li", "", "… and " + (items.length - 200) + " more"));
+      box.append(list);
+      return box;
+    }
+
+    timeline(agents) {
+      const m = this.model;
+      const box = el("section", "tv-timeline");
+      box.append(el("h3", "", "Timeline"));
+      const legend = el("p", "tv-legend");
+      for (const [cls, label] of [["agent", "agent"], ["llm", "model call"], ["tool", "tool call"], ["wait", "waiting on workers"],
+                                  ["retry", "retry (and its back-off)"], ["critical", "critical path"], ["failed", "failed"], ["limit", "limit reached"]]) {
+        const key = el("span", "tv-key");
+        key.append(el("i", "tv-swatch tv-sw-" + cls), document.createTextNode(label));
+        legend.append(key);
+      }
+      box.append(legend);
+      if (!agents.length) { box.append(el("p", "tv-empty", "no agent has started yet")); return box; }
+      const span = Math.max(m.t1 - m.t0, 1e-6);
+      const x = (t) => ((t - m.t0) / span) * 100;
+      const place = (e, a, b) => { e.style.left = x(a) + "%"; e.style.width = Math.max(x(b) - x(a), 0) + "%"; };
+      const grid = el("div", "tv-grid");
+      const axis = el("div", "tv-row tv-axis");
+      const axisTrack = el("div", "tv-track");
+      for (let i = 0; i <= 4; i++) {
+        const tick = el("span", "tv-tick", seconds((span * i) / 4));
+        tick.style.left = i * 25 + "%";
+        axisTrack.append(tick);
+      }
+      axis.append(el("div", "tv-label", ""), axisTrack);
+      grid.append(axis);
+      const repeats = new Map(), seen = new Map();
+      for (const a of agents) repeats.set(a.name, (repeats.get(a.name) || 0) + 1);
+      for (const agent of agents) {
+        seen.set(agent.name, (seen.get(agent.name) || 0) + 1);
+        const row = el("div", "tv-row");
+        row.dataset.agent = agent.name;
+        row.dataset.path = agent.path.join("/");
+        const label = el("div", "tv-label");
+        label.style.paddingLeft = (0.3 + agent.depth * 0.9) + "em";
+        label.append(el("span", "tv-name", agent.name + (repeats.get(agent.name) > 1 ? " #" + seen.get(agent.name) : "")), el("span", "tv-meta", seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok"));
+        label.dataset.key = agent.key;
+        label.title = agent.path.join(" → ");
+        const track = el("div", "tv-track");
+        const bar = this.bar(agent, "agent");
+        place(bar, agent.start, m.endOf(agent));
+        track.append(bar);
+        for (const c of agent.children) {
+          if (c.kind !== "llm" && c.kind !== "tool" && c.kind !== "delegation") continue;
+          const seg = this.bar(c, c.kind === "delegation" ? "wait" : c.kind);
+          place(seg, c.start, m.endOf(c));
+          track.append(seg);
+          for (const n of c.notes) {
+            if (n.kind !== "llm_retry") continue;
+            const pause = el("div", "tv-bar tv-backoff");  // the wait before the next attempt
+            place(pause, n.ts, Math.min(n.ts + (Number(n.data.delay_s) || 0), m.t1));
+            pause.dataset.key = c.key;
+            pause.title = "waiting " + seconds(Number(n.data.delay_s) || 0) + " before retrying";
+            track.append(pause, this.mark(n, c, x(n.ts), "retry"));
+          }
+        }
+        for (const n of agent.notes) {
+          const level = noteLevel(n);
+          if (level !== "info") track.append(this.mark(n, agent, x(n.ts), level));
+        }
+        row.append(label, track);
+        grid.append(row);
+      }
+      box.append(grid);
+      return box;
+    }
+
+    bar(node, cls) {
+      const bar = el("div", "tv-bar tv-" + cls + " tv-" + statusClass(node.end === null ? (this.status() === "running" ? "running" : "unfinished") : node.status));
+      if (this.critical.has(node.key)) bar.classList.add("tv-critical");
+      bar.dataset.key = node.key;
+      bar.dataset.kind = node.kind;
+      bar.dataset.status = node.end === null ? "unfinished" : node.status;
+      bar.dataset.start = String(node.start);
+      bar.dataset.end = String(this.model.endOf(node));
+      bar.tabIndex = 0;
+      bar.setAttribute("role", "button");
+      const what = node.kind === "delegation" ? "waiting on " + node.name : node.kind === "agent" ? "agent " + node.name : node.kind + " " + node.name;
+      bar.title = what + " · " + seconds(this.model.endOf(node) - node.start) + " · " + bar.dataset.status;
+      bar.setAttribute("aria-label", bar.title);
+      return bar;
+    }
+
+    mark(note, node, left, level) {
+      const mark = el("div", "tv-mark tv-mark-" + level);
+      mark.style.left = left + "%";
+      mark.dataset.key = node.key;
+      mark.dataset.level = level;
+      mark.title = noteText(note);
+      mark.setAttribute("aria-label", mark.title);
+      return mark;
+    }
+
+    charts(agents) {
+      const box = el("section", "tv-charts");
+      box.append(el("h3", "", "Tokens and cost per agent"));
+      const by = new Map();
+      for (const a of agents) {
+        const row = by.get(a.name) || { name: a.name, input: 0, output: 0, total: 0, cost: 0, runs: 0 };
+        const calls = a.children.filter((c) => c.kind === "llm");
+        const inTok = a.usage && a.usage.input_tokens !== undefined ? a.usage.input_tokens : calls.reduce((s, c) => s + ((c.usage && c.usage.input_tokens) || 0), 0);
+        const outTok = a.usage && a.usage.output_tokens !== undefined ? a.usage.output_tokens : calls.reduce((s, c) => s + ((c.usage && c.usage.output_tokens) || 0), 0);
+        row.input += inTok; row.output += outTok; row.total += tokensOf(a); row.cost += costOf(a); row.runs++;
+        by.set(a.name, row);
+      }
+      const rows = [...by.values()].sort((a, b) => b.total - a.total);
+      const most = Math.max(1, ...rows.map((r) => r.input + r.output));
+      const chart = el("div", "tv-chart");
+      for (const r of rows) {
+        const line = el("div", "tv-chart-row");
+        line.dataset.agent = r.name;
+        line.dataset.tokens = String(r.total);
+        const bars = el("div", "tv-chart-bars");
+        const i = el("div", "tv-in"), o = el("div", "tv-out");
+        i.style.width = (r.input / most) * 100 + "%";
+        o.style.width = (r.output / most) * 100 + "%";
+        i.title = r.input + " input tokens";
+        o.title = r.output + " output tokens";
+        bars.append(i, o);
+        line.append(el("span", "tv-chart-name", r.name + (r.runs > 1 ? " ×" + r.runs : "")), bars,
+                    el("span", "tv-chart-value", r.total + " tok · " + usd(r.cost)));
+        chart.append(line);
+      }
+      box.append(chart, el("p", "tv-legend", "bars: input tokens (dark) and output tokens (light); each agent's own model calls"));
+      return box;
+    }
+
+    tree() {
+      const box = el("section", "tv-tree");
+      box.append(el("h3", "", "Delegation tree"));
+      const list = el("ul");
+      const add = (node, parentList) => {
+        if (node.kind === "agent") {
+          const li = el("li", "tv-agent");
+          li.dataset.agent = node.name;
+          li.dataset.status = node.end === null ? "running" : node.status;
+          const line = el("span", "tv-line tv-" + statusClass(li.dataset.status));
+          line.dataset.key = node.key;
+          line.tabIndex = 0;
+          line.setAttribute("role", "button");
+          line.textContent = node.name + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
+            + " · " + tokensOf(node) + " tokens · " + usd(costOf(node));
+          li.append(line);
+          if (node.data.task) li.append(el("div", "tv-task", node.data.task));
+          const sub = el("ul");
+          li.append(sub);
+          parentList.append(li);
+          for (const c of node.children) add(c, sub);
+        } else if (node.kind === "delegation") {
+          const worker = workerOf(node);
+          if (worker) { add(worker, parentList); return; }
+          const li = el("li", "tv-agent tv-refused");  // refused before the worker started
+          li.dataset.agent = node.name;
+          li.dataset.status = node.status;
+          const line = el("span", "tv-line tv-" + statusClass(node.status), node.name + " · " + node.status + (node.error ? ": " + node.error : ""));
+          line.dataset.key = node.key;
+          li.append(line);
+          parentList.append(li);
+        } else if (node.kind === "run") for (const c of node.children) add(c, parentList);
+      };
+      for (const r of this.model.roots) add(r, list);
+      box.append(list);
+      return box;
+    }
+
+    answerText() {
+      if (this.result && typeof this.result.final_text === "string" && this.result.final_text) return this.result.final_text;
+      if (this.options.answer) return this.options.answer;
+      const run = this.model.run;
+      const top = (run ? run.children : this.model.roots).filter((c) => c.kind === "agent");
+      const last = top[top.length - 1];
+      if (!last) return null;
+      const calls = last.children.filter((c) => c.kind === "llm" && c.io && c.io.reply && c.io.reply.text);
+      return calls.length ? calls[calls.length - 1].io.reply.text : null;
+    }
+
+    answer() {
+      const value = this.answerText();
+      if (!value) return null;
+      const box = el("section", "tv-answer");
+      box.append(el("h3", "", "Answer"));
+      const body = el("div", "tv-markdown");
+      body.id = "tv-answer";
+      global.TeamrunMarkdown.render(body, value);
+      box.append(body);
+      return box;
+    }
+
+    detailsOf(node) {
+      const m = this.model;
+      const out = [];
+      const head = el("h3", "", (node.kind === "llm" ? "model call " : node.kind === "delegation" ? "delegation to " : node.kind + " ") + node.name);
+      const close = el("button", "tv-close", "×");
+      close.type = "button";
+      close.setAttribute("aria-label", "close");
+      close.onclick = (e) => { e.stopPropagation(); this.selected = null; this.details.hidden = true; };
+      head.append(close);
+      out.push(head);
+      const facts = el("dl", "tv-facts");
+      const fact = (k, v) => { if (v !== undefined && v !== null && v !== "") facts.append(el("dt", "", k), el("dd", "", v)); };
+      fact("agent", node.path.join(" → "));
+      fact("status", node.end === null ? "unfinished" : node.status);
+      fact("start", "+" + seconds(node.start - m.t0));
+      fact("duration", seconds(m.endOf(node) - node.start));
+      if (node.usage && node.usage.total_tokens !== undefined) {
+        fact("tokens", node.usage.total_tokens + " (in " + (node.usage.input_tokens || 0) + ", out " + (node.usage.output_tokens || 0) + ")");
+      }
+      if (node.cost) fact("cost", usd(node.cost));
+      fact("critical path", this.critical.has(node.key) ? "yes" : "");
+      for (const [k, v] of Object.entries(node.data)) {
+        if (["task", "input"].includes(k)) continue;
+        fact(k.replace(/_/g, " "), Array.isArray(v) ? v.join(", ") : typeof v === "object" ? JSON.stringify(v) : String(v));
+      }
+      fact("error", node.error);
+      out.push(facts);
+      if (node.data.task) out.push(el("h4", "", "task"), el("pre", "tv-pre", node.data.task));
+      for (const n of node.notes) out.push(el("p", "tv-problem tv-" + noteLevel(n), noteText(n)));
+      if (node.kind === "llm") out.push(...this.messages(node));
+      if (node.kind === "tool") out.push(...this.toolIO(node));
+      return out;
+    }
+
+    messages(node) {
+      if (!node.io) return [el("p", "tv-empty", "Messages were not captured for this run (record it with --trace-content to see them).")];
+      const out = [el("h4", "", "messages sent (new in this call)")];
+      const list = el("ol", "tv-messages");
+      for (const msg of node.io.new_messages || []) {
+        const li = el("li", "tv-msg tv-role-" + String(msg.role || "unknown").replace(/[^a-z_]/g, ""));
+        li.append(el("span", "tv-role", msg.role + (msg.name ? " (" + msg.name + ")" : "")));
+        li.append(el("pre", "tv-pre", typeof msg.content === "string" ? msg.content : text(msg.content)));
+        if (msg.tool_calls) li.append(el("pre", "tv-pre", text(msg.tool_calls)));
+        list.append(li);
+      }
+      out.push(list, el("h4", "", "reply"));
+      const reply = node.io.reply || {};
+      const li = el("div", "tv-msg tv-role-assistant");
+      if (reply.text) li.append(el("pre", "tv-pre", reply.text));
+      for (const call of reply.tool_calls || []) li.append(el("pre", "tv-pre tv-call", call.name + "(" + pretty(call.arguments) + ")"));
+      if (!reply.text && !(reply.tool_calls || []).length) li.append(el("p", "tv-empty", "(empty)"));
+      out.push(li);
+      return out;
+    }
+
+    // A tool call's input is in the model reply that asked for it, its output in the next call's messages.
+    toolIO(node) {
+      const agent = node.parent;
+      if (!agent) return [];
+      const calls = agent.children.filter((c) => c.kind === "llm");
+      const asking = calls.filter((c) => c.start <= node.start).pop();
+      const next = calls.find((c) => c.start >= this.model.endOf(node));
+      if (!asking || !asking.io) return [el("p", "tv-empty", "Tool input and output were not captured for this run (record it with --trace-content to see them).")];
+      const asked = (asking.io.reply && asking.io.reply.tool_calls) || [];
+      const sameName = agent.children.filter((c) => c.kind === "tool" && c.name === node.name && c.start >= asking.start
+        && (!next || c.start < next.start));
+      const nth = sameName.indexOf(node);
+      let position = -1, seen = -1;
+      for (let i = 0; i < asked.length; i++) if (asked[i].name === node.name && ++seen === nth) { position = i; break; }
+      const out = [el("h4", "", "input")];
+      out.push(el("pre", "tv-pre", position >= 0 ? pretty(asked[position].arguments) : "(not found in the model's reply)"));
+      out.push(el("h4", "", "output"));
+      const results = next && next.io ? (next.io.new_messages || []).filter((msg) => msg.role === "tool") : [];
+      const result = position >= 0 ? results[position] : undefined;
+      out.push(el("pre", "tv-pre", result ? text(result.content) : "(no later model call carries it)"));
+      return out;
+    }
+  }
+
+  function mount(root, options) { return new RunView(root, options); }
+
+  global.TeamrunView = { mount };
+})(window);

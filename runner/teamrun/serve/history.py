@@ -1,0 +1,147 @@
+"""Run history for the web page: ``GET /v1/runs`` lists runs, ``/view/*`` serves the run view's files.
+
+The list merges the runs this server holds in memory (running or recently
+finished: their events can be replayed and followed live) with the runs its
+store keeps (those of earlier servers too), newest first, filtered by status,
+thread and team. Only runs of teams served here are listed, each masked with
+its team's secrets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
+
+from fastapi import Depends, FastAPI, Query
+from fastapi.responses import Response
+
+from teamrun.observe.view import ASSETS
+from teamrun.secrets import Redactor
+
+if TYPE_CHECKING:
+    from teamrun.serve.runs import RunHandle, RunRegistry
+    from teamrun.store import Store
+    from teamrun.store.records import JournaledRun
+
+__all__ = ["RUN_STATUSES", "list_runs", "list_runs_async", "mount_history"]
+
+RUN_STATUSES = ("running", "done", "failed", "budget_exhausted", "cancelled", "interrupted")
+"""What ``?status=`` may ask for (``interrupted``: a stored run whose process is gone)."""
+
+MAX_LISTED = 500
+
+_VIEW_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
+
+
+class _Served(Protocol):
+    redactor: Redactor
+
+
+def _usage_tokens(usage: Mapping[str, Any] | None) -> int:
+    return int((usage or {}).get("total_tokens", 0) or 0)
+
+
+def _from_handle(handle: RunHandle) -> dict[str, Any]:
+    result = handle.result
+    return {
+        "id": handle.id, "team": handle.team, "status": handle.state, "thread": handle.thread,
+        "created": handle.created, "ended": None,
+        "tokens": result.usage.total_tokens if result is not None and result.usage is not None else 0,
+        "cost": result.cost if result is not None else 0.0,
+        "input": handle.input, "source": "server", "events": True,
+    }
+
+
+def _from_store(run: JournaledRun) -> dict[str, Any]:
+    return {
+        "id": run.run_id, "team": run.team, "status": run.shown_status(), "thread": run.thread_id,
+        "created": run.started_at, "ended": run.ended_at, "tokens": _usage_tokens(run.usage), "cost": run.cost,
+        "input": run.input, "source": "store", "events": False,
+    }
+
+
+def _stored_runs(store: Store, *, status: str | None, thread: str | None, team: str | None,
+                 teams: Sequence[str], limit: int) -> list[JournaledRun]:
+    """The store's newest runs matching the filters (blocking)."""
+    import sqlalchemy as sa
+
+    from teamrun.store.journal import StoreJournal
+    from teamrun.store.schema import runs
+
+    query = sa.select(runs.c.id).where(runs.c.team.in_(list(teams)))
+    if team is not None:
+        query = query.where(runs.c.team == team)
+    if thread is not None:
+        query = query.where(runs.c.thread_id == thread)
+    if status is not None:  # interrupted is a running row whose process is gone
+        query = query.where(runs.c.status == ("running" if status == "interrupted" else status))
+    query = query.order_by(runs.c.started_at.desc(), runs.c.id).limit(limit)
+    journal = StoreJournal(store)
+    with store.errors("listing runs"), store.engine.connect() as conn:
+        ids = [str(row[0]) for row in conn.execute(query)]
+    found = [run for run in (journal.get_run(run_id) for run_id in ids) if run is not None]
+    return [run for run in found if status is None or run.shown_status() == status]
+
+
+def list_runs(registry: RunRegistry, served: Mapping[str, _Served], *, status: str | None = None,
+              thread: str | None = None, team: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """The runs to list, newest first: the server's, then the store's (call it on the server's loop)."""
+    teams = [name for name in served if team is None or name == team]
+    held = [_from_handle(h) for h in registry.held()]
+    return _merged(held, registry.store, served, teams, status=status, thread=thread, team=team, limit=limit)
+
+
+async def list_runs_async(registry: RunRegistry, served: Mapping[str, _Served], *, status: str | None = None,
+                          thread: str | None = None, team: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    """:func:`list_runs` with the store's part in a thread (the server's handles are read on the loop)."""
+    teams = [name for name in served if team is None or name == team]
+    held = [_from_handle(h) for h in registry.held()]
+    return await asyncio.to_thread(_merged, held, registry.store, served, teams, status=status, thread=thread,
+                                   team=team, limit=limit)
+
+
+def _merged(held: list[dict[str, Any]], store: Store | None, served: Mapping[str, _Served], teams: Sequence[str], *,
+            status: str | None, thread: str | None, team: str | None, limit: int) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for row in held:
+        if row["team"] in teams and (status is None or row["status"] == status) \
+                and (thread is None or row["thread"] == thread):
+            rows[row["id"]] = row
+    if store is not None and teams:
+        for run in _stored_runs(store, status=status, thread=thread, team=team, teams=teams, limit=limit):
+            rows.setdefault(run.run_id, _from_store(run))
+    ordered = sorted(rows.values(), key=lambda r: (-float(r["created"] or 0), r["id"]))[:limit]
+    shown = []
+    for row in ordered:
+        row["started_at"] = _dt.datetime.fromtimestamp(float(row["created"] or 0), _dt.UTC).isoformat()
+        shown.append(served[row["team"]].redactor.value(row))
+    return shown
+
+
+def mount_history(app: FastAPI, registry: RunRegistry, served: Mapping[str, _Served],
+                  authorize: Callable[..., Any]) -> None:
+    """Add ``GET /v1/runs`` (the run list, behind ``authorize``) and ``GET /view/{name}`` to ``app``."""
+
+    @app.get("/v1/runs", dependencies=[Depends(authorize)])
+    async def runs_list(
+        status: Annotated[str | None, Query(pattern="^(" + "|".join(RUN_STATUSES) + ")$")] = None,
+        thread: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+        team: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 100,
+    ) -> dict[str, Any]:
+        found = await list_runs_async(registry, served, status=status, thread=thread, team=team, limit=limit)
+        return {"object": "list", "data": found}
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:  # no icon, and no 404 in the browser's console either
+        return Response(status_code=204)
+
+    @app.get("/view/{name}")
+    async def view_file(name: str) -> Response:
+        if name not in ASSETS:
+            return Response(status_code=404)
+        body = resources.files("teamrun.observe.view").joinpath(name).read_bytes()
+        return Response(body, media_type=ASSETS[name], headers=_VIEW_HEADERS)

@@ -1,0 +1,315 @@
+"""`teamrun trace view`: the page a trace file becomes, checked in headless Chromium."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from teamrun.cli import main
+from teamrun.observe.trace_read import read_trace
+from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
+from tests.observe.conftest import TeamWriter
+from tests.observe.teams import script_fan_out
+from tests.view.conftest import OpenPage
+from tests.view.fanout import record_fan_out
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _record(team: Path, tmp_path: Path, task: str, *, code: int = 0) -> Path:
+    """Run ``team`` with a content trace, then write its view; returns the page's path."""
+    trace = tmp_path / "run.jsonl"
+    assert main(["execute", str(team), "-i", task, "--progress", "none", "--trace", str(trace),
+                 "--trace-content"]) == code
+    page = tmp_path / "run.html"
+    assert main(["trace", "view", str(trace), "-o", str(page)]) == 0
+    return page
+
+
+def test_three_parallel_workers_show_as_three_overlapping_bars(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage,
+    capsys: pytest.CaptureFixture[str], restore_structlog: None,
+) -> None:
+    script_fan_out(fake_openai, delay=0.3)
+    page_file = _record(write_team(), tmp_path, "compare a, b and c")
+    assert capsys.readouterr().out.strip().endswith(str(page_file))  # the page's path is printed
+
+    opened = open_page(page_file.as_uri())
+    page = opened.page
+    expect(page.locator(".tv-row[data-agent]")).to_have_count(4)
+    boxes, spans = {}, {}
+    for worker in ("alpha", "beta", "gamma"):
+        bar = page.locator(f".tv-row[data-agent={worker}] .tv-bar.tv-agent")
+        box = bar.bounding_box()
+        assert box is not None and box["width"] > 20
+        boxes[worker] = (box["x"], box["x"] + box["width"])
+        spans[worker] = (float(bar.get_attribute("data-start") or 0), float(bar.get_attribute("data-end") or 0))
+    for a, b in itertools.combinations(boxes, 2):  # drawn: each pair of bars shares some pixels
+        assert max(boxes[a][0], boxes[b][0]) < min(boxes[a][1], boxes[b][1]), (a, b, boxes)
+        assert max(spans[a][0], spans[b][0]) < min(spans[a][1], spans[b][1]), (a, b, spans)
+    recorded = {n.name: (n.start, n.end) for n in read_trace(tmp_path / "run.jsonl").roots[0].find("agent")}
+    for worker in ("alpha", "beta", "gamma"):  # the bars are the recorded spans (wall clock vs monotonic)
+        start, end = recorded[worker]
+        assert end is not None
+        assert spans[worker][1] - spans[worker][0] == pytest.approx(end - start, abs=1e-3)
+    lead_waits = page.locator(".tv-row[data-agent=lead] .tv-bar.tv-wait")
+    expect(lead_waits).to_have_count(3)
+    critical = page.locator(".tv-row[data-agent] .tv-bar.tv-agent.tv-critical")
+    expect(critical).to_have_count(2)  # the lead, and the worker it waited for longest: the last to end
+    last = max(spans, key=lambda w: spans[w][1])
+    assert [c.locator("xpath=../..").get_attribute("data-agent") for c in critical.all()] == ["lead", last]
+    expect(page.locator("#tv-answer")).to_have_text("a, b and c compared")
+    assert opened.problems == []
+
+
+def test_clicking_a_model_call_shows_its_messages_and_reply(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+) -> None:
+    script_fan_out(fake_openai, delay=0.0)
+    opened = open_page(_record(write_team(), tmp_path, "compare a, b and c").as_uri())
+    page = opened.page
+    details = page.locator("#tv-details")
+    expect(details).to_be_hidden()
+
+    page.locator(".tv-row[data-agent=beta] .tv-bar.tv-llm").click()
+
+    expect(details).to_be_visible()
+    expect(details.locator("h3")).to_contain_text("model call openai/beta")
+    messages = details.locator(".tv-messages > li")
+    expect(messages).to_have_count(2)
+    expect(messages.nth(0)).to_contain_text("Answer about beta.")  # the system prompt
+    expect(messages.nth(1)).to_contain_text("about b")  # the task
+    expect(details.locator(".tv-role-assistant")).to_have_text("beta says hi")
+
+    page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm").first.click()
+    expect(details.locator(".tv-call")).to_have_count(3)
+    expect(details.locator(".tv-call").nth(0)).to_contain_text("ask_alpha")
+    expect(details.locator(".tv-call").nth(0)).to_contain_text('"task": "about a"')
+    assert opened.problems == []
+
+
+def test_clicking_a_tool_call_shows_its_input_and_output(tmp_path: Path, open_page: OpenPage,
+                                                        restore_structlog: None) -> None:
+    team = REPO / "teams" / "research-report.yaml"
+    opened = open_page(_record(team, tmp_path, "Compare Rust and Go").as_uri())
+    page = opened.page
+
+    page.locator(".tv-row[data-agent=researcher] .tv-bar.tv-tool").first.click()
+
+    details = page.locator("#tv-details")
+    expect(details.locator("h3")).to_contain_text("tool notes")
+    pre = details.locator(".tv-pre")
+    expect(pre.nth(0)).to_contain_text('"subject": "Rust"')  # input: the model's arguments
+    expect(pre.nth(1)).to_contain_text("notes/rust.md")  # output: what the tool handed back
+    assert opened.problems == []
+
+
+FAILING_TEAM = """\
+supervisor: lead
+agents:
+  lead:
+    model: openai/lead
+    delegates_to: [alpha, beta]
+    delegation: {parallel: true}
+    budget: {max_steps: 1}
+  alpha: {model: openai/alpha, description: Researches alpha.}
+  beta: {model: openai/beta, description: Researches beta.}
+"""
+
+
+def test_a_failed_worker_and_a_reached_limit_are_marked_where_they_happened(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
+                           text("what I have: alpha only")])
+    fake_openai.script("alpha", [text("alpha done")])
+    fake_openai.script("beta", [http_error(500, message="beta's provider broke")])
+    opened = open_page(_record(write_team(FAILING_TEAM), tmp_path, "go", code=3).as_uri())
+    page = opened.page
+
+    expect(page.locator(".tv-title .tv-status")).to_have_text("budget_exhausted")
+    beta_bar = page.locator(".tv-row[data-agent=beta] .tv-bar.tv-agent")
+    expect(beta_bar).to_have_attribute("data-status", "error")
+    expect(beta_bar).to_have_class(re.compile(r"\btv-failed\b"))
+    expect(page.locator(".tv-row[data-agent=beta] .tv-bar.tv-llm.tv-failed")).to_have_count(1)
+    expect(page.locator(".tv-row[data-agent=alpha] .tv-bar.tv-agent")).to_have_attribute("data-status", "ok")
+    limit = page.locator(".tv-row[data-agent=lead] .tv-mark-limit")
+    expect(limit).to_have_count(1)
+    assert "agents.lead.budget.max_steps" in (limit.get_attribute("title") or "")
+    errors = page.locator(".tv-problems li[data-level=error]")
+    expect(errors.filter(has_text="beta")).not_to_have_count(0)
+    expect(errors.filter(has_text="beta's provider broke")).not_to_have_count(0)
+    expect(page.locator(".tv-problems li[data-level=limit]").filter(has_text="max_steps")).not_to_have_count(0)
+
+    page.locator(".tv-problems li[data-level=limit]").filter(has_text="limit reached").click()  # opens where it was
+    expect(page.locator("#tv-details h3")).to_contain_text("agent lead")
+    assert opened.problems == []
+
+
+HOSTILE = ("**Done.** <script>window.__pwned = 'script'</script>\n\n"
+           "<img src=x onerror=\"window.__pwned = 'img'\"> and [a link](javascript:window.__pwned='link')\n\n"
+           "- one\n- two")
+
+
+def test_an_answer_with_script_and_img_onerror_renders_inert(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "<img src=y onerror=\"window.__pwned='task'\">"})),
+                           text(HOSTILE)])
+    fake_openai.script("alpha", [text("<script>window.__pwned = 'worker'</script>")])
+    fake_openai.script("beta", [])
+    fake_openai.script("gamma", [])
+    opened = open_page(_record(write_team(), tmp_path, "go").as_uri())
+    page = opened.page
+
+    answer = page.locator("#tv-answer")
+    expect(answer.locator("strong")).to_have_text("Done.")  # Markdown is rendered...
+    expect(answer.locator("li")).to_have_text(["one", "two"])
+    expect(answer).to_contain_text("<script>window.__pwned = 'script'</script>")  # ... HTML is shown as text
+    expect(answer).to_contain_text("<img src=x onerror=")
+    assert answer.locator("a").count() == 0  # a javascript: link stays text
+    page.locator(".tv-row[data-agent=alpha] .tv-bar.tv-llm").click()
+    expect(page.locator("#tv-details")).to_contain_text("<img src=y onerror=")
+    assert page.locator(".teamrun-view script, .teamrun-view img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    assert opened.problems == []
+
+
+def test_a_thousand_worker_run_renders(tmp_path: Path, open_page: OpenPage) -> None:
+    trace = record_fan_out(tmp_path, 1000)
+    assert main(["trace", "view", str(trace)]) == 0
+
+    opened = open_page(trace.with_suffix(".html").as_uri())
+    page = opened.page
+
+    expect(page.locator(".tv-row[data-agent=worker]")).to_have_count(1000)
+    expect(page.locator(".tv-chart-row[data-agent=worker]")).to_have_attribute("data-tokens", str(
+        sum(n.tokens for n in read_trace(trace).roots[0].find("agent", "worker"))))
+    page.locator(".tv-row[data-agent=worker] .tv-bar.tv-llm").nth(999).click()
+    expect(page.locator("#tv-details .tv-messages")).to_contain_text("item 999")
+    assert opened.problems == []
+
+
+def test_trace_view_mistakes_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "view", str(tmp_path / "missing.jsonl")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: cannot read the trace file") and "\n" not in err
+
+    trace = tmp_path / "run.jsonl"
+    trace.write_text('{"kind": "trace", "format": "teamrun-trace", "v": 1, "content": false, "ts": 1}\n')
+    assert main(["trace", "view", str(trace), "-o", str(trace)]) == 2
+    assert "would overwrite the trace" in capsys.readouterr().err
+    assert trace.read_text().startswith('{"kind": "trace"')
+
+
+def test_trace_view_masks_this_environments_secrets_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace written elsewhere (or by an older teamrun) may hold a key the page must not show."""
+    monkeypatch.setenv("VENDOR_API_KEY", "sk-live-0123456789abcdef")
+    trace = tmp_path / "run.jsonl"
+    trace.write_text(
+        '{"kind": "trace", "format": "teamrun-trace", "v": 1, "content": true, "ts": 1}\n'
+        '{"kind": "run_start", "run_id": "r1", "span_id": "s1", "parent_span_id": null, "agent_path": [], '
+        '"depth": -1, "time": 1.0, "ts": 1.0, "data": {"team": "t", "input": "use sk-live-0123456789abcdef"}}\n',
+        encoding="utf-8")
+
+    assert main(["trace", "view", str(trace)]) == 0
+
+    page = trace.with_suffix(".html").read_text(encoding="utf-8")
+    assert "sk-live-0123456789abcdef" not in page and "use ***" in page
+
+
+def test_trace_view_open_opens_the_page_in_the_browser(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
+    trace = tmp_path / "run.jsonl"
+    trace.write_text('{"kind": "trace", "format": "teamrun-trace", "v": 1, "content": false, "ts": 1}\n')
+
+    assert main(["trace", "view", str(trace), "--open"]) == 0
+
+    assert opened == [trace.with_suffix(".html").resolve().as_uri()]
+
+
+RETRY_TEAM = """\
+supervisor: lead
+agents:
+  lead:
+    model: openai/lead
+    delegates_to: [alpha]
+  alpha: {model: openai/alpha, description: Researches alpha., num_retries: 2}
+"""
+
+
+def test_a_retry_is_marked_on_its_model_call_with_its_back_off(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), text("done")])
+    fake_openai.script("alpha", [http_error(429, retry_after=0.4), text("alpha done")])
+    opened = open_page(_record(write_team(RETRY_TEAM), tmp_path, "go").as_uri())
+    page = opened.page
+
+    row = page.locator(".tv-row[data-agent=alpha]")
+    retry = row.locator(".tv-mark-retry")
+    expect(retry).to_have_count(1)
+    assert "retry 1/3" in (retry.get_attribute("title") or "") and "HTTP 429" in (retry.get_attribute("title") or "")
+    call = row.locator(".tv-bar.tv-llm").bounding_box()
+    back_off = row.locator(".tv-bar.tv-backoff").bounding_box()
+    assert call is not None and back_off is not None
+    assert call["x"] <= back_off["x"] and back_off["x"] + back_off["width"] <= call["x"] + call["width"] + 1
+    assert back_off["width"] > call["width"] / 4  # 0.4 s of a call that took a little more
+    expect(page.locator(".tv-problems li[data-level=warn]")).to_contain_text(["alpha: model call: retry 1/3"])
+    assert opened.problems == []
+
+
+def test_a_trace_cut_short_shows_its_unfinished_spans_and_the_cut_line(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+) -> None:
+    script_fan_out(fake_openai, delay=0.0)
+    page_file = _record(write_team(), tmp_path, "compare a, b and c")
+    trace = tmp_path / "run.jsonl"
+    lines = trace.read_text(encoding="utf-8").splitlines()
+    cut = next(i for i, line in enumerate(lines) if '"agent_end"' in line)  # before any agent ended
+    trace.write_text("\n".join(lines[:cut]) + "\n" + lines[cut][:25], encoding="utf-8")  # a kill mid-write
+    assert main(["trace", "view", str(trace), "-o", str(page_file)]) == 0
+
+    opened = open_page(page_file.as_uri())
+    page = opened.page
+
+    expect(page.locator(".tv-note")).to_contain_text(f"run.jsonl:{cut + 1}: not a JSON line")
+    expect(page.locator(".tv-title .tv-status")).to_have_text("unfinished")  # no run_end, and no more to come
+    expect(page.locator(".tv-bar.tv-agent[data-status=unfinished].tv-failed")).not_to_have_count(0)
+    expect(page.locator(".tv-problems li[data-level=error]").filter(has_text="never ended")).not_to_have_count(0)
+    assert opened.problems == []
+
+
+SEQUENTIAL_TEAM = """\
+supervisor: lead
+agents:
+  lead:
+    model: openai/lead
+    delegates_to: [alpha, beta]
+  alpha: {model: openai/alpha, description: Researches alpha.}
+  beta: {model: openai/beta, description: Researches beta.}
+"""
+
+
+def test_the_critical_path_runs_through_workers_asked_one_after_the_other(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+) -> None:
+    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), tool_calls(("ask_beta", {"task": "b"})),
+                           text("both done")])
+    fake_openai.script("alpha", [text("alpha done", delay=0.1)])
+    fake_openai.script("beta", [text("beta done", delay=0.1)])
+    opened = open_page(_record(write_team(SEQUENTIAL_TEAM), tmp_path, "go").as_uri())
+    page = opened.page
+
+    for agent in ("lead", "alpha", "beta"):
+        expect(page.locator(f".tv-row[data-agent={agent}] .tv-bar.tv-agent")).to_have_class(re.compile("tv-critical"))
+    lead_calls = page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm")
+    expect(lead_calls).to_have_count(3)
+    expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm.tv-critical")).to_have_count(3)
+    expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-wait.tv-critical")).to_have_count(2)
+    assert opened.problems == []
