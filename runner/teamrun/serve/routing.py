@@ -11,13 +11,15 @@ with one server, and need no store. Everything else is answered where it lands
 reached (it died; a run of an earlier server), the request is answered here:
 from the store, else 404.
 
-Every response carries ``X-Teamrun-Worker`` (the worker that answered) and a
-forwarded one ``X-Teamrun-Via`` (the worker the connection landed on).
+Every response carries ``X-Teamrun-Worker`` and ``X-Teamrun-Worker-Pid`` (the
+worker that answered, and its process id), and a forwarded one also
+``X-Teamrun-Via`` (the worker the connection landed on).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -27,11 +29,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from teamrun.logs import get_logger
 
-__all__ = ["WORKER_HEADER", "RunRouter", "run_id_prefix"]
+__all__ = ["PID_HEADER", "VIA_HEADER", "WORKER_HEADER", "RunRouter", "run_id_prefix"]
 
 _log = get_logger(__name__)
 
 WORKER_HEADER = "x-teamrun-worker"
+PID_HEADER = "x-teamrun-worker-pid"
 VIA_HEADER = "x-teamrun-via"
 _RUN_PATH = re.compile(r"^/v1/runs/run_w(\d+)_[0-9a-f]+(?:/|$)")
 _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade",
@@ -51,7 +54,7 @@ class RunRouter:
         self.index = index
         self.sockets = list(sockets)
         self._clients: dict[int, httpx.AsyncClient] = {}
-        self._mark = (WORKER_HEADER.encode(), str(index).encode())
+        self._marks = [(WORKER_HEADER.encode(), str(index).encode()), (PID_HEADER.encode(), str(os.getpid()).encode())]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -74,7 +77,7 @@ class RunRouter:
     def _marked(self, send: Send) -> Send:
         async def marked(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), self._mark]}
+                message = {**message, "headers": [*message.get("headers", []), *self._marks]}
             await send(message)
 
         return marked
