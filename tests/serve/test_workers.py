@@ -23,8 +23,12 @@ from tests.serve.conftest import REPO, free_port
 from tests.serve.sse import sse_events
 from tests.serve.test_approvals import stamp_team
 
-ENV = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-       "NO_PROXY": "127.0.0.1"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(REPO / "runner"),
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "NO_PROXY": "127.0.0.1",
+}
 ENV.pop("TEAMRUN_API_TOKENS", None)
 
 
@@ -34,8 +38,23 @@ class Served:
     def __init__(self, team: Path, *more: str) -> None:
         self.port = free_port()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "teamrun.cli", "serve", str(team), "--port", str(self.port), "--model", "offline",
-             *more], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "teamrun.cli",
+                "serve",
+                str(team),
+                "--port",
+                str(self.port),
+                "--model",
+                "offline",
+                *more,
+            ],
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.process.communicate()[1]
@@ -84,10 +103,12 @@ def two_workers(tmp_path: Path) -> Iterator[Served]:
         served.stop()
 
 
-def call(connection: http.client.HTTPConnection, method: str, path: str,
-         body: dict[str, Any] | None = None) -> tuple[int, dict[str, str], Any]:
-    connection.request(method, path, body=json.dumps(body) if body is not None else None,
-                       headers={"Content-Type": "application/json"})
+def call(
+    connection: http.client.HTTPConnection, method: str, path: str, body: dict[str, Any] | None = None
+) -> tuple[int, dict[str, str], Any]:
+    connection.request(
+        method, path, body=json.dumps(body) if body is not None else None, headers={"Content-Type": "application/json"}
+    )
     response = connection.getresponse()
     return response.status, {k.lower(): v for k, v in response.headers.items()}, json.loads(response.read())
 
@@ -138,8 +159,9 @@ def test_a_run_is_reached_from_either_process_events_approvals_and_cancel(two_wo
     assert headers["x-teamrun-worker-pid"] == pids["0"]
     approval = seen[-1][1]["data"]
     # the approval, answered through the other process, reaches the run
-    status, headers, answered = call(served.connection_to("1"), "POST",
-                                     f"/v1/runs/{run['id']}/approvals/{approval['id']}", {"approve": True})
+    status, headers, answered = call(
+        served.connection_to("1"), "POST", f"/v1/runs/{run['id']}/approvals/{approval['id']}", {"approve": True}
+    )
     assert status == 200 and answered["status"] == "approved" and headers["x-teamrun-via"] == "1"
     status, headers, record = call(served.connection_to("1"), "GET", f"/v1/runs/{run['id']}")
     for _ in range(400):
@@ -163,8 +185,9 @@ def test_a_run_is_reached_from_either_process_events_approvals_and_cancel(two_wo
 
 
 def test_a_run_of_no_live_worker_is_answered_where_it_lands(two_workers: Served) -> None:
-    status, headers, body = call(served_connection := two_workers.connection_to("0"), "GET",
-                                 "/v1/runs/run_w1_0123456789abcdef")
+    status, headers, body = call(
+        served_connection := two_workers.connection_to("0"), "GET", "/v1/runs/run_w1_0123456789abcdef"
+    )
     assert status == 404 and body["error"]["code"] == "run_not_found" and headers["x-teamrun-via"] == "0"
     served_connection.close()
     status, headers, body = call(two_workers.connection_to("0"), "GET", "/v1/runs/run_w7_0123456789abcdef")

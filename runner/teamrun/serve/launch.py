@@ -76,8 +76,10 @@ def load(options: ServeOptions) -> Loaded:
 
     tokens = load_tokens(env_name=options.token_env, file=options.token_file)
     if not tokens and not is_loopback(options.host):
-        raise UsageError(f"refusing to serve on {options.host} without auth: set bearer tokens in "
-                         f"${options.token_env} or --token-file (or bind to 127.0.0.1)")
+        raise UsageError(
+            f"refusing to serve on {options.host} without auth: set bearer tokens in "
+            f"${options.token_env} or --token-file (or bind to 127.0.0.1)"
+        )
     store = None
     if options.store_location:
         from teamrun.store import open_store
@@ -87,8 +89,10 @@ def load(options: ServeOptions) -> Loaded:
     names: dict[str, str] = {}
     for path, team in zip(options.team_files, teams, strict=True):
         if team.name in names:
-            raise UsageError(f"two teams are named '{team.name}' ({names[team.name]} and {path}): "
-                             "each served team needs its own name")
+            raise UsageError(
+                f"two teams are named '{team.name}' ({names[team.name]} and {path}): "
+                "each served team needs its own name"
+            )
         names[team.name] = path
         add_log_secrets(team.loaded.secrets)
     add_log_secrets(tokens)
@@ -100,8 +104,12 @@ def build(options: ServeOptions) -> Built:
     from teamrun.serve.app import ServeSettings, create_app
 
     loaded = load(options)
-    settings = ServeSettings(tokens=loaded.tokens, max_concurrent_runs=options.max_concurrent_runs,
-                             max_request_bytes=options.max_request_bytes, cors_origins=options.cors_origins,
-                             approval_timeout_s=options.approval_timeout_s, store=loaded.store)
-    return Built(create_app(loaded.teams, settings), [t.name for t in loaded.teams], bool(loaded.tokens),
-                 loaded.store)
+    settings = ServeSettings(
+        tokens=loaded.tokens,
+        max_concurrent_runs=options.max_concurrent_runs,
+        max_request_bytes=options.max_request_bytes,
+        cors_origins=options.cors_origins,
+        approval_timeout_s=options.approval_timeout_s,
+        store=loaded.store,
+    )
+    return Built(create_app(loaded.teams, settings), [t.name for t in loaded.teams], bool(loaded.tokens), loaded.store)

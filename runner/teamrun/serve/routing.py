@@ -37,8 +37,18 @@ WORKER_HEADER = "x-teamrun-worker"
 PID_HEADER = "x-teamrun-worker-pid"
 VIA_HEADER = "x-teamrun-via"
 _RUN_PATH = re.compile(r"^/v1/runs/run_w(\d+)_[0-9a-f]+(?:/|$)")
-_HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"te", b"trailer", b"upgrade",
-               b"proxy-connection", b"host", b"content-length", b"date"}
+_HOP_BY_HOP = {
+    b"connection",
+    b"keep-alive",
+    b"transfer-encoding",
+    b"te",
+    b"trailer",
+    b"upgrade",
+    b"proxy-connection",
+    b"host",
+    b"content-length",
+    b"date",
+}
 
 
 def run_id_prefix(index: int) -> str:
@@ -93,8 +103,9 @@ class RunRouter:
         client = self._clients.get(owner)
         if client is None:
             transport = httpx.AsyncHTTPTransport(uds=self.sockets[owner])
-            client = httpx.AsyncClient(transport=transport, base_url=f"http://worker{owner}",
-                                       timeout=httpx.Timeout(None, connect=5.0))
+            client = httpx.AsyncClient(
+                transport=transport, base_url=f"http://worker{owner}", timeout=httpx.Timeout(None, connect=5.0)
+            )
             self._clients[owner] = client
         return client
 
@@ -105,17 +116,25 @@ class RunRouter:
         path = scope.get("raw_path") or scope["path"].encode()
         if scope.get("query_string"):
             path += b"?" + scope["query_string"]
-        request = self._client(owner).build_request(scope["method"], path.decode("latin-1"), headers=headers,
-                                                   content=body)
+        request = self._client(owner).build_request(
+            scope["method"], path.decode("latin-1"), headers=headers, content=body
+        )
         try:
             upstream = await self._client(owner).send(request, stream=True)
         except (httpx.TransportError, OSError) as exc:
             _log.warning("serve_worker_unreachable", worker=owner, error=str(exc) or type(exc).__name__)
             return False
         try:
-            await send({"type": "http.response.start", "status": upstream.status_code,
-                        "headers": [*((k, v) for k, v in upstream.headers.raw if k.lower() not in _HOP_BY_HOP),
-                                    (VIA_HEADER.encode(), str(self.index).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": upstream.status_code,
+                    "headers": [
+                        *((k, v) for k, v in upstream.headers.raw if k.lower() not in _HOP_BY_HOP),
+                        (VIA_HEADER.encode(), str(self.index).encode()),
+                    ],
+                }
+            )
             relay = asyncio.ensure_future(self._relay(upstream, send))
             gone = asyncio.ensure_future(_disconnected(receive))
             done, _ = await asyncio.wait({relay, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -70,8 +70,9 @@ def serve_workers(options: ServeOptions) -> None:
                 if process.is_alive() or stopping:
                     continue
                 if time.monotonic() - started < START_GRACE_S:
-                    raise TeamrunError(f"serve worker {index} exited at start (exit code {process.exitcode}); "
-                                       "see its log lines above")
+                    raise TeamrunError(
+                        f"serve worker {index} exited at start (exit code {process.exitcode}); see its log lines above"
+                    )
                 _log.warning("serve_worker_restarted", worker=index, exit_code=process.exitcode)
                 workers[index] = _start(options, index, listener, private[index], paths)
     finally:
@@ -84,10 +85,15 @@ def serve_workers(options: ServeOptions) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _start(options: ServeOptions, index: int, listener: socket.socket, private: socket.socket,
-           paths: list[str]) -> tuple[BaseProcess, float]:
-    process = _SPAWN.Process(target=_worker_main, args=(options, index, listener, private, paths),
-                             name=f"teamrun-serve-w{index}", daemon=False)
+def _start(
+    options: ServeOptions, index: int, listener: socket.socket, private: socket.socket, paths: list[str]
+) -> tuple[BaseProcess, float]:
+    process = _SPAWN.Process(
+        target=_worker_main,
+        args=(options, index, listener, private, paths),
+        name=f"teamrun-serve-w{index}",
+        daemon=False,
+    )
     process.start()
     return process, time.monotonic()
 
@@ -127,8 +133,9 @@ def _listen_unix(path: str) -> socket.socket:
     return sock
 
 
-def _worker_main(options: ServeOptions, index: int, listener: socket.socket, private: socket.socket,
-                 paths: list[str]) -> None:
+def _worker_main(
+    options: ServeOptions, index: int, listener: socket.socket, private: socket.socket, paths: list[str]
+) -> None:
     """One worker process: build the app from ``options`` and serve both sockets until told to stop."""
     from teamrun.logs import configure_logging
     from teamrun.serve.launch import build
@@ -141,5 +148,11 @@ def _worker_main(options: ServeOptions, index: int, listener: socket.socket, pri
     registry = built.app.state.registry
     registry.id_prefix = run_id_prefix(index)
     routed = BodyLimit(RunRouter(built.app, index=index, sockets=paths), max_bytes=options.max_request_bytes)
-    serve_app(routed, registry=registry, host=options.host, port=options.port, verbosity=options.verbosity,
-              sockets=[listener, private])
+    serve_app(
+        routed,
+        registry=registry,
+        host=options.host,
+        port=options.port,
+        verbosity=options.verbosity,
+        sockets=[listener, private],
+    )
