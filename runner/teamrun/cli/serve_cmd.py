@@ -112,7 +112,10 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
 
     if built.store is not None:
         built.store.close()  # each worker opens its own
-    click.echo(f"teamrun: serving {', '.join(built.names)} on http://{host}:{port} (auth: {auth}; {threads}; "
-               f"{workers} worker processes, up to {max_concurrent_runs} runs each)", err=True)
-    serve_workers(options)
+
+    def announce(bound: int) -> None:
+        click.echo(f"teamrun: serving {', '.join(built.names)} on http://{host}:{bound} (auth: {auth}; {threads}; "
+                   f"{workers} worker processes, up to {max_concurrent_runs} runs each)", err=True)
+
+    serve_workers(options, on_listening=announce)
     return 0

@@ -25,6 +25,7 @@ import signal
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
@@ -47,10 +48,12 @@ multiprocessing.allow_connection_pickling()  # sockets cross into the spawned wo
 _SPAWN = multiprocessing.get_context("spawn")
 
 
-def serve_workers(options: ServeOptions) -> None:
+def serve_workers(options: ServeOptions, on_listening: Callable[[int], None] | None = None) -> None:
     """Serve with ``options.workers`` processes until SIGTERM/SIGINT; raises :class:`TeamrunError` if a worker
-    cannot start."""
+    cannot start. ``on_listening`` gets the port once it is bound (the one chosen, for ``--port 0``)."""
     listener = _listen(options.host, options.port)
+    if on_listening is not None:
+        on_listening(listener.getsockname()[1])
     folder = Path(tempfile.mkdtemp(prefix="teamrun-serve-"))  # mode 0700: only this user reaches the workers
     paths = [str(folder / f"w{index}.sock") for index in range(options.workers)]
     private = [_listen_unix(path) for path in paths]
