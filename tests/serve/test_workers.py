@@ -184,7 +184,7 @@ def test_a_run_is_reached_from_either_process_events_approvals_and_cancel(two_wo
     assert headers["x-teamrun-worker"] == "1"
 
 
-def test_a_run_of_no_live_worker_is_answered_where_it_lands(two_workers: Served) -> None:
+def test_an_unknown_run_is_404_from_its_named_worker_or_where_it_lands(two_workers: Served) -> None:
     status, headers, body = call(
         served_connection := two_workers.connection_to("0"), "GET", "/v1/runs/run_w1_0123456789abcdef"
     )
