@@ -51,6 +51,7 @@ class Served:
                 *more,
             ],
             env=ENV,
+            cwd=team.parent,  # the offline model's tool calls write their stamp files here
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
