@@ -219,3 +219,23 @@ def test_an_idle_keep_alive_connection_is_still_served_after_6_seconds(tmp_path:
         assert connection.getresponse().status == 200
     finally:
         served.stop()
+
+
+def test_a_thread_continues_on_the_other_process_through_the_store(tmp_path: Path) -> None:
+    served = Served(REPO / "teams" / "research-report.yaml", "--workers", "2", "--store", str(tmp_path / "t.db"))
+    try:
+        answers = {}
+        for worker, question in (("0", "Compare Rust and Go"), ("1", "Which one compiles faster?")):
+            status, headers, reply = call(
+                served.connection_to(worker),
+                "POST",
+                "/v1/chat/completions",
+                {"model": "research-report", "messages": [{"role": "user", "content": question}], "user": "conv-1"},
+            )
+            assert status == 200 and headers["x-teamrun-worker"] == worker and "x-teamrun-via" not in headers
+            answers[worker] = reply["choices"][0]["message"]["content"]
+        assert "Earlier in this conversation" not in answers["0"]
+        assert "Earlier in this conversation (1 turn(s)); it began with: Compare Rust and Go" in answers["1"]
+    finally:
+        code, _err = served.stop()
+    assert code == 0
