@@ -1,26 +1,38 @@
 #!/usr/bin/env python
-"""What `teamrun serve` adds per request, next to calling the provider directly.
+"""`teamrun serve` as a user runs it: server CPU per model call next to a bare LiteLLM loop, req/s, refusals.
 
-    python benchmarks/bench_serve.py                       # 1, 20 and 100 concurrent clients
-    python benchmarks/bench_serve.py --clients 1 50 --requests 200 --latency 0.3
-    python benchmarks/bench_serve.py --baseline-ref 5a6bde9 --rounds 3   # ... and an older commit, interleaved
-    python benchmarks/bench_serve.py --layers              # ... and the CPU of LiteLLM and Team.run alone
+    python benchmarks/bench_serve.py                          # everything, default sizes (several minutes)
+    python benchmarks/bench_serve.py --clients 100 --teams solo --modes plain stream --workers 1 2
+    python benchmarks/bench_serve.py --baseline-ref main      # ... and that commit's code, served in turns
+    python benchmarks/bench_serve.py --profile 100            # py-spy of the server at 100 clients (if installed)
 
-The fake OpenAI-compatible provider (tests/fakeserver.py) runs in a process of
-its own and answers every request after ``--latency`` seconds (300 ms by
-default). A one-agent team on that provider is served by `teamrun serve` in a
-subprocess. For each number of concurrent clients, the same number of chat
-completions is sent (with httpx) once straight to the provider and once
-through teamrun's OpenAI-compatible endpoint; the script prints requests/s,
-the mean and p95 latency of each, the latency teamrun adds, and the server
-process's CPU time per request (read from /proc: on a shared machine this
-moves far less than requests/s). With ``--baseline-ref`` the same team is also
-served from that commit's code (unpacked with `git archive`), measured in
-turns with this tree's; ``--rounds`` repeats every point and reports medians.
-``--layers`` adds, in this process, the CPU per call of a bare
-``litellm.acompletion`` loop and of ``Team.run`` at the same concurrency:
-what any LiteLLM program pays, and what the engine adds, before HTTP.
-Reports figures; asserts nothing.
+Every party runs in a process of its own, on loopback only:
+
+* the fake OpenAI-compatible provider (``tests/fakeserver.py``), answering
+  after ``--latency`` seconds (100 ms by default, so runs overlap);
+* ``teamrun serve`` of two teams on it — ``solo`` (one agent, one model call
+  per request) and ``fanout`` (a supervisor hands one task to each of three
+  workers in one turn, then answers: five model calls per request) — with
+  ``--workers 1`` and (``--workers 1 2``) several processes;
+* the bare loop: a small program making the same model calls with
+  ``litellm.acompletion`` + ``asyncio.gather`` at the same concurrency (what
+  any LiteLLM program pays), in its own process;
+* this script, the clients (httpx): N concurrent clients, each sending its
+  next request when the last is answered, plain or streaming
+  (``"stream": true``, read to ``[DONE]``).
+
+For each point, CPU is taken by slope: two batches of different sizes, the
+server's CPU time (from /proc, every process of the server) and the bare
+loop's (``time.process_time`` in its process) for each, and the difference
+divided by the difference in model calls — so whatever a batch costs once
+(a warm-up, a timer firing) cancels out. The headline is that ratio, served /
+bare, from the same run. Requests/s is next to the bare loop's (calling the
+provider directly through LiteLLM at the same concurrency) and to raw httpx
+requests to the provider. A last part fills the server's only run slot and
+measures the CPU of a request refused with 429, next to a ``GET /healthz``.
+
+Reports figures; asserts nothing. Bounded: every batch is a fixed number of
+requests (``--size``), and every request has a timeout.
 """
 
 from __future__ import annotations
@@ -28,13 +40,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -44,21 +58,130 @@ for _name in ("NO_PROXY", "no_proxy"):  # loopback traffic never goes through a 
     os.environ[_name] = ",".join(filter(None, [os.environ.get(_name), "127.0.0.1", "localhost"]))
 
 REPO = Path(__file__).resolve().parents[1]
-BODY = {"model": "solo", "messages": [{"role": "user", "content": "Say hello."}]}
 KEY = "sk-fake-bench-key-0123456789"
+CALLS = {"solo": 1, "fanout": 5, "hold": 1}
+"""Model calls per request, by team."""
+HOLD_S = 120.0
+"""How long the provider takes to answer the ``hold`` team (it keeps the refusal server's only slot taken)."""
 
 FAKE_PROVIDER = """
-import sys, time
+import sys
 sys.path.insert(0, sys.argv[1])
 import fakeserver
-from fakeserver import FakeOpenAI, text
-fakeserver._Server.request_queue_size = 512  # socketserver's default backlog (5) resets bursts of connections
+from fakeserver import FakeOpenAI, text, tool_calls
+fakeserver._Server.request_queue_size = 1024  # socketserver's default backlog (5) resets bursts of connections
 fake = FakeOpenAI(latency=float(sys.argv[2])).start()
-fake.handler("*", lambda request: text("Hello from the fake provider."))
+
+def answer(request):
+    model = request.get("model", "")
+    if model == "hold":
+        return text("held", delay=float(sys.argv[3]))
+    if model == "lead" and not any(m.get("role") == "tool" for m in request["messages"]):
+        return tool_calls(*[(f"ask_w{i}", {"task": f"part {i} of the question"}) for i in (1, 2, 3)])
+    return text("Hello from the fake provider: a short answer of a few words.")
+
+fake.handler("*", answer)
 print(fake.url, flush=True)
 sys.stdin.read()  # until the benchmark closes our stdin
 """
 
+TEAMS = {
+    "solo": """version: 1
+name: solo
+supervisor: lead
+defaults:
+  model: openai/solo
+  api_base: {url}
+agents:
+  lead:
+    description: Answers.
+""",
+    "fanout": """version: 1
+name: fanout
+supervisor: lead
+defaults:
+  model: openai/worker
+  api_base: {url}
+agents:
+  lead:
+    description: Splits the question in three and answers from the parts.
+    model: openai/lead
+    delegates_to: [w1, w2, w3]
+    delegation: {{parallel: true, max_concurrency: 3}}
+  w1: {{description: Answers part one.}}
+  w2: {{description: Answers part two.}}
+  w3: {{description: Answers part three.}}
+""",
+    "hold": """version: 1
+name: hold
+supervisor: lead
+defaults:
+  model: openai/hold
+  api_base: {url}
+agents:
+  lead:
+    description: Takes its time.
+""",
+}
+
+BARE = r'''
+import asyncio, json, os, sys, time
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import litellm
+
+URL = sys.argv[1]
+TOOLS = [{"type": "function", "function": {"name": f"ask_w{i}", "description": f"Answers part {i}.",
+          "parameters": {"type": "object", "properties": {"task": {"type": "string"}}, "required": ["task"]}}}
+         for i in (1, 2, 3)]
+
+def shown(message):
+    out = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "type": "function",
+                              "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                             for c in message.tool_calls]
+    return out
+
+async def call(model, messages, tools=None):
+    kwargs = {"tools": tools} if tools else {}
+    response = await litellm.acompletion(model=f"openai/{model}", api_base=URL, messages=messages, **kwargs)
+    return response.choices[0].message
+
+async def solo():
+    await call("solo", [{"role": "user", "content": "Say hello."}])
+
+async def fanout():
+    messages = [{"role": "system", "content": "Split the question in three."},
+                {"role": "user", "content": "Say hello."}]
+    message = await call("lead", messages, TOOLS)
+    messages.append(shown(message))
+    async def part(c):
+        task = json.loads(c.function.arguments)["task"]
+        return await call("worker", [{"role": "system", "content": "Answer."}, {"role": "user", "content": task}])
+    answers = await asyncio.gather(*(part(c) for c in message.tool_calls))
+    for c, answer in zip(message.tool_calls, answers):
+        messages.append({"role": "tool", "tool_call_id": c.id,
+                         "content": json.dumps({"status": "ok", "response": answer.content})})
+    await call("lead", messages, TOOLS)
+
+async def batch(kind, clients, count):
+    todo = iter(range(count))
+    task = solo if kind == "solo" else fanout
+    async def worker():
+        for _ in todo:
+            await task()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+
+print("ready", flush=True)
+for line in sys.stdin:
+    kind, clients, count = line.split()
+    cpu, wall = time.process_time(), time.perf_counter()
+    asyncio.run(batch(kind, int(clients), int(count)))
+    print(time.process_time() - cpu, time.perf_counter() - wall, flush=True)
+'''
+
+
+# -- measuring ------------------------------------------------------------------------------------
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -67,87 +190,321 @@ def free_port() -> int:
         return port
 
 
-def process_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of process ``pid`` so far (Linux), else ``None``."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def tree_pids(pid: int) -> list[int]:
+    """``pid`` and all its descendants (Linux /proc)."""
+    found = [pid]
+    for current in found:
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                found += [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                continue
+    return found
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds so far of ``pid`` and its descendants (Linux)."""
+    total = 0.0
+    for each in tree_pids(pid):
+        try:
+            fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 @dataclass
-class Point:
-    rate: float
-    latencies: list[float]
-    cpu_ms: float | None = None
-    """Server CPU per request (ms), when measured."""
+class Batch:
+    count: int
+    wall_s: float
+    cpu_s: float
+    refused: int = 0
+    latencies: list[float] = field(default_factory=list)
 
     @property
-    def mean_ms(self) -> float:
-        return statistics.mean(self.latencies) * 1000
-
-    @property
-    def p95_ms(self) -> float:
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000
+    def rate(self) -> float:
+        return self.count / self.wall_s
 
 
-async def measure(url: str, body: dict[str, object], clients: int, requests: int,
-                  headers: dict[str, str]) -> Point:
-    """Requests/s and latencies of ``requests`` POSTs from ``clients`` concurrent workers."""
+def slope_ms(small: Batch, large: Batch, calls_per_request: int) -> float:
+    """CPU per model call (ms) between two batches: the difference over the difference in calls."""
+    return (large.cpu_s - small.cpu_s) * 1000 / ((large.count - small.count) * calls_per_request)
+
+
+dropped: list[float] = []
+"""When a connection dropped under a request (the request was sent again)."""
+
+
+async def drive(send: Callable[[httpx.AsyncClient], Awaitable[int]], clients: int, count: int,
+                client: httpx.AsyncClient) -> tuple[float, list[float], int]:
+    """``count`` requests from ``clients`` concurrent workers: wall seconds, latencies, refusals (429)."""
+    todo = iter(range(count))
     latencies: list[float] = []
-    todo = iter(range(requests))
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=0)  # the fake closes connections
-    async with httpx.AsyncClient(timeout=300, limits=limits, headers=headers) as client:
-        async def worker() -> None:
-            for _ in todo:
-                started = time.perf_counter()
-                response = await client.post(url, json=body)
-                response.raise_for_status()
-                latencies.append(time.perf_counter() - started)
+    refused = 0
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(clients)))
-        wall = time.perf_counter() - started
-    return Point(requests / wall, latencies)
+    async def worker() -> None:
+        nonlocal refused
+        for _ in todo:
+            started = time.perf_counter()
+            for attempt in range(3):  # as the OpenAI client does: a dropped connection is retried
+                try:
+                    status = await send(client)
+                    break
+                except httpx.TransportError:
+                    dropped.append(time.perf_counter())
+                    if attempt == 2:
+                        raise
+            latencies.append(time.perf_counter() - started)
+            if status == 429:
+                refused += 1
+            elif status >= 400:
+                raise SystemExit(f"a request failed with HTTP {status}")
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return time.perf_counter() - started, latencies, refused
+
+
+def chat_sender(url: str, team: str, stream: bool) -> Callable[[httpx.AsyncClient], Awaitable[int]]:
+    body = {"model": team, "messages": [{"role": "user", "content": "Say hello."}], "stream": stream}
+
+    async def send(client: httpx.AsyncClient) -> int:
+        if not stream:
+            response = await client.post(url, json=body)
+            return response.status_code
+        async with client.stream("POST", url, json=body) as response:
+            seen = b""
+            async for piece in response.aiter_bytes():
+                seen = (seen + piece)[-32:]
+            if response.status_code == 200 and b"[DONE]" not in seen:
+                raise SystemExit("a stream ended without [DONE]")
+            return response.status_code
+
+    return send
 
 
 class Served:
-    """`teamrun serve` of the bench team, from the code under ``root`` (this tree or an unpacked commit)."""
+    """`teamrun serve` of the bench teams, from the code under ``root`` (this tree or an unpacked commit)."""
 
-    def __init__(self, label: str, root: Path, team: Path, slots: int) -> None:
+    def __init__(self, label: str, root: Path, teams: list[Path], *, workers: int, slots: int) -> None:
         self.label = label
         self.port = free_port()
         env = {**os.environ, "PYTHONPATH": str(root / "runner"), "OPENAI_API_KEY": KEY}
+        more = ["--workers", str(workers)] if workers > 1 else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "teamrun.cli", "-q", "serve", str(team), "--port", str(self.port),
-             "--max-concurrent-runs", str(slots)], env=env, cwd=root,
+            [sys.executable, "-m", "teamrun.cli", "-q", "serve", *map(str, teams), "--port", str(self.port),
+             "--max-concurrent-runs", str(slots), *more], env=env, cwd=root,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.url = f"http://127.0.0.1:{self.port}/v1/chat/completions"
+        self.base = f"http://127.0.0.1:{self.port}"
 
-    def wait_ready(self) -> None:
-        while True:
+    def wait_ready(self, team: str, workers: int) -> None:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise SystemExit(f"teamrun serve ({self.label}) did not start")
             try:
-                httpx.get(f"http://127.0.0.1:{self.port}/readyz", timeout=5)
+                httpx.get(f"{self.base}/readyz", timeout=5).raise_for_status()
                 break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        asyncio.run(measure(self.url, BODY, 1, 3, {}))  # warm up (LiteLLM's import, connections)
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        # warm up every process (LiteLLM's import, its first call): enough requests to reach each one
+        asyncio.run(self._batch(team, False, max(2, 4 * workers), max(8, 16 * workers)))
 
-    def measure(self, clients: int, count: int) -> Point:
-        before = process_cpu_s(self.process.pid)
-        point = asyncio.run(measure(self.url, BODY, clients, count, {}))
-        after = process_cpu_s(self.process.pid)
-        if before is not None and after is not None:
-            point.cpu_ms = (after - before) * 1000 / count
-        return point
+    async def _batch(self, team: str, stream: bool, clients: int, count: int) -> Batch:
+        send = chat_sender(f"{self.base}/v1/chat/completions", team, stream)
+        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=clients + 10)) as client:
+            before = tree_cpu_s(self.process.pid)
+            wall, latencies, refused = await drive(send, clients, count, client)
+            after = tree_cpu_s(self.process.pid)
+        return Batch(count, wall, after - before, refused, latencies)
+
+    def batch(self, team: str, stream: bool, clients: int, count: int) -> Batch:
+        return asyncio.run(self._batch(team, stream, clients, count))
 
     def stop(self) -> None:
         self.process.terminate()
-        self.process.wait(timeout=60)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class Bare:
+    """The bare loop's process: ``litellm.acompletion`` + ``asyncio.gather``, batches on request."""
+
+    def __init__(self, script: Path, provider: str) -> None:
+        env = {**os.environ, "OPENAI_API_KEY": KEY}
+        self.process = subprocess.Popen([sys.executable, str(script), provider], env=env, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.process.stdout is not None
+        self.process.stdout.readline()
+        self.batch("solo", 4, 8)
+        self.batch("fanout", 4, 8)
+
+    def batch(self, team: str, clients: int, count: int) -> Batch:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(f"{team} {clients} {count}\n")
+        self.process.stdin.flush()
+        cpu, wall = map(float, self.process.stdout.readline().split())
+        return Batch(count, wall, cpu)
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+async def raw_direct(url: str, clients: int, count: int) -> float:
+    """Requests/s of plain httpx POSTs straight to the provider."""
+    body = {"model": "solo", "messages": [{"role": "user", "content": "Say hello."}]}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=0)  # the fake closes connections
+    async with httpx.AsyncClient(timeout=120, limits=limits, headers={"Authorization": "Bearer " + KEY}) as client:
+        async def send(c: httpx.AsyncClient) -> int:
+            return (await c.post(url, json=body)).status_code
+
+        wall, _, _ = await drive(send, clients, count, client)
+    return count / wall
+
+
+# -- the parts ------------------------------------------------------------------------------------
+
+def sizes(clients: int, size: int) -> tuple[int, int]:
+    """The two batch sizes (requests) for ``clients`` concurrent clients."""
+    small = max(20, size * clients)
+    return small, 3 * small
+
+
+def per_call(args: argparse.Namespace, servers: list[tuple[Served, int]], bare: Bare, provider: str) -> None:
+    print(f"\n== CPU per model call (slope of two batches per point; {args.rounds} round(s), medians) ==")
+    print(f"{'team':<7} {'clients':>7} {'mode':<6} | {'bare ms':>7} {'bare r/s':>8} {'httpx r/s':>9} | "
+          f"{'server':<14} {'ms/call':>7} {'ratio':>6} {'req/s':>7} {'r/s ratio':>9} {'mean ms':>8}")
+    for team in args.teams:
+        for clients in args.clients:
+            small, large = sizes(clients, args.size if team == "solo" else max(1, args.size // 2))
+            bare_ms, bare_rate, raw = [], [], []
+            served: dict[tuple[str, str], list[tuple[float, Batch]]] = {}
+            for _ in range(args.rounds):
+                b_small, b_large = bare.batch(team, clients, small), bare.batch(team, clients, large)
+                bare_ms.append(slope_ms(b_small, b_large, CALLS[team]))
+                bare_rate.append(b_large.rate)
+                if team == "solo":
+                    raw.append(asyncio.run(raw_direct(f"{provider}/chat/completions", clients, large)))
+                for server, _workers in servers:
+                    for mode in args.modes:
+                        s_small = server.batch(team, mode == "stream", clients, small)
+                        s_large = server.batch(team, mode == "stream", clients, large)
+                        served.setdefault((server.label, mode), []).append(
+                            (slope_ms(s_small, s_large, CALLS[team]), s_large))
+            bare_cpu, bare_rps = statistics.median(bare_ms), statistics.median(bare_rate)
+            raw_rps = f"{statistics.median(raw):>9.1f}" if raw else f"{'':>9}"
+            first = True
+            for (label, mode), points in served.items():
+                cpu = statistics.median(p[0] for p in points)
+                rate = statistics.median(p[1].rate for p in points)
+                mean = statistics.median(statistics.mean(p[1].latencies) * 1000 for p in points)
+                head = (f"{team:<7} {clients:>7} {mode:<6} | {bare_cpu:>7.2f} {bare_rps:>8.1f} {raw_rps} | " if first
+                        else f"{'':<7} {'':>7} {mode:<6} | {'':>7} {'':>8} {'':>9} | ")
+                first = False
+                print(f"{head}{label:<14} {cpu:>7.2f} {cpu / bare_cpu:>5.2f}x {rate:>7.1f} "
+                      f"{rate / bare_rps:>8.2f}x {mean:>8.0f}", flush=True)
+
+
+def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> None:
+    """The CPU of a 429: one run slot, held by a slow run, and bursts of requests that all get refused."""
+    server = Served("refusals", root, [teams["solo"], teams["hold"]], workers=1, slots=1)
+    try:
+        server.wait_ready("solo", 1)
+
+        async def measure() -> None:
+            async with httpx.AsyncClient(timeout=30) as client:
+                held = await client.post(f"{server.base}/v1/runs", json={"team": "hold", "input": "wait"})
+                held.raise_for_status()
+                run_id = held.json()["id"]
+                try:
+                    clients = args.refused_clients
+                    small, large = 2 * args.refused, 6 * args.refused
+
+                    async def timed(send: Callable[[httpx.AsyncClient], Awaitable[int]], count: int,
+                                    expect: int) -> Batch:
+                        async with httpx.AsyncClient(timeout=30,
+                                                     limits=httpx.Limits(max_connections=clients + 5)) as c:
+                            before = tree_cpu_s(server.process.pid)
+                            wall, _, refused = await drive(send, clients, count, c)
+                            after = tree_cpu_s(server.process.pid)
+                        if expect == 429 and refused != count:
+                            raise SystemExit(f"expected {count} refusals, got {refused}")
+                        return Batch(count, wall, after - before, refused)
+
+                    chat = chat_sender(f"{server.base}/v1/chat/completions", "solo", False)
+                    stream = chat_sender(f"{server.base}/v1/chat/completions", "solo", True)
+
+                    async def health(c: httpx.AsyncClient) -> int:
+                        return (await c.get(f"{server.base}/healthz")).status_code
+
+                    async def runs(c: httpx.AsyncClient) -> int:
+                        return (await c.post(f"{server.base}/v1/runs", json={"team": "solo", "input": "x"})).status_code
+
+                    rows = [("GET /healthz (200)", health, 200), ("chat completion, refused", chat, 429),
+                            ("streaming chat, refused", stream, 429), ("POST /v1/runs, refused", runs, 429)]
+                    measured: dict[str, float] = {}
+                    for _ in range(args.rounds):
+                        for name, send, expect in rows:
+                            await timed(send, 20, expect)  # warm-up
+                            a, b = await timed(send, small, expect), await timed(send, large, expect)
+                            measured.setdefault(name, 0.0)
+                            measured[name] += (b.cpu_s - a.cpu_s) * 1000 / (large - small) / args.rounds
+                    print(f"\n== a refused request (429): server CPU per request, {clients} clients, slope of "
+                          f"{small} and {large} requests, keep-alive connections ==")
+                    base = measured["GET /healthz (200)"]
+                    for name, _, _ in rows:
+                        print(f"  {name:<28} {measured[name]:6.3f} ms   {measured[name] / base:5.2f}x /healthz")
+                finally:
+                    await client.post(f"{server.base}/v1/runs/{run_id}/cancel")
+
+        asyncio.run(measure())
+    finally:
+        server.stop()
+
+
+def profile(args: argparse.Namespace, server: Served, clients: int) -> None:
+    """py-spy of the server while ``clients`` streaming clients run the solo team."""
+    spy = shutil.which("py-spy")
+    if spy is None:
+        print("\n(--profile: py-spy is not installed; pip install py-spy)")
+        return
+    out = Path(tempfile.mkdtemp(prefix="bench-serve-profile-")) / "profile.txt"
+    pids = [p for p in tree_pids(server.process.pid) if p != server.process.pid] or [server.process.pid]
+    target = pids[-1]
+    spies = subprocess.Popen([spy, "record", "--pid", str(target), "--format", "raw", "--rate", "250",
+                              "--output", str(out), "--nonblocking"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)
+    server.batch("solo", True, clients, 8 * clients)
+    spies.terminate()
+    spies.wait()
+    print(f"\n== py-spy of the server (pid {target}), solo, streaming, {clients} clients: {out} ==")
+    if out.exists():
+        print_profile(out)
+
+
+def print_profile(path: Path, top: int = 25) -> None:
+    """Self and inclusive sample shares of the functions in a py-spy raw (collapsed stacks) file."""
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        count = int(count_text)
+        total += count
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1]
+                  for f in stack.split(";")]
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+        for frame in set(frames):
+            inclusive[frame] = inclusive.get(frame, 0) + count
+    print(f"  {total} samples; top by own time:")
+    for frame, count in sorted(own.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"    {100 * count / total:5.1f} %  {frame}")
 
 
 def unpack(ref: str, into: Path) -> Path:
@@ -160,111 +517,69 @@ def unpack(ref: str, into: Path) -> Path:
     return into
 
 
-def median_point(points: list[Point]) -> Point:
-    """The round with the median requests/s (its latencies), with the median CPU per request."""
-    chosen = sorted(points, key=lambda p: p.rate)[len(points) // 2]
-    cpus = [p.cpu_ms for p in points if p.cpu_ms is not None]
-    return Point(chosen.rate, chosen.latencies, statistics.median(cpus) if cpus else None)
-
-
-def layers(provider: str, clients: int, count: int) -> None:
-    """CPU per call, in this process, of bare LiteLLM and of Team.run (no HTTP in front)."""
-    sys.path.insert(0, str(REPO / "runner"))
-    os.environ["OPENAI_API_KEY"] = KEY
-    import litellm
-
-    from teamrun.engine.team import load_team
-
-    async def drive(call: object, n: int, width: int) -> None:
-        todo = iter(range(n))
-
-        async def worker() -> None:
-            for _ in todo:
-                await call()  # type: ignore[operator]
-
-        await asyncio.gather(*(worker() for _ in range(width)))
-
-    def cpu_per_call(call: object) -> float:
-        asyncio.run(drive(call, 10, min(clients, 10)))  # warm up
-        started = time.process_time()
-        asyncio.run(drive(call, count, clients))
-        return (time.process_time() - started) * 1000 / count
-
-    async def bare() -> None:
-        await litellm.acompletion(model="openai/solo", api_base=provider, messages=BODY["messages"])
-
-    work = Path(tempfile.mkdtemp(prefix="bench-serve-layers-"))
-    (work / "solo.yaml").write_text(team_text(provider), encoding="utf-8")
-    team = load_team(work / "solo.yaml")
-
-    async def engine() -> None:
-        await team.run("Say hello.")
-
-    print(f"\nCPU per call in one process, {clients} concurrent, {count} calls (no HTTP server in front):")
-    print(f"  bare litellm.acompletion   {cpu_per_call(bare):6.2f} ms")
-    print(f"  Team.run (one agent)       {cpu_per_call(engine):6.2f} ms")
-
-
-def team_text(provider: str) -> str:
-    return (f"version: 1\nname: solo\nsupervisor: lead\ndefaults:\n  model: openai/solo\n"
-            f"  api_base: {provider}\nagents:\n  lead:\n    description: Answers.\n")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 20, 100])
-    parser.add_argument("--requests", type=int, default=0, help="requests per point (default: 5 per client, >= 20)")
-    parser.add_argument("--latency", type=float, default=0.3, help="the provider's answer time, seconds")
+    parser.add_argument("--teams", nargs="+", choices=["solo", "fanout"], default=["solo", "fanout"])
+    parser.add_argument("--modes", nargs="+", choices=["plain", "stream"], default=["plain", "stream"])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="serve with these --workers")
+    parser.add_argument("--size", type=int, default=2,
+                        help="the small batch is SIZE requests per client (min 20), the large one 3x that")
+    parser.add_argument("--latency", type=float, default=0.1, help="the provider's answer time, seconds")
     parser.add_argument("--rounds", type=int, default=1, help="measure every point this many times (medians)")
-    parser.add_argument("--baseline-ref", default="", help="also serve this commit's code, measured in turns")
-    parser.add_argument("--layers", action="store_true", help="also the CPU of bare LiteLLM and Team.run")
+    parser.add_argument("--refused", type=int, default=300, help="refusal batches: 2x and 6x this many requests")
+    parser.add_argument("--refused-clients", type=int, default=20)
+    parser.add_argument("--no-refused", action="store_true", help="skip the refusal part")
+    parser.add_argument("--baseline-ref", default="", help="also serve this commit's code (one process)")
+    parser.add_argument("--profile", type=int, default=0, metavar="CLIENTS",
+                        help="py-spy the (first) server at this many streaming clients")
     args = parser.parse_args()
 
-    fake = subprocess.Popen([sys.executable, "-c", FAKE_PROVIDER, str(REPO / "tests"), str(args.latency)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f} on "
+          f"{os.cpu_count()} cores; provider latency {args.latency * 1000:.0f} ms")
+    fake = subprocess.Popen([sys.executable, "-c", FAKE_PROVIDER, str(REPO / "tests"), str(args.latency),
+                             str(HOLD_S)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert fake.stdout is not None
     provider = fake.stdout.readline().strip()
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    team = work / "solo.yaml"
-    team.write_text(team_text(provider), encoding="utf-8")
+    teams = {}
+    for name, text in TEAMS.items():
+        teams[name] = work / f"{name}.yaml"
+        teams[name].write_text(text.format(url=provider), encoding="utf-8")
+    (work / "bare.py").write_text(BARE, encoding="utf-8")
     most = max(args.clients)
-    baseline = unpack(args.baseline_ref, work / "baseline") if args.baseline_ref else None
-    servers = [Served("this tree", REPO, team, most)]
-    direct = f"{provider}/chat/completions"
+    servers: list[tuple[Served, int]] = []
+    bare: Bare | None = None
     try:
-        if baseline is not None:
-            servers.append(Served(args.baseline_ref, baseline, team, most))
-        for server in servers:
-            server.wait_ready()
-        print(f"provider latency {args.latency * 1000:.0f} ms; {args.rounds} round(s) per point; "
-              f"CPU = the server process's CPU time per request")
-        print(f"{'clients':>7} {'requests':>8} | {'direct req/s':>12} {'mean ms':>8} {'p95 ms':>7} | "
-              f"{'served':<12} {'req/s':>7} {'mean ms':>8} {'p95 ms':>7} {'added ms':>8} {'CPU ms':>7}")
-        for clients in args.clients:
-            count = args.requests or max(20, 5 * clients)
-            direct_points: list[Point] = []
-            served_points: dict[str, list[Point]] = {s.label: [] for s in servers}
-            for _ in range(args.rounds):
-                direct_points.append(asyncio.run(measure(direct, BODY, clients, count,
-                                                         {"Authorization": "Bearer " + KEY})))
-                for server in servers:
-                    served_points[server.label].append(server.measure(clients, count))
-            d = median_point(direct_points)
-            for index, server in enumerate(servers):
-                s = median_point(served_points[server.label])
-                head = (f"{clients:>7} {count:>8} | {d.rate:>12.1f} {d.mean_ms:>8.0f} {d.p95_ms:>7.0f}" if index == 0
-                        else f"{'':>7} {'':>8} | {'':>12} {'':>8} {'':>7}")
-                cpu = f"{s.cpu_ms:>7.2f}" if s.cpu_ms is not None else f"{'n/a':>7}"
-                print(f"{head} | {server.label:<12} {s.rate:>7.1f} {s.mean_ms:>8.0f} {s.p95_ms:>7.0f} "
-                      f"{s.mean_ms - d.mean_ms:>8.1f} {cpu}")
-        if args.layers:
-            layers(provider, max(c for c in args.clients if c <= 20) if min(args.clients) <= 20 else 20,
-                   max(100, args.requests))
+        served_teams = [teams[t] for t in args.teams]
+        for workers in args.workers:
+            servers.append((Served(f"this, {workers} proc", REPO, served_teams, workers=workers, slots=most),
+                            workers))
+        if args.baseline_ref:
+            root = unpack(args.baseline_ref, work / "baseline")
+            servers.append((Served(f"{args.baseline_ref[:8]}, 1", root, served_teams, workers=1, slots=most), 1))
+        for server, workers in servers:
+            for team in args.teams:
+                server.wait_ready(team, workers)
+        bare = Bare(work / "bare.py", provider)
+        if args.profile:
+            profile(args, servers[0][0], args.profile)
+        per_call(args, servers, bare, provider)
     finally:
-        for server in servers:
+        for server, _ in servers:
             server.stop()
+        if bare is not None:
+            bare.stop()
+    try:
+        if not args.no_refused:
+            refusals(args, REPO, teams)
+    finally:
         fake.kill()
         fake.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    if dropped:
+        print(f"\n{len(dropped)} requests met a dropped connection and were sent again")
+    print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -64,10 +64,13 @@ Examples:
 @click.option("--trace-content", is_flag=True,
               help="Keep each model call's messages in the run's events (llm_io), for the page's run view; "
                    "secrets are masked either way.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1), metavar="N",
+              help="Serve from N processes sharing the port (one per core). A request about a run is passed to "
+                   "the process running it; --max-concurrent-runs counts per process. See docs/serve.md.")
 def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, max_concurrent_runs: int,
           max_request_bytes: int, token_env: str, token_file: str | None, approval_timeout: float,
           mcp_transport: str | None, store_location: str | None, cors_origins: tuple[str, ...],
-          trace_content: bool = False) -> int:
+          trace_content: bool = False, workers: int = 1) -> int:
     try:
         import fastapi  # noqa: F401
         import prometheus_client  # noqa: F401
@@ -75,47 +78,46 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
     except ImportError:
         raise UsageError("teamrun serve needs FastAPI, uvicorn and prometheus-client: "
                          "pip install 'teamrun[serve]'") from None
-    from teamrun.engine.team import load_team
-    from teamrun.logs import add_log_secrets
-    from teamrun.serve.app import ServeSettings, create_app
-    from teamrun.serve.security import is_loopback, load_tokens
-    from teamrun.serve.server import serve_app
+    from teamrun.serve.launch import ServeOptions, build, load
 
-    tokens = load_tokens(env_name=token_env, file=token_file)
-    if not tokens and not is_loopback(host):
-        raise UsageError(f"refusing to serve on {host} without auth: set bearer tokens in ${token_env} or "
-                         "--token-file (or bind to 127.0.0.1)")
-    store = None
-    if store_location:
-        from teamrun.store import open_store
-
-        store = open_store(store_location)  # now: a wrong URL or an unreachable server stops the start
-    from teamrun.observe.trace_file import ContentCapture
-
-    capture = ContentCapture if trace_content else None  # llm_io events: each model call's messages
-    teams = [load_team(path, model=model, store=store, wrap_model=capture) for path in team_files]
-    names: dict[str, str] = {}
-    for path, team in zip(team_files, teams, strict=True):
-        if team.name in names:
-            raise UsageError(f"two teams are named '{team.name}' ({names[team.name]} and {path}): "
-                             "each served team needs its own name")
-        names[team.name] = path
-        add_log_secrets(team.loaded.secrets)
-    add_log_secrets(tokens)
+    if mcp_transport is not None and workers > 1:
+        raise UsageError("--workers serves HTTP: an MCP server (--mcp) runs in one process")
+    logs = click.get_current_context().find_object(LogSettings)
+    options = ServeOptions(
+        team_files=team_files, host=host, port=port, model=model, max_concurrent_runs=max_concurrent_runs,
+        max_request_bytes=max_request_bytes, token_env=token_env, token_file=token_file,
+        approval_timeout_s=approval_timeout, store_location=store_location, cors_origins=cors_origins,
+        verbosity=logs.verbosity if logs is not None else 0,
+        log_format=logs.log_format if logs is not None else "console", workers=workers,
+        trace_content=trace_content)
     if mcp_transport is not None:
         from teamrun.serve.mcp_mode import serve_mcp
 
+        loaded = load(options)
+        names = [team.name for team in loaded.teams]
         where = "stdio" if mcp_transport == "stdio" else f"http://{host}:{port}/mcp"
         click.echo(f"teamrun: serving {', '.join(names)} as MCP tools on {where}", err=True)
-        serve_mcp(teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port, tokens=tokens)
+        serve_mcp(loaded.teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port,
+                  tokens=loaded.tokens)
         return 0
-    settings = ServeSettings(tokens=tokens, max_concurrent_runs=max_concurrent_runs,
-                             max_request_bytes=max_request_bytes, cors_origins=cors_origins,
-                             approval_timeout_s=approval_timeout, store=store, content=trace_content)
-    app = create_app(teams, settings)
-    auth = "bearer tokens" if tokens else "off (loopback only)"
-    threads = f"threads in a {store.dialect} store" if store is not None else "no threads"
-    click.echo(f"teamrun: serving {', '.join(names)} on http://{host}:{port} (auth: {auth}; {threads})", err=True)
-    logs = click.get_current_context().find_object(LogSettings)
-    serve_app(app, host=host, port=port, verbosity=logs.verbosity if logs is not None else 0)
+    built = build(options)  # in this process too: a mistake stops the start here, once, with exit 2
+    auth = "bearer tokens" if built.auth else "off (loopback only)"
+    threads = f"threads in a {built.store.dialect} store" if built.store is not None else "no threads"
+    if workers == 1:
+        from teamrun.serve.server import serve_app
+
+        click.echo(f"teamrun: serving {', '.join(built.names)} on http://{host}:{port} (auth: {auth}; {threads})",
+                   err=True)
+        serve_app(built.app, host=host, port=port, verbosity=options.verbosity)
+        return 0
+    from teamrun.serve.workers import serve_workers
+
+    if built.store is not None:
+        built.store.close()  # each worker opens its own
+
+    def announce(bound: int) -> None:
+        click.echo(f"teamrun: serving {', '.join(built.names)} on http://{host}:{bound} (auth: {auth}; {threads}; "
+                   f"{workers} worker processes, up to {max_concurrent_runs} runs each)", err=True)
+
+    serve_workers(options, on_listening=announce)
     return 0

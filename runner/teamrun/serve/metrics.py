@@ -41,23 +41,25 @@ class ServerMetrics:
         self.agent_latency = Histogram("teamrun_agent_duration_seconds",
                                        "Wall time of agent invocations, by team and agent.", ["team", "agent"],
                                        buckets=_LATENCY_BUCKETS, registry=self.registry)
-        self._agent_started: dict[tuple[str, str], float] = {}
+        self._agent_started: dict[str, dict[str, float]] = {}
+        """Start times of the agent invocations in progress: by run id, then span id."""
 
     def run_started(self, team: str) -> None:
         self.active.labels(team).inc()
 
     def on_event(self, team: str, event: Event) -> None:
         """Agent latency from each invocation's start and end events."""
-        key = (event.run_id, event.span_id)
         if isinstance(event, AgentStart):
-            self._agent_started[key] = event.time
+            self._agent_started.setdefault(event.run_id, {})[event.span_id] = event.time
         elif isinstance(event, AgentEnd):
-            started = self._agent_started.pop(key, None)
+            started = self._agent_started.get(event.run_id, {}).pop(event.span_id, None)
             if started is not None:
                 self.agent_latency.labels(team, event.agent).observe(max(0.0, event.time - started))
 
     def run_finished(self, team: str, result: RunResult | None) -> None:
         self.active.labels(team).dec()
+        if result is not None:
+            self._agent_started.pop(result.run_id, None)  # O(1): a scan of every run in flight grew with them
         if result is None:
             self.runs.labels(team, "failed").inc()
             return
@@ -67,7 +69,6 @@ class ServerMetrics:
             self.tokens.labels(team, agent, "input").inc(spend.usage.input_tokens)
             self.tokens.labels(team, agent, "output").inc(spend.usage.output_tokens)
             self.cost.labels(team, agent).inc(spend.cost)
-        self._agent_started = {k: v for k, v in self._agent_started.items() if k[0] != result.run_id}
 
     def render(self) -> bytes:
         rendered: Any = generate_latest(self.registry)

@@ -292,6 +292,8 @@ class RunRegistry:
         self.keep_finished = keep_finished
         self.retry_after_s = retry_after_s
         self.closing = False
+        self.id_prefix = "run_"
+        """Run ids start with this (a worker of ``serve --workers`` names itself in it)."""
         self._runs: OrderedDict[str, RunHandle] = OrderedDict()
         self._finished: deque[str] = deque()
         """Ids of finished runs still held, oldest first."""
@@ -332,8 +334,8 @@ class RunRegistry:
         if self._active >= self.max_concurrent:
             self.metrics.rejected.labels("busy").inc()
             raise ServerBusy(f"all {self.max_concurrent} run slots are in use")
-        handle = RunHandle(id=f"run_{uuid.uuid4().hex[:16]}", team=team.name, input=input, redactor=redactor,
-                           thread=thread, content=self.content)
+        handle = RunHandle(id=f"{self.id_prefix}{uuid.uuid4().hex[:16]}", team=team.name, input=input,
+                           redactor=redactor, thread=thread, content=self.content)
         handle._loop = asyncio.get_running_loop()
         handle._loop_thread = threading.get_ident()
         self._active += 1

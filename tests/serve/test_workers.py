@@ -1,0 +1,241 @@
+"""``teamrun serve --workers 2``: one port, two processes; a run's events, approvals and cancel reach it
+whichever process a connection lands on."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from teamrun.cli import main
+from tests.serve.conftest import REPO, free_port
+from tests.serve.sse import sse_events
+from tests.serve.test_approvals import stamp_team
+
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(REPO / "runner"),
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "NO_PROXY": "127.0.0.1",
+}
+ENV.pop("TEAMRUN_API_TOKENS", None)
+
+
+class Served:
+    """A ``teamrun serve`` process (``--model offline``) and connections to it."""
+
+    def __init__(self, team: Path, *more: str) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "teamrun.cli",
+                "serve",
+                str(team),
+                "--port",
+                str(self.port),
+                "--model",
+                "offline",
+                *more,
+            ],
+            env=ENV,
+            cwd=team.parent,  # the offline model's tool calls write their stamp files here
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.process.communicate()[1]
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/readyz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise AssertionError("the server did not start")
+
+    def connection(self) -> tuple[http.client.HTTPConnection, str, str]:
+        """A new keep-alive connection, and the worker (index, pid) that took it."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        connection.request("GET", "/healthz")
+        response = connection.getresponse()
+        response.read()
+        return connection, response.headers["x-teamrun-worker"], response.headers["x-teamrun-worker-pid"]
+
+    def connection_to(self, worker: str) -> http.client.HTTPConnection:
+        """A connection the kernel handed to ``worker`` (new connections until one lands there)."""
+        deadline = time.monotonic() + 90  # a worker still starting takes no connection
+        while time.monotonic() < deadline:
+            connection, landed, _pid = self.connection()
+            if landed == worker:
+                return connection
+            connection.close()
+        raise AssertionError(f"no connection landed on worker {worker}")
+
+    def stop(self) -> tuple[int, str]:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            _out, err = self.process.communicate(timeout=90)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+        return self.process.returncode, err
+
+
+@pytest.fixture
+def two_workers(tmp_path: Path) -> Iterator[Served]:
+    served = Served(stamp_team(tmp_path), "--workers", "2")
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+def call(
+    connection: http.client.HTTPConnection, method: str, path: str, body: dict[str, Any] | None = None
+) -> tuple[int, dict[str, str], Any]:
+    connection.request(
+        method, path, body=json.dumps(body) if body is not None else None, headers={"Content-Type": "application/json"}
+    )
+    response = connection.getresponse()
+    return response.status, {k.lower(): v for k, v in response.headers.items()}, json.loads(response.read())
+
+
+def events_until(connection: http.client.HTTPConnection, path: str, last: str) -> tuple[dict[str, str], Any]:
+    """GET an SSE stream, read events up to the first named ``last``: (headers, events so far)."""
+    connection.request("GET", path)
+    response = connection.getresponse()
+    headers = {k.lower(): v for k, v in response.headers.items()}
+    assert response.status == 200, response.read()
+
+    def lines() -> Iterator[str]:
+        while True:
+            raw = response.fp.readline()
+            if not raw:
+                return
+            yield raw.decode().rstrip("\r\n")
+
+    seen = []
+    for name, data in sse_events(lines()):
+        seen.append((name, data))
+        if name == last:
+            break
+    return headers, seen
+
+
+def test_a_run_is_reached_from_either_process_events_approvals_and_cancel(two_workers: Served) -> None:
+    served = two_workers
+    pids = {}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # both processes take connections on the one port (once started)
+        connection, worker, pid = served.connection()
+        connection.close()
+        pids[worker] = pid
+        if len(pids) == 2:
+            break
+    assert sorted(pids) == ["0", "1"]
+    children = {str(p.pid) for p in psutil.Process(served.process.pid).children()}
+    assert set(pids.values()) <= children and len(set(pids.values())) == 2
+
+    # a run started on one process...
+    status, headers, run = call(served.connection_to("0"), "POST", "/v1/runs", {"team": "stamper", "input": "go"})
+    assert status == 201 and run["id"].startswith("run_w0_") and headers["x-teamrun-worker"] == "0"
+    # ...streams its events to a connection on the other one, approval request included
+    events_on_1 = served.connection_to("1")
+    headers, seen = events_until(events_on_1, f"/v1/runs/{run['id']}/events", "approval_request")
+    assert headers["x-teamrun-via"] == "1" and headers["x-teamrun-worker"] == "0"
+    assert headers["x-teamrun-worker-pid"] == pids["0"]
+    approval = seen[-1][1]["data"]
+    # the approval, answered through the other process, reaches the run
+    status, headers, answered = call(
+        served.connection_to("1"), "POST", f"/v1/runs/{run['id']}/approvals/{approval['id']}", {"approve": True}
+    )
+    assert status == 200 and answered["status"] == "approved" and headers["x-teamrun-via"] == "1"
+    status, headers, record = call(served.connection_to("1"), "GET", f"/v1/runs/{run['id']}")
+    for _ in range(400):
+        if record["status"] != "running":
+            break
+        time.sleep(0.05)
+        status, headers, record = call(served.connection_to("1"), "GET", f"/v1/runs/{run['id']}")
+    assert record["status"] == "done" and record["approvals"][0]["status"] == "approved"
+    assert headers["x-teamrun-worker"] == "0" and headers["x-teamrun-via"] == "1"
+
+    # a run on process 1, cancelled through process 0 while it waits for its approval
+    status, _, second = call(served.connection_to("1"), "POST", "/v1/runs", {"team": "stamper", "input": "go"})
+    assert second["id"].startswith("run_w1_")
+    events_until(served.connection_to("1"), f"/v1/runs/{second['id']}/events", "approval_request")
+    status, headers, cancelled = call(served.connection_to("0"), "POST", f"/v1/runs/{second['id']}/cancel")
+    assert cancelled["id"] == second["id"]
+    assert status == 202 and headers["x-teamrun-worker"] == "1" and headers["x-teamrun-via"] == "0"
+    headers, seen = events_until(served.connection_to("0"), f"/v1/runs/{second['id']}/events", "result")
+    assert seen[-1][1]["status"] == "cancelled" and seen[-1][1]["cancel_reason"] == "cancelled by request"
+    assert headers["x-teamrun-worker"] == "1"
+
+
+def test_an_unknown_run_is_404_from_its_named_worker_or_where_it_lands(two_workers: Served) -> None:
+    status, headers, body = call(
+        served_connection := two_workers.connection_to("0"), "GET", "/v1/runs/run_w1_0123456789abcdef"
+    )
+    assert status == 404 and body["error"]["code"] == "run_not_found" and headers["x-teamrun-via"] == "0"
+    served_connection.close()
+    status, headers, body = call(two_workers.connection_to("0"), "GET", "/v1/runs/run_w7_0123456789abcdef")
+    assert status == 404 and headers["x-teamrun-worker"] == "0" and "x-teamrun-via" not in headers
+
+
+def test_sigterm_stops_every_worker_and_exits_0(two_workers: Served) -> None:
+    workers = psutil.Process(two_workers.process.pid).children()
+    code, err = two_workers.stop()
+    assert code == 0 and "2 worker processes" in err
+    _gone, alive = psutil.wait_procs(workers, timeout=10)  # the workers, and multiprocessing's resource tracker
+    assert alive == [] and len(workers) >= 2
+
+
+def test_workers_with_mcp_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["serve", str(stamp_team(tmp_path)), "--mcp", "stdio", "--workers", "2"])
+    assert code == 2 and "--workers serves HTTP" in capsys.readouterr().err
+
+
+def test_an_idle_keep_alive_connection_is_still_served_after_6_seconds(tmp_path: Path) -> None:
+    served = Served(stamp_team(tmp_path))
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+        connection.request("GET", "/healthz")
+        connection.getresponse().read()
+        time.sleep(6)  # uvicorn closed idle connections after 5 s: a client reusing one then got a read error
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+    finally:
+        served.stop()
+
+
+def test_a_thread_continues_on_the_other_process_through_the_store(tmp_path: Path) -> None:
+    served = Served(REPO / "teams" / "research-report.yaml", "--workers", "2", "--store", str(tmp_path / "t.db"))
+    try:
+        answers = {}
+        for worker, question in (("0", "Compare Rust and Go"), ("1", "Which one compiles faster?")):
+            status, headers, reply = call(
+                served.connection_to(worker),
+                "POST",
+                "/v1/chat/completions",
+                {"model": "research-report", "messages": [{"role": "user", "content": question}], "user": "conv-1"},
+            )
+            assert status == 200 and headers["x-teamrun-worker"] == worker and "x-teamrun-via" not in headers
+            answers[worker] = reply["choices"][0]["message"]["content"]
+        assert "Earlier in this conversation" not in answers["0"]
+        assert "Earlier in this conversation (1 turn(s)); it began with: Compare Rust and Go" in answers["1"]
+    finally:
+        code, _err = served.stop()
+    assert code == 0
