@@ -62,8 +62,12 @@ def serve(latency: float) -> None:
 
 class Provider:
     def __init__(self, latency: float) -> None:
-        self.process = subprocess.Popen([sys.executable, __file__, "--serve", "--latency", str(latency)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", "--latency", str(latency)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.process.stdout is not None
         port = self.process.stdout.readline().strip()
         if not port.isdigit():
@@ -110,8 +114,9 @@ def make_engine(name: str, loaded: LoadedConfig, workers: int, rpm: int | None) 
     return LocalEngine(loaded, chat_model=chat_model)
 
 
-def measure(engine_name: str, loaded: LoadedConfig, work: Path, rows: int, workers: int,
-            rpm: int | None) -> tuple[float, float]:
+def measure(
+    engine_name: str, loaded: LoadedConfig, work: Path, rows: int, workers: int, rpm: int | None
+) -> tuple[float, float]:
     """(rows/s, start-up seconds) of one point."""
     started = time.perf_counter()
     engine = make_engine(engine_name, loaded, workers, rpm)
@@ -151,26 +156,35 @@ def main() -> int:
     fake = Provider(args.latency)
     work = Path(tempfile.mkdtemp(prefix="bench-batch-"))
     team = work / "solo.yaml"
-    team.write_text(f"version: 1\nname: solo\nsupervisor: lead\ndefaults:\n  model: openai/gpt-4o-mini\n"
-                    f"  api_base: {fake.url}\nagents:\n  lead:\n    description: Answers.\n", encoding="utf-8")
+    team.write_text(
+        f"version: 1\nname: solo\nsupervisor: lead\ndefaults:\n  model: openai/gpt-4o-mini\n"
+        f"  api_base: {fake.url}\nagents:\n  lead:\n    description: Answers.\n",
+        encoding="utf-8",
+    )
     loaded = load_config(team)
     ray_cpus = "-"
     try:
         if "ray" in args.engines:
             import ray
 
-            ray.init(num_cpus=args.ray_cpus, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.WARNING)
+            ray.init(
+                num_cpus=args.ray_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING
+            )
             ray_cpus = str(int(ray.cluster_resources().get("CPU", 0)))
-        print(f"provider latency {args.latency * 1000:.0f} ms, {args.rows} rows a point, one model call a row, "
-              f"--rpm {args.rpm or 'none'}; Ray CPUs {ray_cpus} (runner actors: min(workers, CPUs))")
+        print(
+            f"provider latency {args.latency * 1000:.0f} ms, {args.rows} rows a point, one model call a row, "
+            f"--rpm {args.rpm or 'none'}; Ray CPUs {ray_cpus} (runner actors: min(workers, CPUs))"
+        )
         print(f"{'engine':<6} {'workers':>7} | {'rows/s':>7} {'ideal':>7} {'ratio':>6} | {'start-up s':>10}")
         for engine_name in args.engines:
             for workers in args.workers:
                 rate, startup = measure(engine_name, loaded, work, args.rows, workers, args.rpm)
                 ideal = ideal_rate(args.rows, workers, args.latency, args.rpm)
-                print(f"{engine_name:<6} {workers:>7} | {rate:>7.2f} {ideal:>7.2f} {rate / ideal:>6.2f} | "
-                      f"{startup:>10.1f}", flush=True)
+                print(
+                    f"{engine_name:<6} {workers:>7} | {rate:>7.2f} {ideal:>7.2f} {rate / ideal:>6.2f} | "
+                    f"{startup:>10.1f}",
+                    flush=True,
+                )
     finally:
         if "ray" in args.engines:
             import ray

@@ -52,8 +52,7 @@ def _cpu_and_wall(argv: list[str], env: dict[str, str], until: str | None = None
     """User+system CPU of the whole process (``wait4``) and its wall time; with ``until``, the wall time
     until that text starts a line of stderr (the process still runs to its end)."""
     start = time.perf_counter()
-    process = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     seen = None
     for line in process.stderr:
@@ -85,11 +84,18 @@ def startup_table(repeats: int) -> None:
         ("teamrun --version", [*teamrun, "--version"], "import click", click_only, None),
         ("teamrun --help", [*teamrun, "--help"], "import click", click_only, None),
         ("teamrun validate FILE", [*teamrun, "validate", research], LIBRARIES, libraries, None),
-        ("execute: `starting ...` line", [*teamrun, "execute", research, "--input", "Compare Rust and Go",
-                                          "--progress", "plain"], LIBRARIES, libraries, "starting "),
+        (
+            "execute: `starting ...` line",
+            [*teamrun, "execute", research, "--input", "Compare Rust and Go", "--progress", "plain"],
+            LIBRARIES,
+            libraries,
+            "starting ",
+        ),
     ]
-    print(f"\nstart-up: each command and its yardstick (python -c '...') in turn, {repeats} pairs after a "
-          "warm-up; median of the pairwise ratios (CPU: user+system of the whole process)")
+    print(
+        f"\nstart-up: each command and its yardstick (python -c '...') in turn, {repeats} pairs after a "
+        "warm-up; median of the pairwise ratios (CPU: user+system of the whole process)"
+    )
     print(f"  {'command':30s} {'CPU ms':>7s} {'yardstick':50s} {'CPU ms':>7s} {'CPU ratio':>9s} {'wall ratio':>10s}")
     for label, argv, base_label, base, until in rows:
         _cpu_and_wall(argv, env, until)  # warm-up: file cache and bytecode
@@ -100,8 +106,10 @@ def startup_table(repeats: int) -> None:
         cpu_ratio = statistics.median(a[0] / b[0] for a, b in pairs)
         wall_ratio = statistics.median(a[1] / b[1] for a, b in pairs)
         target = "" if until else f"  {'holds' if cpu_ratio <= STARTUP_TARGET else 'MISSED'} (<= {STARTUP_TARGET})"
-        print(f"  {label:30s} {cpu * 1000:7.0f} {base_label:50s} {base_cpu * 1000:7.0f} {cpu_ratio:8.2f}x "
-              f"{wall_ratio:9.2f}x{target}")
+        print(
+            f"  {label:30s} {cpu * 1000:7.0f} {base_label:50s} {base_cpu * 1000:7.0f} {cpu_ratio:8.2f}x "
+            f"{wall_ratio:9.2f}x{target}"
+        )
     print("  (the `starting ...` row: wall time until the line appears; CPU of the whole run)")
 
 
@@ -136,8 +144,9 @@ def _serve() -> None:
 
 class Provider:
     def __init__(self) -> None:
-        self.process = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         assert self.process.stdout is not None
         self.url = f"http://127.0.0.1:{self.process.stdout.readline().strip()}/v1"
 
@@ -182,7 +191,7 @@ tools:
   fetch: {{python: "bench_tools:fetch", max_output_chars: 100000}}  # the bare loop keeps all 30k too
 """
 
-BARE = '''\
+BARE = """\
 import asyncio, json, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import litellm
@@ -239,7 +248,7 @@ async def main():
                               "content": json.dumps({{"agent": "worker", "status": "ok", "response": answer}})}})
 
 asyncio.run(main())
-'''
+"""
 
 
 @dataclass(frozen=True)
@@ -285,8 +294,16 @@ class Bench:
         return env
 
     def teamrun_run(self, items: int, tool_chars: int, concurrency: int) -> Sample:
-        argv = [*self.teamrun, "-q", "execute", str(self.team(concurrency)), "--input", f"items {items}",
-                "--progress", "none"]
+        argv = [
+            *self.teamrun,
+            "-q",
+            "execute",
+            str(self.team(concurrency)),
+            "--input",
+            f"items {items}",
+            "--progress",
+            "none",
+        ]
         return run_measured(argv, self.env(tool_chars), self.directory)
 
     def bare_run(self, items: int, tool_chars: int, concurrency: int) -> Sample:
@@ -305,14 +322,14 @@ def best(samples: list[Sample]) -> Sample:
 def slope_table(bench: Bench, small: int, large: int, repeats: int) -> list[tuple[str, float, float]]:
     """(label, per-call ratio, fixed difference in s) for each tool output size."""
     results = []
-    print(f"\nCPU of the whole process (user+system), min of {repeats}; sizes {small} and {large} items "
-          f"({calls(small)} and {calls(large)} model calls)")
-    print(f"  {'tool output':12s} {'program':8s} {'CPU@small':>10s} {'CPU@large':>10s} "
-          f"{'ms/call':>8s} {'fixed s':>8s}")
+    print(
+        f"\nCPU of the whole process (user+system), min of {repeats}; sizes {small} and {large} items "
+        f"({calls(small)} and {calls(large)} model calls)"
+    )
+    print(f"  {'tool output':12s} {'program':8s} {'CPU@small':>10s} {'CPU@large':>10s} {'ms/call':>8s} {'fixed s':>8s}")
     for label, chars in SIZES.items():
         figures: dict[str, tuple[float, float]] = {}
-        points: dict[str, dict[int, list[Sample]]] = {"bare": {small: [], large: []},
-                                                       "teamrun": {small: [], large: []}}
+        points: dict[str, dict[int, list[Sample]]] = {"bare": {small: [], large: []}, "teamrun": {small: [], large: []}}
         for _ in range(repeats):  # interleaved so drift hits both alike
             for items in (small, large):
                 points["bare"][items].append(bench.bare_run(items, chars, 256))
@@ -337,15 +354,19 @@ def scale_table(bench: Bench, counts: list[int]) -> None:
         for program, run in (("bare", bench.bare_run), ("teamrun", bench.teamrun_run)):
             sample = run(count, SIZES["small"], 256)
             rows[program].append((count, sample))
-            print(f"  {count:8d} {program:8s} {sample.wall_s:8.2f} {sample.cpu_s:8.2f} "
-                  f"{sample.cpu_s / calls(count) * 1000:8.2f} {sample.max_rss_mb:8.1f}")
+            print(
+                f"  {count:8d} {program:8s} {sample.wall_s:8.2f} {sample.cpu_s:8.2f} "
+                f"{sample.cpu_s / calls(count) * 1000:8.2f} {sample.max_rss_mb:8.1f}"
+            )
     if len(counts) >= 2:
         for program, points in rows.items():
             (n0, s0), (n1, s1) = points[0], points[-1]
             per_worker_kb = (s1.max_rss_mb - s0.max_rss_mb) * 1024 / (n1 - n0)
             growth = (s1.cpu_s / calls(n1)) / (s0.cpu_s / calls(n0))
-            print(f"  {program}: peak memory per extra worker {per_worker_kb:.1f} KB; CPU per call at "
-                  f"{n1} / at {n0} workers = {growth:.2f} (1.0 = linear, no quadratic growth)")
+            print(
+                f"  {program}: peak memory per extra worker {per_worker_kb:.1f} KB; CPU per call at "
+                f"{n1} / at {n0} workers = {growth:.2f} (1.0 = linear, no quadratic growth)"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,8 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", action="store_true", help="also run 1,000 and 5,000 workers")
     parser.add_argument("--scale-counts", default="1000,5000", help="worker counts for --scale")
     parser.add_argument("--profile", action="store_true", help="cProfile one teamrun run at the large size")
-    parser.add_argument("--startup", action="store_true",
-                        help="only the start-up figures: --version, --help, validate, the `starting ...` line")
+    parser.add_argument(
+        "--startup",
+        action="store_true",
+        help="only the start-up figures: --version, --help, validate, the `starting ...` line",
+    )
     parser.add_argument("--startup-repeats", type=int, default=15, help="pairs per start-up figure")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -376,16 +400,34 @@ def main(argv: list[str] | None = None) -> int:
             bench.teamrun_run(2, 40, 256)  # warm the file caches of both programs
             bench.bare_run(2, 40, 256)
             results = slope_table(bench, args.small, args.large, args.repeats)
-            print(f"\n{'tool output':12s} {'per-call CPU ratio':>20s} {'target':>8s} "
-                  f"{'fixed extra s':>14s} {'target':>8s}")
+            print(
+                f"\n{'tool output':12s} {'per-call CPU ratio':>20s} {'target':>8s} "
+                f"{'fixed extra s':>14s} {'target':>8s}"
+            )
             for label, ratio, extra in results:
-                print(f"{label:12s} {ratio:19.2f}x {'<= 1.30':>8s} {extra:14.2f} {'<= 0.30':>8s}  "
-                      f"{'holds' if ratio <= PER_CALL_TARGET and extra <= FIXED_TARGET_S else 'MISSED'}")
+                print(
+                    f"{label:12s} {ratio:19.2f}x {'<= 1.30':>8s} {extra:14.2f} {'<= 0.30':>8s}  "
+                    f"{'holds' if ratio <= PER_CALL_TARGET and extra <= FIXED_TARGET_S else 'MISSED'}"
+                )
             if args.profile:
                 out = Path(tmp) / "teamrun.prof"
                 env = bench.env(SIZES["30k"])
-                argv = [sys.executable, "-m", "cProfile", "-o", str(out), "-m", "teamrun.cli", "-q",
-                        "execute", str(bench.team(256)), "--input", f"items {args.large}", "--progress", "none"]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "cProfile",
+                    "-o",
+                    str(out),
+                    "-m",
+                    "teamrun.cli",
+                    "-q",
+                    "execute",
+                    str(bench.team(256)),
+                    "--input",
+                    f"items {args.large}",
+                    "--progress",
+                    "none",
+                ]
                 subprocess.run(argv, env=env, cwd=tmp, check=True, stdout=subprocess.DEVNULL)
                 import pstats
 

@@ -55,8 +55,9 @@ ONE_RUN = textwrap.dedent("""\
 
 def measure(mib: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(RUNNER), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", ONE_RUN, str(mib)], capture_output=True, text=True, check=True,
-                          env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", ONE_RUN, str(mib)], capture_output=True, text=True, check=True, env=env
+    )
     result: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
     return result
 
@@ -69,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     for mib in args.mib:
         r = measure(mib)
         grew_mib = r["grew_kib"] / 1024
-        print(f"{mib:>6} MiB  {grew_mib:>12.1f} MiB  {grew_mib / mib:>15.4f}  {mib / r['seconds']:>8.0f} MiB/s"
-              f"  {int(r['chars_seen'])} chars")
+        print(
+            f"{mib:>6} MiB  {grew_mib:>12.1f} MiB  {grew_mib / mib:>15.4f}  {mib / r['seconds']:>8.0f} MiB/s"
+            f"  {int(r['chars_seen'])} chars"
+        )
     return 0
 
 

@@ -85,10 +85,12 @@ def _serve(latency: float, shape: Shape) -> None:
         if request.get("model") == "lead":
             done = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
             if done < shape.rounds:
-                return tool_calls(*[
-                    (f"ask_{name}", {"task": f"round {done + 1}: look into part {name} and report"})
-                    for name in shape.names
-                ])
+                return tool_calls(
+                    *[
+                        (f"ask_{name}", {"task": f"round {done + 1}: look into part {name} and report"})
+                        for name in shape.names
+                    ]
+                )
             return text("Final answer: every part was looked into and the findings agree.")
         steps = sum(1 for m in messages if m.get("role") == "tool")
         if steps < shape.turns - 1:
@@ -108,9 +110,19 @@ class ServerProcess:
 
     def __init__(self, latency: float, shape: Shape) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--serve", "--latency", str(latency),
-             "--shape", json.dumps([shape.workers, shape.rounds, shape.turns])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO,
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--serve",
+                "--latency",
+                str(latency),
+                "--shape",
+                json.dumps([shape.workers, shape.rounds, shape.turns]),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
         )
         assert self.process.stdout is not None
         port = self.process.stdout.readline().strip()
@@ -148,7 +160,8 @@ def write_team(directory: Path, url: str, shape: Shape, *, tools: bool) -> Path:
         f" budget: {{max_steps: {shape.turns + 5}, max_tool_calls: {shape.turns + 5}}}}}"
         for name in shape.names
     )
-    body = textwrap.dedent(f"""\
+    body = (
+        textwrap.dedent(f"""\
         version: 1
         name: bench
         supervisor: lead
@@ -163,9 +176,12 @@ def write_team(directory: Path, url: str, shape: Shape, *, tools: bool) -> Path:
             instructions: Split the task between your workers, then answer.
             delegates_to: [{", ".join(shape.names)}]
             budget: {{max_steps: {shape.rounds + 5}, max_delegations: {shape.rounds * shape.workers + 5}}}
-        """) + workers + "\n"
+        """)
+        + workers
+        + "\n"
+    )
     if tools:
-        body += "tools:\n  note: {python: \"bench_tools:note\"}\n"
+        body += 'tools:\n  note: {python: "bench_tools:note"}\n'
     path = directory / f"team-{shape.workers}-{shape.rounds}-{shape.turns}.yaml"
     path.write_text(body, encoding="utf-8")
     return path
@@ -187,11 +203,19 @@ def teamrun_runner(path: Path, *, subscribers: tuple[Any, ...] = ()) -> Callable
 
 # -- the hand-written baseline: litellm.acompletion + asyncio.gather ------------------------
 def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {
-        "name": name, "description": description,
-        "parameters": {"type": "object", "properties": properties, "required": required,
-                       "additionalProperties": False},
-    }}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
 
 
 def baseline_runner(url: str, shape: Shape) -> Callable[[], Awaitable[Any]]:
@@ -199,15 +223,25 @@ def baseline_runner(url: str, shape: Shape) -> Callable[[], Awaitable[Any]]:
 
     key = os.environ[KEY_ENV]
     task = {"type": "string", "description": "The sub-task, with everything the worker needs."}
-    lead_tools = [_function(f"ask_{name}", f"Looks into part {name}.", {"task": task}, ["task"])
-                  for name in shape.names]
-    note_tools = [_function("note", "Write down one finding.",
-                            {"text": {"type": "string", "description": "The finding."}}, ["text"])]
+    lead_tools = [
+        _function(f"ask_{name}", f"Looks into part {name}.", {"task": task}, ["task"]) for name in shape.names
+    ]
+    note_tools = [
+        _function(
+            "note", "Write down one finding.", {"text": {"type": "string", "description": "The finding."}}, ["text"]
+        )
+    ]
 
     async def call(model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
         response = await litellm.acompletion(
-            model=f"openai/{model}", messages=list(messages), tools=tools, api_base=url, api_key=key,
-            timeout=30, num_retries=0, max_retries=0,
+            model=f"openai/{model}",
+            messages=list(messages),
+            tools=tools,
+            api_base=url,
+            api_key=key,
+            timeout=30,
+            num_retries=0,
+            max_retries=0,
         )
         return response.choices[0].message
 
@@ -215,14 +249,21 @@ def baseline_runner(url: str, shape: Shape) -> Callable[[], Awaitable[Any]]:
         calls = message.tool_calls or []
         shown: dict[str, Any] = {"role": "assistant", "content": message.content}
         if calls:
-            shown["tool_calls"] = [{"id": c.id, "type": "function",
-                                    "function": {"name": c.function.name, "arguments": c.function.arguments}}
-                                   for c in calls]
+            shown["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
+                for c in calls
+            ]
         return shown
 
     async def worker(name: str, job: str) -> str:
-        messages = [{"role": "system", "content": f"You are {name}. Looks into part {name}."},
-                    {"role": "user", "content": job}]
+        messages = [
+            {"role": "system", "content": f"You are {name}. Looks into part {name}."},
+            {"role": "user", "content": job},
+        ]
         while True:
             message = await call(name, messages, note_tools)
             messages.append(assistant(message))
@@ -233,21 +274,23 @@ def baseline_runner(url: str, shape: Shape) -> Callable[[], Awaitable[Any]]:
                 messages.append({"role": "tool", "tool_call_id": c.id, "content": f"noted: {text}"})
 
     async def run() -> str:
-        messages = [{"role": "system", "content": "Split the task between your workers, then answer."},
-                    {"role": "user", "content": "Look into every part and report."}]
+        messages = [
+            {"role": "system", "content": "Split the task between your workers, then answer."},
+            {"role": "user", "content": "Look into every part and report."},
+        ]
         while True:
             message = await call("lead", messages, lead_tools)
             messages.append(assistant(message))
             if not message.tool_calls:
                 return str(message.content or "")
             calls = list(message.tool_calls)
-            answers = await asyncio.gather(*(
-                worker(c.function.name.removeprefix("ask_"), json.loads(c.function.arguments)["task"])
-                for c in calls
-            ))
+            answers = await asyncio.gather(
+                *(worker(c.function.name.removeprefix("ask_"), json.loads(c.function.arguments)["task"]) for c in calls)
+            )
             for c, answer in zip(calls, answers, strict=True):
-                content = json.dumps({"agent": c.function.name.removeprefix("ask_"), "status": "ok",
-                                      "response": answer})
+                content = json.dumps(
+                    {"agent": c.function.name.removeprefix("ask_"), "status": "ok", "response": answer}
+                )
                 messages.append({"role": "tool", "tool_call_id": c.id, "content": content})
 
     return run
@@ -299,32 +342,57 @@ async def bench_cpu(shape: Shape, repeats: int, directory: Path, profile: bool) 
         samples: dict[str, list[float]] = {name: [] for name in variants}
         names = list(variants)
         for i in range(repeats):  # interleaved, rotating the order, so drift hits all alike
-            for name in names[i % len(names):] + names[: i % len(names)]:
+            for name in names[i % len(names) :] + names[: i % len(names)]:
                 samples[name].append(await cpu_of(variants[name]) / shape.calls * 1000)
         if profile:
             await _profile({"baseline": variants["baseline"], "teamrun": variants["teamrun"]}, shape.calls)
     finally:
         server.close()
-    labels = {"baseline": "baseline (acompletion + gather)", "teamrun": "teamrun (Python API)",
-              "plain": "teamrun + PlainProgress", "no_cost": "teamrun, cost lookup skipped"}
-    print(f"\nclient CPU per model call: {shape.calls} calls per run ({shape.rounds} rounds x "
-          f"{shape.workers} workers x {shape.turns} turns + {shape.rounds + 1} lead calls), {repeats} runs each")
+    labels = {
+        "baseline": "baseline (acompletion + gather)",
+        "teamrun": "teamrun (Python API)",
+        "plain": "teamrun + PlainProgress",
+        "no_cost": "teamrun, cost lookup skipped",
+    }
+    print(
+        f"\nclient CPU per model call: {shape.calls} calls per run ({shape.rounds} rounds x "
+        f"{shape.workers} workers x {shape.turns} turns + {shape.rounds + 1} lead calls), {repeats} runs each"
+    )
     ratio: dict[str, float] = {}
     for name, values in samples.items():
         paired = [ours / base for ours, base in zip(values, samples["baseline"], strict=True)]
         ratio[name] = statistics.median(paired)
-        print(f"  {labels[name]:34s} median {statistics.median(values):5.2f} ms/call  "
-              f"min {min(values):5.2f}  max {max(values):5.2f}  paired ratio {ratio[name]:.2f}x")
+        print(
+            f"  {labels[name]:34s} median {statistics.median(values):5.2f} ms/call  "
+            f"min {min(values):5.2f}  max {max(values):5.2f}  paired ratio {ratio[name]:.2f}x"
+        )
     base_ms = f"{statistics.median(samples['baseline']):.2f} ms"
     rows = [
-        Row("client CPU per model call", f"{statistics.median(samples['teamrun']):.2f} ms", base_ms,
-            ratio["teamrun"], CPU_TARGET),
-        Row("  same, with PlainProgress", f"{statistics.median(samples['plain']):.2f} ms", base_ms,
-            ratio["plain"], CPU_TARGET),
+        Row(
+            "client CPU per model call",
+            f"{statistics.median(samples['teamrun']):.2f} ms",
+            base_ms,
+            ratio["teamrun"],
+            CPU_TARGET,
+        ),
+        Row(
+            "  same, with PlainProgress",
+            f"{statistics.median(samples['plain']):.2f} ms",
+            base_ms,
+            ratio["plain"],
+            CPU_TARGET,
+        ),
     ]
     if "no_cost" in samples:
-        rows.append(Row("  same, cost lookup skipped", f"{statistics.median(samples['no_cost']):.2f} ms",
-                        base_ms, ratio["no_cost"], CPU_TARGET))
+        rows.append(
+            Row(
+                "  same, cost lookup skipped",
+                f"{statistics.median(samples['no_cost']):.2f} ms",
+                base_ms,
+                ratio["no_cost"],
+                CPU_TARGET,
+            )
+        )
     return rows
 
 
@@ -371,14 +439,18 @@ async def _profile(runs: dict[str, Callable[[], Awaitable[Any]]], calls: int, re
             area = _area(file)
             areas[label][area] = areas[label].get(area, 0.0) + row[2] * per_call
         tops[label] = sorted(
-            ((row[2] * per_call, row[3] * per_call, f"{_short(file)}:{func}")
-             for (file, _line, func), row in table.items()),
+            (
+                (row[2] * per_call, row[3] * per_call, f"{_short(file)}:{func}")
+                for (file, _line, func), row in table.items()
+            ),
             reverse=True,
         )
     print(f"\ncProfile, {repeats} runs each; own CPU ms per model call by area (profiler overhead included):")
     print(f"  {'area':30s} {'baseline':>9s} {'teamrun':>9s} {'extra':>8s}")
-    names = sorted(set(areas["baseline"]) | set(areas["teamrun"]),
-                   key=lambda a: -abs(areas["teamrun"].get(a, 0) - areas["baseline"].get(a, 0)))
+    names = sorted(
+        set(areas["baseline"]) | set(areas["teamrun"]),
+        key=lambda a: -abs(areas["teamrun"].get(a, 0) - areas["baseline"].get(a, 0)),
+    )
     for area in names[:12]:
         ours, base = areas["teamrun"].get(area, 0.0), areas["baseline"].get(area, 0.0)
         print(f"  {area:30s} {base:9.3f} {ours:9.3f} {ours - base:+8.3f}")
@@ -388,9 +460,16 @@ async def _profile(runs: dict[str, Callable[[], Awaitable[Any]]], calls: int, re
     for own, cumulative, where in tops["teamrun"][:12]:
         print(f"    {own:6.3f}  [{cumulative:6.3f}]  {where}")
     print("  teamrun's own code and its cost lookups, cumulative ms per model call:")
-    wanted = ("llm/adapter.py:_cost", "llm/adapter.py:_to_reply", "llm/adapter.py:build",
-              "engine/turn/agent_loop.py:_tool", "tools/invoke.py:invoke_tool", "events.py:emit",
-              "engine/delegation/delegator.py:_prompt", "engine/delegation/hooks.py:run")
+    wanted = (
+        "llm/adapter.py:_cost",
+        "llm/adapter.py:_to_reply",
+        "llm/adapter.py:build",
+        "engine/turn/agent_loop.py:_tool",
+        "tools/invoke.py:invoke_tool",
+        "events.py:emit",
+        "engine/delegation/delegator.py:_prompt",
+        "engine/delegation/hooks.py:run",
+    )
     seen = {where: cumulative for _own, cumulative, where in tops["teamrun"]}
     for where in wanted:
         if where in seen:
@@ -430,24 +509,40 @@ async def bench_fanout(latency: float, repeats: int, directory: Path) -> list[Ro
         server.close()
     critical = 3 * latency
     median = {k: statistics.median(v) for k, v in walls.items()}
-    print(f"\nfan-out to 3 workers at {latency * 1000:.0f} ms latency (critical path {critical * 1000:.0f} ms), "
-          f"median of {repeats}:")
+    print(
+        f"\nfan-out to 3 workers at {latency * 1000:.0f} ms latency (critical path {critical * 1000:.0f} ms), "
+        f"median of {repeats}:"
+    )
     for key in ("baseline", "teamrun"):
-        print(f"  {key:34s} {median[key] * 1000:6.0f} ms  "
-              f"(min {min(walls[key]) * 1000:.0f}, max {max(walls[key]) * 1000:.0f})")
+        print(
+            f"  {key:34s} {median[key] * 1000:6.0f} ms  "
+            f"(min {min(walls[key]) * 1000:.0f}, max {max(walls[key]) * 1000:.0f})"
+        )
     return [
-        Row("fan-out wall time", f"{median['teamrun'] * 1000:.0f} ms", f"{critical * 1000:.0f} ms (path)",
-            median["teamrun"] / critical, FANOUT_TARGET),
-        Row("  baseline gather, for scale", f"{median['baseline'] * 1000:.0f} ms",
-            f"{critical * 1000:.0f} ms (path)", median["baseline"] / critical, FANOUT_TARGET),
+        Row(
+            "fan-out wall time",
+            f"{median['teamrun'] * 1000:.0f} ms",
+            f"{critical * 1000:.0f} ms (path)",
+            median["teamrun"] / critical,
+            FANOUT_TARGET,
+        ),
+        Row(
+            "  baseline gather, for scale",
+            f"{median['baseline'] * 1000:.0f} ms",
+            f"{critical * 1000:.0f} ms (path)",
+            median["baseline"] / critical,
+            FANOUT_TARGET,
+        ),
     ]
 
 
 def print_table(rows: list[Row]) -> None:
     print(f"\n{'benchmark':30s} {'teamrun':>10s} {'reference':>18s} {'ratio':>7s} {'target':>8s}  holds")
     for row in rows:
-        print(f"{row.name:30s} {row.teamrun:>10s} {row.reference:>18s} {row.ratio:6.2f}x "
-              f"{'<= ' + format(row.target, '.2f'):>7s}x  {'yes' if row.holds else 'NO'}")
+        print(
+            f"{row.name:30s} {row.teamrun:>10s} {row.reference:>18s} {row.ratio:6.2f}x "
+            f"{'<= ' + format(row.target, '.2f'):>7s}x  {'yes' if row.holds else 'NO'}"
+        )
 
 
 async def main(args: argparse.Namespace) -> int:

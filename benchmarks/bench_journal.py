@@ -137,9 +137,11 @@ async def main(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="teamrun-bench-journal-") as tmp:
             team = teamrun.load_team(write_team(Path(tmp), server.url, shape, tools=True))
-            variants = {"no journal": _journal_factory("none", None, team),
-                        "memory journal": _journal_factory("memory", None, team),
-                        "SQLite journal": _journal_factory("sqlite", str(Path(tmp) / "bench.db"), team)}
+            variants = {
+                "no journal": _journal_factory("none", None, team),
+                "memory journal": _journal_factory("memory", None, team),
+                "SQLite journal": _journal_factory("sqlite", str(Path(tmp) / "bench.db"), team),
+            }
             if args.postgres:
                 variants["PostgreSQL journal"] = _journal_factory("postgres", args.postgres, team)
             for make in variants.values():  # warm-up: LiteLLM's first calls, the stores' first connections
@@ -149,7 +151,7 @@ async def main(args: argparse.Namespace) -> int:
             times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
             names = list(variants)
             for repeat in range(args.repeats):  # the order rotates, so no variant always runs first
-                for name in names[repeat % len(names):] + names[:repeat % len(names)]:
+                for name in names[repeat % len(names) :] + names[: repeat % len(names)]:
                     accounting.current = name
                     times[name].append(await _once(team, variants[name]()))
     finally:
@@ -157,10 +159,14 @@ async def main(args: argparse.Namespace) -> int:
 
     calls = shape.calls
     base = times["no journal"]
-    print(f"fan-out: 1 supervisor + {shape.workers} workers, {calls} model calls and {shape.workers} tool results "
-          f"per run, server at 0 ms, {args.repeats} runs per variant (medians; ratios paired run by run)")
-    print(f"{'variant':<20} {'wall/call (ms)':>15} {'wall ratio':>11} {'CPU/call (ms)':>14} {'CPU ratio':>10} "
-          f"{'journal CPU/call (ms)':>22} {'share':>6} {'commits/run':>12}")
+    print(
+        f"fan-out: 1 supervisor + {shape.workers} workers, {calls} model calls and {shape.workers} tool results "
+        f"per run, server at 0 ms, {args.repeats} runs per variant (medians; ratios paired run by run)"
+    )
+    print(
+        f"{'variant':<20} {'wall/call (ms)':>15} {'wall ratio':>11} {'CPU/call (ms)':>14} {'CPU ratio':>10} "
+        f"{'journal CPU/call (ms)':>22} {'share':>6} {'commits/run':>12}"
+    )
     base_cpu_call = statistics.median(b[1] for b in base) / calls * 1000
     sqlite = 1.0
     for name, values in times.items():
@@ -170,12 +176,16 @@ async def main(args: argparse.Namespace) -> int:
         cpu_call = statistics.median(v[1] for v in values) / calls * 1000
         own = accounting.seconds.get(name, 0.0) / args.repeats / calls * 1000
         commits = accounting.transactions.get(name, 0) / args.repeats
-        print(f"{name:<20} {wall_call:>15.3f} {wall:>11.3f} {cpu_call:>14.3f} {cpu:>10.3f} {own:>22.3f} "
-              f"{own / base_cpu_call:>6.1%} {commits:>12.1f}")
+        print(
+            f"{name:<20} {wall_call:>15.3f} {wall:>11.3f} {cpu_call:>14.3f} {cpu:>10.3f} {own:>22.3f} "
+            f"{own / base_cpu_call:>6.1%} {commits:>12.1f}"
+        )
         if name == "SQLite journal":
             sqlite = own / base_cpu_call
-    print("journal CPU: hashing each request (event loop) + the writer thread, measured directly; share: of the "
-          "CPU per call without a journal")
+    print(
+        "journal CPU: hashing each request (event loop) + the writer thread, measured directly; share: of the "
+        "CPU per call without a journal"
+    )
     print(f"target: journaling adds <= {TARGET - 1:.0%} per call (SQLite: {sqlite:.1%})")
     return 1 if args.check and sqlite > TARGET - 1 else 0
 

@@ -57,10 +57,19 @@ def _team(directory: Path, variant: str, marker: str) -> Path:
     tools: dict[str, Any] = {}
     if variant != "none":
         clock["tools"] = ["time"]
-        tools["time"] = {"mcp": {"command": [sys.executable, "-m", "mcp_server_time", "--local-timezone", "Etc/UTC"],
-                                 "env": {"BENCH_MARKER": marker}}}
-    data = {"version": 1, "name": "bench", "supervisor": "lead",
-            "agents": {"lead": {"delegates_to": ["clock"]}, "clock": clock}, **({"tools": tools} if tools else {})}
+        tools["time"] = {
+            "mcp": {
+                "command": [sys.executable, "-m", "mcp_server_time", "--local-timezone", "Etc/UTC"],
+                "env": {"BENCH_MARKER": marker},
+            }
+        }
+    data = {
+        "version": 1,
+        "name": "bench",
+        "supervisor": "lead",
+        "agents": {"lead": {"delegates_to": ["clock"]}, "clock": clock},
+        **({"tools": tools} if tools else {}),
+    }
     path = directory / f"{variant}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
@@ -73,11 +82,14 @@ def _run_once(path: Path, variant: str, marker: str) -> tuple[float, bool]:
         def step(call: ScriptedCall) -> Any:
             seen.extend(_marked(marker))
             return reply(call) if callable(reply) else reply
+
         return step
 
     if variant == "used":
-        script = {"lead": [delegate("clock", task="time?"), look("it is now")],
-                  "clock": [tool_call("time_get_current_time", timezone="UTC"), look("noon")]}
+        script = {
+            "lead": [delegate("clock", task="time?"), look("it is now")],
+            "clock": [tool_call("time_get_current_time", timezone="UTC"), look("noon")],
+        }
     else:
         script = {"lead": [look("no need to ask")]}
     team = teamrun.load_team(path, chat_model=ScriptedModel(script))
@@ -107,8 +119,7 @@ def main() -> None:
             median = statistics.median(times)
             baseline = baseline or median
             shown = "yes" if started == {True} else "no" if started == {False} else "sometimes"
-            print(f"{label:<28} {median:>16.4f} {min(times):>9.4f}  {shown}"
-                  f"   ({median / baseline:.1f}x no-MCP)")
+            print(f"{label:<28} {median:>16.4f} {min(times):>9.4f}  {shown}   ({median / baseline:.1f}x no-MCP)")
             if _marked(marker):
                 print(f"  !! a server process outlived the {label!r} runs")
 

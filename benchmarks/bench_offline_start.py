@@ -54,8 +54,9 @@ def execute_argv(root: Path) -> list[str]:
 
 def unpack(ref: str, into: Path) -> Path:
     """``runner/``, ``teams/`` and ``schemas/`` of ``ref``, extracted under ``into``."""
-    archive = subprocess.run(["git", "archive", ref, "runner", "teams", "schemas"], cwd=REPO, capture_output=True,
-                             check=False)
+    archive = subprocess.run(
+        ["git", "archive", ref, "runner", "teams", "schemas"], cwd=REPO, capture_output=True, check=False
+    )
     if archive.returncode != 0:
         raise SystemExit(f"git archive {ref} failed: {archive.stderr.decode(errors='replace').strip()}")
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
@@ -65,31 +66,42 @@ def unpack(ref: str, into: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per command (median shown)")
-    parser.add_argument("--baseline-ref", default=DEFAULT_BASELINE,
-                        help=f"git commit to compare with (default {DEFAULT_BASELINE}); '' to skip")
+    parser.add_argument(
+        "--baseline-ref",
+        default=DEFAULT_BASELINE,
+        help=f"git commit to compare with (default {DEFAULT_BASELINE}); '' to skip",
+    )
     args = parser.parse_args()
 
     base_env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     base_env.pop("PYTHONPATH", None)
     here_env = {**base_env, "PYTHONPATH": str(REPO / "runner")}
     rows: list[tuple[str, float]] = []
-    rows.append(("python -c pass", timed([sys.executable, "-c", "pass"], repeat=args.repeat, env=base_env,
-                                         cwd=REPO)))
-    rows.append(("python -c 'import litellm'", timed([sys.executable, "-c", "import litellm"],
-                                                      repeat=args.repeat, env=base_env, cwd=REPO)))
-    rows.append(("teamrun execute (this tree)", timed(execute_argv(REPO), repeat=args.repeat, env=here_env,
-                                                       cwd=REPO)))
+    rows.append(("python -c pass", timed([sys.executable, "-c", "pass"], repeat=args.repeat, env=base_env, cwd=REPO)))
+    rows.append(
+        (
+            "python -c 'import litellm'",
+            timed([sys.executable, "-c", "import litellm"], repeat=args.repeat, env=base_env, cwd=REPO),
+        )
+    )
+    rows.append(("teamrun execute (this tree)", timed(execute_argv(REPO), repeat=args.repeat, env=here_env, cwd=REPO)))
     if args.baseline_ref:
         with tempfile.TemporaryDirectory(prefix="teamrun-baseline-") as tmp:
             root = unpack(args.baseline_ref, Path(tmp))
             env = {**base_env, "PYTHONPATH": str(root / "runner")}
-            rows.append((f"teamrun execute ({args.baseline_ref})",
-                         timed(execute_argv(root), repeat=args.repeat, env=env, cwd=root)))
+            rows.append(
+                (
+                    f"teamrun execute ({args.baseline_ref})",
+                    timed(execute_argv(root), repeat=args.repeat, env=env, cwd=root),
+                )
+            )
 
     floor = rows[0][1]
     now = rows[2][1]
-    print(f"`teamrun execute teams/research-report.yaml --input {TASK!r}` (offline), "
-          f"median of {args.repeat} runs, wall time\n")
+    print(
+        f"`teamrun execute teams/research-report.yaml --input {TASK!r}` (offline), "
+        f"median of {args.repeat} runs, wall time\n"
+    )
     print(f"{'command':<34} {'seconds':>8} {'x python -c pass':>17} {'x this tree':>12}")
     for label, seconds in rows:
         print(f"{label:<34} {seconds:8.3f} {seconds / floor:17.1f} {seconds / now:12.2f}")

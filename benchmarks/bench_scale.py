@@ -74,21 +74,35 @@ def process_rows(bench: Bench, sizes: list[int], observers: bool) -> dict[str, l
             else:
                 sample = observed_run(bench, count)
             rows[variant].append((count, sample))
-            print(f"  {count:8d} {variant:12s} {sample.wall_s:8.2f} {sample.cpu_s:8.2f} "
-                  f"{sample.cpu_s / calls(count) * 1000:8.2f} {sample.max_rss_mb:8.1f}", flush=True)
+            print(
+                f"  {count:8d} {variant:12s} {sample.wall_s:8.2f} {sample.cpu_s:8.2f} "
+                f"{sample.cpu_s / calls(count) * 1000:8.2f} {sample.max_rss_mb:8.1f}",
+                flush=True,
+            )
     return rows
 
 
 def observed_run(bench: Bench, count: int) -> Sample:
     trace = bench.directory / "trace.jsonl"
-    argv = [*bench.teamrun, "execute", str(bench.team(256)), "--input", f"items {count}",
-            "--progress", "plain", "--trace", str(trace)]
+    argv = [
+        *bench.teamrun,
+        "execute",
+        str(bench.team(256)),
+        "--input",
+        f"items {count}",
+        "--progress",
+        "plain",
+        "--trace",
+        str(trace),
+    ]
     return run_measured(argv, bench.env(SIZES["small"]), bench.directory)
 
 
 def print_growth(rows: Mapping[str, list[tuple[int, Sample]]]) -> None:
-    print("\n  between sizes: peak memory per extra worker (KB), CPU per call at the larger size / the smaller "
-          "(1.0 = linear)")
+    print(
+        "\n  between sizes: peak memory per extra worker (KB), CPU per call at the larger size / the smaller "
+        "(1.0 = linear)"
+    )
     for variant, points in rows.items():
         steps = []
         for (n0, s0), (n1, s1) in itertools.pairwise(points):
@@ -140,8 +154,14 @@ class FanOutModel:
     def __init__(self, workers: int) -> None:
         self.workers = workers
 
-    async def complete(self, messages: Sequence[dict[str, Any]], *, settings: Any,
-                       tools: Sequence[dict[str, Any]] = (), response_format: Any = None) -> Any:
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        settings: Any,
+        tools: Sequence[dict[str, Any]] = (),
+        response_format: Any = None,
+    ) -> Any:
         from teamrun.llm.types import ModelReply, ToolCall, Usage, current_scope
 
         scope = current_scope.get()
@@ -151,8 +171,9 @@ class FanOutModel:
             reply = "Every item was read." if lead else "The item says what it should."
             return ModelReply(text=reply, usage=Usage(20, 8, 1), finish_reason="stop")
         if lead:
-            calls_ = tuple(ToolCall(f"call_{i}", "ask_worker", json.dumps({"task": f"item-{i}"}))
-                           for i in range(self.workers))
+            calls_ = tuple(
+                ToolCall(f"call_{i}", "ask_worker", json.dumps({"task": f"item-{i}"})) for i in range(self.workers)
+            )
         else:
             item = str(messages[-1].get("content") or "").split()[0]
             calls_ = (ToolCall("call_fetch", "fetch", json.dumps({"item": item})),)
@@ -167,8 +188,9 @@ def observers(directory: Path) -> tuple[list[Any], list[Any]]:
     from teamrun.observe.trace_file import TraceWriter
 
     writer = TraceWriter(directory / "trace.jsonl")
-    return [LiveTree(io.StringIO(), interval=3600.0), PlainProgress(io.StringIO()), EventLog(io.StringIO()),
-            writer], [writer]
+    return [LiveTree(io.StringIO(), interval=3600.0), PlainProgress(io.StringIO()), EventLog(io.StringIO()), writer], [
+        writer
+    ]
 
 
 def one_run(directory: Path, workers: int, *, profile: cProfile.Profile | None) -> tuple[Any, int]:
@@ -210,8 +232,10 @@ def ops_table(sizes: list[int], top: int) -> dict[int, dict[str, float]]:
             profile = cProfile.Profile()
             _, peak = one_run(directory, workers, profile=profile)
             stats = pstats.Stats(profile)
-            counts = {f"{Path(f).name}:{line}({name})": int(nc)
-                      for (f, line, name), (_cc, nc, _tt, _ct, _callers) in stats.stats.items()}  # type: ignore[attr-defined]
+            counts = {
+                f"{Path(f).name}:{line}({name})": int(nc)
+                for (f, line, name), (_cc, nc, _tt, _ct, _callers) in stats.stats.items()
+            }  # type: ignore[attr-defined]
             per_size[workers] = counts
             total = sum(counts.values())
             figures[workers] = {"calls_per_worker": total / workers, "peak_kb_per_worker": peak / 1024 / workers}
@@ -219,13 +243,14 @@ def ops_table(sizes: list[int], top: int) -> dict[int, dict[str, float]]:
         sys.path.remove(str(directory))
     small, large = sizes[0], sizes[-1]
     growth = sorted(
-        ((per_size[large].get(k, 0) / large) - (per_size[small].get(k, 0) / small), k)
-        for k in per_size[large]
+        ((per_size[large].get(k, 0) / large) - (per_size[small].get(k, 0) / small), k) for k in per_size[large]
     )[::-1][:top]
     print(f"  functions whose calls per worker grew most from {small} to {large} workers:")
     for delta, key in growth:
-        print(f"    {delta:+10.2f}  {key}  ({per_size[small].get(key, 0) / small:.2f} -> "
-              f"{per_size[large][key] / large:.2f} per worker)")
+        print(
+            f"    {delta:+10.2f}  {key}  ({per_size[small].get(key, 0) / small:.2f} -> "
+            f"{per_size[large][key] / large:.2f} per worker)"
+        )
     return figures
 
 
@@ -233,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="250,1000", help="worker counts of the whole-process runs")
     parser.add_argument("--ops-sizes", default="100,400,1600", help="worker counts of the operation counts")
-    parser.add_argument("--observers", action="store_true",
-                        help="also run teamrun with plain progress lines and a --trace file")
+    parser.add_argument(
+        "--observers", action="store_true", help="also run teamrun with plain progress lines and a --trace file"
+    )
     parser.add_argument("--ops-only", action="store_true", help="only the in-process operation counts")
     parser.add_argument("--processes-only", action="store_true", help="only the whole-process runs")
     parser.add_argument("--top", type=int, default=8, help="functions listed under the operation counts")

@@ -124,7 +124,7 @@ agents:
 """,
 }
 
-BARE = r'''
+BARE = r"""
 import asyncio, json, os, sys, time
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import litellm
@@ -178,10 +178,11 @@ for line in sys.stdin:
     cpu, wall = time.process_time(), time.perf_counter()
     asyncio.run(batch(kind, int(clients), int(count)))
     print(time.process_time() - cpu, time.perf_counter() - wall, flush=True)
-'''
+"""
 
 
 # -- measuring ------------------------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -236,8 +237,9 @@ dropped: list[float] = []
 """When a connection dropped under a request (the request was sent again)."""
 
 
-async def drive(send: Callable[[httpx.AsyncClient], Awaitable[int]], clients: int, count: int,
-                client: httpx.AsyncClient) -> tuple[float, list[float], int]:
+async def drive(
+    send: Callable[[httpx.AsyncClient], Awaitable[int]], clients: int, count: int, client: httpx.AsyncClient
+) -> tuple[float, list[float], int]:
     """``count`` requests from ``clients`` concurrent workers: wall seconds, latencies, refusals (429)."""
     todo = iter(range(count))
     latencies: list[float] = []
@@ -293,9 +295,24 @@ class Served:
         env = {**os.environ, "PYTHONPATH": str(root / "runner"), "OPENAI_API_KEY": KEY}
         more = ["--workers", str(workers)] if workers > 1 else []
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "teamrun.cli", "-q", "serve", *map(str, teams), "--port", str(self.port),
-             "--max-concurrent-runs", str(slots), *more], env=env, cwd=root,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "teamrun.cli",
+                "-q",
+                "serve",
+                *map(str, teams),
+                "--port",
+                str(self.port),
+                "--max-concurrent-runs",
+                str(slots),
+                *more,
+            ],
+            env=env,
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self.base = f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, team: str, workers: int) -> None:
@@ -336,8 +353,9 @@ class Bare:
 
     def __init__(self, script: Path, provider: str) -> None:
         env = {**os.environ, "OPENAI_API_KEY": KEY}
-        self.process = subprocess.Popen([sys.executable, str(script), provider], env=env, text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            [sys.executable, str(script), provider], env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
         assert self.process.stdout is not None
         self.process.stdout.readline()
         self.batch("solo", 4, 8)
@@ -360,6 +378,7 @@ async def raw_direct(url: str, clients: int, count: int) -> float:
     body = {"model": "solo", "messages": [{"role": "user", "content": "Say hello."}]}
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=0)  # the fake closes connections
     async with httpx.AsyncClient(timeout=120, limits=limits, headers={"Authorization": "Bearer " + KEY}) as client:
+
         async def send(c: httpx.AsyncClient) -> int:
             return (await c.post(url, json=body)).status_code
 
@@ -369,6 +388,7 @@ async def raw_direct(url: str, clients: int, count: int) -> float:
 
 # -- the parts ------------------------------------------------------------------------------------
 
+
 def sizes(clients: int, size: int) -> tuple[int, int]:
     """The two batch sizes (requests) for ``clients`` concurrent clients."""
     small = max(20, size * clients)
@@ -377,8 +397,10 @@ def sizes(clients: int, size: int) -> tuple[int, int]:
 
 def per_call(args: argparse.Namespace, servers: list[tuple[Served, int]], bare: Bare, provider: str) -> None:
     print(f"\n== CPU per model call (slope of two batches per point; {args.rounds} round(s), medians) ==")
-    print(f"{'team':<7} {'clients':>7} {'mode':<6} | {'bare ms':>7} {'bare r/s':>8} {'httpx r/s':>9} | "
-          f"{'server':<14} {'ms/call':>7} {'ratio':>6} {'req/s':>7} {'r/s ratio':>9} {'mean ms':>8}")
+    print(
+        f"{'team':<7} {'clients':>7} {'mode':<6} | {'bare ms':>7} {'bare r/s':>8} {'httpx r/s':>9} | "
+        f"{'server':<14} {'ms/call':>7} {'ratio':>6} {'req/s':>7} {'r/s ratio':>9} {'mean ms':>8}"
+    )
     for team in args.teams:
         for clients in args.clients:
             small, large = sizes(clients, args.size if team == "solo" else max(1, args.size // 2))
@@ -395,7 +417,8 @@ def per_call(args: argparse.Namespace, servers: list[tuple[Served, int]], bare: 
                         s_small = server.batch(team, mode == "stream", clients, small)
                         s_large = server.batch(team, mode == "stream", clients, large)
                         served.setdefault((server.label, mode), []).append(
-                            (slope_ms(s_small, s_large, CALLS[team]), s_large))
+                            (slope_ms(s_small, s_large, CALLS[team]), s_large)
+                        )
             bare_cpu, bare_rps = statistics.median(bare_ms), statistics.median(bare_rate)
             raw_rps = f"{statistics.median(raw):>9.1f}" if raw else f"{'':>9}"
             first = True
@@ -403,11 +426,17 @@ def per_call(args: argparse.Namespace, servers: list[tuple[Served, int]], bare: 
                 cpu = statistics.median(p[0] for p in points)
                 rate = statistics.median(p[1].rate for p in points)
                 mean = statistics.median(statistics.mean(p[1].latencies) * 1000 for p in points)
-                head = (f"{team:<7} {clients:>7} {mode:<6} | {bare_cpu:>7.2f} {bare_rps:>8.1f} {raw_rps} | " if first
-                        else f"{'':<7} {'':>7} {mode:<6} | {'':>7} {'':>8} {'':>9} | ")
+                head = (
+                    f"{team:<7} {clients:>7} {mode:<6} | {bare_cpu:>7.2f} {bare_rps:>8.1f} {raw_rps} | "
+                    if first
+                    else f"{'':<7} {'':>7} {mode:<6} | {'':>7} {'':>8} {'':>9} | "
+                )
                 first = False
-                print(f"{head}{label:<14} {cpu:>7.2f} {cpu / bare_cpu:>5.2f}x {rate:>7.1f} "
-                      f"{rate / bare_rps:>8.2f}x {mean:>8.0f}", flush=True)
+                print(
+                    f"{head}{label:<14} {cpu:>7.2f} {cpu / bare_cpu:>5.2f}x {rate:>7.1f} "
+                    f"{rate / bare_rps:>8.2f}x {mean:>8.0f}",
+                    flush=True,
+                )
 
 
 def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> None:
@@ -425,10 +454,10 @@ def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> No
                     clients = args.refused_clients
                     small, large = 2 * args.refused, 6 * args.refused
 
-                    async def timed(send: Callable[[httpx.AsyncClient], Awaitable[int]], count: int,
-                                    expect: int) -> Batch:
-                        async with httpx.AsyncClient(timeout=30,
-                                                     limits=httpx.Limits(max_connections=clients + 5)) as c:
+                    async def timed(
+                        send: Callable[[httpx.AsyncClient], Awaitable[int]], count: int, expect: int
+                    ) -> Batch:
+                        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=clients + 5)) as c:
                             before = tree_cpu_s(server.process.pid)
                             wall, _, refused = await drive(send, clients, count, c)
                             after = tree_cpu_s(server.process.pid)
@@ -445,8 +474,12 @@ def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> No
                     async def runs(c: httpx.AsyncClient) -> int:
                         return (await c.post(f"{server.base}/v1/runs", json={"team": "solo", "input": "x"})).status_code
 
-                    rows = [("GET /healthz (200)", health, 200), ("chat completion, refused", chat, 429),
-                            ("streaming chat, refused", stream, 429), ("POST /v1/runs, refused", runs, 429)]
+                    rows = [
+                        ("GET /healthz (200)", health, 200),
+                        ("chat completion, refused", chat, 429),
+                        ("streaming chat, refused", stream, 429),
+                        ("POST /v1/runs, refused", runs, 429),
+                    ]
                     measured: dict[str, float] = {}
                     for _ in range(args.rounds):
                         for name, send, expect in rows:
@@ -454,8 +487,10 @@ def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> No
                             a, b = await timed(send, small, expect), await timed(send, large, expect)
                             measured.setdefault(name, 0.0)
                             measured[name] += (b.cpu_s - a.cpu_s) * 1000 / (large - small) / args.rounds
-                    print(f"\n== a refused request (429): server CPU per request, {clients} clients, slope of "
-                          f"{small} and {large} requests, keep-alive connections ==")
+                    print(
+                        f"\n== a refused request (429): server CPU per request, {clients} clients, slope of "
+                        f"{small} and {large} requests, keep-alive connections =="
+                    )
                     base = measured["GET /healthz (200)"]
                     for name, _, _ in rows:
                         print(f"  {name:<28} {measured[name]:6.3f} ms   {measured[name] / base:5.2f}x /healthz")
@@ -476,9 +511,23 @@ def profile(args: argparse.Namespace, server: Served, clients: int) -> None:
     out = Path(tempfile.mkdtemp(prefix="bench-serve-profile-")) / "profile.txt"
     pids = [p for p in tree_pids(server.process.pid) if p != server.process.pid] or [server.process.pid]
     target = pids[-1]
-    spies = subprocess.Popen([spy, "record", "--pid", str(target), "--format", "raw", "--rate", "250",
-                              "--output", str(out), "--nonblocking"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spies = subprocess.Popen(
+        [
+            spy,
+            "record",
+            "--pid",
+            str(target),
+            "--format",
+            "raw",
+            "--rate",
+            "250",
+            "--output",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(1)
     server.batch("solo", True, clients, 8 * clients)
     spies.terminate()
@@ -497,8 +546,9 @@ def print_profile(path: Path, top: int = 25) -> None:
         stack, _, count_text = line.rpartition(" ")
         count = int(count_text)
         total += count
-        frames = [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1]
-                  for f in stack.split(";")]
+        frames = [
+            f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].rsplit("/", 1)[-1] for f in stack.split(";")
+        ]
         own[frames[-1]] = own.get(frames[-1], 0) + count
         for frame in set(frames):
             inclusive[frame] = inclusive.get(frame, 0) + count
@@ -523,22 +573,37 @@ def main() -> int:
     parser.add_argument("--teams", nargs="+", choices=["solo", "fanout"], default=["solo", "fanout"])
     parser.add_argument("--modes", nargs="+", choices=["plain", "stream"], default=["plain", "stream"])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="serve with these --workers")
-    parser.add_argument("--size", type=int, default=2,
-                        help="the small batch is SIZE requests per client (min 20), the large one 3x that")
+    parser.add_argument(
+        "--size",
+        type=int,
+        default=2,
+        help="the small batch is SIZE requests per client (min 20), the large one 3x that",
+    )
     parser.add_argument("--latency", type=float, default=0.1, help="the provider's answer time, seconds")
     parser.add_argument("--rounds", type=int, default=1, help="measure every point this many times (medians)")
     parser.add_argument("--refused", type=int, default=300, help="refusal batches: 2x and 6x this many requests")
     parser.add_argument("--refused-clients", type=int, default=20)
     parser.add_argument("--no-refused", action="store_true", help="skip the refusal part")
     parser.add_argument("--baseline-ref", default="", help="also serve this commit's code (one process)")
-    parser.add_argument("--profile", type=int, default=0, metavar="CLIENTS",
-                        help="py-spy the (first) server at this many streaming clients")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="CLIENTS",
+        help="py-spy the (first) server at this many streaming clients",
+    )
     args = parser.parse_args()
 
-    print(f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f} on "
-          f"{os.cpu_count()} cores; provider latency {args.latency * 1000:.0f} ms")
-    fake = subprocess.Popen([sys.executable, "-c", FAKE_PROVIDER, str(REPO / "tests"), str(args.latency),
-                             str(HOLD_S)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    print(
+        f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f} on "
+        f"{os.cpu_count()} cores; provider latency {args.latency * 1000:.0f} ms"
+    )
+    fake = subprocess.Popen(
+        [sys.executable, "-c", FAKE_PROVIDER, str(REPO / "tests"), str(args.latency), str(HOLD_S)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert fake.stdout is not None
     provider = fake.stdout.readline().strip()
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -553,8 +618,7 @@ def main() -> int:
     try:
         served_teams = [teams[t] for t in args.teams]
         for workers in args.workers:
-            servers.append((Served(f"this, {workers} proc", REPO, served_teams, workers=workers, slots=most),
-                            workers))
+            servers.append((Served(f"this, {workers} proc", REPO, served_teams, workers=workers, slots=most), workers))
         if args.baseline_ref:
             root = unpack(args.baseline_ref, work / "baseline")
             servers.append((Served(f"{args.baseline_ref[:8]}, 1", root, served_teams, workers=1, slots=most), 1))

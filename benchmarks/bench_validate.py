@@ -242,8 +242,9 @@ def main() -> int:
             base = [*reference, "--schemafile", str(SCHEMA)]
             theirs = [timed([*base, one], args.repeat, cached), timed([*base, *paths], args.repeat, cached)]
         source_only = timed([*teamrun, "validate", one], args.repeat, uncached)
-        import_cpu, import_wall = paired_ratio([*teamrun, "validate", one], [sys.executable, "-c", LIBRARIES],
-                                               max(args.repeat, 9), cached)
+        import_cpu, import_wall = paired_ratio(
+            [*teamrun, "validate", one], [sys.executable, "-c", LIBRARIES], max(args.repeat, 9), cached
+        )
 
     print(f"{'':<10} {'teamrun':>16} {'check-jsonschema':>17} {'ratio':>12}")
     print(f"{'':<10} {'wall':>7} {'cpu':>8} {'wall':>8} {'cpu':>8} {'wall':>6} {'cpu':>5}")

@@ -66,8 +66,13 @@ def measure(page_file: Path, browser: object, repeats: int) -> dict[str, float]:
         clicks.append((time.perf_counter() - start) * 1000)
     elements = int(page.evaluate("document.querySelectorAll('*').length"))
     page.close()
-    return {"load": statistics.median(loads), "render": statistics.median(renders),
-            "click": statistics.median(clicks), "elements": elements, "bytes": page_file.stat().st_size}
+    return {
+        "load": statistics.median(loads),
+        "render": statistics.median(renders),
+        "click": statistics.median(clicks),
+        "elements": elements,
+        "bytes": page_file.stat().st_size,
+    }
 
 
 def main() -> int:
@@ -108,14 +113,18 @@ def main() -> int:
 
     base = results[sizes[0]]
     print(f"run view, median of {args.repeats}; ratio = this size / {sizes[0]} workers")
-    header = f"{'workers':>8} {'page KiB':>9} {'elements':>9} {'write ms':>9} {'load ms':>9} {'render ms':>10} " \
-             f"{'click ms':>9} {'load x':>7} {'render x':>9} {'click x':>8}"
+    header = (
+        f"{'workers':>8} {'page KiB':>9} {'elements':>9} {'write ms':>9} {'load ms':>9} {'render ms':>10} "
+        f"{'click ms':>9} {'load x':>7} {'render x':>9} {'click x':>8}"
+    )
     print(header)
     for size in sizes:
         r = results[size]
-        print(f"{size:>8} {r['bytes'] / 1024:>9.0f} {r['elements']:>9.0f} {r['write']:>9.0f} {r['load']:>9.1f} "
-              f"{r['render']:>10.1f} {r['click']:>9.1f} {r['load'] / base['load']:>7.1f} "
-              f"{r['render'] / base['render']:>9.1f} {r['click'] / base['click']:>8.1f}")
+        print(
+            f"{size:>8} {r['bytes'] / 1024:>9.0f} {r['elements']:>9.0f} {r['write']:>9.0f} {r['load']:>9.1f} "
+            f"{r['render']:>10.1f} {r['click']:>9.1f} {r['load'] / base['load']:>7.1f} "
+            f"{r['render'] / base['render']:>9.1f} {r['click'] / base['click']:>8.1f}"
+        )
     return 0
 
 

@@ -54,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"usage:    {result.usage.total_tokens} tokens in {result.usage.requests} model calls, ${result.cost:.4f}")
     print(f"events:   {dict(sorted(seen.items()))}")
     for name, spend in result.agents.items():
-        print(f"agent:    {name}: {spend.invocations} run(s), {spend.tool_calls} tool call(s), "
-              f"{spend.usage.total_tokens} tokens")
+        print(
+            f"agent:    {name}: {spend.invocations} run(s), {spend.tool_calls} tool call(s), "
+            f"{spend.usage.total_tokens} tokens"
+        )
     for delegation in result.delegations:  # in the order they finished
         print(f"delegated: {' > '.join(delegation.agent_path)} [{delegation.status}] ref={delegation.ref}")
     for warning in result.warnings:

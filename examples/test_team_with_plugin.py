@@ -37,14 +37,16 @@ def test_the_team_runs_offline(run_team):
 
 def test_the_planner_uses_what_its_workers_found(run_team, scripted_model):
     """A strict script per agent: a call past it, or a step left over, fails the test."""
-    model = scripted_model({
-        "planner": [
-            delegate("weather", "budget", task="Lisbon, two nights next weekend"),
-            "Go on Saturday: sunny and 24C. Budget about 320 euros.",
-        ],
-        "weather": [tool_call("forecast", city="Lisbon"), "Saturday sunny 24C, Sunday rain."],
-        "budget": ["About 320 euros."],
-    })
+    model = scripted_model(
+        {
+            "planner": [
+                delegate("weather", "budget", task="Lisbon, two nights next weekend"),
+                "Go on Saturday: sunny and 24C. Budget about 320 euros.",
+            ],
+            "weather": [tool_call("forecast", city="Lisbon"), "Saturday sunny 24C, Sunday rain."],
+            "budget": ["About 320 euros."],
+        }
+    )
 
     result = run_team(TEAM, "Plan a weekend in Lisbon", chat_model=model)
 

@@ -42,9 +42,12 @@ def _inprocess_starts_no_process(request: pytest.FixtureRequest) -> Iterator[Non
     with tiers.started_processes() as started:
         yield
     if started:
-        pytest.fail(f"this test is in the inprocess tier but started {len(started)} server or teamrun "
-                    f"process(es), first: {started[0][:200]}; mark it @pytest.mark.outofprocess(\"why\") "
-                    "(tests/tiers.py)", pytrace=False)
+        pytest.fail(
+            f"this test is in the inprocess tier but started {len(started)} server or teamrun "
+            f'process(es), first: {started[0][:200]}; mark it @pytest.mark.outofprocess("why") '
+            "(tests/tiers.py)",
+            pytrace=False,
+        )
 
 
 # ---- end tiers block --------------------------------------------------------------------

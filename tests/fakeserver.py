@@ -92,12 +92,8 @@ def tool_calls(*calls: CallSpec, content: str | None = None, delay: float | None
     Arguments given as a dict are JSON-encoded; a string is sent verbatim, which
     lets a test send malformed JSON.
     """
-    encoded = tuple(
-        (name, args if isinstance(args, str) else json.dumps(args)) for name, args in calls
-    )
-    return Reply(
-        "tool_calls", content=content, calls=encoded, delay=delay, finish_reason="tool_calls"
-    )
+    encoded = tuple((name, args if isinstance(args, str) else json.dumps(args)) for name, args in calls)
+    return Reply("tool_calls", content=content, calls=encoded, delay=delay, finish_reason="tool_calls")
 
 
 def http_error(
@@ -192,9 +188,7 @@ class FakeOpenAI:
         httpd.fake = self
         self.port = httpd.server_address[1]
         self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
 
@@ -318,9 +312,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if record is not None:
             record.end = time.monotonic()
 
-    def _answer(
-        self, fake: FakeOpenAI, model: str, request: dict[str, Any], record: RequestRecord
-    ) -> None:
+    def _answer(self, fake: FakeOpenAI, model: str, request: dict[str, Any], record: RequestRecord) -> None:
         reply = fake._next_reply(model, request)
         if reply is None:
             record.status, record.reply_kind = 500, "violation"
@@ -350,9 +342,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send_json(200, _completion_body(request, reply))
 
     # -- writing -------------------------------------------------------------------
-    def _send_json(
-        self, status: int, body: dict[str, Any], *, headers: dict[str, str] | None = None
-    ) -> None:
+    def _send_json(self, status: int, body: dict[str, Any], *, headers: dict[str, str] | None = None) -> None:
         self._send_bytes(status, json.dumps(body).encode(), "application/json", headers)
 
     def _send_bytes(
@@ -389,13 +379,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
 # -- OpenAI wire format ---------------------------------------------------------------
 def _error_body(message: str, status: int, code: str | None = None) -> dict[str, Any]:
-    kind = (
-        "rate_limit_error"
-        if status == 429
-        else "server_error"
-        if status >= 500
-        else "invalid_request_error"
-    )
+    kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": None, "code": code or str(status)}}
 
 

@@ -17,8 +17,10 @@ import tempfile
 import uuid
 from pathlib import Path
 
-INSTALL_HINT = ("the PostgreSQL tests need a PostgreSQL server: install the Debian package `postgresql` "
-                "(apt-get install postgresql; .ci/install-and-test does) or set TEAMRUN_TEST_POSTGRES_URL")
+INSTALL_HINT = (
+    "the PostgreSQL tests need a PostgreSQL server: install the Debian package `postgresql` "
+    "(apt-get install postgresql; .ci/install-and-test does) or set TEAMRUN_TEST_POSTGRES_URL"
+)
 
 
 def _bin_dir() -> Path:

@@ -41,12 +41,18 @@ def _twenty_lines() -> tuple[str, list[str]]:
 def test_the_team_in_twenty_lines_runs_as_copied(tmp_path: Path) -> None:
     team, commands = _twenty_lines()
     (tmp_path / "team.yaml").write_text(team, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     env.pop("TEAMRUN_MODEL", None)
 
-    done = [subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-            for line in commands]
+    done = [
+        subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        for line in commands
+    ]
 
     assert [d.returncode for d in done] == [0] * len(commands), [d.stderr for d in done]
     execute = done[-1]
@@ -55,20 +61,29 @@ def test_the_team_in_twenty_lines_runs_as_copied(tmp_path: Path) -> None:
     assert "notes/languages.md:1:Rust: memory safe without a garbage collector." in execute.stdout
 
 
-@pytest.mark.parametrize(("make_notes", "seen"), [
-    (True, "Error: command 'grep' exited with code 1"),
-    (False, "Error: command 'grep' exited with code 2 [stderr] grep: notes/: No such file or directory"),
-], ids=["no-match", "no-folder"])
+@pytest.mark.parametrize(
+    ("make_notes", "seen"),
+    [
+        (True, "Error: command 'grep' exited with code 1"),
+        (False, "Error: command 'grep' exited with code 2 [stderr] grep: notes/: No such file or directory"),
+    ],
+    ids=["no-match", "no-folder"],
+)
 def test_a_failing_grep_is_the_tool_s_error_with_its_exit_code(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripted_model: Any, make_notes: bool, seen: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scripted_model: Any, make_notes: bool, seen: str
+) -> None:
     team, _ = _twenty_lines()
     (tmp_path / "team.yaml").write_text(team, encoding="utf-8")
     if make_notes:
         (tmp_path / "notes").mkdir()
         (tmp_path / "notes" / "languages.md").write_text("Rust: memory safe.\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)  # a command tool without `cwd` runs where teamrun runs
-    model = scripted_model({"lead": [delegate("researcher", task="Find notes on Zig"), text("No notes on Zig.")],
-                            "researcher": [tool_call("notes", subject="Zig"), text("Nothing on Zig.")]})
+    model = scripted_model(
+        {
+            "lead": [delegate("researcher", task="Find notes on Zig"), text("No notes on Zig.")],
+            "researcher": [tool_call("notes", subject="Zig"), text("Nothing on Zig.")],
+        }
+    )
 
     result = teamrun.load_team(tmp_path / "team.yaml", chat_model=model).run_sync("Compare Zig")
 
@@ -90,16 +105,21 @@ def _pip_installs(doc: Path) -> list[list[str]]:
 
 @pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
 def test_pip_install_lines_work_from_a_clone(doc: Path) -> None:
-    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-                 ["project"]["optional-dependencies"])
+    extras = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    )
     problems = []
     for words in _pip_installs(doc):
         for word in words:
             package, _, rest = word.partition("[")
             wanted = set(rest.rstrip("]").split(",")) - {""}
             if package != ".":
-                problems.append(f"pip install {word}: from a clone that asks the package index; write "
-                                f"pip install '.[{rest.rstrip(']')}]'" if rest else f"pip install {word}")
+                problems.append(
+                    f"pip install {word}: from a clone that asks the package index; write "
+                    f"pip install '.[{rest.rstrip(']')}]'"
+                    if rest
+                    else f"pip install {word}"
+                )
             elif wanted - extras:
                 problems.append(f"pip install {word}: no such extra (extras: {', '.join(sorted(extras))})")
     assert problems == []

@@ -92,9 +92,13 @@ def test_imports_point_only_down_the_layers() -> None:
 
 def test_only_the_adapter_imports_litellm() -> None:
     importers = sorted(
-        str(path.relative_to(PACKAGE)) for path in _modules()
-        if any(module.split(".")[0] == "litellm"
-               for _, module in _runtime_imports(ast.parse(path.read_text(encoding="utf-8")))))
+        str(path.relative_to(PACKAGE))
+        for path in _modules()
+        if any(
+            module.split(".")[0] == "litellm"
+            for _, module in _runtime_imports(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    )
     assert set(importers) <= LITELLM_IMPORTERS, importers
 
 
@@ -116,8 +120,11 @@ def _import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in sources}
     for name, source in sources.items():
         for node in _import_nodes(ast.parse(source)):
-            targets = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
-                [f"{node.module}.{alias.name}" for alias in node.names] + [node.module or ""])
+            targets = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else ([f"{node.module}.{alias.name}" for alias in node.names] + [node.module or ""])
+            )
             for target in targets:
                 if target in sources and target != name:
                     graph[name].add(target)
@@ -128,6 +135,7 @@ def _import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
 
 def _import_nodes(tree: ast.Module) -> Iterable[ast.Import | ast.ImportFrom]:
     """The import statements that run (in functions too), not those under ``TYPE_CHECKING``."""
+
     def visit(node: ast.AST) -> Iterable[ast.Import | ast.ImportFrom]:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for child in node.orelse:

@@ -28,7 +28,7 @@ DOCS = [README, *sorted((REPO / "docs").glob("*.md")), REPO / "examples" / "READ
 TEAM_FILE_DOCS = [README, REPO / "docs" / "team-file.md"]
 """The docs that show complete team files (each is validated; the others show none)."""
 SET_UP = [
-    'python3 -m venv .venv && . .venv/bin/activate && pip install . && '
+    "python3 -m venv .venv && . .venv/bin/activate && pip install . && "
     'teamrun execute teams/research-report.yaml --input "Compare Rust and Go for command-line tools"',
     ".ci/install-and-test",
 ]
@@ -84,8 +84,9 @@ def test_shell_commands_use_real_commands_and_options(doc: Path) -> None:
     inline = re.findall(r"`(teamrun [^`]+)`", text)
     invocations += [words for span in inline for words in reference.shell_invocations(span)]
 
-    problems = [f"{' '.join(words)}: {problem}" for words in invocations
-                for problem in reference.command_problems(words)]
+    problems = [
+        f"{' '.join(words)}: {problem}" for words in invocations for problem in reference.command_problems(words)
+    ]
     assert problems == []
     if doc == README:
         assert len(invocations) >= 25  # the parser really found the README's commands
@@ -99,12 +100,15 @@ def test_the_test_script_outside_a_virtual_environment_says_how_to_make_one(tmp_
     python.symlink_to(sys.base_prefix + "/bin/python3")
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOME": str(tmp_path)}
 
-    done = subprocess.run([str(REPO / SET_UP[1])], capture_output=True, text=True, env=env, cwd=tmp_path,
-                          timeout=60)  # a hang guard only
+    done = subprocess.run(
+        [str(REPO / SET_UP[1])], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60
+    )  # a hang guard only
 
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == ("install-and-test: run me inside a virtual environment (README set-up command 1: "
-                           "python3 -m venv .venv && . .venv/bin/activate)\n")
+    assert done.stderr == (
+        "install-and-test: run me inside a virtual environment (README set-up command 1: "
+        "python3 -m venv .venv && . .venv/bin/activate)\n"
+    )
 
 
 def test_the_checker_catches_what_does_not_exist() -> None:
@@ -175,13 +179,28 @@ def _price_table_downloads_of_a_cli_run() -> list[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     env = {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
-    env.update(LITELLM_MODEL_COST_MAP_URL=f"http://127.0.0.1:{server.server_address[1]}/prices.json",
-               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    env.update(
+        LITELLM_MODEL_COST_MAP_URL=f"http://127.0.0.1:{server.server_address[1]}/prices.json",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "teamrun.cli", "execute", str(REPO / "teams" / "research-report.yaml"),
-             "--input", "Compare two tools", "--progress", "none"],
-            capture_output=True, text=True, env=env, timeout=300,  # a hang guard only
+            [
+                sys.executable,
+                "-m",
+                "teamrun.cli",
+                "execute",
+                str(REPO / "teams" / "research-report.yaml"),
+                "--input",
+                "Compare two tools",
+                "--progress",
+                "none",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,  # a hang guard only
         )
     finally:
         server.shutdown()

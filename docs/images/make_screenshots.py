@@ -70,16 +70,35 @@ def main() -> None:
     assert chromium, "needs the system chromium"
     with tempfile.TemporaryDirectory() as folder, FakeOpenAI() as server:
         tmp = Path(folder)
-        server.script("gpt-4o", [tool_calls(("ask_pricing", {"task": "Prices of Notely"}),
-                                            ("ask_reviews", {"task": "What do users say about Notely?"}),
-                                            ("ask_competitors", {"task": "Who competes with Notely?"}), delay=0.35),
-                                 text(ANSWER, delay=0.5)])
+        server.script(
+            "gpt-4o",
+            [
+                tool_calls(
+                    ("ask_pricing", {"task": "Prices of Notely"}),
+                    ("ask_reviews", {"task": "What do users say about Notely?"}),
+                    ("ask_competitors", {"task": "Who competes with Notely?"}),
+                    delay=0.35,
+                ),
+                text(ANSWER, delay=0.5),
+            ],
+        )
         server.handler("gpt-4o-mini", _workers(text, tool_calls, http_error))
         team = tmp / "team.yaml"
         team.write_text(textwrap.dedent(TEAM.format(url=server.url)), encoding="utf-8")
         trace = tmp / "run.jsonl"
-        teamrun(["execute", str(team), "-i", "Scan the market for Notely", "--progress", "none",
-                 "--trace", str(trace), "--trace-content"])
+        teamrun(
+            [
+                "execute",
+                str(team),
+                "-i",
+                "Scan the market for Notely",
+                "--progress",
+                "none",
+                "--trace",
+                str(trace),
+                "--trace-content",
+            ]
+        )
         page_file = tmp / "run.html"
         assert teamrun(["trace", "view", str(trace), "-o", str(page_file)]) == 0
         with sync_playwright() as p:
@@ -106,9 +125,11 @@ def _serve_page(browser, tmp: Path) -> None:  # type: ignore[no-untyped-def]
     server = RunningServer([team], ServeSettings(store=open_store(tmp / "teamrun.db"))).start()
     try:
         with httpx.Client(base_url=server.url, timeout=60) as client:
-            for body in ({"input": "Compare Rust and Go", "thread": "lang-choice"},
-                         {"input": "Which one compiles faster?", "thread": "lang-choice"},
-                         {"input": "Compare SQLite and PostgreSQL for a CLI tool"}):
+            for body in (
+                {"input": "Compare Rust and Go", "thread": "lang-choice"},
+                {"input": "Which one compiles faster?", "thread": "lang-choice"},
+                {"input": "Compare SQLite and PostgreSQL for a CLI tool"},
+            ):
                 run = client.post("/v1/runs", json={"team": "research-report", **body}).json()["id"]
                 client.get(f"/v1/runs/{run}/events")
         page = browser.new_page(viewport={"width": 1360, "height": 1300})
@@ -116,8 +137,10 @@ def _serve_page(browser, tmp: Path) -> None:  # type: ignore[no-untyped-def]
         page.locator("#runs-list tr").first.click()
         page.wait_for_selector("#run-view .tv-row")
         page.locator("#runs").scroll_into_view_if_needed()
-        page.screenshot(path=str(HERE / "serve-runs.png"), clip={"x": 0, "y": page.locator("#runs").bounding_box()["y"] - 10,
-                                                                 "width": 1360, "height": 1100})
+        page.screenshot(
+            path=str(HERE / "serve-runs.png"),
+            clip={"x": 0, "y": page.locator("#runs").bounding_box()["y"] - 10, "width": 1360, "height": 1100},
+        )
     finally:
         server.stop()
 
@@ -130,8 +153,11 @@ def _workers(text, tool_calls, http_error):  # type: ignore[no-untyped-def]
         task = next(m["content"] for m in request["messages"] if m["role"] == "user")
         turn = seen[task] = seen.get(task, 0) + 1
         if "Prices" in task:
-            return tool_calls(("price_list", {"product": "Notely"}), delay=0.3) if turn == 1 else \
-                text("basic $9/month, pro $29/month", delay=0.4)
+            return (
+                tool_calls(("price_list", {"product": "Notely"}), delay=0.3)
+                if turn == 1
+                else text("basic $9/month, pro $29/month", delay=0.4)
+            )
         if "users say" in task:
             return http_error(429, retry_after=0.3) if turn == 1 else text("Users like sync and search.", delay=0.6)
         return http_error(500, message="upstream exploded", delay=0.2)

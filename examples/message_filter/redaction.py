@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 REDACTED = "[redacted]"
 
 _SECRETS = [
-    re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"),                # OpenAI-style API keys
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),                   # AWS access key ids
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),         # GitHub tokens
+    re.compile(r"\bsk-[A-Za-z0-9_-]{8,}"),  # OpenAI-style API keys
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),  # GitHub tokens
     re.compile(r"(?i)\b(password|passwd|token)\s*[:=]\s*\S+"),
-    re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+"),               # e-mail addresses
+    re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+"),  # e-mail addresses
 ]
 
 

@@ -34,5 +34,9 @@ def model_for(agent: _HasModel | None, defaults: _HasModel | None = None, *, ove
     """The model an agent uses: ``override`` (``--model``, ``model=``), else its own ``model:``, else
     ``defaults.model``, else :data:`DEFAULT_MODEL`. An empty value (``${VAR:-}``) counts as unset.
     ``agent=None``: a judge that names no model (``accept:``)."""
-    return (override or (agent.model if agent is not None else None)
-            or (defaults.model if defaults is not None else None) or DEFAULT_MODEL)
+    return (
+        override
+        or (agent.model if agent is not None else None)
+        or (defaults.model if defaults is not None else None)
+        or DEFAULT_MODEL
+    )

@@ -63,14 +63,24 @@ __all__ = [
 ]
 
 EventKind = Literal[
-    "run_start", "run_end",
-    "agent_start", "agent_end",
-    "llm_start", "llm_end", "llm_retry", "llm_io",
-    "tool_start", "tool_end",
-    "delegation_start", "delegation_end",
-    "hook", "budget", "warning",
+    "run_start",
+    "run_end",
+    "agent_start",
+    "agent_end",
+    "llm_start",
+    "llm_end",
+    "llm_retry",
+    "llm_io",
+    "tool_start",
+    "tool_end",
+    "delegation_start",
+    "delegation_end",
+    "hook",
+    "budget",
+    "warning",
     "accept",
-    "person_asked", "person_answered",
+    "person_asked",
+    "person_answered",
 ]
 
 _log = get_logger(__name__)
@@ -116,8 +126,11 @@ class Event:
     def data(self) -> dict[str, Any]:
         """The kind-specific fields that have a value (``None`` left out), as a dict: what a trace
         line's ``data`` holds."""
-        return {f.name: value for f in dataclasses.fields(self)
-                if f.name not in BASE_FIELDS and (value := getattr(self, f.name)) is not None}
+        return {
+            f.name: value
+            for f in dataclasses.fields(self)
+            if f.name not in BASE_FIELDS and (value := getattr(self, f.name)) is not None
+        }
 
 
 BASE_FIELDS = frozenset({"run_id", "span_id", "parent_span_id", "agent_path", "time"})
@@ -139,6 +152,7 @@ def _kind(name: str) -> Callable[[E], E]:
 
 
 # -- the run ----------------------------------------------------------------------------------
+
 
 @_kind("run_start")
 @dataclass(frozen=True, kw_only=True)
@@ -169,6 +183,7 @@ class RunEnd(Event):
 
 
 # -- agents -----------------------------------------------------------------------------------
+
 
 @_kind("agent_start")
 @dataclass(frozen=True, kw_only=True)
@@ -239,6 +254,7 @@ class Hook(Event):
 
 # -- model calls ------------------------------------------------------------------------------
 
+
 @_kind("llm_start")
 @dataclass(frozen=True, kw_only=True)
 class LlmStart(Event):
@@ -301,6 +317,7 @@ class LlmIO(Event):
 
 # -- tools and delegations --------------------------------------------------------------------
 
+
 @_kind("tool_start")
 @dataclass(frozen=True, kw_only=True)
 class ToolStart(Event):
@@ -357,6 +374,7 @@ class DelegationEnd(Event):
 
 # -- acceptance checks ------------------------------------------------------------------------
 
+
 @_kind("accept")
 @dataclass(frozen=True, kw_only=True)
 class AcceptCheck(Event):
@@ -378,6 +396,7 @@ class AcceptCheck(Event):
 
 
 # -- people in the loop -----------------------------------------------------------------------
+
 
 @_kind("person_asked")
 @dataclass(frozen=True, kw_only=True)
@@ -418,8 +437,9 @@ class PersonAnswered(Event):
 
 def content_fields() -> frozenset[str]:
     """Names of the fields, over every kind, that carry content (prompts, answers, payloads)."""
-    return frozenset(f.name for cls in EVENT_TYPES.values() for f in dataclasses.fields(cls)
-                     if f.metadata.get("content"))
+    return frozenset(
+        f.name for cls in EVENT_TYPES.values() for f in dataclasses.fields(cls) if f.metadata.get("content")
+    )
 
 
 _SHAPES: dict[type[Event], tuple[frozenset[str], frozenset[str]]] = {}
@@ -430,8 +450,13 @@ def _shape(cls: type[Event]) -> tuple[frozenset[str], frozenset[str]]:
     shape = _SHAPES.get(cls)
     if shape is None:
         names = frozenset(f.name for f in dataclasses.fields(cls))
-        required = frozenset(f.name for f in dataclasses.fields(cls) if f.name not in BASE_FIELDS
-                             and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        required = frozenset(
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.name not in BASE_FIELDS
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        )
         shape = _SHAPES[cls] = (names, required)
     return shape
 
@@ -448,7 +473,8 @@ def _build(kind: str, fields: Mapping[str, Any]) -> Event:
     missing = sorted(required - set(fields))
     if unknown or missing:
         problems = ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) + (
-            [f"missing field(s) {', '.join(missing)}"] if missing else [])
+            [f"missing field(s) {', '.join(missing)}"] if missing else []
+        )
         raise TypeError(f"event {kind!r}: {'; '.join(problems)} (fields: {', '.join(sorted(own))})")
     return cls(**fields)
 
@@ -470,14 +496,17 @@ def event_from_record(record: Mapping[str, Any]) -> Event:
     for name in ("usage",):
         if name in values and not isinstance(values[name], Mapping):
             values[name] = {}
-    return _build(kind, {
-        **values,
-        "run_id": str(record.get("run_id") or ""),
-        "span_id": str(record.get("span_id") or ""),
-        "parent_span_id": record.get("parent_span_id") or None,
-        "agent_path": tuple(record.get("agent_path") or ()),
-        "time": float(record.get("time") or 0.0),
-    })
+    return _build(
+        kind,
+        {
+            **values,
+            "run_id": str(record.get("run_id") or ""),
+            "span_id": str(record.get("span_id") or ""),
+            "parent_span_id": record.get("parent_span_id") or None,
+            "agent_path": tuple(record.get("agent_path") or ()),
+            "time": float(record.get("time") or 0.0),
+        },
+    )
 
 
 Subscriber = Callable[[Event], None]
@@ -519,8 +548,16 @@ class EventBus:
 
         Raises :class:`TypeError` for an unknown kind, an unknown field or a missing required one.
         """
-        event = _build(kind, {**data, "run_id": self.run_id, "span_id": span_id,
-                              "parent_span_id": parent_span_id, "agent_path": tuple(agent_path)})
+        event = _build(
+            kind,
+            {
+                **data,
+                "run_id": self.run_id,
+                "span_id": span_id,
+                "parent_span_id": parent_span_id,
+                "agent_path": tuple(agent_path),
+            },
+        )
         return self.publish(event)
 
     def publish(self, event: Event) -> Event:

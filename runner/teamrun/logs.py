@@ -40,8 +40,15 @@ class _CurrentStderr:
 
 _redactor = Redactor()
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
-           "error": logging.ERROR, "exception": logging.ERROR, "critical": logging.CRITICAL}
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+}
 
 
 class TeamrunLogger:

@@ -47,8 +47,9 @@ def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
 class Redactor:
     """Masks known secret values (longest first) and provider-key shapes."""
 
-    def __init__(self, secrets: Iterable[str] = (), *, environ: Mapping[str, str] | None = None,
-                 include_env: bool = True) -> None:
+    def __init__(
+        self, secrets: Iterable[str] = (), *, environ: Mapping[str, str] | None = None, include_env: bool = True
+    ) -> None:
         found = set(secret_env_values(environ)) if include_env else set()
         found.update(s for s in secrets if s and _is_secret_value(s))
         self._secrets: list[str] = []
@@ -98,8 +99,9 @@ class StoreMask(Redactor):
 
     def __init__(self, secrets: Iterable[str] = (), *, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
-        self._names = {value: name for name, value in sorted(env.items())
-                       if SECRET_NAME.search(name) and _is_secret_value(value)}
+        self._names = {
+            value: name for name, value in sorted(env.items()) if SECRET_NAME.search(name) and _is_secret_value(value)
+        }
         super().__init__(secrets, environ=env)
 
     def _replacement(self, match: re.Match[str]) -> str:

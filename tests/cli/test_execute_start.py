@@ -33,8 +33,14 @@ WRAPPER = textwrap.dedent("""\
 
 def run_cli(*args: str, python_flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.run([sys.executable, *python_flags, "-c", WRAPPER, *args], capture_output=True,
-                          text=True, env=env, cwd=REPO, timeout=120)
+    return subprocess.run(
+        [sys.executable, *python_flags, "-c", WRAPPER, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
 
 
 def heavy_modules(stderr: str) -> str:
@@ -98,8 +104,11 @@ def test_no_starting_line_when_progress_is_off(capsys: pytest.CaptureFixture[str
 def test_the_starting_line_comes_before_litellm_is_imported(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     fake_openai.script("solo", [text("fine")])
     team = tmp_path / "team.yaml"
-    team.write_text(f"version: 1\nname: one\nsupervisor: solo\nagents:\n"
-                    f"  solo: {{model: openai/solo, api_base: '{fake_openai.url}'}}\n", encoding="utf-8")
+    team.write_text(
+        f"version: 1\nname: one\nsupervisor: solo\nagents:\n"
+        f"  solo: {{model: openai/solo, api_base: '{fake_openai.url}'}}\n",
+        encoding="utf-8",
+    )
 
     done = run_cli("execute", str(team), "--input", "hi", "--progress", "plain", python_flags=("-X", "importtime"))
 
@@ -107,8 +116,11 @@ def test_the_starting_line_comes_before_litellm_is_imported(tmp_path: Path, fake
     assert done.stdout.strip() == "fine"
     lines = done.stderr.splitlines()
     starting = lines.index("starting one (1 agent, model openai/solo)")
-    first_litellm = next(i for i, line in enumerate(lines) if line.startswith("import time:")
-                         and line.rsplit("|", 1)[-1].strip().split(".")[0] == "litellm")
+    first_litellm = next(
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip().split(".")[0] == "litellm"
+    )
     assert starting < first_litellm
     assert "litellm" in heavy_modules(done.stderr)
 
@@ -141,7 +153,13 @@ def test_running_a_team_does_not_read_the_config_models_source() -> None:
         sys.exit(code)
         """)
     env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run([sys.executable, "-c", wrapper, "-q", "execute", RESEARCH, "--input", TASK,
-                           "--progress", "none"], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", wrapper, "-q", "execute", RESEARCH, "--input", TASK, "--progress", "none"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "READ=\n" in done.stderr, done.stderr[-2000:]

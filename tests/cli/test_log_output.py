@@ -64,9 +64,7 @@ def retry_team(tmp_path: Path, fake_openai: FakeOpenAI) -> Path:
     return path
 
 
-def test_json_log_format_prints_one_json_line_per_event(
-    offline_team: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_json_log_format_prints_one_json_line_per_event(offline_team: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["--log-format", "json", "execute", str(offline_team), "-i", "go"])
 
     out, err = capsys.readouterr()
@@ -87,9 +85,7 @@ def test_json_log_format_prints_one_json_line_per_event(
     assert all("task" not in line and "input" not in line for line in lines), "no content in logs"
 
 
-def test_json_log_format_reports_a_failed_run_as_json_too(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_json_log_format_reports_a_failed_run_as_json_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "budget.yaml"
     path.write_text(textwrap.dedent(OFFLINE_TEAM) + "limits: {max_total_tokens: 1}\n", encoding="utf-8")
 
@@ -127,8 +123,9 @@ def test_one_retry_is_one_line(retry_team: Path, fake_openai: FakeOpenAI, capsys
     fake_openai.assert_complete()
 
 
-def test_one_retry_is_one_json_line(retry_team: Path, fake_openai: FakeOpenAI,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_retry_is_one_json_line(
+    retry_team: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["--log-format", "json", "execute", str(retry_team), "-i", "go"])
 
     _, err = capsys.readouterr()
@@ -143,14 +140,18 @@ def test_one_retry_is_one_json_line(retry_team: Path, fake_openai: FakeOpenAI,
     assert llm_start["agent"] == "alpha"  # the retry belongs to the model call's span
 
 
-@pytest.mark.parametrize(("argv", "event", "message"), [
-    (["execute"], "usage_error", "Missing argument 'TEAM_FILE'."),  # click's own usage error
-    (["bogus"], "usage_error", "No such command 'bogus'."),  # before the group's options took effect
-    (["execute", "/no/such/team.yaml", "-i", "go"], "config_error", "/no/such/team.yaml:1:1: error: no such file"),
-    (["threads", "show", "nope", "--store", "STORE"], "usage_error", "no thread 'nope' in the store sqlite:///"),
-])
-def test_json_log_format_says_errors_as_json_lines(argv: list[str], event: str, message: str, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "event", "message"),
+    [
+        (["execute"], "usage_error", "Missing argument 'TEAM_FILE'."),  # click's own usage error
+        (["bogus"], "usage_error", "No such command 'bogus'."),  # before the group's options took effect
+        (["execute", "/no/such/team.yaml", "-i", "go"], "config_error", "/no/such/team.yaml:1:1: error: no such file"),
+        (["threads", "show", "nope", "--store", "STORE"], "usage_error", "no thread 'nope' in the store sqlite:///"),
+    ],
+)
+def test_json_log_format_says_errors_as_json_lines(
+    argv: list[str], event: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = [str(tmp_path / "t.db") if a == "STORE" else a for a in argv]
     for form in (["--log-format", "json"], ["--log-format=json"]):
         code = main([*form, *argv])

@@ -60,10 +60,13 @@ PLAIN_TEAM = """\
 
 
 def _script_plain(server: FakeOpenAI) -> None:
-    server.script("lead", [
-        tool_calls(("ask_alpha", {"task": "echo hi"}), ("ask_beta", {"task": "fail"})),
-        text("lead answer"),
-    ])
+    server.script(
+        "lead",
+        [
+            tool_calls(("ask_alpha", {"task": "echo hi"}), ("ask_beta", {"task": "fail"})),
+            text("lead answer"),
+        ],
+    )
     server.script("alpha", [tool_calls(("echo", {"word": "hi"})), text("alpha answer")])
     server.script("beta", [http_error(400, message="bad request for beta")])
 
@@ -75,9 +78,7 @@ def plain_team(tmp_path: Path, fake_openai: FakeOpenAI) -> Path:
     return _write_team(tmp_path / "team.yaml", fake_openai, body)
 
 
-def test_plain_progress_has_one_line_per_notable_event(
-    plain_team: Path, fake_openai: FakeOpenAI
-) -> None:
+def test_plain_progress_has_one_line_per_notable_event(plain_team: Path, fake_openai: FakeOpenAI) -> None:
     stream = io.StringIO()
 
     result = teamrun.load_team(plain_team).run_sync("go", subscribers=[PlainProgress(stream)])
@@ -122,10 +123,13 @@ RETRY_AND_REJECT_TEAM = """\
 
 
 def _run_retry_and_reject(tmp_path: Path, server: FakeOpenAI) -> list[str]:
-    server.script("lead", [
-        tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
-        text("lead answer"),
-    ])
+    server.script(
+        "lead",
+        [
+            tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
+            text("lead answer"),
+        ],
+    )
     server.script("alpha", [http_error(429, retry_after=0), text("alpha answer")])
     stream = io.StringIO()
     path = _write_team(tmp_path / "retry.yaml", server, RETRY_AND_REJECT_TEAM)
@@ -169,21 +173,25 @@ def _final_frame(output: str) -> tuple[list[str], int | None]:
     moves = list(re.finditer(r"\x1b\[(\d+)F\x1b\[J", output))
     if not moves:
         return output.splitlines(), None
-    return output[moves[-1].end():].splitlines(), int(moves[-1].group(1))
+    return output[moves[-1].end() :].splitlines(), int(moves[-1].group(1))
 
 
-def test_live_tree_final_frame_shows_nesting_statuses_and_tokens(
-    tmp_path: Path, fake_openai: FakeOpenAI
-) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_manager", {"task": "manage"})),
-        tool_calls(("ask_solo", {"task": "work alone"})),
-        text("lead answer"),
-    ])
-    fake_openai.script("manager", [
-        tool_calls(("ask_spec_a", {"task": "a"}), ("ask_spec_b", {"task": "b"})),
-        text("manager answer"),
-    ])
+def test_live_tree_final_frame_shows_nesting_statuses_and_tokens(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_manager", {"task": "manage"})),
+            tool_calls(("ask_solo", {"task": "work alone"})),
+            text("lead answer"),
+        ],
+    )
+    fake_openai.script(
+        "manager",
+        [
+            tool_calls(("ask_spec_a", {"task": "a"}), ("ask_spec_b", {"task": "b"})),
+            text("manager answer"),
+        ],
+    )
     fake_openai.script("spec_a", [text("a answer")])
     fake_openai.script("spec_b", [http_error(400, message="spec_b refuses")])
     fake_openai.script("solo", [text("solo answer")])
@@ -210,12 +218,16 @@ def test_live_tree_final_frame_shows_nesting_statuses_and_tokens(
 def test_live_tree_marks_cancelled_workers(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     fake_openai.script("lead", [tool_calls(("ask_slow", {"task": "wait"}))])
     fake_openai.script("slow", [hang(30)])
-    path = _write_team(tmp_path / "cancel.yaml", fake_openai, """\
+    path = _write_team(
+        tmp_path / "cancel.yaml",
+        fake_openai,
+        """\
         supervisor: lead
         agents:
           lead: {model: openai/lead, delegates_to: [slow]}
           slow: {model: openai/slow, description: Never answers.}
-        """)
+        """,
+    )
     stream = io.StringIO()
     team = teamrun.load_team(path)
 
@@ -249,12 +261,18 @@ def test_live_tree_redraws_in_place() -> None:
     bus = EventBus("r1")
     bus.subscribe(tree)
     bus.emit("agent_start", span_id="s1", parent_span_id="run", agent_path=("lead",), model="m")
-    bus.emit("delegation_start", span_id="s2", parent_span_id="s1", agent_path=("lead",),
-             worker="w")
+    bus.emit("delegation_start", span_id="s2", parent_span_id="s1", agent_path=("lead",), worker="w")
     bus.emit("agent_start", span_id="s5", parent_span_id="s2", agent_path=("lead", "w"), model="m")
     bus.emit("tool_start", span_id="s3", parent_span_id="s5", agent_path=("lead", "w"), tool="grep")
-    bus.emit("llm_end", span_id="s4", parent_span_id="s5", agent_path=("lead", "w"),
-             status="ok", usage={"total_tokens": 1500}, cost=0.25)
+    bus.emit(
+        "llm_end",
+        span_id="s4",
+        parent_span_id="s5",
+        agent_path=("lead", "w"),
+        status="ok",
+        usage={"total_tokens": 1500},
+        cost=0.25,
+    )
     running, _ = _final_frame(stream.getvalue())
     assert running == [
         "● lead  running  0 tok  $0.0000",
@@ -277,8 +295,17 @@ def test_live_tree_shows_a_refused_delegation_under_its_delegator() -> None:
     bus = EventBus("r1")
     bus.subscribe(LiveTree(stream, interval=0.0))
     bus.emit("agent_start", span_id="s1", parent_span_id="run", agent_path=("lead",), model="m")
-    bus.emit("delegation_end", span_id="s2", parent_span_id="s1", agent_path=("lead",), worker="w",
-             status="rejected", usage={}, cost=0.0, error="limit reached")
+    bus.emit(
+        "delegation_end",
+        span_id="s2",
+        parent_span_id="s1",
+        agent_path=("lead",),
+        worker="w",
+        status="rejected",
+        usage={},
+        cost=0.0,
+        error="limit reached",
+    )
     bus.emit("agent_end", span_id="s1", parent_span_id="run", agent_path=("lead",), status="ok")
 
     frame, _ = _final_frame(stream.getvalue())
@@ -295,7 +322,7 @@ def _screen(raw: str) -> list[str]:
                 row, col = max(0, row - int(control.group(1) or 1)), 0
             else:
                 rows[row] = rows[row][:col]
-                del rows[row + 1:]
+                del rows[row + 1 :]
             i += control.end()
             continue
         char, i = raw[i], i + 1
@@ -304,7 +331,7 @@ def _screen(raw: str) -> list[str]:
             if row == len(rows):
                 rows.append("")
         else:
-            rows[row] = rows[row][:col].ljust(col) + char + rows[row][col + 1:]
+            rows[row] = rows[row][:col].ljust(col) + char + rows[row][col + 1 :]
             col += 1
     return rows[:-1] if rows and rows[-1] == "" else rows
 
@@ -325,8 +352,7 @@ def test_output_written_to_stderr_during_a_live_tree_appears_above_it(
     bus.subscribe(LiveTree(interval=0.0))  # draws on sys.stderr, as in `teamrun execute`
     _events_for_prompted_run(bus)
     print("2026 [warning] llm_cost_unknown model=openai/lead", file=sys.stderr, flush=True)
-    bus.emit("llm_end", span_id="s2", parent_span_id="s1", agent_path=("lead",), status="ok",
-             usage={"total_tokens": 7})
+    bus.emit("llm_end", span_id="s2", parent_span_id="s1", agent_path=("lead",), status="ok", usage={"total_tokens": 7})
     sys.stderr.write("a partial ")
     sys.stderr.write("line, then the rest\n")
     bus.emit("agent_end", span_id="s1", parent_span_id="r", agent_path=("lead",), status="ok")
@@ -351,8 +377,7 @@ def test_an_approval_prompt_is_not_overwritten_by_the_tree(monkeypatch: pytest.M
     bus.emit("tool_start", span_id="t1", parent_span_id="s1", agent_path=("lead",), tool="stamp")
     sys.stderr.write("\nteamrun: an agent wants to call tool 'stamp'\nAllow it? [y]es / [N]o for 'stamp': ")
     shown = terminal.getvalue()
-    bus.emit("llm_end", span_id="s9", parent_span_id="s1", agent_path=("lead",), status="ok",
-             usage={"total_tokens": 5})
+    bus.emit("llm_end", span_id="s9", parent_span_id="s1", agent_path=("lead",), status="ok", usage={"total_tokens": 5})
     assert terminal.getvalue() == shown, "no redraw while the prompt waits for its answer"
     terminal.write("y\n")  # what the terminal echoes as the person answers
     bus.emit("tool_end", span_id="t1", parent_span_id="s1", agent_path=("lead",), tool="stamp", status="ok")
@@ -380,6 +405,7 @@ def test_a_tree_drawn_elsewhere_leaves_stderr_alone(monkeypatch: pytest.MonkeyPa
 
 
 # -- through the CLI ------------------------------------------------------------------------
+
 
 def test_execute_progress_plain_writes_progress_to_stderr_only(
     plain_team: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
@@ -418,12 +444,16 @@ def test_execute_progress_tree_keeps_log_lines_readable(
     # model names no other test uses: LiteLLM's "no price for this model" warning comes once per model
     fake_openai.script("tree_lead_7f3a", [tool_calls(("ask_helper", {"task": "help"})), text("lead answer")])
     fake_openai.script("tree_helper_7f3a", [text("helped")])
-    path = _write_team(tmp_path / "logs.yaml", fake_openai, """\
+    path = _write_team(
+        tmp_path / "logs.yaml",
+        fake_openai,
+        """\
         supervisor: lead
         agents:
           lead: {model: openai/tree_lead_7f3a, delegates_to: [helper]}
           helper: {model: openai/tree_helper_7f3a, description: Helps.}
-        """)
+        """,
+    )
 
     code = main(["execute", str(path), "-i", "go", "--progress", "tree"])
 
@@ -463,8 +493,16 @@ def test_live_tree_of_many_workers_is_not_redrawn_on_every_end() -> None:
         bus.emit("agent_start", span_id=f"a{i}", parent_span_id=f"d{i}", agent_path=("lead", "w"), model="m")
     for i in range(workers):
         bus.emit("agent_end", span_id=f"a{i}", parent_span_id=f"d{i}", agent_path=("lead", "w"), status="ok")
-        bus.emit("delegation_end", span_id=f"d{i}", parent_span_id="s1", agent_path=("lead",), worker="w",
-                 status="ok", usage={}, cost=0.0)
+        bus.emit(
+            "delegation_end",
+            span_id=f"d{i}",
+            parent_span_id="s1",
+            agent_path=("lead",),
+            worker="w",
+            status="ok",
+            usage={},
+            cost=0.0,
+        )
     bus.emit("agent_end", span_id="s1", parent_span_id="r", agent_path=("lead",), status="ok")
     bus.emit("run_end", span_id="r", parent_span_id=None, agent_path=(), status="done")
 
@@ -484,8 +522,16 @@ def _fan_out(bus: Any, workers: int) -> None:
     for i in range(workers):
         status = "ok" if i % 10 else "error"
         bus.emit("agent_end", span_id=f"a{i}", parent_span_id=f"d{i}", agent_path=("lead", "w"), status=status)
-        bus.emit("delegation_end", span_id=f"d{i}", parent_span_id="s1", agent_path=("lead",), worker="w",
-                 status=status, usage={}, cost=0.0)
+        bus.emit(
+            "delegation_end",
+            span_id=f"d{i}",
+            parent_span_id="s1",
+            agent_path=("lead",),
+            worker="w",
+            status=status,
+            usage={},
+            cost=0.0,
+        )
     bus.emit("agent_end", span_id="s1", parent_span_id="r", agent_path=("lead",), status="ok")
     bus.emit("run_end", span_id="r", parent_span_id=None, agent_path=(), status="done")
 

@@ -35,8 +35,14 @@ WRAPPER = textwrap.dedent("""\
 def run_cli(*args: str, python_flags: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     """``teamrun ARGS`` in a fresh interpreter; the result and the modules imported by its end."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run([sys.executable, *python_flags, "-c", WRAPPER, *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=120)
+    done = subprocess.run(
+        [sys.executable, *python_flags, "-c", WRAPPER, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
     line = next(x for x in done.stderr.splitlines() if x.startswith("MODULES="))
     return done, set(line.removeprefix("MODULES=").split(","))
 
@@ -60,7 +66,12 @@ def test_help_lists_every_command_without_importing_one() -> None:
     for name, (_, short_help) in COMMANDS.items():
         assert f"  {name.ljust(9)} {short_help}" in listed
     assert sorted(m for m in modules if m.startswith("teamrun")) == [
-        "teamrun", "teamrun._version", "teamrun.cli", "teamrun.cli.app", "teamrun.errors"]
+        "teamrun",
+        "teamrun._version",
+        "teamrun.cli",
+        "teamrun.cli.app",
+        "teamrun.errors",
+    ]
     assert "structlog" not in modules
 
 
@@ -85,15 +96,27 @@ def test_validate_builds_no_pydantic_model_and_never_imports_litellm() -> None:
 
 def test_the_starting_line_comes_before_the_engine_the_store_and_the_tools_load(tmp_path: Path) -> None:
     store = str(tmp_path / "runs.db")
-    done, modules = run_cli("execute", RESEARCH, "--input", "Compare Rust and Go", "--progress", "plain",
-                            "--store", store, python_flags=("-X", "importtime"))
+    done, modules = run_cli(
+        "execute",
+        RESEARCH,
+        "--input",
+        "Compare Rust and Go",
+        "--progress",
+        "plain",
+        "--store",
+        store,
+        python_flags=("-X", "importtime"),
+    )
 
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     starting = lines.index("starting research-report (3 agents, model offline)")
     later = {"teamrun.engine", "teamrun.tools", "teamrun.store.db", "teamrun.llm", "sqlalchemy"}
-    first_later = next(i for i, line in enumerate(lines) if line.startswith("import time:")
-                       and any(line.rsplit("|", 1)[-1].strip().startswith(m) for m in later))
+    first_later = next(
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("import time:") and any(line.rsplit("|", 1)[-1].strip().startswith(m) for m in later)
+    )
     assert starting < first_later
     assert {"teamrun.engine.team", "sqlalchemy"} <= modules  # the run did need them, after the line
 

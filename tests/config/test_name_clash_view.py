@@ -19,7 +19,8 @@ from tests.config.conftest import CliResult
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = sorted(
-    str(p) for folder in ("teams", "tests/config/valid", "tests/config/invalid", "examples")
+    str(p)
+    for folder in ("teams", "tests/config/valid", "tests/config/invalid", "examples")
     for p in (REPO / folder).rglob("*.yaml")
 )
 
@@ -41,13 +42,27 @@ def test_files_give_the_same_clashes_by_both_routes(path: str) -> None:
     assert from_file == from_models
 
 
-DELEGATIONS = [None, {"tool": "delegate_task"}, {"background": True}, {"background": ["w"]},
-               {"tool": "delegate_task", "background": ["v"]}]
-TOOL_LISTS = [None, ["ask_w"], ["delegate_task", "wait_for"], ["git", "git"], ["transfer_to_v", "git"],
-              ["git", "ask_v"]]
-GIT = [{"mcp": {"command": ["git-mcp"]}}, {"mcp": {"command": ["g"]}, "allow": ["status", "ask_w"]},
-       {"mcp": {"command": ["g"]}, "allow": ["wait_for", "x"], "prefix": ""},
-       {"mcp": {"command": ["g"]}, "allow": ["a", "b"], "deny": ["a"], "prefix": "ask_"}]
+DELEGATIONS = [
+    None,
+    {"tool": "delegate_task"},
+    {"background": True},
+    {"background": ["w"]},
+    {"tool": "delegate_task", "background": ["v"]},
+]
+TOOL_LISTS = [
+    None,
+    ["ask_w"],
+    ["delegate_task", "wait_for"],
+    ["git", "git"],
+    ["transfer_to_v", "git"],
+    ["git", "ask_v"],
+]
+GIT = [
+    {"mcp": {"command": ["git-mcp"]}},
+    {"mcp": {"command": ["g"]}, "allow": ["status", "ask_w"]},
+    {"mcp": {"command": ["g"]}, "allow": ["wait_for", "x"], "prefix": ""},
+    {"mcp": {"command": ["g"]}, "allow": ["a", "b"], "deny": ["a"], "prefix": "ask_"},
+]
 
 
 @pytest.mark.parametrize(("delegation", "tools", "git"), list(itertools.product(DELEGATIONS, TOOL_LISTS, GIT)))
@@ -57,10 +72,20 @@ def test_every_kind_of_clash_is_the_same_by_both_routes(delegation: Any, tools: 
         lead["delegation"] = delegation
     if tools is not None:
         lead["tools"] = tools
-    data = {"version": 1, "name": "t", "supervisor": "lead", "agents": {"lead": lead, "w": {}, "v": {}},
-            "tools": {"ask_w": {"command": ["x"]}, "delegate_task": {"command": ["x"]},
-                      "wait_for": {"command": ["x"]}, "transfer_to_v": {"command": ["x"]},
-                      "ask_v": {"command": ["x"]}, "git": git}}
+    data = {
+        "version": 1,
+        "name": "t",
+        "supervisor": "lead",
+        "agents": {"lead": lead, "w": {}, "v": {}},
+        "tools": {
+            "ask_w": {"command": ["x"]},
+            "delegate_task": {"command": ["x"]},
+            "wait_for": {"command": ["x"]},
+            "transfer_to_v": {"command": ["x"]},
+            "ask_v": {"command": ["x"]},
+            "git": git,
+        },
+    }
 
     from_models, from_file = _both(data)
 
@@ -69,12 +94,17 @@ def test_every_kind_of_clash_is_the_same_by_both_routes(delegation: Any, tools: 
 
 def test_validate_reports_a_background_tool_clash(cli: Any, tmp_path: Path) -> None:
     team = tmp_path / "team.yaml"
-    team.write_text("version: 1\nname: t\nsupervisor: lead\nagents:\n"
-                    "  lead: {delegates_to: [w], delegation: {background: true}, tools: [wait_for]}\n"
-                    "  w: {}\ntools:\n  wait_for: {command: [sleep, '1']}\n", encoding="utf-8")
+    team.write_text(
+        "version: 1\nname: t\nsupervisor: lead\nagents:\n"
+        "  lead: {delegates_to: [w], delegation: {background: true}, tools: [wait_for]}\n"
+        "  w: {}\ntools:\n  wait_for: {command: [sleep, '1']}\n",
+        encoding="utf-8",
+    )
 
     result: CliResult = cli(["validate", str(team)])
 
     assert result.code == 2
-    assert (f"{team}:5:69: error: agents.lead: the tool 'wait_for' and the background-task tool 'wait_for' would "
-            "both be offered to the model as 'wait_for'") in result.out
+    assert (
+        f"{team}:5:69: error: agents.lead: the tool 'wait_for' and the background-task tool 'wait_for' would "
+        "both be offered to the model as 'wait_for'"
+    ) in result.out

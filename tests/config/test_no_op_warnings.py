@@ -42,8 +42,11 @@ def test_empty_contains_and_supervisor_memory_warn(tmp_path: Path, capsys: pytes
 
 def test_worker_memory_and_real_contains_do_not_warn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     team = tmp_path / "team.yaml"
-    team.write_text(TEAM.replace('contains: ""', 'contains: "ok"').replace('{contains: "",', '{contains: "y",')
-                    .replace("    memory: thread\n    delegates_to", "    delegates_to"))
+    team.write_text(
+        TEAM.replace('contains: ""', 'contains: "ok"')
+        .replace('{contains: "",', '{contains: "y",')
+        .replace("    memory: thread\n    delegates_to", "    delegates_to")
+    )
 
     assert main(["validate", "--strict", str(team)]) == 0
     assert capsys.readouterr().out == "1 file valid\n"

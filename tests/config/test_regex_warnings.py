@@ -38,8 +38,9 @@ agents:
 def _teamrun(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("PYTHONWARNINGS", None)
-    return subprocess.run([sys.executable, "-m", "teamrun.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "teamrun.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+    )
 
 
 def test_regexes_python_warns_about_are_located_warnings_of_ours(tmp_path: Path) -> None:
@@ -49,8 +50,10 @@ def test_regexes_python_warns_about_are_located_warnings_of_ours(tmp_path: Path)
 
     assert done.returncode == 0, done.stdout
     assert done.stderr == ""
-    hint = ("; a later Python may read this '[' (or the doubled '-', '&', '~', '|') as set syntax: write it as "
-            "'\\[' (or '\\-'...) to match the character itself")
+    hint = (
+        "; a later Python may read this '[' (or the doubled '-', '&', '~', '|') as set syntax: write it as "
+        "'\\[' (or '\\-'...) to match the character itself"
+    )
     assert done.stdout.splitlines() == [
         "team.yaml:8:40: warning: agents.lead.delegation.message_filter.drop_matching[0]: regular expression "
         f"'[[a]': possible nested set at position 1{hint}",
@@ -73,7 +76,8 @@ def test_running_the_team_says_the_warning_once_and_python_says_nothing(tmp_path
     assert done.stderr.splitlines() == [
         "team.yaml:8:40: warning: agents.lead.delegation.message_filter.drop_matching[0]: regular expression "
         "'[[a]': possible nested set at position 1; a later Python may read this '[' (or the doubled '-', '&', "
-        "'~', '|') as set syntax: write it as '\\[' (or '\\-'...) to match the character itself"]
+        "'~', '|') as set syntax: write it as '\\[' (or '\\-'...) to match the character itself"
+    ]
 
 
 def test_an_invalid_regex_is_still_a_located_error(tmp_path: Path) -> None:
@@ -82,5 +86,7 @@ def test_an_invalid_regex_is_still_a_located_error(tmp_path: Path) -> None:
     done = _teamrun("validate", "team.yaml", cwd=tmp_path)
 
     assert done.returncode == 2
-    assert ("team.yaml:8:40: error: agents.lead.delegation.message_filter.drop_matching[0]: invalid regular "
-            "expression '[b--]': bad character range b-- at position 1") in done.stdout
+    assert (
+        "team.yaml:8:40: error: agents.lead.delegation.message_filter.drop_matching[0]: invalid regular "
+        "expression '[b--]': bad character range b-- at position 1"
+    ) in done.stdout

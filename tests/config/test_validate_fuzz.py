@@ -244,6 +244,7 @@ def test_mutations_of_the_corpus(team_file: Path, text: str) -> None:
 
 # -- what the schema accepts, the typed models accept -------------------------------------------------
 
+
 def test_what_the_schema_accepts_the_models_accept() -> None:
     """Every document the schema accepts, the typed models accept. The valid corpus files are one
     of the sources, so schema-valid documents are drawn every run; the count proves the check ran."""
@@ -355,9 +356,7 @@ def test_the_reported_shapes_are_errors_not_tracebacks(team_file: Path) -> None:
     assert "'pattern' is not a valid regular expression: 'a{99999999999}'" in out.getvalue()
 
 
-def test_a_crash_in_one_file_does_not_lose_the_others(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_crash_in_one_file_does_not_lose_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Should a check ever crash, the folder's report goes on and says which file, with exit 2."""
     from teamrun.config import checks
 

@@ -46,15 +46,21 @@ def test_the_prompt_says_what_the_file_says() -> None:
 
 def test_a_yaml_1_1_boolean_where_a_boolean_belongs_says_why(cli: Callable[..., Any]) -> None:
     result = cli(["validate", "tests/config/invalid/type_yaml_boolean.yaml"])
-    assert "not the string \"yes\" (only true and false are booleans" in result.out
+    assert 'not the string "yes" (only true and false are booleans' in result.out
 
 
 def test_check_jsonschema_reads_the_file_the_same_way() -> None:
     """The published schema and an independent YAML 1.2 reader (ruamel, in check-jsonschema) agree."""
     for path in (SCALARS, HERE / "invalid" / "type_yaml_boolean.yaml"):
         done = subprocess.run(
-            [sys.executable, "-m", "check_jsonschema", "--schemafile", str(REPO / "schemas" / "team.schema.json"),
-             str(path)],
+            [
+                sys.executable,
+                "-m",
+                "check_jsonschema",
+                "--schemafile",
+                str(REPO / "schemas" / "team.schema.json"),
+                str(path),
+            ],
             capture_output=True,
             text=True,
             check=False,

@@ -58,14 +58,15 @@ def _lead_reply(seen: list[dict[str, Any]]) -> Any:
 
 def test_a_worker_whose_first_answer_fails_a_check_answers_again_and_passes(tmp_path: Path) -> None:
     seen: list[dict[str, Any]] = []
-    model = ScriptedModel({
-        "lead": [delegate("writer", task="write the report"), _lead_reply(seen)],
-        "writer": ["Rust is fast.", "Rust is fast and safe.\nSources: the Rust book"],
-    })
+    model = ScriptedModel(
+        {
+            "lead": [delegate("writer", task="write the report"), _lead_reply(seen)],
+            "writer": ["Rust is fast.", "Rust is fast and safe.\nSources: the Rust book"],
+        }
+    )
     recorder = EventRecorder()
 
-    result = teamrun.load_team(_team(tmp_path), chat_model=model).run_sync("report on Rust",
-                                                                            subscribers=[recorder])
+    result = teamrun.load_team(_team(tmp_path), chat_model=model).run_sync("report on Rust", subscribers=[recorder])
 
     model.assert_complete()
     assert result.status == "done" and result.warnings == []
@@ -73,8 +74,10 @@ def test_a_worker_whose_first_answer_fails_a_check_answers_again_and_passes(tmp_
     assert delegation.status == "ok" and delegation.response.endswith("Sources: the Rust book")
     assert delegation.acceptance is not None
     assert (delegation.acceptance.attempts, delegation.acceptance.passed) == (2, True)
-    assert [[c["passed"] for c in attempt] for attempt in delegation.acceptance.history] == [[False, False],
-                                                                                           [True, True]]
+    assert [[c["passed"] for c in attempt] for attempt in delegation.acceptance.history] == [
+        [False, False],
+        [True, True],
+    ]
     # the second call carried the feedback: which check failed and why
     feedback = model.calls_of("writer")[1].messages[-1]
     assert feedback["role"] == "user"
@@ -86,20 +89,22 @@ def test_a_worker_whose_first_answer_fails_a_check_answers_again_and_passes(tmp_
     assert recorded["acceptance"][0]["agent_path"] == ["lead", "writer"]
     events = [e for e in recorder.events if isinstance(e, AcceptCheck)]
     assert [(e.status, e.attempt, e.check, e.source) for e in events] == [
-        ("retry", 1, "cites sources", "agents.writer.accept"), ("passed", 2, None, None)]
+        ("retry", 1, "cites sources", "agents.writer.accept"),
+        ("passed", 2, None, None),
+    ]
     assert all(e.agent_path == ("lead", "writer") for e in events)
 
 
 def test_a_worker_that_never_passes_delivers_what_it_has_with_the_attempts_recorded(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     team = _team(tmp_path, max_attempts=2)
 
     code = main(["execute", str(team), "-i", "report on Rust", "--model", "offline", "--json"])
 
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert "writer: accept: attempt 1/2 failed cites sources: not found in the answer, answering again" \
-        in captured.err
+    assert "writer: accept: attempt 1/2 failed cites sources: not found in the answer, answering again" in captured.err
     assert code == 0 and out["status"] == "done" and out["final_text"]
     (delegation,) = out["delegations"]
     assert delegation["status"] == "ok" and delegation["response"]
@@ -112,10 +117,12 @@ def test_a_worker_that_never_passes_delivers_what_it_has_with_the_attempts_recor
 
 def test_budget_exhaustion_stops_the_attempts(tmp_path: Path) -> None:
     seen: list[dict[str, Any]] = []
-    model = ScriptedModel({
-        "lead": [delegate("writer", task="write the report"), _lead_reply(seen)],
-        "writer": ["one", "two", "three: what I have"],  # two checked answers, then the last turn
-    })
+    model = ScriptedModel(
+        {
+            "lead": [delegate("writer", task="write the report"), _lead_reply(seen)],
+            "writer": ["one", "two", "three: what I have"],  # two checked answers, then the last turn
+        }
+    )
     team = _team(tmp_path, max_attempts=5, budget="budget: {max_steps: 2}")
 
     result = teamrun.load_team(team, chat_model=model).run_sync("report on Rust")
@@ -127,8 +134,10 @@ def test_budget_exhaustion_stops_the_attempts(tmp_path: Path) -> None:
     assert delegation.acceptance.attempts == 2 and not delegation.acceptance.passed
     assert delegation.acceptance.stopped_by == "agents.writer.budget.max_steps (2)"
     assert seen[0]["attempts"] == 2 and seen[0]["accept_failed"] == "cites sources: not found in the answer"
-    assert any(w.startswith("accept: writer failed") and "stopped by agents.writer.budget.max_steps" in w
-               for w in result.warnings)
+    assert any(
+        w.startswith("accept: writer failed") and "stopped by agents.writer.budget.max_steps" in w
+        for w in result.warnings
+    )
 
 
 def _judge_by_content(request: dict[str, Any]) -> Any:
@@ -138,7 +147,8 @@ def _judge_by_content(request: dict[str, Any]) -> Any:
 
 
 def test_the_team_final_answer_is_checked_by_a_judge_on_the_fake_server(
-        fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai: FakeOpenAI, write_team: Any
+) -> None:
     fake_openai.script("lead", [text("Rust is fast."), text("Rust is fast; Go compiles faster.")])
     fake_openai.handler("judge", _judge_by_content)
     path = write_team(f"""\
@@ -170,10 +180,10 @@ def test_the_team_final_answer_is_checked_by_a_judge_on_the_fake_server(
     assert statuses == ["retry", "passed"]
 
 
-def test_validate_reports_accept_mistakes_with_their_place(tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_reports_accept_mistakes_with_their_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "team.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         version: 1
         name: t
         supervisor: lead
@@ -184,7 +194,9 @@ def test_validate_reports_accept_mistakes_with_their_place(tmp_path: Path,
               - regex: "(["
               - python: not-a-path
               - length: 3
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
 
     assert main(["validate", str(path)]) == 2
 
@@ -195,8 +207,7 @@ def test_validate_reports_accept_mistakes_with_their_place(tmp_path: Path,
 
 
 def test_the_example_team_runs_offline_with_both_kinds_of_checks() -> None:
-    team = teamrun.load_team(Path(__file__).resolve().parents[2] / "examples" / "acceptance" / "team.yaml",
-                             environ={})
+    team = teamrun.load_team(Path(__file__).resolve().parents[2] / "examples" / "acceptance" / "team.yaml", environ={})
 
     result = team.run_sync("A release note for version 2.0")
 
@@ -207,7 +218,8 @@ def test_the_example_team_runs_offline_with_both_kinds_of_checks() -> None:
 
 def test_a_judge_is_scripted_under_its_own_key_and_sees_the_task(tmp_path: Path) -> None:
     path = tmp_path / "team.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         version: 1
         name: solo
         supervisor: lead
@@ -216,10 +228,15 @@ def test_a_judge_is_scripted_under_its_own_key_and_sees_the_task(tmp_path: Path)
           - judge: {rubric: Names two languages., model: my-judge}
         agents:
           lead: {}
-        """), encoding="utf-8")
-    model = ScriptedModel({"lead": ["Rust.", "Rust and Go."],
-                           "accept:judge": ['{"score": 0.1, "reason": "one language"}',
-                                            '{"score": 1, "reason": "two"}']})
+        """),
+        encoding="utf-8",
+    )
+    model = ScriptedModel(
+        {
+            "lead": ["Rust.", "Rust and Go."],
+            "accept:judge": ['{"score": 0.1, "reason": "one language"}', '{"score": 1, "reason": "two"}'],
+        }
+    )
 
     result = teamrun.load_team(path, chat_model=model).run_sync("Name two languages")
 
@@ -239,8 +256,7 @@ def test_max_attempts_without_checks_is_a_located_warning(tmp_path: Path, capsys
     assert main(["validate", "--strict", str(path)]) == 2
 
     out = capsys.readouterr().out
-    assert (f"{path}:6:5: warning: agents.lead.max_attempts has no effect without agents.lead.accept checks"
-            in out)
+    assert f"{path}:6:5: warning: agents.lead.max_attempts has no effect without agents.lead.accept checks" in out
 
 
 def _judge_down(call: ScriptedCall) -> str:
@@ -249,16 +265,19 @@ def _judge_down(call: ScriptedCall) -> str:
     raise RunError("model 'my-judge' failed: could not connect")
 
 
-@pytest.mark.parametrize(("judge_step", "detail"), [
-    (_judge_down, "the judge failed: model 'my-judge' failed: could not connect"),
-    ("Looks great to me!", "the judge's reply has no score: Looks great to me!"),
-])
-def test_a_judge_that_cannot_judge_does_not_send_the_agent_back(judge_step: Any, detail: str,
-                                                                 tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("judge_step", "detail"),
+    [
+        (_judge_down, "the judge failed: model 'my-judge' failed: could not connect"),
+        ("Looks great to me!", "the judge's reply has no score: Looks great to me!"),
+    ],
+)
+def test_a_judge_that_cannot_judge_does_not_send_the_agent_back(judge_step: Any, detail: str, tmp_path: Path) -> None:
     """The answer was not judged: answering again cannot fix that, so the agent is not asked to
     (no feedback about a broken judge, no attempts spent); the answer is delivered with a warning."""
     path = tmp_path / "team.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         version: 1
         name: solo
         supervisor: lead
@@ -267,7 +286,9 @@ def test_a_judge_that_cannot_judge_does_not_send_the_agent_back(judge_step: Any,
           - judge: {rubric: Names two languages., model: my-judge}
         agents:
           lead: {}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     model = ScriptedModel({"lead": ["Rust and Go."], "accept:judge": [judge_step]})
 
     result = teamrun.load_team(path, chat_model=model).run_sync("Name two languages")
@@ -279,12 +300,15 @@ def test_a_judge_that_cannot_judge_does_not_send_the_agent_back(judge_step: Any,
     assert result.warnings == [f"accept: lead failed judge my-judge >= 0.7: {detail} after 1 attempt"]
 
 
-@pytest.mark.parametrize(("defaults", "expected"), [("defaults: {model: team-model}\n", "team-model"),
-                                                    ("", "offline")])
+@pytest.mark.parametrize(("defaults", "expected"), [("defaults: {model: team-model}\n", "team-model"), ("", "offline")])
 def test_a_judge_without_a_model_uses_the_team_default(tmp_path: Path, defaults: str, expected: str) -> None:
     path = tmp_path / "team.yaml"
-    path.write_text("version: 1\nname: solo\nsupervisor: lead\n" + defaults
-                    + "accept:\n  - judge: {rubric: Names a language.}\nagents:\n  lead: {}\n", encoding="utf-8")
+    path.write_text(
+        "version: 1\nname: solo\nsupervisor: lead\n"
+        + defaults
+        + "accept:\n  - judge: {rubric: Names a language.}\nagents:\n  lead: {}\n",
+        encoding="utf-8",
+    )
     model = ScriptedModel({"lead": ["Rust."], "accept:judge": ['{"score": 1, "reason": "ok"}']})
 
     assert main(["validate", "--strict", str(path)]) == 0

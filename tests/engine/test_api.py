@@ -27,11 +27,13 @@ TWO_WORKERS = """\
 
 
 def _script_two_workers(server: FakeOpenAI) -> None:
-    server.script("lead", [
-        tool_calls(("ask_alpha", {"task": "look at alpha"}),
-                   ("ask_beta", {"task": "look at beta"})),
-        text("alpha and beta compared"),
-    ])
+    server.script(
+        "lead",
+        [
+            tool_calls(("ask_alpha", {"task": "look at alpha"}), ("ask_beta", {"task": "look at beta"})),
+            text("alpha and beta compared"),
+        ],
+    )
     server.script("alpha", [text("alpha is fast")])
     server.script("beta", [text("beta is small")])
 
@@ -104,11 +106,13 @@ def test_await_run_inside_a_running_loop(fake_openai: FakeOpenAI, write_team: An
 
 def test_one_team_runs_twice_with_separate_results(fake_openai: FakeOpenAI, write_team: Any) -> None:
     fake_openai.script("solo", [text("first"), text("second")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: solo
         agents:
           solo: {model: openai/solo}
-        """))
+        """)
+    )
 
     one, two = team.run_sync("a"), team.run_sync("b")
 
@@ -120,17 +124,22 @@ def test_one_team_runs_twice_with_separate_results(fake_openai: FakeOpenAI, writ
 
 def test_priced_models_report_cost_per_agent(fake_openai: FakeOpenAI, write_team: Any) -> None:
     # the fake server answers any model name; gpt-4o-mini is in LiteLLM's bundled price table
-    fake_openai.script("gpt-4o-mini", [
-        tool_calls(("ask_helper", {"task": "help"})),
-        text("helped"),
-        text("all done"),
-    ])
-    team = teamrun.load_team(write_team("""\
+    fake_openai.script(
+        "gpt-4o-mini",
+        [
+            tool_calls(("ask_helper", {"task": "help"})),
+            text("helped"),
+            text("all done"),
+        ],
+    )
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead: {model: openai/gpt-4o-mini, delegates_to: [helper]}
           helper: {model: openai/gpt-4o-mini, description: Helps.}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -195,9 +204,7 @@ def test_cancel_keeps_finished_work(fake_openai: FakeOpenAI, write_team: Any) ->
     assert events[-1].kind == "run_end" and events[-1].data["status"] == "cancelled"
 
 
-def test_cancelled_agents_end_with_status_cancelled(
-    fake_openai: FakeOpenAI, write_team: Any
-) -> None:
+def test_cancelled_agents_end_with_status_cancelled(fake_openai: FakeOpenAI, write_team: Any) -> None:
     _, events = _run_and_cancel(fake_openai, write_team(CANCEL_TEAM))
 
     ends = {e.agent: e.data["status"] for e in events if e.kind == "agent_end"}
@@ -240,19 +247,20 @@ def test_importing_teamrun_does_not_import_litellm() -> None:
         "print(','.join(sorted(heavy)))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "", f"litellm imported by `import teamrun`: {done.stdout.strip()}"
 
 
 def test_a_failing_subscriber_never_breaks_the_run(fake_openai: FakeOpenAI, write_team: Any) -> None:
     fake_openai.script("solo", [text("fine")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: solo
         agents:
           solo: {model: openai/solo}
-        """))
+        """)
+    )
     calls: list[str] = []
 
     def broken(event: Any) -> None:

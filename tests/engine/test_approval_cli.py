@@ -12,10 +12,7 @@ import pytest
 from teamrun.cli import main
 from tests.fakeserver import FakeOpenAI, text, tool_calls
 
-STAMP_SCRIPT = (
-    "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran'); "
-    "print('STAMP-OUTPUT-' + sys.argv[2])"
-)
+STAMP_SCRIPT = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran'); print('STAMP-OUTPUT-' + sys.argv[2])"
 
 TEAM = """\
     supervisor: lead
@@ -46,14 +43,20 @@ def team_file(write_team: Any) -> Path:
 
 
 def _script(server: FakeOpenAI, marker: Path) -> None:
-    server.script("lead", [
-        tool_calls(("ask_worker", {"task": "stamp the file"})),
-        text("lead done"),
-    ])
-    server.script("worker", [
-        tool_calls(("stamp", {"path": str(marker), "word": "hello"})),
-        text("worker done"),
-    ])
+    server.script(
+        "lead",
+        [
+            tool_calls(("ask_worker", {"task": "stamp the file"})),
+            text("lead done"),
+        ],
+    )
+    server.script(
+        "worker",
+        [
+            tool_calls(("stamp", {"path": str(marker), "word": "hello"})),
+            text("worker done"),
+        ],
+    )
 
 
 def _tool_result_seen_by_worker(server: FakeOpenAI) -> str:

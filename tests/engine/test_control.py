@@ -44,11 +44,14 @@ agents:
 def test_endless_delegation_stops_at_max_delegations_with_a_partial_answer(
     fake_openai: FakeOpenAI, write_team: Any, capsys: Any
 ) -> None:
-    fake_openai.handler("lead", lambda request: (
-        text("partial: 2 answers verified, more were not possible")
-        if "STOP:" in request["messages"][-1].get("content", "")
-        else tool_calls(("ask_helper", {"task": "again"}))
-    ))
+    fake_openai.handler(
+        "lead",
+        lambda request: (
+            text("partial: 2 answers verified, more were not possible")
+            if "STOP:" in request["messages"][-1].get("content", "")
+            else tool_calls(("ask_helper", {"task": "again"}))
+        ),
+    )
     fake_openai.handler("helper", lambda request: text("one more answer"))
     path = write_team(LEAD_AND_HELPER.format(delegations=2))
 
@@ -64,12 +67,16 @@ def test_endless_delegation_stops_at_max_delegations_with_a_partial_answer(
 
 
 def test_cost_limit_stops_a_model_that_keeps_calling_tools(fake_openai: FakeOpenAI, write_team: Any) -> None:
-    fake_openai.handler("gpt-4o-mini", lambda request: (
-        text("stopping: spent the budget")
-        if "STOP:" in request["messages"][-1].get("content", "")
-        else tool_calls(("echo", {"word": "again"}))
-    ))
-    team = teamrun.load_team(write_team("""\
+    fake_openai.handler(
+        "gpt-4o-mini",
+        lambda request: (
+            text("stopping: spent the budget")
+            if "STOP:" in request["messages"][-1].get("content", "")
+            else tool_calls(("echo", {"word": "again"}))
+        ),
+    )
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: solo
         limits: {max_cost_usd: 0.0002}
         agents:
@@ -78,7 +85,8 @@ def test_cost_limit_stops_a_model_that_keeps_calling_tools(fake_openai: FakeOpen
           echo:
             command: ["python3", "-c", "import sys; print(sys.argv[1] * 200)", "{{ word }}"]
             parameters: {word: {type: string}}
-        """))
+        """)
+    )
 
     result = team.run_sync("loop")
 
@@ -91,11 +99,13 @@ def test_cost_limit_stops_a_model_that_keeps_calling_tools(fake_openai: FakeOpen
 
 
 def test_parallel_workers_one_out_of_budget_the_other_done(fake_openai: FakeOpenAI, write_team: Any) -> None:
-    fake_openai.script("lead", [tool_calls(("ask_slow", {"task": "a"}), ("ask_fast", {"task": "b"})),
-                                text("both back")])
+    fake_openai.script(
+        "lead", [tool_calls(("ask_slow", {"task": "a"}), ("ask_fast", {"task": "b"})), text("both back")]
+    )
     fake_openai.script("slow", [tool_calls(("echo", {"word": "x"})), text("slow: what I verified so far")])
     fake_openai.script("fast", [text("fast result")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead: {model: openai/lead, delegates_to: [slow, fast]}
@@ -103,7 +113,8 @@ def test_parallel_workers_one_out_of_budget_the_other_done(fake_openai: FakeOpen
           fast: {model: openai/fast, description: Fast.}
         tools:
           echo: {command: ["echo", "{{ word }}"], parameters: {word: {type: string}}}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -130,9 +141,7 @@ agents:
 """
 
 
-def test_a_failing_hook_is_recorded_and_ignored(
-    fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
-) -> None:
+def test_a_failing_hook_is_recorded_and_ignored(fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path) -> None:
     _with_hooks(tmp_path)
     fake_openai.script("lead", [tool_calls(("ask_helper", {"task": "t"})), text("fine")])
     fake_openai.script("helper", [text("helper answer")])
@@ -143,8 +152,14 @@ def test_a_failing_hook_is_recorded_and_ignored(
     assert result.status == "done"
     assert result.delegations[0].status == "ok"
     assert json.loads(_tool_contents(fake_openai, "lead", 1)[0])["response"] == "helper answer"
-    assert result.hook_errors == [{"hook": "on_complete[0]", "agent": "lead", "target": "helper",
-                                   "message": "RuntimeError: hook exploded for helper"}]
+    assert result.hook_errors == [
+        {
+            "hook": "on_complete[0]",
+            "agent": "lead",
+            "target": "helper",
+            "message": "RuntimeError: hook exploded for helper",
+        }
+    ]
 
 
 def test_a_failing_hook_with_on_error_fail_fails_the_delegation(
@@ -166,12 +181,11 @@ def test_a_failing_hook_with_on_error_fail_fails_the_delegation(
     assert ends == ["error"]  # the event tells what the supervisor was given, after the hooks
 
 
-def test_bail_returns_the_worker_text_without_another_supervisor_call(
-    fake_openai: FakeOpenAI, write_team: Any
-) -> None:
+def test_bail_returns_the_worker_text_without_another_supervisor_call(fake_openai: FakeOpenAI, write_team: Any) -> None:
     fake_openai.script("lead", [tool_calls(("ask_helper", {"task": "t"}))])  # no second lead reply scripted
     fake_openai.script("helper", [text("FINAL: the answer is 42")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead:
@@ -183,7 +197,8 @@ def test_bail_returns_the_worker_text_without_another_supervisor_call(
                   - when: "success and result.startswith('FINAL')"
                     bail: true
           helper: {model: openai/helper, description: H.}
-        """))
+        """)
+    )
 
     events: list[Any] = []
     result = team.run_sync("go", subscribers=[events.append])
@@ -191,8 +206,9 @@ def test_bail_returns_the_worker_text_without_another_supervisor_call(
     assert result.status == "done"
     assert result.final_text == "FINAL: the answer is 42"
     fired = [e.data for e in events if e.kind == "hook"]
-    assert fired == [{"status": "ok", "hook": "on_complete[0]", "agent": "lead", "target": "helper",
-                      "actions": ["bail"]}]
+    assert fired == [
+        {"status": "ok", "hook": "on_complete[0]", "agent": "lead", "target": "helper", "actions": ["bail"]}
+    ]
     assert result.delegations[0].bailed is True
     assert len(fake_openai.requests("lead")) == 1
     fake_openai.assert_complete()
@@ -200,12 +216,16 @@ def test_bail_returns_the_worker_text_without_another_supervisor_call(
 
 def test_declarative_hooks_steer_delegation(fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path) -> None:
     _with_hooks(tmp_path)
-    fake_openai.script("lead", [
-        tool_calls(("ask_researcher", {"task": "find facts"}), ("ask_writer", {"task": "write"})),
-        text("done"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_researcher", {"task": "find facts"}), ("ask_writer", {"task": "write"})),
+            text("done"),
+        ],
+    )
     fake_openai.script("researcher", [text("facts")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead:
@@ -225,7 +245,8 @@ def test_declarative_hooks_steer_delegation(fake_openai: FakeOpenAI, write_team:
                     feedback: "{{ agent }} finished; check its sources."
           researcher: {model: openai/researcher, description: R.}
           writer: {model: openai/writer, description: W.}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -234,19 +255,27 @@ def test_declarative_hooks_steer_delegation(fake_openai: FakeOpenAI, write_team:
     assert fake_openai.requests("writer") == []
     seen = [json.loads(c) for c in _tool_contents(fake_openai, "lead", 1)]
     assert seen[0]["response"] == "[checked by hook] facts"
-    assert seen[1] == {"agent": "writer", "status": "rejected",
-                       "response": "No writing before the research is checked.",
-                       "error": "rejected by an on_start hook"}
+    assert seen[1] == {
+        "agent": "writer",
+        "status": "rejected",
+        "response": "No writing before the research is checked.",
+        "error": "rejected by an on_start hook",
+    }
     assert "researcher finished; check its sources." in _user_text(fake_openai, "lead", 1)
 
 
 def test_on_iteration_feedback_and_stop(fake_openai: FakeOpenAI, write_team: Any) -> None:
-    fake_openai.handler("lead", lambda request: (
-        text("wrapped up") if "STOP:" in request["messages"][-1].get("content", "")
-        else tool_calls(("ask_helper", {"task": "more"}))
-    ))
+    fake_openai.handler(
+        "lead",
+        lambda request: (
+            text("wrapped up")
+            if "STOP:" in request["messages"][-1].get("content", "")
+            else tool_calls(("ask_helper", {"task": "more"}))
+        ),
+    )
     fake_openai.handler("helper", lambda request: text("ok"))
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead:
@@ -260,7 +289,8 @@ def test_on_iteration_feedback_and_stop(fake_openai: FakeOpenAI, write_team: Any
                   - when: "iteration >= 3"
                     stop: true
           helper: {model: openai/helper, description: H.}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -271,15 +301,29 @@ def test_on_iteration_feedback_and_stop(fake_openai: FakeOpenAI, write_team: Any
 
 def test_a_reference_reaches_the_second_worker_byte_for_byte(fake_openai: FakeOpenAI, write_team: Any) -> None:
     findings = 'Line one — with "quotes", {braces}, <<<fences>>> and trailing spaces   \n\tand a tab.'
-    fake_openai.script("lead", [
-        tool_calls(("ask_researcher", {"task": "research"})),
-        tool_calls(("ask_writer", {"task": "write it up", "context_from_refs": [
-            {"ref": "researcher-1", "as": "findings", "note": "the facts to use"}, "ghost-9"]})),
-        text("report done"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_researcher", {"task": "research"})),
+            tool_calls(
+                (
+                    "ask_writer",
+                    {
+                        "task": "write it up",
+                        "context_from_refs": [
+                            {"ref": "researcher-1", "as": "findings", "note": "the facts to use"},
+                            "ghost-9",
+                        ],
+                    },
+                )
+            ),
+            text("report done"),
+        ],
+    )
     fake_openai.script("researcher", [text(findings)])
     fake_openai.script("writer", [text("the report")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead:
@@ -288,7 +332,8 @@ def test_a_reference_reaches_the_second_worker_byte_for_byte(fake_openai: FakeOp
             delegation: {result_references: true}
           researcher: {model: openai/researcher, description: R.}
           writer: {model: openai/writer, description: W.}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -302,11 +347,15 @@ def test_a_reference_reaches_the_second_worker_byte_for_byte(fake_openai: FakeOp
 
 def test_output_schema_answer_repaired_once(fake_openai: FakeOpenAI, write_team: Any) -> None:
     fake_openai.script("lead", [tool_calls(("ask_extractor", {"task": "extract"})), text("ok")])
-    fake_openai.script("extractor", [
-        text('{"name": "teamrun"}'),
-        text('```json\n{"name": "teamrun", "stars": 5}\n```'),
-    ])
-    team = teamrun.load_team(write_team("""\
+    fake_openai.script(
+        "extractor",
+        [
+            text('{"name": "teamrun"}'),
+            text('```json\n{"name": "teamrun", "stars": 5}\n```'),
+        ],
+    )
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead: {model: openai/lead, delegates_to: [extractor]}
@@ -317,7 +366,8 @@ def test_output_schema_answer_repaired_once(fake_openai: FakeOpenAI, write_team:
               type: object
               required: [name, stars]
               properties: {name: {type: string}, stars: {type: integer}}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -332,7 +382,8 @@ def test_output_schema_answer_repaired_once(fake_openai: FakeOpenAI, write_team:
 def test_output_schema_still_invalid_fails_the_delegation(fake_openai: FakeOpenAI, write_team: Any) -> None:
     fake_openai.script("lead", [tool_calls(("ask_extractor", {"task": "extract"})), text("gave up")])
     fake_openai.script("extractor", [text("not json"), text("still not json")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead: {model: openai/lead, delegates_to: [extractor]}
@@ -341,7 +392,8 @@ def test_output_schema_still_invalid_fails_the_delegation(fake_openai: FakeOpenA
             description: Extracts.
             max_repair_turns: 1
             output_schema: {type: object}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -360,13 +412,15 @@ def test_handoff_ping_pong_stops_at_max_handoffs(fake_openai: FakeOpenAI, write_
 
     fake_openai.handler("billing", bounce("tech"))
     fake_openai.handler("tech", bounce("billing"))
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: billing
         limits: {max_handoffs: 3}
         agents:
           billing: {model: openai/billing, description: Billing questions., handoffs: [tech]}
           tech: {model: openai/tech, description: Technical questions., handoffs: [billing]}
-        """))
+        """)
+    )
 
     result = team.run_sync("my invoice crashes the app")
 
@@ -381,15 +435,17 @@ def test_handoff_ping_pong_stops_at_max_handoffs(fake_openai: FakeOpenAI, write_
     assert taken[0]["content"].startswith("You are tech.")
 
 
-def test_message_filter_controls_what_the_worker_sees(
-    fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
-) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_helper", {"task": "help"}), content="Public plan: launch on Monday."),
-        text("done"),
-    ])
+def test_message_filter_controls_what_the_worker_sees(fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path) -> None:
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_helper", {"task": "help"}), content="Public plan: launch on Monday."),
+            text("done"),
+        ],
+    )
     fake_openai.script("helper", [text("ok")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead:
@@ -398,19 +454,23 @@ def test_message_filter_controls_what_the_worker_sees(
             delegation:
               message_filter: {drop_matching: ["(?i)confidential"], exclude_roles: [tool]}
           helper: {model: openai/helper, description: H.}
-        """))
+        """)
+    )
 
     team.run_sync("Plan the launch. CONFIDENTIAL: the price is 9 dollars.")
 
     seen = _user_text(fake_openai, "helper")
-    assert seen == "help\n\n## Conversation of lead so far (for context)\n" \
-                   "[assistant] Public plan: launch on Monday. [called: ask_helper]"
+    assert (
+        seen == "help\n\n## Conversation of lead so far (for context)\n"
+        "[assistant] Public plan: launch on Monday. [called: ask_helper]"
+    )
 
 
 def test_message_filter_without_rules_shares_the_user_turn(fake_openai: FakeOpenAI, write_team: Any) -> None:
     fake_openai.script("lead", [tool_calls(("ask_helper", {"task": "help"})), text("done")])
     fake_openai.script("helper", [text("ok")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead:
@@ -419,7 +479,8 @@ def test_message_filter_without_rules_shares_the_user_turn(fake_openai: FakeOpen
             delegation:
               message_filter: {last: 5, python: "team_hooks:keep_user_only"}
           helper: {model: openai/helper, description: H.}
-        """))
+        """)
+    )
     shutil.copy(HERE / "team_hooks.py", Path(team.loaded.base_dir) / "team_hooks.py")
 
     team.run_sync("Plan the launch in public.")
@@ -431,13 +492,15 @@ def test_a_worker_timeout_stops_that_worker_only(fake_openai: FakeOpenAI, write_
     fake_openai.script("lead", [tool_calls(("ask_slow", {"task": "s"}), ("ask_fast", {"task": "f"})), text("went on")])
     fake_openai.script("slow", [hang(30)])
     fake_openai.script("fast", [text("fast result")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead: {model: openai/lead, delegates_to: [slow, fast]}
           slow: {model: openai/slow, description: Slow., budget: {timeout_s: 0.5}}
           fast: {model: openai/fast, description: Fast.}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -474,11 +537,15 @@ def test_run_timeout_ends_budget_exhausted_with_finished_results(
 
 def test_per_task_tool_cap_and_hook_context_reach_the_worker(fake_openai: FakeOpenAI, write_team: Any) -> None:
     fake_openai.script("lead", [tool_calls(("ask_helper", {"task": "look twice", "max_tool_calls": 1})), text("ok")])
-    fake_openai.script("helper", [
-        tool_calls(("echo", {"word": "one"}), ("echo", {"word": "two"})),
-        text("only one lookup was allowed"),  # the last turn, without tools
-    ])
-    team = teamrun.load_team(write_team("""\
+    fake_openai.script(
+        "helper",
+        [
+            tool_calls(("echo", {"word": "one"}), ("echo", {"word": "two"})),
+            text("only one lookup was allowed"),  # the last turn, without tools
+        ],
+    )
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead:
@@ -495,7 +562,8 @@ def test_per_task_tool_cap_and_hook_context_reach_the_worker(fake_openai: FakeOp
             tools: [echo]
         tools:
           echo: {command: ["echo", "{{ word }}"], parameters: {word: {type: string}}}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -514,7 +582,8 @@ def test_depth_limits_refuse_delegations_below_them(fake_openai: FakeOpenAI, wri
     fake_openai.script("lead", [tool_calls(("ask_manager", {"task": "t"})), text("lead done")])
     fake_openai.script("manager", [tool_calls(("ask_specialist", {"task": "t"})), text("manager done")])
     fake_openai.script("specialist", [tool_calls(("ask_helper", {"task": "t"})), text("specialist done")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         limits: {max_depth: 3}
         agents:
@@ -526,7 +595,8 @@ def test_depth_limits_refuse_delegations_below_them(fake_openai: FakeOpenAI, wri
             budget: {max_depth: 1}
           specialist: {model: openai/specialist, description: S., delegates_to: [helper]}
           helper: {model: openai/helper, description: H.}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 

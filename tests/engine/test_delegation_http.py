@@ -25,16 +25,19 @@ agents:
 
 
 def _fan_out(server: FakeOpenAI, *, delay: float) -> None:
-    server.script("lead", [
-        tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}), ("ask_gamma", {"task": "c"})),
-        text("summary of a, b, c"),
-    ])
+    server.script(
+        "lead",
+        [
+            tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}), ("ask_gamma", {"task": "c"})),
+            text("summary of a, b, c"),
+        ],
+    )
     for worker in ("alpha", "beta", "gamma"):
         server.script(worker, [text(f"{worker} result", delay=delay)])
 
 
 def _overlapping(records: list[RequestRecord]) -> bool:
-    return any(a.start < b.end and b.start < a.end for i, a in enumerate(records) for b in records[i + 1:])
+    return any(a.start < b.end and b.start < a.end for i, a in enumerate(records) for b in records[i + 1 :])
 
 
 def _tool_messages(record: RequestRecord) -> list[dict[str, Any]]:
@@ -77,18 +80,23 @@ def test_worker_tool_output_stays_in_the_worker_context(
 ) -> None:
     shutil.copy(Path(__file__).with_name("team_tools.py"), tmp_path / "team_tools.py")
     fake_openai.script("lead", [tool_calls(("ask_reader", {"task": "read example.com"})), text("short answer")])
-    fake_openai.script("reader", [
-        tool_calls(("fetch_page", {"url": "https://example.com"})),
-        text("The page is about examples."),
-    ])
-    team = teamrun.load_team(write_team("""\
+    fake_openai.script(
+        "reader",
+        [
+            tool_calls(("fetch_page", {"url": "https://example.com"})),
+            text("The page is about examples."),
+        ],
+    )
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead: {model: openai/lead, delegates_to: [reader]}
           reader: {model: openai/reader, description: Reads pages., tools: [fetch_page]}
         tools:
           fetch_page: {python: "team_tools:fetch_page", max_output_chars: 40000}
-        """))
+        """)
+    )
 
     result = team.run_sync("what is example.com about?")
 
@@ -102,10 +110,13 @@ def test_worker_tool_output_stays_in_the_worker_context(
 
 
 def test_a_failing_worker_keeps_its_siblings_results(fake_openai: FakeOpenAI, write_team: Any) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}), ("ask_gamma", {"task": "c"})),
-        text("partial summary"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}), ("ask_gamma", {"task": "c"})),
+            text("partial summary"),
+        ],
+    )
     fake_openai.script("alpha", [text("alpha result")])
     fake_openai.script("beta", [http_error(500), http_error(500)])  # num_retries: 1 → two attempts
     fake_openai.script("gamma", [text("gamma result")])
@@ -125,16 +136,18 @@ def test_a_failing_worker_keeps_its_siblings_results(fake_openai: FakeOpenAI, wr
     fake_openai.assert_complete()
 
 
-def test_invented_agents_and_malformed_arguments_do_not_crash_the_run(
-    fake_openai: FakeOpenAI, write_team: Any
-) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("delegate_task", {"task": "look", "agents": ["alpha", "ghost"]})),
-        tool_calls(("delegate_task", {"task": "look", "agents": ["ghost"]}), ("delegate_task", '{"task": "oops')),
-        text("done anyway"),
-    ])
+def test_invented_agents_and_malformed_arguments_do_not_crash_the_run(fake_openai: FakeOpenAI, write_team: Any) -> None:
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("delegate_task", {"task": "look", "agents": ["alpha", "ghost"]})),
+            tool_calls(("delegate_task", {"task": "look", "agents": ["ghost"]}), ("delegate_task", '{"task": "oops')),
+            text("done anyway"),
+        ],
+    )
     fake_openai.script("alpha", [text("alpha saw it")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead:
@@ -143,7 +156,8 @@ def test_invented_agents_and_malformed_arguments_do_not_crash_the_run(
             delegation: {tool: delegate_task}
           alpha: {model: openai/alpha, description: Looks at things.}
           beta: {model: openai/beta, description: Looks at other things.}
-        """))
+        """)
+    )
 
     result = team.run_sync("look")
 

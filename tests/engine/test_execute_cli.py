@@ -69,11 +69,14 @@ def test_usage_mistakes_exit_2_without_traceback(capsys: pytest.CaptureFixture[s
 def test_budget_exhausted_exits_3_with_a_partial_answer(
     fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_helper", {"task": "step 1"})),
-        tool_calls(("ask_helper", {"task": "step 2"})),
-        text("verified: step 1 and 2; missing: step 3"),  # the last turn, without tools
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_helper", {"task": "step 1"})),
+            tool_calls(("ask_helper", {"task": "step 2"})),
+            text("verified: step 1 and 2; missing: step 3"),  # the last turn, without tools
+        ],
+    )
     fake_openai.script("helper", [text("did 1"), text("did 2")])
     path = write_team("""\
         supervisor: lead
@@ -108,8 +111,20 @@ def test_model_override_and_vars_reach_the_prompt(
             instructions: "Write for {{ vars.audience }} on {{ today }}."
         """)
 
-    code = main(["execute", str(path), "-i", "hi", "--model", "openai/other", "--var", "audience=engineers",
-                 "--progress", "none"])
+    code = main(
+        [
+            "execute",
+            str(path),
+            "-i",
+            "hi",
+            "--model",
+            "openai/other",
+            "--var",
+            "audience=engineers",
+            "--progress",
+            "none",
+        ]
+    )
 
     assert code == 0 and capsys.readouterr().out == "hello from the override\n"
     system = fake_openai.requests("other")[0].request["messages"][0]["content"]
@@ -121,10 +136,14 @@ def test_a_provider_failure_exits_1_and_keeps_finished_work(
 ) -> None:
     from tests.fakeserver import http_error
 
-    fake_openai.script("lead", [
-        tool_calls(("ask_helper", {"task": "step 1"})),
-        http_error(500), http_error(500),  # num_retries: 1 → both attempts fail
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_helper", {"task": "step 1"})),
+            http_error(500),
+            http_error(500),  # num_retries: 1 → both attempts fail
+        ],
+    )
     fake_openai.script("helper", [text("step 1 is done")])
     path = write_team("""\
         supervisor: lead

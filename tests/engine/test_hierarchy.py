@@ -31,13 +31,19 @@ def _tool_contents(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _script(server: FakeOpenAI, manager_answer: Any) -> None:
-    server.script("lead", [
-        tool_calls(("ask_manager", {"task": "investigate A and B"})),
-        text("lead: final"),
-    ])
-    server.script("manager", [
-        tool_calls(("ask_spec_a", {"task": "measure A"}), ("ask_spec_b", {"task": "measure B"})),
-    ])
+    server.script(
+        "lead",
+        [
+            tool_calls(("ask_manager", {"task": "investigate A and B"})),
+            text("lead: final"),
+        ],
+    )
+    server.script(
+        "manager",
+        [
+            tool_calls(("ask_spec_a", {"task": "measure A"}), ("ask_spec_b", {"task": "measure B"})),
+        ],
+    )
     server.handler("manager", manager_answer)
     server.script("spec_a", [text(RAW_A, delay=0.2)])
     server.script("spec_b", [text(RAW_B, delay=0.2)])
@@ -91,7 +97,10 @@ def test_answers_flow_up_one_level_at_a_time(fake_openai: FakeOpenAI, write_team
     as_dict = {d["agent"]: d for d in result.as_dict()["delegations"]}
     assert as_dict["spec_b"]["agent_path"] == ["lead", "manager", "spec_b"]
     assert {name: s.invocations for name, s in result.agents.items()} == {
-        "lead": 1, "manager": 1, "spec_a": 1, "spec_b": 1,
+        "lead": 1,
+        "manager": 1,
+        "spec_a": 1,
+        "spec_b": 1,
     }
 
     starts = {e.agent: e for e in events if e.kind == "agent_start"}
@@ -101,9 +110,7 @@ def test_answers_flow_up_one_level_at_a_time(fake_openai: FakeOpenAI, write_team
     fake_openai.assert_complete()
 
 
-def test_raw_text_reaches_the_lead_only_when_the_manager_passes_it_on(
-    fake_openai: FakeOpenAI, write_team: Any
-) -> None:
+def test_raw_text_reaches_the_lead_only_when_the_manager_passes_it_on(fake_openai: FakeOpenAI, write_team: Any) -> None:
     def pass_on_a(request: dict[str, Any]) -> Reply:
         answers = {r["agent"]: r["response"] for r in _tool_contents(request)}
         return text(f"quoting A verbatim: {answers['spec_a']}")

@@ -37,9 +37,22 @@ def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(fake_openai: Fak
         """)
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     process = subprocess.Popen(
-        [sys.executable, "-c", "from teamrun.cli import main; main()", "execute", str(path), "-i", "go", "--json",
-         "--progress", "plain"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-c",
+            "from teamrun.cli import main; main()",
+            "execute",
+            str(path),
+            "-i",
+            "go",
+            "--json",
+            "--progress",
+            "plain",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         # Interrupt once the quick worker's answer has reached the run (its progress line says so)

@@ -26,10 +26,12 @@ def _stopped(request: dict[str, Any]) -> bool:
 def test_a_run_level_tool_call_limit_hit_by_workers_ends_the_whole_run(
     fake_openai: FakeOpenAI, write_team: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake_openai.handler("lead", lambda r: text("lead: partial") if _stopped(r)
-                       else tool_calls(("ask_helper", {"task": "look again"})))
-    fake_openai.handler("helper", lambda r: text("helper: what I found") if _stopped(r)
-                       else tool_calls(("echo", {"word": "x"})))
+    fake_openai.handler(
+        "lead", lambda r: text("lead: partial") if _stopped(r) else tool_calls(("ask_helper", {"task": "look again"}))
+    )
+    fake_openai.handler(
+        "helper", lambda r: text("helper: what I found") if _stopped(r) else tool_calls(("echo", {"word": "x"}))
+    )
     path = write_team("""\
         supervisor: lead
         limits: {max_tool_calls: 2}
@@ -57,12 +59,16 @@ def test_a_run_level_tool_call_limit_hit_by_workers_ends_the_whole_run(
 def test_a_used_up_delegation_limit_does_not_stop_a_worker_already_running(
     fake_openai: FakeOpenAI, write_team: Any
 ) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
-        text("lead: alpha's answer only"),  # its last turn: beta was refused
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
+            text("lead: alpha's answer only"),  # its last turn: beta was refused
+        ],
+    )
     fake_openai.script("alpha", [tool_calls(("echo", {"word": "x"})), text("alpha done")])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         limits: {max_delegations: 1}
         agents:
@@ -71,7 +77,8 @@ def test_a_used_up_delegation_limit_does_not_stop_a_worker_already_running(
           beta: {model: openai/beta, description: B.}
         tools:
           echo: {command: ["echo", "{{ word }}"], parameters: {word: {type: string}}}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -83,17 +90,23 @@ def test_a_used_up_delegation_limit_does_not_stop_a_worker_already_running(
 
 
 def test_a_depth_refusal_stops_the_agent_that_keeps_asking(fake_openai: FakeOpenAI, write_team: Any) -> None:
-    fake_openai.handler("lead", lambda r: text("lead done") if r["messages"][-1]["role"] == "tool"
-                       else tool_calls(("ask_mid", {"task": "t"})))
-    fake_openai.handler("mid", lambda r: text("mid answers without leaf") if _stopped(r)
-                       else tool_calls(("ask_leaf", {"task": "deeper"})))
-    team = teamrun.load_team(write_team("""\
+    fake_openai.handler(
+        "lead",
+        lambda r: text("lead done") if r["messages"][-1]["role"] == "tool" else tool_calls(("ask_mid", {"task": "t"})),
+    )
+    fake_openai.handler(
+        "mid",
+        lambda r: text("mid answers without leaf") if _stopped(r) else tool_calls(("ask_leaf", {"task": "deeper"})),
+    )
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         agents:
           lead: {model: openai/lead, delegates_to: [mid], budget: {max_depth: 1}}
           mid: {model: openai/mid, description: M., delegates_to: [leaf], budget: {max_steps: 10}}
           leaf: {model: openai/leaf, description: L.}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -103,7 +116,8 @@ def test_a_depth_refusal_stops_the_agent_that_keeps_asking(fake_openai: FakeOpen
     assert by_agent["leaf"].status == "rejected"
     assert by_agent["mid"].status == "ok" and by_agent["mid"].response == "mid answers without leaf"
     assert "agents.lead.budget.max_depth (1) has been reached" in str(
-        fake_openai.requests("mid")[-1].request["messages"][-1]["content"])
+        fake_openai.requests("mid")[-1].request["messages"][-1]["content"]
+    )
 
 
 def test_without_limits_a_looping_model_stops_at_the_default_step_limit(
@@ -163,11 +177,15 @@ def _spending(reply: ModelReply | str, input_tokens: int, output_tokens: int) ->
 
 
 def test_the_last_turn_is_capped_and_an_overshoot_is_reported(tmp_path: Path) -> None:
-    model = ScriptedModel({"solo": [
-        _spending(tool_call("echo", word="a"), 300, 100),
-        _spending(tool_call("echo", word="b"), 300, 100),
-        _spending("what I have", 500, 150),  # the last turn
-    ]})
+    model = ScriptedModel(
+        {
+            "solo": [
+                _spending(tool_call("echo", word="a"), 300, 100),
+                _spending(tool_call("echo", word="b"), 300, 100),
+                _spending("what I have", 500, 150),  # the last turn
+            ]
+        }
+    )
 
     result = _solo(tmp_path, model, "limits: {max_total_tokens: 800}").run_sync("go")
 
@@ -181,10 +199,14 @@ def test_the_last_turn_is_capped_and_an_overshoot_is_reported(tmp_path: Path) ->
 
 
 def test_the_last_turn_gets_what_the_token_limit_leaves(tmp_path: Path) -> None:
-    model = ScriptedModel({"solo": [
-        _spending(tool_call("echo", word="a"), 300, 100),
-        _spending("what I have", 400, 100),  # the last turn
-    ]})
+    model = ScriptedModel(
+        {
+            "solo": [
+                _spending(tool_call("echo", word="a"), 300, 100),
+                _spending("what I have", 400, 100),  # the last turn
+            ]
+        }
+    )
 
     result = _solo(tmp_path, model, "limits: {max_steps: 1, max_total_tokens: 5000}").run_sync("go")
 
@@ -196,11 +218,15 @@ def test_the_last_turn_gets_what_the_token_limit_leaves(tmp_path: Path) -> None:
 
 
 def test_the_last_turn_gets_what_the_cost_limit_leaves_at_the_price_so_far(tmp_path: Path) -> None:
-    model = ScriptedModel({"solo": [
-        replace(_spending(tool_call("echo", word="a"), 300, 100), cost_usd=0.001),
-        replace(_spending(tool_call("echo", word="b"), 300, 100), cost_usd=0.001),
-        _spending("what I have", 400, 100),  # the last turn
-    ]})
+    model = ScriptedModel(
+        {
+            "solo": [
+                replace(_spending(tool_call("echo", word="a"), 300, 100), cost_usd=0.001),
+                replace(_spending(tool_call("echo", word="b"), 300, 100), cost_usd=0.001),
+                _spending("what I have", 400, 100),  # the last turn
+            ]
+        }
+    )
 
     result = _solo(tmp_path, model, "limits: {max_steps: 2, max_cost_usd: 0.01}").run_sync("go")
 
@@ -212,10 +238,14 @@ def test_the_last_turn_gets_what_the_cost_limit_leaves_at_the_price_so_far(tmp_p
 
 
 def test_an_answer_cut_off_at_the_output_limit_is_continued_once(tmp_path: Path) -> None:
-    model = ScriptedModel({"solo": [
-        ModelReply("The answer is", finish_reason="length"),
-        ModelReply(" 42.", finish_reason="stop"),
-    ]})
+    model = ScriptedModel(
+        {
+            "solo": [
+                ModelReply("The answer is", finish_reason="length"),
+                ModelReply(" 42.", finish_reason="stop"),
+            ]
+        }
+    )
 
     result = _solo(tmp_path, model).run_sync("go")
 
@@ -226,10 +256,14 @@ def test_an_answer_cut_off_at_the_output_limit_is_continued_once(tmp_path: Path)
 
 
 def test_an_answer_still_cut_off_after_the_continuation_is_flagged_truncated(tmp_path: Path) -> None:
-    model = ScriptedModel({"solo": [
-        ModelReply("The answer", finish_reason="length"),
-        ModelReply(" is", finish_reason="length"),
-    ]})
+    model = ScriptedModel(
+        {
+            "solo": [
+                ModelReply("The answer", finish_reason="length"),
+                ModelReply(" is", finish_reason="length"),
+            ]
+        }
+    )
 
     result = _solo(tmp_path, model).run_sync("go")
 

@@ -74,8 +74,9 @@ def test_a_worker_with_on_error_fail_run_fails_the_whole_run(fake_openai: FakeOp
 def test_without_fail_run_the_supervisor_carries_on_after_a_worker_error(
     fake_openai: FakeOpenAI, write_team: Any
 ) -> None:
-    fake_openai.script("lead", [tool_calls(("ask_broken", {"task": "b"}), ("ask_fine", {"task": "f"})),
-                               text("carried on")])
+    fake_openai.script(
+        "lead", [tool_calls(("ask_broken", {"task": "b"}), ("ask_fine", {"task": "f"})), text("carried on")]
+    )
     fake_openai.script("broken", [http_error(400, message="bad request from the provider")])
     fake_openai.script("fine", [text("fine result")])
     team = teamrun.load_team(write_team(FATAL.format(on_error="continue")))
@@ -92,15 +93,23 @@ def test_on_complete_hooks_tell_budget_exhausted_error_and_timeout_apart(
     fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
 ) -> None:
     (tmp_path / "task_tools.py").write_text(TOOLS, encoding="utf-8")
-    fake_openai.script("lead", [
-        tool_calls(("ask_spender", {"task": "s"}), ("ask_broken", {"task": "b"}), ("ask_slow", {"task": "w"}),
-                   content="delegating three"),
-        text("done"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(
+                ("ask_spender", {"task": "s"}),
+                ("ask_broken", {"task": "b"}),
+                ("ask_slow", {"task": "w"}),
+                content="delegating three",
+            ),
+            text("done"),
+        ],
+    )
     fake_openai.script("spender", [tool_calls(("read_notes", {"topic": "x"})), text("what I have")])
     fake_openai.script("broken", [http_error(400)])
     fake_openai.script("slow", [hang(30)])
-    team = teamrun.load_team(write_team("""\
+    team = teamrun.load_team(
+        write_team("""\
         supervisor: lead
         tools:
           read_notes: {python: "task_tools:read_notes"}
@@ -121,7 +130,8 @@ def test_on_complete_hooks_tell_budget_exhausted_error_and_timeout_apart(
           spender: {model: openai/spender, description: S., tools: [read_notes], budget: {max_steps: 1}}
           broken: {model: openai/broken, description: B.}
           slow: {model: openai/slow, description: W., budget: {timeout_s: 0.5}}
-        """))
+        """)
+    )
 
     result = team.run_sync("go")
 
@@ -152,14 +162,18 @@ agents:
 
 
 def test_follow_ups_limited_to_two_refuse_the_third(fake_openai: FakeOpenAI, write_team: Any) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_writer", {"task": "Draft the intro", "task_id": "intro",
-                                   "expected_output": "Three sentences."})),
-        tool_calls(("ask_writer", {"task": "Shorter, please", "follow_up_of": "intro"})),
-        tool_calls(("ask_writer", {"task": "Add a date", "follow_up_of": "intro"})),
-        tool_calls(("ask_writer", {"task": "One more pass", "follow_up_of": "intro"})),
-        text("final intro"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(
+                ("ask_writer", {"task": "Draft the intro", "task_id": "intro", "expected_output": "Three sentences."})
+            ),
+            tool_calls(("ask_writer", {"task": "Shorter, please", "follow_up_of": "intro"})),
+            tool_calls(("ask_writer", {"task": "Add a date", "follow_up_of": "intro"})),
+            tool_calls(("ask_writer", {"task": "One more pass", "follow_up_of": "intro"})),
+            text("final intro"),
+        ],
+    )
     fake_openai.script("writer", [text("draft 1"), text("draft 2"), text("draft 3")])
     team = teamrun.load_team(write_team(FOLLOW_UPS))
 
@@ -186,10 +200,13 @@ def test_follow_ups_limited_to_two_refuse_the_third(fake_openai: FakeOpenAI, wri
 
 
 def test_a_follow_up_of_an_unknown_task_is_refused(fake_openai: FakeOpenAI, write_team: Any) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_writer", {"task": "again", "follow_up_of": "nope"})),
-        text("gave up"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_writer", {"task": "again", "follow_up_of": "nope"})),
+            text("gave up"),
+        ],
+    )
     team = teamrun.load_team(write_team(FOLLOW_UPS))
 
     result = team.run_sync("go")
@@ -216,14 +233,20 @@ def test_a_narrowed_tool_set_refuses_a_tool_outside_it(
     fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path
 ) -> None:
     (tmp_path / "task_tools.py").write_text(TOOLS, encoding="utf-8")
-    fake_openai.script("lead", [
-        tool_calls(("ask_assistant", {"task": "summarise the notes", "tools": ["read_notes"]})),
-        text("summary"),
-    ])
-    fake_openai.script("assistant", [
-        tool_calls(("send_mail", {"to": "boss@example.com"}), ("read_notes", {"topic": "q3"})),
-        text("notes summarised"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_assistant", {"task": "summarise the notes", "tools": ["read_notes"]})),
+            text("summary"),
+        ],
+    )
+    fake_openai.script(
+        "assistant",
+        [
+            tool_calls(("send_mail", {"to": "boss@example.com"}), ("read_notes", {"topic": "q3"})),
+            text("notes summarised"),
+        ],
+    )
     team = teamrun.load_team(write_team(NARROW))
 
     result = team.run_sync("go")
@@ -242,10 +265,13 @@ def test_a_narrowed_tool_set_refuses_a_tool_outside_it(
 
 def test_a_task_cannot_widen_a_workers_tools(fake_openai: FakeOpenAI, write_team: Any, tmp_path: Path) -> None:
     (tmp_path / "task_tools.py").write_text(TOOLS, encoding="utf-8")
-    fake_openai.script("lead", [
-        tool_calls(("ask_assistant", {"task": "t", "tools": ["read_notes", "delete_everything"]})),
-        text("ok then"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_assistant", {"task": "t", "tools": ["read_notes", "delete_everything"]})),
+            text("ok then"),
+        ],
+    )
     team = teamrun.load_team(write_team(NARROW))
 
     result = team.run_sync("go")
@@ -272,11 +298,14 @@ agents:
 
 
 def test_three_background_workers_one_timing_out(fake_openai: FakeOpenAI, write_team: Any) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}), ("ask_gamma", {"task": "c"})),
-        tool_calls(("wait_for", {"handles": ["bg-1", "bg-2", "bg-3"], "timeout_s": 20})),
-        text("two results and a timeout"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}), ("ask_gamma", {"task": "c"})),
+            tool_calls(("wait_for", {"handles": ["bg-1", "bg-2", "bg-3"], "timeout_s": 20})),
+            text("two results and a timeout"),
+        ],
+    )
     fake_openai.script("alpha", [text("alpha result", delay=0.1)])
     fake_openai.script("beta", [text("beta result", delay=0.1)])
     fake_openai.script("gamma", [hang(30)])
@@ -287,7 +316,10 @@ def test_three_background_workers_one_timing_out(fake_openai: FakeOpenAI, write_
     assert result.status == "done" and result.final_text == "two results and a timeout"
     handles = [json.loads(c) for c in _tool_contents(fake_openai, "lead", 1)]
     assert [(h["handle"], h["agent"], h["status"]) for h in handles] == [
-        ("bg-1", "alpha", "running"), ("bg-2", "beta", "running"), ("bg-3", "gamma", "running")]
+        ("bg-1", "alpha", "running"),
+        ("bg-2", "beta", "running"),
+        ("bg-3", "gamma", "running"),
+    ]
     (waited,) = _tool_contents(fake_openai, "lead", 2)[-1:]
     seen = {v["agent"]: v for v in json.loads(waited)}
     assert seen["alpha"]["status"] == "ok" and seen["alpha"]["response"] == "alpha result"
@@ -302,11 +334,14 @@ def test_three_background_workers_one_timing_out(fake_openai: FakeOpenAI, write_
 def test_the_supervisor_cannot_finish_before_background_work_is_announced(
     fake_openai: FakeOpenAI, write_team: Any
 ) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_alpha", {"task": "a", "task_id": "alpha-job"})),
-        text("too early"),
-        text("final, with alpha's result"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_alpha", {"task": "a", "task_id": "alpha-job"})),
+            text("too early"),
+            text("final, with alpha's result"),
+        ],
+    )
     fake_openai.script("alpha", [text("alpha result", delay=0.3)])
     team = teamrun.load_team(write_team(BACKGROUND.replace("background_timeout_s: 0.5", "background_timeout_s: 20")))
 
@@ -316,17 +351,25 @@ def test_the_supervisor_cannot_finish_before_background_work_is_announced(
     announced = _messages(fake_openai, "lead", 2)[-1]
     assert announced["role"] == "user" and announced["content"].startswith("## Background results")
     (view,) = json.loads(announced["content"].split("\n", 1)[1])
-    assert view == {"handle": "bg-1", "task_id": "alpha-job", "agent": "alpha", "status": "ok",
-                    "response": "alpha result"}
+    assert view == {
+        "handle": "bg-1",
+        "task_id": "alpha-job",
+        "agent": "alpha",
+        "status": "ok",
+        "response": "alpha result",
+    }
     assert [(t.task_id, t.review) for t in result.tasks] == [("alpha-job", "accepted")]
 
 
 def test_cancel_task_reaches_a_background_worker(fake_openai: FakeOpenAI, write_team: Any) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("ask_gamma", {"task": "slow work"})),
-        tool_calls(("cancel_task", {"handle": "bg-1"}), delay=0.3),  # the worker is waiting on its model by then
-        text("cancelled it"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("ask_gamma", {"task": "slow work"})),
+            tool_calls(("cancel_task", {"handle": "bg-1"}), delay=0.3),  # the worker is waiting on its model by then
+            text("cancelled it"),
+        ],
+    )
     fake_openai.script("gamma", [hang(30)])
     team = teamrun.load_team(write_team(BACKGROUND.replace("background_timeout_s: 0.5", "background_timeout_s: 60")))
     events: list[Any] = []
@@ -346,7 +389,8 @@ def test_background_tools_clash_with_a_team_tool_of_the_same_name(tmp_path: Path
     from teamrun.cli.app import cli
 
     team = tmp_path / "team.yaml"
-    team.write_text("""\
+    team.write_text(
+        """\
 version: 1
 name: t
 supervisor: lead
@@ -358,7 +402,9 @@ agents:
     tools: [wait_for]
     delegation: {background: [w, nobody]}
   w: {description: W.}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
 
     out = CliRunner().invoke(cli, ["validate", str(team)]).output
 

@@ -77,11 +77,13 @@ def test_a_source_no_running_agent_uses_is_never_started(tmp_path: Path) -> None
 
 def test_two_agents_share_one_started_source_closed_at_run_end(tmp_path: Path) -> None:
     source = FakeSource("mcp")
-    model = ScriptedModel({
-        "lead": [delegate("a", "b", task="look"), "both answered"],
-        "a": [tool_call("search", q="x"), "a found x"],
-        "b": [tool_call("fetch", q="y"), "b fetched y"],
-    })
+    model = ScriptedModel(
+        {
+            "lead": [delegate("a", "b", task="look"), "both answered"],
+            "a": [tool_call("search", q="x"), "a found x"],
+            "b": [tool_call("fetch", q="y"), "b fetched y"],
+        }
+    )
 
     result = _team(tmp_path, model, source).run_sync("go")
 

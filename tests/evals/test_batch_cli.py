@@ -23,8 +23,10 @@ SUBJECTS = ["Rust", "Go", "Zig", "Python", "OCaml", "Elixir", "Kotlin", "Swift"]
 
 def _inputs(tmp_path: Path, count: int) -> Path:
     path = tmp_path / "inputs.jsonl"
-    rows = [{"id": f"r{i:03d}", "input": f"Compare {SUBJECTS[i % 8]} and {SUBJECTS[(i + 3) % 8]} ({i})"}
-            for i in range(count)]
+    rows = [
+        {"id": f"r{i:03d}", "input": f"Compare {SUBJECTS[i % 8]} and {SUBJECTS[(i + 3) % 8]} ({i})"}
+        for i in range(count)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -78,11 +80,27 @@ def test_a_killed_batch_rerun_completes_only_the_missing_rows(tmp_path: Path) ->
     inputs = _inputs(tmp_path, 12)
     reference = _reference(tmp_path, inputs)
     out = tmp_path / "results.jsonl"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "runner"), str(REPO)]),
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "runner"), str(REPO)]),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
     # 6 model requests per row: --rpm 24 lets 4 rows through, then the batch waits a minute for the window
-    command = [sys.executable, "-m", "teamrun.cli", "batch", TEAM, str(inputs), "-o", str(out), "--workers", "1",
-               "--rpm", "24", "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "teamrun.cli",
+        "batch",
+        TEAM,
+        str(inputs),
+        "-o",
+        str(out),
+        "--workers",
+        "1",
+        "--rpm",
+        "24",
+        "--no-progress",
+    ]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120  # a hang guard only
@@ -161,13 +179,17 @@ def test_the_total_budget_stops_starting_rows_and_a_rerun_continues(
 
     fake_openai.handler("gpt-4o-mini", lambda request: text("an answer"))  # priced in LiteLLM's table
     team = tmp_path / "solo.yaml"
-    team.write_text(f"version: 1\nname: solo\nsupervisor: solo\nagents:\n"
-                    f"  solo: {{model: openai/gpt-4o-mini, api_base: '{fake_openai.url}'}}\n", encoding="utf-8")
+    team.write_text(
+        f"version: 1\nname: solo\nsupervisor: solo\nagents:\n"
+        f"  solo: {{model: openai/gpt-4o-mini, api_base: '{fake_openai.url}'}}\n",
+        encoding="utf-8",
+    )
     inputs = _inputs(tmp_path, 5)
     out = tmp_path / "results.jsonl"
 
-    code = main(["batch", str(team), str(inputs), "-o", str(out), "--workers", "1", "--max-cost", "0.0000001",
-                 "--no-progress"])
+    code = main(
+        ["batch", str(team), str(inputs), "-o", str(out), "--workers", "1", "--max-cost", "0.0000001", "--no-progress"]
+    )
 
     assert code == 3
     assert len(out.read_text().splitlines()) == 1

@@ -13,8 +13,10 @@ TEAM = str(Path(__file__).resolve().parents[2] / "teams" / "research-report.yaml
 
 def test_a_case_judge_without_a_model_is_a_located_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cases = tmp_path / "cases.yaml"
-    cases.write_text("version: 1\ncases:\n  - name: one\n    input: hi\n    checks:\n"
-                     "      - judge: {rubric: Says hi.}\n", encoding="utf-8")
+    cases.write_text(
+        "version: 1\ncases:\n  - name: one\n    input: hi\n    checks:\n      - judge: {rubric: Says hi.}\n",
+        encoding="utf-8",
+    )
 
     assert main(["eval", TEAM, str(cases)]) == 2
     err = capsys.readouterr().err

@@ -34,8 +34,11 @@ def _judge_by_content(request: dict[str, Any]) -> Any:
 
 def _mixed_cases(tmp_path: Path, server: FakeOpenAI) -> str:
     (tmp_path / "mychecks.py").write_text(
-        "def mentions_notes(answer, case):\n    return ('notes/' in answer, 'no notes cited')\n", encoding="utf-8")
-    return _cases(tmp_path, f"""\
+        "def mentions_notes(answer, case):\n    return ('notes/' in answer, 'no notes cited')\n", encoding="utf-8"
+    )
+    return _cases(
+        tmp_path,
+        f"""\
         version: 1
         defaults:
           checks:
@@ -65,7 +68,8 @@ def _mixed_cases(tmp_path: Path, server: FakeOpenAI) -> str:
             input: Compare Rust and Go
             checks:
               - json_schema: {{type: object}}
-        """)
+        """,
+    )
 
 
 def _table_rows(out: str) -> dict[str, list[str]]:
@@ -90,8 +94,12 @@ def test_eval_table_marks_passing_and_failing_cases_with_a_judge_on_the_fake_ser
     assert code == 1  # 2 of 5 pass, under the default --min-pass 1.0
     rows = _table_rows(captured.out)
     assert {name: cells[0] for name, cells in rows.items()} == {
-        "contains-ok": "PASS", "contains-missing": "FAIL", "judge-pass": "PASS", "judge-fail": "FAIL",
-        "json-answer": "FAIL"}
+        "contains-ok": "PASS",
+        "contains-missing": "FAIL",
+        "judge-pass": "PASS",
+        "judge-fail": "FAIL",
+        "json-answer": "FAIL",
+    }
     assert rows["contains-ok"][1] == "3/3"
     assert 'contains "COBOL": not found in the answer' in captured.out
     assert "judge openai/judge >= 0.7: score 0.2 (< 0.7): off topic" in captured.out
@@ -116,8 +124,13 @@ def test_junit_report_is_read_by_junitparser(tmp_path: Path, fake_openai: FakeOp
     suites = list(xml)
     assert len(suites) == 1 and suites[0].tests == 5 and suites[0].failures == 3
     outcome = {case.name: [type(r).__name__ for r in case.result] for case in suites[0]}
-    assert outcome == {"contains-ok": [], "contains-missing": ["Failure"], "judge-pass": [],
-                       "judge-fail": ["Failure"], "json-answer": ["Failure"]}
+    assert outcome == {
+        "contains-ok": [],
+        "contains-missing": ["Failure"],
+        "judge-pass": [],
+        "judge-fail": ["Failure"],
+        "json-answer": ["Failure"],
+    }
     failed = next(case for case in suites[0] if case.name == "judge-fail")
     assert "score 0.2" in failed.result[0].message
 
@@ -138,22 +151,29 @@ def test_html_report_is_one_page_with_every_case(tmp_path: Path, fake_openai: Fa
 
 
 def test_baseline_marks_a_regression_and_an_improvement(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    before = _cases(tmp_path, """\
+    before = _cases(
+        tmp_path,
+        """\
         version: 1
         cases:
           - {name: steady, input: Compare Rust and Go, checks: [{contains: Rust}]}
           - {name: breaks, input: Compare Rust and Go, checks: [{contains: Rust}]}
           - {name: mends, input: Compare Rust and Go, checks: [{contains: Haskell}]}
-        """)
+        """,
+    )
     previous = tmp_path / "previous.json"
     assert main(["eval", TEAM, before, "--format", "json", "-o", str(previous), "--min-pass", "0"]) == 0
-    after = _cases(tmp_path, """\
+    after = _cases(
+        tmp_path,
+        """\
         version: 1
         cases:
           - {name: steady, input: Compare Rust and Go, checks: [{contains: Rust}]}
           - {name: breaks, input: Compare Rust and Go, checks: [{contains: Haskell}]}
           - {name: mends, input: Compare Rust and Go, checks: [{contains: Go}]}
-        """, "after.yaml")
+        """,
+        "after.yaml",
+    )
     capsys.readouterr()
 
     assert main(["eval", TEAM, after, "--baseline", str(previous), "--no-progress"]) == 1
@@ -168,17 +188,23 @@ def test_baseline_marks_a_regression_and_an_improvement(tmp_path: Path, capsys: 
     assert main(["eval", TEAM, after, "--baseline", str(previous), "--format", "json", "--no-progress"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert {c["name"]: c["change"] for c in data["cases"]} == {
-        "steady": "same", "breaks": "regression", "mends": "improvement"}
+        "steady": "same",
+        "breaks": "regression",
+        "mends": "improvement",
+    }
     assert data["baseline"]["regressions"] == 1
 
 
 def test_a_case_over_its_token_ceiling_is_stopped_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cases = _cases(tmp_path, """\
+    cases = _cases(
+        tmp_path,
+        """\
         version: 1
         cases:
           - {name: tight, input: Compare Rust and Go, max_tokens: 500, checks: [{contains: Rust}]}
           - {name: roomy, input: Compare Rust and Go, max_tokens: 100000, checks: [{contains: Rust}]}
-        """)
+        """,
+    )
 
     assert main(["eval", TEAM, cases, "--format", "json", "--no-progress"]) == 1
     data = {c["name"]: c for c in json.loads(capsys.readouterr().out)["cases"]}
@@ -211,7 +237,9 @@ def test_record_then_replay_gives_the_same_verdicts_without_the_server(
 
 
 def test_a_bad_cases_file_is_reported_with_file_line_col(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cases = _cases(tmp_path, """\
+    cases = _cases(
+        tmp_path,
+        """\
         version: 1
         cases:
           - name: one
@@ -221,7 +249,8 @@ def test_a_bad_cases_file_is_reported_with_file_line_col(tmp_path: Path, capsys:
               - regex: "("
           - name: one
             inptu: hi
-        """)
+        """,
+    )
 
     assert main(["eval", TEAM, cases]) == 2
     err = capsys.readouterr().err

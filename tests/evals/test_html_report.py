@@ -21,7 +21,8 @@ EXPECTED = {"rust-ok": "PASS", "cobol-missing": "FAIL", "judged": "PASS"}
 
 def _cases(tmp_path: Path, server: FakeOpenAI) -> str:
     path = tmp_path / "cases.yaml"
-    path.write_text(textwrap.dedent(f"""\
+    path.write_text(
+        textwrap.dedent(f"""\
         version: 1
         cases:
           - name: rust-ok
@@ -35,7 +36,9 @@ def _cases(tmp_path: Path, server: FakeOpenAI) -> str:
             checks:
               - judge: {{rubric: "The answer compares Rust with Go.", model: openai/judge,
                          api_base: "{server.url}", threshold: 0.5}}
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     return str(path)
 
 
@@ -43,8 +46,9 @@ def _open(page_file: Path) -> dict[str, Any]:
     """What Chromium shows of the report: each row's case, result and trace link, and every URL it requested."""
     requested: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(),
-                                    args=["--no-sandbox", "--disable-background-networking"])
+        browser = p.chromium.launch(
+            executable_path=chromium_path(), args=["--no-sandbox", "--disable-background-networking"]
+        )
         try:
             page = browser.new_page()
             page.on("request", lambda request: requested.append(request.url))
@@ -52,26 +56,41 @@ def _open(page_file: Path) -> dict[str, Any]:
             rows = []
             for row in page.locator("tbody tr[data-case]").all():
                 link = row.locator("a.trace")
-                rows.append({
-                    "case": row.get_attribute("data-case"),
-                    "result": row.locator("td.result").inner_text(),
-                    "href": link.get_attribute("href"),
-                    "resolved": link.evaluate("a => a.href"),
-                    "section": page.locator(f"#case-{row.get_attribute('data-case')} h3").inner_text(),
-                })
+                rows.append(
+                    {
+                        "case": row.get_attribute("data-case"),
+                        "result": row.locator("td.result").inner_text(),
+                        "href": link.get_attribute("href"),
+                        "resolved": link.evaluate("a => a.href"),
+                        "section": page.locator(f"#case-{row.get_attribute('data-case')} h3").inner_text(),
+                    }
+                )
         finally:
             browser.close()
     return {"rows": rows, "requested": requested}
 
 
 def test_the_report_shows_every_case_with_its_result_and_a_working_trace_link(
-        tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     fake_openai.handler("judge", lambda request: text(json.dumps({"score": 0.8, "reason": "compares them"})))
     report = tmp_path / "out" / "eval.html"
     report.parent.mkdir()
 
-    code = main(["eval", TEAM, _cases(tmp_path, fake_openai), "--format", "html", "-o", str(report),
-                 "--no-progress", "--min-pass", "0"])
+    code = main(
+        [
+            "eval",
+            TEAM,
+            _cases(tmp_path, fake_openai),
+            "--format",
+            "html",
+            "-o",
+            str(report),
+            "--no-progress",
+            "--min-pass",
+            "0",
+        ]
+    )
 
     assert code == 0
     shown = _open(report)
@@ -90,8 +109,22 @@ def test_the_report_shows_every_case_with_its_result_and_a_working_trace_link(
 def test_traces_dir_is_honoured_for_any_format(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     fake_openai.handler("judge", lambda request: text(json.dumps({"score": 0.2, "reason": "no"})))
 
-    code = main(["eval", TEAM, _cases(tmp_path, fake_openai), "--format", "json", "-o", str(tmp_path / "r.json"),
-                 "--traces", str(tmp_path / "traces"), "--no-progress", "--min-pass", "0"])
+    code = main(
+        [
+            "eval",
+            TEAM,
+            _cases(tmp_path, fake_openai),
+            "--format",
+            "json",
+            "-o",
+            str(tmp_path / "r.json"),
+            "--traces",
+            str(tmp_path / "traces"),
+            "--no-progress",
+            "--min-pass",
+            "0",
+        ]
+    )
 
     assert code == 0
     assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == sorted(f"{c}.jsonl" for c in EXPECTED)

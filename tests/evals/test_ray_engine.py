@@ -37,11 +37,17 @@ def ray_address() -> Iterator[str]:
         pytest.fail("the --engine ray tests need Ray: pip install 'teamrun[ray]' (it is in the test extra)")
     saved = os.environ.get("PYTHONPATH")
     # the Ray processes inherit this environment: the workers find this tree's teamrun, and no LiteLLM
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(NO_LITELLM), str(REPO / "runner"), str(REPO),
-                                                *([saved] if saved else [])])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(NO_LITELLM), str(REPO / "runner"), str(REPO), *([saved] if saved else [])]
+    )
     try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING,
-                 object_store_memory=100 * 1024 * 1024)  # the smallest store Ray takes: rows are small
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            object_store_memory=100 * 1024 * 1024,
+        )  # the smallest store Ray takes: rows are small
     finally:
         if saved is None:
             del os.environ["PYTHONPATH"]
@@ -55,8 +61,10 @@ def ray_address() -> Iterator[str]:
 
 def _inputs(tmp_path: Path, count: int) -> Path:
     path = tmp_path / "inputs.jsonl"
-    rows = [{"id": f"r{i:03d}", "input": f"Compare {SUBJECTS[i % 8]} and {SUBJECTS[(i + 3) % 8]} ({i})",
-             "vars": {"n": i}} for i in range(count)]
+    rows = [
+        {"id": f"r{i:03d}", "input": f"Compare {SUBJECTS[i % 8]} and {SUBJECTS[(i + 3) % 8]} ({i})", "vars": {"n": i}}
+        for i in range(count)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -97,8 +105,7 @@ def test_row_and_total_budgets_stop_a_ray_batch_as_they_stop_a_local_one(
         capped, stopped = Path("capped.jsonl"), Path("stopped.jsonl")
         assert _batch(inputs, capped, "--row-max-tokens", "500", "--no-progress", "--engine", engine) == 1
         # offline runs cost $0, so a $0 total budget is spent by the first row: the others never start
-        assert _batch(inputs, stopped, "--max-cost", "0", "--workers", "1", "--no-progress",
-                      "--engine", engine) == 3
+        assert _batch(inputs, stopped, "--max-cost", "0", "--workers", "1", "--no-progress", "--engine", engine) == 3
         summaries = [line for line in capsys.readouterr().err.splitlines() if line.startswith("batch:")]
         ends[engine] = (capped.read_bytes(), stopped.read_bytes(), "\n".join(summaries))
 
@@ -117,10 +124,30 @@ def test_a_killed_ray_batch_rerun_completes_only_the_missing_rows(
     reference = tmp_path / "reference.jsonl"
     assert _batch(inputs, reference, "--no-progress") == 0
     out = tmp_path / "results.jsonl"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "runner"), str(REPO)]),
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    command = [sys.executable, "-m", "teamrun.cli", "batch", TEAM, str(inputs), "-o", str(out), "--no-progress",
-               "--engine", "ray", "--ray-address", ray_address, "--workers", "2", "--rpm", "24"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "runner"), str(REPO)]),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "teamrun.cli",
+        "batch",
+        TEAM,
+        str(inputs),
+        "-o",
+        str(out),
+        "--no-progress",
+        "--engine",
+        "ray",
+        "--ray-address",
+        ray_address,
+        "--workers",
+        "2",
+        "--rpm",
+        "24",
+    ]
     # 6 model requests per row and --rpm 24 for both workers (two runner actors) together: 24 requests pass,
     # then every worker waits a minute for the window. A limiter per worker would let about twice as many through.
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -159,7 +186,8 @@ def test_an_eval_gives_the_same_report_on_ray_offline_and_replayed(
     ray_address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     cases = tmp_path / "cases.yaml"
-    cases.write_text(textwrap.dedent("""\
+    cases.write_text(
+        textwrap.dedent("""\
         version: 1
         defaults:
           checks:
@@ -177,15 +205,33 @@ def test_an_eval_gives_the_same_report_on_ray_offline_and_replayed(
           - name: json-answer
             input: Compare Kotlin and Python
             checks: [{json_schema: {type: object}}]
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     cassette = tmp_path / "eval.cassette.jsonl"
     reports = {}
-    runs = {"local": ["--record", str(cassette)], "ray": ["--engine", "ray"],
-            "ray-replay": ["--engine", "ray", "--replay", str(cassette)]}
+    runs = {
+        "local": ["--record", str(cassette)],
+        "ray": ["--engine", "ray"],
+        "ray-replay": ["--engine", "ray", "--replay", str(cassette)],
+    }
     for name, options in runs.items():
         out = tmp_path / f"{name}.json"
-        code = main(["eval", TEAM, str(cases), "--format", "json", "-o", str(out), "--concurrency", "3",
-                     "--no-progress", *options])
+        code = main(
+            [
+                "eval",
+                TEAM,
+                str(cases),
+                "--format",
+                "json",
+                "-o",
+                str(out),
+                "--concurrency",
+                "3",
+                "--no-progress",
+                *options,
+            ]
+        )
         assert code == 1, capsys.readouterr().err  # two of the four cases fail
         reports[name] = json.loads(out.read_text(encoding="utf-8"))
 
@@ -193,5 +239,9 @@ def test_an_eval_gives_the_same_report_on_ray_offline_and_replayed(
     assert _timeless(reports["ray"]) == local
     assert _timeless(reports["ray-replay"]) == local
     assert [(c["name"], c["passed"]) for c in local["cases"]] == [
-        ("rust-go", True), ("wants-cobol", False), ("too-few-tokens", False), ("json-answer", False)]
+        ("rust-go", True),
+        ("wants-cobol", False),
+        ("too-few-tokens", False),
+        ("json-answer", False),
+    ]
     assert local["cases"][2]["stopped_by"].startswith("cases[2].max_tokens (300)")

@@ -26,8 +26,10 @@ def test_engine_ray_without_ray_installed_says_how_to_install_it(
     cases = tmp_path / "cases.yaml"
     cases.write_text("version: 1\ncases:\n  - {name: one, input: Compare Rust and Go}\n", encoding="utf-8")
 
-    for argv in (["batch", TEAM, str(inputs), "-o", str(tmp_path / "out.jsonl"), "--engine", "ray"],
-                 ["eval", TEAM, str(cases), "--engine", "ray"]):
+    for argv in (
+        ["batch", TEAM, str(inputs), "-o", str(tmp_path / "out.jsonl"), "--engine", "ray"],
+        ["eval", TEAM, str(cases), "--engine", "ray"],
+    ):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err == "error: --engine ray needs Ray, an optional extra of teamrun: pip install 'teamrun[ray]'\n"
@@ -44,8 +46,17 @@ def test_a_ray_address_nobody_answers_on_fails_at_once(tmp_path: Path, capsys: p
         port = probe.getsockname()[1]
     inputs = tmp_path / "inputs.jsonl"
     inputs.write_text(json.dumps({"input": "Compare Rust and Go"}) + "\n", encoding="utf-8")
-    argv = ["batch", TEAM, str(inputs), "-o", str(tmp_path / "out.jsonl"), "--engine", "ray",
-            "--ray-address", f"127.0.0.1:{port}"]
+    argv = [
+        "batch",
+        TEAM,
+        str(inputs),
+        "-o",
+        str(tmp_path / "out.jsonl"),
+        "--engine",
+        "ray",
+        "--ray-address",
+        f"127.0.0.1:{port}",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot reach the Ray cluster at 127.0.0.1:{port}: ")

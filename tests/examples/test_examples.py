@@ -77,13 +77,15 @@ def test_example_team_validates_strictly_with_imports(team_file: Path, capsys: p
 
     assert code == 0, capsys.readouterr().out
     assert team_file.read_text(encoding="utf-8").startswith(
-        "# yaml-language-server: $schema=../../schemas/team.schema.json\n")
+        "# yaml-language-server: $schema=../../schemas/team.schema.json\n"
+    )
 
 
 @pytest.mark.parametrize("team_file", EXAMPLE_TEAMS, ids=[p.parent.name for p in EXAMPLE_TEAMS])
 def test_example_team_runs_offline(team_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["execute", str(team_file), "--input", "How did widgets sell this spring?", "--json",
-                 "--progress", "none"])
+    code = main(
+        ["execute", str(team_file), "--input", "How did widgets sell this spring?", "--json", "--progress", "none"]
+    )
 
     out, err = capsys.readouterr()
     result = json.loads(out)
@@ -119,8 +121,19 @@ def test_the_typed_tool_computes_from_the_ledger() -> None:
 
 
 def test_python_hooks_audit_and_check_the_delegation(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["execute", str(EXAMPLES / "custom_tools_and_hooks" / "team.yaml"), "-i", "widgets?",
-                 "--var", "region=north", "--json", "--progress", "none"])
+    code = main(
+        [
+            "execute",
+            str(EXAMPLES / "custom_tools_and_hooks" / "team.yaml"),
+            "-i",
+            "widgets?",
+            "--var",
+            "region=north",
+            "--json",
+            "--progress",
+            "none",
+        ]
+    )
 
     result = json.loads(capsys.readouterr().out)
     assert code == 0
@@ -165,12 +178,17 @@ def test_the_worker_never_sees_secrets_or_internal_messages(
     fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEAMRUN_API_BASE", fake_openai.url)
-    fake_openai.script("incident", [
-        tool_calls(("ask_status_writer", {"task": "Update for customers; the key was sk-live-1234567890abcdef"}),
-                   content="Customers see errors on the API since 09:40."),
-        text("API errors since 09:40; fix in progress; next update 10:30."),
-        text("Posted the update."),
-    ])
+    fake_openai.script(
+        "incident",
+        [
+            tool_calls(
+                ("ask_status_writer", {"task": "Update for customers; the key was sk-live-1234567890abcdef"}),
+                content="Customers see errors on the API since 09:40.",
+            ),
+            text("API errors since 09:40; fix in progress; next update 10:30."),
+            text("Posted the update."),
+        ],
+    )
     team = teamrun.load_team(EXAMPLES / "message_filter" / "team.yaml", model="openai/incident")
 
     result = team.run_sync("INTERNAL ONLY: ops@example.com rotated sk-live-1234567890abcdef at 09:55")
@@ -245,16 +263,26 @@ def test_the_pre_commit_config_example_runs_in_pre_commit(tmp_path: Path) -> Non
     shutil.copy(EXAMPLES / "pre-commit-config.yaml", project / ".pre-commit-config.yaml")
     shutil.copy(REPO / "teams" / "research-report.yaml", project / "teams" / "good.yaml")
     (project / "teams" / "bad.yaml").write_text(
-        "version: 1\nname: bad\nsupervisor: lead\nagents:\n  lead: {delegates_to: [ghost]}\n", encoding="utf-8")
+        "version: 1\nname: bad\nsupervisor: lead\nagents:\n  lead: {delegates_to: [ghost]}\n", encoding="utf-8"
+    )
     (project / "settings.yaml").write_text("not: [a, team\n", encoding="utf-8")  # outside teams/: not checked
     _git(project, "init", "-q")
     _git(project, "add", "-A")
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+    }
 
     def pre_commit() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pre_commit", "run", "teamrun-validate", "--all-files"],
-                              cwd=project, env=env, capture_output=True, text=True, timeout=300)  # hang guard
+        return subprocess.run(
+            [sys.executable, "-m", "pre_commit", "run", "teamrun-validate", "--all-files"],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # hang guard
 
     failed = pre_commit()
     assert failed.returncode == 1, failed.stdout + failed.stderr

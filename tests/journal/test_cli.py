@@ -46,8 +46,9 @@ def test_plain_runs_write_nothing(team: Path, tmp_path: Path) -> None:
     assert (tmp_path / "touched").read_text() == "x"
 
 
-def test_a_configured_store_turns_journaling_on(team: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_configured_store_turns_journaling_on(
+    team: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = str(tmp_path / "runs.db")
     monkeypatch.setenv("TEAMRUN_STORE", store)
     assert main(["execute", str(team), "-i", "go", "--progress", "none"]) == 0
@@ -74,13 +75,16 @@ def _kill_during_the_tool(store: str, run_id: str) -> None:
         conn.execute(sa.text("DELETE FROM journal WHERE kind = 'tool' OR call_key = '2.0'"))
         meta = json.loads(conn.execute(sa.text("SELECT meta FROM runs WHERE id = :id"), {"id": run_id}).scalar_one())
         meta["pid"] = 2**22 + 4321  # no such process
-        conn.execute(sa.text("UPDATE runs SET status = 'running', meta = :meta WHERE id = :id"),
-                     {"meta": json.dumps(meta), "id": run_id})
+        conn.execute(
+            sa.text("UPDATE runs SET status = 'running', meta = :meta WHERE id = :id"),
+            {"meta": json.dumps(meta), "id": run_id},
+        )
     engine.dispose()
 
 
 def test_resume_does_not_rerun_an_interrupted_command_tool_without_yes(
-        team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = str(tmp_path / "runs.db")
     assert main(["execute", str(team), "-i", "go", "--store", store, "--progress", "none"]) == 0
     (run,) = _runs(store, capsys)
@@ -106,8 +110,10 @@ def test_execute_resume_takes_the_runs_input(team: Path, tmp_path: Path, capsys:
     store = str(tmp_path / "runs.db")
     assert main(["execute", str(team), "-i", "go", "--store", store, "--progress", "none"]) == 0
     (run,) = _runs(store, capsys)
-    assert main(["execute", str(team), "--resume", str(run["run_id"]), "--store", store, "--json",
-                 "--progress", "none"]) == 0
+    assert (
+        main(["execute", str(team), "--resume", str(run["run_id"]), "--store", store, "--json", "--progress", "none"])
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["run_id"] == run["run_id"] and result["status"] == "done"
     assert (tmp_path / "touched").read_text() == "x"  # everything replayed: the tool did not run again
@@ -133,9 +139,23 @@ def _resume_on_a_terminal(store: str, run_id: str, answer: str) -> tuple[int, st
     import subprocess
 
     primary, secondary = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-c", "from teamrun.cli import main; main()", "resume", run_id,
-                                "--store", store, "--progress", "none"],
-                               stdin=secondary, stderr=secondary, stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from teamrun.cli import main; main()",
+            "resume",
+            run_id,
+            "--store",
+            store,
+            "--progress",
+            "none",
+        ],
+        stdin=secondary,
+        stderr=secondary,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     os.close(secondary)
     seen = b""
     try:
@@ -170,8 +190,7 @@ def _resume_on_a_terminal(store: str, run_id: str, answer: str) -> tuple[int, st
 
 
 @pytest.mark.parametrize("answer", ["n", "y"])
-def test_resume_asks_on_a_terminal(team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                   answer: str) -> None:
+def test_resume_asks_on_a_terminal(team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], answer: str) -> None:
     store = str(tmp_path / "runs.db")
     assert main(["execute", str(team), "-i", "go", "--store", store, "--progress", "none"]) == 0
     (run,) = _runs(store, capsys)
@@ -188,8 +207,9 @@ def test_resume_asks_on_a_terminal(team: Path, tmp_path: Path, capsys: pytest.Ca
         assert (tmp_path / "touched").read_text() == "x"
 
 
-def test_a_thread_turn_is_journaled_and_resumed_in_its_thread(team: Path, tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_thread_turn_is_journaled_and_resumed_in_its_thread(
+    team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = str(tmp_path / "runs.db")
     assert main(["execute", str(team), "-i", "first", "--thread", "t1", "--store", store, "--progress", "none"]) == 0
     assert main(["execute", str(team), "-i", "second", "--thread", "t1", "--store", store, "--progress", "none"]) == 0

@@ -13,7 +13,8 @@ TEAM = str(REPO / "teams" / "research-report.yaml")
 
 
 def test_the_journal_line_is_said_only_for_a_store_that_took_the_run(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("TEAMRUN_STORE", raising=False)
     path = tmp_path / "runs.db"
     assert main(["execute", TEAM, "-i", "warm up", "--store", str(path), "--progress", "plain"]) == 0

@@ -30,12 +30,16 @@ HUNG_S = 600.0
 
 def _team(tmp_path: Path, url: str) -> Path:
     (tmp_path / "facts.py").write_text(
-        'def lookup(query: str) -> str:\n    "Look up a fact."\n    return f"fact about {query}"\n', encoding="utf-8")
+        'def lookup(query: str) -> str:\n    "Look up a fact."\n    return f"fact about {query}"\n', encoding="utf-8"
+    )
     names = [f"w{i}" for i in range(1, WORKERS + 1)]
     lines = [
-        "version: 1", "name: fan40", "supervisor: lead",
+        "version: 1",
+        "name: fan40",
+        "supervisor: lead",
         f"defaults: {{api_base: '{url}', api_key_env: TEAMRUN_TEST_KEY, num_retries: 0, request_timeout_s: 900}}",
-        "tools:", "  lookup: {python: 'facts:lookup'}",
+        "tools:",
+        "  lookup: {python: 'facts:lookup'}",
         "agents:",
         f"  lead: {{model: openai/lead, delegates_to: [{', '.join(names)}], "
         f"delegation: {{max_concurrency: {WORKERS}}}, budget: {{max_delegations: {WORKERS}}}}}",
@@ -87,8 +91,11 @@ def _env() -> dict[str, str]:
 def _finals(server: FakeOpenAI, records: list[Any] | None = None) -> list[str]:
     """Workers whose final reply was delivered (a request carrying a tool result, answered 200)."""
     records = server.requests() if records is None else records
-    return sorted(r.model for r in records if r.model != "lead" and r.status == 200 and r.end
-                  and any(m["role"] == "tool" for m in r.request["messages"]))
+    return sorted(
+        r.model
+        for r in records
+        if r.model != "lead" and r.status == 200 and r.end and any(m["role"] == "tool" for m in r.request["messages"])
+    )
 
 
 def _journaled_replies(store_url: str) -> int:
@@ -114,16 +121,22 @@ def _eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
     return True
 
 
-def test_a_killed_fan_out_resumes_without_repeating_finished_calls(tmp_path: Path, store_url: str,
-                                                                   fake_openai: FakeOpenAI) -> None:
+def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
+    tmp_path: Path, store_url: str, fake_openai: FakeOpenAI
+) -> None:
     hanging = threading.Event()
     server = fake_openai
     _serve(server, hanging)
     team = _team(tmp_path, server.url)
 
     # the uninterrupted run, for comparison (no store: nothing is written)
-    whole = subprocess.run(_teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none"),
-                           capture_output=True, text=True, env=_env(), timeout=600)
+    whole = subprocess.run(
+        _teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none"),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
     assert whole.returncode == 0, whole.stderr
     uninterrupted = server.requests()
     assert len(uninterrupted) == 2 + 2 * WORKERS and all(r.status == 200 for r in uninterrupted)
@@ -132,16 +145,24 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(tmp_path: Pat
 
     # the journaled run, killed once the fast workers have answered and the slow ones' last calls hang
     hanging.set()
-    process = subprocess.Popen(_teamrun("execute", str(team), "-i", "go", "--store", store_url,
-                                        "--progress", "none"),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    process = subprocess.Popen(
+        _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     try:
+
         def ready() -> bool:
             log = server.requests()
             hung = [r for r in log if r.model != "lead" and r.end == 0.0]
             done = [r for r in log if r.status == 200 and r.end]
-            return (len(_finals(server)) == FAST and len(hung) == WORKERS - FAST
-                    and _journaled_replies(store_url) == len(done))
+            return (
+                len(_finals(server)) == FAST
+                and len(hung) == WORKERS - FAST
+                and _journaled_replies(store_url) == len(done)
+            )
 
         assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
         os.kill(process.pid, signal.SIGKILL)
@@ -153,17 +174,26 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(tmp_path: Pat
     finished_before = _finals(server, first)
     assert len(finished_before) == FAST >= 10
 
-    listed = subprocess.run(_teamrun("runs", "list", "--store", store_url, "--json"),
-                            capture_output=True, text=True, env=_env(), timeout=120)
+    listed = subprocess.run(
+        _teamrun("runs", "list", "--store", store_url, "--json"),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
     (run,) = json.loads(listed.stdout)
     assert run["status"] == "interrupted" and run["stored_status"] == "running"
 
     # resumed in a new process
     hanging.clear()
     server.log.clear()
-    resumed = subprocess.run(_teamrun("resume", run["run_id"], "--store", store_url, "--json",
-                                      "--progress", "none"),
-                             capture_output=True, text=True, env=_env(), timeout=600)
+    resumed = subprocess.run(
+        _teamrun("resume", run["run_id"], "--store", store_url, "--json", "--progress", "none"),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
     assert resumed.returncode == 0, resumed.stderr
     second = server.requests()
 
@@ -175,8 +205,13 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(tmp_path: Pat
     result = json.loads(resumed.stdout)
     assert result["status"] == "done" and result["run_id"] == run["run_id"]
     assert result["final_text"] == expected
-    shown = subprocess.run(_teamrun("runs", "show", run["run_id"], "--store", store_url, "--json"),
-                           capture_output=True, text=True, env=_env(), timeout=120)
+    shown = subprocess.run(
+        _teamrun("runs", "show", run["run_id"], "--store", store_url, "--json"),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
     record = json.loads(shown.stdout)
     assert record["status"] == "done" and record["attempts"] == 2
     assert record["replayed_calls"] == 1 + FAST * 2 + (WORKERS - FAST)

@@ -87,10 +87,15 @@ def test_a_journaled_run_writes_every_model_reply_and_tool_result(team_file: Pat
     assert result.status == "done" and result.run_id == "r1"
     kinds = sorted((e.key.invocation, e.key.index, e.key.kind) for e in backend.load("r1"))
     assert kinds == [
-        ("lead", 1, "model"), ("lead", 2, "model"),
-        ("lead/a@1.0", 1, "model"), ("lead/a@1.0", 1, "tool"), ("lead/a@1.0", 2, "model"),
+        ("lead", 1, "model"),
+        ("lead", 2, "model"),
+        ("lead/a@1.0", 1, "model"),
+        ("lead/a@1.0", 1, "tool"),
+        ("lead/a@1.0", 2, "model"),
         ("lead/b@1.1", 1, "model"),
-        ("lead/c@1.2", 1, "model"), ("lead/c@1.2", 1, "tool"), ("lead/c@1.2", 1, "tool_start"),
+        ("lead/c@1.2", 1, "model"),
+        ("lead/c@1.2", 1, "tool"),
+        ("lead/c@1.2", 1, "tool_start"),
         ("lead/c@1.2", 2, "model"),
     ]
     record = backend.get_run("r1")
@@ -103,8 +108,11 @@ def test_resume_replays_finished_work_and_runs_only_the_rest(team_file: Path, tm
     backend = MemoryJournal()
     whole = _run(team_file, ScriptedModel(_script(tmp_path)), RunJournal(backend, _record("r1", team_file)))
     # killed after a and c finished, while b was running: the supervisor's second call never happened
-    crashed = _crashed_copy(backend, "r1", lambda e: not e.key.invocation.startswith("lead/b")
-                            and not (e.key.invocation == "lead" and e.key.index == 2))
+    crashed = _crashed_copy(
+        backend,
+        "r1",
+        lambda e: not e.key.invocation.startswith("lead/b") and not (e.key.invocation == "lead" and e.key.index == 2),
+    )
     assert crashed.get_run("r1").shown_status() == "interrupted"  # type: ignore[union-attr]
     tools_mod.CALLS.clear()
     (tmp_path / "touched").unlink()
@@ -162,9 +170,15 @@ def test_an_interrupted_non_idempotent_tool_needs_confirmation(team_file: Path, 
     backend = MemoryJournal()
     _run(team_file, ScriptedModel(_script(tmp_path)), RunJournal(backend, _record("r1", team_file)))
     # killed while c's command tool ran: its start is journaled, its result is not
-    crashed = _crashed_copy(backend, "r1", lambda e: not (e.key.invocation == "lead/c@1.2" and e.key.kind == "tool")
-                            and not (e.key.invocation == "lead/c@1.2" and e.key.index == 2)
-                            and not (e.key.invocation == "lead" and e.key.index == 2))
+    crashed = _crashed_copy(
+        backend,
+        "r1",
+        lambda e: (
+            not (e.key.invocation == "lead/c@1.2" and e.key.kind == "tool")
+            and not (e.key.invocation == "lead/c@1.2" and e.key.index == 2)
+            and not (e.key.invocation == "lead" and e.key.index == 2)
+        ),
+    )
     with pytest.raises(ResumeNeedsConfirmation) as refused:
         open_resume(crashed, "r1")
     assert "touch(" in str(refused.value) and "--yes" in str(refused.value)
@@ -231,13 +245,14 @@ def test_replayed_calls_count_toward_the_runs_limits(tmp_path: Path) -> None:
     def lead_delegates(call: object) -> object:
         return with_cost(delegate("a", "b", task="go")(call), cost_usd=0.1)  # type: ignore[arg-type]
 
-    whole = _run(path, ScriptedModel({"lead": [lead_delegates, "what I have"], "a": [_paid("a")],
-                                      "b": [_paid("b")]}),  # type: ignore[list-item]
-                 RunJournal(backend, _record("r1", path)))
+    whole = _run(
+        path,
+        ScriptedModel({"lead": [lead_delegates, "what I have"], "a": [_paid("a")], "b": [_paid("b")]}),  # type: ignore[list-item]
+        RunJournal(backend, _record("r1", path)),
+    )
     assert whole.status == "budget_exhausted" and whole.cost == pytest.approx(0.3)
     # killed while b was running: the supervisor's delegation and a's answer are journaled
-    crashed = _crashed_copy(backend, "r1", lambda e: e.key.invocation in ("lead", "lead/a@1.0")
-                            and e.key.index == 1)
+    crashed = _crashed_copy(backend, "r1", lambda e: e.key.invocation in ("lead", "lead/a@1.0") and e.key.index == 1)
     live = ScriptedModel({"lead/b": [_paid("b")], "lead": ["what I have"]})  # type: ignore[list-item]
     resumed = _run(path, live, open_resume(crashed, "r1"))
     live.assert_complete()

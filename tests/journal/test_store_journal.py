@@ -13,11 +13,20 @@ from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
 def test_entries_and_runs_round_trip(store_url: str) -> None:
     with open_store(store_url) as store:
         backend = StoreJournal(store)
-        run = JournaledRun(run_id="r1", team="fan", team_file="/x/team.yaml", input="go", vars={"a": "1"},
-                           model="offline", pid=2**22 + 99)
+        run = JournaledRun(
+            run_id="r1",
+            team="fan",
+            team_file="/x/team.yaml",
+            input="go",
+            vars={"a": "1"},
+            model="offline",
+            pid=2**22 + 99,
+        )
         backend.save_run(run)
-        first = [JournalEntry(EntryKey("lead", 1, "model"), "h1", {"text": None, "tool_calls": []}),
-                 JournalEntry(EntryKey("lead/w@1.3", 2, "tool", 1), "h2", {"ok": True, "content": "é"})]
+        first = [
+            JournalEntry(EntryKey("lead", 1, "model"), "h1", {"text": None, "tool_calls": []}),
+            JournalEntry(EntryKey("lead/w@1.3", 2, "tool", 1), "h2", {"ok": True, "content": "é"}),
+        ]
         backend.append("r1", first)
         later = StoreJournal(store)  # another process: numbering goes on after what is there
         later.append("r1", [JournalEntry(EntryKey("lead", 2, "model"), "h3", {"text": "done"})], heartbeat=123.0)

@@ -13,13 +13,9 @@ import pytest
 from tests.fakeserver import FakeOpenAI, Reply, http_error, text, tool_calls
 
 
-def post(
-    server: FakeOpenAI, body: dict[str, Any], path: str = "/chat/completions"
-) -> tuple[int, str]:
+def post(server: FakeOpenAI, body: dict[str, Any], path: str = "/chat/completions") -> tuple[int, str]:
     """POST JSON to the server; return status and body text."""
-    request = urllib.request.Request(
-        server.url + path, json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
+    request = urllib.request.Request(server.url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.read().decode()
@@ -72,17 +68,13 @@ def test_handler_answers_dynamically(fake_openai: FakeOpenAI) -> None:
 
     fake_openai.handler("*", echo)
 
-    assert json.loads(post(fake_openai, chat("any"))[1])["choices"][0]["message"]["content"] == (
-        "echo hello"
-    )
+    assert json.loads(post(fake_openai, chat("any"))[1])["choices"][0]["message"]["content"] == ("echo hello")
     fake_openai.assert_complete()
 
 
 def test_error_reply_carries_retry_after(fake_openai: FakeOpenAI) -> None:
     fake_openai.script("m", [http_error(429, retry_after=0.5)])
-    request = urllib.request.Request(
-        fake_openai.url + "/chat/completions", json.dumps(chat("m")).encode()
-    )
+    request = urllib.request.Request(fake_openai.url + "/chat/completions", json.dumps(chat("m")).encode())
 
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(request, timeout=5)
@@ -95,15 +87,11 @@ def test_stream_sends_tool_call_deltas_and_usage(fake_openai: FakeOpenAI) -> Non
 
     status, body = post(fake_openai, chat("m", stream=True, stream_options={"include_usage": True}))
 
-    events = [
-        line.removeprefix("data: ") for line in body.splitlines() if line.startswith("data: ")
-    ]
+    events = [line.removeprefix("data: ") for line in body.splitlines() if line.startswith("data: ")]
     assert status == 200 and events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
-    arguments = "".join(
-        d["tool_calls"][0]["function"].get("arguments", "") for d in deltas if "tool_calls" in d
-    )
+    arguments = "".join(d["tool_calls"][0]["function"].get("arguments", "") for d in deltas if "tool_calls" in d)
     assert json.loads(arguments) == {"query": "a long enough query"}
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
 

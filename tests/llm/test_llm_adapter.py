@@ -64,9 +64,7 @@ def fail(server: FakeOpenAI, **settings: Any) -> ProviderError:
 def test_text_reply_with_usage(fake_openai: FakeOpenAI, stream: bool) -> None:
     fake_openai.script("lead", [text("Both phones are fine.")])
 
-    reply = complete(
-        fake_openai, stream=stream, temperature=0.2, max_tokens=50, extra={"top_p": 0.5}
-    )
+    reply = complete(fake_openai, stream=stream, temperature=0.2, max_tokens=50, extra={"top_p": 0.5})
 
     assert reply.text == "Both phones are fine."
     assert reply.tool_calls == ()
@@ -129,9 +127,7 @@ def test_429_retry_after_is_honoured(fake_openai: FakeOpenAI) -> None:
     assert reply.text == "ok"
     first, second = fake_openai.requests()
     assert second.start - first.end >= 0.18
-    assert [(n.kind, n.status_code, n.delay_s, n.attempt) for n in notices] == [
-        ("rate_limited", 429, 0.2, 1)
-    ]
+    assert [(n.kind, n.status_code, n.delay_s, n.attempt) for n in notices] == [("rate_limited", 429, 0.2, 1)]
     fake_openai.assert_complete()
 
 
@@ -242,9 +238,7 @@ def test_unknown_model_costs_zero_and_warns_once(fake_openai: FakeOpenAI) -> Non
     assert [e["event"] for e in logs].count("llm_cost_unknown") == 1
 
 
-def test_api_key_from_env_is_sent_but_never_shown(
-    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_api_key_from_env_is_sent_but_never_shown(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-teamrun-secret-0123456789abcdef"
     monkeypatch.setenv("TEAMRUN_TEST_KEY", secret)
     fake_openai.script("lead", [text("hi"), http_error(401, message=f"Incorrect API key {secret}")])
@@ -258,9 +252,7 @@ def test_api_key_from_env_is_sent_but_never_shown(
     assert "check the API key" in str(error)
 
 
-def test_unset_api_key_env_fails_before_any_request(
-    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unset_api_key_env_fails_before_any_request(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TEAMRUN_UNSET_KEY", raising=False)
 
     error = fail(fake_openai, api_key_env="TEAMRUN_UNSET_KEY")
@@ -269,9 +261,7 @@ def test_unset_api_key_env_fails_before_any_request(
     assert fake_openai.requests() == []
 
 
-def test_missing_key_is_not_retried(
-    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_key_is_not_retried(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
 
     error = fail(fake_openai, num_retries=3)

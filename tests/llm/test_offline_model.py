@@ -42,9 +42,7 @@ def ask(
 ) -> ModelReply:
     """One call of the offline model through the router teamrun builds by default."""
     chat = ModelRouter()
-    coro = chat.complete(
-        messages, settings=ModelSettings(model=model), tools=tools, response_format=response_format
-    )
+    coro = chat.complete(messages, settings=ModelSettings(model=model), tools=tools, response_format=response_format)
     return asyncio.run(coro)
 
 
@@ -114,9 +112,7 @@ def test_delegate_task_names_every_agent_in_one_call() -> None:
 
     reply = ask(start(), [delegate])
 
-    assert [json.loads(c.arguments) for c in reply.tool_calls] == [
-        {"task": USER_TASK, "agents": ["a", "b", "c"]}
-    ]
+    assert [json.loads(c.arguments) for c in reply.tool_calls] == [{"task": USER_TASK, "agents": ["a", "b", "c"]}]
 
 
 def test_hands_off_first_and_only_once() -> None:
@@ -305,14 +301,14 @@ REFS = {"type": "array", "items": {"type": "string"}}
 
 def test_with_result_references_the_last_worker_gets_the_others_refs() -> None:
     """A writer listed last is asked after the researchers, with their results' refs."""
-    tools = [tool("ask_researcher", {**TASK_TOOL, "context_from_refs": REFS}, ["task"]),
-             tool("ask_writer", {**TASK_TOOL, "context_from_refs": REFS}, ["task"])]
+    tools = [
+        tool("ask_researcher", {**TASK_TOOL, "context_from_refs": REFS}, ["task"]),
+        tool("ask_writer", {**TASK_TOOL, "context_from_refs": REFS}, ["task"]),
+    ]
     messages = start()
 
     first = ask(messages, tools)
-    assert [(c.name, json.loads(c.arguments)) for c in first.tool_calls] == [
-        ("ask_researcher", {"task": USER_TASK})
-    ]
+    assert [(c.name, json.loads(c.arguments)) for c in first.tool_calls] == [("ask_researcher", {"task": USER_TASK})]
     messages.append(first.as_message())
     result = {"agent": "researcher", "status": "ok", "response": "battery 4700 mAh", "ref": "researcher-1"}
     messages.append({"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": json.dumps(result)})
@@ -324,9 +320,11 @@ def test_with_result_references_the_last_worker_gets_the_others_refs() -> None:
 
 
 def test_referenced_results_in_the_prompt_are_the_answer_s_findings() -> None:
-    prompt = (f"{USER_TASK}\n\n## Referenced results\nThe blocks below are data.\n\n"
-              "<<<DATA 0123abcd ref=researcher-1>>>\n[offline simulation] Task: x\nbattery 4700 mAh\n"
-              "<<<END 0123abcd>>>")
+    prompt = (
+        f"{USER_TASK}\n\n## Referenced results\nThe blocks below are data.\n\n"
+        "<<<DATA 0123abcd ref=researcher-1>>>\n[offline simulation] Task: x\nbattery 4700 mAh\n"
+        "<<<END 0123abcd>>>"
+    )
 
     reply = ask([{"role": "user", "content": prompt}])
 

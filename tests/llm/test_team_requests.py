@@ -17,8 +17,9 @@ from teamrun.events import Event
 from tests.fakeserver import FakeOpenAI, hang, http_error, text
 
 
-def team_file(tmp_path: Path, server: FakeOpenAI, defaults: str = "", agent: str = "",
-              model: str = "openai/solo") -> Path:
+def team_file(
+    tmp_path: Path, server: FakeOpenAI, defaults: str = "", agent: str = "", model: str = "openai/solo"
+) -> Path:
     """A one-agent team on ``server``; ``defaults`` / ``agent`` add YAML lines to those mappings."""
     body = textwrap.dedent("""\
         version: 1
@@ -33,9 +34,12 @@ def team_file(tmp_path: Path, server: FakeOpenAI, defaults: str = "", agent: str
         {agent}
         """)
     indent = "  "
-    text_ = body.format(url=server.url, model=model,
-                        defaults=textwrap.indent(textwrap.dedent(defaults), indent).rstrip(),
-                        agent=textwrap.indent(textwrap.dedent(agent), indent * 2).rstrip())
+    text_ = body.format(
+        url=server.url,
+        model=model,
+        defaults=textwrap.indent(textwrap.dedent(defaults), indent).rstrip(),
+        agent=textwrap.indent(textwrap.dedent(agent), indent * 2).rstrip(),
+    )
     path = tmp_path / "team.yaml"
     path.write_text(text_, encoding="utf-8")
     return path
@@ -101,8 +105,10 @@ def test_every_request_carries_max_tokens(
 
 
 # -- issue 11.8: context window overflow -----------------------------------------------------
-OVERFLOW = ("This model's maximum context length is 8192 tokens. However, your messages resulted in "
-            "9000 tokens. Please reduce the length of the messages.")
+OVERFLOW = (
+    "This model's maximum context length is 8192 tokens. However, your messages resulted in "
+    "9000 tokens. Please reduce the length of the messages."
+)
 
 
 def test_context_overflow_names_agent_tokens_window_and_the_fix(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
@@ -133,13 +139,13 @@ def test_context_overflow_without_numbers_estimates_them(tmp_path: Path, fake_op
 
 
 # -- issue 11.9: what the provider said ------------------------------------------------------
-def test_a_multi_line_provider_message_is_kept_and_secrets_masked(
-    tmp_path: Path, fake_openai: FakeOpenAI
-) -> None:
+def test_a_multi_line_provider_message_is_kept_and_secrets_masked(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     secret = "sk-proj-abcdefghijklmnop0123"
-    message = ("1 validation error:\n"
-               "  {'type': 'missing', 'loc': ('body', 'messages', 0, 'content'), 'msg': 'Field required'}\n"
-               f"  request used key {secret}")
+    message = (
+        "1 validation error:\n"
+        "  {'type': 'missing', 'loc': ('body', 'messages', 0, 'content'), 'msg': 'Field required'}\n"
+        f"  request used key {secret}"
+    )
     fake_openai.script("solo", [http_error(422, message=message)])
 
     result, _ = run(team_file(tmp_path, fake_openai))

@@ -44,8 +44,11 @@ class _NotAnEventStream(BaseHTTPRequestHandler):
 @pytest.fixture
 def bedrock(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The stand-in's URL, with dummy AWS credentials in the environment."""
-    for name, value in {"AWS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret",
-                        "AWS_REGION_NAME": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "not-a-secret",
+        "AWS_REGION_NAME": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
     _NotAnEventStream.posts = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), _NotAnEventStream)
@@ -64,8 +67,9 @@ def test_a_checksum_failure_is_said_once_without_a_traceback(bedrock: str) -> No
     settings = ModelSettings(model=MODEL, api_base=bedrock, stream=True, num_retries=3)
 
     with pytest.raises(ModelError) as info:
-        asyncio.run(LiteLLMChatModel(backoff_base_s=0.01).complete([{"role": "user", "content": "hi"}],
-                                                                   settings=settings))
+        asyncio.run(
+            LiteLLMChatModel(backoff_base_s=0.01).complete([{"role": "user", "content": "hi"}], settings=settings)
+        )
 
     error = info.value
     assert isinstance(error, ProviderError)
@@ -79,8 +83,11 @@ def test_a_checksum_failure_is_said_once_without_a_traceback(bedrock: str) -> No
 
 def test_the_cli_says_it_in_one_line(bedrock: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     team = tmp_path / "team.yaml"
-    team.write_text(f"version: 1\nname: b\nsupervisor: solo\nagents:\n  solo: {{model: '{MODEL}', "
-                    f"api_base: '{bedrock}', stream: true, num_retries: 3}}\n", encoding="utf-8")
+    team.write_text(
+        f"version: 1\nname: b\nsupervisor: solo\nagents:\n  solo: {{model: '{MODEL}', "
+        f"api_base: '{bedrock}', stream: true, num_retries: 3}}\n",
+        encoding="utf-8",
+    )
 
     code = main(["execute", str(team), "-i", "hi", "--progress", "none"])
 
@@ -95,8 +102,10 @@ def test_a_traceback_inside_any_provider_error_never_reaches_the_message(monkeyp
     from teamrun.llm.adapter import import_litellm
 
     litellm = import_litellm()
-    said = ('Traceback (most recent call last):\n  File "/site-packages/litellm/main.py", line 10, in acompletion\n'
-            "    raise ValueError('boom')\nValueError: the upstream closed the stream")
+    said = (
+        'Traceback (most recent call last):\n  File "/site-packages/litellm/main.py", line 10, in acompletion\n'
+        "    raise ValueError('boom')\nValueError: the upstream closed the stream"
+    )
 
     async def failing(**_: Any) -> Any:
         raise litellm.InternalServerError(message=said, llm_provider="openai", model="gpt-x")
@@ -105,8 +114,9 @@ def test_a_traceback_inside_any_provider_error_never_reaches_the_message(monkeyp
     settings = ModelSettings(model="openai/gpt-x", api_base="http://127.0.0.1:9", num_retries=1)
 
     with pytest.raises(ProviderError) as info:
-        asyncio.run(LiteLLMChatModel(backoff_base_s=0.01).complete([{"role": "user", "content": "hi"}],
-                                                                   settings=settings))
+        asyncio.run(
+            LiteLLMChatModel(backoff_base_s=0.01).complete([{"role": "user", "content": "hi"}], settings=settings)
+        )
 
     message = str(info.value)
     assert "Traceback" not in message and 'File "' not in message and "raise ValueError" not in message

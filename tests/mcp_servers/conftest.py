@@ -62,8 +62,12 @@ def marked_processes(marker: str) -> list[psutil.Process]:
 def time_server(marker: str) -> dict[str, Any]:
     """A tool entry for mcp-server-time over stdio (its processes carry ``marker``)."""
     _need_module("mcp_server_time", "mcp-server-time")
-    return {"mcp": {"command": [sys.executable, "-m", "mcp_server_time", "--local-timezone", "Etc/UTC"],
-                    "env": {"TEAMRUN_TEST_MARKER": marker}}}
+    return {
+        "mcp": {
+            "command": [sys.executable, "-m", "mcp_server_time", "--local-timezone", "Etc/UTC"],
+            "env": {"TEAMRUN_TEST_MARKER": marker},
+        }
+    }
 
 
 @pytest.fixture
@@ -71,8 +75,13 @@ def git_repo(tmp_path: Path) -> Path:
     """A git repository with two commits."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
 
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
@@ -90,9 +99,13 @@ def git_repo(tmp_path: Path) -> Path:
 def git_server(marker: str, git_repo: Path) -> dict[str, Any]:
     """A tool entry for mcp-server-git over stdio, confined to ``git_repo``."""
     _need_module("mcp_server_git", "mcp-server-git")
-    return {"mcp": {"command": [sys.executable, "-m", "mcp_server_git", "--repository", str(git_repo)],
-                    "env": {"TEAMRUN_TEST_MARKER": marker}},
-            "fixed_arguments": {"repo_path": str(git_repo)}}
+    return {
+        "mcp": {
+            "command": [sys.executable, "-m", "mcp_server_git", "--repository", str(git_repo)],
+            "env": {"TEAMRUN_TEST_MARKER": marker},
+        },
+        "fixed_arguments": {"repo_path": str(git_repo)},
+    }
 
 
 def free_port() -> int:
@@ -107,13 +120,20 @@ def everything_url(tmp_path: Path) -> Iterator[str]:
     entry = EVERYTHING_DIR / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
     node = shutil.which("node")
     if node is None or not entry.is_file():
-        pytest.fail(f"@modelcontextprotocol/server-everything is not installed in {EVERYTHING_DIR} "
-                    f"(npm install --prefix {EVERYTHING_DIR} @modelcontextprotocol/server-everything; "
-                    "or set TEAMRUN_TEST_EVERYTHING_DIR); .ci/install-and-test installs it")
+        pytest.fail(
+            f"@modelcontextprotocol/server-everything is not installed in {EVERYTHING_DIR} "
+            f"(npm install --prefix {EVERYTHING_DIR} @modelcontextprotocol/server-everything; "
+            "or set TEAMRUN_TEST_EVERYTHING_DIR); .ci/install-and-test installs it"
+        )
     port = free_port()
     log = (tmp_path / "everything.log").open("wb")
-    server = subprocess.Popen([node, str(entry), "streamableHttp"], env={**os.environ, "PORT": str(port)},
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [node, str(entry), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -138,8 +158,12 @@ def everything_url(tmp_path: Path) -> Iterator[str]:
 def write_team(directory: Path, agents: dict[str, Any], tools: dict[str, Any], supervisor: str = "lead") -> Path:
     """A team file in ``directory``; returns its path."""
     path = directory / "team.yaml"
-    path.write_text(yaml.safe_dump({"version": 1, "name": "mcp-test", "supervisor": supervisor,
-                                    "agents": agents, "tools": tools}, sort_keys=False))
+    path.write_text(
+        yaml.safe_dump(
+            {"version": 1, "name": "mcp-test", "supervisor": supervisor, "agents": agents, "tools": tools},
+            sort_keys=False,
+        )
+    )
     return path
 
 
@@ -148,5 +172,7 @@ HOSTILE_SERVER = Path(__file__).with_name("hostile_server.py")
 
 def hostile_server(marker: str, *flags: str, **options: Any) -> dict[str, Any]:
     """A tool entry for ``hostile_server.py`` run with ``flags`` (its processes carry ``marker``)."""
-    return {"mcp": {"command": [sys.executable, str(HOSTILE_SERVER), *flags], "env": {"TEAMRUN_TEST_MARKER": marker}},
-            **options}
+    return {
+        "mcp": {"command": [sys.executable, str(HOSTILE_SERVER), *flags], "env": {"TEAMRUN_TEST_MARKER": marker}},
+        **options,
+    }

@@ -28,15 +28,20 @@ def test_an_mcp_entry_needs_exactly_one_transport() -> None:
     neither = _messages({"lead": {"tools": ["s"]}}, {"s": {"mcp": {"env": {"A": "1"}}}})
 
     assert both == ["team.yaml:10:5: error: tools.s.mcp has both 'command:' and 'url:'; keep one"]
-    assert neither == ["team.yaml:10:5: error: tools.s.mcp needs 'command:' (a program, over stdio) or 'url:' "
-                       "(a streamable HTTP endpoint)"]
+    assert neither == [
+        "team.yaml:10:5: error: tools.s.mcp needs 'command:' (a program, over stdio) or 'url:' "
+        "(a streamable HTTP endpoint)"
+    ]
 
 
 def test_keys_that_do_not_fit_the_entry_are_errors() -> None:
-    found = _messages({"lead": {"tools": ["c", "h"]}}, {
-        "c": {"command": ["ls"], "allow": ["x"], "require_approval": ["x"]},
-        "h": {"mcp": {"url": "http://h/mcp", "env": {"A": "1"}}, "parameters": {"a": {"type": "string"}}},
-    })
+    found = _messages(
+        {"lead": {"tools": ["c", "h"]}},
+        {
+            "c": {"command": ["ls"], "allow": ["x"], "require_approval": ["x"]},
+            "h": {"mcp": {"url": "http://h/mcp", "env": {"A": "1"}}, "parameters": {"a": {"type": "string"}}},
+        },
+    )
 
     assert any("tools.c.allow only applies to MCP servers ('mcp:')" in m for m in found)
     assert any("tools.c.require_approval: a list of tool names only applies to MCP servers" in m for m in found)
@@ -59,13 +64,26 @@ def test_a_name_an_allow_list_adds_may_not_clash_with_a_delegation_tool() -> Non
 
 
 def test_an_mcp_entry_with_every_option_is_valid() -> None:
-    found = _messages({"lead": {"tools": ["s", "h"]}}, {
-        "s": {"mcp": {"command": [sys.executable, "--flag"], "env": {"TOKEN": "x"}, "cwd": "."}, "allow": ["a", "b"],
-              "deny": ["b"], "require_approval": ["a"], "prefix": "p_", "fixed_arguments": {"repo": "."},
-              "timeout_s": 5, "max_output_chars": 100, "description": "A server."},
-        "h": {"mcp": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer x"}},
-              "require_approval": True},
-    })
+    found = _messages(
+        {"lead": {"tools": ["s", "h"]}},
+        {
+            "s": {
+                "mcp": {"command": [sys.executable, "--flag"], "env": {"TOKEN": "x"}, "cwd": "."},
+                "allow": ["a", "b"],
+                "deny": ["b"],
+                "require_approval": ["a"],
+                "prefix": "p_",
+                "fixed_arguments": {"repo": "."},
+                "timeout_s": 5,
+                "max_output_chars": 100,
+                "description": "A server.",
+            },
+            "h": {
+                "mcp": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer x"}},
+                "require_approval": True,
+            },
+        },
+    )
 
     assert found == ["team.yaml:22:7: warning: 'b' is both allowed and denied; it is not offered"]
 
@@ -90,8 +108,10 @@ def test_import_check_reports_an_allowed_name_the_server_does_not_offer(
     out = capsys.readouterr().out
     assert plain == 0  # without --import-check nothing is started
     assert checked == 2
-    assert "error: tools.time.allow[0]: the MCP server offers no tool 'get_curent_time'; did you mean " \
-           "'get_current_time'?" in out
+    assert (
+        "error: tools.time.allow[0]: the MCP server offers no tool 'get_curent_time'; did you mean "
+        "'get_current_time'?" in out
+    )
     assert marked_processes(marker) == []
 
 
@@ -150,7 +170,8 @@ def test_env_and_header_values_are_masked_but_short_settings_are_not() -> None:
     from teamrun.tools.mcp import McpToolSource
 
     definition = ToolDef.model_validate(
-        {"mcp": {"command": ["srv", "--key", "supersecret-value"], "env": {"DEBUG": "0", "KEY": "supersecret-value"}}})
+        {"mcp": {"command": ["srv", "--key", "supersecret-value"], "env": {"DEBUG": "0", "KEY": "supersecret-value"}}}
+    )
     source = McpToolSource("srv", definition, base_dir=Path.cwd())
 
     assert source.describe_target() == "srv --key ***"
@@ -182,9 +203,26 @@ def test_repo_explainer_without_its_server_stops_with_exit_2_and_the_install_hin
     cassette = tmp_path / "run.cassette.jsonl"
 
     done = subprocess.run(
-        [sys.executable, "-m", "teamrun.cli", "execute", str(team), "-i", "What happened?", "--model", "offline",
-         "--progress", "none", "--record", str(cassette)],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "teamrun.cli",
+            "execute",
+            str(team),
+            "-i",
+            "What happened?",
+            "--model",
+            "offline",
+            "--progress",
+            "none",
+            "--record",
+            str(cassette),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
     assert done.returncode == 2, done.stderr
@@ -208,6 +246,8 @@ def test_validate_warns_at_the_program_of_a_server_that_is_not_installed(
 
     out = capsys.readouterr().out
     assert (code, strict) == (0, 2)  # a warning: CI may validate where the server is not installed
-    assert f"repo-explainer.yaml:{line}:17: warning: tools.git.mcp.command: the program 'mcp-server-git' is not " \
-           "installed (not found on PATH); install it: pip install mcp-server-git; the run would stop before it " \
-           "starts" in out
+    assert (
+        f"repo-explainer.yaml:{line}:17: warning: tools.git.mcp.command: the program 'mcp-server-git' is not "
+        "installed (not found on PATH); install it: pip install mcp-server-git; the run would stop before it "
+        "starts" in out
+    )

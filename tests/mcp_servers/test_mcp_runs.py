@@ -37,11 +37,18 @@ def test_a_stdio_server_tools_reach_the_model_and_deny_hides_a_tool(
         seen.append(call)
         return "done"
 
-    result, model, events = _run(path, {"lead": [
-        tool_calls(("time_get_current_time", {"timezone": "Europe/Paris"}),
-                   ("time_convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "UTC"})),
-        answer,
-    ]})
+    result, model, events = _run(
+        path,
+        {
+            "lead": [
+                tool_calls(
+                    ("time_get_current_time", {"timezone": "Europe/Paris"}),
+                    ("time_convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "UTC"}),
+                ),
+                answer,
+            ]
+        },
+    )
 
     model.assert_complete()
     assert result.status == "done" and result.final_text == "done"
@@ -65,10 +72,18 @@ def test_allow_fixed_arguments_and_approval_on_the_git_server(
     path = write_team(tmp_path, {"lead": {"tools": ["git"]}}, {"git": git})
     approver = RecordingApprover(False)
 
-    result, model, _ = _run(path, {"lead": [
-        tool_calls(("git_log", {"max_count": 5}), ("git_commit", {"message": "sneaky"}), ("git_add", {"files": ["x"]})),
-        "done",
-    ]}, approver=approver)
+    result, model, _ = _run(
+        path,
+        {
+            "lead": [
+                tool_calls(
+                    ("git_log", {"max_count": 5}), ("git_commit", {"message": "sneaky"}), ("git_add", {"files": ["x"]})
+                ),
+                "done",
+            ]
+        },
+        approver=approver,
+    )
 
     model.assert_complete()
     assert result.status == "done"
@@ -85,8 +100,11 @@ def test_allow_fixed_arguments_and_approval_on_the_git_server(
 
 
 def test_approval_granted_lets_the_call_through(tmp_path: Path, git_server: dict[str, Any]) -> None:
-    path = write_team(tmp_path, {"lead": {"tools": ["git"]}},
-                      {"git": {**git_server, "allow": ["git_status"], "require_approval": True}})
+    path = write_team(
+        tmp_path,
+        {"lead": {"tools": ["git"]}},
+        {"git": {**git_server, "allow": ["git_status"], "require_approval": True}},
+    )
     approver = RecordingApprover(True)
 
     result, model, _ = _run(path, {"lead": [tool_call("git_status"), "done"]}, approver=approver)
@@ -98,25 +116,40 @@ def test_approval_granted_lets_the_call_through(tmp_path: Path, git_server: dict
 
 def test_http_server_content_kinds_and_truncation(everything_url: str, tmp_path: Path) -> None:
     token = "sekret-token-0123456789"
-    entry = {"mcp": {"url": everything_url, "headers": {"Authorization": "Bearer ${EVERYTHING_TEST_TOKEN}"}},
-             "allow": ["echo", "get-tiny-image", "get-structured-content", "get-resource-links",
-                       "get-resource-reference"],
-             "max_output_chars": 300}
+    entry = {
+        "mcp": {"url": everything_url, "headers": {"Authorization": "Bearer ${EVERYTHING_TEST_TOKEN}"}},
+        "allow": ["echo", "get-tiny-image", "get-structured-content", "get-resource-links", "get-resource-reference"],
+        "max_output_chars": 300,
+    }
     path = write_team(tmp_path, {"lead": {"tools": ["ev"]}}, {"ev": entry})
-    model = ScriptedModel({"lead": [
-        tool_calls(("ev_echo", {"message": "hello"}), ("ev_get-tiny-image", {}),
-                   ("ev_get-structured-content", {"location": "Chicago"}), ("ev_get-resource-links", {"count": 2}),
-                   ("ev_get-resource-reference", {}), ("ev_echo", {"message": "x" * 1000})),
-        "done",
-    ]})
+    model = ScriptedModel(
+        {
+            "lead": [
+                tool_calls(
+                    ("ev_echo", {"message": "hello"}),
+                    ("ev_get-tiny-image", {}),
+                    ("ev_get-structured-content", {"location": "Chicago"}),
+                    ("ev_get-resource-links", {"count": 2}),
+                    ("ev_get-resource-reference", {}),
+                    ("ev_echo", {"message": "x" * 1000}),
+                ),
+                "done",
+            ]
+        }
+    )
     team = teamrun.load_team(path, chat_model=model, environ={"EVERYTHING_TEST_TOKEN": token})
 
     result = team.run_sync("go")
 
     model.assert_complete()
     assert result.status == "done"
-    assert model.calls[0].tool_names == ["ev_echo", "ev_get-tiny-image", "ev_get-structured-content",
-                                         "ev_get-resource-links", "ev_get-resource-reference"]
+    assert model.calls[0].tool_names == [
+        "ev_echo",
+        "ev_get-tiny-image",
+        "ev_get-structured-content",
+        "ev_get-resource-links",
+        "ev_get-resource-reference",
+    ]
     echo, image, structured, links, reference, long = model.calls[1].tool_results
     assert echo == "Echo: hello"
     assert "[image: image/png," in image and "bytes; not shown as text]" in image
@@ -130,8 +163,12 @@ def test_secrets_in_an_http_entry_are_masked_in_errors(tmp_path: Path) -> None:
     from tests.mcp_servers.conftest import free_port
 
     token = "sekret-token-0123456789"
-    entry = {"mcp": {"url": f"http://127.0.0.1:{free_port()}/mcp?key=${{MY_API_KEY}}",
-                     "headers": {"Authorization": "Bearer ${MY_API_KEY}"}}}
+    entry = {
+        "mcp": {
+            "url": f"http://127.0.0.1:{free_port()}/mcp?key=${{MY_API_KEY}}",
+            "headers": {"Authorization": "Bearer ${MY_API_KEY}"},
+        }
+    }
     path = write_team(tmp_path, {"lead": {"tools": ["remote"]}}, {"remote": entry})
     team = teamrun.load_team(path, chat_model=ScriptedModel({"lead": ["unused"]}), environ={"MY_API_KEY": token})
 
@@ -145,8 +182,11 @@ def test_secrets_in_an_http_entry_are_masked_in_errors(tmp_path: Path) -> None:
 def test_a_server_that_crashes_fails_only_the_calls_that_need_it(
     tmp_path: Path, time_server: dict[str, Any], git_server: dict[str, Any], marker: str
 ) -> None:
-    path = write_team(tmp_path, {"lead": {"tools": ["time", "git"]}},
-                      {"time": time_server, "git": {**git_server, "allow": ["git_status"]}})
+    path = write_team(
+        tmp_path,
+        {"lead": {"tools": ["time", "git"]}},
+        {"time": time_server, "git": {**git_server, "allow": ["git_status"]}},
+    )
 
     def kill_the_time_server(call: ScriptedCall) -> Any:
         (time_process,) = [p for p in marked_processes(marker) if "mcp_server_time" in " ".join(p.cmdline())]
@@ -154,10 +194,17 @@ def test_a_server_that_crashes_fails_only_the_calls_that_need_it(
         time_process.wait(10)
         return tool_calls(("time_get_current_time", {"timezone": "UTC"}), ("git_status", {}))
 
-    result, model, _ = _run(path, {"lead": [
-        tool_call("time_get_current_time", timezone="UTC"), kill_the_time_server,
-        tool_call("time_get_current_time", timezone="UTC"), "done",
-    ]})
+    result, model, _ = _run(
+        path,
+        {
+            "lead": [
+                tool_call("time_get_current_time", timezone="UTC"),
+                kill_the_time_server,
+                tool_call("time_get_current_time", timezone="UTC"),
+                "done",
+            ]
+        },
+    )
 
     model.assert_complete()
     assert result.status == "done"
@@ -187,8 +234,9 @@ def test_a_server_that_fails_to_start_names_the_entry_and_shows_its_stderr(tmp_p
 
 
 def test_a_missing_server_program_is_a_setup_error_before_any_model_call(tmp_path: Path) -> None:
-    path = write_team(tmp_path, {"lead": {"tools": ["ghost"]}},
-                      {"ghost": {"mcp": {"command": ["no-such-mcp-server-anywhere"]}}})
+    path = write_team(
+        tmp_path, {"lead": {"tools": ["ghost"]}}, {"ghost": {"mcp": {"command": ["no-such-mcp-server-anywhere"]}}}
+    )
     model = ScriptedModel({"lead": []})
 
     with pytest.raises(UserError) as raised:  # issue 22 item 27: was a failed run (exit 0 or 1)
@@ -252,9 +300,22 @@ def test_ctrl_c_on_teamrun_execute_leaves_no_server_behind(
     path = write_team(tmp_path, {"lead": {"tools": ["time", "slow"]}}, {"time": time_server, "slow": slow})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     process = subprocess.Popen(
-        [sys.executable, "-c", "from teamrun.cli import main; main()", "execute", str(path), "-i", "go",
-         "--model", "offline", "--progress", "none"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-c",
+            "from teamrun.cli import main; main()",
+            "execute",
+            str(path),
+            "-i",
+            "go",
+            "--model",
+            "offline",
+            "--progress",
+            "none",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 60

@@ -20,10 +20,16 @@ agents:
 
 def script_fan_out(fake_openai: FakeOpenAI, *, delay: float = 0.05) -> None:
     """lead asks alpha, beta and gamma at once, then sums up."""
-    fake_openai.script("lead", [
-        tool_calls(("ask_alpha", {"task": "about a"}), ("ask_beta", {"task": "about b"}),
-                   ("ask_gamma", {"task": "about c"})),
-        text("a, b and c compared"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(
+                ("ask_alpha", {"task": "about a"}),
+                ("ask_beta", {"task": "about b"}),
+                ("ask_gamma", {"task": "about c"}),
+            ),
+            text("a, b and c compared"),
+        ],
+    )
     for worker in ("alpha", "beta", "gamma"):
         fake_openai.script(worker, [text(f"{worker} says hi", delay=delay)])

@@ -15,8 +15,11 @@ def _conversation(call_id: str, fence: str, day: str) -> list[dict[str, Any]]:
     return [
         {"role": "system", "content": f"You are lead. Today is {day}."},
         {"role": "user", "content": f"task\n<<<DATA {fence} ref=alpha-1>>>\nfacts\n<<<END {fence}>>>"},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "ask_alpha", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "ask_alpha", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": call_id, "content": "result"},
     ]
 

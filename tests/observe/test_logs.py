@@ -13,12 +13,18 @@ from tests.observe.conftest import TeamWriter
 
 
 def test_json_logs_carry_run_id_and_agent_and_stdout_only_the_answer(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, capsys: pytest.CaptureFixture[str], restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    capsys: pytest.CaptureFixture[str],
+    restore_structlog: None,
 ) -> None:
-    fake_openai.script("lead", [
-        tool_calls(("delegate_task", {"task": "look it up", "agents": ["ghost", "alpha"]})),
-        text("the answer"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(("delegate_task", {"task": "look it up", "agents": ["ghost", "alpha"]})),
+            text("the answer"),
+        ],
+    )
     fake_openai.script("alpha", [text("alpha found it")])
     team = write_team("""\
         supervisor: lead
@@ -27,8 +33,7 @@ def test_json_logs_carry_run_id_and_agent_and_stdout_only_the_answer(
           alpha: {model: openai/alpha, description: Looks things up.}
         """)
 
-    code = main(["-v", "--log-format", "json", "execute", str(team), "-i", "go", "--progress", "none",
-                 "--json"])
+    code = main(["-v", "--log-format", "json", "execute", str(team), "-i", "go", "--progress", "none", "--json"])
 
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -43,8 +48,9 @@ def test_json_logs_carry_run_id_and_agent_and_stdout_only_the_answer(
     assert "timestamp" in warning
 
 
-def test_answer_alone_on_stdout_with_json_logs(fake_openai: FakeOpenAI, write_team: TeamWriter,
-                                               capsys: pytest.CaptureFixture[str], restore_structlog: None) -> None:
+def test_answer_alone_on_stdout_with_json_logs(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, capsys: pytest.CaptureFixture[str], restore_structlog: None
+) -> None:
     fake_openai.script("lead", [text("plain answer")])
     team = write_team("""\
         supervisor: lead
@@ -60,8 +66,9 @@ def test_answer_alone_on_stdout_with_json_logs(fake_openai: FakeOpenAI, write_te
     assert all(json.loads(line) for line in err.splitlines() if line.strip())
 
 
-def test_library_warnings_become_json_lines_on_stderr(capsys: pytest.CaptureFixture[str],
-                                                      restore_structlog: None) -> None:
+def test_library_warnings_become_json_lines_on_stderr(
+    capsys: pytest.CaptureFixture[str], restore_structlog: None
+) -> None:
     import logging
 
     from teamrun.logs import configure_logging
@@ -116,8 +123,14 @@ def _run_library(tmp_path: Path, mode: str) -> tuple[str, str]:
     team = tmp_path / "team.yaml"
     team.write_text(_TOOL_TEAM.format(python=json.dumps(sys.executable)), encoding="utf-8")
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run([sys.executable, "-c", _LIBRARY_SCRIPT, str(team), mode], capture_output=True,
-                          text=True, env=env, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _LIBRARY_SCRIPT, str(team), mode],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
     return done.stdout, done.stderr
 
 
@@ -148,8 +161,12 @@ def test_only_the_cli_configures_logging() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 called = ast.unparse(node.func)
-                if called in ("configure_logging", "structlog.configure", "logging.basicConfig",
-                              "ensure_default_logging"):
+                if called in (
+                    "configure_logging",
+                    "structlog.configure",
+                    "logging.basicConfig",
+                    "ensure_default_logging",
+                ):
                     callers.append(f"{path.relative_to(package)}: {called}")
     assert callers == ["cli/app.py: configure_logging", "logs.py: structlog.configure"]
 
@@ -169,8 +186,9 @@ agents:
 
 
 @pytest.mark.parametrize("argv", [["--progress", "plain"], ["--progress", "none"]])
-def test_a_run_warning_is_said_once(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                    restore_structlog: None) -> None:
+def test_a_run_warning_is_said_once(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_structlog: None
+) -> None:
     """A python accept check that raises: the run goes on, and its warning is on stderr once,
     in the progress view when it shows warnings, else as a log line."""
     (tmp_path / "team.yaml").write_text(_RAISING_CHECK_TEAM)

@@ -126,8 +126,12 @@ def collector() -> Iterator[str]:
 
 
 def test_otel_flag_exports_to_the_endpoint_from_the_standard_variables(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, collector: str, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    collector: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    restore_structlog: None,
 ) -> None:
     pytest.importorskip("opentelemetry.exporter.otlp.proto.http.trace_exporter")
     script_fan_out(fake_openai, delay=0.0)
@@ -194,8 +198,11 @@ def recording_exporter(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 
 def test_otel_with_no_collector_gives_up_after_a_short_bounded_export(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recording_exporter: list[Any],
-    capsys: pytest.CaptureFixture[str], restore_structlog: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    recording_exporter: list[Any],
+    capsys: pytest.CaptureFixture[str],
+    restore_structlog: None,
 ) -> None:
     from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -219,8 +226,11 @@ def test_otel_with_no_collector_gives_up_after_a_short_bounded_export(
 
 
 def test_otel_export_timeout_from_the_standard_variable_wins(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recording_exporter: list[Any],
-    capsys: pytest.CaptureFixture[str], restore_structlog: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    recording_exporter: list[Any],
+    capsys: pytest.CaptureFixture[str],
+    restore_structlog: None,
 ) -> None:
     from teamrun.observe.otel import export_timeout_s
 
@@ -247,7 +257,8 @@ def test_model_content_becomes_span_events_of_the_model_call_with_content_on(tmp
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(memory))
         result = teamrun.load_team(team, wrap_model=ContentCapture).run_sync(
-            "go", subscribers=[OTelExporter(provider, content=content)])
+            "go", subscribers=[OTelExporter(provider, content=content)]
+        )
         assert result.status == "done"
         provider.shutdown()
         found[content] = list(memory.get_finished_spans())
@@ -300,17 +311,27 @@ def test_tool_spans_name_the_tool_and_offline_calls_name_their_system(tmp_path: 
 
     spans = memory.get_finished_spans()
     tools = [dict(s.attributes or {}) for s in spans if s.name.startswith("execute_tool ")]
-    assert tools and all(t["gen_ai.operation.name"] == "execute_tool" and t["gen_ai.tool.name"] == "notes"
-                         for t in tools)
+    assert tools and all(
+        t["gen_ai.operation.name"] == "execute_tool" and t["gen_ai.tool.name"] == "notes" for t in tools
+    )
     chats = [dict(s.attributes or {}) for s in spans if s.name.startswith("chat ")]
     assert chats and all(c["gen_ai.system"] == "teamrun" and c["gen_ai.request.model"] == "offline" for c in chats)
 
 
-@pytest.mark.parametrize(("model", "system"), [
-    ("openai/gpt-4o-mini", "openai"), ("anthropic/claude-3-5-haiku", "anthropic"), ("gpt-4o", "openai"),
-    ("claude-3-opus", "anthropic"), ("gemini/gemini-1.5-pro", "gcp.gemini"), ("ollama/llama3", "ollama"),
-    ("bedrock/anthropic.claude-v2", "aws.bedrock"), ("offline", "teamrun"), ("my-local-model", None),
-])
+@pytest.mark.parametrize(
+    ("model", "system"),
+    [
+        ("openai/gpt-4o-mini", "openai"),
+        ("anthropic/claude-3-5-haiku", "anthropic"),
+        ("gpt-4o", "openai"),
+        ("claude-3-opus", "anthropic"),
+        ("gemini/gemini-1.5-pro", "gcp.gemini"),
+        ("ollama/llama3", "ollama"),
+        ("bedrock/anthropic.claude-v2", "aws.bedrock"),
+        ("offline", "teamrun"),
+        ("my-local-model", None),
+    ],
+)
 def test_gen_ai_system_of_litellm_model_strings(model: str, system: str | None) -> None:
     from teamrun.observe.otel import gen_ai_system
 

@@ -20,11 +20,18 @@ pytestmark = pytest.mark.usefixtures("restore_structlog")
 
 def _script(fake_openai: FakeOpenAI) -> None:
     """Three workers at once, alpha twice with different tasks (its replies go out in arrival order)."""
-    fake_openai.script("lead", [
-        tool_calls(("ask_alpha", {"task": "first alpha job"}), ("ask_beta", {"task": "about b"}),
-                   ("ask_gamma", {"task": "about c"}), ("ask_alpha", {"task": "second alpha job"})),
-        text("all four compared"),
-    ])
+    fake_openai.script(
+        "lead",
+        [
+            tool_calls(
+                ("ask_alpha", {"task": "first alpha job"}),
+                ("ask_beta", {"task": "about b"}),
+                ("ask_gamma", {"task": "about c"}),
+                ("ask_alpha", {"task": "second alpha job"}),
+            ),
+            text("all four compared"),
+        ],
+    )
     fake_openai.script("alpha", [text("alpha reply one", delay=0.05), text("alpha reply two", delay=0.02)])
     fake_openai.script("beta", [text("beta says hi", delay=0.01)])
     fake_openai.script("gamma", [text("gamma says hi")])
@@ -41,8 +48,9 @@ def _delegations(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def recorded(fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
-             capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path, dict[str, Any]]:
+def recorded(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[Path, Path, dict[str, Any]]:
     """A team file, its cassette from a real (local-server) run, and that run's result; server stopped."""
     _script(fake_openai)
     team = write_team(THREE_WORKERS)
@@ -60,7 +68,13 @@ def test_replay_with_the_server_stopped_gives_the_same_answer_and_delegations(
     team, cassette, original = recorded
     exchanges = read_cassette(cassette)
     assert sorted("/".join(e.agent_path) for e in exchanges) == [
-        "lead", "lead", "lead/alpha", "lead/alpha", "lead/beta", "lead/gamma"]
+        "lead",
+        "lead",
+        "lead/alpha",
+        "lead/alpha",
+        "lead/beta",
+        "lead/gamma",
+    ]
 
     code, replayed, err = _run_json([str(team), "-i", "compare them", "--replay", str(cassette)], capsys)
 
@@ -70,7 +84,8 @@ def test_replay_with_the_server_stopped_gives_the_same_answer_and_delegations(
     by_task = {d["task"]: d["response"] for d in replayed["delegations"]}
     # each invocation of alpha found the reply to its own task, whatever the arrival order
     assert by_task["first alpha job"] == next(
-        d["response"] for d in original["delegations"] if d["task"] == "first alpha job")
+        d["response"] for d in original["delegations"] if d["task"] == "first alpha job"
+    )
     assert {by_task["first alpha job"], by_task["second alpha job"]} == {"alpha reply one", "alpha reply two"}
     assert replayed["usage"] == original["usage"] and replayed["cost"] == original["cost"]
 
@@ -93,8 +108,9 @@ def test_strict_replay_fails_naming_the_worker_whose_instructions_changed(
         assert f"--record {cassette}" in message
 
     # lenient mode takes the next reply recorded for lead/beta turn 1 and goes on
-    code, lenient, err = _run_json([str(team), "-i", "compare them", "--replay", str(cassette),
-                                    "--replay-mode", "lenient"], capsys)
+    code, lenient, err = _run_json(
+        [str(team), "-i", "compare them", "--replay", str(cassette), "--replay-mode", "lenient"], capsys
+    )
     assert code == 0, err
     assert lenient["final_text"] == original["final_text"]
     assert _delegations(lenient) == _delegations(original)
@@ -117,9 +133,7 @@ def test_replay_through_the_python_api(recorded: tuple[Path, Path, dict[str, Any
     assert "message 1 (user) differs" in (other.error or "")
 
 
-def test_a_cut_cassette_still_replays_what_it_has(
-    recorded: tuple[Path, Path, dict[str, Any]], tmp_path: Path
-) -> None:
+def test_a_cut_cassette_still_replays_what_it_has(recorded: tuple[Path, Path, dict[str, Any]], tmp_path: Path) -> None:
     _, cassette, _ = recorded
     cut = tmp_path / "cut.jsonl"
     cut.write_text(cassette.read_text() + '{"agent_path": ["lead"], "tu', encoding="utf-8")

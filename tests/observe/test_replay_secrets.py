@@ -59,7 +59,10 @@ def test_strict_replay_of_a_reply_with_a_masked_secret(
 
 
 def test_strict_replay_on_the_command_line_without_the_secret_set(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     team_file, cassette = _record(fake_openai, write_team, tmp_path)

@@ -27,8 +27,12 @@ def _script(fake_openai: FakeOpenAI, leak: str) -> None:
 
 
 def test_cassette_trace_and_logs_hold_no_api_key(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    restore_structlog: None,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("SERVICE_TOKEN", "tok-interpolated-123")
@@ -36,8 +40,24 @@ def test_cassette_trace_and_logs_hold_no_api_key(
     team = write_team(TEAM, key_env="OPENAI_API_KEY")
     trace_file, cassette = tmp_path / "run.jsonl", tmp_path / "run.cassette.jsonl"
 
-    code = main(["-v", "--log-format", "json", "execute", str(team), "-i", f"my key is {SECRET}",
-                 "--progress", "plain", "--trace", str(trace_file), "--trace-content", "--record", str(cassette)])
+    code = main(
+        [
+            "-v",
+            "--log-format",
+            "json",
+            "execute",
+            str(team),
+            "-i",
+            f"my key is {SECRET}",
+            "--progress",
+            "plain",
+            "--trace",
+            str(trace_file),
+            "--trace-content",
+            "--record",
+            str(cassette),
+        ]
+    )
 
     _, err = capsys.readouterr()
     assert code == 0, err
@@ -52,8 +72,9 @@ def test_cassette_trace_and_logs_hold_no_api_key(
     assert "Authorization" not in cassette_text and "api_key" not in cassette_text
 
 
-def test_api_recording_masks_the_team_files_secret_values(fake_openai: FakeOpenAI, write_team: TeamWriter,
-                                                          tmp_path: Path) -> None:
+def test_api_recording_masks_the_team_files_secret_values(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path
+) -> None:
     token = "tok-only-in-environ-42"
     _script(fake_openai, token)
     cassette = tmp_path / "api.cassette.jsonl"
@@ -67,6 +88,13 @@ def test_api_recording_masks_the_team_files_secret_values(fake_openai: FakeOpenA
 
 def test_redactor_masks_nested_values_and_ignores_short_settings() -> None:
     redactor = Redactor(["hunter2-long"], environ={"MY_API_KEY": "abc123xyz", "DEBUG_TOKEN": "1", "HOME": "/root"})
-    masked = redactor.value({"a": ["x abc123xyz y", {"hunter2-long": "ok"}], "n": 3, "flag": "1",
-                             "home": "/root", "bearer": "Bearer abcdefghijklmnop"})
+    masked = redactor.value(
+        {
+            "a": ["x abc123xyz y", {"hunter2-long": "ok"}],
+            "n": 3,
+            "flag": "1",
+            "home": "/root",
+            "bearer": "Bearer abcdefghijklmnop",
+        }
+    )
     assert masked == {"a": ["x *** y", {"***": "ok"}], "n": 3, "flag": "1", "home": "/root", "bearer": "***"}

@@ -25,14 +25,18 @@ def _lines(path: Path) -> list[dict[str, object]]:
 
 
 def test_three_worker_trace_has_the_delegation_tree_with_parent_links(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     restore_structlog: None,
 ) -> None:
     script_fan_out(fake_openai)
     trace_file = tmp_path / "run.jsonl"
 
-    code = main(["execute", str(write_team()), "-i", "compare a, b and c", "--progress", "none",
-                 "--trace", str(trace_file)])
+    code = main(
+        ["execute", str(write_team()), "-i", "compare a, b and c", "--progress", "none", "--trace", str(trace_file)]
+    )
 
     assert code == 0
     assert capsys.readouterr().out.strip() == "a, b and c compared"
@@ -82,12 +86,31 @@ def test_three_worker_trace_has_the_delegation_tree_with_parent_links(
     assert shown[-1].startswith("   └─ ")
 
 
-def test_trace_show_formats(fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
-                            capsys: pytest.CaptureFixture[str], restore_structlog: None) -> None:
+def test_trace_show_formats(
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    restore_structlog: None,
+) -> None:
     script_fan_out(fake_openai, delay=0.0)
     trace_file = tmp_path / "run.jsonl"
-    assert main(["execute", str(write_team()), "-i", "go", "--progress", "none", "--trace", str(trace_file),
-                 "--trace-content"]) == 0
+    assert (
+        main(
+            [
+                "execute",
+                str(write_team()),
+                "-i",
+                "go",
+                "--progress",
+                "none",
+                "--trace",
+                str(trace_file),
+                "--trace-content",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
 
     assert main(["trace", "show", str(trace_file), "--format", "json"]) == 0
@@ -118,8 +141,9 @@ def test_trace_show_formats(fake_openai: FakeOpenAI, write_team: TeamWriter, tmp
     assert first["data"]["reply"]["tool_calls"][0]["name"] == "ask_alpha"  # type: ignore[index]
 
 
-def test_a_killed_run_leaves_a_readable_trace(fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_killed_run_leaves_a_readable_trace(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     fake_openai.script("lead", [tool_calls(("ask_quick", {"task": "q"}), ("ask_slow", {"task": "s"}))])
     fake_openai.script("quick", [text("quick answer")])
     fake_openai.script("slow", [hang(60)])
@@ -133,9 +157,23 @@ def test_a_killed_run_leaves_a_readable_trace(fake_openai: FakeOpenAI, write_tea
     trace_file = tmp_path / "killed.jsonl"
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     process = subprocess.Popen(
-        [sys.executable, "-c", "from teamrun.cli import main; main()", "execute", str(team), "-i", "go",
-         "--progress", "none", "--trace", str(trace_file)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        [
+            sys.executable,
+            "-c",
+            "from teamrun.cli import main; main()",
+            "execute",
+            str(team),
+            "-i",
+            "go",
+            "--progress",
+            "none",
+            "--trace",
+            str(trace_file),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     try:
         deadline = time.monotonic() + 60

@@ -78,9 +78,14 @@ class GatedModel:
         self.waiting = 0
         self._lock = threading.Lock()
 
-    async def complete(self, messages: Sequence[Message], *, settings: ModelSettings,
-                       tools: Sequence[ToolSchema] = (), response_format: Mapping[str, Any] | None = None
-                       ) -> ModelReply:
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema] = (),
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ModelReply:
         with self._lock:
             self.waiting += 1
         try:
@@ -92,13 +97,16 @@ class GatedModel:
         return ModelReply(self.answer)
 
 
-def solo_team(tmp_path: Path, *, name: str = "solo", model: str = "offline", extra: str = "",
-              api_base: str | None = None) -> Path:
+def solo_team(
+    tmp_path: Path, *, name: str = "solo", model: str = "offline", extra: str = "", api_base: str | None = None
+) -> Path:
     """A one-agent team file."""
     base = f"  api_base: {api_base}\n" if api_base else ""
-    text = (f"version: 1\nname: {name}\nsupervisor: lead\ndefaults:\n  model: {model}\n{base}"
-            + textwrap.dedent(extra)
-            + "agents:\n  lead:\n    description: Answers.\n    instructions: Answer the task.\n")
+    text = (
+        f"version: 1\nname: {name}\nsupervisor: lead\ndefaults:\n  model: {model}\n{base}"
+        + textwrap.dedent(extra)
+        + "agents:\n  lead:\n    description: Answers.\n    instructions: Answer the task.\n"
+    )
     path = tmp_path / f"{name}.yaml"
     path.write_text(text, encoding="utf-8")
     return path

@@ -19,7 +19,8 @@ STAMP = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran'); print
 
 def stamp_team(tmp_path: Path) -> Path:
     path = tmp_path / "stamp.yaml"
-    path.write_text(f"""\
+    path.write_text(
+        f"""\
 version: 1
 name: stamper
 supervisor: lead
@@ -34,7 +35,9 @@ tools:
     parameters:
       path: {{type: string}}
     require_approval: true
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 

@@ -23,8 +23,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 def test_100_concurrent_requests_with_20_slots_are_each_answered_200_or_429(serve: Any, tmp_path: Path) -> None:
     model = GatedModel("held answer")
-    server = serve([teamrun.load_team(solo_team(tmp_path), chat_model=model)], tokens=frozenset({TOKEN}),
-                   max_concurrent_runs=20)
+    server = serve(
+        [teamrun.load_team(solo_team(tmp_path), chat_model=model)], tokens=frozenset({TOKEN}), max_concurrent_runs=20
+    )
 
     async def main() -> list[httpx.Response]:
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
@@ -45,8 +46,11 @@ def test_100_concurrent_requests_with_20_slots_are_each_answered_200_or_429(serv
     codes = [r.status_code for r in answers]
     assert len(codes) == 100 and sorted(set(codes)) == [200, 429]
     assert codes.count(200) == 20 and codes.count(429) == 80
-    assert all(r.headers["retry-after"] == "1" and r.json()["error"]["code"] == "too_many_runs"
-               for r in answers if r.status_code == 429)
+    assert all(
+        r.headers["retry-after"] == "1" and r.json()["error"]["code"] == "too_many_runs"
+        for r in answers
+        if r.status_code == 429
+    )
     assert all(r.json()["choices"][0]["message"]["content"] == "held answer" for r in answers if r.status_code == 200)
     assert httpx.get(server.url + "/readyz").json()["active_runs"] == 0
     metrics = httpx.get(server.url + "/metrics", headers=AUTH).text
@@ -58,10 +62,19 @@ def test_sigterm_cancels_the_runs_in_progress_and_exits_cleanly(tmp_path: Path, 
     fake_openai.script("lead", [hang(300), hang(300)])
     team = solo_team(tmp_path, model="openai/lead", api_base=fake_openai.url)
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "TEAMRUN_API_TOKENS": TOKEN}
-    process = subprocess.Popen([sys.executable, "-m", "teamrun.cli", "serve", str(team), "--port", str(port)],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TEAMRUN_API_TOKENS": TOKEN,
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "teamrun.cli", "serve", str(team), "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
@@ -74,8 +87,13 @@ def test_sigterm_cancels_the_runs_in_progress_and_exits_cleanly(tmp_path: Path, 
                     threading.Event().wait(0.05)
             run_id = client.post("/v1/runs", json={"team": "solo", "input": "hang on"}).json()["id"]
             chat: list[httpx.Response] = []
-            chatting = threading.Thread(target=lambda: chat.append(client.post(
-                "/v1/chat/completions", json={"model": "solo", "messages": [{"role": "user", "content": "hi"}]})))
+            chatting = threading.Thread(
+                target=lambda: chat.append(
+                    client.post(
+                        "/v1/chat/completions", json={"model": "solo", "messages": [{"role": "user", "content": "hi"}]}
+                    )
+                )
+            )
             chatting.start()
             seen: list[tuple[str, Any]] = []
             with client.stream("GET", f"/v1/runs/{run_id}/events") as response:

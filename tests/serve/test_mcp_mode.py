@@ -30,9 +30,11 @@ async def list_and_call(client: Any) -> tuple[list[str], Any]:
 
 def test_stdio_mcp_server_runs_the_team_as_a_tool(tmp_path: Path) -> None:
     expected = teamrun.load_team(RESEARCH, model="offline").run_sync(TASK).final_text
-    params = StdioServerParameters(command=sys.executable, env=ENV,
-                                   args=["-m", "teamrun.cli", "serve", str(RESEARCH), "--model", "offline",
-                                         "--mcp", "stdio"])
+    params = StdioServerParameters(
+        command=sys.executable,
+        env=ENV,
+        args=["-m", "teamrun.cli", "serve", str(RESEARCH), "--model", "offline", "--mcp", "stdio"],
+    )
 
     async def main() -> tuple[list[str], Any]:
         with (tmp_path / "stderr.txt").open("w") as errlog:
@@ -51,9 +53,25 @@ def test_streamable_http_mcp_server_runs_the_team_as_a_tool(monkeypatch: Any) ->
         monkeypatch.setenv(name, "127.0.0.1,localhost")
     expected = teamrun.load_team(RESEARCH, model="offline").run_sync(TASK).final_text
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "teamrun.cli", "serve", str(RESEARCH), "--model", "offline",
-                                "--mcp", "http", "--port", str(port)], env=ENV,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "teamrun.cli",
+            "serve",
+            str(RESEARCH),
+            "--model",
+            "offline",
+            "--mcp",
+            "http",
+            "--port",
+            str(port),
+        ],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         while True:  # until it listens (or died)
@@ -82,7 +100,8 @@ def test_another_team_calls_a_served_team_through_its_mcp_tool_entry(tmp_path: P
 
     expected = teamrun.load_team(RESEARCH, model="offline").run_sync(TASK).final_text
     outer = tmp_path / "outer.yaml"
-    outer.write_text(f"""\
+    outer.write_text(
+        f"""\
 version: 1
 name: outer
 supervisor: lead
@@ -95,7 +114,9 @@ tools:
     mcp:
       command: [{sys.executable}, -m, teamrun.cli, serve, {RESEARCH}, --model, offline, --mcp, stdio]
       env: {{PYTHONPATH: {REPO / "runner"}, LITELLM_LOCAL_MODEL_COST_MAP: "True"}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     offered: list[list[str]] = []
 
     def ask(call: ScriptedCall) -> Any:

@@ -26,8 +26,8 @@ def test_non_streaming_completion_is_the_teams_answer_offline(serve: Any) -> Non
     server = serve([team], tokens=frozenset({TOKEN}))
 
     reply = client(server).chat.completions.create(
-        model="research-report", messages=[{"role": "system", "content": "be brief"},
-                                           {"role": "user", "content": TASK}])
+        model="research-report", messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": TASK}]
+    )
 
     assert reply.choices[0].message.content == expected and expected
     assert reply.choices[0].finish_reason == "stop"
@@ -41,8 +41,11 @@ def test_streaming_completion_joins_to_the_teams_answer_offline(serve: Any) -> N
     server = serve([team], tokens=frozenset({TOKEN}))
 
     stream = client(server).chat.completions.create(
-        model="research-report", messages=[{"role": "user", "content": TASK}], stream=True,
-        stream_options={"include_usage": True})
+        model="research-report",
+        messages=[{"role": "user", "content": TASK}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
 
     content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -62,7 +65,8 @@ def test_models_lists_every_served_team(serve: Any, tmp_path: Path) -> None:
 
 def fake_team(tmp_path: Path, fake: FakeOpenAI) -> Path:
     path = tmp_path / "fake.yaml"
-    path.write_text(f"""\
+    path.write_text(
+        f"""\
 version: 1
 name: fake-team
 supervisor: lead
@@ -76,15 +80,20 @@ agents:
   worker:
     model: openai/worker
     description: Finds facts.
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_team_on_the_fake_provider_answers_through_the_endpoint(
-        serve: Any, tmp_path: Path, fake_openai: FakeOpenAI, stream: bool) -> None:
-    fake_openai.script("lead", [tool_calls(("ask_worker", {"task": "find the facts"})),
-                                text("Final: the worker found the facts, cited.")])
+    serve: Any, tmp_path: Path, fake_openai: FakeOpenAI, stream: bool
+) -> None:
+    fake_openai.script(
+        "lead",
+        [tool_calls(("ask_worker", {"task": "find the facts"})), text("Final: the worker found the facts, cited.")],
+    )
     fake_openai.script("worker", [text("facts: A is faster")])
     server = serve([teamrun.load_team(fake_team(tmp_path, fake_openai))], tokens=frozenset({TOKEN}))
 
@@ -93,8 +102,10 @@ def test_a_team_on_the_fake_provider_answers_through_the_endpoint(
         chunks = list(client(server).chat.completions.create(model="fake-team", messages=messages, stream=True))
         content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     else:
-        content = client(server).chat.completions.create(model="fake-team", messages=messages).choices[0] \
-            .message.content or ""
+        content = (
+            client(server).chat.completions.create(model="fake-team", messages=messages).choices[0].message.content
+            or ""
+        )
 
     assert content == "Final: the worker found the facts, cited."
     fake_openai.assert_complete()

@@ -89,17 +89,20 @@ def limited_team(tmp_path: Path) -> Path:
 def test_budgets_may_lower_the_teams_limits(serve: Any, tmp_path: Path) -> None:
     server = serve([teamrun.load_team(limited_team(tmp_path))])
     with httpx.Client(base_url=server.url, timeout=60) as client:
-        run_id = client.post("/v1/runs", json={"team": "solo", "input": "hi",
-                                               "budgets": {"max_total_tokens": 100, "max_cost_usd": 0.5}}
-                             ).json()["id"]
+        run_id = client.post(
+            "/v1/runs", json={"team": "solo", "input": "hi", "budgets": {"max_total_tokens": 100, "max_cost_usd": 0.5}}
+        ).json()["id"]
         follow(client, run_id)
         record = client.get(f"/v1/runs/{run_id}").json()
         unchanged_id = client.post("/v1/runs", json={"team": "solo", "input": "hi"}).json()["id"]
         follow(client, unchanged_id)
         unchanged = client.get(f"/v1/runs/{unchanged_id}").json()
 
-    assert record["result"]["limits_in_force"]["limits"] == {"max_total_tokens": 100, "max_cost_usd": 0.5,
-                                                             "timeout_s": 60.0}
+    assert record["result"]["limits_in_force"]["limits"] == {
+        "max_total_tokens": 100,
+        "max_cost_usd": 0.5,
+        "timeout_s": 60.0,
+    }
     assert unchanged["result"]["limits_in_force"]["limits"] == {"max_total_tokens": 5000, "timeout_s": 60.0}
 
 
@@ -129,8 +132,9 @@ def test_invalid_requests_are_422_without_a_traceback(serve: Any, tmp_path: Path
         assert "Traceback" not in response.text and 'File "' not in response.text
 
 
-def test_secrets_are_masked_in_events_records_and_answers(serve: Any, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_secrets_are_masked_in_events_records_and_answers(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = "hunter2-very-secret-value"
     monkeypatch.setenv("SEARCH_API_KEY", secret)
     server = serve([teamrun.load_team(solo_team(tmp_path))])
@@ -138,8 +142,9 @@ def test_secrets_are_masked_in_events_records_and_answers(serve: Any, tmp_path: 
         run_id = client.post("/v1/runs", json={"team": "solo", "input": f"use the key {secret} please"}).json()["id"]
         events = follow(client, run_id)
         record = client.get(f"/v1/runs/{run_id}")
-        chat = client.post("/v1/chat/completions", json={"model": "solo", "messages": [
-            {"role": "user", "content": f"echo {secret}"}]})
+        chat = client.post(
+            "/v1/chat/completions", json={"model": "solo", "messages": [{"role": "user", "content": f"echo {secret}"}]}
+        )
 
     assert events[0][0] == "run_start" and "***" in events[0][1]["data"]["input"]
     for text in (str(events), record.text, chat.text):
@@ -150,8 +155,11 @@ def test_a_body_over_the_limit_is_413(serve: Any, tmp_path: Path) -> None:
     server = serve([teamrun.load_team(solo_team(tmp_path))], max_request_bytes=1000)
     with httpx.Client(base_url=server.url, timeout=60) as client:
         big = client.post("/v1/runs", json={"team": "solo", "input": "x" * 2000})
-        chunked = client.post("/v1/runs", content=iter([b'{"team": "solo", "input": "', b"y" * 2000, b'"}']),
-                              headers={"content-type": "application/json"})
+        chunked = client.post(
+            "/v1/runs",
+            content=iter([b'{"team": "solo", "input": "', b"y" * 2000, b'"}']),
+            headers={"content-type": "application/json"},
+        )
         small = client.post("/v1/runs", json={"team": "solo", "input": "x"})
 
     assert big.status_code == 413 and chunked.status_code == 413

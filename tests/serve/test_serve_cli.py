@@ -31,8 +31,9 @@ CHECK_IMPORTS = textwrap.dedent("""\
 @pytest.mark.parametrize("args", [["--help"], ["serve", "--help"]])
 def test_help_imports_no_web_stack_and_no_litellm(args: list[str]) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run([sys.executable, "-c", CHECK_IMPORTS, *args], capture_output=True, text=True, env=env,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK_IMPORTS, *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
     assert done.returncode == 0, done.stderr
     assert "serve" in done.stdout
@@ -68,15 +69,34 @@ def test_short_tokens_are_refused(tmp_path: Path) -> None:
 
 def test_server_logs_follow_the_log_format_and_the_access_log_needs_verbose(tmp_path: Path) -> None:
     team = solo_team(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "NO_PROXY": "127.0.0.1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "NO_PROXY": "127.0.0.1",
+    }
     env.pop("TEAMRUN_API_TOKENS", None)
     stderr: dict[str, str] = {}
     for verbosity in ([], ["-v"]):
         port = free_port()
-        process = subprocess.Popen([sys.executable, "-m", "teamrun.cli", "--log-format", "json", *verbosity,
-                                    "serve", str(team), "--port", str(port)],
-                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "teamrun.cli",
+                "--log-format",
+                "json",
+                *verbosity,
+                "serve",
+                str(team),
+                "--port",
+                str(port),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             while True:  # until it listens (or died)
                 assert process.poll() is None, process.communicate()[1]

@@ -26,21 +26,27 @@ from tests.serve.test_threads import AUTH, RESEARCH, chat, served
 
 def test_a_served_runs_record_outlives_the_server_and_is_listed_by_runs_list(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'teamrun.db'}"
-    with served(str(RESEARCH), "--store", store) as url, \
-            httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
-        run_id = client.post("/v1/runs", json={"team": "research-report", "input": "Compare Rust and Go",
-                                               "thread": "t-1"}).json()["id"]
+    with (
+        served(str(RESEARCH), "--store", store) as url,
+        httpx.Client(base_url=url, headers=AUTH, timeout=120) as client,
+    ):
+        run_id = client.post(
+            "/v1/runs", json={"team": "research-report", "input": "Compare Rust and Go", "thread": "t-1"}
+        ).json()["id"]
         events = client.get(f"/v1/runs/{run_id}/events").text  # until the run is over
         assert "event: result" in events
         before = client.get(f"/v1/runs/{run_id}").json()
         completion = chat(url).with_raw_response.create(
-            model="research-report", messages=[{"role": "user", "content": "Which one compiles faster?"}])
+            model="research-report", messages=[{"role": "user", "content": "Which one compiles faster?"}]
+        )
         chat_run = completion.headers["x-teamrun-run-id"]
         answer = completion.parse().choices[0].message.content
     assert before["status"] == "done" and before["final_text"]
 
-    with served(str(RESEARCH), "--store", store) as url, \
-            httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
+    with (
+        served(str(RESEARCH), "--store", store) as url,
+        httpx.Client(base_url=url, headers=AUTH, timeout=120) as client,
+    ):
         after = client.get(f"/v1/runs/{run_id}").json()
         chatted = client.get(f"/v1/runs/{chat_run}").json()
         missing = client.get("/v1/runs/run_nosuchrun")
@@ -71,12 +77,20 @@ def test_sigterm_marks_the_runs_in_progress_cancelled_in_the_store(tmp_path: Pat
     team = solo_team(tmp_path, model="openai/lead", api_base=fake_openai.url)
     store = f"sqlite:///{tmp_path / 'teamrun.db'}"
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "TEAMRUN_API_TOKENS": TOKEN}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TEAMRUN_API_TOKENS": TOKEN,
+    }
     env.pop("TEAMRUN_STORE", None)
-    process = subprocess.Popen([sys.executable, "-m", "teamrun.cli", "serve", str(team), "--store", store,
-                                "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "teamrun.cli", "serve", str(team), "--store", store, "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:

@@ -33,11 +33,20 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def served(*args: str) -> Iterator[str]:
     """A `teamrun serve` process (stopped with SIGTERM afterwards); yields its base URL."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "TEAMRUN_API_TOKENS": TOKEN}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "TEAMRUN_API_TOKENS": TOKEN,
+    }
     env.pop("TEAMRUN_STORE", None)
-    process = subprocess.Popen([sys.executable, "-m", "teamrun.cli", "serve", *args, "--port", str(port)],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "teamrun.cli", "serve", *args, "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         while True:  # until it listens (or died)
@@ -62,24 +71,31 @@ def chat(url: str) -> Any:
 
 def test_two_servers_sharing_a_store_continue_one_thread(store_url: str) -> None:
     with served(str(RESEARCH), "--store", store_url) as first, served(str(RESEARCH), "--store", store_url) as second:
-        assert httpx.get(first + "/readyz").json()["store"] == ("sqlite" if store_url.startswith("sqlite") else
-                                                               "postgresql")
+        assert httpx.get(first + "/readyz").json()["store"] == (
+            "sqlite" if store_url.startswith("sqlite") else "postgresql"
+        )
         one = chat(first).with_raw_response.create(
-            model="research-report", messages=[{"role": "user", "content": "Compare Rust and Go"}],
-            extra_headers={"X-Teamrun-Thread": "conv-1"})
+            model="research-report",
+            messages=[{"role": "user", "content": "Compare Rust and Go"}],
+            extra_headers={"X-Teamrun-Thread": "conv-1"},
+        )
         assert one.headers["x-teamrun-thread"] == "conv-1"
         assert "Earlier in this conversation" not in one.parse().choices[0].message.content
 
         # the other replica, the thread named by the `user` field
-        two = chat(second).create(model="research-report", user="conv-1",
-                                  messages=[{"role": "user", "content": "Which one compiles faster?"}])
-        assert "Earlier in this conversation (1 turn(s)); it began with: Compare Rust and Go" in \
-            two.choices[0].message.content
+        two = chat(second).create(
+            model="research-report", user="conv-1", messages=[{"role": "user", "content": "Which one compiles faster?"}]
+        )
+        assert (
+            "Earlier in this conversation (1 turn(s)); it began with: Compare Rust and Go"
+            in two.choices[0].message.content
+        )
 
         # the native runs API, back on the first replica
         with httpx.Client(base_url=first, headers=AUTH, timeout=120) as client:
-            run = client.post("/v1/runs", json={"team": "research-report", "input": "Summarise for a manager",
-                                                "thread": "conv-1"}).json()
+            run = client.post(
+                "/v1/runs", json={"team": "research-report", "input": "Summarise for a manager", "thread": "conv-1"}
+            ).json()
             assert run["thread"] == "conv-1"
             while run["status"] == "running":
                 threading.Event().wait(0.05)
@@ -97,8 +113,11 @@ def test_the_header_wins_over_the_user_field(serve: Any, tmp_path: Path) -> None
     server = serve([teamrun.load_team(RESEARCH)], tokens=frozenset({TOKEN}), store=store)
 
     reply = chat(server.url).with_raw_response.create(
-        model="research-report", user="from-user", messages=[{"role": "user", "content": "Compare Rust and Go"}],
-        extra_headers={"X-Teamrun-Thread": "from-header"})
+        model="research-report",
+        user="from-user",
+        messages=[{"role": "user", "content": "Compare Rust and Go"}],
+        extra_headers={"X-Teamrun-Thread": "from-header"},
+    )
 
     assert reply.headers["x-teamrun-thread"] == "from-header"
     assert reply.parse().model_extra["teamrun"]["thread"] == "from-header"
@@ -128,10 +147,16 @@ def test_a_thread_of_another_team_is_refused(serve: Any, tmp_path: Path) -> None
     other = teamrun.load_team(solo_team(tmp_path, name="other"))
     server = serve([teamrun.load_team(RESEARCH), other], tokens=frozenset({TOKEN}), store=store)
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
-        first = client.post("/v1/chat/completions", headers={"X-Teamrun-Thread": "mine"},
-                            json={"model": "other", "messages": [{"role": "user", "content": "hello"}]})
-        second = client.post("/v1/chat/completions", headers={"X-Teamrun-Thread": "mine"},
-                             json={"model": "research-report", "messages": [{"role": "user", "content": "hi"}]})
+        first = client.post(
+            "/v1/chat/completions",
+            headers={"X-Teamrun-Thread": "mine"},
+            json={"model": "other", "messages": [{"role": "user", "content": "hello"}]},
+        )
+        second = client.post(
+            "/v1/chat/completions",
+            headers={"X-Teamrun-Thread": "mine"},
+            json={"model": "research-report", "messages": [{"role": "user", "content": "hi"}]},
+        )
 
     assert first.status_code == 200
     assert second.status_code == 400

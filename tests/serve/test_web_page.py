@@ -42,8 +42,9 @@ def test_the_page_runs_a_team_and_shows_the_agent_tree(serve: Any) -> None:
             supervisor = page.locator("#tree > li.agent")
             expect(supervisor).to_have_count(1)
             supervisor_name = supervisor.get_attribute("data-agent")
-            workers = sorted(w.get_attribute("data-agent") or ""
-                             for w in page.locator("#tree > li.agent > ul > li.agent").all())
+            workers = sorted(
+                w.get_attribute("data-agent") or "" for w in page.locator("#tree > li.agent > ul > li.agent").all()
+            )
             statuses = {li.get_attribute("data-status") for li in page.locator("#tree li.agent").all()}
             delegated = [li.get_attribute("data-agent") for li in page.locator("#delegations > li").all()]
             tasks = sorted(t.text_content() or "" for t in page.locator("#delegations > li .task").all())
@@ -61,14 +62,15 @@ def test_the_page_runs_a_team_and_shows_the_agent_tree(serve: Any) -> None:
 
 
 def test_the_page_is_served_with_a_strict_content_security_policy(serve: Any) -> None:
-    server = serve([teamrun.load_team(REPO / "teams" / "research-report.yaml", model="offline")],
-                   tokens=frozenset({TOKEN}))
+    server = serve(
+        [teamrun.load_team(REPO / "teams" / "research-report.yaml", model="offline")], tokens=frozenset({TOKEN})
+    )
 
     page = httpx.get(server.url + "/")
     script = httpx.get(server.url + "/web/app.js")
     other = httpx.get(server.url + "/web/..%2Fapp.py")
 
-    assert page.status_code == 200 and "<script src=\"/web/app.js\">" in page.text
+    assert page.status_code == 200 and '<script src="/web/app.js">' in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert script.headers["content-type"].startswith("text/javascript")
     assert other.status_code == 404

@@ -51,8 +51,9 @@ def test_inputs_sent_with_one_thread_id_form_one_conversation(tmp_path: Path) ->
 
     assert first_thread == second_thread == "web-conv"
     assert "Earlier in this conversation" not in first
-    assert ("Earlier in this conversation (1 turn(s)); it began with: Compare Rust and Go for command-line tools"
-            in second)
+    assert (
+        "Earlier in this conversation (1 turn(s)); it began with: Compare Rust and Go for command-line tools" in second
+    )
     assert alone_thread == "none" and "Earlier in this conversation" not in alone
 
 

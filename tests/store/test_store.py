@@ -22,16 +22,28 @@ TEAM = REPO / "teams" / "research-report.yaml"
 def test_threads_and_runs_round_trip(store_url: str) -> None:
     with open_store(store_url) as store:
         store.threads.create("t-1", "support")
-        store.threads.append("t-1", [NewMessage("user", "hello"), NewMessage("assistant", "hi", agent="triage")],
-                             run_id="r-1", current_agent="billing")
-        store.threads.append("t-1", [NewMessage("user", "task", scope="researcher"),
-                                     NewMessage("assistant", "found", agent="researcher", scope="researcher")])
+        store.threads.append(
+            "t-1",
+            [NewMessage("user", "hello"), NewMessage("assistant", "hi", agent="triage")],
+            run_id="r-1",
+            current_agent="billing",
+        )
+        store.threads.append(
+            "t-1",
+            [
+                NewMessage("user", "task", scope="researcher"),
+                NewMessage("assistant", "found", agent="researcher", scope="researcher"),
+            ],
+        )
         store.threads.append("t-1", [NewMessage("user", "again")])
         thread = store.threads.get("t-1")
         assert thread is not None and thread.current_agent == "billing" and thread.turns == 2
         conversation = store.threads.messages("t-1")
         assert [(m.seq, m.turn, m.role, m.content) for m in conversation] == [
-            (1, 1, "user", "hello"), (2, 1, "assistant", "hi"), (5, 2, "user", "again")]
+            (1, 1, "user", "hello"),
+            (2, 1, "assistant", "hi"),
+            (5, 2, "user", "again"),
+        ]
         assert [m.content for m in store.threads.messages("t-1", scope="researcher")] == ["task", "found"]
         assert [t.id for t in store.threads.list(team="support")] == ["t-1"]
         assert store.threads.list(team="other") == []
@@ -41,7 +53,12 @@ def test_threads_and_runs_round_trip(store_url: str) -> None:
         store.runs.finish("r-1", status="done", final_output="hi", usage={"total_tokens": 3}, cost=0.5)
         run = store.runs.get("r-1")
         assert run is not None and (run.status, run.final_output, run.usage, run.cost, run.thread_id) == (
-            "done", "hi", {"total_tokens": 3}, 0.5, "t-1")
+            "done",
+            "hi",
+            {"total_tokens": 3},
+            0.5,
+            "t-1",
+        )
         assert run.ended_at is not None
 
         assert store.threads.delete("t-1") is True
@@ -109,19 +126,25 @@ def test_a_plain_execute_neither_imports_sqlalchemy_nor_writes_a_store(tmp_path:
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'psycopg'))\n"
         "print('LOADED', loaded)\n"
     )
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"), "PYTHONPATH": str(REPO / "runner"),
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
     env.pop("TEAMRUN_STORE", None)
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert "LOADED []" in done.stdout
     assert not (tmp_path / "data").exists()
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["validate", str(TEAM)], ["chat", "--help"], ["threads", "--help"],
-                                  ["execute", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["validate", str(TEAM)], ["chat", "--help"], ["threads", "--help"], ["execute", "--help"]]
+)
 def test_help_and_validate_never_import_sqlalchemy(argv: list[str]) -> None:
     probe = (
         "import sys\n"
@@ -132,8 +155,7 @@ def test_help_and_validate_never_import_sqlalchemy(argv: list[str]) -> None:
         "raise SystemExit(code)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
 
 

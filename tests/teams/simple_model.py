@@ -75,14 +75,15 @@ def simple_model(request: dict[str, Any]) -> Reply:
 
     plain = [t for t in tools if not t["name"].startswith(("ask_", "transfer_to_")) and t["name"] not in called]
     if plain:
-        return tool_calls(*[
-            (t["name"], example_from_schema(t.get("parameters") or {}, task=short_task)) for t in plain
-        ])
+        return tool_calls(
+            *[(t["name"], example_from_schema(t.get("parameters") or {}, task=short_task)) for t in plain]
+        )
 
     response_format = request.get("response_format") or {}
     if response_format.get("type") == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema") or {}
-        value = example_from_schema(schema, task=short_task, all_properties=True,
-                                    texts=[f"{ANSWER_PREFIX} {short_task}"])
+        value = example_from_schema(
+            schema, task=short_task, all_properties=True, texts=[f"{ANSWER_PREFIX} {short_task}"]
+        )
         return text(json.dumps(value))
     return text(f"{ANSWER_PREFIX} {short_task} — from {len(results)} tool result(s).")

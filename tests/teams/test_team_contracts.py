@@ -77,8 +77,19 @@ def test_pr_review_tools_fail_gracefully_outside_a_git_repository(
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
     monkeypatch.chdir(tmp_path)
 
-    code = main(["execute", str(REPO / "teams/pr-review.yaml"), "-i", "Review against HEAD~1", "--json",
-                 "--progress", "none", "--approve", "all"])
+    code = main(
+        [
+            "execute",
+            str(REPO / "teams/pr-review.yaml"),
+            "-i",
+            "Review against HEAD~1",
+            "--json",
+            "--progress",
+            "none",
+            "--approve",
+            "all",
+        ]
+    )
 
     result = json.loads(capsys.readouterr().out)
     assert code == 0 and result["status"] == "done"
@@ -89,8 +100,13 @@ def test_pr_review_tools_fail_gracefully_outside_a_git_repository(
 
 
 def _git(repo: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
 
 
@@ -131,20 +147,33 @@ def test_pr_review_tools_work_in_any_git_repository(small_repo: Path, monkeypatc
 
 # -- product-comparison -------------------------------------------------------------------
 def _deliverable(product: str, *, price: str) -> Reply:
-    return text(json.dumps({"product": product, "criteria": [
-        {"criterion": "price", "value": price, "source": "research/pricing.md" if price != "UNCONFIRMED" else price},
-        {"criterion": "license", "value": "MIT", "source": "research/license.md"},
-    ]}))
+    return text(
+        json.dumps(
+            {
+                "product": product,
+                "criteria": [
+                    {
+                        "criterion": "price",
+                        "value": price,
+                        "source": "research/pricing.md" if price != "UNCONFIRMED" else price,
+                    },
+                    {"criterion": "license", "value": "MIT", "source": "research/license.md"},
+                ],
+            }
+        )
+    )
 
 
 def test_product_comparison_checks_deliverables_and_bounds_the_follow_up(fake_openai: FakeOpenAI) -> None:
     lead = [
-        tool_calls(("ask_researcher", {"task": "Alpha: price, license"}),
-                   ("ask_researcher", {"task": "Beta: price, license"})),
-        tool_calls(("ask_researcher", {"task": "Alpha: price only"})),        # the one follow-up round
-        tool_calls(("ask_researcher", {"task": "Gamma: price, license"})),    # a third round: refused
-        tool_calls(("ask_table_writer", {"task": "Build the table",
-                                         "context_from_refs": ["researcher-1", "researcher-2"]})),
+        tool_calls(
+            ("ask_researcher", {"task": "Alpha: price, license"}), ("ask_researcher", {"task": "Beta: price, license"})
+        ),
+        tool_calls(("ask_researcher", {"task": "Alpha: price only"})),  # the one follow-up round
+        tool_calls(("ask_researcher", {"task": "Gamma: price, license"})),  # a third round: refused
+        tool_calls(
+            ("ask_table_writer", {"task": "Build the table", "context_from_refs": ["researcher-1", "researcher-2"]})
+        ),
         text("| criterion | Alpha |\n|---|---|\n| price | 9 USD |"),
     ]
 
@@ -186,16 +215,25 @@ def test_product_comparison_checks_deliverables_and_bounds_the_follow_up(fake_op
     assert prompt.count('"criterion": "price", "value": "UNCONFIRMED"') == 1
     assert prompt.count('"criterion": "price", "value": "9 USD"') == 1
     statuses = sorted((d.agent, d.status) for d in result.delegations)
-    assert statuses == [("researcher", "error"), ("researcher", "ok"), ("researcher", "ok"),
-                        ("researcher", "rejected"), ("table_writer", "ok")]
+    assert statuses == [
+        ("researcher", "error"),
+        ("researcher", "ok"),
+        ("researcher", "ok"),
+        ("researcher", "rejected"),
+        ("table_writer", "ok"),
+    ]
 
 
 # -- support-triage -----------------------------------------------------------------------
 def _role(request: dict[str, Any]) -> str:
     """Which support agent is asking, from its system prompt (its last turn has no tools)."""
     system = request["messages"][0]["content"]
-    for role, opening in (("triage", "You are the first contact"), ("billing", "You answer billing"),
-                          ("technical", "You answer technical"), ("researcher", "Find the help-center")):
+    for role, opening in (
+        ("triage", "You are the first contact"),
+        ("billing", "You answer billing"),
+        ("technical", "You answer technical"),
+        ("researcher", "Find the help-center"),
+    ):
         if system.startswith(opening):
             return role
     raise AssertionError(f"unknown agent: {system[:60]!r}")
@@ -226,8 +264,9 @@ def test_support_researcher_never_sees_a_card_number(fake_openai: FakeOpenAI) ->
         role = _role(request)
         if role == "triage":
             return tool_calls(("transfer_to_billing", {"reason": "a charge"}))
-        if role == "billing" and "ask_researcher" not in {c["function"]["name"] for m in request["messages"]
-                                                          for c in m.get("tool_calls") or []}:
+        if role == "billing" and "ask_researcher" not in {
+            c["function"]["name"] for m in request["messages"] for c in m.get("tool_calls") or []
+        }:
             return tool_calls(("ask_researcher", {"task": "What is the policy for double charges?"}))
         if role == "researcher":
             return text("help-center/refunds.md: double charges are refunded within 5 days.")
@@ -255,16 +294,21 @@ def test_research_findings_reach_the_writer_verbatim(fake_openai: FakeOpenAI) ->
     assert result.status == "done"
     by_agent = {d.agent: d for d in result.delegations}
     assert by_agent["researcher"].ref == "researcher-1"
-    writer = next(r.request for r in fake_openai.requests("team")
-                  if task_of(r.request).startswith("Compare Rust and Go (for writer)"))
+    writer = next(
+        r.request
+        for r in fake_openai.requests("team")
+        if task_of(r.request).startswith("Compare Rust and Go (for writer)")
+    )
     assert f"ref=researcher-1>>>\n{by_agent['researcher'].response}\n<<<END " in _user_text(writer)
 
 
-
-@pytest.mark.parametrize(("question", "article"), [
-    ("I was charged twice this month", "billing-double-charge.md"),  # the example in the file's header
-    ("Can I get a refund?", "billing-refunds.md"),
-])
+@pytest.mark.parametrize(
+    ("question", "article"),
+    [
+        ("I was charged twice this month", "billing-double-charge.md"),  # the example in the file's header
+        ("Can I get a refund?", "billing-refunds.md"),
+    ],
+)
 def test_support_triage_offline_researcher_finds_an_article(question: str, article: str) -> None:
     """As a new user runs it: offline, the researcher searches for one word of the question (not the
     heading of the conversation forwarded to it, nor "I"), so the answer quotes an article, not a grep error."""

@@ -41,16 +41,20 @@ def _uses_references(team_file: Path) -> bool:
     return any(((spec or {}).get("delegation") or {}).get("result_references") for spec in agents.values())
 
 
-
-
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A scratch git repository with two commits, as the current directory."""
     work = tmp_path / "work"
     work.mkdir()
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-           "GIT_AUTHOR_DATE": "2025-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2025-01-01T00:00:00Z"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_AUTHOR_DATE": "2025-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2025-01-01T00:00:00Z",
+    }
 
     def git(*args: str) -> None:
         subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True)
@@ -78,15 +82,29 @@ def _delegations(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("team_file", TEAMS, ids=[p.stem for p in TEAMS])
 def test_a_recorded_run_replays_without_the_server(
-    team_file: Path, workdir: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch,
+    team_file: Path,
+    workdir: Path,
+    fake_openai: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     server = fake_openai
     cassette = workdir.parent / f"{team_file.stem}.cassette.jsonl"
     monkeypatch.setenv("TEAMRUN_API_BASE", server.url)
     server.handler("simple", simple_model)
-    run = ["execute", str(team_file), "--model", "openai/simple", "--input", INPUTS.get(team_file.stem, "Help me"),
-           "--json", "--progress", "none", "--approve", "all"]
+    run = [
+        "execute",
+        str(team_file),
+        "--model",
+        "openai/simple",
+        "--input",
+        INPUTS.get(team_file.stem, "Help me"),
+        "--json",
+        "--progress",
+        "none",
+        "--approve",
+        "all",
+    ]
 
     code, recorded, err = _execute([*run, "--record", str(cassette)], capsys)
     assert code == 0, err
@@ -109,7 +127,10 @@ def test_a_recorded_run_replays_without_the_server(
 
 
 def test_a_replay_of_a_different_input_fails_and_says_why(
-    workdir: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    workdir: Path,
+    fake_openai: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     cassette = workdir.parent / "research.cassette.jsonl"
     monkeypatch.setenv("TEAMRUN_API_BASE", fake_openai.url)

@@ -42,8 +42,9 @@ tools:
     parameters: {topic: {type: string}}
 """
 
-DELEGATE_TASK_TEAM = TEAM.replace("delegates_to: [researcher, writer]",
-                                  "delegates_to: [researcher, writer]\n    delegation: {tool: delegate_task}")
+DELEGATE_TASK_TEAM = TEAM.replace(
+    "delegates_to: [researcher, writer]", "delegates_to: [researcher, writer]\n    delegation: {tool: delegate_task}"
+)
 
 
 def _script() -> dict[str, list[object]]:
@@ -92,8 +93,11 @@ def test_assertion_messages_say_what_happened(run_team: RunTeam, scripted_model:
     with pytest.raises(AssertionError, match=r"expected delegations to \['writer'\], got \['(researcher|writer)'"):
         assert_delegated_to(result, ["writer"])
     with pytest.raises(AssertionError, match=r"in this order"):
-        assert_delegated_to(result, ["writer", "researcher"] if result.delegated_to[0] == "researcher"
-                            else ["researcher", "writer"], ordered=True)
+        assert_delegated_to(
+            result,
+            ["writer", "researcher"] if result.delegated_to[0] == "researcher" else ["researcher", "writer"],
+            ordered=True,
+        )
     with pytest.raises(AssertionError, match=r"not called: \['grep'\].*\n  tool calls by agent: lead/researcher"):
         assert_tools_called(result, ["lookup", "grep"])
     with pytest.raises(AssertionError, match=r"agent writer: not called: \['lookup'\]"):
@@ -126,32 +130,40 @@ def _inner(pytester: pytest.Pytester, test_source: str, *args: str) -> pytest.Ru
 
 
 def test_unused_script_steps_fail_at_teardown(pytester: pytest.Pytester) -> None:
-    result = _inner(pytester, """
+    result = _inner(
+        pytester,
+        """
         from teamrun.testing import delegate
 
         def test_leftover(run_team, scripted_model):
             model = scripted_model({"lead": ["direct answer", "never used"]})
             run_team("team.yaml", "hi", chat_model=model)
-        """)
+        """,
+    )
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*lead: 1 scripted step(s) never used*"])
 
 
 def test_a_call_past_the_script_fails_the_test(pytester: pytest.Pytester) -> None:
-    result = _inner(pytester, """
+    result = _inner(
+        pytester,
+        """
         from teamrun.testing import delegate
 
         def test_too_many_calls(run_team, scripted_model):
             model = scripted_model({"lead": [delegate("writer", task="write"), "done"]})
             result = run_team("team.yaml", "hi", chat_model=model)
             assert result.delegations[0].status == "error"  # the run itself copes...
-        """)
+        """,
+    )
     result.assert_outcomes(passed=1, errors=1)  # ...but the test does not pass
     result.stdout.fnmatch_lines(["*unexpected model call: agent lead/writer (turn 1) has no script*"])
 
 
 def test_network_guard_blocks_real_hosts_unless_marked(pytester: pytest.Pytester) -> None:
-    result = _inner(pytester, """
+    result = _inner(
+        pytester,
+        """
         import socket
         import pytest
         from teamrun.testing import NetworkBlockedError
@@ -176,10 +188,16 @@ def test_network_guard_blocks_real_hosts_unless_marked(pytester: pytest.Pytester
         @pytest.mark.teamrun_allow_network
         def test_allowed(_teamrun_network_guard):
             assert _teamrun_network_guard is None
-        """)
+        """,
+    )
     result.assert_outcomes(passed=4, errors=2)  # an attempt fails the test even when the error was caught
-    result.stdout.fnmatch_lines(["*ERROR at teardown of test_blocked*", "*test tried to reach the network*",
-                                 "*ERROR at teardown of test_swallowed*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_blocked*",
+            "*test tried to reach the network*",
+            "*ERROR at teardown of test_swallowed*",
+        ]
+    )
 
 
 def test_cassette_fixture_replays_a_recording(pytester: pytest.Pytester, tmp_path: Path) -> None:
@@ -191,7 +209,8 @@ def test_cassette_fixture_replays_a_recording(pytester: pytest.Pytester, tmp_pat
     recorded = load_team(team, chat_model=recorder).run_sync("Compare Rust and Go")
     assert recorded.status == "done"
 
-    pytester.makepyfile(test_inner=textwrap.dedent(f"""
+    pytester.makepyfile(
+        test_inner=textwrap.dedent(f"""
         import pytest
         from teamrun.testing import assert_delegated_to, assert_final_text_matches
 
@@ -208,8 +227,10 @@ def test_cassette_fixture_replays_a_recording(pytester: pytest.Pytester, tmp_pat
 
         def test_not_recorded_yet(teamrun_cassette):
             pass
-        """))
+        """)
+    )
     result = pytester.runpytest_inprocess(*_INNER_ARGS)
     result.assert_outcomes(passed=2, errors=1)
-    result.stdout.fnmatch_lines(["*test_not_recorded_yet.jsonl does not exist; record it with: "
-                                 "pytest --teamrun-record*"])
+    result.stdout.fnmatch_lines(
+        ["*test_not_recorded_yet.jsonl does not exist; record it with: pytest --teamrun-record*"]
+    )

@@ -23,9 +23,14 @@ class SentMessages:
         self.inner = model
         return self  # type: ignore[return-value]
 
-    async def complete(self, messages: Sequence[Message], *, settings: ModelSettings,
-                       tools: Sequence[ToolSchema] = (), response_format: Mapping[str, Any] | None = None,
-                       ) -> ModelReply:
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema] = (),
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ModelReply:
         scope = current_scope.get()
         assert scope is not None and self.inner is not None
         self.calls.append((scope.agent_path[-1], [dict(m) for m in messages]))

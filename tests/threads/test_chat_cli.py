@@ -20,15 +20,27 @@ PROMPT = "you> "
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "XDG_DATA_HOME": str(tmp_path / "data"), "TERM": "dumb"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "TERM": "dumb",
+    }
     env.pop("TEAMRUN_STORE", None)
     return env
 
 
 def _chat(tmp_path: Path, *args: str, options: tuple[str, ...] = ()) -> pexpect.spawn:
-    child = pexpect.spawn(sys.executable, ["-m", "teamrun.cli", *options, "chat", *args], env=_env(tmp_path),
-                          cwd=str(tmp_path), encoding="utf-8", timeout=120, dimensions=(40, 200))
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "teamrun.cli", *options, "chat", *args],
+        env=_env(tmp_path),
+        cwd=str(tmp_path),
+        encoding="utf-8",
+        timeout=120,
+        dimensions=(40, 200),
+    )
     child.expect_exact(PROMPT)
     return child
 
@@ -40,8 +52,7 @@ def _say(child: pexpect.spawn, line: str) -> str:
     return str(child.before)
 
 
-def test_three_turns_of_chat_then_execute_thread_continues_in_a_new_process(store_url: str,
-                                                                              tmp_path: Path) -> None:
+def test_three_turns_of_chat_then_execute_thread_continues_in_a_new_process(store_url: str, tmp_path: Path) -> None:
     child = _chat(tmp_path, str(RESEARCH), "--store", store_url, "--thread", "pty-1", "--progress", "plain")
     first = _say(child, "Compare Rust and Go")
     assert "lead: [offline simulation] Task: Compare Rust and Go" in first
@@ -57,9 +68,28 @@ def test_three_turns_of_chat_then_execute_thread_continues_in_a_new_process(stor
     assert child.exitstatus == 0
 
     done = subprocess.run(
-        [sys.executable, "-m", "teamrun.cli", "execute", str(RESEARCH), "--input", "And the risks?",
-         "--thread", "pty-1", "--store", store_url, "--json", "--progress", "none"],
-        capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "teamrun.cli",
+            "execute",
+            str(RESEARCH),
+            "--input",
+            "And the risks?",
+            "--thread",
+            "pty-1",
+            "--store",
+            store_url,
+            "--json",
+            "--progress",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["thread_id"] == "pty-1" and result["answered_by"] == "lead"
@@ -70,7 +100,11 @@ def test_three_turns_of_chat_then_execute_thread_continues_in_a_new_process(stor
     thread = json.loads(shown.out)
     assert thread["turns"] == 4
     assert [m["content"] for m in thread["messages"] if m["role"] == "user"] == [
-        "Compare Rust and Go", "Which one compiles faster?", "Summarise it for a manager", "And the risks?"]
+        "Compare Rust and Go",
+        "Which one compiles faster?",
+        "Summarise it for a manager",
+        "And the risks?",
+    ]
 
 
 def test_chat_routes_by_handoff_and_new_and_threads_commands(tmp_path: Path) -> None:
@@ -131,15 +165,29 @@ def test_ctrl_c_cancels_the_turn_not_the_session(tmp_path: Path) -> None:
 def test_threads_list_show_delete(tmp_path: Path) -> None:
     store = str(tmp_path / "t.db")
     for thread in ("a", "b"):
-        done = run_cli(["execute", str(SUPPORT), "-i", f"help with {thread}", "--thread", thread,
-                        "--store", store, "--progress", "none"])
+        done = run_cli(
+            [
+                "execute",
+                str(SUPPORT),
+                "-i",
+                f"help with {thread}",
+                "--thread",
+                thread,
+                "--store",
+                store,
+                "--progress",
+                "none",
+            ]
+        )
         assert done.code == 0, done.err
     listed = run_cli(["threads", "list", "--store", store])
     assert listed.code == 0
     lines = listed.out.splitlines()
     assert lines[0].split() == ["THREAD", "TEAM", "TURNS", "NEXT", "UPDATED"]
-    assert [line.split()[:4] for line in lines[1:]] == [["b", "support-triage", "1", "billing"],
-                                                        ["a", "support-triage", "1", "billing"]]
+    assert [line.split()[:4] for line in lines[1:]] == [
+        ["b", "support-triage", "1", "billing"],
+        ["a", "support-triage", "1", "billing"],
+    ]
     shown = run_cli(["threads", "show", "a", "--store", store])
     assert "thread a (team support-triage, 1 turn(s); next turn: billing)" in shown.out
     assert "#1 user:\nhelp with a" in shown.out and "#1 billing:\n[offline simulation]" in shown.out
@@ -152,8 +200,20 @@ def test_threads_list_show_delete(tmp_path: Path) -> None:
 
 
 def test_a_bad_store_url_is_a_clear_error(tmp_path: Path) -> None:
-    done = run_cli(["execute", str(SUPPORT), "-i", "hi", "--thread", "x", "--progress", "none",
-                    "--store", "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2"])
+    done = run_cli(
+        [
+            "execute",
+            str(SUPPORT),
+            "-i",
+            "hi",
+            "--thread",
+            "x",
+            "--progress",
+            "none",
+            "--store",
+            "postgresql+psycopg://nobody@127.0.0.1:1/none?connect_timeout=2",
+        ]
+    )
     assert done.code == 2 and done.err.startswith("error: cannot open the store postgresql+psycopg://nobody@")
     assert "Traceback" not in done.err
 
@@ -163,15 +223,16 @@ def test_store_mistakes_are_clear_errors_not_tracebacks(tmp_path: Path) -> None:
     blocker.write_text("")
     cases = {
         "": "error: the store location is empty: give a SQLite file path or a SQLAlchemy URL "
-            "(or leave --store out for the default)",
+        "(or leave --store out for the default)",
         str(tmp_path): f"error: the store sqlite:///{tmp_path} is a folder: give a file path, e.g. "
-                       f"{tmp_path / 'teamrun.db'}",
-        str(blocker / "sub" / "t.db"): (f"error: cannot create the folder of the store sqlite:///{blocker}/sub/t.db: "
-                                        "Not a directory"),
+        f"{tmp_path / 'teamrun.db'}",
+        str(blocker / "sub" / "t.db"): (
+            f"error: cannot create the folder of the store sqlite:///{blocker}/sub/t.db: Not a directory"
+        ),
         "foo://bar": "error: cannot use the store foo://bar: 'foo' is not a database SQLAlchemy knows; "
-                     "give a SQLite file path, sqlite:///FILE or postgresql+psycopg://USER@HOST/DB",
+        "give a SQLite file path, sqlite:///FILE or postgresql+psycopg://USER@HOST/DB",
         "mysql://u@localhost/db": "error: the store mysql://u@localhost/db needs the database driver 'MySQLdb': "
-                                  "pip install mysqlclient",
+        "pip install mysqlclient",
     }
     for location, message in cases.items():
         done = run_cli(["threads", "list", "--store", location])
@@ -188,21 +249,28 @@ def test_a_read_only_store_is_a_clear_error_for_threads_delete(tmp_path: Path) -
     deleted = run_cli(["threads", "delete", "a", "--store", read_only])
 
     assert deleted.code == 2
-    assert deleted.err == (f"error: cannot delete thread 'a' in the store sqlite:///file%3A{path}?mode=ro&uri=true: "
-                           "attempt to write a readonly database\n")
+    assert deleted.err == (
+        f"error: cannot delete thread 'a' in the store sqlite:///file%3A{path}?mode=ro&uri=true: "
+        "attempt to write a readonly database\n"
+    )
     assert not (Path.cwd() / "file:").exists()  # a URI filename is not a folder to create
     assert run_cli(["threads", "list", "--store", read_only]).out.split()[5] == "a"
 
 
 def test_a_turn_a_read_only_store_cannot_keep_is_a_warning_the_user_sees(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
-    assert run_cli(["execute", str(SUPPORT), "-i", "help", "--thread", "a", "--store", str(path),
-                    "--progress", "none"]).code == 0
+    assert (
+        run_cli(
+            ["execute", str(SUPPORT), "-i", "help", "--thread", "a", "--store", str(path), "--progress", "none"]
+        ).code
+        == 0
+    )
     read_only = f"sqlite:///file:{path}?mode=ro&uri=true"
 
     for progress in ("none", "plain"):
-        done = run_cli(["execute", str(SUPPORT), "-i", "more help", "--thread", "a", "--store", read_only,
-                        "--progress", progress])
+        done = run_cli(
+            ["execute", str(SUPPORT), "-i", "more help", "--thread", "a", "--store", read_only, "--progress", progress]
+        )
 
         assert done.code == 0 and done.out.startswith("[offline simulation] Task: more help")
         said = [line for line in done.err.splitlines() if "cannot save turn of thread 'a'" in line]

@@ -35,13 +35,20 @@ def test_support_triage_turn_two_goes_straight_to_the_agent_turn_one_handed_off_
     started = [e.agent_path for e in events if type(e).__name__ == "AgentStart"]
     assert started[0] == ("billing",) and ("triage",) not in started  # triage never saw turn 2
     assert sent.calls[0][0] == "billing"
-    assert sent.texts_sent_to("billing")[:3] == ["I was charged twice this month", first.final_text,
-                                                 "And can I get the money back?"]
+    assert sent.texts_sent_to("billing")[:3] == [
+        "I was charged twice this month",
+        first.final_text,
+        "And can I get the money back?",
+    ]
     with open_store(store_url) as store:
         thread = store.threads.get("t-42")
         assert thread is not None and thread.current_agent == "billing" and thread.turns == 2
         assert [(m.role, m.agent) for m in store.threads.messages("t-42")] == [
-            ("user", None), ("assistant", "billing"), ("user", None), ("assistant", "billing")]
+            ("user", None),
+            ("assistant", "billing"),
+            ("user", None),
+            ("assistant", "billing"),
+        ]
 
 
 def test_the_third_answer_depends_on_the_first_and_a_new_thread_starts_clean(store_url: str) -> None:
@@ -68,7 +75,8 @@ MEMORY_TEAM = """\
 
 
 def test_a_worker_with_memory_thread_remembers_its_own_delegations_never_the_supervisor(
-        store_url: str, tmp_path: Path) -> None:
+    store_url: str, tmp_path: Path
+) -> None:
     path = _team_file(tmp_path, MEMORY_TEAM)
     first = teamrun.load_team(path, store=store_url).run_sync("alpha facts", thread="m")
     notes_first = next(d.response for d in first.delegations if d.agent == "notes")
@@ -82,19 +90,26 @@ def test_a_worker_with_memory_thread_remembers_its_own_delegations_never_the_sup
     assert first.final_text not in "\n".join(sent.texts_sent_to("notes"))  # not the supervisor's conversation
     with open_store(store_url) as store:
         assert [m.content for m in store.threads.messages("m", scope="notes")] == [
-            "alpha facts", notes_first, "beta facts", notes_second]
+            "alpha facts",
+            notes_first,
+            "beta facts",
+            notes_second,
+        ]
         assert store.threads.messages("m", scope="scratch") == []
 
 
 def test_history_keeps_the_last_n_turns(store_url: str, tmp_path: Path) -> None:
-    path = _team_file(tmp_path, """\
+    path = _team_file(
+        tmp_path,
+        """\
         version: 1
         name: short-memory
         supervisor: lead
         history: {max_turns: 2}
         agents:
           lead: {}
-        """)
+        """,
+    )
     team = teamrun.load_team(path, store=store_url)
     for number in range(1, 5):
         team.run_sync(f"message {number}", thread="h")
@@ -108,14 +123,17 @@ def test_history_keeps_the_last_n_turns(store_url: str, tmp_path: Path) -> None:
 
 
 def test_history_keeps_the_newest_turns_that_fit_the_token_cap(tmp_path: Path) -> None:
-    path = _team_file(tmp_path, """\
+    path = _team_file(
+        tmp_path,
+        """\
         version: 1
         name: token-cap
         supervisor: lead
         history: {max_tokens: 300}
         agents:
           lead: {}
-        """)
+        """,
+    )
     store = tmp_path / "s.db"
     team = teamrun.load_team(path, store=store)
     team.run_sync("old " + "x" * 2000, thread="c")  # ~500 tokens: never fits again
@@ -146,14 +164,17 @@ def test_no_thread_no_store_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_history_summarize_replaces_the_turns_left_out_with_a_kept_summary(store_url: str, tmp_path: Path) -> None:
-    path = _team_file(tmp_path, """\
+    path = _team_file(
+        tmp_path,
+        """\
         version: 1
         name: summaries
         supervisor: lead
         history: {max_turns: 1, summarize: true}
         agents:
           lead: {}
-        """)
+        """,
+    )
     team = teamrun.load_team(path, store=store_url)
     first = team.run_sync("my order number is 4711", thread="s")
     assert first.usage.requests == 1  # nothing left out yet: no summary call
@@ -194,5 +215,8 @@ def test_a_turn_the_store_cannot_save_keeps_its_answer_and_says_so(tmp_path: Pat
 
     result = team.run_sync("I was charged twice", thread="t", subscribers=[break_the_store])
     assert result.status == "done" and result.final_text.startswith("[offline simulation]")
-    assert any(w.startswith("cannot save turn of thread 't' in the store sqlite:///") and
-               w.endswith("the next turn will not see this one") for w in result.warnings), result.warnings
+    assert any(
+        w.startswith("cannot save turn of thread 't' in the store sqlite:///")
+        and w.endswith("the next turn will not see this one")
+        for w in result.warnings
+    ), result.warnings

@@ -36,9 +36,7 @@ def test_parse_all_none_and_lists() -> None:
 def test_parse_unknown_name_lists_known_ones() -> None:
     with pytest.raises(UsageError) as info:
         ApprovalPolicy.parse("grep,grpe", known_tools=KNOWN)
-    assert str(info.value) == (
-        "--approve: unknown tool 'grpe'; known tools are: grep, lookup, write_file"
-    )
+    assert str(info.value) == ("--approve: unknown tool 'grpe'; known tools are: grep, lookup, write_file")
 
 
 def test_parse_empty_list_is_a_usage_error() -> None:
@@ -127,9 +125,7 @@ def test_concurrent_prompts_do_not_interleave() -> None:
     approver, err = terminal("y\nn\ny\n")
 
     async def three() -> list[bool]:
-        return list(
-            await asyncio.gather(*(approver.approve(f"tool{i}", {"i": i}) for i in range(3)))
-        )
+        return list(await asyncio.gather(*(approver.approve(f"tool{i}", {"i": i}) for i in range(3))))
 
     assert asyncio.run(three()) == [True, False, True]
     prompts = err.getvalue().split("Allow it?")
@@ -147,9 +143,7 @@ class Guarded(Tool):
 
 
 def test_denials_reach_the_model_as_error_text() -> None:
-    outcome = asyncio.run(
-        invoke_tool(Guarded(), "{}", approver=choose_approver(None, interactive=False))
-    )
+    outcome = asyncio.run(invoke_tool(Guarded(), "{}", approver=choose_approver(None, interactive=False)))
     assert not outcome.ok
     assert outcome.content.startswith("Error: the call to tool 'grep' was denied")
     assert "--approve grep" in outcome.content

@@ -159,8 +159,9 @@ def test_a_flood_of_output_is_capped_while_it_is_read() -> None:
     # 200 MiB on stdout: the old code held all of it (bytes, then str): +400 MB of peak memory.
     runner = Path(__file__).resolve().parents[2] / "runner"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(runner), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([PY, "-c", FLOOD_MEMORY], capture_output=True, text=True, env=env,
-                          timeout=120, check=True)  # a hang guard, not a timing assertion
+    done = subprocess.run(
+        [PY, "-c", FLOOD_MEMORY], capture_output=True, text=True, env=env, timeout=120, check=True
+    )  # a hang guard, not a timing assertion
 
     report = json.loads(done.stdout.splitlines()[-1])
     assert report["ok"]
@@ -169,8 +170,7 @@ def test_a_flood_of_output_is_capped_while_it_is_read() -> None:
 
 
 def test_a_failure_with_cut_streams_reads_as_if_they_were_whole(allow: Any) -> None:
-    script = ("import sys; sys.stderr.write('\u00e9' * 300_000 + '\\n'); sys.stdout.write('out\\n'); "
-              "sys.exit(2)")
+    script = "import sys; sys.stderr.write('\u00e9' * 300_000 + '\\n'); sys.stdout.write('out\\n'); sys.exit(2)"
     outcome = call(command_tool([PY, "-c", script], max_output_chars=100_000), {}, allow)
 
     assert not outcome.ok
@@ -217,8 +217,10 @@ def _eventually(condition: Any, guard_s: float = 60) -> bool:
 def _pid_writer(path: Path) -> str:
     """Code that writes the running process's pid to ``path`` atomically (the file appears complete)."""
     part = path.with_suffix(".part")
-    return (f"import os, pathlib; pathlib.Path({str(part)!r}).write_text(str(os.getpid())); "
-            f"os.replace({str(part)!r}, {str(path)!r})")
+    return (
+        f"import os, pathlib; pathlib.Path({str(part)!r}).write_text(str(os.getpid())); "
+        f"os.replace({str(part)!r}, {str(path)!r})"
+    )
 
 
 def test_timeout_kills_the_process_group(allow: Any, tmp_path: Path) -> None:
@@ -271,9 +273,7 @@ def test_cwd_is_relative_to_the_team_file(tmp_path: Path, allow: Any) -> None:
     outcome = asyncio.run(invoke_tool(tool, "{}", approver=allow))
     assert Path(outcome.content.strip()) == (tmp_path / "data").resolve()
 
-    missing = build_tools({"pwd": ToolDef(command=["true"], cwd="nowhere")}, base_dir=tmp_path)[
-        "pwd"
-    ]
+    missing = build_tools({"pwd": ToolDef(command=["true"], cwd="nowhere")}, base_dir=tmp_path)["pwd"]
     outcome = asyncio.run(invoke_tool(missing, "{}", approver=allow))
     assert "working directory" in outcome.content and "does not exist" in outcome.content
 

@@ -16,9 +16,7 @@ from teamrun.tools.base import PartialOutput, object_schema
 class EchoTool(Tool):
     """Returns its arguments; can be told to fail."""
 
-    def __init__(
-        self, *, require_approval: bool = False, fail: BaseException | None = None
-    ) -> None:
+    def __init__(self, *, require_approval: bool = False, fail: BaseException | None = None) -> None:
         self.spec = ToolSpec(
             name="echo",
             description="Echo.",
@@ -68,16 +66,17 @@ def test_bad_json_goes_back_as_text(allow: Any) -> None:
     assert "arguments must be a JSON object" in outcome.content
 
 
-@pytest.mark.parametrize(("raw", "reason"), [
-    ('{"text": "hi', "Unterminated string starting at char 9"),
-    ('{"text": "a\x01"}', "Invalid control character at char 11"),
-    ('{"text": "hi",', "Expecting property name enclosed in double quotes at char 14"),
-])
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ('{"text": "hi', "Unterminated string starting at char 9"),
+        ('{"text": "a\x01"}', "Invalid control character at char 11"),
+        ('{"text": "hi",', "Expecting property name enclosed in double quotes at char 14"),
+    ],
+)
 def test_a_json_error_names_its_position_once(allow: Any, raw: str, reason: str) -> None:
     outcome = invoke(EchoTool(), raw, allow)
-    assert outcome.content == (
-        f"Error: invalid arguments for tool 'echo': arguments are not valid JSON ({reason})"
-    )
+    assert outcome.content == (f"Error: invalid arguments for tool 'echo': arguments are not valid JSON ({reason})")
     assert " at at " not in outcome.content
 
 
@@ -103,9 +102,7 @@ def test_empty_arguments_mean_an_empty_object(allow: Any) -> None:
 
 def test_exception_in_tool_is_error_text(allow: Any) -> None:
     outcome = invoke(EchoTool(fail=KeyError("missing")), '{"text": "a"}', allow)
-    assert outcome == ToolOutcome(
-        ok=False, content="Error: KeyError: 'missing'", error="KeyError: 'missing'"
-    )
+    assert outcome == ToolOutcome(ok=False, content="Error: KeyError: 'missing'", error="KeyError: 'missing'")
 
 
 def test_tool_error_message_is_used_verbatim(allow: Any) -> None:
@@ -163,9 +160,7 @@ def test_approver_denial_text_is_passed_on() -> None:
 
 
 def test_broken_approver_denies() -> None:
-    outcome = invoke(
-        EchoTool(require_approval=True), '{"text": "a"}', RaisingApprover(OSError("tty"))
-    )
+    outcome = invoke(EchoTool(require_approval=True), '{"text": "a"}', RaisingApprover(OSError("tty")))
     assert not outcome.ok
     assert "denied" in outcome.content and "OSError: tty" in outcome.content
 

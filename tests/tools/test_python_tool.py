@@ -84,12 +84,8 @@ def test_description_from_tooldef_overrides_docstring(sample_dir: Path) -> None:
 
 
 def test_dotted_attribute_and_unannotated_function(sample_dir: Path) -> None:
-    search = build_tools(
-        {"search": ToolDef(python="sample_tools:Catalog.search")}, base_dir=sample_dir
-    )["search"]
-    assert search.spec.parameters["properties"] == {
-        "term": {"type": "string", "description": "What to search for."}
-    }
+    search = build_tools({"search": ToolDef(python="sample_tools:Catalog.search")}, base_dir=sample_dir)["search"]
+    assert search.spec.parameters["properties"] == {"term": {"type": "string", "description": "What to search for."}}
     loose = build(sample_dir, "undocumented").spec
     assert loose.description == ""
     assert loose.parameters["properties"] == {"a": {}, "b": {"default": 2}}
@@ -245,18 +241,14 @@ def test_missing_attribute_is_a_user_error(sample_dir: Path) -> None:
 
 
 def test_not_callable_is_a_user_error(sample_dir: Path) -> None:
-    with pytest.raises(
-        UserError, match=r"'sample_tools:NOT_CALLABLE' is not callable \(it is a int\)"
-    ):
+    with pytest.raises(UserError, match=r"'sample_tools:NOT_CALLABLE' is not callable \(it is a int\)"):
         build_tools({"x": ToolDef(python="sample_tools:NOT_CALLABLE")}, base_dir=sample_dir)
 
 
 def test_module_failing_to_import_is_a_user_error(tmp_path: Path) -> None:
     (tmp_path / "broken_tools_mod.py").write_text("import not_installed_dep_xyz\n")
     (tmp_path / "syntax_tools_mod.py").write_text("def f(:\n")
-    with pytest.raises(
-        UserError, match=r"importing module 'broken_tools_mod'.*ModuleNotFoundError"
-    ):
+    with pytest.raises(UserError, match=r"importing module 'broken_tools_mod'.*ModuleNotFoundError"):
         build_tools({"a": ToolDef(python="broken_tools_mod:f")}, base_dir=tmp_path)
     with pytest.raises(UserError, match=r"importing module 'syntax_tools_mod'.*SyntaxError"):
         build_tools({"b": ToolDef(python="syntax_tools_mod:f")}, base_dir=tmp_path)

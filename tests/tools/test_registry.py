@@ -51,9 +51,7 @@ def test_every_broken_tool_is_reported_at_once(sample_dir: Path) -> None:
 
 def test_kind_must_be_exactly_one(sample_dir: Path) -> None:
     with pytest.raises(UserError, match="either `python` or `command`, not both"):
-        build_tools(
-            {"x": ToolDef(python="sample_tools:lookup", command=["true"])}, base_dir=sample_dir
-        )
+        build_tools({"x": ToolDef(python="sample_tools:lookup", command=["true"])}, base_dir=sample_dir)
     with pytest.raises(UserError, match="set `python: module:function` or `command"):
         build_tools({"x": ToolDef(description="nothing")}, base_dir=sample_dir)
 

@@ -33,8 +33,9 @@ def record_fan_out(folder: Path, workers: int) -> Path:
     team_file = folder / f"fan-out-{workers}.yaml"
     team_file.write_text(textwrap.dedent(TEAM.format(n=workers)), encoding="utf-8")
     calls = [("ask_worker", {"task": f"item {i}"}) for i in range(workers)]
-    model = ScriptedModel({"lead": [tool_calls(*calls), f"{workers} items done"],
-                           "worker": [f"item {i} done" for i in range(workers)]})
+    model = ScriptedModel(
+        {"lead": [tool_calls(*calls), f"{workers} items done"], "worker": [f"item {i} done" for i in range(workers)]}
+    )
     trace = folder / f"fan-out-{workers}.jsonl"
     with TraceWriter(trace, content=True) as writer:
         team = teamrun.load_team(team_file, chat_model=writer.capture(model))

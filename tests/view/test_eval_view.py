@@ -13,18 +13,36 @@ from tests.fakeserver import FakeOpenAI, text
 from tests.view.conftest import OpenPage
 
 
-def test_each_case_of_the_report_links_to_its_run_view(tmp_path: Path, fake_openai: FakeOpenAI,
-                                                        open_page: OpenPage) -> None:
+def test_each_case_of_the_report_links_to_its_run_view(
+    tmp_path: Path, fake_openai: FakeOpenAI, open_page: OpenPage
+) -> None:
     fake_openai.handler("judge", lambda request: text(json.dumps({"score": 0.8, "reason": "compares them"})))
     report = tmp_path / "out" / "eval.html"
     report.parent.mkdir()
-    assert main(["eval", TEAM, _cases(tmp_path, fake_openai), "--format", "html", "-o", str(report),
-                 "--no-progress", "--min-pass", "0"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                TEAM,
+                _cases(tmp_path, fake_openai),
+                "--format",
+                "html",
+                "-o",
+                str(report),
+                "--no-progress",
+                "--min-pass",
+                "0",
+            ]
+        )
+        == 0
+    )
 
     opened = open_page(report.as_uri())
     page = opened.page
-    links = {row.get_attribute("data-case"): row.locator("a.view").get_attribute("href")
-             for row in page.locator("tbody tr[data-case]").all()}
+    links = {
+        row.get_attribute("data-case"): row.locator("a.view").get_attribute("href")
+        for row in page.locator("tbody tr[data-case]").all()
+    }
     assert links == {case: f"eval-traces/{case}.html" for case in EXPECTED}
 
     page.locator("tbody tr[data-case=cobol-missing] a.view").click()

@@ -52,8 +52,11 @@ def test_the_page_lists_past_runs_filters_them_and_opens_each_in_the_view_live(
     alone = _finished_run(earlier.url, {"team": "research-report", "input": "Compare Zig and C"})
     earlier.stop()  # from now on these runs are known from the store only
     gated = GatedModel("the **gated** answer")
-    now = serve([_research(), teamrun.load_team(solo_team(tmp_path, name="gated"), chat_model=gated)], store=store,
-                tokens=frozenset({TOKEN}))
+    now = serve(
+        [_research(), teamrun.load_team(solo_team(tmp_path, name="gated"), chat_model=gated)],
+        store=store,
+        tokens=frozenset({TOKEN}),
+    )
     running = httpx.post(now.url + "/v1/runs", headers=AUTH, json={"team": "gated", "input": "wait"}).json()["id"]
 
     page, problems = _signed_in(open_page, now.url)
@@ -172,8 +175,7 @@ def test_serve_trace_content_flag_keeps_model_call_messages(monkeypatch: Any, re
     served: list[Any] = []
     monkeypatch.setattr("teamrun.serve.server.serve_app", lambda app, **options: served.append(app))
 
-    assert main(["serve", str(REPO / "teams" / "research-report.yaml"), "--model", "offline",
-                 "--trace-content"]) == 0
+    assert main(["serve", str(REPO / "teams" / "research-report.yaml"), "--model", "offline", "--trace-content"]) == 0
 
     (app,) = served
     assert app.state.registry.content is True

@@ -23,16 +23,21 @@ REPO = Path(__file__).resolve().parents[2]
 def _record(team: Path, tmp_path: Path, task: str, *, code: int = 0) -> Path:
     """Run ``team`` with a content trace, then write its view; returns the page's path."""
     trace = tmp_path / "run.jsonl"
-    assert main(["execute", str(team), "-i", task, "--progress", "none", "--trace", str(trace),
-                 "--trace-content"]) == code
+    assert (
+        main(["execute", str(team), "-i", task, "--progress", "none", "--trace", str(trace), "--trace-content"]) == code
+    )
     page = tmp_path / "run.html"
     assert main(["trace", "view", str(trace), "-o", str(page)]) == 0
     return page
 
 
 def test_three_parallel_workers_show_as_three_overlapping_bars(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage,
-    capsys: pytest.CaptureFixture[str], restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    open_page: OpenPage,
+    capsys: pytest.CaptureFixture[str],
+    restore_structlog: None,
 ) -> None:
     script_fan_out(fake_openai, delay=0.3)
     page_file = _record(write_team(), tmp_path, "compare a, b and c")
@@ -67,7 +72,11 @@ def test_three_parallel_workers_show_as_three_overlapping_bars(
 
 
 def test_clicking_a_model_call_shows_its_messages_and_reply(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    open_page: OpenPage,
+    restore_structlog: None,
 ) -> None:
     script_fan_out(fake_openai, delay=0.0)
     opened = open_page(_record(write_team(), tmp_path, "compare a, b and c").as_uri())
@@ -92,8 +101,9 @@ def test_clicking_a_model_call_shows_its_messages_and_reply(
     assert opened.problems == []
 
 
-def test_clicking_a_tool_call_shows_its_input_and_output(tmp_path: Path, open_page: OpenPage,
-                                                        restore_structlog: None) -> None:
+def test_clicking_a_tool_call_shows_its_input_and_output(
+    tmp_path: Path, open_page: OpenPage, restore_structlog: None
+) -> None:
     team = REPO / "teams" / "research-report.yaml"
     opened = open_page(_record(team, tmp_path, "Compare Rust and Go").as_uri())
     page = opened.page
@@ -122,10 +132,15 @@ agents:
 
 
 def test_a_failed_worker_and_a_reached_limit_are_marked_where_they_happened(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    open_page: OpenPage,
+    restore_structlog: None,
 ) -> None:
-    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})),
-                           text("what I have: alpha only")])
+    fake_openai.script(
+        "lead", [tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})), text("what I have: alpha only")]
+    )
     fake_openai.script("alpha", [text("alpha done")])
     fake_openai.script("beta", [http_error(500, message="beta's provider broke")])
     opened = open_page(_record(write_team(FAILING_TEAM), tmp_path, "go", code=3).as_uri())
@@ -150,16 +165,23 @@ def test_a_failed_worker_and_a_reached_limit_are_marked_where_they_happened(
     assert opened.problems == []
 
 
-HOSTILE = ("**Done.** <script>window.__pwned = 'script'</script>\n\n"
-           "<img src=x onerror=\"window.__pwned = 'img'\"> and [a link](javascript:window.__pwned='link')\n\n"
-           "- one\n- two")
+HOSTILE = (
+    "**Done.** <script>window.__pwned = 'script'</script>\n\n"
+    "<img src=x onerror=\"window.__pwned = 'img'\"> and [a link](javascript:window.__pwned='link')\n\n"
+    "- one\n- two"
+)
 
 
 def test_an_answer_with_script_and_img_onerror_renders_inert(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    open_page: OpenPage,
+    restore_structlog: None,
 ) -> None:
-    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "<img src=y onerror=\"window.__pwned='task'\">"})),
-                           text(HOSTILE)])
+    fake_openai.script(
+        "lead", [tool_calls(("ask_alpha", {"task": "<img src=y onerror=\"window.__pwned='task'\">"})), text(HOSTILE)]
+    )
     fake_openai.script("alpha", [text("<script>window.__pwned = 'worker'</script>")])
     fake_openai.script("beta", [])
     fake_openai.script("gamma", [])
@@ -187,8 +209,9 @@ def test_a_thousand_worker_run_renders(tmp_path: Path, open_page: OpenPage) -> N
     page = opened.page
 
     expect(page.locator(".tv-row[data-agent=worker]")).to_have_count(1000)
-    expect(page.locator(".tv-chart-row[data-agent=worker]")).to_have_attribute("data-tokens", str(
-        sum(n.tokens for n in read_trace(trace).roots[0].find("agent", "worker"))))
+    expect(page.locator(".tv-chart-row[data-agent=worker]")).to_have_attribute(
+        "data-tokens", str(sum(n.tokens for n in read_trace(trace).roots[0].find("agent", "worker")))
+    )
     page.locator(".tv-row[data-agent=worker] .tv-bar.tv-llm").nth(999).click()
     expect(page.locator("#tv-details .tv-messages")).to_contain_text("item 999")
     assert opened.problems == []
@@ -214,7 +237,8 @@ def test_trace_view_masks_this_environments_secrets_too(tmp_path: Path, monkeypa
         '{"kind": "trace", "format": "teamrun-trace", "v": 1, "content": true, "ts": 1}\n'
         '{"kind": "run_start", "run_id": "r1", "span_id": "s1", "parent_span_id": null, "agent_path": [], '
         '"depth": -1, "time": 1.0, "ts": 1.0, "data": {"team": "t", "input": "use sk-live-0123456789abcdef"}}\n',
-        encoding="utf-8")
+        encoding="utf-8",
+    )
 
     assert main(["trace", "view", str(trace)]) == 0
 
@@ -244,7 +268,11 @@ agents:
 
 
 def test_a_retry_is_marked_on_its_model_call_with_its_back_off(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    open_page: OpenPage,
+    restore_structlog: None,
 ) -> None:
     fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), text("done")])
     fake_openai.script("alpha", [http_error(429, retry_after=0.4), text("alpha done")])
@@ -265,7 +293,11 @@ def test_a_retry_is_marked_on_its_model_call_with_its_back_off(
 
 
 def test_a_trace_cut_short_shows_its_unfinished_spans_and_the_cut_line(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    open_page: OpenPage,
+    restore_structlog: None,
 ) -> None:
     script_fan_out(fake_openai, delay=0.0)
     page_file = _record(write_team(), tmp_path, "compare a, b and c")
@@ -297,10 +329,15 @@ agents:
 
 
 def test_the_critical_path_runs_through_workers_asked_one_after_the_other(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None,
+    fake_openai: FakeOpenAI,
+    write_team: TeamWriter,
+    tmp_path: Path,
+    open_page: OpenPage,
+    restore_structlog: None,
 ) -> None:
-    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), tool_calls(("ask_beta", {"task": "b"})),
-                           text("both done")])
+    fake_openai.script(
+        "lead", [tool_calls(("ask_alpha", {"task": "a"})), tool_calls(("ask_beta", {"task": "b"})), text("both done")]
+    )
     fake_openai.script("alpha", [text("alpha done", delay=0.1)])
     fake_openai.script("beta", [text("beta done", delay=0.1)])
     opened = open_page(_record(write_team(SEQUENTIAL_TEAM), tmp_path, "go").as_uri())

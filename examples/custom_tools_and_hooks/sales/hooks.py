@@ -31,15 +31,17 @@ _FIGURE = re.compile(r"\d")
 
 def audit(ctx: HookContext) -> None:
     """on_start and on_complete: remember who was asked what, and how it went."""
-    AUDIT.append({
-        "point": ctx.point,
-        "parent": ctx.parent,
-        "agent": ctx.agent,
-        "iteration": ctx.iteration,
-        "success": ctx.success,
-        "chars": len(ctx.result),
-        "at": time.time(),
-    })
+    AUDIT.append(
+        {
+            "point": ctx.point,
+            "parent": ctx.parent,
+            "agent": ctx.agent,
+            "iteration": ctx.iteration,
+            "success": ctx.success,
+            "chars": len(ctx.result),
+            "at": time.time(),
+        }
+    )
 
 
 def require_figures(ctx: HookContext) -> dict[str, Any] | None:

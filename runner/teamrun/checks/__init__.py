@@ -79,8 +79,15 @@ def describe_check(check: Check) -> str:
     return f"judge {check.judge.model or 'default model'} >= {check.judge.threshold}"
 
 
-async def run_check(check: Check, answer: str, *, case: dict[str, Any], model: ChatModel,
-                    base_dir: Path, judge_model: str = DEFAULT_MODEL) -> CheckOutcome:
+async def run_check(
+    check: Check,
+    answer: str,
+    *,
+    case: dict[str, Any],
+    model: ChatModel,
+    base_dir: Path,
+    judge_model: str = DEFAULT_MODEL,
+) -> CheckOutcome:
     """Check ``answer``. ``case`` is what a python check gets (and the judge reads its ``input``);
     ``model`` answers judges (with ``judge_model`` when the judge names none); ``python:`` checks are
     imported from ``base_dir``."""
@@ -132,8 +139,10 @@ def _python(name: str, reference: str, answer: str, case: dict[str, Any], base_d
 
 
 def _judge_messages(judge: Judge, answer: str, case: dict[str, Any]) -> list[dict[str, Any]]:
-    prompt = (f"Task given to the assistant:\n{case.get('input', '')}\n\nRubric:\n{judge.rubric}\n\n"
-              f"Answer to grade:\n{answer}")
+    prompt = (
+        f"Task given to the assistant:\n{case.get('input', '')}\n\nRubric:\n{judge.rubric}\n\n"
+        f"Answer to grade:\n{answer}"
+    )
     return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": prompt}]
 
 
@@ -151,24 +160,32 @@ def parse_score(text: str) -> tuple[float, str] | None:
     return (float(number.group(0)), text.strip()) if number else None
 
 
-async def _judge(name: str, judge: Judge, answer: str, case: dict[str, Any], model: ChatModel,
-                 default_model: str) -> CheckOutcome:
+async def _judge(
+    name: str, judge: Judge, answer: str, case: dict[str, Any], model: ChatModel, default_model: str
+) -> CheckOutcome:
     from teamrun.errors import RunError
 
-    settings = ModelSettings(model=judge.model or default_model, api_base=judge.api_base, api_key_env=judge.api_key_env,
-                             temperature=judge.temperature)
+    settings = ModelSettings(
+        model=judge.model or default_model,
+        api_base=judge.api_base,
+        api_key_env=judge.api_key_env,
+        temperature=judge.temperature,
+    )
     try:
-        reply = await model.complete(_judge_messages(judge, answer, case), settings=settings,
-                                     response_format=_JUDGE_FORMAT)
+        reply = await model.complete(
+            _judge_messages(judge, answer, case), settings=settings, response_format=_JUDGE_FORMAT
+        )
     except RunError as exc:
         return CheckOutcome(name, False, f"the judge failed: {exc}", unjudged=True)
     parsed = parse_score(reply.text or "")
     if parsed is None:
-        return CheckOutcome(name, False, f"the judge's reply has no score: {_short(reply.text or '', 80)}",
-                            unjudged=True)
+        return CheckOutcome(
+            name, False, f"the judge's reply has no score: {_short(reply.text or '', 80)}", unjudged=True
+        )
     score, reason = parsed
     if not 0 <= score <= 1:
         return CheckOutcome(name, False, f"the judge's score {score} is not between 0 and 1", score)
     passed = score >= judge.threshold
-    return CheckOutcome(name, passed, f"score {score:g} ({'>=' if passed else '<'} {judge.threshold:g}): {reason}",
-                        score)
+    return CheckOutcome(
+        name, passed, f"score {score:g} ({'>=' if passed else '<'} {judge.threshold:g}): {reason}", score
+    )

@@ -37,8 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         if errors_as_json(argv):
             usage = exc.ctx.get_usage() if isinstance(exc, click.UsageError) and exc.ctx is not None else None
-            _error(argv, "usage_error", exc.format_message(), exc.exit_code,
-                   **({"usage": usage.removeprefix("Usage: ")} if usage else {}))
+            _error(
+                argv,
+                "usage_error",
+                exc.format_message(),
+                exc.exit_code,
+                **({"usage": usage.removeprefix("Usage: ")} if usage else {}),
+            )
         else:
             exc.show()
         code = exc.exit_code
@@ -70,9 +75,7 @@ def _error(argv: list[str] | None, event: str, text: str, code: int, **fields: s
     if errors_as_json(argv):
         from teamrun.logs import log_line
 
-        click.echo(log_line("error", event, message=text.removeprefix("error: "), exit_code=code, **fields),
-                   err=True)
+        click.echo(log_line("error", event, message=text.removeprefix("error: "), exit_code=code, **fields), err=True)
     else:
         click.echo(text, err=True)
     return code
-

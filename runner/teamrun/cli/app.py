@@ -51,6 +51,7 @@ class _LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
 
+
 HELP = """Run teams of LLM agents declared in YAML.
 
 A supervisor agent delegates sub-tasks to worker agents through tools; each
@@ -82,14 +83,20 @@ Exit codes: 0 done, 1 run failed, 2 invalid config or usage,
 
 
 @click.group(
-    cls=_LazyGroup, help=HELP,
+    cls=_LazyGroup,
+    help=HELP,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, "--version", prog_name="teamrun")
 @click.option("-v", "--verbose", count=True, help="More log output on stderr (-v info, -vv debug).")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors on stderr.")
-@click.option("--log-format", type=click.Choice(["auto", "console", "json"]), default="auto",
-              show_default=True, help="Log lines for people (console) or machines (json, e.g. in CI).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["auto", "console", "json"]),
+    default="auto",
+    show_default=True,
+    help="Log lines for people (console) or machines (json, e.g. in CI).",
+)
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool, log_format: str) -> None:
     verbosity = -1 if quiet else verbose
@@ -121,8 +128,10 @@ def errors_as_json(argv: list[str] | None) -> bool:
     chosen = configured_format()
     if chosen is None:
         args = sys.argv[1:] if argv is None else argv
-        wanted = any(a == "--log-format=json" or (a == "--log-format" and b == "json")
-                     for a, b in zip(args, [*args[1:], ""], strict=True))
+        wanted = any(
+            a == "--log-format=json" or (a == "--log-format" and b == "json")
+            for a, b in zip(args, [*args[1:], ""], strict=True)
+        )
         if not wanted:
             return False
         chosen = _configure_logging(0, "json")

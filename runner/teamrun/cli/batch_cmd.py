@@ -39,31 +39,74 @@ files or usage, 3 --max-cost reached with rows left (rerun to continue).
 @click.command("batch", help=HELP, short_help="Run a team once per input row (resumable).")
 @click.argument("team_file", type=click.Path(dir_okay=False))
 @click.argument("inputs_file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), metavar="OUTPUT",
-              help="The results file (JSON lines); rows it already has are skipped.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    metavar="OUTPUT",
+    help="The results file (JSON lines); rows it already has are skipped.",
+)
 @click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True, help="Rows run at once.")
 @click.option("--rpm", type=click.IntRange(min=1), help="Model requests per minute, all workers together.")
 @click.option("--tpm", type=click.IntRange(min=1), help="Tokens per minute, all workers together.")
-@click.option("--row-max-cost", type=click.FloatRange(min=0), metavar="USD",
-              help="Stop a row's run past this cost (the row is recorded as budget_exhausted).")
+@click.option(
+    "--row-max-cost",
+    type=click.FloatRange(min=0),
+    metavar="USD",
+    help="Stop a row's run past this cost (the row is recorded as budget_exhausted).",
+)
 @click.option("--row-max-tokens", type=click.IntRange(min=1), help="Stop a row's run past this many tokens.")
-@click.option("--row-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Stop a row's run after this long.")
-@click.option("--max-cost", type=click.FloatRange(min=0), metavar="USD",
-              help="Start no more rows once the batch has spent this much.")
+@click.option(
+    "--row-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Stop a row's run after this long.",
+)
+@click.option(
+    "--max-cost",
+    type=click.FloatRange(min=0),
+    metavar="USD",
+    help="Start no more rows once the batch has spent this much.",
+)
 @click.option("--retry-failed", is_flag=True, help="Run again the rows OUTPUT records as not done.")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline).")
-@click.option("--progress/--no-progress", default=True, show_default=True,
-              help="A progress line (done/failed/cost/ETA) on stderr.")
-@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where rows run: this process (asyncio), or Ray workers (the ray extra: "
-                   "pip install '.[ray]' in the teamrun checkout).")
-@click.option("--ray-address", metavar="ADDRESS",
-              help="With --engine ray: the cluster to join (ray://head:10001); default: a Ray started here.")
-def batch(team_file: str, inputs_file: str, output: str, workers: int, rpm: int | None, tpm: int | None,
-          row_max_cost: float | None, row_max_tokens: int | None, row_timeout: float | None,
-          max_cost: float | None, retry_failed: bool, model: str | None, progress: bool, engine: str,
-          ray_address: str | None) -> int:
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    show_default=True,
+    help="A progress line (done/failed/cost/ETA) on stderr.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where rows run: this process (asyncio), or Ray workers (the ray extra: "
+    "pip install '.[ray]' in the teamrun checkout).",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDRESS",
+    help="With --engine ray: the cluster to join (ray://head:10001); default: a Ray started here.",
+)
+def batch(
+    team_file: str,
+    inputs_file: str,
+    output: str,
+    workers: int,
+    rpm: int | None,
+    tpm: int | None,
+    row_max_cost: float | None,
+    row_max_tokens: int | None,
+    row_timeout: float | None,
+    max_cost: float | None,
+    retry_failed: bool,
+    model: str | None,
+    progress: bool,
+    engine: str,
+    ray_address: str | None,
+) -> int:
     from teamrun.cli.eval_cmd import _end_progress, _progress_printer, build_chat_model, ray_engine
     from teamrun.cli.execute_cmd import _log_settings
     from teamrun.config.loader import load_config
@@ -94,15 +137,27 @@ def batch(team_file: str, inputs_file: str, output: str, workers: int, rpm: int 
     show = progress and _log_settings().verbosity >= 0
     runner.start()
     try:
-        outcome = asyncio.run(run_batch(loaded, rows, target, workers=workers, row_ceiling=ceiling,
-                                        max_total_cost=max_cost, retry_failed=retry_failed,
-                                        on_progress=_progress_printer("rows") if show else None, engine=runner))
+        outcome = asyncio.run(
+            run_batch(
+                loaded,
+                rows,
+                target,
+                workers=workers,
+                row_ceiling=ceiling,
+                max_total_cost=max_cost,
+                retry_failed=retry_failed,
+                on_progress=_progress_printer("rows") if show else None,
+                engine=runner,
+            )
+        )
     finally:
         runner.close()
     if show:
         _end_progress()
-    summary = (f"batch: {outcome.ran} row(s) run, {outcome.skipped} already in {output}, "
-               f"{outcome.failed} not done, cost ${outcome.cost:.4f}")
+    summary = (
+        f"batch: {outcome.ran} row(s) run, {outcome.skipped} already in {output}, "
+        f"{outcome.failed} not done, cost ${outcome.cost:.4f}"
+    )
     if outcome.stopped_by is not None:
         summary += f"; stopped by {outcome.stopped_by} with {outcome.left} row(s) left (rerun to continue)"
     if _log_settings().verbosity >= 0:

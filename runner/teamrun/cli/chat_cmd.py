@@ -52,17 +52,34 @@ def new_thread_id() -> str:
 @click.command(help=HELP, short_help="Talk with a team, turn by turn (a thread).")
 @click.argument("team_file", type=click.Path(dir_okay=False))
 @click.option("--thread", "thread_id", metavar="ID", help="Continue this thread (a new ID starts one).")
-@click.option("--store", "store_location", metavar="PATH|URL",
-              help="The store for threads: a SQLite file or a SQLAlchemy URL (postgresql+psycopg://...). "
-                   "Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db.")
+@click.option(
+    "--store",
+    "store_location",
+    metavar="PATH|URL",
+    help="The store for threads: a SQLite file or a SQLAlchemy URL (postgresql+psycopg://...). "
+    "Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db.",
+)
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front.")
-@click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
-              show_default=True, help="How each turn's progress is shown on stderr (auto: a tree on a terminal).")
+@click.option(
+    "--progress",
+    type=click.Choice(["auto", "tree", "plain", "none"]),
+    default="auto",
+    show_default=True,
+    help="How each turn's progress is shown on stderr (auto: a tree on a terminal).",
+)
 @click.option("--strict", is_flag=True, help="Treat warnings about the team file and --var as errors (exit 2).")
-def chat(team_file: str, thread_id: str | None, store_location: str | None, variables: tuple[str, ...],
-         model: str | None, approve: str | None, progress: str, strict: bool) -> None:
+def chat(
+    team_file: str,
+    thread_id: str | None,
+    store_location: str | None,
+    variables: tuple[str, ...],
+    model: str | None,
+    approve: str | None,
+    progress: str,
+    strict: bool,
+) -> None:
     from teamrun.engine.team import Team
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
 
@@ -99,8 +116,11 @@ class ChatSession:
     def loop(self) -> None:
         thread = self.team.store.threads.get(self.thread_id)
         turns = f", {thread.turns} turn(s) so far" if thread is not None else ""
-        click.echo(f"{self.team.name}: thread {self.thread_id}{turns} (store {self.team.store.display}). "
-                   f"{COMMANDS_HELP}; Ctrl-C cancels a turn.", err=True)
+        click.echo(
+            f"{self.team.name}: thread {self.thread_id}{turns} (store {self.team.store.display}). "
+            f"{COMMANDS_HELP}; Ctrl-C cancels a turn.",
+            err=True,
+        )
         with asyncio.Runner() as runner:
             while True:
                 try:
@@ -149,6 +169,11 @@ class ChatSession:
         if result.final_text:
             click.echo(f"{result.answered_by or self.team.config.supervisor}: {result.final_text}")
         if result.status != "done":
-            _say(self.logs, "error", "turn_not_done",
-                 f"teamrun: turn {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
-                 + (f": {result.error}" if result.error else ""))
+            _say(
+                self.logs,
+                "error",
+                "turn_not_done",
+                f"teamrun: turn {result.status}"
+                + (f" ({result.stopped_by})" if result.stopped_by else "")
+                + (f": {result.error}" if result.error else ""),
+            )

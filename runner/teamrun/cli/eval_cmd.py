@@ -40,35 +40,93 @@ Exit codes: 0 when the pass rate is at least --min-pass, 1 under it,
 @click.command("eval", help=HELP, short_help="Run a team on test cases and check the answers.")
 @click.argument("team_file", type=click.Path(dir_okay=False))
 @click.argument("cases_file", type=click.Path(dir_okay=False))
-@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Cases run at once.")
-@click.option("--format", "output_format", type=click.Choice(["table", "json", "junit", "html"]), default="table",
-              show_default=True, help="How to report (json is also what --baseline reads).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write the report to FILE instead of stdout.")
-@click.option("--baseline", type=click.Path(dir_okay=False), metavar="FILE",
-              help="A previous --format json report: mark regressions and improvements per case.")
-@click.option("--min-pass", type=click.FloatRange(0, 1), default=1.0, show_default=True,
-              help="Exit 1 when the share of passing cases is under this (0 to 1).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Cases run at once.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "junit", "html"]),
+    default="table",
+    show_default=True,
+    help="How to report (json is also what --baseline reads).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write the report to FILE instead of stdout.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A previous --format json report: mark regressions and improvements per case.",
+)
+@click.option(
+    "--min-pass",
+    type=click.FloatRange(0, 1),
+    default=1.0,
+    show_default=True,
+    help="Exit 1 when the share of passing cases is under this (0 to 1).",
+)
 @click.option("--model", help="Use this LiteLLM model for every agent of the team (not for judges).")
-@click.option("--record", "record_path", type=click.Path(dir_okay=False), metavar="CASSETTE",
-              help="Store every model exchange (judges included) in CASSETTE for --replay.")
-@click.option("--replay", "replay_path", type=click.Path(dir_okay=False), metavar="CASSETTE",
-              help="Answer every model call (judges included) from CASSETTE, with no network.")
-@click.option("--progress/--no-progress", default=True, show_default=True,
-              help="A progress line (done/failed/cost/ETA) on stderr.")
-@click.option("--traces", "traces_dir", type=click.Path(file_okay=False), metavar="DIR",
-              help="Write each case's trace to DIR/<case>.jsonl (the HTML report links them). "
-                   "Default with --format html -o FILE: FILE's name + '-traces/' beside it. Local engine only.")
-@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where cases run: this process (asyncio), or Ray workers (the ray extra: "
-                   "pip install '.[ray]' in the teamrun checkout).")
-@click.option("--ray-address", metavar="ADDRESS",
-              help="With --engine ray: the cluster to join (ray://head:10001); default: a Ray started here.")
-def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str, output: str | None,
-          baseline: str | None, min_pass: float, model: str | None, record_path: str | None,
-          replay_path: str | None, progress: bool, traces_dir: str | None, engine: str,
-          ray_address: str | None) -> int:
+@click.option(
+    "--record",
+    "record_path",
+    type=click.Path(dir_okay=False),
+    metavar="CASSETTE",
+    help="Store every model exchange (judges included) in CASSETTE for --replay.",
+)
+@click.option(
+    "--replay",
+    "replay_path",
+    type=click.Path(dir_okay=False),
+    metavar="CASSETTE",
+    help="Answer every model call (judges included) from CASSETTE, with no network.",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    show_default=True,
+    help="A progress line (done/failed/cost/ETA) on stderr.",
+)
+@click.option(
+    "--traces",
+    "traces_dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Write each case's trace to DIR/<case>.jsonl (the HTML report links them). "
+    "Default with --format html -o FILE: FILE's name + '-traces/' beside it. Local engine only.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where cases run: this process (asyncio), or Ray workers (the ray extra: "
+    "pip install '.[ray]' in the teamrun checkout).",
+)
+@click.option(
+    "--ray-address",
+    metavar="ADDRESS",
+    help="With --engine ray: the cluster to join (ray://head:10001); default: a Ray started here.",
+)
+def eval_(
+    team_file: str,
+    cases_file: str,
+    concurrency: int,
+    output_format: str,
+    output: str | None,
+    baseline: str | None,
+    min_pass: float,
+    model: str | None,
+    record_path: str | None,
+    replay_path: str | None,
+    progress: bool,
+    traces_dir: str | None,
+    engine: str,
+    ray_address: str | None,
+) -> int:
     from teamrun.cli.execute_cmd import _log_settings
     from teamrun.config.loader import load_config
     from teamrun.evals.cases import load_cases
@@ -79,8 +137,10 @@ def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str,
     if record_path is not None and replay_path is not None:
         raise UsageError("--record and --replay exclude each other: record a real eval, then replay it")
     if engine == "ray" and record_path is not None:
-        raise UsageError("--record runs on the local engine only (every Ray worker would write its own "
-                         "cassette): record without --engine ray, then --replay on either engine")
+        raise UsageError(
+            "--record runs on the local engine only (every Ray worker would write its own "
+            "cassette): record without --engine ray, then --replay on either engine"
+        )
     if engine != "ray" and ray_address is not None:
         raise UsageError("--ray-address needs --engine ray")
     loaded = load_config(team_file)
@@ -88,8 +148,14 @@ def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str,
     previous = _read_baseline(baseline) if baseline is not None else None
     runner: Engine
     if engine == "ray":
-        runner = ray_engine(loaded, workers=concurrency, address=ray_address, model=model, replay=replay_path,
-                            extra_models=cases_models(cases))
+        runner = ray_engine(
+            loaded,
+            workers=concurrency,
+            address=ray_address,
+            model=model,
+            replay=replay_path,
+            extra_models=cases_models(cases),
+        )
     else:
         from teamrun.evals.engines.local import LocalEngine
 
@@ -101,9 +167,16 @@ def eval_(team_file: str, cases_file: str, concurrency: int, output_format: str,
     traces = _case_traces(traces_dir, output_format, output, loaded) if engine == "local" else None
     runner.start()
     try:
-        report = asyncio.run(evaluate(loaded, cases, concurrency=concurrency,
-                                      on_progress=_progress_printer("cases") if show else None, engine=runner,
-                                      subscribers_for=traces.subscribers_for if traces is not None else None))
+        report = asyncio.run(
+            evaluate(
+                loaded,
+                cases,
+                concurrency=concurrency,
+                on_progress=_progress_printer("cases") if show else None,
+                engine=runner,
+                subscribers_for=traces.subscribers_for if traces is not None else None,
+            )
+        )
     finally:
         runner.close()
     if show:
@@ -148,8 +221,9 @@ def cases_models(cases: Any) -> list[str]:
     return [c.judge.model for c in checks if c.judge is not None]
 
 
-def build_chat_model(loaded: Any, record: str | None, replay: str | None, model: str | None,
-                     extra_models: list[str]) -> Any:
+def build_chat_model(
+    loaded: Any, record: str | None, replay: str | None, model: str | None, extra_models: list[str]
+) -> Any:
     """The one chat model every run and judge shares: the router, recorded or replayed."""
     from teamrun.evals.engines.base import chat_model_for
 
@@ -162,8 +236,17 @@ def build_chat_model(loaded: Any, record: str | None, replay: str | None, model:
     return chat_model
 
 
-def ray_engine(loaded: Any, *, workers: int, address: str | None, model: str | None, replay: str | None = None,
-               extra_models: list[str] | None = None, rpm: int | None = None, tpm: int | None = None) -> Any:
+def ray_engine(
+    loaded: Any,
+    *,
+    workers: int,
+    address: str | None,
+    model: str | None,
+    replay: str | None = None,
+    extra_models: list[str] | None = None,
+    rpm: int | None = None,
+    tpm: int | None = None,
+) -> Any:
     """The Ray engine for ``--engine ray`` (Ray itself is imported when it starts)."""
     from teamrun.evals.engines.ray_engine import RayEngine, WorkerSpec
 
@@ -177,8 +260,10 @@ def _read_baseline(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise UsageError(f"cannot read --baseline {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
-        raise UsageError(f"--baseline {path} is not JSON ({exc.msg} at line {exc.lineno}); give a report "
-                         "written by `teamrun eval --format json`") from None
+        raise UsageError(
+            f"--baseline {path} is not JSON ({exc.msg} at line {exc.lineno}); give a report "
+            "written by `teamrun eval --format json`"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
         raise UsageError(f"--baseline {path} is not a `teamrun eval --format json` report (no 'cases' list)")
     return data

@@ -42,8 +42,9 @@ def write_view(trace: Path) -> Path | None:
     target = trace.with_suffix(".html")
     try:
         read = read_trace(trace)
-        target.write_text(render_page(read.records, title=f"teamrun eval case {trace.stem}", notes=read.problems),
-                          encoding="utf-8")
+        target.write_text(
+            render_page(read.records, title=f"teamrun eval case {trace.stem}", notes=read.problems), encoding="utf-8"
+        )
     except (OSError, UsageError) as exc:
         _log.warning("eval_view_not_written", trace=str(trace), error=str(exc))
         return None
@@ -77,5 +78,6 @@ class CaseTraces:
         for path in self.paths.values():
             write_view(path)
         base = Path(page).resolve().parent if page is not None else Path.cwd()
-        return {case: quote(Path(os.path.relpath(path.resolve(), base)).as_posix())
-                for case, path in self.paths.items()}
+        return {
+            case: quote(Path(os.path.relpath(path.resolve(), base)).as_posix()) for case, path in self.paths.items()
+        }

@@ -75,8 +75,10 @@ def _read_input(text: str | None, file: str | None) -> str:
     else:
         source, task = "stdin", sys.stdin.read()
     if not task.strip():
-        raise UsageError(f"the input ({source}) is empty: give the supervisor a task with --input TEXT, "
-                         "--input-file FILE, or on stdin")
+        raise UsageError(
+            f"the input ({source}) is empty: give the supervisor a task with --input TEXT, "
+            "--input-file FILE, or on stdin"
+        )
     return task
 
 
@@ -106,8 +108,9 @@ def _starting_line(loaded: Any, model: str | None) -> str:
     return f"starting {config.name} ({agents} agent{'s' if agents != 1 else ''}, {label} {shown})"
 
 
-async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thread: str | None = None,
-                             journal: Any = None) -> Any:
+async def _run_with_interrupt(
+    team: Any, task: str, subscribers: list[Any], thread: str | None = None, journal: Any = None
+) -> Any:
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
     try:
@@ -135,50 +138,118 @@ async def _run_with_interrupt(team: Any, task: str, subscribers: list[Any], thre
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON instead of the answer.")
-@click.option("--approve", metavar="all|none|TOOL,...",
-              help="Answer approval prompts up front (for scripts and CI).")
-@click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
-              show_default=True,
-              help="How to show progress on stderr (auto: a tree on a terminal, plain lines otherwise, "
-                   "one JSON line per event with --log-format json, none with -q).")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write every event as a JSON line to FILE, as it happens (see `teamrun trace show`).")
-@click.option("--trace-content", is_flag=True,
-              help="Include prompts, tasks, answers and tool payloads in the trace / OTel spans.")
-@click.option("--otel", is_flag=True,
-              help="Export spans with OpenTelemetry (OTLP endpoint from OTEL_EXPORTER_OTLP_* variables).")
-@click.option("--record", "record_path", type=click.Path(dir_okay=False), metavar="CASSETTE",
-              help="Store every model exchange in CASSETTE (JSON lines) for --replay.")
-@click.option("--replay", "replay_path", type=click.Path(dir_okay=False), metavar="CASSETTE",
-              help="Answer every model call from CASSETTE, with no network.")
-@click.option("--replay-mode", type=click.Choice(["strict", "lenient"]), default=None,
-              help="strict (default): fail on a request that was not recorded; lenient: use the next "
-                   "recorded reply of that agent and turn.")
-@click.option("--thread", "thread_id", metavar="ID",
-              help="Continue the conversation ID (a new ID starts one): earlier turns are kept in the store.")
-@click.option("--store", "store_location", metavar="PATH|URL",
-              help="The store for threads and run journals: a SQLite file or a SQLAlchemy URL "
-                   "(postgresql+psycopg://...). Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db. "
-                   "Giving it turns journaling on.")
-@click.option("--journal/--no-journal", "journal", default=None,
-              help="Write every finished model call and tool result to the store, so the run can be resumed "
-                   "(default: on when a store is configured: --store, $TEAMRUN_STORE or --thread).")
-@click.option("--resume", "resume", metavar="RUN_ID",
-              help="Continue run RUN_ID from its journal (its input, vars, model and thread unless given); see "
-                   "`teamrun resume`.")
-@click.option("--yes", "-y", "yes", is_flag=True,
-              help="With --resume: run again, without asking, interrupted tools that are not idempotent.")
-@click.option("--strict", is_flag=True,
-              help="Treat warnings about the team file and the command line (a --var the team does not have) "
-                   "as errors: exit 2 before any model call.")
-@click.option("--detach", is_flag=True,
-              help="Ask no one on the terminal: questions and approvals wait in the store and the run suspends "
-                   "(exit 4) until `teamrun answer` (journaled: the store as --store).")
-def execute(team_file: str, input_text: str | None, input_file: str | None, variables: tuple[str, ...],
-            model: str | None, as_json: bool, approve: str | None, progress: str, trace_path: str | None,
-            trace_content: bool, otel: bool, record_path: str | None, replay_path: str | None,
-            replay_mode: str | None, thread_id: str | None, store_location: str | None, journal: bool | None,
-            resume: str | None, yes: bool, strict: bool, detach: bool = False) -> int:
+@click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front (for scripts and CI).")
+@click.option(
+    "--progress",
+    type=click.Choice(["auto", "tree", "plain", "none"]),
+    default="auto",
+    show_default=True,
+    help="How to show progress on stderr (auto: a tree on a terminal, plain lines otherwise, "
+    "one JSON line per event with --log-format json, none with -q).",
+)
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write every event as a JSON line to FILE, as it happens (see `teamrun trace show`).",
+)
+@click.option(
+    "--trace-content", is_flag=True, help="Include prompts, tasks, answers and tool payloads in the trace / OTel spans."
+)
+@click.option(
+    "--otel", is_flag=True, help="Export spans with OpenTelemetry (OTLP endpoint from OTEL_EXPORTER_OTLP_* variables)."
+)
+@click.option(
+    "--record",
+    "record_path",
+    type=click.Path(dir_okay=False),
+    metavar="CASSETTE",
+    help="Store every model exchange in CASSETTE (JSON lines) for --replay.",
+)
+@click.option(
+    "--replay",
+    "replay_path",
+    type=click.Path(dir_okay=False),
+    metavar="CASSETTE",
+    help="Answer every model call from CASSETTE, with no network.",
+)
+@click.option(
+    "--replay-mode",
+    type=click.Choice(["strict", "lenient"]),
+    default=None,
+    help="strict (default): fail on a request that was not recorded; lenient: use the next "
+    "recorded reply of that agent and turn.",
+)
+@click.option(
+    "--thread",
+    "thread_id",
+    metavar="ID",
+    help="Continue the conversation ID (a new ID starts one): earlier turns are kept in the store.",
+)
+@click.option(
+    "--store",
+    "store_location",
+    metavar="PATH|URL",
+    help="The store for threads and run journals: a SQLite file or a SQLAlchemy URL "
+    "(postgresql+psycopg://...). Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db. "
+    "Giving it turns journaling on.",
+)
+@click.option(
+    "--journal/--no-journal",
+    "journal",
+    default=None,
+    help="Write every finished model call and tool result to the store, so the run can be resumed "
+    "(default: on when a store is configured: --store, $TEAMRUN_STORE or --thread).",
+)
+@click.option(
+    "--resume",
+    "resume",
+    metavar="RUN_ID",
+    help="Continue run RUN_ID from its journal (its input, vars, model and thread unless given); see `teamrun resume`.",
+)
+@click.option(
+    "--yes",
+    "-y",
+    "yes",
+    is_flag=True,
+    help="With --resume: run again, without asking, interrupted tools that are not idempotent.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Treat warnings about the team file and the command line (a --var the team does not have) "
+    "as errors: exit 2 before any model call.",
+)
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Ask no one on the terminal: questions and approvals wait in the store and the run suspends "
+    "(exit 4) until `teamrun answer` (journaled: the store as --store).",
+)
+def execute(
+    team_file: str,
+    input_text: str | None,
+    input_file: str | None,
+    variables: tuple[str, ...],
+    model: str | None,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+    trace_path: str | None,
+    trace_content: bool,
+    otel: bool,
+    record_path: str | None,
+    replay_path: str | None,
+    replay_mode: str | None,
+    thread_id: str | None,
+    store_location: str | None,
+    journal: bool | None,
+    resume: str | None,
+    yes: bool,
+    strict: bool,
+    detach: bool = False,
+) -> int:
     from teamrun.cli.resume_cmd import JournalChoice
     from teamrun.secrets import Redactor
 
@@ -186,8 +257,9 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
     logs = _log_settings()
     redactor = Redactor()
     if detach and journal is False:
-        raise UsageError("--detach suspends the run in the store until it is answered: it cannot be combined "
-                         "with --no-journal")
+        raise UsageError(
+            "--detach suspends the run in the store until it is answered: it cannot be combined with --no-journal"
+        )
     choice = JournalChoice(True if detach else journal, store_location, resume, yes, thread=thread_id)
     journaled = choice.enabled()
     parsed_vars = _parse_vars(variables)
@@ -215,10 +287,16 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
         from teamrun.tools.approval import ApprovalPolicy, choose_approver
 
         writer = _trace_writer(trace_path, trace_content, redactor, cleanup)
-        team = Team(loaded, vars=parsed_vars, model=model, record=record_path,
-                    replay=replay_path, replay_mode="lenient" if replay_mode == "lenient" else "strict",
-                    wrap_model=_content_capture if trace_content else None,
-                    store=backend.store if backend is not None else store_location)
+        team = Team(
+            loaded,
+            vars=parsed_vars,
+            model=model,
+            record=record_path,
+            replay=replay_path,
+            replay_mode="lenient" if replay_mode == "lenient" else "strict",
+            wrap_model=_content_capture if trace_content else None,
+            store=backend.store if backend is not None else store_location,
+        )
         redactor.add(team.loaded.secrets)
         policy = None
         if approve is not None:
@@ -253,15 +331,27 @@ def execute(team_file: str, input_text: str | None, input_file: str | None, vari
         if result.final_text or result.status == "done":
             click.echo(result.final_text)
         if result.status not in ("done", "waiting"):
-            _say(logs, "error", "run_not_done",
-                 f"teamrun: run {result.status}" + (f" ({result.stopped_by})" if result.stopped_by else "")
-                 + (f": {result.error}" if result.error else ""),
-                 status=result.status, stopped_by=result.stopped_by, error=result.error)
+            _say(
+                logs,
+                "error",
+                "run_not_done",
+                f"teamrun: run {result.status}"
+                + (f" ({result.stopped_by})" if result.stopped_by else "")
+                + (f": {result.error}" if result.error else ""),
+                status=result.status,
+                stopped_by=result.stopped_by,
+                error=result.error,
+            )
             if run_journal is not None and result.status not in ("done", "waiting"):
                 from teamrun.cli.resume_cmd import resume_command
 
-                _say(logs, "error", "run_resumable", f"teamrun: resume it with "
-                     f"`{resume_command(result.run_id, store_location)}`", run_id=result.run_id)
+                _say(
+                    logs,
+                    "error",
+                    "run_resumable",
+                    f"teamrun: resume it with `{resume_command(result.run_id, store_location)}`",
+                    run_id=result.run_id,
+                )
     return _EXIT[result.status]
 
 
@@ -276,8 +366,10 @@ def _journal_backend(choice: Any) -> tuple[Any, Any]:
         return backend, None
     earlier = backend.get_run(choice.resume, unmasked=True)
     if earlier is None:
-        raise UsageError(f"no run {choice.resume!r} in the store {backend.store.display}; "
-                         "`teamrun runs list` shows the runs it holds")
+        raise UsageError(
+            f"no run {choice.resume!r} in the store {backend.store.display}; "
+            "`teamrun runs list` shows the runs it holds"
+        )
     return backend, earlier
 
 
@@ -287,35 +379,40 @@ def _resumed_input(earlier: Any, text: str | None, file: str | None) -> str:
         return str(earlier.input)
     given = _read_input(text, file)
     if given != earlier.input:
-        raise UsageError(f"--resume {earlier.run_id} continues the run on its own input; leave out "
-                         "--input/--input-file, or start a new run without --resume")
+        raise UsageError(
+            f"--resume {earlier.run_id} continues the run on its own input; leave out "
+            "--input/--input-file, or start a new run without --resume"
+        )
     return given
 
 
-def _run_journal(choice: Any, backend: Any, team: Any, team_file: str, task: str, vars: dict[str, str],
-                 model: str | None) -> Any:
+def _run_journal(
+    choice: Any, backend: Any, team: Any, team_file: str, task: str, vars: dict[str, str], model: str | None
+) -> Any:
     if backend is None:
         return None
     from teamrun.cli.resume_cmd import new_journal, resumed_journal
 
     if choice.resume is not None:
         return resumed_journal(backend, choice.resume, yes=choice.yes)
-    return new_journal(backend, team=team, team_file=team_file, task=task, vars=vars, model=model,
-                       thread=choice.thread)
+    return new_journal(backend, team=team, team_file=team_file, task=task, vars=vars, model=model, thread=choice.thread)
 
 
 def _journal_said(logs: LogSettings, run_journal: Any, backend: Any) -> Any:
     """A subscriber that says where the run is journaled at its start, unless the store refused it."""
+
     def say(event: Any) -> None:
         if event.kind == "run_start" and run_journal.failure is None:
             _say(logs, "info", "run_journal", _journal_line(run_journal, backend))
+
     return say
 
 
 def _journal_line(run_journal: Any, backend: Any) -> str:
     record = run_journal.record
-    verb = f"resuming run {record.run_id} (attempt {record.attempts})" if record.attempts > 1 \
-        else f"run {record.run_id}"
+    verb = (
+        f"resuming run {record.run_id} (attempt {record.attempts})" if record.attempts > 1 else f"run {record.run_id}"
+    )
     return f"{verb}, journaled in {backend.store.display}"
 
 
@@ -350,8 +447,14 @@ def _progress_view(progress: str, logs: LogSettings) -> Any:
     return None
 
 
-def _check_observe_flags(trace_path: str | None, trace_content: bool, otel: bool, record_path: str | None,
-                         replay_path: str | None, replay_mode: str | None) -> None:
+def _check_observe_flags(
+    trace_path: str | None,
+    trace_content: bool,
+    otel: bool,
+    record_path: str | None,
+    replay_path: str | None,
+    replay_mode: str | None,
+) -> None:
     if record_path is not None and replay_path is not None:
         raise UsageError("--record and --replay exclude each other: record a real run, then replay it")
     if replay_mode is not None and replay_path is None:

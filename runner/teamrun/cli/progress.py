@@ -37,8 +37,15 @@ from teamrun.events import (
     content_fields,
 )
 
-_MARKS = {"running": "●", "ok": "✓", "done": "✓", "error": "✗", "budget_exhausted": "◐",
-          "rejected": "⊘", "cancelled": "⊘"}
+_MARKS = {
+    "running": "●",
+    "ok": "✓",
+    "done": "✓",
+    "error": "✗",
+    "budget_exhausted": "◐",
+    "rejected": "⊘",
+    "cancelled": "⊘",
+}
 _IN = " \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} "
 """Between the names of an agent path: ``lead > researcher`` with a single angle quote."""
 
@@ -108,8 +115,10 @@ class PlainProgress:
                 return f"{who}: accept: attempt {event.attempt} passed"
             case AcceptCheck():
                 again = ", answering again" if event.status == "retry" else ""
-                return (f"{who}: accept: attempt {event.attempt}/{event.max_attempts} failed {event.check}: "
-                        f"{event.detail}{again}")
+                return (
+                    f"{who}: accept: attempt {event.attempt}/{event.max_attempts} failed {event.check}: "
+                    f"{event.detail}{again}"
+                )
             case RunWarning():
                 return f"{who}: warning: {event.message}"
             case Budget():
@@ -143,9 +152,16 @@ class EventLog:
             return  # nothing but content
         level = _level(event)
         fields = {k: v for k, v in event.data.items() if k not in _CONTENT}
-        line = log_line(level, event.kind, run_id=event.run_id, span_id=event.span_id,
-                        parent_span_id=event.parent_span_id, agent=event.agent,
-                        agent_path="/".join(event.agent_path), **fields)
+        line = log_line(
+            level,
+            event.kind,
+            run_id=event.run_id,
+            span_id=event.span_id,
+            parent_span_id=event.parent_span_id,
+            agent=event.agent,
+            agent_path="/".join(event.agent_path),
+            **fields,
+        )
         stream = self.stream or sys.stderr
         stream.write(line + "\n")
         stream.flush()
@@ -307,8 +323,9 @@ class LiveTree:
             branch = "" if top else ("└─ " if last else "├─ ")
             mark = _MARKS.get(node.status, "·")
             extra = f"  {node.detail}" if node.detail else ""
-            lines.append(f"{prefix}{branch}{mark} {node.name}  {node.status}  "
-                         f"{_tokens(node.tokens)}  ${node.cost:.4f}{extra}")
+            lines.append(
+                f"{prefix}{branch}{mark} {node.name}  {node.status}  {_tokens(node.tokens)}  ${node.cost:.4f}{extra}"
+            )
             child_prefix = prefix if top else prefix + ("   " if last else "│  ")
             for i, child in enumerate(node.children):
                 if len(lines) >= room:

@@ -208,8 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.check:
         if updated != text:
-            print(f"{path}: the CLI reference is out of date; run python -m teamrun.cli.reference --write {path}",
-                  file=sys.stderr)
+            print(
+                f"{path}: the CLI reference is out of date; run python -m teamrun.cli.reference --write {path}",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if updated != text:

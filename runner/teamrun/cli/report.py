@@ -102,9 +102,7 @@ def junit_report(results: Sequence[CheckResult]) -> str:
     return (
         '<?xml version="1.0" encoding="utf-8"?>\n'
         f'<testsuite name="teamrun validate" tests="{len(results)}" '
-        f'failures="{failures}" errors="0">\n'
-        + "\n".join(cases)
-        + "\n</testsuite>\n"
+        f'failures="{failures}" errors="0">\n' + "\n".join(cases) + "\n</testsuite>\n"
     )
 
 

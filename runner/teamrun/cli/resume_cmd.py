@@ -101,30 +101,58 @@ def resumed_journal(backend: Any, run_id: str, *, yes: bool) -> Any:
         return open_resume(backend, run_id, confirmed=True)
 
 
-def new_journal(backend: Any, *, team: Any, team_file: str, task: str, vars: dict[str, str],
-                model: str | None, thread: str | None = None) -> Any:
+def new_journal(
+    backend: Any,
+    *,
+    team: Any,
+    team_file: str,
+    task: str,
+    vars: dict[str, str],
+    model: str | None,
+    thread: str | None = None,
+) -> Any:
     from teamrun.engine.durability.journal import RunJournal
     from teamrun.engine.result import new_run_id
     from teamrun.store.records import JournaledRun
 
-    record = JournaledRun(run_id=new_run_id(), team=team.name, team_file=str(Path(team_file).resolve()),
-                          input=task, vars=dict(vars), model=model, thread_id=thread)
+    record = JournaledRun(
+        run_id=new_run_id(),
+        team=team.name,
+        team_file=str(Path(team_file).resolve()),
+        input=task,
+        vars=dict(vars),
+        model=model,
+        thread_id=thread,
+    )
     return RunJournal(backend, record)
 
 
 @click.command(help=HELP, short_help="Continue a crashed, killed or cancelled run.")
 @click.argument("run_id")
-@click.option("--store", metavar="PATH|URL", help="The store holding the run (default: $TEAMRUN_STORE, else "
-              "~/.local/share/teamrun/teamrun.db).")
-@click.option("--yes", "-y", is_flag=True, help="Run again, without asking, tools that are not idempotent and "
-              "were interrupted while they ran.")
+@click.option(
+    "--store",
+    metavar="PATH|URL",
+    help="The store holding the run (default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db).",
+)
+@click.option(
+    "--yes",
+    "-y",
+    is_flag=True,
+    help="Run again, without asking, tools that are not idempotent and were interrupted while they ran.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON instead of the answer.")
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front (for scripts and CI).")
-@click.option("--progress", type=click.Choice(["auto", "tree", "plain", "none"]), default="auto",
-              show_default=True, help="How to show progress on stderr (as `teamrun execute`).")
+@click.option(
+    "--progress",
+    type=click.Choice(["auto", "tree", "plain", "none"]),
+    default="auto",
+    show_default=True,
+    help="How to show progress on stderr (as `teamrun execute`).",
+)
 @click.pass_context
-def resume(ctx: click.Context, run_id: str, store: str | None, yes: bool, as_json: bool, approve: str | None,
-           progress: str) -> int:
+def resume(
+    ctx: click.Context, run_id: str, store: str | None, yes: bool, as_json: bool, approve: str | None, progress: str
+) -> int:
     # `teamrun execute` as the CLI group serves it: execute_cmd imports this module's journal helpers,
     # so importing it here would close an import circle.
     group = ctx.find_root().command
@@ -133,16 +161,31 @@ def resume(ctx: click.Context, run_id: str, store: str | None, yes: bool, as_jso
     backend = open_backend(store)
     record = backend.get_run(run_id, unmasked=True)
     if record is None:
-        raise UsageError(f"no run {run_id!r} in the store {backend.store.display}; "
-                         f"`teamrun runs list{store_option(store)}` shows the runs it holds")
+        raise UsageError(
+            f"no run {run_id!r} in the store {backend.store.display}; "
+            f"`teamrun runs list{store_option(store)}` shows the runs it holds"
+        )
     if not record.team_file:
         raise UsageError(f"run {run_id} was not journaled (it has no team file on record): it cannot be resumed")
     if not Path(record.team_file).is_file():
-        raise UsageError(f"run {run_id}'s team file {record.team_file} is gone; restore it, or name another with "
-                         f"`teamrun execute TEAM_FILE --resume {run_id}`")
+        raise UsageError(
+            f"run {run_id}'s team file {record.team_file} is gone; restore it, or name another with "
+            f"`teamrun execute TEAM_FILE --resume {run_id}`"
+        )
     variables = tuple(f"{k}={v}" for k, v in record.vars.items())
-    result: int = ctx.invoke(execute, team_file=record.team_file, input_text=None, input_file=None,
-                             variables=variables, model=record.model, as_json=as_json, approve=approve,
-                             progress=progress, store_location=store, thread_id=record.thread_id, resume=run_id,
-                             yes=yes)
+    result: int = ctx.invoke(
+        execute,
+        team_file=record.team_file,
+        input_text=None,
+        input_file=None,
+        variables=variables,
+        model=record.model,
+        as_json=as_json,
+        approve=approve,
+        progress=progress,
+        store_location=store,
+        thread_id=record.thread_id,
+        resume=run_id,
+        yes=yes,
+    )
     return result

@@ -59,11 +59,23 @@ def _when(stamp: float | None) -> str:
 def _view(run: Any) -> dict[str, Any]:
     """What ``runs list --json`` and ``runs show --json`` print of one run."""
     return {
-        "run_id": run.run_id, "team": run.team, "status": run.shown_status(), "stored_status": run.status,
-        "cost": run.cost, "usage": run.usage, "input": run.input, "final_text": run.final_text, "error": run.error,
-        "started_at": _when(run.started_at), "ended_at": _when(run.ended_at) if run.ended_at else None,
-        "attempts": run.attempts, "replayed_calls": run.replayed_calls, "team_file": run.team_file or None,
-        "thread_id": run.thread_id, "pid": run.pid or None, "host": run.host or None,
+        "run_id": run.run_id,
+        "team": run.team,
+        "status": run.shown_status(),
+        "stored_status": run.status,
+        "cost": run.cost,
+        "usage": run.usage,
+        "input": run.input,
+        "final_text": run.final_text,
+        "error": run.error,
+        "started_at": _when(run.started_at),
+        "ended_at": _when(run.ended_at) if run.ended_at else None,
+        "attempts": run.attempts,
+        "replayed_calls": run.replayed_calls,
+        "team_file": run.team_file or None,
+        "thread_id": run.thread_id,
+        "pid": run.pid or None,
+        "host": run.host or None,
     }
 
 
@@ -90,8 +102,17 @@ def list_runs(store: str | None, limit: int, team: str | None, as_json: bool) ->
     rows = [["RUN", "STATUS", "TEAM", "STARTED (UTC)", "COST", "TOKENS", "INPUT"]]
     for run in found:
         tokens = run["usage"].get("total_tokens", 0)
-        rows.append([run["run_id"], run["status"], _short(run["team"], 24), run["started_at"],
-                     f"${run['cost']:.4f}", str(tokens), _short(run["input"], 40)])
+        rows.append(
+            [
+                run["run_id"],
+                run["status"],
+                _short(run["team"], 24),
+                run["started_at"],
+                f"${run['cost']:.4f}",
+                str(tokens),
+                _short(run["input"], 40),
+            ]
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row, shown in zip(rows, [None, *found], strict=True):
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[-1])
@@ -119,8 +140,10 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
     backend = _backend(store)
     run = backend.get_run(run_id)
     if run is None:
-        raise UsageError(f"no run {run_id!r} in the store {backend.store.display}; "
-                         f"`teamrun runs list{store_option(store)}` shows the runs it holds")
+        raise UsageError(
+            f"no run {run_id!r} in the store {backend.store.display}; "
+            f"`teamrun runs list{store_option(store)}` shows the runs it holds"
+        )
     view = {**_view(run), "journal": backend.counts(run_id)}
     _with_pending(backend, [view])
     if as_json:
@@ -130,14 +153,14 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
     journal = view["journal"]
     lines = [
         f"run       {view['run_id']}  ({view['team']})",
-        f"status    {view['status']}" + (f"  (stored: {view['stored_status']})"
-                                          if view["status"] != view["stored_status"] else ""),
+        f"status    {view['status']}"
+        + (f"  (stored: {view['stored_status']})" if view["status"] != view["stored_status"] else ""),
         f"started   {view['started_at']}" + (f"  ended {view['ended_at']}" if view["ended_at"] else ""),
         f"cost      ${view['cost']:.4f}  tokens {usage.get('total_tokens', 0)} "
         f"(in {usage.get('input_tokens', 0)}, out {usage.get('output_tokens', 0)}), "
         f"{usage.get('requests', 0)} model calls",
-        f"attempts  {view['attempts']}" + (f", {view['replayed_calls']} calls replayed in the last"
-                                            if view["replayed_calls"] else ""),
+        f"attempts  {view['attempts']}"
+        + (f", {view['replayed_calls']} calls replayed in the last" if view["replayed_calls"] else ""),
         f"journal   {journal.get('model', 0)} model replies, {journal.get('tool', 0)} tool results",
     ]
     if view["team_file"]:

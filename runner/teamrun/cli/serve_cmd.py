@@ -42,54 +42,122 @@ Examples:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
 @click.option("--model", help="Use this LiteLLM model for every agent of every team (e.g. offline).")
-@click.option("--max-concurrent-runs", default=20, show_default=True, type=click.IntRange(1),
-              help="Runs in progress at once; one more is answered 429 with Retry-After.")
-@click.option("--max-request-bytes", default=1_048_576, show_default=True, type=click.IntRange(1),
-              help="Largest request body accepted (413 beyond).")
-@click.option("--token-env", default="TEAMRUN_API_TOKENS", show_default=True, metavar="NAME",
-              help="Environment variable holding bearer tokens (comma- or line-separated).")
+@click.option(
+    "--max-concurrent-runs",
+    default=20,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Runs in progress at once; one more is answered 429 with Retry-After.",
+)
+@click.option(
+    "--max-request-bytes",
+    default=1_048_576,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Largest request body accepted (413 beyond).",
+)
+@click.option(
+    "--token-env",
+    default="TEAMRUN_API_TOKENS",
+    show_default=True,
+    metavar="NAME",
+    help="Environment variable holding bearer tokens (comma- or line-separated).",
+)
 @click.option("--token-file", type=click.Path(dir_okay=False), help="File of bearer tokens, one per line.")
-@click.option("--approval-timeout", default=300.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
-              metavar="SECONDS", help="How long a tool call that needs approval waits for "
-              "POST /v1/runs/{id}/approvals/{approval} before it is denied.")
-@click.option("--mcp", "mcp_transport", type=click.Choice(["stdio", "http"]),
-              help="Serve each team as one MCP tool instead: over stdio, or streamable HTTP at "
-                   "http://HOST:PORT/mcp (bearer tokens as for the HTTP API).")
-@click.option("--store", "store_location", metavar="PATH|URL", envvar="TEAMRUN_STORE", show_envvar=True,
-              help="Keep threads in this store (a SQLite file, or postgresql+psycopg://... shared by several "
-                   "servers): a chat completion continues the thread named by its X-Teamrun-Thread header "
-                   "(else its `user` field), POST /v1/runs by `thread`. Without it each request is one run.")
-@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
-              help="Allow browser requests from ORIGIN (repeatable). CORS is off without it.")
-@click.option("--trace-content", is_flag=True,
-              help="Keep each model call's messages in the run's events (llm_io), for the page's run view; "
-                   "secrets are masked either way.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1), metavar="N",
-              help="Serve from N processes sharing the port (one per core). A request about a run is passed to "
-                   "the process running it; --max-concurrent-runs counts per process. See docs/serve.md.")
-def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, max_concurrent_runs: int,
-          max_request_bytes: int, token_env: str, token_file: str | None, approval_timeout: float,
-          mcp_transport: str | None, store_location: str | None, cors_origins: tuple[str, ...],
-          trace_content: bool = False, workers: int = 1) -> int:
+@click.option(
+    "--approval-timeout",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="How long a tool call that needs approval waits for "
+    "POST /v1/runs/{id}/approvals/{approval} before it is denied.",
+)
+@click.option(
+    "--mcp",
+    "mcp_transport",
+    type=click.Choice(["stdio", "http"]),
+    help="Serve each team as one MCP tool instead: over stdio, or streamable HTTP at "
+    "http://HOST:PORT/mcp (bearer tokens as for the HTTP API).",
+)
+@click.option(
+    "--store",
+    "store_location",
+    metavar="PATH|URL",
+    envvar="TEAMRUN_STORE",
+    show_envvar=True,
+    help="Keep threads in this store (a SQLite file, or postgresql+psycopg://... shared by several "
+    "servers): a chat completion continues the thread named by its X-Teamrun-Thread header "
+    "(else its `user` field), POST /v1/runs by `thread`. Without it each request is one run.",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Allow browser requests from ORIGIN (repeatable). CORS is off without it.",
+)
+@click.option(
+    "--trace-content",
+    is_flag=True,
+    help="Keep each model call's messages in the run's events (llm_io), for the page's run view; "
+    "secrets are masked either way.",
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    metavar="N",
+    help="Serve from N processes sharing the port (one per core). A request about a run is passed to "
+    "the process running it; --max-concurrent-runs counts per process. See docs/serve.md.",
+)
+def serve(
+    team_files: tuple[str, ...],
+    host: str,
+    port: int,
+    model: str | None,
+    max_concurrent_runs: int,
+    max_request_bytes: int,
+    token_env: str,
+    token_file: str | None,
+    approval_timeout: float,
+    mcp_transport: str | None,
+    store_location: str | None,
+    cors_origins: tuple[str, ...],
+    trace_content: bool = False,
+    workers: int = 1,
+) -> int:
     try:
         import fastapi  # noqa: F401
         import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError:
-        raise UsageError("teamrun serve needs FastAPI, uvicorn and prometheus-client: "
-                         "pip install 'teamrun[serve]'") from None
+        raise UsageError(
+            "teamrun serve needs FastAPI, uvicorn and prometheus-client: pip install 'teamrun[serve]'"
+        ) from None
     from teamrun.serve.launch import ServeOptions, build, load
 
     if mcp_transport is not None and workers > 1:
         raise UsageError("--workers serves HTTP: an MCP server (--mcp) runs in one process")
     logs = click.get_current_context().find_object(LogSettings)
     options = ServeOptions(
-        team_files=team_files, host=host, port=port, model=model, max_concurrent_runs=max_concurrent_runs,
-        max_request_bytes=max_request_bytes, token_env=token_env, token_file=token_file,
-        approval_timeout_s=approval_timeout, store_location=store_location, cors_origins=cors_origins,
+        team_files=team_files,
+        host=host,
+        port=port,
+        model=model,
+        max_concurrent_runs=max_concurrent_runs,
+        max_request_bytes=max_request_bytes,
+        token_env=token_env,
+        token_file=token_file,
+        approval_timeout_s=approval_timeout,
+        store_location=store_location,
+        cors_origins=cors_origins,
         verbosity=logs.verbosity if logs is not None else 0,
-        log_format=logs.log_format if logs is not None else "console", workers=workers,
-        trace_content=trace_content)
+        log_format=logs.log_format if logs is not None else "console",
+        workers=workers,
+        trace_content=trace_content,
+    )
     if mcp_transport is not None:
         from teamrun.serve.mcp_mode import serve_mcp
 
@@ -97,8 +165,9 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
         names = [team.name for team in loaded.teams]
         where = "stdio" if mcp_transport == "stdio" else f"http://{host}:{port}/mcp"
         click.echo(f"teamrun: serving {', '.join(names)} as MCP tools on {where}", err=True)
-        serve_mcp(loaded.teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port,
-                  tokens=loaded.tokens)
+        serve_mcp(
+            loaded.teams, "stdio" if mcp_transport == "stdio" else "http", host=host, port=port, tokens=loaded.tokens
+        )
         return 0
     built = build(options)  # in this process too: a mistake stops the start here, once, with exit 2
     auth = "bearer tokens" if built.auth else "off (loopback only)"
@@ -106,8 +175,9 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
     if workers == 1:
         from teamrun.serve.server import serve_app
 
-        click.echo(f"teamrun: serving {', '.join(built.names)} on http://{host}:{port} (auth: {auth}; {threads})",
-                   err=True)
+        click.echo(
+            f"teamrun: serving {', '.join(built.names)} on http://{host}:{port} (auth: {auth}; {threads})", err=True
+        )
         serve_app(built.app, host=host, port=port, verbosity=options.verbosity)
         return 0
     from teamrun.serve.workers import serve_workers
@@ -116,8 +186,11 @@ def serve(team_files: tuple[str, ...], host: str, port: int, model: str | None, 
         built.store.close()  # each worker opens its own
 
     def announce(bound: int) -> None:
-        click.echo(f"teamrun: serving {', '.join(built.names)} on http://{host}:{bound} (auth: {auth}; {threads}; "
-                   f"{workers} worker processes, up to {max_concurrent_runs} runs each)", err=True)
+        click.echo(
+            f"teamrun: serving {', '.join(built.names)} on http://{host}:{bound} (auth: {auth}; {threads}; "
+            f"{workers} worker processes, up to {max_concurrent_runs} runs each)",
+            err=True,
+        )
 
     serve_workers(options, on_listening=announce)
     return 0

@@ -21,8 +21,9 @@ Examples:
   teamrun threads delete support-42
 """
 
-_STORE_HELP = ("The store: a SQLite file or a SQLAlchemy URL (default: $TEAMRUN_STORE, else "
-               "~/.local/share/teamrun/teamrun.db).")
+_STORE_HELP = (
+    "The store: a SQLite file or a SQLAlchemy URL (default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db)."
+)
 
 
 def _store(location: str | None) -> Any:
@@ -36,7 +37,10 @@ def threads() -> None:
     pass
 
 
-@threads.command("list", short_help="The threads in the store, most recently updated first.", help="""\
+@threads.command(
+    "list",
+    short_help="The threads in the store, most recently updated first.",
+    help="""\
 The threads in the store, most recently updated first: id, team, turns, who
 answers the next turn, last update.
 
@@ -45,7 +49,8 @@ Examples:
   teamrun threads list
   teamrun threads list --team support-triage --json
   teamrun threads list --store postgresql+psycopg://db/teamrun
-""")
+""",
+)
 @click.option("--store", "store_location", metavar="PATH|URL", help=_STORE_HELP)
 @click.option("--team", metavar="NAME", help="Only threads of this team (its `name:`).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many.")
@@ -65,13 +70,16 @@ def list_(store_location: str | None, team: str | None, limit: int, as_json: boo
 def format_threads(found: list[Any]) -> str:
     """A table of threads: id, team, turns, who answers next, last update."""
     rows = [("THREAD", "TEAM", "TURNS", "NEXT", "UPDATED")]
-    rows += [(t.id, t.team, str(t.turns), t.current_agent or "-", t.updated_at.strftime("%Y-%m-%d %H:%M"))
-             for t in found]
+    rows += [
+        (t.id, t.team, str(t.turns), t.current_agent or "-", t.updated_at.strftime("%Y-%m-%d %H:%M")) for t in found
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
-@threads.command(short_help="A thread's turns: each message and who answered it.", help="""\
+@threads.command(
+    short_help="A thread's turns: each message and who answered it.",
+    help="""\
 A thread's turns: each user message and the answer, with the agent that gave
 it. --memory adds workers' own memory (`memory: thread`).
 
@@ -79,7 +87,8 @@ it. --memory adds workers' own memory (`memory: thread`).
 Examples:
   teamrun threads show support-42
   teamrun threads show support-42 --memory --json
-""")
+""",
+)
 @click.argument("thread_id")
 @click.option("--store", "store_location", metavar="PATH|URL", help=_STORE_HELP)
 @click.option("--memory", is_flag=True, help="Also the workers' memory in this thread.")
@@ -91,11 +100,14 @@ def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool
             raise UsageError(f"no thread {thread_id!r} in the store {store.display} (see: teamrun threads list)")
         messages = store.threads.messages(thread_id, scope=None if memory else "")
     if as_json:
-        click.echo(json.dumps({**record.as_dict(), "messages": [m.as_dict() for m in messages]},
-                              indent=2, ensure_ascii=False))
+        click.echo(
+            json.dumps({**record.as_dict(), "messages": [m.as_dict() for m in messages]}, indent=2, ensure_ascii=False)
+        )
         return
-    click.echo(f"thread {record.id} (team {record.team}, {record.turns} turn(s); "
-               f"next turn: {record.current_agent or 'the supervisor'})")
+    click.echo(
+        f"thread {record.id} (team {record.team}, {record.turns} turn(s); "
+        f"next turn: {record.current_agent or 'the supervisor'})"
+    )
     for message in messages:
         who = "user" if message.role == "user" else (message.agent or message.role)
         where = f"[{message.scope}] " if message.scope else ""
@@ -103,7 +115,9 @@ def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool
         click.echo(f"\n{where}#{message.turn} {who}:\n{text}")
 
 
-@threads.command(short_help="Delete a thread and everything kept with it.", help="""\
+@threads.command(
+    short_help="Delete a thread and everything kept with it.",
+    help="""\
 Delete a thread and everything kept with it (its turns and the workers' memory
 in it). There is no undo; the next `--thread ID` with that id starts afresh.
 
@@ -111,7 +125,8 @@ in it). There is no undo; the next `--thread ID` with that id starts afresh.
 Examples:
   teamrun threads delete support-42
   teamrun threads delete support-42 --store team.db
-""")
+""",
+)
 @click.argument("thread_id")
 @click.option("--store", "store_location", metavar="PATH|URL", help=_STORE_HELP)
 def delete(thread_id: str, store_location: str | None) -> None:

@@ -22,8 +22,14 @@ Examples:
 @click.command(help=HELP, short_help="List the tools each agent gets (starts MCP servers to ask them).")
 @click.argument("team_file", type=click.Path(dir_okay=False))
 @click.option("--agent", "agents", multiple=True, metavar="NAME", help="Only this agent (repeatable).")
-@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="For people, or for programs.")
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="For people, or for programs.",
+)
 def tools(team_file: str, agents: tuple[str, ...], output_format: str) -> int:
     from teamrun.config.loader import load_config
     from teamrun.errors import UsageError
@@ -55,8 +61,11 @@ async def offered_tools(loaded: Any, agents: list[str]) -> dict[str, list[dict[s
         for agent in agents:
             items = listing.setdefault(agent, [])
             for entry in (await build_tool_table(config, table, sources, agent)).entries:
-                origin = entry.kind if entry.kind != "tool" else (
-                    f"mcp:{entry.offered.source}" if entry.offered.origin == "source" else "tool")
+                origin = (
+                    entry.kind
+                    if entry.kind != "tool"
+                    else (f"mcp:{entry.offered.source}" if entry.offered.origin == "source" else "tool")
+                )
                 item = _entry(entry.schema["function"], origin)
                 if entry.tool is not None:
                     item["require_approval"] = entry.tool.require_approval
@@ -67,8 +76,12 @@ async def offered_tools(loaded: Any, agents: list[str]) -> dict[str, list[dict[s
 
 
 def _entry(function: Any, origin: str) -> dict[str, Any]:
-    return {"name": function["name"], "origin": origin, "description": function.get("description") or "",
-            "parameters": dict(function.get("parameters") or {})}
+    return {
+        "name": function["name"],
+        "origin": origin,
+        "description": function.get("description") or "",
+        "parameters": dict(function.get("parameters") or {}),
+    }
 
 
 def _parameter_lines(schema: dict[str, Any]) -> list[str]:
@@ -79,8 +92,11 @@ def _parameter_lines(schema: dict[str, Any]) -> list[str]:
         kind = prop.get("type") or "/".join(str(o.get("type")) for o in prop.get("anyOf") or [] if isinstance(o, dict))
         if "enum" in prop:
             kind = " | ".join(json.dumps(v) for v in prop["enum"])
-        flag = "required" if name in required else (f"default {json.dumps(prop['default'])}" if "default" in prop
-                                                    else "optional")
+        flag = (
+            "required"
+            if name in required
+            else (f"default {json.dumps(prop['default'])}" if "default" in prop else "optional")
+        )
         described = f" — {prop['description']}" if prop.get("description") else ""
         lines.append(f"      {name}: {kind or 'any'} ({flag}){described}")
     return lines

@@ -29,8 +29,14 @@ def trace() -> None:
 
 @trace.command(help=SHOW_HELP, short_help="Show a trace's delegation tree.")
 @click.argument("trace_file", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "mermaid"]), default="text",
-              show_default=True, help="Output format.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "mermaid"]),
+    default="text",
+    show_default=True,
+    help="Output format.",
+)
 @click.option("--calls", is_flag=True, help="Text format: list each model call and tool call too.")
 def show(trace_file: str, fmt: str, calls: bool) -> None:
     from teamrun.observe.render import render_trace
@@ -59,8 +65,13 @@ Examples:
 
 @trace.command(help=VIEW_HELP, short_help="Write a trace's timeline view as an HTML file.")
 @click.argument("trace_file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Where to write the page (default: the trace's name with .html).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Where to write the page (default: the trace's name with .html).",
+)
 @click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser.")
 def view(trace_file: str, output: str | None, open_page: bool) -> None:
     from pathlib import Path

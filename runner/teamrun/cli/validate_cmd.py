@@ -205,10 +205,7 @@ def validate(
         results = [
             CheckResult(
                 r.file,
-                [
-                    Diagnostic(d.file, d.line, d.column, d.message, "error", d.rule)
-                    for d in r.diagnostics
-                ],
+                [Diagnostic(d.file, d.line, d.column, d.message, "error", d.rule) for d in r.diagnostics],
                 r.data,
                 r.source_map,
                 r.secrets,

@@ -31,8 +31,11 @@ def check_problems(path: JsonPath, check: Any, *, judge_model: bool = False) -> 
     if not kinds and set(check) <= _check_keys():  # an unknown key is reported by the schema
         yield path, f"{dotted(path)} says nothing to check: give one of {', '.join(CHECK_KINDS)}", False
     elif len(kinds) > 1:
-        yield ((*path, kinds[1]), f"{dotted(path)} has {' and '.join(kinds)}: one check does one thing; "
-               "write them as separate '- ' items", True)
+        yield (
+            (*path, kinds[1]),
+            f"{dotted(path)} has {' and '.join(kinds)}: one check does one thing; write them as separate '- ' items",
+            True,
+        )
     if "ignore_case" in check and check.get("contains") is None:
         yield (*path, "ignore_case"), f"{dotted(path)}.ignore_case only applies to a 'contains' check", True
     regex = check.get("regex")
@@ -48,8 +51,11 @@ def check_problems(path: JsonPath, check: Any, *, judge_model: bool = False) -> 
         try:
             Draft202012Validator.check_schema(schema)
         except SchemaError as exc:
-            yield ((*path, "json_schema", *exc.path),
-                   f"{dotted(path)}.json_schema is not a valid JSON Schema: {exc.message}", False)
+            yield (
+                (*path, "json_schema", *exc.path),
+                f"{dotted(path)}.json_schema is not a valid JSON Schema: {exc.message}",
+                False,
+            )
 
 
 def check_cautions(path: JsonPath, check: Any) -> Iterator[tuple[JsonPath, str]]:

@@ -40,8 +40,10 @@ def _hook_tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...
     when a file has hooks: `validate` does not build the pydantic models otherwise)."""
     from teamrun.config.models import HOOK_MODELS, hook_actions, hook_templates
 
-    return ({point: hook_actions(point) for point in HOOK_MODELS},
-            {point: hook_templates(point) for point in HOOK_MODELS})
+    return (
+        {point: hook_actions(point) for point in HOOK_MODELS},
+        {point: hook_templates(point) for point in HOOK_MODELS},
+    )
 
 
 _TOOL_KEYS = ("python", "command", "mcp", "person")
@@ -50,8 +52,23 @@ INSTRUCTION_NAMES = ("vars", "today", "agent", "team", "context")
 PROMPT_NAMES = (*INSTRUCTION_NAMES, "workers", "tool", "parallel")
 """What ``delegation.prompt`` can read: the instructions' names and the workers."""
 HOOK_NAMES = (
-    "point", "agent", "parent", "iteration", "depth", "vars", "prompt", "success", "error", "result", "messages",
-    "status", "usage", "finish_reason", "tool_results", "text", "task_id",
+    "point",
+    "agent",
+    "parent",
+    "iteration",
+    "depth",
+    "vars",
+    "prompt",
+    "success",
+    "error",
+    "result",
+    "messages",
+    "status",
+    "usage",
+    "finish_reason",
+    "tool_results",
+    "text",
+    "task_id",
 )
 """What ``when:`` expressions and hook texts can read (the fields of the engine's ``HookContext``)."""
 _JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
@@ -131,8 +148,9 @@ def _schema_patterns(schema: Any, at: JsonPath = ()) -> Iterator[tuple[JsonPath,
             continue
         if key == "patternProperties" and isinstance(value, dict):
             yield from (((*at, key, name), name, True) for name in value if isinstance(name, str))
-        if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas") \
-                and isinstance(value, dict):
+        if key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas") and isinstance(
+            value, dict
+        ):
             for name, sub in value.items():
                 yield from _schema_patterns(sub, (*at, key, name))
         elif isinstance(value, dict | list):
@@ -196,9 +214,12 @@ class SchemaRefs:
         for where, ref in self.refs:
             key = where[-1]
             if not ref.startswith("#"):
-                yield where, (
-                    f"'{key}: {shorten(ref)}' refers outside this schema; teamrun never fetches schemas "
-                    "(copy the definition under '$defs' and write '#/$defs/name')"
+                yield (
+                    where,
+                    (
+                        f"'{key}: {shorten(ref)}' refers outside this schema; teamrun never fetches schemas "
+                        "(copy the definition under '$defs' and write '#/$defs/name')"
+                    ),
                 )
             elif self.target(ref) is None:
                 yield where, f"'{key}: {shorten(ref)}' does not point at a schema in this one"
@@ -245,9 +266,12 @@ class SchemaRefs:
                     continue
                 where, target = step
                 if state.get(target) == "active":
-                    yield where, (
-                        "'$ref' leads back to the schema it is part of without going into a property "
-                        "or an item (an endless loop)"
+                    yield (
+                        where,
+                        (
+                            "'$ref' leads back to the schema it is part of without going into a property "
+                            "or an item (an endless loop)"
+                        ),
                     )
                     return
                 if target not in state:
@@ -297,8 +321,11 @@ class SemanticChecker:
     def _given_vars(self, given: Iterable[str]) -> Iterator[Diagnostic]:
         """A ``--var`` that sets nothing: its name is neither declared under ``vars:`` nor read by a template."""
         declared = self.data.get("vars")
-        known = sorted({str(k) for k in declared} | self.vars_read) if isinstance(declared, dict) \
+        known = (
+            sorted({str(k) for k in declared} | self.vars_read)
+            if isinstance(declared, dict)
             else sorted(self.vars_read)
+        )
         where: JsonPath = ("vars",) if isinstance(declared, dict) else ()
         for name in dict.fromkeys(given):
             if name in known:
@@ -475,8 +502,16 @@ class SemanticChecker:
 
     # -- budgets -------------------------------------------------------------------------
 
-    _RUN_WIDE = ("max_tool_calls", "max_delegations", "max_handoffs", "max_total_tokens", "max_input_tokens",
-                 "max_output_tokens", "max_cost_usd", "timeout_s")
+    _RUN_WIDE = (
+        "max_tool_calls",
+        "max_delegations",
+        "max_handoffs",
+        "max_total_tokens",
+        "max_input_tokens",
+        "max_output_tokens",
+        "max_cost_usd",
+        "timeout_s",
+    )
     """Limits a worker spends from the run's ledger: an agent's budget above the run's never applies."""
 
     def _budgets(self) -> Iterator[Diagnostic]:
@@ -517,8 +552,9 @@ class SemanticChecker:
                     key=True,
                 )
             yield from self._template((*base, "delegation", "prompt"), delegation.get("prompt"), PROMPT_NAMES)
-            yield from self._template((*base, "delegation", "append_guidelines"), delegation.get("append_guidelines"),
-                                      PROMPT_NAMES)
+            yield from self._template(
+                (*base, "delegation", "append_guidelines"), delegation.get("append_guidelines"), PROMPT_NAMES
+            )
             if agent == self.supervisor and spec.get("memory") == "thread" and not self._delegated_to(agent):
                 yield self._warning(
                     (*base, "memory"),
@@ -559,8 +595,12 @@ class SemanticChecker:
 
     def _delegated_to(self, name: str) -> bool:
         """Whether some agent delegates to or hands off to ``name``."""
-        return any(name == target for spec in self.agents.values() for field in ("delegates_to", "handoffs")
-                   for _, target in _names(spec.get(field)))
+        return any(
+            name == target
+            for spec in self.agents.values()
+            for field in ("delegates_to", "handoffs")
+            for _, target in _names(spec.get(field))
+        )
 
     def _accept_owners(self) -> Iterator[tuple[JsonPath, dict[str, Any]]]:
         """The team and each agent: whoever may hold ``accept:`` and ``max_attempts``."""
@@ -582,9 +622,12 @@ class SemanticChecker:
                     where = (*base, "accept", index, "contains")
                     yield self._warning(where, f"{dotted(where)} is empty, so this check always passes", "accept")
             if "max_attempts" in spec and not checks:
-                yield self._warning((*base, "max_attempts"),
-                                    f"{dotted((*base, 'max_attempts'))} has no effect without "
-                                    f"{dotted((*base, 'accept'))} checks", "unused", key=True)
+                yield self._warning(
+                    (*base, "max_attempts"),
+                    f"{dotted((*base, 'max_attempts'))} has no effect without {dotted((*base, 'accept'))} checks",
+                    "unused",
+                    key=True,
+                )
 
     def _message_filter(self, path: JsonPath, spec: Any) -> Iterator[Diagnostic]:
         for index, pattern in _names(_mapping(spec).get("drop_matching")):
@@ -597,8 +640,9 @@ class SemanticChecker:
                     "regex",
                 )
             elif verdict.caution is not None:
-                yield self._warning(where, f"{dotted(where)}: regular expression '{shorten(pattern)}': "
-                                    f"{verdict.caution}", "regex")
+                yield self._warning(
+                    where, f"{dotted(where)}: regular expression '{shorten(pattern)}': {verdict.caution}", "regex"
+                )
 
     def _template(self, path: JsonPath, source: Any, names: tuple[str, ...]) -> Iterator[Diagnostic]:
         if not isinstance(source, str):
@@ -771,8 +815,12 @@ class SemanticChecker:
         for inner, pattern, at_key in _schema_patterns(schema):
             caution = judge_regex(pattern).caution
             if caution is not None:
-                yield self._warning((*path, *inner), f"{dotted((*path, *inner))}: regular expression "
-                                    f"'{shorten(pattern)}': {caution}", "regex", key=at_key)
+                yield self._warning(
+                    (*path, *inner),
+                    f"{dotted((*path, *inner))}: regular expression '{shorten(pattern)}': {caution}",
+                    "regex",
+                    key=at_key,
+                )
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -919,18 +967,27 @@ def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
         server = spec.get("mcp")
         if not isinstance(server, dict):
             for key in [k for k in only_mcp if k in spec]:
-                yield checker._error((*path, key), f"{dotted((*path, key))} only applies to MCP servers ('mcp:')",
-                                     "tool", key=True)
+                yield checker._error(
+                    (*path, key), f"{dotted((*path, key))} only applies to MCP servers ('mcp:')", "tool", key=True
+                )
             if isinstance(spec.get("require_approval"), list):
-                yield checker._error((*path, "require_approval"), f"{dotted((*path, 'require_approval'))}: a list "
-                                     "of tool names only applies to MCP servers; use true or false", "tool")
+                yield checker._error(
+                    (*path, "require_approval"),
+                    f"{dotted((*path, 'require_approval'))}: a list "
+                    "of tool names only applies to MCP servers; use true or false",
+                    "tool",
+                )
             continue
         where = dotted((*path, "mcp"))
         if "command" in server and "url" in server:
             yield checker._error((*path, "mcp"), f"{where} has both 'command:' and 'url:'; keep one", "tool", key=True)
         elif "command" not in server and "url" not in server:
-            yield checker._error((*path, "mcp"), f"{where} needs 'command:' (a program, over stdio) or 'url:' "
-                                 "(a streamable HTTP endpoint)", "tool", key=True)
+            yield checker._error(
+                (*path, "mcp"),
+                f"{where} needs 'command:' (a program, over stdio) or 'url:' (a streamable HTTP endpoint)",
+                "tool",
+                key=True,
+            )
         else:
             yield from _mcp_program(checker, path, server)
         wrong = [("env", "url"), ("cwd", "url"), ("headers", "command")]
@@ -939,13 +996,15 @@ def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
             yield checker._error((*path, "mcp", key), f"{where}.{key} only applies to {kind}", "tool", key=True)
         for key in [k for k in ("parameters", "cwd") if k in spec]:
             hint = "set mcp.cwd" if key == "cwd" else "the server's tools bring their own parameters"
-            yield checker._error((*path, key), f"{dotted((*path, key))} does not apply to an MCP server: {hint}",
-                                 "tool", key=True)
+            yield checker._error(
+                (*path, key), f"{dotted((*path, key))} does not apply to an MCP server: {hint}", "tool", key=True
+            )
         allowed = {tool for _, tool in _names(spec.get("allow"))}
         for index, tool in _names(spec.get("deny")):
             if tool in allowed:
-                yield checker._warning((*path, "deny", index), f"'{tool}' is both allowed and denied; it is not "
-                                       "offered", "tool")
+                yield checker._warning(
+                    (*path, "deny", index), f"'{tool}' is both allowed and denied; it is not offered", "tool"
+                )
         if spec.get("allow") == []:
             yield checker._warning((*path, "allow"), f"tool '{name}' allows no tool of its MCP server", "tool")
     yield from _mcp_clashes(checker)
@@ -960,8 +1019,11 @@ def _mcp_program(checker: SemanticChecker, path: JsonPath, server: dict[str, Any
         where = Path(checker.file).parent / cwd if isinstance(cwd, str) else None
         why = missing_program(command, env=env, cwd=where)
         if why is not None:
-            yield checker._warning((*path, "mcp", "command", 0), f"{dotted((*path, 'mcp', 'command'))}: {why}; "
-                                   "the run would stop before it starts", "tool")
+            yield checker._warning(
+                (*path, "mcp", "command", 0),
+                f"{dotted((*path, 'mcp', 'command'))}: {why}; the run would stop before it starts",
+                "tool",
+            )
 
 
 def _mcp_clashes(checker: SemanticChecker) -> Iterator[Diagnostic]:
@@ -1049,26 +1111,44 @@ def _team_as_read(agents: dict[str, dict[str, Any]], tools: dict[str, dict[str, 
             return None
         tool = value.get("tool")
         background = value.get("background")
-        return _DelegationAsRead(tool if isinstance(tool, str) else "per_agent",
-                                 background if isinstance(background, bool) else listed(background))
+        return _DelegationAsRead(
+            tool if isinstance(tool, str) else "per_agent",
+            background if isinstance(background, bool) else listed(background),
+        )
 
     def optional(value: Any) -> list[str] | None:
         return listed(value) if isinstance(value, list) else None
 
     read = _TeamAsRead(
-        {name: _AgentAsRead(listed(spec.get("delegates_to")), listed(spec.get("handoffs")), listed(spec.get("tools")),
-                            delegation(spec.get("delegation")))
-         for name, spec in agents.items()},
-        {name: _ToolAsRead(spec.get("mcp") if isinstance(spec.get("mcp"), dict) else None,
-                           spec.get("prefix") if isinstance(spec.get("prefix"), str) else None,
-                           optional(spec.get("allow")), optional(spec.get("deny")))
-         for name, spec in tools.items()},
+        {
+            name: _AgentAsRead(
+                listed(spec.get("delegates_to")),
+                listed(spec.get("handoffs")),
+                listed(spec.get("tools")),
+                delegation(spec.get("delegation")),
+            )
+            for name, spec in agents.items()
+        },
+        {
+            name: _ToolAsRead(
+                spec.get("mcp") if isinstance(spec.get("mcp"), dict) else None,
+                spec.get("prefix") if isinstance(spec.get("prefix"), str) else None,
+                optional(spec.get("allow")),
+                optional(spec.get("deny")),
+            )
+            for name, spec in tools.items()
+        },
     )
     return cast("TeamConfig", read)
 
 
 def check_semantics(
-    file: str, text: str, data: Any, source_map: SourceMap, *, import_check: bool = False,
+    file: str,
+    text: str,
+    data: Any,
+    source_map: SourceMap,
+    *,
+    import_check: bool = False,
     given_vars: Iterable[str] = (),
 ) -> list[Diagnostic]:
     """Every semantic problem in one loaded team file (``given_vars``: the names of the run's ``--var``)."""

@@ -102,8 +102,9 @@ def check_text(
         diagnostics.append(Diagnostic(file, mark.line, mark.column, message))
         return CheckResult(file, diagnostics, document.data, document.source_map)
     diagnostics += SchemaChecker(file, document.source_map, text).check(document.data)
-    diagnostics += check_semantics(file, text, document.data, document.source_map, import_check=import_check,
-                                   given_vars=given_vars)
+    diagnostics += check_semantics(
+        file, text, document.data, document.source_map, import_check=import_check, given_vars=given_vars
+    )
     unique = sorted(set(diagnostics), key=lambda d: (d.line, d.column, d.message))
     return CheckResult(file, unique, document.data, document.source_map, interpolator.secrets)
 
@@ -123,8 +124,9 @@ def check_file(
     return check_text(text, shown, environ=environ, import_check=import_check, given_vars=given_vars)
 
 
-def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None,
-                given_vars: Iterable[str] = ()) -> LoadedConfig:
+def load_config(
+    path: str | Path, *, environ: Mapping[str, str] | None = None, given_vars: Iterable[str] = ()
+) -> LoadedConfig:
     """Load a team file for running it; raises :class:`ConfigError` listing every problem.
     ``given_vars``: the names of the run's ``--var`` values; one that sets nothing is among the warnings."""
     from teamrun.config.models import TeamConfig

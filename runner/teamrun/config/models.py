@@ -43,7 +43,9 @@ __all__ = [
 
 AGENT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,47}$"
 """Agent and tool names become parts of tool-function names, so they stay short and plain."""
-IMPORT_PATH_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+IMPORT_PATH_PATTERN = (
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
+)
 
 Name = Annotated[str, StringConstraints(pattern=AGENT_NAME_PATTERN)]
 ImportPath = Annotated[str, StringConstraints(pattern=IMPORT_PATH_PATTERN)]
@@ -229,8 +231,11 @@ def hook_actions(point: str) -> tuple[str, ...]:
 
 def hook_templates(point: str) -> tuple[str, ...]:
     """The actions of a hook at ``point`` whose text is a template (its text fields but ``when``/``call``)."""
-    return tuple(name for name, info in HOOK_MODELS[point].model_fields.items()
-                 if name not in ("when", "call") and Template in get_args(info.annotation))
+    return tuple(
+        name
+        for name, info in HOOK_MODELS[point].model_fields.items()
+        if name not in ("when", "call") and Template in get_args(info.annotation)
+    )
 
 
 class Hooks(_Strict):
@@ -393,8 +398,9 @@ class WorkflowRoute(_Strict):
 
     on: Name
     """The field of the step's output whose value names the branch, e.g. `category`."""
-    branches: Annotated[dict[Annotated[str, StringConstraints(pattern=r"^[^\n]{1,128}$")], list[WorkflowStep]],
-                        Field(min_length=1)]
+    branches: Annotated[
+        dict[Annotated[str, StringConstraints(pattern=r"^[^\n]{1,128}$")], list[WorkflowStep]], Field(min_length=1)
+    ]
     """Steps to run for each value of the field, e.g. `{billing: [...], bug: [...]}`."""
     default: list[WorkflowStep]
     """Steps to run when the value names no branch (`[]` to do nothing)."""

@@ -49,6 +49,8 @@ def judge_regex(pattern: str) -> RegexVerdict:
     first = said[0]
     text = first[:1].lower() + first[1:]
     if issubclass(caught[0].category, FutureWarning):
-        text += ("; a later Python may read this '[' (or the doubled '-', '&', '~', '|') as set syntax: "
-                 "write it as '\\[' (or '\\-'...) to match the character itself")
+        text += (
+            "; a later Python may read this '[' (or the doubled '-', '&', '~', '|') as set syntax: "
+            "write it as '\\[' (or '\\-'...) to match the character itself"
+        )
     return RegexVerdict(caution=text)

@@ -206,8 +206,10 @@ def _argv_hint(command: str) -> str:
     except ValueError:  # an unclosed quote
         words, needs_shell = [hidden], False
     if needs_shell and templates:  # a model's arguments must never reach a shell
-        return (" (one item per argument: commands never run through a shell, so pipes, redirections, globs "
-                "and $VARS do nothing here; put the pipeline in a script that takes the values as arguments)")
+        return (
+            " (one item per argument: commands never run through a shell, so pipes, redirections, globs "
+            "and $VARS do nothing here; put the pipeline in a script that takes the values as arguments)"
+        )
     if needs_shell:
         argv = ["sh", "-c", command]
         why = "commands never run through a shell; this one needs one"
@@ -236,8 +238,15 @@ def _needs_shell(command: str) -> bool:
 class SchemaChecker:
     """Turns jsonschema errors into located :class:`Diagnostic` objects."""
 
-    def __init__(self, file: str, source_map: SourceMap, text: str = "", *, validator: Any = None,
-                 document: str = "the team file") -> None:
+    def __init__(
+        self,
+        file: str,
+        source_map: SourceMap,
+        text: str = "",
+        *,
+        validator: Any = None,
+        document: str = "the team file",
+    ) -> None:
         self.file = file
         self.source_map = source_map
         self.lines = text.splitlines()
@@ -295,8 +304,11 @@ class SchemaChecker:
             elif expected == "true/false" and str(error.instance).lower() in _YAML11_BOOLS:
                 message += " (only true and false are booleans: teamrun reads YAML 1.2, as editors do)"
             elif isinstance(error.instance, str) and expected == "a list":
-                message += (_argv_hint(error.instance) if path[-1:] == ("command",)
-                            else f" (write [{error.instance}] for a list of one)")
+                message += (
+                    _argv_hint(error.instance)
+                    if path[-1:] == ("command",)
+                    else f" (write [{error.instance}] for a list of one)"
+                )
             elif error.instance is None and expected == "a mapping":
                 message += " (write {} for no settings)"
             elif isinstance(error.instance, list) and expected == "a mapping":

@@ -105,8 +105,11 @@ def offered_names(agent: Agent, tools: Mapping[str, ToolDef] | None = None) -> l
             continue
         prefix = mcp_prefix(entry, definition)
         denied = set(definition.deny or [])
-        offered.extend(OfferedName(mcp_function_name(prefix, tool), "mcp", f"{entry}:{tool}")
-                       for tool in definition.allow or [] if tool not in denied)
+        offered.extend(
+            OfferedName(mcp_function_name(prefix, tool), "mcp", f"{entry}:{tool}")
+            for tool in definition.allow or []
+            if tool not in denied
+        )
     return offered
 
 
@@ -140,8 +143,10 @@ def describe(item: OfferedName) -> str:
 
 def clash_message(agent: str, first: OfferedName, later: OfferedName) -> str:
     """The message for one clash: both sides named, and how to fix it."""
-    return (f"agent '{agent}' would be offered two functions named '{first.name}': {describe(first)} and "
-            f"{describe(later)}; rename one of them")
+    return (
+        f"agent '{agent}' would be offered two functions named '{first.name}': {describe(first)} and "
+        f"{describe(later)}; rename one of them"
+    )
 
 
 def team_clashes(config: TeamConfig) -> dict[str, list[tuple[OfferedName, OfferedName]]]:

@@ -67,8 +67,11 @@ def max_steps_for(config: TeamConfig, budget: Limits | None) -> int | None:
 
 def limits_in_force(config: TeamConfig) -> dict[str, Any]:
     """What limits a run of ``config``: the file's limits and budgets, and teamrun's defaults where it sets none."""
-    budgets = {name: agent.budget.model_dump(exclude_none=True) for name, agent in config.agents.items()
-               if agent.budget is not None and agent.budget.model_dump(exclude_none=True)}
+    budgets = {
+        name: agent.budget.model_dump(exclude_none=True)
+        for name, agent in config.agents.items()
+        if agent.budget is not None and agent.budget.model_dump(exclude_none=True)
+    }
     return {
         "limits": config.limits.model_dump(exclude_none=True) if config.limits else {},
         "budgets": budgets,
@@ -78,8 +81,9 @@ def limits_in_force(config: TeamConfig) -> dict[str, Any]:
             "request_timeout_s": DEFAULT_REQUEST_TIMEOUT_S,
             "num_retries": DEFAULT_NUM_RETRIES,
         },
-        "default_max_steps_for": [name for name, agent in config.agents.items()
-                                  if max_steps_for(config, agent.budget) is None],
+        "default_max_steps_for": [
+            name for name, agent in config.agents.items() if max_steps_for(config, agent.budget) is None
+        ],
     }
 
 
@@ -116,8 +120,9 @@ class RunContext:
         """The agent's model settings: its own fields over ``defaults`` over the built-in default."""
         agent = self.agent(name)
         defaults = self.config.defaults or ModelFields()
-        merged = {f: getattr(agent, f) if getattr(agent, f) is not None else getattr(defaults, f)
-                  for f in _MODEL_FIELDS}
+        merged = {
+            f: getattr(agent, f) if getattr(agent, f) is not None else getattr(defaults, f) for f in _MODEL_FIELDS
+        }
         model = model_for(agent, defaults, override=self.model_override)
         return ModelSettings(
             model=model,
@@ -132,8 +137,13 @@ class RunContext:
         )
 
     def template_context(self, name: str, context: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return {"vars": dict(self.vars), "today": self.today, "agent": name, "team": self.config.name,
-                "context": dict(context or {})}
+        return {
+            "vars": dict(self.vars),
+            "today": self.today,
+            "agent": name,
+            "team": self.config.name,
+            "context": dict(context or {}),
+        }
 
     # -- the run result while the run goes (single event loop: no lock needed) -------------
     # Team.run writes the rest: its status, answer and spending, when the run ends.
@@ -204,10 +214,20 @@ class AgentFrame:
         """The frame of the agent that takes over after a handoff (same place in the tree)."""
         parent = self.ledger.parent or self.ledger
         budget = ctx.agent(target).budget
-        return AgentFrame(target, (*self.path[:-1], target), ctx.bus.new_span_id(), self.parent_span_id,
-                          parent.child(budget, label=f"agents.{target}.budget", depth=self.depth,
-                                       max_steps=max_steps_for(ctx.config, budget), agent=target),
-                          key=f"{self.key}>{target}")
+        return AgentFrame(
+            target,
+            (*self.path[:-1], target),
+            ctx.bus.new_span_id(),
+            self.parent_span_id,
+            parent.child(
+                budget,
+                label=f"agents.{target}.budget",
+                depth=self.depth,
+                max_steps=max_steps_for(ctx.config, budget),
+                agent=target,
+            ),
+            key=f"{self.key}>{target}",
+        )
 
     def take_feedback(self) -> list[str]:
         """The hooks' notes not yet given to the agent (they are given once)."""
@@ -219,8 +239,9 @@ class AgentFrame:
         return len(self.path) - 1
 
     @contextmanager
-    def span(self, ctx: RunContext, kind: SpanKind, *, parent_span_id: str | None = None,
-             **start: Any) -> Iterator[Span]:
+    def span(
+        self, ctx: RunContext, kind: SpanKind, *, parent_span_id: str | None = None, **start: Any
+    ) -> Iterator[Span]:
         """A span of this frame (``llm``, ``tool``): its start event now, its end event when the block ends,
         with what the block put in :attr:`Span.end` (an exception ends it ``status: error``)."""
         span = Span(ctx.bus.new_span_id())
@@ -233,8 +254,15 @@ class AgentFrame:
             raise
         self.emit(ctx, end_kind, span_id=span.id, parent_span_id=parent_span_id, **span.end)
 
-    def emit(self, ctx: RunContext, kind: EventKind, *, span_id: str | None = None,
-             parent_span_id: str | None = None, **data: Any) -> None:
+    def emit(
+        self,
+        ctx: RunContext,
+        kind: EventKind,
+        *,
+        span_id: str | None = None,
+        parent_span_id: str | None = None,
+        **data: Any,
+    ) -> None:
         ctx.bus.emit(
             kind,
             span_id=span_id or self.span_id,

@@ -1,8 +1,8 @@
 """The public front end: :func:`load_team` and :class:`Team`.
 
-    team = teamrun.load_team("teams/research-report.yaml")
-    result = team.run_sync("Compare Rust and Go for CLI tools")
-    print(result.status, result.final_text)
+team = teamrun.load_team("teams/research-report.yaml")
+result = team.run_sync("Compare Rust and Go for CLI tools")
+print(result.status, result.final_text)
 """
 
 from __future__ import annotations
@@ -80,19 +80,22 @@ class Team:
             from teamrun.secrets import Redactor
 
             if replay is not None and (record is not None or chat_model is not None):
-                raise UsageError("replay= answers every model call from the cassette; "
-                                 "do not combine it with record= or chat_model=")
+                raise UsageError(
+                    "replay= answers every model call from the cassette; do not combine it with record= or chat_model="
+                )
             if replay is not None:
                 self._chat_model = ReplayModel(replay, mode=replay_mode)
             else:
                 assert record is not None
-                self._chat_model = RecordingModel(self._model(), record,
-                                                  redactor=Redactor(loaded.secrets))
+                self._chat_model = RecordingModel(self._model(), record, redactor=Redactor(loaded.secrets))
         if wrap_model is not None:
             self._chat_model = wrap_model(self._model())
         self.tools: dict[str, Tool | ToolSource] = build_tools(
-            self.config.tools or {}, base_dir=loaded.base_dir, secrets=loaded.secrets,
-            mcp_tape=McpTape.for_team(self.config.tools, record=record, replay=replay))
+            self.config.tools or {},
+            base_dir=loaded.base_dir,
+            secrets=loaded.secrets,
+            mcp_tape=McpTape.for_team(self.config.tools, record=record, replay=replay),
+        )
         """The team's tools by entry name; a :class:`ToolSource` entry is started when an agent first needs it."""
 
     @property
@@ -136,9 +139,17 @@ class Team:
         bus = EventBus.of_run(scope.run_id) if scope is not None else None
         if scope is None or bus is None:
             return
-        bus.emit("llm_retry", span_id=scope.span_id, parent_span_id=None, agent_path=scope.agent_path,
-                 attempt=notice.attempt, max_attempts=notice.max_attempts, delay_s=notice.delay_s,
-                 error=notice.reason, status_code=notice.status_code)
+        bus.emit(
+            "llm_retry",
+            span_id=scope.span_id,
+            parent_span_id=None,
+            agent_path=scope.agent_path,
+            attempt=notice.attempt,
+            max_attempts=notice.max_attempts,
+            delay_s=notice.delay_s,
+            error=notice.reason,
+            status_code=notice.status_code,
+        )
 
     async def run(
         self,
@@ -186,21 +197,37 @@ class Team:
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
-        result = RunResult(run_id=run_id, team=self.name, status="done", final_text="",
-                           limits_in_force=limits_in_force(config))
+        result = RunResult(
+            run_id=run_id, team=self.name, status="done", final_text="", limits_in_force=limits_in_force(config)
+        )
         tools = tools_for_run(self.tools)  # each run starts (lazily) and stops its own copies of tool sources
         ctx = RunContext(
-            config=config, base_dir=self.loaded.base_dir, bus=bus, model=model,
-            tools=tools, approver=self.approver, result=result, vars=run_vars,
-            model_override=self.model_override, thread=session, journal=journal, desk=self.desk,
+            config=config,
+            base_dir=self.loaded.base_dir,
+            bus=bus,
+            model=model,
+            tools=tools,
+            approver=self.approver,
+            result=result,
+            vars=run_vars,
+            model_override=self.model_override,
+            thread=session,
+            journal=journal,
+            desk=self.desk,
         )
         result.thread_id = session.thread_id if session is not None else None
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
         if journal is not None:
             await journal.open()
         structlog.contextvars.bind_contextvars(run_id=run_id, team=self.name)
-        bus.emit("run_start", span_id=frame.parent_span_id or "run", parent_span_id=None,
-                 agent_path=(), team=self.name, input=input)
+        bus.emit(
+            "run_start",
+            span_id=frame.parent_span_id or "run",
+            parent_span_id=None,
+            agent_path=(),
+            team=self.name,
+            input=input,
+        )
         if journal is not None and journal.failure is not None:  # the store refused the run's record
             ctx.warn(frame, _journal_warning(journal.failure, run_id))
         escaped: BaseException | None = None
@@ -220,9 +247,17 @@ class Team:
                 if not_saved:
                     ctx.warn(frame, not_saved)
             result.duration_s = time.monotonic() - started
-            bus.emit("run_end", span_id=frame.parent_span_id or "run", parent_span_id=None, agent_path=(),
-                     status=result.status, stopped_by=result.stopped_by, usage=result.usage.as_dict(),
-                     cost=result.cost, duration_s=result.duration_s)
+            bus.emit(
+                "run_end",
+                span_id=frame.parent_span_id or "run",
+                parent_span_id=None,
+                agent_path=(),
+                status=result.status,
+                stopped_by=result.stopped_by,
+                usage=result.usage.as_dict(),
+                cost=result.cost,
+                duration_s=result.duration_s,
+            )
             if journal is not None:
                 await _close_journal(journal, result, escaped)
         return result
@@ -237,11 +272,14 @@ class Team:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.run(input, **kwargs))
-        raise UsageError("run_sync() cannot run inside a running event loop (Jupyter, an async "
-                         "application): use `result = await team.run(...)` there instead")
+        raise UsageError(
+            "run_sync() cannot run inside a running event loop (Jupyter, an async "
+            "application): use `result = await team.run(...)` there instead"
+        )
 
-    def new_journal(self, input: str, thread: str | None = None, *, run_id: str | None = None,
-                    vars: Mapping[str, Any] | None = None) -> RunJournal:
+    def new_journal(
+        self, input: str, thread: str | None = None, *, run_id: str | None = None, vars: Mapping[str, Any] | None = None
+    ) -> RunJournal:
         """A journal for a new run of this team, in its store (blocking: opens the store); pass it to
         :meth:`run` as ``journal=``. ``run_id``: the id to record the run under (default: a new one);
         ``vars``: the run's own vars (``Team.run(vars=...)``), recorded so a resume gives them again."""
@@ -249,9 +287,15 @@ class Team:
         from teamrun.store.journal import StoreJournal
         from teamrun.store.records import JournaledRun
 
-        record = JournaledRun(run_id=run_id or new_run_id(), team=self.name,
-                              team_file=str(self.loaded.path.resolve()), input=input,
-                              vars=self._var_overrides(vars), model=self.model_override, thread_id=thread)
+        record = JournaledRun(
+            run_id=run_id or new_run_id(),
+            team=self.name,
+            team_file=str(self.loaded.path.resolve()),
+            input=input,
+            vars=self._var_overrides(vars),
+            model=self.model_override,
+            thread_id=thread,
+        )
         return RunJournal(StoreJournal(self.store), record)
 
     def _var_overrides(self, run_vars: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -260,32 +304,47 @@ class Team:
         given = {**self.vars, **(run_vars or {})}
         return {name: value for name, value in given.items() if own.get(name) != value}
 
+
 def _lowered(config: TeamConfig, limits: Limits | None) -> TeamConfig:
     """``config`` with a run's ``limits`` (each at most the file's)."""
     asked = limits.model_dump(exclude_none=True) if limits is not None else {}
     if not asked:
         return config
     current = config.limits or Limits()
-    too_high = [f"limits.{key} ({value}) is higher than the team's limits.{key} ({getattr(current, key)})"
-                for key, value in asked.items() if getattr(current, key) is not None and value > getattr(current, key)]
+    too_high = [
+        f"limits.{key} ({value}) is higher than the team's limits.{key} ({getattr(current, key)})"
+        for key, value in asked.items()
+        if getattr(current, key) is not None and value > getattr(current, key)
+    ]
     if too_high:
         raise UsageError("; ".join(too_high) + ": a run may only lower the team's limits")
     return config.model_copy(update={"limits": current.model_copy(update=asked)})
 
 
-def _supervisor_frame(config: TeamConfig, bus: EventBus, name: str | None = None,
-                      ceiling: RunCeiling | None = None) -> AgentFrame:
+def _supervisor_frame(
+    config: TeamConfig, bus: EventBus, name: str | None = None, ceiling: RunCeiling | None = None
+) -> AgentFrame:
     """The frame of the agent that answers the user: the supervisor, or in a thread the one it was handed to."""
     top = ceiling.ledger() if ceiling is not None else None
-    root = (top.child(config.limits, label="limits", depth=0) if top is not None
-            else BudgetLedger(config.limits, label="limits"))
+    root = (
+        top.child(config.limits, label="limits", depth=0)
+        if top is not None
+        else BudgetLedger(config.limits, label="limits")
+    )
     name = name or config.supervisor
     if name is None or config.workflow is not None:  # a workflow: its frame holds the run's limits only
-        return AgentFrame(WORKFLOW_FRAME, (WORKFLOW_FRAME,), bus.new_span_id(), bus.new_span_id(),
-                          root.child(None, label="limits", depth=0), key=WORKFLOW_FRAME)
+        return AgentFrame(
+            WORKFLOW_FRAME,
+            (WORKFLOW_FRAME,),
+            bus.new_span_id(),
+            bus.new_span_id(),
+            root.child(None, label="limits", depth=0),
+            key=WORKFLOW_FRAME,
+        )
     budget = config.agents[name].budget
-    ledger = root.child(budget, label=f"agents.{name}.budget", depth=0,
-                        max_steps=max_steps_for(config, budget), agent=name)
+    ledger = root.child(
+        budget, label=f"agents.{name}.budget", depth=0, max_steps=max_steps_for(config, budget), agent=name
+    )
     run_span = bus.new_span_id()
     return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger, key=name)
 
@@ -303,9 +362,15 @@ def _timeout(config: TeamConfig) -> tuple[float | None, str]:
 
 def _summariser(ctx: RunContext, frame: AgentFrame) -> Callable[[list[Message]], Any]:
     """A thread's summary call: the answering agent's model, charged to it, under the run's span."""
+
     async def summarise(messages: list[Message]) -> str:
-        reply = await call_model(ctx, frame, messages, ModelCall(0, parent_span_id=frame.parent_span_id),
-                                 settings=ctx.settings_for(frame.name))
+        reply = await call_model(
+            ctx,
+            frame,
+            messages,
+            ModelCall(0, parent_span_id=frame.parent_span_id),
+            settings=ctx.settings_for(frame.name),
+        )
         return (reply.text or "").strip()
 
     return summarise
@@ -313,8 +378,11 @@ def _summariser(ctx: RunContext, frame: AgentFrame) -> Callable[[list[Message]],
 
 async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio.Event | None) -> None:
     result = ctx.result
-    job = (run_agent(ctx, frame, input) if ctx.config.workflow is None
-           else run_workflow(ctx, frame, input, lambda child, task: run_agent(ctx, child, task)))
+    job = (
+        run_agent(ctx, frame, input)
+        if ctx.config.workflow is None
+        else run_workflow(ctx, frame, input, lambda child, task: run_agent(ctx, child, task))
+    )
     work = asyncio.create_task(job, name=f"teamrun:{frame.name}")
     stuck = asyncio.ensure_future(ctx.activity.stuck.wait())  # all of it waits for people: it suspends
     waiters: set[asyncio.Future[Any]] = {work, stuck}
@@ -376,8 +444,9 @@ async def _close_journal(journal: RunJournal, result: RunResult, escaped: BaseEx
     if escaped is not None:
         cancelled = isinstance(escaped, asyncio.CancelledError | KeyboardInterrupt)
         status, error = ("cancelled" if cancelled else "failed"), str(escaped) or type(escaped).__name__
-    await journal.close(status=status, usage=result.usage.as_dict(), cost=result.cost,
-                        final_text=result.final_text, error=error)
+    await journal.close(
+        status=status, usage=result.usage.as_dict(), cost=result.cost, final_text=result.final_text, error=error
+    )
     said = _journal_warning(journal.failure, result.run_id) if journal.failure is not None else None
     if said is not None and said not in result.warnings:  # a failure at open was said when the run started
         result.warnings.append(said)
@@ -440,6 +509,15 @@ def load_team(
     default ``$TEAMRUN_STORE``, else ``~/.local/share/teamrun/teamrun.db``) keeps the threads of
     ``team.run(input, thread="ID")``; it is opened only when a thread is used.
     """
-    return Team(load_config(path, environ=environ), vars=vars, model=model, chat_model=chat_model,
-                approver=approver, record=record, replay=replay, replay_mode=replay_mode, wrap_model=wrap_model,
-                store=store)
+    return Team(
+        load_config(path, environ=environ),
+        vars=vars,
+        model=model,
+        chat_model=chat_model,
+        approver=approver,
+        record=record,
+        replay=replay,
+        replay_mode=replay_mode,
+        wrap_model=wrap_model,
+        store=store,
+    )

@@ -132,20 +132,35 @@ class BatchOutcome:
 
 
 def _row_record(row: InputRow, result: Any) -> dict[str, Any]:
-    return {"id": row.key, "input": row.input, "status": result.status, "final_text": result.final_text,
-            "stopped_by": result.stopped_by, "error": result.error, "usage": result.usage.as_dict(),
-            "cost": result.cost}
+    return {
+        "id": row.key,
+        "input": row.input,
+        "status": result.status,
+        "final_text": result.final_text,
+        "stopped_by": result.stopped_by,
+        "error": result.error,
+        "usage": result.usage.as_dict(),
+        "cost": result.cost,
+    }
 
 
 def failed_record(row: InputRow, exc: BaseException) -> dict[str, Any]:
     """The result row of a row whose run raised (or whose worker was lost)."""
-    return {"id": row.key, "input": row.input, "status": "failed", "final_text": "", "stopped_by": None,
-            "error": f"{type(exc).__name__}: {exc}",
-            "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "requests": 0}, "cost": 0.0}
+    return {
+        "id": row.key,
+        "input": row.input,
+        "status": "failed",
+        "final_text": "",
+        "stopped_by": None,
+        "error": f"{type(exc).__name__}: {exc}",
+        "usage": {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "requests": 0},
+        "cost": 0.0,
+    }
 
 
-async def run_row(loaded: LoadedConfig, row: InputRow, ceiling: Ceiling, *, chat_model: ChatModel,
-                  model: str | None = None) -> dict[str, Any]:
+async def run_row(
+    loaded: LoadedConfig, row: InputRow, ceiling: Ceiling, *, chat_model: ChatModel, model: str | None = None
+) -> dict[str, Any]:
     """One row's run, as the result row written to the output (every engine runs rows with this)."""
     team = Team(loaded, vars=row.vars, model=model, chat_model=chat_model)
     try:
@@ -177,9 +192,18 @@ def _rewrite(path: Path, rows: list[dict[str, Any]]) -> None:
     os.replace(temporary, path)
 
 
-async def run_batch(loaded: LoadedConfig, rows: list[InputRow], output: Path, *, engine: Engine, workers: int = 4,
-                    row_ceiling: Ceiling | None = None, max_total_cost: float | None = None, retry_failed: bool = False,
-                    on_progress: Callable[[Progress], None] | None = None) -> BatchOutcome:
+async def run_batch(
+    loaded: LoadedConfig,
+    rows: list[InputRow],
+    output: Path,
+    *,
+    engine: Engine,
+    workers: int = 4,
+    row_ceiling: Ceiling | None = None,
+    max_total_cost: float | None = None,
+    retry_failed: bool = False,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> BatchOutcome:
     """Run every row the output does not have yet; returns what happened.
 
     ``engine`` runs the rows (:class:`~teamrun.evals.engines.local.LocalEngine` in this

@@ -58,8 +58,9 @@ def check_cases_text(text: str, file: str) -> tuple[list[Diagnostic], Any]:
     data = document.data
     if not isinstance(data, dict):
         mark = document.source_map.value(())
-        diagnostics.append(Diagnostic(file, mark.line, mark.column,
-                                      "a cases file must be a mapping with the keys version and cases"))
+        diagnostics.append(
+            Diagnostic(file, mark.line, mark.column, "a cases file must be a mapping with the keys version and cases")
+        )
         return diagnostics, data
     checker = SchemaChecker(file, document.source_map, text, validator=_validator(), document="the cases file")
     diagnostics += checker.check(data)
@@ -91,8 +92,10 @@ def _semantics(file: str, data: dict[str, Any], source_map: SourceMap) -> list[D
         name = case.get("name")
         if isinstance(name, str):
             if name in seen:
-                at(("cases", index, "name"), f"case name '{name}' is used twice (first by cases[{seen[name]}]); "
-                   "case names must be unique")
+                at(
+                    ("cases", index, "name"),
+                    f"case name '{name}' is used twice (first by cases[{seen[name]}]); case names must be unique",
+                )
             seen.setdefault(name, index)
         if isinstance(case.get("checks"), list):
             checks += [(("cases", index, "checks", i), c) for i, c in enumerate(case["checks"])]

@@ -51,9 +51,16 @@ class CaseResult:
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "name": self.name, "input": self.input, "passed": self.passed, "status": self.status,
-            "answer": self.answer, "checks": [c.as_dict() for c in self.checks], "cost": self.cost,
-            "tokens": self.tokens, "latency_s": round(self.latency_s, 3), "stopped_by": self.stopped_by,
+            "name": self.name,
+            "input": self.input,
+            "passed": self.passed,
+            "status": self.status,
+            "answer": self.answer,
+            "checks": [c.as_dict() for c in self.checks],
+            "cost": self.cost,
+            "tokens": self.tokens,
+            "latency_s": round(self.latency_s, 3),
+            "stopped_by": self.stopped_by,
             "error": self.error,
         }
         if self.change is not None:
@@ -90,14 +97,23 @@ class EvalReport:
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "team": self.team, "cases_file": self.cases_file, "total": len(self.results), "passed": self.passed,
-            "failed": len(self.results) - self.passed, "pass_rate": round(self.pass_rate, 4),
-            "cost": self.cost, "duration_s": round(self.duration_s, 3),
+            "team": self.team,
+            "cases_file": self.cases_file,
+            "total": len(self.results),
+            "passed": self.passed,
+            "failed": len(self.results) - self.passed,
+            "pass_rate": round(self.pass_rate, 4),
+            "cost": self.cost,
+            "duration_s": round(self.duration_s, 3),
             "cases": [r.as_dict() for r in self.results],
         }
         if self.baseline is not None:
-            out["baseline"] = {"file": self.baseline, "regressions": self.count("regression"),
-                               "improvements": self.count("improvement"), "removed": self.removed}
+            out["baseline"] = {
+                "file": self.baseline,
+                "regressions": self.count("regression"),
+                "improvements": self.count("improvement"),
+                "removed": self.removed,
+            }
         return out
 
 
@@ -120,7 +136,7 @@ class Progress:
     def line(self, noun: str = "cases") -> str:
         eta = self.eta_s()
         shown = "?" if eta is None else f"{eta:.0f}s"
-        return (f"{self.done}/{self.total} {noun} done, {self.failed} failed, ${self.cost:.4f}, ETA {shown}")
+        return f"{self.done}/{self.total} {noun} done, {self.failed} failed, ${self.cost:.4f}, ETA {shown}"
 
 
 def _ceiling(case: Case, defaults: Any, index: int) -> Ceiling:
@@ -131,8 +147,9 @@ def _ceiling(case: Case, defaults: Any, index: int) -> Ceiling:
     return Ceiling(pick("max_cost_usd"), pick("max_tokens"), pick("max_latency_s"), label=f"cases[{index}]")
 
 
-def _ceiling_outcomes(ceiling: Ceiling, cost: float, tokens: int, latency: float,
-                      tripped: str | None) -> list[CheckOutcome]:
+def _ceiling_outcomes(
+    ceiling: Ceiling, cost: float, tokens: int, latency: float, tripped: str | None
+) -> list[CheckOutcome]:
     out = []
     if ceiling.max_cost_usd is not None:
         ok = cost <= ceiling.max_cost_usd
@@ -146,8 +163,16 @@ def _ceiling_outcomes(ceiling: Ceiling, cost: float, tokens: int, latency: float
     return out
 
 
-async def _one(loaded: LoadedConfig, cases: LoadedCases, index: int, case: Case, *, model: str | None,
-               chat_model: ChatModel, subscribers: Sequence[Subscriber] = ()) -> CaseResult:
+async def _one(
+    loaded: LoadedConfig,
+    cases: LoadedCases,
+    index: int,
+    case: Case,
+    *,
+    model: str | None,
+    chat_model: ChatModel,
+    subscribers: Sequence[Subscriber] = (),
+) -> CaseResult:
     defaults = cases.cases.defaults
     variables = {**((defaults.vars if defaults else None) or {}), **(case.vars or {})}
     team = Team(loaded, vars=variables, model=model, chat_model=chat_model)
@@ -162,22 +187,48 @@ async def _one(loaded: LoadedConfig, cases: LoadedCases, index: int, case: Case,
     else:
         case_info = {"name": case.name, "input": case.input, "vars": variables}
         for check in [*(defaults.checks if defaults else []), *case.checks]:
-            outcomes.append(await run_check(check, result.final_text, case=case_info, model=chat_model,
-                                            base_dir=cases.base_dir))
-    return CaseResult(case.name, case.input, all(o.passed for o in outcomes), result.status, result.final_text,
-                      outcomes, run.cost, run.tokens, run.latency_s, result.stopped_by, result.error)
+            outcomes.append(
+                await run_check(check, result.final_text, case=case_info, model=chat_model, base_dir=cases.base_dir)
+            )
+    return CaseResult(
+        case.name,
+        case.input,
+        all(o.passed for o in outcomes),
+        result.status,
+        result.final_text,
+        outcomes,
+        run.cost,
+        run.tokens,
+        run.latency_s,
+        result.stopped_by,
+        result.error,
+    )
 
 
-async def run_case(loaded: LoadedConfig, cases: LoadedCases, index: int, *, chat_model: ChatModel,
-                   model: str | None = None, subscribers: Sequence[Subscriber] = ()) -> CaseResult:
+async def run_case(
+    loaded: LoadedConfig,
+    cases: LoadedCases,
+    index: int,
+    *,
+    chat_model: ChatModel,
+    model: str | None = None,
+    subscribers: Sequence[Subscriber] = (),
+) -> CaseResult:
     """Case ``index`` of ``cases``: its run and its checks (every engine runs cases with this)."""
-    return await _one(loaded, cases, index, cases.cases.cases[index], model=model, chat_model=chat_model,
-                      subscribers=subscribers)
+    return await _one(
+        loaded, cases, index, cases.cases.cases[index], model=model, chat_model=chat_model, subscribers=subscribers
+    )
 
 
-async def evaluate(loaded: LoadedConfig, cases: LoadedCases, *, engine: Engine, concurrency: int = 4,
-                   on_progress: Callable[[Progress], None] | None = None,
-                   subscribers_for: Callable[[str], Sequence[Subscriber]] | None = None) -> EvalReport:
+async def evaluate(
+    loaded: LoadedConfig,
+    cases: LoadedCases,
+    *,
+    engine: Engine,
+    concurrency: int = 4,
+    on_progress: Callable[[Progress], None] | None = None,
+    subscribers_for: Callable[[str], Sequence[Subscriber]] | None = None,
+) -> EvalReport:
     """Run every case (at most ``concurrency`` at once) and return the results in file order.
 
     ``engine`` runs the cases (:class:`~teamrun.evals.engines.local.LocalEngine` in this
@@ -191,8 +242,9 @@ async def evaluate(loaded: LoadedConfig, cases: LoadedCases, *, engine: Engine, 
 
     async def guarded(index: int, case: Case) -> CaseResult:
         async with gate:
-            outcome = await engine.run_case(cases, index,
-                                            subscribers=subscribers_for(case.name) if subscribers_for else ())
+            outcome = await engine.run_case(
+                cases, index, subscribers=subscribers_for(case.name) if subscribers_for else ()
+            )
         progress.done += 1
         progress.failed += not outcome.passed
         progress.cost += outcome.cost

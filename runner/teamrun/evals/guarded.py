@@ -74,15 +74,22 @@ class _Meter:
             self.cancel.set()
 
 
-async def run_guarded(team: Team, task: str, ceiling: Ceiling, *, subscribers: tuple[Any, ...] = (),
-                      on_call: Callable[[Mapping[str, int]], None] | None = None) -> GuardedRun:
+async def run_guarded(
+    team: Team,
+    task: str,
+    ceiling: Ceiling,
+    *,
+    subscribers: tuple[Any, ...] = (),
+    on_call: Callable[[Mapping[str, int]], None] | None = None,
+) -> GuardedRun:
     """Run ``team`` on ``task``; a ceiling passed stops the run (its result keeps what was done)."""
     cancel = asyncio.Event()
     meter = _Meter(ceiling, cancel, on_call)
     timer = None
     if ceiling.max_latency_s is not None:
         timer = asyncio.get_running_loop().call_later(
-            ceiling.max_latency_s, meter.trip, f"{ceiling.label}.max_latency_s ({ceiling.max_latency_s})")
+            ceiling.max_latency_s, meter.trip, f"{ceiling.label}.max_latency_s ({ceiling.max_latency_s})"
+        )
     started = time.monotonic()
     try:
         limit = RunCeiling(ceiling.max_tokens, ceiling.max_cost_usd, ceiling.label)

@@ -31,9 +31,14 @@ class Limiter(Protocol):
 class RateLimiter:
     """A sliding one-minute window of requests and tokens. ``clock``/``sleep`` are swappable for tests."""
 
-    def __init__(self, *, rpm: int | None = None, tpm: int | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        *,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
         self.rpm = rpm
         self.tpm = tpm
         self.clock = clock

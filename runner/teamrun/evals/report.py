@@ -31,8 +31,14 @@ def render_table(report: EvalReport) -> str:
     header.append("first failure")
     rows = []
     for r in report.results:
-        row = [r.name, "PASS" if r.passed else "FAIL", _passed_checks(r), f"${r.cost:.4f}", str(r.tokens),
-               f"{r.latency_s:.1f}s"]
+        row = [
+            r.name,
+            "PASS" if r.passed else "FAIL",
+            _passed_checks(r),
+            f"${r.cost:.4f}",
+            str(r.tokens),
+            f"{r.latency_s:.1f}s",
+        ]
         if report.baseline is not None:
             row.append(_MARKS.get(r.change or "", ""))
         row.append(_clip(r.first_failure, 70))
@@ -40,11 +46,14 @@ def render_table(report: EvalReport) -> str:
     widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip() for line in [header, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    summary = (f"{report.passed}/{len(report.results)} passed ({report.pass_rate:.0%}), "
-               f"cost ${report.cost:.4f}, {report.duration_s:.1f}s")
+    summary = (
+        f"{report.passed}/{len(report.results)} passed ({report.pass_rate:.0%}), "
+        f"cost ${report.cost:.4f}, {report.duration_s:.1f}s"
+    )
     if report.baseline is not None:
-        summary += (f"; vs {report.baseline}: {report.count('regression')} regressed, "
-                    f"{report.count('improvement')} improved")
+        summary += (
+            f"; vs {report.baseline}: {report.count('regression')} regressed, {report.count('improvement')} improved"
+        )
         if report.removed:
             summary += f", {len(report.removed)} no longer present ({', '.join(report.removed)})"
     return "\n".join([*lines, "", summary]) + "\n"
@@ -56,14 +65,27 @@ def render_json(report: EvalReport) -> str:
 
 def render_junit(report: EvalReport) -> str:
     """JUnit XML: one test case per eval case, a ``<failure>`` naming each failed check."""
-    suites = ET.Element("testsuites", name="teamrun eval", tests=str(len(report.results)),
-                        failures=str(len(report.results) - report.passed), time=f"{report.duration_s:.3f}")
-    suite = ET.SubElement(suites, "testsuite", name=f"{report.team} ({report.cases_file})",
-                          tests=str(len(report.results)), failures=str(len(report.results) - report.passed),
-                          errors="0", skipped="0", time=f"{report.duration_s:.3f}")
+    suites = ET.Element(
+        "testsuites",
+        name="teamrun eval",
+        tests=str(len(report.results)),
+        failures=str(len(report.results) - report.passed),
+        time=f"{report.duration_s:.3f}",
+    )
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=f"{report.team} ({report.cases_file})",
+        tests=str(len(report.results)),
+        failures=str(len(report.results) - report.passed),
+        errors="0",
+        skipped="0",
+        time=f"{report.duration_s:.3f}",
+    )
     for r in report.results:
-        case = ET.SubElement(suite, "testcase", name=r.name, classname=f"teamrun.eval.{report.team}",
-                             time=f"{r.latency_s:.3f}")
+        case = ET.SubElement(
+            suite, "testcase", name=r.name, classname=f"teamrun.eval.{report.team}", time=f"{r.latency_s:.3f}"
+        )
         failed = [c for c in r.checks if not c.passed]
         if failed:
             failure = ET.SubElement(case, "failure", message=_clip(r.first_failure, 200), type="check")
@@ -102,34 +124,46 @@ def render_html(report: EvalReport, traces: Mapping[str, str] | None = None) -> 
     rows = []
     for r in report.results:
         verdict = "pass" if r.passed else "fail"
-        change = f'<td>{e(_MARKS.get(r.change or "", ""))}</td>' if report.baseline is not None else ""
+        change = f"<td>{e(_MARKS.get(r.change or '', ''))}</td>" if report.baseline is not None else ""
         trace = f"<td>{trace_link(r.name)}</td>" if links else ""
-        rows.append(f'<tr class="{e(r.change or "")}" data-case="{e(r.name)}" data-result="{verdict}">'
-                    f'<td><a href="#case-{e(r.name)}">{e(r.name)}</a></td>'
-                    f'<td class="{verdict} result">{verdict.upper()}</td><td>{_passed_checks(r)}</td>'
-                    f"<td>${r.cost:.4f}</td><td>{r.tokens}</td><td>{r.latency_s:.1f}s</td>{change}{trace}</tr>")
+        rows.append(
+            f'<tr class="{e(r.change or "")}" data-case="{e(r.name)}" data-result="{verdict}">'
+            f'<td><a href="#case-{e(r.name)}">{e(r.name)}</a></td>'
+            f'<td class="{verdict} result">{verdict.upper()}</td><td>{_passed_checks(r)}</td>'
+            f"<td>${r.cost:.4f}</td><td>{r.tokens}</td><td>{r.latency_s:.1f}s</td>{change}{trace}</tr>"
+        )
     details = []
     for r in report.results:
-        checks = "".join(f'<li class="{"pass" if c.passed else "fail"}">{"PASS" if c.passed else "FAIL"} '
-                         f'{e(c.name)}{(": " + e(c.detail)) if c.detail else ""}</li>' for c in r.checks)
-        details.append(f'<section id="case-{e(r.name)}" class="case"><h3>{e(r.name)} '
-                       f'<span class="{"pass" if r.passed else "fail"}">{"PASS" if r.passed else "FAIL"}</span></h3>'
-                       f"<p>run {e(r.status)}, ${r.cost:.4f}, {r.tokens} tokens, {r.latency_s:.1f}s"
-                       f"{(' &middot; ' + trace_link(r.name)) if r.name in links else ''}</p>"
-                       f"<details open><summary>input</summary><pre>{e(r.input)}</pre></details>"
-                       f"<details open><summary>answer</summary><pre>{e(r.answer)}</pre></details>"
-                       f"<ul>{checks}</ul></section>")
+        checks = "".join(
+            f'<li class="{"pass" if c.passed else "fail"}">{"PASS" if c.passed else "FAIL"} '
+            f"{e(c.name)}{(': ' + e(c.detail)) if c.detail else ''}</li>"
+            for c in r.checks
+        )
+        details.append(
+            f'<section id="case-{e(r.name)}" class="case"><h3>{e(r.name)} '
+            f'<span class="{"pass" if r.passed else "fail"}">{"PASS" if r.passed else "FAIL"}</span></h3>'
+            f"<p>run {e(r.status)}, ${r.cost:.4f}, {r.tokens} tokens, {r.latency_s:.1f}s"
+            f"{(' &middot; ' + trace_link(r.name)) if r.name in links else ''}</p>"
+            f"<details open><summary>input</summary><pre>{e(r.input)}</pre></details>"
+            f"<details open><summary>answer</summary><pre>{e(r.answer)}</pre></details>"
+            f"<ul>{checks}</ul></section>"
+        )
     head = ("<th>vs baseline</th>" if report.baseline is not None else "") + ("<th>trace</th>" if links else "")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>teamrun eval: {e(report.team)}</title><style>{_CSS}</style></head><body>"
-            f"<h1>teamrun eval: {e(report.team)}</h1>"
-            f"<p>{e(report.cases_file)}: {report.passed}/{len(report.results)} passed ({report.pass_rate:.0%}), "
-            f"cost ${report.cost:.4f}, {report.duration_s:.1f}s</p>"
-            f"<table><thead><tr><th>case</th><th>result</th><th>checks</th><th>cost</th><th>tokens</th>"
-            f"<th>latency</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-            f"{''.join(details)}</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>teamrun eval: {e(report.team)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>teamrun eval: {e(report.team)}</h1>"
+        f"<p>{e(report.cases_file)}: {report.passed}/{len(report.results)} passed ({report.pass_rate:.0%}), "
+        f"cost ${report.cost:.4f}, {report.duration_s:.1f}s</p>"
+        f"<table><thead><tr><th>case</th><th>result</th><th>checks</th><th>cost</th><th>tokens</th>"
+        f"<th>latency</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f"{''.join(details)}</body></html>\n"
+    )
 
 
 FORMATS: dict[str, Callable[[EvalReport], str]] = {
-    "table": render_table, "json": render_json, "junit": render_junit, "html": render_html,
+    "table": render_table,
+    "json": render_json,
+    "junit": render_junit,
+    "html": render_html,
 }

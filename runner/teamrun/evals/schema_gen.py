@@ -20,8 +20,12 @@ def build_schema() -> dict[str, Any]:
     """The cases-file JSON Schema (draft 2020-12) as a dict."""
     body = _drop_null_defaults(CasesFile.model_json_schema(schema_generator=_TeamSchemaGenerator))
     body.pop("title", None)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID,
-            "title": "teamrun eval cases file", **body}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "teamrun eval cases file",
+        **body,
+    }
 
 
 def render_schema() -> str:

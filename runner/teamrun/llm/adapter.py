@@ -77,9 +77,7 @@ FailureKind = Literal[
 """Why a model call failed; every kind but ``rejected``, ``context_window``, ``config`` and ``undecodable``
 is retried (those would fail the same way again)."""
 
-_RETRYABLE: frozenset[str] = frozenset(
-    {"rate_limited", "server_error", "timeout", "connection", "malformed"}
-)
+_RETRYABLE: frozenset[str] = frozenset({"rate_limited", "server_error", "timeout", "connection", "malformed"})
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _REASON_CHARS = 240
 """Longest line kept of what the provider said."""
@@ -260,13 +258,9 @@ class LiteLLMChatModel:
             response = await _collect_stream(litellm, response, call.kwargs["messages"], limit)
         return _to_reply(litellm, response, call)
 
-    async def _wait_before_retry(
-        self, call: _CallPlan, failure: _Failure, attempt: int, attempts: int
-    ) -> None:
+    async def _wait_before_retry(self, call: _CallPlan, failure: _Failure, attempt: int, attempts: int) -> None:
         delay = self._delay(failure, attempt)
-        notice = RetryNotice(
-            call.model, attempt, attempts, delay, failure.kind, failure.status_code, failure.reason
-        )
+        notice = RetryNotice(call.model, attempt, attempts, delay, failure.kind, failure.status_code, failure.reason)
         if self.on_retry is not None:
             self.on_retry(notice)  # the run's event bus reports it (progress, trace, logs): once
         else:
@@ -477,9 +471,7 @@ def _tool_call(raw: Any, index: int) -> ToolCall:
         arguments = ""
     elif not isinstance(arguments, str):
         arguments = json.dumps(arguments)
-    return ToolCall(
-        id=str(_get(raw, "id") or f"call_{index}_{name}"), name=str(name), arguments=arguments
-    )
+    return ToolCall(id=str(_get(raw, "id") or f"call_{index}_{name}"), name=str(name), arguments=arguments)
 
 
 def _usage(raw: Any) -> Usage:
@@ -540,9 +532,7 @@ def _classify(litellm: Any, exc: Exception, call: _CallPlan) -> _Failure:
     connection = (openai.APIConnectionError, httpx.TransportError, ConnectionError)
     broken = [e for e in chain if isinstance(e, connection)]
     if broken or isinstance(exc, litellm.APIConnectionError):
-        return _Failure(
-            "connection", None, _short_reason(broken[-1], secrets) if broken else reason
-        )
+        return _Failure("connection", None, _short_reason(broken[-1], secrets) if broken else reason)
     if status is not None:
         return _failure_for_status(status, reason, _retry_after(exc))
     if isinstance(exc, ValueError | KeyError | TypeError | AttributeError | IndexError):
@@ -550,9 +540,7 @@ def _classify(litellm: Any, exc: Exception, call: _CallPlan) -> _Failure:
     return _Failure("rejected", None, reason)
 
 
-_MISSING_KEY = re.compile(
-    r"Missing credentials|api_key client option must be set|Missing \w+ API Key"
-)
+_MISSING_KEY = re.compile(r"Missing credentials|api_key client option must be set|Missing \w+ API Key")
 
 
 _UNDECODABLE = re.compile(r"Checksum mismatch: expected 0x[0-9a-f]+, calculated 0x[0-9a-f]+")
@@ -566,8 +554,7 @@ def _undecodable(chain: Sequence[BaseException]) -> bool:
     or region the endpoint does not serve), so a retry gets the same bytes. Seen as botocore's own
     exception in the chain, or its words in LiteLLM's message when the chain was cut.
     """
-    return any(type(e).__module__.startswith("botocore.eventstream") or _UNDECODABLE.search(str(e))
-               for e in chain)
+    return any(type(e).__module__.startswith("botocore.eventstream") or _UNDECODABLE.search(str(e)) for e in chain)
 
 
 def _exception_chain(exc: BaseException) -> list[BaseException]:
@@ -790,15 +777,12 @@ def _provider_error(
     if failure.kind == "context_window":
         hint = _overflow_hint(litellm, call, failure.reason)
     if failure.kind == "timeout":
-        hint = (
-            f"timed out after {call.timeout_s:g}s; raise request_timeout_s or check the endpoint"
-        )
+        hint = f"timed out after {call.timeout_s:g}s; raise request_timeout_s or check the endpoint"
     status = f"HTTP {failure.status_code}, " if failure.status_code else ""
     tries = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
     where = f" at {_public_url(settings.api_base)}" if settings.api_base else ""
     message = (
-        f"{call.provider} model {call.model!r}{where} failed: {status}{hint}{tries}. "
-        f"Provider said: {failure.reason}"
+        f"{call.provider} model {call.model!r}{where} failed: {status}{hint}{tries}. Provider said: {failure.reason}"
     )
     return ProviderError(
         message,

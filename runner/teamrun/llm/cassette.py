@@ -104,19 +104,32 @@ class _Request:
     model: str
 
     def summary(self) -> dict[str, Any]:
-        return {"messages": [{"role": r, "sha": d} for r, d in self.messages], "tools": self.tools,
-                "response_format": self.response_format, "model": self.model}
+        return {
+            "messages": [{"role": r, "sha": d} for r, d in self.messages],
+            "tools": self.tools,
+            "response_format": self.response_format,
+            "model": self.model,
+        }
 
 
-def _request(messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
-             response_format: Mapping[str, Any] | None, today: str | None = None,
-             mask_secrets: Callable[[Any], Any] | None = None) -> _Request:
+def _request(
+    messages: Sequence[Message],
+    settings: ModelSettings,
+    tools: Sequence[ToolSchema],
+    response_format: Mapping[str, Any] | None,
+    today: str | None = None,
+    mask_secrets: Callable[[Any], Any] | None = None,
+) -> _Request:
     day = today or _dt.date.today().isoformat()
     normal = _normal_messages(messages, day)
     if mask_secrets is not None:
         normal = mask_secrets(normal)
-    body = {"model": settings.model, "messages": normal, "tools": list(tools),
-            "response_format": dict(response_format) if response_format else None}
+    body = {
+        "model": settings.model,
+        "messages": normal,
+        "tools": list(tools),
+        "response_format": dict(response_format) if response_format else None,
+    }
     return _Request(
         fingerprint=_digest(body),
         messages=tuple((str(m.get("role", "")), _digest(m)[:16]) for m in normal),
@@ -126,8 +139,13 @@ def _request(messages: Sequence[Message], settings: ModelSettings, tools: Sequen
     )
 
 
-def fingerprint(messages: Sequence[Message], *, settings: ModelSettings, tools: Sequence[ToolSchema] = (),
-                response_format: Mapping[str, Any] | None = None) -> str:
+def fingerprint(
+    messages: Sequence[Message],
+    *,
+    settings: ModelSettings,
+    tools: Sequence[ToolSchema] = (),
+    response_format: Mapping[str, Any] | None = None,
+) -> str:
     """The content fingerprint of a model request (what record and replay match on)."""
     return _request(messages, settings, tools, response_format).fingerprint
 
@@ -137,8 +155,11 @@ def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
     return {
         "text": reply.text,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
-        "usage": {"input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens,
-                  "requests": reply.usage.requests},
+        "usage": {
+            "input_tokens": reply.usage.input_tokens,
+            "output_tokens": reply.usage.output_tokens,
+            "requests": reply.usage.requests,
+        },
         "cost_usd": reply.cost_usd,
         "model": reply.model,
         "finish_reason": reply.finish_reason,
@@ -149,10 +170,12 @@ def reply_from_dict(data: Mapping[str, Any]) -> ModelReply:
     usage = data.get("usage") or {}
     return ModelReply(
         text=data.get("text"),
-        tool_calls=tuple(ToolCall(str(c["id"]), str(c["name"]), str(c.get("arguments", "")))
-                         for c in data.get("tool_calls") or ()),
-        usage=Usage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)),
-                    int(usage.get("requests", 1))),
+        tool_calls=tuple(
+            ToolCall(str(c["id"]), str(c["name"]), str(c.get("arguments", ""))) for c in data.get("tool_calls") or ()
+        ),
+        usage=Usage(
+            int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), int(usage.get("requests", 1))
+        ),
         cost_usd=float(data.get("cost_usd", 0.0)),
         model=str(data.get("model", "")),
         finish_reason=data.get("finish_reason"),
@@ -203,8 +226,11 @@ class RecordingModel:
         self.path = Path(path)
         self.redactor = redactor if redactor is not None else _default_redactor()
         self._lock = threading.Lock()
-        header = {"format": CASSETTE_FORMAT, "v": CASSETTE_VERSION,
-                  "recorded_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+        header = {
+            "format": CASSETTE_FORMAT,
+            "v": CASSETTE_VERSION,
+            "recorded_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(_canonical(header) + "\n", encoding="utf-8")
@@ -222,8 +248,13 @@ class RecordingModel:
         request = _request(messages, settings, tools, response_format, mask_secrets=self.redactor.value)
         agent_path, turn = _scope()
         reply = await self.inner.complete(messages, settings=settings, tools=tools, response_format=response_format)
-        entry = {"agent_path": list(agent_path), "turn": turn, "fingerprint": request.fingerprint,
-                 "request": request.summary(), "reply": self.redactor.value(reply_to_dict(reply))}
+        entry = {
+            "agent_path": list(agent_path),
+            "turn": turn,
+            "fingerprint": request.fingerprint,
+            "request": request.summary(),
+            "reply": self.redactor.value(reply_to_dict(reply)),
+        }
         line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
         with self._lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(line)
@@ -256,13 +287,23 @@ def read_cassette(path: str | Path) -> list[Exchange]:
             if data.get("format") != CASSETTE_FORMAT:
                 break
             if int(data.get("v", 0)) > CASSETTE_VERSION:
-                raise UsageError(f"{path}: cassette format v{data.get('v')} is newer than this teamrun reads "
-                                 f"(v{CASSETTE_VERSION}); upgrade teamrun or re-record")
+                raise UsageError(
+                    f"{path}: cassette format v{data.get('v')} is newer than this teamrun reads "
+                    f"(v{CASSETTE_VERSION}); upgrade teamrun or re-record"
+                )
             header_seen = True
             continue
         try:
-            exchanges.append(Exchange(tuple(data["agent_path"]), int(data["turn"]), str(data["fingerprint"]),
-                                      dict(data.get("request") or {}), reply_from_dict(data["reply"]), number))
+            exchanges.append(
+                Exchange(
+                    tuple(data["agent_path"]),
+                    int(data["turn"]),
+                    str(data["fingerprint"]),
+                    dict(data.get("request") or {}),
+                    reply_from_dict(data["reply"]),
+                    number,
+                )
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{path}:{number}: not a cassette exchange ({exc})") from None
     if not header_seen:
@@ -331,11 +372,14 @@ class ReplayModel:
 
     def _miss(self, agent_path: tuple[str, ...], turn: int, request: _Request) -> str:
         agent = "/".join(agent_path) or "(no agent)"
-        how = (f"re-record it with `teamrun execute TEAM_FILE --record {self.path}`"
-               + (" or replay with --replay-mode lenient" if self.mode == "strict" else ""))
-        return (f"replay of {self.path}: no recorded model reply matches the request of agent {agent} "
-                f"(turn {turn}){self._why(agent_path, turn, request)}. The team file, the input or a tool "
-                f"result changed since the cassette was recorded; {how}")
+        how = f"re-record it with `teamrun execute TEAM_FILE --record {self.path}`" + (
+            " or replay with --replay-mode lenient" if self.mode == "strict" else ""
+        )
+        return (
+            f"replay of {self.path}: no recorded model reply matches the request of agent {agent} "
+            f"(turn {turn}){self._why(agent_path, turn, request)}. The team file, the input or a tool "
+            f"result changed since the cassette was recorded; {how}"
+        )
 
     def _why(self, agent_path: tuple[str, ...], turn: int, request: _Request) -> str:
         same_agent = [e for e in self.exchanges if e.agent_path == agent_path]

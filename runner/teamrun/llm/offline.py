@@ -78,8 +78,6 @@ _SEARCH_TERM_NAMES = re.compile(r"(query|search|subject|topic|term|keyword|^q$)"
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
 
 
-
-
 def _key_term(task: str) -> str:
     """One searchable word of the task: its first capitalised word after the first (a name,
     usually: "Compare *Rust* and Go"), else its longest word. The parent's conversation appended
@@ -204,8 +202,6 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
     return _Conversation(task, frozenset(called), call_count, tuple(results), referenced, tuple(earlier))
 
 
-
-
 def _running_handles(conv: _Conversation) -> list[str]:
     """Handles of background delegations still shown as running in their latest report."""
     state: dict[str, str] = {}
@@ -218,8 +214,6 @@ def _running_handles(conv: _Conversation) -> list[str]:
             if isinstance(item, dict) and isinstance(item.get("handle"), str):
                 state[item["handle"]] = str(item.get("status"))
     return [handle for handle, status in state.items() if status == "running"]
-
-
 
 
 def _split_references(text_: str) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -242,9 +236,7 @@ def _tool_parameters(tool: ToolSchema) -> dict[str, Any]:
     return params if isinstance(params, dict) else {"type": "object", "properties": {}}
 
 
-def _plan_calls(
-    conv: _Conversation, tools: Sequence[ToolSchema]
-) -> list[tuple[str, dict[str, Any]]]:
+def _plan_calls(conv: _Conversation, tools: Sequence[ToolSchema]) -> list[tuple[str, dict[str, Any]]]:
     """The tool calls to make this turn (empty means: answer now)."""
     named = [(t, _tool_name(t)) for t in tools if _tool_name(t)]
     handoffs = [(t, n) for t, n in named if is_handoff_tool(n)]
@@ -258,18 +250,16 @@ def _plan_calls(
         if takes_refs and len(delegations) > 1 and not any(is_delegation_tool(n) for n in conv.called):
             delegations = delegations[:-1]  # first wave; the last worker gets their refs next turn
         refs = conv.refs if takes_refs else []
-        return [
-            call
-            for tool, name in delegations
-            for call in _delegation_calls(tool, name, conv.task, refs)
-        ]
+        return [call for tool, name in delegations for call in _delegation_calls(tool, name, conv.task, refs)]
     running = _running_handles(conv)
     if running and any(n == WAIT_FOR for _, n in named):
         return [(WAIT_FOR, {"handles": running})]  # wait for background work; never cancel it
     plain = [
         (t, n)
         for t, n in named
-        if not is_delegation_tool(n) and not is_handoff_tool(n) and n not in conv.called
+        if not is_delegation_tool(n)
+        and not is_handoff_tool(n)
+        and n not in conv.called
         and n not in (WAIT_FOR, CHECK_TASKS, CANCEL_TASK)
     ]
     return [(name, _arguments(tool, conv.task)) for tool, name in plain]
@@ -357,9 +347,7 @@ def example_from_schema(
 class _ExampleBuilder:
     """Walks a schema and builds one example; strings cycle through ``texts``."""
 
-    def __init__(
-        self, root: dict[str, Any], task: str, texts: tuple[str, ...], all_props: bool
-    ) -> None:
+    def __init__(self, root: dict[str, Any], task: str, texts: tuple[str, ...], all_props: bool) -> None:
         self.root = root
         self.task = task
         self.texts = texts
@@ -527,8 +515,10 @@ def _answer_body(text_: str) -> str:
 def _text_answer(conv: _Conversation) -> str:
     lines = [f"{ANSWER_PREFIX} Task: {_shorten(conv.task, _TASK_CHARS) or '(no task given)'}"]
     if conv.earlier:
-        lines.append(f"Earlier in this conversation ({len(conv.earlier)} turn(s)); it began with: "
-                     f"{_shorten(conv.earlier[0], _SNIPPET_CHARS)}")
+        lines.append(
+            f"Earlier in this conversation ({len(conv.earlier)} turn(s)); it began with: "
+            f"{_shorten(conv.earlier[0], _SNIPPET_CHARS)}"
+        )
     summaries = _summaries(conv)
     if summaries:
         lines.append(f"Findings from {len(summaries)} result(s):")
@@ -556,9 +546,7 @@ def _json_answer(conv: _Conversation, schema: dict[str, Any]) -> str:
         value: Any = {
             "answer": _text_answer(conv),
             "task": conv.task,
-            "results": [
-                {"tool": n, "summary": _shorten(t, _SNIPPET_CHARS)} for n, t in conv.results
-            ],
+            "results": [{"tool": n, "summary": _shorten(t, _SNIPPET_CHARS)} for n, t in conv.results],
         }
     else:
         texts = [f"{ANSWER_PREFIX} {s}" for s in summaries] or [f"{ANSWER_PREFIX} {conv.task}"]
@@ -578,15 +566,11 @@ def simulate(
 ) -> SimulatedTurn:
     """The simulator's next turn for this conversation. Pure and deterministic."""
     conv = _read_conversation(messages)
-    input_tokens = _estimate_tokens(
-        json.dumps(list(messages), default=str) + json.dumps(list(tools))
-    )
+    input_tokens = _estimate_tokens(json.dumps(list(messages), default=str) + json.dumps(list(tools)))
     planned = _plan_calls(conv, tools)
     if planned:
         calls = tuple(
-            ToolCall(
-                f"call_{conv.call_count + i}_{name}", name, json.dumps(args, ensure_ascii=False)
-            )
+            ToolCall(f"call_{conv.call_count + i}_{name}", name, json.dumps(args, ensure_ascii=False))
             for i, (name, args) in enumerate(planned)
         )
         size = sum(len(c.name) + len(c.arguments) for c in calls)

@@ -65,6 +65,4 @@ class ModelRouter:
         response_format: Mapping[str, Any] | None = None,
     ) -> ModelReply:
         model = self.offline if is_offline_model(settings.model.strip()) else self.litellm_model()
-        return await model.complete(
-            messages, settings=settings, tools=tools, response_format=response_format
-        )
+        return await model.complete(messages, settings=settings, tools=tools, response_format=response_format)

@@ -30,8 +30,14 @@ from teamrun.observe.trace_file import CONTENT_FIELDS, wall_clock
 from teamrun.secrets import Redactor
 
 __all__ = [
-    "EXPORT_TIMEOUT_S", "INSTALL_HINT", "OTelExporter", "export_timeout_s", "gen_ai_system", "otlp_tracer_provider",
-    "require_otel", "shutdown_provider",
+    "EXPORT_TIMEOUT_S",
+    "INSTALL_HINT",
+    "OTelExporter",
+    "export_timeout_s",
+    "gen_ai_system",
+    "otlp_tracer_provider",
+    "require_otel",
+    "shutdown_provider",
 ]
 
 INSTALL_HINT = "pip install 'teamrun[otel]'"
@@ -91,12 +97,27 @@ def shutdown_provider(provider: Any) -> None:
     provider.shutdown()
 
 
-_SYSTEMS = {"gemini": "gcp.gemini", "vertex_ai": "gcp.vertex_ai", "bedrock": "aws.bedrock",
-            "azure": "azure.ai.openai", "azure_ai": "azure.ai.inference", "mistral": "mistral_ai",
-            "offline": "teamrun", "replay": "teamrun"}
+_SYSTEMS = {
+    "gemini": "gcp.gemini",
+    "vertex_ai": "gcp.vertex_ai",
+    "bedrock": "aws.bedrock",
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "mistral": "mistral_ai",
+    "offline": "teamrun",
+    "replay": "teamrun",
+}
 """LiteLLM provider prefixes whose GenAI semantic-convention name differs (the rest are the same word)."""
-_BARE = (("gpt-", "openai"), ("o1", "openai"), ("o3", "openai"), ("o4", "openai"), ("chatgpt", "openai"),
-         ("claude", "anthropic"), ("gemini", "gcp.gemini"), ("command", "cohere"))
+_BARE = (
+    ("gpt-", "openai"),
+    ("o1", "openai"),
+    ("o3", "openai"),
+    ("o4", "openai"),
+    ("chatgpt", "openai"),
+    ("claude", "anthropic"),
+    ("gemini", "gcp.gemini"),
+    ("command", "cohere"),
+)
 """Model names LiteLLM accepts without a provider prefix, by how they begin."""
 
 
@@ -131,8 +152,7 @@ class OTelExporter:
     are masked either way.
     """
 
-    def __init__(self, tracer_provider: Any = None, *, content: bool = False,
-                 redactor: Redactor | None = None) -> None:
+    def __init__(self, tracer_provider: Any = None, *, content: bool = False, redactor: Redactor | None = None) -> None:
         require_otel()
         from opentelemetry import trace
 
@@ -173,12 +193,16 @@ class OTelExporter:
         context = self._trace.set_span_in_context(parent_span) if parent_span is not None else None
         name, attributes = self._describe(kind, event)
         span_kind = self._trace.SpanKind.CLIENT if kind == "llm" else self._trace.SpanKind.INTERNAL
-        self._open[key] = self.tracer.start_span(name, context=context, kind=span_kind, attributes=attributes,
-                                                 start_time=_ns(event.time))
+        self._open[key] = self.tracer.start_span(
+            name, context=context, kind=span_kind, attributes=attributes, start_time=_ns(event.time)
+        )
 
     def _describe(self, kind: SpanKind, event: Event) -> tuple[str, dict[str, Any]]:
-        attributes: dict[str, Any] = {"teamrun.run_id": event.run_id, "teamrun.span_id": event.span_id,
-                                      "teamrun.agent_path": "/".join(event.agent_path)}
+        attributes: dict[str, Any] = {
+            "teamrun.run_id": event.run_id,
+            "teamrun.span_id": event.span_id,
+            "teamrun.agent_path": "/".join(event.agent_path),
+        }
         match event:
             case RunStart():
                 name = f"run {event.team}".strip()
@@ -189,8 +213,7 @@ class OTelExporter:
                 attributes.update(self._model_attributes(event.model))
             case DelegationStart():
                 name = f"delegate {event.worker}"
-                attributes.update({"teamrun.delegation.worker": event.worker,
-                                   "teamrun.delegation.parent": event.agent})
+                attributes.update({"teamrun.delegation.worker": event.worker, "teamrun.delegation.parent": event.agent})
             case LlmStart():
                 name = f"chat {event.model}".strip()
                 attributes["gen_ai.operation.name"] = "chat"
@@ -221,8 +244,11 @@ class OTelExporter:
         return found
 
     def _attributes(self, event: Event) -> dict[str, Any]:
-        shown = {f"teamrun.{k}": _attribute(v) for k, v in event.data.items()
-                 if v is not None and (self.content or k not in CONTENT_FIELDS)}
+        shown = {
+            f"teamrun.{k}": _attribute(v)
+            for k, v in event.data.items()
+            if v is not None and (self.content or k not in CONTENT_FIELDS)
+        }
         return dict(self.redactor.value(shown))
 
     def _end(self, span: Any, event: Event) -> None:

@@ -17,8 +17,17 @@ __all__ = ["TraceFormat", "render_json", "render_mermaid", "render_text", "rende
 
 TraceFormat = Literal["text", "json", "mermaid"]
 
-_MARKS = {"ok": "✓", "done": "✓", "handed_off": "→", "error": "✗", "failed": "✗", "budget_exhausted": "◐",
-          "rejected": "⊘", "cancelled": "⊘", UNFINISHED: "…"}
+_MARKS = {
+    "ok": "✓",
+    "done": "✓",
+    "handed_off": "→",
+    "error": "✗",
+    "failed": "✗",
+    "budget_exhausted": "◐",
+    "rejected": "⊘",
+    "cancelled": "⊘",
+    UNFINISHED: "…",
+}
 
 
 @dataclass
@@ -99,8 +108,10 @@ def render_text(trace: Trace, *, calls: bool = False) -> str:
         branch = "└─ " if last else "├─ "
         error = _short(line.error)
         mark = _MARKS.get(line.status, "·")
-        out.append(f"{prefix}{branch}{mark} {line.name}  {line.status}  "
-                   f"{_spent(line.node, line.duration_s)}{_call_counts(line)}{error}")
+        out.append(
+            f"{prefix}{branch}{mark} {line.name}  {line.status}  "
+            f"{_spent(line.node, line.duration_s)}{_call_counts(line)}{error}"
+        )
         inner = prefix + ("   " if last else "│  ")
         items: list[_Line | TraceNode] = [*(line.calls if calls else []), *line.workers]
         if calls:
@@ -126,8 +137,10 @@ def render_text(trace: Trace, *, calls: bool = False) -> str:
     for problem in trace.problems:
         out.append(f"note: {problem}")
     if not trace.complete:
-        out.append("note: the trace ends before the run did (killed or still running); "
-                   f"spans marked '{UNFINISHED}' never ended")
+        out.append(
+            "note: the trace ends before the run did (killed or still running); "
+            f"spans marked '{UNFINISHED}' never ended"
+        )
     return "\n".join(out)
 
 

@@ -20,12 +20,18 @@ SpanKind = Literal["run", "agent", "delegation", "llm", "tool"]
 SpanKey = tuple[SpanKind, str]
 
 START_KINDS: dict[str, SpanKind] = {
-    "run_start": "run", "agent_start": "agent", "delegation_start": "delegation",
-    "llm_start": "llm", "tool_start": "tool",
+    "run_start": "run",
+    "agent_start": "agent",
+    "delegation_start": "delegation",
+    "llm_start": "llm",
+    "tool_start": "tool",
 }
 END_KINDS: dict[str, SpanKind] = {
-    "run_end": "run", "agent_end": "agent", "delegation_end": "delegation",
-    "llm_end": "llm", "tool_end": "tool",
+    "run_end": "run",
+    "agent_end": "agent",
+    "delegation_end": "delegation",
+    "llm_end": "llm",
+    "tool_end": "tool",
 }
 POINT_KINDS = frozenset({"warning", "budget", "hook", "llm_retry", "llm_io", "accept"})
 """Events that happen inside a span rather than opening or closing one."""

@@ -32,7 +32,13 @@ from teamrun.llm.types import ChatModel, Message, ModelReply, ModelSettings, Too
 from teamrun.secrets import Redactor
 
 __all__ = [
-    "CONTENT_FIELDS", "TRACE_FORMAT", "TRACE_VERSION", "ContentCapture", "TraceWriter", "event_record", "wall_clock",
+    "CONTENT_FIELDS",
+    "TRACE_FORMAT",
+    "TRACE_VERSION",
+    "ContentCapture",
+    "TraceWriter",
+    "event_record",
+    "wall_clock",
 ]
 
 TRACE_FORMAT = "teamrun-trace"
@@ -85,8 +91,15 @@ class TraceWriter:
             self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write the trace file {self.path}: {exc.strerror}") from None
-        self.write({"kind": "trace", "format": TRACE_FORMAT, "v": TRACE_VERSION, "content": content,
-                    "ts": round(time.time(), 6)})
+        self.write(
+            {
+                "kind": "trace",
+                "format": TRACE_FORMAT,
+                "v": TRACE_VERSION,
+                "content": content,
+                "ts": round(time.time(), 6),
+            }
+        )
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, LlmIO) and not self.content:
@@ -126,7 +139,7 @@ def _new_messages(messages: Sequence[Message]) -> list[Message]:
     """The messages after the last assistant message: what this call adds to the conversation."""
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "assistant":
-            return [dict(m) for m in messages[index + 1:]]
+            return [dict(m) for m in messages[index + 1 :]]
     return [dict(m) for m in messages]
 
 
@@ -150,10 +163,18 @@ class ContentCapture:
         scope = current_scope.get()
         bus = EventBus.of_run(scope.run_id) if scope is not None else None
         if scope is not None and bus is not None:
-            bus.publish(LlmIO(
-                run_id=scope.run_id, span_id=scope.span_id, parent_span_id=None, agent_path=scope.agent_path,
-                turn=scope.turn, new_messages=sent,
-                reply={"text": reply.text,
-                       "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls]},
-            ))
+            bus.publish(
+                LlmIO(
+                    run_id=scope.run_id,
+                    span_id=scope.span_id,
+                    parent_span_id=None,
+                    agent_path=scope.agent_path,
+                    turn=scope.turn,
+                    new_messages=sent,
+                    reply={
+                        "text": reply.text,
+                        "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
+                    },
+                )
+            )
         return reply

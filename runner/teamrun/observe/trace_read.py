@@ -166,8 +166,7 @@ def build_tree(records: Iterable[Mapping[str, Any] | Event]) -> list[TraceNode]:
             span_kind = START_KINDS[kind]
             key, parent = index.start(span_kind, span, parent_span)
             data = _shown(event)
-            node = TraceNode(span_kind, event.span_id, _name(span_kind, event), event.agent_path, at,
-                             attributes=data)
+            node = TraceNode(span_kind, event.span_id, _name(span_kind, event), event.agent_path, at, attributes=data)
             if node.kind == "run":
                 node.attributes["run_id"] = event.run_id
             nodes[key] = node

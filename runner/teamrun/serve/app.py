@@ -87,6 +87,7 @@ class ServeSettings:
 
 # -- wire shapes --------------------------------------------------------------------------------
 
+
 class _Wire(BaseModel):
     """A request body: text that is not valid Unicode is refused (400) before anything runs."""
 
@@ -143,8 +144,16 @@ class ApprovalAnswer(_Wire):
 class ApiError(Exception):
     """An error answered in the OpenAI error shape: ``{"error": {"message", "type", "code"}}``."""
 
-    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None,
-                 headers: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
@@ -154,12 +163,12 @@ class ApiError(Exception):
         self.extra = extra or {}
 
     def response(self, redactor: Redactor) -> JSONResponse:
-        body = {"error": {"message": printable(self.message), "type": self.type, "code": self.code,
-                          **self.extra}}
+        body = {"error": {"message": printable(self.message), "type": self.type, "code": self.code, **self.extra}}
         return JSONResponse(redactor.value(body), status_code=self.status, headers=self.headers)
 
 
 # -- the app ------------------------------------------------------------------------------------
+
 
 @dataclass
 class _Served:
@@ -170,9 +179,13 @@ class _Served:
 def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> FastAPI:
     """The ASGI app serving ``teams`` (addressed by their ``name``)."""
     settings = settings or ServeSettings()
-    registry = RunRegistry(max_concurrent=settings.max_concurrent_runs, retry_after_s=settings.retry_after_s,
-                           approval_timeout_s=settings.approval_timeout_s, store=settings.store,
-                           content=settings.content)
+    registry = RunRegistry(
+        max_concurrent=settings.max_concurrent_runs,
+        retry_after_s=settings.retry_after_s,
+        approval_timeout_s=settings.approval_timeout_s,
+        store=settings.store,
+        content=settings.content,
+    )
     masked_always = set(settings.tokens) | set(settings.extra_secrets)
     served: dict[str, _Served] = {}
     for team in teams:
@@ -191,9 +204,13 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
     async def authorize(request: Request) -> None:  # async: a plain def would hop to a thread per request
         if settings.tokens and not token_matches(request.headers.get("authorization"), settings.tokens):
-            raise ApiError(401, "missing or invalid bearer token (send `Authorization: Bearer <token>`)",
-                           type="authentication_error", code="invalid_api_key",
-                           headers={"WWW-Authenticate": "Bearer"})
+            raise ApiError(
+                401,
+                "missing or invalid bearer token (send `Authorization: Bearer <token>`)",
+                type="authentication_error",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
     auth = [Depends(authorize)]
 
@@ -203,14 +220,17 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}"
-                    for err in exc.errors()]
+        problems = [
+            f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors()
+        ]
         if any(err.get("type") == "lone_surrogate" for err in exc.errors()):  # malformed text, like the MCP
             # endpoint's JSON parser says (400): not a request that could be right with other values
             return ApiError(400, "invalid request: " + "; ".join(problems), code="invalid_text").response(
-                server_redactor)
+                server_redactor
+            )
         return ApiError(422, "invalid request: " + "; ".join(problems), code="invalid_request").response(
-            server_redactor)
+            server_redactor
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -221,14 +241,19 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     async def internal_error(_: Request, exc: Exception) -> JSONResponse:
         _log.error("serve_internal_error", error_type=type(exc).__name__, error=server_redactor.text(str(exc)))
         return ApiError(500, "internal server error", type="server_error", code="internal_error").response(
-            server_redactor)
+            server_redactor
+        )
 
     def find_team(name: str) -> _Served:
         found = served.get(name)
         if found is None:
             known = ", ".join(sorted(served))
-            raise ApiError(404, f"team '{name}' is not served here; teams: {known}", code="model_not_found",
-                           extra={"teams": sorted(served)})
+            raise ApiError(
+                404,
+                f"team '{name}' is not served here; teams: {known}",
+                code="model_not_found",
+                extra={"teams": sorted(served)},
+            )
         return found
 
     def start(team: Team, input: str, redactor: Redactor, thread: str | None = None) -> RunHandle:
@@ -237,11 +262,21 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         except NoThreads as exc:
             raise ApiError(400, str(exc), code="threads_unavailable") from None
         except ServerBusy as exc:
-            raise ApiError(429, f"{exc}; retry after {registry.retry_after_s} s", type="rate_limit_error",
-                           code="too_many_runs", headers={"Retry-After": str(registry.retry_after_s)}) from None
+            raise ApiError(
+                429,
+                f"{exc}; retry after {registry.retry_after_s} s",
+                type="rate_limit_error",
+                code="too_many_runs",
+                headers={"Retry-After": str(registry.retry_after_s)},
+            ) from None
         except ShuttingDown as exc:
-            raise ApiError(503, str(exc), type="server_error", code="shutting_down",
-                           headers={"Retry-After": str(registry.retry_after_s)}) from None
+            raise ApiError(
+                503,
+                str(exc),
+                type="server_error",
+                code="shutting_down",
+                headers={"Retry-After": str(registry.retry_after_s)},
+            ) from None
 
     def find_run(run_id: str) -> RunHandle:
         handle = registry.get(run_id)
@@ -259,9 +294,15 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     async def readyz() -> JSONResponse:
         if registry.closing:
             return JSONResponse({"status": "shutting_down"}, status_code=503)
-        return JSONResponse({"status": "ready", "teams": sorted(served), "active_runs": registry.active,
-                             "max_concurrent_runs": registry.max_concurrent,
-                             "store": settings.store.dialect if settings.store is not None else None})
+        return JSONResponse(
+            {
+                "status": "ready",
+                "teams": sorted(served),
+                "active_runs": registry.active,
+                "max_concurrent_runs": registry.max_concurrent,
+                "store": settings.store.dialect if settings.store is not None else None,
+            }
+        )
 
     @app.get("/metrics", dependencies=auth)
     async def metrics() -> Response:
@@ -283,9 +324,19 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
     @app.get("/v1/models", dependencies=auth)
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [
-            {"id": name, "object": "model", "created": 0, "owned_by": "teamrun",
-             "description": s.team.config.description or ""} for name, s in sorted(served.items())]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "teamrun",
+                    "description": s.team.config.description or "",
+                }
+                for name, s in sorted(served.items())
+            ],
+        }
 
     @app.post("/v1/chat/completions", dependencies=auth)
     async def chat_completions(body: ChatRequest, request: Request) -> Response:
@@ -302,7 +353,9 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             include_usage = bool((body.stream_options or {}).get("include_usage"))
             return StreamingResponse(
                 _chat_stream(registry, handle, completion_id, body.model, include_usage),
-                media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+                media_type="text/event-stream",
+                headers={**headers, "Cache-Control": "no-cache"},
+            )
         try:
             await handle.wait()
         except asyncio.CancelledError:  # the client went away: so does its run
@@ -359,23 +412,35 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     async def run_events(run_id: str, request: Request) -> StreamingResponse:
         handle = find_run(run_id)
         start_at = _after_event(request.headers.get("last-event-id"))
-        return StreamingResponse(_event_stream(handle, start_at), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+        return StreamingResponse(
+            _event_stream(handle, start_at), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
 
     mount_history(app, registry, served, authorize)  # GET /v1/runs (the run list) and /view/* (the run view)
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
-                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
     return app
 
 
-_WEB_FILES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-              "style.css": "text/css; charset=utf-8", "history.js": "text/javascript; charset=utf-8"}
-_WEB_HEADERS = {"Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "
-                                           "connect-src 'self'; frame-ancestors 'none'",
-                "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
+_WEB_FILES = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "style.css": "text/css; charset=utf-8",
+    "history.js": "text/javascript; charset=utf-8",
+}
+_WEB_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "
+    "connect-src 'self'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-cache",
+}
 
 
 def _web_file(name: str) -> Response:
@@ -398,13 +463,19 @@ def _http_problem(request: Request, exc: StarletteHTTPException) -> ApiError:
     elif status == 405:
         allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
         message = f"method {request.method} is not allowed on {request.url.path}" + (
-            f" (allowed: {allowed})" if allowed else "")
+            f" (allowed: {allowed})" if allowed else ""
+        )
     elif status == 400:
         message = "the request body could not be parsed as JSON (malformed, or nested too deeply)"
     else:
         message = str(exc.detail)
-    return ApiError(status, message, type="invalid_request_error" if status < 500 else "server_error",
-                    code=_HTTP_CODES.get(status, f"http_{status}"), headers=dict(exc.headers or {}))
+    return ApiError(
+        status,
+        message,
+        type="invalid_request_error" if status < 500 else "server_error",
+        code=_HTTP_CODES.get(status, f"http_{status}"),
+        headers=dict(exc.headers or {}),
+    )
 
 
 def _after_event(last_event_id: str | None) -> int:
@@ -429,8 +500,9 @@ def _last_user_message(messages: Sequence[ChatMessage]) -> str:
         if content and content.strip():
             return content
         break
-    raise ApiError(400, "messages: the last user message is missing or empty (it is the team's input)",
-                   code="missing_input")
+    raise ApiError(
+        400, "messages: the last user message is missing or empty (it is the team's input)", code="missing_input"
+    )
 
 
 def _chat_thread(header: str | None, user: str | None, have_store: bool) -> tuple[str | None, str | None]:
@@ -462,11 +534,17 @@ def _run_problem(handle: RunHandle) -> ApiError | None:
         return ApiError(400, handle.error or "the request was refused", code="run_refused", extra=extra)
     if state == "failed":
         reason = handle.error or (handle.result.error if handle.result else None) or "unknown error"
-        return ApiError(502, handle.redactor.text(f"the run failed: {reason}"), type="server_error",
-                        code="run_failed", extra=extra)
+        return ApiError(
+            502, handle.redactor.text(f"the run failed: {reason}"), type="server_error", code="run_failed", extra=extra
+        )
     if state == "cancelled":
-        return ApiError(503, f"the run was cancelled ({handle.cancel_reason or 'interrupted'})",
-                        type="server_error", code="run_cancelled", extra=extra)
+        return ApiError(
+            503,
+            f"the run was cancelled ({handle.cancel_reason or 'interrupted'})",
+            type="server_error",
+            code="run_cancelled",
+            extra=extra,
+        )
     return None
 
 
@@ -474,8 +552,11 @@ def _usage(handle: RunHandle) -> dict[str, int]:
     usage = handle.result.usage if handle.result is not None else None
     if usage is None:
         return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    return {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.total_tokens}
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
 
 
 def _finish_reason(handle: RunHandle) -> str:
@@ -489,11 +570,15 @@ def _completion(handle: RunHandle, completion_id: str, model: str) -> dict[str, 
         "object": "chat.completion",
         "created": int(handle.created),
         "model": model,
-        "choices": [{"index": 0, "finish_reason": _finish_reason(handle),
-                     "message": {"role": "assistant", "content": handle.result.final_text}}],
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": _finish_reason(handle),
+                "message": {"role": "assistant", "content": handle.result.final_text},
+            }
+        ],
         "usage": _usage(handle),
-        "teamrun": {"run_id": handle.id, "status": handle.state, "cost": handle.result.cost,
-                    "thread": handle.thread},
+        "teamrun": {"run_id": handle.id, "status": handle.state, "cost": handle.result.cost, "thread": handle.thread},
     }
 
 
@@ -525,13 +610,13 @@ def _pieces(text: str) -> list[str]:
     return pieces
 
 
-async def _chat_stream(registry: RunRegistry, handle: RunHandle, completion_id: str, model: str,
-                       include_usage: bool) -> AsyncIterator[bytes]:
+async def _chat_stream(
+    registry: RunRegistry, handle: RunHandle, completion_id: str, model: str, include_usage: bool
+) -> AsyncIterator[bytes]:
     base = {"id": completion_id, "object": "chat.completion.chunk", "created": int(handle.created), "model": model}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return _sse(handle.redactor.value({**base, "choices": [{"index": 0, "delta": delta,
-                                                                 "finish_reason": finish}]}))
+        return _sse(handle.redactor.value({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
 
     try:
         yield chunk({"role": "assistant", "content": ""})
@@ -539,8 +624,11 @@ async def _chat_stream(registry: RunRegistry, handle: RunHandle, completion_id: 
             yield keepalive
         problem = _run_problem(handle)
         if problem is not None:
-            yield _sse(handle.redactor.value({"error": {"message": problem.message, "type": problem.type,
-                                                        "code": problem.code, **problem.extra}}))
+            yield _sse(
+                handle.redactor.value(
+                    {"error": {"message": problem.message, "type": problem.type, "code": problem.code, **problem.extra}}
+                )
+            )
         else:
             assert handle.result is not None
             for piece in _pieces(handle.redactor.text(handle.result.final_text)):

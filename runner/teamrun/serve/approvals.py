@@ -29,8 +29,12 @@ class PendingApproval:
     decided_by: Literal["client", "timeout", "cancelled"] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "tool": self.tool, "arguments": self.arguments,
-                "status": "pending" if not self.answer.done() else self.outcome}
+        return {
+            "id": self.id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "status": "pending" if not self.answer.done() else self.outcome,
+        }
 
     @property
     def outcome(self) -> str:
@@ -58,8 +62,10 @@ class HttpApprover:
         pending = PendingApproval(id=f"appr_{uuid.uuid4().hex[:12]}", tool=tool, arguments=dict(arguments))
         handle = self.handle
         handle.approvals[pending.id] = pending
-        handle.note("approval_request", {"id": pending.id, "tool": tool, "arguments": pending.arguments,
-                                         "timeout_s": self.timeout_s})
+        handle.note(
+            "approval_request",
+            {"id": pending.id, "tool": tool, "arguments": pending.arguments, "timeout_s": self.timeout_s},
+        )
         try:
             approved = await asyncio.wait_for(asyncio.shield(pending.answer), timeout=self.timeout_s)
             pending.decided_by = "client"
@@ -72,6 +78,8 @@ class HttpApprover:
             pending.decided_by = "cancelled"
             raise
         finally:
-            handle.note("approval_end", {"id": pending.id, "tool": tool, "status": pending.outcome,
-                                         "decided_by": pending.decided_by})
+            handle.note(
+                "approval_end",
+                {"id": pending.id, "tool": tool, "status": pending.outcome, "decided_by": pending.decided_by},
+            )
         return approved

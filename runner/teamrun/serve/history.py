@@ -47,24 +47,39 @@ def _usage_tokens(usage: Mapping[str, Any] | None) -> int:
 def _from_handle(handle: RunHandle) -> dict[str, Any]:
     result = handle.result
     return {
-        "id": handle.id, "team": handle.team, "status": handle.state, "thread": handle.thread,
-        "created": handle.created, "ended": None,
+        "id": handle.id,
+        "team": handle.team,
+        "status": handle.state,
+        "thread": handle.thread,
+        "created": handle.created,
+        "ended": None,
         "tokens": result.usage.total_tokens if result is not None and result.usage is not None else 0,
         "cost": result.cost if result is not None else 0.0,
-        "input": handle.input, "source": "server", "events": True,
+        "input": handle.input,
+        "source": "server",
+        "events": True,
     }
 
 
 def _from_store(run: JournaledRun) -> dict[str, Any]:
     return {
-        "id": run.run_id, "team": run.team, "status": run.shown_status(), "thread": run.thread_id,
-        "created": run.started_at, "ended": run.ended_at, "tokens": _usage_tokens(run.usage), "cost": run.cost,
-        "input": run.input, "source": "store", "events": False,
+        "id": run.run_id,
+        "team": run.team,
+        "status": run.shown_status(),
+        "thread": run.thread_id,
+        "created": run.started_at,
+        "ended": run.ended_at,
+        "tokens": _usage_tokens(run.usage),
+        "cost": run.cost,
+        "input": run.input,
+        "source": "store",
+        "events": False,
     }
 
 
-def _stored_runs(store: Store, *, status: str | None, thread: str | None, team: str | None,
-                 teams: Sequence[str], limit: int) -> list[JournaledRun]:
+def _stored_runs(
+    store: Store, *, status: str | None, thread: str | None, team: str | None, teams: Sequence[str], limit: int
+) -> list[JournaledRun]:
     """The store's newest runs matching the filters (blocking)."""
     import sqlalchemy as sa
 
@@ -86,29 +101,56 @@ def _stored_runs(store: Store, *, status: str | None, thread: str | None, team: 
     return [run for run in found if status is None or run.shown_status() == status]
 
 
-def list_runs(registry: RunRegistry, served: Mapping[str, _Served], *, status: str | None = None,
-              thread: str | None = None, team: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+def list_runs(
+    registry: RunRegistry,
+    served: Mapping[str, _Served],
+    *,
+    status: str | None = None,
+    thread: str | None = None,
+    team: str | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
     """The runs to list, newest first: the server's, then the store's (call it on the server's loop)."""
     teams = [name for name in served if team is None or name == team]
     held = [_from_handle(h) for h in registry.held()]
     return _merged(held, registry.store, served, teams, status=status, thread=thread, team=team, limit=limit)
 
 
-async def list_runs_async(registry: RunRegistry, served: Mapping[str, _Served], *, status: str | None = None,
-                          thread: str | None = None, team: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+async def list_runs_async(
+    registry: RunRegistry,
+    served: Mapping[str, _Served],
+    *,
+    status: str | None = None,
+    thread: str | None = None,
+    team: str | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
     """:func:`list_runs` with the store's part in a thread (the server's handles are read on the loop)."""
     teams = [name for name in served if team is None or name == team]
     held = [_from_handle(h) for h in registry.held()]
-    return await asyncio.to_thread(_merged, held, registry.store, served, teams, status=status, thread=thread,
-                                   team=team, limit=limit)
+    return await asyncio.to_thread(
+        _merged, held, registry.store, served, teams, status=status, thread=thread, team=team, limit=limit
+    )
 
 
-def _merged(held: list[dict[str, Any]], store: Store | None, served: Mapping[str, _Served], teams: Sequence[str], *,
-            status: str | None, thread: str | None, team: str | None, limit: int) -> list[dict[str, Any]]:
+def _merged(
+    held: list[dict[str, Any]],
+    store: Store | None,
+    served: Mapping[str, _Served],
+    teams: Sequence[str],
+    *,
+    status: str | None,
+    thread: str | None,
+    team: str | None,
+    limit: int,
+) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for row in held:
-        if row["team"] in teams and (status is None or row["status"] == status) \
-                and (thread is None or row["thread"] == thread):
+        if (
+            row["team"] in teams
+            and (status is None or row["status"] == status)
+            and (thread is None or row["thread"] == thread)
+        ):
             rows[row["id"]] = row
     if store is not None and teams:
         for run in _stored_runs(store, status=status, thread=thread, team=team, teams=teams, limit=limit):
@@ -121,8 +163,9 @@ def _merged(held: list[dict[str, Any]], store: Store | None, served: Mapping[str
     return shown
 
 
-def mount_history(app: FastAPI, registry: RunRegistry, served: Mapping[str, _Served],
-                  authorize: Callable[..., Any]) -> None:
+def mount_history(
+    app: FastAPI, registry: RunRegistry, served: Mapping[str, _Served], authorize: Callable[..., Any]
+) -> None:
     """Add ``GET /v1/runs`` (the run list, behind ``authorize``) and ``GET /view/{name}`` to ``app``."""
 
     @app.get("/v1/runs", dependencies=[Depends(authorize)])

@@ -44,17 +44,23 @@ def _team_tool(team: Team, redactor: Redactor) -> Callable[[str], Awaitable[str]
 
 def mcp_server(teams: Sequence[Team]) -> MCPServer:
     """An MCP server offering one tool per team."""
-    server: MCPServer = MCPServer(name="teamrun", version=__version__, log_level="WARNING",
-                                  instructions="Each tool runs one team of agents on the task given as `input`.")
+    server: MCPServer = MCPServer(
+        name="teamrun",
+        version=__version__,
+        log_level="WARNING",
+        instructions="Each tool runs one team of agents on the task given as `input`.",
+    )
     for team in teams:
         description = (team.config.description or f"Run the team '{team.name}'.") + (
-            " Give the whole task as `input`; the answer is the team's final report.")
+            " Give the whole task as `input`; the answer is the team's final report."
+        )
         server.add_tool(_team_tool(team, Redactor(team.loaded.secrets)), name=team.name, description=description)
     return server
 
 
-def serve_mcp(teams: Sequence[Team], transport: McpTransport, *, host: str, port: int,
-              tokens: frozenset[str] = frozenset()) -> None:
+def serve_mcp(
+    teams: Sequence[Team], transport: McpTransport, *, host: str, port: int, tokens: frozenset[str] = frozenset()
+) -> None:
     """Serve ``teams`` over MCP until stdin closes (stdio) or the process is stopped (HTTP).
 
     ``tokens``: over HTTP, the bearer tokens a request must carry (none: no auth, loopback only).
@@ -66,6 +72,13 @@ def serve_mcp(teams: Sequence[Team], transport: McpTransport, *, host: str, port
     import uvicorn
 
     app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(BearerAuth(app, tokens) if tokens else app, host=host, port=port, log_config=None,
-                            log_level="warning", server_header=False, proxy_headers=False)
+    config = uvicorn.Config(
+        BearerAuth(app, tokens) if tokens else app,
+        host=host,
+        port=port,
+        log_config=None,
+        log_level="warning",
+        server_header=False,
+        proxy_headers=False,
+    )
     uvicorn.Server(config).run()

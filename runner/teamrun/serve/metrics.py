@@ -27,20 +27,36 @@ class ServerMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.runs = Counter("teamrun_runs", "Runs finished, by team and status.", ["team", "status"],
-                            registry=self.registry)
+        self.runs = Counter(
+            "teamrun_runs", "Runs finished, by team and status.", ["team", "status"], registry=self.registry
+        )
         self.active = Gauge("teamrun_runs_active", "Runs in progress, by team.", ["team"], registry=self.registry)
-        self.rejected = Counter("teamrun_requests_rejected", "Run requests refused, by reason.", ["reason"],
-                                registry=self.registry)
-        self.tokens = Counter("teamrun_tokens", "Tokens used, by team, agent and direction (input/output).",
-                              ["team", "agent", "direction"], registry=self.registry)
-        self.cost = Counter("teamrun_cost_usd", "Spend in US dollars, by team and agent.", ["team", "agent"],
-                            registry=self.registry)
-        self.run_latency = Histogram("teamrun_run_duration_seconds", "Wall time of runs, by team.", ["team"],
-                                     buckets=_LATENCY_BUCKETS, registry=self.registry)
-        self.agent_latency = Histogram("teamrun_agent_duration_seconds",
-                                       "Wall time of agent invocations, by team and agent.", ["team", "agent"],
-                                       buckets=_LATENCY_BUCKETS, registry=self.registry)
+        self.rejected = Counter(
+            "teamrun_requests_rejected", "Run requests refused, by reason.", ["reason"], registry=self.registry
+        )
+        self.tokens = Counter(
+            "teamrun_tokens",
+            "Tokens used, by team, agent and direction (input/output).",
+            ["team", "agent", "direction"],
+            registry=self.registry,
+        )
+        self.cost = Counter(
+            "teamrun_cost_usd", "Spend in US dollars, by team and agent.", ["team", "agent"], registry=self.registry
+        )
+        self.run_latency = Histogram(
+            "teamrun_run_duration_seconds",
+            "Wall time of runs, by team.",
+            ["team"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.agent_latency = Histogram(
+            "teamrun_agent_duration_seconds",
+            "Wall time of agent invocations, by team and agent.",
+            ["team", "agent"],
+            buckets=_LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self._agent_started: dict[str, dict[str, float]] = {}
         """Start times of the agent invocations in progress: by run id, then span id."""
 

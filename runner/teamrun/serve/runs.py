@@ -37,8 +37,18 @@ if TYPE_CHECKING:
     from teamrun.store import Store
     from teamrun.store.records import JournaledRun
 
-__all__ = ["AlreadyDecided", "BudgetTooHigh", "NoThreads", "RunHandle", "RunRegistry", "ServerBusy", "ShuttingDown",
-           "check_budgets", "lowered_team", "stored_record"]
+__all__ = [
+    "AlreadyDecided",
+    "BudgetTooHigh",
+    "NoThreads",
+    "RunHandle",
+    "RunRegistry",
+    "ServerBusy",
+    "ShuttingDown",
+    "check_budgets",
+    "lowered_team",
+    "stored_record",
+]
 
 _log = get_logger(__name__)
 
@@ -272,16 +282,23 @@ def stored_record(run: JournaledRun) -> dict[str, Any]:
         "cost": run.cost,
         "source": "store",
         "events": "not available: the run is known from the store only (its events were kept in memory by the "
-                  "server that ran it)",
+        "server that ran it)",
     }
 
 
 class RunRegistry:
     """The server's runs: starts them within the concurrency limit, finds, cancels and stops them."""
 
-    def __init__(self, *, max_concurrent: int = 20, keep_finished: int = 1000, retry_after_s: int = 1,
-                 approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S, store: Store | None = None,
-                 content: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        max_concurrent: int = 20,
+        keep_finished: int = 1000,
+        retry_after_s: int = 1,
+        approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        store: Store | None = None,
+        content: bool = False,
+    ) -> None:
         self.max_concurrent = max_concurrent
         self.content = content
         """Runs keep their ``llm_io`` events (see :attr:`RunHandle.content`)."""
@@ -326,16 +343,23 @@ class RunRegistry:
         Synchronous up to the task's creation, so the slot check and the slot taken are one step.
         """
         if thread is not None and self.store is None:
-            raise NoThreads("this server keeps no threads (start it with --store PATH|URL); "
-                            "without a store each request is one run")
+            raise NoThreads(
+                "this server keeps no threads (start it with --store PATH|URL); without a store each request is one run"
+            )
         if self.closing:
             self.metrics.rejected.labels("shutting_down").inc()
             raise ShuttingDown("the server is shutting down")
         if self._active >= self.max_concurrent:
             self.metrics.rejected.labels("busy").inc()
             raise ServerBusy(f"all {self.max_concurrent} run slots are in use")
-        handle = RunHandle(id=f"{self.id_prefix}{uuid.uuid4().hex[:16]}", team=team.name, input=input,
-                           redactor=redactor, thread=thread, content=self.content)
+        handle = RunHandle(
+            id=f"{self.id_prefix}{uuid.uuid4().hex[:16]}",
+            team=team.name,
+            input=input,
+            redactor=redactor,
+            thread=thread,
+            content=self.content,
+        )
         handle._loop = asyncio.get_running_loop()
         handle._loop_thread = threading.get_ident()
         self._active += 1
@@ -357,8 +381,13 @@ class RunRegistry:
             journal = None
             if self.store is not None:  # the run's record in the store, under the id this server answers with
                 journal = await asyncio.to_thread(team.new_journal, handle.input, handle.thread, run_id=handle.id)
-            handle.result = await team.run(handle.input, subscribers=[handle.on_event, measure],
-                                           cancel=handle.cancel, thread=handle.thread, journal=journal)
+            handle.result = await team.run(
+                handle.input,
+                subscribers=[handle.on_event, measure],
+                cancel=handle.cancel,
+                thread=handle.thread,
+                journal=journal,
+            )
             handle.result.run_id = handle.id  # one id per run: the engine picks its own without a journal
         except UsageError as exc:  # the request's own doing: a thread id of another team...
             handle.error = handle.redactor.text(str(exc))

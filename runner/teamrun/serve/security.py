@@ -16,8 +16,17 @@ from typing import Any
 
 from teamrun.errors import UsageError
 
-__all__ = ["DEFAULT_TOKEN_ENV", "LONE_SURROGATE", "BearerAuth", "BodyLimit", "is_loopback", "load_tokens",
-           "lone_surrogate", "printable", "token_matches"]
+__all__ = [
+    "DEFAULT_TOKEN_ENV",
+    "LONE_SURROGATE",
+    "BearerAuth",
+    "BodyLimit",
+    "is_loopback",
+    "load_tokens",
+    "lone_surrogate",
+    "printable",
+    "token_matches",
+]
 
 DEFAULT_TOKEN_ENV = "TEAMRUN_API_TOKENS"
 """The environment variable read for bearer tokens unless ``--token-env`` names another."""
@@ -36,12 +45,14 @@ def is_loopback(host: str) -> bool:
 
 
 def _split(text: str) -> list[str]:
-    return [t.strip() for line in text.splitlines() for t in line.split(",")
-            if t.strip() and not t.strip().startswith("#")]
+    return [
+        t.strip() for line in text.splitlines() for t in line.split(",") if t.strip() and not t.strip().startswith("#")
+    ]
 
 
-def load_tokens(*, env_name: str = DEFAULT_TOKEN_ENV, file: str | Path | None = None,
-                environ: Mapping[str, str] | None = None) -> frozenset[str]:
+def load_tokens(
+    *, env_name: str = DEFAULT_TOKEN_ENV, file: str | Path | None = None, environ: Mapping[str, str] | None = None
+) -> frozenset[str]:
     """The bearer tokens from ``$env_name`` and ``file``; a token shorter than 16 characters is refused."""
     env = os.environ if environ is None else environ
     tokens = _split(env.get(env_name, ""))
@@ -52,9 +63,11 @@ def load_tokens(*, env_name: str = DEFAULT_TOKEN_ENV, file: str | Path | None = 
             raise UsageError(f"cannot read the token file {file}: {exc.strerror}") from None
     short = [t for t in tokens if len(t) < _MIN_TOKEN_CHARS]
     if short:
-        raise UsageError(f"{len(short)} API token(s) shorter than {_MIN_TOKEN_CHARS} characters "
-                         f"(from ${env_name}{' or ' + str(file) if file else ''}): use long random tokens, "
-                         "e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`")
+        raise UsageError(
+            f"{len(short)} API token(s) shorter than {_MIN_TOKEN_CHARS} characters "
+            f"(from ${env_name}{' or ' + str(file) if file else ''}): use long random tokens, "
+            "e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+        )
     return frozenset(tokens)
 
 
@@ -113,7 +126,6 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -163,11 +175,18 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        body = (b'{"error":{"message":"request body larger than ' + str(self.max_bytes).encode()
-                + b' bytes","type":"invalid_request_error","code":"request_too_large"}}')
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(body)).encode())]})
+        body = (
+            b'{"error":{"message":"request body larger than '
+            + str(self.max_bytes).encode()
+            + b' bytes","type":"invalid_request_error","code":"request_too_large"}}'
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -190,9 +209,19 @@ class BearerAuth:
         if token_matches(given.decode("latin-1") if given is not None else None, self.tokens):
             await self.app(scope, receive, send)
             return
-        body = (b'{"error":{"message":"missing or invalid bearer token (send `Authorization: Bearer <token>`)",'
-                b'"type":"authentication_error","code":"invalid_api_key"}}')
-        await send({"type": "http.response.start", "status": 401,
-                    "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                                (b"content-length", str(len(body)).encode())]})
+        body = (
+            b'{"error":{"message":"missing or invalid bearer token (send `Authorization: Bearer <token>`)",'
+            b'"type":"authentication_error","code":"invalid_api_key"}}'
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"www-authenticate", b"Bearer"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

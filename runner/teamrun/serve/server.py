@@ -54,8 +54,15 @@ class _Server(uvicorn.Server):
             self.should_exit = True
 
 
-def serve_app(app: ASGIApp, *, host: str, port: int, verbosity: int = 0, registry: RunRegistry | None = None,
-              sockets: list[socket.socket] | None = None) -> None:
+def serve_app(
+    app: ASGIApp,
+    *,
+    host: str,
+    port: int,
+    verbosity: int = 0,
+    registry: RunRegistry | None = None,
+    sockets: list[socket.socket] | None = None,
+) -> None:
     """Serve ``app`` (from :func:`~teamrun.serve.app.create_app`) until SIGTERM/SIGINT.
 
     uvicorn's own logging set-up is skipped: its records go to the standard
@@ -72,8 +79,17 @@ def serve_app(app: ASGIApp, *, host: str, port: int, verbosity: int = 0, registr
     gc.set_threshold(max(young, GC_GEN0_THRESHOLD), *older)
     if registry is None:
         registry = app.state.registry  # type: ignore[attr-defined]
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, log_level=level,
-                            access_log=verbosity >= 1, timeout_graceful_shutdown=int(GRACE_S),
-                            server_header=False, proxy_headers=False, lifespan="on",
-                            timeout_keep_alive=KEEP_ALIVE_S)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        log_level=level,
+        access_log=verbosity >= 1,
+        timeout_graceful_shutdown=int(GRACE_S),
+        server_header=False,
+        proxy_headers=False,
+        lifespan="on",
+        timeout_keep_alive=KEEP_ALIVE_S,
+    )
     _Server(config, registry).run(sockets=sockets)

@@ -64,16 +64,17 @@ class Store:
         return f"Store({self.display})"
 
 
-def open_store(location: str | os.PathLike[str] | None = None, *,
-               environ: Mapping[str, str] | None = None) -> Store:
+def open_store(location: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None) -> Store:
     """Open (and create or upgrade) the store at ``location``: a file path, a SQLAlchemy URL, or
     ``None`` for the default (``$TEAMRUN_STORE``, else ``$XDG_DATA_HOME/teamrun/teamrun.db``).
 
     Raises :class:`~teamrun.errors.StoreError` when it cannot be opened.
     """
     if location is not None and not os.fspath(location).strip():
-        raise StoreError("the store location is empty: give a SQLite file path or a SQLAlchemy URL "
-                         "(or leave --store out for the default)")
+        raise StoreError(
+            "the store location is empty: give a SQLite file path or a SQLAlchemy URL "
+            "(or leave --store out for the default)"
+        )
     url_text = resolve_store_url(location, environ)
     try:
         url = make_url(url_text)
@@ -111,8 +112,10 @@ def _engine(url: sa.URL, display: str) -> sa.Engine:
             hint = f"pip install {_DRIVER_PACKAGES.get(exc.name or '', exc.name)}"
         raise StoreError(f"the store {display} needs the database driver {exc.name!r}: {hint}") from None
     except sa.exc.NoSuchModuleError:
-        raise StoreError(f"cannot use the store {display}: {url.drivername!r} is not a database SQLAlchemy knows; "
-                         "give a SQLite file path, sqlite:///FILE or postgresql+psycopg://USER@HOST/DB") from None
+        raise StoreError(
+            f"cannot use the store {display}: {url.drivername!r} is not a database SQLAlchemy knows; "
+            "give a SQLite file path, sqlite:///FILE or postgresql+psycopg://USER@HOST/DB"
+        ) from None
     except sa.exc.ArgumentError as exc:
         raise StoreError(f"cannot use the store {display}: {exc}") from None
     if url.get_backend_name() == "sqlite":
@@ -136,8 +139,14 @@ def _create_private(path: Path, display: str) -> None:
         raise StoreError(f"cannot create the store {display}: {exc.strerror or exc}") from None
 
 
-_DRIVER_PACKAGES = {"MySQLdb": "mysqlclient", "pymysql": "PyMySQL", "psycopg2": "psycopg2-binary",
-                    "oracledb": "oracledb", "pyodbc": "pyodbc", "pymssql": "pymssql"}
+_DRIVER_PACKAGES = {
+    "MySQLdb": "mysqlclient",
+    "pymysql": "PyMySQL",
+    "psycopg2": "psycopg2-binary",
+    "oracledb": "oracledb",
+    "pyodbc": "pyodbc",
+    "pymssql": "pymssql",
+}
 """The PyPI package that provides a database driver module, where the names differ."""
 
 

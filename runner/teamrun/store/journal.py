@@ -57,15 +57,23 @@ class StoreJournal:
 
     # -- entries --------------------------------------------------------------------------------
     def load(self, run_id: str) -> list[JournalEntry]:
-        query = (sa.select(journal.c.agent_path, journal.c.kind, journal.c.call_key, journal.c.request_hash,
-                           journal.c.payload).where(journal.c.run_id == run_id).order_by(journal.c.seq))
+        query = (
+            sa.select(
+                journal.c.agent_path, journal.c.kind, journal.c.call_key, journal.c.request_hash, journal.c.payload
+            )
+            .where(journal.c.run_id == run_id)
+            .order_by(journal.c.seq)
+        )
         with self.store.errors(f"read the journal of run {run_id}"), self.engine.connect() as conn:
             rows = conn.execute(query).all()
         entries = []
         for invocation, kind, call_key, fingerprint, payload in rows:
             index, _, position = str(call_key).partition(".")
-            entries.append(JournalEntry(EntryKey(invocation, int(index), kind, int(position or 0)),
-                                        fingerprint or "", dict(payload or {})))
+            entries.append(
+                JournalEntry(
+                    EntryKey(invocation, int(index), kind, int(position or 0)), fingerprint or "", dict(payload or {})
+                )
+            )
         return entries
 
     def append(self, run_id: str, entries: Sequence[JournalEntry], *, heartbeat: float | None = None) -> None:
@@ -76,22 +84,35 @@ class StoreJournal:
             if entries:
                 seq = self._seq.get(run_id)
                 if seq is None:
-                    seq = int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(journal.c.seq), 0))
-                                           .where(journal.c.run_id == run_id)).scalar_one())
+                    seq = int(
+                        conn.execute(
+                            sa.select(sa.func.coalesce(sa.func.max(journal.c.seq), 0)).where(journal.c.run_id == run_id)
+                        ).scalar_one()
+                    )
                 rows = []
                 for entry in entries:
                     seq += 1
                     key = entry.key
-                    rows.append({"run_id": run_id, "seq": seq, "agent_path": key.invocation, "kind": key.kind,
-                                 "call_key": f"{key.index}.{key.position}", "request_hash": entry.request_hash,
-                                 "payload": self.store.secrets.value(entry.payload), "created_at": now})
+                    rows.append(
+                        {
+                            "run_id": run_id,
+                            "seq": seq,
+                            "agent_path": key.invocation,
+                            "kind": key.kind,
+                            "call_key": f"{key.index}.{key.position}",
+                            "request_hash": entry.request_hash,
+                            "payload": self.store.secrets.value(entry.payload),
+                            "created_at": now,
+                        }
+                    )
                 conn.execute(_INSERT, rows)
                 self._seq[run_id] = seq
             if heartbeat is not None:
                 meta = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run_id)).scalar()
                 if meta is not None:
-                    conn.execute(runs.update().where(runs.c.id == run_id)
-                                 .values(meta={**meta, "heartbeat_at": heartbeat}))
+                    conn.execute(
+                        runs.update().where(runs.c.id == run_id).values(meta={**meta, "heartbeat_at": heartbeat})
+                    )
 
     @contextlib.contextmanager
     def _writer_connection(self) -> Iterator[sa.Connection]:
@@ -116,9 +137,15 @@ class StoreJournal:
         """Insert or update the run's row (a run that is resumed keeps its id and row)."""
         mask = self.store.secrets
         values: dict[str, Any] = {
-            "team": run.team, "thread_id": run.thread_id, "status": run.status, "input": mask.text(run.input),
-            "final_output": mask.text(run.final_text), "usage": dict(run.usage), "cost": run.cost,
-            "started_at": _when(run.started_at), "ended_at": _when(run.ended_at),
+            "team": run.team,
+            "thread_id": run.thread_id,
+            "status": run.status,
+            "input": mask.text(run.input),
+            "final_output": mask.text(run.final_text),
+            "usage": dict(run.usage),
+            "cost": run.cost,
+            "started_at": _when(run.started_at),
+            "ended_at": _when(run.ended_at),
             "error": None if run.error is None else mask.text(run.error),
         }
         meta = {name: getattr(run, name) for name in _META_FIELDS}
@@ -128,8 +155,9 @@ class StoreJournal:
             if old is None:
                 conn.execute(runs.insert().values(id=run.run_id, meta=meta, **values))
             else:
-                conn.execute(runs.update().where(runs.c.id == run.run_id)
-                             .values(meta={**(old[0] or {}), **meta}, **values))
+                conn.execute(
+                    runs.update().where(runs.c.id == run.run_id).values(meta={**(old[0] or {}), **meta}, **values)
+                )
 
     def claim_run(self, run: JournaledRun) -> bool:
         """Take run ``run.run_id`` for this attempt, unless another process holds it: whether it was taken.
@@ -144,17 +172,21 @@ class StoreJournal:
         meta_text = sa.cast(runs.c.meta, sa.Text)
         with self.store.errors(f"take run {run.run_id}"):
             with self.engine.connect() as conn:
-                row = conn.execute(sa.select(runs, meta_text.label("meta_text"))
-                                   .where(runs.c.id == run.run_id)).mappings().first()
+                row = (
+                    conn.execute(sa.select(runs, meta_text.label("meta_text")).where(runs.c.id == run.run_id))
+                    .mappings()
+                    .first()
+                )
             if row is None or _run_of(row).shown_status() == "running":
                 return False
             meta = {**(row["meta"] or {}), **{name: getattr(run, name) for name in _META_FIELDS}}
             meta["vars"] = self.store.secrets.value(meta["vars"])
             with self.engine.begin() as conn:
                 taken = conn.execute(
-                    runs.update().where(runs.c.id == run.run_id, runs.c.status == row["status"],
-                                        meta_text == row["meta_text"])
-                    .values(status=run.status, meta=meta, ended_at=None, error=None))
+                    runs.update()
+                    .where(runs.c.id == run.run_id, runs.c.status == row["status"], meta_text == row["meta_text"])
+                    .values(status=run.status, meta=meta, ended_at=None, error=None)
+                )
             return taken.rowcount == 1
 
     def get_run(self, run_id: str, *, unmasked: bool = False) -> JournaledRun | None:
@@ -179,8 +211,7 @@ class StoreJournal:
 
     def counts(self, run_id: str) -> dict[str, int]:
         """How many journal entries of each kind the run has."""
-        query = (sa.select(journal.c.kind, sa.func.count()).where(journal.c.run_id == run_id)
-                 .group_by(journal.c.kind))
+        query = sa.select(journal.c.kind, sa.func.count()).where(journal.c.run_id == run_id).group_by(journal.c.kind)
         with self.store.errors(f"read the journal of run {run_id}"), self.engine.connect() as conn:
             return {str(kind): int(count) for kind, count in conn.execute(query).all()}
 
@@ -190,8 +221,11 @@ def _with_spending(conn: sa.Connection, run: JournaledRun) -> JournaledRun:
     the usage and cost of each model call (the latest entry of each), as a finished run counts them."""
     if run.status != "running":
         return run
-    query = (sa.select(journal.c.agent_path, journal.c.call_key, journal.c.payload)
-             .where(journal.c.run_id == run.run_id, journal.c.kind == "model").order_by(journal.c.seq))
+    query = (
+        sa.select(journal.c.agent_path, journal.c.call_key, journal.c.payload)
+        .where(journal.c.run_id == run.run_id, journal.c.kind == "model")
+        .order_by(journal.c.seq)
+    )
     replies = {(invocation, key): payload or {} for invocation, key, payload in conn.execute(query).all()}
     if not replies:
         return run
@@ -212,11 +246,23 @@ def _run_of(row: sa.RowMapping) -> JournaledRun:
     meta = dict(row["meta"] or {})
     started = _stamp(row["started_at"]) or 0.0
     return JournaledRun(
-        run_id=row["id"], team=row["team"], team_file=str(meta.get("team_file") or ""), input=row["input"],
-        vars=dict(meta.get("vars") or {}), model=meta.get("model"), status=row["status"],
-        pid=int(meta.get("pid") or 0), host=str(meta.get("host") or ""), started_at=started,
-        heartbeat_at=float(meta.get("heartbeat_at") or started), ended_at=_stamp(row["ended_at"]),
-        usage=dict(row["usage"] or {}), cost=float(row["cost"] or 0.0), final_text=row["final_output"] or "",
-        error=row["error"], attempts=int(meta.get("attempts") or 1),
-        replayed_calls=int(meta.get("replayed_calls") or 0), thread_id=row["thread_id"],
+        run_id=row["id"],
+        team=row["team"],
+        team_file=str(meta.get("team_file") or ""),
+        input=row["input"],
+        vars=dict(meta.get("vars") or {}),
+        model=meta.get("model"),
+        status=row["status"],
+        pid=int(meta.get("pid") or 0),
+        host=str(meta.get("host") or ""),
+        started_at=started,
+        heartbeat_at=float(meta.get("heartbeat_at") or started),
+        ended_at=_stamp(row["ended_at"]),
+        usage=dict(row["usage"] or {}),
+        cost=float(row["cost"] or 0.0),
+        final_text=row["final_output"] or "",
+        error=row["error"],
+        attempts=int(meta.get("attempts") or 1),
+        replayed_calls=int(meta.get("replayed_calls") or 0),
+        thread_id=row["thread_id"],
     )

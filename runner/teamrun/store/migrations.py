@@ -60,8 +60,10 @@ def upgrade(engine: sa.Engine, *, where: str) -> int:
         before = current_version(conn)
         latest = latest_version()
         if before > latest:
-            raise StoreError(f"the store {where} has schema version {before}, newer than this teamrun knows "
-                             f"({latest}); upgrade teamrun (pip install -U teamrun) or use another --store")
+            raise StoreError(
+                f"the store {where} has schema version {before}, newer than this teamrun knows "
+                f"({latest}); upgrade teamrun (pip install -U teamrun) or use another --store"
+            )
         if before == 0:
             schema.metadata.create_all(conn)
             _stamp(conn, latest)

@@ -32,11 +32,20 @@ class RunRecord:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "team": self.team, "thread_id": self.thread_id, "status": self.status,
-                "input": self.input, "final_output": self.final_output, "usage": self.usage, "cost": self.cost,
-                "started_at": self.started_at.isoformat(),
-                "ended_at": self.ended_at.isoformat() if self.ended_at else None,
-                "error": self.error, "meta": self.meta}
+        return {
+            "id": self.id,
+            "team": self.team,
+            "thread_id": self.thread_id,
+            "status": self.status,
+            "input": self.input,
+            "final_output": self.final_output,
+            "usage": self.usage,
+            "cost": self.cost,
+            "started_at": self.started_at.isoformat(),
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+            "error": self.error,
+            "meta": self.meta,
+        }
 
 
 def _now() -> _dt.datetime:
@@ -49,22 +58,47 @@ class RunRepository:
         self.secrets = secrets if secrets is not None else Redactor(include_env=False)
         """Masks secrets in the input, answer and error written (:class:`~teamrun.secrets.StoreMask`)."""
 
-    def start(self, run_id: str, team: str, input: str, *, thread_id: str | None = None,
-              meta: Mapping[str, Any] | None = None) -> None:
+    def start(
+        self, run_id: str, team: str, input: str, *, thread_id: str | None = None, meta: Mapping[str, Any] | None = None
+    ) -> None:
         """Record a run as ``running``."""
         with self.engine.begin() as conn:
-            conn.execute(runs.insert().values(id=run_id, team=team, thread_id=thread_id, status=RUNNING,
-                                              input=self.secrets.text(input),
-                                              usage={}, cost=0.0, started_at=_now(), meta=dict(meta or {})))
+            conn.execute(
+                runs.insert().values(
+                    id=run_id,
+                    team=team,
+                    thread_id=thread_id,
+                    status=RUNNING,
+                    input=self.secrets.text(input),
+                    usage={},
+                    cost=0.0,
+                    started_at=_now(),
+                    meta=dict(meta or {}),
+                )
+            )
 
-    def finish(self, run_id: str, *, status: str, final_output: str | None, usage: Mapping[str, Any],
-               cost: float, error: str | None = None, meta: Mapping[str, Any] | None = None) -> None:
+    def finish(
+        self,
+        run_id: str,
+        *,
+        status: str,
+        final_output: str | None,
+        usage: Mapping[str, Any],
+        cost: float,
+        error: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
         """Record how a run ended (``meta``, when given, is merged into the run's)."""
         with self.engine.begin() as conn:
             mask = self.secrets
-            values: dict[str, Any] = {"status": status, "usage": dict(usage), "cost": cost, "ended_at": _now(),
-                                      "final_output": None if final_output is None else mask.text(final_output),
-                                      "error": None if error is None else mask.text(error)}
+            values: dict[str, Any] = {
+                "status": status,
+                "usage": dict(usage),
+                "cost": cost,
+                "ended_at": _now(),
+                "final_output": None if final_output is None else mask.text(final_output),
+                "error": None if error is None else mask.text(error),
+            }
             if meta:
                 old = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run_id)).scalar() or {}
                 values["meta"] = {**old, **meta}
@@ -82,10 +116,20 @@ class RunRepository:
 
 def record_of(row: sa.RowMapping) -> RunRecord:
     """A :class:`RunRecord` from a ``runs`` row."""
-    return RunRecord(id=row["id"], team=row["team"], status=row["status"], input=row["input"],
-                     started_at=row["started_at"], thread_id=row["thread_id"], final_output=row["final_output"],
-                     usage=dict(row["usage"] or {}), cost=float(row["cost"] or 0.0), ended_at=row["ended_at"],
-                     error=row["error"], meta=dict(row["meta"] or {}))
+    return RunRecord(
+        id=row["id"],
+        team=row["team"],
+        status=row["status"],
+        input=row["input"],
+        started_at=row["started_at"],
+        thread_id=row["thread_id"],
+        final_output=row["final_output"],
+        usage=dict(row["usage"] or {}),
+        cost=float(row["cost"] or 0.0),
+        ended_at=row["ended_at"],
+        error=row["error"],
+        meta=dict(row["meta"] or {}),
+    )
 
 
 __all__ = ["RUNNING", "RunRecord", "RunRepository", "record_of"]

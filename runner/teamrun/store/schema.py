@@ -15,13 +15,15 @@ import sqlalchemy as sa
 metadata = sa.MetaData()
 
 schema_version = sa.Table(
-    "schema_version", metadata,
+    "schema_version",
+    metadata,
     sa.Column("version", sa.Integer, primary_key=True),
     sa.Column("applied_at", sa.DateTime(timezone=True), nullable=False),
 )
 
 threads = sa.Table(
-    "threads", metadata,
+    "threads",
+    metadata,
     sa.Column("id", sa.String(200), primary_key=True),
     sa.Column("team", sa.String(200), nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
@@ -31,7 +33,8 @@ threads = sa.Table(
 )
 
 thread_messages = sa.Table(
-    "thread_messages", metadata,
+    "thread_messages",
+    metadata,
     sa.Column("thread_id", sa.String(200), sa.ForeignKey("threads.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("seq", sa.Integer, primary_key=True),
     sa.Column("scope", sa.String(200), nullable=False, default=""),
@@ -45,7 +48,8 @@ thread_messages = sa.Table(
 )
 
 runs = sa.Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     sa.Column("id", sa.String(64), primary_key=True),
     sa.Column("team", sa.String(200), nullable=False),
     sa.Column("thread_id", sa.String(200), nullable=True, index=True),
@@ -61,7 +65,8 @@ runs = sa.Table(
 )
 
 journal = sa.Table(
-    "journal", metadata,
+    "journal",
+    metadata,
     sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("seq", sa.Integer, primary_key=True),
     sa.Column("agent_path", sa.String(1000), nullable=False),
@@ -74,7 +79,8 @@ journal = sa.Table(
 )
 
 pending_items = sa.Table(
-    "pending_items", metadata,
+    "pending_items",
+    metadata,
     sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
     sa.Column("item_id", sa.String(32), primary_key=True),
     sa.Column("kind", sa.String(16), nullable=False),

@@ -30,9 +30,15 @@ class ThreadRecord:
     """User turns in the conversation."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "team": self.team, "created_at": self.created_at.isoformat(),
-                "updated_at": self.updated_at.isoformat(), "current_agent": self.current_agent,
-                "turns": self.turns, "meta": self.meta}
+        return {
+            "id": self.id,
+            "team": self.team,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "current_agent": self.current_agent,
+            "turns": self.turns,
+            "meta": self.meta,
+        }
 
 
 @dataclass(frozen=True)
@@ -51,9 +57,16 @@ class ThreadMessage:
         return {"role": self.role, "content": self.content}
 
     def as_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "scope": self.scope, "turn": self.turn, "role": self.role,
-                "content": self.content, "agent": self.agent, "run_id": self.run_id,
-                "created_at": self.created_at.isoformat() if self.created_at else None}
+        return {
+            "seq": self.seq,
+            "scope": self.scope,
+            "turn": self.turn,
+            "role": self.role,
+            "content": self.content,
+            "agent": self.agent,
+            "run_id": self.run_id,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+        }
 
 
 @dataclass(frozen=True)
@@ -89,8 +102,16 @@ class ThreadRepository:
         now = _now()
         try:
             with self.engine.begin() as conn:
-                conn.execute(threads.insert().values(id=thread_id, team=team, created_at=now, updated_at=now,
-                                                     current_agent=None, meta=dict(meta or {})))
+                conn.execute(
+                    threads.insert().values(
+                        id=thread_id,
+                        team=team,
+                        created_at=now,
+                        updated_at=now,
+                        current_agent=None,
+                        meta=dict(meta or {}),
+                    )
+                )
         except sa.exc.IntegrityError:
             pass
         found = self.get(thread_id)
@@ -99,12 +120,17 @@ class ThreadRepository:
 
     def list(self, *, team: str | None = None, limit: int | None = None) -> list[ThreadRecord]:
         """Threads, most recently updated first."""
-        turns = (sa.select(thread_messages.c.thread_id, sa.func.count().label("turns"))
-                 .where(thread_messages.c.scope == CONVERSATION, thread_messages.c.role == "user")
-                 .group_by(thread_messages.c.thread_id).subquery())
-        query = (sa.select(threads, sa.func.coalesce(turns.c.turns, 0).label("turns"))
-                 .outerjoin(turns, turns.c.thread_id == threads.c.id)
-                 .order_by(threads.c.updated_at.desc(), threads.c.id))
+        turns = (
+            sa.select(thread_messages.c.thread_id, sa.func.count().label("turns"))
+            .where(thread_messages.c.scope == CONVERSATION, thread_messages.c.role == "user")
+            .group_by(thread_messages.c.thread_id)
+            .subquery()
+        )
+        query = (
+            sa.select(threads, sa.func.coalesce(turns.c.turns, 0).label("turns"))
+            .outerjoin(turns, turns.c.thread_id == threads.c.id)
+            .order_by(threads.c.updated_at.desc(), threads.c.id)
+        )
         if team is not None:
             query = query.where(threads.c.team == team)
         if limit is not None:
@@ -119,11 +145,29 @@ class ThreadRepository:
             query = query.where(thread_messages.c.scope == scope)
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(thread_messages.c.seq)).mappings().all()
-        return [ThreadMessage(seq=r["seq"], scope=r["scope"], turn=r["turn"], role=r["role"], content=r["content"],
-                              agent=r["agent"], run_id=r["run_id"], created_at=r["created_at"]) for r in rows]
+        return [
+            ThreadMessage(
+                seq=r["seq"],
+                scope=r["scope"],
+                turn=r["turn"],
+                role=r["role"],
+                content=r["content"],
+                agent=r["agent"],
+                run_id=r["run_id"],
+                created_at=r["created_at"],
+            )
+            for r in rows
+        ]
 
-    def append(self, thread_id: str, messages: Sequence[NewMessage], *, run_id: str | None = None,
-               current_agent: str | None = None, new_turn: bool = True) -> None:
+    def append(
+        self,
+        thread_id: str,
+        messages: Sequence[NewMessage],
+        *,
+        run_id: str | None = None,
+        current_agent: str | None = None,
+        new_turn: bool = True,
+    ) -> None:
         """Append messages in one transaction (seq numbers follow on; concurrent writers queue on the thread
         row). ``new_turn``: they open the next turn of their scope; else they join its latest turn.
         ``current_agent``: who answers the next user turn."""
@@ -131,18 +175,35 @@ class ThreadRepository:
         with self.engine.begin() as conn:
             if not _lock(conn, thread_id, now):
                 raise KeyError(thread_id)
-            last_seq = conn.execute(sa.select(sa.func.max(thread_messages.c.seq))
-                                    .where(thread_messages.c.thread_id == thread_id)).scalar() or 0
+            last_seq = (
+                conn.execute(
+                    sa.select(sa.func.max(thread_messages.c.seq)).where(thread_messages.c.thread_id == thread_id)
+                ).scalar()
+                or 0
+            )
             turns: dict[str, int] = {}
             rows = []
             for offset, message in enumerate(messages, start=1):
                 if message.scope not in turns:
-                    latest = conn.execute(sa.select(sa.func.max(thread_messages.c.turn)).where(
-                        thread_messages.c.thread_id == thread_id, thread_messages.c.scope == message.scope)).scalar()
+                    latest = conn.execute(
+                        sa.select(sa.func.max(thread_messages.c.turn)).where(
+                            thread_messages.c.thread_id == thread_id, thread_messages.c.scope == message.scope
+                        )
+                    ).scalar()
                     turns[message.scope] = (latest or 0) + (1 if new_turn or not latest else 0)
-                rows.append({"thread_id": thread_id, "seq": last_seq + offset, "scope": message.scope,
-                             "turn": turns[message.scope], "agent": message.agent, "role": message.role,
-                             "content": self._masked(message.content), "run_id": run_id, "created_at": now})
+                rows.append(
+                    {
+                        "thread_id": thread_id,
+                        "seq": last_seq + offset,
+                        "scope": message.scope,
+                        "turn": turns[message.scope],
+                        "agent": message.agent,
+                        "role": message.role,
+                        "content": self._masked(message.content),
+                        "run_id": run_id,
+                        "created_at": now,
+                    }
+                )
             if rows:
                 conn.execute(thread_messages.insert(), rows)
             values: dict[str, Any] = {"updated_at": now}
@@ -156,8 +217,11 @@ class ThreadRepository:
             if not _lock(conn, thread_id, _now()):
                 raise KeyError(thread_id)
             old = conn.execute(sa.select(threads.c.meta).where(threads.c.id == thread_id)).scalar()
-            conn.execute(threads.update().where(threads.c.id == thread_id)
-                         .values(meta={**(old or {}), **self._masked(dict(values))}))
+            conn.execute(
+                threads.update()
+                .where(threads.c.id == thread_id)
+                .values(meta={**(old or {}), **self._masked(dict(values))})
+            )
 
     def delete(self, thread_id: str) -> bool:
         """Delete a thread and its messages; whether it existed."""
@@ -167,9 +231,16 @@ class ThreadRepository:
 
     @staticmethod
     def _turns(conn: sa.Connection, thread_id: str) -> int:
-        return int(conn.execute(sa.select(sa.func.count()).where(
-            thread_messages.c.thread_id == thread_id, thread_messages.c.scope == CONVERSATION,
-            thread_messages.c.role == "user")).scalar() or 0)
+        return int(
+            conn.execute(
+                sa.select(sa.func.count()).where(
+                    thread_messages.c.thread_id == thread_id,
+                    thread_messages.c.scope == CONVERSATION,
+                    thread_messages.c.role == "user",
+                )
+            ).scalar()
+            or 0
+        )
 
 
 def _lock(conn: sa.Connection, thread_id: str, now: _dt.datetime) -> bool:
@@ -181,8 +252,15 @@ def _lock(conn: sa.Connection, thread_id: str, now: _dt.datetime) -> bool:
 
 
 def _record(row: sa.RowMapping, turns: int) -> ThreadRecord:
-    return ThreadRecord(id=row["id"], team=row["team"], created_at=row["created_at"], updated_at=row["updated_at"],
-                        current_agent=row["current_agent"], meta=dict(row["meta"] or {}), turns=turns)
+    return ThreadRecord(
+        id=row["id"],
+        team=row["team"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        current_agent=row["current_agent"],
+        meta=dict(row["meta"] or {}),
+        turns=turns,
+    )
 
 
 __all__ = ["CONVERSATION", "NewMessage", "ThreadMessage", "ThreadRecord", "ThreadRepository"]

@@ -54,7 +54,8 @@ def events_of(result: RunResult) -> list[Event]:
     if events is None:
         raise AssertionError(
             f"no events were recorded for run {result.run_id}: run the team with the run_team fixture, "
-            "or pass subscribers=[teamrun.testing.EventRecorder()] to team.run()")
+            "or pass subscribers=[teamrun.testing.EventRecorder()] to team.run()"
+        )
     return events
 
 
@@ -63,15 +64,17 @@ def _describe(result: RunResult) -> str:
     if result.error:
         lines.append(f"error: {result.error}")
     if result.delegations:
-        lines.append("delegations: " + ", ".join(
-            f"{'/'.join(d.agent_path) or d.agent} [{d.status}]" for d in result.delegations))
+        lines.append(
+            "delegations: " + ", ".join(f"{'/'.join(d.agent_path) or d.agent} [{d.status}]" for d in result.delegations)
+        )
     else:
         lines.append("delegations: none")
     return "\n  ".join(lines)
 
 
-def assert_delegated_to(result: RunResult, agents: Sequence[str], *, ordered: bool = False,
-                        status: str | None = None) -> None:
+def assert_delegated_to(
+    result: RunResult, agents: Sequence[str], *, ordered: bool = False, status: str | None = None
+) -> None:
     """The run delegated to exactly ``agents`` (each name once per delegation).
 
     Order does not matter unless ``ordered`` (parallel workers finish in any
@@ -80,13 +83,16 @@ def assert_delegated_to(result: RunResult, agents: Sequence[str], *, ordered: bo
     actual = result.delegated_to
     same = actual == list(agents) if ordered else Counter(actual) == Counter(agents)
     if not same:
-        raise AssertionError(f"expected delegations to {list(agents)}{' in this order' if ordered else ''}, "
-                             f"got {actual}\n  {_describe(result)}")
+        raise AssertionError(
+            f"expected delegations to {list(agents)}{' in this order' if ordered else ''}, "
+            f"got {actual}\n  {_describe(result)}"
+        )
     if status is not None:
         wrong = [f"{d.agent} [{d.status}: {d.error}]" for d in result.delegations if d.status != status]
         if wrong:
-            raise AssertionError(f"expected every delegation to be {status!r}; not: {', '.join(wrong)}\n  "
-                                 f"{_describe(result)}")
+            raise AssertionError(
+                f"expected every delegation to be {status!r}; not: {', '.join(wrong)}\n  {_describe(result)}"
+            )
 
 
 def _tool_calls(events: Iterable[Event]) -> dict[str, list[str]]:
@@ -97,8 +103,13 @@ def _tool_calls(events: Iterable[Event]) -> dict[str, list[str]]:
     return calls
 
 
-def assert_tools_called(result: RunResult, tools: Sequence[str] | Mapping[str, Sequence[str]], *,
-                        exactly: bool = False, events: Iterable[Event] | None = None) -> None:
+def assert_tools_called(
+    result: RunResult,
+    tools: Sequence[str] | Mapping[str, Sequence[str]],
+    *,
+    exactly: bool = False,
+    events: Iterable[Event] | None = None,
+) -> None:
     """Each tool in ``tools`` was called at least once (``exactly``: and no other tool was).
 
     ``tools`` may map an agent (name or ``/``-joined path) to the tools it must
@@ -109,8 +120,9 @@ def assert_tools_called(result: RunResult, tools: Sequence[str] | Mapping[str, S
     seen_all = sorted({t for names in calls.values() for t in names})
     for agent, names in wanted.items():
         if agent:
-            seen = sorted({t for path, ts in calls.items() if path == agent or path.split("/")[-1] == agent
-                           for t in ts})
+            seen = sorted(
+                {t for path, ts in calls.items() if path == agent or path.split("/")[-1] == agent for t in ts}
+            )
         else:
             seen = seen_all
         missing = [t for t in names if t not in seen]
@@ -123,9 +135,15 @@ def assert_tools_called(result: RunResult, tools: Sequence[str] | Mapping[str, S
             raise AssertionError(f"{who}: {'; '.join(parts)}\n  tool calls by agent: {shown}")
 
 
-def assert_within_budget(result: RunResult, *, max_tokens: int | None = None, max_cost_usd: float | None = None,
-                         max_requests: int | None = None, max_delegations: int | None = None,
-                         max_duration_s: float | None = None) -> None:
+def assert_within_budget(
+    result: RunResult,
+    *,
+    max_tokens: int | None = None,
+    max_cost_usd: float | None = None,
+    max_requests: int | None = None,
+    max_delegations: int | None = None,
+    max_duration_s: float | None = None,
+) -> None:
     """The run was not stopped by a limit, and stayed within each bound given here."""
     problems: list[str] = []
     if result.status == "budget_exhausted":

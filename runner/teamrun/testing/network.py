@@ -42,7 +42,8 @@ class NetworkGuard:
             self.attempts.append(repr(address))
             raise NetworkBlockedError(
                 f"tests must not reach the network (tried {address!r}); use the offline model, a scripted "
-                "model or a cassette, or mark the test @pytest.mark.teamrun_allow_network")
+                "model or a cassette, or mark the test @pytest.mark.teamrun_allow_network"
+            )
 
     def __enter__(self) -> NetworkGuard:
         real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex

@@ -45,36 +45,57 @@ CASSETTE = "teamrun_cassette"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("teamrun")
-    group.addoption("--teamrun-record", action="store_true", default=False,
-                    help="teamrun: record the cassettes of tests using the teamrun_cassette fixture afresh, "
-                         "against the real providers (the network guard is lifted for them).")
-    parser.addini("teamrun_network_guard", type="bool", default=True,
-                  help="teamrun: fail tests that connect to non-loopback addresses (default: true).")
-    parser.addini("teamrun_cassette_dir", default="cassettes",
-                  help="teamrun: folder, next to each test file, of the teamrun_cassette fixture's cassettes.")
+    group.addoption(
+        "--teamrun-record",
+        action="store_true",
+        default=False,
+        help="teamrun: record the cassettes of tests using the teamrun_cassette fixture afresh, "
+        "against the real providers (the network guard is lifted for them).",
+    )
+    parser.addini(
+        "teamrun_network_guard",
+        type="bool",
+        default=True,
+        help="teamrun: fail tests that connect to non-loopback addresses (default: true).",
+    )
+    parser.addini(
+        "teamrun_cassette_dir",
+        default="cassettes",
+        help="teamrun: folder, next to each test file, of the teamrun_cassette fixture's cassettes.",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no price-table download
-    config.addinivalue_line("markers", f"{ALLOW_NETWORK}: let this test reach non-loopback addresses "
-                                       "(real model providers).")
-    config.addinivalue_line("markers", f"{CASSETTE}(path, mode='strict'): the cassette the teamrun_cassette "
-                                       "fixture replays (relative to the test file).")
+    config.addinivalue_line(
+        "markers", f"{ALLOW_NETWORK}: let this test reach non-loopback addresses (real model providers)."
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{CASSETTE}(path, mode='strict'): the cassette the teamrun_cassette "
+        "fixture replays (relative to the test file).",
+    )
 
 
 @pytest.fixture(autouse=True)
 def _teamrun_network_guard(request: pytest.FixtureRequest) -> Iterator[NetworkGuard | None]:
     """Fail the test if it connects to anything but loopback (no real providers in tests)."""
     recording = request.config.getoption("teamrun_record") and CASSETTE in request.fixturenames
-    if (not request.config.getini("teamrun_network_guard") or recording
-            or request.node.get_closest_marker(ALLOW_NETWORK) is not None):
+    if (
+        not request.config.getini("teamrun_network_guard")
+        or recording
+        or request.node.get_closest_marker(ALLOW_NETWORK) is not None
+    ):
         yield None
         return
     with NetworkGuard() as guard:
         yield guard
     if guard.attempts:
-        pytest.fail(f"test tried to reach the network: {', '.join(guard.attempts)} "
-                    f"(mark it @pytest.mark.{ALLOW_NETWORK} if it must)", pytrace=False)
+        pytest.fail(
+            f"test tried to reach the network: {', '.join(guard.attempts)} "
+            f"(mark it @pytest.mark.{ALLOW_NETWORK} if it must)",
+            pytrace=False,
+        )
 
 
 TeamFactory = Callable[..., "Team"]
@@ -152,6 +173,8 @@ def teamrun_cassette(request: pytest.FixtureRequest) -> ChatModel:
 
         return RecordingModel(ModelRouter(), path)
     if not path.exists():
-        pytest.fail(f"cassette {path} does not exist; record it with: pytest --teamrun-record {request.node.nodeid}",
-                    pytrace=False)
+        pytest.fail(
+            f"cassette {path} does not exist; record it with: pytest --teamrun-record {request.node.nodeid}",
+            pytrace=False,
+        )
     return ReplayModel(path, mode="lenient" if mode == "lenient" else "strict")

@@ -94,8 +94,10 @@ def tool_calls(*calls: tuple[str, Mapping[str, Any]], content: str | None = None
     """An answer calling several tools at once (they run concurrently)."""
     return ModelReply(
         text=content,
-        tool_calls=tuple(ToolCall(f"{_ID_PREFIX}{i}_{name}", name, json.dumps(dict(args), ensure_ascii=False))
-                         for i, (name, args) in enumerate(calls)),
+        tool_calls=tuple(
+            ToolCall(f"{_ID_PREFIX}{i}_{name}", name, json.dumps(dict(args), ensure_ascii=False))
+            for i, (name, args) in enumerate(calls)
+        ),
         finish_reason="tool_calls",
     )
 
@@ -121,8 +123,10 @@ def delegate(*workers: str, task: str, context: str | None = None) -> Callable[[
             return tool_calls(*((delegation_tool_name(w), {"task": task, **extra}) for w in workers))
         if DELEGATE_TASK in offered:
             return tool_call(DELEGATE_TASK, task=task, agents=list(workers), **extra)
-        raise ScriptExhausted(f"the script delegates {call.agent} → {', '.join(workers)}, but {call.agent} was "
-                              f"offered no such delegation tool (it has: {', '.join(offered) or 'none'})")
+        raise ScriptExhausted(
+            f"the script delegates {call.agent} → {', '.join(workers)}, but {call.agent} was "
+            f"offered no such delegation tool (it has: {', '.join(offered) or 'none'})"
+        )
 
     return step
 
@@ -189,11 +193,16 @@ class ScriptedModel:
             raise
         if isinstance(reply, str):
             reply = text(reply)
-        calls = tuple(ToolCall(f"call_{turn}_{c.id.removeprefix(_ID_PREFIX)}" if c.id.startswith(_ID_PREFIX)
-                               else c.id, c.name, c.arguments) for c in reply.tool_calls)
+        calls = tuple(
+            ToolCall(
+                f"call_{turn}_{c.id.removeprefix(_ID_PREFIX)}" if c.id.startswith(_ID_PREFIX) else c.id,
+                c.name,
+                c.arguments,
+            )
+            for c in reply.tool_calls
+        )
         usage = _usage(call, reply) if reply.usage == Usage() else reply.usage
-        return ModelReply(reply.text, calls, usage, reply.cost_usd, reply.model or settings.model,
-                          reply.finish_reason)
+        return ModelReply(reply.text, calls, usage, reply.cost_usd, reply.model or settings.model, reply.finish_reason)
 
     def _script_for(self, path: tuple[str, ...]) -> _Script | None:
         full = "/".join(path)

@@ -23,13 +23,9 @@ from dataclasses import dataclass, field
 
 __all__ = ["DocstringInfo", "parse_docstring"]
 
-_GOOGLE_SECTION = re.compile(
-    r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Kwargs):\s*$"
-)
+_GOOGLE_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Kwargs):\s*$")
 _ANY_SECTION = re.compile(r"^[A-Z][A-Za-z ]*:\s*$")
-_GOOGLE_ENTRY = re.compile(
-    r"^\*{0,2}(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?\s*:\s*(?P<text>.*)$"
-)
+_GOOGLE_ENTRY = re.compile(r"^\*{0,2}(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?\s*:\s*(?P<text>.*)$")
 _REST_PARAM = re.compile(
     r"^:(param|parameter|arg|argument|key|keyword)\s+(?:[^:]*\s)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*:\s*(?P<text>.*)$"
 )
@@ -110,12 +106,7 @@ def _rest_params(lines: list[str]) -> dict[str, str]:
         if match:
             current = match["name"]
             params[current] = match["text"].strip()
-        elif (
-            current is not None
-            and stripped
-            and line[:1].isspace()
-            and not _REST_FIELD.match(stripped)
-        ):
+        elif current is not None and stripped and line[:1].isspace() and not _REST_FIELD.match(stripped):
             params[current] = f"{params[current]} {stripped}".strip()
         else:
             current = None

@@ -45,9 +45,7 @@ async def run_in_daemon_thread(func: Callable[[], T], *, name: str) -> T:
     return await future
 
 
-def _settle(
-    loop: asyncio.AbstractEventLoop, future: asyncio.Future[T], action: Callable[[], None]
-) -> None:
+def _settle(loop: asyncio.AbstractEventLoop, future: asyncio.Future[T], action: Callable[[], None]) -> None:
     """Run ``action`` on the loop unless nobody waits for ``future`` any more."""
 
     def settle() -> None:

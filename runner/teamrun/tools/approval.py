@@ -148,9 +148,7 @@ class TerminalApprover:
         async with self._lock:
             if tool in self._always:
                 return True
-            answer = await run_in_daemon_thread(
-                lambda: self._ask(tool, arguments), name="teamrun-approval-prompt"
-            )
+            answer = await run_in_daemon_thread(lambda: self._ask(tool, arguments), name="teamrun-approval-prompt")
             if answer == "always":
                 self._always.add(tool)
         log.info("tool_approval_answered", tool=tool, answer=answer)

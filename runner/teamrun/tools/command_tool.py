@@ -85,9 +85,7 @@ class CommandTool(Tool):
         parameters = parameters or {}
         _check_parameter_schemas(name, parameters)
         self.command = list(command)
-        self._templates = [
-            _compile(name, index, item, parameters) for index, item in enumerate(command)
-        ]
+        self._templates = [_compile(name, index, item, parameters) for index, item in enumerate(command)]
         self.cwd = cwd
         self.spec = ToolSpec(
             name=name,
@@ -132,17 +130,20 @@ class CommandTool(Tool):
         process = await self._start(argv)
         stdout, stderr = await _communicate(process, self.max_output_chars)
         code = process.returncode
-        log.debug("command_finished", tool=self.name, exit_code=code,
-                  stdout_omitted=stdout.omitted, stderr_omitted=stderr.omitted)
+        log.debug(
+            "command_finished",
+            tool=self.name,
+            exit_code=code,
+            stdout_omitted=stdout.omitted,
+            stderr_omitted=stderr.omitted,
+        )
         if code == 0:
             return stdout.result() if stdout.text or stdout.omitted else "(no output)"
         raise ToolError(_failure_text(argv[0], code, stdout, stderr))
 
     def _check_cwd(self) -> None:
         if self.cwd is not None and not self.cwd.is_dir():
-            raise ToolError(
-                f"tool {self.name!r}: working directory {str(self.cwd)!r} does not exist"
-            )
+            raise ToolError(f"tool {self.name!r}: working directory {str(self.cwd)!r} does not exist")
 
     async def _start(self, argv: list[str]) -> asyncio.subprocess.Process:
         """Start the program in its own process group, with no stdin and captured output."""
@@ -157,17 +158,12 @@ class CommandTool(Tool):
             )
         except FileNotFoundError:
             raise ToolError(
-                f"tool {self.name!r}: command not found: {argv[0]!r} "
-                "(not an existing path, and not on PATH)"
+                f"tool {self.name!r}: command not found: {argv[0]!r} (not an existing path, and not on PATH)"
             ) from None
         except PermissionError:
-            raise ToolError(
-                f"tool {self.name!r}: cannot execute {argv[0]!r}: permission denied"
-            ) from None
+            raise ToolError(f"tool {self.name!r}: cannot execute {argv[0]!r}: permission denied") from None
         except OSError as exc:
-            raise ToolError(
-                f"tool {self.name!r}: cannot start {argv[0]!r}: {exc.strerror or exc}"
-            ) from None
+            raise ToolError(f"tool {self.name!r}: cannot start {argv[0]!r}: {exc.strerror or exc}") from None
 
 
 _READ_BYTES = 1 << 16
@@ -226,9 +222,7 @@ async def _drain(pipe: asyncio.StreamReader | None, sink: _CappedStream) -> None
     sink.feed(b"", final=True)
 
 
-async def _communicate(
-    process: asyncio.subprocess.Process, limit: int | None
-) -> tuple[_CappedStream, _CappedStream]:
+async def _communicate(process: asyncio.subprocess.Process, limit: int | None) -> tuple[_CappedStream, _CappedStream]:
     """Read both streams to their end (keeping at most ``limit`` characters of each) and wait for the
     process; if we are cancelled, kill its group first."""
     stdout, stderr = _CappedStream(limit), _CappedStream(limit)
@@ -292,9 +286,7 @@ def _check_parameter_schemas(tool: str, parameters: dict[str, dict[str, Any]]) -
         try:
             cls.check_schema(fragment)
         except jsonschema.SchemaError as exc:
-            raise UserError(
-                f"tool {tool!r}: parameter {key!r} is not a valid JSON Schema: {exc.message}"
-            ) from None
+            raise UserError(f"tool {tool!r}: parameter {key!r} is not a valid JSON Schema: {exc.message}") from None
 
 
 def _compile(tool: str, index: int, source: str, parameters: dict[str, Any]) -> jinja2.Template:

@@ -98,9 +98,7 @@ def _validator_for(tool: Tool) -> Any:
         try:
             cls.check_schema(schema)
         except jsonschema.SchemaError as exc:
-            raise ToolError(
-                f"tool {tool.name!r} has an invalid parameter schema: {exc.message}"
-            ) from None
+            raise ToolError(f"tool {tool.name!r} has an invalid parameter schema: {exc.message}") from None
         validator = _filling_defaults(cls)(schema)
         _validators[tool] = validator
     return validator
@@ -134,8 +132,7 @@ async def _require_approval(tool: Tool, arguments: dict[str, Any], approver: App
     except Exception as exc:
         log.warning("tool_approval_failed", tool=tool.name, error_type=type(exc).__name__)
         raise ApprovalDenied(
-            f"the call to tool {tool.name!r} was denied: asking for approval failed "
-            f"({describe_exception(exc)})"
+            f"the call to tool {tool.name!r} was denied: asking for approval failed ({describe_exception(exc)})"
         ) from exc
     if not approved:
         log.info("tool_denied", tool=tool.name)

@@ -209,8 +209,7 @@ def _arguments_model(
         model.model_json_schema(schema_generator=_SchemaWithoutTitles)
     except (PydanticUserError, TypeError, ValueError) as exc:
         raise UserError(
-            f"tool {tool!r}: the parameters of {_qualname(func)} cannot be described as "
-            f"JSON Schema: {exc}"
+            f"tool {tool!r}: the parameters of {_qualname(func)} cannot be described as JSON Schema: {exc}"
         ) from None
     return model, tuple(params)
 
@@ -220,9 +219,7 @@ def _signature(tool: str, func: Callable[..., Any]) -> inspect.Signature:
     try:
         return inspect.signature(func, eval_str=True)
     except (NameError, TypeError, ValueError, SyntaxError) as exc:
-        raise UserError(
-            f"tool {tool!r}: cannot read the signature of {_qualname(func)}: {exc}"
-        ) from None
+        raise UserError(f"tool {tool!r}: cannot read the signature of {_qualname(func)}: {exc}") from None
 
 
 def _field(parameter: inspect.Parameter, doc: str | None) -> tuple[Any, Any]:

@@ -80,5 +80,7 @@ def build_tool(name: str, definition: ToolDef, *, base_dir: Path) -> Tool:
         return PythonTool.from_definition(name, definition, base_dir=base_dir)
     if definition.command is not None:
         return CommandTool.from_definition(name, definition, base_dir=base_dir)
-    raise UserError(f"tool {name!r}: set `python: module:function` or `command: [program, ...]` "
-                    "(or `mcp: {...}` for an MCP server)")
+    raise UserError(
+        f"tool {name!r}: set `python: module:function` or `command: [program, ...]` "
+        "(or `mcp: {...}` for an MCP server)"
+    )

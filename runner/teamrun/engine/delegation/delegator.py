@@ -58,8 +58,9 @@ _log = get_logger(__name__)
 class Delegator:
     """The delegations of one agent frame, bounded by its ``max_concurrency``; it owns each worker's life."""
 
-    def __init__(self, ctx: RunContext, frame: AgentFrame, run_agent: RunAgent,
-                 settings: Delegation | None = None) -> None:
+    def __init__(
+        self, ctx: RunContext, frame: AgentFrame, run_agent: RunAgent, settings: Delegation | None = None
+    ) -> None:
         """``settings``: for a frame that is no agent of the file (a workflow's), its delegation settings."""
         self.ctx = ctx
         self.frame = frame
@@ -76,16 +77,23 @@ class Delegator:
 
     # -- one delegation call ------------------------------------------------------------------
 
-    async def delegate(self, request: DelegationRequest, keys: Mapping[str, str], parent_messages: Sequence[Message],
-                       *, single: bool) -> tuple[str, tuple[Signal, ...]]:
+    async def delegate(
+        self, request: DelegationRequest, keys: Mapping[str, str], parent_messages: Sequence[Message], *, single: bool
+    ) -> tuple[str, tuple[Signal, ...]]:
         """Run one delegation call's workers (background ones are started and left running).
 
         ``keys``: each target's invocation key. The text the model sees, and the signals raised.
         """
-        started = [await self._start_background(worker, request, keys[worker], parent_messages)
-                   for worker in request.targets if worker in self.background_workers]
-        settled = await run_all(self._foreground(worker, request, keys[worker], parent_messages)
-                                for worker in request.targets if worker not in self.background_workers)
+        started = [
+            await self._start_background(worker, request, keys[worker], parent_messages)
+            for worker in request.targets
+            if worker in self.background_workers
+        ]
+        settled = await run_all(
+            self._foreground(worker, request, keys[worker], parent_messages)
+            for worker in request.targets
+            if worker not in self.background_workers
+        )
         if not started:
             content = results_for_model([s.result for s in settled], single=single)
         else:
@@ -111,8 +119,9 @@ class Delegator:
         """One worker in the foreground, its whole life (a workflow step): prepare → slot → begin → run → settle."""
         return await self._foreground(worker, request, key, ())
 
-    async def _foreground(self, worker: str, request: DelegationRequest, key: str,
-                          parent_messages: Sequence[Message]) -> Settled:
+    async def _foreground(
+        self, worker: str, request: DelegationRequest, key: str, parent_messages: Sequence[Message]
+    ) -> Settled:
         ready = await self.prepare(worker, request, key, parent_messages)
         if isinstance(ready, Settled):
             return ready
@@ -121,8 +130,9 @@ class Delegator:
             outcome = await self._run(started)
         return await self.settle(started, outcome)
 
-    async def _start_background(self, worker: str, request: DelegationRequest, key: str,
-                                parent_messages: Sequence[Message]) -> tuple[dict[str, Any], Signal | None]:
+    async def _start_background(
+        self, worker: str, request: DelegationRequest, key: str, parent_messages: Sequence[Message]
+    ) -> tuple[dict[str, Any], Signal | None]:
         """Checks and hooks now; the worker runs on as a background task. What the model sees, and any signal."""
         ready = await self.prepare(worker, request, key, parent_messages)
         if isinstance(ready, Settled):
@@ -179,10 +189,12 @@ class Delegator:
 
     # -- the steps -----------------------------------------------------------------------------
 
-    def _result(self, worker: str, task: str, status: DelegationStatus, response: str = "",
-                **extra: Any) -> DelegationResult:
-        return DelegationResult(worker, task, status, response, parent=self.frame.name,
-                                agent_path=(*self.frame.path, worker), **extra)
+    def _result(
+        self, worker: str, task: str, status: DelegationStatus, response: str = "", **extra: Any
+    ) -> DelegationResult:
+        return DelegationResult(
+            worker, task, status, response, parent=self.frame.name, agent_path=(*self.frame.path, worker), **extra
+        )
 
     def _open_task(self, worker: str, request: DelegationRequest) -> tuple[TaskRecord | None, str | None]:
         """The tracked task of a request (``None`` for a plain delegation), or why it is refused.
@@ -193,23 +205,32 @@ class Delegator:
         if not request.tracked:
             return None, None
         try:
-            record, follow_up = self.tasks.open(worker, request.task, task_id=request.task_id,
-                                                expected_output=request.expected_output,
-                                                follow_up_of=request.follow_up_of)
+            record, follow_up = self.tasks.open(
+                worker,
+                request.task,
+                task_id=request.task_id,
+                expected_output=request.expected_output,
+                follow_up_of=request.follow_up_of,
+            )
         except TaskRefused as exc:
             return None, str(exc)
         if not follow_up:
             self.ctx.record_task(record)
         return record, None
 
-    async def prepare(self, worker: str, request: DelegationRequest, key: str,
-                      parent_messages: Sequence[Message]) -> WorkerRun | Settled:
+    async def prepare(
+        self, worker: str, request: DelegationRequest, key: str, parent_messages: Sequence[Message]
+    ) -> WorkerRun | Settled:
         """Checks, ``on_start`` hooks and the prompt; a delegation refused here is settled already."""
         record, refused = self._open_task(worker, request)
         if refused is not None:
             start = self._start(worker, request.task, request.follow_up_of or request.task_id)
-            return await self._refused(self._result(worker, request.task, "rejected", error=refused,
-                                                    task_id=request.follow_up_of or request.task_id), start)
+            return await self._refused(
+                self._result(
+                    worker, request.task, "rejected", error=refused, task_id=request.follow_up_of or request.task_id
+                ),
+                start,
+            )
         ready = await self._checked(worker, request, key, parent_messages, record)
         if record is not None and isinstance(ready, Settled):
             self.tasks.withdraw(record, ready.result.status, ready.result.response)
@@ -218,30 +239,43 @@ class Delegator:
     def _start(self, worker: str, task: str, task_id: str | None) -> HookContext:
         return replace(start_context(self.ctx, self.frame, worker, task), task_id=task_id)
 
-    async def _checked(self, worker: str, request: DelegationRequest, key: str, parent_messages: Sequence[Message],
-                       record: TaskRecord | None) -> WorkerRun | Settled:
+    async def _checked(
+        self,
+        worker: str,
+        request: DelegationRequest,
+        key: str,
+        parent_messages: Sequence[Message],
+        record: TaskRecord | None,
+    ) -> WorkerRun | Settled:
         parent = self.frame
         task_id = record.task_id if record is not None else None
         start = self._start(worker, request.task, task_id)
         too_deep = parent.ledger.check_depth(parent.depth + 1)
         if too_deep is not None:
             error = f"{too_deep} reached: {worker} cannot be delegated to from here"
-            return await self._refused(self._result(worker, request.task, "rejected", error=error, task_id=task_id),
-                                       start, Refused(too_deep))
+            return await self._refused(
+                self._result(worker, request.task, "rejected", error=error, task_id=task_id), start, Refused(too_deep)
+            )
         reached = parent.ledger.check_before_delegation()
         if reached is not None:
             error = f"{reached} reached; no more delegations. Answer with what you have."
-            return await self._refused(self._result(worker, request.task, "rejected", error=error, task_id=task_id),
-                                       start, reached)
+            return await self._refused(
+                self._result(worker, request.task, "rejected", error=error, task_id=task_id), start, reached
+            )
         try:
             actions = await self.hooks.run("on_start", start)
         except HookFailed as exc:
-            return await self._refused(self._result(worker, request.task, "error", error=str(exc), task_id=task_id),
-                                       start)
+            return await self._refused(
+                self._result(worker, request.task, "error", error=str(exc), task_id=task_id), start
+            )
         task = actions.prompt if actions.prompt is not None else request.task
         if actions.reject is not None:
-            return await self._refused(self._result(worker, task, "rejected", actions.reject,
-                                                    error="rejected by an on_start hook", task_id=task_id), start)
+            return await self._refused(
+                self._result(
+                    worker, task, "rejected", actions.reject, error="rejected by an on_start hook", task_id=task_id
+                ),
+                start,
+            )
         parent.ledger.charge("delegations")
         try:
             prompt = await self._prompt(worker, request, actions, parent_messages, record)
@@ -265,9 +299,13 @@ class Delegator:
         if run.actions.max_steps is not None:
             steps = run.actions.max_steps if steps is None else min(steps, run.actions.max_steps)
         child = AgentFrame(
-            name=worker, path=(*parent.path, worker), span_id=ctx.bus.new_span_id(), parent_span_id=span,
-            ledger=parent.ledger.child(budget, label=f"agents.{worker}.budget", max_steps=steps,
-                                       depth=parent.depth + 1, agent=worker),
+            name=worker,
+            path=(*parent.path, worker),
+            span_id=ctx.bus.new_span_id(),
+            parent_span_id=span,
+            ledger=parent.ledger.child(
+                budget, label=f"agents.{worker}.budget", max_steps=steps, depth=parent.depth + 1, agent=worker
+            ),
             context=dict(run.actions.context),
             allowed_tools=frozenset(run.request.tools) if run.request.tools is not None else None,
             key=run.key,
@@ -280,14 +318,20 @@ class Delegator:
         return StartedWorker(run, child, span, timeout, label)
 
     def _cancelled_result(self, run: WorkerRun) -> DelegationResult:
-        return self._result(run.worker, run.task, "cancelled", error="cancelled",
-                            task_id=run.record.task_id if run.record is not None else None)
+        return self._result(
+            run.worker,
+            run.task,
+            "cancelled",
+            error="cancelled",
+            task_id=run.record.task_id if run.record is not None else None,
+        )
 
     def _timed_out(self, started: StartedWorker) -> DelegationResult:
         worker = started.run.worker
         error = f"{started.timeout_label} ({started.timeout}) reached"
-        return self._result(worker, started.run.task, "budget_exhausted", error=error, timed_out=True,
-                            task_id=self._task_id(started))
+        return self._result(
+            worker, started.run.task, "budget_exhausted", error=error, timed_out=True, task_id=self._task_id(started)
+        )
 
     def _task_id(self, started: StartedWorker) -> str | None:
         return started.run.record.task_id if started.run.record is not None else None
@@ -302,8 +346,10 @@ class Delegator:
             _log.exception("worker_crashed", worker=worker)
         error = str(exc) if isinstance(exc, RunError) else f"{type(exc).__name__}: {exc}"
         if self.ctx.agent(worker).on_error == "fail_run":
-            self._finish(self._result(worker, started.run.task, "error", error=error,
-                                      task_id=self._task_id(started)), started.span)
+            self._finish(
+                self._result(worker, started.run.task, "error", error=error, task_id=self._task_id(started)),
+                started.span,
+            )
             raise WorkerFailed(f"worker {worker} failed and has on_error: fail_run: {error}") from exc
         return self._result(worker, started.run.task, "error", error=error, task_id=self._task_id(started))
 
@@ -317,21 +363,37 @@ class Delegator:
             run = started.run
             response = outcome.text if self.settings.output_mode == "last_message" else transcript(outcome.messages)
             status: DelegationStatus = "ok" if outcome.status == "ok" else "budget_exhausted"
-            done = self._result(run.worker, run.task, status, response, usage=outcome.usage, cost=outcome.cost,
-                                error=outcome.stopped_by, task_id=self._task_id(started),
-                                acceptance=outcome.acceptance)
+            done = self._result(
+                run.worker,
+                run.task,
+                status,
+                response,
+                usage=outcome.usage,
+                cost=outcome.cost,
+                error=outcome.stopped_by,
+                task_id=self._task_id(started),
+                acceptance=outcome.acceptance,
+            )
             messages, finish_reason = outcome.messages, outcome.finish_reason
         settled = await self._complete(done, started.run.start, messages, started.span, finish_reason)
         if started.run.record is not None:
             self.tasks.settle(started.run.record, settled.result.status, settled.result.response)
         return settled
 
-    async def _prompt(self, worker: str, request: DelegationRequest, actions: HookActions,
-                      parent_messages: Sequence[Message], record: TaskRecord | None = None) -> str:
+    async def _prompt(
+        self,
+        worker: str,
+        request: DelegationRequest,
+        actions: HookActions,
+        parent_messages: Sequence[Message],
+        record: TaskRecord | None = None,
+    ) -> str:
         parts = [actions.prompt if actions.prompt is not None else request.task, *actions.append_prompt]
         if record is not None and request.follow_up_of is not None:
-            parts.append(f"## This follows up task {record.task_id}\nThe task was: {record.task}\n"
-                         f"Your previous answer:\n{record.last_response}")
+            parts.append(
+                f"## This follows up task {record.task_id}\nThe task was: {record.task}\n"
+                f"Your previous answer:\n{record.last_response}"
+            )
         if record is not None and record.expected_output:
             parts.append(f"## Expected output\n{record.expected_output}")
         if request.context:
@@ -344,8 +406,11 @@ class Delegator:
         for ref in request.refs:
             text = self.ctx.refs.get(ref.ref)
             if text is None:
-                self.ctx.warn(self.frame, f"{self.frame.name} referenced unknown result '{ref.ref}'; skipped "
-                                          f"(known: {', '.join(self.ctx.refs.known()) or 'none'})")
+                self.ctx.warn(
+                    self.frame,
+                    f"{self.frame.name} referenced unknown result '{ref.ref}'; skipped "
+                    f"(known: {', '.join(self.ctx.refs.known()) or 'none'})",
+                )
             else:
                 found.append((ref, text))
         blocks = render_blocks(found)
@@ -353,14 +418,26 @@ class Delegator:
             parts.append(blocks)
         return "\n\n".join(parts)
 
-    async def _complete(self, done: DelegationResult, start: HookContext,
-                        messages: Sequence[Message], span: str, finish_reason: str | None = None) -> Settled:
+    async def _complete(
+        self,
+        done: DelegationResult,
+        start: HookContext,
+        messages: Sequence[Message],
+        span: str,
+        finish_reason: str | None = None,
+    ) -> Settled:
         """``on_complete`` hooks and the result reference; then the record is kept and the span ends
         (so the ``delegation_end`` event carries what the delegating agent was actually given)."""
         if self.hooks.has("on_complete"):
-            context = complete_context(start, status="timeout" if done.timed_out else done.status,
-                                       error=done.error, result=done.response, messages=messages,
-                                       usage=done.usage.as_dict(), finish_reason=finish_reason)
+            context = complete_context(
+                start,
+                status="timeout" if done.timed_out else done.status,
+                error=done.error,
+                result=done.response,
+                messages=messages,
+                usage=done.usage.as_dict(),
+                finish_reason=finish_reason,
+            )
             try:
                 actions = await self.hooks.run("on_complete", context)
             except HookFailed as exc:
@@ -397,8 +474,16 @@ class Delegator:
             if record is not None:
                 self.tasks.settle(record, "cancelled", "")
                 record.review = "abandoned"
-        self.frame.emit(self.ctx, "delegation_end", span_id=span, worker=result.agent, status=result.status,
-                        usage=result.usage.as_dict(), cost=result.cost, error=result.error)
+        self.frame.emit(
+            self.ctx,
+            "delegation_end",
+            span_id=span,
+            worker=result.agent,
+            status=result.status,
+            usage=result.usage.as_dict(),
+            cost=result.cost,
+            error=result.error,
+        )
         return result
 
 

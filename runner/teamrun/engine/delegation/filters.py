@@ -49,7 +49,7 @@ def apply_rules(messages: Sequence[Message], rules: MessageFilter) -> list[Messa
         patterns = [re.compile(p) for p in rules.drop_matching]
         kept = [m for m in kept if not any(p.search(_text(m)) for p in patterns)]
     if rules.last is not None:
-        kept = kept[-rules.last:]
+        kept = kept[-rules.last :]
     if rules.max_tokens is not None:
         budget, newest = rules.max_tokens, []
         for message in reversed(kept):
@@ -61,8 +61,9 @@ def apply_rules(messages: Sequence[Message], rules: MessageFilter) -> list[Messa
     return kept
 
 
-async def filter_messages(ctx: RunContext, frame: AgentFrame, rules: MessageFilter,
-                          messages: Sequence[Message]) -> list[Message]:
+async def filter_messages(
+    ctx: RunContext, frame: AgentFrame, rules: MessageFilter, messages: Sequence[Message]
+) -> list[Message]:
     """Rules, then the Python filter; a failing Python filter falls back per ``on_error``."""
     kept = apply_rules(messages, rules)
     if rules.python is None:

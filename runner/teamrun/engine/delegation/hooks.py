@@ -120,13 +120,21 @@ class HookRunner:
                 answer = await self._one(hook, context)
                 if answer:
                     actions.merge(answer)
-                    self.frame.emit(self.ctx, "hook", status="ok", hook=label, agent=self.frame.name,
-                                    target=context.agent, actions=sorted(k for k, v in answer.items() if v is not None))
+                    self.frame.emit(
+                        self.ctx,
+                        "hook",
+                        status="ok",
+                        hook=label,
+                        agent=self.frame.name,
+                        target=context.agent,
+                        actions=sorted(k for k, v in answer.items() if v is not None),
+                    )
             except Exception as exc:  # a hook is user code: never let it take the run down
                 self._record(label, context, exc)
                 if self.hooks.on_error == "fail":
-                    raise HookFailed(f"hook agents.{self.frame.name}.delegation.hooks.{label} failed: "
-                                     f"{type(exc).__name__}: {exc}") from exc
+                    raise HookFailed(
+                        f"hook agents.{self.frame.name}.delegation.hooks.{label} failed: {type(exc).__name__}: {exc}"
+                    ) from exc
         self.frame.feedback.extend(actions.feedback)  # the one writer of a frame's feedback
         return actions
 
@@ -161,29 +169,56 @@ class HookRunner:
         raise TypeError(f"hook {reference} returned {type(value).__name__}; return None, a dict or HookActions")
 
     def _record(self, label: str, context: HookContext, exc: Exception) -> None:
-        entry = {"hook": label, "agent": self.frame.name, "target": context.agent,
-                 "message": f"{type(exc).__name__}: {exc}"}
+        entry = {
+            "hook": label,
+            "agent": self.frame.name,
+            "target": context.agent,
+            "message": f"{type(exc).__name__}: {exc}",
+        }
         self.ctx.record_hook_error(entry)
         self.frame.emit(self.ctx, "hook", status="error", **entry)
 
 
 def start_context(ctx: RunContext, frame: AgentFrame, worker: str, prompt: str) -> HookContext:
-    return HookContext("on_start", worker, frame.name, frame.ledger.spend.steps, frame.depth, ctx.vars,
-                       prompt=prompt)
+    return HookContext("on_start", worker, frame.name, frame.ledger.spend.steps, frame.depth, ctx.vars, prompt=prompt)
 
 
-def complete_context(start: HookContext, *, status: str, error: str | None, result: str,
-                     messages: Sequence[Mapping[str, Any]], usage: Mapping[str, int],
-                     finish_reason: str | None) -> HookContext:
-    return replace(start, point="on_complete", success=status == "ok", status=status, error=error, result=result,
-                   messages=messages, usage=usage, finish_reason=finish_reason,
-                   tool_results=tool_results(messages))
+def complete_context(
+    start: HookContext,
+    *,
+    status: str,
+    error: str | None,
+    result: str,
+    messages: Sequence[Mapping[str, Any]],
+    usage: Mapping[str, int],
+    finish_reason: str | None,
+) -> HookContext:
+    return replace(
+        start,
+        point="on_complete",
+        success=status == "ok",
+        status=status,
+        error=error,
+        result=result,
+        messages=messages,
+        usage=usage,
+        finish_reason=finish_reason,
+        tool_results=tool_results(messages),
+    )
 
 
 def iteration_context(ctx: RunContext, frame: AgentFrame, messages: Sequence[Mapping[str, Any]]) -> HookContext:
     text = next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "assistant"), "")
-    return HookContext("on_iteration", frame.name, frame.name, frame.ledger.spend.steps, frame.depth, ctx.vars,
-                       messages=messages, text=text)
+    return HookContext(
+        "on_iteration",
+        frame.name,
+        frame.name,
+        frame.ledger.spend.steps,
+        frame.depth,
+        ctx.vars,
+        messages=messages,
+        text=text,
+    )
 
 
 def tool_results(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

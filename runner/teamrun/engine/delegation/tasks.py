@@ -35,9 +35,16 @@ class TaskRecord:
     last_response: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "agent": self.agent, "parent": self.parent, "task": self.task,
-                "expected_output": self.expected_output, "attempts": self.attempts, "status": self.status,
-                "review": self.review}
+        return {
+            "task_id": self.task_id,
+            "agent": self.agent,
+            "parent": self.parent,
+            "task": self.task,
+            "expected_output": self.expected_output,
+            "attempts": self.attempts,
+            "status": self.status,
+            "review": self.review,
+        }
 
 
 class TaskRefused(ValueError):
@@ -53,8 +60,9 @@ class TaskLedger:
     tasks: dict[str, TaskRecord] = field(default_factory=dict)
     _numbers: dict[str, int] = field(default_factory=dict)
 
-    def open(self, agent: str, task: str, *, task_id: str | None, expected_output: str | None,
-             follow_up_of: str | None) -> tuple[TaskRecord, bool]:
+    def open(
+        self, agent: str, task: str, *, task_id: str | None, expected_output: str | None, follow_up_of: str | None
+    ) -> tuple[TaskRecord, bool]:
         """The record this attempt belongs to, and whether it is a follow-up. Raises :class:`TaskRefused`.
 
         The attempt is counted and marked running here, in the same step as the checks (a follow-up of a
@@ -66,11 +74,14 @@ class TaskLedger:
                 known = ", ".join(self.tasks) or "none yet"
                 raise TaskRefused(f"there is no task '{follow_up_of}' to follow up (tasks: {known})")
             if record.agent != agent:
-                raise TaskRefused(f"task '{follow_up_of}' belongs to {record.agent}; follow it up with "
-                                  f"{record.agent}, not {agent}")
+                raise TaskRefused(
+                    f"task '{follow_up_of}' belongs to {record.agent}; follow it up with {record.agent}, not {agent}"
+                )
             if record.attempts - 1 >= self.max_follow_ups:
-                raise TaskRefused(f"task '{follow_up_of}' already had {self.max_follow_ups} follow-up(s) "
-                                  f"(delegation.max_follow_ups); use its result as it is or leave it out")
+                raise TaskRefused(
+                    f"task '{follow_up_of}' already had {self.max_follow_ups} follow-up(s) "
+                    f"(delegation.max_follow_ups); use its result as it is or leave it out"
+                )
             if record.status == "running":
                 raise TaskRefused(f"task '{follow_up_of}' is still running; wait for its result first")
             if expected_output:

@@ -68,19 +68,34 @@ def workers_of(config: TeamConfig, agent: str) -> list[WorkerInfo]:
     ]
 
 
-_MAX_TOOL_CALLS = {"type": "integer", "minimum": 0,
-                   "description": "Optional cap on the tool calls the worker may make for this task."}
-_EXPECTED = {"type": "string", "description": "What a good result looks like (form, scope, checks); "
-                                              "makes this a tracked task."}
-_TASK_ID = {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,48}$",
-            "description": "Optional short id to track this task by (given one if you set expected_output)."}
-_FOLLOW_UP = {"type": "string", "description": "The id of an earlier task this call continues; the worker gets "
-                                               "its previous answer and your new instructions in `task`."}
+_MAX_TOOL_CALLS = {
+    "type": "integer",
+    "minimum": 0,
+    "description": "Optional cap on the tool calls the worker may make for this task.",
+}
+_EXPECTED = {
+    "type": "string",
+    "description": "What a good result looks like (form, scope, checks); makes this a tracked task.",
+}
+_TASK_ID = {
+    "type": "string",
+    "pattern": "^[A-Za-z0-9_.-]{1,48}$",
+    "description": "Optional short id to track this task by (given one if you set expected_output).",
+}
+_FOLLOW_UP = {
+    "type": "string",
+    "description": "The id of an earlier task this call continues; the worker gets "
+    "its previous answer and your new instructions in `task`.",
+}
 
 
 def _tools_parameter(names: list[str]) -> dict[str, Any]:
-    return {"type": "array", "items": {"type": "string", "enum": names}, "uniqueItems": True,
-            "description": "Optional: only these of the worker's tools for this task (never more than it has)."}
+    return {
+        "type": "array",
+        "items": {"type": "string", "enum": names},
+        "uniqueItems": True,
+        "description": "Optional: only these of the worker's tools for this task (never more than it has).",
+    }
 
 
 def declared_tools(config: TeamConfig, worker: str) -> list[str]:
@@ -94,8 +109,12 @@ def delegation_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
     if not workers:
         return []
     settings = delegation_settings(config, agent)
-    extra: dict[str, Any] = {"max_tool_calls": _MAX_TOOL_CALLS, "expected_output": _EXPECTED,
-                             "task_id": _TASK_ID, "follow_up_of": _FOLLOW_UP}
+    extra: dict[str, Any] = {
+        "max_tool_calls": _MAX_TOOL_CALLS,
+        "expected_output": _EXPECTED,
+        "task_id": _TASK_ID,
+        "follow_up_of": _FOLLOW_UP,
+    }
     if settings.result_references:
         extra["context_from_refs"] = REFS_PARAMETER
     if settings.tool == "delegate_task":
@@ -104,24 +123,31 @@ def delegation_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
         granted = list(dict.fromkeys(t for w in workers for t in declared_tools(config, w.name)))
         if granted:
             extra["tools"] = _tools_parameter(granted)
-        return [_function(
-            DELEGATE_TASK,
-            f"Delegate a sub-task to one or more workers (each runs it separately, in parallel). {listing}",
-            {
-                "task": _TASK,
-                "agents": {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1,
-                           "description": "Which workers should do this task."},
-                "context": _CONTEXT,
-                **extra,
-            },
-            ["task", "agents"],
-        )]
+        return [
+            _function(
+                DELEGATE_TASK,
+                f"Delegate a sub-task to one or more workers (each runs it separately, in parallel). {listing}",
+                {
+                    "task": _TASK,
+                    "agents": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": names},
+                        "minItems": 1,
+                        "description": "Which workers should do this task.",
+                    },
+                    "context": _CONTEXT,
+                    **extra,
+                },
+                ["task", "agents"],
+            )
+        ]
     offered: list[ToolSchema] = []
     for w in workers:
         granted = declared_tools(config, w.name)
         narrowing = {"tools": _tools_parameter(granted)} if granted else {}
-        offered.append(_function(w.tool, w.description, {"task": _TASK, "context": _CONTEXT, **extra, **narrowing},
-                                 ["task"]))
+        offered.append(
+            _function(w.tool, w.description, {"task": _TASK, "context": _CONTEXT, **extra, **narrowing}, ["task"])
+        )
     return offered
 
 
@@ -131,14 +157,19 @@ def _function(name: str, description: str, properties: dict[str, Any], required:
         "function": {
             "name": name,
             "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required,
-                           "additionalProperties": False},
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
         },
     }
 
 
-def parse_request(ctx: RunContext, frame: AgentFrame, worker: str | None,
-                  arguments: dict[str, Any]) -> DelegationRequest:
+def parse_request(
+    ctx: RunContext, frame: AgentFrame, worker: str | None, arguments: dict[str, Any]
+) -> DelegationRequest:
     """A delegation call's arguments, checked. Raises ``ValueError`` with a message for the model.
 
     ``worker``: the target of an ``ask_<worker>`` call; ``None`` for ``delegate_task`` (named in ``agents``).
@@ -155,8 +186,17 @@ def parse_request(ctx: RunContext, frame: AgentFrame, worker: str | None,
         raise ValueError("'task_id' must be 1-48 letters, digits, '_', '.' or '-'")
     if follow_up_of is not None and len(targets) != 1:
         raise ValueError("a follow-up ('follow_up_of') goes to one worker: the one that did the task")
-    return DelegationRequest(targets, task, context or None, tuple(parse_requests(arguments.get("context_from_refs"))),
-                             cap, expected, task_id, follow_up_of, narrowed_tools(ctx, targets, arguments.get("tools")))
+    return DelegationRequest(
+        targets,
+        task,
+        context or None,
+        tuple(parse_requests(arguments.get("context_from_refs"))),
+        cap,
+        expected,
+        task_id,
+        follow_up_of,
+        narrowed_tools(ctx, targets, arguments.get("tools")),
+    )
 
 
 _TASK_ID_RE = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
@@ -179,8 +219,10 @@ def narrowed_tools(ctx: RunContext, targets: list[str], requested: Any) -> tuple
         granted = declared_tools(ctx.config, worker)
         extra = [t for t in requested if t not in granted]
         if extra:
-            raise ValueError(f"{worker} cannot be given {', '.join(repr(t) for t in extra)}: a task may only narrow "
-                             f"the worker's own tools ({', '.join(granted) or 'none'})")
+            raise ValueError(
+                f"{worker} cannot be given {', '.join(repr(t) for t in extra)}: a task may only narrow "
+                f"the worker's own tools ({', '.join(granted) or 'none'})"
+            )
     return tuple(dict.fromkeys(requested))
 
 
@@ -215,15 +257,32 @@ def results_for_model(results: list[DelegationResult], *, single: bool) -> str:
 def background_tools() -> list[ToolSchema]:
     """The schemas of ``wait_for``, ``check_tasks`` and ``cancel_task``."""
     return [
-        _function(WAIT_FOR, "Wait until the given background tasks finish (or the timeout passes); returns their "
-                            "results, or `running` for those still going.",
-                  {"handles": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                               "description": "Handles returned by delegation tools."},
-                   "timeout_s": {"type": "number", "minimum": 0,
-                                 "description": "Most seconds to wait (default: until they finish)."}},
-                  ["handles"]),
-        _function(CHECK_TASKS, "The status of every background task (running, or its result), without waiting.",
-                  {}, []),
-        _function(CANCEL_TASK, "Cancel a running background task; its worker is stopped.",
-                  {"handle": {"type": "string", "description": "The task's handle."}}, ["handle"]),
+        _function(
+            WAIT_FOR,
+            "Wait until the given background tasks finish (or the timeout passes); returns their "
+            "results, or `running` for those still going.",
+            {
+                "handles": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "description": "Handles returned by delegation tools.",
+                },
+                "timeout_s": {
+                    "type": "number",
+                    "minimum": 0,
+                    "description": "Most seconds to wait (default: until they finish).",
+                },
+            },
+            ["handles"],
+        ),
+        _function(
+            CHECK_TASKS, "The status of every background task (running, or its result), without waiting.", {}, []
+        ),
+        _function(
+            CANCEL_TASK,
+            "Cancel a running background task; its worker is stopped.",
+            {"handle": {"type": "string", "description": "The task's handle."}},
+            ["handle"],
+        ),
     ]

@@ -109,17 +109,24 @@ class MemoryJournal:
 
 
 # -- hashes -------------------------------------------------------------------------------
-def request_hash(messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
-                 response_format: Mapping[str, Any] | None, *, today: str | None = None,
-                 secrets: Redactor | None = None) -> str:
+def request_hash(
+    messages: Sequence[Message],
+    settings: ModelSettings,
+    tools: Sequence[ToolSchema],
+    response_format: Mapping[str, Any] | None,
+    *,
+    today: str | None = None,
+    secrets: Redactor | None = None,
+) -> str:
     """The model request's hash: model, messages, tools and response format, with what changes between
     attempts of one run masked by :func:`teamrun.secrets.mask_request` — today's date (a run resumed the next
     day), the random fences of referenced results, and ``secrets`` (what the store masks: a replayed reply
     carries the mask where the live one carried the secret). One JSON dump and a few text passes: it is
     computed for every journaled call."""
     day = today or _dt.date.today().isoformat()
-    body = json.dumps([settings.model, messages, tools, response_format], ensure_ascii=False, sort_keys=True,
-                      default=str)
+    body = json.dumps(
+        [settings.model, messages, tools, response_format], ensure_ascii=False, sort_keys=True, default=str
+    )
     return hashlib.sha256(mask_request(body, today=day, secrets=secrets).encode()).hexdigest()
 
 
@@ -152,8 +159,12 @@ def tool_idempotent(tool: Tool, definitions: Mapping[str, ToolDef] | None) -> bo
 class _Write:
     __slots__ = ("done", "entry", "loop")
 
-    def __init__(self, entry: JournalEntry | None, loop: asyncio.AbstractEventLoop | None = None,
-                 done: asyncio.Future[None] | None = None) -> None:
+    def __init__(
+        self,
+        entry: JournalEntry | None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        done: asyncio.Future[None] | None = None,
+    ) -> None:
         self.entry, self.loop, self.done = entry, loop, done
 
 
@@ -165,8 +176,14 @@ class RunJournal:
     :meth:`open` before the run and :meth:`close` after it (``Team.run`` does).
     """
 
-    def __init__(self, backend: JournalBackend, record: JournaledRun, earlier: Sequence[JournalEntry] = (),
-                 *, confirmed_tools: bool = False) -> None:
+    def __init__(
+        self,
+        backend: JournalBackend,
+        record: JournaledRun,
+        earlier: Sequence[JournalEntry] = (),
+        *,
+        confirmed_tools: bool = False,
+    ) -> None:
         self.backend = backend
         self.record = record
         self.replay = Replay(earlier, confirmed_tools=confirmed_tools)
@@ -199,8 +216,9 @@ class RunJournal:
         self._thread = threading.Thread(target=self._write_loop, name=f"teamrun-journal-{self.run_id}", daemon=True)
         self._thread.start()
 
-    async def close(self, *, status: str, usage: dict[str, int], cost: float, final_text: str,
-                    error: str | None) -> None:
+    async def close(
+        self, *, status: str, usage: dict[str, int], cost: float, final_text: str, error: str | None
+    ) -> None:
         """Write what is queued, then the run's outcome."""
         if self._thread is not None:
             self._closing = True  # a write that comes later (a background worker's) is dropped, never awaited
@@ -217,8 +235,13 @@ class RunJournal:
             self.failure = self.failure or f"{type(exc).__name__}: {_first_line(exc)}"
 
     # -- entries --------------------------------------------------------------------------------
-    def request_hash(self, messages: Sequence[Message], settings: ModelSettings, tools: Sequence[ToolSchema],
-                     response_format: Mapping[str, Any] | None) -> str:
+    def request_hash(
+        self,
+        messages: Sequence[Message],
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema],
+        response_format: Mapping[str, Any] | None,
+    ) -> str:
         """:func:`request_hash` with this run's secrets masked (asked as a model call starts: the call counts
         as open until its reply is written)."""
         self._open_calls += 1

@@ -57,5 +57,6 @@ class Replay:
             return None
         self.replayed_tools += 1
         payload = entry.payload
-        return ToolOutcome(ok=bool(payload.get("ok")), content=str(payload.get("content", "")),
-                           error=payload.get("error"))
+        return ToolOutcome(
+            ok=bool(payload.get("ok")), content=str(payload.get("content", "")), error=payload.get("error")
+        )

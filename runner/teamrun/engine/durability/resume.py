@@ -42,7 +42,8 @@ class ResumeNeedsConfirmation(UsageError):
         super().__init__(
             f"run {run_id} was stopped while {len(pending)} tool call(s) that are not idempotent were running:\n"
             f"{lines}\nResuming runs them again. Confirm with `{command}` (or answer the "
-            f"prompt on a terminal); mark a tool `idempotent: true` in the team file if running it twice is safe.")
+            f"prompt on a terminal); mark a tool `idempotent: true` in the team file if running it twice is safe."
+        )
 
 
 @dataclass(frozen=True)
@@ -67,13 +68,15 @@ def pending_tools(replay: Replay) -> list[PendingTool]:
             continue
         done = entries.get(EntryKey(key.invocation, key.index, "tool", key.position))
         if done is None or done.request_hash != entry.request_hash:
-            pending.append(PendingTool(key, str(entry.payload.get("tool", "?")),
-                                       str(entry.payload.get("arguments", ""))))
+            pending.append(
+                PendingTool(key, str(entry.payload.get("tool", "?")), str(entry.payload.get("arguments", "")))
+            )
     return pending
 
 
-def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False,
-                confirm_with: str | None = None) -> RunJournal:
+def open_resume(
+    backend: JournalBackend, run_id: str, *, confirmed: bool = False, confirm_with: str | None = None
+) -> RunJournal:
     """The journal that continues run ``run_id``: its record (one attempt more) and its entries to replay.
 
     Raises :class:`~teamrun.errors.UsageError` for an unknown run or one still running, and
@@ -85,8 +88,9 @@ def open_resume(backend: JournalBackend, run_id: str, *, confirmed: bool = False
         raise UsageError(f"no run {run_id!r} in the store; `teamrun runs list` shows the runs it holds")
     claimed_here = run_id in CLAIMED_HERE  # a waiting run this process claimed (`teamrun answer`)
     if record.shown_status() == "running" and not claimed_here:
-        raise UsageError(f"run {run_id} is still running (pid {record.pid} on {record.host}); "
-                         "wait for it to end or stop it first")
+        raise UsageError(
+            f"run {run_id} is still running (pid {record.pid} on {record.host}); wait for it to end or stop it first"
+        )
     entries = [_unmasked(entry) for entry in backend.load(run_id)]
     journal = RunJournal(backend, _next_attempt(record), entries, confirmed_tools=confirmed)
     pending = pending_tools(journal.replay)

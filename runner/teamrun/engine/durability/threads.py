@@ -80,8 +80,10 @@ class ThreadSession:
             try:
                 text = await summarise(summary_request(text, [m for turn in left_out[covered:] for m in turn]))
             except ModelError as exc:
-                warn(f"history: the older turns of thread {self.thread_id} could not be summarised "
-                                f"({exc}); they are left out")
+                warn(
+                    f"history: the older turns of thread {self.thread_id} could not be summarised "
+                    f"({exc}); they are left out"
+                )
                 return
             self.summary = {"text": text, "turns": len(left_out)}
             try:
@@ -112,8 +114,10 @@ class ThreadSession:
         if memory is None or not answer:
             return
         memory += [{"role": "user", "content": task}, {"role": "assistant", "content": answer}]
-        self.remembered += [NewMessage("user", task, scope=agent),
-                            NewMessage("assistant", answer, agent=agent, scope=agent)]
+        self.remembered += [
+            NewMessage("user", task, scope=agent),
+            NewMessage("assistant", answer, agent=agent, scope=agent),
+        ]
 
     async def save(self, input: str, result: RunResult) -> str | None:
         """Add the turn (and workers' new memory) to the thread; who answered takes the next turn.
@@ -126,8 +130,13 @@ class ThreadSession:
         turn = [NewMessage("user", input), NewMessage("assistant", result.final_text, agent=answered_by)]
         try:
             with self.store.errors(f"save turn of thread {self.thread_id!r}"):
-                await asyncio.to_thread(self.store.threads.append, self.thread_id, [*turn, *self.remembered],
-                                        run_id=result.run_id, current_agent=answered_by)
+                await asyncio.to_thread(
+                    self.store.threads.append,
+                    self.thread_id,
+                    [*turn, *self.remembered],
+                    run_id=result.run_id,
+                    current_agent=answered_by,
+                )
         except StoreError as exc:  # the answer is not lost: the caller gets it, and is told
             return f"{exc}; the next turn will not see this one"
         return None
@@ -145,8 +154,10 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
         raise UsageError("a thread id is 1 to 200 characters (e.g. --thread support-42)")
     record = store.threads.get(thread_id) or store.threads.create(thread_id, config.name)
     if record.team != config.name:
-        raise UsageError(f"thread {thread_id!r} belongs to team {record.team!r}, not {config.name!r}: "
-                         "give another --thread id (or delete it: teamrun threads delete ID)")
+        raise UsageError(
+            f"thread {thread_id!r} belongs to team {record.team!r}, not {config.name!r}: "
+            "give another --thread id (or delete it: teamrun threads delete ID)"
+        )
     starts_with = record.current_agent if record.current_agent in config.agents else config.supervisor or ""
     conversation, dropped = trim(_messages(store.threads.messages(thread_id)), config.history)
     summary = unmask(record.meta.get("summary"))
@@ -154,9 +165,16 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
     for name, agent in config.agents.items():
         if agent.memory == "thread" and name != config.supervisor:
             memories[name] = _messages(store.threads.messages(thread_id, scope=name))
-    return ThreadSession(store=store, thread_id=thread_id, starts_with=starts_with, conversation=conversation,
-                         memories=memories, policy=config.history, dropped=dropped,
-                         summary=dict(summary) if isinstance(summary, dict) else {})
+    return ThreadSession(
+        store=store,
+        thread_id=thread_id,
+        starts_with=starts_with,
+        conversation=conversation,
+        memories=memories,
+        policy=config.history,
+        dropped=dropped,
+        summary=dict(summary) if isinstance(summary, dict) else {},
+    )
 
 
 def summary_request(earlier: str, turns: Sequence[Message]) -> list[Message]:

@@ -110,16 +110,27 @@ class RunCeiling:
 
     def ledger(self) -> BudgetLedger:
         """The ledger above the run's root that holds these limits."""
-        return BudgetLedger(Limits(max_total_tokens=self.max_tokens, max_cost_usd=self.max_cost_usd),
-                            label=self.label, names={"max_total_tokens": "max_tokens"})
+        return BudgetLedger(
+            Limits(max_total_tokens=self.max_tokens, max_cost_usd=self.max_cost_usd),
+            label=self.label,
+            names={"max_total_tokens": "max_tokens"},
+        )
 
 
 class BudgetLedger:
     """Counters and limits for one agent invocation (or the whole run, at the root)."""
 
-    def __init__(self, limits: Limits | None, *, label: str, parent: BudgetLedger | None = None,
-                 max_steps: int | None = None, depth: int = 0, agent: str | None = None,
-                 names: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        limits: Limits | None,
+        *,
+        label: str,
+        parent: BudgetLedger | None = None,
+        max_steps: int | None = None,
+        depth: int = 0,
+        agent: str | None = None,
+        names: dict[str, str] | None = None,
+    ) -> None:
         self.limits = limits or Limits()
         self.label = label
         self.names = names or {}
@@ -142,8 +153,9 @@ class BudgetLedger:
         """At the root: every invocation's ledger, in the order they were made."""
         self.root.nodes.append(self)
 
-    def child(self, limits: Limits | None, *, label: str, depth: int, max_steps: int | None = None,
-              agent: str | None = None) -> BudgetLedger:
+    def child(
+        self, limits: Limits | None, *, label: str, depth: int, max_steps: int | None = None, agent: str | None = None
+    ) -> BudgetLedger:
         return BudgetLedger(limits, label=label, parent=self, max_steps=max_steps, depth=depth, agent=agent)
 
     def _chain(self) -> list[BudgetLedger]:

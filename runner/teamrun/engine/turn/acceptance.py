@@ -43,8 +43,9 @@ FEEDBACK = (
 
 def feedback_message(outcome: CheckOutcome, attempt: int, max_attempts: int) -> str:
     """The user message that sends a failed check back to the agent."""
-    return FEEDBACK.format(check=f"'{outcome.name}'", attempt=attempt, max_attempts=max_attempts,
-                           detail=outcome.detail or "it failed")
+    return FEEDBACK.format(
+        check=f"'{outcome.name}'", attempt=attempt, max_attempts=max_attempts, detail=outcome.detail or "it failed"
+    )
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,9 @@ class Acceptance:
         agent = ctx.agent(frame.name)
         gates = []
         if agent.accept:
-            gates.append(_Gate(f"agents.{frame.name}.accept", tuple(agent.accept),
-                               agent.max_attempts or DEFAULT_MAX_ATTEMPTS))
+            gates.append(
+                _Gate(f"agents.{frame.name}.accept", tuple(agent.accept), agent.max_attempts or DEFAULT_MAX_ATTEMPTS)
+            )
         if frame.depth == 0 and ctx.config.accept:
             gates.append(_Gate("accept", tuple(ctx.config.accept), ctx.config.max_attempts or DEFAULT_MAX_ATTEMPTS))
         return cls(ctx, frame, tuple(gates)) if gates else None
@@ -98,8 +100,14 @@ class Acceptance:
         first: tuple[_Gate, CheckOutcome] | None = None
         for gate in self.gates:
             for check in gate.checks:
-                outcome = await run_check(check, answer, case=self._case(), model=self._judge_model(),
-                                          base_dir=self.ctx.base_dir, judge_model=self._default_judge_model())
+                outcome = await run_check(
+                    check,
+                    answer,
+                    case=self._case(),
+                    model=self._judge_model(),
+                    base_dir=self.ctx.base_dir,
+                    judge_model=self._default_judge_model(),
+                )
                 outcomes.append(outcome)
                 if first is None and not outcome.passed:
                     first = (gate, outcome)
@@ -120,17 +128,24 @@ class Acceptance:
         gate, outcome = self.failed if self.failed is not None else (None, None)
         stopped_by = stopped_by or self.stopped_by
         record = AcceptanceRecord(
-            agent=self.frame.name, agent_path=self.frame.path, attempts=self.attempts,
-            max_attempts=gate.max_attempts if gate is not None else self.max_attempts, passed=self.passed,
+            agent=self.frame.name,
+            agent_path=self.frame.path,
+            attempts=self.attempts,
+            max_attempts=gate.max_attempts if gate is not None else self.max_attempts,
+            passed=self.passed,
             failed_check=outcome.name if outcome is not None else None,
             detail=outcome.detail if outcome is not None else "",
-            stopped_by=stopped_by if not self.passed else None, history=tuple(self.history),
+            stopped_by=stopped_by if not self.passed else None,
+            history=tuple(self.history),
         )
         self.ctx.record_acceptance(record)
         if not self.passed and self.attempts:
             why = f" (stopped by {stopped_by})" if stopped_by else ""
-            self.ctx.warn(self.frame, f"accept: {self.frame.name} failed {record.failure} after "
-                                      f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}{why}")
+            self.ctx.warn(
+                self.frame,
+                f"accept: {self.frame.name} failed {record.failure} after "
+                f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}{why}",
+            )
         return record
 
     def _case(self) -> dict[str, Any]:
@@ -145,11 +160,16 @@ class Acceptance:
 
     def _emit(self, status: str) -> None:
         gate, outcome = self.failed if self.failed is not None else (None, None)
-        self.frame.emit(self.ctx, "accept", status=status, attempt=self.attempts,
-                        max_attempts=gate.max_attempts if gate is not None else self.max_attempts,
-                        check=outcome.name if outcome is not None else None,
-                        detail=(outcome.detail or None) if outcome is not None else None,
-                        source=gate.source if gate is not None else None)
+        self.frame.emit(
+            self.ctx,
+            "accept",
+            status=status,
+            attempt=self.attempts,
+            max_attempts=gate.max_attempts if gate is not None else self.max_attempts,
+            check=outcome.name if outcome is not None else None,
+            detail=(outcome.detail or None) if outcome is not None else None,
+            source=gate.source if gate is not None else None,
+        )
 
 
 class _JudgeModel:
@@ -160,17 +180,27 @@ class _JudgeModel:
     def __init__(self, acceptance: Acceptance) -> None:
         self.acceptance = acceptance
 
-    async def complete(self, messages: Sequence[Message], *, settings: ModelSettings,
-                       tools: Sequence[ToolSchema] = (),
-                       response_format: Mapping[str, Any] | None = None) -> ModelReply:
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema] = (),
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ModelReply:
         acceptance = self.acceptance
         frame = acceptance.frame
         acceptance.judge_calls += 1
-        call = ModelCall(acceptance.attempts, agent_path=(*frame.path, JUDGE_AGENT), step=False,
-                         journal=(f"{frame.key}/{JUDGE_AGENT}", acceptance.judge_calls))
+        call = ModelCall(
+            acceptance.attempts,
+            agent_path=(*frame.path, JUDGE_AGENT),
+            step=False,
+            journal=(f"{frame.key}/{JUDGE_AGENT}", acceptance.judge_calls),
+        )
         try:
-            return await call_model(acceptance.ctx, frame, messages, call, settings=settings, tools=tools,
-                                    response_format=response_format)
+            return await call_model(
+                acceptance.ctx, frame, messages, call, settings=settings, tools=tools, response_format=response_format
+            )
         except CallRefused as exc:
             acceptance.stopped_by = str(exc.reached)
             raise

@@ -91,9 +91,18 @@ async def run_tool(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: in
             call, f"Error: {reached} reached; this call was not run. Answer with what you have.", (reached,)
         )
     frame.ledger.charge("tool_calls")
-    site = ask_site.set(AskSite(ctx.journal.run_id if ctx.journal else ctx.result.run_id, frame.key, turn, position,
-                                frame.name, ctx.desk, ctx.activity.parked_call,
-                                lambda kind, **data: frame.emit(ctx, kind, **data)))
+    site = ask_site.set(
+        AskSite(
+            ctx.journal.run_id if ctx.journal else ctx.result.run_id,
+            frame.key,
+            turn,
+            position,
+            frame.name,
+            ctx.desk,
+            ctx.activity.parked_call,
+            lambda kind, **data: frame.emit(ctx, kind, **data),
+        )
+    )
     with frame.span(ctx, "tool", tool=call.name) as span:
         try:
             outcome = await _journaled(ctx, frame, action, turn, position)
@@ -116,8 +125,11 @@ async def _journaled(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: 
         return outcome
     approver = ctx.approver
     if not tool_idempotent(action.tool, ctx.config.tools):
-        start = JournalEntry(EntryKey(frame.key, turn, "tool_start", position), fingerprint,
-                             {"tool": call.name, "arguments": call.arguments})
+        start = JournalEntry(
+            EntryKey(frame.key, turn, "tool_start", position),
+            fingerprint,
+            {"tool": call.name, "arguments": call.arguments},
+        )
         if action.tool.require_approval:  # started once approved: a run waiting for the approval did not start it
             approver = _StartWhenApproved(approver, journal, start)
         else:

@@ -100,24 +100,32 @@ class AgentLoop:
     async def run(self, task: str | None, history: Sequence[Message] = ()) -> WorkerOutcome | HandOff:
         """Start on ``task``, or take over ``history`` after a handoff."""
         ctx, frame = self.ctx, self.frame
-        base_prompt = system_prompt(frame.name, self.agent, workers=workers_of(ctx.config, frame.name),
-                                    template_context=ctx.template_context(frame.name, frame.context))
+        base_prompt = system_prompt(
+            frame.name,
+            self.agent,
+            workers=workers_of(ctx.config, frame.name),
+            template_context=ctx.template_context(frame.name, frame.context),
+        )
         earlier = [m for m in history if m.get("role") != "system"] or [{"role": "user", "content": task or ""}]
         self.messages = [{"role": "system", "content": base_prompt}, *earlier]
         if self.acceptance is not None:
-            self.acceptance.task = task if task is not None else next(
-                (str(m.get("content") or "") for m in history if m.get("role") == "user"), "")
+            self.acceptance.task = (
+                task
+                if task is not None
+                else next((str(m.get("content") or "") for m in history if m.get("role") == "user"), "")
+            )
         structlog.contextvars.bind_contextvars(agent=frame.name, agent_path="/".join(frame.path))
         frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
         status, stopped_by, text, accepted = "error", None, "", None
         try:
             # starts the tool sources it declares; a narrowed task leaves out the others
-            table = await build_tool_table(ctx.config, ctx.tools, ctx.sources, frame.name,
-                                           allowed=frame.allowed_tools)
+            table = await build_tool_table(ctx.config, ctx.tools, ctx.sources, frame.name, allowed=frame.allowed_tools)
             while True:
                 ledger = self.delegator.tasks.summary()  # kept current at the end of the system prompt
-                self.messages[0] = {"role": "system", "content": f"{base_prompt}\n\n{ledger}" if ledger
-                                    else base_prompt}
+                self.messages[0] = {
+                    "role": "system",
+                    "content": f"{base_prompt}\n\n{ledger}" if ledger else base_prompt,
+                }
                 turn = await self._step(table)
                 self.messages.extend(turn.messages)
                 step = turn.next
@@ -144,10 +152,17 @@ class AgentLoop:
             if status != "handed_off":
                 self.delegator.tasks.close()
             own = frame.ledger.own
-            frame.emit(ctx, "agent_end", status=status, usage=own.usage.as_dict(), cost=own.cost,
-                       stopped_by=stopped_by)
-        return WorkerOutcome(text, status, frame.ledger.own.usage, frame.ledger.own.cost, self.messages, stopped_by,
-                             self.finish_reason, accepted)
+            frame.emit(ctx, "agent_end", status=status, usage=own.usage.as_dict(), cost=own.cost, stopped_by=stopped_by)
+        return WorkerOutcome(
+            text,
+            status,
+            frame.ledger.own.usage,
+            frame.ledger.own.cost,
+            self.messages,
+            stopped_by,
+            self.finish_reason,
+            accepted,
+        )
 
     def _notes(self, *, feedback: bool = True) -> list[Message]:
         """What the agent is told before its next call: hooks' feedback, finished background work."""
@@ -180,9 +195,21 @@ class AgentLoop:
                 return Turn(new, RunAgain())
             return await self._answer(reply, new)
         async with self.ctx.activity.waiting():  # each action works on its own
-            results = await run_all(_working(self.ctx, run_action(
-                self.ctx, self.frame, self.delegator, action, turn=self.turns, position=self._position(action.call),
-                messages=[*self.messages, *new])) for action in plan.actions)
+            results = await run_all(
+                _working(
+                    self.ctx,
+                    run_action(
+                        self.ctx,
+                        self.frame,
+                        self.delegator,
+                        action,
+                        turn=self.turns,
+                        position=self._position(action.call),
+                        messages=[*self.messages, *new],
+                    ),
+                )
+                for action in plan.actions
+            )
         new += [{"role": "tool", "tool_call_id": r.call.id, "content": r.content} for r in results]
         hook_stop = None if ends_turn(results) else await self._on_iteration([*self.messages, *new])
         return Turn(new, next_step(results, hook_stop=hook_stop))
@@ -214,8 +241,11 @@ class AgentLoop:
         return Turn(new, FinalOutput(text))
 
     def _warn_truncated(self, what: str) -> None:
-        self.ctx.warn(self.frame, f"truncated: {self.frame.name}'s {what} was cut off at the model's output limit "
-                                  f"(finish_reason: length); raise max_tokens for {self.frame.name}")
+        self.ctx.warn(
+            self.frame,
+            f"truncated: {self.frame.name}'s {what} was cut off at the model's output limit "
+            f"(finish_reason: length); raise max_tokens for {self.frame.name}",
+        )
 
     async def _on_iteration(self, messages: Sequence[Message]) -> str | None:
         """Run ``on_iteration`` hooks (their feedback reaches the next call); why they stop the agent, if they do."""
@@ -232,8 +262,13 @@ class AgentLoop:
         new = self._notes(feedback=False)
         new.append({"role": "user", "content": LAST_TURN_NOTE.format(reason=stop.note)})
         limit = stop.why if isinstance(stop.why, LimitReached) else None
-        self.frame.emit(self.ctx, "budget", reason=stop.reason, limit=limit.limit if limit else None,
-                        value=limit.value if limit else None)
+        self.frame.emit(
+            self.ctx,
+            "budget",
+            reason=stop.reason,
+            limit=limit.limit if limit else None,
+            value=limit.value if limit else None,
+        )
         messages = [*self.messages, *new]
         reply = await self._call(messages, (), settings=self._last_turn_settings(messages), past_limits=True)
         if reply.finish_reason == "length":
@@ -248,15 +283,28 @@ class AgentLoop:
         configured = self.settings.max_tokens or DEFAULT_MAX_TOKENS
         return replace(self.settings, max_tokens=min(configured, max(LAST_TURN_MIN_TOKENS, left)))
 
-    async def _call(self, messages: Sequence[Message], tools: Sequence[ToolSchema],
-                    settings: ModelSettings | None = None, *, past_limits: bool = False) -> ModelReply:
+    async def _call(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSchema],
+        settings: ModelSettings | None = None,
+        *,
+        past_limits: bool = False,
+    ) -> ModelReply:
         """One model call of this agent; ``past_limits``: the last turn, or the rest of a cut-off answer, which
         a used-up token or cost limit allows (the turn's limits were checked before its first call)."""
         self.turns += 1
         call = ModelCall(self.turns, journal=(self.frame.key, self.turns), check_limits=not past_limits)
         try:
-            reply = await call_model(self.ctx, self.frame, messages, call, settings=settings or self.settings,
-                                     tools=tools, response_format=self.output.response_format if self.output else None)
+            reply = await call_model(
+                self.ctx,
+                self.frame,
+                messages,
+                call,
+                settings=settings or self.settings,
+                tools=tools,
+                response_format=self.output.response_format if self.output else None,
+            )
         except ModelError as exc:
             raise ModelError(f"{self.frame.name}: {exc}") from exc
         self.finish_reason = reply.finish_reason

@@ -60,6 +60,7 @@ def system_prompt(
         context = {**template_context, "workers": workers, "tool": tool, "parallel": parallel}
         parts.append(_render(source, context, f"agents.{name}.delegation.prompt").strip())
         if delegation and delegation.append_guidelines:
-            parts.append(_render(delegation.append_guidelines, context,
-                                 f"agents.{name}.delegation.append_guidelines").strip())
+            parts.append(
+                _render(delegation.append_guidelines, context, f"agents.{name}.delegation.append_guidelines").strip()
+            )
     return "\n\n".join(p for p in parts if p)

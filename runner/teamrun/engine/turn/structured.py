@@ -70,9 +70,7 @@ class OutputChecker:
         if not problems:
             return Verdict(True, _unfenced(text).strip())
         if self.repairs_left <= 0:
-            raise OutputInvalid(
-                f"{self.agent}'s answer does not match its output_schema: {'; '.join(problems[:5])}"
-            )
+            raise OutputInvalid(f"{self.agent}'s answer does not match its output_schema: {'; '.join(problems[:5])}")
         self.repairs_left -= 1
         listing = "\n".join(f"- {p}" for p in problems[:10])
         prompt = (

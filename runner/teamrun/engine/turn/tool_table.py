@@ -77,8 +77,14 @@ class ToolTable:
         return self._entries.get(name)
 
 
-async def build_tool_table(config: TeamConfig, tools: Mapping[str, Tool | ToolSource], sources: StartedSources,
-                           agent: str, *, allowed: frozenset[str] | None = None) -> ToolTable:
+async def build_tool_table(
+    config: TeamConfig,
+    tools: Mapping[str, Tool | ToolSource],
+    sources: StartedSources,
+    agent: str,
+    *,
+    allowed: frozenset[str] | None = None,
+) -> ToolTable:
     """``agent``'s table; tool sources it declares are started (once per ``sources``) for their functions.
 
     ``tools``: the team's tools by entry name; ``allowed``: the tool entries a narrowed task leaves it
@@ -97,25 +103,26 @@ async def build_tool_table(config: TeamConfig, tools: Mapping[str, Tool | ToolSo
         elif offered.origin == "background":
             entries.append(TableEntry(offered, "background", background[offered.name]))
         elif offered.origin == "handoff":
-            entries.append(TableEntry(offered, "handoff", handoff_schema(config, offered.source),
-                                      target=offered.source))
+            entries.append(
+                TableEntry(offered, "handoff", handoff_schema(config, offered.source), target=offered.source)
+            )
         else:
             entries.extend(await _tool_entries(tools[offered.source], sources, offered))
     return ToolTable(agent, entries, withheld)
 
 
-async def _tool_entries(declared: Tool | ToolSource, sources: StartedSources,
-                        offered: OfferedName) -> list[TableEntry]:
+async def _tool_entries(declared: Tool | ToolSource, sources: StartedSources, offered: OfferedName) -> list[TableEntry]:
     if isinstance(declared, ToolSource):
         try:
             functions = await sources.tools(declared)
         except TeamrunError:
             raise
         except Exception as exc:  # a server that would not start: a run error, not a traceback
-            raise ToolError(f"tool entry '{offered.source}' could not be started: "
-                            f"{type(exc).__name__}: {exc}") from exc
-        return [TableEntry(OfferedName(tool.name, "source", offered.source), "tool", tool.spec.as_openai(), tool)
-                for tool in functions]
+            raise ToolError(f"tool entry '{offered.source}' could not be started: {type(exc).__name__}: {exc}") from exc
+        return [
+            TableEntry(OfferedName(tool.name, "source", offered.source), "tool", tool.spec.as_openai(), tool)
+            for tool in functions
+        ]
     return [TableEntry(offered, "tool", declared.spec.as_openai(), declared)]
 
 
@@ -126,9 +133,11 @@ def handoff_schema(config: TeamConfig, target: str) -> ToolSchema:
         "function": {
             "name": handoff_tool_name(target),
             "description": f"Hand the conversation to {target}, who then answers the user. {description}".strip(),
-            "parameters": {"type": "object", "properties": {
-                "reason": {"type": "string", "description": "Why this agent should take over."}},
-                "additionalProperties": False},
+            "parameters": {
+                "type": "object",
+                "properties": {"reason": {"type": "string", "description": "Why this agent should take over."}},
+                "additionalProperties": False,
+            },
         },
     }
 

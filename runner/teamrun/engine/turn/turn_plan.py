@@ -66,8 +66,11 @@ class Unknown:
     """The agent declares this tool, but its task narrowed its tools and left this one out."""
 
     def message(self) -> str:
-        problem = (f"the tool '{self.call.name}' is not allowed for this task" if self.withheld
-                   else f"there is no tool named '{self.call.name}'")
+        problem = (
+            f"the tool '{self.call.name}' is not allowed for this task"
+            if self.withheld
+            else f"there is no tool named '{self.call.name}'"
+        )
         return f"Error: {problem}. Available tools: {', '.join(self.offered) or 'none'}."
 
 
@@ -109,8 +112,6 @@ def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
 
 
 # -- signals: what running an action means for the turn ---------------------------------------
-
-
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,25 @@ def next_step(results: Sequence[CallResult], *, hook_stop: str | None = None) ->
 
 
 __all__ = [
-    "Action", "Bail", "CallResult", "Control", "Delegate", "ExtraTransfer", "FinalOutput", "HandOff", "HandedOff",
-    "NextStep", "Refused", "RunAgain", "RunTool", "Signal", "Stop", "Transfer", "TurnPlan", "Unknown",
-    "ends_turn", "next_step", "plan_turn",
+    "Action",
+    "Bail",
+    "CallResult",
+    "Control",
+    "Delegate",
+    "ExtraTransfer",
+    "FinalOutput",
+    "HandOff",
+    "HandedOff",
+    "NextStep",
+    "Refused",
+    "RunAgain",
+    "RunTool",
+    "Signal",
+    "Stop",
+    "Transfer",
+    "TurnPlan",
+    "Unknown",
+    "ends_turn",
+    "next_step",
+    "plan_turn",
 ]

@@ -38,8 +38,9 @@ class Engine(Protocol):
         ...
 
 
-def chat_model_for(loaded: LoadedConfig, *, model: str | None = None, replay: str | None = None,
-                   extra_models: Sequence[str] = ()) -> ChatModel:
+def chat_model_for(
+    loaded: LoadedConfig, *, model: str | None = None, replay: str | None = None, extra_models: Sequence[str] = ()
+) -> ChatModel:
     """The chat model every run of a batch or eval shares: the router, or a cassette's replies.
 
     LiteLLM is imported here (not inside the first call) when a model of the team

@@ -34,5 +34,6 @@ class LocalEngine:
         return await run_row(self.loaded, row, ceiling, chat_model=self.chat_model, model=self.model)
 
     async def run_case(self, cases: LoadedCases, index: int, subscribers: Sequence[Subscriber] = ()) -> CaseResult:
-        return await run_case(self.loaded, cases, index, chat_model=self.chat_model, model=self.model,
-                              subscribers=subscribers)
+        return await run_case(
+            self.loaded, cases, index, chat_model=self.chat_model, model=self.model, subscribers=subscribers
+        )

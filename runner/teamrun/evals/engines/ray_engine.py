@@ -80,13 +80,25 @@ class WorkerSpec:
     """Models used outside the team (judges), so LiteLLM is imported before the first case if one needs it."""
 
     @classmethod
-    def for_team(cls, loaded: LoadedConfig, *, model: str | None = None, replay: str | None = None,
-                 extra_models: Sequence[str] = ()) -> WorkerSpec:
+    def for_team(
+        cls,
+        loaded: LoadedConfig,
+        *,
+        model: str | None = None,
+        replay: str | None = None,
+        extra_models: Sequence[str] = (),
+    ) -> WorkerSpec:
         seen = _ReferencedEnviron(os.environ)
         load_config(loaded.path, environ=seen)  # again, noting which variables the file reads
         environ = {name: os.environ[name] for name in (*seen.names, *_FORWARDED) if name in os.environ}
-        return cls(str(loaded.path), environ, os.getcwd(), model,
-                   str(Path(replay).resolve()) if replay is not None else None, tuple(extra_models))
+        return cls(
+            str(loaded.path),
+            environ,
+            os.getcwd(),
+            model,
+            str(Path(replay).resolve()) if replay is not None else None,
+            tuple(extra_models),
+        )
 
 
 class _ReferencedEnviron(Mapping[str, str]):
@@ -175,8 +187,10 @@ def check_reachable(address: str, timeout_s: float = 5.0) -> None:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
             pass
     except OSError as exc:
-        raise UsageError(f"cannot reach the Ray cluster at {address}: {exc.strerror or exc} "
-                         "(is its head node running, and is that the right port?)") from None
+        raise UsageError(
+            f"cannot reach the Ray cluster at {address}: {exc.strerror or exc} "
+            "(is its head node running, and is that the right port?)"
+        ) from None
 
 
 class RayEngine:
@@ -191,8 +205,15 @@ class RayEngine:
             outcome = asyncio.run(run_batch(loaded, rows, Path("out.jsonl"), workers=16, engine=engine))
     """
 
-    def __init__(self, spec: WorkerSpec, *, workers: int, address: str | None = None, rpm: int | None = None,
-                 tpm: int | None = None) -> None:
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        *,
+        workers: int,
+        address: str | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+    ) -> None:
         self.spec = spec
         self.workers = max(1, workers)
         self.address = address
@@ -217,8 +238,9 @@ class RayEngine:
             if self.address is not None:
                 check_reachable(self.address)
             try:
-                ray.init(address=self.address, include_dashboard=False, log_to_driver=False,
-                         logging_level=logging.WARNING)
+                ray.init(
+                    address=self.address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING
+                )
             except Exception as exc:  # Ray's own errors: a message, not a traceback
                 where = f" at {self.address}" if self.address else ""
                 raise UsageError(f"cannot start or join Ray{where}: {exc}") from None
@@ -289,7 +311,9 @@ def _worker_error(exc: BaseException) -> TeamrunError:
     if isinstance(exc, TeamrunError) and cause is None:
         return exc
     if isinstance(cause, ModuleNotFoundError) and (cause.name or "").startswith("teamrun"):
-        return UsageError("the Ray workers cannot import teamrun: install it on every node of the cluster "
-                          "(pip install 'teamrun[ray]')")
+        return UsageError(
+            "the Ray workers cannot import teamrun: install it on every node of the cluster "
+            "(pip install 'teamrun[ray]')"
+        )
     shown = [line for line in str(cause or exc).strip().splitlines() if line.strip()]
     return RunError(f"a Ray worker failed: {shown[-1].strip() if shown else type(exc).__name__}")

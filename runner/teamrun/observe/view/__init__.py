@@ -50,8 +50,13 @@ def _hash(text: str) -> str:
 def _json_for_html(value: Any) -> str:
     """JSON that is safe inside a ``<script type="application/json">`` element (no ``</script>``, no ``<!--``)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026") \
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 _BOOT = """
@@ -62,8 +67,13 @@ _BOOT = """
 """
 
 
-def render_page(records: Iterable[Mapping[str, Any]], *, title: str = "teamrun run",
-                answer: str | None = None, notes: Iterable[str] = ()) -> str:
+def render_page(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    title: str = "teamrun run",
+    answer: str | None = None,
+    notes: Iterable[str] = (),
+) -> str:
     """One self-contained HTML page showing the run whose event lines are ``records``.
 
     ``answer``: the run's final answer, when the records do not carry it (they
@@ -76,11 +86,11 @@ def render_page(records: Iterable[Mapping[str, Any]], *, title: str = "teamrun r
     csp = f"default-src 'none'; img-src data:; style-src {_hash(style)}; script-src {_hash(script)}"
     shown_notes = "".join(f'<p class="tv-note">{html.escape(n)}</p>' for n in notes)
     return (
-        "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(title)}</title>\n<style>{style}</style>\n</head>\n<body>\n"
-        f"{shown_notes}<div id=\"teamrun-view\"></div>\n"
+        f'{shown_notes}<div id="teamrun-view"></div>\n'
         f'<script type="application/json" id="teamrun-data">{_json_for_html(data)}</script>\n'
         f"<script>{script}</script>\n</body>\n</html>\n"
     )

@@ -55,7 +55,9 @@ async def _check(result: Any, entries: dict[str, dict[str, Any]]) -> list[Diagno
             names = spec.get(key)
             for index, tool in enumerate(names if isinstance(names, list) else []):
                 if tool not in offered:
-                    problem(("tools", name, key, index),
-                            f"tools.{name}.{key}[{index}]: the MCP server offers no tool '{tool}'"
-                            f"{did_you_mean(tool, offered) or ''} (it offers: {', '.join(offered) or 'none'})")
+                    problem(
+                        ("tools", name, key, index),
+                        f"tools.{name}.{key}[{index}]: the MCP server offers no tool '{tool}'"
+                        f"{did_you_mean(tool, offered) or ''} (it offers: {', '.join(offered) or 'none'})",
+                    )
     return found

@@ -79,8 +79,13 @@ class McpServerTool(Tool):
         """The server's hints about the tool (``read_only_hint``, ``idempotent_hint``...), if it gave any."""
 
     async def run(self, arguments: dict[str, Any]) -> str:
-        return await self.source.call(self.remote_name, {**arguments, **self.fixed}, function=self.name,
-                                      timeout_s=self.call_timeout_s, max_chars=self.max_output_chars)
+        return await self.source.call(
+            self.remote_name,
+            {**arguments, **self.fixed},
+            function=self.name,
+            timeout_s=self.call_timeout_s,
+            max_chars=self.max_output_chars,
+        )
 
 
 def _parameters(schema: Any, fixed: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +110,12 @@ class McpToolSource(ToolSource):
     """The tools of one MCP server tool entry, started on first use and shared for one run."""
 
     def __init__(
-        self, entry: str, definition: ToolDef, *, base_dir: Path, secrets: Iterable[str] = (),
+        self,
+        entry: str,
+        definition: ToolDef,
+        *,
+        base_dir: Path,
+        secrets: Iterable[str] = (),
         tape: McpTape | None = None,
     ) -> None:
         if definition.mcp is None:
@@ -136,8 +146,7 @@ class McpToolSource(ToolSource):
 
     def fresh(self) -> McpToolSource:
         """An unstarted copy: each run starts (and stops) its own server."""
-        return McpToolSource(self.entry, self.definition, base_dir=self.base_dir, secrets=self._secrets,
-                             tape=self.tape)
+        return McpToolSource(self.entry, self.definition, base_dir=self.base_dir, secrets=self._secrets, tape=self.tape)
 
     @property
     def replaying(self) -> bool:
@@ -262,9 +271,12 @@ class McpToolSource(ToolSource):
 
             assert self._stderr is not None
             transport = stdio_transport(
-                self.server.command, entry=self.entry, env=dict(self.server.env or {}),
+                self.server.command,
+                entry=self.entry,
+                env=dict(self.server.env or {}),
                 cwd=self.base_dir / self.server.cwd if self.server.cwd is not None else None,
-                errlog=self._stderr, on_exit=self._exited,
+                errlog=self._stderr,
+                on_exit=self._exited,
             )
             async with Client(transport, client_info=info) as client:
                 yield client
@@ -311,8 +323,13 @@ class McpToolSource(ToolSource):
     # -- calls -----------------------------------------------------------------------------------
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], *, function: str | None = None,
-        timeout_s: float | None = None, max_chars: int | None = None,
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        function: str | None = None,
+        timeout_s: float | None = None,
+        max_chars: int | None = None,
     ) -> str:
         """Call ``tool`` on the running server (or answer from the tape when replaying).
 
@@ -327,8 +344,9 @@ class McpToolSource(ToolSource):
             text = await self._call_within(tool, arguments, function or tool, timeout_s)
         except ToolError as exc:
             if tape is not None and tape.mode == "record":
-                tape.record_call(self.entry, tool, arguments, ok=False, content=self.mask(str(exc)),
-                                 max_chars=max_chars)
+                tape.record_call(
+                    self.entry, tool, arguments, ok=False, content=self.mask(str(exc)), max_chars=max_chars
+                )
             raise
         if tape is not None and tape.mode == "record":
             tape.record_call(self.entry, tool, arguments, ok=True, content=self.mask(text), max_chars=max_chars)
@@ -447,7 +465,9 @@ def _connection_lost(exc: BaseException) -> bool:
     if isinstance(leaf, MCPError):
         return "closed" in str(leaf).lower()
     return isinstance(leaf, ConnectionError | EOFError) or type(leaf).__name__ in (
-        "ClosedResourceError", "BrokenResourceError", "EndOfStream",
+        "ClosedResourceError",
+        "BrokenResourceError",
+        "EndOfStream",
     )
 
 

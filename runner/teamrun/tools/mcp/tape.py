@@ -92,16 +92,29 @@ class McpTape:
             handle.write(json.dumps(item, ensure_ascii=False, default=str) + "\n")
 
     def record_listing(self, entry: str, listing: list[Any]) -> None:
-        tools = [{"name": t.name, "title": getattr(t, "title", None), "description": t.description,
-                  "input_schema": t.input_schema} for t in listing]
+        tools = [
+            {
+                "name": t.name,
+                "title": getattr(t, "title", None),
+                "description": t.description,
+                "input_schema": t.input_schema,
+            }
+            for t in listing
+        ]
         self._append({"kind": "tools", "entry": entry, "tools": tools})
 
     def record_call(
         self, entry: str, tool: str, arguments: dict[str, Any], *, ok: bool, content: str, max_chars: int | None = None
     ) -> None:
         """One call's outcome, as the model sees it: beyond ``max_chars``, only the count of what was cut is kept."""
-        item: dict[str, Any] = {"kind": "call", "entry": entry, "tool": tool, "arguments": arguments, "ok": ok,
-                                "content": content}
+        item: dict[str, Any] = {
+            "kind": "call",
+            "entry": entry,
+            "tool": tool,
+            "arguments": arguments,
+            "ok": ok,
+            "content": content,
+        }
         if max_chars is not None and len(content) > max_chars:
             item["content"], item["omitted"] = content[:max_chars], len(content) - max_chars
         self._append(item)
@@ -112,8 +125,10 @@ class McpTape:
         """The recorded result of this call; :class:`ToolError` for a recorded failure or no recording."""
         recorded = self._calls.get((entry, tool, _key(arguments)))
         if not recorded:
-            raise ToolError(f"replay: the MCP tape {self.path.name} has no recorded result for {tool!r} of "
-                            f"tool entry {entry!r} with these arguments")
+            raise ToolError(
+                f"replay: the MCP tape {self.path.name} has no recorded result for {tool!r} of "
+                f"tool entry {entry!r} with these arguments"
+            )
         item = recorded.popleft() if len(recorded) > 1 else recorded[0]
         omitted = int(item.get("omitted") or 0)
         content = PartialOutput(str(item["content"]), omitted) if omitted else str(item["content"])
