@@ -25,7 +25,7 @@ from teamrun.config.loader import check_text
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCS = [README, *sorted((REPO / "docs").glob("*.md")), REPO / "examples" / "README.md"]
-TEAM_FILE_DOCS = [README, REPO / "docs" / "team-file.md"]
+TEAM_FILE_DOCS = [README, REPO / "docs" / "people.md", REPO / "docs" / "team-file.md"]
 """The docs that show complete team files (each is validated; the others show none)."""
 SET_UP = [
     "python3 -m venv .venv && . .venv/bin/activate && pip install . && "

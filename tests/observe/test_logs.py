@@ -168,7 +168,12 @@ def test_only_the_cli_configures_logging() -> None:
                     "ensure_default_logging",
                 ):
                     callers.append(f"{path.relative_to(package)}: {called}")
-    assert callers == ["cli/app.py: configure_logging", "logs.py: structlog.configure"]
+    # serve/workers.py: a `teamrun serve --workers N` process is the CLI's own child and applies the CLI's settings
+    assert callers == [
+        "cli/app.py: configure_logging",
+        "logs.py: structlog.configure",
+        "serve/workers.py: configure_logging",
+    ]
 
 
 _RAISING_CHECK_TEAM = """\

@@ -278,7 +278,7 @@ def execute(
     else:
         task = _read_input(input_text, input_file)
     view = _progress_view(progress, logs)
-    if view is not None:  # said now: the engine, the store and LiteLLM are imported after it
+    if view is not None and earlier is None:  # said now: the engine, the store and LiteLLM are imported after it
         _say(logs, "info", "run_starting", _starting_line(loaded, model))
     if journaled and backend is None:
         backend, _ = _journal_backend(choice)
@@ -308,6 +308,8 @@ def execute(
 
         backend = people_desk(team, backend, policy, detach=detach)
         run_journal = _run_journal(choice, backend, team, team_file, task, parsed_vars, model)
+        if view is not None and earlier is not None:  # a resume says it once the journal was read
+            _say(logs, "info", "run_starting", _starting_line(loaded, model))
         subscribers: list[Any] = []
         if view is not None:
             if run_journal is not None:  # said once the journal opened (a read-only store refuses it)

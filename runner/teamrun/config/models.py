@@ -488,6 +488,7 @@ class TeamConfig(_Strict):
 
     model_config = ConfigDict(
         json_schema_extra={
+            "anyOf": [{"required": ["supervisor"]}, {"required": ["workflow"]}],
             "patternProperties": {
                 EXTENSION_KEY_PATTERN: {
                     "description": "Your own data, ignored by teamrun: e.g. `x-defaults: &defaults {...}` "

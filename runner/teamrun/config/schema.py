@@ -275,6 +275,8 @@ class SchemaChecker:
                 continue
             if error.validator == "type" and path in choices:
                 continue
+            if error.validator == "anyOf" and all(set(o) == {"required"} for o in error.validator_value):
+                continue  # `supervisor` or `workflow`: the semantic checks name the key that is missing
             diagnostics.extend(self._convert(error))
         return diagnostics
 
