@@ -246,23 +246,26 @@ def test_mutations_of_the_corpus(team_file: Path, text: str) -> None:
 
 
 def test_what_the_schema_accepts_the_models_accept() -> None:
-    """Every document the schema accepts, the typed models accept. The valid corpus files are one
-    of the sources, so schema-valid documents are drawn every run; the count proves the check ran."""
+    """Every document the schema accepts, the typed models accept. The valid corpus files are checked
+    every run (so the property always checks something), then drawn and mutated documents."""
     from teamrun.config.schema import team_validator
 
     validator = team_validator()
+    valid_files = [_safe_load(p.read_text()) for p in sorted((HERE / "valid").glob("*.yaml"))]
+    plain = [data for data in valid_files if validator.is_valid(data)]  # (not those written with ${VAR}s)
+    for data in plain:
+        TeamConfig.model_validate(data)
     accepted: list[object] = []
-    valid_files = [p.read_text() for p in sorted((HERE / "valid").glob("*.yaml"))]
 
     @SETTINGS
-    @given(data=st.sampled_from(valid_files).map(_safe_load) | team_like | mutated_corpus().map(_safe_load))
+    @given(data=team_like | mutated_corpus().map(_safe_load))
     def check(data: object) -> None:
         if validator.is_valid(data):
             accepted.append(data)
             TeamConfig.model_validate(data)
 
     check()
-    assert len(accepted) >= 20, f"only {len(accepted)} schema-valid documents: the property checked almost nothing"
+    assert len(plain) >= 10 and accepted, f"the property checked almost nothing ({len(plain)}, {len(accepted)})"
 
 
 def _safe_load(text: str) -> object:
