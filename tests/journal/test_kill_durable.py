@@ -107,42 +107,44 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(_teamrun(*args), capture_output=True, text=True, env=_env(), timeout=600)
 
 
-def test_a_kill_re_pays_only_the_replies_that_were_not_acted_on(tmp_path: Path, store_url: str) -> None:
-    with FakeOpenAI() as fake:
-        server = Server(fake)
-        team = _team(tmp_path, fake.url)
-        process = subprocess.Popen(
-            _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
-        )
-        server.kill = lambda: os.kill(process.pid, signal.SIGKILL)
-        try:
-            _, err = process.communicate(timeout=600)
-        finally:
-            process.kill()
-        assert process.returncode == -signal.SIGKILL, err
-        before = server.killed_after
-        assert before is not None
-        acted_on = {agent for agent, call in before if call == 2} | {"lead"}
-        """Agents whose first reply the engine had acted on when it was killed (the lead delegated)."""
+def test_a_kill_re_pays_only_the_replies_that_were_not_acted_on(
+    tmp_path: Path, store_url: str, fake_openai: FakeOpenAI
+) -> None:
+    fake = fake_openai
+    server = Server(fake)
+    team = _team(tmp_path, fake.url)
+    process = subprocess.Popen(
+        _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    server.kill = lambda: os.kill(process.pid, signal.SIGKILL)
+    try:
+        _, err = process.communicate(timeout=600)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGKILL, err
+    before = server.killed_after
+    assert before is not None
+    acted_on = {agent for agent, call in before if call == 2} | {"lead"}
+    """Agents whose first reply the engine had acted on when it was killed (the lead delegated)."""
 
-        # item 18: the killed run shows what its journaled replies spent
-        listed = _cli("runs", "list", "--store", store_url, "--json")
-        (run,) = json.loads(listed.stdout)
-        assert run["status"] == "interrupted"
-        assert run["usage"]["requests"] >= len(acted_on) and run["usage"]["total_tokens"] > 0 and run["cost"] > 0
-        shown = _cli("runs", "show", run["run_id"], "--store", store_url)
-        assert f"{run['usage']['requests']} model calls" in shown.stdout
-        assert "$0.0000" not in shown.stdout
+    # item 18: the killed run shows what its journaled replies spent
+    listed = _cli("runs", "list", "--store", store_url, "--json")
+    (run,) = json.loads(listed.stdout)
+    assert run["status"] == "interrupted"
+    assert run["usage"]["requests"] >= len(acted_on) and run["usage"]["total_tokens"] > 0 and run["cost"] > 0
+    shown = _cli("runs", "show", run["run_id"], "--store", store_url)
+    assert f"{run['usage']['requests']} model calls" in shown.stdout
+    assert "$0.0000" not in shown.stdout
 
-        server.arrived.clear()
-        server.kill = None
-        resumed = _cli("resume", run["run_id"], "--store", store_url, "--json", "--progress", "none")
-        assert resumed.returncode == 0, resumed.stderr
-        again = list(server.arrived)
+    server.arrived.clear()
+    server.kill = None
+    resumed = _cli("resume", run["run_id"], "--store", store_url, "--json", "--progress", "none")
+    assert resumed.returncode == 0, resumed.stderr
+    again = list(server.arrived)
 
     asked_again = {agent for agent, call in again if call == 1}
     assert asked_again & acted_on == set(), "a reply the engine had acted on was paid for again"

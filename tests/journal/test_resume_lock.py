@@ -108,7 +108,7 @@ def _env() -> dict[str, str]:
     return env
 
 
-def test_two_resumes_started_at_once_run_once(tmp_path: Path, store_url: str) -> None:
+def test_two_resumes_started_at_once_run_once(tmp_path: Path, store_url: str, fake_openai: FakeOpenAI) -> None:
     hang = threading.Event()
     hang.set()
 
@@ -123,44 +123,44 @@ def test_two_resumes_started_at_once_run_once(tmp_path: Path, store_url: str) ->
     def worker(name: str) -> Any:
         return lambda request: text(f"{name} answers", delay=600.0 if hang.is_set() else 0.3)
 
-    with FakeOpenAI() as server:
-        server.handler("lead", lead)
-        for i in range(1, WORKERS + 1):
-            server.handler(f"w{i}", worker(f"w{i}"))
-        team = _team(tmp_path, server.url)
-        first = subprocess.Popen(
-            _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
+    server = fake_openai
+    server.handler("lead", lead)
+    for i in range(1, WORKERS + 1):
+        server.handler(f"w{i}", worker(f"w{i}"))
+    team = _team(tmp_path, server.url)
+    first = subprocess.Popen(
+        _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while len(server.requests()) < 1 + WORKERS and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(server.requests()) == 1 + WORKERS
+        os.kill(first.pid, signal.SIGKILL)
+        first.communicate(timeout=60)
+    finally:
+        first.kill()
+    hang.clear()
+    backend = StoreJournal(open_store(store_url))
+    (run,) = backend.list_runs()
+    assert run.shown_status() == "interrupted"
+    server.log.clear()
+
+    resumes = [
+        subprocess.Popen(
+            _teamrun("resume", run.run_id, "--store", store_url, "--progress", "none"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=_env(),
         )
-        try:
-            deadline = time.monotonic() + 240
-            while len(server.requests()) < 1 + WORKERS and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert len(server.requests()) == 1 + WORKERS
-            os.kill(first.pid, signal.SIGKILL)
-            first.communicate(timeout=60)
-        finally:
-            first.kill()
-        hang.clear()
-        backend = StoreJournal(open_store(store_url))
-        (run,) = backend.list_runs()
-        assert run.shown_status() == "interrupted"
-        server.log.clear()
-
-        resumes = [
-            subprocess.Popen(
-                _teamrun("resume", run.run_id, "--store", store_url, "--progress", "none"),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=_env(),
-            )
-            for _ in range(2)
-        ]
-        outcomes = [(p.wait(timeout=600), *p.communicate()) for p in resumes]
+        for _ in range(2)
+    ]
+    outcomes = [(p.wait(timeout=600), *p.communicate()) for p in resumes]
 
     codes = sorted(code for code, _, _ in outcomes)
     assert codes == [0, 2], outcomes

@@ -99,52 +99,54 @@ def _everything(store_url: str) -> str:
         engine.dispose()
 
 
-def test_secrets_are_masked_in_the_store_and_read_back_on_resume(tmp_path: Path, store_url: str) -> None:
+def test_secrets_are_masked_in_the_store_and_read_back_on_resume(
+    tmp_path: Path, store_url: str, fake_openai: FakeOpenAI
+) -> None:
     (tmp_path / "checks.py").write_text(CHECKS, encoding="utf-8")
-    with FakeOpenAI() as server:
-        _serve(server)
-        team = tmp_path / "team.yaml"
-        team.write_text(TEAM.format(url=server.url), encoding="utf-8")
+    server = fake_openai
+    _serve(server)
+    team = tmp_path / "team.yaml"
+    team.write_text(TEAM.format(url=server.url), encoding="utf-8")
 
-        first = _teamrun(
-            tmp_path, "execute", str(team), "-i", "check my token", "--store", store_url, "--json", "--progress", "none"
+    first = _teamrun(
+        tmp_path, "execute", str(team), "-i", "check my token", "--store", store_url, "--json", "--progress", "none"
+    )
+    assert first.returncode == 0, first.stderr
+    answer = json.loads(first.stdout)
+    assert answer["final_text"] == f"the token {TOKEN} is valid"
+
+    stored = _everything(store_url)
+    assert TOKEN not in stored
+    assert stored.count(MASKED) >= 3  # the tool call and the answer in the journal, the answer of the run
+
+    # cut the run after the model asked for the tool: its result and the final answer are not journaled
+    engine = _engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("DELETE FROM journal WHERE run_id = :id AND NOT (kind = 'model' AND call_key = '1.0')"),
+            {"id": answer["run_id"]},
         )
-        assert first.returncode == 0, first.stderr
-        answer = json.loads(first.stdout)
-        assert answer["final_text"] == f"the token {TOKEN} is valid"
+        conn.execute(sa.text("UPDATE runs SET status = 'cancelled' WHERE id = :id"), {"id": answer["run_id"]})
+    engine.dispose()
+    server.log.clear()
 
-        stored = _everything(store_url)
-        assert TOKEN not in stored
-        assert stored.count(MASKED) >= 3  # the tool call and the answer in the journal, the answer of the run
+    resumed = _teamrun(tmp_path, "resume", answer["run_id"], "--store", store_url, "--json", "--progress", "none")
+    assert resumed.returncode == 0, resumed.stderr
+    again = json.loads(resumed.stdout)
+    assert again["final_text"] == answer["final_text"]  # the tool got the real token: "valid"
+    (request,) = server.requests()  # the tool call was replayed; only the answer was asked for
+    assert request.model == "lead"
+    assert TOKEN not in _everything(store_url)
 
-        # cut the run after the model asked for the tool: its result and the final answer are not journaled
-        engine = _engine(store_url)
-        with engine.begin() as conn:
-            conn.execute(
-                sa.text("DELETE FROM journal WHERE run_id = :id AND NOT (kind = 'model' AND call_key = '1.0')"),
-                {"id": answer["run_id"]},
-            )
-            conn.execute(sa.text("UPDATE runs SET status = 'cancelled' WHERE id = :id"), {"id": answer["run_id"]})
-        engine.dispose()
-        server.log.clear()
-
-        resumed = _teamrun(tmp_path, "resume", answer["run_id"], "--store", store_url, "--json", "--progress", "none")
-        assert resumed.returncode == 0, resumed.stderr
-        again = json.loads(resumed.stdout)
-        assert again["final_text"] == answer["final_text"]  # the tool got the real token: "valid"
-        (request,) = server.requests()  # the tool call was replayed; only the answer was asked for
-        assert request.model == "lead"
-        assert TOKEN not in _everything(store_url)
-
-        # a thread keeps the masked answer; its next turn sees the token again
-        for turn in ("check my token", "and again"):
-            done = _teamrun(
-                tmp_path, "execute", str(team), "-i", turn, "--store", store_url, "--thread", "t1", "--progress", "none"
-            )
-            assert done.returncode == 0, done.stderr
-        shown = _teamrun(tmp_path, "threads", "show", "t1", "--store", store_url, "--json")
-        contents = [m["content"] for m in json.loads(shown.stdout)["messages"]]
-        assert f"the token {MASKED} is valid" in contents
-        assert TOKEN not in _everything(store_url)
-        second_turn = server.requests()[-1].request["messages"]
-        assert any(m.get("content") == f"the token {TOKEN} is valid" for m in second_turn)
+    # a thread keeps the masked answer; its next turn sees the token again
+    for turn in ("check my token", "and again"):
+        done = _teamrun(
+            tmp_path, "execute", str(team), "-i", turn, "--store", store_url, "--thread", "t1", "--progress", "none"
+        )
+        assert done.returncode == 0, done.stderr
+    shown = _teamrun(tmp_path, "threads", "show", "t1", "--store", store_url, "--json")
+    contents = [m["content"] for m in json.loads(shown.stdout)["messages"]]
+    assert f"the token {MASKED} is valid" in contents
+    assert TOKEN not in _everything(store_url)
+    second_turn = server.requests()[-1].request["messages"]
+    assert any(m.get("content") == f"the token {TOKEN} is valid" for m in second_turn)

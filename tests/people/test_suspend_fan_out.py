@@ -97,90 +97,93 @@ class AnswersAtOnce:
 
 
 def test_three_questions_suspend_the_run_and_three_answers_from_other_processes_finish_it(
-    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    store_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeOpenAI,
 ) -> None:
     monkeypatch.setenv("TEAMRUN_TEST_KEY", "sk-test-people")
-    with FakeOpenAI() as server:
-        serve(server)
-        team_file = write_team(tmp_path, server.url)
+    server = fake_openai
+    serve(server)
+    team_file = write_team(tmp_path, server.url)
 
-        team = teamrun.load_team(team_file)
-        desk = AnswersAtOnce(ANSWERS)
-        team.desk = desk
-        whole = team.run_sync("go")
-        assert whole.status == "done", whole.error
-        assert sorted(desk.asked) == ["w1", "w2", "w3"]
-        uninterrupted = len(server.requests())
-        assert uninterrupted == 8  # the lead twice, each worker twice
-        server.log.clear()
+    team = teamrun.load_team(team_file)
+    desk = AnswersAtOnce(ANSWERS)
+    team.desk = desk
+    whole = team.run_sync("go")
+    assert whole.status == "done", whole.error
+    assert sorted(desk.asked) == ["w1", "w2", "w3"]
+    uninterrupted = len(server.requests())
+    assert uninterrupted == 8  # the lead twice, each worker twice
+    server.log.clear()
 
-        first = subprocess.run(
-            teamrun_cmd("execute", str(team_file), "-i", "go", "--store", store_url, "--json", "--progress", "none"),
+    first = subprocess.run(
+        teamrun_cmd("execute", str(team_file), "-i", "go", "--store", store_url, "--json", "--progress", "none"),
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=300,
+    )
+    assert first.returncode == 4, first.stderr
+    suspended = json.loads(first.stdout)
+    assert suspended["status"] == "waiting"
+    run_id = suspended["run_id"]
+    assert f"teamrun answer {run_id} ITEM VALUE --store" in first.stderr
+
+    listed = subprocess.run(
+        teamrun_cmd("runs", "list", "--store", store_url, "--json"),
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+    )
+    [run] = json.loads(listed.stdout)
+    assert run["status"] == "waiting"
+    items = {item["agent"]: item for item in run["pending"]}
+    assert {agent: item["question"] for agent, item in items.items()} == {
+        w: f"what does {w} need?" for w in ("w1", "w2", "w3")
+    }
+    assert items["w1"]["choices"] == ["eu-west-1", "us-east-1"]
+
+    codes = []
+    for worker in ("w2", "w3", "w1"):  # one by one, each from its own process
+        done = subprocess.run(
+            teamrun_cmd(
+                "answer",
+                run_id,
+                items[worker]["item"],
+                ANSWERS[worker],
+                "--store",
+                store_url,
+                "--json",
+                "--progress",
+                "none",
+                "--by",
+                f"person-{worker}",
+            ),
             capture_output=True,
             text=True,
             env=env(),
             timeout=300,
         )
-        assert first.returncode == 4, first.stderr
-        suspended = json.loads(first.stdout)
-        assert suspended["status"] == "waiting"
-        run_id = suspended["run_id"]
-        assert f"teamrun answer {run_id} ITEM VALUE --store" in first.stderr
+        codes.append(done.returncode)
+        assert "Traceback" not in done.stderr
+    assert codes == [4, 4, 0], done.stderr
+    result = json.loads(done.stdout)
 
-        listed = subprocess.run(
-            teamrun_cmd("runs", "list", "--store", store_url, "--json"),
-            capture_output=True,
-            text=True,
-            env=env(),
-            timeout=120,
-        )
-        [run] = json.loads(listed.stdout)
-        assert run["status"] == "waiting"
-        items = {item["agent"]: item for item in run["pending"]}
-        assert {agent: item["question"] for agent, item in items.items()} == {
-            w: f"what does {w} need?" for w in ("w1", "w2", "w3")
-        }
-        assert items["w1"]["choices"] == ["eu-west-1", "us-east-1"]
+    assert result["status"] == "done"
+    assert result["final_text"] == whole.final_text
+    assert len(server.requests()) == uninterrupted  # no finished call was paid twice
+    assert all(r.status == 200 for r in server.requests())
+    bodies = [json.dumps([r.model, r.request["messages"]], sort_keys=True) for r in server.requests()]
+    assert len(set(bodies)) == len(bodies)  # and none was asked twice
 
-        codes = []
-        for worker in ("w2", "w3", "w1"):  # one by one, each from its own process
-            done = subprocess.run(
-                teamrun_cmd(
-                    "answer",
-                    run_id,
-                    items[worker]["item"],
-                    ANSWERS[worker],
-                    "--store",
-                    store_url,
-                    "--json",
-                    "--progress",
-                    "none",
-                    "--by",
-                    f"person-{worker}",
-                ),
-                capture_output=True,
-                text=True,
-                env=env(),
-                timeout=300,
-            )
-            codes.append(done.returncode)
-            assert "Traceback" not in done.stderr
-        assert codes == [4, 4, 0], done.stderr
-        result = json.loads(done.stdout)
-
-        assert result["status"] == "done"
-        assert result["final_text"] == whole.final_text
-        assert len(server.requests()) == uninterrupted  # no finished call was paid twice
-        assert all(r.status == 200 for r in server.requests())
-        bodies = [json.dumps([r.model, r.request["messages"]], sort_keys=True) for r in server.requests()]
-        assert len(set(bodies)) == len(bodies)  # and none was asked twice
-
-        shown = subprocess.run(
-            teamrun_cmd("runs", "show", run_id, "--store", store_url, "--json"),
-            capture_output=True,
-            text=True,
-            env=env(),
-            timeout=120,
-        )
-        view = json.loads(shown.stdout)
-        assert view["status"] == "done" and view["usage"]["requests"] == uninterrupted
+    shown = subprocess.run(
+        teamrun_cmd("runs", "show", run_id, "--store", store_url, "--json"),
+        capture_output=True,
+        text=True,
+        env=env(),
+        timeout=120,
+    )
+    view = json.loads(shown.stdout)
+    assert view["status"] == "done" and view["usage"]["requests"] == uninterrupted

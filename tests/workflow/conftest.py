@@ -7,7 +7,7 @@ import io
 import json
 import os
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,25 +44,15 @@ def _no_teamrun_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
-    """The local fake provider; agents talk to it as model ``openai/<agent>``."""
-    monkeypatch.setenv("TEAMRUN_TEST_KEY", "sk-test-workflow")
-    for name in ("NO_PROXY", "no_proxy"):
-        monkeypatch.setenv(name, "127.0.0.1,localhost")
-    with FakeOpenAI() as fake:
-        yield fake
-
-
-@pytest.fixture
-def write_team(tmp_path: Path, server: FakeOpenAI) -> Callable[[str], Path]:
-    """A team file whose agents all call ``server``; ``body`` is everything after the header."""
+def write_team(tmp_path: Path, fake_openai: FakeOpenAI) -> Callable[[str], Path]:
+    """A team file whose agents all call the fake provider (``fake_openai``); ``body``: all after the header."""
 
     def write(body: str) -> Path:
         header = textwrap.dedent(f"""\
             version: 1
             name: wf-test
             defaults:
-              api_base: {server.url}
+              api_base: {fake_openai.url}
               api_key_env: TEAMRUN_TEST_KEY
               num_retries: 0
               request_timeout_s: 30

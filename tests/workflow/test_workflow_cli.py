@@ -51,11 +51,11 @@ def _execute(team: Path, tmp_path: Path, *extra: str, input: str = "Compare Rust
 
 
 def test_a_chain_runs_its_steps_in_order_and_passes_structured_outputs_verbatim(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    server.handler("planner", _plan(["Rust", "Go"]))
-    server.handler("writer", _echo("writer"))
-    server.handler("editor", _echo("editor"))
+    fake_openai.handler("planner", _plan(["Rust", "Go"]))
+    fake_openai.handler("writer", _echo("writer"))
+    fake_openai.handler("editor", _echo("editor"))
     team = write_team(f"""\
         workflow:
           steps:
@@ -72,9 +72,9 @@ def test_a_chain_runs_its_steps_in_order_and_passes_structured_outputs_verbatim(
         """)
     result, data, events = _execute(team, tmp_path)
     assert result.code == 0, result.err
-    assert _task(server.requests("writer")[0].request) == "Title Langs; topics Rust, Go"
+    assert _task(fake_openai.requests("writer")[0].request) == "Title Langs; topics Rust, Go"
     # the editor's default input is the previous step's output, verbatim
-    assert _task(server.requests("editor")[0].request) == "writer did <Title Langs; topics Rust, Go>"
+    assert _task(fake_openai.requests("editor")[0].request) == "writer did <Title Langs; topics Rust, Go>"
     assert data["final_text"] == "editor did <writer did <Title Langs; topics Rust, Go>>"
     spans = step_spans(events)
     assert list(spans) == ["plan", "writer", "editor"]
@@ -83,12 +83,12 @@ def test_a_chain_runs_its_steps_in_order_and_passes_structured_outputs_verbatim(
 
 
 def test_a_map_runs_items_concurrently_up_to_max_concurrency_and_keeps_their_order(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     topics = ["Rust", "Go", "Zig", "Nim", "Odin"]
-    server.handler("planner", _plan(topics))
-    server.handler("researcher", _echo("researcher", delay=0.3))
-    server.handler("writer", _echo("writer"))
+    fake_openai.handler("planner", _plan(topics))
+    fake_openai.handler("researcher", _echo("researcher", delay=0.3))
+    fake_openai.handler("writer", _echo("writer"))
     team = write_team(f"""\
         workflow:
           steps:
@@ -109,7 +109,7 @@ def test_a_map_runs_items_concurrently_up_to_max_concurrency_and_keeps_their_ord
     result, _data, events = _execute(team, tmp_path)
     assert result.code == 0, result.err
     expected = "".join(f"[researcher did <#{i} {t}>]" for i, t in enumerate(topics))
-    assert _task(server.requests("writer")[0].request) == expected
+    assert _task(fake_openai.requests("writer")[0].request) == expected
     spans = step_spans(events)
     items = [spans[f"research[{i}]"] for i in range(len(topics))]
     points = sorted([(start, 1) for start, _, _ in items] + [(end, -1) for _, end, _ in items])
@@ -123,17 +123,17 @@ def test_a_map_runs_items_concurrently_up_to_max_concurrency_and_keeps_their_ord
 
 
 def test_a_failing_map_item_is_recorded_and_its_siblings_are_kept(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    server.handler("planner", _plan(["Rust", "broken", "Go"]))
+    fake_openai.handler("planner", _plan(["Rust", "broken", "Go"]))
 
     def researcher(request: dict[str, Any]) -> Reply:
         if "broken" in _task(request):
             return http_error(400, "the provider refused this one")
         return text(f"notes on {_task(request)}")
 
-    server.handler("researcher", researcher)
-    server.handler("writer", _echo("writer"))
+    fake_openai.handler("researcher", researcher)
+    fake_openai.handler("writer", _echo("writer"))
     team = write_team(f"""\
         workflow:
           steps:
@@ -151,7 +151,7 @@ def test_a_failing_map_item_is_recorded_and_its_siblings_are_kept(
         """)
     result, data, events = _execute(team, tmp_path)
     assert result.code == 0, result.err
-    assert _task(server.requests("writer")[0].request) == '["notes on Rust", null, "notes on Go"] errors=1'
+    assert _task(fake_openai.requests("writer")[0].request) == '["notes on Rust", null, "notes on Go"] errors=1'
     statuses = {step: status for step, (_, _, status) in step_spans(events).items()}
     assert statuses == {"plan": "ok", "research[0]": "ok", "research[1]": "error", "research[2]": "ok", "writer": "ok"}
     assert any("workflow step 'research' item 1 failed" in w for w in data["warnings"])
@@ -198,16 +198,22 @@ ROUTED = """\
     ],
 )
 def test_a_route_runs_the_branch_its_structured_output_names(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path, ticket: str, category: str, branch_agent: str, step: str
+    write_team: WriteTeam,
+    fake_openai: FakeOpenAI,
+    tmp_path: Path,
+    ticket: str,
+    category: str,
+    branch_agent: str,
+    step: str,
 ) -> None:
-    server.handler("classifier", lambda request: text(json.dumps({"category": category})))
+    fake_openai.handler("classifier", lambda request: text(json.dumps({"category": category})))
     for agent in ("billing", "engineer", "generalist", "closer"):
-        server.handler(agent, _echo(agent))
+        fake_openai.handler(agent, _echo(agent))
     result, data, events = _execute(write_team(ROUTED), tmp_path, input=ticket)
     assert result.code == 0, result.err
     assert [d["agent"] for d in data["delegations"]] == ["classifier", branch_agent, "closer"]
     assert list(step_spans(events)) == ["triage", step, "closer"]
-    branch_task = _task(server.requests(branch_agent)[0].request)
+    branch_task = _task(fake_openai.requests(branch_agent)[0].request)
     assert branch_task == (f"Fix (bug): {ticket}" if category == "bug" else json.dumps({"category": category}))
     assert data["final_text"] == f"closer did <{branch_agent} did <{branch_task}>>"
 
@@ -230,12 +236,14 @@ LOOP = """\
 
 
 def test_a_loop_stops_when_its_check_passes_and_feeds_the_failed_check_back(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    server.handler("writer", lambda request: text("APPROVED draft" if "Iteration 2" in _task(request) else "draft"))
+    fake_openai.handler(
+        "writer", lambda request: text("APPROVED draft" if "Iteration 2" in _task(request) else "draft")
+    )
     result, data, events = _execute(write_team(LOOP), tmp_path)
     assert result.code == 0, result.err
-    tasks = [_task(r.request) for r in server.requests("writer")]
+    tasks = [_task(r.request) for r in fake_openai.requests("writer")]
     assert len(tasks) == 2
     assert tasks[0] == "Iteration 1. "
     assert tasks[1].startswith("Iteration 2. Your answer did not pass the acceptance check 'contains \"APPROVED\"'")
@@ -246,28 +254,28 @@ def test_a_loop_stops_when_its_check_passes_and_feeds_the_failed_check_back(
 
 
 def test_a_loop_that_never_passes_stops_at_max_iterations_with_a_warning(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    server.handler("writer", lambda request: text("still a draft"))
+    fake_openai.handler("writer", lambda request: text("still a draft"))
     result, data, events = _execute(write_team(LOOP), tmp_path)
     assert result.code == 0, result.err
-    assert len(server.requests("writer")) == 3
+    assert len(fake_openai.requests("writer")) == 3
     assert list(step_spans(events)) == ["polish#1/draft", "polish#2/draft", "polish#3/draft"]
     assert data["final_text"] == "still a draft"
     assert any("the loop ended after 3 iterations without passing" in w for w in data["warnings"])
 
 
 def test_a_team_step_runs_a_supervisor_with_its_workers_inside_the_workflow(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     def lead(request: dict[str, Any]) -> Reply:
         if not any(m["role"] == "tool" for m in request["messages"]):
             return tool_calls(("ask_researcher", {"task": "dig into " + _task(request)}))
         return text("lead summary: " + json.loads(request["messages"][-1]["content"])["response"])
 
-    server.handler("lead", lead)
-    server.handler("researcher", _echo("researcher"))
-    server.handler("writer", _echo("writer"))
+    fake_openai.handler("lead", lead)
+    fake_openai.handler("researcher", _echo("researcher"))
+    fake_openai.handler("writer", _echo("writer"))
     team = write_team("""\
         workflow:
           steps:
@@ -287,10 +295,10 @@ def test_a_team_step_runs_a_supervisor_with_its_workers_inside_the_workflow(
 
 
 def test_a_run_limit_stops_the_workflow_with_the_steps_finished_so_far(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     for agent in ("a", "b", "c"):
-        server.handler(agent, _echo(agent))
+        fake_openai.handler(agent, _echo(agent))
     team = write_team("""\
         limits: {max_delegations: 2}
         workflow:
@@ -307,7 +315,7 @@ def test_a_run_limit_stops_the_workflow_with_the_steps_finished_so_far(
     assert result.code == 3, result.err
     assert data["status"] == "budget_exhausted"
     assert data["stopped_by"] == "limits.max_delegations (2)"
-    assert server.requests("c") == []
+    assert fake_openai.requests("c") == []
     assert data["final_text"] == (
         "No final answer: the workflow was stopped (limits.max_delegations (2)). "
         "Steps finished so far:\n- a: a did <go>\n- b: b did <a did <go>>"
@@ -316,10 +324,10 @@ def test_a_run_limit_stops_the_workflow_with_the_steps_finished_so_far(
 
 
 def test_a_token_limit_between_steps_stops_the_workflow_gracefully(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     for agent in ("a", "b"):
-        server.handler(agent, _echo(agent))
+        fake_openai.handler(agent, _echo(agent))
     team = write_team("""\
         limits: {max_total_tokens: 5}
         workflow:
@@ -333,12 +341,12 @@ def test_a_token_limit_between_steps_stops_the_workflow_gracefully(
     result, data, _ = _execute(team, tmp_path, input="go")
     assert result.code == 3, result.err
     assert data["stopped_by"] == "limits.max_total_tokens (5)"
-    assert server.requests("b") == []
+    assert fake_openai.requests("b") == []
     assert data["final_text"].endswith("Steps finished so far:\n- a: a did <go>")
 
 
-def test_workflow_hooks_run_around_each_step(write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
-    server.handler("a", _echo("a"))
+def test_workflow_hooks_run_around_each_step(write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake_openai.handler("a", _echo("a"))
     team = write_team("""\
         vars: {tone: plain}
         workflow:
@@ -352,15 +360,15 @@ def test_workflow_hooks_run_around_each_step(write_team: WriteTeam, server: Fake
         """)
     result, _data, _ = _execute(team, tmp_path, input="go")
     assert result.code == 0, result.err
-    assert _task(server.requests("a")[0].request) == "go\n\nTone: plain"
+    assert _task(fake_openai.requests("a")[0].request) == "go\n\nTone: plain"
 
 
 def test_a_recorded_workflow_replays_without_the_provider(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    server.handler("planner", _plan(["Rust", "Go", "Zig"]))
-    server.handler("researcher", _echo("researcher"))
-    server.handler("writer", _echo("writer"))
+    fake_openai.handler("planner", _plan(["Rust", "Go", "Zig"]))
+    fake_openai.handler("researcher", _echo("researcher"))
+    fake_openai.handler("writer", _echo("writer"))
     team = write_team(f"""\
         workflow:
           steps:
@@ -379,11 +387,11 @@ def test_a_recorded_workflow_replays_without_the_provider(
     cassette = tmp_path / "run.cassette.jsonl"
     recorded, first, _ = _execute(team, tmp_path, "--record", str(cassette))
     assert recorded.code == 0, recorded.err
-    asked = len(server.requests())
+    asked = len(fake_openai.requests())
     assert asked == 5
     replayed, second, _ = _execute(team, tmp_path, "--replay", str(cassette))
     assert replayed.code == 0, replayed.err
-    assert len(server.requests()) == asked  # the provider was not asked again
+    assert len(fake_openai.requests()) == asked  # the provider was not asked again
     assert (
         second["final_text"]
         == first["final_text"]
@@ -391,9 +399,11 @@ def test_a_recorded_workflow_replays_without_the_provider(
     )
 
 
-def test_the_plain_progress_lines_name_each_step(write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
-    server.handler("planner", _plan(["Rust", "Go"]))
-    server.handler("researcher", _echo("researcher"))
+def test_the_plain_progress_lines_name_each_step(
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.handler("planner", _plan(["Rust", "Go"]))
+    fake_openai.handler("researcher", _echo("researcher"))
     team = write_team(f"""\
         workflow:
           steps:
@@ -417,14 +427,14 @@ def test_the_plain_progress_lines_name_each_step(write_team: WriteTeam, server: 
 
 
 def test_cancelling_a_workflow_mid_map_keeps_the_finished_items(
-    write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     import asyncio
 
     import teamrun
 
-    server.handler("planner", _plan(["fast", "slow"]))
-    server.handler(
+    fake_openai.handler("planner", _plan(["fast", "slow"]))
+    fake_openai.handler(
         "researcher", lambda request: text("done " + _task(request), delay=30.0 if "slow" in _task(request) else 0.0)
     )
     team = write_team(f"""\
@@ -446,7 +456,7 @@ def test_cancelling_a_workflow_mid_map_keeps_the_finished_items(
         job = asyncio.create_task(loaded.run("go", cancel=cancel))
 
         def in_flight() -> bool:  # the fast item answered, the slow one is at the provider
-            log = [r for r in server.requests() if r.model == "researcher"]
+            log = [r for r in fake_openai.requests() if r.model == "researcher"]
             return any(r.end == 0.0 for r in log) and any(r.end for r in log)
 
         for _ in range(4800):  # only a guard against a hang, no timing assertion
@@ -466,8 +476,10 @@ def test_cancelling_a_workflow_mid_map_keeps_the_finished_items(
     assert "- researcher: done fast" in result.final_text
 
 
-def test_in_a_thread_a_step_reads_the_earlier_turns(write_team: WriteTeam, server: FakeOpenAI, tmp_path: Path) -> None:
-    server.handler("a", _echo("a"))
+def test_in_a_thread_a_step_reads_the_earlier_turns(
+    write_team: WriteTeam, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.handler("a", _echo("a"))
     team = write_team("""\
         workflow:
           steps:
@@ -481,6 +493,6 @@ def test_in_a_thread_a_step_reads_the_earlier_turns(write_team: WriteTeam, serve
     assert first.code == 0, first.err
     second, data, _ = _execute(team, tmp_path, "--thread", "t1", "--store", store, input="and then?")
     assert second.code == 0, second.err
-    assert _task(server.requests("a")[0].request) == "now: hello"
-    assert _task(server.requests("a")[1].request) == "user: hello / assistant: a did <now: hello> / now: and then?"
+    assert _task(fake_openai.requests("a")[0].request) == "now: hello"
+    assert _task(fake_openai.requests("a")[1].request) == "user: hello / assistant: a did <now: hello> / now: and then?"
     assert data["thread_id"] == "t1"

@@ -101,68 +101,70 @@ def _eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
     return True
 
 
-def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(tmp_path: Path) -> None:
+def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
     hanging = threading.Event()
     store = tmp_path / "runs.db"
-    with FakeOpenAI() as server:
-        _serve(server, hanging)
-        team = _team(tmp_path, server.url)
-        whole = subprocess.run(
-            _teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none"),
-            capture_output=True,
-            text=True,
-            env=_env(),
-            timeout=600,
-        )
-        assert whole.returncode == 0, whole.stderr
-        expected = json.loads(whole.stdout)["final_text"]
-        assert expected == "report: " + " | ".join(f"notes on item{i}" for i in range(ITEMS))
-        uninterrupted = len(server.requests())
-        assert uninterrupted == 1 + ITEMS + 1
-        server.log.clear()
+    server = fake_openai
+    _serve(server, hanging)
+    team = _team(tmp_path, server.url)
+    whole = subprocess.run(
+        _teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none"),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
+    assert whole.returncode == 0, whole.stderr
+    expected = json.loads(whole.stdout)["final_text"]
+    assert expected == "report: " + " | ".join(f"notes on item{i}" for i in range(ITEMS))
+    uninterrupted = len(server.requests())
+    assert uninterrupted == 1 + ITEMS + 1
+    server.log.clear()
 
-        hanging.set()
-        process = subprocess.Popen(
-            _teamrun("execute", str(team), "-i", "go", "--store", str(store), "--progress", "none"),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
-        )
-        try:
+    hanging.set()
+    process = subprocess.Popen(
+        _teamrun("execute", str(team), "-i", "go", "--store", str(store), "--progress", "none"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
 
-            def ready() -> bool:
-                log = server.requests()
-                done = [r for r in log if r.status == 200 and r.end]
-                hung = [r for r in log if r.model == "researcher" and r.end == 0.0]
-                return len(done) == 1 + FAST and len(hung) == ITEMS - FAST and _journaled(store) == len(done)
+        def ready() -> bool:
+            log = server.requests()
+            done = [r for r in log if r.status == 200 and r.end]
+            hung = [r for r in log if r.model == "researcher" and r.end == 0.0]
+            return len(done) == 1 + FAST and len(hung) == ITEMS - FAST and _journaled(store) == len(done)
 
-            assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
-            os.kill(process.pid, signal.SIGKILL)
-            process.communicate(timeout=60)
-        finally:
-            process.kill()
-        assert process.returncode == -signal.SIGKILL
-        listed = subprocess.run(
-            _teamrun("runs", "list", "--store", str(store), "--json"),
-            capture_output=True,
-            text=True,
-            env=_env(),
-            timeout=120,
-        )
-        (run,) = json.loads(listed.stdout)
+        assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGKILL
+    listed = subprocess.run(
+        _teamrun("runs", "list", "--store", str(store), "--json"),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    (run,) = json.loads(listed.stdout)
 
-        hanging.clear()
-        server.log.clear()
-        resumed = subprocess.run(
-            _teamrun("resume", run["run_id"], "--store", str(store), "--json", "--progress", "none"),
-            capture_output=True,
-            text=True,
-            env=_env(),
-            timeout=600,
-        )
-        assert resumed.returncode == 0, resumed.stderr
-        second = server.requests()
+    hanging.clear()
+    server.log.clear()
+    resumed = subprocess.run(
+        _teamrun("resume", run["run_id"], "--store", str(store), "--json", "--progress", "none"),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    second = server.requests()
 
     # only the items in flight at the kill and the step after the map were asked again
     assert sorted((r.model, _task(r.request)) for r in second if r.model == "researcher") == [

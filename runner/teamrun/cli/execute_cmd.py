@@ -94,7 +94,8 @@ def load_checked_config(team_file: str, given_vars: dict[str, str], *, strict: b
     if strict and loaded.warnings:
         raise ConfigError([Diagnostic(d.file, d.line, d.column, d.message, "error", d.rule) for d in loaded.warnings])
     for warning in loaded.warnings:
-        _say(logs, "warning", "config_warning", warning.render())
+        if warning.rule != "program":  # a missing MCP server program: the run itself stops on it, with the hint
+            _say(logs, "warning", "config_warning", warning.render())
     return loaded
 
 

@@ -32,18 +32,19 @@ if TYPE_CHECKING:
     from teamrun.config.models import TeamConfig
 
 HOOK_POINTS = ("on_start", "on_complete", "on_iteration")
-
-
-@functools.cache
-def _hook_tables() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
-    """Each hook point's actions and template fields, derived from the config models (imported only
-    when a file has hooks: `validate` does not build the pydantic models otherwise)."""
-    from teamrun.config.models import HOOK_MODELS, hook_actions, hook_templates
-
-    return (
-        {point: hook_actions(point) for point in HOOK_MODELS},
-        {point: hook_templates(point) for point in HOOK_MODELS},
-    )
+HOOK_ACTIONS: dict[str, tuple[str, ...]] = {
+    "on_start": ("reject", "prompt", "append_prompt", "max_steps", "context", "call"),
+    "on_complete": ("result_text", "feedback", "bail", "call"),
+    "on_iteration": ("feedback", "stop", "call"),
+}
+"""What a hook at each point can do. The models (``config.models.hook_actions``) are the source; this copy
+lets `validate` check a file without building them, and ``tests/config/test_hook_tables.py`` keeps it equal."""
+HOOK_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "on_start": ("reject", "prompt", "append_prompt"),
+    "on_complete": ("result_text", "feedback"),
+    "on_iteration": ("feedback",),
+}
+"""The actions of each hook point whose text is a template (``config.models.hook_templates``; kept equal by test)."""
 
 
 _TOOL_KEYS = ("python", "command", "mcp", "person")
@@ -574,8 +575,7 @@ class SemanticChecker:
                     )
             yield from self._message_filter((*base, "delegation", "message_filter"), delegation.get("message_filter"))
             hooks = _mapping(delegation.get("hooks"))
-            hook_actions, hook_templates = _hook_tables() if hooks else ({}, {})
-            for event, fields in hook_templates.items():
+            for event, fields in HOOK_TEMPLATES.items():
                 entries = hooks.get(event)
                 if not isinstance(entries, list):
                     continue
@@ -586,7 +586,7 @@ class SemanticChecker:
                     for field in fields:
                         yield from self._template((*hook_path, field), hook.get(field), HOOK_NAMES)
                     if hook and not (set(hook) - {"when"}):
-                        actions = ", ".join(hook_actions[event])
+                        actions = ", ".join(HOOK_ACTIONS[event])
                         yield self._error(
                             hook_path,
                             f"{dotted(hook_path)} has a condition but no action; add one of: {actions}",
@@ -1022,7 +1022,7 @@ def _mcp_program(checker: SemanticChecker, path: JsonPath, server: dict[str, Any
             yield checker._warning(
                 (*path, "mcp", "command", 0),
                 f"{dotted((*path, 'mcp', 'command'))}: {why}; the run would stop before it starts",
-                "tool",
+                "program",
             )
 
 

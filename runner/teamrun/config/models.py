@@ -494,7 +494,7 @@ class TeamConfig(_Strict):
                     "description": "Your own data, ignored by teamrun: e.g. `x-defaults: &defaults {...}` "
                     "to hold YAML anchors that agents merge with `<<: *defaults`."
                 }
-            }
+            },
         }
     )
 
