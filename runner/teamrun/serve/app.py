@@ -29,6 +29,7 @@ from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S
 from teamrun.serve.history import mount_history
+from teamrun.serve.pending import mount_pending
 from teamrun.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from teamrun.serve.runs import (
     AlreadyDecided,
@@ -416,6 +417,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             _event_stream(handle, start_at), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
+    mount_pending(app, registry, served, authorize, ApiError)  # GET /v1/pending, POST .../pending/{item}
     mount_history(app, registry, served, authorize)  # GET /v1/runs (the run list) and /view/* (the run view)
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)

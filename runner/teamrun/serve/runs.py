@@ -369,6 +369,9 @@ class RunRegistry:
         team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s)
         if self.store is not None:
             team.use_store(self.store)  # the server's store holds every served team's threads
+            from teamrun.serve.pending import attach_people
+
+            attach_people(team, self.store)  # questions and approvals wait in the store: the run may suspend
         handle.task = asyncio.create_task(self._run(team, handle), name=f"teamrun-serve:{handle.id}")
         self._forget_old()
         return handle

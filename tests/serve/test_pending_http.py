@@ -1,0 +1,93 @@
+"""Issue 25, served with a store: a run that waits for people suspends in the store and survives a restart.
+
+A real `teamrun serve --store` process starts a fan-out whose three workers each ask a question (the
+team of tests/people/test_suspend_fan_out.py, against the fake provider); the run ends ``waiting``;
+the server is stopped (SIGTERM) and a new one on the same store lists the three items at
+``GET /v1/pending``, refuses bad answers in the OpenAI error shape, and takes three good ones over
+HTTP, continuing the run through its journal: the provider's request count equals an uninterrupted
+run's. On SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import teamrun
+from tests.fakeserver import FakeOpenAI
+from tests.people.test_suspend_fan_out import ANSWERS, AnswersAtOnce, serve, write_team
+from tests.serve.test_threads import AUTH, served
+
+
+def _until(client: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
+    while True:  # the test's own timeout bounds it
+        record: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+        if record["status"] == status:
+            return record
+        assert record["status"] in ("running", "waiting"), record
+        time.sleep(0.1)
+
+
+def test_a_waiting_served_run_survives_a_restart_and_three_http_answers_finish_it(
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAI
+) -> None:
+    monkeypatch.setenv("TEAMRUN_TEST_KEY", "sk-test-people")
+    serve(fake_openai)
+    team_file = write_team(tmp_path, fake_openai.url)
+    team = teamrun.load_team(team_file)
+    team.desk = AnswersAtOnce(ANSWERS)
+    whole = team.run_sync("go")
+    assert whole.status == "done", whole.error
+    uninterrupted = len(fake_openai.requests())
+    fake_openai.log.clear()
+
+    with served(str(team_file), "--store", store_url) as url, httpx.Client(base_url=url, headers=AUTH) as client:
+        run_id = client.post("/v1/runs", json={"team": "ask-fan", "input": "go"}).json()["id"]
+        waiting = _until(client, run_id, "waiting")
+        listed = client.get("/v1/pending").json()["data"]
+    assert waiting["final_text"] in ("", None)
+    assert len(fake_openai.requests()) == 4  # the lead once, each worker once: then all three wait
+    assert sorted(item["agent"] for item in listed) == ["w1", "w2", "w3"]
+
+    with served(str(team_file), "--store", store_url) as url, httpx.Client(base_url=url, headers=AUTH) as client:
+        assert client.get(f"/v1/runs/{run_id}").json()["status"] == "waiting"  # from the store
+        items = {item["agent"]: item for item in client.get("/v1/pending").json()["data"]}
+        assert {a: i["question"] for a, i in items.items()} == {w: f"what does {w} need?" for w in ("w1", "w2", "w3")}
+        assert items["w1"]["choices"] == ["eu-west-1", "us-east-1"] and items["w1"]["run_id"] == run_id
+        assert items["w3"]["answer_schema"]["required"] == ["seats"] and items["w1"]["asked_at"] > 0
+
+        unknown_run = client.post(f"/v1/runs/run_nope/pending/{items['w1']['id']}", json={"answer": "eu-west-1"})
+        unknown_item = client.post(f"/v1/runs/{run_id}/pending/q99", json={"answer": "eu-west-1"})
+        off_schema = client.post(f"/v1/runs/{run_id}/pending/{items['w3']['id']}", json={"answer": {"seats": 0}})
+        off_choices = client.post(f"/v1/runs/{run_id}/pending/{items['w1']['id']}", json={"answer": "mars-1"})
+        assert [r.status_code for r in (unknown_run, unknown_item, off_schema, off_choices)] == [404, 404, 422, 422]
+        assert unknown_run.json()["error"]["code"] == "run_not_found"
+        assert unknown_item.json()["error"]["code"] == "item_not_found"
+        assert "answer_schema" in off_schema.json()["error"]["message"]
+        assert "one of: eu-west-1, us-east-1" in off_choices.json()["error"]["message"]
+        assert len(fake_openai.requests()) == 4  # refused answers continue nothing
+
+        for worker in ("w2", "w3", "w1"):  # one by one: the run continues, then waits again until the last
+            value: Any = json.loads(ANSWERS[worker]) if worker == "w3" else ANSWERS[worker]
+            said = client.post(
+                f"/v1/runs/{run_id}/pending/{items[worker]['id']}", json={"answer": value, "by": f"p-{worker}"}
+            )
+            assert said.status_code == 200, said.text
+            assert said.json()["answered_by"] == f"p-{worker}"
+            if worker != "w1":
+                _until(client, run_id, "waiting")
+        again = client.post(f"/v1/runs/{run_id}/pending/{items['w2']['id']}", json={"answer": "approved"})
+        done = _until(client, run_id, "done")
+        left = client.get("/v1/pending").json()["data"]
+    assert again.status_code == 409 and again.json()["error"]["code"] == "item_answered"
+    assert "already answered by p-w2" in again.json()["error"]["message"]
+    assert done["final_text"] == whole.final_text
+    assert left == []
+    assert len(fake_openai.requests()) == uninterrupted  # nothing finished was paid twice
+    bodies = [json.dumps([r.model, r.request["messages"]], sort_keys=True) for r in fake_openai.requests()]
+    assert len(set(bodies)) == len(bodies)
