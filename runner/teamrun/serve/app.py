@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,8 +29,8 @@ from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S
 from teamrun.serve.history import mount_history
-from teamrun.serve.pending import mount_pending
 from teamrun.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from teamrun.serve.pending import mount_pending
 from teamrun.serve.runs import (
     AlreadyDecided,
     BudgetTooHigh,
@@ -76,6 +76,8 @@ class ServeSettings:
     """The ``Retry-After`` a 429 carries."""
     approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
     """Seconds a tool call that needs approval waits for ``POST .../approvals/{id}`` before it is denied."""
+    approval_on_timeout: Literal["deny", "fail"] = "deny"
+    """What an approval nobody answered in time does (without a store): deny the call, or fail the run."""
     extra_secrets: frozenset[str] = field(default_factory=frozenset)
     """More values to mask in every response and event (the tokens are always masked)."""
     store: Store | None = None
@@ -184,6 +186,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         max_concurrent=settings.max_concurrent_runs,
         retry_after_s=settings.retry_after_s,
         approval_timeout_s=settings.approval_timeout_s,
+        approval_on_timeout=settings.approval_on_timeout,
         store=settings.store,
         content=settings.content,
     )
