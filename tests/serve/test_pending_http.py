@@ -91,3 +91,41 @@ def test_a_waiting_served_run_survives_a_restart_and_three_http_answers_finish_i
     assert len(fake_openai.requests()) == uninterrupted  # nothing finished was paid twice
     bodies = [json.dumps([r.model, r.request["messages"]], sort_keys=True) for r in fake_openai.requests()]
     assert len(set(bodies)) == len(bodies)
+
+
+def test_with_a_store_a_tool_approval_waits_in_the_store_and_post_approve_runs_it(serve: Any, tmp_path: Path) -> None:
+    from teamrun.store import open_store
+    from teamrun.testing.scripted import ScriptedModel, tool_call
+    from tests.serve.test_approvals import last_tool_result, stamp_team
+
+    marker = tmp_path / "stamp.txt"
+    model = ScriptedModel({"lead": [tool_call("stamp", path=str(marker)), last_tool_result]})
+    store = open_store(tmp_path / "runs.db")
+    server = serve([teamrun.load_team(stamp_team(tmp_path), chat_model=model, store=store)], store=store)
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        run_id = client.post("/v1/runs", json={"team": "stamper", "input": "stamp it"}).json()["id"]
+        _until(client, run_id, "waiting")
+        [item] = client.get("/v1/pending").json()["data"]
+        wrong = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "yes"})
+        said = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"approve": True, "note": "go"})
+        done = _until(client, run_id, "done")
+        events = client.get(f"/v1/runs/{run_id}/events").text
+    assert item["kind"] == "approval" and item["tool"] == "stamp" and item["arguments"] == {"path": str(marker)}
+    assert item["run_id"] == run_id and item["team"] == "stamper"
+    assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "invalid_answer"
+    assert said.status_code == 200 and said.json()["answer"] == {"approved": True, "note": "go"}
+    assert marker.read_text() == "ran"
+    assert "stamped" in done["final_text"]
+    assert events.index("person_asked") < events.index("run_continued") < events.index("person_answered")
+
+
+def test_without_a_store_there_are_no_pending_items(serve: Any, tmp_path: Path) -> None:
+    from tests.serve.test_approvals import stamp_team
+
+    server = serve([teamrun.load_team(stamp_team(tmp_path))])
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        listed = client.get("/v1/pending")
+        answered = client.post("/v1/runs/run_x/pending/q1", json={"answer": "yes"})
+    assert listed.status_code == answered.status_code == 400
+    assert listed.json()["error"]["code"] == "pending_unavailable"
+    assert "--store" in listed.json()["error"]["message"]
