@@ -439,6 +439,7 @@ _WEB_FILES = {
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "history.js": "text/javascript; charset=utf-8",
+    "pending.js": "text/javascript; charset=utf-8",
 }
 _WEB_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "
