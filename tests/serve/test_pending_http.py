@@ -105,6 +105,7 @@ def test_with_a_store_a_tool_approval_waits_in_the_store_and_post_approve_runs_i
     with httpx.Client(base_url=server.url, timeout=60) as client:
         run_id = client.post("/v1/runs", json={"team": "stamper", "input": "stamp it"}).json()["id"]
         _until(client, run_id, "waiting")
+        listed = client.get("/v1/runs", params={"status": "waiting"}).json()["data"]
         [item] = client.get("/v1/pending").json()["data"]
         wrong = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "yes"})
         said = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"approve": True, "note": "go"})
@@ -112,6 +113,7 @@ def test_with_a_store_a_tool_approval_waits_in_the_store_and_post_approve_runs_i
         events = client.get(f"/v1/runs/{run_id}/events").text
     assert item["kind"] == "approval" and item["tool"] == "stamp" and item["arguments"] == {"path": str(marker)}
     assert item["run_id"] == run_id and item["team"] == "stamper"
+    assert [run["id"] for run in listed] == [run_id]
     assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "invalid_answer"
     assert said.status_code == 200 and said.json()["answer"] == {"approved": True, "note": "go"}
     assert marker.read_text() == "ran"

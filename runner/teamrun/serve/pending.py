@@ -102,13 +102,15 @@ class _Resumer:
         self.store = store
         self.items: PendingRepository = PendingRepository(store)
         self.backend = StoreJournal(store)
-        self._lock = threading.Lock()
+        self._watchers: set[asyncio.Task[None]] = set()
 
     async def after_answer(self, run_id: str) -> None:
         """The run continues: now if it waits, or once it ends waiting if it still runs here."""
         handle = self.registry.get(run_id)
         if handle is not None and not handle.finished:
-            asyncio.get_running_loop().create_task(self._when_over(handle))  # its desk may take it while it runs
+            watcher = asyncio.get_running_loop().create_task(self._when_over(handle))  # its desk may take it first
+            self._watchers.add(watcher)
+            watcher.add_done_callback(self._watchers.discard)
             return
         await self.maybe_resume(run_id)
 
