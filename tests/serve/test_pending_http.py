@@ -131,3 +131,40 @@ def test_without_a_store_there_are_no_pending_items(serve: Any, tmp_path: Path) 
     assert listed.status_code == answered.status_code == 400
     assert listed.json()["error"]["code"] == "pending_unavailable"
     assert "--store" in listed.json()["error"]["message"]
+
+
+def test_serve_approval_timeout_outcome_fail_fails_the_run_of_a_server_without_a_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAI
+) -> None:
+    import sys
+
+    from tests.fakeserver import text, tool_calls
+
+    monkeypatch.setenv("TEAMRUN_TEST_KEY", "sk-test-people")
+    marker = tmp_path / "stamp.txt"
+    fake_openai.script("lead", [tool_calls(("stamp", {"path": str(marker)})), text("never read")])
+    team_file = tmp_path / "stamp.yaml"
+    team_file.write_text(
+        f"""version: 1
+name: stamper
+supervisor: lead
+defaults: {{api_base: '{fake_openai.url}', api_key_env: TEAMRUN_TEST_KEY, num_retries: 0}}
+agents:
+  lead: {{model: openai/lead, tools: [stamp]}}
+tools:
+  stamp:
+    command: [{json.dumps(sys.executable)}, "-c", "print('stamped')", "{{{{ path }}}}"]
+    parameters: {{path: {{type: string}}}}
+    require_approval: true
+""",
+        encoding="utf-8",
+    )
+    args = ("--approval-timeout", "0.3", "--approval-timeout-outcome", "fail")
+    with served(str(team_file), *args) as url, httpx.Client(base_url=url, headers=AUTH) as client:
+        run_id = client.post("/v1/runs", json={"team": "stamper", "input": "stamp it"}).json()["id"]
+        while (record := client.get(f"/v1/runs/{run_id}").json())["status"] == "running":
+            time.sleep(0.1)
+    assert record["status"] == "failed"
+    assert record["error"] == "nobody approved the call to tool 'stamp' within 0.3 seconds"
+    assert [a["status"] for a in record["approvals"]] == ["denied"]
+    assert len(fake_openai.requests()) == 1  # the run stopped: the model was not asked again
