@@ -46,7 +46,10 @@ def test_a_waiting_served_run_survives_a_restart_and_three_http_answers_finish_i
     uninterrupted = len(fake_openai.requests())
     fake_openai.log.clear()
 
-    with served(str(team_file), "--store", store_url) as url, httpx.Client(base_url=url, headers=AUTH) as client:
+    with (
+        served(str(team_file), "--store", store_url) as url,
+        httpx.Client(base_url=url, headers=AUTH, timeout=120) as client,
+    ):
         run_id = client.post("/v1/runs", json={"team": "ask-fan", "input": "go"}).json()["id"]
         waiting = _until(client, run_id, "waiting")
         listed = client.get("/v1/pending").json()["data"]
@@ -54,7 +57,10 @@ def test_a_waiting_served_run_survives_a_restart_and_three_http_answers_finish_i
     assert len(fake_openai.requests()) == 4  # the lead once, each worker once: then all three wait
     assert sorted(item["agent"] for item in listed) == ["w1", "w2", "w3"]
 
-    with served(str(team_file), "--store", store_url) as url, httpx.Client(base_url=url, headers=AUTH) as client:
+    with (
+        served(str(team_file), "--store", store_url) as url,
+        httpx.Client(base_url=url, headers=AUTH, timeout=120) as client,
+    ):
         assert client.get(f"/v1/runs/{run_id}").json()["status"] == "waiting"  # from the store
         items = {item["agent"]: item for item in client.get("/v1/pending").json()["data"]}
         assert {a: i["question"] for a, i in items.items()} == {w: f"what does {w} need?" for w in ("w1", "w2", "w3")}
@@ -102,7 +108,7 @@ def test_with_a_store_a_tool_approval_waits_in_the_store_and_post_approve_runs_i
     model = ScriptedModel({"lead": [tool_call("stamp", path=str(marker)), last_tool_result]})
     store = open_store(tmp_path / "runs.db")
     server = serve([teamrun.load_team(stamp_team(tmp_path), chat_model=model, store=store)], store=store)
-    with httpx.Client(base_url=server.url, timeout=60) as client:
+    with httpx.Client(base_url=server.url, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "stamper", "input": "stamp it"}).json()["id"]
         _until(client, run_id, "waiting")
         listed = client.get("/v1/runs", params={"status": "waiting"}).json()["data"]
@@ -125,7 +131,7 @@ def test_without_a_store_there_are_no_pending_items(serve: Any, tmp_path: Path) 
     from tests.serve.test_approvals import stamp_team
 
     server = serve([teamrun.load_team(stamp_team(tmp_path))])
-    with httpx.Client(base_url=server.url, timeout=60) as client:
+    with httpx.Client(base_url=server.url, timeout=120) as client:
         listed = client.get("/v1/pending")
         answered = client.post("/v1/runs/run_x/pending/q1", json={"answer": "yes"})
     assert listed.status_code == answered.status_code == 400
@@ -160,7 +166,7 @@ tools:
         encoding="utf-8",
     )
     args = ("--approval-timeout", "0.3", "--approval-timeout-outcome", "fail")
-    with served(str(team_file), *args) as url, httpx.Client(base_url=url, headers=AUTH) as client:
+    with served(str(team_file), *args) as url, httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "stamper", "input": "stamp it"}).json()["id"]
         while (record := client.get(f"/v1/runs/{run_id}").json())["status"] == "running":
             time.sleep(0.1)

@@ -46,7 +46,7 @@ def test_the_page_lists_a_waiting_runs_question_and_answers_it(serve: Any, tmp_p
     team = teamrun.load_team(ask_team(tmp_path), chat_model=model, store=store)
     server = serve([team], tokens=frozenset({TOKEN}), store=store)
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    with httpx.Client(base_url=server.url, headers=auth, timeout=60) as client:
+    with httpx.Client(base_url=server.url, headers=auth, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
         while client.get(f"/v1/runs/{run_id}").json()["status"] != "waiting":
             time.sleep(0.1)
