@@ -164,7 +164,7 @@ class _Resumer:
             registry._runs[run_id] = handle
         else:  # its events so far stay; the continuation's follow them
             handle.result, handle.error, handle._done = None, None, asyncio.Event()
-            handle.cancel = asyncio.Event()
+            handle.cancel, handle.cancel_reason, handle.failure = asyncio.Event(), None, None
             handle.note("run_continued", {"ts": time.time()})
         if run_id in registry._finished:
             registry._finished.remove(run_id)
