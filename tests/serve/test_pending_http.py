@@ -174,3 +174,32 @@ tools:
     assert record["error"] == "nobody approved the call to tool 'stamp' within 0.3 seconds"
     assert [a["status"] for a in record["approvals"]] == ["denied"]
     assert len(fake_openai.requests()) == 1  # the run stopped: the model was not asked again
+
+
+def test_two_answers_to_one_item_at_once_one_wins_and_the_other_is_told(serve: Any, tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from teamrun.store import open_store
+    from teamrun.testing.scripted import ScriptedModel, tool_call
+    from tests.serve.test_approvals import last_tool_result, stamp_team
+
+    marker = tmp_path / "stamp.txt"
+    model = ScriptedModel({"lead": [tool_call("stamp", path=str(marker)), last_tool_result]})
+    store = open_store(tmp_path / "runs.db")
+    server = serve([teamrun.load_team(stamp_team(tmp_path), chat_model=model, store=store)], store=store)
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        run_id = client.post("/v1/runs", json={"team": "stamper", "input": "stamp it"}).json()["id"]
+        _until(client, run_id, "waiting")
+        [item] = client.get("/v1/pending").json()["data"]
+        url = f"/v1/runs/{run_id}/pending/{item['id']}"
+        bodies = [{"approve": True, "by": "alice"}, {"approve": False, "by": "bob"}]
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(lambda body: client.post(url, json=body), bodies))
+        done = _until(client, run_id, "done")
+    codes = sorted(a.status_code for a in answers)
+    assert codes == [200, 409], [a.text for a in answers]
+    winner = next(a for a in answers if a.status_code == 200).json()["answered_by"]
+    loser = next(a for a in answers if a.status_code == 409).json()["error"]
+    assert loser["code"] == "item_answered" and f"already answered by {winner}" in loser["message"]
+    assert marker.exists() == (winner == "alice")
+    assert done["status"] == "done"
