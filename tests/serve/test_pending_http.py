@@ -203,3 +203,41 @@ def test_two_answers_to_one_item_at_once_one_wins_and_the_other_is_told(serve: A
     assert loser["code"] == "item_answered" and f"already answered by {winner}" in loser["message"]
     assert marker.exists() == (winner == "alice")
     assert done["status"] == "done"
+
+
+def test_a_waiting_run_answered_with_teamrun_answer_reads_as_done_from_the_server(
+    serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAI
+) -> None:
+    from click.testing import CliRunner
+
+    from teamrun.cli import cli
+    from teamrun.store import open_store
+    from tests.fakeserver import text, tool_calls
+
+    monkeypatch.setenv("TEAMRUN_TEST_KEY", "sk-test-people")
+    fake_openai.script("lead", [tool_calls(("ask_region", {"question": "Which region?"})), text("to eu-west-1")])
+    team_file = tmp_path / "ask.yaml"
+    team_file.write_text(
+        f"""version: 1
+name: asker
+supervisor: lead
+defaults: {{api_base: '{fake_openai.url}', api_key_env: TEAMRUN_TEST_KEY, num_retries: 0}}
+agents:
+  lead: {{model: openai/lead, tools: [ask_region]}}
+tools:
+  ask_region: {{person: {{choices: [eu-west-1, us-east-1]}}}}
+""",
+        encoding="utf-8",
+    )
+    path = tmp_path / "runs.db"
+    store = open_store(path)
+    server = serve([teamrun.load_team(team_file, store=store)], store=store)
+    with httpx.Client(base_url=server.url, timeout=120) as client:
+        run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
+        _until(client, run_id, "waiting")
+        answered = CliRunner().invoke(
+            cli, ["answer", run_id, "q1", "eu-west-1", "--store", str(path), "--progress", "none"]
+        )
+        record = client.get(f"/v1/runs/{run_id}").json()
+    assert answered.exit_code == 0, answered.output
+    assert record["status"] == "done" and record["final_text"] == "to eu-west-1" and record["source"] == "store"

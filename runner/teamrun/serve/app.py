@@ -386,9 +386,11 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     @app.get("/v1/runs/{run_id}", dependencies=auth)
     async def get_run(run_id: str) -> dict[str, Any]:
         handle = registry.get(run_id)
-        if handle is not None:
+        if handle is not None and not (handle.state == "waiting" and registry.store is not None):
             return handle.record()
         stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
+        if handle is not None and (stored is None or stored.shown_status() == "waiting"):
+            return handle.record()  # a waiting run continued elsewhere (`teamrun answer`) is read from the store
         if stored is None or stored.team not in served:  # the store's runs of teams served here only
             raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
         shown: dict[str, Any] = served[stored.team].redactor.value(stored_record(stored))
