@@ -96,3 +96,18 @@ def test_no_answer_within_the_timeout_denies(serve: Any, tmp_path: Path) -> None
     assert ended == {**ended, "status": "denied", "decided_by": "timeout"}
     assert not marker.exists()
     assert record["status"] == "done" and "stamped" not in record["final_text"]
+
+
+def test_with_the_fail_outcome_no_answer_within_the_timeout_fails_the_run(serve: Any, tmp_path: Path) -> None:
+    marker = tmp_path / "stamp.txt"
+    model = ScriptedModel({"lead": [tool_call("stamp", path=str(marker)), last_tool_result]})
+    team = teamrun.load_team(stamp_team(tmp_path), chat_model=model)
+    server = serve([team], approval_timeout_s=0.2, approval_on_timeout="fail")
+
+    seen, record, _ = run_and_answer(server.url, None)
+
+    ended = next(data for name, data in seen if name == "approval_end")["data"]
+    assert ended == {**ended, "status": "denied", "decided_by": "timeout"}
+    assert not marker.exists()
+    assert record["status"] == "failed"
+    assert record["error"] == "nobody approved the call to tool 'stamp' within 0.2 seconds"

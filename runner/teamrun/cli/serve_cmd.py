@@ -21,7 +21,11 @@ none the server only binds to a loopback address. SIGTERM or Ctrl-C cancels
 the runs in progress (they end `cancelled`, their clients get that answer)
 and exits 0. A tool with `require_approval` asks through the run's events
 (`approval_request`); POST /v1/runs/{id}/approvals/{approval} with
-{"approve": true} answers; no answer within --approval-timeout denies it.
+{"approve": true} answers; no answer within --approval-timeout denies it
+(or fails the run: --approval-timeout-outcome fail). With --store, questions
+and approvals wait in the store instead: the run ends `waiting`, GET
+/v1/pending lists what it waits for, POST /v1/runs/{id}/pending/{item}
+answers and continues it (also after a restart).
 With --mcp stdio|http each team is one MCP tool (for Claude Desktop, Cursor,
 or another team's `mcp` tool entry).
 Needs the serve extra: pip install '.[serve]' in the teamrun checkout.
@@ -72,6 +76,15 @@ Examples:
     metavar="SECONDS",
     help="How long a tool call that needs approval waits for "
     "POST /v1/runs/{id}/approvals/{approval} before it is denied.",
+)
+@click.option(
+    "--approval-timeout-outcome",
+    "approval_on_timeout",
+    type=click.Choice(["deny", "fail"]),
+    default="deny",
+    show_default=True,
+    help="What an approval nobody answered within --approval-timeout does: deny the tool call (the agent "
+    "goes on without it) or fail the run. With --store runs wait in the store instead (GET /v1/pending).",
 )
 @click.option(
     "--mcp",
@@ -127,6 +140,7 @@ def serve(
     cors_origins: tuple[str, ...],
     trace_content: bool = False,
     workers: int = 1,
+    approval_on_timeout: str = "deny",
 ) -> int:
     try:
         import fastapi  # noqa: F401
@@ -151,6 +165,7 @@ def serve(
         token_env=token_env,
         token_file=token_file,
         approval_timeout_s=approval_timeout,
+        approval_on_timeout="fail" if approval_on_timeout == "fail" else "deny",
         store_location=store_location,
         cors_origins=cors_origins,
         verbosity=logs.verbosity if logs is not None else 0,

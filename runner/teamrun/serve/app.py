@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,6 +30,7 @@ from teamrun.secrets import Redactor
 from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S
 from teamrun.serve.history import mount_history
 from teamrun.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from teamrun.serve.pending import mount_pending
 from teamrun.serve.runs import (
     AlreadyDecided,
     BudgetTooHigh,
@@ -75,6 +76,8 @@ class ServeSettings:
     """The ``Retry-After`` a 429 carries."""
     approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S
     """Seconds a tool call that needs approval waits for ``POST .../approvals/{id}`` before it is denied."""
+    approval_on_timeout: Literal["deny", "fail"] = "deny"
+    """What an approval nobody answered in time does (without a store): deny the call, or fail the run."""
     extra_secrets: frozenset[str] = field(default_factory=frozenset)
     """More values to mask in every response and event (the tokens are always masked)."""
     store: Store | None = None
@@ -183,6 +186,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         max_concurrent=settings.max_concurrent_runs,
         retry_after_s=settings.retry_after_s,
         approval_timeout_s=settings.approval_timeout_s,
+        approval_on_timeout=settings.approval_on_timeout,
         store=settings.store,
         content=settings.content,
     )
@@ -382,9 +386,11 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     @app.get("/v1/runs/{run_id}", dependencies=auth)
     async def get_run(run_id: str) -> dict[str, Any]:
         handle = registry.get(run_id)
-        if handle is not None:
+        if handle is not None and not (handle.state == "waiting" and registry.store is not None):
             return handle.record()
         stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
+        if handle is not None and (stored is None or stored.shown_status() == "waiting"):
+            return handle.record()  # a waiting run continued elsewhere (`teamrun answer`) is read from the store
         if stored is None or stored.team not in served:  # the store's runs of teams served here only
             raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
         shown: dict[str, Any] = served[stored.team].redactor.value(stored_record(stored))
@@ -416,6 +422,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             _event_stream(handle, start_at), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
+    mount_pending(app, registry, served, authorize, ApiError)  # GET /v1/pending, POST .../pending/{item}
     mount_history(app, registry, served, authorize)  # GET /v1/runs (the run list) and /view/* (the run view)
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
@@ -434,6 +441,7 @@ _WEB_FILES = {
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
     "history.js": "text/javascript; charset=utf-8",
+    "pending.js": "text/javascript; charset=utf-8",
 }
 _WEB_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "

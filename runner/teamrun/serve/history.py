@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RUN_STATUSES", "list_runs", "list_runs_async", "mount_history"]
 
-RUN_STATUSES = ("running", "done", "failed", "budget_exhausted", "cancelled", "interrupted")
+RUN_STATUSES = ("running", "done", "failed", "budget_exhausted", "cancelled", "interrupted", "waiting")
 """What ``?status=`` may ask for (``interrupted``: a stored run whose process is gone)."""
 
 MAX_LISTED = 500

@@ -9,7 +9,7 @@ mistakes (exit 2) before any worker starts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from teamrun.errors import UsageError
 
@@ -37,6 +37,8 @@ class ServeOptions:
     token_env: str = "TEAMRUN_API_TOKENS"
     token_file: str | None = None
     approval_timeout_s: float = 300.0
+    approval_on_timeout: Literal["deny", "fail"] = "deny"
+    """What an approval nobody answered in time does (without a store): deny the call, or fail the run."""
     store_location: str | None = None
     cors_origins: tuple[str, ...] = ()
     verbosity: int = 0
@@ -117,6 +119,7 @@ def build(options: ServeOptions) -> Built:
         max_request_bytes=options.max_request_bytes,
         cors_origins=options.cors_origins,
         approval_timeout_s=options.approval_timeout_s,
+        approval_on_timeout=options.approval_on_timeout,
         store=loaded.store,
         content=options.trace_content,
     )

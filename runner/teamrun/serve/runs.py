@@ -27,7 +27,7 @@ from teamrun.events import Event, LlmIO
 from teamrun.logs import get_logger
 from teamrun.observe.trace_file import event_record
 from teamrun.secrets import Redactor
-from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S, HttpApprover, PendingApproval
+from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S, HttpApprover, OnTimeout, PendingApproval
 from teamrun.serve.metrics import ServerMetrics
 
 if TYPE_CHECKING:
@@ -149,6 +149,8 @@ class RunHandle:
     """Keep ``llm_io`` events (model calls' messages) among the run's events."""
     approvals: dict[str, PendingApproval] = field(default_factory=dict)
     """Tool calls that asked for approval, by approval id."""
+    failure: str | None = None
+    """Why the server failed the run (an approval nobody answered, under ``--approval-timeout-outcome fail``)."""
     _lines: list[dict[str, Any]] = field(default_factory=list)
     """Every event so far as JSON-ready dicts; only the first :attr:`_masked` are masked yet (see :meth:`event`)."""
     _masked: int = 0
@@ -296,6 +298,7 @@ class RunRegistry:
         keep_finished: int = 1000,
         retry_after_s: int = 1,
         approval_timeout_s: float = DEFAULT_APPROVAL_TIMEOUT_S,
+        approval_on_timeout: OnTimeout = "deny",
         store: Store | None = None,
         content: bool = False,
     ) -> None:
@@ -305,6 +308,7 @@ class RunRegistry:
         self.store = store
         """Where threads are kept; ``None``: no threads, each request is one run."""
         self.approval_timeout_s = approval_timeout_s
+        self.approval_on_timeout: OnTimeout = approval_on_timeout
         self.metrics = ServerMetrics()
         self.keep_finished = keep_finished
         self.retry_after_s = retry_after_s
@@ -366,9 +370,12 @@ class RunRegistry:
         self.metrics.run_started(team.name)
         self._runs[handle.id] = handle
         team = copy.copy(team)  # this run's own approver: tool calls needing approval ask over HTTP
-        team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s)
+        team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s, on_timeout=self.approval_on_timeout)
         if self.store is not None:
             team.use_store(self.store)  # the server's store holds every served team's threads
+            from teamrun.serve.pending import attach_people
+
+            attach_people(team, self.store)  # questions and approvals wait in the store: the run may suspend
         handle.task = asyncio.create_task(self._run(team, handle), name=f"teamrun-serve:{handle.id}")
         self._forget_old()
         return handle
@@ -389,6 +396,8 @@ class RunRegistry:
                 journal=journal,
             )
             handle.result.run_id = handle.id  # one id per run: the engine picks its own without a journal
+            if handle.failure is not None:  # stopped by the server (an approval timed out), not by the client
+                handle.result.status, handle.result.error = "failed", handle.failure
         except UsageError as exc:  # the request's own doing: a thread id of another team...
             handle.error = handle.redactor.text(str(exc))
             handle.refused = True

@@ -1,0 +1,77 @@
+// What waiting runs wait for (a server with a store): questions and approvals, answered from the page.
+// Uses app.js's $, el and api. Everything model-written is put in with textContent, never as HTML.
+"use strict";
+
+let pendingTimer = null;
+
+function pendingItem(item) {
+  const li = el("li", "pending-item");
+  li.dataset.run = item.run_id;
+  li.dataset.item = item.id;
+  li.dataset.kind = item.kind;
+  const head = `${item.team} · run ${item.run_id} · ${item.id} · ${item.agent}`;
+  li.append(el("div", "pending-head", head));
+  li.append(el("div", "pending-question", item.question));
+  const form = el("form", "pending-answer");
+  const problem = el("span", "pending-problem");
+  const send = async (body) => {
+    problem.textContent = "";
+    try {
+      await api(`/v1/runs/${encodeURIComponent(item.run_id)}/pending/${encodeURIComponent(item.id)}`, {
+        method: "POST",
+        body: JSON.stringify(body),
+      });
+      await loadPending();
+    } catch (e) {
+      problem.textContent = e.message;
+    }
+  };
+  if (item.kind === "approval") {
+    li.append(el("pre", "pending-arguments", `${item.tool} ${JSON.stringify(item.arguments, null, 1)}`));
+    const note = el("input", "pending-note");
+    note.placeholder = "note for the agent (optional)";
+    const approve = el("button", "pending-approve", "Approve");
+    const deny = el("button", "pending-deny", "Deny");
+    approve.type = deny.type = "button";
+    approve.onclick = () => send({ approve: true, note: note.value || null });
+    deny.onclick = () => send({ approve: false, note: note.value || null });
+    form.append(note, approve, deny);
+  } else {
+    let field;
+    if (item.choices) {
+      field = el("select", "pending-value");
+      field.append(...item.choices.map((c) => { const o = el("option", "", c); o.value = c; return o; }));
+    } else {
+      field = el("input", "pending-value");
+      field.placeholder = item.answer_schema ? "JSON: " + JSON.stringify(item.answer_schema) : "your answer";
+    }
+    const answer = el("button", "pending-send", "Answer");
+    answer.type = "submit";
+    form.append(field, answer);
+    form.addEventListener("submit", (event) => { event.preventDefault(); send({ answer: field.value }); });
+  }
+  form.append(problem);
+  li.append(form);
+  return li;
+}
+
+async function loadPending() {
+  const list = $("pending-list"), note = $("pending-note");
+  try {
+    const found = await api("/v1/pending");
+    const open = new Set([...list.querySelectorAll(".pending-item")].map((li) => li.dataset.run + "/" + li.dataset.item));
+    const now = new Set(found.data.map((item) => item.run_id + "/" + item.id));
+    if (open.size !== now.size || [...now].some((key) => !open.has(key))) {  // redrawn only when it changed
+      list.replaceChildren(...found.data.map(pendingItem));
+    }
+    note.textContent = found.data.length ? "" : "nothing waits for a person";
+  } catch (e) {
+    note.textContent = e.message;
+    if (/--store/.test(e.message)) { clearInterval(pendingTimer); pendingTimer = null; }  // no store: nothing to poll
+  }
+}
+
+$("pending-refresh").addEventListener("click", loadPending);
+$("token").addEventListener("input", () => setTimeout(loadPending, 300));
+loadPending();
+pendingTimer = setInterval(loadPending, 3000);
