@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from teamrun.store import Store
     from teamrun.store.pending import PendingRecord, PendingRepository
 
-__all__ = ["PendingAnswer", "attach_people", "mount_pending"]
+__all__ = ["PendingAnswer", "mount_pending"]
 
 _log = get_logger(__name__)
 
@@ -52,17 +52,6 @@ class PendingAnswer(BaseModel):
     note: str | None = None
     by: str | None = Field(default=None, min_length=1, max_length=200)
     """Who answers, as events and listings show it (default: ``http``)."""
-
-
-def attach_people(team: Team, store: Store) -> None:
-    """Have ``team`` (a served run's own copy) ask people through pending items in ``store``."""
-    from teamrun.engine.durability.pending import SuspendingDesk
-    from teamrun.store.pending import PendingRepository
-    from teamrun.tools.people import DeskApprover
-
-    desk = SuspendingDesk(PendingRepository(store))
-    team.desk = desk
-    team.approver = DeskApprover(desk)
 
 
 def _item_view(item: PendingRecord) -> dict[str, Any]:
@@ -153,7 +142,7 @@ class _Resumer:
         import copy
         import time
 
-        from teamrun.serve.runs import RunHandle
+        from teamrun.serve.runs import RunHandle, attach_people
 
         registry = self.registry
         handle = registry.get(run_id)

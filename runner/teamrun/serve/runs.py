@@ -45,6 +45,7 @@ __all__ = [
     "RunRegistry",
     "ServerBusy",
     "ShuttingDown",
+    "attach_people",
     "check_budgets",
     "lowered_team",
     "stored_record",
@@ -373,8 +374,6 @@ class RunRegistry:
         team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s, on_timeout=self.approval_on_timeout)
         if self.store is not None:
             team.use_store(self.store)  # the server's store holds every served team's threads
-            from teamrun.serve.pending import attach_people
-
             attach_people(team, self.store)  # questions and approvals wait in the store: the run may suspend
         handle.task = asyncio.create_task(self._run(team, handle), name=f"teamrun-serve:{handle.id}")
         self._forget_old()
@@ -433,3 +432,15 @@ class RunRegistry:
     def _forget_old(self) -> None:
         while len(self._finished) > self.keep_finished:
             self._runs.pop(self._finished.popleft(), None)
+
+
+def attach_people(team: Team, store: Store) -> None:
+    """Have ``team`` (a served run's own copy) ask people through pending items in ``store`` (the routes
+    that list and answer them are in :mod:`teamrun.serve.pending`)."""
+    from teamrun.engine.durability.pending import SuspendingDesk
+    from teamrun.store.pending import PendingRepository
+    from teamrun.tools.people import DeskApprover
+
+    desk = SuspendingDesk(PendingRepository(store))
+    team.desk = desk
+    team.approver = DeskApprover(desk)
