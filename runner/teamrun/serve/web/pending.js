@@ -71,7 +71,19 @@ async function loadPending() {
   }
 }
 
-$("pending-refresh").addEventListener("click", loadPending);
-$("token").addEventListener("input", () => setTimeout(loadPending, 300));
-loadPending();
-pendingTimer = setInterval(loadPending, 3000);
+async function startPending() {
+  // /readyz (no token needed) names the server's store: without one nothing can wait, so nothing is asked
+  let ready = null;
+  try { ready = await (await fetch("/readyz")).json(); } catch (e) { ready = null; }
+  if (!ready || !ready.store) {
+    $("pending-note").textContent = "nothing waits for a person here: this server keeps no store (start it with --store)";
+    $("pending-refresh").disabled = true;
+    return;
+  }
+  $("pending-refresh").addEventListener("click", loadPending);
+  $("token").addEventListener("input", () => setTimeout(loadPending, 300));
+  loadPending();
+  pendingTimer = setInterval(loadPending, 3000);
+}
+
+startPending();
