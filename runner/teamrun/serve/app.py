@@ -180,7 +180,11 @@ class _Served:
 
 
 def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> FastAPI:
-    """The ASGI app serving ``teams`` (addressed by their ``name``)."""
+    """The ASGI app serving ``teams`` (addressed by their ``name``).
+
+    With ``settings.store``, each team keeps its threads and run records there (:meth:`Team.use_store`, once
+    here); every request is a :meth:`Team.run` of the team itself, with the run's own options.
+    """
     settings = settings or ServeSettings()
     registry = RunRegistry(
         max_concurrent=settings.max_concurrent_runs,
