@@ -182,3 +182,20 @@ def test_a_run_id_other_than_its_journals_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(UsageError, match="run_id='r2' differs from the journal's run id 'r1'"):
         team.run_sync("hi", run_id="r2", journal=RunJournal(MemoryJournal(), record))
+
+
+def test_a_resumed_run_keeps_the_limits_it_was_started_with(tmp_path: Path) -> None:
+    """A run's own limits are kept in its record: resuming it without limits runs under them again."""
+    from teamrun.engine.durability.resume import open_resume
+
+    model = ScriptedModel({"lead": ["Hello.", "Hello again."]})
+    team = teamrun.load_team(_team_file(tmp_path), chat_model=model, store=tmp_path / "runs.db")
+
+    first = team.run_sync("hi", journal=True, limits=Limits(max_steps=2, max_total_tokens=900))
+    record = StoreJournal(team.store).get_run(first.run_id)
+    assert record is not None and record.limits == {"max_steps": 2, "max_total_tokens": 900}
+
+    resumed = team.run_sync("hi", journal=open_resume(StoreJournal(team.store), first.run_id))
+    assert resumed.limits_in_force["limits"] == {"max_steps": 2, "max_total_tokens": 900}
+    again = StoreJournal(team.store).get_run(first.run_id)
+    assert again is not None and again.attempts == 2 and again.limits == {"max_steps": 2, "max_total_tokens": 900}

@@ -117,7 +117,7 @@ def test_two_runs_of_one_served_team_each_have_their_own_vars_budgets_and_approv
     assert team.vars == {"lang": "English"}
 
 
-def test_a_served_run_waiting_for_a_person_continues_with_the_vars_it_was_started_with(
+def test_a_served_run_waiting_for_a_person_continues_with_the_vars_and_budgets_it_was_started_with(
     serve: Any, tmp_path: Path
 ) -> None:
     store = open_store(tmp_path / "runs.db")
@@ -139,6 +139,8 @@ def test_a_served_run_waiting_for_a_person_continues_with_the_vars_it_was_starte
     assert [(i["question"], i["run_id"]) for i in items] == [("ship in French?", run_id)]
     assert answered.status_code == 200
     assert done["final_text"].startswith("French: ") and "oui" in done["final_text"]
+    assert done["result"]["limits_in_force"]["limits"] == {"max_steps": 3}  # the request's budgets, kept
     record = StoreJournal(store).get_run(run_id)
     assert record is not None and record.vars == {"lang": "French"} and record.attempts == 2
+    assert record.limits == {"max_steps": 3}
     assert team.store is store  # the server's store, set once when the app was made

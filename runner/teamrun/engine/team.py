@@ -177,7 +177,9 @@ class Team:
         also answers the calls an earlier attempt finished (see :mod:`teamrun.engine.durability.resume`).
         ``journal=True`` journals to the team's store (``result.run_id`` is then resumable).
         ``limits``: this run's ``limits:``, each at most the team file's (a higher one is a
-        :class:`~teamrun.errors.UsageError`); ``vars``: this run's vars on top of the team's.
+        :class:`~teamrun.errors.UsageError`), kept in the journal's record: a resume (a journal from
+        ``open_resume``) given none runs under the recorded ones again; ``vars``: this run's vars on top
+        of the team's.
         ``ceiling``: spending this run may not exceed on top of its limits (a batch row's), checked
         before each model call like every limit.
         ``approver``: who decides this run's ``require_approval`` tool calls (default: :attr:`approver`);
@@ -187,7 +189,7 @@ class Team:
         Every argument is this run's own: the team's attributes are not changed, and concurrent runs of
         one team may each pass their own.
         """
-        config = _lowered(self.config, limits)
+        _lowered(self.config, limits)  # a limit above the file's is refused before anything is opened
         run_vars = {**self.vars, **(vars or {})}
         if journal is True:
             journal = await asyncio.to_thread(lambda: self.new_journal(input, thread, run_id=run_id, vars=vars))
@@ -195,6 +197,11 @@ class Team:
             journal = None
         elif journal is not None and run_id is not None and run_id != journal.run_id:
             raise UsageError(f"run_id={run_id!r} differs from the journal's run id {journal.run_id!r}")
+        if journal is not None:  # the record keeps the run's own limits; a resume given none takes them again
+            if limits is None and journal.record.limits:
+                limits = Limits.model_validate(journal.record.limits)
+            journal.record.limits = limits.model_dump(exclude_none=True) if limits is not None else {}
+        config = _lowered(self.config, limits)
         session = None
         if thread is not None:
             from teamrun.engine.durability.threads import open_thread

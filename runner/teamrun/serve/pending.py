@@ -181,7 +181,7 @@ class _Resumer:
                 cancel=handle.cancel,
                 thread=handle.thread,
                 journal=journal,  # under the same run id: the handle's
-                vars=vars,  # the run's own, as its record kept them (its budgets are not kept)
+                vars=vars,  # the run's own, as its record kept them (its budgets too: the journal's record)
                 approver=approver,
                 desk=desk,
             )
