@@ -61,9 +61,7 @@ class Gate:
             await asyncio.Event().wait()  # until cancelled
         if scope is not None and scope.agent_path[-1:] == (self.follower,) and scope.turn > 1:
             await self.reached.wait()
-        return await self.scripted.complete(
-            messages, settings=settings, tools=tools, response_format=response_format
-        )
+        return await self.scripted.complete(messages, settings=settings, tools=tools, response_format=response_format)
 
 
 async def _run(team: Path, model: Any, events: list[Event], **kwargs: Any) -> teamrun.RunResult:
@@ -108,9 +106,7 @@ def assert_spans_end_once(events: Sequence[Event]) -> dict[str, Event]:
 def _ended(events: Sequence[Event], kind: str) -> list[tuple[str, str]]:
     """``(agent or worker, status)`` of each ``<kind>_end``, in order."""
     return [
-        (getattr(e, "worker", None) or e.agent, getattr(e, "status", ""))
-        for e in events
-        if e.kind == f"{kind}_end"
+        (getattr(e, "worker", None) or e.agent, getattr(e, "status", "")) for e in events if e.kind == f"{kind}_end"
     ]
 
 
@@ -129,7 +125,9 @@ FAN_OUT = """\
 
 
 def test_a_fan_out_ends_every_span_once(tmp_path: Path) -> None:
-    model = ScriptedModel({"lead": [delegate("alpha", "beta", task="look"), "both done"], "alpha": ["a"], "beta": ["b"]})
+    model = ScriptedModel(
+        {"lead": [delegate("alpha", "beta", task="look"), "both done"], "alpha": ["a"], "beta": ["b"]}
+    )
 
     result, events = _run_sync(_write(tmp_path, FAN_OUT), model)
 
@@ -149,7 +147,9 @@ def _raises(call: Any) -> ModelReply:
 
 
 def test_a_worker_that_raises_ends_its_spans_and_the_run_goes_on(tmp_path: Path) -> None:
-    model = ScriptedModel({"lead": [delegate("alpha", "beta", task="look"), "one failed"], "alpha": [_raises], "beta": ["b"]})
+    model = ScriptedModel(
+        {"lead": [delegate("alpha", "beta", task="look"), "one failed"], "alpha": [_raises], "beta": ["b"]}
+    )
 
     result, events = _run_sync(_write(tmp_path, FAN_OUT), model)
 
@@ -178,7 +178,9 @@ CHAIN = """\
 
 
 def test_a_fatal_worker_two_levels_down_ends_every_span_on_its_way_up(tmp_path: Path) -> None:
-    model = ScriptedModel({"lead": [delegate("middle", task="pass it on")], "middle": [delegate("leaf", task="do it")], "leaf": [_raises]})
+    model = ScriptedModel(
+        {"lead": [delegate("middle", task="pass it on")], "middle": [delegate("leaf", task="do it")], "leaf": [_raises]}
+    )
 
     result, events = _run_sync(_write(tmp_path, CHAIN), model)
 
@@ -293,7 +295,8 @@ def test_a_limit_reached_mid_worker_ends_its_spans_once(tmp_path: Path) -> None:
     assert_spans_end_once(events)
     assert sorted(_ended(events, "delegation")) == [("alpha", "budget_exhausted"), ("beta", "ok")]
     assert ("alpha", "budget_exhausted") in _ended(events, "agent")
-    assert [e for e in events if e.kind == "tool_end"][0].status == "ok"  # type: ignore[attr-defined]
+    (noted,) = [e for e in events if e.kind == "tool_end"]
+    assert noted.data == {"tool": "note", "status": "ok", "chars": 5}
 
 
 TIMED = """\
@@ -392,3 +395,51 @@ def test_a_workflow_ends_its_spans_once_when_it_finishes_and_when_it_is_cancelle
     assert result.status == "cancelled"
     assert_spans_end_once(events)
     assert _ended(events, "delegation") == [("alpha", "ok"), ("beta", "cancelled")]
+
+
+IN_A_TOOL = """\
+    version: 1
+    name: in-a-tool
+    supervisor: lead
+    agents:
+      lead:
+        delegates_to: [alpha]
+      alpha:
+        description: Waits in a tool.
+        tools: [wait_long]
+    tools:
+      wait_long:
+        python: span_wait_tools:wait_long
+    """
+
+WAIT_TOOLS = """\
+    import asyncio
+
+    async def wait_long() -> str:
+        \"\"\"Wait until cancelled.\"\"\"
+        await asyncio.Event().wait()
+        return "never"
+    """
+
+
+def test_a_run_cancelled_while_a_worker_runs_a_tool_ends_the_tool_span_once(tmp_path: Path) -> None:
+    team = _write(tmp_path, IN_A_TOOL, span_wait_tools=WAIT_TOOLS)
+    model = ScriptedModel({"lead": [delegate("alpha", task="wait")], "alpha": [tool_call("wait_long")]})
+
+    async def scenario() -> tuple[teamrun.RunResult, list[Event]]:
+        events: list[Event] = []
+        cancel = asyncio.Event()
+        run = asyncio.create_task(_run(team, model, events, cancel=cancel))
+        while not any(e.kind == "tool_start" for e in events):
+            await asyncio.wait_for(asyncio.sleep(0.01), GUARD_S)
+            assert not run.done(), run.result()
+        cancel.set()
+        return await asyncio.wait_for(run, GUARD_S), events
+
+    result, events = asyncio.run(scenario())
+
+    assert result.status == "cancelled"
+    assert_spans_end_once(events)
+    (tool_end,) = [e for e in events if e.kind == "tool_end"]
+    assert tool_end.data == {"tool": "wait_long", "status": "error", "error": "cancelled", "chars": 0}
+    assert _ended(events, "delegation") == [("alpha", "cancelled")]
