@@ -9,6 +9,7 @@ Workers that must still be running when something happens wait on a :class:`Gate
 from __future__ import annotations
 
 import asyncio
+import sys
 import textwrap
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -443,3 +444,59 @@ def test_a_run_cancelled_while_a_worker_runs_a_tool_ends_the_tool_span_once(tmp_
     (tool_end,) = [e for e in events if e.kind == "tool_end"]
     assert tool_end.data == {"tool": "wait_long", "status": "error", "error": "cancelled", "chars": 0}
     assert _ended(events, "delegation") == [("alpha", "cancelled")]
+
+
+BACKGROUND_SETTLING = """\
+    version: 1
+    name: background-settling
+    supervisor: lead
+    agents:
+      lead:
+        delegates_to: [slow]
+        delegation:
+          background: [slow]
+          hooks:
+            on_complete:
+              - call: bg_settling_hooks:on_complete
+      slow:
+        description: Settles slowly.
+    """
+
+BG_SETTLING_HOOKS = """\
+    import asyncio
+
+    REACHED = []
+
+    async def on_complete(context):
+        REACHED.append(context.status)
+        await asyncio.Event().wait()  # until cancelled
+    """
+
+
+class _HookReached:
+    """Follower gate: the lead's second call waits until the ``on_complete`` hook is awaiting."""
+
+    def __init__(self, scripted: ScriptedModel) -> None:
+        self.scripted = scripted
+
+    async def complete(self, messages: Sequence[Message], **kwargs: Any) -> ModelReply:
+        scope = current_scope.get()
+        if scope is not None and scope.agent_path == ("lead",) and scope.turn > 1:
+            while not getattr(sys.modules.get("bg_settling_hooks"), "REACHED", None):
+                await asyncio.wait_for(asyncio.sleep(0.01), GUARD_S)
+        return await self.scripted.complete(messages, **kwargs)
+
+
+def test_cancel_task_while_a_background_delegation_settles_keeps_one_record(tmp_path: Path) -> None:
+    team = _write(tmp_path, BACKGROUND_SETTLING, bg_settling_hooks=BG_SETTLING_HOOKS)
+    scripted = ScriptedModel(
+        {"lead": [delegate("slow", task="go"), tool_call("cancel_task", handle="bg-1"), "done"], "slow": ["s"]}
+    )
+
+    result, events = _run_sync(team, _HookReached(scripted))
+
+    scripted.assert_complete()
+    assert result.status == "done"
+    assert_spans_end_once(events)
+    assert _ended(events, "delegation") == [("slow", "ok")]  # what it came to before its hook was cancelled
+    assert [(d.agent, d.status) for d in result.delegations] == [("slow", "ok")]

@@ -144,7 +144,13 @@ class Delegator:
         with slot, self.begin(ready, background=background) as started:
             outcome = await self._run(started)
             slot.free()
-            return await self.settle(started, outcome)
+            try:
+                return await self.settle(started, outcome)
+            except asyncio.CancelledError:
+                if not self._asked_to_cancel():
+                    raise
+                assert started.span.result is not None  # cancel_task while its on_complete hooks ran:
+                return Settled(started.span.result)  # settled as the worker came to, one record
 
     async def _start_background(
         self, worker: str, request: DelegationRequest, key: str, parent_messages: Sequence[Message]
