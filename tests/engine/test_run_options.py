@@ -35,7 +35,7 @@ TEAM = """\
         tools: [guarded, ask_ops]
     tools:
       guarded:
-        python: run_options_tools:guarded
+        python: {module}:guarded
         require_approval: true
       ask_ops: {person: {}}
     """
@@ -47,10 +47,12 @@ def guarded(note: str) -> str:
 '''
 
 
-def _team_file(tmp_path: Path) -> Path:
-    (tmp_path / "run_options_tools.py").write_text(TOOLS, encoding="utf-8")
+def team_file(tmp_path: Path, module: str = "run_options_tools") -> Path:
+    """The team file in ``tmp_path``, its python tool in ``module`` (a name of its own per test file: Python
+    keeps a module imported once per process)."""
+    (tmp_path / f"{module}.py").write_text(TOOLS, encoding="utf-8")
     path = tmp_path / "team.yaml"
-    path.write_text(textwrap.dedent(TEAM), encoding="utf-8")
+    path.write_text(textwrap.dedent(TEAM).replace("{module}", module), encoding="utf-8")
     return path
 
 
@@ -101,7 +103,7 @@ def _ask_both_then_answer(call: ScriptedCall) -> Any:
 def test_the_approver_and_desk_given_to_a_run_are_asked_and_the_teams_are_not(tmp_path: Path) -> None:
     model = ScriptedModel({"lead": [_ask_both_then_answer] * 2})
     own_approver = Approvals("team")
-    team = teamrun.load_team(_team_file(tmp_path), chat_model=model, approver=own_approver)
+    team = teamrun.load_team(team_file(tmp_path), chat_model=model, approver=own_approver)
     own_desk = team.desk
     approver, desk = Approvals("run"), Desk("ana")
 
@@ -118,7 +120,7 @@ def test_the_approver_and_desk_given_to_a_run_are_asked_and_the_teams_are_not(tm
 def test_without_them_a_run_asks_the_teams_own_approver_and_desk(tmp_path: Path) -> None:
     model = ScriptedModel({"lead": [_ask_both_then_answer] * 2})
     own_approver = Approvals("team")
-    team = teamrun.load_team(_team_file(tmp_path), chat_model=model, approver=own_approver)
+    team = teamrun.load_team(team_file(tmp_path), chat_model=model, approver=own_approver)
     team.desk = Desk("terminal")
 
     result = team.run_sync("go")
@@ -131,7 +133,7 @@ def test_without_them_a_run_asks_the_teams_own_approver_and_desk(tmp_path: Path)
 def test_two_runs_of_one_team_at_once_each_see_their_own_approver_desk_vars_and_limits(tmp_path: Path) -> None:
     model = ScriptedModel({"lead": [_ask_both_then_answer] * 4})
     own_approver = Approvals("team")
-    team = teamrun.load_team(_team_file(tmp_path), chat_model=model, approver=own_approver)
+    team = teamrun.load_team(team_file(tmp_path), chat_model=model, approver=own_approver)
     own_desk, own_config, own_vars = team.desk, team.config, dict(team.vars)
     meet: tuple[list[str], int, asyncio.Event] = ([], 2, asyncio.Event())
     french, german = Approvals("french", meet), Approvals("german", meet)
@@ -162,7 +164,7 @@ def test_two_runs_of_one_team_at_once_each_see_their_own_approver_desk_vars_and_
 
 def test_a_run_takes_the_run_id_it_is_given_for_its_result_events_and_record(tmp_path: Path) -> None:
     model = ScriptedModel({"lead": ["Hello.", "Again."]})
-    team = teamrun.load_team(_team_file(tmp_path), chat_model=model, store=tmp_path / "runs.db")
+    team = teamrun.load_team(team_file(tmp_path), chat_model=model, store=tmp_path / "runs.db")
     events: list[Event] = []
 
     plain = team.run_sync("hi", run_id="run_given_1", subscribers=[events.append])
@@ -177,7 +179,7 @@ def test_a_run_takes_the_run_id_it_is_given_for_its_result_events_and_record(tmp
 
 
 def test_a_run_id_other_than_its_journals_is_refused(tmp_path: Path) -> None:
-    team = teamrun.load_team(_team_file(tmp_path), chat_model=ScriptedModel())
+    team = teamrun.load_team(team_file(tmp_path), chat_model=ScriptedModel())
     record = JournaledRun(run_id="r1", team="options", team_file=str(tmp_path / "team.yaml"), input="hi")
 
     with pytest.raises(UsageError, match="run_id='r2' differs from the journal's run id 'r1'"):
@@ -189,7 +191,7 @@ def test_a_resumed_run_keeps_the_limits_it_was_started_with(tmp_path: Path) -> N
     from teamrun.engine.durability.resume import open_resume
 
     model = ScriptedModel({"lead": ["Hello.", "Hello again."]})
-    team = teamrun.load_team(_team_file(tmp_path), chat_model=model, store=tmp_path / "runs.db")
+    team = teamrun.load_team(team_file(tmp_path), chat_model=model, store=tmp_path / "runs.db")
 
     first = team.run_sync("hi", journal=True, limits=Limits(max_steps=2, max_total_tokens=900))
     record = StoreJournal(team.store).get_run(first.run_id)

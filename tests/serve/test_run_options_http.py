@@ -3,7 +3,6 @@ waiting run continued over HTTP with the vars it was started with."""
 
 from __future__ import annotations
 
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -14,37 +13,8 @@ import teamrun
 from teamrun.store import open_store
 from teamrun.store.journal import StoreJournal
 from teamrun.testing.scripted import ScriptedCall, ScriptedModel, tool_call
+from tests.engine.test_run_options import team_file
 from tests.serve.sse import sse_events
-
-TEAM = """\
-    version: 1
-    name: options
-    supervisor: lead
-    vars: {lang: English}
-    limits: {max_steps: 5}
-    agents:
-      lead:
-        instructions: "Answer in {{ vars.lang }}."
-        tools: [guarded, ask_ops]
-    tools:
-      guarded:
-        python: served_options_tools:guarded
-        require_approval: true
-      ask_ops: {person: {}}
-    """
-
-TOOLS = '''\
-def guarded(note: str) -> str:
-    """Do something that needs approval."""
-    return f"guarded ran ({note})"
-'''
-
-
-def _team_file(tmp_path: Path) -> Path:
-    (tmp_path / "served_options_tools.py").write_text(TOOLS, encoding="utf-8")
-    path = tmp_path / "team.yaml"
-    path.write_text(textwrap.dedent(TEAM), encoding="utf-8")
-    return path
 
 
 def _lang(call: ScriptedCall) -> str:
@@ -81,7 +51,7 @@ def _follow(client: httpx.Client, run_id: str) -> list[tuple[str, Any]]:
 
 def test_two_runs_of_one_served_team_each_have_their_own_vars_budgets_and_approvals(serve: Any, tmp_path: Path) -> None:
     model = ScriptedModel({"lead": [_guarded_then_answer] * 4})
-    team = teamrun.load_team(_team_file(tmp_path), chat_model=model)
+    team = teamrun.load_team(team_file(tmp_path, "served_options_tools"), chat_model=model)
     own_approver, own_desk, own_config = team.approver, team.desk, team.config
     server = serve([team])
 
@@ -122,7 +92,7 @@ def test_a_served_run_waiting_for_a_person_continues_with_the_vars_and_budgets_i
 ) -> None:
     store = open_store(tmp_path / "runs.db")
     model = ScriptedModel({"lead": [_ask_then_answer] * 2})
-    team = teamrun.load_team(_team_file(tmp_path), chat_model=model)
+    team = teamrun.load_team(team_file(tmp_path, "served_options_tools"), chat_model=model)
     server = serve([team], store=store)
 
     with httpx.Client(base_url=server.url, timeout=60) as client:
