@@ -442,6 +442,13 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
                     headers={"Cache-Control": "no-cache"},
                 )
         handle = find_run(run_id)
+        earlier = await asyncio.to_thread(keeper.earlier, handle) if keeper is not None else None
+        if earlier:  # continued here after a restart: what earlier processes ran of it comes first
+            return StreamingResponse(
+                _continued_stream(earlier, handle, start_at),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
         return StreamingResponse(
             _event_stream(handle, start_at), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
@@ -681,13 +688,21 @@ async def _kept_stream(events: list[dict[str, Any]], record: dict[str, Any], sta
     yield _sse(record, event="result")
 
 
-async def _event_stream(handle: RunHandle, start_at: int) -> AsyncIterator[bytes]:
+async def _continued_stream(earlier: list[dict[str, Any]], handle: RunHandle, start_at: int) -> AsyncIterator[bytes]:
+    """A run continued here after a restart: the events kept of it, then this process's (numbered after them)."""
+    for index in range(start_at, len(earlier)):
+        yield _sse(earlier[index], event=str(earlier[index]["kind"]), id=index)
+    async for chunk in _event_stream(handle, max(0, start_at - len(earlier)), first_id=len(earlier)):
+        yield chunk
+
+
+async def _event_stream(handle: RunHandle, start_at: int, *, first_id: int = 0) -> AsyncIterator[bytes]:
     """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``."""
     index = start_at
     while True:
         while index < handle.event_count:
             line = handle.event(index)
-            yield _sse(line, event=str(line["kind"]), id=index)
+            yield _sse(line, event=str(line["kind"]), id=first_id + index)
             index += 1
         if handle.finished:
             break

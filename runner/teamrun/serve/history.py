@@ -233,6 +233,17 @@ class EventKeeper:
         run_id = handle.id
         self._parts[run_id] = (weakref.ref(handle, lambda ref: self._drop(run_id, ref)), kept.part)
 
+    def earlier(self, handle: RunHandle) -> list[dict[str, Any]] | None:
+        """The events other processes kept of ``handle``'s run, before this handle's own (blocking): a run
+        continued here after a restart shows them first. ``None``: there are none."""
+        known = self._parts.get(handle.id)
+        before = known[1] if known is not None and known[0]() is handle else None
+        if before == 0:
+            return None
+        with self.store.errors("reading a run's events"):
+            events = self.store.run_events.load(handle.id, before=before)
+        return None if events is None else [handle.redactor.value(event) for event in events]
+
     def _drop(self, run_id: str, ref: weakref.ref[RunHandle]) -> None:
         known = self._parts.get(run_id)
         if known is not None and known[0] is ref:

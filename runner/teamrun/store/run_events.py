@@ -92,9 +92,11 @@ class RunEventRepository:
             )
         return KeptPart(part, len(kept), raw_bytes, len(body), without_content)
 
-    def load(self, run_id: str) -> list[dict[str, Any]] | None:
-        """The run's kept events, every part in order; ``None`` when none are kept."""
+    def load(self, run_id: str, *, before: int | None = None) -> list[dict[str, Any]] | None:
+        """The run's kept events, every part (or those before part ``before``) in order; ``None`` when none."""
         query = sa.select(run_events.c.body).where(run_events.c.run_id == run_id).order_by(run_events.c.part)
+        if before is not None:
+            query = query.where(run_events.c.part < before)
         with self.engine.connect() as conn:
             bodies = [bytes(row[0]) for row in conn.execute(query)]
         if not bodies:
