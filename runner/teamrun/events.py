@@ -202,7 +202,8 @@ class AgentEnd(Event):
     """An agent invocation ends."""
 
     status: str
-    """``ok``, ``budget_exhausted``, ``handed_off``, ``cancelled`` or ``error``."""
+    """``ok``, ``budget_exhausted``, ``handed_off``, ``cancelled``, ``waiting`` (its run suspended for a person)
+    or ``error``."""
     usage: Mapping[str, int] = field(default_factory=_usage)
     """Tokens this invocation used."""
     cost: float = 0.0
@@ -272,7 +273,7 @@ class LlmEnd(Event):
     """A model call ends."""
 
     status: str
-    """``ok`` or ``error``."""
+    """``ok`` or ``error`` (``error: cancelled`` when a cancel cut the call off)."""
     usage: Mapping[str, int] = field(default_factory=_usage)
     """Tokens of this call."""
     cost: float = 0.0
@@ -335,7 +336,7 @@ class ToolEnd(Event):
     tool: str
     """The tool's name."""
     status: str
-    """``ok`` or ``error``."""
+    """``ok`` or ``error`` (``error: cancelled`` when a cancel cut the call off)."""
     error: str | None = None
     """What went wrong (also what the model was told)."""
     chars: int = 0

@@ -34,7 +34,7 @@ def ray_address() -> Iterator[str]:
     try:
         import ray
     except ImportError:
-        pytest.fail("the --engine ray tests need Ray: pip install 'teamrun[ray]' (it is in the test extra)")
+        pytest.fail("the --engine ray tests need Ray: it is in the test extra (pip install -e '.[test]')")
     saved = os.environ.get("PYTHONPATH")
     # the Ray processes inherit this environment: the workers find this tree's teamrun, and no LiteLLM
     os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from teamrun.cli import main
+from teamrun.extras import install_hint
 
 REPO = Path(__file__).resolve().parents[2]
 TEAM = str(REPO / "teams" / "research-report.yaml")
@@ -32,7 +33,7 @@ def test_engine_ray_without_ray_installed_says_how_to_install_it(
     ):
         assert main(argv) == 2
         err = capsys.readouterr().err
-        assert err == "error: --engine ray needs Ray, an optional extra of teamrun: pip install 'teamrun[ray]'\n"
+        assert err == f"error: --engine ray needs Ray, an optional extra of teamrun: {install_hint('ray')}\n"
     assert main(["batch", TEAM, str(inputs), "-o", str(tmp_path / "out.jsonl"), "--ray-address", "ray://x:1"]) == 2
     assert "--ray-address needs --engine ray" in capsys.readouterr().err
 

@@ -13,6 +13,7 @@ import pytest
 
 import teamrun
 from teamrun.cli import main
+from teamrun.extras import install_hint
 from tests.fakeserver import FakeOpenAI
 from tests.observe.conftest import TeamWriter
 from tests.observe.teams import script_fan_out
@@ -94,7 +95,7 @@ def test_otel_flag_without_the_packages_is_a_clear_usage_error(
 
     assert code == 2
     err = capsys.readouterr().err
-    assert "--otel needs the OpenTelemetry SDK" in err and "pip install 'teamrun[otel]'" in err
+    assert "--otel needs the OpenTelemetry SDK" in err and f"install them with: {install_hint('otel')}\n" in err
 
 
 class _Collector(BaseHTTPRequestHandler):

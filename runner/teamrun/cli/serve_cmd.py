@@ -6,6 +6,7 @@ import click
 
 from teamrun.cli.app import LogSettings
 from teamrun.errors import UsageError
+from teamrun.extras import install_hint
 
 HELP = """Serve teams over HTTP: an OpenAI-compatible endpoint and a native runs API.
 
@@ -148,7 +149,7 @@ def serve(
         import uvicorn  # noqa: F401
     except ImportError:
         raise UsageError(
-            "teamrun serve needs FastAPI, uvicorn and prometheus-client: pip install 'teamrun[serve]'"
+            f"teamrun serve needs FastAPI, uvicorn and prometheus-client: {install_hint('serve')}"
         ) from None
     from teamrun.serve.launch import ServeOptions, build, load
 

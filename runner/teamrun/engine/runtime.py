@@ -242,17 +242,45 @@ class AgentFrame:
     def span(
         self, ctx: RunContext, kind: SpanKind, *, parent_span_id: str | None = None, **start: Any
     ) -> Iterator[Span]:
-        """A span of this frame (``llm``, ``tool``): its start event now, its end event when the block ends,
-        with what the block put in :attr:`Span.end` (an exception ends it ``status: error``)."""
+        """A span of this frame (``llm``, ``tool``): its start event now, its end event once when the block ends,
+        with what the block put in :attr:`Span.end` (an exception ends it ``status: error`` with its message, a
+        cancellation ``status: error, error: cancelled``; what the end event needs besides, such as a tool's
+        name, the block puts in :attr:`Span.end` first)."""
         span = Span(ctx.bus.new_span_id())
         start_kind, end_kind = _SPAN_EVENTS[kind]
         self.emit(ctx, start_kind, span_id=span.id, parent_span_id=parent_span_id, **start)
         try:
             yield span
-        except Exception as exc:
-            self.emit(ctx, end_kind, span_id=span.id, parent_span_id=parent_span_id, status="error", error=str(exc))
+        except asyncio.CancelledError:
+            span.end.update(status="error", error="cancelled")
             raise
-        self.emit(ctx, end_kind, span_id=span.id, parent_span_id=parent_span_id, **span.end)
+        except Exception as exc:
+            span.end.update(status="error", error=str(exc))
+            raise
+        finally:
+            self.emit(ctx, end_kind, span_id=span.id, parent_span_id=parent_span_id, **span.end)
+
+    @contextmanager
+    def agent_span(self, ctx: RunContext, *, model: str, task: str) -> Iterator[Span]:
+        """This invocation's own span: ``agent_start`` now, ``agent_end`` once when the block ends.
+
+        The end carries what the block put in :attr:`Span.end` (``status``, ``stopped_by``; ``ok`` if it set
+        none) over what this invocation spent (``usage``, ``cost``, from its own ledger). A block that raises
+        ends it ``error``; a cancelled one ``cancelled``, or ``waiting`` when the run was suspended for a person.
+        """
+        span = Span(self.span_id, end={"status": "ok", "stopped_by": None})
+        self.emit(ctx, "agent_start", model=model, task=task)
+        try:
+            yield span
+        except asyncio.CancelledError:
+            span.end["status"] = "waiting" if ctx.activity.stuck.is_set() else "cancelled"
+            raise
+        except BaseException:
+            span.end["status"] = "error"
+            raise
+        finally:
+            own = self.ledger.own
+            self.emit(ctx, "agent_end", **{"usage": own.usage.as_dict(), "cost": own.cost, **span.end})
 
     def emit(
         self,

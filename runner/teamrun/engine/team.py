@@ -162,6 +162,9 @@ class Team:
         limits: Limits | None = None,
         vars: Mapping[str, Any] | None = None,
         ceiling: RunCeiling | None = None,
+        approver: Approver | None = None,
+        desk: PersonDesk | None = None,
+        run_id: str | None = None,
     ) -> RunResult:
         """Run the team on ``input``. Returns a result whatever happens to the run.
 
@@ -174,16 +177,31 @@ class Team:
         also answers the calls an earlier attempt finished (see :mod:`teamrun.engine.durability.resume`).
         ``journal=True`` journals to the team's store (``result.run_id`` is then resumable).
         ``limits``: this run's ``limits:``, each at most the team file's (a higher one is a
-        :class:`~teamrun.errors.UsageError`); ``vars``: this run's vars on top of the team's.
+        :class:`~teamrun.errors.UsageError`), kept in the journal's record: a resume (a journal from
+        ``open_resume``) given none runs under the recorded ones again; ``vars``: this run's vars on top
+        of the team's.
         ``ceiling``: spending this run may not exceed on top of its limits (a batch row's), checked
         before each model call like every limit.
+        ``approver``: who decides this run's ``require_approval`` tool calls (default: :attr:`approver`);
+        ``desk``: who answers this run's questions and approvals from ``person:`` tools (default: :attr:`desk`).
+        ``run_id``: the run's id (its events, result and journal record; it must not be the id of a run in
+        progress); with a journal given, it must be the journal's. Default: the journal's, else a new one.
+        Every argument is this run's own: the team's attributes are not changed, and concurrent runs of
+        one team may each pass their own.
         """
-        config = _lowered(self.config, limits)
+        _lowered(self.config, limits)  # a limit above the file's is refused before anything is opened
         run_vars = {**self.vars, **(vars or {})}
         if journal is True:
-            journal = await asyncio.to_thread(lambda: self.new_journal(input, thread, vars=vars))
+            journal = await asyncio.to_thread(lambda: self.new_journal(input, thread, run_id=run_id, vars=vars))
         elif journal is False:
             journal = None
+        elif journal is not None and run_id is not None and run_id != journal.run_id:
+            raise UsageError(f"run_id={run_id!r} differs from the journal's run id {journal.run_id!r}")
+        if journal is not None:  # the record keeps the run's own limits; a resume given none takes them again
+            if limits is None and journal.record.limits:
+                limits = Limits.model_validate(journal.record.limits)
+            journal.record.limits = limits.model_dump(exclude_none=True) if limits is not None else {}
+        config = _lowered(self.config, limits)
         session = None
         if thread is not None:
             from teamrun.engine.durability.threads import open_thread
@@ -193,7 +211,7 @@ class Team:
         if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
             self._router.prepare(self.models())
         started = time.monotonic()
-        run_id = journal.run_id if journal is not None else new_run_id()
+        run_id = journal.run_id if journal is not None else run_id or new_run_id()
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
@@ -207,13 +225,13 @@ class Team:
             bus=bus,
             model=model,
             tools=tools,
-            approver=self.approver,
+            approver=approver if approver is not None else self.approver,
             result=result,
             vars=run_vars,
             model_override=self.model_override,
             thread=session,
             journal=journal,
-            desk=self.desk,
+            desk=desk if desk is not None else self.desk,
         )
         result.thread_id = session.thread_id if session is not None else None
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)

@@ -11,7 +11,7 @@ that know the convention show teamrun runs without a mapping. The OTLP
 endpoint comes from the standard variables (``OTEL_EXPORTER_OTLP_ENDPOINT``,
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``...).
 
-The SDK is optional: ``pip install 'teamrun[otel]'``. Nothing here imports it
+The SDK is optional (the ``otel`` extra). Nothing here imports it
 until an exporter is built.
 """
 
@@ -25,13 +25,13 @@ from typing import Any
 
 from teamrun.errors import UsageError
 from teamrun.events import AgentStart, DelegationStart, Event, LlmIO, LlmStart, RunStart, ToolStart
+from teamrun.extras import install_hint
 from teamrun.observe.spans import END_KINDS, POINT_KINDS, START_KINDS, SpanIndex, SpanKey, SpanKind
 from teamrun.observe.trace_file import CONTENT_FIELDS, wall_clock
 from teamrun.secrets import Redactor
 
 __all__ = [
     "EXPORT_TIMEOUT_S",
-    "INSTALL_HINT",
     "OTelExporter",
     "export_timeout_s",
     "gen_ai_system",
@@ -40,7 +40,6 @@ __all__ = [
     "shutdown_provider",
 ]
 
-INSTALL_HINT = "pip install 'teamrun[otel]'"
 _FAILED = frozenset({"error", "failed"})
 
 
@@ -55,7 +54,7 @@ def require_otel(*, exporter: bool = False) -> None:
     except ImportError as exc:
         raise UsageError(
             f"--otel needs the OpenTelemetry SDK and OTLP exporter, which are not installed ({exc.name} is "
-            f"missing); install them with: {INSTALL_HINT}"
+            f"missing); install them with: {install_hint('otel')}"
         ) from None
 
 

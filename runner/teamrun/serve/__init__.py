@@ -1,6 +1,6 @@
 """``teamrun serve``: teams behind HTTP — an OpenAI-compatible endpoint and a native runs API.
 
-Needs the ``serve`` extra (``pip install 'teamrun[serve]'``: FastAPI and uvicorn).
+Needs the ``serve`` extra (``pip install '.[serve]'`` in the checkout: FastAPI and uvicorn).
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from teamrun.serve.runs import (
     RunRegistry,
     ServerBusy,
     ShuttingDown,
-    lowered_team,
+    check_budgets,
     stored_record,
 )
 from teamrun.serve.security import LONE_SURROGATE, BodyLimit, lone_surrogate, printable, token_matches
@@ -180,7 +180,11 @@ class _Served:
 
 
 def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> FastAPI:
-    """The ASGI app serving ``teams`` (addressed by their ``name``)."""
+    """The ASGI app serving ``teams`` (addressed by their ``name``).
+
+    With ``settings.store``, each team keeps its threads and run records there (:meth:`Team.use_store`, once
+    here); every request is a :meth:`Team.run` of the team itself, with the run's own options.
+    """
     settings = settings or ServeSettings()
     registry = RunRegistry(
         max_concurrent=settings.max_concurrent_runs,
@@ -193,6 +197,8 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     masked_always = set(settings.tokens) | set(settings.extra_secrets)
     served: dict[str, _Served] = {}
     for team in teams:
+        if settings.store is not None:  # the server's store holds every served team's threads and run records
+            team.use_store(settings.store)
         served[team.name] = _Served(team, Redactor([*team.loaded.secrets, *masked_always]))
     server_redactor = Redactor(masked_always)
     keeper = EventKeeper(settings.store) if settings.store is not None else None
@@ -265,9 +271,17 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             )
         return found
 
-    def start(team: Team, input: str, redactor: Redactor, thread: str | None = None) -> RunHandle:
+    def start(
+        team: Team,
+        input: str,
+        redactor: Redactor,
+        thread: str | None = None,
+        *,
+        limits: Limits | None = None,
+        vars: dict[str, Any] | None = None,
+    ) -> RunHandle:
         try:
-            return registry.start(team, input, redactor=redactor, thread=thread)
+            return registry.start(team, input, redactor=redactor, thread=thread, limits=limits, vars=vars)
         except NoThreads as exc:
             raise ApiError(400, str(exc), code="threads_unavailable") from None
         except ServerBusy as exc:
@@ -382,10 +396,10 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     async def create_run(body: RunRequest) -> JSONResponse:
         target = find_team(body.team)
         try:
-            team = lowered_team(target.team, body.budgets, body.vars)
+            check_budgets(target.team.config, body.budgets)
         except BudgetTooHigh as exc:
             raise ApiError(422, str(exc), code="budget_too_high", extra={"limits": exc.in_force}) from None
-        handle = start(team, body.input, target.redactor, body.thread)
+        handle = start(target.team, body.input, target.redactor, body.thread, limits=body.budgets, vars=body.vars)
         return JSONResponse(handle.record(), status_code=201, headers={"Location": f"/v1/runs/{handle.id}"})
 
     @app.get("/v1/runs/{run_id}", dependencies=auth)

@@ -131,20 +131,22 @@ class _Resumer:
         except TeamrunError as exc:
             _log.warning("serve_resume_failed", run=run_id, error=str(exc))
             return
-        from teamrun.serve.runs import lowered_team
-
-        team = lowered_team(entry.team, None, record.vars or None)
-        self._start(team, entry.redactor, record.input, record.thread_id, run_id, journal)
+        self._start(entry.team, entry.redactor, record.input, record.thread_id, journal, record.vars or None)
 
     def _start(
-        self, team: Team, redactor: Redactor, input: str, thread: str | None, run_id: str, journal: RunJournal
+        self,
+        team: Team,
+        redactor: Redactor,
+        input: str,
+        thread: str | None,
+        journal: RunJournal,
+        vars: Mapping[str, Any] | None,
     ) -> None:
-        import copy
         import time
 
-        from teamrun.serve.runs import RunHandle, attach_people
+        from teamrun.serve.runs import RunHandle
 
-        registry = self.registry
+        registry, run_id = self.registry, journal.run_id
         handle = registry.get(run_id)
         if handle is None:  # waited through a restart (or dropped from memory): a new handle, the same id
             handle = RunHandle(
@@ -159,15 +161,15 @@ class _Resumer:
             registry._finished.remove(run_id)
         handle._loop = asyncio.get_running_loop()
         handle._loop_thread = threading.get_ident()
-        team = copy.copy(team)
-        attach_people(team, self.store)
-        team.use_store(self.store)
         registry._active += 1
         registry.metrics.run_started(team.name)
-        handle.task = asyncio.create_task(self._run(team, handle, journal), name=f"teamrun-serve-resume:{run_id}")
+        handle.task = asyncio.create_task(self._run(team, handle, journal, vars), name=f"teamrun-serve-resume:{run_id}")
 
-    async def _run(self, team: Team, handle: RunHandle, journal: RunJournal) -> None:
+    async def _run(self, team: Team, handle: RunHandle, journal: RunJournal, vars: Mapping[str, Any] | None) -> None:
+        from teamrun.serve.runs import store_people
+
         registry = self.registry
+        desk, approver = store_people(self.store)
 
         def measure(event: Any) -> None:
             registry.metrics.on_event(team.name, event)
@@ -178,9 +180,11 @@ class _Resumer:
                 subscribers=[handle.on_event, measure],
                 cancel=handle.cancel,
                 thread=handle.thread,
-                journal=journal,
+                journal=journal,  # under the same run id: the handle's
+                vars=vars,  # the run's own, as its record kept them (its budgets too: the journal's record)
+                approver=approver,
+                desk=desk,
             )
-            handle.result.run_id = handle.id
         except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
             _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
             handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"

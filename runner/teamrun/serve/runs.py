@@ -11,7 +11,6 @@ there under the server's run id, so its record outlives the server.
 from __future__ import annotations
 
 import asyncio
-import copy
 import threading
 import time
 import uuid
@@ -36,6 +35,8 @@ if TYPE_CHECKING:
     from teamrun.engine.team import Team
     from teamrun.store import Store
     from teamrun.store.records import JournaledRun
+    from teamrun.tools.approval import Approver
+    from teamrun.tools.people import PersonDesk
 
 __all__ = [
     "AlreadyDecided",
@@ -45,9 +46,8 @@ __all__ = [
     "RunRegistry",
     "ServerBusy",
     "ShuttingDown",
-    "attach_people",
     "check_budgets",
-    "lowered_team",
+    "store_people",
     "stored_record",
 ]
 
@@ -105,26 +105,6 @@ def check_budgets(config: TeamConfig, budgets: Limits | None) -> None:
             said.append(f"budgets.{key} ({value}) is higher than the limit in force: {key} {in_force}, {source}")
     if said:
         raise BudgetTooHigh("; ".join(said) + "; a request may only lower the limits in force", refused)
-
-
-def lowered_team(team: Team, budgets: Limits | None, vars: Mapping[str, Any] | None) -> Team:
-    """``team`` with a request's ``budgets`` and ``vars`` applied, for one run.
-
-    A budget may only lower a limit in force (:func:`check_budgets` raises
-    :class:`BudgetTooHigh`). The copy shares the team's model and tools; only its
-    config (limits) and vars are its own.
-    """
-    check_budgets(team.config, budgets)
-    asked = budgets.model_dump(exclude_none=True) if budgets is not None else {}
-    if not asked and not vars:
-        return team
-    clone = copy.copy(team)
-    if asked:
-        merged = (team.config.limits or Limits()).model_copy(update=asked)
-        clone.config = team.config.model_copy(update={"limits": merged})
-    if vars:
-        clone.vars = {**team.vars, **vars}
-    return clone
 
 
 @dataclass
@@ -343,9 +323,19 @@ class RunRegistry:
 
         return StoreJournal(self.store).get_run(run_id)
 
-    def start(self, team: Team, input: str, *, redactor: Redactor, thread: str | None = None) -> RunHandle:
-        """Start ``team`` on ``input`` (as a turn of ``thread``) now, or raise :class:`ServerBusy` /
-        :class:`ShuttingDown` (:class:`NoThreads` for a thread without a store).
+    def start(
+        self,
+        team: Team,
+        input: str,
+        *,
+        redactor: Redactor,
+        thread: str | None = None,
+        limits: Limits | None = None,
+        vars: Mapping[str, Any] | None = None,
+    ) -> RunHandle:
+        """Start ``team`` on ``input`` (as a turn of ``thread``, under the request's ``limits`` and ``vars``)
+        now, or raise :class:`ServerBusy` / :class:`ShuttingDown` (:class:`NoThreads` for a thread without a
+        store). ``limits`` were checked by :func:`check_budgets`.
 
         Synchronous up to the task's creation, so the slot check and the slot taken are one step.
         """
@@ -372,31 +362,44 @@ class RunRegistry:
         self._active += 1
         self.metrics.run_started(team.name)
         self._runs[handle.id] = handle
-        team = copy.copy(team)  # this run's own approver: tool calls needing approval ask over HTTP
-        team.approver = HttpApprover(handle, timeout_s=self.approval_timeout_s, on_timeout=self.approval_on_timeout)
-        if self.store is not None:
-            team.use_store(self.store)  # the server's store holds every served team's threads
-            attach_people(team, self.store)  # questions and approvals wait in the store: the run may suspend
-        handle.task = asyncio.create_task(self._run(team, handle), name=f"teamrun-serve:{handle.id}")
+        if self.store is not None:  # questions and approvals wait in the store: the run may suspend
+            desk, approver = store_people(self.store)
+        else:  # tool calls needing approval ask over HTTP; questions find nobody (the team's desk)
+            desk = None
+            approver = HttpApprover(handle, timeout_s=self.approval_timeout_s, on_timeout=self.approval_on_timeout)
+        handle.task = asyncio.create_task(
+            self._run(team, handle, limits=limits, vars=vars, approver=approver, desk=desk),
+            name=f"teamrun-serve:{handle.id}",
+        )
         self._forget_old()
         return handle
 
-    async def _run(self, team: Team, handle: RunHandle) -> None:
+    async def _run(
+        self,
+        team: Team,
+        handle: RunHandle,
+        *,
+        limits: Limits | None,
+        vars: Mapping[str, Any] | None,
+        approver: Approver,
+        desk: PersonDesk | None,
+    ) -> None:
         def measure(event: Event) -> None:
             self.metrics.on_event(team.name, event)
 
         try:
-            journal = None
-            if self.store is not None:  # the run's record in the store, under the id this server answers with
-                journal = await asyncio.to_thread(team.new_journal, handle.input, handle.thread, run_id=handle.id)
             handle.result = await team.run(
                 handle.input,
                 subscribers=[handle.on_event, measure],
                 cancel=handle.cancel,
                 thread=handle.thread,
-                journal=journal,
+                journal=self.store is not None,  # the run's record in the store (the team's, since create_app)
+                limits=limits,
+                vars=vars,
+                approver=approver,
+                desk=desk,
+                run_id=handle.id,  # one id per run: the one this server answers with, in its events and record
             )
-            handle.result.run_id = handle.id  # one id per run: the engine picks its own without a journal
             if handle.failure is not None:  # stopped by the server (an approval timed out), not by the client
                 handle.result.status, handle.result.error = "failed", handle.failure
         except UsageError as exc:  # the request's own doing: a thread id of another team...
@@ -438,13 +441,13 @@ class RunRegistry:
             self._runs.pop(self._finished.popleft(), None)
 
 
-def attach_people(team: Team, store: Store) -> None:
-    """Have ``team`` (a served run's own copy) ask people through pending items in ``store`` (the routes
-    that list and answer them are in :mod:`teamrun.serve.pending`)."""
+def store_people(store: Store) -> tuple[PersonDesk, Approver]:
+    """The desk and approver of a served run when the server has a store: questions and approvals become
+    pending items in ``store`` and the run may suspend (the routes that list and answer them are in
+    :mod:`teamrun.serve.pending`). Each is this run's own, given to :meth:`Team.run`."""
     from teamrun.engine.durability.pending import SuspendingDesk
     from teamrun.store.pending import PendingRepository
     from teamrun.tools.people import DeskApprover
 
     desk = SuspendingDesk(PendingRepository(store))
-    team.desk = desk
-    team.approver = DeskApprover(desk)
+    return desk, DeskApprover(desk)

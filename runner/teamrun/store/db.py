@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from teamrun.errors import StoreError
+from teamrun.extras import install_hint
 from teamrun.secrets import StoreMask
 from teamrun.store.location import resolve_store_url
 from teamrun.store.migrations import upgrade
@@ -110,7 +111,7 @@ def _engine(url: sa.URL, display: str) -> sa.Engine:
         engine = sa.create_engine(url, **kwargs)
     except ModuleNotFoundError as exc:
         if url.get_backend_name() == "postgresql":
-            hint = "pip install 'teamrun[postgres]'"
+            hint = install_hint("postgres")
         else:
             hint = f"pip install {_DRIVER_PACKAGES.get(exc.name or '', exc.name)}"
         raise StoreError(f"the store {display} needs the database driver {exc.name!r}: {hint}") from None

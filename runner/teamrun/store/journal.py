@@ -27,7 +27,7 @@ __all__ = ["StoreJournal"]
 
 _INSERT = journal.insert()
 
-_META_FIELDS = ("team_file", "vars", "model", "pid", "host", "heartbeat_at", "attempts", "replayed_calls")
+_META_FIELDS = ("team_file", "vars", "limits", "model", "pid", "host", "heartbeat_at", "attempts", "replayed_calls")
 """The :class:`JournaledRun` fields kept in ``runs.meta``."""
 
 
@@ -251,6 +251,7 @@ def _run_of(row: sa.RowMapping) -> JournaledRun:
         team_file=str(meta.get("team_file") or ""),
         input=row["input"],
         vars=dict(meta.get("vars") or {}),
+        limits=dict(meta.get("limits") or {}),
         model=meta.get("model"),
         status=row["status"],
         pid=int(meta.get("pid") or 0),

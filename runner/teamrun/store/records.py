@@ -52,6 +52,9 @@ class JournaledRun:
     """The team file's absolute path."""
     input: str
     vars: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    """The run's own limits (``Team.run(limits=...)``, e.g. a served request's ``budgets``), each at most the
+    team file's: a resume runs under them again."""
     model: str | None = None
     """``--model`` given to the run, if any."""
     status: str = "running"

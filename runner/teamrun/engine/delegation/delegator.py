@@ -16,14 +16,17 @@ records the delegation and runs no more user code.
 
 Each delegation is settled into a :class:`Settled`: its record, and the signal
 it raises for the delegating agent's turn (a limit reached, a depth refusal,
-a bail).
+a bail). Each runs in one delegation span (:meth:`Delegator.begin`, or
+:meth:`Delegator._span` for one that never ran), a context manager that keeps
+the record and emits ``delegation_end`` exactly once, however the block ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -39,7 +42,15 @@ from teamrun.engine.delegation.hooks import (
     complete_context,
     start_context,
 )
-from teamrun.engine.delegation.records import RunAgent, Settled, StartedWorker, WorkerFailed, WorkerOutcome, WorkerRun
+from teamrun.engine.delegation.records import (
+    DelegationSpan,
+    RunAgent,
+    Settled,
+    StartedWorker,
+    WorkerFailed,
+    WorkerOutcome,
+    WorkerRun,
+)
 from teamrun.engine.delegation.tasks import TaskLedger, TaskRecord, TaskRefused
 from teamrun.engine.delegation.tools import DelegationRequest, delegation_settings, results_for_model
 from teamrun.engine.references import RefRequest, render_blocks
@@ -125,10 +136,21 @@ class Delegator:
         ready = await self.prepare(worker, request, key, parent_messages)
         if isinstance(ready, Settled):
             return ready
-        async with self.slots:
-            started = self.begin(ready)
+        return await self._live(ready, await _Slot.take(self.slots))
+
+    async def _live(self, ready: WorkerRun, slot: _Slot, *, background: bool = False) -> Settled:
+        """A ready worker in its slot: begin → run → settle, in its delegation span. The slot is freed when
+        the run ends (``on_complete`` hooks hold none), the span after the worker is settled."""
+        with slot, self.begin(ready, background=background) as started:
             outcome = await self._run(started)
-        return await self.settle(started, outcome)
+            slot.free()
+            try:
+                return await self.settle(started, outcome)
+            except asyncio.CancelledError:
+                if not self._asked_to_cancel():
+                    raise
+                assert started.span.result is not None  # cancel_task while its on_complete hooks ran:
+                return Settled(started.span.result)  # settled as the worker came to, one record
 
     async def _start_background(
         self, worker: str, request: DelegationRequest, key: str, parent_messages: Sequence[Message]
@@ -145,18 +167,14 @@ class Delegator:
         return view, None
 
     async def _background(self, ready: WorkerRun) -> Settled:
-        started: StartedWorker | None = None
         try:
-            async with self.slots:
-                started = self.begin(ready, background=True)
-                outcome = await self._run(started)
-            return await self.settle(started, outcome)
-        except asyncio.CancelledError:
-            if started is None:  # cancelled while waiting for a slot: still one record
-                if self._asked_to_cancel():
-                    return await self._refused(self._cancelled_result(ready), ready.start)
-                self._not_run(self._cancelled_result(ready))
+            slot = await _Slot.take(self.slots)
+        except asyncio.CancelledError:  # cancelled while waiting for a slot: still one record
+            if self._asked_to_cancel():
+                return await self._refused(self._cancelled_result(ready), ready.start)
+            self._not_run(self._cancelled_result(ready))
             raise
+        return await self._live(ready, slot, background=True)
 
     def _asked_to_cancel(self) -> bool:
         """Whether the current (background) task was cancelled by ``cancel_task``; it then goes on to settle
@@ -176,8 +194,7 @@ class Delegator:
         except asyncio.CancelledError:
             if self._asked_to_cancel():  # cancel_task: settled like any ending, hooks included
                 return self._cancelled_result(started.run)
-            self._finish(self._cancelled_result(started.run), started.span)  # the run is going down
-            raise
+            raise  # the run is going down: the span ends it cancelled
         except (UserError, WorkerFailed):
             raise  # the team file is wrong (a template that cannot render), or a fatal worker: stop and say so
         except TimeoutError as exc:
@@ -283,13 +300,18 @@ class Delegator:
             return await self._refused(self._result(worker, task, "error", error=str(exc), task_id=task_id), start)
         return WorkerRun(worker, task, prompt, request, actions, start, key, record)
 
-    def begin(self, run: WorkerRun, *, background: bool = False) -> StartedWorker:
-        """The worker's frame, under this agent's ledger; its delegation span starts.
+    @contextmanager
+    def begin(self, run: WorkerRun, *, background: bool = False) -> Iterator[StartedWorker]:
+        """The worker's frame, under this agent's ledger, in its delegation span: the span starts now and
+        ends when the block does (:meth:`_span`).
 
         ``background``: the delegating agent's ``background_timeout_s`` applies too (the shorter wins).
         """
+        with self._span(run.worker, run.task, _task_id(run), asked=run.request.task, step=run.request.step) as span:
+            yield self._started(run, span, background=background)
+
+    def _started(self, run: WorkerRun, span: DelegationSpan, *, background: bool) -> StartedWorker:
         ctx, parent, worker = self.ctx, self.frame, run.worker
-        span = ctx.bus.new_span_id()
         budget = ctx.agent(worker).budget
         if run.request.max_tool_calls is not None:
             current = budget.max_tool_calls if budget else None
@@ -302,7 +324,7 @@ class Delegator:
             name=worker,
             path=(*parent.path, worker),
             span_id=ctx.bus.new_span_id(),
-            parent_span_id=span,
+            parent_span_id=span.id,
             ledger=parent.ledger.child(
                 budget, label=f"agents.{worker}.budget", max_steps=steps, depth=parent.depth + 1, agent=worker
             ),
@@ -310,7 +332,6 @@ class Delegator:
             allowed_tools=frozenset(run.request.tools) if run.request.tools is not None else None,
             key=run.key,
         )
-        parent.emit(ctx, "delegation_start", span_id=span, worker=worker, task=run.request.task, step=run.request.step)
         timeout = budget.timeout_s if budget is not None else None
         label = f"agents.{worker}.budget.timeout_s"
         if background and (timeout is None or self.settings.background_timeout_s < timeout):
@@ -318,23 +339,14 @@ class Delegator:
         return StartedWorker(run, child, span, timeout, label)
 
     def _cancelled_result(self, run: WorkerRun) -> DelegationResult:
-        return self._result(
-            run.worker,
-            run.task,
-            "cancelled",
-            error="cancelled",
-            task_id=run.record.task_id if run.record is not None else None,
-        )
+        return self._result(run.worker, run.task, "cancelled", error="cancelled", task_id=_task_id(run))
 
     def _timed_out(self, started: StartedWorker) -> DelegationResult:
         worker = started.run.worker
         error = f"{started.timeout_label} ({started.timeout}) reached"
         return self._result(
-            worker, started.run.task, "budget_exhausted", error=error, timed_out=True, task_id=self._task_id(started)
+            worker, started.run.task, "budget_exhausted", error=error, timed_out=True, task_id=_task_id(started.run)
         )
-
-    def _task_id(self, started: StartedWorker) -> str | None:
-        return started.run.record.task_id if started.run.record is not None else None
 
     def _failed(self, started: StartedWorker, exc: Exception) -> DelegationResult:
         """A worker that raised: a run error is its result; a bug is logged and reported, siblings go on.
@@ -344,14 +356,12 @@ class Delegator:
         worker = started.run.worker
         if not isinstance(exc, RunError):
             _log.exception("worker_crashed", worker=worker)
-        error = str(exc) if isinstance(exc, RunError) else f"{type(exc).__name__}: {exc}"
+        error = _error_text(exc)
+        failed = self._result(worker, started.run.task, "error", error=error, task_id=_task_id(started.run))
         if self.ctx.agent(worker).on_error == "fail_run":
-            self._finish(
-                self._result(worker, started.run.task, "error", error=error, task_id=self._task_id(started)),
-                started.span,
-            )
+            started.span.result = failed  # what its span's end reports
             raise WorkerFailed(f"worker {worker} failed and has on_error: fail_run: {error}") from exc
-        return self._result(worker, started.run.task, "error", error=error, task_id=self._task_id(started))
+        return failed
 
     async def settle(self, started: StartedWorker, outcome: WorkerOutcome | DelegationResult) -> Settled:
         """The worker's record (what the delegating agent is given), after ``on_complete`` hooks."""
@@ -371,7 +381,7 @@ class Delegator:
                 usage=outcome.usage,
                 cost=outcome.cost,
                 error=outcome.stopped_by,
-                task_id=self._task_id(started),
+                task_id=_task_id(started.run),
                 acceptance=outcome.acceptance,
             )
             messages, finish_reason = outcome.messages, outcome.finish_reason
@@ -423,11 +433,12 @@ class Delegator:
         done: DelegationResult,
         start: HookContext,
         messages: Sequence[Message],
-        span: str,
+        span: DelegationSpan,
         finish_reason: str | None = None,
     ) -> Settled:
-        """``on_complete`` hooks and the result reference; then the record is kept and the span ends
-        (so the ``delegation_end`` event carries what the delegating agent was actually given)."""
+        """``on_complete`` hooks and the result reference; the span's record follows (so the ``delegation_end``
+        event its end emits carries what the delegating agent was actually given)."""
+        span.result = done  # what the delegation came to, should the hooks not finish
         if self.hooks.has("on_complete"):
             context = complete_context(
                 start,
@@ -441,32 +452,61 @@ class Delegator:
             try:
                 actions = await self.hooks.run("on_complete", context)
             except HookFailed as exc:
-                return Settled(self._finish(replace(done, status="error", error=str(exc)), span))
+                span.result = replace(done, status="error", error=str(exc))
+                return Settled(span.result)
             if actions.result_text is not None:
                 done = replace(done, response=actions.result_text)
             if actions.bail:
                 done = replace(done, bailed=True)
         if self.settings.result_references and done.status == "ok" and done.response.strip():
             done = replace(done, ref=self.ctx.refs.add(done.agent, done.response))
-        return Settled(self._finish(done, span), Bail(done) if done.bailed else None)
+        span.result = done
+        return Settled(done, Bail(done) if done.bailed else None)
 
     async def _refused(self, result: DelegationResult, start: HookContext, signal: Signal | None = None) -> Settled:
-        """A delegation that ended before its worker ran (refused, or cancelled waiting): still one start/end
-        pair of events, and the ``on_complete`` hooks see it."""
-        span = self._span_start(result)
-        settled = await self._complete(result, start, (), span)
+        """A delegation that ended before its worker ran (refused, or cancelled waiting): still one span,
+        and the ``on_complete`` hooks see it."""
+        with self._span(result.agent, result.task, result.task_id) as span:
+            span.result = result
+            settled = await self._complete(result, start, (), span)
         return Settled(settled.result, signal or settled.signal)
 
     def _not_run(self, result: DelegationResult) -> DelegationResult:
         """A delegation cancelled with the whole run before its worker started: recorded, no hooks."""
-        return self._finish(result, self._span_start(result))
+        with self._span(result.agent, result.task, result.task_id) as span:
+            span.result = result
+        return result
 
-    def _span_start(self, result: DelegationResult) -> str:
-        span = self.ctx.bus.new_span_id()
-        self.frame.emit(self.ctx, "delegation_start", span_id=span, worker=result.agent, task=result.task)
-        return span
+    @contextmanager
+    def _span(
+        self, worker: str, task: str, task_id: str | None, *, asked: str | None = None, step: str | None = None
+    ) -> Iterator[DelegationSpan]:
+        """One delegation's span: ``delegation_start`` now; when the block ends, however it ends, the
+        delegation's record is kept and ``delegation_end`` reports it, once (:meth:`_finish`).
 
-    def _finish(self, result: DelegationResult, span: str) -> DelegationResult:
+        The record is the one the block left in :attr:`DelegationSpan.result`; a block left without one was
+        cancelled (a ``cancelled`` record) or raised (an ``error`` one). ``task``: the record's task;
+        ``asked``: the task as the model wrote it, for the start event (default ``task``).
+        """
+        span = DelegationSpan(self.ctx.bus.new_span_id(), worker, task, task_id)
+        shown = task if asked is None else asked
+        self.frame.emit(self.ctx, "delegation_start", span_id=span.id, worker=worker, task=shown, step=step)
+        try:
+            yield span
+        except asyncio.CancelledError:
+            if span.result is None:
+                span.result = self._result(worker, task, "cancelled", error="cancelled", task_id=task_id)
+            raise
+        except BaseException as exc:
+            if span.result is None:
+                span.result = self._result(worker, task, "error", error=_error_text(exc), task_id=task_id)
+            raise
+        finally:
+            if span.result is None:  # a block that neither settled nor raised: a bug, said as such
+                span.result = self._result(worker, task, "error", error="ended without a result", task_id=task_id)
+            self._finish(span.result, span.id)
+
+    def _finish(self, result: DelegationResult, span: str) -> None:
         """Keep the record (once per delegation) and end its span."""
         self.ctx.record_delegation(result)
         if result.status == "cancelled" and result.task_id is not None:
@@ -484,7 +524,41 @@ class Delegator:
             cost=result.cost,
             error=result.error,
         )
-        return result
+
+
+class _Slot:
+    """One of a delegator's concurrency slots, taken for one worker; freed once, when its run ends or the
+    block it guards is left."""
+
+    def __init__(self, slots: asyncio.Semaphore) -> None:
+        self._slots = slots
+        self._held = True
+
+    @classmethod
+    async def take(cls, slots: asyncio.Semaphore) -> _Slot:
+        """Wait for a free slot and hold it."""
+        await slots.acquire()
+        return cls(slots)
+
+    def free(self) -> None:
+        if self._held:
+            self._held = False
+            self._slots.release()
+
+    def __enter__(self) -> _Slot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+
+def _task_id(run: WorkerRun) -> str | None:
+    return run.record.task_id if run.record is not None else None
+
+
+def _error_text(exc: BaseException) -> str:
+    """A failure as a delegation record says it: a run error's message, else the exception's type too."""
+    return str(exc) if isinstance(exc, RunError) else f"{type(exc).__name__}: {exc}"
 
 
 def transcript(messages: Sequence[dict[str, Any]]) -> str:

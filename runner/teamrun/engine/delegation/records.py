@@ -20,7 +20,7 @@ from teamrun.engine.signals import Signal
 from teamrun.errors import RunError
 from teamrun.llm.types import Usage
 
-__all__ = ["RunAgent", "Settled", "StartedWorker", "WorkerFailed", "WorkerOutcome", "WorkerRun"]
+__all__ = ["DelegationSpan", "RunAgent", "Settled", "StartedWorker", "WorkerFailed", "WorkerOutcome", "WorkerRun"]
 
 
 @dataclass(frozen=True)
@@ -72,13 +72,28 @@ class WorkerRun:
     """The tracked task this run is an attempt at."""
 
 
+@dataclass
+class DelegationSpan:
+    """One open delegation span (``delegation_start`` … ``delegation_end``), and the record its end reports."""
+
+    id: str
+    worker: str
+    task: str
+    """What the worker is asked (the record's task)."""
+    task_id: str | None = None
+    """The tracked task the delegation is an attempt at."""
+    result: DelegationResult | None = None
+    """The delegation's record so far; ``None`` while its worker runs (a span left then ends ``cancelled`` or
+    ``error``)."""
+
+
 @dataclass(frozen=True)
 class StartedWorker:
     """A worker being run: its frame (and ledger) and its delegation span."""
 
     run: WorkerRun
     frame: AgentFrame
-    span: str
+    span: DelegationSpan
     timeout: float | None
     timeout_label: str = ""
     """The setting the timeout comes from (``agents.<worker>.budget.timeout_s``...)."""

@@ -112,7 +112,9 @@ def _unmasked(entry: JournalEntry) -> JournalEntry:
 
 
 def _next_attempt(earlier: JournaledRun) -> JournaledRun:
-    record = dataclasses.replace(earlier, vars=dict(earlier.vars), usage=dict(earlier.usage))  # the store's is kept
+    record = dataclasses.replace(  # copies: the store's record is kept as it was
+        earlier, vars=dict(earlier.vars), limits=dict(earlier.limits), usage=dict(earlier.usage)
+    )
     record.attempts += 1
     record.status, record.ended_at, record.error, record.final_text = "running", None, None, ""
     record.pid, record.host, record.heartbeat_at = os.getpid(), socket.gethostname(), time.time()

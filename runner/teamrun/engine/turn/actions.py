@@ -104,6 +104,7 @@ async def run_tool(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: in
         )
     )
     with frame.span(ctx, "tool", tool=call.name) as span:
+        span.end["tool"] = call.name  # also on the end of a tool that raised or was cancelled
         try:
             outcome = await _journaled(ctx, frame, action, turn, position)
         finally:

@@ -5,41 +5,42 @@ the model with the agent's :class:`ToolTable` (:func:`call_model`), plan the
 reply (:func:`plan_turn`), run the planned actions concurrently (each returns
 a :class:`CallResult` with its signals), then :func:`next_step` picks one of
 :class:`FinalOutput`, :class:`RunAgain`, :class:`Stop` (one last turn without
-tools) or :class:`HandOff`. A turn returns the messages it adds; :meth:`AgentLoop.run`
-is the one place they are appended. Workers are run by the
+tools) or :class:`HandOff`. A turn returns the messages it adds; :meth:`AgentLoop._turns`
+is the one place they are appended. A reply without tool calls is the agent's
+answer, completed and checked by :class:`~teamrun.engine.turn.answer.Answering`,
+which also makes the last turn. The whole invocation runs in the frame's agent
+span (:meth:`AgentFrame.agent_span`: ``agent_start`` … ``agent_end``, ended once
+however it ends). Workers are run by the
 :class:`~teamrun.engine.delegation.delegator.Delegator`, which is given
 :func:`run_agent` to run them with.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import structlog
 
-from teamrun.defaults import DEFAULT_MAX_TOKENS
 from teamrun.engine.delegation.delegator import Delegator
 from teamrun.engine.delegation.hooks import HookFailed, HookRunner, iteration_context
 from teamrun.engine.delegation.records import WorkerOutcome
 from teamrun.engine.delegation.tools import workers_of
-from teamrun.engine.limits.ledger import LimitReached, counters_of
-from teamrun.engine.runtime import AgentFrame, RunContext, run_all
-from teamrun.engine.turn.acceptance import Acceptance
+from teamrun.engine.limits.ledger import counters_of
+from teamrun.engine.result import AcceptanceRecord
+from teamrun.engine.runtime import AgentFrame, RunContext, Span, run_all
 from teamrun.engine.turn.actions import run_action
+from teamrun.engine.turn.answer import Answering, EmptyAnswer
 from teamrun.engine.turn.model_call import ModelCall, call_model
 from teamrun.engine.turn.prompts import system_prompt
-from teamrun.engine.turn.structured import OutputChecker
 from teamrun.engine.turn.tool_table import ToolTable, build_tool_table
 from teamrun.engine.turn.turn_plan import (
     FinalOutput,
     HandOff,
-    NextStep,
     RunAgain,
     Stop,
+    Turn,
     ends_turn,
     next_step,
     plan_turn,
@@ -47,27 +48,7 @@ from teamrun.engine.turn.turn_plan import (
 from teamrun.errors import ModelError
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema, Usage
 
-LAST_TURN_NOTE = (
-    "STOP: {reason}. You cannot call tools or delegate any more. "
-    "Answer now with what you have verified, and list plainly what is still missing."
-)
-CONTINUE_NOTE = "Your answer was cut off. Continue exactly where it stopped; do not repeat anything."
-EMPTY_NOTE = "Your reply was empty. Reply with your final answer."
 T = TypeVar("T")
-LAST_TURN_MIN_TOKENS = 200
-"""The last turn may always write this many tokens, even when a token or cost limit is already used up."""
-
-
-class EmptyAnswer(ModelError):
-    """An agent's final answer was empty, also when asked once more."""
-
-
-@dataclass(frozen=True)
-class Turn:
-    """What one turn added to the conversation, and what comes next."""
-
-    messages: list[Message]
-    next: NextStep
 
 
 class AgentLoop:
@@ -82,14 +63,11 @@ class AgentLoop:
         self.settings = ctx.settings_for(frame.name)
         self.delegator = Delegator(ctx, frame, lambda child, task: run_agent(ctx, child, task))
         self.hooks = HookRunner(ctx, frame)
-        self.output = OutputChecker.for_agent(frame.name, self.agent)
-        self.acceptance = Acceptance.for_frame(ctx, frame)
-        """The ``accept:`` checks of this agent's answers (``None``: it has none)."""
+        self.answering = Answering(ctx, frame, self.settings, self._call)
+        """Its answers completed and checked (``output_schema``, ``accept:``), and its last turn."""
         self.messages: list[Message] = []
-        """The conversation: appended to only in :meth:`run`, from what each turn returns."""
+        """The conversation: appended to only in :meth:`_turns`, from what each turn returns."""
         self.turns = 0
-        self.asked_again = False
-        """Whether an empty answer was already met with one more request."""
         self.finish_reason: str | None = None
         """Why the latest model call ended."""
         self.calls: tuple[ToolCall, ...] = ()
@@ -98,7 +76,7 @@ class AgentLoop:
     # -- the loop ------------------------------------------------------------------------
 
     async def run(self, task: str | None, history: Sequence[Message] = ()) -> WorkerOutcome | HandOff:
-        """Start on ``task``, or take over ``history`` after a handoff."""
+        """Start on ``task``, or take over ``history`` after a handoff; all of it in the agent's span."""
         ctx, frame = self.ctx, self.frame
         base_prompt = system_prompt(
             frame.name,
@@ -108,60 +86,60 @@ class AgentLoop:
         )
         earlier = [m for m in history if m.get("role") != "system"] or [{"role": "user", "content": task or ""}]
         self.messages = [{"role": "system", "content": base_prompt}, *earlier]
-        if self.acceptance is not None:
-            self.acceptance.task = (
+        acceptance = self.answering.acceptance
+        if acceptance is not None:
+            acceptance.task = (
                 task
                 if task is not None
                 else next((str(m.get("content") or "") for m in history if m.get("role") == "user"), "")
             )
         structlog.contextvars.bind_contextvars(agent=frame.name, agent_path="/".join(frame.path))
-        frame.emit(ctx, "agent_start", model=self.settings.model, task=task or "(handoff)")
-        status, stopped_by, text, accepted = "error", None, "", None
-        try:
-            # starts the tool sources it declares; a narrowed task leaves out the others
-            table = await build_tool_table(ctx.config, ctx.tools, ctx.sources, frame.name, allowed=frame.allowed_tools)
-            while True:
+        with frame.agent_span(ctx, model=self.settings.model, task=task or "(handoff)") as span:
+            try:
+                step, stop = await self._turns(base_prompt)
+                if isinstance(step, HandOff):
+                    span.end["status"] = "handed_off"
+                    return step
+                if stop is not None and stop.budget:
+                    span.end.update(status="budget_exhausted", stopped_by=stop.reason)
+                accepted = acceptance.finish(stop.reason if stop else None) if acceptance is not None else None
+            finally:
+                await self.delegator.background.cancel_all()  # only still running if the agent did not answer
+                if span.end["status"] != "handed_off":
+                    self.delegator.tasks.close()
+        return self._outcome(step.text, span, accepted)
+
+    async def _turns(self, base_prompt: str) -> tuple[FinalOutput | HandOff, Stop | None]:
+        """Turns until the agent answers or hands off; a stop is followed by one last turn without tools.
+
+        Also the stop that led to the last turn, if one did. Each turn returns the messages it adds; this is
+        the one place they are appended (and the system prompt's task ledger refreshed).
+        """
+        ctx, frame = self.ctx, self.frame
+        # starts the tool sources it declares; a narrowed task leaves out the others
+        table = await build_tool_table(ctx.config, ctx.tools, ctx.sources, frame.name, allowed=frame.allowed_tools)
+        stop: Stop | None = None
+        while True:
+            if stop is None:
                 ledger = self.delegator.tasks.summary()  # kept current at the end of the system prompt
                 self.messages[0] = {
                     "role": "system",
                     "content": f"{base_prompt}\n\n{ledger}" if ledger else base_prompt,
                 }
                 turn = await self._step(table)
-                self.messages.extend(turn.messages)
-                step = turn.next
-                if isinstance(step, HandOff):
-                    status = "handed_off"
-                    return step
-                if isinstance(step, FinalOutput | Stop):
-                    break
-            if isinstance(step, Stop):
-                last = await self._last_turn(step)
-                self.messages.extend(last.messages)
-                assert isinstance(last.next, FinalOutput)
-                text, status = last.next.text, "budget_exhausted" if step.budget else "ok"
-                stopped_by = step.reason if step.budget else None
             else:
-                status, text = "ok", step.text
-            if self.acceptance is not None:
-                accepted = self.acceptance.finish(stopped_by or (step.reason if isinstance(step, Stop) else None))
-        except asyncio.CancelledError:
-            status = "waiting" if ctx.activity.stuck.is_set() else "cancelled"  # suspended for a person
-            raise
-        finally:
-            await self.delegator.background.cancel_all()  # only still running if the agent did not answer
-            if status != "handed_off":
-                self.delegator.tasks.close()
-            own = frame.ledger.own
-            frame.emit(ctx, "agent_end", status=status, usage=own.usage.as_dict(), cost=own.cost, stopped_by=stopped_by)
+                turn = await self.answering.last_turn(stop, self.messages, self._notes(feedback=False))
+            self.messages.extend(turn.messages)
+            if isinstance(turn.next, FinalOutput | HandOff):
+                return turn.next, stop
+            if isinstance(turn.next, Stop):
+                stop = turn.next
+
+    def _outcome(self, text: str, span: Span, accepted: AcceptanceRecord | None) -> WorkerOutcome:
+        own = self.frame.ledger.own
+        end = span.end
         return WorkerOutcome(
-            text,
-            status,
-            frame.ledger.own.usage,
-            frame.ledger.own.cost,
-            self.messages,
-            stopped_by,
-            self.finish_reason,
-            accepted,
+            text, end["status"], own.usage, own.cost, self.messages, end["stopped_by"], self.finish_reason, accepted
         )
 
     def _notes(self, *, feedback: bool = True) -> list[Message]:
@@ -193,7 +171,7 @@ class AgentLoop:
                 async with self.ctx.activity.waiting():
                     await background.wait([item.handle for item in background.running()], None)
                 return Turn(new, RunAgain())
-            return await self._answer(reply, new)
+            return await self.answering.answer(reply, self.messages, new)
         async with self.ctx.activity.waiting():  # each action works on its own
             results = await run_all(
                 _working(
@@ -214,39 +192,6 @@ class AgentLoop:
         hook_stop = None if ends_turn(results) else await self._on_iteration([*self.messages, *new])
         return Turn(new, next_step(results, hook_stop=hook_stop))
 
-    async def _answer(self, reply: ModelReply, new: list[Message]) -> Turn:
-        """A reply without tool calls: continued once if cut off, asked again once if empty, checked."""
-        text = reply.text or ""
-        if reply.finish_reason == "length":
-            new.append({"role": "user", "content": CONTINUE_NOTE})
-            rest = await self._call([*self.messages, *new], (), past_limits=True)  # the rest of this answer
-            new.append(rest.as_message())
-            if rest.finish_reason == "length":
-                self._warn_truncated("answer")
-            text += rest.text or ""
-        if not text.strip():
-            if self.asked_again:
-                raise EmptyAnswer(f"{self.frame.name} gave an empty final answer, also when asked once more")
-            self.asked_again = True
-            return Turn([*new, {"role": "user", "content": EMPTY_NOTE}], RunAgain())
-        if self.output is not None:
-            verdict = self.output.check(text)
-            if not verdict.ok:
-                return Turn([*new, {"role": "user", "content": verdict.repair_prompt}], RunAgain())
-            text = verdict.text
-        if self.acceptance is not None:
-            feedback = await self.acceptance.review(text)
-            if feedback is not None:
-                return Turn([*new, {"role": "user", "content": feedback}], RunAgain())
-        return Turn(new, FinalOutput(text))
-
-    def _warn_truncated(self, what: str) -> None:
-        self.ctx.warn(
-            self.frame,
-            f"truncated: {self.frame.name}'s {what} was cut off at the model's output limit "
-            f"(finish_reason: length); raise max_tokens for {self.frame.name}",
-        )
-
     async def _on_iteration(self, messages: Sequence[Message]) -> str | None:
         """Run ``on_iteration`` hooks (their feedback reaches the next call); why they stop the agent, if they do."""
         if not self.hooks.has("on_iteration"):
@@ -256,32 +201,6 @@ class AgentLoop:
         except HookFailed as exc:
             return str(exc)
         return "an on_iteration hook asked to stop" if actions.stop else None
-
-    async def _last_turn(self, stop: Stop) -> Turn:
-        """One model call without tools; its output is capped to what the limits leave."""
-        new = self._notes(feedback=False)
-        new.append({"role": "user", "content": LAST_TURN_NOTE.format(reason=stop.note)})
-        limit = stop.why if isinstance(stop.why, LimitReached) else None
-        self.frame.emit(
-            self.ctx,
-            "budget",
-            reason=stop.reason,
-            limit=limit.limit if limit else None,
-            value=limit.value if limit else None,
-        )
-        messages = [*self.messages, *new]
-        reply = await self._call(messages, (), settings=self._last_turn_settings(messages), past_limits=True)
-        if reply.finish_reason == "length":
-            self._warn_truncated("last answer")
-        return Turn([*new, reply.as_message()], FinalOutput(reply.text or ""))
-
-    def _last_turn_settings(self, messages: Sequence[Message]) -> ModelSettings:
-        sent = sum(len(json.dumps(m, default=str)) for m in messages) // 4  # a rough token count
-        left = self.frame.ledger.tokens_left(sent)
-        if left is None:
-            return self.settings
-        configured = self.settings.max_tokens or DEFAULT_MAX_TOKENS
-        return replace(self.settings, max_tokens=min(configured, max(LAST_TURN_MIN_TOKENS, left)))
 
     async def _call(
         self,
@@ -295,6 +214,7 @@ class AgentLoop:
         a used-up token or cost limit allows (the turn's limits were checked before its first call)."""
         self.turns += 1
         call = ModelCall(self.turns, journal=(self.frame.key, self.turns), check_limits=not past_limits)
+        output = self.answering.output
         try:
             reply = await call_model(
                 self.ctx,
@@ -303,7 +223,7 @@ class AgentLoop:
                 call,
                 settings=settings or self.settings,
                 tools=tools,
-                response_format=self.output.response_format if self.output else None,
+                response_format=output.response_format if output else None,
             )
         except ModelError as exc:
             raise ModelError(f"{self.frame.name}: {exc}") from exc

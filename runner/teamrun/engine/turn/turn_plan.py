@@ -6,7 +6,8 @@ handoffs (the first one wins; later ones are ignored), plain tool calls and
 unknown names. Running the actions gives one :class:`CallResult` per call,
 each carrying the signals it raised (a limit reached, a bail, a handoff).
 :func:`next_step` reads those signals and decides the turn's end:
-:class:`FinalOutput`, :class:`RunAgain`, :class:`Stop` or :class:`HandOff`.
+:class:`FinalOutput`, :class:`RunAgain`, :class:`Stop` or :class:`HandOff`; a :class:`Turn`
+is the messages a turn adds together with that decision.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from teamrun.config.tool_names import DELEGATE_TASK
 from teamrun.engine.limits.ledger import LimitReached
 from teamrun.engine.signals import Bail, HandedOff, Refused, Signal
 from teamrun.engine.turn.tool_table import ToolTable
-from teamrun.llm.types import ModelReply, ToolCall
+from teamrun.llm.types import Message, ModelReply, ToolCall
 from teamrun.tools.base import Tool
 
 # -- actions: what the model asked for ----------------------------------------------------
@@ -161,6 +162,14 @@ class HandOff:
 NextStep = FinalOutput | RunAgain | Stop | HandOff
 
 
+@dataclass(frozen=True)
+class Turn:
+    """What one turn added to the conversation, and what comes next (the agent loop appends the messages)."""
+
+    messages: list[Message]
+    next: NextStep
+
+
 def ends_turn(results: Sequence[CallResult]) -> bool:
     """A bail or a handoff decides the turn whatever else happened (no ``on_iteration`` hooks run)."""
     return any(isinstance(s, Bail | HandedOff) for r in results for s in r.signals)
@@ -207,6 +216,7 @@ __all__ = [
     "Signal",
     "Stop",
     "Transfer",
+    "Turn",
     "TurnPlan",
     "Unknown",
     "ends_turn",

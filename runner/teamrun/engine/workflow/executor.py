@@ -325,17 +325,14 @@ def _partial(run: WorkflowRun, headline: str) -> str:
 async def run_workflow(ctx: RunContext, frame: AgentFrame, input: str, run_agent: RunAgent) -> WorkerOutcome:
     """Run the team's workflow on ``input`` from its top frame; a limit ends it with the steps finished so far."""
     run = WorkflowRun(ctx, frame, input, run_agent)
-    frame.emit(ctx, "agent_start", model=WORKFLOW_FRAME, task=input)
-    status, text, stopped_by = "error", "", None
-    try:
-        text = await run.run()
-        status = "ok"
-    except _Stopped as stop:
-        status, stopped_by = "budget_exhausted", str(stop.reached)
-        text = _partial(run, f"the workflow was stopped ({stopped_by})")
-    finally:
-        frame.emit(ctx, "agent_end", status=status, usage=Usage().as_dict(), cost=0.0, stopped_by=stopped_by)
-    return WorkerOutcome(text, status, Usage(), 0.0, (), stopped_by)
+    with frame.agent_span(ctx, model=WORKFLOW_FRAME, task=input) as span:
+        span.end.update(usage=Usage().as_dict(), cost=0.0)  # the steps spend, each in its own span
+        try:
+            text = await run.run()
+        except _Stopped as stop:
+            span.end.update(status="budget_exhausted", stopped_by=str(stop.reached))
+            text = _partial(run, f"the workflow was stopped ({stop.reached})")
+    return WorkerOutcome(text, span.end["status"], Usage(), 0.0, (), span.end["stopped_by"])
 
 
 RunWorkflow = Callable[[RunContext, AgentFrame, str, RunAgent], Awaitable[WorkerOutcome]]

@@ -21,7 +21,7 @@ On a cluster, every node needs teamrun (and what the team imports) installed,
 and the team, cases and cassette files at the same paths (a shared or
 identical checkout); a local ``ray.init()`` needs nothing more.
 
-Ray is imported only when this engine starts: ``pip install 'teamrun[ray]'``.
+Ray is imported only when this engine starts: the ``ray`` extra.
 """
 
 from __future__ import annotations
@@ -44,11 +44,17 @@ from teamrun.evals.evaluate import CaseResult, run_case
 from teamrun.evals.guarded import Ceiling
 from teamrun.evals.ratelimit import RateLimitedModel, RateLimiter
 from teamrun.events import Subscriber
+from teamrun.extras import install_hint
 from teamrun.llm.types import ChatModel
 
-__all__ = ["RAY_MISSING", "RayEngine", "RowRunner", "SharedRateLimit", "WorkerSpec", "check_reachable", "import_ray"]
+__all__ = ["RayEngine", "RowRunner", "SharedRateLimit", "WorkerSpec", "check_reachable", "import_ray", "ray_missing"]
 
-RAY_MISSING = "--engine ray needs Ray, an optional extra of teamrun: pip install 'teamrun[ray]'"
+
+def ray_missing() -> str:
+    """What to say when Ray is not installed here."""
+    return f"--engine ray needs Ray, an optional extra of teamrun: {install_hint('ray')}"
+
+
 _FORWARDED = ("LITELLM_LOCAL_MODEL_COST_MAP",)
 """Set on the workers as on the driver, whether or not the team file refers to them."""
 
@@ -58,7 +64,7 @@ def import_ray() -> ModuleType:
     try:
         import ray
     except ImportError:
-        raise UsageError(RAY_MISSING) from None
+        raise UsageError(ray_missing()) from None
     return ray
 
 
@@ -313,7 +319,7 @@ def _worker_error(exc: BaseException) -> TeamrunError:
     if isinstance(cause, ModuleNotFoundError) and (cause.name or "").startswith("teamrun"):
         return UsageError(
             "the Ray workers cannot import teamrun: install it on every node of the cluster "
-            "(pip install 'teamrun[ray]')"
+            f"({install_hint('ray', here=False)})"
         )
     shown = [line for line in str(cause or exc).strip().splitlines() if line.strip()]
     return RunError(f"a Ray worker failed: {shown[-1].strip() if shown else type(exc).__name__}")
