@@ -99,6 +99,50 @@ def test_an_older_database_is_upgraded_step_by_step(tmp_path: Path, monkeypatch:
         assert versions == [latest, latest + 1]
 
 
+def test_a_version_2_store_is_upgraded_to_keep_run_events_and_keeps_its_runs(store_url: str) -> None:
+    with open_store(store_url) as store, store.engine.begin() as conn:  # made a version 2 store by hand
+        store.runs.start("r-old", "support", "hello")
+        conn.execute(sa.text("DROP TABLE run_events"))
+        conn.execute(sa.text("DELETE FROM schema_version"))
+        conn.execute(sa.text("INSERT INTO schema_version (version, applied_at) VALUES (2, '2026-01-01')"))
+    with open_store(store_url) as store, store.engine.connect() as conn:
+        assert migrations_module.current_version(conn) == 3 == migrations_module.latest_version()
+        versions = conn.execute(sa.text("SELECT version FROM schema_version ORDER BY version")).scalars().all()
+        assert versions == [2, 3]
+        assert store.runs.get("r-old") is not None
+        assert store.run_events.save("r-old", [{"kind": "run_start"}]) is not None
+
+
+def test_run_events_are_kept_in_parts_compressed_and_capped(store_url: str) -> None:
+    first = [{"kind": "run_start", "span_id": "s1", "data": {"input": "é" * 10}}, {"kind": "run_end", "data": {}}]
+    later = [
+        {"kind": "run_start", "span_id": "s1", "data": {}},
+        {"kind": "llm_io", "data": {"m": os.urandom(3000).hex()}},
+    ]
+    with open_store(store_url) as store:
+        store.runs.start("r-1", "support", "hello")
+        store.runs.start("r-2", "support", "hello")
+        repo = store.run_events
+        assert repo.load("r-1") is None and repo.kept(["r-1", "r-2"]) == set()
+        assert repo.save("r-none", first) is None  # no such run in the store
+        kept = repo.save("r-1", first)
+        assert kept is not None and (kept.part, kept.count) == (0, 2) and kept.stored_bytes < kept.raw_bytes + 20
+        assert repo.save("r-1", later) is not None  # another process continued it: the next part
+        assert repo.load("r-1") == first + later
+        assert repo.save("r-1", first + first, part=0) is not None  # the same process continued it: rewritten
+        assert repo.load("r-1") == first + first + later
+        assert repo.kept(["r-1", "r-2", "r-3"]) == {"r-1"}
+
+        small = type(repo)(store.engine, max_part_bytes=100)
+        cut = small.save("r-2", later)
+        assert cut is not None and cut.without_content and repo.load("r-2") == later[:1]
+        assert type(repo)(store.engine, max_part_bytes=10).save("r-2", later) is None
+    with open_store(store_url) as store:  # deleting a run deletes its events
+        with store.engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM runs WHERE id = 'r-1'"))
+        assert store.run_events.load("r-1") is None and store.run_events.load("r-2") == later[:1]
+
+
 def test_a_database_from_a_newer_teamrun_is_refused_clearly(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
     with open_store(path) as store, store.engine.begin() as conn:

@@ -28,7 +28,7 @@ from teamrun.config.models import Limits
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S
-from teamrun.serve.history import mount_history
+from teamrun.serve.history import EventKeeper, mount_history, stored_events
 from teamrun.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from teamrun.serve.pending import mount_pending
 from teamrun.serve.runs import (
@@ -201,12 +201,17 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             team.use_store(settings.store)
         served[team.name] = _Served(team, Redactor([*team.loaded.secrets, *masked_always]))
     server_redactor = Redactor(masked_always)
+    keeper = EventKeeper(settings.store) if settings.store is not None else None
+    if keeper is not None:  # each run's events are kept in the store as it ends or suspends
+        registry.when_over.append(keeper.run_over)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         registry.cancel_all("server shutting down")
         await registry.drain()
+        if keeper is not None:
+            await keeper.flush()
 
     app = FastAPI(title="teamrun", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.registry = registry
@@ -407,7 +412,9 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             return handle.record()  # a waiting run continued elsewhere (`teamrun answer`) is read from the store
         if stored is None or stored.team not in served:  # the store's runs of teams served here only
             raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
-        shown: dict[str, Any] = served[stored.team].redactor.value(stored_record(stored))
+        assert registry.store is not None
+        kept = run_id in await asyncio.to_thread(registry.store.run_events.kept, [run_id])
+        shown: dict[str, Any] = served[stored.team].redactor.value(stored_record(stored, events=kept))
         return shown
 
     @app.post("/v1/runs/{run_id}/cancel", dependencies=auth, status_code=202)
@@ -430,8 +437,32 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
     @app.get("/v1/runs/{run_id}/events", dependencies=auth)
     async def run_events(run_id: str, request: Request) -> StreamingResponse:
-        handle = find_run(run_id)
         start_at = _after_event(request.headers.get("last-event-id"))
+        handle = registry.get(run_id)
+        if handle is None and registry.store is not None:  # a run of an earlier server, or of another worker
+            found = await stored_events(registry.store, served, run_id)
+            if found is not None:
+                kept, record = found
+                if kept is None:
+                    raise ApiError(
+                        404,
+                        f"run '{run_id}' is known from the store, without its events (the server that ran it kept "
+                        "none: it was stopped mid-run, or the run is older than this teamrun)",
+                        code="events_not_kept",
+                    )
+                return StreamingResponse(
+                    _kept_stream(kept, record, start_at),
+                    media_type="text/event-stream",
+                    headers={"Cache-Control": "no-cache"},
+                )
+        handle = find_run(run_id)
+        earlier = await asyncio.to_thread(keeper.earlier, handle) if keeper is not None else None
+        if earlier:  # continued here after a restart: what earlier processes ran of it comes first
+            return StreamingResponse(
+                _continued_stream(earlier, handle, start_at),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
         return StreamingResponse(
             _event_stream(handle, start_at), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
@@ -664,13 +695,28 @@ async def _chat_stream(
             registry.cancel(handle.id, "client disconnected")
 
 
-async def _event_stream(handle: RunHandle, start_at: int) -> AsyncIterator[bytes]:
+async def _kept_stream(events: list[dict[str, Any]], record: dict[str, Any], start_at: int) -> AsyncIterator[bytes]:
+    """A stored run's kept events as :func:`_event_stream` sends a finished run's (masked already)."""
+    for index in range(start_at, len(events)):
+        yield _sse(events[index], event=str(events[index]["kind"]), id=index)
+    yield _sse(record, event="result")
+
+
+async def _continued_stream(earlier: list[dict[str, Any]], handle: RunHandle, start_at: int) -> AsyncIterator[bytes]:
+    """A run continued here after a restart: the events kept of it, then this process's (numbered after them)."""
+    for index in range(start_at, len(earlier)):
+        yield _sse(earlier[index], event=str(earlier[index]["kind"]), id=index)
+    async for chunk in _event_stream(handle, max(0, start_at - len(earlier)), first_id=len(earlier)):
+        yield chunk
+
+
+async def _event_stream(handle: RunHandle, start_at: int, *, first_id: int = 0) -> AsyncIterator[bytes]:
     """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``."""
     index = start_at
     while True:
         while index < handle.event_count:
             line = handle.event(index)
-            yield _sse(line, event=str(line["kind"]), id=index)
+            yield _sse(line, event=str(line["kind"]), id=first_id + index)
             index += 1
         if handle.finished:
             break

@@ -5,12 +5,19 @@ finished: their events can be replayed and followed live) with the runs its
 store keeps (those of earlier servers too), newest first, filtered by status,
 thread and team. Only runs of teams served here are listed, each masked with
 its team's secrets.
+
+With a store, :class:`EventKeeper` writes each run's events there when the run
+ends or suspends (one batch per run, off the loop: see
+:mod:`teamrun.store.run_events`), and :func:`stored_events` reads them back for
+``GET /v1/runs/{id}/events`` of a run this process does not hold, so the page
+opens a run of an earlier server (or of another worker) with its timeline.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
@@ -18,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol
 from fastapi import Depends, FastAPI, Query
 from fastapi.responses import Response
 
+from teamrun.logs import get_logger
 from teamrun.observe.view import ASSETS
 from teamrun.secrets import Redactor
 
@@ -26,7 +34,9 @@ if TYPE_CHECKING:
     from teamrun.store import Store
     from teamrun.store.records import JournaledRun
 
-__all__ = ["RUN_STATUSES", "list_runs", "list_runs_async", "mount_history"]
+__all__ = ["RUN_STATUSES", "EventKeeper", "list_runs", "list_runs_async", "mount_history", "stored_events"]
+
+_log = get_logger(__name__)
 
 RUN_STATUSES = ("running", "done", "failed", "budget_exhausted", "cancelled", "interrupted", "waiting")
 """What ``?status=`` may ask for (``interrupted``: a stored run whose process is gone)."""
@@ -155,12 +165,120 @@ def _merged(
     if store is not None and teams:
         for run in _stored_runs(store, status=status, thread=thread, team=team, teams=teams, limit=limit):
             rows.setdefault(run.run_id, _from_store(run))
+        from_store = [row for row in rows.values() if row["source"] == "store"]
+        with store.errors("listing runs"):
+            kept = store.run_events.kept(row["id"] for row in from_store)
+        for row in from_store:
+            row["events"] = row["id"] in kept
     ordered = sorted(rows.values(), key=lambda r: (-float(r["created"] or 0), r["id"]))[:limit]
     shown = []
     for row in ordered:
         row["started_at"] = _dt.datetime.fromtimestamp(float(row["created"] or 0), _dt.UTC).isoformat()
         shown.append(served[row["team"]].redactor.value(row))
     return shown
+
+
+class EventKeeper:
+    """Keeps each served run's events in the store as it ends or suspends: one batch, written off the loop.
+
+    On the loop :meth:`run_over` only copies the list of the run's event lines;
+    masking what the server has not masked yet (lines are masked on first read),
+    JSON, zlib and the write happen in a thread. A handle continued in this
+    process rewrites its own part; a new handle of a run (continued after a
+    restart) adds the next one.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._parts: dict[str, tuple[weakref.ref[RunHandle], int]] = {}
+        """The part each handle of this process wrote, by run id (dropped with the handle)."""
+        self._writes: dict[str, asyncio.Task[None]] = {}
+        """The latest write of each run still in progress (a run's writes follow each other)."""
+
+    def run_over(self, handle: RunHandle) -> None:
+        """The registry's ``when_over`` hook (on the loop): write the run's events so far, in the background."""
+        lines, masked = list(handle._lines), handle._masked  # the lines before ``masked`` are masked already
+        task = asyncio.get_running_loop().create_task(
+            self._write(handle, lines, masked, self._writes.get(handle.id)), name=f"teamrun-keep-events:{handle.id}"
+        )
+        self._writes[handle.id] = task
+        task.add_done_callback(lambda done: self._forget(handle.id, done))
+
+    async def flush(self) -> None:
+        """Until every write started is over (the server's shutdown)."""
+        while self._writes:
+            await asyncio.wait(list(self._writes.values()))
+
+    def _forget(self, run_id: str, task: asyncio.Task[None]) -> None:
+        if self._writes.get(run_id) is task:
+            del self._writes[run_id]
+
+    async def _write(
+        self, handle: RunHandle, lines: list[dict[str, Any]], masked: int, after: asyncio.Task[None] | None
+    ) -> None:
+        if after is not None:
+            await asyncio.wait([after])
+        known = self._parts.get(handle.id)
+        part = known[1] if known is not None and known[0]() is handle else None
+        try:
+            kept = await asyncio.to_thread(self._save, handle.id, lines, masked, handle.redactor, part)
+        except Exception as exc:  # the run itself is over and recorded; only its timeline is not kept
+            _log.warning("serve_events_not_kept", run=handle.id, error=str(exc), error_type=type(exc).__name__)
+            return
+        if kept is None:
+            _log.info("serve_events_not_kept", run=handle.id, events=len(lines))
+            return
+        if kept.without_content:
+            _log.warning("serve_events_kept_without_content", run=handle.id, bytes=kept.raw_bytes)
+        run_id = handle.id
+        self._parts[run_id] = (weakref.ref(handle, lambda ref: self._drop(run_id, ref)), kept.part)
+
+    def earlier(self, handle: RunHandle) -> list[dict[str, Any]] | None:
+        """The events other processes kept of ``handle``'s run, before this handle's own (blocking): a run
+        continued here after a restart shows them first. ``None``: there are none."""
+        known = self._parts.get(handle.id)
+        before = known[1] if known is not None and known[0]() is handle else None
+        if before == 0:
+            return None
+        with self.store.errors("reading a run's events"):
+            events = self.store.run_events.load(handle.id, before=before)
+        return None if events is None else [handle.redactor.value(event) for event in events]
+
+    def _drop(self, run_id: str, ref: weakref.ref[RunHandle]) -> None:
+        known = self._parts.get(run_id)
+        if known is not None and known[0] is ref:
+            del self._parts[run_id]
+
+    def _save(self, run_id: str, lines: list[dict[str, Any]], masked: int, redactor: Redactor, part: int | None) -> Any:
+        events = [line if index < masked else redactor.value(line) for index, line in enumerate(lines)]
+        with self.store.errors("keeping a run's events"):
+            return self.store.run_events.save(run_id, events, part=part)
+
+
+def _stored_events(
+    store: Store, served: Mapping[str, _Served], run_id: str
+) -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
+    from teamrun.serve.runs import stored_record
+    from teamrun.store.journal import StoreJournal
+
+    with store.errors("reading a run"):
+        run = StoreJournal(store).get_run(run_id)
+        if run is None or run.team not in served:  # the store's runs of teams served here only
+            return None
+        events = store.run_events.load(run_id)
+    redactor = served[run.team].redactor
+    record: dict[str, Any] = redactor.value(stored_record(run, events=events is not None))
+    if events is None:
+        return None, record
+    return [redactor.value(event) for event in events], record
+
+
+async def stored_events(
+    store: Store, served: Mapping[str, _Served], run_id: str
+) -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
+    """A stored run's kept events (``None`` if none are kept) and its record, both masked with its team's
+    secrets; ``None`` when the store has no such run of a team served here."""
+    return await asyncio.to_thread(_stored_events, store, served, run_id)
 
 
 def mount_history(

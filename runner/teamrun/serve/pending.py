@@ -194,6 +194,8 @@ class _Resumer:
             registry._finished.append(handle.id)
             handle._done.set()
             handle._wake()
+            for hook in registry.when_over:  # its events are kept in the store (serve/history.py)
+                hook(handle)
         if handle.state == "waiting":  # answered while it went on, after its desk last looked
             await self.maybe_resume(handle.id)
 

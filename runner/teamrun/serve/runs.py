@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -243,11 +243,12 @@ class RunHandle:
         return True
 
 
-def stored_record(run: JournaledRun) -> dict[str, Any]:
+def stored_record(run: JournaledRun, *, events: bool = False) -> dict[str, Any]:
     """What ``GET /v1/runs/{id}`` answers for a run known only from the store (unmasked: the caller masks).
 
-    Such a run ran before this server started (or was dropped from memory): its
-    outcome is kept, its events and approvals are not.
+    Such a run ran before this server started (or was dropped from memory, or ran in
+    another worker): its outcome is kept, its approvals are not; ``events``: the store
+    keeps its events (``GET /v1/runs/{id}/events`` answers them).
     """
     return {
         "id": run.run_id,
@@ -264,8 +265,7 @@ def stored_record(run: JournaledRun) -> dict[str, Any]:
         "usage": dict(run.usage),
         "cost": run.cost,
         "source": "store",
-        "events": "not available: the run is known from the store only (its events were kept in memory by the "
-        "server that ran it)",
+        "events": events,
     }
 
 
@@ -300,6 +300,8 @@ class RunRegistry:
         self._finished: deque[str] = deque()
         """Ids of finished runs still held, oldest first."""
         self._active = 0
+        self.when_over: list[Callable[[RunHandle], None]] = []
+        """Called on the loop as each run ends or suspends (with a store: its events are kept, serve/history.py)."""
 
     @property
     def active(self) -> int:
@@ -412,6 +414,8 @@ class RunRegistry:
             self._finished.append(handle.id)
             handle._done.set()
             handle._wake()
+            for hook in self.when_over:
+                hook(handle)
 
     def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunHandle | None:
         handle = self._runs.get(run_id)

@@ -16,6 +16,7 @@ from teamrun.extras import install_hint
 from teamrun.secrets import StoreMask
 from teamrun.store.location import resolve_store_url
 from teamrun.store.migrations import upgrade
+from teamrun.store.run_events import RunEventRepository
 from teamrun.store.runs import RunRepository
 from teamrun.store.threads import ThreadRepository
 
@@ -24,7 +25,7 @@ _DRIVERLESS = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psyco
 
 
 class Store:
-    """An open store: ``threads`` and ``runs`` repositories over one SQLAlchemy engine.
+    """An open store: ``threads``, ``runs`` and ``run_events`` repositories over one SQLAlchemy engine.
 
     Every method is blocking (call it from a thread inside async code) and runs in
     its own short transaction, so several processes can share one store.
@@ -39,6 +40,8 @@ class Store:
         value, see :class:`~teamrun.secrets.StoreMask`): thread messages, run journals and run records."""
         self.threads = ThreadRepository(engine, secrets=self.secrets)
         self.runs = RunRepository(engine, secrets=self.secrets)
+        self.run_events = RunEventRepository(engine)
+        """Served runs' events (masked by the server before they are written), for the page's view."""
 
     @property
     def dialect(self) -> str:

@@ -33,9 +33,15 @@ def _pending_items(conn: sa.Connection) -> None:
     schema.pending_items.create(conn, checkfirst=True)
 
 
+def _run_events(conn: sa.Connection) -> None:
+    """Version 3: served runs' events (the page's timeline of a run an earlier server ran)."""
+    schema.run_events.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Step]] = [
     (1, "threads, thread messages, runs and the run journal", _initial),
     (2, "pending items of waiting runs", _pending_items),
+    (3, "served runs' events", _run_events),
 ]
 """``(version, what it does, step)`` in order; the last one is the version the tables in :mod:`schema` have."""
 

@@ -6,6 +6,8 @@
 - ``runs``: one record per run (status, input, answer, usage and cost).
 - ``journal``: what a run completed (model replies, tool results), written as it happens.
 - ``pending_items``: what a run waits for from a person (questions, approvals) and the answers.
+- ``run_events``: a served run's events (masked), one zlib-compressed JSON array per ``part``: what one
+  server process served of it (a run continued after a restart has a part per process), for the page's view.
 """
 
 from __future__ import annotations
@@ -97,4 +99,24 @@ pending_items = sa.Table(
     sa.UniqueConstraint("run_id", "call_key", name="uq_pending_items_call"),
 )
 
-__all__ = ["journal", "metadata", "pending_items", "runs", "schema_version", "thread_messages", "threads"]
+run_events = sa.Table(
+    "run_events",
+    metadata,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("part", sa.Integer, primary_key=True),
+    sa.Column("count", sa.Integer, nullable=False),
+    sa.Column("raw_bytes", sa.Integer, nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+    sa.Column("saved_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+__all__ = [
+    "journal",
+    "metadata",
+    "pending_items",
+    "run_events",
+    "runs",
+    "schema_version",
+    "thread_messages",
+    "threads",
+]

@@ -74,10 +74,11 @@
     const view = TeamrunView.mount($("run-view"), { result: record });
     const abort = new AbortController();
     shown = { id, view, abort };
-    if (record.source === "store") {
-      $("run-view-note").textContent = "from the store: its outcome is kept, its timeline is not (the server that ran it is gone)";
+    if (record.source === "store" && !record.events) {
+      $("run-view-note").textContent = "from the store: its outcome is kept, its timeline is not (the server that ran it kept no events)";
       return;
     }
+    if (record.source === "store") $("run-view-note").textContent = "from the store (run by an earlier server or another worker)";
     try {
       await follow(id, view, abort.signal);
     } catch (e) {
