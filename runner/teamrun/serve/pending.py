@@ -168,34 +168,10 @@ class _Resumer:
     async def _run(self, team: Team, handle: RunHandle, journal: RunJournal, vars: Mapping[str, Any] | None) -> None:
         from teamrun.serve.runs import store_people
 
-        registry = self.registry
         desk, approver = store_people(self.store)
-
-        def measure(event: Any) -> None:
-            registry.metrics.on_event(team.name, event)
-
-        try:
-            handle.result = await team.run(
-                handle.input,
-                subscribers=[handle.on_event, measure],
-                cancel=handle.cancel,
-                thread=handle.thread,
-                journal=journal,  # under the same run id: the handle's
-                vars=vars,  # the run's own, as its record kept them (its budgets too: the journal's record)
-                approver=approver,
-                desk=desk,
-            )
-        except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
-            _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
-            handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"
-        finally:
-            registry._active -= 1
-            registry.metrics.run_finished(team.name, handle.result)
-            registry._finished.append(handle.id)
-            handle._done.set()
-            handle._wake()
-            for hook in registry.when_over:  # its events are kept in the store (serve/history.py)
-                hook(handle)
+        await self.registry._run(  # its budgets come back from the journal's record, its vars from ours
+            team, handle, limits=None, vars=vars, approver=approver, desk=desk, journal=journal
+        )
         if handle.state == "waiting":  # answered while it went on, after its desk last looked
             await self.maybe_resume(handle.id)
 

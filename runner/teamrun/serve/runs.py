@@ -31,6 +31,7 @@ from teamrun.serve.metrics import ServerMetrics
 
 if TYPE_CHECKING:
     from teamrun.config.models import TeamConfig
+    from teamrun.engine.durability.journal import RunJournal
     from teamrun.engine.result import RunResult
     from teamrun.engine.team import Team
     from teamrun.store import Store
@@ -383,7 +384,11 @@ class RunRegistry:
         vars: Mapping[str, Any] | None,
         approver: Approver,
         desk: PersonDesk | None,
+        journal: RunJournal | None = None,
     ) -> None:
+        """Run ``team`` for ``handle`` to its end and settle the handle (also a waiting run continued here,
+        ``journal`` its resume journal: :mod:`teamrun.serve.pending`)."""
+
         def measure(event: Event) -> None:
             self.metrics.on_event(team.name, event)
 
@@ -393,7 +398,8 @@ class RunRegistry:
                 subscribers=[handle.on_event, measure],
                 cancel=handle.cancel,
                 thread=handle.thread,
-                journal=self.store is not None,  # the run's record in the store (the team's, since create_app)
+                # the run's record in the store (the team's, since create_app); a continued run's, its journal
+                journal=journal if journal is not None else self.store is not None,
                 limits=limits,
                 vars=vars,
                 approver=approver,
