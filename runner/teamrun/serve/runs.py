@@ -255,7 +255,8 @@ class RunHandle:
         """Wait until a new event arrives or the run ends; ``False`` if ``timeout`` seconds pass first."""
         self._readers += 1
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout=timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: that wraps the wait in a task of its own
+                await self._changed.wait()
         except TimeoutError:
             return False
         finally:
@@ -269,7 +270,8 @@ class RunHandle:
     async def ended(self, timeout: float) -> bool:
         """Wait until the run is over; ``False`` if ``timeout`` seconds pass first."""
         try:
-            await asyncio.wait_for(self._done.wait(), timeout=timeout)
+            async with asyncio.timeout(timeout):
+                await self._done.wait()
         except TimeoutError:
             return False
         return True
