@@ -5,6 +5,7 @@
     python benchmarks/bench_serve.py --clients 100 --teams solo --modes plain stream --workers 1 2
     python benchmarks/bench_serve.py --baseline-ref main      # ... and that commit's code, served in turns
     python benchmarks/bench_serve.py --profile 100            # py-spy of the server at 100 clients (if installed)
+    python benchmarks/bench_serve.py --cprofile 20 100 --no-refused  # cProfile of the server's loop thread
 
 Every party runs in a process of its own, on loopback only:
 
@@ -181,6 +182,26 @@ for line in sys.stdin:
 """
 
 
+PROFILED = r"""
+import cProfile, os, runpy, signal, sys, time
+out = sys.argv[1]
+profiler = None
+def on(sig, frame):
+    global profiler
+    profiler = cProfile.Profile(time.thread_time)  # CPU of the thread it runs on: the event loop's
+    profiler.enable()
+def off(sig, frame):
+    profiler.disable()
+    profiler.dump_stats(out + ".part")
+    os.replace(out + ".part", out)
+signal.signal(signal.SIGUSR1, on)
+signal.signal(signal.SIGUSR2, off)
+sys.argv = ["teamrun", *sys.argv[2:]]
+runpy.run_module("teamrun.cli", run_name="__main__")
+"""
+"""Runs ``teamrun`` with cProfile switched on by SIGUSR1 and dumped to ``argv[1]`` by SIGUSR2."""
+
+
 # -- measuring ------------------------------------------------------------------------------------
 
 
@@ -289,16 +310,19 @@ def chat_sender(url: str, team: str, stream: bool) -> Callable[[httpx.AsyncClien
 class Served:
     """`teamrun serve` of the bench teams, from the code under ``root`` (this tree or an unpacked commit)."""
 
-    def __init__(self, label: str, root: Path, teams: list[Path], *, workers: int, slots: int) -> None:
+    def __init__(
+        self, label: str, root: Path, teams: list[Path], *, workers: int, slots: int, profile_to: Path | None = None
+    ) -> None:
         self.label = label
         self.port = free_port()
-        env = {**os.environ, "PYTHONPATH": str(root / "runner"), "OPENAI_API_KEY": KEY}
+        path = os.pathsep.join(filter(None, [str(root / "runner"), os.environ.get("BENCH_SERVE_PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path, "OPENAI_API_KEY": KEY}
         more = ["--workers", str(workers)] if workers > 1 else []
+        start = ["-c", PROFILED, str(profile_to)] if profile_to is not None else ["-m", "teamrun.cli"]
         self.process = subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "teamrun.cli",
+                *start,
                 "-q",
                 "serve",
                 *map(str, teams),
@@ -537,6 +561,49 @@ def profile(args: argparse.Namespace, server: Served, clients: int) -> None:
         print_profile(out)
 
 
+def cprofile(args: argparse.Namespace, root: Path, team: Path) -> None:
+    """cProfile (CPU clock of the event-loop thread) of a one-process server, solo team, at each ``--cprofile``
+    client count, plain and streaming: the top entries per request, by own and by cumulative time."""
+    import pstats
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-serve-cprofile-"))
+    out = folder / "server.prof"
+    server = Served("cprofile", root, [team], workers=1, slots=max(args.cprofile), profile_to=out)
+    try:
+        server.wait_ready("solo", 1)
+        for clients in args.cprofile:
+            for mode in args.modes:
+                count = max(300, 4 * clients)
+                server.batch("solo", mode == "stream", clients, count // 4)  # warm
+                server.process.send_signal(__import__("signal").SIGUSR1)
+                time.sleep(0.2)
+                measured = server.batch("solo", mode == "stream", clients, count)
+                server.process.send_signal(__import__("signal").SIGUSR2)
+                deadline = time.monotonic() + 60
+                while not out.exists() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                keep = folder / f"solo-{mode}-{clients}.prof"
+                out.rename(keep)
+                stats = pstats.Stats(str(keep))
+                total = stats.total_tt  # type: ignore[attr-defined]
+                calls = stats.total_calls  # type: ignore[attr-defined]
+                print(
+                    f"\n== cProfile of the server's loop thread: solo, {mode}, {clients} clients, {count} requests: "
+                    f"{total * 1000 / count:.2f} ms CPU and {calls / count:,.0f} calls per request "
+                    f"(server process {measured.cpu_s * 1000 / count:.2f} ms/request); {keep} =="
+                )
+                rows = stats.stats  # type: ignore[attr-defined]
+                for key, label in (("tottime", "own"), ("cumtime", "cumulative")):
+                    index = 2 if key == "tottime" else 3
+                    print(f"  top by {label} time (ms per request, calls per request):")
+                    ranked = sorted(rows.items(), key=lambda kv: -kv[1][index])[: args.cprofile_top]
+                    for (file, line, name), row in ranked:
+                        where = f"{Path(file).parent.name}/{Path(file).name}:{line}" if line else file
+                        print(f"    {row[index] * 1000 / count:7.3f}  {row[1] / count:7.1f}  {name}  ({where})")
+    finally:
+        server.stop()
+
+
 def print_profile(path: Path, top: int = 25) -> None:
     """Self and inclusive sample shares of the functions in a py-spy raw (collapsed stacks) file."""
     own: dict[str, int] = {}
@@ -592,6 +659,15 @@ def main() -> int:
         metavar="CLIENTS",
         help="py-spy the (first) server at this many streaming clients",
     )
+    parser.add_argument(
+        "--cprofile",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="CLIENTS",
+        help="instead of the rest: cProfile the server (solo team, --modes) at these client counts",
+    )
+    parser.add_argument("--cprofile-top", type=int, default=30, help="entries to print per profile")
     args = parser.parse_args()
 
     print(
@@ -612,10 +688,13 @@ def main() -> int:
         teams[name] = work / f"{name}.yaml"
         teams[name].write_text(text.format(url=provider), encoding="utf-8")
     (work / "bare.py").write_text(BARE, encoding="utf-8")
-    most = max(args.clients)
+    most = max(args.clients + args.cprofile)
     servers: list[tuple[Served, int]] = []
     bare: Bare | None = None
     try:
+        if args.cprofile:
+            cprofile(args, REPO, teams["solo"])
+            args.workers, args.baseline_ref, args.no_refused, args.clients = [], "", True, []
         served_teams = [teams[t] for t in args.teams]
         for workers in args.workers:
             servers.append((Served(f"this, {workers} proc", REPO, served_teams, workers=workers, slots=most), workers))
@@ -625,10 +704,11 @@ def main() -> int:
         for server, workers in servers:
             for team in args.teams:
                 server.wait_ready(team, workers)
-        bare = Bare(work / "bare.py", provider)
-        if args.profile:
-            profile(args, servers[0][0], args.profile)
-        per_call(args, servers, bare, provider)
+        if servers:
+            bare = Bare(work / "bare.py", provider)
+            if args.profile:
+                profile(args, servers[0][0], args.profile)
+            per_call(args, servers, bare, provider)
     finally:
         for server, _ in servers:
             server.stop()

@@ -126,11 +126,7 @@ class Event:
     def data(self) -> dict[str, Any]:
         """The kind-specific fields that have a value (``None`` left out), as a dict: what a trace
         line's ``data`` holds."""
-        return {
-            f.name: value
-            for f in dataclasses.fields(self)
-            if f.name not in BASE_FIELDS and (value := getattr(self, f.name)) is not None
-        }
+        return {name: value for name in _own_fields(type(self)) if (value := getattr(self, name)) is not None}
 
 
 BASE_FIELDS = frozenset({"run_id", "span_id", "parent_span_id", "agent_path", "time"})
@@ -441,6 +437,17 @@ def content_fields() -> frozenset[str]:
     return frozenset(
         f.name for cls in EVENT_TYPES.values() for f in dataclasses.fields(cls) if f.metadata.get("content")
     )
+
+
+_OWN_FIELDS: dict[type[Event], tuple[str, ...]] = {}
+"""Per event class: the kind's own field names in order (read once per class, not per event)."""
+
+
+def _own_fields(cls: type[Event]) -> tuple[str, ...]:
+    names = _OWN_FIELDS.get(cls)
+    if names is None:
+        names = _OWN_FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls) if f.name not in BASE_FIELDS)
+    return names
 
 
 _SHAPES: dict[type[Event], tuple[frozenset[str], frozenset[str]]] = {}

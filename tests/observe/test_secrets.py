@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,34 @@ def test_redactor_masks_nested_values_and_ignores_short_settings() -> None:
         }
     )
     assert masked == {"a": ["x *** y", {"***": "ok"}], "n": 3, "flag": "1", "home": "/root", "bearer": "***"}
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["hunter2-long", 'quote"inside', "back\\slash1", "tab\there1", "pässwörd-1", "sk-proj-abcdefghijklmnopqrstuv"],
+)
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_redactor_dumps_writes_what_masking_then_dumping_writes(secret: str, ensure_ascii: bool) -> None:
+    redactor = Redactor([secret], environ={})
+    values = [
+        {"plain": "nothing to hide", "n": 1.5, "none": None, "list": ["a", 2, True]},
+        {"inside": f"x {secret} y", "nested": [{"deep": secret}]},
+        {secret: "a key holding it", "t": ("tuple", secret)},
+        {"shape": "Bearer abcdefghijklmnop", "key": "use sk-abcdefghijklmnopqrstuvwx"},
+        {"near": "k- and Bearer alone", "unicode": "é ✓ \u2028"},
+    ]
+    for value in values:
+        written = redactor.dumps(value, ensure_ascii=ensure_ascii)
+        assert written == json.dumps(redactor.value(value), ensure_ascii=ensure_ascii)
+        assert not any(secret in text for text in _strings(json.loads(written)))
+
+
+def _strings(value: object) -> list[str]:
+    """Every string of parsed JSON, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for key, item in value.items() for text in [key, *_strings(item)]]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []

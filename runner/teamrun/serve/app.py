@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -165,9 +165,17 @@ class ApiError(Exception):
         self.headers = headers or {}
         self.extra = extra or {}
 
-    def response(self, redactor: Redactor) -> JSONResponse:
+    def response(self, redactor: Redactor) -> Response:
         body = {"error": {"message": printable(self.message), "type": self.type, "code": self.code, **self.extra}}
-        return JSONResponse(redactor.value(body), status_code=self.status, headers=self.headers)
+        return _masked_json(redactor, body, status_code=self.status, headers=self.headers)
+
+
+def _masked_json(
+    redactor: Redactor, content: Any, *, status_code: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    """A :class:`JSONResponse` of ``content`` with secrets masked, written once (:meth:`Redactor.dumps`)."""
+    body = redactor.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+    return Response(body.encode("utf-8"), status_code=status_code, headers=headers, media_type="application/json")
 
 
 # -- the app ------------------------------------------------------------------------------------
@@ -227,14 +235,14 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
-    auth = [Depends(authorize)]
+    auth = [Depends(authorize)] if settings.tokens else []  # without tokens it checks nothing: not run per request
 
     @app.exception_handler(ApiError)
-    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+    async def api_error(_: Request, exc: ApiError) -> Response:
         return exc.response(server_redactor)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(_: Request, exc: RequestValidationError) -> Response:
         problems = [
             f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors()
         ]
@@ -248,12 +256,12 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         # The router's own answers (no such route, method not allowed, a body that is not JSON) in our shape.
         return _http_problem(request, exc).response(server_redactor)
 
     @app.exception_handler(Exception)
-    async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+    async def internal_error(_: Request, exc: Exception) -> Response:
         _log.error("serve_internal_error", error_type=type(exc).__name__, error=server_redactor.text(str(exc)))
         return ApiError(500, "internal server error", type="server_error", code="internal_error").response(
             server_redactor
@@ -388,7 +396,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         if problem is not None:
             raise problem
         assert handle.result is not None
-        return JSONResponse(handle.redactor.value(_completion(handle, completion_id, body.model)), headers=headers)
+        return _masked_json(handle.redactor, _completion(handle, completion_id, body.model), headers=headers)
 
     # -- native runs API -------------------------------------------------------------------------
 
@@ -635,9 +643,11 @@ def _completion(handle: RunHandle, completion_id: str, model: str) -> dict[str, 
     }
 
 
-def _sse(data: Any, *, event: str | None = None, id: int | None = None) -> bytes:
+def _sse(data: Any, redactor: Redactor | None = None, *, event: str | None = None, id: int | None = None) -> bytes:
+    """One SSE message of ``data`` as JSON (secrets masked when a ``redactor`` is given)."""
     head = (f"id: {id}\n" if id is not None else "") + (f"event: {event}\n" if event else "")
-    return (head + "data: " + json.dumps(data, ensure_ascii=False) + "\n\n").encode()
+    text = json.dumps(data, ensure_ascii=False) if redactor is None else redactor.dumps(data, ensure_ascii=False)
+    return (head + "data: " + text + "\n\n").encode()
 
 
 async def _until_finished(handle: RunHandle) -> AsyncIterator[bytes]:
@@ -669,27 +679,25 @@ async def _chat_stream(
     base = {"id": completion_id, "object": "chat.completion.chunk", "created": int(handle.created), "model": model}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return _sse(handle.redactor.value({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
+        return _sse({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}, handle.redactor)
 
     try:
         yield chunk({"role": "assistant", "content": ""})
         async for keepalive in _until_finished(handle):
             yield keepalive
+        tail: list[bytes] = []  # the rest in one write: the run is over, everything is known
         problem = _run_problem(handle)
         if problem is not None:
-            yield _sse(
-                handle.redactor.value(
-                    {"error": {"message": problem.message, "type": problem.type, "code": problem.code, **problem.extra}}
-                )
-            )
+            error = {"message": problem.message, "type": problem.type, "code": problem.code, **problem.extra}
+            tail.append(_sse({"error": error}, handle.redactor))
         else:
             assert handle.result is not None
-            for piece in _pieces(handle.redactor.text(handle.result.final_text)):
-                yield chunk({"content": piece})
-            yield chunk({}, _finish_reason(handle))
+            tail.extend(chunk({"content": piece}) for piece in _pieces(handle.redactor.text(handle.result.final_text)))
+            tail.append(chunk({}, _finish_reason(handle)))
             if include_usage:
-                yield _sse({**base, "choices": [], "usage": _usage(handle)})
-        yield b"data: [DONE]\n\n"
+                tail.append(_sse({**base, "choices": [], "usage": _usage(handle)}))
+        tail.append(b"data: [DONE]\n\n")
+        yield b"".join(tail)
     finally:
         if not handle.finished:
             registry.cancel(handle.id, "client disconnected")

@@ -59,9 +59,19 @@ class ServerMetrics:
         )
         self._agent_started: dict[str, dict[str, float]] = {}
         """Start times of the agent invocations in progress: by run id, then span id."""
+        self._children: dict[tuple[Any, ...], Any] = {}
+        """Labelled metrics already looked up, by metric and label values: ``labels()`` takes a lock and
+        checks its values on every call, and a run's start and end touch several."""
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (id(metric), *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def run_started(self, team: str) -> None:
-        self.active.labels(team).inc()
+        self._child(self.active, team).inc()
 
     def on_event(self, team: str, event: Event) -> None:
         """Agent latency from each invocation's start and end events."""
@@ -70,21 +80,21 @@ class ServerMetrics:
         elif isinstance(event, AgentEnd):
             started = self._agent_started.get(event.run_id, {}).pop(event.span_id, None)
             if started is not None:
-                self.agent_latency.labels(team, event.agent).observe(max(0.0, event.time - started))
+                self._child(self.agent_latency, team, event.agent).observe(max(0.0, event.time - started))
 
     def run_finished(self, team: str, result: RunResult | None) -> None:
-        self.active.labels(team).dec()
+        self._child(self.active, team).dec()
         if result is not None:
             self._agent_started.pop(result.run_id, None)  # O(1): a scan of every run in flight grew with them
         if result is None:
-            self.runs.labels(team, "failed").inc()
+            self._child(self.runs, team, "failed").inc()
             return
-        self.runs.labels(team, result.status).inc()
-        self.run_latency.labels(team).observe(result.duration_s)
+        self._child(self.runs, team, result.status).inc()
+        self._child(self.run_latency, team).observe(result.duration_s)
         for agent, spend in result.agents.items():
-            self.tokens.labels(team, agent, "input").inc(spend.usage.input_tokens)
-            self.tokens.labels(team, agent, "output").inc(spend.usage.output_tokens)
-            self.cost.labels(team, agent).inc(spend.cost)
+            self._child(self.tokens, team, agent, "input").inc(spend.usage.input_tokens)
+            self._child(self.tokens, team, agent, "output").inc(spend.usage.output_tokens)
+            self._child(self.cost, team, agent).inc(spend.cost)
 
     def render(self) -> bytes:
         rendered: Any = generate_latest(self.registry)

@@ -133,9 +133,12 @@ class RunHandle:
     """Tool calls that asked for approval, by approval id."""
     failure: str | None = None
     """Why the server failed the run (an approval nobody answered, under ``--approval-timeout-outcome fail``)."""
-    _lines: list[dict[str, Any]] = field(default_factory=list)
-    """Every event so far as JSON-ready dicts; only the first :attr:`_masked` are masked yet (see :meth:`event`)."""
+    _lines: list[Event | dict[str, Any]] = field(default_factory=list)
+    """Every event so far: the engine's as they came, the server's own lines (:meth:`note`) as dicts. Only the
+    first :attr:`_masked` are JSON-ready dicts with secrets masked yet (see :meth:`event`)."""
     _masked: int = 0
+    _readers: int = 0
+    """Readers waiting in :meth:`changed` (nothing to wake without one)."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _done: asyncio.Event = field(default_factory=asyncio.Event)
     _loop: asyncio.AbstractEventLoop | None = None
@@ -182,24 +185,29 @@ class RunHandle:
     def event(self, index: int) -> dict[str, Any]:
         """Event number ``index`` as a JSON-ready dict, secrets masked.
 
-        Lines are masked on first read, not as they arrive: masking is most of
-        the cost of keeping events, and a chat completion never reads them.
+        Lines are built and masked on first read, not as they arrive: that is
+        most of the cost of keeping events, and a chat completion never reads them.
         """
+        lines = self._lines
         while self._masked <= index:
-            self._lines[self._masked] = self.redactor.value(self._lines[self._masked])
+            line = lines[self._masked]
+            if isinstance(line, Event):
+                line = event_record(line)
+                line["run_id"] = self.id  # the id the API answered: the engine's own differs without a store
+            lines[self._masked] = self.redactor.value(line)
             self._masked += 1
-        return self._lines[index]
+        shown = lines[index]
+        assert isinstance(shown, dict)
+        return shown
 
     def on_event(self, event: Event) -> None:
         """The run's event-bus subscriber (called on the loop, or from a tool's thread)."""
         if isinstance(event, LlmIO) and not self.content:
             return
-        line = event_record(event)
-        line["run_id"] = self.id  # the id the API answered: the engine's own differs without a store
         if self._loop is not None and threading.get_ident() != self._loop_thread:
-            self._loop.call_soon_threadsafe(self._push, line)
+            self._loop.call_soon_threadsafe(self._push, event)
         else:
-            self._push(line)
+            self._push(event)
 
     def note(self, kind: str, data: dict[str, Any]) -> None:
         """Add a line of the server's own (not an engine event: ``approval_request``...) to the run's events."""
@@ -215,9 +223,10 @@ class RunHandle:
         pending.answer.set_result(approve)
         return pending
 
-    def _push(self, line: dict[str, Any]) -> None:
+    def _push(self, line: Event | dict[str, Any]) -> None:
         self._lines.append(line)
-        self._wake()
+        if self._readers:
+            self._wake()
 
     def _wake(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
@@ -225,10 +234,14 @@ class RunHandle:
 
     async def changed(self, timeout: float) -> bool:
         """Wait until a new event arrives or the run ends; ``False`` if ``timeout`` seconds pass first."""
+        self._readers += 1
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout=timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: that wraps the wait in a task of its own
+                await self._changed.wait()
         except TimeoutError:
             return False
+        finally:
+            self._readers -= 1
         return True
 
     async def wait(self) -> None:
@@ -238,7 +251,8 @@ class RunHandle:
     async def ended(self, timeout: float) -> bool:
         """Wait until the run is over; ``False`` if ``timeout`` seconds pass first."""
         try:
-            await asyncio.wait_for(self._done.wait(), timeout=timeout)
+            async with asyncio.timeout(timeout):
+                await self._done.wait()
         except TimeoutError:
             return False
         return True
