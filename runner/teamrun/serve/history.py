@@ -30,6 +30,7 @@ from teamrun.observe.view import ASSETS
 from teamrun.secrets import Redactor
 
 if TYPE_CHECKING:
+    from teamrun.events import Event
     from teamrun.serve.runs import RunHandle, RunRegistry
     from teamrun.store import Store
     from teamrun.store.records import JournaledRun
@@ -214,7 +215,11 @@ class EventKeeper:
             del self._writes[run_id]
 
     async def _write(
-        self, handle: RunHandle, lines: list[dict[str, Any]], masked: int, after: asyncio.Task[None] | None
+        self,
+        handle: RunHandle,
+        lines: list[Event | dict[str, Any]],
+        masked: int,
+        after: asyncio.Task[None] | None,
     ) -> None:
         if after is not None:
             await asyncio.wait([after])
@@ -249,8 +254,15 @@ class EventKeeper:
         if known is not None and known[0] is ref:
             del self._parts[run_id]
 
-    def _save(self, run_id: str, lines: list[dict[str, Any]], masked: int, redactor: Redactor, part: int | None) -> Any:
-        events = [line if index < masked else redactor.value(line) for index, line in enumerate(lines)]
+    def _save(
+        self, run_id: str, lines: list[Event | dict[str, Any]], masked: int, redactor: Redactor, part: int | None
+    ) -> Any:
+        from teamrun.serve.runs import line_record
+
+        events: list[dict[str, Any]] = []
+        for index, line in enumerate(lines):
+            record = line_record(line, run_id)
+            events.append(record if index < masked else redactor.value(record))
         with self.store.errors("keeping a run's events"):
             return self.store.run_events.save(run_id, events, part=part)
 

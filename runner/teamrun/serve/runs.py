@@ -48,6 +48,7 @@ __all__ = [
     "ServerBusy",
     "ShuttingDown",
     "check_budgets",
+    "line_record",
     "store_people",
     "stored_record",
 ]
@@ -106,6 +107,15 @@ def check_budgets(config: TeamConfig, budgets: Limits | None) -> None:
             said.append(f"budgets.{key} ({value}) is higher than the limit in force: {key} {in_force}, {source}")
     if said:
         raise BudgetTooHigh("; ".join(said) + "; a request may only lower the limits in force", refused)
+
+
+def line_record(line: Event | dict[str, Any], run_id: str) -> dict[str, Any]:
+    """One of a run's event lines as a JSON-ready dict, secrets not masked yet (any thread: events are frozen)."""
+    if not isinstance(line, Event):
+        return line
+    record = event_record(line)
+    record["run_id"] = run_id
+    return record
 
 
 @dataclass
@@ -190,11 +200,7 @@ class RunHandle:
         """
         lines = self._lines
         while self._masked <= index:
-            line = lines[self._masked]
-            if isinstance(line, Event):
-                line = event_record(line)
-                line["run_id"] = self.id  # the id the API answered: the engine's own differs without a store
-            lines[self._masked] = self.redactor.value(line)
+            lines[self._masked] = self.redactor.value(line_record(lines[self._masked], self.id))
             self._masked += 1
         shown = lines[index]
         assert isinstance(shown, dict)
