@@ -74,7 +74,13 @@ def test_ci_runs_the_set_up_commands_and_the_test_script_runs_every_check() -> N
     script = REPO / SET_UP[1]
     assert os.access(script, os.X_OK)
     steps = re.findall(r"^step \"[^\"]+\" (.+)$", _read(script), re.MULTILINE)
-    assert steps == ["ruff check .", "ruff format --check .", "mypy", 'tier inprocess "$@"', 'tier outofprocess -n "$processes" "$@"']
+    assert steps == [
+        "ruff check .",
+        "ruff format --check .",
+        "mypy",
+        'tier inprocess "$@"',
+        'tier outofprocess -n "$processes" "$@"',
+    ]
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(REPO)) for p in DOCS])
