@@ -18,9 +18,13 @@ Every party runs in a process of its own, on loopback only:
 * the bare loop: a small program making the same model calls with
   ``litellm.acompletion`` + ``asyncio.gather`` at the same concurrency (what
   any LiteLLM program pays), in its own process;
-* this script, the clients (httpx): N concurrent clients, each sending its
+* this script, the clients (aiohttp): N concurrent clients, each sending its
   next request when the last is answered, plain or streaming
-  (``"stream": true``, read to ``[DONE]``).
+  (``"stream": true``, read to ``[DONE]``). The clients must cost far less
+  than the server, or they become the bottleneck and set the pace: with
+  httpx (7-14 ms of CPU per request at 100 clients, against aiohttp's 0.3 ms)
+  this process filled its core, requests reached the server up to 5 s after
+  they were sent, in bursts, and the server's figures followed the clients'.
 
 For each point, CPU is taken by slope: two batches of different sizes, the
 server's CPU time (from /proc, every process of the server) and the bare
@@ -28,7 +32,7 @@ loop's (``time.process_time`` in its process) for each, and the difference
 divided by the difference in model calls — so whatever a batch costs once
 (a warm-up, a timer firing) cancels out. The headline is that ratio, served /
 bare, from the same run. Requests/s is next to the bare loop's (calling the
-provider directly through LiteLLM at the same concurrency) and to raw httpx
+provider directly through LiteLLM at the same concurrency) and to raw aiohttp
 requests to the provider. A last part fills the server's only run slot and
 measures the CPU of a request refused with 429, next to a ``GET /healthz``.
 
@@ -52,6 +56,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 import httpx
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -259,7 +264,7 @@ dropped: list[float] = []
 
 
 async def drive(
-    send: Callable[[httpx.AsyncClient], Awaitable[int]], clients: int, count: int, client: httpx.AsyncClient
+    send: Callable[[aiohttp.ClientSession], Awaitable[int]], clients: int, count: int, client: aiohttp.ClientSession
 ) -> tuple[float, list[float], int]:
     """``count`` requests from ``clients`` concurrent workers: wall seconds, latencies, refusals (429)."""
     todo = iter(range(count))
@@ -274,7 +279,7 @@ async def drive(
                 try:
                     status = await send(client)
                     break
-                except httpx.TransportError:
+                except aiohttp.ClientConnectionError:
                     dropped.append(time.perf_counter())
                     if attempt == 2:
                         raise
@@ -289,22 +294,28 @@ async def drive(
     return time.perf_counter() - started, latencies, refused
 
 
-def chat_sender(url: str, team: str, stream: bool) -> Callable[[httpx.AsyncClient], Awaitable[int]]:
+def chat_sender(url: str, team: str, stream: bool) -> Callable[[aiohttp.ClientSession], Awaitable[int]]:
     body = {"model": team, "messages": [{"role": "user", "content": "Say hello."}], "stream": stream}
 
-    async def send(client: httpx.AsyncClient) -> int:
-        if not stream:
-            response = await client.post(url, json=body)
-            return response.status_code
-        async with client.stream("POST", url, json=body) as response:
+    async def send(client: aiohttp.ClientSession) -> int:
+        async with client.post(url, json=body) as response:
+            if not stream:
+                await response.read()
+                return response.status
             seen = b""
-            async for piece in response.aiter_bytes():
+            async for piece in response.content.iter_any():
                 seen = (seen + piece)[-32:]
-            if response.status_code == 200 and b"[DONE]" not in seen:
+            if response.status == 200 and b"[DONE]" not in seen:
                 raise SystemExit("a stream ended without [DONE]")
-            return response.status_code
+            return response.status
 
     return send
+
+
+def session(connections: int, *, force_close: bool = False) -> aiohttp.ClientSession:
+    """The clients' HTTP session: at most ``connections`` at once, kept alive unless ``force_close``."""
+    connector = aiohttp.TCPConnector(limit=connections, force_close=force_close)
+    return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120))
 
 
 class Served:
@@ -354,7 +365,7 @@ class Served:
 
     async def _batch(self, team: str, stream: bool, clients: int, count: int) -> Batch:
         send = chat_sender(f"{self.base}/v1/chat/completions", team, stream)
-        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=clients + 10)) as client:
+        async with session(clients + 10) as client:
             before = tree_cpu_s(self.process.pid)
             wall, latencies, refused = await drive(send, clients, count, client)
             after = tree_cpu_s(self.process.pid)
@@ -398,13 +409,15 @@ class Bare:
 
 
 async def raw_direct(url: str, clients: int, count: int) -> float:
-    """Requests/s of plain httpx POSTs straight to the provider."""
+    """Requests/s of plain aiohttp POSTs straight to the provider."""
     body = {"model": "solo", "messages": [{"role": "user", "content": "Say hello."}]}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=0)  # the fake closes connections
-    async with httpx.AsyncClient(timeout=120, limits=limits, headers={"Authorization": "Bearer " + KEY}) as client:
+    headers = {"Authorization": "Bearer " + KEY}
+    async with session(clients, force_close=True) as client:  # the fake closes connections
 
-        async def send(c: httpx.AsyncClient) -> int:
-            return (await c.post(url, json=body)).status_code
+        async def send(c: aiohttp.ClientSession) -> int:
+            async with c.post(url, json=body, headers=headers) as response:
+                await response.read()
+                return response.status
 
         wall, _, _ = await drive(send, clients, count, client)
     return count / wall
@@ -422,7 +435,7 @@ def sizes(clients: int, size: int) -> tuple[int, int]:
 def per_call(args: argparse.Namespace, servers: list[tuple[Served, int]], bare: Bare, provider: str) -> None:
     print(f"\n== CPU per model call (slope of two batches per point; {args.rounds} round(s), medians) ==")
     print(
-        f"{'team':<7} {'clients':>7} {'mode':<6} | {'bare ms':>7} {'bare r/s':>8} {'httpx r/s':>9} | "
+        f"{'team':<7} {'clients':>7} {'mode':<6} | {'bare ms':>7} {'bare r/s':>8} {'raw r/s':>9} | "
         f"{'server':<14} {'ms/call':>7} {'ratio':>6} {'req/s':>7} {'r/s ratio':>9} {'mean ms':>8}"
     )
     for team in args.teams:
@@ -470,18 +483,18 @@ def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> No
         server.wait_ready("solo", 1)
 
         async def measure() -> None:
-            async with httpx.AsyncClient(timeout=30) as client:
-                held = await client.post(f"{server.base}/v1/runs", json={"team": "hold", "input": "wait"})
-                held.raise_for_status()
-                run_id = held.json()["id"]
+            async with session(2) as client:
+                async with client.post(f"{server.base}/v1/runs", json={"team": "hold", "input": "wait"}) as held:
+                    held.raise_for_status()
+                    run_id = (await held.json())["id"]
                 try:
                     clients = args.refused_clients
                     small, large = 2 * args.refused, 6 * args.refused
 
                     async def timed(
-                        send: Callable[[httpx.AsyncClient], Awaitable[int]], count: int, expect: int
+                        send: Callable[[aiohttp.ClientSession], Awaitable[int]], count: int, expect: int
                     ) -> Batch:
-                        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=clients + 5)) as c:
+                        async with session(clients + 5) as c:
                             before = tree_cpu_s(server.process.pid)
                             wall, _, refused = await drive(send, clients, count, c)
                             after = tree_cpu_s(server.process.pid)
@@ -492,11 +505,15 @@ def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> No
                     chat = chat_sender(f"{server.base}/v1/chat/completions", "solo", False)
                     stream = chat_sender(f"{server.base}/v1/chat/completions", "solo", True)
 
-                    async def health(c: httpx.AsyncClient) -> int:
-                        return (await c.get(f"{server.base}/healthz")).status_code
+                    async def health(c: aiohttp.ClientSession) -> int:
+                        async with c.get(f"{server.base}/healthz") as response:
+                            await response.read()
+                            return response.status
 
-                    async def runs(c: httpx.AsyncClient) -> int:
-                        return (await c.post(f"{server.base}/v1/runs", json={"team": "solo", "input": "x"})).status_code
+                    async def runs(c: aiohttp.ClientSession) -> int:
+                        async with c.post(f"{server.base}/v1/runs", json={"team": "solo", "input": "x"}) as response:
+                            await response.read()
+                            return response.status
 
                     rows = [
                         ("GET /healthz (200)", health, 200),
@@ -519,7 +536,8 @@ def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> No
                     for name, _, _ in rows:
                         print(f"  {name:<28} {measured[name]:6.3f} ms   {measured[name] / base:5.2f}x /healthz")
                 finally:
-                    await client.post(f"{server.base}/v1/runs/{run_id}/cancel")
+                    async with client.post(f"{server.base}/v1/runs/{run_id}/cancel") as cancelled:
+                        await cancelled.read()
 
         asyncio.run(measure())
     finally:
