@@ -96,7 +96,7 @@ TEAMS = {
 name: solo
 supervisor: lead
 defaults:
-  model: openai/solo
+  model: openai/{solo_model}
   api_base: {url}
 agents:
   lead:
@@ -154,7 +154,7 @@ async def call(model, messages, tools=None):
     return response.choices[0].message
 
 async def solo():
-    await call("solo", [{"role": "user", "content": "Say hello."}])
+    await call(sys.argv[2], [{"role": "user", "content": "Say hello."}])
 
 async def fanout():
     messages = [{"role": "system", "content": "Split the question in three."},
@@ -386,10 +386,14 @@ class Served:
 class Bare:
     """The bare loop's process: ``litellm.acompletion`` + ``asyncio.gather``, batches on request."""
 
-    def __init__(self, script: Path, provider: str) -> None:
+    def __init__(self, script: Path, provider: str, solo_model: str) -> None:
         env = {**os.environ, "OPENAI_API_KEY": KEY}
         self.process = subprocess.Popen(
-            [sys.executable, str(script), provider], env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [sys.executable, str(script), provider, solo_model],
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
         assert self.process.stdout is not None
         self.process.stdout.readline()
@@ -686,11 +690,18 @@ def main() -> int:
         help="instead of the rest: cProfile the server (solo team, --modes) at these client counts",
     )
     parser.add_argument("--cprofile-top", type=int, default=30, help="entries to print per profile")
+    parser.add_argument(
+        "--solo-model",
+        default="solo",
+        help="the model name the solo team and the bare loop ask the fake provider for: LiteLLM knows no price "
+        "for 'solo' (as for most local models) and looks for one on every call; a name it prices (gpt-4o-mini) "
+        "takes its priced path",
+    )
     args = parser.parse_args()
 
     print(
         f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f} on "
-        f"{os.cpu_count()} cores; provider latency {args.latency * 1000:.0f} ms"
+        f"{os.cpu_count()} cores; provider latency {args.latency * 1000:.0f} ms; solo model {args.solo_model!r}"
     )
     fake = subprocess.Popen(
         [sys.executable, "-c", FAKE_PROVIDER, str(REPO / "tests"), str(args.latency), str(HOLD_S)],
@@ -704,7 +715,7 @@ def main() -> int:
     teams = {}
     for name, text in TEAMS.items():
         teams[name] = work / f"{name}.yaml"
-        teams[name].write_text(text.format(url=provider), encoding="utf-8")
+        teams[name].write_text(text.format(url=provider, solo_model=args.solo_model), encoding="utf-8")
     (work / "bare.py").write_text(BARE, encoding="utf-8")
     most = max(args.clients + args.cprofile)
     servers: list[tuple[Served, int]] = []
@@ -723,7 +734,7 @@ def main() -> int:
             for team in args.teams:
                 server.wait_ready(team, workers)
         if servers:
-            bare = Bare(work / "bare.py", provider)
+            bare = Bare(work / "bare.py", provider, args.solo_model)
             if args.profile:
                 profile(args, servers[0][0], args.profile)
             per_call(args, servers, bare, provider)
