@@ -386,12 +386,21 @@ def _call_kwargs(
     return kwargs
 
 
+_providers: dict[tuple[str, str | None], str] = {}
+
+
 def _provider_of(litellm: Any, model: str, api_base: str | None) -> str:
-    """LiteLLM's provider name for ``model`` (``"unknown"`` if it cannot tell)."""
-    try:
-        return str(litellm.get_llm_provider(model=model, api_base=api_base)[1])
-    except Exception:
-        return model.split("/", 1)[0] if "/" in model else "unknown"
+    """LiteLLM's provider name for ``model`` (``"unknown"`` if it cannot tell); looked up once per model and base
+    (a team has a few, and the lookup walks LiteLLM's provider tables)."""
+    key = (model, api_base)
+    provider = _providers.get(key)
+    if provider is None:
+        try:
+            provider = str(litellm.get_llm_provider(model=model, api_base=api_base)[1])
+        except Exception:
+            provider = model.split("/", 1)[0] if "/" in model else "unknown"
+        _providers[key] = provider
+    return provider
 
 
 def _api_key(settings: ModelSettings, model: str, provider: str) -> str | None:
