@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,8 @@ def test_a_client_that_goes_away_mid_stream_cancels_its_run(serve: Any, tmp_path
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as client:
         with client.stream("POST", "/v1/chat/completions", json=chat()) as response:
             run_id = response.headers["x-teamrun-run-id"]
-            first = next(response.iter_lines())
+            lines = response.iter_lines()  # kept: a dropped line iterator closes the response
+            first = next(lines)
             assert json.loads(first[6:])["choices"][0]["delta"]["role"] == "assistant"
             wait_for(lambda: model.waiting == 1, "the model call is in flight")
         # the stream is closed with the run still waiting on its model
@@ -103,3 +105,33 @@ def test_a_run_that_fails_ends_its_stream_with_the_error_then_done(
     assert error["code"] == "run_failed" and error["status"] == "failed"
     assert "the fake provider refuses this" in error["message"]
     fake_openai.assert_complete()
+
+
+def test_a_plain_client_that_goes_away_cancels_its_run_too(serve: Any, tmp_path: Path) -> None:
+    """Without streaming nothing is written before the answer; the server still notices the client leave."""
+    model = GatedModel()
+    server = serve([teamrun.load_team(solo_team(tmp_path), chat_model=model)], tokens=frozenset({TOKEN}))
+    body = json.dumps(chat(stream=False)).encode()
+    request = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(request)
+        wait_for(lambda: model.waiting == 1, "the model call is in flight")
+        held = server.app.state.registry.held()
+        assert len(held) == 1
+        run_id = held[0].id
+    # the connection is closed with the run still waiting on its model
+
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as client:
+
+        def cancelled() -> bool:
+            return bool(client.get(f"/v1/runs/{run_id}").json()["status"] == "cancelled")
+
+        wait_for(cancelled, "the run of the plain client that went away was cancelled")
+        record = client.get(f"/v1/runs/{run_id}").json()
+
+    assert record["cancel_reason"] == "client disconnected"
+    assert model.gate.is_set() is False

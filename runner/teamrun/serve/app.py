@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -384,8 +384,9 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             include_usage = bool((body.stream_options or {}).get("include_usage"))
             return _ChatStream(registry, handle, completion_id, body.model, include_usage, headers)
         try:
-            await handle.wait()
-        except asyncio.CancelledError:  # the client went away: so does its run
+            with _cancelled_if_client_leaves(registry, handle, request.receive):
+                await handle.wait()
+        except asyncio.CancelledError:  # the server is stopping, or the client went away: so does its run
             registry.cancel(handle.id, "client disconnected")
             raise
         problem = _run_problem(handle)
@@ -662,6 +663,30 @@ def _pieces(text: str) -> list[str]:
     return pieces
 
 
+@contextmanager
+def _cancelled_if_client_leaves(registry: RunRegistry, handle: RunHandle, receive: Any) -> Iterator[None]:
+    """While in the block, the client going away cancels ``handle``'s run at once.
+
+    The request's body has been read, so the next ASGI message is ``http.disconnect``: one task waits
+    for it, and its done-callback cancels the run (uvicorn neither cancels the handler nor fails a write
+    when the client leaves; without this a run whose client left would go on to its end).
+    """
+
+    def went_away(listener: asyncio.Future[Any]) -> None:
+        if listener.cancelled() or listener.exception() is not None or handle.finished:
+            return
+        if listener.result().get("type") == "http.disconnect":
+            registry.cancel(handle.id, "client disconnected")
+
+    listener = asyncio.ensure_future(receive())
+    listener.add_done_callback(went_away)
+    try:
+        yield
+    finally:
+        listener.remove_done_callback(went_away)
+        listener.cancel()
+
+
 class _ChatStream(Response):
     """A streaming chat completion's SSE answer, as a plain ASGI response.
 
@@ -704,22 +729,13 @@ class _ChatStream(Response):
             {"type": "http.response.body", "body": self._chunk({"role": "assistant", "content": ""}), "more_body": True}
         )
 
-        def went_away(listener: asyncio.Task[Any]) -> None:
-            if listener.cancelled() or listener.exception() is not None or handle.finished:
-                return
-            if listener.result().get("type") == "http.disconnect":
-                self._registry.cancel(handle.id, "client disconnected")
-
-        listener = asyncio.ensure_future(receive())  # the body was read: the next message is the disconnect
-        listener.add_done_callback(went_away)
         try:
-            while not handle.finished:
-                if not await handle.ended(KEEPALIVE_S):
-                    await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
+            with _cancelled_if_client_leaves(self._registry, handle, receive):
+                while not handle.finished:
+                    if not await handle.ended(KEEPALIVE_S):
+                        await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
             await send({"type": "http.response.body", "body": self._tail(), "more_body": False})
         finally:
-            listener.remove_done_callback(went_away)
-            listener.cancel()
             if not handle.finished:  # cancelled here (the server stopping) or a send failed
                 self._registry.cancel(handle.id, "client disconnected")
 
