@@ -55,6 +55,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import httpx
@@ -298,10 +299,9 @@ def chat_sender(url: str, team: str, stream: bool) -> Callable[[aiohttp.ClientSe
     body = {"model": team, "messages": [{"role": "user", "content": "Say hello."}], "stream": stream}
 
     async def send(client: aiohttp.ClientSession) -> int:
+        if not stream:
+            return await answered(client.post(url, json=body))
         async with client.post(url, json=body) as response:
-            if not stream:
-                await response.read()
-                return response.status
             seen = b""
             async for piece in response.content.iter_any():
                 seen = (seen + piece)[-32:]
@@ -310,6 +310,13 @@ def chat_sender(url: str, team: str, stream: bool) -> Callable[[aiohttp.ClientSe
             return response.status
 
     return send
+
+
+async def answered(request: Any) -> int:
+    """The HTTP status of ``request`` (an aiohttp request, not yet entered), its body read."""
+    async with request as response:
+        await response.read()
+        return int(response.status)
 
 
 def session(connections: int, *, force_close: bool = False) -> aiohttp.ClientSession:
@@ -419,9 +426,7 @@ async def raw_direct(url: str, clients: int, count: int) -> float:
     async with session(clients, force_close=True) as client:  # the fake closes connections
 
         async def send(c: aiohttp.ClientSession) -> int:
-            async with c.post(url, json=body, headers=headers) as response:
-                await response.read()
-                return response.status
+            return await answered(c.post(url, json=body, headers=headers))
 
         wall, _, _ = await drive(send, clients, count, client)
     return count / wall
@@ -510,14 +515,10 @@ def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> No
                     stream = chat_sender(f"{server.base}/v1/chat/completions", "solo", True)
 
                     async def health(c: aiohttp.ClientSession) -> int:
-                        async with c.get(f"{server.base}/healthz") as response:
-                            await response.read()
-                            return response.status
+                        return await answered(c.get(f"{server.base}/healthz"))
 
                     async def runs(c: aiohttp.ClientSession) -> int:
-                        async with c.post(f"{server.base}/v1/runs", json={"team": "solo", "input": "x"}) as response:
-                            await response.read()
-                            return response.status
+                        return await answered(c.post(f"{server.base}/v1/runs", json={"team": "solo", "input": "x"}))
 
                     rows = [
                         ("GET /healthz (200)", health, 200),
@@ -540,8 +541,7 @@ def refusals(args: argparse.Namespace, root: Path, teams: dict[str, Path]) -> No
                     for name, _, _ in rows:
                         print(f"  {name:<28} {measured[name]:6.3f} ms   {measured[name] / base:5.2f}x /healthz")
                 finally:
-                    async with client.post(f"{server.base}/v1/runs/{run_id}/cancel") as cancelled:
-                        await cancelled.read()
+                    await answered(client.post(f"{server.base}/v1/runs/{run_id}/cancel"))
 
         asyncio.run(measure())
     finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,10 @@ def chat(stream: bool = True) -> dict[str, Any]:
 
 def wait_for(check: Any, what: str, limit_s: float = 30.0) -> None:
     """Until ``check()`` is true; fails the test, naming ``what``, when it never becomes so."""
-    done = threading.Event()
     for _ in range(int(limit_s / 0.01)):
         if check():
             return
-        done.wait(0.01)
+        time.sleep(0.01)
     raise AssertionError(f"never happened: {what}")
 
 

@@ -691,11 +691,10 @@ class _ChatStream(Response):
     """A streaming chat completion's SSE answer, as a plain ASGI response.
 
     The role chunk goes out at once; then the run's end is awaited (a keepalive comment every
-    :data:`KEEPALIVE_S`) and the rest is written in one piece: the answer's chunks, the finish,
-    the usage when asked, ``[DONE]`` — or the run's error, then ``[DONE]``. One task listens for
-    the client going away; its done-callback cancels the run at once. (Starlette's
-    ``StreamingResponse`` runs the body and that listener in an anyio task group of two tasks:
-    about a third of a streamed request's cost in the server's own code.)
+    :data:`KEEPALIVE_S`, the client leaving cancels the run: :func:`_cancelled_if_client_leaves`) and
+    the rest is written in one piece: the answer's chunks, the finish, the usage when asked, ``[DONE]``
+    — or the run's error, then ``[DONE]``. Not Starlette's ``StreamingResponse``: under uvicorn (ASGI
+    2.3) it runs the body and a disconnect listener as two tasks of an anyio task group per request.
     """
 
     media_type = "text/event-stream"
