@@ -1,0 +1,88 @@
+"""Semantic checks inside each agent: its templates, ``output_schema`` and ``delegation`` section.
+
+A delegation section that never applies, ``memory: thread`` on the supervisor,
+background workers it does not delegate to, ``message_filter`` regular
+expressions, and the hooks (:mod:`teamrun.config.hook_checks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted, shorten
+from teamrun.config.hook_checks import hook_checks
+from teamrun.config.raw import mapping, names
+from teamrun.config.regexes import judge_regex
+from teamrun.config.sub_schema_checks import sub_schema
+from teamrun.config.template_checks import INSTRUCTION_NAMES, PROMPT_NAMES, template
+
+if TYPE_CHECKING:
+    from teamrun.config.checks import SemanticChecker
+
+__all__ = ["agent_checks"]
+
+
+def agent_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+    """Each agent's own settings: templates, output_schema, delegation section, message filter, hooks."""
+    for agent, spec in c.agents.items():
+        base: JsonPath = ("agents", agent)
+        yield from template(c, (*base, "instructions"), spec.get("instructions"), INSTRUCTION_NAMES)
+        yield from sub_schema(c, (*base, "output_schema"), spec.get("output_schema"))
+        delegation = mapping(spec.get("delegation"))
+        if delegation and spec.get("delegates_to") in (None, []):
+            yield c._warning(
+                (*base, "delegation"),
+                f"agent '{agent}' has a delegation section but no delegates_to, so it never applies",
+                "unused",
+                key=True,
+            )
+        yield from template(c, (*base, "delegation", "prompt"), delegation.get("prompt"), PROMPT_NAMES)
+        yield from template(
+            c, (*base, "delegation", "append_guidelines"), delegation.get("append_guidelines"), PROMPT_NAMES
+        )
+        if agent == c.supervisor and spec.get("memory") == "thread" and not _delegated_to(c, agent):
+            yield c._warning(
+                (*base, "memory"),
+                f"agents.{agent}.memory: thread does nothing on the supervisor: its conversation is the "
+                "thread itself (memory applies to workers)",
+                "unused",
+            )
+        workers = [w for _, w in names(spec.get("delegates_to"))]
+        background = delegation.get("background")
+        for index, name in names(background if isinstance(background, list) else None):
+            if name not in workers:
+                yield c._error(
+                    (*base, "delegation", "background", index),
+                    f"agents.{agent}.delegation.background: '{name}' is not in agents.{agent}.delegates_to "
+                    f"({', '.join(workers) or 'empty'}); only its workers can run in the background",
+                    "reference",
+                )
+        yield from _message_filter(c, (*base, "delegation", "message_filter"), delegation.get("message_filter"))
+        yield from hook_checks(c, (*base, "delegation", "hooks"), delegation.get("hooks"))
+
+
+def _delegated_to(c: SemanticChecker, name: str) -> bool:
+    """Whether some agent delegates to or hands off to ``name``."""
+    return any(
+        name == target
+        for spec in c.agents.values()
+        for field in ("delegates_to", "handoffs")
+        for _, target in names(spec.get(field))
+    )
+
+
+def _message_filter(c: SemanticChecker, path: JsonPath, spec: Any) -> Iterator[Diagnostic]:
+    for index, pattern in names(mapping(spec).get("drop_matching")):
+        verdict = judge_regex(pattern)
+        where = (*path, "drop_matching", index)
+        if verdict.error is not None:
+            yield c._error(
+                where,
+                f"{dotted(where)}: invalid regular expression '{shorten(pattern)}': {verdict.error}",
+                "regex",
+            )
+        elif verdict.caution is not None:
+            yield c._warning(
+                where, f"{dotted(where)}: regular expression '{shorten(pattern)}': {verdict.caution}", "regex"
+            )

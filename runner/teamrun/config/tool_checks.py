@@ -1,0 +1,200 @@
+"""Semantic checks of the ``tools:`` section and of the function names each agent's model is offered.
+
+One kind per tool (``python``, ``command``, ``mcp``, ``person``), valid parameter
+and answer schemas, command templates that read declared parameters only, and no
+two functions of one name offered to one agent (:mod:`teamrun.config.tool_names`
+owns the naming rules; an MCP server's names: :mod:`teamrun.config.mcp_checks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from teamrun.config import templates
+from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
+from teamrun.config.raw import mapping, names
+from teamrun.config.sub_schema_checks import sub_schema
+from teamrun.config.template_checks import template_message
+
+if TYPE_CHECKING:
+    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.models import TeamConfig
+
+__all__ = ["team_as_read", "tool_checks"]
+
+_TOOL_KEYS = ("python", "command", "mcp", "person")
+
+
+def tool_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+    """The tool definitions, then the function names offered to each agent."""
+    yield from _tool_definitions(c)
+    yield from _function_name_clashes(c)
+
+
+def _tool_definitions(c: SemanticChecker) -> Iterator[Diagnostic]:
+    for name, spec in c.tools.items():
+        path: JsonPath = ("tools", name)
+        kinds = [k for k in _TOOL_KEYS if k in spec]
+        if len(kinds) > 1:
+            yield c._error(
+                path,
+                f"tool '{name}' has both " + " and ".join(f"'{k}:'" for k in kinds) + "; keep one",
+                "tool",
+                key=True,
+            )
+        elif not kinds and not any(did_you_mean(key, _TOOL_KEYS) for key in spec):
+            # (a misspelt `comand:` is reported as an unknown key instead)
+            yield c._error(
+                path,
+                f"tool '{name}' needs 'python:' (a function), 'command:' (an argv list), 'mcp:' (an MCP server) "
+                "or 'person:' (a person to ask)",
+                "tool",
+                key=True,
+            )
+        person = mapping(spec.get("person"))
+        if "answer_schema" in person:
+            yield from sub_schema(c, (*path, "person", "answer_schema"), person["answer_schema"])
+        parameters = mapping(spec.get("parameters"))
+        for param, fragment in parameters.items():
+            yield from sub_schema(c, (*path, "parameters", param), fragment)
+        command = spec.get("command")
+        if isinstance(command, list):
+            yield from _command_items(c, name, command, set(parameters))
+
+
+def _command_items(c: SemanticChecker, tool: str, command: list[Any], parameters: set[str]) -> Iterator[Diagnostic]:
+    for index, item in enumerate(command):
+        path: JsonPath = ("tools", tool, "command", index)
+        if not isinstance(item, str):
+            continue
+        try:
+            used = templates.undeclared_names(item)
+        except templates.TemplateSyntaxError as exc:
+            yield c._error(
+                path,
+                f"template error in {dotted(path)}: {template_message(exc.message)}",
+                "template",
+            )
+            continue
+        for unknown in sorted(used - parameters):
+            hint = did_you_mean(unknown, sorted(parameters))
+            declared = f" (parameters: {listing(sorted(parameters))})" if parameters and not hint else ""
+            yield c._error(
+                path,
+                f"{dotted(path)} uses '{{{{ {unknown} }}}}' but tool '{tool}' has no "
+                f"parameter '{unknown}'{hint}{declared}",
+                "template",
+            )
+
+
+def _function_name_clashes(c: SemanticChecker) -> Iterator[Diagnostic]:
+    """Two functions of one name offered to one agent's model (``tool_names`` owns the rules)."""
+    from teamrun.config.tool_names import describe, team_clashes
+
+    for agent, pairs in team_clashes(team_as_read(c.agents, c.tools)).items():
+        for first, later in pairs:
+            if "mcp" in (first.origin, later.origin):
+                continue  # an MCP server's tools: reported by mcp_checks, located at the entry
+            if (first.origin, first.source) == (later.origin, later.source):
+                if later.origin == "tool":  # (twice in delegates_to or handoffs is warned about above)
+                    twice: JsonPath = ("agents", agent, "tools", _indexes(c, agent, "tools", later.source)[-1])
+                    message = f"'{later.source}' is listed twice in agents.{agent}.tools"
+                    yield c._warning(twice, message, "reference")
+                continue
+            path = _offered_path(c, agent, later) or _offered_path(c, agent, first) or ("agents", agent)
+            yield c._error(
+                path,
+                f"agents.{agent}: {describe(later)} and {describe(first)} would both be offered to the model "
+                f"as '{later.name}'; rename the tool (a model cannot tell two functions of one name apart)",
+                "tool_name",
+            )
+
+
+def _offered_path(c: SemanticChecker, agent: str, item: Any) -> JsonPath | None:
+    """Where an offered function comes from in the file: the tools item, else the delegates_to/handoffs item."""
+    if item.origin == "background":
+        return ("agents", agent, "delegation", "background")
+    field = {"tool": "tools", "delegation": "delegates_to", "handoff": "handoffs"}[item.origin]
+    indexes = _indexes(c, agent, field, item.source)
+    return ("agents", agent, field, indexes[0]) if indexes else None
+
+
+def _indexes(c: SemanticChecker, agent: str, field: str, name: str) -> list[int]:
+    return [index for index, value in names(c.agents[agent].get(field)) if value == name]
+
+
+@dataclass(frozen=True)
+class _DelegationAsRead:
+    tool: str
+    background: bool | list[str]
+
+
+@dataclass(frozen=True)
+class _AgentAsRead:
+    delegates_to: list[str]
+    handoffs: list[str]
+    tools: list[str]
+    delegation: _DelegationAsRead | None
+
+
+@dataclass(frozen=True)
+class _ToolAsRead:
+    mcp: dict[str, Any] | None
+    prefix: str | None
+    allow: list[str] | None
+    deny: list[str] | None
+
+
+@dataclass(frozen=True)
+class _TeamAsRead:
+    agents: dict[str, _AgentAsRead]
+    tools: dict[str, _ToolAsRead]
+
+
+def team_as_read(agents: dict[str, dict[str, Any]], tools: dict[str, dict[str, Any]]) -> TeamConfig:
+    """What :mod:`teamrun.config.tool_names` reads of a team, taken from the file's mappings.
+
+    The fields it reads, with the models' defaults, and only well-formed values (a malformed one is the
+    schema's to report). Building the pydantic models instead would cost ``validate`` more than all the
+    rest of its checks; ``tests/config/test_name_clash_view.py`` checks both give the same clashes.
+    """
+
+    def listed(value: Any) -> list[str]:
+        return [name for _, name in names(value)]
+
+    def delegation(value: Any) -> _DelegationAsRead | None:
+        if not isinstance(value, dict):
+            return None
+        tool = value.get("tool")
+        background = value.get("background")
+        return _DelegationAsRead(
+            tool if isinstance(tool, str) else "per_agent",
+            background if isinstance(background, bool) else listed(background),
+        )
+
+    def optional(value: Any) -> list[str] | None:
+        return listed(value) if isinstance(value, list) else None
+
+    read = _TeamAsRead(
+        {
+            name: _AgentAsRead(
+                listed(spec.get("delegates_to")),
+                listed(spec.get("handoffs")),
+                listed(spec.get("tools")),
+                delegation(spec.get("delegation")),
+            )
+            for name, spec in agents.items()
+        },
+        {
+            name: _ToolAsRead(
+                spec.get("mcp") if isinstance(spec.get("mcp"), dict) else None,
+                spec.get("prefix") if isinstance(spec.get("prefix"), str) else None,
+                optional(spec.get("allow")),
+                optional(spec.get("deny")),
+            )
+            for name, spec in tools.items()
+        },
+    )
+    return cast("TeamConfig", read)
