@@ -1,7 +1,8 @@
 """Result references: pass one worker's answer to another, verbatim, without the supervisor retyping it.
 
 With ``result_references: true`` each successful, non-empty worker result gets
-an id such as ``researcher-1``. Delegation calls may name ids in
+an id such as ``researcher-1``, numbered in the order the delegations were called
+(not the order their workers finish). Delegation calls may name ids in
 ``context_from_refs`` (plain ids or ``{ref, as, note}``); the executor inserts
 the referenced text byte-for-byte into the worker's prompt, fenced by
 delimiters the text cannot predict, and tells the worker it is data.
@@ -54,17 +55,37 @@ class RefRequest:
 
 
 class ResultStore:
-    """The run's referenced results, by id."""
+    """The run's referenced results, by id.
+
+    A delegation's id is fixed when the delegation is made (:meth:`reserve`, in the order of the calls of
+    the delegating reply), not when its worker finishes: parallel workers that finish in another order get
+    the same ids, so what the delegating model is shown, and a recording of the run, does not depend on
+    timing. A delegation that ends without a result (failed, refused, empty) leaves its number unused.
+    """
 
     def __init__(self) -> None:
         self._texts: dict[str, str] = {}
         self._counts: dict[str, int] = {}
+        self._reserved: dict[str, str] = {}
+        """Invocation key → the id reserved for its result."""
 
-    def add(self, agent: str, text: str) -> str:
-        self._counts[agent] = self._counts.get(agent, 0) + 1
-        ref = f"{agent}-{self._counts[agent]}"
+    def reserve(self, agent: str, key: str) -> str:
+        """The id of the result of ``agent``'s invocation ``key`` (the same id when asked again)."""
+        ref = self._reserved.get(key)
+        if ref is None:
+            ref = self._reserved[key] = self._next(agent)
+        return ref
+
+    def add(self, agent: str, text: str, key: str | None = None) -> str:
+        """Keep ``text`` under the id reserved for invocation ``key`` (a new id when none was)."""
+        ref = self._reserved.get(key) if key is not None else None
+        ref = ref if ref is not None else self._next(agent)
         self._texts[ref] = text
         return ref
+
+    def _next(self, agent: str) -> str:
+        self._counts[agent] = self._counts.get(agent, 0) + 1
+        return f"{agent}-{self._counts[agent]}"
 
     def get(self, ref: str) -> str | None:
         return self._texts.get(ref)

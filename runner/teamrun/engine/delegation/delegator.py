@@ -95,6 +95,7 @@ class Delegator:
 
         ``keys``: each target's invocation key. The text the model sees, and the signals raised.
         """
+        self._reserve_refs(request.targets, keys)  # before any await: in the order of the reply's calls
         started = [
             await self._start_background(worker, request, keys[worker], parent_messages)
             for worker in request.targets
@@ -128,7 +129,15 @@ class Delegator:
 
     async def run_worker(self, worker: str, request: DelegationRequest, key: str) -> Settled:
         """One worker in the foreground, its whole life (a workflow step): prepare → slot → begin → run → settle."""
+        self._reserve_refs((worker,), {worker: key})
         return await self._foreground(worker, request, key, ())
+
+    def _reserve_refs(self, workers: Sequence[str], keys: Mapping[str, str]) -> None:
+        """With ``result_references``, fix each worker's result id now, as the delegation is made: ids follow
+        the order of the calls, not the order in which concurrent workers happen to finish."""
+        if self.settings.result_references:
+            for worker in workers:
+                self.ctx.refs.reserve(worker, keys[worker])
 
     async def _foreground(
         self, worker: str, request: DelegationRequest, key: str, parent_messages: Sequence[Message]
@@ -385,7 +394,9 @@ class Delegator:
                 acceptance=outcome.acceptance,
             )
             messages, finish_reason = outcome.messages, outcome.finish_reason
-        settled = await self._complete(done, started.run.start, messages, started.span, finish_reason)
+        settled = await self._complete(
+            done, started.run.start, messages, started.span, finish_reason, key=started.run.key
+        )
         if started.run.record is not None:
             self.tasks.settle(started.run.record, settled.result.status, settled.result.response)
         return settled
@@ -435,9 +446,12 @@ class Delegator:
         messages: Sequence[Message],
         span: DelegationSpan,
         finish_reason: str | None = None,
+        *,
+        key: str | None = None,
     ) -> Settled:
-        """``on_complete`` hooks and the result reference; the span's record follows (so the ``delegation_end``
-        event its end emits carries what the delegating agent was actually given)."""
+        """``on_complete`` hooks and the result reference (the id reserved for invocation ``key``); the span's
+        record follows (so the ``delegation_end`` event its end emits carries what the delegating agent was
+        actually given)."""
         span.result = done  # what the delegation came to, should the hooks not finish
         if self.hooks.has("on_complete"):
             context = complete_context(
@@ -459,7 +473,7 @@ class Delegator:
             if actions.bail:
                 done = replace(done, bailed=True)
         if self.settings.result_references and done.status == "ok" and done.response.strip():
-            done = replace(done, ref=self.ctx.refs.add(done.agent, done.response))
+            done = replace(done, ref=self.ctx.refs.add(done.agent, done.response, key))
         span.result = done
         return Settled(done, Bail(done) if done.bailed else None)
 
