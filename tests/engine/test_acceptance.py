@@ -12,6 +12,7 @@ import pytest
 import teamrun
 from teamrun.cli import main
 from teamrun.events import AcceptCheck
+from teamrun.llm.types import ModelReply, Usage
 from teamrun.testing import EventRecorder
 from teamrun.testing.scripted import ScriptedCall, ScriptedModel, delegate
 from tests.fakeserver import FakeOpenAI, text
@@ -317,3 +318,99 @@ def test_a_judge_without_a_model_uses_the_team_default(tmp_path: Path, defaults:
     model.assert_complete()
     assert result.acceptance[0].passed
     assert [c.settings.model for c in model.calls_of("accept:judge")] == [expected]
+
+
+# -- a limit reached at the judge --------------------------------------------------------------------
+
+JUDGED_UNDER_A_LIMIT = """\
+version: 1
+name: judged
+supervisor: lead
+limits: {{max_total_tokens: {tokens}}}
+max_attempts: 3
+accept:
+  - judge: {{rubric: Names two languages., model: my-judge}}
+agents:
+  lead: {{}}
+"""
+
+
+def test_a_token_limit_that_refuses_the_judge_ends_the_run_budget_exhausted_through_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The offline lead's first answer uses up max_total_tokens: the judge is not asked, the answer is
+    delivered unchecked, and the run ends budget_exhausted (exit 3), as a limit reached anywhere else does."""
+    path = tmp_path / "team.yaml"
+    path.write_text(JUDGED_UNDER_A_LIMIT.format(tokens=1).replace("model: my-judge", "model: offline"), "utf-8")
+
+    code = main(["execute", str(path), "-i", "Name two languages", "--progress", "none", "--json"])
+
+    shown = json.loads(capsys.readouterr().out)
+    assert (code, shown["status"], shown["stopped_by"]) == (3, "budget_exhausted", "limits.max_total_tokens (1)")
+    assert shown["final_text"].startswith("[offline simulation] Task: Name two languages")
+    (record,) = shown["acceptance"]
+    assert (record["attempts"], record["passed"], record["stopped_by"]) == (1, False, "limits.max_total_tokens (1)")
+    assert shown["usage"]["requests"] == 1  # no judge call, and no extra turn past the used-up limit
+
+
+def test_a_worker_whose_judge_is_refused_by_the_run_limit_ends_budget_exhausted_and_so_does_the_run(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        textwrap.dedent("""\
+        version: 1
+        name: judged-worker
+        supervisor: lead
+        limits: {max_total_tokens: 1000}
+        agents:
+          lead:
+            delegates_to: [writer]
+          writer:
+            description: Writes.
+            accept:
+              - judge: {rubric: Names two languages., model: my-judge}
+        """),
+        encoding="utf-8",
+    )
+    heavy = ModelReply(text="Rust and Go.", usage=Usage(900, 200, 1), finish_reason="stop")
+    model = ScriptedModel(
+        {
+            "lead": [delegate("writer", task="name two languages"), "Rust and Go, as the writer said."],
+            "writer": [heavy],
+        }
+    )
+    events = EventRecorder()
+
+    result = teamrun.load_team(path, chat_model=model).run_sync("Name two languages", subscribers=[events])
+
+    model.assert_complete()  # no judge call
+    (delegation,) = result.delegations
+    assert (delegation.status, delegation.response) == ("budget_exhausted", "Rust and Go.")
+    assert delegation.error == "limits.max_total_tokens (1000)"
+    assert (result.status, result.stopped_by) == ("budget_exhausted", "limits.max_total_tokens (1000)")
+    assert result.final_text == "Rust and Go, as the writer said."  # the lead's last turn
+    budget = [e for e in events.events if e.kind == "budget"]
+    assert [(e.agent, e.data.get("limit")) for e in budget] == [
+        ("writer", "limits.max_total_tokens"),  # its judge refused
+        ("lead", "limits.max_total_tokens"),  # its next turn refused: the last turn
+    ]
+
+
+def test_a_judge_whose_own_call_uses_up_the_limit_and_fails_the_answer_ends_the_run_budget_exhausted(
+    tmp_path: Path,
+) -> None:
+    """The judge graded (its call went past the limit) and failed the answer: no attempt is left to pay for,
+    the agent gets its last turn, and the run ends budget_exhausted."""
+    path = tmp_path / "team.yaml"
+    path.write_text(JUDGED_UNDER_A_LIMIT.format(tokens=1000), encoding="utf-8")
+    verdict = ModelReply(
+        text='{"score": 0.1, "reason": "one language"}', usage=Usage(900, 200, 1), finish_reason="stop"
+    )
+    model = ScriptedModel({"lead": ["Rust.", "Rust, and I ran out."], "accept:judge": [verdict]})
+
+    result = teamrun.load_team(path, chat_model=model).run_sync("Name two languages")
+
+    model.assert_complete()
+    assert (result.status, result.stopped_by) == ("budget_exhausted", "limits.max_total_tokens (1000)")
+    assert result.final_text == "Rust, and I ran out."

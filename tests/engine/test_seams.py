@@ -194,6 +194,7 @@ def test_the_judge_is_not_asked_once_the_token_limit_is_used_up(tmp_path: Path) 
     assert model.calls_of("accept:judge") == []
     assert result.usage.total_tokens == 1100  # the lead's answer only
     assert result.final_text == "Rust and Go."
+    assert (result.status, result.stopped_by) == ("budget_exhausted", "limits.max_total_tokens (1000)")
     (record,) = result.acceptance
     assert not record.passed and record.stopped_by == "limits.max_total_tokens (1000)"
     assert "limits.max_total_tokens (1000) reached" in record.detail

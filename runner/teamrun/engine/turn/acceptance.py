@@ -7,7 +7,9 @@ to ``max_attempts`` answers in all (the first included; default
 :data:`~teamrun.config.models.DEFAULT_MAX_ATTEMPTS`). Every attempt is an
 ordinary turn of the agent's loop, so its model calls count against the
 budgets, and a limit reached stops the attempts (the agent's last turn is
-delivered unchecked). An answer that never passes is still delivered, with a
+delivered unchecked); a limit that refuses a judge's call stops them too (the
+answer is delivered unchecked, and the agent ends ``budget_exhausted`` as a limit
+reached anywhere else ends it). An answer that never passes is still delivered, with a
 warning, and the attempts are recorded (:class:`AcceptanceRecord`).
 
 Judge checks call their model through the run's chat model, in a scope of
@@ -25,9 +27,11 @@ from typing import Any
 from teamrun.checks import CheckOutcome, run_check
 from teamrun.config.models import DEFAULT_MAX_ATTEMPTS, Check
 from teamrun.defaults import model_for
+from teamrun.engine.limits.ledger import LimitReached
 from teamrun.engine.result import AcceptanceRecord
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.turn.model_call import CallRefused, ModelCall, call_model
+from teamrun.engine.turn.turn_plan import Stop
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 
 __all__ = ["JUDGE_AGENT", "Acceptance", "feedback_message"]
@@ -72,8 +76,8 @@ class Acceptance:
     passed: bool = False
     judge_calls: int = 0
     """Judge calls made so far (they are journaled by this number)."""
-    stopped_by: str | None = None
-    """A limit that refused a judge call."""
+    refused_by: LimitReached | None = None
+    """A limit that refused a judge call: the attempts stop there (:attr:`stopped`)."""
 
     @classmethod
     def for_frame(cls, ctx: RunContext, frame: AgentFrame) -> Acceptance | None:
@@ -87,6 +91,11 @@ class Acceptance:
         if frame.depth == 0 and ctx.config.accept:
             gates.append(_Gate("accept", tuple(ctx.config.accept), ctx.config.max_attempts or DEFAULT_MAX_ATTEMPTS))
         return cls(ctx, frame, tuple(gates)) if gates else None
+
+    @property
+    def stopped(self) -> Stop | None:
+        """The stop a limit that refused a judge call makes: no more attempts, the answer goes unchecked."""
+        return Stop(self.refused_by) if self.refused_by is not None else None
 
     @property
     def max_attempts(self) -> int:
@@ -126,7 +135,7 @@ class Acceptance:
     def finish(self, stopped_by: str | None) -> AcceptanceRecord:
         """The record of this invocation's attempts; a warning when its answer never passed."""
         gate, outcome = self.failed if self.failed is not None else (None, None)
-        stopped_by = stopped_by or self.stopped_by
+        stopped_by = stopped_by or (str(self.refused_by) if self.refused_by is not None else None)
         record = AcceptanceRecord(
             agent=self.frame.name,
             agent_path=self.frame.path,
@@ -202,5 +211,5 @@ class _JudgeModel:
                 acceptance.ctx, frame, messages, call, settings=settings, tools=tools, response_format=response_format
             )
         except CallRefused as exc:
-            acceptance.stopped_by = str(exc.reached)
+            acceptance.refused_by = exc.reached
             raise

@@ -131,6 +131,8 @@ class AgentLoop:
                 turn = await self.answering.last_turn(stop, self.messages, self._notes(feedback=False))
             self.messages.extend(turn.messages)
             if isinstance(turn.next, FinalOutput | HandOff):
+                if isinstance(turn.next, FinalOutput) and turn.next.stopped is not None:
+                    stop = turn.next.stopped  # a limit reached while the answer was checked
                 return turn.next, stop
             if isinstance(turn.next, Stop):
                 stop = turn.next

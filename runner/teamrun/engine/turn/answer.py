@@ -3,7 +3,9 @@
 A reply without tool calls is the agent's answer (:meth:`Answering.answer`):
 continued once if the model cut it off, asked for once more if it is empty,
 then checked against the agent's ``output_schema`` and ``accept:`` — each
-failure is one more turn, its feedback the turn's last message. An agent
+failure is one more turn, its feedback the turn's last message; a limit that
+refuses an ``accept:`` judge ends the checking (the answer is final, unchecked,
+and carries the stop). An agent
 stopped by a limit, a refusal or an ``on_iteration`` hook gets one last call
 without tools (:meth:`Answering.last_turn`), its output capped to what the
 limits leave. Both return the :class:`~teamrun.engine.turn.turn_plan.Turn`
@@ -105,6 +107,10 @@ class Answering:
             text = verdict.text
         if self.acceptance is not None:
             feedback = await self.acceptance.review(text)
+            stopped = self.acceptance.stopped
+            if stopped is not None:  # a limit refused the judge: the attempts end here, the answer unchecked
+                self.budget_event(stopped)
+                return Turn(new, FinalOutput(text, stopped))
             if feedback is not None:
                 return Turn([*new, {"role": "user", "content": feedback}], RunAgain())
         return Turn(new, FinalOutput(text))
@@ -115,6 +121,15 @@ class Answering:
         ``sent``: the conversation so far; ``notes``: what the agent is told before the call.
         """
         new = [*notes, {"role": "user", "content": LAST_TURN_NOTE.format(reason=stop.note)}]
+        self.budget_event(stop)
+        messages = [*sent, *new]
+        reply = await self.call(messages, (), settings=self.last_turn_settings(messages), past_limits=True)
+        if reply.finish_reason == "length":
+            self.warn_truncated("last answer")
+        return Turn([*new, reply.as_message()], FinalOutput(reply.text or ""))
+
+    def budget_event(self, stop: Stop) -> None:
+        """The ``budget`` event of an agent stopped (by a limit, a refusal or a hook)."""
         limit = stop.why if isinstance(stop.why, LimitReached) else None
         self.frame.emit(
             self.ctx,
@@ -123,11 +138,6 @@ class Answering:
             limit=limit.limit if limit else None,
             value=limit.value if limit else None,
         )
-        messages = [*sent, *new]
-        reply = await self.call(messages, (), settings=self.last_turn_settings(messages), past_limits=True)
-        if reply.finish_reason == "length":
-            self.warn_truncated("last answer")
-        return Turn([*new, reply.as_message()], FinalOutput(reply.text or ""))
 
     def last_turn_settings(self, messages: Sequence[Message]) -> ModelSettings:
         """The agent's settings with ``max_tokens`` cut to what the token and cost limits leave (at least

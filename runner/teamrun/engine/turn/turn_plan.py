@@ -130,6 +130,9 @@ class CallResult:
 @dataclass(frozen=True)
 class FinalOutput:
     text: str
+    stopped: Stop | None = None
+    """A limit reached while the answer was being checked (a judge's call refused): the answer is delivered
+    unchecked and the agent ends as a limit ends it (``budget_exhausted``), with no last turn past the limit."""
 
 
 @dataclass(frozen=True)
