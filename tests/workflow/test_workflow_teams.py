@@ -85,6 +85,21 @@ def test_validate_warns_about_a_branch_the_route_field_can_never_take(tmp_path: 
     assert (strict.code, strict.out.splitlines()[0]) == (2, f"{team}:10:11: error: {message}")
 
 
+def test_validate_warns_about_a_branch_a_boolean_route_field_can_never_take(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: t\nworkflow:\n  steps:\n    - agent: checker\n      route:\n        on: ok\n"
+        "        branches:\n          true: []\n          \"false\": []\n          \"True\": []\n        default: []\n"
+        "agents:\n  checker:\n    output_schema: {type: object, properties: {ok: {type: boolean}}}\n",
+        encoding="utf-8",
+    )
+    result = run_cli(["validate", str(team)])
+    assert result.code == 0
+    assert result.out.splitlines()[:-1] == [
+        f"{team}:11:11: warning: workflow.steps[0].route.branches.True is unreachable: ok is one of false, true"
+    ]
+
+
 def test_validate_says_a_top_level_accept_does_not_check_a_workflow(tmp_path: Path) -> None:
     team = tmp_path / "team.yaml"
     team.write_text(

@@ -38,6 +38,7 @@ __all__ = [
     "Workflow",
     "WorkflowLoop",
     "WorkflowRoute",
+    "branch_key",
     "WorkflowStep",
 ]
 
@@ -404,6 +405,21 @@ class WorkflowRoute(_Strict):
     """Steps to run for each value of the field, e.g. `{billing: [...], bug: [...]}`."""
     default: list[WorkflowStep]
     """Steps to run when the value names no branch (`[]` to do nothing)."""
+
+    def branch_for(self, output: Any) -> str:
+        """The branch a step's structured output picks: the one its field `on` names, else `default`."""
+        if not isinstance(output, dict) or self.on not in output:
+            return "default"
+        key = branch_key(output[self.on])
+        return key if key in self.branches else "default"
+
+
+def branch_key(value: Any) -> str:
+    """The branch name a route field's value names: ``true``, ``false`` and ``null`` as JSON (and YAML)
+    write them, so a boolean field picks a ``true:`` or ``false:`` branch; any other value as its text."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else ("true" if value else "false")
+    return str(value)
 
 
 class WorkflowLoop(_Strict):

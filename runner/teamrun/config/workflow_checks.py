@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from teamrun.config import templates
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
+from teamrun.config.models import branch_key
 
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
@@ -255,15 +256,14 @@ class WorkflowChecker:
                 f"{agent}'s output_schema{hint} (fields: {listing(list(properties))})",
                 "workflow",
             )
-        allowed = _mapping(properties.get(on)).get("enum") if isinstance(on, str) else None
+        allowed = _values(_mapping(properties.get(on))) if isinstance(on, str) else None
         branches = _mapping(route.get("branches"))
-        if isinstance(allowed, list):
+        if allowed is not None:
             for branch in branches:
-                if branch not in [str(v) for v in allowed]:
+                if branch not in allowed:
                     yield self.c._warning(
                         (*path, "route", "branches", branch),
-                        f"{dotted(path)}.route.branches.{branch} is unreachable: {on} is one "
-                        f"of {listing([str(v) for v in allowed])}",
+                        f"{dotted(path)}.route.branches.{branch} is unreachable: {on} is one of {listing(allowed)}",
                         "workflow",
                         key=True,
                     )
@@ -404,6 +404,18 @@ class WorkflowChecker:
                     "unused",
                     key=True,
                 )
+
+
+def _values(schema: dict[str, Any]) -> list[str] | None:
+    """The branch names a route field can name, as the route matches them (:func:`branch_key`): its
+    ``enum``, or ``true``/``false`` for a boolean; ``None`` when any text may come."""
+    if isinstance(schema.get("enum"), list):
+        return [branch_key(v) for v in schema["enum"]]
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if kinds and all(k in ("boolean", "null") for k in kinds) and "boolean" in kinds:
+        return ["true", "false", *(["null"] if "null" in kinds else [])]
+    return None
 
 
 def _all_step_names(steps: list[Any]) -> set[str]:

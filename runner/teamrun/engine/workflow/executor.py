@@ -216,8 +216,7 @@ class WorkflowRun:
         route = step.route
         assert route is not None
         name = step.name
-        value = out.output.get(route.on) if isinstance(out.output, dict) else None
-        branch = str(value) if value is not None and str(value) in route.branches else "default"
+        branch = route.branch_for(out.output)
         steps = route.branches[branch] if branch != "default" else route.default
         self.outputs[name] = StepOutput(out.text, out.output, branch=branch, choice=out.output)
         last = await self.chain(steps, scope.inside(f"{name}>{branch}/"), out)

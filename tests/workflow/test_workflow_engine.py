@@ -1,0 +1,87 @@
+"""Workflow rules in process, on the scripted model through ``Team.run`` and ``teamrun execute``:
+routes on a boolean field, hooks that bail, limits that refuse map items, judges' usage, step names on events.
+
+Order and overlap are read from what the model saw and the events recorded, never from the wall clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import teamrun
+from teamrun.events import Event
+from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema, current_scope
+from teamrun.testing.scripted import ScriptedCall, ScriptedModel
+from tests.workflow.conftest import run_cli
+
+GUARD_S = 120.0
+"""Only a guard against a hang: no assertion depends on it."""
+
+
+def _write(tmp_path: Path, body: str, **modules: str) -> Path:
+    for name, source in modules.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    path = tmp_path / "team.yaml"
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    return path
+
+
+def _run(team: Path, model: Any, input: str = "go") -> tuple[teamrun.RunResult, list[Event]]:
+    events: list[Event] = []
+
+    async def run() -> teamrun.RunResult:
+        loaded = teamrun.load_team(team, chat_model=model)
+        return await asyncio.wait_for(loaded.run(input, subscribers=[events.append]), GUARD_S)
+
+    return asyncio.run(run()), events
+
+
+def _echo(call: ScriptedCall) -> str:
+    return f"did {call.task}"
+
+
+# -- route ---------------------------------------------------------------------------------------
+
+ROUTE_ON_A_BOOLEAN = """\
+    version: 1
+    name: gate
+    workflow:
+      steps:
+        - id: check
+          agent: checker
+          route:
+            on: ok
+            branches:
+              true:
+                - agent: publisher
+              "false":
+                - agent: fixer
+            default:
+              - agent: fallback
+    agents:
+      checker:
+        output_schema: {type: object, properties: {ok: {type: boolean}}, required: [ok]}
+      publisher: {description: Publishes.}
+      fixer: {description: Fixes.}
+      fallback: {description: Never meant to run here.}
+    """
+
+
+@pytest.mark.parametrize(("ok", "branch", "agent"), [(True, "true", "publisher"), (False, "false", "fixer")])
+def test_a_route_on_a_boolean_field_takes_its_true_or_false_branch(
+    tmp_path: Path, ok: bool, branch: str, agent: str
+) -> None:
+    model = ScriptedModel({"checker": [json.dumps({"ok": ok})], agent: [_echo]})
+    result, events = _run(_write(tmp_path, ROUTE_ON_A_BOOLEAN), model)
+    assert result.status == "done", result.error
+    assert [d.agent for d in result.delegations] == ["checker", agent]
+    steps = [e.data.get("step") for e in events if e.kind == "delegation_start"]
+    assert steps == ["check", f"check>{branch}/{agent}"]
+    model.assert_complete()
