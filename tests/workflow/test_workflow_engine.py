@@ -85,3 +85,81 @@ def test_a_route_on_a_boolean_field_takes_its_true_or_false_branch(
     steps = [e.data.get("step") for e in events if e.kind == "delegation_start"]
     assert steps == ["check", f"check>{branch}/{agent}"]
     model.assert_complete()
+
+
+# -- limits and events ---------------------------------------------------------------------------
+
+CHAIN = """\
+    version: 1
+    name: chain
+    limits: {max_delegations: 2}
+    workflow:
+      steps:
+        - agent: a
+        - agent: b
+        - id: last
+          agent: c
+    agents:
+      a: {description: A.}
+      b: {description: B.}
+      c: {description: C.}
+    """
+
+
+def test_a_step_refused_by_a_limit_names_its_step_on_its_delegation_events(tmp_path: Path) -> None:
+    model = ScriptedModel({"a": [_echo], "b": [_echo]})
+    result, events = _run(_write(tmp_path, CHAIN), model)
+    assert (result.status, result.stopped_by) == ("budget_exhausted", "limits.max_delegations (2)")
+    starts = [(e.data["worker"], e.data.get("step")) for e in events if e.kind == "delegation_start"]
+    assert starts == [("a", "a"), ("b", "b"), ("c", "last")]
+    assert [(d.agent, d.status) for d in result.delegations] == [("a", "ok"), ("b", "ok"), ("c", "rejected")]
+    model.assert_complete()
+
+
+# -- hooks ---------------------------------------------------------------------------------------
+
+BAILING = """\
+    version: 1
+    name: bail
+    workflow:
+      hooks:
+        on_complete:
+          - when: "success and result.startswith('FINAL')"
+            bail: true
+      steps:
+        - agent: a
+        - id: fan
+          map: steps.a.output.items
+          agent: b
+        - agent: c
+      output: "never rendered: {{ steps.c.text }}"
+    agents:
+      a:
+        output_schema: {type: object, properties: {items: {type: array, items: {type: string}}}, required: [items]}
+      b: {description: B.}
+      c: {description: C.}
+    """
+
+
+def _final_or_echo(call: ScriptedCall) -> str:
+    return call.task if call.task.startswith("FINAL") else f"did {call.task}"
+
+
+def test_a_workflow_hook_that_bails_in_a_map_ends_the_workflow_with_that_result(tmp_path: Path) -> None:
+    model = ScriptedModel({"a": [json.dumps({"items": ["x", "FINAL y", "FINAL z", "w"]})], "b": [_final_or_echo] * 4})
+    result, _ = _run(_write(tmp_path, BAILING), model)
+    assert result.status == "done", result.error
+    # every item of the map ran (none is cut off); the first one that bailed, in the list's order, is the answer
+    assert sorted(d.task for d in result.delegations if d.agent == "b") == ["FINAL y", "FINAL z", "w", "x"]
+    assert result.final_text == "FINAL y"
+    assert "c" not in [d.agent for d in result.delegations]  # the next step did not run
+    model.assert_complete()
+
+
+def test_a_workflow_hook_that_bails_on_a_plain_step_skips_the_steps_after_it(tmp_path: Path) -> None:
+    body = BAILING.replace("map: steps.a.output.items", "input: FINAL {{ steps.a.output.items | join(',') }}")
+    model = ScriptedModel({"a": [json.dumps({"items": ["x", "y"]})], "b": [_final_or_echo]})
+    result, _ = _run(_write(tmp_path, body), model)
+    assert (result.status, result.final_text) == ("done", "FINAL x,y")
+    assert [d.agent for d in result.delegations] == ["a", "b"]
+    model.assert_complete()
