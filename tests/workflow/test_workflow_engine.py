@@ -163,3 +163,98 @@ def test_a_workflow_hook_that_bails_on_a_plain_step_skips_the_steps_after_it(tmp
     assert (result.status, result.final_text) == ("done", "FINAL x,y")
     assert [d.agent for d in result.delegations] == ["a", "b"]
     model.assert_complete()
+
+
+# -- a map under a limit ----------------------------------------------------------------------------
+
+LIMITED_MAP = """\
+    version: 1
+    name: limited-map
+    limits: {max_delegations: 4}
+    workflow:
+      max_concurrency: 6
+      steps:
+        - id: plan
+          agent: planner
+        - id: research
+          map: steps.plan.output.items
+          agent: researcher
+        - agent: writer
+    agents:
+      planner:
+        output_schema: {type: object, properties: {items: {type: array, items: {type: string}}}, required: [items]}
+      researcher: {description: R.}
+      writer: {description: W.}
+    """
+ITEMS = ["a", "b", "c", "d", "e", "f"]
+
+
+class _Slow:
+    """The scripted model, except that each researcher's answer takes a moment (a timer, no wall-clock
+    assertion): the items the limit allows are still at the provider when the later items are refused."""
+
+    def __init__(self, scripted: ScriptedModel) -> None:
+        self.scripted = scripted
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        settings: ModelSettings,
+        tools: Sequence[ToolSchema] = (),
+        response_format: Mapping[str, Any] | None = None,
+    ) -> ModelReply:
+        scope = current_scope.get()
+        if scope is not None and scope.agent_path[-1:] == ("researcher",):
+            await asyncio.sleep(0.02)
+        return await self.scripted.complete(messages, settings=settings, tools=tools, response_format=response_format)
+
+
+def _limited_map_model() -> ScriptedModel:
+    return ScriptedModel({"planner": [json.dumps({"items": ITEMS})], "researcher": [_echo] * 3})
+
+
+def _assert_the_allowed_items_ran(result: teamrun.RunResult, events: list[Event], model: ScriptedModel) -> None:
+    assert (result.status, result.stopped_by) == ("budget_exhausted", "limits.max_delegations (4)")
+    assert sorted(c.task for c in model.calls_of("researcher")) == ["a", "b", "c"]
+    ran = {d.task: d.status for d in result.delegations if d.agent == "researcher"}
+    assert ran == {"a": "ok", "b": "ok", "c": "ok", "d": "rejected", "e": "rejected", "f": "rejected"}
+    steps = sorted(e.data.get("step") or "" for e in events if e.kind == "delegation_start")
+    assert steps == ["plan", *(f"research[{i}]" for i in range(6))]
+    assert "writer" not in [d.agent for d in result.delegations]
+    assert result.final_text.endswith("- research: did a\n\ndid b\n\ndid c")
+    model.assert_complete()
+
+
+@pytest.mark.parametrize("answers", ["instant", "slow"])
+def test_a_map_under_max_delegations_runs_the_items_it_allows_then_stops(tmp_path: Path, answers: str) -> None:
+    """The first items of the list that the limit allows run to the end, whatever the timing; the rest are
+    refused, and the workflow stops after the map with what those items gave."""
+    scripted = _limited_map_model()
+    result, events = _run(_write(tmp_path, LIMITED_MAP), scripted if answers == "instant" else _Slow(scripted))
+    _assert_the_allowed_items_ran(result, events, scripted)
+    if answers == "slow":  # the allowed items were in flight when the others were refused
+        ends = [e.data["status"] for e in events if e.kind == "delegation_end" and e.agent == "workflow"]
+        assert ends == ["ok", "rejected", "rejected", "rejected", "ok", "ok", "ok"]
+
+
+HOOKS = """\
+    import threading
+
+    entered = {}
+
+    def on_start(context):
+        entered.setdefault(context.prompt, threading.Event()).set()
+        if context.prompt == "a":  # the first item's hook finishes after the second item's has started
+            entered.setdefault("b", threading.Event()).wait(120)
+    """
+
+
+def test_a_map_under_max_delegations_admits_its_first_items_when_on_start_hooks_take_time(tmp_path: Path) -> None:
+    body = LIMITED_MAP.replace(
+        "      max_concurrency: 6\n",
+        "      max_concurrency: 6\n      hooks:\n        on_start:\n          - call: map_hooks:on_start\n",
+    )
+    scripted = _limited_map_model()
+    result, events = _run(_write(tmp_path, body, map_hooks=HOOKS), scripted)
+    _assert_the_allowed_items_ran(result, events, scripted)
