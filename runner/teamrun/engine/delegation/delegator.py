@@ -286,14 +286,19 @@ class Delegator:
                 reached,
                 step=request.step,
             )
+        # counted now, with nothing awaited since the check: concurrent delegations are counted in the order
+        # they started and cannot all pass one check while on_start hooks run; given back if a hook refuses
+        parent.ledger.charge("delegations")
         try:
             actions = await self.hooks.run("on_start", start)
         except HookFailed as exc:
+            parent.ledger.charge("delegations", -1)
             return await self._refused(
                 self._result(worker, request.task, "error", error=str(exc), task_id=task_id), start, step=request.step
             )
         task = actions.prompt if actions.prompt is not None else request.task
         if actions.reject is not None:
+            parent.ledger.charge("delegations", -1)
             return await self._refused(
                 self._result(
                     worker, task, "rejected", actions.reject, error="rejected by an on_start hook", task_id=task_id
@@ -301,7 +306,6 @@ class Delegator:
                 start,
                 step=request.step,
             )
-        parent.ledger.charge("delegations")
         try:
             prompt = await self._prompt(worker, request, actions, parent_messages, record)
         except FilterFailed as exc:
