@@ -258,3 +258,64 @@ def test_a_map_under_max_delegations_admits_its_first_items_when_on_start_hooks_
     scripted = _limited_map_model()
     result, events = _run(_write(tmp_path, body, map_hooks=HOOKS), scripted)
     _assert_the_allowed_items_ran(result, events, scripted)
+
+
+# -- usage ---------------------------------------------------------------------------------------------
+
+JUDGED_LOOP = """\
+    version: 1
+    name: judged
+    workflow:
+      steps:
+        - id: polish
+          loop:
+            max_iterations: 2
+            until:
+              - judge: {rubric: Says it is good.}
+            steps:
+              - agent: writer
+    agents:
+      writer: {description: Writes.}
+    """
+
+
+def _served(events: Sequence[Event]) -> dict[str, int]:
+    """Tokens of every model call the run made, from the ``llm_end`` events."""
+    total = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0, "requests": 0}
+    for event in events:
+        if event.kind == "llm_end":
+            for name in total:
+                total[name] += event.data["usage"].get(name, 0)
+    return total
+
+
+def test_a_loops_judge_calls_are_in_the_usage_the_run_reports(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        {
+            "writer": ["draft one", "draft two"],
+            "until:judge": ['{"score": 0.2, "reason": "not yet"}', '{"score": 0.9, "reason": "good"}'],
+        }
+    )
+    result, events = _run(_write(tmp_path, JUDGED_LOOP), model)
+    assert (result.status, result.final_text) == ("done", "draft two")
+    served = _served(events)
+    assert served["requests"] == 4
+    assert result.as_dict()["usage"] == served
+    judge = [e.data["usage"]["total_tokens"] for e in events if e.kind == "llm_end" and e.agent == "workflow"]
+    assert len(judge) == 2
+    assert result.agents["workflow"].usage.total_tokens == sum(judge)
+    model.assert_complete()
+
+
+def test_teamrun_execute_json_reports_the_usage_every_model_call_was_charged(tmp_path: Path) -> None:
+    team = _write(tmp_path, JUDGED_LOOP)
+    trace = tmp_path / "trace.jsonl"
+    result = run_cli(
+        ["execute", str(team), "-i", "go", "--json", "--progress", "none", "--model", "offline", "--trace", str(trace)]
+    )
+    assert result.code == 0, result.err
+    usage = json.loads(result.out)["usage"]
+    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines() if line.strip()]
+    ends = [line["data"]["usage"] for line in lines if line.get("kind") == "llm_end"]
+    assert len(ends) == 4  # two drafts, two judgements
+    assert usage == {name: sum(u.get(name, 0) for u in ends) for name in usage}
