@@ -304,6 +304,8 @@ def test_a_loops_judge_calls_are_in_the_usage_the_run_reports(tmp_path: Path) ->
     judge = [e.data["usage"]["total_tokens"] for e in events if e.kind == "llm_end" and e.agent == "workflow"]
     assert len(judge) == 2
     assert result.agents["workflow"].usage.total_tokens == sum(judge)
+    ended = [e.data["usage"]["total_tokens"] for e in events if e.kind == "agent_end" and e.agent == "workflow"]
+    assert ended == [sum(judge)]  # the workflow's own span says what its own calls spent
     model.assert_complete()
 
 

@@ -44,7 +44,7 @@ from teamrun.engine.turn.acceptance import feedback_message
 from teamrun.engine.turn.model_call import CallRefused, ModelCall, call_model
 from teamrun.engine.workflow.outputs import StepOutput, evaluate, render, template_names
 from teamrun.errors import RunError
-from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema, Usage
+from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 
 __all__ = ["WORKFLOW_FRAME", "StepFailed", "run_workflow"]
 
@@ -360,8 +360,7 @@ def _partial(run: WorkflowRun, headline: str) -> str:
 async def run_workflow(ctx: RunContext, frame: AgentFrame, input: str, run_agent: RunAgent) -> WorkerOutcome:
     """Run the team's workflow on ``input`` from its top frame; a limit ends it with the steps finished so far."""
     run = WorkflowRun(ctx, frame, input, run_agent)
-    with frame.agent_span(ctx, model=WORKFLOW_FRAME, task=input) as span:
-        span.end.update(usage=Usage().as_dict(), cost=0.0)  # the steps spend, each in its own span
+    with frame.agent_span(ctx, model=WORKFLOW_FRAME, task=input) as span:  # its end: the frame's own calls
         try:
             text = await run.run()
         except _Bailed as bailed:
@@ -369,7 +368,8 @@ async def run_workflow(ctx: RunContext, frame: AgentFrame, input: str, run_agent
         except _Stopped as stop:
             span.end.update(status="budget_exhausted", stopped_by=str(stop.reached))
             text = _partial(run, f"the workflow was stopped ({stop.reached})")
-    return WorkerOutcome(text, span.end["status"], Usage(), 0.0, (), span.end["stopped_by"])
+    own = frame.ledger.own  # its until: judges' calls; the steps spend in their own spans
+    return WorkerOutcome(text, span.end["status"], own.usage, own.cost, (), span.end["stopped_by"])
 
 
 RunWorkflow = Callable[[RunContext, AgentFrame, str, RunAgent], Awaitable[WorkerOutcome]]
