@@ -445,7 +445,7 @@ class WorkflowStep(_Strict):
     input: Template | None = None
     """The task, a sandboxed Jinja template over `input`, `vars`, `today` and `steps` (earlier steps: `steps.<id>.output`, a structured output's fields `steps.<id>.output.<field>`; `steps.<id>.text`). Default: the previous step's output (the run's input for the first step); in a map `{{ item }}`."""
     map: Expression | None = None
-    """Run the step once per item of this list, an expression such as `steps.plan.output.topics`, `vars.cities` or `input_lines`; its `input` reads `item` and `index`. Items run concurrently; results keep the list's order."""
+    """Run the step once per item of a list an earlier step gave, an expression such as `steps.plan.output.topics` (an array field of its agent's `output_schema`) or `steps.research.output` (a map step's outputs); its `input` reads `item` and `index`. Items run concurrently; results keep the list's order."""
     max_concurrency: PositiveInt | None = None
     """With `map`: items running at once (default: the workflow's `max_concurrency`)."""
     route: WorkflowRoute | None = None

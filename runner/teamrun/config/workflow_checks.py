@@ -298,8 +298,8 @@ class WorkflowChecker:
             return
         found = list(self.c._names(path, source, uses, walk.names, kind="template"))
         yield from found
-        if found:
-            return
+        if any(d.severity == "error" for d in found):
+            return  # (a var no 'vars:' declares is a warning: it still is no list)
         yield from self._references(path, source, tree, walk)
         outputs = getattr(tree.body[0], "nodes", None) if tree.body else None
         body = outputs[0] if outputs else None
