@@ -136,6 +136,24 @@ def test_validate_refuses_a_map_over_a_var_the_file_does_not_declare(tmp_path: P
     )
 
 
+def test_validate_counts_the_agents_of_a_loop_without_max_iterations_as_used(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: t\nworkflow:\n  steps:\n    - loop:\n        until: [{contains: done}]\n"
+        "        steps:\n          - agent: writer\n            input: \"{{ steps.nowhere.text }}\"\n"
+        "agents:\n  writer: {}\n",
+        encoding="utf-8",
+    )
+    result = run_cli(["validate", str(team)])
+    assert result.code == 2
+    assert result.out.splitlines() == [
+        f"{team}:5:7: error: workflow.steps[0].loop is missing the required key 'max_iterations'",
+        f"{team}:9:24: error: workflow.steps[0].loop.steps[0].input reads steps.nowhere, which is not a step of "
+        "this workflow (steps before it: writer)",
+        "1 of 1 file invalid: 2 errors",
+    ]
+
+
 def test_validate_says_a_top_level_accept_does_not_check_a_workflow(tmp_path: Path) -> None:
     team = tmp_path / "team.yaml"
     team.write_text(

@@ -223,8 +223,7 @@ class WorkflowChecker:
         return _Known("structured", schema) if schema is not None else _Known("text")
 
     def _loop(self, path: JsonPath, loop: dict[str, Any], walk: _Walk) -> Iterator[Diagnostic]:
-        if "max_iterations" not in loop:
-            return  # the schema says it is required: a loop needs a bound
+        # (a loop without max_iterations is the schema's error; its steps are still checked, their agents used)
         # a body step may read every body step: a later one's output is the previous iteration's
         # (guard it with `{% if iteration > 1 %}`: at the first iteration it has not run)
         for raw in _list(loop.get("steps")):
