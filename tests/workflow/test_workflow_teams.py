@@ -90,7 +90,7 @@ def test_validate_warns_about_a_branch_a_boolean_route_field_can_never_take(tmp_
     team = tmp_path / "team.yaml"
     team.write_text(
         "version: 1\nname: t\nworkflow:\n  steps:\n    - agent: checker\n      route:\n        on: ok\n"
-        "        branches:\n          true: []\n          \"false\": []\n          \"True\": []\n        default: []\n"
+        '        branches:\n          true: []\n          "false": []\n          "True": []\n        default: []\n'
         "agents:\n  checker:\n    output_schema: {type: object, properties: {ok: {type: boolean}}}\n",
         encoding="utf-8",
     )
@@ -140,7 +140,7 @@ def test_validate_counts_the_agents_of_a_loop_without_max_iterations_as_used(tmp
     team = tmp_path / "team.yaml"
     team.write_text(
         "version: 1\nname: t\nworkflow:\n  steps:\n    - loop:\n        until: [{contains: done}]\n"
-        "        steps:\n          - agent: writer\n            input: \"{{ steps.nowhere.text }}\"\n"
+        '        steps:\n          - agent: writer\n            input: "{{ steps.nowhere.text }}"\n'
         "agents:\n  writer: {}\n",
         encoding="utf-8",
     )

@@ -38,8 +38,8 @@ __all__ = [
     "Workflow",
     "WorkflowLoop",
     "WorkflowRoute",
-    "branch_key",
     "WorkflowStep",
+    "branch_key",
 ]
 
 AGENT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,47}$"
