@@ -4,6 +4,7 @@ and the public API (``Team.run``) runs a workflow like a team."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,74 @@ def test_validate_warns_about_a_branch_the_route_field_can_never_take(tmp_path: 
     assert (result.code, result.out.splitlines()[0]) == (0, f"{team}:10:11: warning: {message}")
     strict = run_cli(["validate", "--strict", str(team)])
     assert (strict.code, strict.out.splitlines()[0]) == (2, f"{team}:10:11: error: {message}")
+
+
+def test_validate_warns_about_a_branch_a_boolean_route_field_can_never_take(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: t\nworkflow:\n  steps:\n    - agent: checker\n      route:\n        on: ok\n"
+        '        branches:\n          true: []\n          "false": []\n          "True": []\n        default: []\n'
+        "agents:\n  checker:\n    output_schema: {type: object, properties: {ok: {type: boolean}}}\n",
+        encoding="utf-8",
+    )
+    result = run_cli(["validate", str(team)])
+    assert result.code == 0
+    assert result.out.splitlines()[:-1] == [
+        f"{team}:11:11: warning: workflow.steps[0].route.branches.True is unreachable: ok is one of false, true"
+    ]
+
+
+def test_every_map_expression_the_schema_offers_passes_validate(tmp_path: Path) -> None:
+    schema = json.loads((REPO / "schemas" / "team.schema.json").read_text(encoding="utf-8"))
+    description = schema["$defs"]["WorkflowStep"]["properties"]["map"]["description"]
+    offered = re.sub(r"\([^)]*\)", "", description.split("such as", 1)[1].split(";")[0])  # remarks left out
+    examples = re.findall(r"`([^`]+)`", offered)
+    assert examples  # the description names what a map may go over
+    for expression in examples:
+        team = tmp_path / "team.yaml"
+        team.write_text(
+            "version: 1\nname: t\nworkflow:\n  steps:\n    - id: plan\n      agent: planner\n"
+            "    - id: research\n      map: steps.plan.output.topics\n      agent: worker\n"
+            f"    - map: {json.dumps(expression)}\n      agent: worker\n      id: again\n"
+            "agents:\n  planner:\n    output_schema: {type: object, properties: "
+            "{topics: {type: array, items: {type: string}}}}\n  worker: {}\n",
+            encoding="utf-8",
+        )
+        result = run_cli(["validate", str(team)])
+        assert (result.code, result.out.splitlines()) == (0, ["1 file valid"]), expression
+
+
+def test_validate_refuses_a_map_over_a_var_the_file_does_not_declare(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: t\nworkflow:\n  steps:\n    - map: vars.cities\n      agent: worker\n"
+        "agents:\n  worker: {}\n",
+        encoding="utf-8",
+    )
+    result = run_cli(["validate", str(team)])
+    assert result.code == 2
+    assert (
+        f"{team}:5:12: error: workflow.steps[0].map: 'vars.cities' is a var (vars hold single values), not a list"
+        in result.out
+    )
+
+
+def test_validate_counts_the_agents_of_a_loop_without_max_iterations_as_used(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: t\nworkflow:\n  steps:\n    - loop:\n        until: [{contains: done}]\n"
+        '        steps:\n          - agent: writer\n            input: "{{ steps.nowhere.text }}"\n'
+        "agents:\n  writer: {}\n",
+        encoding="utf-8",
+    )
+    result = run_cli(["validate", str(team)])
+    assert result.code == 2
+    assert result.out.splitlines() == [
+        f"{team}:5:7: error: workflow.steps[0].loop is missing the required key 'max_iterations'",
+        f"{team}:9:24: error: workflow.steps[0].loop.steps[0].input reads steps.nowhere, which is not a step of "
+        "this workflow (steps before it: writer)",
+        "1 of 1 file invalid: 2 errors",
+    ]
 
 
 def test_validate_says_a_top_level_accept_does_not_check_a_workflow(tmp_path: Path) -> None:

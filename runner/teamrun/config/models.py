@@ -39,6 +39,7 @@ __all__ = [
     "WorkflowLoop",
     "WorkflowRoute",
     "WorkflowStep",
+    "branch_key",
 ]
 
 AGENT_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,47}$"
@@ -405,6 +406,21 @@ class WorkflowRoute(_Strict):
     default: list[WorkflowStep]
     """Steps to run when the value names no branch (`[]` to do nothing)."""
 
+    def branch_for(self, output: Any) -> str:
+        """The branch a step's structured output picks: the one its field `on` names, else `default`."""
+        if not isinstance(output, dict) or self.on not in output:
+            return "default"
+        key = branch_key(output[self.on])
+        return key if key in self.branches else "default"
+
+
+def branch_key(value: Any) -> str:
+    """The branch name a route field's value names: ``true``, ``false`` and ``null`` as JSON (and YAML)
+    write them, so a boolean field picks a ``true:`` or ``false:`` branch; any other value as its text."""
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else ("true" if value else "false")
+    return str(value)
+
 
 class WorkflowLoop(_Strict):
     """Repeat steps until the last one's output passes the checks, or `max_iterations` is reached."""
@@ -429,7 +445,7 @@ class WorkflowStep(_Strict):
     input: Template | None = None
     """The task, a sandboxed Jinja template over `input`, `vars`, `today` and `steps` (earlier steps: `steps.<id>.output`, a structured output's fields `steps.<id>.output.<field>`; `steps.<id>.text`). Default: the previous step's output (the run's input for the first step); in a map `{{ item }}`."""
     map: Expression | None = None
-    """Run the step once per item of this list, an expression such as `steps.plan.output.topics`, `vars.cities` or `input_lines`; its `input` reads `item` and `index`. Items run concurrently; results keep the list's order."""
+    """Run the step once per item of a list an earlier step gave, an expression such as `steps.plan.output.topics` (an array field of its agent's `output_schema`) or `steps.research.output` (a map step's outputs); its `input` reads `item` and `index`. Items run concurrently; results keep the list's order."""
     max_concurrency: PositiveInt | None = None
     """With `map`: items running at once (default: the workflow's `max_concurrency`)."""
     route: WorkflowRoute | None = None

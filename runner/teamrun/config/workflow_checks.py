@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from teamrun.config import templates
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
+from teamrun.config.models import branch_key
 
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
@@ -222,8 +223,7 @@ class WorkflowChecker:
         return _Known("structured", schema) if schema is not None else _Known("text")
 
     def _loop(self, path: JsonPath, loop: dict[str, Any], walk: _Walk) -> Iterator[Diagnostic]:
-        if "max_iterations" not in loop:
-            return  # the schema says it is required: a loop needs a bound
+        # (a loop without max_iterations is the schema's error; its steps are still checked, their agents used)
         # a body step may read every body step: a later one's output is the previous iteration's
         # (guard it with `{% if iteration > 1 %}`: at the first iteration it has not run)
         for raw in _list(loop.get("steps")):
@@ -255,15 +255,14 @@ class WorkflowChecker:
                 f"{agent}'s output_schema{hint} (fields: {listing(list(properties))})",
                 "workflow",
             )
-        allowed = _mapping(properties.get(on)).get("enum") if isinstance(on, str) else None
+        allowed = _values(_mapping(properties.get(on))) if isinstance(on, str) else None
         branches = _mapping(route.get("branches"))
-        if isinstance(allowed, list):
+        if allowed is not None:
             for branch in branches:
-                if branch not in [str(v) for v in allowed]:
+                if branch not in allowed:
                     yield self.c._warning(
                         (*path, "route", "branches", branch),
-                        f"{dotted(path)}.route.branches.{branch} is unreachable: {on} is one "
-                        f"of {listing([str(v) for v in allowed])}",
+                        f"{dotted(path)}.route.branches.{branch} is unreachable: {on} is one of {listing(allowed)}",
                         "workflow",
                         key=True,
                     )
@@ -298,8 +297,8 @@ class WorkflowChecker:
             return
         found = list(self.c._names(path, source, uses, walk.names, kind="template"))
         yield from found
-        if found:
-            return
+        if any(d.severity == "error" for d in found):
+            return  # (a var no 'vars:' declares is a warning: it still is no list)
         yield from self._references(path, source, tree, walk)
         outputs = getattr(tree.body[0], "nodes", None) if tree.body else None
         body = outputs[0] if outputs else None
@@ -404,6 +403,18 @@ class WorkflowChecker:
                     "unused",
                     key=True,
                 )
+
+
+def _values(schema: dict[str, Any]) -> list[str] | None:
+    """The branch names a route field can name, as the route matches them (:func:`branch_key`): its
+    ``enum``, or ``true``/``false`` for a boolean; ``None`` when any text may come."""
+    if isinstance(schema.get("enum"), list):
+        return [branch_key(v) for v in schema["enum"]]
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    if kinds and all(k in ("boolean", "null") for k in kinds) and "boolean" in kinds:
+        return ["true", "false", *(["null"] if "null" in kinds else [])]
+    return None
 
 
 def _all_step_names(steps: list[Any]) -> set[str]:

@@ -351,12 +351,12 @@ def _supervisor_frame(
     )
     name = name or config.supervisor
     if name is None or config.workflow is not None:  # a workflow: its frame holds the run's limits only
-        return AgentFrame(
+        return AgentFrame(  # its own calls (until: judges, a thread's summary) are reported as `workflow`'s
             WORKFLOW_FRAME,
             (WORKFLOW_FRAME,),
             bus.new_span_id(),
             bus.new_span_id(),
-            root.child(None, label="limits", depth=0),
+            root.child(None, label="limits", depth=0, agent=WORKFLOW_FRAME),
             key=WORKFLOW_FRAME,
         )
     budget = config.agents[name].budget

@@ -256,6 +256,7 @@ class Delegator:
                     worker, request.task, "rejected", error=refused, task_id=request.follow_up_of or request.task_id
                 ),
                 start,
+                step=request.step,
             )
         ready = await self._checked(worker, request, key, parent_messages, record)
         if record is not None and isinstance(ready, Settled):
@@ -280,33 +281,46 @@ class Delegator:
         if too_deep is not None:
             error = f"{too_deep} reached: {worker} cannot be delegated to from here"
             return await self._refused(
-                self._result(worker, request.task, "rejected", error=error, task_id=task_id), start, Refused(too_deep)
+                self._result(worker, request.task, "rejected", error=error, task_id=task_id),
+                start,
+                Refused(too_deep),
+                step=request.step,
             )
         reached = parent.ledger.check_before_delegation()
         if reached is not None:
             error = f"{reached} reached; no more delegations. Answer with what you have."
             return await self._refused(
-                self._result(worker, request.task, "rejected", error=error, task_id=task_id), start, reached
+                self._result(worker, request.task, "rejected", error=error, task_id=task_id),
+                start,
+                reached,
+                step=request.step,
             )
+        # counted now, with nothing awaited since the check: concurrent delegations are counted in the order
+        # they started and cannot all pass one check while on_start hooks run; given back if a hook refuses
+        parent.ledger.charge("delegations")
         try:
             actions = await self.hooks.run("on_start", start)
         except HookFailed as exc:
+            parent.ledger.charge("delegations", -1)
             return await self._refused(
-                self._result(worker, request.task, "error", error=str(exc), task_id=task_id), start
+                self._result(worker, request.task, "error", error=str(exc), task_id=task_id), start, step=request.step
             )
         task = actions.prompt if actions.prompt is not None else request.task
         if actions.reject is not None:
+            parent.ledger.charge("delegations", -1)
             return await self._refused(
                 self._result(
                     worker, task, "rejected", actions.reject, error="rejected by an on_start hook", task_id=task_id
                 ),
                 start,
+                step=request.step,
             )
-        parent.ledger.charge("delegations")
         try:
             prompt = await self._prompt(worker, request, actions, parent_messages, record)
         except FilterFailed as exc:
-            return await self._refused(self._result(worker, task, "error", error=str(exc), task_id=task_id), start)
+            return await self._refused(
+                self._result(worker, task, "error", error=str(exc), task_id=task_id), start, step=request.step
+            )
         return WorkerRun(worker, task, prompt, request, actions, start, key, record)
 
     @contextmanager
@@ -477,10 +491,12 @@ class Delegator:
         span.result = done
         return Settled(done, Bail(done) if done.bailed else None)
 
-    async def _refused(self, result: DelegationResult, start: HookContext, signal: Signal | None = None) -> Settled:
+    async def _refused(
+        self, result: DelegationResult, start: HookContext, signal: Signal | None = None, *, step: str | None = None
+    ) -> Settled:
         """A delegation that ended before its worker ran (refused, or cancelled waiting): still one span,
-        and the ``on_complete`` hooks see it."""
-        with self._span(result.agent, result.task, result.task_id) as span:
+        and the ``on_complete`` hooks see it. ``step``: the workflow step it was to run."""
+        with self._span(result.agent, result.task, result.task_id, step=step) as span:
             span.result = result
             settled = await self._complete(result, start, (), span)
         return Settled(settled.result, signal or settled.signal)

@@ -21,7 +21,9 @@ Steps:
   ``accept:`` check kinds) or ``max_iterations``; ``feedback`` is the failed check.
 
 A limit reached between steps, or one that refuses a step, stops the workflow:
-the run ends ``budget_exhausted`` with the results finished so far.
+the run ends ``budget_exhausted`` with the results finished so far (in a map,
+after the items the limit allowed have ended). A ``bail`` of an ``on_complete``
+hook ends it too, with that step's result as the answer.
 """
 
 from __future__ import annotations
@@ -37,12 +39,12 @@ from teamrun.engine.delegation.records import RunAgent, WorkerOutcome
 from teamrun.engine.delegation.tools import DelegationRequest
 from teamrun.engine.limits.ledger import LimitReached
 from teamrun.engine.runtime import AgentFrame, RunContext, run_all
+from teamrun.engine.signals import Bail, Refused, Signal
 from teamrun.engine.turn.acceptance import feedback_message
 from teamrun.engine.turn.model_call import CallRefused, ModelCall, call_model
-from teamrun.engine.turn.turn_plan import Refused
 from teamrun.engine.workflow.outputs import StepOutput, evaluate, render, template_names
 from teamrun.errors import RunError
-from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema, Usage
+from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 
 __all__ = ["WORKFLOW_FRAME", "StepFailed", "run_workflow"]
 
@@ -61,6 +63,26 @@ class _Stopped(Exception):
     def __init__(self, reached: LimitReached) -> None:
         self.reached = reached
         super().__init__(str(reached))
+
+
+class _Bailed(Exception):
+    """An ``on_complete`` hook of ``workflow.hooks`` bailed on a step's result: it is the workflow's answer,
+    and no later step runs (caught in :func:`run_workflow`)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__("a workflow hook bailed")
+
+
+def _raise_for(signal: Signal | None) -> None:
+    """What a settled step's signal does to the workflow: a bail ends it with that result, a limit or a
+    depth refusal stops it."""
+    if isinstance(signal, Bail):
+        raise _Bailed(signal.result.response)
+    if isinstance(signal, LimitReached):
+        raise _Stopped(signal)
+    if isinstance(signal, Refused):
+        raise _Stopped(signal.limit)
 
 
 @dataclass(frozen=True)
@@ -162,36 +184,50 @@ class WorkflowRun:
 
     # -- one agent ---------------------------------------------------------------------------------
 
-    async def call(self, step: WorkflowStep, task: str, key: str, delegator: Delegator | None = None) -> StepOutput:
-        """Run the step's agent on ``task`` as a delegation of the workflow frame."""
+    async def call(self, step: WorkflowStep, task: str, key: str) -> StepOutput:
+        """Run the step's agent on ``task``; a bail or a limit that refused it ends the workflow."""
+        out, signal = await self.attempt(step, task, key, self.delegator)
+        if signal is not None:
+            self._record(step.name, out)
+        _raise_for(signal)
+        return out
+
+    async def attempt(
+        self, step: WorkflowStep, task: str, key: str, delegator: Delegator
+    ) -> tuple[StepOutput, Signal | None]:
+        """Run the step's agent on ``task`` as a delegation of the workflow frame: its output, and the
+        signal it raised (a bail, a limit or depth refusal), for the caller to act on."""
         agent = step.runs
         assert agent is not None
         label = key.removeprefix(f"{self.frame.key}/")
         request = DelegationRequest([agent], task, step=label)
-        settled = await (delegator or self.delegator).run_worker(agent, request, key)
-        signal = settled.signal
-        if isinstance(signal, LimitReached):
-            raise _Stopped(signal)
-        if isinstance(signal, Refused):
-            raise _Stopped(signal.limit)
-        return StepOutput.of(settled.result, structured=self.ctx.agent(agent).output_schema is not None)
+        settled = await delegator.run_worker(agent, request, key)
+        out = StepOutput.of(settled.result, structured=self.ctx.agent(agent).output_schema is not None)
+        return out, settled.signal
 
     # -- map, route, loop ----------------------------------------------------------------------------
 
     async def map(self, step: WorkflowStep, scope: _Scope) -> StepOutput:
         name = step.name
         assert step.map is not None
-        items = self._items(step, scope)
+        tasks = [self._task(step, scope, None, item=item, index=i) for i, item in enumerate(self._items(step, scope))]
         delegator = self._delegator(step.max_concurrency or self.workflow.max_concurrency)
 
-        async def one(index: int, item: Any) -> StepOutput:
-            task = self._task(step, scope, None, item=item, index=index)
-            out = await self.call(step, task, scope.key(f"{name}[{index}]"), delegator)
-            if not out.ok:
+        async def one(index: int, task: str) -> tuple[StepOutput, Signal | None]:
+            out, signal = await self.attempt(step, task, scope.key(f"{name}[{index}]"), delegator)
+            if not out.ok and signal is None:  # an item a limit refused is said by the workflow's stop
                 self.ctx.warn(self.frame, f"workflow step '{name}' item {index} failed: {out.error or out.status}")
-            return out
+            return out, signal
 
-        out = StepOutput.of_map(await run_all(one(i, item) for i, item in enumerate(items)))
+        # Items are admitted in the list's order (each is counted when it starts, before it waits for a
+        # slot), so a limit allows the same first items whatever the timing; every item it allowed runs to
+        # its end, then a bail or a refusal among them acts (the first in the list's order).
+        settled = await run_all(one(i, task) for i, task in enumerate(tasks))
+        out = StepOutput.of_map([item for item, _ in settled])
+        signals = [signal for _, signal in settled if signal is not None]
+        if signals:
+            self._record(name, out)
+            _raise_for(next((s for s in signals if isinstance(s, Bail)), signals[0]))
         if not out.ok:
             self._record(name, out)
             raise StepFailed(f"workflow step '{name}' failed: {out.error}")
@@ -216,8 +252,7 @@ class WorkflowRun:
         route = step.route
         assert route is not None
         name = step.name
-        value = out.output.get(route.on) if isinstance(out.output, dict) else None
-        branch = str(value) if value is not None and str(value) in route.branches else "default"
+        branch = route.branch_for(out.output)
         steps = route.branches[branch] if branch != "default" else route.default
         self.outputs[name] = StepOutput(out.text, out.output, branch=branch, choice=out.output)
         last = await self.chain(steps, scope.inside(f"{name}>{branch}/"), out)
@@ -325,14 +360,16 @@ def _partial(run: WorkflowRun, headline: str) -> str:
 async def run_workflow(ctx: RunContext, frame: AgentFrame, input: str, run_agent: RunAgent) -> WorkerOutcome:
     """Run the team's workflow on ``input`` from its top frame; a limit ends it with the steps finished so far."""
     run = WorkflowRun(ctx, frame, input, run_agent)
-    with frame.agent_span(ctx, model=WORKFLOW_FRAME, task=input) as span:
-        span.end.update(usage=Usage().as_dict(), cost=0.0)  # the steps spend, each in its own span
+    with frame.agent_span(ctx, model=WORKFLOW_FRAME, task=input) as span:  # its end: the frame's own calls
         try:
             text = await run.run()
+        except _Bailed as bailed:
+            text = bailed.text
         except _Stopped as stop:
             span.end.update(status="budget_exhausted", stopped_by=str(stop.reached))
             text = _partial(run, f"the workflow was stopped ({stop.reached})")
-    return WorkerOutcome(text, span.end["status"], Usage(), 0.0, (), span.end["stopped_by"])
+    own = frame.ledger.own  # its until: judges' calls; the steps spend in their own spans
+    return WorkerOutcome(text, span.end["status"], own.usage, own.cost, (), span.end["stopped_by"])
 
 
 RunWorkflow = Callable[[RunContext, AgentFrame, str, RunAgent], Awaitable[WorkerOutcome]]
