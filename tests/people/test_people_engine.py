@@ -234,3 +234,34 @@ agents:
     assert ends == {"worker": "ok", "asker": "waiting", "lead": "waiting"}
     [item] = PendingRepository(store).items(result.run_id)
     assert (item.agent, item.status) == ("asker", "pending")
+
+
+def test_an_answer_given_past_max_wait_before_any_resume_is_recorded_expired(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import datetime as dt
+
+    from teamrun.store.schema import pending_items
+
+    store = str(tmp_path / "runs.db")
+    team = _team(tmp_path, ASK.replace("choices: [eu-west-1, us-east-1]", "max_wait_s: 600"))
+    args = ["execute", str(team), "-i", "Launch Falcon", "--store", store, "--detach", "--json", "--progress", "none"]
+    assert main(args) == 4
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    opened = open_store(store)
+    asked = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=601)  # asked longer ago than max_wait_s
+    with opened.engine.begin() as conn:
+        conn.execute(pending_items.update().where(pending_items.c.run_id == run_id).values(asked_at=asked))
+
+    code = main(["answer", run_id, "q1", "eu-west-1", "--store", store, "--progress", "none"])
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"error: item q1 of run {run_id} expired at " in err and "nobody answered in time" in err
+    item = PendingRepository(opened).get(run_id, "q1")
+    assert item is not None and (item.status, item.answered_by, item.answer) == ("expired", "nobody", None)
+    assert item.answered_at == pytest.approx(asked.timestamp() + 600)  # expired at its deadline
+
+    assert main(["resume", run_id, "--store", store, "--progress", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "Nobody answered within 600 seconds" in out and "eu-west-1" not in out  # the late answer never arrives

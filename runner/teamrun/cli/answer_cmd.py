@@ -153,6 +153,10 @@ def _when(stamp: float | None) -> str:
 
 def _item(backend: Any, store: str | None, run_id: str, item_id: str, kind: str) -> Any:
     """The pending item to answer; a clear error for an unknown run or item, the wrong kind, a settled item."""
+    from teamrun.tools.people import check_text
+
+    check_text(run_id, "the run id")
+    check_text(item_id, "the item id")
     if backend.get_run(run_id) is None:
         raise UsageError(
             f"no run {run_id!r} in the store {backend.store.display}; "
@@ -183,7 +187,10 @@ def _settled(run_id: str, item: Any) -> str:
 
 def _record(backend: Any, run_id: str, item: Any, value: Any, by: str | None) -> str:
     from teamrun.engine.durability.pending import default_person
+    from teamrun.tools.people import check_text
 
+    check_text(value)
+    check_text(by, "--by")
     who = by or default_person()
     if not _items(backend).answer(run_id, item.item_id, value, by=who):
         now = _items(backend).get(run_id, item.item_id)
@@ -350,9 +357,11 @@ def _decide(
     progress: str,
 ) -> int:
     from teamrun.cli.resume_cmd import open_backend
+    from teamrun.tools.people import check_text
 
     backend = open_backend(store)
     item = _item(backend, store, run_id, item_id, "approval")
+    check_text(note, "--note")
     who = _record(backend, run_id, item, {"approved": approved, "note": note}, by)
     return _finish(
         ctx,
