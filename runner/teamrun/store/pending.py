@@ -93,12 +93,9 @@ def _record(row: sa.RowMapping) -> PendingRecord:
     )
 
 
-def _deadline(row: sa.Row[Any] | None) -> _dt.datetime | None:
+def _deadline(spec: dict[str, Any] | None, asked: _dt.datetime | None) -> _dt.datetime | None:
     """When a pending item (its ``spec`` and ``asked_at``) expires; ``None``: it waits as long as it takes."""
-    if row is None:
-        return None
-    wait = (row[0] or {}).get("max_wait_s")
-    asked = row[1]
+    wait = (spec or {}).get("max_wait_s")
     if wait is None or asked is None:
         return None
     if asked.tzinfo is None:
@@ -197,7 +194,7 @@ class PendingRepository:
         with self.store.errors(f"answer item {item_id} of run {run_id}"), self.engine.begin() as conn:
             if status == "answered":
                 row = conn.execute(sa.select(pending_items.c.spec, pending_items.c.asked_at).where(*pending)).first()
-                deadline = _deadline(row)
+                deadline = _deadline(row.spec, row.asked_at) if row is not None else None
                 if deadline is not None and deadline <= _now():
                     conn.execute(
                         pending_items.update()

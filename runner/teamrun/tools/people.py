@@ -33,6 +33,7 @@ import jsonschema
 from teamrun.config.models import ToolDef
 from teamrun.errors import ApprovalDenied, ToolError, UsageError
 from teamrun.logs import get_logger
+from teamrun.secrets import secret_parts
 from teamrun.tools._threads import run_in_daemon_thread
 from teamrun.tools.base import Tool, ToolSpec, object_schema
 
@@ -283,6 +284,16 @@ class PersonTool(Tool):
             raise ToolError("nobody can be asked outside a run")
         item = self.item(str(arguments["question"]))
         return answer_text(item, await site.desk.ask(item, site))
+
+    def secrets_in(self, result: str) -> set[str]:
+        """A ``secret: true`` person's answer (and, read as JSON, each of its parts): masked in every event
+        sink of the run (trace, OpenTelemetry, served events), whichever desk took it or the journal replayed."""
+        person = self.definition
+        if not person.secret:
+            return set()
+        if person.max_wait_s is not None and result == answer_text(self.item(""), Answer(None, "", expired=True)):
+            return set()  # nobody answered: nothing secret was said
+        return secret_parts(result)
 
 
 # -- desks --------------------------------------------------------------------------------------
