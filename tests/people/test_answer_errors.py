@@ -272,3 +272,36 @@ def test_a_note_that_is_not_utf8_is_refused(tmp_path: Path, capsys: pytest.Captu
     )
     assert line.startswith("error: --note is not valid text"), line
     assert main(["deny", run_id, "a1", "--note", "not today", "--store", store, "--progress", "none"]) == 0
+
+
+def test_two_processes_answering_different_items_at_once_both_wait_and_both_answers_reach_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(TEAM, encoding="utf-8")
+    store = str(tmp_path / "runs.db")
+    for round in range(4):  # the race is a window: several rounds catch it
+        args = ["execute", str(team), "-i", f"Launch {round}", "--store", store, "--detach", "--json"]
+        assert main([*args, "--progress", "none"]) == 4
+        run_id = json.loads(capsys.readouterr().out)["run_id"]
+        items = _items(store, run_id, capsys)
+        infra, seats = str(items["infra"]["item"]), str(items["seats"]["item"])
+
+        answering = [
+            subprocess.Popen(
+                _cli("answer", run_id, item, value, "--store", store, "--progress", "none"),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for item, value in ((infra, "us-east-1"), (seats, "7"))
+        ]
+        ended = [p.communicate(timeout=300) for p in answering]
+        codes = [p.returncode for p in answering]
+        assert codes == [0, 0], (round, codes, [err for _, err in ended])
+        assert all("Traceback" not in err for _, err in ended), ended
+
+        assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+        view = json.loads(capsys.readouterr().out)
+        assert view["status"] == "done" and "pending" not in view, view
+        assert "ask_ops: us-east-1" in view["final_text"] and "ask_owner: 7" in view["final_text"]

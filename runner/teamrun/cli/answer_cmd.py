@@ -209,8 +209,14 @@ def _continue(
     approve: str | None,
     progress: str,
 ) -> int:
-    """Continue the run here, unless another process does: then wait until it took the answer."""
+    """Continue the run here, unless another process does: then wait until it took the answer.
+
+    Two processes answering different items of one run at once both find it waiting: one takes the run (its
+    claim, then the run's lock); the other is refused either one (:class:`RunClaimed`, ``RunBusy``), looks
+    again and waits for the first to take its answer, or continues the run itself once it waits again.
+    """
     from teamrun.cli.resume_cmd import resume
+    from teamrun.engine.durability.resume import RunBusy
 
     items = _items(backend)
     said = False
@@ -222,8 +228,8 @@ def _continue(
                 result: int = ctx.invoke(
                     resume, run_id=run_id, store=store, yes=False, as_json=as_json, approve=approve, progress=progress
                 )
-            except RunClaimed:
-                continue  # another answering process continues it: wait for it
+            except (RunClaimed, RunBusy):
+                continue  # another answering process took it between our look and our claim: wait for it
             return result
         if status == "running":
             taken = items.get(run_id, item_id)
