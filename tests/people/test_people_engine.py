@@ -360,3 +360,25 @@ def test_what_a_secret_person_tool_masks_of_its_result() -> None:
     assert redactor.text("pin 4711") == "pin 4711"  # the original is left as it is
     redactor.add({"4711"})  # not declared: too short to pass for a secret
     assert redactor.text("pin 4711") == "pin 4711"
+
+
+def test_chat_without_a_terminal_suspends_the_turn_in_its_store_and_says_how_to_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("TEAMRUN_STORE", raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("Launch Falcon\n"))  # piped: no terminal
+    store = str(tmp_path / "chat.db")
+
+    code = main(["chat", str(_team(tmp_path, ASK)), "--store", store, "--progress", "none"])
+
+    out, err = capsys.readouterr()
+    assert code in (0, None), err
+    assert "not journaled" not in out + err and "--detach" not in out + err
+    [item] = PendingRepository(open_store(store)).items()
+    assert (item.item_id, item.status) == ("q1", "pending")
+    assert f"run {item.run_id} is waiting for a person" in err
+    assert f"teamrun answer {item.run_id} ITEM VALUE --store" in err
+
+    assert main(["answer", item.run_id, "q1", "us-east-1", "--store", store, "--progress", "none"]) == 0
+    assert "ask_ops: us-east-1" in capsys.readouterr().out
