@@ -29,7 +29,7 @@ import dataclasses
 import itertools
 import time as _time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -518,6 +518,9 @@ def event_from_record(record: Mapping[str, Any]) -> Event:
 
 
 Subscriber = Callable[[Event], None]
+"""Called with each event of the run. A subscriber that writes events down (a trace, spans, a server's event
+list) and masks secrets also has ``keep_secrets(values)``: :meth:`EventBus.keep_secrets` hands it the values
+the run learnt are secret (a ``secret: true`` person's answer) before any event can carry them."""
 
 
 class EventBus:
@@ -542,6 +545,18 @@ class EventBus:
 
     def new_span_id(self) -> str:
         return f"s{next(self._ids)}"
+
+    def keep_secrets(self, values: Iterable[str]) -> None:
+        """Mask ``values`` in everything this run's subscribers write down from now on: each subscriber with
+        a ``keep_secrets(values)`` method gets them (the trace file, the OpenTelemetry exporter, a served
+        run's events; log lines carry no content). The model still reads them."""
+        values = frozenset(v for v in values if v)
+        if not values:
+            return
+        for subscriber in list(self._subscribers):
+            keep = getattr(subscriber, "keep_secrets", None)
+            if keep is not None:
+                keep(values)
 
     def emit(
         self,

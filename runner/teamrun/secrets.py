@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["MASK", "Redactor", "StoreMask", "mask_request", "secret_env_values", "unmask"]
+__all__ = ["MASK", "Redactor", "StoreMask", "mask_request", "secret_env_values", "secret_parts", "unmask"]
 
 MASK = "***"
 
@@ -44,6 +44,28 @@ def _is_secret_value(value: str) -> bool:
     return len(value) >= _MIN_SECRET_CHARS and value.strip().lower() not in _NOT_SECRETS
 
 
+def secret_parts(text: str) -> set[str]:
+    """What to mask of a secret given as ``text``: the text, and when it is JSON (an answer read against an
+    ``answer_schema``), every string and number in it — a model may quote one part of it."""
+    parts = {text.strip()}
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return parts - {""}
+    stack = [parsed]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            parts.add(value.strip())
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            parts.add(json.dumps(value))
+    return parts - {""}
+
+
 def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
     """Values of the environment variables whose names look secret."""
     env = os.environ if environ is None else environ
@@ -59,6 +81,8 @@ class Redactor:
         found = set(secret_env_values(environ)) if include_env else set()
         found.update(s for s in secrets if s and _is_secret_value(s))
         self._secrets: list[str] = []
+        self._short: frozenset[str] = frozenset()
+        """Declared secrets too short to pass for one (:meth:`add`): masked only as whole words."""
         self._pattern: re.Pattern[str] | None = None
         self._keys: dict[str, str] = {}
         """Masked mapping keys, by key (see :meth:`_key`)."""
@@ -66,14 +90,37 @@ class Redactor:
         """No secret has a character JSON escapes (always / with ``ensure_ascii``): see :meth:`dumps`."""
         self.add(found)
 
-    def add(self, secrets: Iterable[str]) -> None:
-        """Also mask these values from now on."""
-        merged = set(self._secrets) | {s for s in secrets if s and _is_secret_value(s)}
+    def add(self, secrets: Iterable[str], *, declared: bool = False) -> None:
+        """Also mask these values from now on.
+
+        A value shorter than six characters, or a word like ``yes``, is a setting rather than a secret and
+        is skipped, unless ``declared`` (someone said it is a secret: a ``secret: true`` person's answer);
+        such a short secret is masked where it stands as a whole word (not inside ids and longer words).
+        """
+        secrets = set(secrets)
+        new = {s for s in secrets if s and _is_secret_value(s)}
+        short = {s for s in secrets if declared and s.strip() and s not in new}
+        self._short = (self._short | short) - new
+        merged = set(self._secrets) | new | short
+        if merged == set(self._secrets):
+            return
         self._secrets = sorted(merged, key=len, reverse=True)
-        self._pattern = re.compile("|".join(map(re.escape, self._secrets))) if self._secrets else None
+        self._pattern = re.compile("|".join(map(self._regex, self._secrets))) if self._secrets else None
         self._keys = {}
         self._json_plain = all(_JSON_PLAIN.fullmatch(secret) for secret in self._secrets)
         self._ascii = all(secret.isascii() for secret in self._secrets)
+
+    def _regex(self, secret: str) -> str:
+        escaped = re.escape(secret)
+        return rf"(?<!\w){escaped}(?!\w)" if secret in self._short else escaped
+
+    def derived(self, secrets: Iterable[str], *, declared: bool = False) -> Redactor:
+        """A copy of this redactor that also masks ``secrets`` (this one is left as it is)."""
+        copy = self.__class__.__new__(self.__class__)
+        copy.__dict__.update(self.__dict__)
+        copy._keys = {}
+        copy.add(secrets, declared=declared)
+        return copy
 
     @property
     def secrets(self) -> frozenset[str]:

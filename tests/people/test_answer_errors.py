@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from teamrun.cli import main
+from teamrun.tools.people import NOT_TEXT
 
 TEAM = """version: 1
 name: ask-offline
@@ -219,3 +220,88 @@ agents:
     assert "took the answer and goes on" in answered.stderr
     assert running.returncode == 0, err  # it never suspended
     assert "ask_ops: us-east-1" in out and "measure: measured" in out
+
+
+def test_an_answer_that_is_not_utf8_is_refused_before_it_is_recorded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        TEAM.replace("ask_ops: {person: {choices: [eu-west-1, us-east-1]}}", "ask_ops: {person: {}}"), encoding="utf-8"
+    )
+    store = str(tmp_path / "runs.db")
+    args = ["execute", str(team), "-i", "Launch Falcon", "--store", store, "--detach", "--json", "--progress", "none"]
+    assert main(args) == 4
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    items = _items(store, run_id, capsys)
+    infra, seats = str(items["infra"]["item"]), str(items["seats"]["item"])
+    not_utf8 = b"caf\xe9".decode("utf-8", "surrogateescape")  # what `"$(printf 'caf\xe9')"` is to Python
+
+    for args in (
+        [infra, not_utf8],  # free text
+        [seats, '{"n": "caf\\udce9"}'],  # a JSON escape of half a surrogate pair: read as JSON, the same
+        [infra, "eu-west-1", "--by", not_utf8],
+        [not_utf8, "eu-west-1"],  # an item id
+    ):
+        line = _error(main(["answer", run_id, *args, "--store", store]), capsys)
+        assert line.startswith("error: ") and "is not valid text" in line, line
+    line = _error(main(["answer", not_utf8, infra, "eu-west-1", "--store", store]), capsys)
+    assert line == f"error: the run id {NOT_TEXT}"
+    assert {item["status"] for item in _items(store, run_id, capsys).values()} == {"pending"}
+
+    # the run is unharmed: good answers continue it to its end
+    assert main(["answer", run_id, infra, "café", "--store", store, "--no-resume"]) == 0
+    assert main(["answer", run_id, seats, "3", "--store", store, "--progress", "none"]) == 0, capsys.readouterr().err
+    assert "ask_ops: café" in capsys.readouterr().out
+
+
+def test_a_note_that_is_not_utf8_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: ship\nsupervisor: lead\ntools:\n"
+        "  deploy: {command: [echo, deployed], require_approval: true}\nagents:\n  lead: {tools: [deploy]}\n",
+        encoding="utf-8",
+    )
+    store = str(tmp_path / "runs.db")
+    args = ["execute", str(team), "-i", "ship", "--store", store, "--detach", "--json", "--progress", "none"]
+    assert main(args) == 4
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+
+    line = _error(
+        main(["deny", run_id, "a1", "--note", b"non\xe9".decode("utf-8", "surrogateescape"), "--store", store]), capsys
+    )
+    assert line.startswith("error: --note is not valid text"), line
+    assert main(["deny", run_id, "a1", "--note", "not today", "--store", store, "--progress", "none"]) == 0
+
+
+def test_two_processes_answering_different_items_at_once_both_wait_and_both_answers_reach_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(TEAM, encoding="utf-8")
+    store = str(tmp_path / "runs.db")
+    for round in range(4):  # the race is a window: several rounds catch it
+        args = ["execute", str(team), "-i", f"Launch {round}", "--store", store, "--detach", "--json"]
+        assert main([*args, "--progress", "none"]) == 4
+        run_id = json.loads(capsys.readouterr().out)["run_id"]
+        items = _items(store, run_id, capsys)
+        infra, seats = str(items["infra"]["item"]), str(items["seats"]["item"])
+
+        answering = [
+            subprocess.Popen(
+                _cli("answer", run_id, item, value, "--store", store, "--progress", "none"),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for item, value in ((infra, "us-east-1"), (seats, "7"))
+        ]
+        ended = [p.communicate(timeout=300) for p in answering]
+        codes = [p.returncode for p in answering]
+        assert codes == [0, 0], (round, codes, [err for _, err in ended])
+        assert all("Traceback" not in err for _, err in ended), ended
+
+        assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+        view = json.loads(capsys.readouterr().out)
+        assert view["status"] == "done" and "pending" not in view, view
+        assert "ask_ops: us-east-1" in view["final_text"] and "ask_owner: 7" in view["final_text"]

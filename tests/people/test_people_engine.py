@@ -234,3 +234,151 @@ agents:
     assert ends == {"worker": "ok", "asker": "waiting", "lead": "waiting"}
     [item] = PendingRepository(store).items(result.run_id)
     assert (item.agent, item.status) == ("asker", "pending")
+
+
+def test_an_answer_given_past_max_wait_before_any_resume_is_recorded_expired(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import datetime as dt
+
+    from teamrun.store.schema import pending_items
+
+    store = str(tmp_path / "runs.db")
+    team = _team(tmp_path, ASK.replace("choices: [eu-west-1, us-east-1]", "max_wait_s: 600"))
+    args = ["execute", str(team), "-i", "Launch Falcon", "--store", store, "--detach", "--json", "--progress", "none"]
+    assert main(args) == 4
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    opened = open_store(store)
+    asked = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=601)  # asked longer ago than max_wait_s
+    with opened.engine.begin() as conn:
+        conn.execute(pending_items.update().where(pending_items.c.run_id == run_id).values(asked_at=asked))
+
+    code = main(["answer", run_id, "q1", "eu-west-1", "--store", store, "--progress", "none"])
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"error: item q1 of run {run_id} expired at " in err and "nobody answered in time" in err
+    item = PendingRepository(opened).get(run_id, "q1")
+    assert item is not None and (item.status, item.answered_by, item.answer) == ("expired", "nobody", None)
+    assert item.answered_at == pytest.approx(asked.timestamp() + 600)  # expired at its deadline
+
+    assert main(["resume", run_id, "--store", store, "--progress", "none"]) == 0
+    out = capsys.readouterr().out
+    assert "Nobody answered within 600 seconds" in out and "eu-west-1" not in out  # the late answer never arrives
+
+
+SECRET = """tools:
+  ask_pin: {person: {secret: true}}
+  ask_ops: {person: {}}
+agents:
+  lead: {tools: [ask_pin, ask_ops]}
+"""
+
+
+def _trace_lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("pin", ["s3cr3t-4711", "4711"])  # a short one is masked as a whole word
+def test_a_secret_answer_is_masked_in_a_trace_with_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pin: str
+) -> None:
+    monkeypatch.setattr("teamrun.cli.answer_cmd._on_terminal", lambda: True)
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"{pin}\neu-west-1\n"))
+    trace = tmp_path / "run.jsonl"
+
+    code = main(
+        [
+            *("execute", str(_team(tmp_path, SECRET)), "-i", "Launch Falcon", "--progress", "none"),
+            *("--trace", str(trace), "--trace-content"),
+        ]
+    )
+
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"ask_pin: {pin}" in out  # the model read it; the answer on stdout is the run's own
+    lines = _trace_lines(trace)
+    assert pin not in trace.read_text(encoding="utf-8")
+    told = [m for line in lines if line["kind"] == "llm_io" for m in line["data"]["new_messages"]]  # type: ignore[index]
+    assert {m["content"] for m in told if m["role"] == "tool"} == {"***", "eu-west-1"}
+    assert any("ask_pin: ***" in str(line["data"]) for line in lines if line["kind"] == "llm_io")  # the reply
+
+
+def test_a_secret_answer_replayed_from_the_journal_is_masked_in_the_resumed_runs_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "runs.db")
+    team = str(_team(tmp_path, SECRET))
+    assert (
+        main(["execute", team, "-i", "Launch Falcon", "--store", store, "--detach", "--json", "--progress", "none"])
+        == 4
+    )
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    items = {i.spec["tool"]: i.item_id for i in PendingRepository(open_store(store)).items(run_id)}
+
+    # the secret is answered and taken by a continuation that then waits for the other question
+    assert main(["answer", run_id, items["ask_pin"], "s3cr3t-4711", "--store", store, "--progress", "none"]) == 4
+    assert main(["answer", run_id, items["ask_ops"], "eu-west-1", "--store", store, "--no-resume"]) == 0
+    capsys.readouterr()
+    trace = tmp_path / "resumed.jsonl"
+
+    code = main(
+        [
+            *("execute", team, "--resume", run_id, "--store", store, "--progress", "none"),
+            *("--trace", str(trace), "--trace-content"),
+        ]
+    )
+
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "ask_pin: s3cr3t-4711" in out
+    assert "s3cr3t-4711" not in trace.read_text(encoding="utf-8")
+    assert any("ask_pin: ***" in str(line["data"]) for line in _trace_lines(trace) if line["kind"] == "llm_io")
+
+
+def test_what_a_secret_person_tool_masks_of_its_result() -> None:
+    from teamrun.config.models import ToolDef
+    from teamrun.secrets import Redactor
+    from teamrun.tools.people import PersonTool
+
+    def tool(**person: object) -> PersonTool:
+        return PersonTool("ask", ToolDef.model_validate({"person": person}))
+
+    schema = {"type": "object"}
+    assert tool(secret=True, answer_schema=schema).secrets_in('{"user": "ada", "pin": 4711}') == {
+        '{"user": "ada", "pin": 4711}',
+        "ada",
+        "4711",
+    }
+    assert tool(secret=False).secrets_in("hunter22") == set()
+    expired = "Nobody answered within 60 seconds. Continue without the answer."
+    assert tool(secret=True, max_wait_s=60).secrets_in(expired) == set()
+
+    redactor = Redactor(include_env=False)
+    kept = redactor.derived({"4711", "yes"}, declared=True)
+    assert kept.text("pin 4711, id ab4711cd, yes: yesterday") == "pin ***, id ab4711cd, ***: yesterday"
+    assert redactor.text("pin 4711") == "pin 4711"  # the original is left as it is
+    redactor.add({"4711"})  # not declared: too short to pass for a secret
+    assert redactor.text("pin 4711") == "pin 4711"
+
+
+def test_chat_without_a_terminal_suspends_the_turn_in_its_store_and_says_how_to_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("TEAMRUN_STORE", raising=False)
+    monkeypatch.setattr("sys.stdin", io.StringIO("Launch Falcon\n"))  # piped: no terminal
+    store = str(tmp_path / "chat.db")
+
+    code = main(["chat", str(_team(tmp_path, ASK)), "--store", store, "--progress", "none"])
+
+    out, err = capsys.readouterr()
+    assert code in (0, None), err
+    assert "not journaled" not in out + err and "--detach" not in out + err
+    [item] = PendingRepository(open_store(store)).items()
+    assert (item.item_id, item.status) == ("q1", "pending")
+    assert f"run {item.run_id} is waiting for a person" in err
+    assert f"teamrun answer {item.run_id} ITEM VALUE --store" in err
+
+    assert main(["answer", item.run_id, "q1", "us-east-1", "--store", store, "--progress", "none"]) == 0
+    assert "ask_ops: us-east-1" in capsys.readouterr().out

@@ -153,6 +153,10 @@ def _when(stamp: float | None) -> str:
 
 def _item(backend: Any, store: str | None, run_id: str, item_id: str, kind: str) -> Any:
     """The pending item to answer; a clear error for an unknown run or item, the wrong kind, a settled item."""
+    from teamrun.tools.people import check_text
+
+    check_text(run_id, "the run id")
+    check_text(item_id, "the item id")
     if backend.get_run(run_id) is None:
         raise UsageError(
             f"no run {run_id!r} in the store {backend.store.display}; "
@@ -183,7 +187,10 @@ def _settled(run_id: str, item: Any) -> str:
 
 def _record(backend: Any, run_id: str, item: Any, value: Any, by: str | None) -> str:
     from teamrun.engine.durability.pending import default_person
+    from teamrun.tools.people import check_text
 
+    check_text(value)
+    check_text(by, "--by")
     who = by or default_person()
     if not _items(backend).answer(run_id, item.item_id, value, by=who):
         now = _items(backend).get(run_id, item.item_id)
@@ -202,8 +209,14 @@ def _continue(
     approve: str | None,
     progress: str,
 ) -> int:
-    """Continue the run here, unless another process does: then wait until it took the answer."""
+    """Continue the run here, unless another process does: then wait until it took the answer.
+
+    Two processes answering different items of one run at once both find it waiting: one takes the run (its
+    claim, then the run's lock); the other is refused either one (:class:`RunClaimed`, ``RunBusy``), looks
+    again and waits for the first to take its answer, or continues the run itself once it waits again.
+    """
     from teamrun.cli.resume_cmd import resume
+    from teamrun.engine.durability.resume import RunBusy
 
     items = _items(backend)
     said = False
@@ -215,8 +228,8 @@ def _continue(
                 result: int = ctx.invoke(
                     resume, run_id=run_id, store=store, yes=False, as_json=as_json, approve=approve, progress=progress
                 )
-            except RunClaimed:
-                continue  # another answering process continues it: wait for it
+            except (RunClaimed, RunBusy):
+                continue  # another answering process took it between our look and our claim: wait for it
             return result
         if status == "running":
             taken = items.get(run_id, item_id)
@@ -350,9 +363,11 @@ def _decide(
     progress: str,
 ) -> int:
     from teamrun.cli.resume_cmd import open_backend
+    from teamrun.tools.people import check_text
 
     backend = open_backend(store)
     item = _item(backend, store, run_id, item_id, "approval")
+    check_text(note, "--note")
     who = _record(backend, run_id, item, {"approved": approved, "note": note}, by)
     return _finish(
         ctx,

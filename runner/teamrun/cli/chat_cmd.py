@@ -91,27 +91,32 @@ def chat(
     parsed_vars = _parse_vars(variables)
     loaded = load_checked_config(team_file, parsed_vars, strict=strict, logs=logs)
     team = Team(loaded, vars=parsed_vars, model=model, store=store_location)
+    policy = None
     if approve is not None:
         from teamrun.tools.mcp.table import approvable_names
 
-        team.approver = choose_approver(ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools)))
-    else:
-        team.approver = choose_approver(None)
+        policy = ApprovalPolicy.parse(approve, known_tools=approvable_names(team.tools))
+    team.approver = choose_approver(policy)
     from teamrun.cli.answer_cmd import people_desk
+    from teamrun.store.journal import StoreJournal
 
-    people_desk(team, None, None, detach=False)  # on a terminal: the agents' questions are asked inline
-    session = ChatSession(team, thread_id or new_thread_id(), progress, logs)
+    # every turn is journaled in the store: on a terminal the agents' questions are asked inline, otherwise
+    # the turn suspends there (answered with `teamrun answer`)
+    backend = people_desk(team, StoreJournal(team.store, location=store_location), policy, detach=False)
+    session = ChatSession(team, thread_id or new_thread_id(), progress, logs, backend=backend)
     session.loop()
 
 
 class ChatSession:
     """The read-run-print loop: one thread at a time, one event loop for every turn."""
 
-    def __init__(self, team: Any, thread_id: str, progress: str, logs: Any) -> None:
+    def __init__(self, team: Any, thread_id: str, progress: str, logs: Any, *, backend: Any = None) -> None:
         self.team = team
         self.thread_id = thread_id
         self.progress = progress
         self.logs = logs
+        self.backend = backend
+        """The store's journal, where a turn that waits for a person suspends (say how to answer it)."""
 
     def loop(self) -> None:
         thread = self.team.store.threads.get(self.thread_id)
@@ -168,6 +173,12 @@ class ChatSession:
             return
         if result.final_text:
             click.echo(f"{result.answered_by or self.team.config.supervisor}: {result.final_text}")
+        if result.status == "waiting" and self.backend is not None:
+            from teamrun.cli.answer_cmd import waiting_lines
+
+            for line in waiting_lines(self.backend, result.run_id, getattr(self.backend, "location", None)):
+                _say(self.logs, "warning", "run_waiting", line, run_id=result.run_id)
+            return
         if result.status != "done":
             _say(
                 self.logs,

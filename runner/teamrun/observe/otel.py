@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from teamrun.errors import UsageError
@@ -165,6 +165,10 @@ class OTelExporter:
         self._index = SpanIndex()
         self._open: dict[SpanKey, Any] = {}
         self._lock = threading.Lock()
+
+    def keep_secrets(self, values: Iterable[str]) -> None:
+        """Mask these values too from now on (a secret answer: :meth:`~teamrun.events.EventBus.keep_secrets`)."""
+        self.redactor.add(values, declared=True)
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, LlmIO) and not self.content:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -108,6 +108,10 @@ class TraceWriter:
         if not self.content:
             data = {k: v for k, v in data.items() if k not in CONTENT_FIELDS}
         self.write(event_record(event, data, monotonic=True))
+
+    def keep_secrets(self, values: Iterable[str]) -> None:
+        """Mask these values too from now on (a secret answer: :meth:`~teamrun.events.EventBus.keep_secrets`)."""
+        self.redactor.add(values, declared=True)
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Write one record (masked) as a line and flush it."""

@@ -20,11 +20,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import Depends, FastAPI
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from teamrun.errors import TeamrunError
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
+from teamrun.serve.security import LONE_SURROGATE, lone_surrogate
 
 if TYPE_CHECKING:
     from teamrun.engine.durability.journal import RunJournal
@@ -52,6 +54,16 @@ class PendingAnswer(BaseModel):
     note: str | None = None
     by: str | None = Field(default=None, min_length=1, max_length=200)
     """Who answers, as events and listings show it (default: ``http``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        """Text that is not valid Unicode is refused (400 ``invalid_text``, as on every route) before anything
+        is recorded; :func:`~teamrun.tools.people.read_answer` checks the answer again, as for every way in."""
+        where = lone_surrogate(data)
+        if where is not None:
+            raise PydanticCustomError("lone_surrogate", "{where} " + LONE_SURROGATE, {"where": where})
+        return data
 
 
 def _item_view(item: PendingRecord) -> dict[str, Any]:
@@ -240,7 +252,7 @@ def mount_pending(
 
     @app.post("/v1/runs/{run_id}/pending/{item_id}", dependencies=auth)
     async def answer_pending(run_id: str, item_id: str, body: PendingAnswer) -> dict[str, Any]:
-        from teamrun.tools.people import AnswerRefused
+        from teamrun.tools.people import AnswerNotText, AnswerRefused
 
         found = need_store()
         record = await asyncio.to_thread(found.backend.get_run, run_id)
@@ -256,6 +268,8 @@ def mount_pending(
             raise error(409, _settled(run_id, item), code="item_answered")
         try:
             value, said = _answer_value(item, body)
+        except AnswerNotText as exc:
+            raise error(400, str(exc), code="invalid_text") from None
         except AnswerRefused as exc:
             raise error(422, str(exc), code="answer_refused") from None
         except ValueError as exc:

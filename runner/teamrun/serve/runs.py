@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -205,6 +205,15 @@ class RunHandle:
         shown = lines[index]
         assert isinstance(shown, dict)
         return shown
+
+    def __call__(self, event: Event) -> None:
+        """The run's event-bus subscriber: :meth:`on_event`."""
+        self.on_event(event)
+
+    def keep_secrets(self, values: Iterable[str]) -> None:
+        """Mask these values too in this run's events and record (a secret answer); the team's redactor, which
+        its other runs share, is left as it is."""
+        self.redactor = self.redactor.derived(values, declared=True)
 
     def on_event(self, event: Event) -> None:
         """The run's event-bus subscriber (called on the loop, or from a tool's thread)."""
@@ -415,7 +424,7 @@ class RunRegistry:
         try:
             handle.result = await team.run(
                 handle.input,
-                subscribers=[handle.on_event, measure],
+                subscribers=[handle, measure],  # the handle: its events, and the secrets they must mask
                 cancel=handle.cancel,
                 thread=handle.thread,
                 # the run's record in the store (the team's, since create_app); a continued run's, its journal

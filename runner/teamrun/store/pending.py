@@ -93,6 +93,16 @@ def _record(row: sa.RowMapping) -> PendingRecord:
     )
 
 
+def _deadline(spec: dict[str, Any] | None, asked: _dt.datetime | None) -> _dt.datetime | None:
+    """When a pending item (its ``spec`` and ``asked_at``) expires; ``None``: it waits as long as it takes."""
+    wait = (spec or {}).get("max_wait_s")
+    if wait is None or asked is None:
+        return None
+    if asked.tzinfo is None:
+        asked = asked.replace(tzinfo=_dt.UTC)
+    return asked + _dt.timedelta(seconds=float(wait))
+
+
 class PendingRepository:
     """Pending items of the runs in one store (every method blocking, one short transaction each)."""
 
@@ -171,15 +181,30 @@ class PendingRepository:
             return [_record(row) for row in conn.execute(query).mappings().all()]
 
     def answer(self, run_id: str, item_id: str, value: Any, *, by: str, status: ItemStatus = "answered") -> bool:
-        """Record the answer unless the item was answered (or expired) already; whether this call did."""
+        """Record the answer unless the item was answered (or expired) already; whether this call did.
+
+        An answer that comes past the item's ``max_wait_s`` (counted from when it was first asked) is not
+        taken: the item is recorded ``expired`` then (as of its deadline), as the run would have found it.
+        """
+        pending = (
+            pending_items.c.run_id == run_id,
+            pending_items.c.item_id == item_id,
+            pending_items.c.status == "pending",
+        )
         with self.store.errors(f"answer item {item_id} of run {run_id}"), self.engine.begin() as conn:
+            if status == "answered":
+                row = conn.execute(sa.select(pending_items.c.spec, pending_items.c.asked_at).where(*pending)).first()
+                deadline = _deadline(row.spec, row.asked_at) if row is not None else None
+                if deadline is not None and deadline <= _now():
+                    conn.execute(
+                        pending_items.update()
+                        .where(*pending)
+                        .values(status="expired", answer=None, answered_by="nobody", answered_at=deadline)
+                    )
+                    return False
             done = conn.execute(
                 pending_items.update()
-                .where(
-                    pending_items.c.run_id == run_id,
-                    pending_items.c.item_id == item_id,
-                    pending_items.c.status == "pending",
-                )
+                .where(*pending)
                 .values(status=status, answer=value, answered_by=by, answered_at=_now())
             )
             return bool(done.rowcount)

@@ -97,6 +97,11 @@ class Tool(ABC):
     async def run(self, arguments: dict[str, Any]) -> str:
         """Run the tool on validated arguments and return the result text."""
 
+    def secrets_in(self, result: str) -> set[str]:
+        """Values of a successful ``result`` of this tool (run now, or replayed from the journal) that the run
+        masks wherever it writes them down, from then on; the model still reads them. None by default."""
+        return set()
+
 
 @dataclass(frozen=True)
 class ToolOutcome:

@@ -33,11 +33,13 @@ import jsonschema
 from teamrun.config.models import ToolDef
 from teamrun.errors import ApprovalDenied, ToolError, UsageError
 from teamrun.logs import get_logger
+from teamrun.secrets import secret_parts
 from teamrun.tools._threads import run_in_daemon_thread
 from teamrun.tools.base import Tool, ToolSpec, object_schema
 
 __all__ = [
     "Answer",
+    "AnswerNotText",
     "AnswerRefused",
     "AskSite",
     "DeskApprover",
@@ -51,6 +53,7 @@ __all__ = [
     "answered_fields",
     "ask_site",
     "asked_fields",
+    "check_text",
     "masked",
     "read_answer",
 ]
@@ -65,6 +68,39 @@ _TERMINAL_TRIES = 3
 
 class AnswerRefused(UsageError):
     """An answer that does not fit the item (not one of its choices, not valid against its schema, ...)."""
+
+
+class AnswerNotText(AnswerRefused):
+    """An answer (or who gave it, or a note) that is not text: bytes that are not UTF-8, a lone surrogate."""
+
+
+NOT_TEXT = "is not valid text (bytes that are not UTF-8, or a lone UTF-16 surrogate): give it as UTF-8 text"
+
+
+def check_text(value: Any, what: str = "the answer") -> None:
+    """Refuse ``value`` (a string, or JSON-like data: every string and key in it) unless it is valid Unicode
+    text, with :class:`AnswerNotText` (``what`` names it in the message).
+
+    A command-line argument that is not UTF-8 reaches Python as lone surrogates (``caf\\udce9``), and so
+    does a ``\\udce9`` escape in JSON: no store, journal or model provider can carry them, so an answer is
+    checked before it is recorded (every way an answer enters goes through :func:`read_answer`).
+    """
+    if _not_text(value):
+        raise AnswerNotText(f"{what} {NOT_TEXT}")
+
+
+def _not_text(value: Any) -> bool:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(value, Mapping):
+        return any(_not_text(k) or _not_text(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_not_text(v) for v in value)
+    return False
 
 
 @dataclass(frozen=True)
@@ -168,12 +204,14 @@ def read_answer(item: PendingItem, text: str) -> Any:
     """The answer ``text`` as the item's value; raises :class:`AnswerRefused` saying what fits."""
     if item.kind == "approval":
         raise AnswerRefused("this item is an approval: use `teamrun approve` or `teamrun deny`")
+    check_text(text)
     value: Any = text
     if item.answer_schema is not None:
         try:
             value = json.loads(text)
         except ValueError:
             value = text
+        check_text(value)  # a JSON escape (`"\\udce9"`) makes a lone surrogate too
         validator = jsonschema.validators.validator_for(item.answer_schema)(item.answer_schema)
         problems = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path)))
         if problems:
@@ -247,6 +285,16 @@ class PersonTool(Tool):
         item = self.item(str(arguments["question"]))
         return answer_text(item, await site.desk.ask(item, site))
 
+    def secrets_in(self, result: str) -> set[str]:
+        """A ``secret: true`` person's answer (and, read as JSON, each of its parts): masked in every event
+        sink of the run (trace, OpenTelemetry, served events), whichever desk took it or the journal replayed."""
+        person = self.definition
+        if not person.secret:
+            return set()
+        if person.max_wait_s is not None and result == answer_text(self.item(""), Answer(None, "", expired=True)):
+            return set()  # nobody answered: nothing secret was said
+        return secret_parts(result)
+
 
 # -- desks --------------------------------------------------------------------------------------
 class UnattendedDesk:
@@ -294,7 +342,11 @@ class TerminalDesk:
         for _ in range(_TERMINAL_TRIES):
             stderr.write("answer: ")
             stderr.flush()
-            line = stdin.readline()
+            try:
+                line = stdin.readline()
+            except UnicodeDecodeError:  # a strict stdin meeting bytes that are not UTF-8
+                stderr.write(f"teamrun: the answer {NOT_TEXT}\n")
+                continue
             if not line:
                 raise ToolError("nobody answered the question (end of input)")
             try:

@@ -28,7 +28,11 @@ from teamrun.engine.durability.replay import Replay
 from teamrun.errors import UsageError
 from teamrun.secrets import unmask
 
-__all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "open_resume", "pending_tools"]
+__all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "RunBusy", "open_resume", "pending_tools"]
+
+
+class RunBusy(UsageError):
+    """Another live process holds the run (it runs it, or resumes it): this one may not continue it now."""
 
 
 class ResumeNeedsConfirmation(UsageError):
@@ -79,7 +83,8 @@ def open_resume(
 ) -> RunJournal:
     """The journal that continues run ``run_id``: its record (one attempt more) and its entries to replay.
 
-    Raises :class:`~teamrun.errors.UsageError` for an unknown run or one still running, and
+    Raises :class:`~teamrun.errors.UsageError` for an unknown run, :class:`RunBusy` for one another live
+    process holds, and
     :class:`ResumeNeedsConfirmation` when a non-idempotent tool would run again and ``confirmed`` is false
     (``confirm_with``: the command it tells to run, ``teamrun resume RUN_ID --yes`` by default).
     """
@@ -88,7 +93,7 @@ def open_resume(
         raise UsageError(f"no run {run_id!r} in the store; `teamrun runs list` shows the runs it holds")
     claimed_here = run_id in CLAIMED_HERE  # a waiting run this process claimed (`teamrun answer`)
     if record.shown_status() == "running" and not claimed_here:
-        raise UsageError(
+        raise RunBusy(
             f"run {run_id} is still running (pid {record.pid} on {record.host}); wait for it to end or stop it first"
         )
     entries = [_unmasked(entry) for entry in backend.load(run_id)]
@@ -100,7 +105,7 @@ def open_resume(
     if claim is not None and not claimed_here and not claim(journal.record):
         holder = backend.get_run(run_id)
         who = f" (pid {holder.pid} on {holder.host})" if holder is not None else ""
-        raise UsageError(f"run {run_id} is being resumed by another process{who}; wait for it to end")
+        raise RunBusy(f"run {run_id} is being resumed by another process{who}; wait for it to end")
     return journal
 
 

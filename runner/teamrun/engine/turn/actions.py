@@ -109,6 +109,8 @@ async def run_tool(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: in
             outcome = await _journaled(ctx, frame, action, turn, position)
         finally:
             ask_site.reset(site)
+        if outcome.ok and (secrets := action.tool.secrets_in(outcome.content)):
+            ctx.bus.keep_secrets(secrets)  # before any event can carry them (a secret person's answer)
         span.end.update(
             tool=call.name, status="ok" if outcome.ok else "error", error=outcome.error, chars=len(outcome.content)
         )
