@@ -17,6 +17,7 @@ from teamrun.observe.render import render_trace
 from teamrun.observe.trace_read import read_trace
 from tests.fakeserver import FakeOpenAI, hang, text, tool_calls
 from tests.observe.conftest import TeamWriter
+from tests.observe.handmade import solo_run, write_trace
 from tests.observe.teams import script_fan_out
 
 
@@ -219,3 +220,69 @@ def test_trace_show_on_a_file_that_is_not_a_trace(tmp_path: Path, capsys: pytest
     assert "is not a teamrun trace" in capsys.readouterr().err
     assert main(["trace", "show", str(tmp_path / "missing.jsonl")]) == 2
     assert "cannot read the trace file" in capsys.readouterr().err
+
+
+def _strict_json(text: str) -> object:
+    """JSON as a browser's ``JSON.parse`` reads it: ``NaN`` and ``Infinity`` are errors."""
+
+    def refuse(constant: str) -> object:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("data", [[1, 2], "text", 7])
+def test_a_line_whose_data_is_not_an_object_is_skipped_and_noted(
+    data: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records: list[dict[str, object]] = solo_run(calls=2)  # type: ignore[assignment]
+    records[2] = {**records[2], "data": data}  # the first model call's start
+    trace_file = write_trace(tmp_path / "run.jsonl", records)
+
+    assert main(["trace", "show", str(trace_file)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("✓ run solo r1  done")
+    assert "(1 llm call)" in out  # the other call is still there
+    assert f"{trace_file}:4: its data is not an object; skipped" in out
+    assert main(["trace", "view", str(trace_file)]) == 0
+    assert "its data is not an object" in trace_file.with_suffix(".html").read_text(encoding="utf-8")
+
+
+def test_nan_and_infinity_in_a_trace_are_read_as_null_and_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [json.dumps(r) for r in solo_run(calls=2)]
+    lines[3] = lines[3].replace('"cost": 0.01', '"cost": NaN')  # the first model call's end
+    lines[-1] = lines[-1].replace('"cost": 0.02', '"cost": 1e999')  # the run's end: a float too big
+    trace_file = tmp_path / "run.jsonl"
+    trace_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    assert main(["trace", "show", str(trace_file)]) == 0
+    out = capsys.readouterr().out
+    tree, notes = out.split("\nnote: ", 1)
+    assert "nan" not in tree.lower() and "inf" not in tree.lower()
+    assert tree.startswith("✓ run solo r1  done  2.00s  200 tok  $0.0000")
+    assert notes.splitlines() == [
+        f"{trace_file}:4: NaN is not JSON; read as null",
+        f"note: {trace_file}:8: 1e999 is not JSON; read as null",
+    ]
+    assert main(["trace", "show", str(trace_file), "--format", "json"]) == 0
+    body = _strict_json(capsys.readouterr().out)
+    assert isinstance(body, dict) and body["runs"][0]["cost"] == 0.0
+
+    assert main(["trace", "view", str(trace_file)]) == 0
+    page = trace_file.with_suffix(".html").read_text(encoding="utf-8")
+    data = page.split('<script type="application/json" id="teamrun-data">', 1)[1].split("</script>", 1)[0]
+    assert isinstance(_strict_json(data), dict)  # what the page's JSON.parse reads
+
+
+def test_the_view_page_never_writes_nan_into_its_data() -> None:
+    from teamrun.observe.view import render_page
+
+    page = render_page([{"kind": "llm_end", "ts": 1.0, "data": {"cost": float("nan"), "x": [float("-inf")]}}])
+    data = page.split('id="teamrun-data">', 1)[1].split("</script>", 1)[0]
+    assert _strict_json(data) == {
+        "records": [{"kind": "llm_end", "ts": 1.0, "data": {"cost": None, "x": [None]}}],
+        "answer": None,
+        "ended": True,
+    }
