@@ -68,9 +68,15 @@ def solo_run(
         if not ended and i == calls - 1:
             return out
         at += 1.0
-        out.append(line("llm_end", at, run=run, span=span, parent="s2", path=[agent], status="ok", usage=usage, cost=cost))
+        out.append(
+            line("llm_end", at, run=run, span=span, parent="s2", path=[agent], status="ok", usage=usage, cost=cost)
+        )
     total = {k: v * calls for k, v in usage.items()}
-    out.append(line("agent_end", at, run=run, span="s2", parent="s1", path=[agent], status="ok", usage=total, cost=cost * calls))
+    out.append(
+        line(
+            "agent_end", at, run=run, span="s2", parent="s1", path=[agent], status="ok", usage=total, cost=cost * calls
+        )
+    )
     out.append(line("run_end", at, run=run, span="s1", status="done", usage=total, cost=cost * calls))
     return out
 
