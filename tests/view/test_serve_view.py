@@ -200,3 +200,16 @@ def test_a_link_to_a_run_opens_its_view(serve: Any, open_page: OpenPage) -> None
     opened.page.locator(f"#runs-list tr[data-run={run_id}]").click()
     assert opened.page.url.endswith(f"/#run={run_id}")
     assert opened.problems == []
+
+
+def test_an_unknown_view_file_is_a_404_that_says_what_was_not_found(serve: Any) -> None:
+    server = serve([_research()])
+
+    missing = httpx.get(server.url + "/view/nope.js")
+    found = httpx.get(server.url + "/view/view.js")
+
+    assert missing.status_code == 404
+    error = missing.json()["error"]
+    assert error["code"] == "not_found"
+    assert error["message"] == "no file 'nope.js' in the run view; its files: markdown.js, model.js, view.css, view.js"
+    assert found.status_code == 200 and "TeamrunView" in found.text
