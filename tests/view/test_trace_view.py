@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import expect
@@ -13,6 +14,7 @@ from teamrun.cli import main
 from teamrun.observe.trace_read import read_trace
 from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
 from tests.observe.conftest import TeamWriter
+from tests.observe.handmade import line, write_trace
 from tests.observe.teams import script_fan_out
 from tests.view.conftest import OpenPage
 from tests.view.fanout import record_fan_out
@@ -349,4 +351,42 @@ def test_the_critical_path_runs_through_workers_asked_one_after_the_other(
     expect(lead_calls).to_have_count(3)
     expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm.tv-critical")).to_have_count(3)
     expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-wait.tv-critical")).to_have_count(2)
+    assert opened.problems == []
+
+
+def _view_of(records: list[dict[str, Any]], tmp_path: Path) -> Path:
+    """``teamrun trace view`` of a trace file holding ``records``; returns the page's path."""
+    trace = write_trace(tmp_path / "run.jsonl", records)
+    assert main(["trace", "view", str(trace)]) == 0
+    return trace.with_suffix(".html")
+
+
+def test_a_model_call_of_0_ms_under_a_wait_stays_clickable(tmp_path: Path, open_page: OpenPage) -> None:
+    at = 1000.0
+    lead, worker = ["lead"], ["lead", "researcher"]
+    records = [
+        line("run_start", at, span="s1", team="t"),
+        line("agent_start", at, span="s2", parent="s1", path=lead, model="m"),
+        line("llm_start", at, span="c1", parent="s2", path=lead, model="quick"),  # 0 ms, under the wait
+        line("llm_end", at, span="c1", parent="s2", path=lead, status="ok"),
+        line("delegation_start", at, span="d1", parent="s2", path=lead, worker="researcher"),
+        line("agent_start", at + 1, span="s3", parent="d1", path=worker, model="m"),
+        line("llm_start", at + 1, span="c2", parent="s3", path=worker, model="slow"),
+        line("llm_end", at + 9, span="c2", parent="s3", path=worker, status="ok"),
+        line("agent_end", at + 9, span="s3", parent="d1", path=worker, status="ok"),
+        line("delegation_end", at + 9, span="d1", parent="s2", path=lead, worker="researcher", status="ok"),
+        line("llm_start", at + 9, span="c3", parent="s2", path=lead, model="last"),
+        line("llm_end", at + 10, span="c3", parent="s2", path=lead, status="ok"),
+        line("agent_end", at + 10, span="s2", parent="s1", path=lead, status="ok"),
+        line("run_end", at + 10, span="s1", status="done"),
+    ]
+    opened = open_page(_view_of(records, tmp_path).as_uri())
+    page = opened.page
+
+    quick = page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm").first
+    box = quick.bounding_box()
+    assert box is not None and box["width"] >= 5  # a target a person can hit
+    quick.click(timeout=10_000)  # fails if another bar (the wait) would take the click
+
+    expect(page.locator("#tv-details h3")).to_contain_text("model call quick")
     assert opened.problems == []
