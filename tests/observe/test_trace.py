@@ -286,3 +286,33 @@ def test_the_view_page_never_writes_nan_into_its_data() -> None:
         "answer": None,
         "ended": True,
     }
+
+
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: reverses what follows, up to the end of its isolate or line
+
+
+def test_isolate_keeps_a_names_bidi_controls_inside_it() -> None:
+    from teamrun.observe.bidi import isolate
+
+    assert isolate("lead") == "lead"  # ASCII: as it is
+    assert isolate(f"evil{RLO}x") == f"\u2068evil{RLO}x\u2069"
+    assert isolate("\u05e9\u05dc\u05d5\u05dd") == "\u2068\u05e9\u05dc\u05d5\u05dd\u2069"  # Hebrew letters
+    assert isolate("a\u2069b") == "\u2068ab\u2069"  # a stray PDI would end the isolate early
+    assert isolate("\u2067a") == "\u2068\u2067a\u2069\u2069"  # an isolate the name opens is closed in it
+
+
+def test_trace_show_isolates_names_so_a_right_to_left_override_stays_in_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = solo_run(agent=f"lead{RLO}x", calls=1)
+    for record in records:
+        if record["kind"] == "llm_start":
+            record["data"]["model"] = f"gpt{RLO}y"
+    trace_file = write_trace(tmp_path / "run.jsonl", records)
+
+    assert main(["trace", "show", str(trace_file), "--calls"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == f"└─ ✓ \u2068lead{RLO}x\u2069  ok  1.00s  100 tok  $0.0100  (1 llm call)"
+    assert lines[2].startswith(f"   └─ ✓ llm \u2068gpt{RLO}y\u2069  ok  1.00s")
+    assert main(["trace", "show", str(trace_file), "--format", "mermaid"]) == 0
+    assert f'["\u2068lead{RLO}x\u2069<br/>ok · ' in capsys.readouterr().out

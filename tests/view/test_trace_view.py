@@ -14,7 +14,7 @@ from teamrun.cli import main
 from teamrun.observe.trace_read import read_trace
 from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
 from tests.observe.conftest import TeamWriter
-from tests.observe.handmade import line, write_trace
+from tests.observe.handmade import line, solo_run, write_trace
 from tests.observe.teams import script_fan_out
 from tests.view.conftest import OpenPage
 from tests.view.fanout import record_fan_out
@@ -389,4 +389,45 @@ def test_a_model_call_of_0_ms_under_a_wait_stays_clickable(tmp_path: Path, open_
     quick.click(timeout=10_000)  # fails if another bar (the wait) would take the click
 
     expect(page.locator("#tv-details h3")).to_contain_text("model call quick")
+    assert opened.problems == []
+
+
+_DRAWN_X = """(element) => {
+  // the left edge of each character of the element's text as drawn, in text order
+  const out = [], walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.data.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      const box = range.getBoundingClientRect();
+      out.push([node.data[i], box.width ? box.left : null]);
+    }
+  }
+  return out;
+}"""
+
+
+def test_a_name_with_a_right_to_left_override_does_not_reverse_the_figures_after_it(
+    tmp_path: Path, open_page: OpenPage
+) -> None:
+    rlo = "\u202e"
+    opened = open_page(_view_of(solo_run(agent=f"lead{rlo}x", team=f"team{rlo}y", calls=2), tmp_path).as_uri())
+    page = opened.page
+
+    checked = {
+        ".tv-tree .tv-line": " · ok · 2.00 s · 200 tokens · $0.0200",
+        ".tv-title": "done",
+        ".tv-row[data-agent] .tv-label": "2.00 s · 200 tok",
+        ".tv-chart-row": "200 tok · $0.0200",
+    }
+    for selector, figures in checked.items():
+        drawn = page.locator(selector).first.evaluate(_DRAWN_X)
+        text = "".join(c for c, _ in drawn)
+        assert text.endswith(figures), (selector, text)
+        lefts = [x for _, x in drawn[len(drawn) - len(figures) :] if x is not None]
+        assert lefts == sorted(lefts) and len(set(lefts)) == len(lefts), (selector, lefts)  # left to right
+    tooltip = page.locator(".tv-bar.tv-agent").get_attribute("title") or ""  # tooltips too
+    assert tooltip.startswith(f"agent \u2068lead{rlo}x\u2069 · 2.00 s")
+    assert page.title() == f"teamrun · \u2068team{rlo}y\u2069 · r1"
     assert opened.problems == []

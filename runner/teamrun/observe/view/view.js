@@ -22,6 +22,20 @@
     return Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
   }
 
+  // A name inside a line of text, isolated for the bidi algorithm (teamrun.observe.bidi.isolate, the same
+  // rule): an unclosed U+202E in a name must not reverse what follows it. ASCII names are left as they are.
+  function iso(name) {
+    const s = String(name);
+    if (!/[^\x00-\x7f]/.test(s)) return s;
+    let depth = 0, kept = "";
+    for (const c of s) {
+      if (c === "\u2066" || c === "\u2067" || c === "\u2068") depth++;
+      else if (c === "\u2069") { if (!depth) continue; depth--; }
+      kept += c;
+    }
+    return "\u2068" + kept + "\u2069".repeat(depth + 1);
+  }
+
   function usd(v) { return "$" + (v || 0).toFixed(v && v < 0.01 ? 6 : 4); }
 
   function statusClass(status) {
@@ -46,11 +60,11 @@
 
   // Who and what a span is, for people: "lead", "lead → competitors", "competitors: model call", "pricing: tool price_list".
   function label(node) {
-    const agent = node.path[node.path.length - 1] || node.name;
+    const agent = iso(node.path[node.path.length - 1] || node.name), name = iso(node.name);
     if (node.kind === "llm") return agent + ": model call";
-    if (node.kind === "tool") return agent + ": tool " + node.name;
-    if (node.kind === "delegation") return agent + " → " + node.name;
-    return node.kind === "agent" ? "agent " + node.name : node.name;
+    if (node.kind === "tool") return agent + ": tool " + name;
+    if (node.kind === "delegation") return agent + " → " + name;
+    return node.kind === "agent" ? "agent " + name : name;
   }
 
   function noteText(n) {
@@ -170,7 +184,7 @@
       const m = this.model, run = m.run;
       const box = el("section", "tv-summary");
       const title = el("h2", "tv-title");
-      title.append(el("span", "", run ? run.name : (this.result && this.result.team) || "run"), el("span", "tv-status tv-" + statusClass(this.status()), this.status()));
+      title.append(el("span", "", iso(run ? run.name : (this.result && this.result.team) || "run")), el("span", "tv-status tv-" + statusClass(this.status()), this.status()));
       box.append(title);
       const facts = el("p", "tv-summary-facts");
       const res = this.result || {};
@@ -210,7 +224,7 @@
         else if (FAILED.has(node.status) && node.status !== "unfinished" && !(told && !node.error)) {
           items.push({ node, level: "error", text: label(node) + " " + node.status + (node.error ? ": " + node.error : "") });
         } else if (LIMITED.has(node.status) && node.kind === "agent" && !budgetNoted(node)) {
-          items.push({ node, level: "limit", text: "agent " + node.name + " stopped by a limit" + (node.data.stopped_by ? ": " + node.data.stopped_by : "") });
+          items.push({ node, level: "limit", text: "agent " + iso(node.name) + " stopped by a limit" + (node.data.stopped_by ? ": " + node.data.stopped_by : "") });
         }
         for (const n of node.notes) {
           if (noteLevel(n) !== "info") items.push({ node, level: noteLevel(n), text: label(node).replace(/^agent /, "") + ": " + noteText(n) });
@@ -267,9 +281,9 @@
         row.dataset.path = agent.path.join("/");
         const label = el("div", "tv-label");
         label.style.paddingLeft = (0.3 + agent.depth * 0.9) + "em";
-        label.append(el("span", "tv-name", agent.name + (repeats.get(agent.name) > 1 ? " #" + seen.get(agent.name) : "")), el("span", "tv-meta", seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok"));
+        label.append(el("span", "tv-name", iso(agent.name) + (repeats.get(agent.name) > 1 ? " #" + seen.get(agent.name) : "")), el("span", "tv-meta", seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok"));
         label.dataset.key = agent.key;
-        label.title = agent.path.join(" → ");
+        label.title = agent.path.map(iso).join(" → ");
         const track = el("div", "tv-track");
         const bar = this.bar(agent, "agent");
         place(bar, agent.start, m.endOf(agent));
@@ -309,7 +323,7 @@
       bar.dataset.end = String(this.model.endOf(node));
       bar.tabIndex = 0;
       bar.setAttribute("role", "button");
-      const what = node.kind === "delegation" ? "waiting on " + node.name : node.kind === "agent" ? "agent " + node.name : node.kind + " " + node.name;
+      const what = (node.kind === "delegation" ? "waiting on " : node.kind === "agent" ? "agent " : node.kind + " ") + iso(node.name);
       bar.title = what + " · " + seconds(this.model.endOf(node) - node.start) + " · " + bar.dataset.status;
       bar.setAttribute("aria-label", bar.title);
       return bar;
@@ -351,7 +365,7 @@
         i.title = r.input + " input tokens";
         o.title = r.output + " output tokens";
         bars.append(i, o);
-        line.append(el("span", "tv-chart-name", r.name + (r.runs > 1 ? " ×" + r.runs : "")), bars,
+        line.append(el("span", "tv-chart-name", iso(r.name) + (r.runs > 1 ? " ×" + r.runs : "")), bars,
                     el("span", "tv-chart-value", r.total + " tok · " + usd(r.cost)));
         chart.append(line);
       }
@@ -372,7 +386,7 @@
           line.dataset.key = node.key;
           line.tabIndex = 0;
           line.setAttribute("role", "button");
-          line.textContent = node.name + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
+          line.textContent = iso(node.name) + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
             + " · " + tokensOf(node) + " tokens · " + usd(costOf(node));
           li.append(line);
           if (node.data.task) li.append(el("div", "tv-task", node.data.task));
@@ -386,7 +400,7 @@
           const li = el("li", "tv-agent tv-refused");  // refused before the worker started
           li.dataset.agent = node.name;
           li.dataset.status = node.status;
-          const line = el("span", "tv-line tv-" + statusClass(node.status), node.name + " · " + node.status + (node.error ? ": " + node.error : ""));
+          const line = el("span", "tv-line tv-" + statusClass(node.status), iso(node.name) + " · " + node.status + (node.error ? ": " + node.error : ""));
           line.dataset.key = node.key;
           li.append(line);
           parentList.append(li);
@@ -423,7 +437,7 @@
     detailsOf(node) {
       const m = this.model;
       const out = [];
-      const head = el("h3", "", (node.kind === "llm" ? "model call " : node.kind === "delegation" ? "delegation to " : node.kind + " ") + node.name);
+      const head = el("h3", "", (node.kind === "llm" ? "model call " : node.kind === "delegation" ? "delegation to " : node.kind + " ") + iso(node.name));
       const close = el("button", "tv-close", "×");
       close.type = "button";
       close.setAttribute("aria-label", "close");
@@ -432,7 +446,7 @@
       out.push(head);
       const facts = el("dl", "tv-facts");
       const fact = (k, v) => { if (v !== undefined && v !== null && v !== "") facts.append(el("dt", "", k), el("dd", "", v)); };
-      fact("agent", node.path.join(" → "));
+      fact("agent", node.path.map(iso).join(" → "));
       fact("status", node.end === null ? "unfinished" : node.status);
       fact("start", "+" + seconds(node.start - m.t0));
       fact("duration", seconds(m.endOf(node) - node.start));
@@ -460,7 +474,7 @@
       const list = el("ol", "tv-messages");
       for (const msg of node.io.new_messages || []) {
         const li = el("li", "tv-msg tv-role-" + String(msg.role || "unknown").replace(/[^a-z_]/g, ""));
-        li.append(el("span", "tv-role", msg.role + (msg.name ? " (" + msg.name + ")" : "")));
+        li.append(el("span", "tv-role", msg.role + (msg.name ? " (" + iso(msg.name) + ")" : "")));
         li.append(el("pre", "tv-pre", typeof msg.content === "string" ? msg.content : text(msg.content)));
         if (msg.tool_calls) li.append(el("pre", "tv-pre", text(msg.tool_calls)));
         list.append(li);
@@ -469,7 +483,7 @@
       const reply = node.io.reply || {};
       const li = el("div", "tv-msg tv-role-assistant");
       if (reply.text) li.append(el("pre", "tv-pre", reply.text));
-      for (const call of reply.tool_calls || []) li.append(el("pre", "tv-pre tv-call", call.name + "(" + pretty(call.arguments) + ")"));
+      for (const call of reply.tool_calls || []) li.append(el("pre", "tv-pre tv-call", iso(call.name) + "(" + pretty(call.arguments) + ")"));
       if (!reply.text && !(reply.tool_calls || []).length) li.append(el("p", "tv-empty", "(empty)"));
       out.push(li);
       return out;
