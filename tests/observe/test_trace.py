@@ -316,3 +316,20 @@ def test_trace_show_isolates_names_so_a_right_to_left_override_stays_in_its_name
     assert lines[2].startswith(f"   └─ ✓ llm \u2068gpt{RLO}y\u2069  ok  1.00s")
     assert main(["trace", "show", str(trace_file), "--format", "mermaid"]) == 0
     assert f'["\u2068lead{RLO}x\u2069<br/>ok · ' in capsys.readouterr().out
+
+
+def test_an_unfinished_run_lasts_until_its_own_last_event_not_the_next_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cut = solo_run("r1", start=1000.0, calls=2, ended=False)  # killed during its second call, at 1001 s
+    trace_file = write_trace(tmp_path / "run.jsonl", cut + solo_run("r2", start=2000.0, team="other"))
+
+    trace = read_trace(trace_file)
+
+    first, second = trace.roots
+    assert (first.status, first.duration_s, second.status, second.duration_s) == ("unfinished", 1.0, "done", 1.0)
+    assert not trace.complete
+    assert main(["trace", "show", str(trace_file)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("… run solo r1  unfinished  1.00s  ")  # not until the next run's end
+    assert lines[2] == "✓ run other r2  done  1.00s  100 tok  $0.0100"

@@ -431,3 +431,57 @@ def test_a_name_with_a_right_to_left_override_does_not_reverse_the_figures_after
     assert tooltip.startswith(f"agent \u2068lead{rlo}x\u2069 · 2.00 s")
     assert page.title() == f"teamrun · \u2068team{rlo}y\u2069 · r1"
     assert opened.problems == []
+
+
+def _facts(summary: Any) -> dict[str, str]:
+    facts = summary.locator(".tv-fact")
+    return {f.get_attribute("data-fact") or "": f.locator("b").inner_text() for f in facts.all()}
+
+
+def test_two_runs_in_one_trace_file_get_a_summary_each_from_their_own_spans(
+    tmp_path: Path, open_page: OpenPage
+) -> None:
+    first = solo_run("r1", start=1000.0, calls=2, tokens=100, cost=0.01)
+    second = solo_run("r2", start=2000.0, calls=1, tokens=50, cost=0.005, team="other")
+    opened = open_page(_view_of(first + second, tmp_path).as_uri())
+    page = opened.page
+
+    summaries = page.locator(".tv-summary")
+    expect(summaries).to_have_count(2)
+    one, two = _facts(summaries.nth(0)), _facts(summaries.nth(1))
+    assert {k: one[k] for k in ("run", "wall time", "agents", "model calls", "tokens", "cost")} == {
+        "run": "r1",
+        "wall time": "2.00 s",
+        "agents": "1",
+        "model calls": "2",
+        "tokens": "200",
+        "cost": "$0.0200",
+    }
+    assert {k: two[k] for k in ("run", "wall time", "agents", "model calls", "tokens", "cost")} == {
+        "run": "r2",
+        "wall time": "1.00 s",
+        "agents": "1",
+        "model calls": "1",
+        "tokens": "50",
+        "cost": "$0.005000",
+    }
+    expect(summaries.nth(1).locator(".tv-title")).to_contain_text("other")
+    assert opened.problems == []
+
+
+def test_a_trace_cut_short_says_unfinished_in_the_tree_the_bars_and_the_summary_alike(
+    tmp_path: Path, open_page: OpenPage
+) -> None:
+    opened = open_page(_view_of(solo_run(calls=2, ended=False), tmp_path).as_uri())
+    page = opened.page
+
+    expect(page.locator(".tv-title .tv-status")).to_have_text("unfinished")
+    expect(page.locator(".tv-tree li[data-agent=lead]")).to_have_attribute("data-status", "unfinished")
+    expect(page.locator(".tv-tree .tv-line")).to_contain_text("lead · unfinished · 1.00 s")
+    expect(page.locator(".tv-tree .tv-line.tv-failed")).to_have_count(1)
+    statuses = {bar.get_attribute("data-status") for bar in page.locator(".tv-bar[data-key]").all()}
+    assert statuses == {"ok", "unfinished"}  # the first call ended; the second, the agent and the run did not
+    page.locator(".tv-tree .tv-line").click()
+    expect(page.locator("#tv-details dd").nth(1)).to_have_text("unfinished")  # agent, status, ...
+    assert "running" not in page.locator("#teamrun-view").inner_text()
+    assert opened.problems == []

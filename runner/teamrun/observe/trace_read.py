@@ -44,7 +44,7 @@ class TraceNode:
     """Point events inside the span: warnings, budget stops, hook errors, retries, content."""
     children: list[TraceNode] = field(default_factory=list)
     last_seen: float = 0.0
-    """Time of the trace's last event, the end of an unfinished span."""
+    """Time of the last event of the span's run, the end of an unfinished span."""
 
     @property
     def finished(self) -> bool:
@@ -195,18 +195,20 @@ def typed_events(records: Iterable[Mapping[str, Any] | Event], problems: list[st
 def build_tree(records: Iterable[Mapping[str, Any] | Event]) -> list[TraceNode]:
     """The span trees of ``records`` (trace lines or typed events), roots in order.
 
-    Each span hangs below the span its ``parent_span_id`` names.
+    Each span hangs below the span its ``parent_span_id`` names; an unfinished one lasts until its run's
+    last event (a file may hold several runs).
     """
     index = SpanIndex()
     nodes: dict[SpanKey, TraceNode] = {}
+    run_of: dict[SpanKey, str] = {}
     roots: list[TraceNode] = []
-    last = 0.0
+    last: dict[str, float] = {}
     for event in typed_events(records):
         kind = event.kind
         span = f"{event.run_id}:{event.span_id}"  # span ids restart with each run
         parent_span = f"{event.run_id}:{event.parent_span_id}" if event.parent_span_id else None
         at = event.time
-        last = max(last, at)
+        last[event.run_id] = max(last.get(event.run_id, at), at)
         if kind in START_KINDS:
             span_kind = START_KINDS[kind]
             key, parent = index.start(span_kind, span, parent_span)
@@ -215,6 +217,7 @@ def build_tree(records: Iterable[Mapping[str, Any] | Event]) -> list[TraceNode]:
             if node.kind == "run":
                 node.attributes["run_id"] = event.run_id
             nodes[key] = node
+            run_of[key] = event.run_id
             (nodes[parent].children if parent in nodes else roots).append(node)
         elif kind in END_KINDS:
             found = nodes.get((END_KINDS[kind], span))
@@ -224,8 +227,8 @@ def build_tree(records: Iterable[Mapping[str, Any] | Event]) -> list[TraceNode]:
             owner = index.owner(kind, span, parent_span)
             if owner in nodes:
                 nodes[owner].notes.append({"kind": kind, "time": at, **_shown(event)})
-    for node in nodes.values():
-        node.last_seen = last
+    for key, node in nodes.items():
+        node.last_seen = last[run_of[key]]
     return roots
 
 
