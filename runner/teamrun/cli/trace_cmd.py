@@ -11,7 +11,9 @@ duration, tokens and cost (tokens and cost are each agent's own model calls;
 the run line has the totals).
 
 Works on a trace cut short by a killed run: spans that never ended are marked
-'unfinished'.
+'unfinished'. A line that is not a trace record (cut short, or its data not an
+object) is skipped, and NaN or Infinity is read as null; each is noted below the
+tree.
 
 \b
 Examples:
