@@ -225,11 +225,13 @@ def test_a_run_followed_live_ticks_between_events(serve: Any, tmp_path: Path, op
     call = view.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm")
     expect(call).to_have_attribute("data-status", "running")  # the model call waits on the gate: no events
     clock = view.locator(".tv-summary .tv-fact", has_text="wall time").locator("b")
-    events, before, width = view.get_attribute("data-events"), clock.inner_text(), call.evaluate("e => e.offsetWidth")
+    events, before = view.get_attribute("data-events"), clock.inner_text()
+    drawn = call.evaluate("e => [parseFloat(e.style.width), parseFloat(e.dataset.end)]")  # % of the track, s
 
     expect(clock).not_to_have_text(before)  # the clock moves on (a polling wait) ...
-    page.wait_for_function(  # ... and so does the open call's bar
-        "([e, w]) => e.offsetWidth > w", arg=[call.element_handle(), width]
+    page.wait_for_function(  # ... and so does the open call's bar (its width as drawn: a float, never rounded)
+        "([e, w, end]) => parseFloat(e.style.width) > w && parseFloat(e.dataset.end) > end",
+        arg=[call.element_handle(), *drawn],
     )
     assert view.get_attribute("data-events") == events  # with no new event: the live view ticks by itself
     gated.gate.set()
