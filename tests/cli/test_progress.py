@@ -570,3 +570,20 @@ def test_live_tree_frame_is_whole_when_it_fits_or_the_stream_is_no_terminal() ->
     _fan_out(bus, 11)
     final, _ = _final_frame(stream.getvalue())
     assert len(final) == 12 and "more not shown" not in stream.getvalue()
+
+
+def test_the_live_tree_and_plain_lines_isolate_names_with_a_right_to_left_override() -> None:
+    """An unclosed U+202E in a name must not reverse the figures after it on the line."""
+    from teamrun.events import EventBus
+
+    rlo = "\u202e"
+    tree_stream, plain_stream = io.StringIO(), io.StringIO()
+    bus = EventBus("r1")
+    bus.subscribe(LiveTree(tree_stream, interval=0.0))
+    bus.subscribe(PlainProgress(plain_stream))
+    bus.emit("agent_start", span_id="s1", parent_span_id="run", agent_path=(f"lead{rlo}x",), model=f"m{rlo}")
+    bus.emit("tool_start", span_id="s2", parent_span_id="s1", agent_path=(f"lead{rlo}x",), tool=f"grep{rlo}")
+
+    frame, _ = _final_frame(tree_stream.getvalue())
+    assert frame == [f"● \u2068lead{rlo}x\u2069  running  0 tok  $0.0000  tool \u2068grep{rlo}\u2069"]
+    assert _STAMP.sub("", plain_stream.getvalue()) == f"\u2068lead{rlo}x\u2069: started (\u2068m{rlo}\u2069)\n"

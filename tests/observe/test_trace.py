@@ -17,6 +17,7 @@ from teamrun.observe.render import render_trace
 from teamrun.observe.trace_read import read_trace
 from tests.fakeserver import FakeOpenAI, hang, text, tool_calls
 from tests.observe.conftest import TeamWriter
+from tests.observe.handmade import solo_run, write_trace
 from tests.observe.teams import script_fan_out
 
 
@@ -219,3 +220,116 @@ def test_trace_show_on_a_file_that_is_not_a_trace(tmp_path: Path, capsys: pytest
     assert "is not a teamrun trace" in capsys.readouterr().err
     assert main(["trace", "show", str(tmp_path / "missing.jsonl")]) == 2
     assert "cannot read the trace file" in capsys.readouterr().err
+
+
+def _strict_json(text: str) -> object:
+    """JSON as a browser's ``JSON.parse`` reads it: ``NaN`` and ``Infinity`` are errors."""
+
+    def refuse(constant: str) -> object:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("data", [[1, 2], "text", 7])
+def test_a_line_whose_data_is_not_an_object_is_skipped_and_noted(
+    data: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records: list[dict[str, object]] = solo_run(calls=2)  # type: ignore[assignment]
+    records[2] = {**records[2], "data": data}  # the first model call's start
+    trace_file = write_trace(tmp_path / "run.jsonl", records)
+
+    assert main(["trace", "show", str(trace_file)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("✓ run solo r1  done")
+    assert "(1 llm call)" in out  # the other call is still there
+    assert f"{trace_file}:4: its data is not an object; skipped" in out
+    assert main(["trace", "view", str(trace_file)]) == 0
+    assert "its data is not an object" in trace_file.with_suffix(".html").read_text(encoding="utf-8")
+
+
+def test_nan_and_infinity_in_a_trace_are_read_as_null_and_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [json.dumps(r) for r in solo_run(calls=2)]
+    lines[3] = lines[3].replace('"cost": 0.01', '"cost": NaN')  # the first model call's end
+    lines[-1] = lines[-1].replace('"cost": 0.02', '"cost": 1e999')  # the run's end: a float too big
+    trace_file = tmp_path / "run.jsonl"
+    trace_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    assert main(["trace", "show", str(trace_file)]) == 0
+    out = capsys.readouterr().out
+    tree, notes = out.split("\nnote: ", 1)
+    assert "nan" not in tree.lower() and "inf" not in tree.lower()
+    assert tree.startswith("✓ run solo r1  done  2.00s  200 tok  $0.0000")
+    assert notes.splitlines() == [
+        f"{trace_file}:4: NaN is not JSON; read as null",
+        f"note: {trace_file}:8: 1e999 is not JSON; read as null",
+    ]
+    assert main(["trace", "show", str(trace_file), "--format", "json"]) == 0
+    body = _strict_json(capsys.readouterr().out)
+    assert isinstance(body, dict) and body["runs"][0]["cost"] == 0.0
+
+    assert main(["trace", "view", str(trace_file)]) == 0
+    page = trace_file.with_suffix(".html").read_text(encoding="utf-8")
+    data = page.split('<script type="application/json" id="teamrun-data">', 1)[1].split("</script>", 1)[0]
+    assert isinstance(_strict_json(data), dict)  # what the page's JSON.parse reads
+
+
+def test_the_view_page_never_writes_nan_into_its_data() -> None:
+    from teamrun.observe.view import render_page
+
+    page = render_page([{"kind": "llm_end", "ts": 1.0, "data": {"cost": float("nan"), "x": [float("-inf")]}}])
+    data = page.split('id="teamrun-data">', 1)[1].split("</script>", 1)[0]
+    assert _strict_json(data) == {
+        "records": [{"kind": "llm_end", "ts": 1.0, "data": {"cost": None, "x": [None]}}],
+        "answer": None,
+        "ended": True,
+    }
+
+
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: reverses what follows, up to the end of its isolate or line
+
+
+def test_isolate_keeps_a_names_bidi_controls_inside_it() -> None:
+    from teamrun.observe.bidi import isolate
+
+    assert isolate("lead") == "lead"  # ASCII: as it is
+    assert isolate(f"evil{RLO}x") == f"\u2068evil{RLO}x\u2069"
+    assert isolate("\u05e9\u05dc\u05d5\u05dd") == "\u2068\u05e9\u05dc\u05d5\u05dd\u2069"  # Hebrew letters
+    assert isolate("a\u2069b") == "\u2068ab\u2069"  # a stray PDI would end the isolate early
+    assert isolate("\u2067a") == "\u2068\u2067a\u2069\u2069"  # an isolate the name opens is closed in it
+
+
+def test_trace_show_isolates_names_so_a_right_to_left_override_stays_in_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = solo_run(agent=f"lead{RLO}x", calls=1)
+    for record in records:
+        if record["kind"] == "llm_start":
+            record["data"]["model"] = f"gpt{RLO}y"
+    trace_file = write_trace(tmp_path / "run.jsonl", records)
+
+    assert main(["trace", "show", str(trace_file), "--calls"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == f"└─ ✓ \u2068lead{RLO}x\u2069  ok  1.00s  100 tok  $0.0100  (1 llm call)"
+    assert lines[2].startswith(f"   └─ ✓ llm \u2068gpt{RLO}y\u2069  ok  1.00s")
+    assert main(["trace", "show", str(trace_file), "--format", "mermaid"]) == 0
+    assert f'["\u2068lead{RLO}x\u2069<br/>ok · ' in capsys.readouterr().out
+
+
+def test_an_unfinished_run_lasts_until_its_own_last_event_not_the_next_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cut = solo_run("r1", start=1000.0, calls=2, ended=False)  # killed during its second call, at 1001 s
+    trace_file = write_trace(tmp_path / "run.jsonl", cut + solo_run("r2", start=2000.0, team="other"))
+
+    trace = read_trace(trace_file)
+
+    first, second = trace.roots
+    assert (first.status, first.duration_s, second.status, second.duration_s) == ("unfinished", 1.0, "done", 1.0)
+    assert not trace.complete
+    assert main(["trace", "show", str(trace_file)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("… run solo r1  unfinished  1.00s  ")  # not until the next run's end
+    assert lines[2] == "✓ run other r2  done  1.00s  100 tok  $0.0100"

@@ -79,7 +79,7 @@ def test_the_page_lists_past_runs_filters_them_and_opens_each_in_the_view_live(
     rows.first.click()  # the running run opens live
     view = page.locator("#run-view")
     expect(view.locator(".tv-title .tv-status")).to_have_text("running")
-    expect(view.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm")).to_have_attribute("data-status", "unfinished")
+    expect(view.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm")).to_have_attribute("data-status", "running")
     gated.gate.set()
     expect(view.locator(".tv-title .tv-status")).to_have_text("done", timeout=20_000)
     expect(view.locator("#tv-answer strong")).to_have_text("gated")
@@ -199,4 +199,45 @@ def test_a_link_to_a_run_opens_its_view(serve: Any, open_page: OpenPage) -> None
     expect(opened.page.locator("#run-view .tv-row[data-agent=researcher]")).to_have_count(1)
     opened.page.locator(f"#runs-list tr[data-run={run_id}]").click()
     assert opened.page.url.endswith(f"/#run={run_id}")
+    assert opened.problems == []
+
+
+def test_an_unknown_view_file_is_a_404_that_says_what_was_not_found(serve: Any) -> None:
+    server = serve([_research()])
+
+    missing = httpx.get(server.url + "/view/nope.js")
+    found = httpx.get(server.url + "/view/view.js")
+
+    assert missing.status_code == 404
+    error = missing.json()["error"]
+    assert error["code"] == "not_found"
+    assert error["message"] == "no file 'nope.js' in the run view; its files: markdown.js, model.js, view.css, view.js"
+    assert found.status_code == 200 and "TeamrunView" in found.text
+
+
+def test_a_run_followed_live_ticks_between_events(serve: Any, tmp_path: Path, open_page: OpenPage) -> None:
+    gated = GatedModel("done at last")
+    server = serve([teamrun.load_team(solo_team(tmp_path, name="gated"), chat_model=gated)])  # loopback, no token
+    run_id = httpx.post(server.url + "/v1/runs", json={"team": "gated", "input": "wait"}).json()["id"]
+    opened = open_page(f"{server.url}/#run={run_id}")
+    page = opened.page
+    view = page.locator("#run-view")
+    call = view.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm")
+    expect(call).to_have_attribute("data-status", "running")  # the model call waits on the gate: no events
+    clock = view.locator(".tv-summary .tv-fact", has_text="wall time").locator("b")
+    events, before = view.get_attribute("data-events"), clock.inner_text()
+    drawn = call.evaluate("e => [parseFloat(e.style.width), parseFloat(e.dataset.end)]")  # % of the track, s
+
+    expect(clock).not_to_have_text(before)  # the clock moves on (a polling wait) ...
+    page.wait_for_function(  # ... and so does the open call's bar (its width as drawn: a float, never rounded)
+        "([e, w, end]) => parseFloat(e.style.width) > w && parseFloat(e.dataset.end) > end",
+        arg=[call.element_handle(), *drawn],
+    )
+    assert view.get_attribute("data-events") == events  # with no new event: the live view ticks by itself
+    gated.gate.set()
+    expect(view.locator(".tv-title .tv-status")).to_have_text("done")
+    expect(call).to_have_attribute("data-status", "ok")
+    ended = clock.inner_text()
+    page.wait_for_timeout(600)  # a few ticks' time: once the run ended, nothing moves
+    assert clock.inner_text() == ended
     assert opened.problems == []

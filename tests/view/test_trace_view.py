@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import expect
@@ -13,6 +14,7 @@ from teamrun.cli import main
 from teamrun.observe.trace_read import read_trace
 from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
 from tests.observe.conftest import TeamWriter
+from tests.observe.handmade import line, solo_run, write_trace
 from tests.observe.teams import script_fan_out
 from tests.view.conftest import OpenPage
 from tests.view.fanout import record_fan_out
@@ -349,4 +351,137 @@ def test_the_critical_path_runs_through_workers_asked_one_after_the_other(
     expect(lead_calls).to_have_count(3)
     expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm.tv-critical")).to_have_count(3)
     expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-wait.tv-critical")).to_have_count(2)
+    assert opened.problems == []
+
+
+def _view_of(records: list[dict[str, Any]], tmp_path: Path) -> Path:
+    """``teamrun trace view`` of a trace file holding ``records``; returns the page's path."""
+    trace = write_trace(tmp_path / "run.jsonl", records)
+    assert main(["trace", "view", str(trace)]) == 0
+    return trace.with_suffix(".html")
+
+
+def test_a_model_call_of_0_ms_under_a_wait_stays_clickable(tmp_path: Path, open_page: OpenPage) -> None:
+    at = 1000.0
+    lead, worker = ["lead"], ["lead", "researcher"]
+    records = [
+        line("run_start", at, span="s1", team="t"),
+        line("agent_start", at, span="s2", parent="s1", path=lead, model="m"),
+        line("llm_start", at, span="c1", parent="s2", path=lead, model="quick"),  # 0 ms, under the wait
+        line("llm_end", at, span="c1", parent="s2", path=lead, status="ok"),
+        line("delegation_start", at, span="d1", parent="s2", path=lead, worker="researcher"),
+        line("agent_start", at + 1, span="s3", parent="d1", path=worker, model="m"),
+        line("llm_start", at + 1, span="c2", parent="s3", path=worker, model="slow"),
+        line("llm_end", at + 9, span="c2", parent="s3", path=worker, status="ok"),
+        line("agent_end", at + 9, span="s3", parent="d1", path=worker, status="ok"),
+        line("delegation_end", at + 9, span="d1", parent="s2", path=lead, worker="researcher", status="ok"),
+        line("llm_start", at + 9, span="c3", parent="s2", path=lead, model="last"),
+        line("llm_end", at + 10, span="c3", parent="s2", path=lead, status="ok"),
+        line("agent_end", at + 10, span="s2", parent="s1", path=lead, status="ok"),
+        line("run_end", at + 10, span="s1", status="done"),
+    ]
+    opened = open_page(_view_of(records, tmp_path).as_uri())
+    page = opened.page
+
+    quick = page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm").first
+    box = quick.bounding_box()
+    assert box is not None and box["width"] >= 5  # a target a person can hit
+    quick.click(timeout=10_000)  # fails if another bar (the wait) would take the click
+
+    expect(page.locator("#tv-details h3")).to_contain_text("model call quick")
+    assert opened.problems == []
+
+
+_DRAWN_X = """(element) => {
+  // the left edge of each character of the element's text as drawn, in text order
+  const out = [], walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.data.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      const box = range.getBoundingClientRect();
+      out.push([node.data[i], box.width ? box.left : null]);
+    }
+  }
+  return out;
+}"""
+
+
+def test_a_name_with_a_right_to_left_override_does_not_reverse_the_figures_after_it(
+    tmp_path: Path, open_page: OpenPage
+) -> None:
+    rlo = "\u202e"
+    opened = open_page(_view_of(solo_run(agent=f"lead{rlo}x", team=f"team{rlo}y", calls=2), tmp_path).as_uri())
+    page = opened.page
+
+    checked = {
+        ".tv-tree .tv-line": " · ok · 2.00 s · 200 tokens · $0.0200",
+        ".tv-title": "done",
+        ".tv-row[data-agent] .tv-label": "2.00 s · 200 tok",
+        ".tv-chart-row": "200 tok · $0.0200",
+    }
+    for selector, figures in checked.items():
+        drawn = page.locator(selector).first.evaluate(_DRAWN_X)
+        text = "".join(c for c, _ in drawn)
+        assert text.endswith(figures), (selector, text)
+        lefts = [x for _, x in drawn[len(drawn) - len(figures) :] if x is not None]
+        assert lefts == sorted(lefts) and len(set(lefts)) == len(lefts), (selector, lefts)  # left to right
+    tooltip = page.locator(".tv-bar.tv-agent").get_attribute("title") or ""  # tooltips too
+    assert tooltip.startswith(f"agent \u2068lead{rlo}x\u2069 · 2.00 s")
+    assert page.title() == f"teamrun · \u2068team{rlo}y\u2069 · r1"
+    assert opened.problems == []
+
+
+def _facts(summary: Any) -> dict[str, str]:
+    facts = summary.locator(".tv-fact")
+    return {f.get_attribute("data-fact") or "": f.locator("b").inner_text() for f in facts.all()}
+
+
+def test_two_runs_in_one_trace_file_get_a_summary_each_from_their_own_spans(
+    tmp_path: Path, open_page: OpenPage
+) -> None:
+    first = solo_run("r1", start=1000.0, calls=2, tokens=100, cost=0.01)
+    second = solo_run("r2", start=2000.0, calls=1, tokens=50, cost=0.005, team="other")
+    opened = open_page(_view_of(first + second, tmp_path).as_uri())
+    page = opened.page
+
+    summaries = page.locator(".tv-summary")
+    expect(summaries).to_have_count(2)
+    one, two = _facts(summaries.nth(0)), _facts(summaries.nth(1))
+    assert {k: one[k] for k in ("run", "wall time", "agents", "model calls", "tokens", "cost")} == {
+        "run": "r1",
+        "wall time": "2.00 s",
+        "agents": "1",
+        "model calls": "2",
+        "tokens": "200",
+        "cost": "$0.0200",
+    }
+    assert {k: two[k] for k in ("run", "wall time", "agents", "model calls", "tokens", "cost")} == {
+        "run": "r2",
+        "wall time": "1.00 s",
+        "agents": "1",
+        "model calls": "1",
+        "tokens": "50",
+        "cost": "$0.005000",
+    }
+    expect(summaries.nth(1).locator(".tv-title")).to_contain_text("other")
+    assert opened.problems == []
+
+
+def test_a_trace_cut_short_says_unfinished_in_the_tree_the_bars_and_the_summary_alike(
+    tmp_path: Path, open_page: OpenPage
+) -> None:
+    opened = open_page(_view_of(solo_run(calls=2, ended=False), tmp_path).as_uri())
+    page = opened.page
+
+    expect(page.locator(".tv-title .tv-status")).to_have_text("unfinished")
+    expect(page.locator(".tv-tree li[data-agent=lead]")).to_have_attribute("data-status", "unfinished")
+    expect(page.locator(".tv-tree .tv-line")).to_contain_text("lead · unfinished · 1.00 s")
+    expect(page.locator(".tv-tree .tv-line.tv-failed")).to_have_count(1)
+    statuses = {bar.get_attribute("data-status") for bar in page.locator(".tv-bar[data-key]").all()}
+    assert statuses == {"ok", "unfinished"}  # the first call ended; the second, the agent and the run did not
+    page.locator(".tv-tree .tv-line").click()
+    expect(page.locator("#tv-details dd").nth(1)).to_have_text("unfinished")  # agent, status, ...
+    assert "running" not in page.locator("#teamrun-view").inner_text()
     assert opened.problems == []

@@ -36,6 +36,7 @@ from teamrun.events import (
     ToolStart,
     content_fields,
 )
+from teamrun.observe.bidi import isolate
 
 _MARKS = {
     "running": "●",
@@ -90,22 +91,22 @@ class PlainProgress:
             self.stream.flush()
 
     def _line(self, event: Event) -> str | None:
-        who = _IN.join(event.agent_path)
+        who = _IN.join(map(isolate, event.agent_path))
         match event:
             case AgentStart():
-                return f"{who}: started ({event.model})"
+                return f"{who}: started ({isolate(event.model)})"
             case AgentEnd():
                 stop = f", stopped by {event.stopped_by}" if event.stopped_by else ""
                 spent = f"{_tokens(event.usage.get('total_tokens', 0))}, ${event.cost:.4f}"
                 return f"{who}: {event.status} ({spent}{stop})"
             case DelegationStart():
                 step = f" (step {event.step})" if event.step else ""
-                return f"{who} → {event.worker}: delegated{step}"
+                return f"{who} → {isolate(event.worker)}: delegated{step}"
             case DelegationEnd() if event.status != "ok":
-                return f"{who} → {event.worker}: {event.status}: {event.error}"
+                return f"{who} → {isolate(event.worker)}: {event.status}: {event.error}"
             case ToolEnd():
                 error = f": {event.error}" if event.error else ""
-                return f"{who}: tool {event.tool} {event.status}{error}"
+                return f"{who}: tool {isolate(event.tool)} {event.status}{error}"
             case LlmRetry():
                 return f"{who}: model call retry {event.attempt} after {event.error}"
             case Hook():
@@ -242,7 +243,7 @@ class LiveTree:
                 node.tokens += event.usage.get("total_tokens", 0)
                 node.cost += event.cost
             case ToolStart() if event.parent_span_id in self.nodes:
-                self.nodes[event.parent_span_id].detail = f"tool {event.tool}"
+                self.nodes[event.parent_span_id].detail = f"tool {isolate(event.tool)}"
             case ToolEnd() if self.pending and repr(event.tool) in self.pending:
                 self.pending, self.drawn = "", 0  # the prompt about this tool was answered (on a new line)
             case AgentEnd() if event.span_id in self.nodes:
@@ -323,9 +324,8 @@ class LiveTree:
             branch = "" if top else ("└─ " if last else "├─ ")
             mark = _MARKS.get(node.status, "·")
             extra = f"  {node.detail}" if node.detail else ""
-            lines.append(
-                f"{prefix}{branch}{mark} {node.name}  {node.status}  {_tokens(node.tokens)}  ${node.cost:.4f}{extra}"
-            )
+            spent = f"{_tokens(node.tokens)}  ${node.cost:.4f}"
+            lines.append(f"{prefix}{branch}{mark} {isolate(node.name)}  {node.status}  {spent}{extra}")
             child_prefix = prefix if top else prefix + ("   " if last else "│  ")
             for i, child in enumerate(node.children):
                 if len(lines) >= room:

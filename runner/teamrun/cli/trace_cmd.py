@@ -11,7 +11,9 @@ duration, tokens and cost (tokens and cost are each agent's own model calls;
 the run line has the totals).
 
 Works on a trace cut short by a killed run: spans that never ended are marked
-'unfinished'.
+'unfinished'. A line that is not a trace record (cut short, or its data not an
+object) is skipped, and NaN or Infinity is read as null; each is noted below the
+tree.
 
 \b
 Examples:
@@ -77,6 +79,7 @@ def view(trace_file: str, output: str | None, open_page: bool) -> None:
     from pathlib import Path
 
     from teamrun.errors import UsageError
+    from teamrun.observe.bidi import isolate
     from teamrun.observe.trace_read import read_trace
     from teamrun.observe.view import render_page
     from teamrun.secrets import Redactor
@@ -86,7 +89,7 @@ def view(trace_file: str, output: str | None, open_page: bool) -> None:
     if target.resolve() == Path(trace_file).resolve():
         raise UsageError(f"{trace_file}: the page would overwrite the trace; name another file with -o")
     run = next((r for r in read.roots if r.kind == "run"), None)
-    title = f"teamrun · {run.name} · {run.attributes.get('run_id', '')}" if run is not None else "teamrun run"
+    title = f"teamrun · {isolate(run.name)} · {run.attributes.get('run_id', '')}" if run is not None else "teamrun run"
     records = Redactor().value(read.records)  # masked when written; again here, with this environment's secrets
     page = render_page(records, title=title, notes=read.problems)
     try:

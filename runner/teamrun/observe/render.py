@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from teamrun.observe.bidi import isolate
 from teamrun.observe.trace_read import UNFINISHED, Trace, TraceNode
 
 __all__ = ["TraceFormat", "render_json", "render_mermaid", "render_text", "render_trace"]
@@ -100,16 +101,16 @@ def render_text(trace: Trace, *, calls: bool = False) -> str:
         mark = _MARKS.get(node.status, "·")
         label = "llm" if node.kind == "llm" else "tool"
         called = node.attributes.get("tool_calls")
-        extra = f" → {', '.join(map(str, called))}" if node.kind == "llm" and called else ""
+        extra = f" → {', '.join(isolate(str(c)) for c in called)}" if node.kind == "llm" and called else ""
         error = _short(node.error)
-        return f"{mark} {label} {node.name}  {node.status}  {_spent(node, node.duration_s)}{extra}{error}"
+        return f"{mark} {label} {isolate(node.name)}  {node.status}  {_spent(node, node.duration_s)}{extra}{error}"
 
     def walk(line: _Line, prefix: str, last: bool) -> None:
         branch = "└─ " if last else "├─ "
         error = _short(line.error)
         mark = _MARKS.get(line.status, "·")
         out.append(
-            f"{prefix}{branch}{mark} {line.name}  {line.status}  "
+            f"{prefix}{branch}{mark} {isolate(line.name)}  {line.status}  "
             f"{_spent(line.node, line.duration_s)}{_call_counts(line)}{error}"
         )
         inner = prefix + ("   " if last else "│  ")
@@ -128,7 +129,8 @@ def render_text(trace: Trace, *, calls: bool = False) -> str:
             run_id = root.attributes.get("run_id") or ""
             mark = _MARKS.get(root.status, "·")
             stopped = f" ({root.attributes['stopped_by']})" if root.attributes.get("stopped_by") else ""
-            out.append(f"{mark} run {root.name} {run_id}  {root.status}{stopped}  {_spent(root, root.duration_s)}")
+            name = f"{isolate(root.name)} {isolate(str(run_id))}"
+            out.append(f"{mark} run {name}  {root.status}{stopped}  {_spent(root, root.duration_s)}")
             agents = [_agent_line(c) for c in root.children if c.kind == "agent"]
         else:
             agents = [_agent_line(root)] if root.kind == "agent" else []
@@ -193,7 +195,7 @@ def render_mermaid(trace: Trace) -> str:
 
     def box(line: _Line) -> str:
         facts = f"{line.status} · {line.duration_s:.2f}s · {_tokens(line.node.tokens)} · ${line.node.cost:.4f}"
-        return f'{ident(line)}["{_mermaid_label(line.name)}<br/>{_mermaid_label(facts)}"]'
+        return f'{ident(line)}["{_mermaid_label(isolate(line.name))}<br/>{_mermaid_label(facts)}"]'
 
     def walk(line: _Line) -> None:
         for worker in line.workers:
@@ -204,7 +206,7 @@ def render_mermaid(trace: Trace) -> str:
         agents = [_agent_line(c) for c in root.children if c.kind == "agent"] if root.kind == "run" else []
         if root.kind == "run":
             facts = f"{root.status} · {root.duration_s:.2f}s · {_tokens(root.tokens)} · ${root.cost:.4f}"
-            out.append(f'  {ident(root)}(["run {_mermaid_label(root.name)}<br/>{_mermaid_label(facts)}"])')
+            out.append(f'  {ident(root)}(["run {_mermaid_label(isolate(root.name))}<br/>{_mermaid_label(facts)}"])')
         for agent in agents:
             out.append(f"  {ident(root)} --> {box(agent)}")
             walk(agent)

@@ -8,7 +8,8 @@ until the trace's final event.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ class TraceNode:
     """Point events inside the span: warnings, budget stops, hook errors, retries, content."""
     children: list[TraceNode] = field(default_factory=list)
     last_seen: float = 0.0
-    """Time of the trace's last event, the end of an unfinished span."""
+    """Time of the last event of the span's run, the end of an unfinished span."""
 
     @property
     def finished(self) -> bool:
@@ -82,9 +83,9 @@ class Trace:
 
     @property
     def complete(self) -> bool:
-        """Every run in the trace ended (it was not killed or cut)."""
+        """Every run in the trace ended (it was not killed or cut); lines skipped or mended are in ``problems``."""
         runs = [r for r in self.roots if r.kind == "run"]
-        return bool(runs) and all(r.finished for r in runs) and not self.problems
+        return bool(runs) and all(r.finished for r in runs)
 
     @property
     def content(self) -> bool:
@@ -106,19 +107,29 @@ def read_trace(path: str | Path) -> Trace:
 
 
 def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
+    """Read trace lines; a line that cannot be a trace record is skipped and noted in ``problems``.
+
+    ``NaN``, ``Infinity`` and numbers too big for a float are not JSON (a browser's ``JSON.parse``
+    refuses them): each is read as ``null`` and noted.
+    """
     records: list[dict[str, Any]] = []
     problems: list[str] = []
     header: dict[str, Any] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        where = f"{source}:{number}"
+        not_json: list[str] = []
         try:
-            record = json.loads(line)
+            record = json.loads(line, parse_constant=_as_null(not_json), parse_float=_finite_or_null(not_json))
         except json.JSONDecodeError:
-            problems.append(f"{source}:{number}: not a JSON line (cut short?); skipped")
+            problems.append(f"{where}: not a JSON line (cut short?); skipped")
             continue
-        if not isinstance(record, dict) or "kind" not in record:
-            problems.append(f"{source}:{number}: not a trace record; skipped")
+        if not_json:
+            problems.append(f"{where}: {', '.join(not_json)} is not JSON; read as null")
+        wrong = _malformed(record)
+        if wrong:
+            problems.append(f"{where}: {wrong}; skipped")
         elif record["kind"] == "trace":
             header = record
         else:
@@ -126,6 +137,40 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
     if not records and not header:
         raise UsageError(f"{source} is not a teamrun trace (no trace records in it)")
     return Trace(records, build_tree(records), header, problems)
+
+
+def _as_null(seen: list[str]) -> Callable[[str], None]:
+    def read(constant: str) -> None:
+        seen.append(constant)
+
+    return read
+
+
+def _finite_or_null(seen: list[str]) -> Callable[[str], float | None]:
+    def read(text: str) -> float | None:
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        seen.append(text)
+        return None
+
+    return read
+
+
+def _malformed(record: object) -> str | None:
+    """Why ``record`` (a parsed line) cannot be a trace record, or ``None`` when it can."""
+    if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+        return "not a trace record"
+    if not isinstance(record.get("data", {}), dict | None):
+        return "its data is not an object"
+    for clock in ("time", "ts"):
+        value = record.get(clock, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"its {clock} is not a number"
+    path = record.get("agent_path", [])
+    if not isinstance(path, list | None) or not all(isinstance(name, str) for name in path or ()):
+        return "its agent_path is not a list of names"
+    return None
 
 
 def typed_events(records: Iterable[Mapping[str, Any] | Event], problems: list[str] | None = None) -> list[Event]:
@@ -150,18 +195,20 @@ def typed_events(records: Iterable[Mapping[str, Any] | Event], problems: list[st
 def build_tree(records: Iterable[Mapping[str, Any] | Event]) -> list[TraceNode]:
     """The span trees of ``records`` (trace lines or typed events), roots in order.
 
-    Each span hangs below the span its ``parent_span_id`` names.
+    Each span hangs below the span its ``parent_span_id`` names; an unfinished one lasts until its run's
+    last event (a file may hold several runs).
     """
     index = SpanIndex()
     nodes: dict[SpanKey, TraceNode] = {}
+    run_of: dict[SpanKey, str] = {}
     roots: list[TraceNode] = []
-    last = 0.0
+    last: dict[str, float] = {}
     for event in typed_events(records):
         kind = event.kind
         span = f"{event.run_id}:{event.span_id}"  # span ids restart with each run
         parent_span = f"{event.run_id}:{event.parent_span_id}" if event.parent_span_id else None
         at = event.time
-        last = max(last, at)
+        last[event.run_id] = max(last.get(event.run_id, at), at)
         if kind in START_KINDS:
             span_kind = START_KINDS[kind]
             key, parent = index.start(span_kind, span, parent_span)
@@ -170,6 +217,7 @@ def build_tree(records: Iterable[Mapping[str, Any] | Event]) -> list[TraceNode]:
             if node.kind == "run":
                 node.attributes["run_id"] = event.run_id
             nodes[key] = node
+            run_of[key] = event.run_id
             (nodes[parent].children if parent in nodes else roots).append(node)
         elif kind in END_KINDS:
             found = nodes.get((END_KINDS[kind], span))
@@ -179,8 +227,8 @@ def build_tree(records: Iterable[Mapping[str, Any] | Event]) -> list[TraceNode]:
             owner = index.owner(kind, span, parent_span)
             if owner in nodes:
                 nodes[owner].notes.append({"kind": kind, "time": at, **_shown(event)})
-    for node in nodes.values():
-        node.last_seen = last
+    for key, node in nodes.items():
+        node.last_seen = last[run_of[key]]
     return roots
 
 

@@ -473,7 +473,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         )
 
     mount_pending(app, registry, served, authorize, ApiError)  # GET /v1/pending, POST .../pending/{item}
-    mount_history(app, registry, served, authorize)  # GET /v1/runs (the run list) and /view/* (the run view)
+    mount_history(app, registry, served, authorize, ApiError)  # GET /v1/runs (the run list) and /view/* (the run view)
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     if settings.cors_origins:

@@ -294,9 +294,16 @@ async def stored_events(
 
 
 def mount_history(
-    app: FastAPI, registry: RunRegistry, served: Mapping[str, _Served], authorize: Callable[..., Any]
+    app: FastAPI,
+    registry: RunRegistry,
+    served: Mapping[str, _Served],
+    authorize: Callable[..., Any],
+    error: Callable[..., Exception],
 ) -> None:
-    """Add ``GET /v1/runs`` (the run list, behind ``authorize``) and ``GET /view/{name}`` to ``app``."""
+    """Add ``GET /v1/runs`` (the run list, behind ``authorize``) and ``GET /view/{name}`` to ``app``.
+
+    ``error(status, message, code=...)`` builds the server's error answer (``ApiError``).
+    """
 
     @app.get("/v1/runs", dependencies=[Depends(authorize)])
     async def runs_list(
@@ -315,6 +322,8 @@ def mount_history(
     @app.get("/view/{name}")
     async def view_file(name: str) -> Response:
         if name not in ASSETS:
-            return Response(status_code=404)
+            raise error(
+                404, f"no file '{name}' in the run view; its files: {', '.join(sorted(ASSETS))}", code="not_found"
+            )
         body = resources.files("teamrun.observe.view").joinpath(name).read_bytes()
         return Response(body, media_type=ASSETS[name], headers=_VIEW_HEADERS)

@@ -21,6 +21,7 @@ import base64
 import hashlib
 import html
 import json
+import math
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
@@ -48,8 +49,14 @@ def _hash(text: str) -> str:
 
 
 def _json_for_html(value: Any) -> str:
-    """JSON that is safe inside a ``<script type="application/json">`` element (no ``</script>``, no ``<!--``)."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """JSON that is safe inside a ``<script type="application/json">`` element (no ``</script>``, no ``<!--``).
+
+    ``NaN`` and infinities become ``null``: ``JSON.parse`` refuses them, and the page would stay blank.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
     return (
         text.replace("<", "\\u003c")
         .replace(">", "\\u003e")
@@ -59,10 +66,23 @@ def _json_for_html(value: Any) -> str:
     )
 
 
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite replaced by ``None``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 _BOOT = """
 (function () {
-  var data = JSON.parse(document.getElementById("teamrun-data").textContent);
-  window.teamrunView = TeamrunView.mount(document.getElementById("teamrun-view"), data);
+  var root = document.getElementById("teamrun-view"), data;
+  try { data = JSON.parse(document.getElementById("teamrun-data").textContent); }
+  catch (e) { root.textContent = "The run's data in this page cannot be read: " + e.message; throw e; }
+  window.teamrunView = TeamrunView.mount(root, data);
 })();
 """
 

@@ -19,6 +19,8 @@
       this.roots = [];
       this.t0 = Infinity;
       this.t1 = -Infinity;
+      this.lastOf = new Map();  // run id -> its last event's time: where its unfinished spans end
+      this.now = null;  // while the run is followed live: the time now (open spans grow to it); else null
       this.count = 0;
     }
 
@@ -36,6 +38,7 @@
       this.count++;
       this.t0 = Math.min(this.t0, r.ts);
       this.t1 = Math.max(this.t1, r.ts);
+      this.lastOf.set(r.run_id, Math.max(this.lastOf.has(r.run_id) ? this.lastOf.get(r.run_id) : -Infinity, r.ts));
       const key = r.run_id + ":" + r.span_id;
       const parentKey = r.parent_span_id ? r.run_id + ":" + r.parent_span_id : null;
       const data = r.data || {};
@@ -70,6 +73,15 @@
 
     get run() { return this.roots.find((n) => n.kind === "run") || null; }
 
+    get runs() { return this.roots.filter((n) => n.kind === "run"); }
+
+    // The run a span belongs to (null for spans of a trace without run_start lines).
+    runOf(node) {
+      let n = node;
+      while (n && n.kind !== "run") n = n.parent;
+      return n || null;
+    }
+
     // Agent invocations in tree order (supervisor first, each worker under the delegation that started it).
     agents() {
       const out = [];
@@ -81,7 +93,15 @@
       return out;
     }
 
-    endOf(node) { return node.end !== null ? node.end : this.t1; }
+    // Where a span ends as drawn: its end; open, the time now while followed live, else its run's last event.
+    endOf(node) {
+      if (node.end !== null) return node.end;
+      if (this.now !== null) return this.tEnd;
+      return this.lastOf.has(node.runId) ? this.lastOf.get(node.runId) : this.t1;
+    }
+
+    // The end of the time drawn: the last event, or the time now while followed live.
+    get tEnd() { return this.now !== null ? Math.max(this.now, this.t1) : this.t1; }
   }
 
   function nameOf(kind, r) {

@@ -22,6 +22,20 @@
     return Math.floor(s / 60) + " min " + Math.round(s % 60) + " s";
   }
 
+  // A name inside a line of text, isolated for the bidi algorithm (teamrun.observe.bidi.isolate, the same
+  // rule): an unclosed U+202E in a name must not reverse what follows it. ASCII names are left as they are.
+  function iso(name) {
+    const s = String(name);
+    if (!/[^\x00-\x7f]/.test(s)) return s;
+    let depth = 0, kept = "";
+    for (const c of s) {
+      if (c === "\u2066" || c === "\u2067" || c === "\u2068") depth++;
+      else if (c === "\u2069") { if (!depth) continue; depth--; }
+      kept += c;
+    }
+    return "\u2068" + kept + "\u2069".repeat(depth + 1);
+  }
+
   function usd(v) { return "$" + (v || 0).toFixed(v && v < 0.01 ? 6 : 4); }
 
   function statusClass(status) {
@@ -46,11 +60,11 @@
 
   // Who and what a span is, for people: "lead", "lead → competitors", "competitors: model call", "pricing: tool price_list".
   function label(node) {
-    const agent = node.path[node.path.length - 1] || node.name;
+    const agent = iso(node.path[node.path.length - 1] || node.name), name = iso(node.name);
     if (node.kind === "llm") return agent + ": model call";
-    if (node.kind === "tool") return agent + ": tool " + node.name;
-    if (node.kind === "delegation") return agent + " → " + node.name;
-    return node.kind === "agent" ? "agent " + node.name : node.name;
+    if (node.kind === "tool") return agent + ": tool " + name;
+    if (node.kind === "delegation") return agent + " → " + name;
+    return node.kind === "agent" ? "agent " + name : name;
   }
 
   function noteText(n) {
@@ -87,6 +101,9 @@
       this.result = this.options.result || null;
       this.selected = null;
       this.pending = false;
+      this.skew = -Infinity;  // the most the server's clock was seen ahead of ours (event time - time received)
+      this.onTick = [];  // what the live clock redraws: positions, durations, the wall time
+      this.timer = null;
       this.root.classList.add("teamrun-view");
       this.root.addEventListener("click", (e) => this.onClick(e));
       this.root.addEventListener("keydown", (e) => {
@@ -98,6 +115,7 @@
 
     // Live: one more event line (rendered on the next frame, at most a few times a second).
     push(record) {
+      if (record && typeof record.ts === "number") this.skew = Math.max(this.skew, record.ts - Date.now() / 1000);
       this.model.add(record);
       this.schedule();
     }
@@ -120,6 +138,31 @@
       }, Math.max(150, 2 * (this.cost || 0)));
     }
 
+    // The server's time now, by our clock: the same clock (a server on this machine) unless an event came
+    // stamped later than it arrived, which shows how far ours is behind.
+    clock() { return Date.now() / 1000 + Math.max(this.skew, 0); }
+
+    // Draws ``draw`` now and, while the run is followed live and ``open``, again on each tick of the clock.
+    ticking(draw, open) {
+      draw();
+      if (open !== false && this.model.now !== null) this.onTick.push(draw);
+    }
+
+    // While the run is live, between events: the clock and the open spans grow with time (a few times a
+    // second; never more than about a fifth of the time on a big run). Events still redraw everything.
+    tick() {
+      if (this.timer !== null || !this.onTick.length) return;
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        if (this.status() !== "running" || this.model.now === null) return;
+        const started = performance.now();
+        this.model.now = this.clock();
+        for (const draw of this.onTick) draw();
+        this.tickCost = performance.now() - started;
+        this.tick();
+      }, Math.max(250, 4 * (this.tickCost || 0)));
+    }
+
     onClick(event) {
       const target = event.target.closest("[data-key]");
       if (!target || !this.root.contains(target)) return;
@@ -138,9 +181,11 @@
 
     render() {
       const m = this.model;
+      m.now = this.status() === "running" ? this.clock() : null;
+      this.onTick = [];
       this.critical = criticalPath(m);
       const agents = m.agents();
-      const parts = [this.summary(agents), this.problems(agents), this.timeline(agents), this.charts(agents),
+      const parts = [...this.summaries(agents), this.problems(agents), this.timeline(agents), this.charts(agents),
                      this.tree(), this.answer()];
       this.details = el("aside", "tv-details");
       this.details.id = "tv-details";
@@ -156,41 +201,71 @@
       if (this.selected && m.spans.has(this.selected)) { this.select(this.selected); this.details.scrollTop = kept.details; }
       this.root.dataset.events = String(m.count);
       this.root.dataset.status = this.status();
+      this.tick();
     }
 
+    // The status of the page: the served run's outcome, else its runs' (the last run's, or running while one
+    // runs). "running" only while more events can come: a trace file that stops short is "unfinished".
     status() {
-      const run = this.model.run;
       if (this.result && this.result.status) return this.result.status;
-      if (run && run.end !== null) return run.status;
-      if (this.options.ended) return run ? "unfinished" : "empty";  // a trace file that stops short: no more to come
-      return run ? "running" : "empty";
+      const runs = this.model.runs;
+      if (!runs.length) return "empty";
+      const each = runs.map((run) => this.runStatus(run));
+      return each.includes("running") ? "running" : each[each.length - 1];
     }
 
-    summary(agents) {
-      const m = this.model, run = m.run;
+    runStatus(run) {
+      if (run.end !== null) return run.status;
+      if (this.result && this.result.status && this.model.runs.length === 1) return this.result.status;
+      return this.options.ended ? "unfinished" : "running";
+    }
+
+    // One word for a span's state, wherever it is shown: its end's status, else running while its run
+    // runs, else unfinished (it never ended).
+    statusOf(node) {
+      if (node.end !== null) return node.status;
+      const run = this.model.runOf(node);
+      const live = run ? this.runStatus(run) === "running" : !this.options.ended && !(this.result && this.result.status);
+      return live ? "running" : "unfinished";
+    }
+
+    // A summary per run in the file (a file may hold several runs): every figure from that run's spans.
+    summaries(agents) {
+      const runs = this.model.runs;
+      if (!runs.length) return [this.summary(null, agents)];
+      return runs.map((run) => this.summary(run, agents.filter((a) => this.model.runOf(a) === run)));
+    }
+
+    summary(run, agents) {
+      const m = this.model, only = m.runs.length <= 1;  // the served result speaks for the page's one run
       const box = el("section", "tv-summary");
+      if (run) box.dataset.run = run.runId;
+      const status = run ? this.runStatus(run) : this.status();
       const title = el("h2", "tv-title");
-      title.append(el("span", "", run ? run.name : (this.result && this.result.team) || "run"), el("span", "tv-status tv-" + statusClass(this.status()), this.status()));
+      title.append(el("span", "", iso(run ? run.name : (this.result && this.result.team) || "run")), el("span", "tv-status tv-" + statusClass(status), status));
       box.append(title);
       const facts = el("p", "tv-summary-facts");
-      const res = this.result || {};
+      const res = only && this.result || {};
       const resUsage = res.usage || (res.result && res.result.usage) || {};
       const resCost = typeof res.cost === "number" ? res.cost : res.result && typeof res.result.cost === "number" ? res.result.cost : 0;
       const total = run && run.usage && run.usage.total_tokens ? run.usage.total_tokens
         : agents.reduce((s, a) => s + tokensOf(a), 0) || resUsage.total_tokens || 0;
       const cost = run && run.cost ? run.cost : agents.reduce((s, a) => s + costOf(a), 0) || resCost;
-      const fact = (k, v) => { const f = el("span", "tv-fact"); f.append(el("span", "tv-k", k), el("b", "", v)); facts.append(f); };
+      const fact = (k, v) => { const f = el("span", "tv-fact"); const b = el("b", "", v); f.dataset.fact = k; f.append(el("span", "tv-k", k), b); facts.append(f); return b; };
       if (run || this.result) fact("run", run ? run.runId : this.result.id);
-      if (this.result && this.result.thread) fact("thread", this.result.thread);
-      fact("wall time", seconds(isFinite(m.t1 - m.t0) ? m.t1 - m.t0 : 0));
-      if (isFinite(m.t0)) fact("started", new Date(m.t0 * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
+      if (only && this.result && this.result.thread) fact("thread", this.result.thread);
+      const wall = fact("wall time", "");
+      const start = run ? run.start : m.t0;
+      this.ticking(() => { wall.textContent = seconds(isFinite(start) ? (run ? m.endOf(run) : m.tEnd) - start : 0); }, !run || run.end === null);
+      if (isFinite(start)) fact("started", new Date(start * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
       fact("agents", String(agents.length));
-      fact("model calls", String([...m.spans.values()].filter((n) => n.kind === "llm").length));
+      const calls = [...m.spans.values()].filter((n) => n.kind === "llm" && (!run || m.runOf(n) === run));
+      fact("model calls", String(calls.length));
       fact("tokens", String(total));
       fact("cost", usd(cost));
       if (run && run.data.stopped_by) fact("stopped by", run.data.stopped_by);
       box.append(facts);
-      const input = (run && run.data.input) || (this.result && this.result.input);
+      const input = (run && run.data.input) || (only && this.result && this.result.input);
       if (input) box.append(el("p", "tv-input", "input: " + input));
       return box;
     }
@@ -206,11 +281,11 @@
           continue;
         }
         const told = node.kind === "agent" && node.parent && node.parent.kind === "delegation" && FAILED.has(node.parent.status);
-        if (node.end === null && this.status() !== "running") items.push({ node, level: "error", text: label(node) + " never ended" });
+        if (this.statusOf(node) === "unfinished") items.push({ node, level: "error", text: label(node) + " never ended" });
         else if (FAILED.has(node.status) && node.status !== "unfinished" && !(told && !node.error)) {
           items.push({ node, level: "error", text: label(node) + " " + node.status + (node.error ? ": " + node.error : "") });
         } else if (LIMITED.has(node.status) && node.kind === "agent" && !budgetNoted(node)) {
-          items.push({ node, level: "limit", text: "agent " + node.name + " stopped by a limit" + (node.data.stopped_by ? ": " + node.data.stopped_by : "") });
+          items.push({ node, level: "limit", text: "agent " + iso(node.name) + " stopped by a limit" + (node.data.stopped_by ? ": " + node.data.stopped_by : "") });
         }
         for (const n of node.notes) {
           if (noteLevel(n) !== "info") items.push({ node, level: noteLevel(n), text: label(node).replace(/^agent /, "") + ": " + noteText(n) });
@@ -245,14 +320,22 @@
       }
       box.append(legend);
       if (!agents.length) { box.append(el("p", "tv-empty", "no agent has started yet")); return box; }
-      const span = Math.max(m.t1 - m.t0, 1e-6);
+      // Live, the time drawn grows with the clock: every position is redrawn on each tick (rescale first).
+      let span = 1;
+      this.ticking(() => { span = Math.max(m.tEnd - m.t0, 1e-6); });
       const x = (t) => ((t - m.t0) / span) * 100;
-      const place = (e, a, b) => { e.style.left = x(a) + "%"; e.style.width = Math.max(x(b) - x(a), 0) + "%"; };
+      const place = (e, a, b) => this.ticking(() => {
+        const end = typeof b === "function" ? b() : b;
+        e.style.left = x(a) + "%";
+        e.style.width = Math.max(x(end) - x(a), 0) + "%";
+      });
+      const at = (e, t) => this.ticking(() => { e.style.left = x(t) + "%"; });
       const grid = el("div", "tv-grid");
       const axis = el("div", "tv-row tv-axis");
       const axisTrack = el("div", "tv-track");
       for (let i = 0; i <= 4; i++) {
-        const tick = el("span", "tv-tick", seconds((span * i) / 4));
+        const tick = el("span", "tv-tick");
+        this.ticking(() => { tick.textContent = seconds((span * i) / 4); });
         tick.style.left = i * 25 + "%";
         axisTrack.append(tick);
       }
@@ -267,30 +350,37 @@
         row.dataset.path = agent.path.join("/");
         const label = el("div", "tv-label");
         label.style.paddingLeft = (0.3 + agent.depth * 0.9) + "em";
-        label.append(el("span", "tv-name", agent.name + (repeats.get(agent.name) > 1 ? " #" + seen.get(agent.name) : "")), el("span", "tv-meta", seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok"));
+        const meta = el("span", "tv-meta");
+        this.ticking(() => { meta.textContent = seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok"; }, agent.end === null);
+        label.append(el("span", "tv-name", iso(agent.name) + (repeats.get(agent.name) > 1 ? " #" + seen.get(agent.name) : "")), meta);
         label.dataset.key = agent.key;
-        label.title = agent.path.join(" → ");
+        label.title = agent.path.map(iso).join(" → ");
         const track = el("div", "tv-track");
         const bar = this.bar(agent, "agent");
-        place(bar, agent.start, m.endOf(agent));
+        place(bar, agent.start, () => m.endOf(agent));
         track.append(bar);
         for (const c of agent.children) {
           if (c.kind !== "llm" && c.kind !== "tool" && c.kind !== "delegation") continue;
           const seg = this.bar(c, c.kind === "delegation" ? "wait" : c.kind);
-          place(seg, c.start, m.endOf(c));
+          place(seg, c.start, () => m.endOf(c));
           track.append(seg);
           for (const n of c.notes) {
             if (n.kind !== "llm_retry") continue;
             const pause = el("div", "tv-bar tv-backoff");  // the wait before the next attempt
-            place(pause, n.ts, Math.min(n.ts + (Number(n.data.delay_s) || 0), m.t1));
+            place(pause, n.ts, () => Math.min(n.ts + (Number(n.data.delay_s) || 0), m.tEnd));
             pause.dataset.key = c.key;
             pause.title = "waiting " + seconds(Number(n.data.delay_s) || 0) + " before retrying";
-            track.append(pause, this.mark(n, c, x(n.ts), "retry"));
+            const mark = this.mark(n, c, "retry");
+            at(mark, n.ts);
+            track.append(pause, mark);
           }
         }
         for (const n of agent.notes) {
           const level = noteLevel(n);
-          if (level !== "info") track.append(this.mark(n, agent, x(n.ts), level));
+          if (level === "info") continue;
+          const mark = this.mark(n, agent, level);
+          at(mark, n.ts);
+          track.append(mark);
         }
         row.append(label, track);
         grid.append(row);
@@ -300,24 +390,26 @@
     }
 
     bar(node, cls) {
-      const bar = el("div", "tv-bar tv-" + cls + " tv-" + statusClass(node.end === null ? (this.status() === "running" ? "running" : "unfinished") : node.status));
+      const status = this.statusOf(node);
+      const bar = el("div", "tv-bar tv-" + cls + " tv-" + statusClass(status));
       if (this.critical.has(node.key)) bar.classList.add("tv-critical");
       bar.dataset.key = node.key;
       bar.dataset.kind = node.kind;
-      bar.dataset.status = node.end === null ? "unfinished" : node.status;
+      bar.dataset.status = status;
       bar.dataset.start = String(node.start);
-      bar.dataset.end = String(this.model.endOf(node));
       bar.tabIndex = 0;
       bar.setAttribute("role", "button");
-      const what = node.kind === "delegation" ? "waiting on " + node.name : node.kind === "agent" ? "agent " + node.name : node.kind + " " + node.name;
-      bar.title = what + " · " + seconds(this.model.endOf(node) - node.start) + " · " + bar.dataset.status;
-      bar.setAttribute("aria-label", bar.title);
+      const what = (node.kind === "delegation" ? "waiting on " : node.kind === "agent" ? "agent " : node.kind + " ") + iso(node.name);
+      this.ticking(() => {
+        bar.dataset.end = String(this.model.endOf(node));
+        bar.title = what + " · " + seconds(this.model.endOf(node) - node.start) + " · " + status;
+        bar.setAttribute("aria-label", bar.title);
+      }, node.end === null);
       return bar;
     }
 
-    mark(note, node, left, level) {
+    mark(note, node, level) {
       const mark = el("div", "tv-mark tv-mark-" + level);
-      mark.style.left = left + "%";
       mark.dataset.key = node.key;
       mark.dataset.level = level;
       mark.title = noteText(note);
@@ -351,7 +443,7 @@
         i.title = r.input + " input tokens";
         o.title = r.output + " output tokens";
         bars.append(i, o);
-        line.append(el("span", "tv-chart-name", r.name + (r.runs > 1 ? " ×" + r.runs : "")), bars,
+        line.append(el("span", "tv-chart-name", iso(r.name) + (r.runs > 1 ? " ×" + r.runs : "")), bars,
                     el("span", "tv-chart-value", r.total + " tok · " + usd(r.cost)));
         chart.append(line);
       }
@@ -367,13 +459,15 @@
         if (node.kind === "agent") {
           const li = el("li", "tv-agent");
           li.dataset.agent = node.name;
-          li.dataset.status = node.end === null ? "running" : node.status;
+          li.dataset.status = this.statusOf(node);
           const line = el("span", "tv-line tv-" + statusClass(li.dataset.status));
           line.dataset.key = node.key;
           line.tabIndex = 0;
           line.setAttribute("role", "button");
-          line.textContent = node.name + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
-            + " · " + tokensOf(node) + " tokens · " + usd(costOf(node));
+          this.ticking(() => {
+            line.textContent = iso(node.name) + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
+              + " · " + tokensOf(node) + " tokens · " + usd(costOf(node));
+          }, node.end === null);
           li.append(line);
           if (node.data.task) li.append(el("div", "tv-task", node.data.task));
           const sub = el("ul");
@@ -386,7 +480,7 @@
           const li = el("li", "tv-agent tv-refused");  // refused before the worker started
           li.dataset.agent = node.name;
           li.dataset.status = node.status;
-          const line = el("span", "tv-line tv-" + statusClass(node.status), node.name + " · " + node.status + (node.error ? ": " + node.error : ""));
+          const line = el("span", "tv-line tv-" + statusClass(node.status), iso(node.name) + " · " + node.status + (node.error ? ": " + node.error : ""));
           line.dataset.key = node.key;
           li.append(line);
           parentList.append(li);
@@ -423,7 +517,7 @@
     detailsOf(node) {
       const m = this.model;
       const out = [];
-      const head = el("h3", "", (node.kind === "llm" ? "model call " : node.kind === "delegation" ? "delegation to " : node.kind + " ") + node.name);
+      const head = el("h3", "", (node.kind === "llm" ? "model call " : node.kind === "delegation" ? "delegation to " : node.kind + " ") + iso(node.name));
       const close = el("button", "tv-close", "×");
       close.type = "button";
       close.setAttribute("aria-label", "close");
@@ -432,8 +526,8 @@
       out.push(head);
       const facts = el("dl", "tv-facts");
       const fact = (k, v) => { if (v !== undefined && v !== null && v !== "") facts.append(el("dt", "", k), el("dd", "", v)); };
-      fact("agent", node.path.join(" → "));
-      fact("status", node.end === null ? "unfinished" : node.status);
+      fact("agent", node.path.map(iso).join(" → "));
+      fact("status", this.statusOf(node));
       fact("start", "+" + seconds(node.start - m.t0));
       fact("duration", seconds(m.endOf(node) - node.start));
       if (node.usage && node.usage.total_tokens !== undefined) {
@@ -460,7 +554,7 @@
       const list = el("ol", "tv-messages");
       for (const msg of node.io.new_messages || []) {
         const li = el("li", "tv-msg tv-role-" + String(msg.role || "unknown").replace(/[^a-z_]/g, ""));
-        li.append(el("span", "tv-role", msg.role + (msg.name ? " (" + msg.name + ")" : "")));
+        li.append(el("span", "tv-role", msg.role + (msg.name ? " (" + iso(msg.name) + ")" : "")));
         li.append(el("pre", "tv-pre", typeof msg.content === "string" ? msg.content : text(msg.content)));
         if (msg.tool_calls) li.append(el("pre", "tv-pre", text(msg.tool_calls)));
         list.append(li);
@@ -469,7 +563,7 @@
       const reply = node.io.reply || {};
       const li = el("div", "tv-msg tv-role-assistant");
       if (reply.text) li.append(el("pre", "tv-pre", reply.text));
-      for (const call of reply.tool_calls || []) li.append(el("pre", "tv-pre tv-call", call.name + "(" + pretty(call.arguments) + ")"));
+      for (const call of reply.tool_calls || []) li.append(el("pre", "tv-pre tv-call", iso(call.name) + "(" + pretty(call.arguments) + ")"));
       if (!reply.text && !(reply.tool_calls || []).length) li.append(el("p", "tv-empty", "(empty)"));
       out.push(li);
       return out;
