@@ -42,10 +42,25 @@ Exit codes: as `teamrun execute` (4: the run waits for another answer).
 
 APPROVE_HELP = """Approve a tool call a waiting run waits for, and continue the run.
 
+The call runs when the run continues, as if approved at a terminal.
+
 \b
 Examples:
+  teamrun runs list                          waiting runs and their items
   teamrun approve 3f2a9c1b7d4e a1
   teamrun deny 3f2a9c1b7d4e a1 --note "use the staging database"
+"""
+
+DENY_HELP = """Deny a tool call a waiting run waits for, and continue the run.
+
+The call does not run: the agent gets the denial (with --note, the reason)
+as the tool's result, and continues without it.
+
+\b
+Examples:
+  teamrun runs list                          waiting runs and their items
+  teamrun deny 3f2a9c1b7d4e a1 --note "use the staging database"
+  teamrun approve 3f2a9c1b7d4e a1
 """
 
 _STORE_HELP = "The store holding the run (default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db)."
@@ -390,7 +405,7 @@ def approve_item(
     return _decide(ctx, True, run_id, item_id, note, store, by, no_resume, as_json, approve, progress)
 
 
-@click.command(help=APPROVE_HELP, short_help="Deny a waiting run's tool call and continue it.")
+@click.command(help=DENY_HELP, short_help="Deny a waiting run's tool call and continue it.")
 @click.argument("run_id")
 @click.argument("item_id", metavar="ITEM")
 @click.option("--note", help="Why, for the agent (it reads it).")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-HELP = """Read trace files written by `teamrun execute --trace FILE`."""
+HELP = """Show trace files written by `teamrun execute --trace FILE`: a tree, or a timeline page."""
 
 SHOW_HELP = """Show the delegation tree of a trace: every agent run with its status,
 duration, tokens and cost (tokens and cost are each agent's own model calls;
