@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
 from teamrun.errors import UsageError
 
 EXIT_WAITING = 4
@@ -275,13 +276,7 @@ _COMMON = [
     click.option(
         "--approve", metavar="all|none|TOOL,...", help="Answer approval prompts of the continued run up front."
     ),
-    click.option(
-        "--progress",
-        type=click.Choice(["auto", "tree", "plain", "none"]),
-        default="auto",
-        show_default=True,
-        help="How to show the continued run's progress on stderr.",
-    ),
+    progress_option(RUN_PROGRESS_MODES, "How to show the continued run's progress on stderr (as `teamrun execute`)."),
 ]
 
 

@@ -19,6 +19,7 @@ from teamrun.cli.execute_cmd import (
     _say,
     load_checked_config,
 )
+from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
 from teamrun.logs import hidden_log_events
 
 HELP = """Talk with a team, turn by turn. Every turn is a run of the team on your
@@ -84,13 +85,7 @@ def new_thread_id() -> str:
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front.")
-@click.option(
-    "--progress",
-    type=click.Choice(["auto", "tree", "plain", "none"]),
-    default="auto",
-    show_default=True,
-    help="How each turn's progress is shown on stderr (auto: a tree on a terminal).",
-)
+@progress_option(RUN_PROGRESS_MODES, "How each turn's progress is shown on stderr (as `teamrun execute`).")
 @click.option("--strict", is_flag=True, help="Treat warnings about the team file and --var as errors (exit 2).")
 def chat(
     team_file: str,
