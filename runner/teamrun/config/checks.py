@@ -844,6 +844,7 @@ class SemanticChecker:
                     "tool",
                     key=True,
                 )
+            yield from self._exit_codes(path, spec, kinds)
             person = _mapping(spec.get("person"))
             if "answer_schema" in person:
                 yield from self._sub_schema((*path, "person", "answer_schema"), person["answer_schema"])
@@ -853,6 +854,23 @@ class SemanticChecker:
             command = spec.get("command")
             if isinstance(command, list):
                 yield from self._command_items(name, command, set(parameters))
+
+    def _exit_codes(self, path: JsonPath, spec: dict[str, Any], kinds: list[str]) -> Iterator[Diagnostic]:
+        """``ok_exit_codes``: command tools only; a list without 0 makes a command that succeeds an error."""
+        if "ok_exit_codes" not in spec:
+            return
+        where: JsonPath = (*path, "ok_exit_codes")
+        if kinds and "command" not in kinds:
+            yield self._error(where, f"{dotted(where)} only applies to command tools ('command:')", "tool", key=True)
+            return
+        codes = spec["ok_exit_codes"]
+        if isinstance(codes, list) and codes and all(type(c) is int for c in codes) and 0 not in codes:
+            yield self._warning(
+                where,
+                f"{dotted(where)} leaves out 0, so a command that succeeds is an error; list it too "
+                f"(e.g. [0, {codes[0]}])",
+                "tool",
+            )
 
     def _command_items(self, tool: str, command: list[Any], parameters: set[str]) -> Iterator[Diagnostic]:
         for index, item in enumerate(command):
