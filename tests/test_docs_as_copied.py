@@ -3,6 +3,8 @@
 * The "team in twenty lines" and the commands under it, pasted into an empty folder, run: the
   researchers find the notes the commands create. A command tool's non-zero exit reaches the model as
   the tool's error with its code, so grep's "no match" (1) reads apart from its "no such folder" (2).
+* The product-comparison command the README shows runs without an error: its search tool declares
+  grep's "no match" (1) a normal exit (`ok_exit_codes`), and the sample material has what it compares.
 * Every `pip install` in the docs works from a clone of this repository: `.` with the extra
   (`pip install '.[serve]'`), never `teamrun[serve]`, which asks the package index instead.
 """
@@ -90,6 +92,63 @@ def test_a_failing_grep_is_the_tool_s_error_with_its_exit_code(
     assert result.status == "done"
     tool_message = model.calls_of("lead/researcher")[1].messages[-1]
     assert tool_message["role"] == "tool" and " ".join(str(tool_message["content"]).split()).startswith(seen)
+
+
+def _readme_command(team: str) -> str:
+    """The README's ``teamrun execute teams/<team>.yaml ...`` line, as shown."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", README.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    lines = [line for block in blocks for line in block.splitlines()]
+    found = [line for line in lines if line.startswith(f"teamrun execute teams/{team}.yaml ")]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_the_product_comparison_example_runs_as_shown_without_an_error() -> None:
+    """Issue 33.12: its answer showed `tool search_material error: command 'grep' exited with code 1`.
+    The command as the README shows it, run where a clone is: the researcher finds the sample material,
+    and neither the answer (stdout) nor the progress lines (stderr) carry an error."""
+    command = _readme_command("product-comparison")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    env.pop("TEAMRUN_MODEL", None)
+    env.pop("TEAMRUN_API_BASE", None)
+
+    done = subprocess.run(["bash", "-c", command], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr
+    assert "tool search_material ok" in done.stderr  # not a terminal: plain progress lines
+    assert "research/databases.md:" in done.stdout  # what the researcher found reached the answer
+    assert "error" not in done.stdout.lower() and "error" not in done.stderr.lower(), (done.stdout, done.stderr)
+
+
+def test_a_search_with_no_match_is_an_empty_result_the_model_reads(
+    monkeypatch: pytest.MonkeyPatch, scripted_model: Any
+) -> None:
+    """The team's search tool declares grep's 1 ("no line matched") normal: no error, an empty result."""
+    model = scripted_model(
+        {
+            "lead": [delegate("researcher", task="Research Zig: price"), text("done")],
+            "researcher": [
+                tool_call("search_material", query="Zig"),
+                text(
+                    '{"product": "Zig", "criteria": [{"criterion": "price", "value": "UNCONFIRMED", '
+                    '"source": "UNCONFIRMED"}]}'
+                ),
+            ],
+            "table_writer": [],
+        }
+    )
+    team = teamrun.load_team(REPO / "teams" / "product-comparison.yaml", chat_model=model)
+
+    result = team.run_sync("Compare Zig")
+
+    assert result.status == "done"
+    tool_message = model.calls_of("lead/researcher")[1].messages[-1]
+    assert tool_message["role"] == "tool" and tool_message["content"] == "(no output; exit code 1)"
 
 
 def _pip_installs(doc: Path) -> list[list[str]]:

@@ -33,7 +33,7 @@ def _inputs(tmp_path: Path, count: int) -> Path:
 
 def _reference(tmp_path: Path, inputs: Path) -> bytes:
     out = tmp_path / "reference.jsonl"
-    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--workers", "8", "--no-progress"]) == 0
+    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--workers", "8", "--progress", "none"]) == 0
     return out.read_bytes()
 
 
@@ -67,7 +67,7 @@ def test_a_rerun_completes_only_the_rows_missing_from_a_partial_output(
     out.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in partial) + cut, encoding="utf-8")
     capsys.readouterr()
 
-    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--no-progress"]) == 0
+    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--progress", "none"]) == 0
 
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["id"] for r in rows] == [f"r{i:03d}" for i in range(60)]
@@ -99,7 +99,8 @@ def test_a_killed_batch_rerun_completes_only_the_missing_rows(tmp_path: Path) ->
         "1",
         "--rpm",
         "24",
-        "--no-progress",
+        "--progress",
+        "none",
     ]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -116,7 +117,7 @@ def test_a_killed_batch_rerun_completes_only_the_missing_rows(tmp_path: Path) ->
     first = out.read_text().splitlines()
     assert len(first) == 4
 
-    done = subprocess.run([*command[:-3], "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*command[:-4], "--progress", "none"], env=env, capture_output=True, text=True, timeout=300)
 
     assert done.returncode == 0, done.stderr
     assert "8 row(s) run, 4 already in" in done.stderr
@@ -127,13 +128,13 @@ def test_failing_rows_are_recorded_and_the_batch_goes_on(tmp_path: Path) -> None
     inputs = _inputs(tmp_path, 5)
     out = tmp_path / "results.jsonl"
 
-    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--row-max-tokens", "500", "--no-progress"]) == 1
+    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--row-max-tokens", "500", "--progress", "none"]) == 1
 
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == 5 and {r["status"] for r in rows} == {"budget_exhausted"}
     assert rows[0]["stopped_by"].startswith("row.max_tokens (500)")
     # --retry-failed runs them again; without the ceiling they finish
-    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--retry-failed", "--no-progress"]) == 0
+    assert main(["batch", TEAM, str(inputs), "-o", str(out), "--retry-failed", "--progress", "none"]) == 0
     assert {json.loads(line)["status"] for line in out.read_text().splitlines()} == {"done"}
 
 
@@ -188,11 +189,23 @@ def test_the_total_budget_stops_starting_rows_and_a_rerun_continues(
     out = tmp_path / "results.jsonl"
 
     code = main(
-        ["batch", str(team), str(inputs), "-o", str(out), "--workers", "1", "--max-cost", "0.0000001", "--no-progress"]
+        [
+            "batch",
+            str(team),
+            str(inputs),
+            "-o",
+            str(out),
+            "--workers",
+            "1",
+            "--max-cost",
+            "0.0000001",
+            "--progress",
+            "none",
+        ]
     )
 
     assert code == 3
     assert len(out.read_text().splitlines()) == 1
     assert "stopped by --max-cost (1e-07) with 4 row(s) left" in capsys.readouterr().err
-    assert main(["batch", str(team), str(inputs), "-o", str(out), "--no-progress"]) == 0
+    assert main(["batch", str(team), str(inputs), "-o", str(out), "--progress", "none"]) == 0
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [f"r{i:03d}" for i in range(5)]

@@ -110,7 +110,7 @@ def test_eval_table_marks_passing_and_failing_cases_with_a_judge_on_the_fake_ser
     assert len(judged) == 2 and "compares Rust with Go" in judged[0].request["messages"][-1]["content"]
     fake_openai.assert_complete()
 
-    assert main(["eval", TEAM, cases, "--min-pass", "0.4", "--no-progress"]) == 0
+    assert main(["eval", TEAM, cases, "--min-pass", "0.4", "--progress", "none"]) == 0
 
 
 def test_junit_report_is_read_by_junitparser(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
@@ -118,7 +118,7 @@ def test_junit_report_is_read_by_junitparser(tmp_path: Path, fake_openai: FakeOp
     cases = _mixed_cases(tmp_path, fake_openai)
     report = tmp_path / "eval.xml"
 
-    assert main(["eval", TEAM, cases, "--format", "junit", "-o", str(report), "--no-progress"]) == 1
+    assert main(["eval", TEAM, cases, "--format", "junit", "-o", str(report), "--progress", "none"]) == 1
 
     xml = junitparser.JUnitXml.fromfile(str(report))
     suites = list(xml)
@@ -140,7 +140,7 @@ def test_html_report_is_one_page_with_every_case(tmp_path: Path, fake_openai: Fa
     cases = _mixed_cases(tmp_path, fake_openai)
     page = tmp_path / "eval.html"
 
-    main(["eval", TEAM, cases, "--format", "html", "-o", str(page), "--no-progress"])
+    main(["eval", TEAM, cases, "--format", "html", "-o", str(page), "--progress", "none"])
 
     html = page.read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and "<script" not in html and "http" not in html.split("<body>")[1]
@@ -176,7 +176,7 @@ def test_baseline_marks_a_regression_and_an_improvement(tmp_path: Path, capsys: 
     )
     capsys.readouterr()
 
-    assert main(["eval", TEAM, after, "--baseline", str(previous), "--no-progress"]) == 1
+    assert main(["eval", TEAM, after, "--baseline", str(previous), "--progress", "none"]) == 1
     out = capsys.readouterr().out
 
     rows = _table_rows(out)
@@ -185,7 +185,7 @@ def test_baseline_marks_a_regression_and_an_improvement(tmp_path: Path, capsys: 
     assert "REGRESSED" not in rows["steady"] and "IMPROVED" not in rows["steady"]
     assert "1 regressed, 1 improved" in out
 
-    assert main(["eval", TEAM, after, "--baseline", str(previous), "--format", "json", "--no-progress"]) == 1
+    assert main(["eval", TEAM, after, "--baseline", str(previous), "--format", "json", "--progress", "none"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert {c["name"]: c["change"] for c in data["cases"]} == {
         "steady": "same",
@@ -206,7 +206,7 @@ def test_a_case_over_its_token_ceiling_is_stopped_and_fails(tmp_path: Path, caps
         """,
     )
 
-    assert main(["eval", TEAM, cases, "--format", "json", "--no-progress"]) == 1
+    assert main(["eval", TEAM, cases, "--format", "json", "--progress", "none"]) == 1
     data = {c["name"]: c for c in json.loads(capsys.readouterr().out)["cases"]}
 
     assert data["roomy"]["passed"] and data["roomy"]["tokens"] > 500
@@ -222,11 +222,11 @@ def test_record_then_replay_gives_the_same_verdicts_without_the_server(
     fake_openai.handler("judge", _judge_by_content)
     cases = _mixed_cases(tmp_path, fake_openai)
     cassette = tmp_path / "eval.cassette.jsonl"
-    assert main(["eval", TEAM, cases, "--format", "json", "--record", str(cassette), "--no-progress"]) == 1
+    assert main(["eval", TEAM, cases, "--format", "json", "--record", str(cassette), "--progress", "none"]) == 1
     recorded = json.loads(capsys.readouterr().out)
     fake_openai.stop()  # nothing may reach it now
 
-    assert main(["eval", TEAM, cases, "--format", "json", "--replay", str(cassette), "--no-progress"]) == 1
+    assert main(["eval", TEAM, cases, "--format", "json", "--replay", str(cassette), "--progress", "none"]) == 1
     replayed = json.loads(capsys.readouterr().out)
 
     def verdicts(data: dict[str, Any]) -> list[Any]:

@@ -86,7 +86,8 @@ def test_the_report_shows_every_case_with_its_result_and_a_working_trace_link(
             "html",
             "-o",
             str(report),
-            "--no-progress",
+            "--progress",
+            "none",
             "--min-pass",
             "0",
         ]
@@ -120,7 +121,8 @@ def test_traces_dir_is_honoured_for_any_format(tmp_path: Path, fake_openai: Fake
             str(tmp_path / "r.json"),
             "--traces",
             str(tmp_path / "traces"),
-            "--no-progress",
+            "--progress",
+            "none",
             "--min-pass",
             "0",
         ]

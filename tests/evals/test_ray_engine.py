@@ -78,7 +78,7 @@ def test_a_200_row_batch_gives_the_same_bytes_on_ray_as_locally(
 ) -> None:
     inputs = _inputs(tmp_path, 200)
     local, on_ray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
-    assert _batch(inputs, local, "--workers", "8", "--no-progress") == 0
+    assert _batch(inputs, local, "--workers", "8", "--progress", "none") == 0
     capsys.readouterr()
 
     # limits far above what the batch uses: every model call still goes through the shared limiter actor
@@ -103,9 +103,11 @@ def test_row_and_total_budgets_stop_a_ray_batch_as_they_stop_a_local_one(
         (tmp_path / engine).mkdir()
         monkeypatch.chdir(tmp_path / engine)  # the summary names the output: the same relative path for both engines
         capped, stopped = Path("capped.jsonl"), Path("stopped.jsonl")
-        assert _batch(inputs, capped, "--row-max-tokens", "500", "--no-progress", "--engine", engine) == 1
+        assert _batch(inputs, capped, "--row-max-tokens", "500", "--progress", "none", "--engine", engine) == 1
         # offline runs cost $0, so a $0 total budget is spent by the first row: the others never start
-        assert _batch(inputs, stopped, "--max-cost", "0", "--workers", "1", "--no-progress", "--engine", engine) == 3
+        assert (
+            _batch(inputs, stopped, "--max-cost", "0", "--workers", "1", "--progress", "none", "--engine", engine) == 3
+        )
         summaries = [line for line in capsys.readouterr().err.splitlines() if line.startswith("batch:")]
         ends[engine] = (capped.read_bytes(), stopped.read_bytes(), "\n".join(summaries))
 
@@ -122,7 +124,7 @@ def test_a_killed_ray_batch_rerun_completes_only_the_missing_rows(
 ) -> None:
     inputs = _inputs(tmp_path, 12)
     reference = tmp_path / "reference.jsonl"
-    assert _batch(inputs, reference, "--no-progress") == 0
+    assert _batch(inputs, reference, "--progress", "none") == 0
     out = tmp_path / "results.jsonl"
     env = {
         **os.environ,
@@ -138,7 +140,8 @@ def test_a_killed_ray_batch_rerun_completes_only_the_missing_rows(
         str(inputs),
         "-o",
         str(out),
-        "--no-progress",
+        "--progress",
+        "none",
         "--engine",
         "ray",
         "--ray-address",
@@ -169,7 +172,7 @@ def test_a_killed_ray_batch_rerun_completes_only_the_missing_rows(
 
     capsys.readouterr()
 
-    assert _batch(inputs, out, "--no-progress", "--engine", "ray") == 0  # the rerun, on the same Ray
+    assert _batch(inputs, out, "--progress", "none", "--engine", "ray") == 0  # the rerun, on the same Ray
 
     assert f"{12 - written} row(s) run, {written} already in" in capsys.readouterr().err
     assert out.read_bytes() == reference.read_bytes()
@@ -228,7 +231,8 @@ def test_an_eval_gives_the_same_report_on_ray_offline_and_replayed(
                 str(out),
                 "--concurrency",
                 "3",
-                "--no-progress",
+                "--progress",
+                "none",
                 *options,
             ]
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from tests.threads.conftest import run_cli
 
@@ -284,3 +286,45 @@ def test_every_threads_subcommand_help_teaches_by_example() -> None:
         assert shown.code == 0
         assert f"Examples:\n    teamrun threads {sub}" in shown.out, shown.out
         assert "~/.local/share/teamrun/teamrun.db" in " ".join(shown.out.split())
+
+
+def test_chat_with_piped_input_writes_only_the_answers_to_stdout(tmp_path: Path) -> None:
+    """Issue 33.11: `you> ` prompts went to stdout, mixed into the answers, when stdin was a pipe."""
+    store = str(tmp_path / "chat.db")
+    done = subprocess.run(
+        [sys.executable, "-m", "teamrun.cli", "chat", str(SUPPORT), "--store", store, "--thread", "p-1"],
+        input="I was charged twice\n\nWhat about a refund?\n",
+        env=_env(tmp_path),
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stderr
+    kept = json.loads(run_cli(["threads", "show", "p-1", "--store", store, "--json"]).out)["messages"]
+    answers = [f"{m['agent']}: {m['content']}\n" for m in kept if m["role"] == "assistant"]
+    assert len(answers) == 2 and answers[0].startswith("billing: [offline simulation] Task: I was charged twice")
+    assert done.stdout == "".join(answers)  # the answers, nothing else
+    assert PROMPT not in done.stderr  # no terminal: nobody to prompt
+    assert "thread p-1" in done.stderr  # the session's first line stays on stderr
+
+
+def test_chat_on_a_terminal_prompts_on_stderr_when_stdout_is_redirected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A person typing while the answers go to a file sees the prompt; the file gets only answers."""
+
+    class Typed(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Typed("Hello there\n"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("TEAMRUN_STORE", raising=False)
+
+    done = run_cli(["chat", str(SUPPORT), "--thread", "t-1", "--progress", "none"])
+
+    assert done.code == 0, done.err
+    assert done.out.startswith("billing: [offline simulation] Task: Hello there\n") and PROMPT not in done.out
+    assert done.err.count(PROMPT) == 2  # before the message, and before the end of input

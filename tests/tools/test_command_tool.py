@@ -123,6 +123,33 @@ def test_empty_output_says_so(allow: Any) -> None:
     assert call(command_tool([PY, "-c", "pass"]), {}, allow).content == "(no output)"
 
 
+def test_ok_exit_codes_make_grep_s_no_match_an_empty_result_not_an_error(allow: Any, tmp_path: Path) -> None:
+    """Issue 33.12: grep exits 1 for "no line matched"; a search tool declares that normal."""
+    (tmp_path / "notes.md").write_text("Rust: memory safe.\n", encoding="utf-8")
+    grep = ["grep", "-rn", "--", "{{ pattern }}", "."]
+    search = command_tool(grep, parameters={"pattern": {"type": "string"}}, cwd=str(tmp_path), ok_exit_codes=[0, 1])
+
+    found = call(search, {"pattern": "Rust"}, allow)
+    nothing = call(search, {"pattern": "Zig"}, allow)
+
+    assert (found.ok, found.content) == (True, "./notes.md:1:Rust: memory safe.\n")
+    assert (nothing.ok, nothing.content) == (True, "(no output; exit code 1)")
+    strict = command_tool(grep, parameters={"pattern": {"type": "string"}}, cwd=str(tmp_path))
+    assert call(strict, {"pattern": "Zig"}, allow).content == "Error: command 'grep' exited with code 1"
+
+
+def test_an_exit_code_not_declared_ok_is_still_an_error(allow: Any, tmp_path: Path) -> None:
+    tool = command_tool(["grep", "-rn", "--", "x", "missing/"], cwd=str(tmp_path), ok_exit_codes=[0, 1])
+    outcome = call(tool, {}, allow)
+    assert not outcome.ok
+    assert outcome.content.startswith("Error: command 'grep' exited with code 2\n[stderr]\ngrep: missing/")
+
+
+def test_an_ok_exit_code_gives_stdout_as_exit_0_does(allow: Any) -> None:
+    script = "import sys; print('3 differences'); print('noise', file=sys.stderr); sys.exit(1)"
+    assert call(command_tool([PY, "-c", script], ok_exit_codes=[0, 1]), {}, allow).content == "3 differences\n"
+
+
 def test_output_is_truncated_with_marker(allow: Any) -> None:
     tool = command_tool([PY, "-c", "print('y' * 5000, end='')"], max_output_chars=1000)
     outcome = call(tool, {}, allow)

@@ -29,7 +29,8 @@ def test_each_case_of_the_report_links_to_its_run_view(
                 "html",
                 "-o",
                 str(report),
-                "--no-progress",
+                "--progress",
+                "none",
                 "--min-pass",
                 "0",
             ]

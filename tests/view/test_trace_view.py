@@ -259,6 +259,30 @@ def test_trace_view_open_opens_the_page_in_the_browser(tmp_path: Path, monkeypat
     assert opened == [trace.with_suffix(".html").resolve().as_uri()]
 
 
+@pytest.mark.parametrize("browser", ["none found", "fails"])
+def test_trace_view_open_without_a_browser_says_so_with_the_file_to_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], browser: str
+) -> None:
+    """Issue 33.10: `--open` on a machine with no browser (a server, a container) said nothing."""
+    import webbrowser
+
+    def open_(url: str) -> bool:
+        if browser == "fails":
+            raise webbrowser.Error("could not locate runnable browser")
+        return False  # what webbrowser.open answers when no browser could be started
+
+    monkeypatch.setattr("webbrowser.open", open_)
+    trace = tmp_path / "run.jsonl"
+    trace.write_text('{"kind": "trace", "format": "teamrun-trace", "v": 1, "content": false, "ts": 1}\n')
+
+    assert main(["trace", "view", str(trace), "--open"]) == 0
+
+    page = trace.with_suffix(".html").resolve()
+    captured = capsys.readouterr()
+    assert captured.out == f"{trace.with_suffix('.html')}\n"  # stdout: only the page's path, as without --open
+    assert captured.err == f"teamrun: no browser could be opened; open {page} by hand\n"
+
+
 RETRY_TEAM = """\
 supervisor: lead
 agents:

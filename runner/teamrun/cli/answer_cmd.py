@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
 from teamrun.errors import UsageError
 
 EXIT_WAITING = 4
@@ -42,10 +43,25 @@ Exit codes: as `teamrun execute` (4: the run waits for another answer).
 
 APPROVE_HELP = """Approve a tool call a waiting run waits for, and continue the run.
 
+The call runs when the run continues, as if approved at a terminal.
+
 \b
 Examples:
+  teamrun runs list                          waiting runs and their items
   teamrun approve 3f2a9c1b7d4e a1
   teamrun deny 3f2a9c1b7d4e a1 --note "use the staging database"
+"""
+
+DENY_HELP = """Deny a tool call a waiting run waits for, and continue the run.
+
+The call does not run: the agent gets the denial (with --note, the reason)
+as the tool's result, and continues without it.
+
+\b
+Examples:
+  teamrun runs list                          waiting runs and their items
+  teamrun deny 3f2a9c1b7d4e a1 --note "use the staging database"
+  teamrun approve 3f2a9c1b7d4e a1
 """
 
 _STORE_HELP = "The store holding the run (default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db)."
@@ -273,13 +289,7 @@ _COMMON = [
     click.option(
         "--approve", metavar="all|none|TOOL,...", help="Answer approval prompts of the continued run up front."
     ),
-    click.option(
-        "--progress",
-        type=click.Choice(["auto", "tree", "plain", "none"]),
-        default="auto",
-        show_default=True,
-        help="How to show the continued run's progress on stderr.",
-    ),
+    progress_option(RUN_PROGRESS_MODES, "How to show the continued run's progress on stderr (as `teamrun execute`)."),
 ]
 
 
@@ -405,7 +415,7 @@ def approve_item(
     return _decide(ctx, True, run_id, item_id, note, store, by, no_resume, as_json, approve, progress)
 
 
-@click.command(help=APPROVE_HELP, short_help="Deny a waiting run's tool call and continue it.")
+@click.command(help=DENY_HELP, short_help="Deny a waiting run's tool call and continue it.")
 @click.argument("run_id")
 @click.argument("item_id", metavar="ITEM")
 @click.option("--note", help="Why, for the agent (it reads it).")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from teamrun.cli.options import LINE_PROGRESS_MODES, progress_option
 from teamrun.errors import UsageError
 
 HELP = """Run a team once per row of a JSON-lines inputs file.
@@ -71,11 +72,10 @@ files or usage, 3 --max-cost reached with rows left (rerun to continue).
 )
 @click.option("--retry-failed", is_flag=True, help="Run again the rows OUTPUT records as not done.")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline).")
-@click.option(
-    "--progress/--no-progress",
-    default=True,
-    show_default=True,
-    help="A progress line (done/failed/cost/ETA) on stderr.",
+@progress_option(
+    LINE_PROGRESS_MODES,
+    "A progress line (done/failed/cost/ETA) on stderr (auto: redrawn in place on a terminal, "
+    "a line per update otherwise, none with -q; plain: a line per update; none: off).",
 )
 @click.option(
     "--engine",
@@ -103,11 +103,11 @@ def batch(
     max_cost: float | None,
     retry_failed: bool,
     model: str | None,
-    progress: bool,
+    progress: str,
     engine: str,
     ray_address: str | None,
 ) -> int:
-    from teamrun.cli.eval_cmd import _end_progress, _progress_printer, build_chat_model, ray_engine
+    from teamrun.cli.eval_cmd import build_chat_model, end_progress, progress_printer, ray_engine
     from teamrun.cli.execute_cmd import _log_settings
     from teamrun.config.loader import load_config
     from teamrun.evals.batch import read_inputs, run_batch
@@ -134,7 +134,7 @@ def batch(
             chat_model = RateLimitedModel(chat_model, RateLimiter(rpm=rpm, tpm=tpm))
         runner = LocalEngine(loaded, chat_model=chat_model, model=model)
     ceiling = Ceiling(row_max_cost, row_max_tokens, row_timeout, label="row")
-    show = progress and _log_settings().verbosity >= 0
+    printer = progress_printer(progress, "rows")
     runner.start()
     try:
         outcome = asyncio.run(
@@ -146,14 +146,13 @@ def batch(
                 row_ceiling=ceiling,
                 max_total_cost=max_cost,
                 retry_failed=retry_failed,
-                on_progress=_progress_printer("rows") if show else None,
+                on_progress=printer,
                 engine=runner,
             )
         )
     finally:
         runner.close()
-    if show:
-        _end_progress()
+    end_progress(printer)
     summary = (
         f"batch: {outcome.ran} row(s) run, {outcome.skipped} already in {output}, "
         f"{outcome.failed} not done, cost ${outcome.cost:.4f}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import sys
 import uuid
 from typing import Any
 
@@ -18,6 +19,7 @@ from teamrun.cli.execute_cmd import (
     _say,
     load_checked_config,
 )
+from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
 from teamrun.logs import hidden_log_events
 
 HELP = """Talk with a team, turn by turn. Every turn is a run of the team on your
@@ -27,7 +29,9 @@ thread in the store, so `teamrun execute --thread ID` (or a later chat with
 --thread ID) continues it.
 
 While a turn runs, its agent tree is shown on stderr. Ctrl-C cancels the
-turn, not the session; Ctrl-D or /exit ends it.
+turn, not the session; Ctrl-D or /exit ends it. stdout carries only the
+answers: the `you> ` prompt is shown only when you type at a terminal (on
+stderr when stdout is not that terminal), so messages can be piped in.
 
 \b
 Commands inside the chat:
@@ -39,10 +43,29 @@ Commands inside the chat:
 Examples:
   teamrun chat teams/support-triage.yaml
   teamrun chat team.yaml --thread support-42 --store postgresql+psycopg://db/teamrun
+  teamrun chat team.yaml < messages.txt > answers.txt   a message per line, no prompts
 """
 
 PROMPT = "you> "
 COMMANDS_HELP = "commands: /new (a new thread), /threads (this team's threads), /exit"
+
+
+def read_message() -> str:
+    """One line of input. stdout carries only the answers: the prompt is for a person at a terminal
+    (none when stdin is a pipe or a file), on stderr when stdout is not that terminal."""
+    if not _is_terminal(sys.stdin):
+        return input()
+    if _is_terminal(sys.stdout):
+        return input(PROMPT)  # readline knows the prompt (line editing redraws it)
+    click.echo(PROMPT, err=True, nl=False)
+    return input()
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
 
 
 def new_thread_id() -> str:
@@ -62,13 +85,7 @@ def new_thread_id() -> str:
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front.")
-@click.option(
-    "--progress",
-    type=click.Choice(["auto", "tree", "plain", "none"]),
-    default="auto",
-    show_default=True,
-    help="How each turn's progress is shown on stderr (auto: a tree on a terminal).",
-)
+@progress_option(RUN_PROGRESS_MODES, "How each turn's progress is shown on stderr (as `teamrun execute`).")
 @click.option("--strict", is_flag=True, help="Treat warnings about the team file and --var as errors (exit 2).")
 def chat(
     team_file: str,
@@ -129,7 +146,7 @@ class ChatSession:
         with asyncio.Runner() as runner:
             while True:
                 try:
-                    line = input(PROMPT)
+                    line = read_message()
                 except EOFError:
                     click.echo("", err=True)
                     return

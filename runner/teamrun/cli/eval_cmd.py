@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from teamrun.cli.options import LINE_PROGRESS_MODES, progress_option
 from teamrun.errors import UsageError
 
 HELP = """Run a team on every case of a cases file and check the answers.
@@ -84,11 +85,10 @@ Exit codes: 0 when the pass rate is at least --min-pass, 1 under it,
     metavar="CASSETTE",
     help="Answer every model call (judges included) from CASSETTE, with no network.",
 )
-@click.option(
-    "--progress/--no-progress",
-    default=True,
-    show_default=True,
-    help="A progress line (done/failed/cost/ETA) on stderr.",
+@progress_option(
+    LINE_PROGRESS_MODES,
+    "A progress line (done/failed/cost/ETA) on stderr (auto: redrawn in place on a terminal, "
+    "a line per update otherwise, none with -q; plain: a line per update; none: off).",
 )
 @click.option(
     "--traces",
@@ -122,12 +122,11 @@ def eval_(
     model: str | None,
     record_path: str | None,
     replay_path: str | None,
-    progress: bool,
+    progress: str,
     traces_dir: str | None,
     engine: str,
     ray_address: str | None,
 ) -> int:
-    from teamrun.cli.execute_cmd import _log_settings
     from teamrun.config.loader import load_config
     from teamrun.evals.cases import load_cases
     from teamrun.evals.engines import Engine
@@ -161,7 +160,7 @@ def eval_(
 
         chat_model = build_chat_model(loaded, record_path, replay_path, model, cases_models(cases))
         runner = LocalEngine(loaded, chat_model=chat_model, model=model)
-    show = progress and _log_settings().verbosity >= 0
+    printer = progress_printer(progress, "cases")
     if engine == "ray" and traces_dir is not None:
         raise UsageError("--traces needs --engine local: Ray workers do not send their events back")
     traces = _case_traces(traces_dir, output_format, output, loaded) if engine == "local" else None
@@ -172,15 +171,14 @@ def eval_(
                 loaded,
                 cases,
                 concurrency=concurrency,
-                on_progress=_progress_printer("cases") if show else None,
+                on_progress=printer,
                 engine=runner,
                 subscribers_for=traces.subscribers_for if traces is not None else None,
             )
         )
     finally:
         runner.close()
-    if show:
-        _end_progress()
+    end_progress(printer)
     if previous is not None:
         assert baseline is not None
         compare_with_baseline(report, previous, baseline)
@@ -269,19 +267,32 @@ def _read_baseline(path: str) -> dict[str, Any]:
     return data
 
 
-def _progress_printer(noun: str) -> Any:
-    live = sys.stderr.isatty()
+class _ProgressLine:
+    """The progress line of eval and batch: redrawn in place (``auto`` on a terminal) or a line per update."""
 
-    def show(progress: Any) -> None:
-        line = f"{'eval' if noun == 'cases' else 'batch'}: {progress.line(noun)}"
-        if live:
+    def __init__(self, noun: str, live: bool) -> None:
+        self.noun = noun
+        self.live = live
+
+    def __call__(self, progress: Any) -> None:
+        line = f"{'eval' if self.noun == 'cases' else 'batch'}: {progress.line(self.noun)}"
+        if self.live:
             click.echo(f"\r\x1b[2K{line}", err=True, nl=False)
         else:
             click.echo(line, err=True)
 
-    return show
+
+def progress_printer(mode: str, noun: str) -> _ProgressLine | None:
+    """What ``--progress MODE`` shows of many runs: ``auto`` is nothing with ``-q``, the line redrawn in
+    place on a terminal, a line per update otherwise; ``plain`` a line per update; ``none`` nothing."""
+    from teamrun.cli.execute_cmd import _log_settings
+
+    if mode == "none" or (mode == "auto" and _log_settings().verbosity < 0):
+        return None
+    return _ProgressLine(noun, live=mode == "auto" and sys.stderr.isatty())
 
 
-def _end_progress() -> None:
-    if sys.stderr.isatty():
+def end_progress(printer: _ProgressLine | None) -> None:
+    """End a line redrawn in place (the next output starts on a line of its own)."""
+    if printer is not None and printer.live:
         click.echo("", err=True)

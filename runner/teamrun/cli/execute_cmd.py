@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from teamrun.cli.app import LogSettings
+from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
 from teamrun.defaults import model_for
 from teamrun.errors import UsageError
 from teamrun.logs import add_log_secrets, hidden_log_events, log_line
@@ -140,13 +141,10 @@ async def _run_with_interrupt(
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON instead of the answer.")
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front (for scripts and CI).")
-@click.option(
-    "--progress",
-    type=click.Choice(["auto", "tree", "plain", "none"]),
-    default="auto",
-    show_default=True,
-    help="How to show progress on stderr (auto: a tree on a terminal, plain lines otherwise, "
-    "one JSON line per event with --log-format json, none with -q).",
+@progress_option(
+    RUN_PROGRESS_MODES,
+    "How to show progress on stderr (auto: a tree on a terminal, plain lines otherwise, "
+    "one JSON line per event with --log-format json, none with -q; none: off).",
 )
 @click.option(
     "--trace",

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
 from teamrun.errors import UsageError
 
 HELP = """Continue a run that crashed, was killed, was cancelled or waits for a person.
@@ -142,13 +143,7 @@ def new_journal(
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON instead of the answer.")
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front (for scripts and CI).")
-@click.option(
-    "--progress",
-    type=click.Choice(["auto", "tree", "plain", "none"]),
-    default="auto",
-    show_default=True,
-    help="How to show progress on stderr (as `teamrun execute`).",
-)
+@progress_option(RUN_PROGRESS_MODES, "How to show progress on stderr (as `teamrun execute`).")
 @click.pass_context
 def resume(
     ctx: click.Context, run_id: str, store: str | None, yes: bool, as_json: bool, approve: str | None, progress: str

@@ -10,7 +10,7 @@ import click
 
 from teamrun.errors import UsageError
 
-HELP = """The runs a store holds: status, cost, tokens, and how to resume them.
+HELP = """List and show the runs a store holds: status, cost, tokens, and how to resume them.
 
 A run killed without a chance to say so (SIGKILL, a power cut) still says
 `running` in the store; it is shown as `interrupted` once its process is gone

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-HELP = """Read trace files written by `teamrun execute --trace FILE`."""
+HELP = """Show trace files written by `teamrun execute --trace FILE`: a tree, or a timeline page."""
 
 SHOW_HELP = """Show the delegation tree of a trace: every agent run with its status,
 duration, tokens and cost (tokens and cost are each agent's own model calls;
@@ -74,10 +76,13 @@ Examples:
     metavar="FILE",
     help="Where to write the page (default: the trace's name with .html).",
 )
-@click.option("--open", "open_page", is_flag=True, help="Open the page in the default browser.")
+@click.option(
+    "--open",
+    "open_page",
+    is_flag=True,
+    help="Open the page in the default browser (or say on stderr that none could be opened).",
+)
 def view(trace_file: str, output: str | None, open_page: bool) -> None:
-    from pathlib import Path
-
     from teamrun.errors import UsageError
     from teamrun.observe.bidi import isolate
     from teamrun.observe.trace_read import read_trace
@@ -97,7 +102,15 @@ def view(trace_file: str, output: str | None, open_page: bool) -> None:
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror}") from None
     click.echo(str(target))
-    if open_page:
-        import webbrowser
+    if open_page and not _open_in_browser(target.resolve()):
+        click.echo(f"teamrun: no browser could be opened; open {target.resolve()} by hand", err=True)
 
-        webbrowser.open(target.resolve().as_uri())
+
+def _open_in_browser(page: Path) -> bool:
+    """Whether a browser was started on the page (``webbrowser`` answers False, or raises, when none can be)."""
+    import webbrowser
+
+    try:
+        return webbrowser.open(page.as_uri())
+    except webbrowser.Error:
+        return False

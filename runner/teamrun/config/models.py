@@ -372,6 +372,8 @@ class ToolDef(_Strict):
     """Parameters as JSON Schema fragments, e.g. `{pattern: {type: string}}`. One with a `default` is optional."""
     cwd: str | None = None
     """Working directory for a command tool."""
+    ok_exit_codes: Annotated[list[Annotated[int, Field(ge=0, le=255)]], Field(min_length=1)] | None = None
+    """Command tools: the exit codes that mean success (default `[0]`), e.g. `[0, 1]` for `grep`, which exits 1 when no line matched. With such a code the output is the result, as with 0 (an empty one reads `(no output; exit code 1)`); any other code is an error with the code and stderr."""
     timeout_s: PositiveFloat | None = None
     """Seconds a call may take before it is stopped (default 60)."""
     max_output_chars: PositiveInt | None = None

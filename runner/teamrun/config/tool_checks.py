@@ -53,6 +53,7 @@ def _tool_definitions(c: SemanticChecker) -> Iterator[Diagnostic]:
                 "tool",
                 key=True,
             )
+        yield from _exit_codes(c, path, spec, kinds)
         person = mapping(spec.get("person"))
         if "answer_schema" in person:
             yield from sub_schema(c, (*path, "person", "answer_schema"), person["answer_schema"])
@@ -62,6 +63,23 @@ def _tool_definitions(c: SemanticChecker) -> Iterator[Diagnostic]:
         command = spec.get("command")
         if isinstance(command, list):
             yield from _command_items(c, name, command, set(parameters))
+
+
+def _exit_codes(c: SemanticChecker, path: JsonPath, spec: dict[str, Any], kinds: list[str]) -> Iterator[Diagnostic]:
+    """``ok_exit_codes``: command tools only; a list without 0 makes a command that succeeds an error."""
+    if "ok_exit_codes" not in spec:
+        return
+    where: JsonPath = (*path, "ok_exit_codes")
+    if kinds and "command" not in kinds:
+        yield c._error(where, f"{dotted(where)} only applies to command tools ('command:')", "tool", key=True)
+        return
+    codes = spec["ok_exit_codes"]
+    if isinstance(codes, list) and codes and all(type(code) is int for code in codes) and 0 not in codes:
+        yield c._warning(
+            where,
+            f"{dotted(where)} leaves out 0, so a command that succeeds is an error; list it too (e.g. [0, {codes[0]}])",
+            "tool",
+        )
 
 
 def _command_items(c: SemanticChecker, tool: str, command: list[Any], parameters: set[str]) -> Iterator[Diagnostic]:

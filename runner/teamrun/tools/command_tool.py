@@ -15,8 +15,11 @@ Decisions:
   is taken relative to the team file's directory.
 * The program gets no stdin and runs in its own process group; a timeout or a
   cancellation kills the whole group.
-* Exit code 0: the result is stdout (``(no output)`` when empty). Any other
-  exit code fails the call with the code, stderr and stdout.
+* Exit code 0, or another code the tool declares normal (``ok_exit_codes``,
+  e.g. ``[0, 1]`` for grep's "no line matched"): the result is stdout
+  (``(no output)`` when empty; ``(no output; exit code N)`` for another code,
+  so the model still reads which). Any other exit code fails the call with the
+  code, stderr and stdout.
 * Output is read as it arrives and only the first ``max_output_chars``
   characters of each stream are kept; the rest is decoded only to be counted,
   so the model sees the same cut and marker as for a short output while
@@ -35,6 +38,7 @@ import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +82,7 @@ class CommandTool(Tool):
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
         require_approval: bool = False,
+        ok_exit_codes: Sequence[int] = (0,),
     ) -> None:
         """Compile the argv templates; :class:`UserError` for bad templates or parameters."""
         if not command:
@@ -98,6 +103,7 @@ class CommandTool(Tool):
         self.timeout_s = timeout_s
         self.max_output_chars = max_output_chars
         self.require_approval = require_approval
+        self.ok_exit_codes = frozenset(ok_exit_codes)
 
     @classmethod
     def from_definition(cls, name: str, definition: ToolDef, *, base_dir: Path) -> CommandTool:
@@ -114,6 +120,7 @@ class CommandTool(Tool):
             timeout_s=definition.timeout_s or DEFAULT_TIMEOUT_S,
             max_output_chars=definition.max_output_chars or DEFAULT_MAX_OUTPUT_CHARS,
             require_approval=bool(definition.require_approval),
+            ok_exit_codes=definition.ok_exit_codes or (0,),
         )
 
     def render_argv(self, arguments: dict[str, Any]) -> list[str]:
@@ -137,8 +144,10 @@ class CommandTool(Tool):
             stdout_omitted=stdout.omitted,
             stderr_omitted=stderr.omitted,
         )
-        if code == 0:
-            return stdout.result() if stdout.text or stdout.omitted else "(no output)"
+        if code is not None and code in self.ok_exit_codes:
+            if stdout.text or stdout.omitted:
+                return stdout.result()
+            return "(no output)" if code == 0 else f"(no output; exit code {code})"
         raise ToolError(_failure_text(argv[0], code, stdout, stderr))
 
     def _check_cwd(self) -> None:

@@ -1,0 +1,104 @@
+"""Options several commands share, spelled the same way in each.
+
+``--progress MODE`` is how every command that shows progress on stderr (execute, chat, resume, answer,
+approve, deny, eval, batch) is told how to show it; ``--progress none`` turns it off. The spelling
+``eval`` and ``batch`` used to have (``--progress/--no-progress``) is still accepted everywhere, with a
+one-line hint on stderr naming the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+__all__ = ["LINE_PROGRESS_MODES", "RUN_PROGRESS_MODES", "progress_option"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+RUN_PROGRESS_MODES = ("auto", "tree", "plain", "none")
+"""One run's progress: ``auto`` (the tree on a terminal, plain lines otherwise, one JSON line per event with
+``--log-format json``, nothing with ``-q``), ``tree``, ``plain``, ``none``."""
+LINE_PROGRESS_MODES = ("auto", "plain", "none")
+"""Many runs' progress (eval, batch), one counter line: ``auto`` (redrawn in place on a terminal, a line
+per update otherwise, nothing with ``-q``), ``plain`` (a line per update), ``none``."""
+
+_BARE = "auto (bare)"
+"""The value of ``--progress`` given without a mode (the old flag spelling): ``auto``, with a hint."""
+_NO_PROGRESS = "teamrun.cli.options:no-progress"
+"""``ctx.meta`` key: ``--no-progress`` was given."""
+
+
+if TYPE_CHECKING:
+    _Choice = click.Choice[str]
+else:  # click before 8.2: Choice is not generic at run time
+    _Choice = click.Choice
+
+
+class _Mode(_Choice):
+    """A choice of modes that also takes :data:`_BARE` (``--progress`` without a value)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == _BARE:
+            return value
+        return super().convert(value, param, ctx)
+
+
+def progress_option(modes: Sequence[str], help: str) -> Callable[[F], F]:
+    """``--progress [MODE]`` (default ``auto``) and the old ``--no-progress`` (hidden; ``--progress none``)."""
+
+    def chosen(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        if ctx.meta.get(_NO_PROGRESS):
+            return "none"
+        if value == _BARE:
+            _hint(ctx, "--progress without a mode", "--progress auto")
+            return "auto"
+        return value
+
+    def no_progress(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+        if not value:
+            return
+        _hint(ctx, "--no-progress", "--progress none")
+        ctx.meta[_NO_PROGRESS] = True
+        if "progress" in ctx.params:  # --progress came first on the command line: --no-progress still wins
+            ctx.params["progress"] = "none"
+
+    def decorate(fn: F) -> F:
+        fn = click.option(
+            "--no-progress",
+            is_flag=True,
+            hidden=True,
+            expose_value=False,
+            callback=no_progress,
+            help="The old spelling of --progress none.",
+        )(fn)
+        return click.option(
+            "--progress",
+            type=_Mode(list(modes)),
+            default="auto",
+            show_default=True,
+            is_flag=False,
+            flag_value=_BARE,
+            callback=chosen,
+            help=help,
+        )(fn)
+
+    return decorate
+
+
+def _hint(ctx: click.Context, old: str, new: str) -> None:
+    """One line on stderr naming the new spelling (a warning line under ``--log-format json``; none with -q)."""
+    from teamrun.cli.app import LogSettings
+
+    settings = ctx.find_root().obj
+    text = f"teamrun: {old} is spelled {new} now (the old spelling still works)"
+    if isinstance(settings, LogSettings):
+        if settings.verbosity < 0:
+            return
+        if settings.log_format == "json":
+            from teamrun.logs import log_line
+
+            click.echo(log_line("warning", "old_option_spelling", message=text.removeprefix("teamrun: ")), err=True)
+            return
+    click.echo(text, err=True)
