@@ -18,6 +18,7 @@ from teamrun.cli.execute_cmd import (
     _say,
     load_checked_config,
 )
+from teamrun.cli.model_options import api_base_option
 from teamrun.logs import hidden_log_events
 
 HELP = """Talk with a team, turn by turn. Every turn is a run of the team on your
@@ -61,6 +62,7 @@ def new_thread_id() -> str:
 )
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
+@api_base_option
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front.")
 @click.option(
     "--progress",
@@ -79,6 +81,7 @@ def chat(
     approve: str | None,
     progress: str,
     strict: bool,
+    api_base: str | None = None,
 ) -> None:
     from teamrun.engine.team import Team
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
@@ -90,7 +93,7 @@ def chat(
     logs = _log_settings()
     parsed_vars = _parse_vars(variables)
     loaded = load_checked_config(team_file, parsed_vars, strict=strict, logs=logs)
-    team = Team(loaded, vars=parsed_vars, model=model, store=store_location)
+    team = Team(loaded, vars=parsed_vars, model=model, api_base=api_base, store=store_location)
     if approve is not None:
         from teamrun.tools.mcp.table import approvable_names
 

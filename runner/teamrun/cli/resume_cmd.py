@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from teamrun.cli.model_options import api_base_option
 from teamrun.errors import UsageError
 
 HELP = """Continue a run that crashed, was killed, was cancelled or waits for a person.
@@ -149,9 +150,17 @@ def new_journal(
     show_default=True,
     help="How to show progress on stderr (as `teamrun execute`).",
 )
+@api_base_option
 @click.pass_context
 def resume(
-    ctx: click.Context, run_id: str, store: str | None, yes: bool, as_json: bool, approve: str | None, progress: str
+    ctx: click.Context,
+    run_id: str,
+    store: str | None,
+    yes: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+    api_base: str | None = None,
 ) -> int:
     # `teamrun execute` as the CLI group serves it: execute_cmd imports this module's journal helpers,
     # so importing it here would close an import circle.
@@ -180,6 +189,7 @@ def resume(
         input_file=None,
         variables=variables,
         model=record.model,
+        api_base=api_base,
         as_json=as_json,
         approve=approve,
         progress=progress,

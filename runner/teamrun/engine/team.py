@@ -19,7 +19,7 @@ import structlog
 
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
-from teamrun.defaults import model_for
+from teamrun.defaults import API_BASE_ENV, model_for, run_api_base
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
 from teamrun.engine.result import RunResult, new_run_id
 from teamrun.engine.runtime import AgentFrame, RunContext, limits_in_force, max_steps_for
@@ -52,6 +52,7 @@ class Team:
         *,
         vars: Mapping[str, Any] | None = None,
         model: str | None = None,
+        api_base: str | None = None,
         chat_model: ChatModel | None = None,
         approver: Approver | None = None,
         record: str | Path | None = None,
@@ -68,6 +69,9 @@ class Team:
         self.config = loaded.config
         self.vars = {**(self.config.vars or {}), **(vars or {})}
         self.model_override = model
+        self.api_base = run_api_base(api_base)
+        """The endpoint of every agent that sets no ``api_base`` and whose model is not ``offline``
+        (``api_base=``, else ``$TEAMRUN_API_BASE``; ``None``: each provider's own)."""
         self._chat_model = chat_model
         self._router: ModelRouter | None = None
         """The default model (offline simulator or LiteLLM), when teamrun built it."""
@@ -229,6 +233,7 @@ class Team:
             result=result,
             vars=run_vars,
             model_override=self.model_override,
+            api_base=self.api_base,
             thread=session,
             journal=journal,
             desk=desk if desk is not None else self.desk,
@@ -505,6 +510,7 @@ def load_team(
     *,
     vars: Mapping[str, Any] | None = None,
     model: str | None = None,
+    api_base: str | None = None,
     chat_model: ChatModel | None = None,
     approver: Approver | None = None,
     environ: Mapping[str, str] | None = None,
@@ -516,7 +522,9 @@ def load_team(
 ) -> Team:
     """Load and validate a team file; raises :class:`~teamrun.errors.ConfigError` listing every problem.
 
-    ``model`` overrides every agent's model (e.g. ``"offline"``); ``vars`` override
+    ``model`` overrides every agent's model (e.g. ``"offline"``); ``api_base`` is the endpoint of every
+    agent that sets no ``api_base`` of its own (default ``$TEAMRUN_API_BASE``; never for ``offline``,
+    ``""``: none); ``vars`` override
     the file's ``vars``; ``approver`` decides on tools that ``require_approval``
     (default: deny them). ``record="c.jsonl"`` stores every model exchange in a
     cassette; ``replay="c.jsonl"`` answers every model call from one, with no
@@ -531,6 +539,7 @@ def load_team(
         load_config(path, environ=environ),
         vars=vars,
         model=model,
+        api_base=api_base if api_base is not None or environ is None else environ.get(API_BASE_ENV, ""),
         chat_model=chat_model,
         approver=approver,
         record=record,
