@@ -13,6 +13,7 @@ import pytest
 import teamrun
 from teamrun.cli import main
 from teamrun.defaults import run_api_base
+from teamrun.llm.adapter import LOCAL_PLACEHOLDER_KEY, is_local_url
 from tests.fakeserver import FakeOpenAI, text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,3 +142,60 @@ def test_the_run_s_endpoint_comes_from_the_argument_else_the_variable(
     monkeypatch.setenv("TEAMRUN_API_BASE", "")
     assert run_api_base(None) is None
 
+
+# -- issue 33.6: a keyless local endpoint needs no invented key ------------------------------------
+def test_a_local_endpoint_needs_no_api_key(
+    fake_openai: FakeOpenAI, twenty_lines: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("TEAMRUN_MODEL", "openai/my-model")
+    fake_openai.script("my-model", [text("Rust and Go compared.")])
+
+    code = main(["execute", str(twenty_lines), "--input", "Compare Rust and Go", "--progress", "none"])
+
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert out.out.strip() == "Rust and Go compared."
+    (request,) = fake_openai.requests()
+    assert request.headers["authorization"] == f"Bearer {LOCAL_PLACEHOLDER_KEY}"
+
+
+@pytest.mark.parametrize("api_base", ["https://api.openai.com/v1", "https://llm.example.com/v1"])
+def test_no_placeholder_key_goes_to_a_host_that_is_not_local(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], api_base: str
+) -> None:
+    """Without a key, a remote endpoint is not called at all: the run fails at once saying which variable to set."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: one\nsupervisor: solo\nagents:\n  solo: {model: openai/solo, num_retries: 0}\n",
+        encoding="utf-8",
+    )
+
+    code = main(["execute", str(team), "--input", "hi", "--api-base", api_base, "--progress", "none"])
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"openai model 'openai/solo' at {api_base} failed: no API key" in err
+    assert "OPENAI_API_KEY" in err
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://localhost:8000/v1", True),
+        ("http://127.0.0.1:11434", True),
+        ("http://[::1]:8000/v1", True),
+        ("http://192.168.1.20:8000/v1", True),
+        ("http://10.0.0.5/v1", True),
+        ("http://vllm:8000/v1", True),  # a container's service name
+        ("http://host.docker.internal:11434", True),
+        ("http://gpu-box.local:8000/v1", True),
+        ("https://api.openai.com/v1", False),
+        ("https://llm.example.com/v1", False),
+        ("http://8.8.8.8/v1", False),
+        ("", False),
+    ],
+)
+def test_which_endpoints_are_local(url: str, local: bool) -> None:
+    assert is_local_url(url) is local
