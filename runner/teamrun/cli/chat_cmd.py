@@ -103,6 +103,10 @@ def chat(
     from teamrun.cli.answer_cmd import people_desk
 
     people_desk(team, None, None, detach=False)  # on a terminal: the agents' questions are asked inline
+    if team.imports_litellm():  # seconds: before the first prompt, said, rather than inside the first turn
+        if progress != "none" and logs.verbosity >= 0:
+            _say(logs, "info", "llm_loading", "loading LiteLLM…")
+        team.prepare_models()
     session = ChatSession(team, thread_id or new_thread_id(), progress, logs)
     session.loop()
 

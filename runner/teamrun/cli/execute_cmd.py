@@ -323,6 +323,9 @@ def execute(
             subscribers.append(view)
             if getattr(view, "shows_warnings", False):  # say each warning once: in the view, not as a log line too
                 cleanup.enter_context(hidden_log_events("run_warning"))
+        if view is not None and team.imports_litellm():  # seconds without a word otherwise
+            _say(logs, "info", "llm_loading", "loading LiteLLM…")
+            team.prepare_models()
         if writer is not None:
             subscribers.append(writer)
         if otel:

@@ -137,6 +137,33 @@ class Team:
         chosen = [model_for(agent, self.config.defaults) for agent in self.config.agents.values()]
         return list(dict.fromkeys(chosen))
 
+    @property
+    def model_router(self) -> ModelRouter | None:
+        """The chat model teamrun built (offline simulator or LiteLLM by model name); ``None`` when a
+        ``chat_model`` or ``replay`` answers the calls."""
+        self._model()
+        return self._router
+
+    def imports_litellm(self) -> bool:
+        """Whether :meth:`prepare_models` will import LiteLLM (seconds): an agent's model is not offline, and
+        LiteLLM is not imported in this process yet. Said on the console before it happens."""
+        router = self.model_router
+        return router is not None and router.imports_litellm(self.models())
+
+    def prepare_models(self) -> None:
+        """Import LiteLLM and build its adapter now if an agent's model needs it (blocking; :meth:`run` does it
+        before its clock starts when it has not been done)."""
+        router = self.model_router
+        if router is not None:
+            router.prepare(self.models())
+
+    async def warm_up(self) -> list[str]:
+        """:meth:`prepare_models` (off the event loop) and LiteLLM's first-call set-up of each model that is not
+        offline, with no request: a server does it at start-up so its first request does not pay either.
+        Returns the models warmed now."""
+        router = self.model_router
+        return await router.warm_up(self.models()) if router is not None else []
+
     def _report_retry(self, notice: Any) -> None:
         """Turn the adapter's retry notices into ``llm_retry`` events of the run that made the call."""
         scope = current_scope.get()
@@ -212,8 +239,7 @@ class Team:
 
             session = await open_thread(await asyncio.to_thread(lambda: self.store), thread, self.config)
         model = self._model()
-        if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
-            self._router.prepare(self.models())
+        self.prepare_models()  # LiteLLM's import takes seconds: before the clock, only if needed
         started = time.monotonic()
         run_id = journal.run_id if journal is not None else run_id or new_run_id()
         bus = EventBus(run_id)

@@ -29,7 +29,7 @@ import random
 import re
 import threading
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from time import time
@@ -93,6 +93,8 @@ _CLIENT_GRACE_S = 5.0
 LOCAL_PLACEHOLDER_KEY = "teamrun-no-key"
 """The API key sent to a local ``api_base`` (loopback, a private network, a one-word host name) when none is
 set: OpenAI's client refuses to send without one, and such servers mostly need none. Never sent elsewhere."""
+
+_WARM_UP: list[Message] = [{"role": "user", "content": "warm-up"}]
 
 _litellm: Any = None
 _import_lock = threading.Lock()
@@ -223,7 +225,27 @@ class LiteLLMChatModel:
         self._sleep = sleep
         self._rng = random.Random()
         self._offline = OfflineChatModel()
+        self.warmed: set[str] = set()
+        """The models whose first-call set-up is done (:meth:`warm_up`)."""
         import_litellm()  # seconds, once per process: paid here, not inside the first model call
+
+    async def warm_up(self, models: Iterable[str]) -> list[str]:
+        """Do LiteLLM's first-call set-up for each model that is not offline (its lazy imports of the provider's
+        code: a large part of a process's first call) now, through a mocked completion: no request, no key.
+        A server calls it at start-up, so its first request does not pay it. Returns the models warmed now."""
+        litellm = import_litellm()
+        warmed = []
+        for model in dict.fromkeys(m.strip() for m in models):
+            if is_offline_model(model) or model in self.warmed:
+                continue
+            try:
+                await litellm.acompletion(model=resolve_model(model), messages=_WARM_UP, mock_response="ok")
+            except Exception as exc:  # a model LiteLLM cannot place fails its first real call clearly instead
+                log.debug("llm_warm_up_failed", model=model, reason=type(exc).__name__)
+                continue
+            self.warmed.add(model)
+            warmed.append(model)
+        return warmed
 
     async def complete(
         self,
