@@ -6,6 +6,7 @@ spending without bound); ``--json`` shows the values in force for a run.
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 DEFAULT_MAX_STEPS = 25
@@ -25,9 +26,19 @@ DEFAULT_MODEL = "offline"
 the built-in simulator (no key, no network)."""
 
 
+API_BASE_ENV = "TEAMRUN_API_BASE"
+"""The variable naming the endpoint of every agent that sets no ``api_base`` (when ``--api-base`` /
+``api_base=`` is not given): ``TEAMRUN_MODEL=openai/my-model TEAMRUN_API_BASE=http://localhost:8000/v1``."""
+
+
 class _HasModel(Protocol):
     @property
     def model(self) -> str | None: ...
+
+
+class _HasApiBase(Protocol):
+    @property
+    def api_base(self) -> str | None: ...
 
 
 def model_for(agent: _HasModel | None, defaults: _HasModel | None = None, *, override: str | None = None) -> str:
@@ -39,4 +50,25 @@ def model_for(agent: _HasModel | None, defaults: _HasModel | None = None, *, ove
         or (agent.model if agent is not None else None)
         or (defaults.model if defaults is not None else None)
         or DEFAULT_MODEL
+    )
+
+
+def run_api_base(given: str | None = None) -> str | None:
+    """The endpoint a run gives the agents that set none: ``given`` (``--api-base``, ``api_base=``), else
+    ``$TEAMRUN_API_BASE``; ``None`` when neither is set. An empty ``given`` turns the variable off."""
+    chosen = given if given is not None else os.environ.get(API_BASE_ENV)
+    return (chosen.strip() or None) if chosen is not None else None
+
+
+def api_base_for(
+    agent: _HasApiBase | None, defaults: _HasApiBase | None = None, *, fallback: str | None = None
+) -> str | None:
+    """The endpoint an agent's model is called at: its own ``api_base:``, else ``defaults.api_base``, else
+    ``fallback`` (the run's :func:`run_api_base`), else ``None`` (the provider's own). An empty value
+    (``${VAR:-}``) counts as unset. The caller gives no ``fallback`` for the ``offline`` model."""
+    return (
+        (agent.api_base if agent is not None else None)
+        or (defaults.api_base if defaults is not None else None)
+        or fallback
+        or None
     )

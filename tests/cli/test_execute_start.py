@@ -125,6 +125,56 @@ def test_the_starting_line_comes_before_litellm_is_imported(tmp_path: Path, fake
     assert "litellm" in heavy_modules(done.stderr)
 
 
+# -- issue 33.13: say that LiteLLM is loading (seconds) -----------------------------------------------
+def test_loading_litellm_is_said_while_it_loads(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("solo", [text("fine")])
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        f"version: 1\nname: one\nsupervisor: solo\nagents:\n"
+        f"  solo: {{model: openai/solo, api_base: '{fake_openai.url}'}}\n",
+        encoding="utf-8",
+    )
+
+    done = run_cli("execute", str(team), "--input", "hi", "--progress", "plain", python_flags=("-X", "importtime"))
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    said = [line for line in lines if not line.startswith("import time:")]
+    assert said[:2] == ["starting one (1 agent, model openai/solo)", "loading LiteLLM…"]
+    loading = lines.index("loading LiteLLM…")
+    imported = [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == "litellm"
+    ]
+    assert imported and loading < imported[0]  # said before the import, not after it
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["execute", RESEARCH, "--input", TASK, "--progress", "plain"],  # offline: LiteLLM is not loaded at all
+        [
+            "execute",
+            RESEARCH,
+            "--input",
+            TASK,
+            "--progress",
+            "none",
+            "--model",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:9",
+        ],
+    ],
+    ids=["offline", "progress-none"],
+)
+def test_no_loading_line_when_nothing_loads_or_progress_is_off(argv: list[str]) -> None:
+    done = run_cli(*argv)
+
+    assert "loading LiteLLM" not in done.stderr
+
+
 # -- issue 11.24: an empty input is a usage error --------------------------------------------------
 @pytest.mark.parametrize("stdin", ["", "  \n\n"], ids=["empty", "blank"])
 def test_empty_stdin_is_a_usage_error(stdin: str) -> None:

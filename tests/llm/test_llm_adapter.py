@@ -262,10 +262,14 @@ def test_unset_api_key_env_fails_before_any_request(fake_openai: FakeOpenAI, mon
 
 
 def test_missing_key_is_not_retried(fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host that is not local gets no placeholder key (a local one does: tests/llm/test_switching_models.py)."""
     monkeypatch.delenv("OPENAI_API_KEY")
+    settings = ModelSettings(model="openai/lead", api_base="https://llm.example.com/v1", num_retries=3)
 
-    error = fail(fake_openai, num_retries=3)
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(LiteLLMChatModel(backoff_base_s=0.01).complete(MESSAGES, settings=settings))
 
+    error = info.value
     assert error.kind == "config" and error.attempts == 1
     assert "api_key_env" in str(error)
     assert fake_openai.requests() == []

@@ -19,7 +19,7 @@ from teamrun.cli.execute_cmd import (
     _say,
     load_checked_config,
 )
-from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
+from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option
 from teamrun.logs import hidden_log_events
 
 HELP = """Talk with a team, turn by turn. Every turn is a run of the team on your
@@ -84,6 +84,7 @@ def new_thread_id() -> str:
 )
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
+@api_base_option
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front.")
 @progress_option(RUN_PROGRESS_MODES, "How each turn's progress is shown on stderr (as `teamrun execute`).")
 @click.option("--strict", is_flag=True, help="Treat warnings about the team file and --var as errors (exit 2).")
@@ -96,6 +97,7 @@ def chat(
     approve: str | None,
     progress: str,
     strict: bool,
+    api_base: str | None = None,
 ) -> None:
     from teamrun.engine.team import Team
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
@@ -107,7 +109,7 @@ def chat(
     logs = _log_settings()
     parsed_vars = _parse_vars(variables)
     loaded = load_checked_config(team_file, parsed_vars, strict=strict, logs=logs)
-    team = Team(loaded, vars=parsed_vars, model=model, store=store_location)
+    team = Team(loaded, vars=parsed_vars, model=model, api_base=api_base, store=store_location)
     policy = None
     if approve is not None:
         from teamrun.tools.mcp.table import approvable_names
@@ -120,6 +122,10 @@ def chat(
     # every turn is journaled in the store: on a terminal the agents' questions are asked inline, otherwise
     # the turn suspends there (answered with `teamrun answer`)
     backend = people_desk(team, StoreJournal(team.store, location=store_location), policy, detach=False)
+    if team.imports_litellm():  # seconds: before the first prompt, said, rather than inside the first turn
+        if progress != "none" and logs.verbosity >= 0:
+            _say(logs, "info", "llm_loading", "loading LiteLLM…")
+        team.prepare_models()
     session = ChatSession(team, thread_id or new_thread_id(), progress, logs, backend=backend)
     session.loop()
 

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from teamrun.cli.app import LogSettings
-from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
+from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option
 from teamrun.defaults import model_for
 from teamrun.errors import UsageError
 from teamrun.logs import add_log_secrets, hidden_log_events, log_line
@@ -28,6 +28,7 @@ Examples:
   teamrun execute teams/research-report.yaml --input "Compare Rust and Go"
   echo "Review this" | teamrun execute team.yaml
   teamrun execute team.yaml -i "..." --model openai/gpt-4o-mini
+  teamrun execute team.yaml -i "..." --model openai/my-model --api-base http://localhost:8000/v1
   teamrun execute team.yaml -i "..." --var audience=engineers --json
   teamrun execute team.yaml -i "..." --approve grep,git_log   # for CI
   teamrun execute team.yaml -i "..." --trace run.jsonl && teamrun trace show run.jsonl
@@ -139,6 +140,7 @@ async def _run_with_interrupt(
 @click.option("--input-file", type=click.Path(dir_okay=False), help="Read the task from this file.")
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
+@api_base_option
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON instead of the answer.")
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front (for scripts and CI).")
 @progress_option(
@@ -248,6 +250,7 @@ def execute(
     yes: bool,
     strict: bool,
     detach: bool = False,
+    api_base: str | None = None,
 ) -> int:
     from teamrun.cli.resume_cmd import JournalChoice
     from teamrun.secrets import Redactor
@@ -290,6 +293,7 @@ def execute(
             loaded,
             vars=parsed_vars,
             model=model,
+            api_base=api_base,
             record=record_path,
             replay=replay_path,
             replay_mode="lenient" if replay_mode == "lenient" else "strict",
@@ -316,6 +320,9 @@ def execute(
             subscribers.append(view)
             if getattr(view, "shows_warnings", False):  # say each warning once: in the view, not as a log line too
                 cleanup.enter_context(hidden_log_events("run_warning"))
+        if view is not None and team.imports_litellm():  # seconds without a word otherwise
+            _say(logs, "info", "llm_loading", "loading LiteLLM…")
+            team.prepare_models()
         if writer is not None:
             subscribers.append(writer)
         if otel:

@@ -4,6 +4,9 @@
 approve, deny, eval, batch) is told how to show it; ``--progress none`` turns it off. The spelling
 ``eval`` and ``batch`` used to have (``--progress/--no-progress``) is still accepted everywhere, with a
 one-line hint on stderr naming the new one.
+
+``--api-base URL`` is where the commands that run teams (execute, chat, resume, serve) call the model of
+every agent that sets no ``api_base`` of its own.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-__all__ = ["LINE_PROGRESS_MODES", "RUN_PROGRESS_MODES", "progress_option"]
+from teamrun.defaults import API_BASE_ENV
+
+__all__ = ["LINE_PROGRESS_MODES", "RUN_PROGRESS_MODES", "api_base_option", "progress_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -102,3 +107,16 @@ def _hint(ctx: click.Context, old: str, new: str) -> None:
             click.echo(log_line("warning", "old_option_spelling", message=text.removeprefix("teamrun: ")), err=True)
             return
     click.echo(text, err=True)
+
+
+API_BASE_HELP = (
+    "Call the model of every agent that sets no api_base of its own at this URL (an OpenAI-compatible "
+    f"server, vLLM, Ollama...) instead of its provider's (default: ${API_BASE_ENV}; not the offline model). "
+    "With no API key for the model, a local server gets a placeholder key."
+)
+
+
+def api_base_option(function: F) -> F:
+    """``--api-base URL``: the run's endpoint for every agent without its own ``api_base``
+    (:func:`teamrun.defaults.run_api_base` falls back to ``$TEAMRUN_API_BASE``)."""
+    return click.option("--api-base", "api_base", metavar="URL", help=API_BASE_HELP)(function)

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
+from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option
 from teamrun.errors import UsageError
 
 HELP = """Continue a run that crashed, was killed, was cancelled or waits for a person.
@@ -144,9 +144,17 @@ def new_journal(
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON instead of the answer.")
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front (for scripts and CI).")
 @progress_option(RUN_PROGRESS_MODES, "How to show progress on stderr (as `teamrun execute`).")
+@api_base_option
 @click.pass_context
 def resume(
-    ctx: click.Context, run_id: str, store: str | None, yes: bool, as_json: bool, approve: str | None, progress: str
+    ctx: click.Context,
+    run_id: str,
+    store: str | None,
+    yes: bool,
+    as_json: bool,
+    approve: str | None,
+    progress: str,
+    api_base: str | None = None,
 ) -> int:
     # `teamrun execute` as the CLI group serves it: execute_cmd imports this module's journal helpers,
     # so importing it here would close an import circle.
@@ -175,6 +183,7 @@ def resume(
         input_file=None,
         variables=variables,
         model=record.model,
+        api_base=api_base,
         as_json=as_json,
         approve=approve,
         progress=progress,

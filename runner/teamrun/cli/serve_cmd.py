@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from teamrun.cli.app import LogSettings
+from teamrun.cli.options import api_base_option
 from teamrun.errors import UsageError
 from teamrun.extras import install_hint
 
@@ -47,6 +48,7 @@ Examples:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
 @click.option("--model", help="Use this LiteLLM model for every agent of every team (e.g. offline).")
+@api_base_option
 @click.option(
     "--max-concurrent-runs",
     default=20,
@@ -142,6 +144,7 @@ def serve(
     trace_content: bool = False,
     workers: int = 1,
     approval_on_timeout: str = "deny",
+    api_base: str | None = None,
 ) -> int:
     try:
         import fastapi  # noqa: F401
@@ -161,6 +164,7 @@ def serve(
         host=host,
         port=port,
         model=model,
+        api_base=api_base,
         max_concurrent_runs=max_concurrent_runs,
         max_request_bytes=max_request_bytes,
         token_env=token_env,

@@ -16,6 +16,7 @@ from teamrun.defaults import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_NUM_RETRIES,
     DEFAULT_REQUEST_TIMEOUT_S,
+    api_base_for,
     model_for,
 )
 from teamrun.engine.durability.journal import RunJournal
@@ -25,6 +26,7 @@ from teamrun.engine.references import ResultStore
 from teamrun.engine.result import AcceptanceRecord, DelegationResult, RunResult
 from teamrun.engine.tool_sources import StartedSources
 from teamrun.events import EventBus, EventKind
+from teamrun.llm.offline import is_offline_model
 from teamrun.llm.types import ChatModel, ModelSettings
 from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver
@@ -100,6 +102,9 @@ class RunContext:
     result: RunResult
     vars: Mapping[str, Any] = field(default_factory=dict)
     model_override: str | None = None
+    api_base: str | None = None
+    """The endpoint of every agent whose model is not ``offline`` and that sets no ``api_base`` (``--api-base``,
+    ``$TEAMRUN_API_BASE``); ``None``: each provider's own."""
     today: str = field(default_factory=lambda: _dt.date.today().isoformat())
     refs: ResultStore = field(default_factory=ResultStore)
     sources: StartedSources = field(default_factory=StartedSources)
@@ -124,9 +129,10 @@ class RunContext:
             f: getattr(agent, f) if getattr(agent, f) is not None else getattr(defaults, f) for f in _MODEL_FIELDS
         }
         model = model_for(agent, defaults, override=self.model_override)
+        fallback = None if is_offline_model(model.strip()) else self.api_base
         return ModelSettings(
             model=model,
-            api_base=merged["api_base"] or None,  # `${API_BASE:-}` left empty means "the provider's own"
+            api_base=api_base_for(agent, defaults, fallback=fallback),  # `${API_BASE:-}` left empty: unset
             api_key_env=merged["api_key_env"],
             temperature=merged["temperature"],
             max_tokens=merged["max_tokens"],

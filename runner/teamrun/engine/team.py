@@ -19,7 +19,7 @@ import structlog
 
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
-from teamrun.defaults import model_for
+from teamrun.defaults import API_BASE_ENV, model_for, run_api_base
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
 from teamrun.engine.result import RunResult, new_run_id
 from teamrun.engine.runtime import AgentFrame, RunContext, limits_in_force, max_steps_for
@@ -52,6 +52,7 @@ class Team:
         *,
         vars: Mapping[str, Any] | None = None,
         model: str | None = None,
+        api_base: str | None = None,
         chat_model: ChatModel | None = None,
         approver: Approver | None = None,
         record: str | Path | None = None,
@@ -68,6 +69,9 @@ class Team:
         self.config = loaded.config
         self.vars = {**(self.config.vars or {}), **(vars or {})}
         self.model_override = model
+        self.api_base = run_api_base(api_base)
+        """The endpoint of every agent that sets no ``api_base`` and whose model is not ``offline``
+        (``api_base=``, else ``$TEAMRUN_API_BASE``; ``None``: each provider's own)."""
         self._chat_model = chat_model
         self._router: ModelRouter | None = None
         """The default model (offline simulator or LiteLLM), when teamrun built it."""
@@ -132,6 +136,33 @@ class Team:
             return [self.model_override]
         chosen = [model_for(agent, self.config.defaults) for agent in self.config.agents.values()]
         return list(dict.fromkeys(chosen))
+
+    @property
+    def model_router(self) -> ModelRouter | None:
+        """The chat model teamrun built (offline simulator or LiteLLM by model name); ``None`` when a
+        ``chat_model`` or ``replay`` answers the calls."""
+        self._model()
+        return self._router
+
+    def imports_litellm(self) -> bool:
+        """Whether :meth:`prepare_models` will import LiteLLM (seconds): an agent's model is not offline, and
+        LiteLLM is not imported in this process yet. Said on the console before it happens."""
+        router = self.model_router
+        return router is not None and router.imports_litellm(self.models())
+
+    def prepare_models(self) -> None:
+        """Import LiteLLM and build its adapter now if an agent's model needs it (blocking; :meth:`run` does it
+        before its clock starts when it has not been done)."""
+        router = self.model_router
+        if router is not None:
+            router.prepare(self.models())
+
+    async def warm_up(self) -> list[str]:
+        """:meth:`prepare_models` (off the event loop) and LiteLLM's first-call set-up of each model that is not
+        offline, with no request: a server does it at start-up so its first request does not pay either.
+        Returns the models warmed now."""
+        router = self.model_router
+        return await router.warm_up(self.models()) if router is not None else []
 
     def _report_retry(self, notice: Any) -> None:
         """Turn the adapter's retry notices into ``llm_retry`` events of the run that made the call."""
@@ -208,8 +239,7 @@ class Team:
 
             session = await open_thread(await asyncio.to_thread(lambda: self.store), thread, self.config)
         model = self._model()
-        if self._router is not None:  # LiteLLM's import takes seconds: before the clock, only if needed
-            self._router.prepare(self.models())
+        self.prepare_models()  # LiteLLM's import takes seconds: before the clock, only if needed
         started = time.monotonic()
         run_id = journal.run_id if journal is not None else run_id or new_run_id()
         bus = EventBus(run_id)
@@ -229,6 +259,7 @@ class Team:
             result=result,
             vars=run_vars,
             model_override=self.model_override,
+            api_base=self.api_base,
             thread=session,
             journal=journal,
             desk=desk if desk is not None else self.desk,
@@ -505,6 +536,7 @@ def load_team(
     *,
     vars: Mapping[str, Any] | None = None,
     model: str | None = None,
+    api_base: str | None = None,
     chat_model: ChatModel | None = None,
     approver: Approver | None = None,
     environ: Mapping[str, str] | None = None,
@@ -516,7 +548,9 @@ def load_team(
 ) -> Team:
     """Load and validate a team file; raises :class:`~teamrun.errors.ConfigError` listing every problem.
 
-    ``model`` overrides every agent's model (e.g. ``"offline"``); ``vars`` override
+    ``model`` overrides every agent's model (e.g. ``"offline"``); ``api_base`` is the endpoint of every
+    agent that sets no ``api_base`` of its own (default ``$TEAMRUN_API_BASE``; never for ``offline``,
+    ``""``: none); ``vars`` override
     the file's ``vars``; ``approver`` decides on tools that ``require_approval``
     (default: deny them). ``record="c.jsonl"`` stores every model exchange in a
     cassette; ``replay="c.jsonl"`` answers every model call from one, with no
@@ -531,6 +565,7 @@ def load_team(
         load_config(path, environ=environ),
         vars=vars,
         model=model,
+        api_base=api_base if api_base is not None or environ is None else environ.get(API_BASE_ENV, ""),
         chat_model=chat_model,
         approver=approver,
         record=record,

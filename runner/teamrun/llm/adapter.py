@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ipaddress
 import json
 import logging
 import os
@@ -28,11 +29,12 @@ import random
 import re
 import threading
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from time import time
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from teamrun.defaults import DEFAULT_MAX_TOKENS, DEFAULT_REQUEST_TIMEOUT_S
 from teamrun.errors import ModelError
@@ -53,6 +55,7 @@ from teamrun.llm.types import (
 from teamrun.logs import get_logger
 
 __all__ = [
+    "LOCAL_PLACEHOLDER_KEY",
     "FailureKind",
     "LiteLLMChatModel",
     "ProviderError",
@@ -86,6 +89,12 @@ _REASON_LINES = 8
 _OUR_RETRY_KEYS = ("num_retries", "max_retries")
 _CLIENT_GRACE_S = 5.0
 """How much longer than ``request_timeout_s`` teamrun's own backstop waits for a request."""
+
+LOCAL_PLACEHOLDER_KEY = "teamrun-no-key"
+"""The API key sent to a local ``api_base`` (loopback, a private network, a one-word host name) when none is
+set: OpenAI's client refuses to send without one, and such servers mostly need none. Never sent elsewhere."""
+
+_WARM_UP: list[Message] = [{"role": "user", "content": "warm-up"}]
 
 _litellm: Any = None
 _import_lock = threading.Lock()
@@ -216,7 +225,27 @@ class LiteLLMChatModel:
         self._sleep = sleep
         self._rng = random.Random()
         self._offline = OfflineChatModel()
+        self.warmed: set[str] = set()
+        """The models whose first-call set-up is done (:meth:`warm_up`)."""
         import_litellm()  # seconds, once per process: paid here, not inside the first model call
+
+    async def warm_up(self, models: Iterable[str]) -> list[str]:
+        """Do LiteLLM's first-call set-up for each model that is not offline (its lazy imports of the provider's
+        code: a large part of a process's first call) now, through a mocked completion: no request, no key.
+        A server calls it at start-up, so its first request does not pay it. Returns the models warmed now."""
+        litellm = import_litellm()
+        warmed = []
+        for model in dict.fromkeys(m.strip() for m in models):
+            if is_offline_model(model) or model in self.warmed:
+                continue
+            try:
+                await litellm.acompletion(model=resolve_model(model), messages=_WARM_UP, mock_response="ok")
+            except Exception as exc:  # a model LiteLLM cannot place fails its first real call clearly instead
+                log.debug("llm_warm_up_failed", model=model, reason=type(exc).__name__)
+                continue
+            self.warmed.add(model)
+            warmed.append(model)
+        return warmed
 
     async def complete(
         self,
@@ -304,6 +333,9 @@ class _CallPlan:
         model = resolve_model(settings.model)
         provider = _provider_of(litellm, model, settings.api_base)
         api_key = _api_key(settings, model, provider)
+        placeholder = api_key is None and _needs_placeholder_key(litellm, model, settings)
+        if placeholder:
+            api_key = LOCAL_PLACEHOLDER_KEY
         if response_format and _lacks_response_schema(litellm, model, provider):
             response_format = None  # the engine validates the answer against the schema anyway
         timeout_s = DEFAULT_REQUEST_TIMEOUT_S if settings.timeout_s is None else settings.timeout_s
@@ -316,7 +348,9 @@ class _CallPlan:
             kwargs["max_tokens"] = max_tokens
         if api_key is not None:
             kwargs["api_key"] = api_key
-        secrets = tuple(str(value) for value in (api_key, settings.extra.get("api_key")) if value)
+        secrets = tuple(
+            str(value) for value in (None if placeholder else api_key, settings.extra.get("api_key")) if value
+        )
         return cls(model, provider, kwargs, secrets, timeout_s)
 
 
@@ -401,6 +435,39 @@ def _provider_of(litellm: Any, model: str, api_base: str | None) -> str:
             provider = model.split("/", 1)[0] if "/" in model else "unknown"
         _providers[key] = provider
     return provider
+
+
+def _needs_placeholder_key(litellm: Any, model: str, settings: ModelSettings) -> bool:
+    """Whether a call gets :data:`LOCAL_PLACEHOLDER_KEY`: its ``api_base`` is local, no ``api_key`` is given and
+    the variable LiteLLM reads the provider's key from is unset (a local OpenAI-compatible server mostly needs no
+    key, but OpenAI's client refuses to send without one)."""
+    if not settings.api_base or settings.extra.get("api_key") or not is_local_url(settings.api_base):
+        return False
+    try:
+        missing = litellm.validate_environment(model=model, api_base=settings.api_base).get("missing_keys") or []
+    except Exception:
+        return False
+    return any(str(name).endswith("_KEY") for name in missing)
+
+
+_LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
+
+
+def is_local_url(url: str) -> bool:
+    """Whether ``url`` names a host on this machine or a private network: a loopback, private or link-local
+    address, ``localhost``, a one-word name (a container's service name) or a local-only domain
+    (``.local``, ``.internal``...). A public provider's host never is."""
+    try:
+        host = urlsplit(url if "//" in url else f"//{url}").hostname
+    except ValueError:
+        return False
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "localhost" or "." not in host or host.endswith(_LOCAL_SUFFIXES)
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def _api_key(settings: ModelSettings, model: str, provider: str) -> str | None:
@@ -759,7 +826,7 @@ _HINTS: dict[FailureKind, str] = {
     "rejected": "the request was rejected",
     "context_window": "the conversation does not fit the model's context window",
     "config": "no API key: set api_key_env to the variable holding it "
-    "(or the provider's standard variable, e.g. OPENAI_API_KEY)",
+    "(or the provider's standard variable, e.g. OPENAI_API_KEY; any value for a server that needs no key)",
     "undecodable": "its answer could not be decoded (an event stream whose checksum fails: usually an error "
     "sent in place of the stream, for a model id or region the endpoint does not serve); not retried, a retry "
     "would get the same answer; check the model id, region and api_base",

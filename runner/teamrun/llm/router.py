@@ -10,6 +10,8 @@ starts, so the import is not paid inside a model call) or, failing that, on the 
 
 from __future__ import annotations
 
+import asyncio
+import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -51,10 +53,24 @@ class ModelRouter:
                     self._adapter = LiteLLMChatModel(**self._adapter_options)
         return self._adapter
 
+    def imports_litellm(self, models: Iterable[str]) -> bool:
+        """Whether :meth:`prepare` of ``models`` imports LiteLLM (seconds): one of them is not offline and
+        LiteLLM is not imported in this process yet."""
+        return not self.uses_litellm and "litellm" not in sys.modules and _needs_litellm(models)
+
     def prepare(self, models: Iterable[str]) -> None:
         """Build the LiteLLM adapter now if any of ``models`` needs it."""
-        if any(not is_offline_model(model.strip()) for model in models):
+        if _needs_litellm(models):
             self.litellm_model()
+
+    async def warm_up(self, models: Iterable[str]) -> list[str]:
+        """Prepare ``models`` and make LiteLLM's first-call set-up for each that is not offline now, with no
+        request (:meth:`~teamrun.llm.adapter.LiteLLMChatModel.warm_up`); the models warmed."""
+        models = list(models)
+        if not _needs_litellm(models):
+            return []
+        await asyncio.to_thread(self.litellm_model)  # the import: seconds, off the event loop
+        return await self.litellm_model().warm_up(models)
 
     async def complete(
         self,
@@ -66,3 +82,7 @@ class ModelRouter:
     ) -> ModelReply:
         model = self.offline if is_offline_model(settings.model.strip()) else self.litellm_model()
         return await model.complete(messages, settings=settings, tools=tools, response_format=response_format)
+
+
+def _needs_litellm(models: Iterable[str]) -> bool:
+    return any(not is_offline_model(model.strip()) for model in models)

@@ -215,6 +215,10 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        for team in teams:  # before the first request: LiteLLM's import and its first-call set-up per model
+            warmed = await team.warm_up()
+            if warmed:
+                _log.info("models_warmed", team=team.name, models=warmed)
         yield
         registry.cancel_all("server shutting down")
         await registry.drain()

@@ -31,6 +31,8 @@ class ServeOptions:
     port: int = 8000
     model: str | None = None
     """Use this LiteLLM model for every agent of every team."""
+    api_base: str | None = None
+    """The endpoint of every agent that sets no ``api_base`` (``None``: ``$TEAMRUN_API_BASE``, else the provider's)."""
     max_concurrent_runs: int = 20
     """Runs in progress at once, per process."""
     max_request_bytes: int = 1_048_576
@@ -94,7 +96,10 @@ def load(options: ServeOptions) -> Loaded:
         from teamrun.observe.trace_file import ContentCapture
 
         capture = ContentCapture  # llm_io events: each model call's messages
-    teams = [load_team(path, model=options.model, store=store, wrap_model=capture) for path in options.team_files]
+    teams = [
+        load_team(path, model=options.model, api_base=options.api_base, store=store, wrap_model=capture)
+        for path in options.team_files
+    ]
     names: dict[str, str] = {}
     for path, team in zip(options.team_files, teams, strict=True):
         if team.name in names:
