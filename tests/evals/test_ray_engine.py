@@ -90,6 +90,28 @@ def _start_ray(ray: Any, **options: Any) -> None:
         psutil.wait_procs(started, timeout=60)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def patient_team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The research team with its grep tool's 10 s time-out at 600 s (a hang guard only), as ``TEAM``.
+
+    The tests compare a batch's bytes on Ray with the local engine's: on a loaded 2-core machine a grep
+    on a Ray worker once took longer than 10 s, and that row said "timed out" where the local one said
+    what grep found.
+    """
+    text = Path(TEAM).read_text(encoding="utf-8")
+    for line, patient in [
+        ("    cwd: samples ", f"    cwd: {REPO / 'teams' / 'samples'} "),
+        ("    timeout_s: 10\n", "    timeout_s: 600\n"),
+    ]:
+        assert text.count(line) == 1, line
+        text = text.replace(line, patient)
+    path = tmp_path_factory.mktemp("team") / "research-report.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys.modules[__name__], "TEAM", str(path))
+        yield
+
+
 def _inputs(tmp_path: Path, count: int) -> Path:
     path = tmp_path / "inputs.jsonl"
     rows = [
