@@ -7,6 +7,9 @@
   grep's "no match" (1) a normal exit (`ok_exit_codes`), and the sample material has what it compares.
 * Every `pip install` in the docs works from a clone of this repository: `.` with the extra
   (`pip install '.[serve]'`), never `teamrun[serve]`, which asks the package index instead.
+* The "Validate in CI" commands, copied in order into a fresh clone where only set-up command 1 ran
+  (teamrun and its dependencies, nothing else), pass: a ready-made team's MCP server is a program
+  `--strict` and `--import-check` need, so the section installs it (issue 33.7).
 """
 
 from __future__ import annotations
@@ -14,9 +17,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +200,62 @@ def test_the_cli_reference_in_the_readme_says_the_clone_form_too() -> None:
     rendered = reference.render()
     assert "teamrun[" not in rendered
     assert "'.[ray]'" in rendered and "'.[serve]'" in rendered
+
+
+def _validate_in_ci() -> list[str]:
+    """The shell lines of the README's "Validate in CI" block, in order."""
+    section = README.read_text(encoding="utf-8").split("## Validate in CI\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"^```bash\n(.*?)^```", section, re.MULTILINE | re.DOTALL)
+    assert block is not None
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def _programs_of(line: str) -> list[str]:
+    """The console scripts a ``pip install NAME...`` line adds (each name must be installed here too, as
+    the test extra installs what the docs install)."""
+    names = [word for word in shlex.split(line.split("#", 1)[0])[2:] if not word.startswith("-")]
+    programs = []
+    for name in names:
+        assert not name.startswith("."), f"{line}: teamrun itself comes from set-up command 1"
+        try:
+            scripts = metadata.distribution(name).entry_points.select(group="console_scripts")
+        except metadata.PackageNotFoundError:
+            pytest.fail(f"{line}: {name} is not installed in the test environment (add it to the test extra)")
+        programs += [script.name for script in scripts]
+    return programs
+
+
+def test_the_validate_in_ci_commands_pass_as_copied_after_set_up_command_1(tmp_path: Path) -> None:
+    lines = _validate_in_ci()
+    clone = tmp_path / "teamrun"
+    shutil.copytree(REPO / "teams", clone / "teams")
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    # a PATH as after `pip install .` alone: teamrun, the system's programs, and what the block's own
+    # `pip install` lines add (their programs, taken from this environment: the test does not download)
+    scripts = Path(sysconfig.get_path("scripts"))
+    fresh_bin = tmp_path / "bin"
+    fresh_bin.mkdir()
+    wanted = ["teamrun"]
+    for line in lines:
+        if line.startswith("pip install "):
+            wanted += _programs_of(line)
+    for program in wanted:
+        assert (scripts / program).is_file(), f"{program} is not in {scripts}"
+        (fresh_bin / program).symlink_to(scripts / program)
+    env = {
+        **os.environ,
+        "PATH": f"{fresh_bin}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    }
+
+    done = {
+        line: subprocess.run(["bash", "-c", line], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+        for line in lines
+        if not line.startswith("pip install ")
+    }  # the timeout is a hang guard only
+
+    assert {line: run.returncode for line, run in done.items()} == dict.fromkeys(done, 0), {
+        line: run.stdout[-2000:] + run.stderr[-2000:] for line, run in done.items() if run.returncode
+    }
+    assert any("--strict" in line for line in done) and any("--import-check" in line for line in done)

@@ -39,7 +39,7 @@ def run_cli(*args: str, python_flags: tuple[str, ...] = ()) -> subprocess.Comple
         text=True,
         env=env,
         cwd=REPO,
-        timeout=120,
+        timeout=600,  # a hang guard only: a loaded 2-core machine imports LiteLLM slowly
     )
 
 
@@ -209,7 +209,7 @@ def test_running_a_team_does_not_read_the_config_models_source() -> None:
         text=True,
         env=env,
         cwd=REPO,
-        timeout=120,
+        timeout=600,  # a hang guard only: a loaded 2-core machine imports LiteLLM slowly
     )
     assert done.returncode == 0, done.stderr
     assert "READ=\n" in done.stderr, done.stderr[-2000:]

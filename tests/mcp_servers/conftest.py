@@ -3,8 +3,8 @@
 * ``mcp-server-time`` and ``mcp-server-git`` (the reference Python servers, pip) run over stdio;
 * ``@modelcontextprotocol/server-everything`` (npm) runs over streamable HTTP on 127.0.0.1.
   It is found in ``$TEAMRUN_TEST_EVERYTHING_DIR`` (``.ci/install-and-test`` installs it there), by default
-  ``~/.cache/teamrun-test/server-everything``; install it with
-  ``npm install --prefix <dir> @modelcontextprotocol/server-everything``.
+  ``~/.cache/teamrun-test/server-everything``: the version ``.ci/server-everything/package.json`` pins, with
+  dependencies the ``node`` on PATH supports (the fixture checks both before it starts the server).
 
 A missing server fails the test (never a skip): these tests are the proof that MCP works.
 """
@@ -12,7 +12,9 @@ A missing server fails the test (never a skip): these tests are the proof that M
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -31,6 +33,72 @@ EVERYTHING_DIR = Path(
     os.environ.get("TEAMRUN_TEST_EVERYTHING_DIR")
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "teamrun-test" / "server-everything"
 )
+
+
+PINNED_EVERYTHING = Path(__file__).resolve().parents[2] / ".ci" / "server-everything" / "package.json"
+"""What ``.ci/install-and-test`` installs in :data:`EVERYTHING_DIR` (it copies this file there)."""
+
+
+def node_supports(version: str, spec: str) -> bool | None:
+    """Whether Node ``version`` (``v18.20.4``) satisfies a package's ``engines.node`` range (``>=18``,
+    ``^18.14 || >=20``...); ``None`` for a range this does not read (a hyphen range, a tag)."""
+
+    def parse(text: str) -> tuple[int, int, int] | None:
+        parts = text.lstrip("v=").split(".")
+        if not 1 <= len(parts) <= 3 or not all(part.isdigit() for part in parts):
+            return None
+        numbers = [int(part) for part in parts] + [0] * (3 - len(parts))
+        return numbers[0], numbers[1], numbers[2]
+
+    have = parse(version)
+    if have is None:
+        return None
+    for alternative in spec.split("||"):
+        words = re.sub(r"(>=|<=|>|<|\^|~)\s+", r"\1", alternative).split()
+        satisfied = True
+        for word in words or ["*"]:
+            if word in ("*", "x"):
+                continue
+            operator = re.match(r"(>=|<=|>|<|\^|~|=?)", word)
+            assert operator is not None
+            bound = parse(word[operator.end() :])
+            if bound is None:
+                return None
+            op = operator.group(1)
+            if op == "^":
+                ok = have >= bound and have[0] == bound[0]
+            elif op == "~":
+                ok = have >= bound and have[:2] == bound[:2]
+            else:
+                ok = {">=": have >= bound, ">": have > bound, "<=": have <= bound, "<": have < bound}.get(
+                    op, have == bound
+                )
+            satisfied = satisfied and ok
+        if satisfied:
+            return True
+    return False
+
+
+def everything_install_problems(directory: Path, node_version: str) -> list[str]:
+    """Why the server-everything installed in ``directory`` is not the one the tests run against: not the
+    pinned package.json, or a package whose ``engines.node`` the ``node`` at ``node_version`` does not meet
+    (npm only warns about those, and the server then fails at run time)."""
+    installed = directory / "package.json"
+    problems = []
+    if not installed.is_file() or installed.read_bytes() != PINNED_EVERYTHING.read_bytes():
+        problems.append(f"{installed} is not a copy of {PINNED_EVERYTHING}")
+    for manifest in sorted((directory / "node_modules").glob("**/package.json")):
+        try:
+            package = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        engines = package.get("engines") if isinstance(package, dict) else None
+        spec = engines.get("node") if isinstance(engines, dict) else None
+        if "name" not in package or not isinstance(spec, str):
+            continue
+        if node_supports(node_version, spec) is not True:
+            problems.append(f"{package['name']}@{package.get('version')} needs node {spec}, this is {node_version}")
+    return problems
 
 
 def _need_module(module: str, package: str) -> None:
@@ -121,9 +189,15 @@ def everything_url(tmp_path: Path) -> Iterator[str]:
     node = shutil.which("node")
     if node is None or not entry.is_file():
         pytest.fail(
-            f"@modelcontextprotocol/server-everything is not installed in {EVERYTHING_DIR} "
-            f"(npm install --prefix {EVERYTHING_DIR} @modelcontextprotocol/server-everything; "
-            "or set TEAMRUN_TEST_EVERYTHING_DIR); .ci/install-and-test installs it"
+            f"@modelcontextprotocol/server-everything is not installed in {EVERYTHING_DIR} (or node is missing; "
+            "set TEAMRUN_TEST_EVERYTHING_DIR to where it is); .ci/install-and-test installs it"
+        )
+    version = subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+    problems = everything_install_problems(EVERYTHING_DIR, version)
+    if problems:
+        pytest.fail(
+            f"the server-everything in {EVERYTHING_DIR} is not the one to test against (.ci/install-and-test "
+            "installs it again): " + "; ".join(problems)
         )
     port = free_port()
     log = (tmp_path / "everything.log").open("wb")
