@@ -26,6 +26,7 @@ from teamrun.config.diagnostics import (
 )
 from teamrun.config.regexes import judge_regex
 from teamrun.config.workflow_checks import workflow_checks
+from teamrun.config.workspace_checks import workspace_checks
 from teamrun.config.yamlsrc import SourceMap
 
 if TYPE_CHECKING:
@@ -313,6 +314,7 @@ class SemanticChecker:
             *mcp_checks(self),
             *self._acceptance(),
             *workflow_checks(self),
+            *workspace_checks(self),
         ]
         if import_check:
             found.extend(self._imports())
