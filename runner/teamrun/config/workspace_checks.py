@@ -87,7 +87,7 @@ def _entry(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
     wanted = _RULE_TYPES.get(rule) if isinstance(rule, str) else None
     types = _types(schema)
     mismatch = wanted is not None and types is not None and not types & wanted[0]
-    if wanted is not None and mismatch:
+    if wanted is not None and types is not None and mismatch:
         yield c._error(
             (*path, "merge"),
             f"workspace.entries.{name}: merge '{rule}' needs {wanted[1]}, but its schema's type is "
