@@ -57,3 +57,27 @@ def test_offline_reads_first_and_writes_with_the_version_it_read(tmp_path: Path)
 
 def _call(call_id: str, name: str, arguments: dict[str, object]) -> dict[str, object]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def test_every_write_is_a_span_event_in_opentelemetry() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from teamrun.observe.otel import OTelExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    team = load_team(Path(__file__).resolve().parents[2] / "teams" / "shared-findings.yaml", model="offline")
+    events: list[Event] = []
+    result = team.run_sync("Rust and Go", subscribers=[OTelExporter(provider), events.append])
+    provider.shutdown()
+
+    assert result.status == "done"
+    exported = [
+        dict(e.attributes or {}) for s in memory.get_finished_spans() for e in s.events if e.name == "workspace_write"
+    ]
+    writes = [e for e in events if e.kind == "workspace_write"]
+    assert len(exported) == len(writes) >= 3
+    assert {(a["teamrun.entry"], a["teamrun.status"]) for a in exported} == {(w.entry, w.status) for w in writes}
