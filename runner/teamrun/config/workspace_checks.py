@@ -4,8 +4,10 @@ What the schema cannot say: readers and writers that are not agents, an entry's
 ``schema`` that is not a JSON Schema, a merge rule on a value of the wrong type
 (``append`` on a non-list, ``merge`` on a non-object, ``max``/``min``/``sum`` on
 a non-number), an initial value the schema (or the rule, or ``max_bytes``)
-refuses, a workspace tool whose name an agent's own tool already has, and an
-entry nobody writes that has no initial value (it stays empty).
+refuses, a workspace tool whose name an agent's own tool already has, an
+entry nobody writes that has no initial value (it stays empty), and
+instructions that name the write tool of an entry that does not exist or that
+the agent may not write (warnings: instructions are prose).
 Like the other checks they read the raw data defensively: a value of the wrong
 type is skipped (the schema has reported it).
 """
@@ -13,11 +15,12 @@ type is skipped (the schema has reported it).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, listing
-from teamrun.conventions import WORKSPACE_CHANGES, WORKSPACE_READ, workspace_write_tool_name
+from teamrun.conventions import WORKSPACE_CHANGES, WORKSPACE_READ, WORKSPACE_WRITE_PREFIX, workspace_write_tool_name
 
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
@@ -32,6 +35,7 @@ _RULE_TYPES = {
     "sum": ({"number", "integer"}, "a number"),
 }
 _EMPTY = {"append": [], "merge": {}, "sum": 0}
+_WRITE_TOOL = re.compile(re.escape(WORKSPACE_WRITE_PREFIX) + r"([A-Za-z][A-Za-z0-9_-]*)")
 
 
 def _types(schema: dict[str, Any]) -> set[str] | None:
@@ -62,6 +66,7 @@ def workspace_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
         if isinstance(raw, dict):
             yield from _entry(c, ("workspace", "entries", name), str(name), raw)
     yield from _clashes(c, workspace["entries"])
+    yield from _instructions(c, workspace["entries"])
 
 
 def _entry(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any]) -> Iterator[Diagnostic]:
@@ -156,4 +161,33 @@ def _clashes(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagnostic
                     f"agents.{agent}: the tool '{name}' and the workspace tool '{name}' would both be offered to "
                     "the model; rename the tool (a model cannot tell two functions of one name apart)",
                     "tool_name",
+                )
+
+
+def _instructions(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagnostic]:
+    """Instructions that tell an agent to write an entry that does not exist, or one it may not write."""
+    for agent, spec in c.agents.items():
+        instructions = spec.get("instructions")
+        if not isinstance(instructions, str):
+            continue
+        for entry in dict.fromkeys(m.group(1) for m in _WRITE_TOOL.finditer(instructions)):
+            path: JsonPath = ("agents", agent, "instructions")
+            raw = entries.get(entry)
+            if raw is None:
+                yield c._warning(
+                    path,
+                    f"agents.{agent}.instructions name {WORKSPACE_WRITE_PREFIX}{entry}, but the workspace has no "
+                    f"entry '{entry}'{did_you_mean(entry, [str(e) for e in entries])} "
+                    f"(entries: {listing([str(e) for e in entries])})",
+                    "workspace",
+                )
+                continue
+            writers = raw.get("write") if isinstance(raw, dict) else None
+            writers = writers if isinstance(writers, list) else []
+            if agent not in writers:
+                yield c._warning(
+                    path,
+                    f"agents.{agent}.instructions name {WORKSPACE_WRITE_PREFIX}{entry}, but {agent} may not write "
+                    f"workspace.entries.{entry} (writers: {listing([str(w) for w in writers])}); add it to `write:`",
+                    "workspace",
                 )
