@@ -73,7 +73,7 @@ def workspace_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
 
 
 def _describe(name: str, entry: WorkspaceEntry) -> str:
-    return f"{name} ({entry.merge})" + (f": {entry.description.strip()}" if entry.description else "")
+    return f"{name} ({entry.merge})" + (f": {entry.description.strip().rstrip('.')}" if entry.description else "")
 
 
 def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSchema:
