@@ -82,7 +82,16 @@ def _writes(trace: Path) -> list[dict[str, Any]]:
 def test_three_workers_writing_one_replace_entry_one_applies_per_version(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
-    _serve(fake_openai, policies.replace_worker)
+    all_read = threading.Barrier(len(WORKERS), timeout=240)  # a guard against a hang, not a timing assertion
+
+    def at_once(name: str, messages: list[dict[str, Any]]) -> list[policies.Call] | str:
+        """Every worker's first write waits until all three have read version 0: they write at once."""
+        answer = policies.replace_worker(name, messages)
+        if not isinstance(answer, str) and answer[0][0] == "workspace_write_plan" and answer[0][1]["version"] == 0:
+            all_read.wait()
+        return answer
+
+    _serve(fake_openai, at_once)
     team = write_team(tmp_path, DEFAULTS.format(url=fake_openai.url))
     result = _execute(team, "--trace", str(tmp_path / "run.jsonl"))
 
@@ -92,7 +101,7 @@ def test_three_workers_writing_one_replace_entry_one_applies_per_version(
     refused = [w for w in writes if w["status"] == "refused"]
     assert sorted(w["version_after"] for w in applied) == [1, 2, 3]  # exactly one applies per version
     assert sorted(w["agent"] for w in applied) == sorted(WORKERS)  # every worker succeeded in the end
-    assert refused and all(w["reason"] == "stale" for w in refused)
+    assert len(refused) >= 2 and all(w["reason"] == "stale" for w in refused)  # two lost the first race
     for worker in WORKERS:  # a refused worker read again before it wrote again
         asked = [r for r in fake_openai.requests(worker)]
         assert asked[-1].status == 200
