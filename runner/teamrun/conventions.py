@@ -24,12 +24,19 @@ __all__ = [
     "HANDOFF_TOOL_PREFIX",
     "REFERENCED_RESULTS_HEADING",
     "WAIT_FOR",
+    "WORKSPACE_CHANGES",
+    "WORKSPACE_INDEX",
+    "WORKSPACE_READ",
+    "WORKSPACE_WRITE_PREFIX",
     "context_heading",
     "data_block",
     "delegation_tool_name",
     "handoff_tool_name",
     "is_delegation_tool",
     "is_handoff_tool",
+    "is_workspace_tool",
+    "workspace_index_block",
+    "workspace_write_tool_name",
 ]
 
 # -- function names ----------------------------------------------------------------------
@@ -65,6 +72,23 @@ def is_handoff_tool(name: str) -> bool:
     return name.startswith(HANDOFF_TOOL_PREFIX)
 
 
+WORKSPACE_READ = "workspace_read"
+"""Reads one workspace entry: its value, version and writers."""
+WORKSPACE_CHANGES = "workspace_changes"
+"""Lists the workspace entries written since a version."""
+WORKSPACE_WRITE_PREFIX = "workspace_write_"
+"""``workspace_write_<entry>``: writes one workspace entry (its parameters carry the entry's schema)."""
+
+
+def workspace_write_tool_name(entry: str) -> str:
+    """The tool that writes the workspace entry ``entry``."""
+    return WORKSPACE_WRITE_PREFIX + entry
+
+
+def is_workspace_tool(name: str) -> bool:
+    return name in (WORKSPACE_READ, WORKSPACE_CHANGES) or name.startswith(WORKSPACE_WRITE_PREFIX)
+
+
 # -- headings and fences in the messages -------------------------------------------------
 BACKGROUND_RESULTS_HEADING = "## Background results"
 """Starts the message that announces finished background work to the delegating agent."""
@@ -86,6 +110,15 @@ def data_block(token: str, ref: str, label: str, text: str) -> str:
     label). ``token`` is random per block, so the text cannot close the fence."""
     header = f"<<<DATA {token} ref={ref}" + (f" as={label}" if label else "") + ">>>"
     return f"{header}\n{text}\n<<<END {token}>>>"
+
+
+WORKSPACE_INDEX = re.compile(r"<<<WORKSPACE-INDEX>>>.*?<<<END WORKSPACE-INDEX>>>", re.DOTALL)
+"""Finds :func:`workspace_index_block` (the journal's request hash masks it: the index changes as others write)."""
+
+
+def workspace_index_block(text: str) -> str:
+    """The workspace index in a delegating agent's system prompt, between fixed markers."""
+    return f"<<<WORKSPACE-INDEX>>>\n{text}\n<<<END WORKSPACE-INDEX>>>"
 
 
 DATA_BLOCK = re.compile(r"<<<DATA (\w+) ref=(\S+?)(?: as=[^\n]*?)?>>>\n(.*?)\n<<<END \1>>>", re.DOTALL)

@@ -58,6 +58,7 @@ __all__ = [
     "Subscriber",
     "ToolEnd",
     "ToolStart",
+    "WorkspaceWrite",
     "content_fields",
     "event_from_record",
 ]
@@ -81,6 +82,7 @@ EventKind = Literal[
     "accept",
     "person_asked",
     "person_answered",
+    "workspace_write",
 ]
 
 _log = get_logger(__name__)
@@ -430,6 +432,32 @@ class PersonAnswered(Event):
     """``answered`` or ``expired``."""
     answer: Any = field(default=None, metadata=_CONTENT)
     """The answer (content; ``***`` when the person tool is marked ``secret``)."""
+
+
+# -- the workspace ------------------------------------------------------------------------------
+
+
+@_kind("workspace_write")
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceWrite(Event):
+    """An agent wrote a workspace entry: applied or refused, and why (``span_id``: its tool call's span)."""
+
+    entry: str
+    """The workspace entry written."""
+    rule: str
+    """Its merge rule: ``replace``, ``append``, ``merge``, ``max``, ``min`` or ``sum``."""
+    status: str
+    """``applied`` or ``refused``."""
+    version_before: int
+    """The entry's version when the write arrived."""
+    version_after: int
+    """Its version after (the same when refused or when nothing changed)."""
+    reason: str | None = None
+    """Why it was refused: ``stale``, ``conflict``, ``schema``, ``size``, ``permission`` or ``arguments``."""
+    message: str = ""
+    """What happened, for people (never the value)."""
+    replayed: bool = False
+    """True when a resumed run answered the call from the journal (the write was applied by an earlier attempt)."""
 
 
 def content_fields() -> frozenset[str]:

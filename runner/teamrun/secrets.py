@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from teamrun.conventions import WORKSPACE_INDEX
+
 __all__ = ["MASK", "Redactor", "StoreMask", "mask_request", "secret_env_values", "secret_parts", "unmask"]
 
 MASK = "***"
@@ -217,12 +219,14 @@ def mask_request(value: Any, *, today: str, secrets: Redactor | None = None) -> 
     """A model request as record/replay and the journal compare it: ``value`` (a string, e.g. the request
     dumped as JSON, or JSON-like data) with what changes between runs masked — today's date, the random
     fences of referenced results — and ``secrets`` masked. The one normalisation behind the cassette's
-    fingerprint and the journal's request hash."""
+    fingerprint and the journal's request hash. The workspace index of a delegating agent's system prompt is
+    masked too: it shows what others wrote so far, which a resumed run sees at its latest."""
     if isinstance(value, str):
         if today in value:
             value = value.replace(today, _TODAY)
         if "<<<" in value:
             value = _FENCE.sub(r"\1<fence>", value)
+            value = WORKSPACE_INDEX.sub("<<<WORKSPACE-INDEX>>>", value)
         return secrets.text(value) if secrets is not None else value
     if isinstance(value, Mapping):
         return {k: mask_request(v, today=today, secrets=secrets) for k, v in value.items()}

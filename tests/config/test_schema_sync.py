@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 COMMITTED = REPO / "schemas" / "team.schema.json"
 SCHEMA: dict[str, Any] = json.loads(COMMITTED.read_text())
-FREE_FORM = {"model_params", "output_schema", "context", "json_schema", "answer_schema"}
+FREE_FORM = {"model_params", "output_schema", "context", "json_schema", "answer_schema", "schema"}
 """Object-valued fields whose content the user chooses (passed through or itself a JSON Schema)."""
 VALID = sorted([*(HERE / "valid").glob("*.yaml"), *(REPO / "teams").glob("*.y*ml")])
 
@@ -97,10 +97,11 @@ def test_each_model_has_the_fields_of_its_schema_object() -> None:
     for name, cls in classes.items():
         node = SCHEMA if name == "TeamConfig" else SCHEMA["$defs"][name]
         properties = node["properties"]
-        assert set(cls.model_fields) == set(properties), name
+        assert {f.alias or n for n, f in cls.model_fields.items()} == set(properties), name
         for field_name, field in cls.model_fields.items():
-            assert field.description == properties[field_name]["description"], f"{name}.{field_name}"
-        required = {n for n, f in cls.model_fields.items() if f.is_required()}
+            key = field.alias or field_name  # the file's key (`schema:` of a workspace entry)
+            assert field.description == properties[key]["description"], f"{name}.{field_name}"
+        required = {f.alias or n for n, f in cls.model_fields.items() if f.is_required()}
         assert required == set(node.get("required", [])), name
 
 
@@ -113,7 +114,7 @@ def test_every_valid_example_builds_the_models(path: Path) -> None:
     # and the typed config round-trips through the schema again
     from jsonschema import Draft202012Validator
 
-    dumped = config.model_dump(mode="json", exclude_none=True)
+    dumped = config.model_dump(mode="json", exclude_none=True, by_alias=True)
     assert list(Draft202012Validator(SCHEMA).iter_errors(dumped)) == []
 
 

@@ -7,7 +7,9 @@ import click
 HELP = """Print a team's delegation graph as a Mermaid flowchart.
 
 Solid arrows are delegations, dotted arrows handoffs; tools hang off the
-agents that use them. Paste the output into a Markdown ```mermaid block.
+agents that use them; workspace entries are cylinders, with an arrow from
+each agent that writes one and a dotted arrow to each that only reads it.
+Paste the output into a Markdown ```mermaid block.
 
 \b
 Example:

@@ -9,8 +9,9 @@ from typing import Any
 import click
 
 HELP = """List, per agent, every tool its model is offered: delegation and handoff
-tools, python and command tools, and the tools of MCP servers (which are
-started to ask them, then stopped). Nothing else runs and no model is called.
+tools, python and command tools, the tools of MCP servers (which are
+started to ask them, then stopped), and the workspace tools its permissions
+give it. Nothing else runs and no model is called.
 
 \b
 Examples:

@@ -48,6 +48,7 @@ from teamrun.config.template_checks import (
 from teamrun.config.tool_checks import team_as_read as _team_as_read  # noqa: F401  (read here by a test)
 from teamrun.config.tool_checks import tool_checks
 from teamrun.config.workflow_checks import workflow_checks
+from teamrun.config.workspace_checks import workspace_checks
 from teamrun.config.yamlsrc import SourceMap
 
 __all__ = [
@@ -91,6 +92,7 @@ class SemanticChecker:
             *mcp_checks(self),
             *acceptance_checks(self),
             *workflow_checks(self),
+            *workspace_checks(self),
         ]
         if import_check:
             found.extend(import_checks(self))

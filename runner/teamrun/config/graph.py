@@ -17,10 +17,11 @@ def _label(text: str) -> str:
 
 
 def to_mermaid(config: TeamConfig) -> str:
-    """``flowchart TD``: solid arrows for delegation, dotted ones for handoffs, tools as notes."""
+    """``flowchart TD``: solid arrows for delegation, dotted ones for handoffs, tools as notes; workspace
+    entries as cylinders, with who writes them (``writes``) and who only reads them (``reads``)."""
     lines = ["flowchart TD"]
     if config.workflow is not None:  # the steps (a team step shows its supervisor's workers)
-        return "\n".join([*lines, *workflow_lines(config)]) + "\n"
+        return "\n".join([*lines, *workflow_lines(config), *workspace_lines(config)]) + "\n"
     for name, agent in config.agents.items():
         role = "supervisor" if name == config.supervisor else (agent.model or "")
         label = f"{name}<br/><small>{_label(role)}</small>" if role else name
@@ -34,4 +35,22 @@ def to_mermaid(config: TeamConfig) -> str:
         for tool in agent.tools or []:
             tool_id = f"t_{_node_id(name)}_{re.sub(r'[^A-Za-z0-9_]', '_', tool)}"
             lines.append(f'  {_node_id(name)} --- {tool_id}[/"{_label(tool)}"/]')
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *workspace_lines(config)]) + "\n"
+
+
+def workspace_lines(config: TeamConfig) -> list[str]:
+    """The workspace's entries (``rule``), an arrow from each writer, a dotted one to each reader that only reads.
+
+    Readers left unnamed (every agent reads by default) are not drawn one by one: the entry's label says so."""
+    if config.workspace is None:
+        return []
+    lines: list[str] = []
+    for entry, spec in config.workspace.entries.items():
+        node = "w_" + re.sub(r"[^A-Za-z0-9_]", "_", entry)
+        readers = "every agent reads" if spec.read is None else ""
+        label = f"{entry}<br/><small>{spec.merge}{'; ' + readers if readers else ''}</small>"
+        lines.append(f'  {node}[("{_label(label)}")]')
+        writers = list(spec.write or [])
+        lines.extend(f"  {_node_id(agent)} -->|writes| {node}" for agent in writers)
+        lines.extend(f"  {node} -.->|reads| {_node_id(agent)}" for agent in spec.read or [] if agent not in writers)
+    return lines

@@ -39,6 +39,8 @@ __all__ = [
     "WorkflowLoop",
     "WorkflowRoute",
     "WorkflowStep",
+    "Workspace",
+    "WorkspaceEntry",
     "branch_key",
 ]
 
@@ -497,6 +499,44 @@ WorkflowRoute.model_rebuild()
 WorkflowLoop.model_rebuild()
 
 
+MergeRule = Literal["replace", "append", "merge", "max", "min", "sum"]
+"""How a write combines with an entry's value (see :class:`WorkspaceEntry`)."""
+DEFAULT_ENTRY_BYTES = 64_000
+"""An entry's size cap (its value as compact JSON) when it sets no `max_bytes`."""
+DEFAULT_WORKSPACE_BYTES = 512_000
+"""The cap on all entries together when `workspace.max_bytes` is not set."""
+
+
+class WorkspaceEntry(_Strict):
+    """One named value of the workspace: its schema, how writes combine, and who may read and write it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    description: str | None = None
+    """What the entry holds, for the agents (shown in the workspace tools' descriptions)."""
+    value_schema: dict[str, Any] = Field(default_factory=dict, alias="schema")
+    """A JSON Schema every value of the entry must satisfy, e.g. `{type: array, items: {type: string}}`. A write whose result does not is refused, saying why."""
+    merge: MergeRule = "replace"
+    """How a write combines with the value: `replace` (the write names the version it read; a stale write is refused with the current value), `append` (lists: the written items are added, nothing lost), `merge` (objects, key by key; a key someone else wrote since the version read is a conflict), `max`, `min`, `sum` (numbers)."""
+    initial: Any = None
+    """The value before any write. Default: `[]` for `append`, `{}` for `merge`, `0` for `sum`, else null (no value yet)."""
+    read: list[Name] | None = None
+    """The agents that may read it. Default: every agent. Its writers may always read it."""
+    write: list[Name] | None = None
+    """The agents that may write it. Default: nobody."""
+    max_bytes: PositiveInt = DEFAULT_ENTRY_BYTES
+    """The largest the value may grow (as compact JSON); a write past it is refused."""
+
+
+class Workspace(_Strict):
+    """State the agents share: named entries, each versioned, written through tools by the agents allowed to."""
+
+    entries: Annotated[dict[Name, WorkspaceEntry], Field(min_length=1)]
+    """The entries, by name."""
+    max_bytes: PositiveInt = DEFAULT_WORKSPACE_BYTES
+    """The largest all entries may grow together (as compact JSON); a write past it is refused."""
+
+
 EXTENSION_KEY_PATTERN = r"^x-"
 """Top-level keys starting with ``x-`` are the user's own (e.g. a block of YAML anchors); teamrun ignores them."""
 
@@ -549,6 +589,8 @@ class TeamConfig(_Strict):
     """Final answers the run may give under the top-level `accept:`, the first included (default 3)."""
     workflow: Workflow | None = None
     """Fixed steps run in order (chain, map, route, loop), instead of a supervisor deciding; a `team` step holds a supervisor with its workers."""
+    workspace: Workspace | None = None
+    """Shared state: named entries the agents read and write through tools (schema, merge rule, permissions)."""
 
     @model_validator(mode="after")
     def _entry(self) -> TeamConfig:

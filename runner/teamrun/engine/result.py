@@ -165,6 +165,9 @@ class RunResult:
     """The thread this run is a turn of (``run(..., thread=...)``, ``--thread``)."""
     acceptance: list[AcceptanceRecord] = field(default_factory=list)
     """Every agent invocation that had ``accept:`` checks (its own or the team's), in the order they ended."""
+    workspace: dict[str, Any] | None = None
+    """The shared workspace at the run's end (``{version, entries: {name: {version, value, written_by}}}``);
+    ``None`` when the team file has no ``workspace:``."""
 
     @property
     def usage(self) -> Usage:
@@ -203,4 +206,5 @@ class RunResult:
             "handoffs": self.handoffs,
             "thread_id": self.thread_id,
             "acceptance": [a.as_dict() for a in self.acceptance],
+            "workspace": self.workspace,
         }

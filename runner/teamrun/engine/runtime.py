@@ -25,6 +25,7 @@ from teamrun.engine.limits.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore
 from teamrun.engine.result import AcceptanceRecord, DelegationResult, RunResult
 from teamrun.engine.tool_sources import StartedSources
+from teamrun.engine.workspace.state import WorkspaceState
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.offline import is_offline_model
 from teamrun.llm.types import ChatModel, ModelSettings
@@ -117,6 +118,9 @@ class RunContext:
     """Who answers the agents' questions (``person:`` tools); see :mod:`teamrun.tools.people`."""
     activity: RunActivity = field(default_factory=RunActivity)
     """What of the run works and what waits for a person (:mod:`teamrun.engine.durability.pending`)."""
+    workspace: WorkspaceState | None = None
+    """The shared workspace (``workspace:`` in the team file); written only through
+    :func:`teamrun.engine.workspace.writes.run_workspace_call`."""
 
     def agent(self, name: str) -> Agent:
         return self.config.agents[name]

@@ -27,6 +27,8 @@ from teamrun.engine.tool_sources import tools_for_run
 from teamrun.engine.turn.agent_loop import run_agent
 from teamrun.engine.turn.model_call import ModelCall, call_model
 from teamrun.engine.workflow import WORKFLOW_FRAME, run_workflow
+from teamrun.engine.workspace.state import WorkspaceState
+from teamrun.engine.workspace.writes import restore_from_journal
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.router import ModelRouter
@@ -264,6 +266,9 @@ class Team:
             journal=journal,
             desk=desk if desk is not None else self.desk,
         )
+        if config.workspace is not None:
+            ctx.workspace = WorkspaceState(config.workspace)
+            restore_from_journal(ctx.workspace, ctx)  # a resume starts where the earlier attempts stopped
         result.thread_id = session.thread_id if session is not None else None
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
         if journal is not None:
@@ -296,6 +301,8 @@ class Team:
                 if not_saved:
                     ctx.warn(frame, not_saved)
             result.duration_s = time.monotonic() - started
+            if ctx.workspace is not None:
+                result.workspace = ctx.workspace.snapshot()
             bus.emit(
                 "run_end",
                 span_id=frame.parent_span_id or "run",

@@ -14,7 +14,10 @@ across calls, no randomness — and picks one of four moves:
 3. **Use tools.** Background delegations still running: ``wait_for`` their
    handles (never ``cancel_task`` or ``check_tasks``). Otherwise, some plain tool has
    not been called yet: call each uncalled one once, in one turn, with arguments
-   built from its JSON schema.
+   built from its JSON schema. Workspace tools come first: ``workspace_read`` of
+   every entry it may read, then each ``workspace_write_<entry>`` with the
+   version read (a write refused as stale or in conflict is made again, from the
+   version the refusal gives, up to three writes).
 4. **Answer.** Text starting with ``[offline simulation]`` that names the task and
    summarises every tool result and every referenced result in the prompt; or,
    when a JSON ``response_format`` is asked for, JSON valid against its schema
@@ -48,8 +51,11 @@ from teamrun.conventions import (
     DATA_BLOCK,
     REFERENCED_RESULTS_HEADING,
     WAIT_FOR,
+    WORKSPACE_READ,
+    WORKSPACE_WRITE_PREFIX,
     is_delegation_tool,
     is_handoff_tool,
+    is_workspace_tool,
 )
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema, Usage
 
@@ -254,15 +260,68 @@ def _plan_calls(conv: _Conversation, tools: Sequence[ToolSchema]) -> list[tuple[
     running = _running_handles(conv)
     if running and any(n == WAIT_FOR for _, n in named):
         return [(WAIT_FOR, {"handles": running})]  # wait for background work; never cancel it
+    workspace = _workspace_calls(conv, [(t, n) for t, n in named if is_workspace_tool(n)])
+    if workspace:
+        return workspace
     plain = [
         (t, n)
         for t, n in named
         if not is_delegation_tool(n)
         and not is_handoff_tool(n)
+        and not is_workspace_tool(n)
         and n not in conv.called
         and n not in (WAIT_FOR, CHECK_TASKS, CANCEL_TASK)
     ]
     return [(name, _arguments(tool, conv.task)) for tool, name in plain]
+
+
+_WRITE_TRIES = 3
+"""Writes of one workspace entry the simulator makes before it gives up on a refused one."""
+
+
+def _workspace_calls(conv: _Conversation, tools: list[tuple[ToolSchema, str]]) -> list[tuple[str, dict[str, Any]]]:
+    """Workspace moves: read every entry it may read (once), then write each entry it may write with the version
+    it read; a write refused as stale or in conflict is written again from the version the refusal gave."""
+    if not tools:
+        return []
+    by_name = dict((n, t) for t, n in tools)
+    if WORKSPACE_READ in by_name and WORKSPACE_READ not in conv.called:
+        entries = _tool_parameters(by_name[WORKSPACE_READ]).get("properties", {}).get("entry", {}).get("enum") or []
+        return [(WORKSPACE_READ, {"entry": entry}) for entry in entries]
+    versions: dict[str, int] = {}
+    last: dict[str, dict[str, Any]] = {}
+    tries: dict[str, int] = {}
+    for name, text_ in conv.results:
+        try:
+            value = json.loads(text_)
+        except ValueError:
+            continue
+        if not isinstance(value, dict) or not isinstance(value.get("entry"), str):
+            continue
+        entry = value["entry"]
+        if isinstance(value.get("version"), int):
+            versions[entry] = value["version"]
+        if name.startswith(WORKSPACE_WRITE_PREFIX):
+            last[entry] = value
+            tries[entry] = tries.get(entry, 0) + 1
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for tool, name in tools:
+        if not name.startswith(WORKSPACE_WRITE_PREFIX):
+            continue
+        entry = name.removeprefix(WORKSPACE_WRITE_PREFIX)
+        if entry in last:
+            retry = last[entry].get("status") == "refused" and last[entry].get("reason") in ("stale", "conflict")
+            if not retry or tries[entry] >= _WRITE_TRIES:
+                continue
+        arguments = _arguments(tool, conv.task)
+        value_schema = (_tool_parameters(tool).get("properties") or {}).get("value") or {}
+        extra = value_schema.get("additionalProperties", True) if isinstance(value_schema, dict) else False
+        if arguments.get("value") == {} and extra is not False:  # a merge with no named keys: set one
+            arguments["value"] = {"note": example_from_schema(extra if isinstance(extra, dict) else {"type": "string"})}
+        if "version" in (_tool_parameters(tool).get("properties") or {}):
+            arguments["version"] = versions.get(entry, 0)
+        calls.append((name, arguments))
+    return calls
 
 
 def _arguments(tool: ToolSchema, task: str) -> dict[str, Any]:

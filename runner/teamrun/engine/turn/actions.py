@@ -1,5 +1,6 @@
 """Running a turn's planned actions: delegations (through the delegator), tool calls, transfers,
-background-task controls, unknown names. Each returns a :class:`CallResult` with its signals.
+background-task controls, workspace calls (:mod:`teamrun.engine.workspace.writes`), unknown names.
+Each returns a :class:`CallResult` with its signals.
 
 A tool call is refused once ``max_tool_calls`` is used up; otherwise it runs in
 a ``tool`` span, or is answered from the journal when an earlier attempt of the
@@ -26,7 +27,9 @@ from teamrun.engine.turn.turn_plan import (
     RunTool,
     Transfer,
     Unknown,
+    WorkspaceCall,
 )
+from teamrun.engine.workspace.writes import run_workspace_call
 from teamrun.llm.types import Message, parse_arguments
 from teamrun.tools.approval import Approver
 from teamrun.tools.base import ToolOutcome
@@ -66,6 +69,8 @@ async def run_action(
     if isinstance(action, Control):
         async with ctx.activity.waiting():  # wait_for: the background workers work meanwhile
             return CallResult(call, await delegator.control(call.name, parse_arguments(call.arguments)))
+    if isinstance(action, WorkspaceCall):
+        return CallResult(call, await run_workspace_call(ctx, frame, call, turn, position))
     assert isinstance(action, Unknown)
     return CallResult(call, action.message())
 

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from teamrun.conventions import workspace_index_block
 from teamrun.engine.delegation.delegator import Delegator
 from teamrun.engine.delegation.hooks import HookFailed, HookRunner, iteration_context
 from teamrun.engine.delegation.records import WorkerOutcome
@@ -122,10 +123,8 @@ class AgentLoop:
         while True:
             if stop is None:
                 ledger = self.delegator.tasks.summary()  # kept current at the end of the system prompt
-                self.messages[0] = {
-                    "role": "system",
-                    "content": f"{base_prompt}\n\n{ledger}" if ledger else base_prompt,
-                }
+                tail = "\n\n".join(part for part in (ledger, self._workspace_index()) if part)
+                self.messages[0] = {"role": "system", "content": f"{base_prompt}\n\n{tail}" if tail else base_prompt}
                 turn = await self._step(table)
             else:
                 turn = await self.answering.last_turn(stop, self.messages, self._notes(feedback=False))
@@ -136,6 +135,13 @@ class AgentLoop:
                 return turn.next, stop
             if isinstance(turn.next, Stop):
                 stop = turn.next
+
+    def _workspace_index(self) -> str:
+        """A delegating agent's view of the workspace: entries, versions, writers (never the values); masked in
+        the journal's request hash, since it shows what others wrote so far."""
+        if self.ctx.workspace is None or not self.agent.delegates_to:
+            return ""
+        return workspace_index_block(self.ctx.workspace.index())
 
     def _outcome(self, text: str, span: Span, accepted: AcceptanceRecord | None) -> WorkerOutcome:
         own = self.frame.ledger.own

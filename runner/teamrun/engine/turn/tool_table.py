@@ -2,8 +2,9 @@
 
 The table owns the naming rules (from :mod:`teamrun.config.tool_names`):
 delegation tools (``ask_<worker>`` or one ``delegate_task``), handoff tools
-(``transfer_to_<agent>``), the team's tools, and the functions of tool sources
-(MCP servers), which are only known once the source is started. It is built
+(``transfer_to_<agent>``), the team's tools, the functions of tool sources
+(MCP servers), which are only known once the source is started, and the
+workspace tools its permissions give it (:mod:`teamrun.engine.workspace.tools`). It is built
 asynchronously before the agent's first model call; two functions of one name
 are a :class:`~teamrun.errors.UserError` naming both.
 """
@@ -24,11 +25,12 @@ from teamrun.config.tool_names import (
 )
 from teamrun.engine.delegation.tools import background_tools, delegation_tools
 from teamrun.engine.tool_sources import StartedSources
+from teamrun.engine.workspace.tools import workspace_tools
 from teamrun.errors import TeamrunError, ToolError, UserError
 from teamrun.llm.types import ToolSchema
 from teamrun.tools.base import Tool, ToolSource
 
-EntryKind = Literal["delegation", "handoff", "tool", "background"]
+EntryKind = Literal["delegation", "handoff", "tool", "background", "workspace"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,9 @@ async def build_tool_table(
             )
         else:
             entries.extend(await _tool_entries(tools[offered.source], sources, offered))
+    for schema in workspace_tools(config, agent):  # from its workspace permissions
+        name = schema["function"]["name"]
+        entries.append(TableEntry(OfferedName(name, "workspace", name), "workspace", schema))
     return ToolTable(agent, entries, withheld)
 
 

@@ -60,6 +60,13 @@ class Control:
 
 
 @dataclass(frozen=True)
+class WorkspaceCall:
+    """A workspace tool call (``workspace_read``, ``workspace_changes``, ``workspace_write_<entry>``)."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True)
 class Unknown:
     call: ToolCall
     offered: tuple[str, ...]
@@ -75,7 +82,7 @@ class Unknown:
         return f"Error: {problem}. Available tools: {', '.join(self.offered) or 'none'}."
 
 
-Action = Delegate | Transfer | ExtraTransfer | RunTool | Control | Unknown
+Action = Delegate | Transfer | ExtraTransfer | RunTool | Control | WorkspaceCall | Unknown
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,8 @@ def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
             actions.append(Delegate(call, None if entry.name == DELEGATE_TASK else entry.offered.source))
         elif entry.kind == "background":
             actions.append(Control(call))
+        elif entry.kind == "workspace":
+            actions.append(WorkspaceCall(call))
         elif entry.kind == "handoff":
             assert entry.target is not None
             if transfer is None:
@@ -222,6 +231,7 @@ __all__ = [
     "Turn",
     "TurnPlan",
     "Unknown",
+    "WorkspaceCall",
     "ends_turn",
     "next_step",
     "plan_turn",

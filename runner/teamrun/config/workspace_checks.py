@@ -1,0 +1,193 @@
+"""Semantic checks of a team file's ``workspace:``, each located at ``file:line:col``.
+
+What the schema cannot say: readers and writers that are not agents, an entry's
+``schema`` that is not a JSON Schema, a merge rule on a value of the wrong type
+(``append`` on a non-list, ``merge`` on a non-object, ``max``/``min``/``sum`` on
+a non-number), an initial value the schema (or the rule, or ``max_bytes``)
+refuses, a workspace tool whose name an agent's own tool already has, an
+entry nobody writes that has no initial value (it stays empty), and
+instructions that name the write tool of an entry that does not exist or that
+the agent may not write (warnings: instructions are prose).
+Like the other checks they read the raw data defensively: a value of the wrong
+type is skipped (the schema has reported it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, listing
+from teamrun.conventions import WORKSPACE_CHANGES, WORKSPACE_READ, WORKSPACE_WRITE_PREFIX, workspace_write_tool_name
+
+if TYPE_CHECKING:
+    from teamrun.config.checks import SemanticChecker
+
+__all__ = ["workspace_checks"]
+
+_RULE_TYPES = {
+    "append": ({"array"}, "a list"),
+    "merge": ({"object"}, "an object"),
+    "max": ({"number", "integer"}, "a number"),
+    "min": ({"number", "integer"}, "a number"),
+    "sum": ({"number", "integer"}, "a number"),
+}
+_EMPTY = {"append": [], "merge": {}, "sum": 0}
+_WRITE_TOOL = re.compile(re.escape(WORKSPACE_WRITE_PREFIX) + r"([A-Za-z][A-Za-z0-9_-]*)")
+
+
+def _types(schema: dict[str, Any]) -> set[str] | None:
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    if isinstance(kind, list) and all(isinstance(k, str) for k in kind):
+        return set(kind) - {"null"}
+    return None
+
+
+def _value_fits(rule: str, value: Any) -> bool:
+    if rule == "append":
+        return isinstance(value, list)
+    if rule == "merge":
+        return isinstance(value, dict)
+    if rule in ("max", "min", "sum"):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return True
+
+
+def workspace_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+    """Every problem of ``workspace:`` (none when the file has none)."""
+    workspace = c.data.get("workspace") if c.data else None
+    if not isinstance(workspace, dict) or not isinstance(workspace.get("entries"), dict):
+        return
+    for name, raw in workspace["entries"].items():
+        if isinstance(raw, dict):
+            yield from _entry(c, ("workspace", "entries", name), str(name), raw)
+    yield from _clashes(c, workspace["entries"])
+    yield from _instructions(c, workspace["entries"])
+
+
+def _entry(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any]) -> Iterator[Diagnostic]:
+    for field in ("read", "write"):
+        agents = entry.get(field)
+        for index, agent in enumerate(agents if isinstance(agents, list) else []):
+            if isinstance(agent, str) and c.agents and agent not in c.agents:
+                yield c._error(
+                    (*path, field, index),
+                    f"agent '{agent}' in workspace.entries.{name}.{field} is not defined"
+                    f"{did_you_mean(agent, list(c.agents))} (defined agents: {listing(list(c.agents))})",
+                    "reference",
+                )
+    rule = entry.get("merge", "replace")
+    schema = entry.get("schema")
+    schema_ok = True
+    if isinstance(schema, dict):
+        problems = list(c._sub_schema((*path, "schema"), schema))
+        schema_ok = not problems
+        yield from problems
+    else:
+        schema = {}
+    wanted = _RULE_TYPES.get(rule) if isinstance(rule, str) else None
+    types = _types(schema)
+    mismatch = wanted is not None and types is not None and not types & wanted[0]
+    if wanted is not None and types is not None and mismatch:
+        yield c._error(
+            (*path, "merge"),
+            f"workspace.entries.{name}: merge '{rule}' needs {wanted[1]}, but its schema's type is "
+            f"{'/'.join(sorted(types))}; change the rule (replace works on any value) or the schema",
+            "workspace",
+        )
+    has_initial = "initial" in entry and entry["initial"] is not None
+    initial = entry["initial"] if has_initial else _EMPTY.get(rule) if isinstance(rule, str) else None
+    where: JsonPath = (*path, "initial") if has_initial else path
+    if has_initial and isinstance(rule, str) and not _value_fits(rule, initial):
+        yield c._error(
+            where, f"workspace.entries.{name}.initial must be {_RULE_TYPES[rule][1]} for merge '{rule}'", "workspace"
+        )
+    elif initial is not None and schema_ok and schema and not mismatch:
+        import jsonschema
+
+        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
+        error = next(iter(validator.iter_errors(initial)), None)
+        if error is not None:
+            said = "its initial value" if has_initial else f"its starting value {json.dumps(initial)}"
+            yield c._error(
+                where,
+                f"workspace.entries.{name}: {said} does not satisfy its schema: {error.message}",
+                "workspace",
+                key=not has_initial,
+            )
+    max_bytes = entry.get("max_bytes")
+    if has_initial and isinstance(max_bytes, int):
+        size = len(json.dumps(initial, ensure_ascii=False, separators=(",", ":")).encode())
+        if size > max_bytes:
+            message = f"workspace.entries.{name}.initial is {size} bytes, past its max_bytes ({max_bytes})"
+            yield c._error(where, message, "workspace")
+    if not entry.get("write") and not has_initial:
+        yield c._warning(
+            path,
+            f"nobody writes workspace.entries.{name} and it has no initial value: it stays empty "
+            "(list its writers under `write:`)",
+            "workspace",
+            key=True,
+        )
+
+
+def _clashes(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagnostic]:
+    """A workspace tool named like one of the agent's own tools (a model cannot tell them apart)."""
+    for agent, spec in c.agents.items():
+        declared = spec.get("tools")
+        own = {t: i for i, t in enumerate(declared if isinstance(declared, list) else []) if isinstance(t, str)}
+        if not own:
+            continue
+        readable = writable = False
+        names: list[str] = []
+        for entry, raw in entries.items():
+            raw = raw if isinstance(raw, dict) else {}
+            writers, readers = raw.get("write") or [], raw.get("read")
+            if isinstance(writers, list) and agent in writers:
+                writable = True
+                names.append(workspace_write_tool_name(str(entry)))
+            if readers is None or (isinstance(readers, list) and agent in readers) or writable:
+                readable = True
+        if readable:
+            names += [WORKSPACE_READ, WORKSPACE_CHANGES]
+        for name in names:
+            if name in own:
+                yield c._error(
+                    ("agents", agent, "tools", own[name]),
+                    f"agents.{agent}: the tool '{name}' and the workspace tool '{name}' would both be offered to "
+                    "the model; rename the tool (a model cannot tell two functions of one name apart)",
+                    "tool_name",
+                )
+
+
+def _instructions(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagnostic]:
+    """Instructions that tell an agent to write an entry that does not exist, or one it may not write."""
+    for agent, spec in c.agents.items():
+        instructions = spec.get("instructions")
+        if not isinstance(instructions, str):
+            continue
+        for entry in dict.fromkeys(m.group(1) for m in _WRITE_TOOL.finditer(instructions)):
+            path: JsonPath = ("agents", agent, "instructions")
+            raw = entries.get(entry)
+            if raw is None:
+                yield c._warning(
+                    path,
+                    f"agents.{agent}.instructions name {WORKSPACE_WRITE_PREFIX}{entry}, but the workspace has no "
+                    f"entry '{entry}'{did_you_mean(entry, [str(e) for e in entries])} "
+                    f"(entries: {listing([str(e) for e in entries])})",
+                    "workspace",
+                )
+                continue
+            writers = raw.get("write") if isinstance(raw, dict) else None
+            writers = writers if isinstance(writers, list) else []
+            if agent not in writers:
+                yield c._warning(
+                    path,
+                    f"agents.{agent}.instructions name {WORKSPACE_WRITE_PREFIX}{entry}, but {agent} may not write "
+                    f"workspace.entries.{entry} (writers: {listing([str(w) for w in writers])}); add it to `write:`",
+                    "workspace",
+                )

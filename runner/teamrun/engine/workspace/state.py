@@ -1,0 +1,278 @@
+"""The workspace's entries and the merge rules: what a write does, with no I/O.
+
+One counter versions the whole workspace: each applied write that changes an
+entry takes the next number, and the entry's ``version`` is the number of its
+latest change (0: never written). A write names the version it read where its
+rule could lose data (``replace``, ``merge``); the other rules (``append``,
+``max``, ``min``, ``sum``) cannot lose a concurrent write and need none.
+:meth:`WorkspaceState.write` decides and applies a write in one synchronous
+step (the run's single event loop makes it atomic); journaling and events are
+:mod:`teamrun.engine.workspace.writes`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import jsonschema
+import jsonschema.validators
+
+from teamrun.config.models import Workspace, WorkspaceEntry
+
+__all__ = ["EntryState", "RefusalReason", "WorkspaceState", "WriteOutcome", "initial_value", "value_size"]
+
+RefusalReason = Literal["stale", "conflict", "schema", "size", "permission", "arguments"]
+
+
+def initial_value(spec: WorkspaceEntry) -> Any:
+    """The entry's value before any write: its ``initial``, else the rule's empty value."""
+    if spec.initial is not None:
+        return copy.deepcopy(spec.initial)
+    return {"append": [], "merge": {}, "sum": 0}.get(spec.merge)
+
+
+def value_size(value: Any) -> int:
+    """How large a value counts against the caps: its compact JSON, in bytes."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+@dataclass
+class EntryState:
+    """One entry now: its value, the version of its latest change, who wrote it."""
+
+    name: str
+    value: Any
+    version: int = 0
+    writers: list[str] = field(default_factory=list)
+    """The agents whose writes changed it, in the order of their first change."""
+    keys: dict[str, int] = field(default_factory=dict)
+    """``merge``: the version each key was last written at."""
+    key_writers: dict[str, str] = field(default_factory=dict)
+    """``merge``: who last wrote each key."""
+
+    def as_payload(self) -> dict[str, Any]:
+        """What the journal keeps of it (a resume restores the entry from the latest one)."""
+        return {
+            "entry": self.name,
+            "value": self.value,
+            "version": self.version,
+            "writers": list(self.writers),
+            "keys": dict(self.keys),
+            "key_writers": dict(self.key_writers),
+        }
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What one write did: applied (maybe without a change) or refused, and why."""
+
+    entry: str
+    writer: str
+    applied: bool
+    version_before: int
+    """The entry's version when the write arrived."""
+    version_after: int
+    """Its version after (the same when refused or nothing changed)."""
+    reason: RefusalReason | None = None
+    message: str = ""
+    """Why it was refused, or what it did, for the model and for people."""
+    current: Any = None
+    """The entry's value after the write (a refused write: the value it did not change)."""
+    state: dict[str, Any] | None = None
+    """The entry after an applied change (:meth:`EntryState.as_payload`), for the journal."""
+
+    @property
+    def status(self) -> str:
+        return "applied" if self.applied else "refused"
+
+    def for_model(self) -> dict[str, Any]:
+        """The tool result the model reads: a refusal carries the current value and version to retry from."""
+        shown: dict[str, Any] = {"status": self.status, "entry": self.entry, "version": self.version_after}
+        if self.reason is not None:
+            shown["reason"] = self.reason
+        shown["message"] = self.message
+        if not self.applied and self.reason in ("stale", "conflict"):
+            shown["value"] = self.current
+        return shown
+
+
+class WorkspaceState:
+    """The run's workspace: every entry's state and the workspace's version."""
+
+    def __init__(self, spec: Workspace) -> None:
+        self.spec = spec
+        self.version = 0
+        self.entries = {name: EntryState(name, initial_value(entry)) for name, entry in spec.entries.items()}
+        self._validators: dict[str, Any] = {}
+
+    # -- reading ------------------------------------------------------------------------------
+    def read(self, name: str) -> dict[str, Any]:
+        entry = self.entries[name]
+        return {
+            "entry": name,
+            "version": entry.version,
+            "value": entry.value,
+            "written_by": list(entry.writers),
+            "merge": self.spec.entries[name].merge,
+        }
+
+    def changes(self, since: int, names: Iterable[str]) -> dict[str, Any]:
+        """The entries among ``names`` changed after version ``since`` (without their values)."""
+        changed = [
+            {"entry": e.name, "version": e.version, "written_by": list(e.writers)}
+            for e in sorted((self.entries[n] for n in names), key=lambda e: e.version)
+            if e.version > since
+        ]
+        return {"workspace_version": self.version, "since": since, "changed": changed}
+
+    def index(self) -> str:
+        """A compact index for a supervisor's prompt: entries, versions, writers — never the values."""
+        lines = [f"## Workspace (version {self.version})"]
+        for name, entry in self.entries.items():
+            spec = self.spec.entries[name]
+            writers = ", ".join(entry.writers) if entry.writers else "nobody yet"
+            about = f": {spec.description.strip()}" if spec.description else ""
+            lines.append(f"- {name} ({spec.merge}, version {entry.version}, written by {writers}){about}")
+        lines.append("Workers with access read the entries themselves; you do not need to pass them along.")
+        return "\n".join(lines)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every entry's value, version and writers (the run result's ``workspace``)."""
+        return {
+            "version": self.version,
+            "entries": {
+                name: {"version": e.version, "value": e.value, "written_by": list(e.writers)}
+                for name, e in self.entries.items()
+            },
+        }
+
+    def restore(self, payloads: Iterable[Mapping[str, Any]]) -> None:
+        """Take each entry's latest journaled state (by version): a resumed run starts where the last stopped."""
+        for payload in payloads:
+            name = payload.get("entry")
+            version = int(payload.get("version") or 0)
+            if name not in self.entries or version <= self.entries[str(name)].version:
+                continue
+            self.entries[str(name)] = EntryState(
+                str(name),
+                copy.deepcopy(payload.get("value")),
+                version,
+                [str(w) for w in payload.get("writers") or ()],
+                {str(k): int(v) for k, v in (payload.get("keys") or {}).items()},
+                {str(k): str(v) for k, v in (payload.get("key_writers") or {}).items()},
+            )
+            self.version = max(self.version, version)
+
+    # -- writing ------------------------------------------------------------------------------
+    def may_write(self, name: str, agent: str) -> bool:
+        return agent in (self.spec.entries[name].write or ())
+
+    def write(self, name: str, writer: str, value: Any, *, version: int | None = None) -> WriteOutcome:
+        """Decide and apply one write of ``writer`` (``value``: what the rule combines; ``version``: read)."""
+        spec, entry = self.spec.entries[name], self.entries[name]
+
+        def refuse(reason: RefusalReason, message: str) -> WriteOutcome:
+            return WriteOutcome(
+                name, writer, False, entry.version, entry.version, reason, message, copy.deepcopy(entry.value)
+            )
+
+        if not self.may_write(name, writer):
+            allowed = ", ".join(spec.write or ()) or "nobody"
+            return refuse("permission", f"{writer} may not write '{name}' (writers: {allowed})")
+        rule = spec.merge
+        if rule in ("replace", "merge"):
+            if version is None:
+                return refuse("arguments", f"give the version you read: read '{name}' first")
+            if version > self.version or version < 0:
+                return refuse("arguments", f"version {version} was never read: '{name}' is at version {entry.version}")
+        changed_keys: list[str] = []
+        if rule == "replace":
+            if version != entry.version:
+                return refuse(
+                    "stale",
+                    f"'{name}' changed since version {version}: it is at version {entry.version}"
+                    f" (written by {entry.writers[-1] if entry.writers else 'nobody'}); "
+                    "read it again, then write with the version you read",
+                )
+            new = value
+        elif rule == "append":
+            if not isinstance(value, list):
+                return refuse("arguments", "append takes a list of items")
+            new = [*(entry.value if isinstance(entry.value, list) else []), *value]
+        elif rule == "merge":
+            if not isinstance(value, dict):
+                return refuse("arguments", "merge takes an object of the keys to set")
+            assert version is not None
+            conflicts = sorted(
+                k for k in value if entry.keys.get(k, 0) > version and entry.key_writers.get(k) not in (None, writer)
+            )
+            if conflicts:
+                shown = ", ".join(f"'{k}' (by {entry.key_writers[k]} at version {entry.keys[k]})" for k in conflicts)
+                return refuse(
+                    "conflict",
+                    f"since version {version} another writer set {shown}; read '{name}' again and decide",
+                )
+            new = {**(entry.value if isinstance(entry.value, dict) else {}), **value}
+            changed_keys = [k for k in value]
+        else:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return refuse("arguments", f"{rule} takes a number")
+            current = entry.value
+            if current is None:
+                new = value
+            elif rule == "max":
+                new = max(current, value)
+            elif rule == "min":
+                new = min(current, value)
+            else:
+                new = current + value
+        problem = self._schema_problem(name, new)
+        if problem is not None:
+            return refuse("schema", f"the value of '{name}' would not satisfy its schema: {problem}")
+        size = value_size(new)
+        if size > spec.max_bytes:
+            return refuse("size", f"'{name}' would grow to {size} bytes, past its max_bytes ({spec.max_bytes})")
+        total = size + sum(value_size(e.value) for n, e in self.entries.items() if n != name)
+        if total > self.spec.max_bytes:
+            return refuse(
+                "size", f"the workspace would grow to {total} bytes, past workspace.max_bytes ({self.spec.max_bytes})"
+            )
+        before = entry.version
+        if new == entry.value:
+            return WriteOutcome(name, writer, True, before, before, None, f"'{name}' unchanged", copy.deepcopy(new))
+        self.version += 1
+        entry.value, entry.version = new, self.version
+        if writer not in entry.writers:
+            entry.writers.append(writer)
+        for key in changed_keys:
+            entry.keys[key], entry.key_writers[key] = self.version, writer
+        return WriteOutcome(
+            name,
+            writer,
+            True,
+            before,
+            self.version,
+            None,
+            f"'{name}' is now at version {self.version}",
+            copy.deepcopy(new),
+            copy.deepcopy(entry.as_payload()),
+        )
+
+    def _schema_problem(self, name: str, value: Any) -> str | None:
+        schema = self.spec.entries[name].value_schema
+        if not schema:
+            return None
+        validator = self._validators.get(name)
+        if validator is None:
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+            validator = self._validators[name] = cls(schema)
+        errors: Sequence[Any] = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return None
+        first = errors[0]
+        where = "/".join(str(p) for p in first.absolute_path)
+        return f"{where}: {first.message}" if where else str(first.message)
