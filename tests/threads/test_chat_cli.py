@@ -260,7 +260,9 @@ def test_a_read_only_store_is_a_clear_error_for_threads_delete(tmp_path: Path) -
 
 
 def test_a_turn_a_read_only_store_cannot_keep_is_a_warning_the_user_sees(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
+    # a long store path: the warning's cause (at its end) is shown whole however long the line gets
+    (tmp_path / ("store" * 30)).mkdir()
+    path = tmp_path / ("store" * 30) / "t.db"
     assert (
         run_cli(
             ["execute", str(SUPPORT), "-i", "help", "--thread", "a", "--store", str(path), "--progress", "none"]
@@ -277,7 +279,7 @@ def test_a_turn_a_read_only_store_cannot_keep_is_a_warning_the_user_sees(tmp_pat
         assert done.code == 0 and done.out.startswith("[offline simulation] Task: more help")
         said = [line for line in done.err.splitlines() if "cannot save turn of thread 'a'" in line]
         assert len(said) == 1, done.err
-        assert "attempt to write a readonly" in said[0]
+        assert "attempt to write a readonly database; the next turn will not see this one" in said[0], said[0]
 
 
 def test_every_threads_subcommand_help_teaches_by_example() -> None:

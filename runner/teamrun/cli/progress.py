@@ -85,7 +85,7 @@ class PlainProgress:
         line = self._line(event)
         if line:
             line = " ".join(line.split())  # one event, one line: tool errors can span several
-            if len(line) > _LINE_CHARS:
+            if len(line) > _LINE_CHARS and not isinstance(event, RunWarning):  # a warning's cause ends it
                 line = line[: _LINE_CHARS - 1] + "…"
             self.stream.write(f"[{event.time - self.started:7.2f}s] {line}\n")
             self.stream.flush()

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, listing
+from teamrun.config.sub_schema_checks import sub_schema
 from teamrun.conventions import WORKSPACE_CHANGES, WORKSPACE_READ, WORKSPACE_WRITE_PREFIX, workspace_write_tool_name
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def _entry(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
     schema = entry.get("schema")
     schema_ok = True
     if isinstance(schema, dict):
-        problems = list(c._sub_schema((*path, "schema"), schema))
+        problems = list(sub_schema(c, (*path, "schema"), schema))
         schema_ok = not problems
         yield from problems
     else:
