@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from teamrun.config.answer_checks import CHECK_KINDS
+from teamrun.config.route_keys import branch_key
 
 __all__ = [
     "AGENT_NAME_PATTERN",
@@ -416,14 +417,6 @@ class WorkflowRoute(_Strict):
             return "default"
         key = branch_key(output[self.on])
         return key if key in self.branches else "default"
-
-
-def branch_key(value: Any) -> str:
-    """The branch name a route field's value names: ``true``, ``false`` and ``null`` as JSON (and YAML)
-    write them, so a boolean field picks a ``true:`` or ``false:`` branch; any other value as its text."""
-    if value is None or isinstance(value, bool):
-        return "null" if value is None else ("true" if value else "false")
-    return str(value)
 
 
 class WorkflowLoop(_Strict):
