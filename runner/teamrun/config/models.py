@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from teamrun.config.answer_checks import CHECK_KINDS
 from teamrun.config.route_keys import branch_key
+from teamrun.defaults import DEFAULT_ENTRY_BYTES, DEFAULT_WORKSPACE_BYTES
 
 __all__ = [
     "AGENT_NAME_PATTERN",
@@ -494,10 +495,6 @@ WorkflowLoop.model_rebuild()
 
 MergeRule = Literal["replace", "append", "merge", "max", "min", "sum"]
 """How a write combines with an entry's value (see :class:`WorkspaceEntry`)."""
-DEFAULT_ENTRY_BYTES = 64_000
-"""An entry's size cap (its value as compact JSON) when it sets no `max_bytes`."""
-DEFAULT_WORKSPACE_BYTES = 512_000
-"""The cap on all entries together when `workspace.max_bytes` is not set."""
 
 
 class WorkspaceEntry(_Strict):
