@@ -458,6 +458,8 @@ class WorkspaceWrite(Event):
     """What happened, for people (never the value)."""
     replayed: bool = False
     """True when a resumed run answered the call from the journal (the write was applied by an earlier attempt)."""
+    step: str | None = None
+    """A workflow step's ``write:`` (the writer is ``workflow``): the step's id; ``None`` for an agent's tool call."""
 
 
 def content_fields() -> frozenset[str]:
