@@ -90,7 +90,7 @@ def write_checks(c: SemanticChecker, path: JsonPath, step: dict[str, Any], body:
     if entries is None:
         yield c._error(
             where,
-            f"{dotted(path)}.write: '{entry}', but the file has no 'workspace:' block; declare the entry under "
+            f"{dotted(path)}.write: writes '{entry}', but the file has no 'workspace:' block; declare the entry under "
             "'workspace: {entries: ...}'",
             "workspace",
         )
@@ -132,7 +132,7 @@ def write_checks(c: SemanticChecker, path: JsonPath, step: dict[str, Any], body:
     if problem is not None:
         yield c._error(
             where,
-            f"{dotted(path)}.write: step gives {what}, but workspace.entries.{entry} cannot take it: {problem} "
+            f"{dotted(path)}.write: the step gives {what}, but workspace.entries.{entry} cannot take it: {problem} "
             "(every run would refuse the write; change the entry's schema or merge rule, or the agent's "
             "output_schema)",
             "workspace",
@@ -156,11 +156,11 @@ def _gives(
     if isinstance(schema, dict):
         kinds = _types(schema)
         items = _types(_mapping(schema.get("items"))) if kinds == {"array"} else None
-        what = f"{agent}'s output_schema ({_shown(kinds) if kinds else 'any type'})"
+        what = f"{agent}'s output ({_shown(kinds)}, by its output_schema)"
     else:
         kinds, items, what = {"string"}, None, f"text ({agent} has no output_schema)"
     if "map" in step:
-        return {"array"}, kinds, f"a list of {what} (a map)"
+        return {"array"}, kinds, f"a list of {what}, one per map item"
     return kinds, items, what
 
 
