@@ -267,3 +267,26 @@ def test_the_ready_made_workflow_runs_offline_reading_and_writing_the_workspace(
     assert entries["report"]["version"] >= 3 and data["final_text"] == entries["report"]["value"]
     steps = [w["data"]["step"] for w in _writes(events) if w["agent_path"] == ["workflow"]]
     assert steps[:2] == ["research", "score"] and set(steps[2:]) == {"draft"}
+
+
+def test_validate_locates_a_write_without_a_workspace_and_graph_draws_reads_and_writes(tmp_path: Path) -> None:
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(
+        "version: 1\nname: wf\nworkflow:\n  steps:\n    - agent: researcher\n      write: findings\n"
+        "agents:\n  researcher: {instructions: Research.}\n",
+        encoding="utf-8",
+    )
+    checked = run_cli(["validate", str(bare)])
+    assert checked.code == 2
+    assert f"{bare}:6:14: error: workflow.steps[0].write: writes 'findings', but the file has no 'workspace:'" in (
+        checked.out
+    )
+
+    graph = run_cli(["graph", str(REPO / "tests" / "config" / "valid" / "workflow_workspace.yaml")])
+    assert graph.code == 0, graph.err
+    lines = [line.strip() for line in graph.out.splitlines()]
+    assert "s2 -->|writes| w_findings" in lines  # the map step
+    assert "w_findings -.->|reads| s3" in lines and "s3 -->|writes| w_best" in lines  # the scorer step
+    assert "w_findings -.->|reads| s5" in lines and "loop4 -->|writes| w_report" in lines  # the loop's writer
+    assert "w_report -.->|reads| finish" in lines
+    assert any(line.startswith("w_findings[(") for line in lines)

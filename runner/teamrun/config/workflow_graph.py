@@ -63,6 +63,7 @@ class _Drawing:
             self.lines.append(f"{indent}end")
             for node, _ in body_ends:
                 self.lines.append(f'{indent}{node} -.->|"until {_label(checks)}"| {first or box}')
+            self.workspace(step, box, indent)
             return box, [(box, "")]
         agent = step.runs or ""
         node = self.node("s")
