@@ -55,6 +55,7 @@ from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls  # noqa: E402
 DESIGNS = ("supervisor", "workspace")
 SUBJECTS = ["Rust", "Go", "Zig", "Nim", "Odin", "Crystal", "Elixir", "Kotlin", "Swift", "Dart", "Julia", "OCaml"]
 MEASURES = ("lead_prompt", "tokens", "calls", "wall_s")
+AGENTS = ("lead", "researcher", "writer")
 Handler = Callable[[dict[str, Any]], Reply]
 
 
@@ -209,6 +210,7 @@ def run_once(path: Path, server: FakeOpenAI, question: str) -> dict[str, float]:
         "tokens": result.usage.total_tokens,
         "calls": len(server.requests()) - before,
         "wall_s": wall,
+        **{agent: result.agents[agent].usage.total_tokens for agent in AGENTS},
     }
 
 
@@ -230,7 +232,7 @@ def measure(server: FakeOpenAI, directory: Path, count: int, runs: int, chars: i
         for design in DESIGNS:
             samples[design].append(once(design))
     return {
-        design: {key: statistics.median(s[key] for s in runs_) for key in MEASURES}
+        design: {key: statistics.median(s[key] for s in runs_) for key in (*MEASURES, *AGENTS)}
         for design, runs_ in samples.items()
     }
 
@@ -258,13 +260,14 @@ def main(argv: list[str] | None = None) -> None:
             medians = measure(server, Path(tmp), count, args.runs, args.finding_chars)
             print(f"\n{count} subjects\n{header}")
             for design, f in medians.items():
-                print(
-                    f"{design:<22}{f['lead_prompt']:>12.0f}{f['tokens']:>10.0f}{f['calls']:>8.0f}{f['wall_s']:>9.3f}"
-                )
+                print(f"{design:<22}{f['lead_prompt']:>12.0f}{f['tokens']:>10.0f}{f['calls']:>8.0f}{f['wall_s']:>9.3f}")
             sup, ws = medians["supervisor"], medians["workspace"]
             ratios = [ws[key] / sup[key] if sup[key] else float("nan") for key in MEASURES]
-            widths = (12, 10, 8, 9)
-            print(f"{'workspace / supervisor':<22}" + "".join(f"{r:>{w}.2f}" for r, w in zip(ratios, widths, strict=True)))
+            cells = "".join(f"{r:>{w}.2f}" for r, w in zip(ratios, (12, 10, 8, 9), strict=True))
+            print(f"{'workspace / supervisor':<22}{cells}")
+            for design, f in medians.items():
+                shares = ", ".join(f"{agent} {f[agent]:.0f}" for agent in AGENTS)
+                print(f"  {design} tokens by agent: {shares}")
 
 
 if __name__ == "__main__":
