@@ -152,7 +152,7 @@ def test_a_refused_write_fails_the_step_saying_why_and_no_later_step_runs(
     assert data["status"] == "failed"
     said = data["error"] + result.err
     assert "workflow step 'write': writing its output to workspace entry 'report' was refused (schema)" in said
-    assert "is longer than the maximum of 20" in said or "is too long" in said
+    assert "the value of 'report' would not satisfy its schema: at the value: fails 'maxLength' (20)" in said
     assert fake_openai.requests("editor") == []
     assert data["workspace"]["entries"]["report"] == {"version": 0, "value": None, "written_by": []}
     refused = [w["data"] for w in _writes(events) if w["data"]["status"] == "refused"]
