@@ -248,6 +248,24 @@ def test_a_line_whose_data_is_not_an_object_is_skipped_and_noted(
     assert "its data is not an object" in trace_file.with_suffix(".html").read_text(encoding="utf-8")
 
 
+def test_lines_nested_too_deep_or_with_huge_whole_numbers_are_noted_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [json.dumps(r) for r in solo_run(calls=2)]
+    lines.insert(2, "[" * 100_000 + "]" * 100_000)  # nested past Python's recursion limit
+    lines[4] = lines[4].replace('"cost": 0.01', '"cost": ' + "9" * 5000)  # past int()'s 4300-digit limit
+    lines[-1] = lines[-1].replace('"time": ', '"time": ' + "1" * 400 + ', "was": ', 1)  # a time no float holds
+    trace_file = tmp_path / "run.jsonl"
+    trace_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    for command in ("show", "view"):
+        assert main(["trace", command, str(trace_file)]) == 0
+    out = capsys.readouterr().out
+    assert f"{trace_file}:3: nested too deep to read; skipped" in out
+    assert f"{trace_file}:5: 999999999999... (5000 digits) is not JSON; read as null" in out
+    assert f"{trace_file}:9: 111111111111... (400 digits) is not JSON; read as null" in out
+
+
 def test_nan_and_infinity_in_a_trace_are_read_as_null_and_noted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

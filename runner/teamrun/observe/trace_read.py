@@ -121,8 +121,16 @@ def parse_trace(lines: Iterable[str], *, source: str = "<trace>") -> Trace:
         where = f"{source}:{number}"
         not_json: list[str] = []
         try:
-            record = json.loads(line, parse_constant=_as_null(not_json), parse_float=_finite_or_null(not_json))
-        except json.JSONDecodeError:
+            record = json.loads(
+                line,
+                parse_constant=_as_null(not_json),
+                parse_float=_finite_or_null(not_json),
+                parse_int=_int_or_null(not_json),
+            )
+        except RecursionError:
+            problems.append(f"{where}: nested too deep to read; skipped")
+            continue
+        except ValueError:  # json.JSONDecodeError, or a number JSON allows and Python will not read
             problems.append(f"{where}: not a JSON line (cut short?); skipped")
             continue
         if not_json:
@@ -155,6 +163,22 @@ def _finite_or_null(seen: list[str]) -> Callable[[str], float | None]:
         return None
 
     return read
+
+
+def _int_or_null(seen: list[str]) -> Callable[[str], int | None]:
+    """Whole numbers, except those too big for a float (as a browser reads them): null, noted."""
+
+    def read(text: str) -> int | None:
+        if len(text.lstrip("-")) <= _FLOAT_DIGITS:
+            return int(text)
+        seen.append(f"{text[:12]}... ({len(text)} digits)")
+        return None
+
+    return read
+
+
+_FLOAT_DIGITS = 308
+"""The most digits a whole number may have and still be a (finite) float."""
 
 
 def _malformed(record: object) -> str | None:
