@@ -60,8 +60,8 @@ def fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
     this fake: teams talk to it as ``openai/<agent>`` with ``api_base: <url>``.
 
     Sets ``OPENAI_API_KEY`` and ``TEAMRUN_TEST_KEY`` (for ``api_key_env``) to ``TEST_KEY`` (the OpenAI
-    client refuses to send without a key), and ``TEAMRUN_API_BASE`` to its URL (the ready-made teams
-    read ``api_base: "${TEAMRUN_API_BASE:-}"``).
+    client refuses to send without a key), and ``TEAMRUN_API_BASE`` to its URL (the endpoint of every agent
+    that sets no ``api_base``: the ready-made teams set none).
     Call ``fake_openai.assert_complete()`` in the test to check the script was used up.
     """
     monkeypatch.setenv("OPENAI_API_KEY", TEST_KEY)

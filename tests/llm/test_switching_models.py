@@ -254,3 +254,25 @@ def test_a_judge_that_names_no_model_is_called_at_the_run_s_endpoint_like_the_ag
     assert "against a rubric" in str(fake_openai.requests("fake")[1].request["messages"][0]["content"])
     assert "failed" not in out.err
     fake_openai.assert_complete()
+
+
+@pytest.mark.parametrize("team", ["research-report", "support-triage"])
+def test_api_base_beats_the_variable_on_the_ready_made_teams(
+    team: str, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ready-made teams set no api_base of their own (`api_base: "${TEAMRUN_API_BASE:-}"` made the variable
+    the file's own endpoint, which beat --api-base)."""
+    monkeypatch.setenv("TEAMRUN_API_BASE", "http://127.0.0.1:9/v1")  # nothing listens there
+    fake_openai.handler("my-model", lambda request: text("Answered at the --api-base endpoint."))
+
+    code = main(
+        [
+            *("execute", str(REPO / "teams" / f"{team}.yaml"), "--input", "Compare Rust and Go"),
+            *("--model", "openai/my-model", "--api-base", fake_openai.url, "--progress", "none"),
+        ]
+    )
+
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "Answered at the --api-base endpoint." in out.out
+    assert fake_openai.requests("my-model")

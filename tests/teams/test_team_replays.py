@@ -1,7 +1,7 @@
 """Every ready-made team: record a run against the local test server, then replay it with the server gone.
 
-The run goes through LiteLLM's real HTTP path (`--model openai/simple`, and the
-teams' `api_base: "${TEAMRUN_API_BASE:-}"` pointed at the server); the
+The run goes through LiteLLM's real HTTP path (`--model openai/simple`, and
+`$TEAMRUN_API_BASE`, every agent's endpoint, pointed at the server); the
 server answers like a simple cooperative model (`simple_model`). The replay
 must give the same answer, the same delegation records and the same usage
 without a single request — the server is stopped, so any model call would fail.
