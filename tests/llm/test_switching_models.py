@@ -276,3 +276,21 @@ def test_api_base_beats_the_variable_on_the_ready_made_teams(
     assert code == 0, out.err
     assert "Answered at the --api-base endpoint." in out.out
     assert fake_openai.requests("my-model")
+
+
+def test_the_missing_key_hint_names_the_provider_s_own_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("TEAMRUN_API_BASE", raising=False)
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: one\nsupervisor: solo\nagents:\n  solo: {model: anthropic/claude-x, num_retries: 0}\n",
+        encoding="utf-8",
+    )
+
+    code = main(["execute", str(team), "--input", "hi", "--progress", "none"])
+
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "no API key: set ANTHROPIC_API_KEY, or api_key_env" in err and "OPENAI_API_KEY" not in err

@@ -841,6 +841,19 @@ _STATUS_HINTS = {
 }
 
 
+def _missing_key_hint(litellm: Any, model: str) -> str:
+    """The "no API key" hint, naming the variable(s) this model's provider reads (LiteLLM knows them)."""
+    try:
+        wanted = [str(k) for k in litellm.validate_environment(model=model).get("missing_keys") or ()]
+    except Exception:  # an unknown provider: the generic hint
+        wanted = []
+    standard = " or ".join(wanted) if wanted else "the provider's standard variable"
+    return (
+        f"no API key: set {standard}, or api_key_env to the variable holding it "
+        "(any value for a server that needs no key)"
+    )
+
+
 def _public_url(url: str) -> str:
     """``url`` without user info or query string (they may carry credentials)."""
     return re.sub(r"//[^/@]*@", "//", url).split("?", 1)[0]
@@ -854,6 +867,8 @@ def _provider_error(
         hint = _overflow_hint(litellm, call, failure.reason)
     if failure.kind == "timeout":
         hint = f"timed out after {call.timeout_s:g}s; raise request_timeout_s or check the endpoint"
+    if failure.kind == "config":
+        hint = _missing_key_hint(litellm, settings.model)
     status = f"HTTP {failure.status_code}, " if failure.status_code else ""
     tries = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
     where = f" at {_public_url(settings.api_base)}" if settings.api_base else ""
