@@ -458,6 +458,8 @@ class WorkspaceWrite(Event):
     """What happened, for people (never the value)."""
     replayed: bool = False
     """True when a resumed run answered the call from the journal (the write was applied by an earlier attempt)."""
+    value_after: Any = field(default=None, metadata=_CONTENT)
+    """The entry's value after the write (content: in traces only with ``--trace-content``)."""
 
 
 def content_fields() -> frozenset[str]:
