@@ -270,12 +270,12 @@ class Team:
         )
         carried: list[str] = []  # warnings: kept entries of the thread the team file refuses now
         if config.workspace is not None:
-            ctx.workspace = WorkspaceState(config.workspace)
+            ctx.workspace, start = WorkspaceState(config.workspace), 0
             if session is not None and config.workspace.persist == "thread":  # the thread's previous turn's
                 start, carried = carry_over(ctx.workspace, session.workspace, session.thread_id)
                 result.workspace = {"carried_over": {"thread": session.thread_id, "version": start}}
             restore_from_journal(ctx.workspace, ctx)  # a resume starts where the earlier attempts stopped
-            watch(run_id, ctx.workspace)
+            watch(run_id, ctx.workspace, started_at=start)
         result.thread_id = session.thread_id if session is not None else None
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
         if journal is not None:
