@@ -225,7 +225,7 @@ def test_with_trace_content_the_writes_and_events_carry_values_masked(tmp_path: 
         assert by_entry["count"]["value"] == 1
         _, events = events_until(connection, f"/v1/runs/{run_id}/events", "result")
         values = [d["data"]["value_after"] for name, d in events if name == "workspace_write"]
-        assert values and ["***"] == [v[0] for v in values if isinstance(v, list)]
+        assert values and [v[0] for v in values if isinstance(v, list)] == ["***"]
         assert SECRET not in json.dumps([answer, events])
     finally:
         server.stop()

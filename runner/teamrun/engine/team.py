@@ -27,9 +27,9 @@ from teamrun.engine.tool_sources import tools_for_run
 from teamrun.engine.turn.agent_loop import run_agent
 from teamrun.engine.turn.model_call import ModelCall, call_model
 from teamrun.engine.workflow import WORKFLOW_FRAME, run_workflow
-from teamrun.engine.workspace.state import WorkspaceState
 from teamrun.engine.workspace.carry import THREAD_META_KEY, carry_over, kept
 from teamrun.engine.workspace.live import watch
+from teamrun.engine.workspace.state import WorkspaceState
 from teamrun.engine.workspace.writes import restore_from_journal
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber

@@ -207,9 +207,7 @@ def mount_workspace(
         )
 
     @app.get("/v1/runs/{run_id}/workspace", dependencies=[Depends(authorize)])
-    async def run_workspace(
-        run_id: str, since: Annotated[int | None, Query(ge=0, le=2**53)] = None
-    ) -> dict[str, Any]:
+    async def run_workspace(run_id: str, since: Annotated[int | None, Query(ge=0, le=2**53)] = None) -> dict[str, Any]:
         handle = registry.get(run_id)
         target = served.get(handle.team) if handle is not None else None
         if handle is not None and target is not None:

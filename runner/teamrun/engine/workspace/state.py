@@ -263,7 +263,7 @@ class WorkspaceState:
         )
 
     def value_problem(self, name: str, value: Any) -> str | None:
-        """Why ``value`` cannot be entry ``name``'s value (its rule's type, its schema, its ``max_bytes``); ``None``: it can."""
+        """Why ``value`` cannot be entry ``name``'s value (its rule's type, schema, ``max_bytes``); ``None``: it can."""
         spec = self.spec.entries[name]
         wanted = {"append": (list, "a list"), "merge": (dict, "an object")}.get(spec.merge)
         if wanted is not None and not isinstance(value, wanted[0]):
