@@ -455,7 +455,7 @@ class WorkspaceWrite(Event):
     reason: str | None = None
     """Why it was refused: ``stale``, ``conflict``, ``schema``, ``size``, ``permission`` or ``arguments``."""
     message: str = ""
-    """What happened, for people (never the value)."""
+    """What happened, for people (never the value: that is :attr:`value_after`)."""
     replayed: bool = False
     """True when a resumed run answered the call from the journal (the write was applied by an earlier attempt)."""
     value_after: Any = field(default=None, metadata=_CONTENT)
