@@ -17,7 +17,7 @@ from typing import Any
 
 from teamrun.engine.workspace.state import EntryState, WorkspaceState, initial_value, value_size
 
-__all__ = ["THREAD_META_KEY", "carry_over", "kept"]
+__all__ = ["THREAD_META_KEY", "carry_over", "kept", "kept_snapshot"]
 
 THREAD_META_KEY = "workspace"
 """Where a thread's ``meta`` keeps the workspace of its latest saved turn."""
@@ -69,3 +69,19 @@ def carry_over(state: WorkspaceState, stored: Any, thread_id: str) -> tuple[int,
     if isinstance(version, int) and not isinstance(version, bool) and version > state.version:
         state.version = version
     return state.version, warnings
+
+
+def kept_snapshot(stored: Any) -> dict[str, Any] | None:
+    """What a thread kept (:func:`kept`), shaped like a run result's ``workspace`` (written entries only)."""
+    if not isinstance(stored, Mapping):
+        return None
+    entries = {
+        str(p.get("entry")): {
+            "version": p.get("version", 0),
+            "value": p.get("value"),
+            "written_by": list(p.get("writers") or ()),
+        }
+        for p in stored.get("entries") or ()
+        if isinstance(p, Mapping)
+    }
+    return {"version": stored.get("version", 0), "entries": entries}
