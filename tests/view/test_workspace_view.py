@@ -8,13 +8,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
+import teamrun
 from teamrun.cli import main
 from tests.observe.handmade import HEADER, line
+from tests.serve.conftest import _loopback_without_proxy, serve
 from tests.view.conftest import OpenPage
 from tests.view.test_trace_view import _DRAWN_X
+
+__all__ = ["_loopback_without_proxy", "serve"]
 
 TEAM = """\
 version: 1
@@ -193,4 +198,28 @@ def test_hostile_names_and_values_stay_inert_text_isolated_and_values_only_with_
         expect(panel.locator(".tv-empty")).to_contain_text("--trace-content")
     assert page.locator(".teamrun-view script, .teamrun-view img, .tv-workspace b").count() == 0
     assert page.evaluate("window.__pwned") is None
+    assert opened.problems == []
+
+
+@pytest.mark.parametrize("content", [True, False])
+def test_the_served_view_shows_the_workspace_panel_values_only_with_trace_content(
+    serve: Any, tmp_path: Path, open_page: OpenPage, content: bool
+) -> None:
+    team_file = tmp_path / "team.yaml"
+    team_file.write_text(TEAM, encoding="utf-8")
+    server = serve([teamrun.load_team(team_file)], content=content)  # loopback, no token
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        run_id = client.post("/v1/runs", json={"team": "par-ws", "input": "go"}).json()["id"]
+        assert "event: result" in client.get(f"/v1/runs/{run_id}/events").text  # read until the run is over
+        answered = client.get(f"/v1/runs/{run_id}/workspace").json()
+
+    opened = open_page(f"{server.url}/#run={run_id}")
+    panel = opened.page.locator("#run-view .tv-workspace")
+    expect(panel.locator(".tv-ws-write")).to_have_count(len(answered["writes"]))
+    expect(panel.locator(".tv-ws-refused")).to_have_count(
+        sum(1 for w in answered["writes"] if w["status"] == "refused")
+    )
+    applied = sum(1 for w in answered["writes"] if w["status"] == "applied")
+    expect(panel.locator(".tv-ws-value")).to_have_count(applied if content else 0)
+    expect(panel.locator(".tv-empty")).to_have_count(0 if content else 1)
     assert opened.problems == []
