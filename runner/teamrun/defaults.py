@@ -25,6 +25,12 @@ DEFAULT_MODEL = "offline"
 """The model of an agent when neither ``--model``, its own ``model:`` nor ``defaults.model`` names one:
 the built-in simulator (no key, no network)."""
 
+DEFAULT_ENTRY_BYTES = 64_000
+"""A workspace entry's size cap (its value as compact JSON) when it sets no ``max_bytes``."""
+
+DEFAULT_WORKSPACE_BYTES = 512_000
+"""The cap on all workspace entries together when ``workspace.max_bytes`` is not set."""
+
 
 API_BASE_ENV = "TEAMRUN_API_BASE"
 """The variable naming the endpoint of every agent that sets no ``api_base`` (when ``--api-base`` /

@@ -459,7 +459,8 @@ class WorkspaceWrite(Event):
     replayed: bool = False
     """True when a resumed run answered the call from the journal (the write was applied by an earlier attempt)."""
     value_after: Any = field(default=None, metadata=_CONTENT)
-    """The entry's value after the write (content: in traces only with ``--trace-content``)."""
+    """The entry's value after an applied write (content: in traces only with ``--trace-content``); ``None``
+    for a refused one."""
 
 
 def content_fields() -> frozenset[str]:

@@ -171,8 +171,9 @@ def test_product_comparison_checks_deliverables_and_bounds_the_follow_up(fake_op
         ),
         tool_calls(("ask_researcher", {"task": "Alpha: price only"})),  # the one follow-up round
         tool_calls(("ask_researcher", {"task": "Gamma: price, license"})),  # a third round: refused
+        # Refs are numbered in call order: Beta's failed call (researcher-2) leaves its number unused.
         tool_calls(
-            ("ask_table_writer", {"task": "Build the table", "context_from_refs": ["researcher-1", "researcher-2"]})
+            ("ask_table_writer", {"task": "Build the table", "context_from_refs": ["researcher-1", "researcher-3"]})
         ),
         text("| criterion | Alpha |\n|---|---|\n| price | 9 USD |"),
     ]

@@ -51,3 +51,26 @@ def test_instructions_naming_an_unknown_entry_or_one_the_agent_may_not_write_are
         "agents.w.instructions name workspace_write_plans, but the workspace has no entry 'plans'; "
         "did you mean 'plan'? (entries: plan)",
     ]
+
+
+def _validate(tmp_path: Path, workspace: str) -> list[tuple[int, str]]:
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        f"version: 1\nname: ws\nsupervisor: lead\nworkspace:\n{workspace}agents:\n  lead: {{}}\n", encoding="utf-8"
+    )
+    return [(d.line, d.message) for d in check_file(path, environ={}).diagnostics if d.severity == "error"]
+
+
+def test_an_initial_value_past_the_default_entry_cap_or_the_workspace_cap_is_an_error(tmp_path: Path) -> None:
+    big = "x" * 70_000  # past the default 64000 of an entry that sets no max_bytes
+    (error,) = _validate(tmp_path, f"  entries:\n    notes:\n      write: [lead]\n      initial: {big}\n")
+    assert error[0] == 8 and "70002 bytes, past the default max_bytes of an entry (64000)" in error[1]
+    both = "x" * 40_000
+    errors = _validate(
+        tmp_path,
+        "  max_bytes: 50000\n  entries:\n"
+        f"    a: {{write: [lead], initial: {both}}}\n    b: {{write: [lead], initial: {both}}}\n",
+    )
+    assert [line for line, _ in errors] == [5]
+    together = "initial values are 80004 bytes together (a 40002, b 40002), past workspace.max_bytes (50000)"
+    assert together in errors[0][1]

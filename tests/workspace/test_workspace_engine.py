@@ -15,7 +15,7 @@ from teamrun.events import Event
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema, current_scope
 from teamrun.store.records import JournaledRun
 from tests.workspace import policies
-from tests.workspace.conftest import WORKERS, write_team
+from tests.workspace.conftest import WORKERS, team_text, write_team
 
 Policy = Callable[[str, Sequence[dict[str, Any]]], "list[policies.Call] | str"]
 
@@ -116,3 +116,48 @@ def test_a_resumed_run_restores_the_workspace_and_applies_no_write_twice(tmp_pat
     assert resumed.workspace == result.workspace
     writes = [e for e in events if e.kind == "workspace_write"]
     assert writes and all(e.replayed for e in writes)
+
+
+def _malformed_worker(name: str, messages: Sequence[dict[str, Any]]) -> list[policies.Call] | str:
+    if any(m.get("role") == "tool" for m in messages):
+        return "done"
+    return [
+        ("workspace_write_plan", {"value": "no version given"}),
+        ("workspace_write_ghost", {"value": 1}),
+        ("workspace_write_count", {"value": float("nan")}),
+    ]
+
+
+def test_a_malformed_write_is_a_json_refusal_the_model_reads_and_an_event(tmp_path: Path) -> None:
+    model = PolicyModel(_malformed_worker)
+    result, events = _run(tmp_path, model)
+    assert result.status == "done", result.error
+    results = [m["content"] for agent, ms, _ in model.requests if agent == "w1" for m in ms if m["role"] == "tool"]
+    missing_version, ghost, nan = results
+    # an unknown write tool is an unknown tool, named with the ones there are (no entry, so no write event)
+    assert ghost.startswith("Error: there is no tool named 'workspace_write_ghost'") and "workspace_write_plan" in ghost
+    refusals = [json.loads(missing_version), json.loads(nan)]
+    assert [(r["status"], r["reason"], r["entry"]) for r in refusals] == [
+        ("refused", "arguments", "plan"),
+        ("refused", "arguments", "count"),
+    ]
+    assert "'version'" in refusals[0]["message"] and "finite numbers only" in refusals[1]["message"]
+    mine = [e for e in events if e.kind == "workspace_write" and e.agent == "w1"]
+    assert [(e.entry, e.status, e.reason) for e in mine] == [
+        ("plan", "refused", "arguments"),
+        ("count", "refused", "arguments"),
+    ]
+    assert result.workspace["entries"]["count"]["value"] == 0
+
+
+def test_a_resume_after_the_schema_was_tightened_warns_that_the_restored_values_do_not_fit(tmp_path: Path) -> None:
+    backend = MemoryJournal()
+    record = JournaledRun(run_id="r1", team="ws-test", team_file=str(tmp_path / "team.yaml"), input="go")
+    result, _ = _run(tmp_path, PolicyModel(policies.append_worker), RunJournal(backend, record))
+    assert result.status == "done" and not result.warnings
+    edited = team_text().replace("schema: {type: array, items: {type: string}}", "schema: {type: array, maxItems: 10}")
+    (tmp_path / "team.yaml").write_text(edited, encoding="utf-8")
+    team = load_team(tmp_path / "team.yaml", chat_model=PolicyModel(policies.append_worker))
+    resumed = asyncio.run(team.run("go", journal=RunJournal(backend, record, backend.load("r1"))))
+    (warning,) = [w for w in resumed.warnings if "workspace restored" in w]
+    assert "schema for items" in warning and "edited" in warning

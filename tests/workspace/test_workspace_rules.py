@@ -80,3 +80,36 @@ def test_restore_takes_each_entry_at_its_latest_version() -> None:
     fresh = _workspace({"plan": {"write": ["a"]}})
     fresh.restore(reversed([s for s in states if s]))
     assert fresh.snapshot() == ws.snapshot() and fresh.version == 2
+
+
+def test_a_schema_refusal_says_where_and_which_keyword_never_the_value() -> None:
+    ws = _workspace({"notes": {"schema": {"type": "string", "maxLength": 10}, "write": ["a"], "max_bytes": 10_000_000}})
+    secret = "PII-4111-1111-1111-1111 " * 200
+    refused = ws.write("notes", "a", secret, version=0)
+    assert refused.reason == "schema" and "maxLength" in refused.message and "(10)" in refused.message
+    assert "PII" not in refused.message and len(refused.message) < 200
+
+
+def test_a_value_past_the_cap_is_refused_for_size_before_its_schema_is_read() -> None:
+    ws = _workspace({"notes": {"schema": {"type": "string", "maxLength": 10}, "write": ["a"], "max_bytes": 100}})
+    refused = ws.write("notes", "a", "x" * 500_000, version=0)
+    assert refused.reason == "size" and "500002 bytes" in refused.message
+
+
+def test_a_write_that_does_not_grow_an_entry_already_past_its_cap_applies() -> None:
+    # an entry can start past a cap lowered since (a resumed run, an edited file): shrinking it must work
+    ws = _workspace({"notes": {"merge": "replace", "write": ["a"], "max_bytes": 10}}, max_bytes=20)
+    ws.restore([{"entry": "notes", "value": "y" * 30, "version": 1}])
+    assert ws.write("notes", "a", "x" * 40, version=1).reason == "size"
+    assert ws.write("notes", "a", "short", version=1).applied
+
+
+def test_nan_infinity_and_a_sum_past_the_largest_float_are_refused() -> None:
+    ws = _workspace({"n": {"merge": "sum", "write": ["a"]}, "hi": {"merge": "max", "write": ["a"]}})
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        assert ws.write("n", "a", bad).reason == "arguments"
+        assert ws.write("hi", "a", bad).reason == "arguments"
+    assert ws.write("n", "a", 1e308).applied
+    overflow = ws.write("n", "a", 1e308)
+    assert overflow.reason == "arguments" and "finite" in overflow.message
+    assert ws.read("n")["value"] == 1e308

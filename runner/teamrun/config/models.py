@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from teamrun.config.answer_checks import CHECK_KINDS
+from teamrun.config.route_keys import branch_key
+from teamrun.defaults import DEFAULT_ENTRY_BYTES, DEFAULT_WORKSPACE_BYTES
 
 __all__ = [
     "AGENT_NAME_PATTERN",
@@ -418,14 +420,6 @@ class WorkflowRoute(_Strict):
         return key if key in self.branches else "default"
 
 
-def branch_key(value: Any) -> str:
-    """The branch name a route field's value names: ``true``, ``false`` and ``null`` as JSON (and YAML)
-    write them, so a boolean field picks a ``true:`` or ``false:`` branch; any other value as its text."""
-    if value is None or isinstance(value, bool):
-        return "null" if value is None else ("true" if value else "false")
-    return str(value)
-
-
 class WorkflowLoop(_Strict):
     """Repeat steps until the last one's output passes the checks, or `max_iterations` is reached."""
 
@@ -501,10 +495,6 @@ WorkflowLoop.model_rebuild()
 
 MergeRule = Literal["replace", "append", "merge", "max", "min", "sum"]
 """How a write combines with an entry's value (see :class:`WorkspaceEntry`)."""
-DEFAULT_ENTRY_BYTES = 64_000
-"""An entry's size cap (its value as compact JSON) when it sets no `max_bytes`."""
-DEFAULT_WORKSPACE_BYTES = 512_000
-"""The cap on all entries together when `workspace.max_bytes` is not set."""
 
 
 class WorkspaceEntry(_Strict):

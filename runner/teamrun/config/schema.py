@@ -347,10 +347,12 @@ class SchemaChecker:
 
     def _bad_names(self, name: Any, path: JsonPath) -> Iterator[Diagnostic]:
         what = {"agents": "agent", "tools": "tool", "vars": "variable", "parameters": "parameter"}
-        noun = what.get(str(path[-1]) if path else "", "name")
+        if path[-2:] == ("workspace", "entries"):
+            what["entries"] = "workspace entry"
+        noun = what.get(str(path[-1]) if path else "")
         mark = self.source_map.key((*path, str(name)))
         message = (
-            f"{noun} name '{name}' is not allowed: use letters, digits, '_' and '-', "
+            f"{f'{noun} name' if noun else 'the name'} '{name}' is not allowed: use letters, digits, '_' and '-', "
             "starting with a letter, at most 48 characters"
         )
         yield Diagnostic(self.file, mark.line, mark.column, message)

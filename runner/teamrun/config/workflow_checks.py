@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from teamrun.config import templates
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
-from teamrun.config.models import branch_key
+from teamrun.config.route_keys import branch_key
 
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, listing
 from teamrun.config.sub_schema_checks import sub_schema
 from teamrun.conventions import WORKSPACE_CHANGES, WORKSPACE_READ, WORKSPACE_WRITE_PREFIX, workspace_write_tool_name
+from teamrun.defaults import DEFAULT_ENTRY_BYTES, DEFAULT_WORKSPACE_BYTES
 
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
@@ -66,6 +67,7 @@ def workspace_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
     for name, raw in workspace["entries"].items():
         if isinstance(raw, dict):
             yield from _entry(c, ("workspace", "entries", name), str(name), raw)
+    yield from _total(c, workspace)
     yield from _clashes(c, workspace["entries"])
     yield from _instructions(c, workspace["entries"])
 
@@ -121,11 +123,15 @@ def _entry(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
                 key=not has_initial,
             )
     max_bytes = entry.get("max_bytes")
-    if has_initial and isinstance(max_bytes, int):
-        size = len(json.dumps(initial, ensure_ascii=False, separators=(",", ":")).encode())
-        if size > max_bytes:
-            message = f"workspace.entries.{name}.initial is {size} bytes, past its max_bytes ({max_bytes})"
-            yield c._error(where, message, "workspace")
+    max_bytes = max_bytes if isinstance(max_bytes, int) and not isinstance(max_bytes, bool) else DEFAULT_ENTRY_BYTES
+    if has_initial and (size := _size(initial)) > max_bytes:
+        cap = "its max_bytes" if "max_bytes" in entry else "the default max_bytes of an entry"
+        yield c._error(
+            where,
+            f"workspace.entries.{name}.initial is {size} bytes, past {cap} ({max_bytes}); "
+            "shorten it or raise `max_bytes`",
+            "workspace",
+        )
     if not entry.get("write") and not has_initial:
         yield c._warning(
             path,
@@ -133,6 +139,33 @@ def _entry(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
             "(list its writers under `write:`)",
             "workspace",
             key=True,
+        )
+
+
+def _size(value: Any) -> int:
+    """A value's size as the caps count it: compact JSON, in bytes (as the engine counts it)."""
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _total(c: SemanticChecker, workspace: dict[str, Any]) -> Iterator[Diagnostic]:
+    """Initial values that together pass ``workspace.max_bytes``: no write could ever apply."""
+    cap = workspace.get("max_bytes")
+    cap = cap if isinstance(cap, int) and not isinstance(cap, bool) else DEFAULT_WORKSPACE_BYTES
+    sizes = {
+        str(name): _size(raw["initial"])
+        for name, raw in workspace["entries"].items()
+        if isinstance(raw, dict) and raw.get("initial") is not None
+    }
+    total = sum(sizes.values())
+    if total > cap:
+        path: JsonPath = ("workspace", "max_bytes") if "max_bytes" in workspace else ("workspace",)
+        largest = ", ".join(f"{n} {b}" for n, b in sorted(sizes.items(), key=lambda kv: -kv[1])[:3])
+        yield c._error(
+            path,
+            f"the workspace's initial values are {total} bytes together ({largest}), past "
+            f"{'workspace.max_bytes' if 'max_bytes' in workspace else 'the default workspace.max_bytes'} ({cap})",
+            "workspace",
+            key="max_bytes" not in workspace,
         )
 
 

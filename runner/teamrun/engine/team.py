@@ -293,6 +293,13 @@ class Team:
             ctx.warn(frame, _journal_warning(journal.failure, run_id))
         for warning in carried:
             ctx.warn(frame, warning)
+        if ctx.workspace is not None and (unfit := ctx.workspace.unfit_entries()):
+            ctx.warn(
+                frame,
+                f"the workspace restored from the journal does not satisfy the team file's schema for "
+                f"{', '.join(unfit)} (was the file edited since the run began?); the values are kept, and "
+                "a write that keeps them unfit is refused",
+            )
         escaped: BaseException | None = None
         try:
             if session is not None:

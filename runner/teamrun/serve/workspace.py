@@ -69,7 +69,7 @@ def writes_of(records: Iterable[Mapping[str, Any]], *, started_at: int = 0) -> l
             "replayed": bool(data.get("replayed", False)),
             "ts": record.get("ts"),
         }
-        if "value_after" in data:
+        if "value_after" in data and data.get("status") == "applied":  # with content only; a refusal has none
             write["value"] = data["value_after"]
         after = data.get("version_after")
         if data.get("status") == "applied" and isinstance(after, int) and after > reached:

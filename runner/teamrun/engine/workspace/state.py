@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -230,17 +231,21 @@ class WorkspaceState:
                 new = min(current, value)
             else:
                 new = current + value
-        problem = self._schema_problem(name, new)
-        if problem is not None:
-            return refuse("schema", f"the value of '{name}' would not satisfy its schema: {problem}")
-        size = value_size(new)
-        if size > spec.max_bytes:
+        if not _finite(new):
+            return refuse("arguments", f"'{name}' takes finite numbers only (not NaN or infinity, nor a sum past them)")
+        # The caps before the schema: a huge value is refused without validating (or echoing) it. A write
+        # that does not grow the entry is never refused for size (an entry can start past a lowered cap).
+        size, size_now = value_size(new), value_size(entry.value)
+        if size > spec.max_bytes and size > size_now:
             return refuse("size", f"'{name}' would grow to {size} bytes, past its max_bytes ({spec.max_bytes})")
         total = size + sum(value_size(e.value) for n, e in self.entries.items() if n != name)
-        if total > self.spec.max_bytes:
+        if total > self.spec.max_bytes and size > size_now:
             return refuse(
                 "size", f"the workspace would grow to {total} bytes, past workspace.max_bytes ({self.spec.max_bytes})"
             )
+        problem = self.schema_problem(name, new)
+        if problem is not None:
+            return refuse("schema", f"the value of '{name}' would not satisfy its schema: {problem}")
         before = entry.version
         if new == entry.value:
             return WriteOutcome(name, writer, True, before, before, None, f"'{name}' unchanged", copy.deepcopy(new))
@@ -271,7 +276,7 @@ class WorkspaceState:
         numeric = isinstance(value, int | float) and not isinstance(value, bool)
         if spec.merge in ("max", "min", "sum") and value is not None and not numeric:
             return f"merge '{spec.merge}' needs a number"
-        problem = self._schema_problem(name, value)
+        problem = self.schema_problem(name, value)
         if problem is not None:
             return f"it does not satisfy the entry's schema: {problem}"
         size = value_size(value)
@@ -279,7 +284,10 @@ class WorkspaceState:
             return f"it is {size} bytes, past the entry's max_bytes ({spec.max_bytes})"
         return None
 
-    def _schema_problem(self, name: str, value: Any) -> str | None:
+    def schema_problem(self, name: str, value: Any) -> str | None:
+        """Why ``value`` does not satisfy entry ``name``'s schema, or None. The reason names where and which
+        keyword failed, never the value itself: it goes to the model, the trace and the logs, and a value
+        may be large or must not be kept (see :func:`_describe_error`)."""
         schema = self.spec.entries[name].value_schema
         if not schema:
             return None
@@ -288,8 +296,34 @@ class WorkspaceState:
             cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
             validator = self._validators[name] = cls(schema)
         errors: Sequence[Any] = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-        if not errors:
-            return None
-        first = errors[0]
-        where = "/".join(str(p) for p in first.absolute_path)
-        return f"{where}: {first.message}" if where else str(first.message)
+        return _describe_error(errors[0]) if errors else None
+
+    def unfit_entries(self) -> list[str]:
+        """The entries whose value (restored from a journal) no longer satisfies the team file's schema."""
+        return [
+            name
+            for name, entry in self.entries.items()
+            if entry.version > 0 and self.schema_problem(name, entry.value) is not None
+        ]
+
+
+def _describe_error(error: Any) -> str:
+    """A schema error as ``at <path>: fails <keyword> <constraint>``, without the rejected value."""
+    where = "/".join(str(p) for p in error.absolute_path) or "the value"
+    constraint = json.dumps(error.validator_value, ensure_ascii=False, default=str)
+    if len(constraint) > 80:
+        constraint = constraint[:77] + "..."
+    if isinstance(error.validator_value, dict):  # a sub-schema (items, properties, ...): its path says enough
+        return f"at {where}: fails '{error.validator}'"
+    return f"at {where}: fails '{error.validator}' ({constraint})"
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in ``value`` (JSON has neither; a model's arguments may)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    return True

@@ -162,6 +162,10 @@ def parse_call(
             raise ValueError("'since' must be a whole number >= 0")
         return WorkspaceRequest("changes", since=since)
     entry = name.removeprefix(WORKSPACE_WRITE_PREFIX)
+    if entry not in allowed.write:
+        raise ValueError(
+            f"there is no workspace entry '{entry}' you may write (you may write: {', '.join(allowed.write) or 'none'})"
+        )
     spec = entries[entry]
     key = "items" if spec.merge == "append" else "value"
     if key not in arguments:

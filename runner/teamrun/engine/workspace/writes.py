@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from teamrun.conventions import WORKSPACE_WRITE_PREFIX
 from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.workspace.state import WorkspaceState, WriteOutcome
@@ -63,8 +64,12 @@ def _run(
         request = parse_call(
             call.name, parse_arguments(call.arguments), access(ctx.config, frame.name), ctx.config.workspace.entries
         )
-    except ValueError as exc:
-        content, ok = f"Error: {exc}. Call {call.name} again with corrected arguments.", False
+    except ValueError as exc:  # a refusal like any other (reason `arguments`); a malformed write is an event too
+        content, event = _malformed(ctx, call.name, str(exc))
+        ok = False
+        if event is not None:
+            payload = {"event": event, "state": None}
+            _emit(ctx, frame, span_id, event)
     else:
         if request.op == "read":
             assert request.entry is not None
@@ -87,6 +92,30 @@ def _run(
     return content, ok
 
 
+def _malformed(ctx: RunContext, tool: str, problem: str) -> tuple[str, dict[str, Any] | None]:
+    """The refusal of a call whose arguments could not be read, and for a write tool its event's fields."""
+    workspace = ctx.workspace
+    assert workspace is not None
+    message = f"{problem}; call {tool} again with corrected arguments"
+    if not tool.startswith(WORKSPACE_WRITE_PREFIX):
+        return _json({"status": "refused", "reason": "arguments", "message": message}), None
+    entry = tool.removeprefix(WORKSPACE_WRITE_PREFIX)
+    known = workspace.entries.get(entry)
+    version = known.version if known is not None else workspace.version
+    rule = workspace.spec.entries[entry].merge if known is not None else ""
+    event = {
+        "entry": entry,
+        "rule": rule,
+        "status": "refused",
+        "reason": "arguments",
+        "version_before": version,
+        "version_after": version,
+        "message": message,
+    }
+    refusal = {"status": "refused", "entry": entry, "version": version, "reason": "arguments", "message": message}
+    return _json(refusal), event
+
+
 def _event_fields(outcome: WriteOutcome, rule: str) -> dict[str, Any]:
     return {
         "entry": outcome.entry,
@@ -96,7 +125,7 @@ def _event_fields(outcome: WriteOutcome, rule: str) -> dict[str, Any]:
         "version_before": outcome.version_before,
         "version_after": outcome.version_after,
         "message": outcome.message,
-        "value_after": outcome.current,
+        "value_after": outcome.current if outcome.applied else None,  # content; a refusal never echoes a value
     }
 
 
