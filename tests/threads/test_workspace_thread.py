@@ -148,7 +148,7 @@ def test_kept_values_the_team_file_now_refuses_start_afresh_with_a_warning(store
     warnings = after["warnings"]
     assert (
         "workspace: the value of 'notes' kept by thread t1 is refused by the team file now (it does not satisfy "
-        "the entry's schema: ['example', 'example'] is too long); 'notes' starts from its initial value"
+        "the entry's schema: at the value: fails 'maxItems' (1)); 'notes' starts from its initial value"
     ) in warnings
     assert any("entry 'count' kept by thread t1 is no longer in the team file" in w for w in warnings), warnings
     assert values(after) == {"notes": ["example"]}  # started from [] again, then the turn's own write
