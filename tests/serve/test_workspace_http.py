@@ -229,3 +229,36 @@ def test_with_trace_content_the_writes_and_events_carry_values_masked(tmp_path: 
         assert SECRET not in json.dumps([answer, events])
     finally:
         server.stop()
+
+
+def test_a_served_thread_turn_starts_from_the_workspace_its_last_turn_ended_with(
+    tmp_path: Path, secret_env: None
+) -> None:
+    team = workspace_team(tmp_path)
+    team.write_text(team.read_text(encoding="utf-8").replace("workspace:\n", "workspace:\n  persist: thread\n"))
+    server = Served(team, "--store", str(tmp_path / "teamrun.db"))
+    try:
+        connection = server.connection()[0]
+        answers = []
+        for turn in ("first", "second"):
+            status, _, created = call(
+                connection, "POST", "/v1/runs", {"team": "ws-served", "input": turn, "thread": "th-1"}
+            )
+            assert status == 201, created
+            assert finished(connection, created["id"])["status"] == "done"
+            status, _, answer = call(connection, "GET", f"/v1/runs/{created['id']}/workspace")
+            assert status == 200, answer
+            answers.append(answer)
+        first, second = answers
+        assert first["carried_over"] == {"thread": "th-1", "version": 0}
+        assert second["carried_over"] == {"thread": "th-1", "version": first["version"]}
+        assert second["entries"]["count"]["value"] == 2 and len(second["entries"]["notes"]["value"]) == 3
+        assert second["entries"]["notes"]["value"][0] == "***"
+        # this turn's writes only, each arriving at or after the version the turn started from
+        assert len(second["writes"]) == len(first["writes"])
+        assert min(w["workspace_version"] for w in second["writes"]) == first["version"]
+        status, _, later = call(connection, "GET", f"/v1/runs/{second['run_id']}/workspace?since={first['version']}")
+        assert later["writes"] == second["writes"]
+        assert SECRET not in json.dumps(answers)
+    finally:
+        server.stop()
