@@ -458,6 +458,8 @@ class WorkspaceWrite(Event):
     """What happened, for people (never the value: that is :attr:`value_after`)."""
     replayed: bool = False
     """True when a resumed run answered the call from the journal (the write was applied by an earlier attempt)."""
+    step: str | None = None
+    """A workflow step's ``write:`` (the writer is ``workflow``): the step's id; ``None`` for an agent's tool call."""
     value_after: Any = field(default=None, metadata=_CONTENT)
     """The entry's value after an applied write (content: in traces only with ``--trace-content``); ``None``
     for a refused one."""

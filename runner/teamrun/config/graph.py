@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from teamrun.config.models import TeamConfig
-from teamrun.config.workflow_graph import workflow_lines
+from teamrun.config.workflow_graph import entry_node, workflow_lines
 
 
 def _node_id(name: str) -> str:
@@ -46,7 +46,7 @@ def workspace_lines(config: TeamConfig) -> list[str]:
         return []
     lines: list[str] = []
     for entry, spec in config.workspace.entries.items():
-        node = "w_" + re.sub(r"[^A-Za-z0-9_]", "_", entry)
+        node = entry_node(entry)
         readers = "every agent reads" if spec.read is None else ""
         label = f"{entry}<br/><small>{spec.merge}{'; ' + readers if readers else ''}</small>"
         lines.append(f'  {node}[("{_label(label)}")]')

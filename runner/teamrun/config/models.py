@@ -441,7 +441,7 @@ class WorkflowStep(_Strict):
     team: Name | None = None
     """A supervisor agent run with its workers as one step (the model orchestrates this part)."""
     input: Template | None = None
-    """The task, a sandboxed Jinja template over `input`, `vars`, `today` and `steps` (earlier steps: `steps.<id>.output`, a structured output's fields `steps.<id>.output.<field>`; `steps.<id>.text`). Default: the previous step's output (the run's input for the first step); in a map `{{ item }}`."""
+    """The task, a sandboxed Jinja template over `input`, `vars`, `today`, `workspace` (entries' values as the step starts: `workspace.<entry>`) and `steps` (earlier steps: `steps.<id>.output`, a structured output's fields `steps.<id>.output.<field>`; `steps.<id>.text`). Default: the previous step's output (the run's input for the first step); in a map `{{ item }}`."""
     map: Expression | None = None
     """Run the step once per item of a list an earlier step gave, an expression such as `steps.plan.output.topics` (an array field of its agent's `output_schema`) or `steps.research.output` (a map step's outputs); its `input` reads `item` and `index`. Items run concurrently; results keep the list's order."""
     max_concurrency: PositiveInt | None = None
@@ -450,6 +450,8 @@ class WorkflowStep(_Strict):
     """After this step, run the branch its structured output names."""
     loop: WorkflowLoop | None = None
     """Repeat steps until a check passes or `max_iterations`."""
+    write: Name | None = None
+    """A `workspace:` entry the step's output is written to when the step ends, with the entry's merge rule and schema, by the workflow itself (writer `workflow`), e.g. `findings`. A map writes its items' outputs as a list (`append`: each item); a refused write fails the step."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> WorkflowStep:

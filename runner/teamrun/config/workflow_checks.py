@@ -19,15 +19,17 @@ from typing import TYPE_CHECKING, Any
 from teamrun.config import templates
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
 from teamrun.config.route_keys import branch_key
+from teamrun.config.workflow_workspace import WORKSPACE_NAME
+from teamrun.config.workflow_workspace_checks import reads_checks, write_checks
 
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
 
 __all__ = ["STEP_NAMES", "workflow_checks"]
 
-STEP_NAMES = ("input", "vars", "today", "steps", "history")
+STEP_NAMES = ("input", "vars", "today", "steps", "history", WORKSPACE_NAME)
 """What a step's ``input`` (and the workflow's ``output``) reads; a map item adds ``item`` and ``index``,
-a loop's steps ``iteration`` and ``feedback``."""
+a loop's steps ``iteration`` and ``feedback``. (``workspace`` is checked by ``workflow_workspace_checks``.)"""
 _MAP_NAMES = ("item", "index")
 _LOOP_NAMES = ("iteration", "feedback")
 _STEP_FIELDS = ("output", "text", "status", "error", "branch", "choice", "iterations", "passed", "errors")
@@ -158,6 +160,7 @@ class WorkflowChecker:
                 )
             else:
                 self.ids[name] = path
+        yield from write_checks(self.c, path, step, _list(_mapping(loop).get("steps")))
         if isinstance(loop, dict):
             yield from self._loop(path, loop, walk)
             body = [s for s in _list(loop.get("steps")) if isinstance(s, dict)]
@@ -282,6 +285,7 @@ class WorkflowChecker:
             return
         found = list(self.c._template(path, source, walk.names))
         yield from found
+        yield from reads_checks(self.c, path, source)
         if found or templates.is_plain_text(source):
             return
         yield from self._references(path, source, templates.environment().parse(source), walk)
@@ -297,6 +301,7 @@ class WorkflowChecker:
             return
         found = list(self.c._names(path, source, uses, walk.names, kind="template"))
         yield from found
+        yield from reads_checks(self.c, path, source, expression=True)
         if any(d.severity == "error" for d in found):
             return  # (a var no 'vars:' declares is a warning: it still is no list)
         yield from self._references(path, source, tree, walk)

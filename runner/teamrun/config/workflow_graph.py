@@ -2,16 +2,25 @@
 
 Shapes: an agent step is a box, a map step a stacked box (``[[...]]``), a route
 a diamond after its step, a loop a subgraph with an ``until`` arrow back to its
-first step, a team step a rounded box with arrows to its supervisor's workers.
+first step, a team step a rounded box with arrows to its supervisor's workers. With a ``workspace:``, a
+step's ``write:`` is an arrow to its entry (``writes``), and each entry its templates read a dotted arrow
+to the step (``reads``); the entries themselves are drawn by :func:`teamrun.config.graph.workspace_lines`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from teamrun.config.models import Check, TeamConfig, WorkflowStep
+from teamrun.config.workflow_workspace import entries_read
 
-__all__ = ["workflow_lines"]
+__all__ = ["entry_node", "workflow_lines"]
+
+
+def entry_node(entry: str) -> str:
+    """The Mermaid node of a workspace entry."""
+    return "w_" + re.sub(r"[^A-Za-z0-9_]", "_", entry)
 
 
 def _label(text: str) -> str:
@@ -54,6 +63,7 @@ class _Drawing:
             self.lines.append(f"{indent}end")
             for node, _ in body_ends:
                 self.lines.append(f'{indent}{node} -.->|"until {_label(checks)}"| {first or box}')
+            self.workspace(step, box, indent)
             return box, [(box, "")]
         agent = step.runs or ""
         node = self.node("s")
@@ -69,6 +79,7 @@ class _Drawing:
                 self.lines.append(f"{indent}{node} -->|delegates| {worker_node}")
         else:
             self.lines.append(f'{indent}{node}["{_label(title)}"]')
+        self.workspace(step, node, indent)
         if step.route is None:
             return node, [(node, "")]
         route = step.route
@@ -82,6 +93,16 @@ class _Drawing:
             else:
                 ends.append((choice, value))
         return node, ends
+
+    def workspace(self, step: WorkflowStep, node: str, indent: str) -> None:
+        """The entries the step's templates read (dotted arrows to it) and the one it writes."""
+        entries = self.config.workspace.entries if self.config.workspace is not None else {}
+        reads = [*entries_read(step.input or ""), *entries_read(step.map or "", expression=True)]
+        for entry in dict.fromkeys(r.entry for r in reads if r.entry in entries):
+            assert entry is not None
+            self.lines.append(f"{indent}{entry_node(entry)} -.->|reads| {node}")
+        if step.write is not None and step.write in entries:
+            self.lines.append(f"{indent}{node} -->|writes| {entry_node(step.write)}")
 
 
 def _check(check: Check) -> str:
@@ -101,6 +122,11 @@ def workflow_lines(config: TeamConfig) -> list[str]:
     drawing.lines.append('  start(["input"])')
     _, ends = drawing.chain(config.workflow.steps, [("start", "")], "  ")
     drawing.lines.append('  finish(["output"])')
+    entries = config.workspace.entries if config.workspace is not None else {}
+    reads = entries_read(config.workflow.output or "")
+    for entry in dict.fromkeys(r.entry for r in reads if r.entry in entries):
+        assert entry is not None
+        drawing.lines.append(f"  {entry_node(entry)} -.->|reads| finish")
     for node, label in ends:
         drawing.lines.append(f"  {node} -->|{_label(label)}| finish" if label else f"  {node} --> finish")
     return drawing.lines

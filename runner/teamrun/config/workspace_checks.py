@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, listing
 from teamrun.config.sub_schema_checks import sub_schema
+from teamrun.config.workflow_workspace_checks import entries_written
 from teamrun.conventions import WORKSPACE_CHANGES, WORKSPACE_READ, WORKSPACE_WRITE_PREFIX, workspace_write_tool_name
 from teamrun.defaults import DEFAULT_ENTRY_BYTES, DEFAULT_WORKSPACE_BYTES
 
@@ -64,15 +65,18 @@ def workspace_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
     workspace = c.data.get("workspace") if c.data else None
     if not isinstance(workspace, dict) or not isinstance(workspace.get("entries"), dict):
         return
+    by_steps = entries_written(c.data)  # a workflow step's `write:` writes too
     for name, raw in workspace["entries"].items():
         if isinstance(raw, dict):
-            yield from _entry(c, ("workspace", "entries", name), str(name), raw)
+            yield from _entry(c, ("workspace", "entries", name), str(name), raw, str(name) in by_steps)
     yield from _total(c, workspace)
     yield from _clashes(c, workspace["entries"])
     yield from _instructions(c, workspace["entries"])
 
 
-def _entry(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any]) -> Iterator[Diagnostic]:
+def _entry(
+    c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any], step_written: bool = False
+) -> Iterator[Diagnostic]:
     for field in ("read", "write"):
         agents = entry.get(field)
         for index, agent in enumerate(agents if isinstance(agents, list) else []):
@@ -132,7 +136,7 @@ def _entry(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
             "shorten it or raise `max_bytes`",
             "workspace",
         )
-    if not entry.get("write") and not has_initial:
+    if not entry.get("write") and not has_initial and not step_written:
         yield c._warning(
             path,
             f"nobody writes workspace.entries.{name} and it has no initial value: it stays empty "

@@ -67,8 +67,11 @@ def writes_of(records: Iterable[Mapping[str, Any]], *, started_at: int = 0) -> l
             "workspace_version": reached,
             "message": data.get("message", ""),
             "replayed": bool(data.get("replayed", False)),
+            "step": data.get("step"),
             "ts": record.get("ts"),
         }
+        if data.get("step") and not path:  # a workflow step's `write:`
+            write["writer"] = "workflow"
         if "value_after" in data and data.get("status") == "applied":  # with content only; a refusal has none
             write["value"] = data["value_after"]
         after = data.get("version_after")

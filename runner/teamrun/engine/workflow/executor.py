@@ -34,6 +34,7 @@ from typing import Any
 
 from teamrun.checks import CheckOutcome, run_check
 from teamrun.config.models import Delegation, Workflow, WorkflowLoop, WorkflowStep
+from teamrun.config.workflow_workspace import WORKSPACE_NAME, reads_workspace
 from teamrun.engine.delegation.delegator import Delegator
 from teamrun.engine.delegation.records import RunAgent, WorkerOutcome
 from teamrun.engine.delegation.tools import DelegationRequest
@@ -43,6 +44,7 @@ from teamrun.engine.signals import Bail, Refused, Signal
 from teamrun.engine.turn.acceptance import feedback_message
 from teamrun.engine.turn.model_call import CallRefused, ModelCall, call_model
 from teamrun.engine.workflow.outputs import StepOutput, evaluate, render, template_names
+from teamrun.engine.workflow.workspace import step_value, step_view, write_step_output
 from teamrun.errors import RunError
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 
@@ -130,7 +132,10 @@ class WorkflowRun:
     async def run(self) -> str:
         last = await self.chain(self.workflow.steps, _Scope(f"{self.frame.key}/", {}), None)
         if self.workflow.output is not None:
-            return self._render("workflow.output", self.workflow.output, _Scope("", {}))
+            scope = _Scope("", {})
+            if self.ctx.workspace is not None and reads_workspace(self.workflow.output):
+                scope = scope.inside("", **{WORKSPACE_NAME: step_view(self.ctx, f"{self.frame.key}!output")})
+            return self._render("workflow.output", self.workflow.output, scope)
         return last.text if last is not None else ""
 
     async def chain(
@@ -146,6 +151,10 @@ class WorkflowRun:
 
     async def step(self, step: WorkflowStep, scope: _Scope, previous: StepOutput | None) -> StepOutput:
         name = step.name
+        if self.ctx.workspace is not None and (
+            reads_workspace(step.input) or reads_workspace(step.map, expression=True)
+        ):  # the entries as the step starts (a resumed run: as the earlier attempt read them)
+            scope = scope.inside("", **{WORKSPACE_NAME: step_view(self.ctx, scope.key(name))})
         if step.loop is not None:
             out = await self.loop(name, step.loop, scope, previous)
         elif step.map is not None:
@@ -158,8 +167,22 @@ class WorkflowRun:
                 raise StepFailed(f"workflow step '{name}' failed: {out.error or out.status}")
             if step.route is not None:
                 out = await self.route(step, out, scope)
+        if step.write is not None:
+            self._write(step, out, scope.key(name))
         self._record(name, out)
         return out
+
+    def _write(self, step: WorkflowStep, out: StepOutput, key: str) -> None:
+        """The step's ``write:``: its output into the entry, by the workflow; a refused write fails the step."""
+        assert step.write is not None
+        value = step_value(out, mapped=step.map is not None)
+        done = write_step_output(self.ctx, self.frame, step=step.name, step_key=key, entry=step.write, value=value)
+        if not done.applied:
+            self._record(step.name, out)
+            raise StepFailed(
+                f"workflow step '{step.name}': writing its output to workspace entry '{step.write}' was refused "
+                f"({done.reason}): {done.message}"
+            )
 
     def _record(self, name: str, out: StepOutput) -> None:
         self.outputs[name] = out

@@ -172,8 +172,13 @@ class WorkspaceState:
     def may_write(self, name: str, agent: str) -> bool:
         return agent in (self.spec.entries[name].write or ())
 
-    def write(self, name: str, writer: str, value: Any, *, version: int | None = None) -> WriteOutcome:
-        """Decide and apply one write of ``writer`` (``value``: what the rule combines; ``version``: read)."""
+    def write(
+        self, name: str, writer: str, value: Any, *, version: int | None = None, declared: bool = False
+    ) -> WriteOutcome:
+        """Decide and apply one write of ``writer`` (``value``: what the rule combines; ``version``: read).
+
+        ``declared``: the team file itself asks for the write (a workflow step's ``write:``), so the entry's
+        ``write:`` list does not apply; the rule, the schema and the caps do."""
         spec, entry = self.spec.entries[name], self.entries[name]
 
         def refuse(reason: RefusalReason, message: str) -> WriteOutcome:
@@ -181,7 +186,7 @@ class WorkspaceState:
                 name, writer, False, entry.version, entry.version, reason, message, copy.deepcopy(entry.value)
             )
 
-        if not self.may_write(name, writer):
+        if not declared and not self.may_write(name, writer):
             allowed = ", ".join(spec.write or ()) or "nobody"
             return refuse("permission", f"{writer} may not write '{name}' (writers: {allowed})")
         rule = spec.merge

@@ -421,7 +421,7 @@
           const li = el("li", "tv-ws-write tv-ws-" + (status === "refused" ? "refused" : "applied"));
           li.dataset.status = status;
           if (d.reason) li.dataset.reason = String(d.reason);
-          const who = iso(w.path[w.path.length - 1] || "?");
+          const who = iso(w.path[w.path.length - 1] || (d.step ? "workflow" : "?")) + (d.step ? " (step " + iso(d.step) + ")" : "");
           const change = d.version_after !== d.version_before ? "v" + d.version_before + " → v" + d.version_after
             : "v" + d.version_before + (status === "refused" ? "" : " (unchanged)");
           const line = el("span", "tv-ws-line", "+" + seconds(w.ts - t0) + " · " + who + " · " + change + " · " + status
