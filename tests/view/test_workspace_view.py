@@ -223,3 +223,33 @@ def test_the_served_view_shows_the_workspace_panel_values_only_with_trace_conten
     expect(panel.locator(".tv-ws-value")).to_have_count(applied if content else 0)
     expect(panel.locator(".tv-empty")).to_have_count(0 if content else 1)
     assert opened.problems == []
+
+
+def test_a_workflow_steps_write_names_the_step(tmp_path: Path, open_page: OpenPage) -> None:
+    records = [
+        {**HEADER, "content": True},
+        line("run_start", 1000.0, span="s1", team="flow"),
+        line(
+            "workspace_write",
+            1000.25,
+            span="s1",
+            entry="facts",
+            rule="append",
+            status="applied",
+            version_before=0,
+            version_after=1,
+            message="'facts' is now at version 1",
+            step="collect",
+            value_after=["a fact"],
+        ),
+        line("run_end", 1001.0, span="s1", status="done"),
+    ]
+    trace = tmp_path / "run.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert main(["trace", "view", str(trace)]) == 0
+    opened = open_page(trace.with_suffix(".html").as_uri())
+
+    panel = opened.page.locator(".tv-workspace")
+    expect(panel.locator(".tv-ws-line")).to_have_text("+250 ms · workflow (step collect) · v0 → v1 · applied")
+    expect(panel.locator(".tv-ws-value")).to_have_text(json.dumps(["a fact"], indent=2))
+    assert opened.problems == []
