@@ -199,3 +199,58 @@ def test_no_placeholder_key_goes_to_a_host_that_is_not_local(
 )
 def test_which_endpoints_are_local(url: str, local: bool) -> None:
     assert is_local_url(url) is local
+
+
+JUDGED = """\
+version: 1
+name: judged
+supervisor: lead
+defaults: {model: openai/fake, num_retries: 0}
+agents:
+  lead:
+    accept:
+      - judge: {rubric: The answer says hello.}
+"""
+
+LOOPED = """\
+version: 1
+name: looped
+defaults: {model: openai/fake, num_retries: 0}
+workflow:
+  steps:
+    - id: revise
+      loop:
+        max_iterations: 2
+        until:
+          - judge: {rubric: The answer says hello.}
+        steps:
+          - {id: draft, agent: writer, input: "{{ input }}"}
+  output: "{{ steps.revise.text }}"
+agents:
+  writer: {}
+"""
+
+
+@pytest.mark.parametrize("team", [JUDGED, LOOPED], ids=["accept", "until"])
+def test_a_judge_that_names_no_model_is_called_at_the_run_s_endpoint_like_the_agents(
+    team: str,
+    fake_openai: FakeOpenAI,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A judge whose model is defaults.model went to the provider's own endpoint (with a real key set: the task
+    and the answer sent to a public provider) while the agents it grades went to --api-base."""
+    monkeypatch.delenv("TEAMRUN_API_BASE")
+    path = tmp_path / "team.yaml"
+    path.write_text(team, encoding="utf-8")
+    fake_openai.script("fake", [text("hello"), text('{"score": 1, "reason": "it says hello"}')])
+
+    code = main(["execute", str(path), "--input", "greet", "--api-base", fake_openai.url, "--progress", "none"])
+
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert len(fake_openai.requests("fake")) == 2  # the agent's call and the judge's
+    assert "against a rubric" in str(fake_openai.requests("fake")[1].request["messages"][0]["content"])
+    assert "failed" not in out.err
+    fake_openai.assert_complete()

@@ -334,6 +334,12 @@ def test_a_secret_answer_replayed_from_the_journal_is_masked_in_the_resumed_runs
     assert "ask_pin: s3cr3t-4711" in out
     assert "s3cr3t-4711" not in trace.read_text(encoding="utf-8")
     assert any("ask_pin: ***" in str(line["data"]) for line in _trace_lines(trace) if line["kind"] == "llm_io")
+    # the run's record, as `teamrun runs` (and a restarted server) read it, masks it as the events do
+    assert main(["runs", "show", run_id, "--store", store]) == 0
+    shown = capsys.readouterr().out
+    assert "ask_pin: ***" in shown and "s3cr3t-4711" not in shown
+    assert main(["runs", "list", "--store", store, "--json"]) == 0
+    assert "s3cr3t-4711" not in capsys.readouterr().out
 
 
 def test_what_a_secret_person_tool_masks_of_its_result() -> None:

@@ -6,7 +6,7 @@ import asyncio
 import datetime as _dt
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -144,6 +144,19 @@ class RunContext:
             num_retries=DEFAULT_NUM_RETRIES if merged["num_retries"] is None else merged["num_retries"],
             stream=bool(merged["stream"]),
             extra=dict(merged["model_params"] or {}),
+        )
+
+    def judge_settings(self, settings: ModelSettings) -> ModelSettings:
+        """A judge's settings (``accept:``, ``until:``) with the run's endpoint where the judge names none:
+        ``defaults.api_base``, else ``--api-base`` / ``$TEAMRUN_API_BASE`` (not for ``offline``), and
+        ``defaults.api_key_env`` — as an agent that sets none is called, so a judge never leaves for the
+        provider's own endpoint while the agents it grades go to a local one."""
+        defaults = self.config.defaults or ModelFields()
+        fallback = None if is_offline_model(settings.model.strip()) else self.api_base
+        return replace(
+            settings,
+            api_base=settings.api_base or api_base_for(None, defaults, fallback=fallback),
+            api_key_env=settings.api_key_env or defaults.api_key_env,
         )
 
     def template_context(self, name: str, context: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from teamrun.config.models import ToolDef
@@ -190,6 +190,8 @@ class RunJournal:
         self.secrets = StoreMask()
         """What the store masks (the environment's secret-named variables): also masked in request hashes."""
         self.written = 0
+        self._kept = Redactor(include_env=False)
+        """The run's own secrets (a ``secret: true`` person's answer): masked in the run's record."""
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closing = False
@@ -216,6 +218,11 @@ class RunJournal:
         self._thread = threading.Thread(target=self._write_loop, name=f"teamrun-journal-{self.run_id}", daemon=True)
         self._thread.start()
 
+    def keep_secrets(self, values: Iterable[str]) -> None:
+        """Mask these values in the run's record (its answer and error) as the run's events mask them: the
+        record is what `teamrun runs` and a restarted server show. The entries keep them (a resume needs them)."""
+        self._kept.add(values, declared=True)
+
     async def close(
         self, *, status: str, usage: dict[str, int], cost: float, final_text: str, error: str | None
     ) -> None:
@@ -227,7 +234,8 @@ class RunJournal:
             self._thread = None
         record = self.record
         record.status, record.usage, record.cost = status, usage, cost
-        record.final_text, record.error, record.ended_at = final_text, error, time.time()
+        record.final_text, record.ended_at = self._kept.text(final_text), time.time()
+        record.error = None if error is None else self._kept.text(error)
         record.replayed_calls = self.replay.replayed_calls
         try:
             await asyncio.to_thread(self.backend.save_run, record)

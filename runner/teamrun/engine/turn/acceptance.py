@@ -208,7 +208,13 @@ class _JudgeModel:
         )
         try:
             return await call_model(
-                acceptance.ctx, frame, messages, call, settings=settings, tools=tools, response_format=response_format
+                acceptance.ctx,
+                frame,
+                messages,
+                call,
+                settings=acceptance.ctx.judge_settings(settings),
+                tools=tools,
+                response_format=response_format,
             )
         except CallRefused as exc:
             acceptance.refused_by = exc.reached

@@ -116,6 +116,8 @@ async def run_tool(ctx: RunContext, frame: AgentFrame, action: RunTool, turn: in
             ask_site.reset(site)
         if outcome.ok and (secrets := action.tool.secrets_in(outcome.content)):
             ctx.bus.keep_secrets(secrets)  # before any event can carry them (a secret person's answer)
+            if ctx.journal is not None:
+                ctx.journal.keep_secrets(secrets)  # and the run's record (`teamrun runs`, a restarted server)
         span.end.update(
             tool=call.name, status="ok" if outcome.ok else "error", error=outcome.error, chars=len(outcome.content)
         )

@@ -292,7 +292,7 @@ class WorkflowRun:
             last = await self.chain(loop.steps, inner, last)
             assert last is not None
             outcome = await self._checks(loop, last.text, scope.key(f"{name}#{iteration}"), iteration)
-            if outcome is None:
+            if outcome is None or outcome.unjudged:  # a judge that cannot judge: another iteration cannot fix it
                 break
             feedback = feedback_message(outcome, iteration, loop.max_iterations)
         assert last is not None
@@ -323,7 +323,7 @@ class WorkflowRun:
         self.frame.emit(
             self.ctx,
             "accept",
-            status="passed" if all(r.passed for r in results) else "retry",
+            status=_accept_status(results, iteration, loop.max_iterations),
             attempt=iteration,
             max_attempts=loop.max_iterations,
             check=next((r.name for r in results if not r.passed), None),
@@ -331,6 +331,15 @@ class WorkflowRun:
             source=f"workflow:{key}",
         )
         return next((r for r in results if not r.passed), None)
+
+
+def _accept_status(results: Sequence[CheckOutcome], iteration: int, max_iterations: int) -> str:
+    """``passed``; ``retry`` when the loop goes round again; ``failed`` on its last iteration or when a
+    judge could not judge (another iteration cannot fix that)."""
+    failed = next((r for r in results if not r.passed), None)
+    if failed is None:
+        return "passed"
+    return "failed" if failed.unjudged or iteration >= max_iterations else "retry"
 
 
 class _JudgeModel:
@@ -358,7 +367,13 @@ class _JudgeModel:
         )
         try:
             return await call_model(
-                self.run.ctx, frame, messages, call, settings=settings, tools=tools, response_format=response_format
+                self.run.ctx,
+                frame,
+                messages,
+                call,
+                settings=self.run.ctx.judge_settings(settings),
+                tools=tools,
+                response_format=response_format,
             )
         except CallRefused as exc:
             self.refused = exc.reached
