@@ -455,11 +455,14 @@ class WorkspaceWrite(Event):
     reason: str | None = None
     """Why it was refused: ``stale``, ``conflict``, ``schema``, ``size``, ``permission`` or ``arguments``."""
     message: str = ""
-    """What happened, for people (never the value)."""
+    """What happened, for people (never the value: that is :attr:`value_after`)."""
     replayed: bool = False
     """True when a resumed run answered the call from the journal (the write was applied by an earlier attempt)."""
     step: str | None = None
     """A workflow step's ``write:`` (the writer is ``workflow``): the step's id; ``None`` for an agent's tool call."""
+    value_after: Any = field(default=None, metadata=_CONTENT)
+    """The entry's value after an applied write (content: in traces only with ``--trace-content``); ``None``
+    for a refused one."""
 
 
 def content_fields() -> frozenset[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as _dt
+import json
 import sys
 import uuid
 from typing import Any
@@ -37,6 +38,7 @@ stderr when stdout is not that terminal), so messages can be piped in.
 Commands inside the chat:
   /new       start a new thread
   /threads   list this team's threads
+  /workspace show the workspace the last turn ended with (a team with `workspace:`)
   /exit      leave (also /quit, Ctrl-D)
 
 \b
@@ -47,7 +49,7 @@ Examples:
 """
 
 PROMPT = "you> "
-COMMANDS_HELP = "commands: /new (a new thread), /threads (this team's threads), /exit"
+COMMANDS_HELP = "commands: /new (a new thread), /threads (this team's threads), /workspace, /exit"
 
 
 def read_message() -> str:
@@ -140,6 +142,8 @@ class ChatSession:
         self.logs = logs
         self.backend = backend
         """The store's journal, where a turn that waits for a person suspends (say how to answer it)."""
+        self.workspace: dict[str, Any] | None = None
+        """The workspace the last turn of this session ended with (its result's)."""
 
     def loop(self) -> None:
         thread = self.team.store.threads.get(self.thread_id)
@@ -175,7 +179,10 @@ class ChatSession:
             return False
         if name == "/new":
             self.thread_id = new_thread_id()
+            self.workspace = None
             click.echo(f"new thread {self.thread_id}", err=True)
+        elif name == "/workspace":
+            click.echo(self.workspace_text(), err=True)
         elif name == "/threads":
             from teamrun.cli.threads_cmd import format_threads
 
@@ -186,6 +193,28 @@ class ChatSession:
             click.echo(f"unknown command {name}; {COMMANDS_HELP}", err=True)
         return True
 
+    def workspace_text(self) -> str:
+        """The workspace as ``/workspace`` shows it: the last turn's, else the one the thread keeps."""
+        spec = self.team.config.workspace
+        if spec is None:
+            return f"team {self.team.name} has no workspace"
+        shown = self.workspace
+        if shown is None and spec.persist == "thread":
+            from teamrun.engine.workspace.carry import THREAD_META_KEY, kept_snapshot
+
+            thread = self.team.store.threads.get(self.thread_id)
+            shown = kept_snapshot(thread.meta.get(THREAD_META_KEY)) if thread is not None else None
+        if shown is None:
+            return "no turn has written the workspace yet" + (
+                "" if spec.persist == "thread" else " (persist: run: each turn starts from the initial values)"
+            )
+        lines = [f"workspace of thread {self.thread_id}, version {shown.get('version', 0)}:"]
+        for name, entry in (shown.get("entries") or {}).items():
+            by = ", ".join(entry.get("written_by") or ()) or "nobody yet"
+            value = json.dumps(entry.get("value"), ensure_ascii=False)
+            lines.append(f"  {name} (version {entry.get('version', 0)}, written by {by}): {value}")
+        return "\n".join(lines)
+
     def turn(self, runner: asyncio.Runner, text: str) -> None:
         view = _progress_view(self.progress, self.logs)
         subscribers = [view] if view is not None else []
@@ -194,6 +223,8 @@ class ChatSession:
         if result.status == "cancelled":
             click.echo("(turn cancelled; the thread is as it was)", err=True)
             return
+        if result.workspace is not None and result.status in ("done", "budget_exhausted"):  # a turn the thread keeps
+            self.workspace = result.workspace
         if result.final_text:
             click.echo(f"{result.answered_by or self.team.config.supervisor}: {result.final_text}")
         if result.status == "waiting" and self.backend is not None:

@@ -96,7 +96,7 @@ def view(trace_file: str, output: str | None, open_page: bool) -> None:
     run = next((r for r in read.roots if r.kind == "run"), None)
     title = f"teamrun · {isolate(run.name)} · {run.attributes.get('run_id', '')}" if run is not None else "teamrun run"
     records = Redactor().value(read.records)  # masked when written; again here, with this environment's secrets
-    page = render_page(records, title=title, notes=read.problems)
+    page = render_page(records, title=title, notes=read.problems, content=read.content)
     try:
         target.write_text(page, encoding="utf-8")
     except OSError as exc:

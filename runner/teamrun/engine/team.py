@@ -27,6 +27,8 @@ from teamrun.engine.tool_sources import tools_for_run
 from teamrun.engine.turn.agent_loop import run_agent
 from teamrun.engine.turn.model_call import ModelCall, call_model
 from teamrun.engine.workflow import WORKFLOW_FRAME, run_workflow
+from teamrun.engine.workspace.carry import THREAD_META_KEY, carry_over, kept
+from teamrun.engine.workspace.live import watch
 from teamrun.engine.workspace.state import WorkspaceState
 from teamrun.engine.workspace.writes import restore_from_journal
 from teamrun.errors import RunError, UsageError
@@ -266,9 +268,14 @@ class Team:
             journal=journal,
             desk=desk if desk is not None else self.desk,
         )
+        carried: list[str] = []  # warnings: kept entries of the thread the team file refuses now
         if config.workspace is not None:
-            ctx.workspace = WorkspaceState(config.workspace)
+            ctx.workspace, start = WorkspaceState(config.workspace), 0
+            if session is not None and config.workspace.persist == "thread":  # the thread's previous turn's
+                start, carried = carry_over(ctx.workspace, session.workspace, session.thread_id)
+                result.workspace = {"carried_over": {"thread": session.thread_id, "version": start}}
             restore_from_journal(ctx.workspace, ctx)  # a resume starts where the earlier attempts stopped
+            watch(run_id, ctx.workspace, started_at=start)
         result.thread_id = session.thread_id if session is not None else None
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
         if journal is not None:
@@ -284,6 +291,8 @@ class Team:
         )
         if journal is not None and journal.failure is not None:  # the store refused the run's record
             ctx.warn(frame, _journal_warning(journal.failure, run_id))
+        for warning in carried:
+            ctx.warn(frame, warning)
         if ctx.workspace is not None and (unfit := ctx.workspace.unfit_entries()):
             ctx.warn(
                 frame,
@@ -304,12 +313,13 @@ class Team:
             _settle_spending(ctx, frame)
             structlog.contextvars.unbind_contextvars("run_id", "team")
             if session is not None:
-                not_saved = await session.save(input, result)
+                kept_meta = _thread_meta(config, ctx)
+                not_saved = await session.save(input, result, meta=kept_meta)
                 if not_saved:
                     ctx.warn(frame, not_saved)
             result.duration_s = time.monotonic() - started
             if ctx.workspace is not None:
-                result.workspace = ctx.workspace.snapshot()
+                result.workspace = {**ctx.workspace.snapshot(), **(result.workspace or {})}
             bus.emit(
                 "run_end",
                 span_id=frame.parent_span_id or "run",
@@ -513,6 +523,13 @@ async def _close_journal(journal: RunJournal, result: RunResult, escaped: BaseEx
     said = _journal_warning(journal.failure, result.run_id) if journal.failure is not None else None
     if said is not None and said not in result.warnings:  # a failure at open was said when the run started
         result.warnings.append(said)
+
+
+def _thread_meta(config: TeamConfig, ctx: RunContext) -> dict[str, Any] | None:
+    """What a thread keeps with a turn besides its messages: the workspace, under ``persist: thread``."""
+    if ctx.workspace is None or config.workspace is None or config.workspace.persist != "thread":
+        return None
+    return {THREAD_META_KEY: kept(ctx.workspace)}
 
 
 def _journal_warning(failure: str, run_id: str) -> str:

@@ -226,7 +226,7 @@ class EventKeeper:
         known = self._parts.get(handle.id)
         part = known[1] if known is not None and known[0]() is handle else None
         try:
-            kept = await asyncio.to_thread(self._save, handle.id, lines, masked, handle.redactor, part)
+            kept = await asyncio.to_thread(self._save, handle.id, lines, masked, handle.redactor, part, handle.content)
         except Exception as exc:  # the run itself is over and recorded; only its timeline is not kept
             _log.warning("serve_events_not_kept", run=handle.id, error=str(exc), error_type=type(exc).__name__)
             return
@@ -255,13 +255,19 @@ class EventKeeper:
             del self._parts[run_id]
 
     def _save(
-        self, run_id: str, lines: list[Event | dict[str, Any]], masked: int, redactor: Redactor, part: int | None
+        self,
+        run_id: str,
+        lines: list[Event | dict[str, Any]],
+        masked: int,
+        redactor: Redactor,
+        part: int | None,
+        content: bool,
     ) -> Any:
         from teamrun.serve.runs import line_record
 
         events: list[dict[str, Any]] = []
         for index, line in enumerate(lines):
-            record = line_record(line, run_id)
+            record = line_record(line, run_id, content=content)
             events.append(record if index < masked else redactor.value(record))
         with self.store.errors("keeping a run's events"):
             return self.store.run_events.save(run_id, events, part=part)

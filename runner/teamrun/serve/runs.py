@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from teamrun.config.models import Limits
 from teamrun.defaults import DEFAULT_MAX_STEPS
 from teamrun.errors import TeamrunError, UsageError
-from teamrun.events import Event, LlmIO
+from teamrun.events import Event, LlmIO, WorkspaceWrite
 from teamrun.logs import get_logger
 from teamrun.observe.trace_file import event_record
 from teamrun.secrets import Redactor
@@ -109,11 +109,18 @@ def check_budgets(config: TeamConfig, budgets: Limits | None) -> None:
         raise BudgetTooHigh("; ".join(said) + "; a request may only lower the limits in force", refused)
 
 
-def line_record(line: Event | dict[str, Any], run_id: str) -> dict[str, Any]:
-    """One of a run's event lines as a JSON-ready dict, secrets not masked yet (any thread: events are frozen)."""
+def line_record(line: Event | dict[str, Any], run_id: str, *, content: bool = False) -> dict[str, Any]:
+    """One of a run's event lines as a JSON-ready dict, secrets not masked yet (any thread: events are frozen).
+
+    Without ``content`` (the server's ``--trace-content``) a workspace write's value is left out, as a trace
+    file leaves it out: ``GET /v1/runs/{id}/workspace`` answers the values.
+    """
     if not isinstance(line, Event):
         return line
-    record = event_record(line)
+    data = None
+    if isinstance(line, WorkspaceWrite) and not content:
+        data = {k: v for k, v in line.data.items() if k != "value_after"}
+    record = event_record(line, data)
     record["run_id"] = run_id
     return record
 
@@ -200,7 +207,7 @@ class RunHandle:
         """
         lines = self._lines
         while self._masked <= index:
-            lines[self._masked] = self.redactor.value(line_record(lines[self._masked], self.id))
+            lines[self._masked] = self.redactor.value(line_record(lines[self._masked], self.id, content=self.content))
             self._masked += 1
         shown = lines[index]
         assert isinstance(shown, dict)

@@ -167,10 +167,12 @@ class ThreadRepository:
         run_id: str | None = None,
         current_agent: str | None = None,
         new_turn: bool = True,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         """Append messages in one transaction (seq numbers follow on; concurrent writers queue on the thread
         row). ``new_turn``: they open the next turn of their scope; else they join its latest turn.
-        ``current_agent``: who answers the next user turn."""
+        ``current_agent``: who answers the next user turn; ``meta``: values merged into the thread's ``meta``
+        in the same transaction."""
         now = _now()
         with self.engine.begin() as conn:
             if not _lock(conn, thread_id, now):
@@ -209,6 +211,9 @@ class ThreadRepository:
             values: dict[str, Any] = {"updated_at": now}
             if current_agent is not None:
                 values["current_agent"] = current_agent
+            if meta:
+                old = conn.execute(sa.select(threads.c.meta).where(threads.c.id == thread_id)).scalar()
+                values["meta"] = {**(old or {}), **self._masked(dict(meta))}
             conn.execute(threads.update().where(threads.c.id == thread_id).values(**values))
 
     def update_meta(self, thread_id: str, values: Mapping[str, Any]) -> None:

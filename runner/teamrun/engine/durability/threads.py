@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config.models import History, TeamConfig
+from teamrun.engine.workspace.carry import THREAD_META_KEY
 from teamrun.errors import ModelError, StoreError, UsageError
 from teamrun.llm.types import Message
 from teamrun.secrets import unmask
@@ -69,6 +70,9 @@ class ThreadSession:
     """The earlier turns the ``history`` setting left out, oldest first."""
     summary: dict[str, Any] = field(default_factory=dict)
     """The thread's summary of its oldest turns: ``{text, turns}`` (how many turns it covers)."""
+    workspace: Any = None
+    """The workspace the thread's latest saved turn ended with (``persist: thread``; see
+    :mod:`teamrun.engine.workspace.carry`), else ``None``."""
 
     async def prepare(self, summarise: Summarise, warn: Callable[[str], None]) -> None:
         """With ``history.summarize``: put a summary of the turns left out before the ones kept."""
@@ -119,8 +123,9 @@ class ThreadSession:
             NewMessage("assistant", answer, agent=agent, scope=agent),
         ]
 
-    async def save(self, input: str, result: RunResult) -> str | None:
-        """Add the turn (and workers' new memory) to the thread; who answered takes the next turn.
+    async def save(self, input: str, result: RunResult, *, meta: dict[str, Any] | None = None) -> str | None:
+        """Add the turn (and workers' new memory) to the thread; who answered takes the next turn. ``meta``:
+        what the thread keeps with it (the workspace, ``persist: thread``), in the same transaction.
         The warning to give when it could not be saved."""
         if result.status not in _SAVED or not result.final_text:
             return None
@@ -136,6 +141,7 @@ class ThreadSession:
                     [*turn, *self.remembered],
                     run_id=result.run_id,
                     current_agent=answered_by,
+                    meta=meta,
                 )
         except StoreError as exc:  # the answer is not lost: the caller gets it, and is told
             return f"{exc}; the next turn will not see this one"
@@ -165,6 +171,7 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
     for name, agent in config.agents.items():
         if agent.memory == "thread" and name != config.supervisor:
             memories[name] = _messages(store.threads.messages(thread_id, scope=name))
+    persisted = config.workspace is not None and config.workspace.persist == "thread"
     return ThreadSession(
         store=store,
         thread_id=thread_id,
@@ -174,6 +181,7 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
         policy=config.history,
         dropped=dropped,
         summary=dict(summary) if isinstance(summary, dict) else {},
+        workspace=unmask(record.meta.get(THREAD_META_KEY)) if persisted else None,
     )
 
 

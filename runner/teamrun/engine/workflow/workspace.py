@@ -116,4 +116,5 @@ def _event(outcome: WriteOutcome, rule: str, step: str) -> dict[str, Any]:
         "version_after": outcome.version_after,
         "message": outcome.message,
         "step": step,
+        "value_after": outcome.current if outcome.applied else None,  # content: in traces only with it on
     }

@@ -272,6 +272,23 @@ class WorkspaceState:
             copy.deepcopy(entry.as_payload()),
         )
 
+    def value_problem(self, name: str, value: Any) -> str | None:
+        """Why ``value`` cannot be entry ``name``'s value (its rule's type, schema, ``max_bytes``); ``None``: it can."""
+        spec = self.spec.entries[name]
+        wanted = {"append": (list, "a list"), "merge": (dict, "an object")}.get(spec.merge)
+        if wanted is not None and not isinstance(value, wanted[0]):
+            return f"merge '{spec.merge}' needs {wanted[1]}"
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if spec.merge in ("max", "min", "sum") and value is not None and not numeric:
+            return f"merge '{spec.merge}' needs a number"
+        problem = self.schema_problem(name, value)
+        if problem is not None:
+            return f"it does not satisfy the entry's schema: {problem}"
+        size = value_size(value)
+        if size > spec.max_bytes:
+            return f"it is {size} bytes, past the entry's max_bytes ({spec.max_bytes})"
+        return None
+
     def schema_problem(self, name: str, value: Any) -> str | None:
         """Why ``value`` does not satisfy entry ``name``'s schema, or None. The reason names where and which
         keyword failed, never the value itself: it goes to the model, the trace and the logs, and a value

@@ -125,6 +125,7 @@ def _event_fields(outcome: WriteOutcome, rule: str) -> dict[str, Any]:
         "version_before": outcome.version_before,
         "version_after": outcome.version_after,
         "message": outcome.message,
+        "value_after": outcome.current if outcome.applied else None,  # content; a refusal never echoes a value
     }
 
 

@@ -93,14 +93,19 @@ def render_page(
     title: str = "teamrun run",
     answer: str | None = None,
     notes: Iterable[str] = (),
+    content: bool | None = None,
 ) -> str:
     """One self-contained HTML page showing the run whose event lines are ``records``.
 
     ``answer``: the run's final answer, when the records do not carry it (they
     do with content on: the supervisor's last reply). ``notes``: lines shown
-    above the view (e.g. lines of the trace that could not be read).
+    above the view (e.g. lines of the trace that could not be read). ``content``: whether the trace was
+    recorded with content (``--trace-content``); ``False`` keeps workspace values off the page whatever the
+    records hold.
     """
     data = {"records": [dict(r) for r in records], "answer": answer, "ended": True}  # a file: nothing more comes
+    if content is not None:
+        data["content"] = content
     script = "\n".join([asset("markdown.js"), asset("model.js"), asset("view.js"), _BOOT])
     style = asset("view.css") + _PAGE_CSS
     csp = f"default-src 'none'; img-src data:; style-src {_hash(style)}; script-src {_hash(script)}"

@@ -22,6 +22,7 @@
       this.lastOf = new Map();  // run id -> its last event's time: where its unfinished spans end
       this.now = null;  // while the run is followed live: the time now (open spans grow to it); else null
       this.count = 0;
+      this.writes = [];  // workspace_write lines, in order: { ts, runId, path, spanKey, data }
     }
 
     find(key) {
@@ -62,6 +63,8 @@
         if (typeof data.cost === "number") node.cost = data.cost;
         if (data.error) node.error = String(data.error);
         for (const [k, v] of Object.entries(data)) if (!["status", "usage", "cost", "error"].includes(k)) node.data[k] = v;
+      } else if (r.kind === "workspace_write") {
+        this.writes.push({ ts: r.ts, runId: r.run_id, path: r.agent_path || [], spanKey: "tool|" + key, data });
       } else if (POINTS.has(r.kind)) {
         let owner = (r.kind === "llm_retry" || r.kind === "llm_io") ? this.spans.get("llm|" + key) : null;
         owner = owner || this.find(key) || this.find(parentKey);

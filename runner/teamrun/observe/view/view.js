@@ -185,8 +185,8 @@
       this.onTick = [];
       this.critical = criticalPath(m);
       const agents = m.agents();
-      const parts = [...this.summaries(agents), this.problems(agents), this.timeline(agents), this.charts(agents),
-                     this.tree(), this.answer()];
+      const parts = [...this.summaries(agents), this.problems(agents), this.timeline(agents), this.workspace(),
+                     this.charts(agents), this.tree(), this.answer()];
       this.details = el("aside", "tv-details");
       this.details.id = "tv-details";
       this.details.setAttribute("aria-live", "polite");
@@ -386,6 +386,58 @@
         grid.append(row);
       }
       box.append(grid);
+      return box;
+    }
+
+    // The shared workspace over time: each entry's writes in order (who, version before → after), refusals
+    // marked with their reason, and the value each write left only when the trace carries content.
+    workspace() {
+      const writes = this.model.writes;
+      if (!writes.length) return null;
+      const box = el("section", "tv-workspace");
+      const refused = writes.filter((w) => w.data.status === "refused").length;
+      box.append(el("h3", "", "Workspace (" + writes.length + " write" + (writes.length === 1 ? "" : "s")
+        + (refused ? ", " + refused + " refused" : "") + ")"));
+      const values = this.options.content !== false && writes.some((w) => Object.prototype.hasOwnProperty.call(w.data, "value_after"));
+      if (!values) box.append(el("p", "tv-empty", "Values were not captured for this run (record it with --trace-content to see them)."));
+      const byEntry = new Map();
+      for (const w of writes) {
+        const name = String(w.data.entry);
+        if (!byEntry.has(name)) byEntry.set(name, []);
+        byEntry.get(name).push(w);
+      }
+      const t0 = this.model.t0;
+      for (const [name, list] of byEntry) {
+        const entry = el("div", "tv-ws-entry");
+        entry.dataset.entry = name;
+        const last = list.filter((w) => w.data.status === "applied").pop();
+        const head = el("h4", "tv-ws-name");
+        head.append(el("span", "", iso(name)), el("span", "tv-meta", " " + (list[0].data.rule || "")
+          + " · version " + (last ? last.data.version_after : list[0].data.version_before)));
+        entry.append(head);
+        const ol = el("ol", "tv-ws-writes");
+        for (const w of list) {
+          const d = w.data, status = String(d.status || "");
+          const li = el("li", "tv-ws-write tv-ws-" + (status === "refused" ? "refused" : "applied"));
+          li.dataset.status = status;
+          if (d.reason) li.dataset.reason = String(d.reason);
+          const who = iso(w.path[w.path.length - 1] || (d.step ? "workflow" : "?")) + (d.step ? " (step " + iso(d.step) + ")" : "");
+          const change = d.version_after !== d.version_before ? "v" + d.version_before + " → v" + d.version_after
+            : "v" + d.version_before + (status === "refused" ? "" : " (unchanged)");
+          const line = el("span", "tv-ws-line", "+" + seconds(w.ts - t0) + " · " + who + " · " + change + " · " + status
+            + (d.reason ? " (" + d.reason + ")" : "") + (d.replayed ? " · replayed" : ""));
+          li.append(line);
+          if (status === "refused" && d.message) li.append(el("div", "tv-ws-message", d.message));
+          if (values && status !== "refused" && Object.prototype.hasOwnProperty.call(d, "value_after")) {  // what it left
+            const shown = JSON.stringify(d.value_after === undefined ? null : d.value_after, null, 2);  // as JSON: "1" is not 1
+            li.append(el("pre", "tv-pre tv-ws-value", shown.length > 4000 ? shown.slice(0, 4000) + "…" : shown));
+          }
+          if (this.model.spans.has(w.spanKey)) { li.dataset.key = w.spanKey; li.tabIndex = 0; li.setAttribute("role", "button"); }
+          ol.append(li);
+        }
+        entry.append(ol);
+        box.append(entry);
+      }
       return box;
     }
 

@@ -1,0 +1,228 @@
+"""``GET /v1/runs/{id}/workspace``: a run's shared workspace now, and the writes that made it.
+
+The answer has the run's entries (each one's value, version, the agent whose
+write changed it last, every agent that changed it) and its writes in order, from
+the run's ``workspace_write`` events: who, which entry, applied or refused and why,
+the entry's version before and after, and the workspace's version when the write
+arrived (``workspace_version``). ``?since=N`` keeps only the writes that came
+after the workspace reached version N (a client polling with the ``version`` of
+its last answer gets each write once). Every value is masked like the rest of
+the run's answers.
+
+Where the entries come from: a run in progress, its workspace itself (this
+process runs it: with ``--workers N`` the request is forwarded to the worker that
+owns the run, :mod:`teamrun.serve.routing`); a finished run, its result; a run
+known only from the store (an earlier server's, or one whose worker is gone), the
+writes its journal keeps, and its writes from its kept events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
+
+from fastapi import Depends, FastAPI, Query
+
+from teamrun.engine.workspace.live import live_workspace
+from teamrun.engine.workspace.state import WorkspaceState
+from teamrun.secrets import Redactor
+
+if TYPE_CHECKING:
+    from teamrun.config.models import Workspace
+    from teamrun.engine.team import Team
+    from teamrun.serve.runs import RunHandle, RunRegistry
+    from teamrun.store import Store
+
+__all__ = ["mount_workspace", "workspace_answer", "writes_of"]
+
+
+class _Served(Protocol):
+    team: Team
+    redactor: Redactor
+
+
+def writes_of(records: Iterable[Mapping[str, Any]], *, started_at: int = 0) -> list[dict[str, Any]]:
+    """The ``workspace_write`` events among a run's event lines, as the answer's ``writes`` (in order).
+
+    ``started_at``: the workspace's version when the run began (a thread's kept workspace, else 0).
+    """
+    found: list[dict[str, Any]] = []
+    reached = started_at
+    for record in records:
+        if record.get("kind") != "workspace_write":
+            continue
+        data = record.get("data") or {}
+        path = [str(p) for p in record.get("agent_path") or ()]
+        write: dict[str, Any] = {
+            "seq": len(found) + 1,
+            "entry": data.get("entry"),
+            "writer": path[-1] if path else None,
+            "agent_path": path,
+            "rule": data.get("rule"),
+            "status": data.get("status"),
+            "reason": data.get("reason"),
+            "version_before": data.get("version_before"),
+            "version_after": data.get("version_after"),
+            "workspace_version": reached,
+            "message": data.get("message", ""),
+            "replayed": bool(data.get("replayed", False)),
+            "step": data.get("step"),
+            "ts": record.get("ts"),
+        }
+        if data.get("step") and not path:  # a workflow step's `write:`
+            write["writer"] = "workflow"
+        if "value_after" in data and data.get("status") == "applied":  # with content only; a refusal has none
+            write["value"] = data["value_after"]
+        after = data.get("version_after")
+        if data.get("status") == "applied" and isinstance(after, int) and after > reached:
+            reached = after
+        found.append(write)
+    return found
+
+
+def workspace_answer(
+    *,
+    run_id: str,
+    team: str,
+    status: str,
+    spec: Workspace,
+    snapshot: Mapping[str, Any],
+    writes: Sequence[Mapping[str, Any]],
+    since: int | None,
+    source: str,
+) -> dict[str, Any]:
+    """The answer of ``GET /v1/runs/{id}/workspace`` (not masked yet): entries from ``snapshot``
+    (:meth:`~teamrun.engine.workspace.state.WorkspaceState.snapshot`), ``writes`` from :func:`writes_of`."""
+    last_writer: dict[str, str] = {}
+    for write in writes:
+        if write.get("status") == "applied" and write.get("version_after") != write.get("version_before"):
+            last_writer[str(write.get("entry"))] = str(write.get("writer"))
+    entries: dict[str, Any] = {}
+    shown = snapshot.get("entries") or {}
+    for name, entry_spec in spec.entries.items():
+        entry = shown.get(name) or {}
+        written_by = list(entry.get("written_by") or [])
+        entries[name] = {
+            "value": entry.get("value"),
+            "version": int(entry.get("version") or 0),
+            "writer": last_writer.get(name) or (written_by[-1] if written_by else None),
+            "written_by": written_by,
+            "merge": entry_spec.merge,
+        }
+    kept = [w for w in writes if since is None or int(w.get("workspace_version") or 0) >= since]
+    answer: dict[str, Any] = {
+        "object": "teamrun.workspace",
+        "run_id": run_id,
+        "team": team,
+        "status": status,
+        "version": int(snapshot.get("version") or 0),
+        "since": since,
+        "entries": entries,
+        "writes": kept,
+        "source": source,
+    }
+    carried = snapshot.get("carried_over")
+    if isinstance(carried, Mapping):
+        answer["carried_over"] = dict(carried)
+    return answer
+
+
+def _from_handle(handle: RunHandle, spec: Workspace, since: int | None) -> dict[str, Any]:
+    """The workspace of a run this process holds (masked with its redactor)."""
+    live = live_workspace(handle.id)
+    result = handle.result
+    if result is not None and result.workspace is not None:  # over: its result keeps the final workspace
+        snapshot: Mapping[str, Any] = result.workspace
+        carried = result.workspace.get("carried_over")
+        started_at = int(carried.get("version") or 0) if isinstance(carried, Mapping) else 0
+    elif live is not None:  # in progress here
+        snapshot, started_at = live.state.snapshot(), live.started_at
+    else:  # not begun yet (or failed before its workspace was made): the initial values
+        snapshot, started_at = WorkspaceState(spec).snapshot(), 0
+    records = (handle.event(index) for index in range(handle.event_count))  # each masked as it is read
+    answer = workspace_answer(
+        run_id=handle.id,
+        team=handle.team,
+        status=handle.state,
+        spec=spec,
+        snapshot=snapshot,
+        writes=writes_of(records, started_at=started_at),
+        since=since,
+        source="server",
+    )
+    masked: dict[str, Any] = handle.redactor.value(answer)
+    return masked
+
+
+def _from_store(store: Store, served: Mapping[str, _Served], run_id: str, since: int | None) -> dict[str, Any] | None:
+    """The workspace of a run known only from the store (blocking), masked; ``None``: no such run here;
+    ``{}``: its team has no workspace."""
+    from teamrun.store.journal import StoreJournal
+
+    with store.errors("reading a run's workspace"):
+        journal = StoreJournal(store)
+        run = journal.get_run(run_id)
+        if run is None or run.team not in served:  # the store's runs of teams served here only
+            return None
+        target = served[run.team]
+        spec = target.team.config.workspace
+        if spec is None:
+            return {}
+        state = WorkspaceState(spec)
+        state.restore(
+            entry.payload["workspace"]["state"]
+            for entry in journal.load(run_id)
+            if isinstance(entry.payload.get("workspace"), dict) and entry.payload["workspace"].get("state")
+        )
+        events = store.run_events.load(run_id) or []
+    answer = workspace_answer(
+        run_id=run_id,
+        team=run.team,
+        status=run.shown_status(),
+        spec=spec,
+        snapshot=state.snapshot(),
+        writes=writes_of(events),
+        since=since,
+        source="store",
+    )
+    masked: dict[str, Any] = target.redactor.value(answer)
+    return masked
+
+
+def mount_workspace(
+    app: FastAPI,
+    registry: RunRegistry,
+    served: Mapping[str, _Served],
+    authorize: Callable[..., Any],
+    error: Callable[..., Exception],
+) -> None:
+    """Add ``GET /v1/runs/{run_id}/workspace`` (behind ``authorize``) to ``app``.
+
+    ``error(status, message, code=...)`` builds the server's error answer (``ApiError``).
+    """
+
+    def no_workspace(run_id: str, team: str) -> Exception:
+        return error(
+            404,
+            f"run '{run_id}' has no workspace: team '{team}' declares no `workspace:` (see docs/team-file.md)",
+            code="no_workspace",
+        )
+
+    @app.get("/v1/runs/{run_id}/workspace", dependencies=[Depends(authorize)])
+    async def run_workspace(run_id: str, since: Annotated[int | None, Query(ge=0, le=2**53)] = None) -> dict[str, Any]:
+        handle = registry.get(run_id)
+        target = served.get(handle.team) if handle is not None else None
+        if handle is not None and target is not None:
+            spec = target.team.config.workspace
+            if spec is None:
+                raise no_workspace(run_id, handle.team)
+            return _from_handle(handle, spec, since)
+        store = registry.store
+        found = await asyncio.to_thread(_from_store, store, served, run_id, since) if store is not None else None
+        if found is None:
+            raise error(404, f"no run '{run_id}' on this server", code="run_not_found")
+        if not found:
+            stored = await asyncio.to_thread(registry.stored, run_id)
+            raise no_workspace(run_id, stored.team if stored is not None else "?")
+        return found
