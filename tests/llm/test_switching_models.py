@@ -14,7 +14,7 @@ import teamrun
 from teamrun.cli import main
 from teamrun.defaults import run_api_base
 from teamrun.llm.adapter import LOCAL_PLACEHOLDER_KEY, is_local_url
-from tests.fakeserver import FakeOpenAI, text
+from tests.fakeserver import FakeOpenAI, http_error, text
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -294,3 +294,27 @@ def test_the_missing_key_hint_names_the_provider_s_own_variable(
     err = capsys.readouterr().err
     assert code == 1
     assert "no API key: set ANTHROPIC_API_KEY, or api_key_env" in err and "OPENAI_API_KEY" not in err
+
+
+def test_a_resumed_run_is_called_at_the_endpoint_it_was_started_with(
+    fake_openai: FakeOpenAI,
+    twenty_lines: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`teamrun resume ID` (and `teamrun answer`, which resumes) as the failed run's hint prints it: the endpoint
+    comes from the store, as the model does (it went to the provider's own endpoint)."""
+    monkeypatch.delenv("TEAMRUN_API_BASE")
+    store = str(tmp_path / "runs.db")
+    fake_openai.script("my-model", [http_error(400, message="refused once"), text("Answered on resume.")])
+    started = [*("execute", str(twenty_lines), "--input", "Compare Rust and Go", "--model", "openai/my-model")]
+
+    code = main([*started, "--api-base", fake_openai.url, "--store", store, "--json", "--progress", "none"])
+
+    out = capsys.readouterr()
+    assert code == 1, out.err
+    run_id = json.loads(out.out)["run_id"]
+    assert main(["resume", run_id, "--store", store, "--progress", "none"]) == 0
+    assert capsys.readouterr().out.strip() == "Answered on resume."
+    fake_openai.assert_complete()

@@ -17,7 +17,8 @@ from teamrun.errors import UsageError
 
 HELP = """Continue a run that crashed, was killed, was cancelled or waits for a person.
 
-The run's input, team file, --var values and --model come from the store.
+The run's input, team file, --var values, --model and endpoint (--api-base)
+come from the store.
 Model calls and tool results the run finished are replayed from its journal
 (not paid again; they still count toward the run's limits); the rest runs
 live. A tool that is not idempotent and was interrupted while it ran is only
@@ -123,6 +124,7 @@ def new_journal(
         input=task,
         vars=dict(vars),
         model=model,
+        api_base=getattr(team, "api_base", None),
         thread_id=thread,
     )
     return RunJournal(backend, record)
@@ -183,7 +185,7 @@ def resume(
         input_file=None,
         variables=variables,
         model=record.model,
-        api_base=api_base,
+        api_base=api_base if api_base is not None else record.api_base,  # the endpoint the run was called at
         as_json=as_json,
         approve=approve,
         progress=progress,

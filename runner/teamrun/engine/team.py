@@ -367,6 +367,7 @@ class Team:
             input=input,
             vars=self._var_overrides(vars),
             model=self.model_override,
+            api_base=self.api_base,
             thread_id=thread,
         )
         return RunJournal(StoreJournal(self.store), record)

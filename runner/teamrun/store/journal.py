@@ -27,7 +27,18 @@ __all__ = ["StoreJournal"]
 
 _INSERT = journal.insert()
 
-_META_FIELDS = ("team_file", "vars", "limits", "model", "pid", "host", "heartbeat_at", "attempts", "replayed_calls")
+_META_FIELDS = (
+    "team_file",
+    "vars",
+    "limits",
+    "model",
+    "api_base",
+    "pid",
+    "host",
+    "heartbeat_at",
+    "attempts",
+    "replayed_calls",
+)
 """The :class:`JournaledRun` fields kept in ``runs.meta``."""
 
 
@@ -253,6 +264,7 @@ def _run_of(row: sa.RowMapping) -> JournaledRun:
         vars=dict(meta.get("vars") or {}),
         limits=dict(meta.get("limits") or {}),
         model=meta.get("model"),
+        api_base=meta.get("api_base"),
         status=row["status"],
         pid=int(meta.get("pid") or 0),
         host=str(meta.get("host") or ""),

@@ -57,6 +57,9 @@ class JournaledRun:
     team file's: a resume runs under them again."""
     model: str | None = None
     """``--model`` given to the run, if any."""
+    api_base: str | None = None
+    """The run's endpoint (``--api-base``, else ``$TEAMRUN_API_BASE``), if any: ``resume`` and ``answer`` call the
+    agents there again unless given another."""
     status: str = "running"
     """``running``, ``done``, ``failed``, ``cancelled`` or ``budget_exhausted`` (``interrupted`` is derived)."""
     pid: int = field(default_factory=os.getpid)
