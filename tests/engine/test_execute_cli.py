@@ -55,8 +55,13 @@ def test_invalid_team_file_exits_2_with_located_errors(tmp_path: Path, capsys: p
     assert "Traceback" not in err
 
 
-def test_usage_mistakes_exit_2_without_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_mistakes_exit_2_without_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     team = str(REPO / "teams/research-report.yaml")
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"caf\xe9\n")
+    assert main(["execute", team, "--input-file", str(latin)]) == 2
+    err = capsys.readouterr().err
+    assert f"--input-file {latin} is not UTF-8 text (byte 3)" in err and "Traceback" not in err
     assert main(["execute", team, "-i", "x", "--var", "novalue"]) == 2
     assert "--var expects NAME=VALUE" in capsys.readouterr().err
     assert main(["execute", team, "-i", "x", "--approve", "nosuchtool"]) == 2

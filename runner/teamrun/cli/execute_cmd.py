@@ -72,6 +72,11 @@ def _read_input(text: str | None, file: str | None) -> str:
                 source, task = f"--input-file {file}", handle.read()
         except OSError as exc:
             raise UsageError(f"cannot read --input-file {file}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"--input-file {file} is not UTF-8 text (byte {exc.start}); convert it, e.g. "
+                f"`iconv -f latin1 -t utf-8 {file}`"
+            ) from None
     elif sys.stdin.isatty():
         raise UsageError("no input: pass --input TEXT, --input-file FILE, or pipe it on stdin")
     else:
