@@ -13,7 +13,7 @@ from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
 
-__all__ = ["accept_owners", "acceptance_checks"]
+__all__ = ["accept_owners", "acceptance_checks", "check_lists"]
 
 
 def accept_owners(c: SemanticChecker) -> Iterator[tuple[JsonPath, dict[str, Any]]]:
@@ -23,19 +23,41 @@ def accept_owners(c: SemanticChecker) -> Iterator[tuple[JsonPath, dict[str, Any]
         yield ("agents", agent), spec
 
 
+def check_lists(c: SemanticChecker) -> Iterator[tuple[JsonPath, list[Any]]]:
+    """Every list of answer checks: each ``accept:`` (the team's, each agent's) and each workflow loop's
+    ``until:`` (the same kinds, checked alike), with the list's path."""
+    for base, spec in accept_owners(c):
+        if isinstance(spec.get("accept"), list):
+            yield (*base, "accept"), spec["accept"]
+    yield from _untils(("workflow",), c.data.get("workflow") if c.data else None)
+
+
+def _untils(path: JsonPath, node: Any) -> Iterator[tuple[JsonPath, list[Any]]]:
+    if isinstance(node, dict):
+        loop = node.get("loop")
+        if isinstance(loop, dict) and isinstance(loop.get("until"), list):
+            yield (*path, "loop", "until"), loop["until"]
+        for key, value in node.items():
+            yield from _untils((*path, key), value)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _untils((*path, index), value)
+
+
 def acceptance_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
     from teamrun.config.answer_checks import check_cautions, check_problems
 
-    for base, spec in accept_owners(c):
-        checks = spec.get("accept")
-        for index, check in enumerate(checks if isinstance(checks, list) else []):
-            for path, message, key in check_problems((*base, "accept", index), check):
+    for where_list, checks in check_lists(c):
+        for index, check in enumerate(checks):
+            for path, message, key in check_problems((*where_list, index), check):
                 yield c._error(path, message, "accept", key=key)
-            for path, message in check_cautions((*base, "accept", index), check):
+            for path, message in check_cautions((*where_list, index), check):
                 yield c._warning(path, message, "regex")
             if isinstance(check, dict) and check.get("contains") == "":
-                where = (*base, "accept", index, "contains")
+                where = (*where_list, index, "contains")
                 yield c._warning(where, f"{dotted(where)} is empty, so this check always passes", "accept")
+    for base, spec in accept_owners(c):
+        checks = spec.get("accept")
         if "max_attempts" in spec and not checks:
             yield c._warning(
                 (*base, "max_attempts"),

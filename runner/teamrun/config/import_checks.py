@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from teamrun.config.acceptance_checks import accept_owners
+from teamrun.config.acceptance_checks import check_lists
 from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
 from teamrun.config.hook_checks import HOOK_POINTS
 from teamrun.config.raw import mapping
@@ -48,11 +48,10 @@ def _all_import_references(c: SemanticChecker) -> Iterator[tuple[JsonPath, str]]
     for name, spec in c.tools.items():
         if isinstance(spec.get("python"), str):
             yield ("tools", name, "python"), spec["python"]
-    for base, owner in accept_owners(c):
-        checks = owner.get("accept")
-        for index, check in enumerate(checks if isinstance(checks, list) else []):
+    for base, checks in check_lists(c):
+        for index, check in enumerate(checks):
             if isinstance(mapping(check).get("python"), str):
-                yield (*base, "accept", index, "python"), check["python"]
+                yield (*base, index, "python"), check["python"]
     for agent, spec in c.agents.items():
         delegation = mapping(spec.get("delegation"))
         mf = mapping(delegation.get("message_filter"))
