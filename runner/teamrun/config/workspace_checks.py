@@ -64,7 +64,7 @@ def workspace_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
     if not isinstance(workspace, dict) or not isinstance(workspace.get("entries"), dict):
         return
     for name, raw in workspace["entries"].items():
-        if isinstance(raw, dict):
+        if isinstance(raw, dict) and raw.get("kind") != "board":  # a board: peer_checks
             yield from _entry(c, ("workspace", "entries", name), str(name), raw)
     yield from _clashes(c, workspace["entries"])
     yield from _instructions(c, workspace["entries"])
