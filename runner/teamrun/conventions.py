@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "BACKGROUND_RESULTS_HEADING",
+    "BACKGROUND_TOOLS",
     "BOARD_CLAIM",
     "BOARD_COMPLETE",
     "BOARD_POST",
     "BOARD_RELEASE",
     "BOARD_TOOLS",
-    "BACKGROUND_RESULTS_HEADING",
-    "BACKGROUND_TOOLS",
     "CANCEL_TASK",
     "CHECK_TASKS",
     "CONTEXT_HEADING",
@@ -37,9 +37,9 @@ __all__ = [
     "data_block",
     "delegation_tool_name",
     "handoff_tool_name",
+    "is_board_tool",
     "is_delegation_tool",
     "is_handoff_tool",
-    "is_board_tool",
     "is_workspace_tool",
     "workspace_index_block",
     "workspace_write_tool_name",

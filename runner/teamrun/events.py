@@ -41,6 +41,7 @@ __all__ = [
     "AcceptCheck",
     "AgentEnd",
     "AgentStart",
+    "BoardOp",
     "Budget",
     "DelegationEnd",
     "DelegationStart",
@@ -59,7 +60,6 @@ __all__ = [
     "ToolEnd",
     "ToolStart",
     "WorkspaceWrite",
-    "BoardOp",
     "content_fields",
     "event_from_record",
 ]

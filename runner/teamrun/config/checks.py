@@ -48,6 +48,7 @@ from teamrun.config.template_checks import (
 from teamrun.config.tool_checks import team_as_read as _team_as_read  # noqa: F401  (read here by a test)
 from teamrun.config.tool_checks import tool_checks
 from teamrun.config.workflow_checks import workflow_checks
+from teamrun.config.peer_checks import peer_checks
 from teamrun.config.workspace_checks import workspace_checks
 from teamrun.config.yamlsrc import SourceMap
 
@@ -93,6 +94,7 @@ class SemanticChecker:
             *acceptance_checks(self),
             *workflow_checks(self),
             *workspace_checks(self),
+            *peer_checks(self),
         ]
         if import_check:
             found.extend(import_checks(self))

@@ -21,13 +21,13 @@ from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
 from teamrun.defaults import API_BASE_ENV, model_for, run_api_base
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
+from teamrun.engine.peers import PEERS_FRAME, run_peers
+from teamrun.engine.peers.driver import open_boards
 from teamrun.engine.result import RunResult, new_run_id
 from teamrun.engine.runtime import AgentFrame, RunContext, limits_in_force, max_steps_for
 from teamrun.engine.tool_sources import tools_for_run
 from teamrun.engine.turn.agent_loop import run_agent
 from teamrun.engine.turn.model_call import ModelCall, call_model
-from teamrun.engine.peers import PEERS_FRAME, run_peers
-from teamrun.engine.peers.driver import open_boards
 from teamrun.engine.workflow import WORKFLOW_FRAME, run_workflow
 from teamrun.engine.workspace.state import WorkspaceState
 from teamrun.engine.workspace.writes import restore_from_journal
@@ -392,14 +392,14 @@ def _supervisor_frame(
     )
     name = name or config.supervisor
     if name is None or config.workflow is not None or config.peers is not None:  # its frame holds the limits only
-        top = PEERS_FRAME if config.peers is not None else WORKFLOW_FRAME
+        head = PEERS_FRAME if config.peers is not None else WORKFLOW_FRAME
         return AgentFrame(  # its own calls (until: judges, a thread's summary) are reported as `workflow`'s
-            top,
-            (top,),
+            head,
+            (head,),
             bus.new_span_id(),
             bus.new_span_id(),
-            root.child(None, label="limits", depth=0, agent=top),
-            key=top,
+            root.child(None, label="limits", depth=0, agent=head),
+            key=head,
         )
     budget = config.agents[name].budget
     ledger = root.child(

@@ -145,7 +145,9 @@ class Board:
             )
         problem = self.workspace._schema_problem(self.name, payload)
         if problem is not None:
-            return self._refuse("post", agent, None, "schema", f"the payload does not satisfy the board's schema: {problem}")
+            return self._refuse(
+                "post", agent, None, "schema", f"the payload does not satisfy the board's schema: {problem}"
+            )
         task = {
             "id": f"t{len(self.tasks) + 1}",
             "payload": copy.deepcopy(payload),
@@ -161,7 +163,11 @@ class Board:
         size = value_size(tasks)
         if size > self.spec.max_bytes:
             return self._refuse(
-                "post", agent, None, "size", f"the board would grow to {size} bytes, past its max_bytes ({self.spec.max_bytes})"
+                "post",
+                agent,
+                None,
+                "size",
+                f"the board would grow to {size} bytes, past its max_bytes ({self.spec.max_bytes})",
             )
         return self._apply("post", agent, task["id"], tasks, f"posted task {task['id']}")
 
@@ -202,7 +208,11 @@ class Board:
         size = value_size(tasks)
         if size > self.spec.max_bytes:
             return self._refuse(
-                "complete", agent, task_id, "size", f"the result would grow the board to {size} bytes, past its max_bytes"
+                "complete",
+                agent,
+                task_id,
+                "size",
+                f"the result would grow the board to {size} bytes, past its max_bytes",
             )
         self.deadlines.pop(task_id, None)
         return self._apply("complete", agent, task_id, tasks, f"task {task_id} is done")
@@ -251,9 +261,7 @@ class Board:
     def _not_writer(self, agent: str) -> str:
         return f"{agent} may not use the board '{self.name}' (its users: {', '.join(self.writers) or 'nobody'})"
 
-    def _refuse(
-        self, op: BoardOp, agent: str, task_id: str | None, reason: BoardRefusal, message: str
-    ) -> BoardOutcome:
+    def _refuse(self, op: BoardOp, agent: str, task_id: str | None, reason: BoardRefusal, message: str) -> BoardOutcome:
         version = self.workspace.entries[self.name].version
         return BoardOutcome(self.name, op, agent, False, task_id, version, version, reason, message)
 

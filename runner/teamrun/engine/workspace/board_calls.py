@@ -52,7 +52,9 @@ def board_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
     several = len(boards) > 1
     choose: dict[str, Any] = {"board": {"type": "string", "enum": boards, "description": "The board."}}
     extra, required = (choose, ["board"]) if several else ({}, [])
-    about = "; ".join(f"{b}" + (f": {entries[b].description.strip()}" if entries[b].description else "") for b in boards)
+    about = "; ".join(
+        f"{b}" + (f": {(entries[b].description or '').strip()}" if entries[b].description else "") for b in boards
+    )
     payload = dict(entries[boards[0]].value_schema) if not several else {}
     task_id = {"type": "string", "description": "The id of the task you hold (from board_claim), e.g. t3."}
     return [
