@@ -35,6 +35,7 @@ from teamrun.config.graph_checks import graph_checks, is_agent_name
 from teamrun.config.hook_checks import HOOK_ACTIONS, HOOK_POINTS, HOOK_TEMPLATES
 from teamrun.config.import_checks import import_checks
 from teamrun.config.mcp_checks import mcp_checks
+from teamrun.config.peer_checks import peer_checks
 from teamrun.config.raw import mapping as _mapping
 from teamrun.config.template_checks import (
     HOOK_NAMES,
@@ -48,7 +49,6 @@ from teamrun.config.template_checks import (
 from teamrun.config.tool_checks import team_as_read as _team_as_read  # noqa: F401  (read here by a test)
 from teamrun.config.tool_checks import tool_checks
 from teamrun.config.workflow_checks import workflow_checks
-from teamrun.config.peer_checks import peer_checks
 from teamrun.config.workspace_checks import workspace_checks
 from teamrun.config.yamlsrc import SourceMap
 
