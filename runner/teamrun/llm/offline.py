@@ -335,7 +335,7 @@ def _workspace_calls(conv: _Conversation, tools: list[tuple[ToolSchema, str]]) -
     return calls
 
 
-_BOARD_SEED = "input"
+_BOARD_SEEDS = ("input", "initial")
 """Who the engine names as the poster of a board's starting tasks (only those get a follow-up)."""
 
 
@@ -369,7 +369,7 @@ def _board_calls(conv: _Conversation, tools: Mapping[str, ToolSchema]) -> list[t
     if held is None:
         return [(BOARD_CLAIM, dict(where))]
     task_id, about = str(held.get("id")), _compact(held.get("payload"))
-    if held.get("posted_by") == _BOARD_SEED and not posted and BOARD_POST in tools:
+    if held.get("posted_by") in _BOARD_SEEDS and not posted and BOARD_POST in tools:
         payload_schema = (_tool_parameters(tools[BOARD_POST]).get("properties") or {}).get("payload") or {}
         schema = {k: v for k, v in payload_schema.items() if k != "description"}
         follow_up = f"follow-up of {task_id}: {about}"

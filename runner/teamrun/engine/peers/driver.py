@@ -14,7 +14,8 @@ expired. The run ends:
 - ``failed`` with ``stopped_by: deadlock`` when every peer waits and no open task can be claimed;
 - ``failed`` when every peer ended with tasks left on the board.
 
-The answer lists every task done, with its result, and what was left.
+The answer is the result of the task the run's input was posted as (when done), then every task done, with
+its result, and what was left.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ __all__ = ["PEERS_FRAME", "PeersEnded", "open_boards", "run_peers"]
 
 PEERS_FRAME = "peers"
 """The name of a peer team's top frame (the place a supervisor has in a team)."""
-_SEED = "input"
+_INPUT = "input"
+"""Who a board names as the poster of the run's input; ``initial:`` tasks are posted by ``initial``."""
+_INITIAL = "initial"
 
 
 class PeersEnded(RunError):
@@ -70,11 +73,11 @@ def _seed(ctx: RunContext, frame: AgentFrame, board: Board, input: str) -> None:
     """Post the ``initial:`` payloads and the run's input (a resumed board that has tasks is kept)."""
     if board.tasks:
         return
-    payloads = list(board.spec.initial or []) if isinstance(board.spec.initial, list) else []
+    seeds = [(_INITIAL, p) for p in board.spec.initial] if isinstance(board.spec.initial, list) else []
     if input.strip():
-        payloads.append(_input_payload(board, input))
-    for payload in payloads:
-        outcome = board.post(_SEED, payload, by_engine=True)
+        seeds.append((_INPUT, _input_payload(board, input)))
+    for poster, payload in seeds:
+        outcome = board.post(poster, payload, by_engine=True)
         emit_board_op(ctx, frame, outcome)
         if not outcome.applied:
             raise PeersEnded(f"the board '{board.name}' refused a starting task: {outcome.message}")
@@ -124,10 +127,7 @@ async def run_peers(ctx: RunContext, frame: AgentFrame, input: str, run_agent: R
             await run_all(peer(name) for name in peers)
         finally:
             watcher.cancel()
-            try:
-                await watcher
-            except asyncio.CancelledError:
-                pass
+            await asyncio.gather(watcher, return_exceptions=True)
         ending = room.ended
         board.closed = True
         text = _summary(board, ending)
@@ -149,10 +149,11 @@ async def _expire_leases(ctx: RunContext, frame: AgentFrame, room: PeerRoom) -> 
     while room.ended is None:
         deadlines = room.board.deadlines.values()
         wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+        tick = asyncio.ensure_future(room.changed())
         try:
-            await asyncio.wait_for(room.changed(), timeout=wait)
-        except TimeoutError:
-            pass
+            await asyncio.wait({tick}, timeout=wait)
+        finally:
+            tick.cancel()
         expired = room.expire_due(time.monotonic())
         for outcome in expired:
             emit_board_op(ctx, frame, outcome)
@@ -169,7 +170,9 @@ def _summary(board: Board, ending: str | None) -> str:
     }.get(ending or "", f"Every peer ended: {counts['done']} task(s) done, {counts['open'] + counts['claimed']} left")
     if counts["failed"]:
         head += f", {counts['failed']} failed"
-    lines = [head + "."]
+    answer = next((t for t in board.tasks if t.get("posted_by") == _INPUT and t.get("status") == "done"), None)
+    lines = [str(answer.get("result")), ""] if answer is not None else []  # the run's input answered first
+    lines.append(head + ".")
     for task in board.tasks:
         if task.get("status") == "done":
             lines.append(f"- {task['id']} ({task.get('completed_by')}): {task.get('result')}")

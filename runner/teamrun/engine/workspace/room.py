@@ -83,6 +83,9 @@ class PeerRoom:
         expired = []
         for task_id in due:
             task = self.board.task(task_id) or {}
+            if task.get("status") != "claimed":  # ended another way meanwhile
+                self.board.deadlines.pop(task_id, None)
+                continue
             holder = str(task.get("claimed_by") or "")
             expired.append(self.board.release(holder, task_id, "its lease expired", op="expire"))
         return expired
