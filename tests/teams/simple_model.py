@@ -81,9 +81,7 @@ def simple_model(request: dict[str, Any]) -> Reply:
             return tool_calls(move)
 
     plain = [
-        t
-        for t in tools
-        if not t["name"].startswith(("ask_", "transfer_to_", "board_")) and t["name"] not in called
+        t for t in tools if not t["name"].startswith(("ask_", "transfer_to_", "board_")) and t["name"] not in called
     ]
     if plain:
         return tool_calls(
