@@ -21,7 +21,7 @@ def write_team(
 ) -> Path:
     """A peer team on the fake server at ``url``; ``budgets``: a peer's ``budget:`` (flow YAML)."""
     agents = "\n".join(
-        f"  {p}: {{model: openai/{p}, description: A peer.{', budget: ' + (budgets or {})[p] if p in (budgets or {}) else ''}}}"
+        f"  {p}: {{model: openai/{p}, description: A peer.{_budget(p, budgets)}}}"
         for p in PEERS
     )
     text = textwrap.dedent(f"""\
@@ -43,3 +43,7 @@ def write_team(
     path = directory / "team.yaml"
     path.write_text(text + agents + "\n", encoding="utf-8")
     return path
+
+
+def _budget(peer: str, budgets: dict[str, str] | None) -> str:
+    return f", budget: {budgets[peer]}" if budgets and peer in budgets else ""
