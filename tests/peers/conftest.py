@@ -20,10 +20,7 @@ def write_team(
     budgets: dict[str, str] | None = None,
 ) -> Path:
     """A peer team on the fake server at ``url``; ``budgets``: a peer's ``budget:`` (flow YAML)."""
-    agents = "\n".join(
-        f"  {p}: {{model: openai/{p}, description: A peer.{_budget(p, budgets)}}}"
-        for p in PEERS
-    )
+    agents = "\n".join(f"  {p}: {{model: openai/{p}, description: A peer.{_budget(p, budgets)}}}" for p in PEERS)
     text = textwrap.dedent(f"""\
         version: 1
         name: peers-test
