@@ -213,6 +213,7 @@ async def _claim(
         room.waiting.add(agent)
         try:
             if room.settle() is None:
-                await room.changed()
+                async with ctx.activity.waiting():  # the others work meanwhile (or wait for a person)
+                    await room.changed()
         finally:
             room.waiting.discard(agent)
