@@ -145,3 +145,24 @@ def test_every_peer_waiting_on_a_task_that_cannot_be_done_is_a_deadlock() -> Non
     assert room.settle() is None  # b still works: it might post a task someone can do
     room.waiting.add("b")
     assert room.settle() == "deadlock" and board.closed
+
+
+def test_hooks_skip_a_task_for_a_claimant_and_refuse_a_completion() -> None:
+    board = _board()
+    board.post("a", "for b only")
+    board.post("a", "anyone")
+
+    def only_b(task: dict[str, object], result: object) -> str | None:
+        return "not yours" if task["payload"] == "for b only" else None
+
+    claimed = board.claim("a", now=0.0, veto=only_b)
+    assert claimed.task is not None and claimed.task["id"] == "t2"  # t1 skipped for the next task allowed
+    assert board.claim("b", now=0.0, veto=lambda task, result: "no").reason == "hook"
+
+    def no_empty(task: dict[str, object], result: object) -> str | None:
+        return "give a result" if not result else None
+
+    refused = board.complete("a", "t2", "", veto=no_empty)
+    assert not refused.applied and refused.reason == "hook" and refused.message == "give a result"
+    assert board.task("t2")["status"] == "claimed"  # type: ignore[index]
+    assert board.complete("a", "t2", "ok", veto=no_empty).applied

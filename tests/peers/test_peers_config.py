@@ -133,3 +133,26 @@ def test_an_offline_run_is_journaled_and_every_board_operation_is_an_event(tmp_p
     assert sorted(t for op, t in applied if op == "complete") == [f"t{i}" for i in range(1, 7)]
     versions = [o["version_after"] for o in ops if o["status"] == "applied"]
     assert versions == sorted(versions) and len(set(versions)) == len(versions)
+
+
+def test_board_hooks_hold_in_a_run(tmp_path: Path) -> None:
+    """bo's claims are refused by an `on_claim` hook (it answers); ada does every task."""
+    text_ = READY_MADE.read_text(encoding="utf-8").replace(
+        "      lease_s: 120",
+        "      hooks:\n        on_claim:\n          - when: \"agent == 'bo'\"\n"
+        '            reject: "{{ agent }} may not take {{ task.id }}"\n      lease_s: 120',
+    )
+    team = tmp_path / "team.yaml"
+    team.write_text(text_.replace("peers: [ada, bo, cy]", "peers: [ada, bo]"), encoding="utf-8")
+    trace = tmp_path / "run.jsonl"
+    out = CliRunner().invoke(
+        cli, ["execute", str(team), "-i", "Check it", "--json", "--progress", "none", "--trace", str(trace)]
+    )
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)
+    tasks = result["workspace"]["entries"]["tasks"]["value"]
+    assert len(tasks) == 6 and {t["completed_by"] for t in tasks} == {"ada"}
+    ops = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    refused = [r["data"] for r in ops if r["kind"] == "board_op" and r["agent_path"][-1] == "bo"]
+    assert [(o["op"], o["reason"]) for o in refused] == [("claim", "hook")]
+    assert refused[0]["message"].startswith("bo may not take t")

@@ -20,6 +20,8 @@ __all__ = [
     "CHECK_KINDS",
     "DEFAULT_MAX_ATTEMPTS",
     "Agent",
+    "BoardHook",
+    "BoardHooks",
     "Check",
     "CompleteHook",
     "Delegation",
@@ -509,6 +511,24 @@ DEFAULT_WORKSPACE_BYTES = 512_000
 """The cap on all entries together when `workspace.max_bytes` is not set."""
 
 
+class BoardHook(_Strict):
+    """A rule on a board operation: refuse it when `when` is true (or always, without `when`)."""
+
+    when: Expression | None = None
+    """Jinja expression over `agent` (who asks), `task` (`id`, `payload`, `status`, `claims`, `posted_by`...), `result` (`on_complete`), `board`, `vars`, e.g. `task.claims > 1 and agent == 'junior'`."""
+    reject: Template
+    """Refuse the operation with this text (a Jinja template over the same names): the model reads it (reason `hook`). A claim skips to the next task this hook allows."""
+
+
+class BoardHooks(_Strict):
+    """Rules a board applies before a claim or a completion."""
+
+    on_claim: list[BoardHook] | None = None
+    """Before a task is given to a claimant: a refused task is skipped for the next one."""
+    on_complete: list[BoardHook] | None = None
+    """Before a task is completed: a refused completion leaves the claimant holding the task."""
+
+
 class WorkspaceEntry(_Strict):
     """One named value of the workspace: its schema, how writes combine, and who may read and write it."""
 
@@ -534,6 +554,8 @@ class WorkspaceEntry(_Strict):
     """A board: seconds a claim holds a task; an expired lease returns the task to the board for another claimant."""
     max_claims: PositiveInt = 3
     """A board: claims a task may have; a task released or expired that many times is set `failed` and offered no more."""
+    hooks: BoardHooks | None = None
+    """A board: rules checked before each claim and each completion (`on_claim`, `on_complete`)."""
 
 
 class Workspace(_Strict):

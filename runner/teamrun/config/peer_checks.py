@@ -4,8 +4,8 @@
 What the schema cannot say: a peer that is not an agent (or is named twice), a team with both
 ``supervisor:`` (or ``workflow:``) and ``peers:``, a peer team without a board, with more than one, or
 without a termination bound (``limits.max_tasks``); on a board: users or readers that are not agents, a
-``schema`` that is not a JSON Schema, ``initial`` that is not a list of payloads the schema takes, a
-``merge`` rule (a board has none), and a board nobody may use; ``lease_s`` or ``max_claims`` on an entry
+``schema`` that is not a JSON Schema, ``initial`` that is not a list of payloads the schema takes, a hook whose condition or text does not parse or
+reads an unknown name, a ``merge`` rule (a board has none), and a board nobody may use; ``lease_s`` or ``max_claims`` on an entry
 that is not a board (warnings: they do nothing there). The raw data is read defensively: a value of the
 wrong type is skipped (the schema has reported it).
 """
@@ -16,7 +16,8 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, listing
+from teamrun.config import templates
+from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
 from teamrun.config.sub_schema_checks import sub_schema
 
 if TYPE_CHECKING:
@@ -132,6 +133,7 @@ def _board(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
             "board",
             key=True,
         )
+    yield from _hooks(c, (*path, "hooks"), entry.get("hooks"))
     schema = entry.get("schema")
     schema_ok = True
     if isinstance(schema, dict):
@@ -163,3 +165,31 @@ def _board(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
                 f"board's task schema: {error.message}",
                 "board",
             )
+
+
+BOARD_HOOK_NAMES = ("agent", "task", "result", "board", "vars")
+"""The names a board hook's ``when`` and ``reject`` may read."""
+
+
+def _hooks(c: SemanticChecker, path: JsonPath, hooks: Any) -> Iterator[Diagnostic]:
+    """Each board hook's condition and text: their syntax and the names they read."""
+    if not isinstance(hooks, dict):
+        return
+    for point in ("on_claim", "on_complete"):
+        rules = hooks.get(point)
+        for index, rule in enumerate(rules if isinstance(rules, list) else []):
+            if not isinstance(rule, dict):
+                continue
+            where: JsonPath = (*path, point, index)
+            when = rule.get("when")
+            if isinstance(when, str):
+                try:
+                    templates.compile_condition(when)
+                    uses = templates.names_used(when, expression=True)
+                except templates.TemplateSyntaxError as exc:
+                    yield c._error(
+                        (*where, "when"), f"invalid condition in {dotted((*where, 'when'))}: {exc.message}", "template"
+                    )
+                else:
+                    yield from c._names((*where, "when"), when, uses, BOARD_HOOK_NAMES, kind="condition")
+            yield from c._template((*where, "reject"), rule.get("reject"), BOARD_HOOK_NAMES)

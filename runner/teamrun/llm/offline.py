@@ -19,7 +19,8 @@ across calls, no randomness — and picks one of four moves:
    version read (a write refused as stale or in conflict is made again, from the
    version the refusal gives, up to three writes). Board tools next, one move a
    turn: `board_claim`; for a starting task one `board_post` follow-up; then
-   `board_complete`; claim again until the claim says the work ended.
+   `board_complete` (refused: `board_release` it, saying why); claim again until the claim
+   says the work ended (or is refused).
 4. **Answer.** Text starting with ``[offline simulation]`` that names the task and
    summarises every tool result and every referenced result in the prompt; or,
    when a JSON ``response_format`` is asked for, JSON valid against its schema
@@ -356,8 +357,8 @@ def _board_calls(conv: _Conversation, tools: Mapping[str, ToolSchema]) -> list[t
         except ValueError:
             continue
         status = value.get("status") if isinstance(value, dict) else None
-        if name == BOARD_CLAIM and status in ("done", "stopped", "deadlock"):
-            return []  # the work has ended: answer
+        if name == BOARD_CLAIM and status in ("done", "stopped", "deadlock", "refused"):
+            return []  # the work has ended, or the board will not give it a task: answer
         if name == BOARD_CLAIM and status == "claimed" and isinstance(value.get("task"), dict):
             held, posted = value["task"], False
         elif name == BOARD_POST:
@@ -366,6 +367,8 @@ def _board_calls(conv: _Conversation, tools: Mapping[str, ToolSchema]) -> list[t
             held = None
         elif name == BOARD_COMPLETE and status == "refused" and value.get("reason") == "lease":
             held = None  # the lease was lost (it expired): another peer has the task
+        elif name == BOARD_COMPLETE and status == "refused" and held is not None:
+            return [(BOARD_RELEASE, {**where, "task_id": str(held.get("id")), "reason": str(value.get("message"))})]
     if held is None:
         return [(BOARD_CLAIM, dict(where))]
     task_id, about = str(held.get("id")), _compact(held.get("payload"))

@@ -12,7 +12,7 @@ run's own (monotonic clock): a restored claim gets a fresh lease.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -22,14 +22,16 @@ from teamrun.engine.workspace.state import WorkspaceState, value_size
 if TYPE_CHECKING:
     from teamrun.engine.workspace.room import PeerRoom
 
-__all__ = ["Board", "BoardOp", "BoardOutcome", "BoardRefusal", "board_entries"]
+__all__ = ["Board", "BoardOp", "BoardOutcome", "BoardRefusal", "Veto", "board_entries"]
 
 BoardOp = Literal["post", "claim", "complete", "release", "expire"]
-BoardRefusal = Literal["permission", "schema", "size", "arguments", "busy", "lease", "closed", "empty", "limit"]
+BoardRefusal = Literal["permission", "schema", "size", "arguments", "busy", "lease", "closed", "empty", "limit", "hook"]
 """Why an operation was refused: the caller may not use the board, a payload its schema refuses, the board
 would pass ``max_bytes``, bad arguments, the caller holds a lease already (``busy``), the caller holds no
 lease on that task (``lease``), the board is closed (the peers ended), nothing to claim (``empty``), or
-``limits.max_tasks`` leaves no claim."""
+``limits.max_tasks`` leaves no claim, or a board hook (``on_claim``, ``on_complete``) refused it."""
+Veto = Callable[[dict[str, Any], Any], "str | None"]
+"""A board's hooks at one point: the refusal text for a task (and a result), or ``None`` to allow it."""
 
 
 def board_entries(entries: Mapping[str, WorkspaceEntry]) -> list[str]:
@@ -171,9 +173,9 @@ class Board:
             )
         return self._apply("post", agent, task["id"], tasks, f"posted task {task['id']}")
 
-    def claim(self, agent: str, now: float, *, room: int | None = None) -> BoardOutcome:
-        """Take the first claimable task for ``agent`` with a lease until ``now + lease_s``; ``room``: claims the
-        run's ``max_tasks`` still allows (done and claimed tasks count)."""
+    def claim(self, agent: str, now: float, *, room: int | None = None, veto: Veto | None = None) -> BoardOutcome:
+        """Take the first claimable task for ``agent`` (that ``veto`` allows) with a lease until ``now + lease_s``;
+        ``room``: claims the run's ``max_tasks`` still allows (done and claimed tasks count)."""
         if agent not in self.writers:
             return self._refuse("claim", agent, None, "permission", self._not_writer(agent))
         held = self.held_by(agent)
@@ -188,6 +190,18 @@ class Board:
             return self._refuse("claim", agent, None, "empty", self._nothing_message())
         if room is not None and room <= 0:
             return self._refuse("claim", agent, None, "limit", "limits.max_tasks leaves no task to claim")
+        refusal = ""
+        if veto is not None:
+            allowed = []
+            for candidate in offered:
+                said = veto(copy.deepcopy(candidate), None)
+                if said is None:
+                    allowed.append(candidate)
+                    break
+                refusal = said
+            if not allowed:
+                return self._refuse("claim", agent, str(offered[-1]["id"]), "hook", refusal)
+            offered = allowed
         tasks = copy.deepcopy(self.tasks)
         task = next(t for t in tasks if t["id"] == offered[0]["id"])
         task.update(status="claimed", claimed_by=agent, claims=int(task.get("claims") or 0) + 1)
@@ -196,12 +210,15 @@ class Board:
             "claim", agent, str(task["id"]), tasks, f"you hold task {task['id']} for {self.spec.lease_s:g} s"
         )
 
-    def complete(self, agent: str, task_id: str, result: Any) -> BoardOutcome:
+    def complete(self, agent: str, task_id: str, result: Any, *, veto: Veto | None = None) -> BoardOutcome:
         if agent not in self.writers:
             return self._refuse("complete", agent, task_id, "permission", self._not_writer(agent))
         refused = self._lease_problem("complete", agent, task_id)
         if refused is not None:
             return refused
+        said = veto(copy.deepcopy(self.task(task_id) or {}), copy.deepcopy(result)) if veto is not None else None
+        if said is not None:
+            return self._refuse("complete", agent, task_id, "hook", said)
         tasks = copy.deepcopy(self.tasks)
         task = next(t for t in tasks if t["id"] == task_id)
         task.update(status="done", result=copy.deepcopy(result), completed_by=agent, claimed_by=None)

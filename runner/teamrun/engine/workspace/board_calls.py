@@ -18,11 +18,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from teamrun.config import templates
 from teamrun.config.models import TeamConfig
 from teamrun.conventions import BOARD_CLAIM, BOARD_COMPLETE, BOARD_POST, BOARD_RELEASE
 from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash
 from teamrun.engine.runtime import AgentFrame, RunContext
-from teamrun.engine.workspace.board import Board, BoardOutcome, board_entries
+from teamrun.engine.workspace.board import Board, BoardOutcome, Veto, board_entries
 from teamrun.engine.workspace.room import PeerRoom
 from teamrun.llm.types import ToolCall, ToolSchema, parse_arguments
 
@@ -185,7 +186,7 @@ async def _apply(
         if op == BOARD_COMPLETE:
             if "result" not in arguments:
                 raise ValueError("'result' is required")
-            outcome = board.complete(agent, task_id, arguments["result"])
+            outcome = board.complete(agent, task_id, arguments["result"], veto=_veto(ctx, frame, board, "on_complete"))
         else:
             assert op == BOARD_RELEASE
             outcome = board.release(agent, task_id, str(arguments.get("reason") or ""))
@@ -204,7 +205,12 @@ async def _claim(
     while True:
         if room is not None and room.ended is not None:
             return room.ending_for_model(), None
-        outcome = board.claim(agent, time.monotonic(), room=room.room() if room is not None else None)
+        outcome = board.claim(
+            agent,
+            time.monotonic(),
+            room=room.room() if room is not None else None,
+            veto=_veto(ctx, frame, board, "on_claim"),
+        )
         if outcome.applied or room is None or outcome.reason not in ("empty", "limit"):
             emit_board_op(ctx, frame, outcome, span_id)
             if room is not None and outcome.applied:
@@ -217,3 +223,25 @@ async def _claim(
                     await room.changed()
         finally:
             room.waiting.discard(agent)
+
+
+def _veto(ctx: RunContext, frame: AgentFrame, board: Board, point: str) -> Veto | None:
+    """The board's ``hooks.<point>`` as a veto: the first rule whose ``when`` holds refuses, with its text. A
+    rule that fails to evaluate is said as a warning and ignored (like a delegation hook that fails)."""
+    hooks = board.spec.hooks
+    rules = getattr(hooks, point) if hooks is not None else None
+    if not rules:
+        return None
+
+    def check(task: dict[str, Any], result: Any) -> str | None:
+        names = {"agent": frame.name, "task": task, "result": result, "board": board.name, "vars": dict(ctx.vars)}
+        for index, rule in enumerate(rules):
+            try:
+                if rule.when is None or templates.compile_condition(rule.when)(**names):
+                    return templates.render(rule.reject, names)
+            except Exception as exc:  # a hook that fails is recorded and ignored
+                where = f"workspace.entries.{board.name}.hooks.{point}[{index}]"
+                ctx.warn(frame, f"{where} failed and was ignored: {type(exc).__name__}: {exc}")
+        return None
+
+    return check
