@@ -4,10 +4,11 @@
 What the schema cannot say: a peer that is not an agent (or is named twice), a team with both
 ``supervisor:`` (or ``workflow:``) and ``peers:``, a peer team without a board, with more than one, or
 without a termination bound (``limits.max_tasks``); on a board: users or readers that are not agents, a
-``schema`` that is not a JSON Schema, ``initial`` that is not a list of payloads the schema takes, a hook whose condition or text does not parse or
-reads an unknown name, a ``merge`` rule (a board has none), and a board nobody may use; ``lease_s`` or ``max_claims`` on an entry
-that is not a board (warnings: they do nothing there). The raw data is read defensively: a value of the
-wrong type is skipped (the schema has reported it).
+``schema`` that is not a JSON Schema, ``initial`` that is not a list of payloads the schema takes, a hook
+whose condition or text does not parse or reads an unknown name, a ``merge`` rule (a board has none), and a
+board nobody may use; ``lease_s`` or ``max_claims`` on an entry that is not a board (warnings: they do
+nothing there). The raw data is read defensively: a value of the wrong type is skipped (the schema has
+reported it).
 """
 
 from __future__ import annotations
