@@ -291,6 +291,7 @@ def test_a_killed_peer_run_resumes_without_completing_a_task_twice(tmp_path: Pat
                 latest[r.model] = max(latest.get(r.model, 0), _call_key(r)[1])
             return (
                 len(hung) == 1
+                and len(done) == len(log) - 1  # nothing else in flight: p1 and p2 wait in board_claim
                 and sum(counted.counts.values()) == 19  # every task but p3's is done
                 and _journal_counts(store_url) == (len(done), sum(latest.values()))
             )
