@@ -15,6 +15,11 @@ import re
 __all__ = [
     "BACKGROUND_RESULTS_HEADING",
     "BACKGROUND_TOOLS",
+    "BOARD_CLAIM",
+    "BOARD_COMPLETE",
+    "BOARD_POST",
+    "BOARD_RELEASE",
+    "BOARD_TOOLS",
     "CANCEL_TASK",
     "CHECK_TASKS",
     "CONTEXT_HEADING",
@@ -32,6 +37,7 @@ __all__ = [
     "data_block",
     "delegation_tool_name",
     "handoff_tool_name",
+    "is_board_tool",
     "is_delegation_tool",
     "is_handoff_tool",
     "is_workspace_tool",
@@ -87,6 +93,21 @@ def workspace_write_tool_name(entry: str) -> str:
 
 def is_workspace_tool(name: str) -> bool:
     return name in (WORKSPACE_READ, WORKSPACE_CHANGES) or name.startswith(WORKSPACE_WRITE_PREFIX)
+
+
+BOARD_POST = "board_post"
+"""Posts a task on a board (its ``payload`` carries the board's schema)."""
+BOARD_CLAIM = "board_claim"
+"""Claims the next open task of a board: a lease, one claimant at a time."""
+BOARD_COMPLETE = "board_complete"
+"""Completes the task the caller holds, with its result."""
+BOARD_RELEASE = "board_release"
+"""Returns the task the caller holds to the board."""
+BOARD_TOOLS = (BOARD_POST, BOARD_CLAIM, BOARD_COMPLETE, BOARD_RELEASE)
+
+
+def is_board_tool(name: str) -> bool:
+    return name in BOARD_TOOLS
 
 
 # -- headings and fences in the messages -------------------------------------------------

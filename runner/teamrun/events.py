@@ -41,6 +41,7 @@ __all__ = [
     "AcceptCheck",
     "AgentEnd",
     "AgentStart",
+    "BoardOp",
     "Budget",
     "DelegationEnd",
     "DelegationStart",
@@ -83,6 +84,7 @@ EventKind = Literal[
     "person_asked",
     "person_answered",
     "workspace_write",
+    "board_op",
 ]
 
 _log = get_logger(__name__)
@@ -463,6 +465,33 @@ class WorkspaceWrite(Event):
     value_after: Any = field(default=None, metadata=_CONTENT)
     """The entry's value after an applied write (content: in traces only with ``--trace-content``); ``None``
     for a refused one."""
+
+
+@_kind("board_op")
+@dataclass(frozen=True, kw_only=True)
+class BoardOp(Event):
+    """An operation on a board (a ``kind: board`` workspace entry): post, claim, complete, release, expire."""
+
+    entry: str
+    """The board."""
+    op: str
+    """``post``, ``claim``, ``complete``, ``release`` (by its claimant) or ``expire`` (a lease ran out, or its
+    claimant ended)."""
+    task_id: str | None = None
+    """The task (none for a refused claim or post)."""
+    status: str
+    """``applied`` or ``refused``."""
+    version_before: int
+    """The board's version when the operation arrived."""
+    version_after: int
+    """Its version after (the same when refused)."""
+    reason: str | None = None
+    """Why it was refused: ``permission``, ``schema``, ``size``, ``arguments``, ``busy``, ``lease``, ``closed``,
+    ``empty`` or ``limit``."""
+    message: str = ""
+    """What happened, for people (never the payload or the result)."""
+    replayed: bool = False
+    """True when a resumed run answered the call from the journal (applied by an earlier attempt)."""
 
 
 def content_fields() -> frozenset[str]:

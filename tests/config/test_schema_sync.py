@@ -110,7 +110,9 @@ def test_every_valid_example_builds_the_models(path: Path) -> None:
     result = check_file(path, environ={})
     assert result.ok, [d.render() for d in result.diagnostics]
     config = TeamConfig.model_validate(result.data)
-    assert config.supervisor in config.agents or (config.supervisor is None and config.workflow is not None)
+    assert config.supervisor in config.agents or (
+        config.supervisor is None and (config.workflow is not None or config.peers is not None)
+    )
     # and the typed config round-trips through the schema again
     from jsonschema import Draft202012Validator
 

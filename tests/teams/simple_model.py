@@ -7,9 +7,11 @@ only the request (so one handler serves every agent, whatever its name):
 2. a delegation tool (``ask_<agent>``) has not been called yet: call the first
    such tool, passing the ids of earlier results in ``context_from_refs`` when
    the tool takes them — one worker per turn, so the run order is fixed;
-3. a plain tool has not been called yet: call every uncalled one, once, with
+3. a peer around a board (``board_claim`` offered): claim a task, complete it, claim again, until a
+   claim says the work ended;
+4. a plain tool has not been called yet: call every uncalled one, once, with
    arguments built from its schema;
-4. otherwise answer: JSON valid against the response format when one is asked
+5. otherwise answer: JSON valid against the response format when one is asked
    for, else a line of text naming the task and how many tool results it saw.
 
 Different from the built-in ``offline`` simulator on purpose: it goes through
@@ -73,7 +75,14 @@ def simple_model(request: dict[str, Any]) -> Reply:
             args["context_from_refs"] = refs
         return tool_calls((tool["name"], args))
 
-    plain = [t for t in tools if not t["name"].startswith(("ask_", "transfer_to_")) and t["name"] not in called]
+    if any(t["name"] == "board_claim" for t in tools):  # a peer around a board: claim, complete, until done
+        move = _board_move(results)
+        if move is not None:
+            return tool_calls(move)
+
+    plain = [
+        t for t in tools if not t["name"].startswith(("ask_", "transfer_to_", "board_")) and t["name"] not in called
+    ]
     if plain:
         return tool_calls(
             *[(t["name"], example_from_schema(t.get("parameters") or {}, task=short_task)) for t in plain]
@@ -87,3 +96,23 @@ def simple_model(request: dict[str, Any]) -> Reply:
         )
         return text(json.dumps(value))
     return text(f"{ANSWER_PREFIX} {short_task} — from {len(results)} tool result(s).")
+
+
+def _board_move(results: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """A peer's next board call: claim; complete what it holds; ``None`` once a claim says the work ended."""
+    held: dict[str, Any] | None = None
+    for result in results:
+        try:
+            value = json.loads(result)
+        except ValueError:
+            continue
+        status = value.get("status") if isinstance(value, dict) else None
+        if status in ("done", "stopped", "deadlock"):
+            return None
+        if status == "claimed":
+            held = value["task"]
+        elif status in ("completed", "released") or (status == "refused" and value.get("reason") == "lease"):
+            held = None
+    if held is None:
+        return ("board_claim", {})
+    return ("board_complete", {"task_id": held["id"], "result": f"{ANSWER_PREFIX} did {held['id']}"})

@@ -57,8 +57,7 @@ def acceptance_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
                 where = (*where_list, index, "contains")
                 yield c._warning(where, f"{dotted(where)} is empty, so this check always passes", "accept")
     for base, spec in accept_owners(c):
-        checks = spec.get("accept")
-        if "max_attempts" in spec and not checks:
+        if "max_attempts" in spec and not spec.get("accept"):
             yield c._warning(
                 (*base, "max_attempts"),
                 f"{dotted((*base, 'max_attempts'))} has no effect without {dotted((*base, 'accept'))} checks",

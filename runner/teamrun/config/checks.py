@@ -35,6 +35,7 @@ from teamrun.config.graph_checks import graph_checks, is_agent_name
 from teamrun.config.hook_checks import HOOK_ACTIONS, HOOK_POINTS, HOOK_TEMPLATES
 from teamrun.config.import_checks import import_checks
 from teamrun.config.mcp_checks import mcp_checks
+from teamrun.config.peer_checks import peer_checks
 from teamrun.config.raw import mapping as _mapping
 from teamrun.config.template_checks import (
     HOOK_NAMES,
@@ -93,6 +94,7 @@ class SemanticChecker:
             *acceptance_checks(self),
             *workflow_checks(self),
             *workspace_checks(self),
+            *peer_checks(self),
         ]
         if import_check:
             found.extend(import_checks(self))

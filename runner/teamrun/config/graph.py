@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from teamrun.config.models import TeamConfig
+from teamrun.config.peer_graph import board_lines, peer_lines
 from teamrun.config.workflow_graph import entry_node, workflow_lines
 
 
@@ -22,6 +23,8 @@ def to_mermaid(config: TeamConfig) -> str:
     lines = ["flowchart TD"]
     if config.workflow is not None:  # the steps (a team step shows its supervisor's workers)
         return "\n".join([*lines, *workflow_lines(config), *workspace_lines(config)]) + "\n"
+    if config.peers is not None:  # the peers around their board (the board is drawn with the workspace)
+        return "\n".join([*lines, *peer_lines(config), *workspace_lines(config)]) + "\n"
     for name, agent in config.agents.items():
         role = "supervisor" if name == config.supervisor else (agent.model or "")
         label = f"{name}<br/><small>{_label(role)}</small>" if role else name
@@ -46,6 +49,9 @@ def workspace_lines(config: TeamConfig) -> list[str]:
         return []
     lines: list[str] = []
     for entry, spec in config.workspace.entries.items():
+        if spec.kind == "board":
+            lines.extend(board_lines(config, entry))
+            continue
         node = entry_node(entry)
         readers = "every agent reads" if spec.read is None else ""
         label = f"{entry}<br/><small>{spec.merge}{'; ' + readers if readers else ''}</small>"

@@ -22,6 +22,8 @@ __all__ = [
     "CHECK_KINDS",
     "DEFAULT_MAX_ATTEMPTS",
     "Agent",
+    "BoardHook",
+    "BoardHooks",
     "Check",
     "CompleteHook",
     "Delegation",
@@ -131,6 +133,8 @@ class Limits(_Strict):
     """Spend in US dollars, priced with LiteLLM's model price table."""
     timeout_s: PositiveFloat | None = None
     """Wall-clock seconds before the run (or agent) is cancelled."""
+    max_tasks: PositiveInt | None = None
+    """A peer team: board tasks that may be completed; the run stops there (`budget_exhausted`) if tasks are left."""
 
 
 class ModelFields(_Strict):
@@ -499,6 +503,24 @@ MergeRule = Literal["replace", "append", "merge", "max", "min", "sum"]
 """How a write combines with an entry's value (see :class:`WorkspaceEntry`)."""
 
 
+class BoardHook(_Strict):
+    """A rule on a board operation: refuse it when `when` is true (or always, without `when`)."""
+
+    when: Expression | None = None
+    """Jinja expression over `agent` (who asks), `task` (`id`, `payload`, `status`, `claims`, `posted_by`...), `result` (`on_complete`), `board`, `vars`, e.g. `task.claims > 1 and agent == 'junior'`."""
+    reject: Template
+    """Refuse the operation with this text (a Jinja template over the same names): the model reads it (reason `hook`). A claim skips to the next task this hook allows."""
+
+
+class BoardHooks(_Strict):
+    """Rules a board applies before a claim or a completion."""
+
+    on_claim: list[BoardHook] | None = None
+    """Before a task is given to a claimant: a refused task is skipped for the next one."""
+    on_complete: list[BoardHook] | None = None
+    """Before a task is completed: a refused completion leaves the claimant holding the task."""
+
+
 class WorkspaceEntry(_Strict):
     """One named value of the workspace: its schema, how writes combine, and who may read and write it."""
 
@@ -518,6 +540,14 @@ class WorkspaceEntry(_Strict):
     """The agents that may write it. Default: nobody."""
     max_bytes: PositiveInt = DEFAULT_ENTRY_BYTES
     """The largest the value may grow (as compact JSON); a write past it is refused."""
+    kind: Literal["value", "board"] = "value"
+    """`value`: one value written by its merge rule; `board`: a list of tasks the agents post, claim (a lease), complete or release through the board tools. On a board, `schema` is each task's `payload`, `initial` a list of payloads posted when the run starts, `write` who uses the board tools (default: the team's peers)."""
+    lease_s: PositiveFloat = 300.0
+    """A board: seconds a claim holds a task; an expired lease returns the task to the board for another claimant."""
+    max_claims: PositiveInt = 3
+    """A board: claims a task may have; a task released or expired that many times is set `failed` and offered no more."""
+    hooks: BoardHooks | None = None
+    """A board: rules checked before each claim and each completion (`on_claim`, `on_complete`)."""
 
 
 class Workspace(_Strict):
@@ -540,7 +570,7 @@ class TeamConfig(_Strict):
 
     model_config = ConfigDict(
         json_schema_extra={
-            "anyOf": [{"required": ["supervisor"]}, {"required": ["workflow"]}],
+            "anyOf": [{"required": ["supervisor"]}, {"required": ["workflow"]}, {"required": ["peers"]}],
             "patternProperties": {
                 EXTENSION_KEY_PATTERN: {
                     "description": "Your own data, ignored by teamrun: e.g. `x-defaults: &defaults {...}` "
@@ -583,11 +613,13 @@ class TeamConfig(_Strict):
     """Final answers the run may give under the top-level `accept:`, the first included (default 3)."""
     workflow: Workflow | None = None
     """Fixed steps run in order (chain, map, route, loop), instead of a supervisor deciding; a `team` step holds a supervisor with its workers."""
+    peers: Annotated[list[Name], Field(min_length=1)] | None = None
+    """Agents that work around the workspace's board instead of a supervisor: each claims a task, works, posts follow-ups and completes it, until the board is empty. Needs a `kind: board` entry and `limits.max_tasks`."""
     workspace: Workspace | None = None
     """Shared state: named entries the agents read and write through tools (schema, merge rule, permissions)."""
 
     @model_validator(mode="after")
     def _entry(self) -> TeamConfig:
-        if self.supervisor is None and self.workflow is None:
-            raise ValueError("a team needs a `supervisor` or a `workflow`")
+        if self.supervisor is None and self.workflow is None and self.peers is None:
+            raise ValueError("a team needs a `supervisor`, a `workflow` or `peers`")
         return self

@@ -74,7 +74,7 @@ class WorkflowChecker:
         if not data:
             return
         if self.workflow is None:
-            if "supervisor" not in data:
+            if "supervisor" not in data and "peers" not in data:
                 yield self.c._error(
                     (),
                     "the team file is missing the required key 'supervisor': the agent that "

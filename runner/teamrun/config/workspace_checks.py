@@ -67,7 +67,7 @@ def workspace_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
         return
     by_steps = entries_written(c.data)  # a workflow step's `write:` writes too
     for name, raw in workspace["entries"].items():
-        if isinstance(raw, dict):
+        if isinstance(raw, dict) and raw.get("kind") != "board":  # a board: peer_checks
             yield from _entry(c, ("workspace", "entries", name), str(name), raw, str(name) in by_steps)
     yield from _total(c, workspace)
     yield from _clashes(c, workspace["entries"])

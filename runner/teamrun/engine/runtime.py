@@ -36,6 +36,7 @@ from teamrun.tools.people import PersonDesk, UnattendedDesk
 
 if TYPE_CHECKING:
     from teamrun.engine.durability.threads import ThreadSession
+    from teamrun.engine.workspace.board import Board
 
 _log = get_logger(__name__)
 T = TypeVar("T")
@@ -121,6 +122,9 @@ class RunContext:
     workspace: WorkspaceState | None = None
     """The shared workspace (``workspace:`` in the team file); written only through
     :func:`teamrun.engine.workspace.writes.run_workspace_call`."""
+    boards: dict[str, Board] = field(default_factory=dict)
+    """The workspace's boards (``kind: board``), operated only through
+    :func:`teamrun.engine.workspace.board_calls.run_board_call` and the peer driver."""
 
     def agent(self, name: str) -> Agent:
         return self.config.agents[name]

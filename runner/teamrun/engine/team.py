@@ -21,6 +21,8 @@ from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
 from teamrun.defaults import API_BASE_ENV, model_for, run_api_base
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
+from teamrun.engine.peers import PEERS_FRAME, run_peers
+from teamrun.engine.peers.driver import open_boards
 from teamrun.engine.result import RunResult, new_run_id
 from teamrun.engine.runtime import AgentFrame, RunContext, limits_in_force, max_steps_for
 from teamrun.engine.tool_sources import tools_for_run
@@ -276,6 +278,7 @@ class Team:
                 result.workspace = {"carried_over": {"thread": session.thread_id, "version": start}}
             restore_from_journal(ctx.workspace, ctx)  # a resume starts where the earlier attempts stopped
             watch(run_id, ctx.workspace, started_at=start)
+            open_boards(ctx)
         result.thread_id = session.thread_id if session is not None else None
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
         if journal is not None:
@@ -406,14 +409,15 @@ def _supervisor_frame(
         else BudgetLedger(config.limits, label="limits")
     )
     name = name or config.supervisor
-    if name is None or config.workflow is not None:  # a workflow: its frame holds the run's limits only
+    if name is None or config.workflow is not None or config.peers is not None:  # its frame holds the limits only
+        head = PEERS_FRAME if config.peers is not None else WORKFLOW_FRAME
         return AgentFrame(  # its own calls (until: judges, a thread's summary) are reported as `workflow`'s
-            WORKFLOW_FRAME,
-            (WORKFLOW_FRAME,),
+            head,
+            (head,),
             bus.new_span_id(),
             bus.new_span_id(),
-            root.child(None, label="limits", depth=0, agent=WORKFLOW_FRAME),
-            key=WORKFLOW_FRAME,
+            root.child(None, label="limits", depth=0, agent=head),
+            key=head,
         )
     budget = config.agents[name].budget
     ledger = root.child(
@@ -452,11 +456,12 @@ def _summariser(ctx: RunContext, frame: AgentFrame) -> Callable[[list[Message]],
 
 async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio.Event | None) -> None:
     result = ctx.result
-    job = (
-        run_agent(ctx, frame, input)
-        if ctx.config.workflow is None
-        else run_workflow(ctx, frame, input, lambda child, task: run_agent(ctx, child, task))
-    )
+    if ctx.config.peers is not None:
+        job = run_peers(ctx, frame, input, lambda child, task: run_agent(ctx, child, task))
+    elif ctx.config.workflow is not None:
+        job = run_workflow(ctx, frame, input, lambda child, task: run_agent(ctx, child, task))
+    else:
+        job = run_agent(ctx, frame, input)
     work = asyncio.create_task(job, name=f"teamrun:{frame.name}")
     stuck = asyncio.ensure_future(ctx.activity.stuck.wait())  # all of it waits for people: it suspends
     waiters: set[asyncio.Future[Any]] = {work, stuck}
@@ -474,7 +479,9 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
                 result.final_text = _partial_text(result, f"the run failed: {exc}")
                 return
             result.final_text = outcome.text
-            if outcome.status != "ok":
+            if outcome.status in ("deadlock", "stranded"):  # a peer team that could not finish its board
+                result.status, result.stopped_by, result.error = "failed", outcome.stopped_by, outcome.stopped_by
+            elif outcome.status != "ok":
                 result.status, result.stopped_by = "budget_exhausted", outcome.stopped_by
             return
         if stop is not None and stop in done:

@@ -17,7 +17,10 @@ across calls, no randomness — and picks one of four moves:
    built from its JSON schema. Workspace tools come first: ``workspace_read`` of
    every entry it may read, then each ``workspace_write_<entry>`` with the
    version read (a write refused as stale or in conflict is made again, from the
-   version the refusal gives, up to three writes).
+   version the refusal gives, up to three writes). Board tools next, one move a
+   turn: `board_claim`; for a starting task one `board_post` follow-up; then
+   `board_complete` (refused: `board_release` it, saying why); claim again until the claim
+   says the work ended (or is refused).
 4. **Answer.** Text starting with ``[offline simulation]`` that names the task and
    summarises every tool result and every referenced result in the prompt; or,
    when a JSON ``response_format`` is asked for, JSON valid against its schema
@@ -45,6 +48,10 @@ from typing import Any
 
 from teamrun.conventions import (
     BACKGROUND_RESULTS_HEADING,
+    BOARD_CLAIM,
+    BOARD_COMPLETE,
+    BOARD_POST,
+    BOARD_RELEASE,
     CANCEL_TASK,
     CHECK_TASKS,
     CONTEXT_HEADING,
@@ -53,6 +60,7 @@ from teamrun.conventions import (
     WAIT_FOR,
     WORKSPACE_READ,
     WORKSPACE_WRITE_PREFIX,
+    is_board_tool,
     is_delegation_tool,
     is_handoff_tool,
     is_workspace_tool,
@@ -263,12 +271,16 @@ def _plan_calls(conv: _Conversation, tools: Sequence[ToolSchema]) -> list[tuple[
     workspace = _workspace_calls(conv, [(t, n) for t, n in named if is_workspace_tool(n)])
     if workspace:
         return workspace
+    board = _board_calls(conv, {n: t for t, n in named if is_board_tool(n)})
+    if board:
+        return board
     plain = [
         (t, n)
         for t, n in named
         if not is_delegation_tool(n)
         and not is_handoff_tool(n)
         and not is_workspace_tool(n)
+        and not is_board_tool(n)
         and n not in conv.called
         and n not in (WAIT_FOR, CHECK_TASKS, CANCEL_TASK)
     ]
@@ -322,6 +334,55 @@ def _workspace_calls(conv: _Conversation, tools: list[tuple[ToolSchema, str]]) -
             arguments["version"] = versions.get(entry, 0)
         calls.append((name, arguments))
     return calls
+
+
+_BOARD_SEEDS = ("input", "initial")
+"""Who the engine names as the poster of a board's starting tasks (only those get a follow-up)."""
+
+
+def _board_calls(conv: _Conversation, tools: Mapping[str, ToolSchema]) -> list[tuple[str, dict[str, Any]]]:
+    """Board moves, one a turn: claim a task; for a starting task, post one follow-up; complete it; claim
+    again; once a claim answers that the work ended (``done``, ``stopped``, ``deadlock``), answer."""
+    if BOARD_CLAIM not in tools:
+        return []
+    choice = (_tool_parameters(tools[BOARD_CLAIM]).get("properties") or {}).get("board", {}).get("enum")
+    where = {"board": choice[0]} if choice else {}
+    held: dict[str, Any] | None = None
+    posted = False
+    for name, text_ in conv.results:
+        if name not in (BOARD_CLAIM, BOARD_POST, BOARD_COMPLETE, BOARD_RELEASE):
+            continue
+        try:
+            value = json.loads(text_)
+        except ValueError:
+            continue
+        status = value.get("status") if isinstance(value, dict) else None
+        if name == BOARD_CLAIM and status in ("done", "stopped", "deadlock", "refused"):
+            return []  # the work has ended, or the board will not give it a task: answer
+        if name == BOARD_CLAIM and status == "claimed" and isinstance(value.get("task"), dict):
+            held, posted = value["task"], False
+        elif name == BOARD_POST:
+            posted = True
+        elif name in (BOARD_COMPLETE, BOARD_RELEASE) and status in ("completed", "released"):
+            held = None
+        elif name == BOARD_COMPLETE and status == "refused" and value.get("reason") == "lease":
+            held = None  # the lease was lost (it expired): another peer has the task
+        elif name == BOARD_COMPLETE and status == "refused" and held is not None:
+            return [(BOARD_RELEASE, {**where, "task_id": str(held.get("id")), "reason": str(value.get("message"))})]
+    if held is None:
+        return [(BOARD_CLAIM, dict(where))]
+    task_id, about = str(held.get("id")), _compact(held.get("payload"))
+    if held.get("posted_by") in _BOARD_SEEDS and not posted and BOARD_POST in tools:
+        payload_schema = (_tool_parameters(tools[BOARD_POST]).get("properties") or {}).get("payload") or {}
+        schema = {k: v for k, v in payload_schema.items() if k != "description"}
+        follow_up = f"follow-up of {task_id}: {about}"
+        payload = follow_up if schema.get("type") == "string" else example_from_schema(schema, task=follow_up)
+        return [(BOARD_POST, {**where, "payload": payload})]
+    return [(BOARD_COMPLETE, {**where, "task_id": task_id, "result": f"[offline simulation] {task_id} done: {about}"})]
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _arguments(tool: ToolSchema, task: str) -> dict[str, Any]:

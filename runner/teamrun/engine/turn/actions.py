@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from teamrun.conventions import is_board_tool
 from teamrun.engine.delegation.delegator import Delegator
 from teamrun.engine.delegation.tools import parse_request
 from teamrun.engine.durability.journal import EntryKey, JournalEntry, RunJournal, tool_hash, tool_idempotent
@@ -29,6 +30,7 @@ from teamrun.engine.turn.turn_plan import (
     Unknown,
     WorkspaceCall,
 )
+from teamrun.engine.workspace.board_calls import run_board_call
 from teamrun.engine.workspace.writes import run_workspace_call
 from teamrun.llm.types import Message, parse_arguments
 from teamrun.tools.approval import Approver
@@ -70,6 +72,8 @@ async def run_action(
         async with ctx.activity.waiting():  # wait_for: the background workers work meanwhile
             return CallResult(call, await delegator.control(call.name, parse_arguments(call.arguments)))
     if isinstance(action, WorkspaceCall):
+        if is_board_tool(call.name):
+            return CallResult(call, await run_board_call(ctx, frame, call, turn, position))
         return CallResult(call, await run_workspace_call(ctx, frame, call, turn, position))
     assert isinstance(action, Unknown)
     return CallResult(call, action.message())

@@ -25,6 +25,7 @@ from teamrun.config.tool_names import (
 )
 from teamrun.engine.delegation.tools import background_tools, delegation_tools
 from teamrun.engine.tool_sources import StartedSources
+from teamrun.engine.workspace.board_calls import board_tools
 from teamrun.engine.workspace.tools import workspace_tools
 from teamrun.errors import TeamrunError, ToolError, UserError
 from teamrun.llm.types import ToolSchema
@@ -110,7 +111,7 @@ async def build_tool_table(
             )
         else:
             entries.extend(await _tool_entries(tools[offered.source], sources, offered))
-    for schema in workspace_tools(config, agent):  # from its workspace permissions
+    for schema in [*workspace_tools(config, agent), *board_tools(config, agent)]:  # from its workspace permissions
         name = schema["function"]["name"]
         entries.append(TableEntry(OfferedName(name, "workspace", name), "workspace", schema))
     return ToolTable(agent, entries, withheld)

@@ -30,7 +30,9 @@ RefusalReason = Literal["stale", "conflict", "schema", "size", "permission", "ar
 
 
 def initial_value(spec: WorkspaceEntry) -> Any:
-    """The entry's value before any write: its ``initial``, else the rule's empty value."""
+    """The entry's value before any write: its ``initial``, else the rule's empty value (a board: no task)."""
+    if spec.kind == "board":  # its `initial` payloads are posted as tasks when the run starts
+        return []
     if spec.initial is not None:
         return copy.deepcopy(spec.initial)
     return {"append": [], "merge": {}, "sum": 0}.get(spec.merge)

@@ -41,7 +41,7 @@ def access(config: TeamConfig, agent: str) -> Access:
     workspace = config.workspace
     if workspace is None:
         return Access((), ())
-    write = tuple(name for name, e in workspace.entries.items() if agent in (e.write or ()))
+    write = tuple(name for name, e in workspace.entries.items() if e.kind != "board" and agent in (e.write or ()))
     read = tuple(name for name, e in workspace.entries.items() if e.read is None or agent in e.read or name in write)
     return Access(read, write)
 

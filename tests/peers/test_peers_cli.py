@@ -1,0 +1,327 @@
+"""Done-when of issue 34 (peers around a board), end to end through the CLI against the local fake provider.
+
+Three peers and twenty tasks: each task is completed exactly once (the completions counted at the fake). A peer
+whose model call fails, a peer cancelled mid-task by its own timeout, and a peer that stalls past its lease each
+lose their task to another peer. A board whose tasks keep spawning tasks stops at `limits.max_tasks` (exit 3).
+Peers that all wait on a task that can never be done stop as a deadlock. A journaled run SIGKILLed mid-run, then
+resumed: no task completed twice and no finished call paid again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from tests.fakeserver import FakeOpenAI, Reply, http_error, text, tool_calls
+from tests.peers import policies
+from tests.peers.conftest import PEERS, write_team
+
+HUNG_S = 600.0
+Fault = Callable[[str, list[dict[str, Any]]], Reply | None]
+"""A reply that replaces the policy's for one request (``None``: the policy answers)."""
+
+
+class Completions:
+    """The fake's count of the replies that complete each task (``board_complete``), across runs."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, calls: list[policies.Call]) -> None:
+        with self._lock:
+            self.counts.update(policies.completes(calls))
+
+
+def _serve(server: FakeOpenAI, fault: Fault | None = None) -> Completions:
+    counted = Completions()
+
+    def answer(name: str) -> Callable[[dict[str, Any]], Reply]:
+        def reply(request: dict[str, Any]) -> Reply:
+            messages = request["messages"]
+            forced = fault(name, messages) if fault is not None else None
+            if forced is not None:
+                return forced
+            move = policies.peer(name, messages)
+            if isinstance(move, str):
+                return text(move)
+            counted.add(move)
+            return tool_calls(*move)
+
+        return reply
+
+    for name in PEERS:
+        server.handler(name, answer(name))
+    return counted
+
+
+def _teamrun(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("TEAMRUN_STORE", None)
+    for name in ("NO_PROXY", "no_proxy"):
+        env[name] = "127.0.0.1,localhost"
+    return env
+
+
+def _execute(team: Path, task: str, *extra: str, code: int = 0) -> dict[str, Any]:
+    done = subprocess.run(
+        _teamrun("execute", str(team), "-i", task, "--json", "--progress", "none", *extra),
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+    )
+    assert done.returncode == code, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def _ops(trace: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    return [{**r["data"], "agent": r["agent_path"][-1]} for r in lines if r["kind"] == "board_op"]
+
+
+def _board(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["id"]: t for t in result["workspace"]["entries"]["tasks"]["value"]}
+
+
+def _holding(name: str, messages: list[dict[str, Any]]) -> bool:
+    held, _, ended = policies.held_task(messages)
+    return held is not None and ended is None
+
+
+def _first_claim(ops: list[dict[str, Any]], peer: str) -> str:
+    return next(o["task_id"] for o in ops if o["agent"] == peer and o["op"] == "claim" and o["status"] == "applied")
+
+
+TWENTY = [f"task-{i}" for i in range(1, 20)]
+"""Nineteen starting tasks; the run's input is the twentieth."""
+
+
+def test_three_peers_complete_twenty_tasks_each_exactly_once(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    counted = _serve(fake_openai)
+    team = write_team(tmp_path, url=fake_openai.url, initial=TWENTY)
+    result = _execute(team, "task-20", "--trace", str(tmp_path / "run.jsonl"))
+
+    assert result["status"] == "done" and result["stopped_by"] is None
+    board = _board(result)
+    assert sorted(board) == sorted(f"t{i}" for i in range(1, 21))
+    assert counted.counts == Counter({task_id: 1 for task_id in board})  # each completed once, at the fake
+    assert all(t["status"] == "done" and t["completed_by"] in PEERS for t in board.values())
+    assert board["t20"]["payload"] == "task-20" and board["t20"]["posted_by"] == "input"
+    assert result["final_text"].startswith(board["t20"]["result"])  # the input's task answers first
+    ops = _ops(tmp_path / "run.jsonl")
+    completes = [o for o in ops if o["op"] == "complete" and o["status"] == "applied"]
+    assert sorted(o["task_id"] for o in completes) == sorted(board)
+    assert {d["agent"] for d in result["delegations"]} == set(PEERS)
+    assert all(d["status"] == "ok" for d in result["delegations"])
+
+
+def test_a_peer_whose_model_call_fails_loses_its_task_to_another(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    def fail(name: str, messages: list[dict[str, Any]]) -> Reply | None:
+        return http_error(500) if name == "p1" and _holding(name, messages) else None
+
+    counted = _serve(fake_openai, fail)
+    team = write_team(tmp_path, url=fake_openai.url, initial=TWENTY)
+    result = _execute(team, "task-20", "--trace", str(tmp_path / "run.jsonl"))
+
+    assert result["status"] == "done"
+    board = _board(result)
+    assert counted.counts == Counter({task_id: 1 for task_id in board}) and len(board) == 20
+    ops = _ops(tmp_path / "run.jsonl")
+    lost = _first_claim(ops, "p1")
+    assert any(o["op"] == "expire" and o["task_id"] == lost and o["status"] == "applied" for o in ops)
+    assert board[lost]["status"] == "done" and board[lost]["completed_by"] in ("p2", "p3")
+    assert board[lost]["claims"] == 2
+    (p1,) = [d for d in result["delegations"] if d["agent"] == "p1"]
+    assert p1["status"] == "error"
+
+
+def test_a_peer_cancelled_mid_task_loses_its_task_to_another(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    def stall(name: str, messages: list[dict[str, Any]]) -> Reply | None:
+        return text("never", delay=HUNG_S) if name == "p1" and _holding(name, messages) else None
+
+    counted = _serve(fake_openai, stall)
+    team = write_team(tmp_path, url=fake_openai.url, initial=TWENTY, budgets={"p1": "{timeout_s: 8}"})
+    result = _execute(team, "task-20", "--trace", str(tmp_path / "run.jsonl"))
+
+    assert result["status"] == "done"
+    board = _board(result)
+    assert counted.counts == Counter({task_id: 1 for task_id in board}) and len(board) == 20
+    ops = _ops(tmp_path / "run.jsonl")
+    lost = _first_claim(ops, "p1")
+    assert board[lost]["completed_by"] in ("p2", "p3")
+    (p1,) = [d for d in result["delegations"] if d["agent"] == "p1"]
+    assert p1["timed_out"] and p1["status"] == "budget_exhausted"
+
+
+def test_a_stalled_peer_whose_lease_expires_cannot_complete_the_task_another_took(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    stalled = threading.Event()
+
+    def stall(name: str, messages: list[dict[str, Any]]) -> Reply | None:
+        if name != "p1" or not _holding(name, messages) or stalled.is_set():
+            return None
+        stalled.set()  # p1 answers its first task only well after its 1 s lease ran out
+        held, _, _ = policies.held_task(messages)
+        assert held is not None
+        return tool_calls(("board_complete", {"task_id": held["id"], "result": "late"}), delay=5)
+
+    counted = _serve(fake_openai, stall)
+    team = write_team(tmp_path, url=fake_openai.url, initial=TWENTY, lease_s=1)
+    result = _execute(team, "task-20", "--trace", str(tmp_path / "run.jsonl"))
+
+    assert result["status"] == "done"
+    board = _board(result)
+    ops = _ops(tmp_path / "run.jsonl")
+    lost = _first_claim(ops, "p1")
+    expired = [o for o in ops if o["op"] == "expire" and o["task_id"] == lost]
+    assert expired and "lease expired" in expired[0]["message"]
+    late = [o for o in ops if o["agent"] == "p1" and o["op"] == "complete" and o["task_id"] == lost]
+    assert late[0]["status"] == "refused" and late[0]["reason"] == "lease"
+    applied = Counter(o["task_id"] for o in ops if o["op"] == "complete" and o["status"] == "applied")
+    assert applied == Counter({task_id: 1 for task_id in board}) and len(board) == 20  # done exactly once
+    assert board[lost]["result"] != "late"
+    assert counted.counts[lost] == 1  # the fake's count: the winner's; p1's late reply was a fault, not counted
+
+
+def test_tasks_that_keep_spawning_tasks_stop_at_max_tasks(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    counted = _serve(fake_openai)
+    team = write_team(tmp_path, url=fake_openai.url, initial=[], max_tasks=8)
+    result = _execute(team, "spawn-0", code=3)
+
+    assert result["status"] == "budget_exhausted"
+    assert result["stopped_by"].startswith("limits.max_tasks (8)")
+    board = _board(result)
+    done = [t for t in board.values() if t["status"] == "done"]
+    assert len(done) == 8 and [t for t in board.values() if t["status"] == "open"]
+    assert counted.counts == Counter({t["id"]: 1 for t in done})
+    assert all(d["status"] == "ok" for d in result["delegations"])  # every peer was told to stop, and answered
+
+
+def test_peers_all_waiting_on_a_task_that_cannot_be_done_stop_as_a_deadlock(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    _serve(fake_openai)
+    team = write_team(tmp_path, url=fake_openai.url, initial=["task-1"], max_claims=1)
+    result = _execute(team, "poison", "--trace", str(tmp_path / "run.jsonl"), code=1)
+
+    assert result["status"] == "failed"
+    assert result["stopped_by"].startswith("deadlock")
+    board = _board(result)
+    assert board["t1"]["status"] == "done"  # what could be done was done
+    assert board["t2"]["payload"] == "poison" and board["t2"]["status"] == "failed"
+    assert board["t3"]["payload"] == "blocked" and board["t3"]["after"] == ["t2"] and board["t3"]["status"] == "open"
+    assert result["final_text"].startswith("Deadlock: 1 task(s) done")
+    answers = [d["response"] for d in result["delegations"]]
+    assert len(answers) == 3 and all("(deadlock)" in a for a in answers)
+
+
+def _journal_counts(store_url: str) -> dict[tuple[str, str], int]:
+    """Journaled rows by peer and kind (``model``: replies, ``tool``: tool results)."""
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT agent_path, kind, count(*) FROM journal GROUP BY agent_path, kind"))
+            return {(str(path).rsplit("/", 1)[-1], str(kind)): int(n) for path, kind, n in rows}
+    except sa.exc.OperationalError:
+        return {}  # not created yet
+    finally:
+        engine.dispose()
+
+
+def _eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
+    """Poll ``condition``; ``guard_s`` only stops a hang (no timing assertion)."""
+    deadline = time.monotonic() + guard_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _call_key(record: Any) -> tuple[str, int]:
+    """A peer's call is named by who asked and how many tool results it carried (its place in its run)."""
+    return record.model, sum(1 for m in record.request["messages"] if m["role"] == "tool")
+
+
+def test_a_killed_peer_run_resumes_without_completing_a_task_twice(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    server, hanging = fake_openai, threading.Event()
+
+    def hang(name: str, messages: list[dict[str, Any]]) -> Reply | None:
+        """While `hanging`: p3 stalls on the first task it holds (the others finish the rest, then wait)."""
+        return text("never", delay=HUNG_S) if name == "p3" and hanging.is_set() and _holding(name, messages) else None
+
+    counted = _serve(server, hang)
+    team = write_team(tmp_path, url=server.url, initial=TWENTY)
+    store_url = f"sqlite:///{tmp_path / 'teamrun.db'}"
+    hanging.set()
+    process = subprocess.Popen(
+        _teamrun("execute", str(team), "-i", "task-20", "--store", store_url, "--progress", "none"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+
+        def ready() -> bool:
+            log = server.requests()
+            done = [r for r in log if r.status == 200 and r.end]
+            hung = [r for r in log if r.model == "p3" and r.end == 0.0]
+            expected: dict[tuple[str, str], int] = {}
+            for r in done:
+                expected[(r.model, "model")] = expected.get((r.model, "model"), 0) + 1
+            for r in log:  # the tool results each peer's latest request carried (all journaled by then)
+                key = (r.model, "tool")
+                expected[key] = max(expected.get(key, 0), _call_key(r)[1])
+            return (
+                len(hung) == 1
+                and len(done) == len(log) - 1  # nothing else in flight: p1 and p2 wait in board_claim
+                and sum(counted.counts.values()) == 19  # every task but p3's is done
+                and _journal_counts(store_url) == {k: n for k, n in expected.items() if n}
+            )
+
+        assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGKILL
+    first = [r for r in server.requests() if r.status == 200 and r.end]
+
+    listed = subprocess.run(
+        _teamrun("runs", "list", "--store", store_url, "--json"), capture_output=True, text=True, env=_env()
+    )
+    (run,) = json.loads(listed.stdout)
+    hanging.clear()
+    server.log.clear()
+    trace = tmp_path / "resumed.jsonl"
+    resumed = _execute(
+        team, "task-20", "--resume", run["run_id"], "--store", store_url, "--trace", str(trace)
+    )  # `teamrun resume` with a trace
+    second = server.requests()
+
+    assert resumed["status"] == "done"
+    assert {_call_key(r) for r in first} & {_call_key(r) for r in second} == set(), "a finished call was paid again"
+    board = _board(resumed)
+    assert len(board) == 20 and all(t["status"] == "done" for t in board.values())
+    assert counted.counts == Counter({task_id: 1 for task_id in board})  # across both attempts, at the fake
+    live = [o for o in _ops(trace) if not o.get("replayed") and o["op"] == "complete" and o["status"] == "applied"]
+    assert len(live) == 1 and live[0]["agent"] == "p3"  # only p3's task was completed by the resume
