@@ -67,6 +67,29 @@ def test_short_tokens_are_refused(tmp_path: Path) -> None:
     assert "shorter than 16 characters" in str(result.exception or result.output)
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_another_program_holds_is_exit_2_before_any_serving_line(workers: str, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        done = subprocess.run(
+            [sys.executable, "-m", "teamrun.cli", "serve", str(solo_team(tmp_path)), "--port", str(port)]
+            + ["--workers", workers],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,  # a hang guard
+        )
+
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in done.stderr
+    assert "serving" not in done.stderr and "Traceback" not in done.stderr
+
+
 def test_server_logs_follow_the_log_format_and_the_access_log_needs_verbose(tmp_path: Path) -> None:
     team = solo_team(tmp_path)
     env = {

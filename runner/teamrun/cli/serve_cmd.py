@@ -194,11 +194,14 @@ def serve(
     threads = f"threads in a {built.store.dialect} store" if built.store is not None else "no threads"
     if workers == 1:
         from teamrun.serve.server import serve_app
+        from teamrun.serve.workers import listen
 
+        listener = listen(host, port)  # before saying it serves: a port in use is exit 2, said plainly
+        bound = listener.getsockname()[1]
         click.echo(
-            f"teamrun: serving {', '.join(built.names)} on http://{host}:{port} (auth: {auth}; {threads})", err=True
+            f"teamrun: serving {', '.join(built.names)} on http://{host}:{bound} (auth: {auth}; {threads})", err=True
         )
-        serve_app(built.app, host=host, port=port, verbosity=options.verbosity)
+        serve_app(built.app, host=host, port=bound, verbosity=options.verbosity, sockets=[listener])
         return 0
     from teamrun.serve.workers import serve_workers
 

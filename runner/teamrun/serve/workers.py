@@ -30,7 +30,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import FrameType
 
-from teamrun.errors import TeamrunError
+from teamrun.errors import TeamrunError, UsageError
 from teamrun.logs import get_logger
 from teamrun.serve.launch import ServeOptions
 from teamrun.serve.server import GRACE_S
@@ -51,7 +51,7 @@ _SPAWN = multiprocessing.get_context("spawn")
 def serve_workers(options: ServeOptions, on_listening: Callable[[int], None] | None = None) -> None:
     """Serve with ``options.workers`` processes until SIGTERM/SIGINT; raises :class:`TeamrunError` if a worker
     cannot start. ``on_listening`` gets the port once it is bound (the one chosen, for ``--port 0``)."""
-    listener = _listen(options.host, options.port)
+    listener = listen(options.host, options.port)
     if on_listening is not None:
         on_listening(listener.getsockname()[1])
     folder = Path(tempfile.mkdtemp(prefix="teamrun-serve-"))  # mode 0700: only this user reaches the workers
@@ -114,7 +114,9 @@ def _stop_all(processes: list[BaseProcess]) -> None:
             process.join()
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on ``host:port`` (inheritable by worker processes); a port another program
+    holds is a :class:`UsageError` (exit 2) before the server says it is serving."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -122,7 +124,9 @@ def _listen(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise TeamrunError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port (or stop what holds it)"
+        ) from None
     sock.listen(BACKLOG)
     sock.set_inheritable(True)
     return sock
