@@ -76,9 +76,9 @@ def test_a_port_another_program_holds_is_exit_2_before_any_serving_line(workers:
         held.listen()
         port = held.getsockname()[1]
         env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        command = [sys.executable, "-m", "teamrun.cli", "serve", str(solo_team(tmp_path))]
         done = subprocess.run(
-            [sys.executable, "-m", "teamrun.cli", "serve", str(solo_team(tmp_path)), "--port", str(port)]
-            + ["--workers", workers],
+            [*command, "--port", str(port), "--workers", workers],
             capture_output=True,
             text=True,
             env=env,
