@@ -312,6 +312,24 @@ def test_chat_with_piped_input_writes_only_the_answers_to_stdout(tmp_path: Path)
     assert "thread p-1" in done.stderr  # the session's first line stays on stderr
 
 
+def test_chat_with_piped_input_exits_1_when_a_turn_failed(tmp_path: Path) -> None:
+    """A script piping messages in must be able to tell that not every message was answered (it exited 0)."""
+    chat = [sys.executable, "-m", "teamrun.cli", "chat", str(SUPPORT), "--store", str(tmp_path / "chat.db")]
+    nowhere = ["--model", "openai/m", "--api-base", "http://127.0.0.1:9/v1"]  # nothing listens there
+    done = subprocess.run(
+        [*chat, *nowhere],
+        input="one\ntwo\n",
+        env={**_env(tmp_path), "OPENAI_API_KEY": "sk-test-not-used-000000", "TEAMRUN_NUM_RETRIES": "0"},
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,  # a hang guard
+    )
+
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("teamrun: turn failed") == 2 and done.stdout == ""
+
+
 def test_chat_on_a_terminal_prompts_on_stderr_when_stdout_is_redirected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

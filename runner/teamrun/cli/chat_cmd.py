@@ -32,7 +32,9 @@ thread in the store, so `teamrun execute --thread ID` (or a later chat with
 While a turn runs, its agent tree is shown on stderr. Ctrl-C cancels the
 turn, not the session; Ctrl-D or /exit ends it. stdout carries only the
 answers: the `you> ` prompt is shown only when you type at a terminal (on
-stderr when stdout is not that terminal), so messages can be piped in.
+stderr when stdout is not that terminal), so messages can be piped in. The
+exit code is 1 when a turn failed, else 3 when a turn ran out of budget,
+else 0.
 
 \b
 Commands inside the chat:
@@ -100,7 +102,7 @@ def chat(
     progress: str,
     strict: bool,
     api_base: str | None = None,
-) -> None:
+) -> int:
     from teamrun.engine.team import Team
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
 
@@ -130,6 +132,7 @@ def chat(
         team.prepare_models()
     session = ChatSession(team, thread_id or new_thread_id(), progress, logs, backend=backend)
     session.loop()
+    return session.exit_code()
 
 
 class ChatSession:
@@ -144,6 +147,15 @@ class ChatSession:
         """The store's journal, where a turn that waits for a person suspends (say how to answer it)."""
         self.workspace: dict[str, Any] | None = None
         """The workspace the last turn of this session ended with (its result's)."""
+        self.statuses: list[str] = []
+        """How each turn of the session ended."""
+
+    def exit_code(self) -> int:
+        """1 when a turn failed, else 3 when one ran out of budget, else 0: piped messages
+        (``chat < messages.txt > answers.txt``) tell a script whether every turn was answered."""
+        if "failed" in self.statuses:
+            return 1
+        return 3 if "budget_exhausted" in self.statuses else 0
 
     def loop(self) -> None:
         thread = self.team.store.threads.get(self.thread_id)
@@ -220,6 +232,7 @@ class ChatSession:
         subscribers = [view] if view is not None else []
         with hidden_log_events("run_warning") if getattr(view, "shows_warnings", False) else contextlib.nullcontext():
             result = runner.run(_run_with_interrupt(self.team, text, subscribers, self.thread_id, journal=True))
+        self.statuses.append(result.status)
         if result.status == "cancelled":
             click.echo("(turn cancelled; the thread is as it was)", err=True)
             return
