@@ -319,7 +319,7 @@ def test_chat_with_piped_input_exits_1_when_a_turn_failed(tmp_path: Path) -> Non
     done = subprocess.run(
         [*chat, *nowhere],
         input="one\ntwo\n",
-        env={**_env(tmp_path), "OPENAI_API_KEY": "sk-test-not-used-000000", "TEAMRUN_NUM_RETRIES": "0"},
+        env={**_env(tmp_path), "OPENAI_API_KEY": "sk-test-not-used-000000"},
         cwd=str(tmp_path),
         capture_output=True,
         text=True,
