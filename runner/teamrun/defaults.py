@@ -59,6 +59,24 @@ def model_for(agent: _HasModel | None, defaults: _HasModel | None = None, *, ove
     )
 
 
+def api_base_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a model endpoint (no ``http(s)://``, no host, a port out of range, user info),
+    or ``None``: said before any call, rather than as a provider error after retries."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        return f"{url!r} is not a URL ({exc})"
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{url!r} is not an http(s) URL with a host, e.g. http://localhost:8000/v1"
+    if parts.username is not None or parts.password is not None:
+        return f"{url!r} carries user info; give the key with api_key_env instead"
+    del port
+    return None
+
+
 def run_api_base(given: str | None = None) -> str | None:
     """The endpoint a run gives the agents that set none: ``given`` (``--api-base``, ``api_base=``), else
     ``$TEAMRUN_API_BASE``; ``None`` when neither is set. An empty ``given`` turns the variable off."""

@@ -318,3 +318,23 @@ def test_a_resumed_run_is_called_at_the_endpoint_it_was_started_with(
     assert main(["resume", run_id, "--store", store, "--progress", "none"]) == 0
     assert capsys.readouterr().out.strip() == "Answered on resume."
     fake_openai.assert_complete()
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("localhost:8000/v1", "is not an http(s) URL with a host"),
+        ("not a url", "is not an http(s) URL with a host"),
+        ("http://localhost:99999/v1", "Port out of range"),
+        ("http://user@localhost:8000/v1", "carries user info"),
+    ],
+)
+def test_an_api_base_that_cannot_be_an_endpoint_is_a_usage_error_before_any_call(
+    url: str, why: str, twenty_lines: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was sent, reported as the provider's HTTP 500 and retried for 14 s."""
+    code = main(["execute", str(twenty_lines), "-i", "hi", "--model", "openai/m", "--api-base", url])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"--api-base: {url!r} " in err and why in err and "HTTP 500" not in err

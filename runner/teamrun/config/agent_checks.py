@@ -25,8 +25,10 @@ __all__ = ["agent_checks"]
 
 def agent_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
     """Each agent's own settings: templates, output_schema, delegation section, message filter, hooks."""
+    yield from _api_base(c, ("defaults",), mapping(c.data.get("defaults") if c.data else None))
     for agent, spec in c.agents.items():
         base: JsonPath = ("agents", agent)
+        yield from _api_base(c, base, spec)
         yield from template(c, (*base, "instructions"), spec.get("instructions"), INSTRUCTION_NAMES)
         yield from sub_schema(c, (*base, "output_schema"), spec.get("output_schema"))
         delegation = mapping(spec.get("delegation"))
@@ -60,6 +62,15 @@ def agent_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
                 )
         yield from _message_filter(c, (*base, "delegation", "message_filter"), delegation.get("message_filter"))
         yield from hook_checks(c, (*base, "delegation", "hooks"), delegation.get("hooks"))
+
+
+def _api_base(c: SemanticChecker, base: JsonPath, spec: dict[str, Any]) -> Iterator[Diagnostic]:
+    """An ``api_base`` that cannot be an endpoint (an empty one, from ``${VAR:-}``, means unset)."""
+    from teamrun.defaults import api_base_problem
+
+    url = spec.get("api_base")
+    if isinstance(url, str) and url.strip() and "${" not in url and (problem := api_base_problem(url)) is not None:
+        yield c._error((*base, "api_base"), f"{dotted((*base, 'api_base'))}: {problem}", "api_base")
 
 
 def _delegated_to(c: SemanticChecker, name: str) -> bool:

@@ -19,7 +19,7 @@ import structlog
 
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
-from teamrun.defaults import API_BASE_ENV, model_for, run_api_base
+from teamrun.defaults import API_BASE_ENV, api_base_problem, model_for, run_api_base
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
 from teamrun.engine.peers import PEERS_FRAME, run_peers
 from teamrun.engine.peers.driver import open_boards
@@ -76,6 +76,9 @@ class Team:
         self.vars = {**(self.config.vars or {}), **(vars or {})}
         self.model_override = model
         self.api_base = run_api_base(api_base)
+        if self.api_base is not None and (problem := api_base_problem(self.api_base)) is not None:
+            where = "--api-base" if api_base is not None else f"${API_BASE_ENV}"
+            raise UsageError(f"{where}: {problem}")
         """The endpoint of every agent that sets no ``api_base`` and whose model is not ``offline``
         (``api_base=``, else ``$TEAMRUN_API_BASE``; ``None``: each provider's own)."""
         self._chat_model = chat_model
