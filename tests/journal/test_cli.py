@@ -131,6 +131,21 @@ def test_unknown_runs_are_usage_errors(team: Path, tmp_path: Path, capsys: pytes
     assert "no run 'nope'" in capsys.readouterr().err
 
 
+def test_reading_a_store_that_does_not_exist_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --store looked like an empty store, and was created there with its folders."""
+    missing = tmp_path / "typo" / "sub" / "runs.db"
+    assert main(["runs", "list", "--store", str(missing)]) == 0
+    assert f"no runs: there is no store at {missing}" in capsys.readouterr().err
+    assert main(["threads", "list", "--store", str(missing), "--json"]) == 0
+    assert capsys.readouterr().out.strip() == "[]"
+    assert main(["runs", "show", "r1", "--store", str(missing)]) == 2
+    assert main(["threads", "show", "t1", "--store", str(missing)]) == 2
+    assert f"there is no store at {missing}" in capsys.readouterr().err
+    assert not (tmp_path / "typo").exists()
+
+
 def _resume_on_a_terminal(store: str, run_id: str, answer: str) -> tuple[int, str]:
     """``teamrun resume`` with a pseudo-terminal on stdin and stderr; ``answer`` typed at the prompt."""
     import os

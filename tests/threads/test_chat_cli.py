@@ -228,9 +228,6 @@ def test_store_mistakes_are_clear_errors_not_tracebacks(tmp_path: Path) -> None:
         "(or leave --store out for the default)",
         str(tmp_path): f"error: the store sqlite:///{tmp_path} is a folder: give a file path, e.g. "
         f"{tmp_path / 'teamrun.db'}",
-        str(blocker / "sub" / "t.db"): (
-            f"error: cannot create the folder of the store sqlite:///{blocker}/sub/t.db: Not a directory"
-        ),
         "foo://bar": "error: cannot use the store foo://bar: 'foo' is not a database SQLAlchemy knows; "
         "give a SQLite file path, sqlite:///FILE or postgresql+psycopg://USER@HOST/DB",
         "mysql://u@localhost/db": "error: the store mysql://u@localhost/db needs the database driver 'MySQLdb': "
@@ -239,6 +236,12 @@ def test_store_mistakes_are_clear_errors_not_tracebacks(tmp_path: Path) -> None:
     for location, message in cases.items():
         done = run_cli(["threads", "list", "--store", location])
         assert (done.code, done.err.splitlines()) == (2, [message]), location
+    # a store that must be created (a thread turn; a read creates none) in a folder that cannot be
+    done = run_cli(["execute", str(SUPPORT), "-i", "hi", "--thread", "a", "--store", str(blocker / "sub" / "t.db")])
+    assert done.code == 2
+    assert done.err.splitlines()[-1] == (
+        f"error: cannot create the folder of the store sqlite:///{blocker}/sub/t.db: Not a directory"
+    )
     assert not (Path.cwd() / "teamrun.db").exists()
 
 

@@ -90,6 +90,12 @@ def _short(text: str, width: int) -> str:
 @click.option("--team", help="Only runs of this team (its name).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
 def list_runs(store: str | None, limit: int, team: str | None, as_json: bool) -> None:
+    from teamrun.store.location import missing_store_file
+
+    if (missing := missing_store_file(store)) is not None:  # a read creates no store (nor its folders)
+        click.echo("[]" if as_json else "", nl=as_json)
+        click.echo(f"no runs: there is no store at {missing} (nothing was journaled there)", err=True)
+        return
     backend = _backend(store)
     found = [_view(run) for run in backend.list_runs(limit=limit, team=team)]
     _with_pending(backend, found)
@@ -137,6 +143,10 @@ def _with_pending(backend: Any, views: list[dict[str, Any]]) -> None:
 @click.option("--store", metavar="PATH|URL", help=_STORE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of text.")
 def show_run(run_id: str, store: str | None, as_json: bool) -> None:
+    from teamrun.store.location import missing_store_file
+
+    if (missing := missing_store_file(store)) is not None:
+        raise UsageError(f"no run {run_id!r}: there is no store at {missing} (nothing was journaled there)")
     backend = _backend(store)
     run = backend.get_run(run_id)
     if run is None:

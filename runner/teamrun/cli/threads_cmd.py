@@ -56,6 +56,12 @@ Examples:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most this many.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of a table.")
 def list_(store_location: str | None, team: str | None, limit: int, as_json: bool) -> None:
+    from teamrun.store.location import missing_store_file
+
+    if (missing := missing_store_file(store_location)) is not None:  # a read creates no store (nor its folders)
+        click.echo("[]" if as_json else "", nl=as_json)
+        click.echo(f"no threads: there is no store at {missing} (no thread was kept there)", err=True)
+        return
     with _store(store_location) as store, store.errors("list threads"):
         found = store.threads.list(team=team, limit=limit)
     if as_json:
@@ -94,6 +100,10 @@ Examples:
 @click.option("--memory", is_flag=True, help="Also the workers' memory in this thread.")
 @click.option("--json", "as_json", is_flag=True, help="The thread and its messages as JSON.")
 def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool) -> None:
+    from teamrun.store.location import missing_store_file
+
+    if (missing := missing_store_file(store_location)) is not None:
+        raise UsageError(f"no thread {thread_id!r}: there is no store at {missing} (no thread was kept there)")
     with _store(store_location) as store, store.errors(f"read thread {thread_id!r}"):
         record = store.threads.get(thread_id)
         if record is None:

@@ -33,4 +33,16 @@ def resolve_store_url(location: str | os.PathLike[str] | None, environ: Mapping[
     return f"sqlite:///{Path(chosen).expanduser().resolve()}"
 
 
-__all__ = ["STORE_ENV", "default_store_location", "is_url", "resolve_store_url"]
+def missing_store_file(
+    location: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """The store's file when ``location`` names a SQLite file that does not exist (a command that only reads
+    says so instead of creating it, and its folders, at a mistyped path); ``None`` otherwise."""
+    chosen = default_store_location(environ) if location is None else os.fspath(location)
+    if is_url(chosen):
+        return None
+    path = Path(chosen).expanduser().resolve()
+    return None if path.exists() else path
+
+
+__all__ = ["STORE_ENV", "default_store_location", "is_url", "missing_store_file", "resolve_store_url"]
