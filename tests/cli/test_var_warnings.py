@@ -44,7 +44,7 @@ def test_a_misspelt_var_is_a_warning_with_did_you_mean(capsys: pytest.CaptureFix
     captured = capsys.readouterr()
     assert code == 0
     assert captured.err.splitlines()[0] == (
-        f"{PRODUCT}:37:1: warning: --var curency sets nothing: this team has no var 'curency'; did you mean 'currency'?"
+        f"{PRODUCT}:36:1: warning: --var curency sets nothing: this team has no var 'curency'; did you mean 'currency'?"
     )
     assert captured.err.splitlines()[1].startswith("starting product-comparison")
     assert json.loads(captured.out)["status"] == "done"
@@ -69,7 +69,7 @@ def test_with_strict_it_is_an_error_before_anything_runs(capsys: pytest.CaptureF
     assert code == 2
     assert captured.out == ""
     assert captured.err == (
-        f"{PRODUCT}:37:1: error: --var curency sets nothing: this team has no var 'curency'; did you mean 'currency'?\n"
+        f"{PRODUCT}:36:1: error: --var curency sets nothing: this team has no var 'curency'; did you mean 'currency'?\n"
     )
 
 
@@ -131,5 +131,5 @@ def test_chat_says_it_too_and_refuses_with_strict() -> None:
 
     assert code == 2
     assert err.getvalue().decode() == (
-        f"{PRODUCT}:37:1: error: --var curency sets nothing: this team has no var 'curency'; did you mean 'currency'?\n"
+        f"{PRODUCT}:36:1: error: --var curency sets nothing: this team has no var 'curency'; did you mean 'currency'?\n"
     )
