@@ -113,6 +113,9 @@ def test_a_step_refused_by_a_limit_names_its_step_on_its_delegation_events(tmp_p
     starts = [(e.data["worker"], e.data.get("step")) for e in events if e.kind == "delegation_start"]
     assert starts == [("a", "a"), ("b", "b"), ("c", "last")]
     assert [(d.agent, d.status) for d in result.delegations] == [("a", "ok"), ("b", "ok"), ("c", "rejected")]
+    # the limit is a `budget` event, as when it stops an agent
+    (budget,) = [e for e in events if e.kind == "budget"]
+    assert (budget.data["limit"], budget.data["value"]) == ("limits.max_delegations", 2)
     model.assert_complete()
 
 

@@ -404,8 +404,10 @@ async def run_workflow(ctx: RunContext, frame: AgentFrame, input: str, run_agent
         except _Bailed as bailed:
             text = bailed.text
         except _Stopped as stop:
-            span.end.update(status="budget_exhausted", stopped_by=str(stop.reached))
-            text = _partial(run, f"the workflow was stopped ({stop.reached})")
+            reached = stop.reached
+            frame.emit(ctx, "budget", reason=str(reached), limit=reached.limit, value=reached.value)  # as an agent's
+            span.end.update(status="budget_exhausted", stopped_by=str(reached))
+            text = _partial(run, f"the workflow was stopped ({reached})")
     own = frame.ledger.own  # its until: judges' calls; the steps spend in their own spans
     return WorkerOutcome(text, span.end["status"], own.usage, own.cost, (), span.end["stopped_by"])
 
