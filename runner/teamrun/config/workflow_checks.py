@@ -58,6 +58,9 @@ class _Walk:
 
     visible: dict[str, _Known]
     names: tuple[str, ...] = STEP_NAMES
+    later: frozenset[str] = frozenset()
+    """Loop body steps visible only from the iteration before (this step and those after it in the body):
+    a read of one must be guarded with ``iteration``."""
 
 
 class WorkflowChecker:
@@ -168,7 +171,7 @@ class WorkflowChecker:
             walk.visible[name or "loop"] = last
             return
         names = (*walk.names, *_MAP_NAMES) if "map" in step else walk.names
-        yield from self._template((*path, "input"), step.get("input"), _Walk(walk.visible, names))
+        yield from self._template((*path, "input"), step.get("input"), _Walk(walk.visible, names, walk.later))
         if "map" in step:
             yield from self._map((*path, "map"), step.get("map"), walk)
         if isinstance(step.get("route"), dict):
@@ -234,8 +237,13 @@ class WorkflowChecker:
             name = step.get("id") or step.get("agent") or step.get("team")
             if isinstance(name, str) and "loop" not in step:
                 walk.visible.setdefault(name, self._known(step))
-        inner = _Walk(walk.visible, (*walk.names, *_LOOP_NAMES))
-        yield from self._chain((*path, "loop", "steps"), _list(loop.get("steps")), inner)
+        body = _list(loop.get("steps"))
+        names = [_mapping(raw).get("id") or _mapping(raw).get("agent") or _mapping(raw).get("team") for raw in body]
+        for index, raw in enumerate(body):
+            later = frozenset(n for n in names[index:] if isinstance(n, str))
+            inner = _Walk(walk.visible, (*walk.names, *_LOOP_NAMES), later | walk.later)
+            if _mapping(raw):
+                yield from self._step((*path, "loop", "steps", index), _mapping(raw), inner)
 
     def _route(self, path: JsonPath, step: dict[str, Any], agent: Any, name: Any, walk: _Walk) -> Iterator[Diagnostic]:
         route = step["route"]
@@ -367,6 +375,11 @@ class WorkflowChecker:
                 known = listing(list(walk.visible))
                 hint = "" if later else did_you_mean(step, list(walk.visible))
                 message = f"{dotted(path)} reads steps.{step}, which {why}{hint} (steps before it: {known})"
+            elif step in walk.later and "iteration" not in source and "defined" not in source:
+                message = (
+                    f"{dotted(path)} reads steps.{step}, which runs after it in the loop: at the first iteration "
+                    "it has not run and the step fails; guard the read with {% if iteration > 1 %}"
+                )
             elif len(chain) >= 3 and chain[2] not in _STEP_FIELDS:
                 message = f"{dotted(path)} reads steps.{step}.{chain[2]}; a step has {', '.join(_STEP_FIELDS)}"
             elif len(chain) >= 4 and chain[2] == "output":
