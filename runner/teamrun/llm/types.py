@@ -19,6 +19,26 @@ Message = dict[str, Any]
 """One chat message in OpenAI format."""
 
 ToolSchema = dict[str, Any]
+
+
+def function_tool(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSchema:
+    """A function the engine offers a model (delegation, workspace, board tools): a closed object of
+    ``properties``, ``required`` ones named."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
 """One tool in OpenAI function-calling format: ``{"type": "function", "function": {...}}``."""
 
 

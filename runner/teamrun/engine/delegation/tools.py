@@ -19,7 +19,7 @@ from teamrun.config.tool_names import CANCEL_TASK, CHECK_TASKS, DELEGATE_TASK, W
 from teamrun.engine.references import REFS_PARAMETER, RefRequest, parse_requests
 from teamrun.engine.result import DelegationResult
 from teamrun.engine.runtime import AgentFrame, RunContext
-from teamrun.llm.types import ToolSchema
+from teamrun.llm.types import ToolSchema, function_tool
 
 _TASK = {"type": "string", "description": "The sub-task, with everything the worker needs: it sees nothing else."}
 _CONTEXT = {"type": "string", "description": "Optional background from your conversation to pass along."}
@@ -124,7 +124,7 @@ def delegation_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
         if granted:
             extra["tools"] = _tools_parameter(granted)
         return [
-            _function(
+            function_tool(
                 DELEGATE_TASK,
                 f"Delegate a sub-task to one or more workers (each runs it separately, in parallel). {listing}",
                 {
@@ -146,25 +146,9 @@ def delegation_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
         granted = declared_tools(config, w.name)
         narrowing = {"tools": _tools_parameter(granted)} if granted else {}
         offered.append(
-            _function(w.tool, w.description, {"task": _TASK, "context": _CONTEXT, **extra, **narrowing}, ["task"])
+            function_tool(w.tool, w.description, {"task": _TASK, "context": _CONTEXT, **extra, **narrowing}, ["task"])
         )
     return offered
-
-
-def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSchema:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": required,
-                "additionalProperties": False,
-            },
-        },
-    }
 
 
 def parse_request(
@@ -257,7 +241,7 @@ def results_for_model(results: list[DelegationResult], *, single: bool) -> str:
 def background_tools() -> list[ToolSchema]:
     """The schemas of ``wait_for``, ``check_tasks`` and ``cancel_task``."""
     return [
-        _function(
+        function_tool(
             WAIT_FOR,
             "Wait until the given background tasks finish (or the timeout passes); returns their "
             "results, or `running` for those still going.",
@@ -276,10 +260,10 @@ def background_tools() -> list[ToolSchema]:
             },
             ["handles"],
         ),
-        _function(
+        function_tool(
             CHECK_TASKS, "The status of every background task (running, or its result), without waiting.", {}, []
         ),
-        _function(
+        function_tool(
             CANCEL_TASK,
             "Cancel a running background task; its worker is stopped.",
             {"handle": {"type": "string", "description": "The task's handle."}},

@@ -25,7 +25,7 @@ from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.workspace.board import Board, BoardOutcome, Veto, board_entries
 from teamrun.engine.workspace.room import PeerRoom
-from teamrun.llm.types import ToolCall, ToolSchema, parse_arguments
+from teamrun.llm.types import ToolCall, ToolSchema, function_tool, parse_arguments
 
 __all__ = ["board_tools", "board_users", "emit_board_op", "run_board_call", "usable_boards"]
 
@@ -59,7 +59,7 @@ def board_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
     payload = dict(entries[boards[0]].value_schema) if not several else {}
     task_id = {"type": "string", "description": "The id of the task you hold (from board_claim), e.g. t3."}
     return [
-        _function(
+        function_tool(
             BOARD_POST,
             f"Post a new task on the board ({about}) for any peer to claim.",
             {
@@ -73,42 +73,26 @@ def board_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
             },
             [*required, "payload"],
         ),
-        _function(
+        function_tool(
             BOARD_CLAIM,
             "Claim the next open task: you hold it alone until you complete or release it (or your lease "
             "expires). When nothing is left the answer says the work is done: then answer with a summary.",
             dict(extra),
             list(required),
         ),
-        _function(
+        function_tool(
             BOARD_COMPLETE,
             "Complete the task you hold, with its result (a task is done exactly once).",
             {**extra, "task_id": task_id, "result": {"type": "string", "description": "The task's result."}},
             [*required, "task_id", "result"],
         ),
-        _function(
+        function_tool(
             BOARD_RELEASE,
             "Give the task you hold back to the board for another peer (say why).",
             {**extra, "task_id": task_id, "reason": {"type": "string", "description": "Why you give it back."}},
             [*required, "task_id"],
         ),
     ]
-
-
-def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSchema:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": required,
-                "additionalProperties": False,
-            },
-        },
-    }
 
 
 def emit_board_op(ctx: RunContext, frame: AgentFrame, outcome: BoardOutcome, span_id: str | None = None) -> None:

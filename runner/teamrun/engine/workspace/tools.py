@@ -17,7 +17,7 @@ from typing import Any
 
 from teamrun.config.models import TeamConfig, WorkspaceEntry
 from teamrun.conventions import WORKSPACE_CHANGES, WORKSPACE_READ, WORKSPACE_WRITE_PREFIX, workspace_write_tool_name
-from teamrun.llm.types import ToolSchema
+from teamrun.llm.types import ToolSchema, function_tool
 
 __all__ = ["Access", "WorkspaceRequest", "access", "parse_call", "workspace_tools"]
 
@@ -54,14 +54,14 @@ def workspace_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
     entries = config.workspace.entries
     listing = "; ".join(_describe(name, entries[name]) for name in allowed.read)
     tools: list[ToolSchema] = [
-        _function(
+        function_tool(
             WORKSPACE_READ,
             f"Read one entry of the team's shared workspace: its value, its version and who wrote it. "
             f"Entries: {listing}.",
             {"entry": {"type": "string", "enum": list(allowed.read), "description": "The entry to read."}},
             ["entry"],
         ),
-        _function(
+        function_tool(
             WORKSPACE_CHANGES,
             "List the workspace entries written since a version (their versions and writers, not their values).",
             {"since": {"type": "integer", "minimum": 0, "description": "The workspace version you last saw (0: all)."}},
@@ -76,28 +76,12 @@ def _describe(name: str, entry: WorkspaceEntry) -> str:
     return f"{name} ({entry.merge})" + (f": {entry.description.strip().rstrip('.')}" if entry.description else "")
 
 
-def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> ToolSchema:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": properties,
-                "required": required,
-                "additionalProperties": False,
-            },
-        },
-    }
-
-
 def _write_tool(name: str, entry: WorkspaceEntry) -> ToolSchema:
     schema = copy.deepcopy(entry.value_schema)
     about = f" {entry.description.strip()}" if entry.description else ""
     rule = entry.merge
     if rule == "replace":
-        return _function(
+        return function_tool(
             workspace_write_tool_name(name),
             f"Replace the workspace entry '{name}'.{about} Give the version you read: if someone wrote it since, "
             "the write is refused with the current value; read it again and retry.",
@@ -106,7 +90,7 @@ def _write_tool(name: str, entry: WorkspaceEntry) -> ToolSchema:
         )
     if rule == "append":
         items = schema.get("items", {}) if isinstance(schema.get("items", {}), dict) else {}
-        return _function(
+        return function_tool(
             workspace_write_tool_name(name),
             f"Add items to the end of the workspace list '{name}'.{about} Nothing others add is lost.",
             {"items": {"type": "array", "items": items, "minItems": 1}},
@@ -118,7 +102,7 @@ def _write_tool(name: str, entry: WorkspaceEntry) -> ToolSchema:
             value["properties"] = schema["properties"]
         if "additionalProperties" in schema:
             value["additionalProperties"] = schema["additionalProperties"]
-        return _function(
+        return function_tool(
             workspace_write_tool_name(name),
             f"Set keys of the workspace object '{name}'.{about} Give the version you read: a key someone else "
             "wrote since is a conflict, refused with the current value.",
@@ -127,7 +111,7 @@ def _write_tool(name: str, entry: WorkspaceEntry) -> ToolSchema:
         )
     kind = schema.get("type") if schema.get("type") in ("integer", "number") else "number"
     verb = {"max": "Raise it to this number if higher", "min": "Lower it to this number if lower", "sum": "Add"}
-    return _function(
+    return function_tool(
         workspace_write_tool_name(name),
         f"{verb[rule]}: the workspace number '{name}' ({rule}).{about}",
         {"value": {"type": kind}},
