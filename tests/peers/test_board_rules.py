@@ -166,3 +166,14 @@ def test_hooks_skip_a_task_for_a_claimant_and_refuse_a_completion() -> None:
     assert not refused.applied and refused.reason == "hook" and refused.message == "give a result"
     assert board.task("t2")["status"] == "claimed"  # type: ignore[index]
     assert board.complete("a", "t2", "ok", veto=no_empty).applied
+
+
+def test_nan_and_infinity_are_refused_as_a_payload_and_as_a_result() -> None:
+    board = _board(schema={"type": "number"})
+    for bad in (float("nan"), float("inf")):
+        refused = board.post("a", bad)
+        assert not refused.applied and refused.reason == "arguments" and "finite" in refused.message
+    assert board.post("a", 1.5).applied and board.claim("b", now=0.0).applied
+    refused = board.complete("b", "t1", {"score": float("nan")})
+    assert not refused.applied and refused.reason == "arguments"
+    assert board.complete("b", "t1", {"score": 1.0}).applied

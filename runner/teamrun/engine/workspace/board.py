@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from teamrun.config.models import WorkspaceEntry
-from teamrun.engine.workspace.state import WorkspaceState, value_size
+from teamrun.engine.workspace.state import WorkspaceState, finite, value_size
 
 if TYPE_CHECKING:
     from teamrun.engine.workspace.room import PeerRoom
@@ -145,6 +145,10 @@ class Board:
             return self._refuse(
                 "post", agent, None, "arguments", f"'after' names tasks the board does not have: {', '.join(unknown)}"
             )
+        if not finite(payload):
+            return self._refuse(
+                "post", agent, None, "arguments", "a payload takes finite numbers only (not NaN or infinity)"
+            )
         problem = self.workspace.schema_problem(self.name, payload)
         if problem is not None:
             return self._refuse(
@@ -216,6 +220,10 @@ class Board:
         refused = self._lease_problem("complete", agent, task_id)
         if refused is not None:
             return refused
+        if not finite(result):
+            return self._refuse(
+                "complete", agent, task_id, "arguments", "a result takes finite numbers only (not NaN or infinity)"
+            )
         said = veto(copy.deepcopy(self.task(task_id) or {}), copy.deepcopy(result)) if veto is not None else None
         if said is not None:
             return self._refuse("complete", agent, task_id, "hook", said)

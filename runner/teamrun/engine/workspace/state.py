@@ -24,7 +24,7 @@ import jsonschema.validators
 
 from teamrun.config.models import Workspace, WorkspaceEntry
 
-__all__ = ["EntryState", "RefusalReason", "WorkspaceState", "WriteOutcome", "initial_value", "value_size"]
+__all__ = ["EntryState", "RefusalReason", "WorkspaceState", "WriteOutcome", "finite", "initial_value", "value_size"]
 
 RefusalReason = Literal["stale", "conflict", "schema", "size", "permission", "arguments"]
 
@@ -238,7 +238,7 @@ class WorkspaceState:
                 new = min(current, value)
             else:
                 new = current + value
-        if not _finite(new):
+        if not finite(new):
             return refuse("arguments", f"'{name}' takes finite numbers only (not NaN or infinity, nor a sum past them)")
         # The caps before the schema: a huge value is refused without validating (or echoing) it. A write
         # that does not grow the entry is never refused for size (an entry can start past a lowered cap).
@@ -325,12 +325,12 @@ def _describe_error(error: Any) -> str:
     return f"at {where}: fails '{error.validator}' ({constraint})"
 
 
-def _finite(value: Any) -> bool:
+def finite(value: Any) -> bool:
     """No NaN or infinity anywhere in ``value`` (JSON has neither; a model's arguments may)."""
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, list):
-        return all(_finite(v) for v in value)
+        return all(finite(v) for v in value)
     if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
+        return all(finite(v) for v in value.values())
     return True
