@@ -123,3 +123,17 @@ def test_kept_snapshot_reads_like_a_run_results_workspace() -> None:
     shown = kept_snapshot(kept(played))
     assert shown == played.snapshot()
     assert kept_snapshot(None) is None and kept_snapshot([1]) is None
+
+
+def test_a_board_is_not_carried_and_not_warned_about() -> None:
+    """A board's task list was checked against one payload's schema, refused with a warning blaming an edit."""
+    board = {"kind": "board", "schema": {"type": "string"}}
+    spec = _spec(entries={"tasks": board})
+    stored = kept(_played(spec))
+    stored["entries"].append({"entry": "tasks", "value": [{"id": "t1", "payload": "x"}], "version": 4})
+
+    state = WorkspaceState(spec)
+    start, warnings = carry_over(state, stored, "t1")
+
+    assert warnings == [] and state.entries["tasks"].value == []
+    assert state.entries["notes"].value == ["x", "y"]

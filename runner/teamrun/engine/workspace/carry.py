@@ -41,6 +41,8 @@ def carry_over(state: WorkspaceState, stored: Any, thread_id: str) -> tuple[int,
         if not isinstance(payload, Mapping):
             continue
         name = str(payload.get("entry"))
+        if name in state.spec.entries and state.spec.entries[name].kind == "board":
+            continue  # a board is a run's work: each turn's peers start from a fresh one
         if name not in state.entries:
             warnings.append(
                 f"workspace: entry '{name}' kept by thread {thread_id} is no longer in the team file; it is dropped"
