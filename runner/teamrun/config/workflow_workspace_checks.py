@@ -105,6 +105,14 @@ def write_checks(c: SemanticChecker, path: JsonPath, step: dict[str, Any], body:
         )
         return
     spec = _mapping(entries[entry])
+    if spec.get("kind") == "board":
+        yield c._error(
+            where,
+            f"{dotted(path)}.write: '{entry}' is a board: its tasks change only through the board tools "
+            "(post, claim, complete, release), never by a step's output",
+            "workspace",
+        )
+        return
     gives = _gives(c, step, body)
     if gives is None:
         return

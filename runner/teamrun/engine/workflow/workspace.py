@@ -84,6 +84,8 @@ def write_step_output(
     workspace, journal, spec = ctx.workspace, ctx.journal, ctx.config.workspace
     if workspace is None or spec is None or entry not in spec.entries:  # teamrun validate says so first
         return StepWrite(entry, False, reason="arguments", message=f"the workspace has no entry '{entry}'")
+    if spec.entries[entry].kind == "board":  # (teamrun validate too) only the board tools change its tasks
+        return StepWrite(entry, False, reason="permission", message=f"'{entry}' is a board: only its tools change it")
     rule = spec.entries[entry].merge
     key = _key(step_key, _WRITE)
     if journal is not None:
