@@ -133,7 +133,7 @@ def test_a_board_is_not_carried_and_not_warned_about() -> None:
     stored["entries"].append({"entry": "tasks", "value": [{"id": "t1", "payload": "x"}], "version": 4})
 
     state = WorkspaceState(spec)
-    start, warnings = carry_over(state, stored, "t1")
+    _, warnings = carry_over(state, stored, "t1")
 
     assert warnings == [] and state.entries["tasks"].value == []
     assert state.entries["notes"].value == ["x", "y"]
