@@ -50,9 +50,14 @@ def writes_of(records: Iterable[Mapping[str, Any]], *, started_at: int = 0) -> l
     found: list[dict[str, Any]] = []
     reached = started_at
     for record in records:
+        data = record.get("data") or {}
+        if record.get("kind") == "board_op":  # a board's change takes the workspace's next version too
+            after = data.get("version_after")
+            if data.get("status") == "applied" and isinstance(after, int) and after > reached:
+                reached = after
+            continue
         if record.get("kind") != "workspace_write":
             continue
-        data = record.get("data") or {}
         path = [str(p) for p in record.get("agent_path") or ()]
         write: dict[str, Any] = {
             "seq": len(found) + 1,
@@ -108,7 +113,8 @@ def workspace_answer(
             "version": int(entry.get("version") or 0),
             "writer": last_writer.get(name) or (written_by[-1] if written_by else None),
             "written_by": written_by,
-            "merge": entry_spec.merge,
+            "merge": None if entry_spec.kind == "board" else entry_spec.merge,  # a board has no merge rule
+            "kind": entry_spec.kind,
         }
     kept = [w for w in writes if since is None or int(w.get("workspace_version") or 0) >= since]
     answer: dict[str, Any] = {
