@@ -325,3 +325,39 @@ def test_a_killed_peer_run_resumes_without_completing_a_task_twice(tmp_path: Pat
     assert counted.counts == Counter({task_id: 1 for task_id in board})  # across both attempts, at the fake
     live = [o for o in _ops(trace) if not o.get("replayed") and o["op"] == "complete" and o["status"] == "applied"]
     assert len(live) == 1 and live[0]["agent"] == "p3"  # only p3's task was completed by the resume
+
+
+def test_ctrl_c_on_a_peer_team_prints_the_tasks_done_so_far(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """Exit 130 printed nothing although tasks were done (the README: Ctrl-C still prints what finished)."""
+
+    def stall(name: str, messages: list[dict[str, Any]]) -> Reply | None:
+        return text("never", delay=HUNG_S) if name == "p1" and _holding(name, messages) else None
+
+    _serve(fake_openai, stall)
+    team = write_team(tmp_path, url=fake_openai.url, initial=TWENTY)
+    trace = tmp_path / "run.jsonl"
+    process = subprocess.Popen(
+        _teamrun("execute", str(team), "-i", "task-20", "--progress", "none", "--trace", str(trace)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+
+        def completed() -> bool:
+            try:  # the trace is being written: its last line may be cut
+                return trace.exists() and any(o["op"] == "complete" and o["status"] == "applied" for o in _ops(trace))
+            except ValueError:
+                return False
+
+        assert _eventually(completed), "no task was completed"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=300)  # a hang guard
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert "No final answer: the run was stopped (interrupted). Tasks done on the board 'tasks' so far:" in out
+    done = [o["task_id"] for o in _ops(trace) if o["op"] == "complete" and o["status"] == "applied"]
+    assert done and all(f"- {task_id} (" in out for task_id in done)

@@ -21,7 +21,7 @@ from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
 from teamrun.defaults import API_BASE_ENV, api_base_problem, model_for, run_api_base
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
-from teamrun.engine.peers import PEERS_FRAME, run_peers
+from teamrun.engine.peers import PEERS_FRAME, run_peers, stopped_summary
 from teamrun.engine.peers.driver import open_boards
 from teamrun.engine.result import RunResult, new_run_id
 from teamrun.engine.runtime import AgentFrame, RunContext, limits_in_force, max_steps_for
@@ -496,7 +496,9 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
         else:
             result.status, result.stopped_by = "budget_exhausted", f"{label} ({timeout})"
         await _cancel(work)
-        result.final_text = _partial_text(result, f"the run was stopped ({result.stopped_by})")
+        headline = f"the run was stopped ({result.stopped_by})"
+        peers_done = stopped_summary(ctx, headline) if ctx.config.peers is not None else ""
+        result.final_text = peers_done or _partial_text(result, headline)
     finally:
         if not work.done():
             await _cancel(work)

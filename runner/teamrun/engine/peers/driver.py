@@ -36,7 +36,7 @@ from teamrun.engine.workspace.room import PeerRoom
 from teamrun.errors import RunError
 from teamrun.llm.types import Usage
 
-__all__ = ["PEERS_FRAME", "PeersEnded", "open_boards", "run_peers"]
+__all__ = ["PEERS_FRAME", "PeersEnded", "open_boards", "run_peers", "stopped_summary"]
 
 PEERS_FRAME = "peers"
 """The name of a peer team's top frame (the place a supervisor has in a team)."""
@@ -159,6 +159,17 @@ async def _expire_leases(ctx: RunContext, frame: AgentFrame, room: PeerRoom) -> 
             emit_board_op(ctx, frame, outcome)
         if expired:
             room.settle(changed=True)
+
+
+def stopped_summary(ctx: RunContext, headline: str) -> str:
+    """A peer team stopped from outside (Ctrl-C, cancel, the run's timeout): the tasks done so far."""
+    for board in ctx.boards.values():
+        done = [t for t in board.tasks if t.get("status") == "done"]
+        if done:
+            lines = [f"No final answer: {headline}. Tasks done on the board '{board.name}' so far:"]
+            lines += [f"- {t['id']} ({t.get('completed_by')}): {t.get('result')}" for t in done]
+            return "\n".join(lines)
+    return ""
 
 
 def _summary(board: Board, ending: str | None) -> str:
