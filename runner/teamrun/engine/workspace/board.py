@@ -136,22 +136,22 @@ class Board:
         self, agent: str, payload: Any, *, after: list[str] | None = None, by_engine: bool = False
     ) -> BoardOutcome:
         if not by_engine and agent not in self.writers:
-            return self._refuse("post", agent, None, "permission", self._not_writer(agent))
+            return self.refuse("post", agent, None, "permission", self._not_writer(agent))
         if self.closed:
-            return self._refuse("post", agent, None, "closed", f"the board '{self.name}' is closed: the peers ended")
+            return self.refuse("post", agent, None, "closed", f"the board '{self.name}' is closed: the peers ended")
         known = {t.get("id") for t in self.tasks}
         unknown = [a for a in after or () if a not in known]
         if unknown:
-            return self._refuse(
+            return self.refuse(
                 "post", agent, None, "arguments", f"'after' names tasks the board does not have: {', '.join(unknown)}"
             )
         if not finite(payload):
-            return self._refuse(
+            return self.refuse(
                 "post", agent, None, "arguments", "a payload takes finite numbers only (not NaN or infinity)"
             )
         problem = self.workspace.schema_problem(self.name, payload)
         if problem is not None:
-            return self._refuse(
+            return self.refuse(
                 "post", agent, None, "schema", f"the payload does not satisfy the board's schema: {problem}"
             )
         task = {
@@ -168,7 +168,7 @@ class Board:
         tasks = [*copy.deepcopy(self.tasks), task]
         size = value_size(tasks)
         if size > self.spec.max_bytes:
-            return self._refuse(
+            return self.refuse(
                 "post",
                 agent,
                 None,
@@ -181,19 +181,19 @@ class Board:
         """Take the first claimable task for ``agent`` (that ``veto`` allows) with a lease until ``now + lease_s``;
         ``room``: claims the run's ``max_tasks`` still allows (done and claimed tasks count)."""
         if agent not in self.writers:
-            return self._refuse("claim", agent, None, "permission", self._not_writer(agent))
+            return self.refuse("claim", agent, None, "permission", self._not_writer(agent))
         held = self.held_by(agent)
         if held is not None:
-            return self._refuse(
+            return self.refuse(
                 "claim", agent, str(held["id"]), "busy", f"you hold task {held['id']}: complete or release it first"
             )
         if self.closed:
-            return self._refuse("claim", agent, None, "closed", f"the board '{self.name}' is closed: the peers ended")
+            return self.refuse("claim", agent, None, "closed", f"the board '{self.name}' is closed: the peers ended")
         offered = self.claimable()
         if not offered:
-            return self._refuse("claim", agent, None, "empty", self._nothing_message())
+            return self.refuse("claim", agent, None, "empty", self._nothing_message())
         if room is not None and room <= 0:
-            return self._refuse("claim", agent, None, "limit", "limits.max_tasks leaves no task to claim")
+            return self.refuse("claim", agent, None, "limit", "limits.max_tasks leaves no task to claim")
         refusal = ""
         if veto is not None:
             allowed = []
@@ -204,7 +204,7 @@ class Board:
                     break
                 refusal = said
             if not allowed:
-                return self._refuse("claim", agent, str(offered[-1]["id"]), "hook", refusal)
+                return self.refuse("claim", agent, str(offered[-1]["id"]), "hook", refusal)
             offered = allowed
         tasks = copy.deepcopy(self.tasks)
         task = next(t for t in tasks if t["id"] == offered[0]["id"])
@@ -216,23 +216,23 @@ class Board:
 
     def complete(self, agent: str, task_id: str, result: Any, *, veto: Veto | None = None) -> BoardOutcome:
         if agent not in self.writers:
-            return self._refuse("complete", agent, task_id, "permission", self._not_writer(agent))
+            return self.refuse("complete", agent, task_id, "permission", self._not_writer(agent))
         refused = self._lease_problem("complete", agent, task_id)
         if refused is not None:
             return refused
         if not finite(result):
-            return self._refuse(
+            return self.refuse(
                 "complete", agent, task_id, "arguments", "a result takes finite numbers only (not NaN or infinity)"
             )
         said = veto(copy.deepcopy(self.task(task_id) or {}), copy.deepcopy(result)) if veto is not None else None
         if said is not None:
-            return self._refuse("complete", agent, task_id, "hook", said)
+            return self.refuse("complete", agent, task_id, "hook", said)
         tasks = copy.deepcopy(self.tasks)
         task = next(t for t in tasks if t["id"] == task_id)
         task.update(status="done", result=copy.deepcopy(result), completed_by=agent, claimed_by=None)
         size = value_size(tasks)
         if size > self.spec.max_bytes:
-            return self._refuse(
+            return self.refuse(
                 "complete",
                 agent,
                 task_id,
@@ -246,14 +246,14 @@ class Board:
         """Return a claimed task to the board (``op="expire"``: its lease ran out, or its claimant ended)."""
         if op == "release":
             if agent not in self.writers:
-                return self._refuse("release", agent, task_id, "permission", self._not_writer(agent))
+                return self.refuse("release", agent, task_id, "permission", self._not_writer(agent))
             refused = self._lease_problem("release", agent, task_id)
             if refused is not None:
                 return refused
         tasks = copy.deepcopy(self.tasks)
         task = next((t for t in tasks if t["id"] == task_id and t.get("status") == "claimed"), None)
         if task is None:
-            return self._refuse(op, agent, task_id, "lease", f"task {task_id} is not claimed")
+            return self.refuse(op, agent, task_id, "lease", f"task {task_id} is not claimed")
         holder = task.get("claimed_by")
         failed = int(task.get("claims") or 0) >= self.spec.max_claims
         task.update(status="failed" if failed else "open", claimed_by=None)
@@ -267,10 +267,10 @@ class Board:
     def _lease_problem(self, op: BoardOp, agent: str, task_id: str) -> BoardOutcome | None:
         task = self.task(task_id)
         if task is None:
-            return self._refuse(op, agent, task_id, "arguments", f"the board has no task '{task_id}'")
+            return self.refuse(op, agent, task_id, "arguments", f"the board has no task '{task_id}'")
         if task.get("status") != "claimed" or task.get("claimed_by") != agent:
             now = f"it is {task.get('status')}" + (f" by {task['claimed_by']}" if task.get("claimed_by") else "")
-            return self._refuse(
+            return self.refuse(
                 op, agent, task_id, "lease", f"you hold no lease on task {task_id} ({now}): claim a task first"
             )
         return None
@@ -286,7 +286,7 @@ class Board:
     def _not_writer(self, agent: str) -> str:
         return f"{agent} may not use the board '{self.name}' (its users: {', '.join(self.writers) or 'nobody'})"
 
-    def _refuse(self, op: BoardOp, agent: str, task_id: str | None, reason: BoardRefusal, message: str) -> BoardOutcome:
+    def refuse(self, op: BoardOp, agent: str, task_id: str | None, reason: BoardRefusal, message: str) -> BoardOutcome:
         version = self.workspace.entries[self.name].version
         return BoardOutcome(self.name, op, agent, False, task_id, version, version, reason, message)
 

@@ -23,7 +23,7 @@ from teamrun.config.models import TeamConfig
 from teamrun.conventions import BOARD_CLAIM, BOARD_COMPLETE, BOARD_POST, BOARD_RELEASE
 from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash
 from teamrun.engine.runtime import AgentFrame, RunContext
-from teamrun.engine.workspace.board import Board, BoardOutcome, Veto, board_entries
+from teamrun.engine.workspace.board import Board, BoardOp, BoardOutcome, Veto, board_entries
 from teamrun.engine.workspace.room import PeerRoom
 from teamrun.llm.types import ToolCall, ToolSchema, function_tool, parse_arguments
 
@@ -122,21 +122,49 @@ async def _run(
                 frame.emit(ctx, "board_op", span_id=span_id, **{**earlier["event"], "replayed": True})
             return replayed.content, replayed.ok
     payload: dict[str, Any] = {}
+    board: Board | None = None
     try:
         board, arguments = _target(ctx, frame, parse_arguments(call.arguments))
         shown, outcome = await _apply(ctx, frame, board, call.name, arguments, span_id)
-    except ValueError as exc:
-        content, ok = f"Error: {exc}. Call {call.name} again with corrected arguments.", False
-    else:
+    except ValueError as exc:  # a refusal like any other (reason `arguments`), and a board_op event
+        shown, outcome = _malformed(
+            ctx, frame, board, call.name, f"{exc}; call {call.name} again with corrected arguments"
+        )
         if outcome is not None:
-            payload = {"event": outcome.event_fields(), "state": outcome.state}
-        content, ok = json.dumps(shown, ensure_ascii=False), outcome is None or outcome.applied
+            emit_board_op(ctx, frame, outcome, span_id)
+    if outcome is not None:
+        payload = {"event": outcome.event_fields(), "state": outcome.state}
+    content, ok = json.dumps(shown, ensure_ascii=False), outcome is None or outcome.applied
+    if outcome is None and shown.get("status") == "refused":
+        ok = False
     if journal is not None:  # queued in the step that applied the operation: the journal keeps their order
         record: dict[str, Any] = {"ok": ok, "content": content, "error": None if ok else content}
         if payload:
             record["workspace"] = payload
         journal.write(JournalEntry(key, fingerprint, record))
     return content, ok
+
+
+_OPS: dict[str, BoardOp] = {
+    BOARD_POST: "post",
+    BOARD_CLAIM: "claim",
+    BOARD_COMPLETE: "complete",
+    BOARD_RELEASE: "release",
+}
+
+
+def _malformed(
+    ctx: RunContext, frame: AgentFrame, board: Board | None, tool: str, message: str
+) -> tuple[dict[str, Any], BoardOutcome | None]:
+    """The refusal of a board call whose arguments could not be read: on the board it named, else the agent's
+    only one (an event there); with no board to name, a refusal without an event."""
+    if board is None:
+        boards = usable_boards(ctx.config, frame.name)
+        board = ctx.boards.get(boards[0]) if len(boards) == 1 else None
+    if board is None:
+        return {"status": "refused", "reason": "arguments", "message": message}, None
+    outcome = board.refuse(_OPS.get(tool, "post"), frame.name, None, "arguments", message)
+    return outcome.for_model(), outcome
 
 
 def _target(ctx: RunContext, frame: AgentFrame, arguments: Mapping[str, Any]) -> tuple[Board, dict[str, Any]]:
