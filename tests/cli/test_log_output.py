@@ -146,7 +146,7 @@ def test_one_retry_is_one_json_line(
         (["execute"], "usage_error", "Missing argument 'TEAM_FILE'."),  # click's own usage error
         (["bogus"], "usage_error", "No such command 'bogus'."),  # before the group's options took effect
         (["execute", "/no/such/team.yaml", "-i", "go"], "config_error", "/no/such/team.yaml:1:1: error: no such file"),
-        (["threads", "show", "nope", "--store", "STORE"], "usage_error", "no thread 'nope' in the store sqlite:///"),
+        (["threads", "show", "nope", "--store", "STORE"], "usage_error", "no thread 'nope': there is no store at "),
     ],
 )
 def test_json_log_format_says_errors_as_json_lines(

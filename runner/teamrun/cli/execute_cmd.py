@@ -83,8 +83,7 @@ def _read_input(text: str | None, file: str | None) -> str:
         source, task = "stdin", sys.stdin.read()
     if not task.strip():
         raise UsageError(
-            f"the input ({source}) is empty: give the team a task with --input TEXT, "
-            "--input-file FILE, or on stdin"
+            f"the input ({source}) is empty: give the team a task with --input TEXT, --input-file FILE, or on stdin"
         )
     return task
 

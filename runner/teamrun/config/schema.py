@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,7 +112,14 @@ def validator_for(schema: dict[str, Any]) -> Any:
             return instance.is_integer() and abs(instance) < 2**63
         return isinstance(instance, int) and not isinstance(instance, bool)
 
-    types = Draft202012Validator.TYPE_CHECKER.redefine("integer", integer)
+    def number(checker: Any, instance: Any) -> bool:
+        # NaN and infinity are no JSON numbers (and NaN passes every bound): the YAML layer refuses them in a
+        # team file; the validator does too, for data that did not come through it
+        if isinstance(instance, float):
+            return math.isfinite(instance)
+        return isinstance(instance, int) and not isinstance(instance, bool)
+
+    types = Draft202012Validator.TYPE_CHECKER.redefine_many({"integer": integer, "number": number})
     return validators.extend(Draft202012Validator, {"pattern": pattern}, type_checker=types)(schema)
 
 
@@ -275,6 +283,8 @@ class SchemaChecker:
                 continue
             if error.validator == "type" and path in choices:
                 continue
+            if isinstance(error.instance, float) and not math.isfinite(error.instance):
+                continue  # the YAML layer has said it: NaN and infinity cannot be used in a team file
             if error.validator == "anyOf" and all(set(o) == {"required"} for o in error.validator_value):
                 continue  # `supervisor` or `workflow`: the semantic checks name the key that is missing
             diagnostics.extend(self._convert(error))
