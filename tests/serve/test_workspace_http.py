@@ -124,7 +124,14 @@ def test_the_workspace_of_a_run_is_answered_by_either_worker_masked(two_workers:
     notes, count, plan = (answer["entries"][name] for name in ("notes", "count", "plan"))
     assert notes["value"][0] == "***" and len(notes["value"]) == 2  # the secret initial item, masked
     assert notes["writer"] == "lead" and notes["written_by"] == ["lead"] and notes["merge"] == "append"
-    assert count == {"value": 1, "version": count["version"], "writer": "lead", "written_by": ["lead"], "merge": "sum"}
+    assert count == {
+        "value": 1,
+        "version": count["version"],
+        "writer": "lead",
+        "written_by": ["lead"],
+        "merge": "sum",
+        "kind": "value",
+    }
     assert plan["writer"] == "lead" and isinstance(plan["value"], str)
     assert answer["version"] == max(e["version"] for e in answer["entries"].values()) == 3
     writes = answer["writes"]
