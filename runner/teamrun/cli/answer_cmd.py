@@ -236,6 +236,7 @@ def _continue(
 
     items = _items(backend)
     said = False
+    again = 3  # a continuation that suspends with nothing left to ask raced another one: look again
     while True:
         run = backend.get_run(run_id)
         status = run.shown_status()
@@ -246,6 +247,9 @@ def _continue(
                 )
             except (RunClaimed, RunBusy):
                 continue  # another answering process took it between our look and our claim: wait for it
+            if result == EXIT_WAITING and again > 0 and not items.items(run_id, status="pending"):
+                again -= 1
+                continue
             return result
         if status == "running":
             taken = items.get(run_id, item_id)
