@@ -160,7 +160,7 @@ def test_a_local_endpoint_needs_no_api_key(
     assert request.headers["authorization"] == f"Bearer {LOCAL_PLACEHOLDER_KEY}"
 
 
-@pytest.mark.parametrize("api_base", ["https://api.openai.com/v1", "https://llm.example.com/v1"])
+@pytest.mark.parametrize("api_base", ["https://llm.invalid/v1", "https://llm.example.com/v1"])
 def test_no_placeholder_key_goes_to_a_host_that_is_not_local(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], api_base: str
 ) -> None:
@@ -191,7 +191,7 @@ def test_no_placeholder_key_goes_to_a_host_that_is_not_local(
         ("http://vllm:8000/v1", True),  # a container's service name
         ("http://host.docker.internal:11434", True),
         ("http://gpu-box.local:8000/v1", True),
-        ("https://api.openai.com/v1", False),
+        ("https://llm.invalid/v1", False),
         ("https://llm.example.com/v1", False),
         ("http://8.8.8.8/v1", False),
         ("", False),
