@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from teamrun.config.models import Limits
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
+from teamrun.serve.a2a import mount_a2a
 from teamrun.serve.approvals import DEFAULT_APPROVAL_TIMEOUT_S
 from teamrun.serve.history import EventKeeper, mount_history, stored_events
 from teamrun.serve.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -477,9 +478,10 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             _event_stream(handle, start_at), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
         )
 
-    mount_pending(app, registry, served, authorize, ApiError)  # GET /v1/pending, POST .../pending/{item}
+    resumer = mount_pending(app, registry, served, authorize, ApiError)  # GET /v1/pending, POST .../pending/{item}
     mount_history(app, registry, served, authorize, ApiError)  # GET /v1/runs (the run list) and /view/* (the run view)
     mount_workspace(app, registry, served, authorize, ApiError)  # GET /v1/runs/{id}/workspace
+    mount_a2a(app, registry, served, resumer, tokens=settings.tokens, redactor=server_redactor)  # /a2a/<team>
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     if settings.cors_origins:

@@ -210,8 +210,9 @@ def mount_pending(
     served: Mapping[str, _Served],
     authorize: Callable[..., Awaitable[None]],
     error: Callable[..., Exception],
-) -> None:
-    """Add ``GET /v1/pending`` and ``POST /v1/runs/{run_id}/pending/{item_id}`` to ``app``.
+) -> _Resumer | None:
+    """Add ``GET /v1/pending`` and ``POST /v1/runs/{run_id}/pending/{item_id}`` to ``app``; the resumer that
+    continues answered runs (``None`` without a store), for the other ways to answer (A2A).
 
     ``error(status, message, code=...)`` builds the server's error answer (``ApiError``).
     """
@@ -286,6 +287,8 @@ def mount_pending(
         view = _item_view(answered or item) | {"team": record.team, "said": said, "run_status": status}
         masked: dict[str, Any] = redactor.value(view)
         return masked
+
+    return resumer
 
 
 def _settled(run_id: str, item: PendingRecord) -> str:

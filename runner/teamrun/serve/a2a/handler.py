@@ -1,0 +1,510 @@
+"""A served team as an A2A agent: a2a-sdk's ``RequestHandler`` over the server's runs.
+
+The SDK's own ``DefaultRequestHandler`` keeps tasks in its ``TaskStore`` and runs
+an ``AgentExecutor`` per task in this process; our runs are durable (journaled in
+the store), outlive the process, and may wait for people between processes. So
+this handler implements the SDK's ``RequestHandler`` interface over
+:class:`~teamrun.serve.runs.RunRegistry` and the store instead: a task *is* a
+run (task id = run id), started, read and cancelled exactly as the runs API
+does it. The SDK still does the protocol: JSON-RPC parsing, v1.0 and v0.3
+method names, errors, SSE framing (:mod:`teamrun.serve.a2a.routes`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncGenerator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types import (
+    ContentTypeNotSupportedError,
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    InvalidParamsError,
+    ListTasksResponse,
+    Message,
+    PushNotificationNotSupportedError,
+    Role,
+    TaskArtifactUpdateEvent,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskState,
+    TaskStatusUpdateEvent,
+    UnsupportedOperationError,
+)
+from google.protobuf import json_format
+
+from teamrun.logs import get_logger
+from teamrun.secrets import Redactor
+from teamrun.serve.a2a.tasks import RunView, artifact_of, status_of, task_of
+from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown, stored_record
+
+if TYPE_CHECKING:
+    from a2a.server.context import ServerCallContext
+    from a2a.server.events.event_queue import Event
+    from a2a.types import (
+        AgentCard,
+        CancelTaskRequest,
+        DeleteTaskPushNotificationConfigRequest,
+        GetExtendedAgentCardRequest,
+        GetTaskPushNotificationConfigRequest,
+        GetTaskRequest,
+        ListTaskPushNotificationConfigsRequest,
+        ListTaskPushNotificationConfigsResponse,
+        ListTasksRequest,
+        SendMessageRequest,
+        SubscribeToTaskRequest,
+        Task,
+        TaskPushNotificationConfig,
+    )
+
+    from teamrun.engine.team import Team
+    from teamrun.store.records import JournaledRun
+
+__all__ = ["TeamAgent"]
+
+_log = get_logger(__name__)
+
+FOLLOW_WAKE_S = 10.0
+"""Seconds a stream waits for a run's next event before it looks again (SSE pings keep the connection open)."""
+CANCEL_WAIT_S = 30.0
+"""Seconds ``CancelTask`` waits for the cancelled run to settle before it answers with the task as it is."""
+MAX_CONTEXT_CHARS = 200
+"""Longest ``contextId`` a client may choose (it names the run's thread when the server has a store)."""
+_PROGRESS_KINDS = {"delegation_start", "person_asked", "run_continued"}
+_APPROVE = {"approve", "approved", "yes", "y", "true", "ok"}
+_DENY = {"deny", "denied", "no", "n", "false", "reject"}
+
+
+class _Served(Protocol):
+    team: Team
+    redactor: Redactor
+
+
+class _Resumer(Protocol):
+    """What :mod:`teamrun.serve.pending` continues waiting runs with (with a store)."""
+
+    items: Any
+    backend: Any
+
+    async def after_answer(self, run_id: str) -> None: ...
+
+
+class TeamAgent(RequestHandler):
+    """One served team's A2A agent: every message starts or answers a run of ``entry.team``."""
+
+    def __init__(
+        self,
+        entry: _Served,
+        registry: RunRegistry,
+        resumer: _Resumer | None,
+        served: Mapping[str, _Served],
+    ) -> None:
+        self.entry = entry
+        self.registry = registry
+        self.resumer = resumer
+        self.served = served
+        self._contexts: OrderedDict[str, str] = OrderedDict()
+        """Without a store: the ``contextId`` of each run started here (with one, it is the run's thread)."""
+
+    @property
+    def team(self) -> str:
+        return self.entry.team.name
+
+    # -- messages ---------------------------------------------------------------------------------
+
+    async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
+        run_id, _ = await self._send(params)
+        handle = self.registry.get(run_id)
+        if handle is not None and not params.configuration.return_immediately:
+            await _settled(handle)
+        return await self._task(run_id, _history_length(params.configuration))
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        run_id, start_at = await self._send(params)
+        task = await self._task(run_id)
+        yield task
+        async for event in self._follow(run_id, start_at):
+            yield event
+
+    async def _send(self, params: SendMessageRequest) -> tuple[str, int]:
+        """Start a run for a new task, or answer the question a waiting task asks; its id, and the first of its
+        events a stream should report."""
+        if not params.HasField("message"):
+            raise InvalidParamsError("params.message is required: the message to the team")
+        message = params.message
+        if message.task_id:
+            run_id = await self._answer(message)
+            handle = self.registry.get(run_id)
+            return run_id, handle.event_count if handle is not None else 0
+        text = _input_text(message)
+        context_id = message.context_id or f"ctx-{uuid.uuid4().hex[:16]}"
+        if len(context_id) > MAX_CONTEXT_CHARS:
+            raise InvalidParamsError(f"contextId is {len(context_id)} characters; at most {MAX_CONTEXT_CHARS}")
+        thread = context_id if self.registry.store is not None else None
+        try:
+            handle = self.registry.start(self.entry.team, text, redactor=self.entry.redactor, thread=thread)
+        except ServerBusy as exc:
+            raise InternalError(
+                f"{exc}; retry after {self.registry.retry_after_s} s",
+                data={"reason": "too_many_runs", "retry_after_s": self.registry.retry_after_s},
+            ) from None
+        except ShuttingDown as exc:
+            raise InternalError(str(exc), data={"reason": "shutting_down"}) from None
+        if thread is None:
+            self._contexts[handle.id] = context_id
+            while len(self._contexts) > self.registry.keep_finished + self.registry.max_concurrent:
+                self._contexts.popitem(last=False)
+        return handle.id, 0
+
+    async def _answer(self, message: Message) -> str:
+        """Answer the pending item a waiting task asks with ``message``; the run continues (here, if it can)."""
+        from teamrun.serve.pending import PendingAnswer, _answer_value
+        from teamrun.tools.people import AnswerNotText, AnswerRefused
+
+        run_id = message.task_id
+        view = await self._view(run_id)
+        if view is None:
+            raise TaskNotFoundError(f"no task '{run_id}' of agent '{self.team}'")
+        if message.context_id and message.context_id != view.context_id:
+            raise InvalidParamsError(
+                f"task {run_id} belongs to context '{view.context_id}', not '{message.context_id}'"
+            )
+        if view.status != "waiting":
+            if view.terminal:
+                raise UnsupportedOperationError(
+                    f"task {run_id} is over ({view.status}): it takes no more messages; send a message without "
+                    "taskId to start a new task (with the same contextId to continue the conversation)"
+                )
+            raise UnsupportedOperationError(
+                f"task {run_id} is working: it takes a message only when it asks for one (state input-required)"
+            )
+        assert self.resumer is not None  # a run waits only in a server with a store
+        wanted = _metadata(message).get("item")
+        items = list(view.pending)
+        if not items:
+            raise UnsupportedOperationError(f"task {run_id} has no question waiting yet; read it again in a moment")
+        chosen = next((i for i in items if i["id"] == wanted), None) if wanted is not None else items[0]
+        if chosen is None:
+            listing = ", ".join(str(i["id"]) for i in items)
+            raise InvalidParamsError(f"task {run_id} waits for no item '{wanted}'; it waits for: {listing}")
+        item = await asyncio.to_thread(self.resumer.items.get, run_id, chosen["id"])
+        if item is None or item.status != "pending":
+            raise UnsupportedOperationError(f"item {chosen['id']} of task {run_id} was answered meanwhile")
+        body = _answer_body(item.kind, message)
+        try:
+            value, _ = _answer_value(item, body)
+        except AnswerNotText as exc:
+            raise InvalidParamsError(str(exc)) from None
+        except (AnswerRefused, ValueError) as exc:
+            raise InvalidParamsError(f"{item.item_id}: {exc}") from None
+        who = "a2a"
+        if not await asyncio.to_thread(self.resumer.items.answer, run_id, item.item_id, value, by=who):
+            raise UnsupportedOperationError(f"item {item.item_id} of task {run_id} was answered meanwhile")
+        _log.info("a2a_item_answered", run=run_id, item=item.item_id)
+        await self.resumer.after_answer(run_id)
+        return run_id
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        length = params.history_length if params.HasField("history_length") else None
+        if length is not None and length < 0:
+            raise InvalidParamsError("historyLength must be 0 or more")
+        if not params.id:
+            raise InvalidParamsError("params.id is required: the task's id")
+        return await self._task(params.id, length)
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        if not params.id:
+            raise InvalidParamsError("params.id is required: the task's id")
+        view = await self._view(params.id)
+        if view is None:
+            raise TaskNotFoundError(f"no task '{params.id}' of agent '{self.team}'")
+        handle = self.registry.get(params.id)
+        if handle is None or handle.finished:
+            if view.terminal:
+                raise TaskNotCancelableError(f"task {params.id} is already over ({view.status})")
+            if view.status == "waiting":
+                raise TaskNotCancelableError(
+                    f"task {params.id} waits for a person (input-required) and holds nothing to cancel: answer it "
+                    "with a message on the task, or leave it"
+                )
+            raise TaskNotCancelableError(f"task {params.id} runs in another server; cancel it there")
+        self.registry.cancel(params.id, "cancelled by request (A2A CancelTask)")
+        await handle.ended(CANCEL_WAIT_S)
+        return await self._task(params.id)
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        if not params.id:
+            raise InvalidParamsError("params.id is required: the task's id")
+        view = await self._view(params.id)
+        if view is None:
+            raise TaskNotFoundError(f"no task '{params.id}' of agent '{self.team}'")
+        if view.terminal:
+            raise UnsupportedOperationError(f"task {params.id} is over ({view.status}): read it with GetTask")
+        handle = self.registry.get(params.id)
+        start_at = handle.event_count if handle is not None else 0
+        yield task_of(view)
+        async for event in self._follow(params.id, start_at):
+            yield event
+
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        """The tasks of this agent this server holds in memory (newest first), by ``contextId`` and state."""
+        size = params.page_size or 50
+        if size < 0 or size > 100:
+            raise InvalidParamsError("pageSize must be 1 to 100")
+        if params.page_token:
+            raise InvalidParamsError("pageToken: this agent answers one page (the newest tasks it holds)")
+        found: list[Task] = []
+        for handle in reversed(self.registry.held()):
+            if handle.team != self.team:
+                continue
+            task = task_of(self._handle_view(handle, ()), params.history_length or None)
+            if params.context_id and task.context_id != params.context_id:
+                continue
+            if params.status and task.status.state != params.status:
+                continue
+            found.append(task)
+        shown = found[:size]
+        if not params.include_artifacts:
+            for task in shown:
+                del task.artifacts[:]
+        return ListTasksResponse(tasks=shown, page_size=size, total_size=len(found))
+
+    # -- not offered --------------------------------------------------------------------------------
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError("push notifications are not offered: stream, or poll GetTask")
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError("push notifications are not offered: stream, or poll GetTask")
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError("push notifications are not offered: stream, or poll GetTask")
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise PushNotificationNotSupportedError("push notifications are not offered: stream, or poll GetTask")
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError("this agent has one card, the public one")
+
+    # -- runs as tasks ----------------------------------------------------------------------------
+
+    async def _task(self, run_id: str, history_length: int | None = None) -> Task:
+        view = await self._view(run_id)
+        if view is None:
+            raise TaskNotFoundError(f"no task '{run_id}' of agent '{self.team}'")
+        return task_of(view, history_length)
+
+    async def _view(self, run_id: str) -> RunView | None:
+        """The run ``run_id`` of this team, as ``GET /v1/runs/{id}`` finds it: held here, else in the store."""
+        registry = self.registry
+        handle = registry.get(run_id)
+        if handle is not None and handle.team != self.team:
+            return None
+        if handle is not None and not (handle.state == "waiting" and registry.store is not None):
+            return self._handle_view(handle, ())
+        stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
+        if handle is not None and (stored is None or stored.shown_status() == "waiting"):
+            return self._handle_view(handle, await self._pending(run_id))
+        if stored is None or stored.team != self.team:
+            return None
+        pending = await self._pending(run_id) if stored.shown_status() == "waiting" else ()
+        return self._stored_view(stored, pending)
+
+    async def _pending(self, run_id: str) -> list[dict[str, Any]]:
+        if self.resumer is None:
+            return []
+        from teamrun.serve.pending import _item_view
+
+        items = await asyncio.to_thread(self.resumer.items.items, run_id, status="pending")
+        shown: list[dict[str, Any]] = [self.entry.redactor.value(_item_view(item)) for item in items]
+        return shown
+
+    def _handle_view(self, handle: RunHandle, pending: Any) -> RunView:
+        record = handle.record()  # masked
+        result = handle.result
+        status = "refused" if handle.refused else record["status"]
+        return RunView(
+            run_id=handle.id,
+            team=handle.team,
+            status=status,
+            context_id=handle.thread or self._contexts.get(handle.id) or handle.id,
+            input=handle.redactor.text(handle.input),
+            final_text=record["final_text"],
+            error=record["error"],
+            cancel_reason=record["cancel_reason"],
+            created=handle.created,
+            pending=tuple(pending),
+            usage=result.usage.as_dict() if result is not None else None,
+            cost=result.cost if result is not None else None,
+        )
+
+    def _stored_view(self, stored: JournaledRun, pending: Any) -> RunView:
+        redactor = self.entry.redactor
+        record = redactor.value(stored_record(stored))
+        return RunView(
+            run_id=stored.run_id,
+            team=stored.team,
+            status=record["status"],
+            context_id=stored.thread_id or stored.run_id,
+            input=redactor.text(stored.input),
+            final_text=record["final_text"],
+            error=record["error"],
+            created=stored.started_at,
+            pending=tuple(pending),
+            usage=record["usage"],
+            cost=record["cost"],
+        )
+
+    async def _follow(self, run_id: str, start_at: int) -> AsyncGenerator[Event]:
+        """The run's progress (a working status per delegation or question) from event ``start_at`` until it
+        settles, then its answer artifact and its last status (completed, input-required, failed, canceled)."""
+        handle = self.registry.get(run_id)
+        if handle is not None:
+            index = start_at
+            while True:
+                while index < handle.event_count:
+                    line = handle.event(index)
+                    index += 1
+                    said = _progress(line)
+                    if said is not None and not handle.finished:
+                        yield self._working(handle, said)
+                if handle.finished:
+                    break
+                await handle.changed(FOLLOW_WAKE_S)
+        view = await self._view(run_id)
+        if view is None:
+            return
+        artifact = artifact_of(view)
+        if artifact is not None:
+            yield TaskArtifactUpdateEvent(
+                task_id=run_id, context_id=view.context_id, artifact=artifact, last_chunk=True
+            )
+        yield TaskStatusUpdateEvent(task_id=run_id, context_id=view.context_id, status=status_of(view))
+
+    def _working(self, handle: RunHandle, said: str) -> TaskStatusUpdateEvent:
+        from a2a.types import Part, TaskStatus
+
+        context_id = handle.thread or self._contexts.get(handle.id) or handle.id
+        status = TaskStatus(state=TaskState.TASK_STATE_WORKING)
+        status.timestamp.GetCurrentTime()
+        status.message.CopyFrom(
+            Message(
+                message_id=f"{handle.id}-{uuid.uuid4().hex[:8]}",
+                role=Role.ROLE_AGENT,
+                task_id=handle.id,
+                context_id=context_id,
+                parts=[Part(text=said)],
+            )
+        )
+        return TaskStatusUpdateEvent(task_id=handle.id, context_id=context_id, status=status)
+
+
+async def _settled(handle: RunHandle) -> None:
+    """Until the run is no longer running (over, or waiting for people)."""
+    while not handle.finished:
+        await handle.changed(FOLLOW_WAKE_S)
+
+
+def _progress(line: Mapping[str, Any]) -> str | None:
+    """A run event (masked) as a line of progress, or ``None`` for one not worth a status update."""
+    kind = line.get("kind")
+    if kind not in _PROGRESS_KINDS:
+        return None
+    data = line.get("data") or {}
+    agent = "/".join(str(a) for a in line.get("agent_path") or ()) or "the team"
+    if kind == "delegation_start":
+        task = str(data.get("task") or "")
+        return f"{agent} asked {data.get('worker')}: {task[:300]}"
+    if kind == "person_asked":
+        return f"{agent} asks a person ({data.get('item')}): {str(data.get('question') or '')[:300]}"
+    return "the run continues with the answer"
+
+
+def _history_length(configuration: Any) -> int | None:
+    if configuration.HasField("history_length"):
+        if configuration.history_length < 0:
+            raise InvalidParamsError("configuration.historyLength must be 0 or more")
+        return int(configuration.history_length)
+    return None
+
+
+def _metadata(message: Message) -> dict[str, Any]:
+    found: dict[str, Any] = json_format.MessageToDict(message.metadata) if message.HasField("metadata") else {}
+    return found
+
+
+def _input_text(message: Message) -> str:
+    """The run's input: the message's text parts (a data part as JSON), in order; files are refused."""
+    if message.role not in (Role.ROLE_USER, Role.ROLE_UNSPECIFIED):
+        raise InvalidParamsError("message.role: a message to the agent is ROLE_USER")
+    pieces: list[str] = []
+    for index, part in enumerate(message.parts):
+        which = part.WhichOneof("content")
+        if which == "text":
+            pieces.append(part.text)
+        elif which == "data":
+            pieces.append(json.dumps(json_format.MessageToDict(part.data), ensure_ascii=False))
+        else:
+            raise ContentTypeNotSupportedError(
+                f"message.parts.{index}: a {which or 'empty'} part; this agent takes text and data parts only"
+            )
+    text = "\n".join(pieces)
+    if not text.strip():
+        raise InvalidParamsError("message.parts: the message has no text (it is the team's input)")
+    return text
+
+
+def _answer_body(kind: str, message: Message) -> Any:
+    """A :class:`~teamrun.serve.pending.PendingAnswer` from a message answering an item of ``kind``."""
+    from teamrun.serve.pending import PendingAnswer
+
+    data: Any = None
+    texts: list[str] = []
+    for index, part in enumerate(message.parts):
+        which = part.WhichOneof("content")
+        if which == "text":
+            texts.append(part.text)
+        elif which == "data":
+            data = json_format.MessageToDict(part.data)
+        else:
+            raise ContentTypeNotSupportedError(
+                f"message.parts.{index}: a {which or 'empty'} part; an answer is text or a data part"
+            )
+    text = "\n".join(texts).strip()
+    if kind == "approval":
+        if isinstance(data, dict) and isinstance(data.get("approve"), bool):
+            note = data.get("note")
+            return PendingAnswer(approve=data["approve"], note=note if isinstance(note, str) else None, by="a2a")
+        word = text.lower()
+        if word in _APPROVE or word in _DENY:
+            return PendingAnswer(approve=word in _APPROVE, by="a2a")
+        raise InvalidParamsError(
+            'an approval is answered with the text "approve" or "deny" (or a data part {"approve": true|false, '
+            '"note": "..."})'
+        )
+    if data is not None and not text:
+        return PendingAnswer(answer=data, by="a2a")
+    if not text:
+        raise InvalidParamsError("message.parts: the answer is empty")
+    return PendingAnswer(answer=text, by="a2a")

@@ -1,0 +1,195 @@
+"""The A2A routes: each served team's card and JSON-RPC endpoint, speaking through a2a-sdk's dispatcher.
+
+``GET /a2a/<team>/.well-known/agent-card.json`` answers the card (no token
+needed: it says which token to send); ``POST /a2a/<team>`` is the team's
+JSON-RPC endpoint (A2A v1.0 methods, and v0.3's through the SDK's compat
+layer), behind the server's bearer tokens. Every error under ``/a2a/`` is a
+JSON-RPC error object, also those the SDK does not see: a missing token
+(401), an unknown team (404), a method other than POST (405), a body that is
+not JSON or nests too deep (parse error), text that is not Unicode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from teamrun.logs import get_logger
+from teamrun.secrets import Redactor
+from teamrun.serve.a2a.card import A2A_PREFIX, CARD_PATH, agent_card
+from teamrun.serve.security import LONE_SURROGATE, lone_surrogate, printable, token_matches
+
+if TYPE_CHECKING:
+    from teamrun.serve.a2a.handler import _Resumer, _Served
+    from teamrun.serve.runs import RunRegistry
+
+__all__ = ["a2a_router", "rpc_error"]
+
+_log = get_logger(__name__)
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects a request may hold (the SDK's protobuf parser stops at 100)."""
+
+
+def rpc_error(
+    code: int,
+    message: str,
+    *,
+    id: Any = None,
+    status: int = 200,
+    reason: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """A JSON-RPC error response: ``{"jsonrpc": "2.0", "id": ..., "error": {"code", "message", "data"?}}``."""
+    error: dict[str, Any] = {"code": code, "message": printable(message)}
+    if reason is not None:
+        error["data"] = {"reason": reason}
+    body = {"jsonrpc": "2.0", "id": id if isinstance(id, str | int) and not isinstance(id, bool) else None}
+    body["error"] = error
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+class _QuietClientErrors(logging.Filter):
+    """The SDK logs a client's malformed request with its traceback (``logger.exception``): a request is not a
+    server fault. Drop those lines; keep the SDK's real errors, without a traceback."""
+
+    _CLIENT = ("Failed to validate", "Failed to parse", "Request Error", "Version mismatch", "Validation failure")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info = None
+        record.exc_text = None
+        message = str(record.msg)
+        if message.startswith(self._CLIENT) and "Code=-32603" not in record.getMessage():
+            return False
+        return record.levelno >= logging.ERROR
+
+
+_QUIET = _QuietClientErrors()
+
+
+def _quiet_sdk_loggers() -> None:
+    for name in list(logging.root.manager.loggerDict):
+        if name == "a2a" or name.startswith("a2a."):
+            logger = logging.getLogger(name)
+            if _QUIET not in logger.filters:
+                logger.addFilter(_QUIET)
+
+
+def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def a2a_router(
+    registry: RunRegistry,
+    served: Mapping[str, _Served],
+    resumer: _Resumer | None,
+    *,
+    tokens: frozenset[str],
+    redactor: Redactor,
+) -> APIRouter:
+    """The A2A routes of every team in ``served`` (imports a2a-sdk)."""
+    from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+    from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+
+    from teamrun.serve.a2a.handler import TeamAgent
+
+    dispatchers = {
+        name: JsonRpcDispatcher(TeamAgent(entry, registry, resumer, served), enable_v0_3_compat=True)
+        for name, entry in served.items()
+    }
+    _quiet_sdk_loggers()
+    router = APIRouter()
+    teams = ", ".join(sorted(served))
+
+    def unknown(team: str) -> Response:
+        return rpc_error(
+            INVALID_REQUEST,
+            f"no A2A agent '{team}' here; agents: {teams} (each at /a2a/<team>)",
+            status=404,
+            reason="AGENT_NOT_FOUND",
+        )
+
+    @router.get("/a2a/{team}" + CARD_PATH)
+    async def card(team: str, request: Request) -> Response:
+        entry = served.get(team)
+        if entry is None:
+            return unknown(team)
+        shown = agent_card_to_dict(agent_card(entry.team, str(request.base_url), auth=bool(tokens)))
+        return JSONResponse(redactor.value(shown), headers={"Cache-Control": "no-cache"})
+
+    @router.api_route("/a2a/{team}", methods=["POST", "GET", "PUT", "PATCH", "DELETE"])
+    async def rpc(team: str, request: Request) -> Response:
+        if tokens and not token_matches(request.headers.get("authorization"), tokens):
+            return rpc_error(
+                INVALID_REQUEST,
+                "missing or invalid bearer token (send `Authorization: Bearer <token>`; the agent card's "
+                "security scheme says so)",
+                status=401,
+                reason="UNAUTHENTICATED",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        dispatcher = dispatchers.get(team)
+        if dispatcher is None:
+            return unknown(team)
+        if request.method != "POST":
+            return rpc_error(
+                INVALID_REQUEST,
+                f"method {request.method} is not allowed on {request.url.path}: send JSON-RPC requests with POST",
+                status=405,
+                reason="METHOD_NOT_ALLOWED",
+                headers={"Allow": "POST"},
+            )
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested past Python's recursion limit
+            return rpc_error(PARSE_ERROR, f"the request body is not JSON: {str(exc)[:200]}", reason="PARSE_ERROR")
+        request_id = body.get("id") if isinstance(body, dict) else None
+        if _too_deep(body):
+            return rpc_error(
+                INVALID_REQUEST, f"the request nests deeper than {MAX_JSON_DEPTH} levels", id=request_id
+            )
+        where = lone_surrogate(body)
+        if where is not None:
+            return rpc_error(INVALID_PARAMS, f"{where} {LONE_SURROGATE}", id=request_id, reason="INVALID_TEXT")
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return dict(await request.receive())
+
+        try:
+            return await dispatcher.handle_requests(Request(request.scope, replay))
+        except Exception as exc:  # the dispatcher answers errors itself; this is one it let through
+            _log.error("a2a_internal_error", team=team, error_type=type(exc).__name__, error=redactor.text(str(exc)))
+            return rpc_error(-32603, "internal error", id=request_id, reason="INTERNAL_ERROR")
+
+    @router.api_route("/a2a/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    async def elsewhere(rest: str, request: Request) -> Response:
+        return rpc_error(
+            INVALID_REQUEST,
+            f"no A2A route {request.method} {A2A_PREFIX}{rest}: a team's endpoint is POST /a2a/<team>, its card "
+            f"GET /a2a/<team>{CARD_PATH}; teams: {teams}",
+            status=404,
+            reason="NOT_FOUND",
+        )
+
+    return router
