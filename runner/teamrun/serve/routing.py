@@ -9,7 +9,9 @@ included). A run's events, cancel and approvals thus live in one process, as
 with one server, and need no store. Everything else is answered where it lands
 (threads are in the store, which every worker opens). If the owner cannot be
 reached (it died; a run of an earlier server), the request is answered here:
-from the store, else 404.
+from the store, else 404. An A2A call (``POST /a2a/<team>``) names its task, a
+run, in its JSON-RPC body (``params.id``, ``params.message.taskId``): it is
+forwarded the same way.
 
 Every response carries ``X-Teamrun-Worker`` and ``X-Teamrun-Worker-Pid`` (the
 worker that answered, and its process id), and a forwarded one also
@@ -19,6 +21,7 @@ worker that answered, and its process id), and a forwarded one also
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -37,6 +40,8 @@ WORKER_HEADER = "x-teamrun-worker"
 PID_HEADER = "x-teamrun-worker-pid"
 VIA_HEADER = "x-teamrun-via"
 _RUN_PATH = re.compile(r"^/v1/runs/run_w(\d+)_[0-9a-f]+(?:/|$)")
+_A2A_PATH = re.compile(r"^/a2a/[^/]+/?$")
+_RUN_ID = re.compile(r"^run_w(\d+)_[0-9a-f]+$")
 _HOP_BY_HOP = {
     b"connection",
     b"keep-alive",
@@ -75,14 +80,20 @@ class RunRouter:
             return
         match = _RUN_PATH.match(scope["path"])
         owner = int(match.group(1)) if match else self.index
+        body: bytes | None = None
+        if match is None and scope["method"] == "POST" and _A2A_PATH.match(scope["path"]):
+            body = await _whole_body(receive)  # an A2A call names its task (a run) in its JSON-RPC body
+            if body is None:
+                return  # the client went away
+            owner = _a2a_owner(body, self.index)
         if owner != self.index and owner < len(self.sockets):
-            body = await _whole_body(receive)
+            if body is None:
+                body = await _whole_body(receive)
             if body is None:
                 return  # the client went away
             if await self._forward(owner, scope, body, receive, send):
                 return
-            receive = _replay(body, receive)
-        await self.app(scope, receive, self._marked(send))
+        await self.app(scope, _replay(body, receive) if body is not None else receive, self._marked(send))
 
     def _marked(self, send: Send) -> Send:
         async def marked(message: Message) -> None:
@@ -153,6 +164,24 @@ class RunRouter:
         async for chunk in upstream.aiter_raw():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _a2a_owner(body: bytes, default: int) -> int:
+    """The worker running the task an A2A JSON-RPC request names (``params.id``, or ``params.message.taskId``
+    for a message answering a task); ``default`` when it names none of a worker's runs."""
+    try:
+        request = json.loads(body)
+    except (ValueError, RecursionError):
+        return default
+    params = request.get("params") if isinstance(request, dict) else None
+    if not isinstance(params, dict):
+        return default
+    message = params.get("message")
+    task_id = params.get("id")
+    if not isinstance(task_id, str) and isinstance(message, dict):
+        task_id = message.get("taskId", message.get("task_id"))
+    match = _RUN_ID.match(task_id) if isinstance(task_id, str) else None
+    return int(match.group(1)) if match else default
 
 
 async def _whole_body(receive: Receive) -> bytes | None:

@@ -146,7 +146,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(send, scope)
             return
         chunks: list[bytes] = []
         size = 0
@@ -157,7 +157,7 @@ class BodyLimit:
             body = message.get("body", b"")
             size += len(body)
             if size > self.max_bytes:
-                await self._refuse(send)
+                await self._refuse(send, scope)
                 return
             chunks.append(body)
             if not message.get("more_body", False):
@@ -174,12 +174,17 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _refuse(self, send: Send) -> None:
-        body = (
-            b'{"error":{"message":"request body larger than '
-            + str(self.max_bytes).encode()
-            + b' bytes","type":"invalid_request_error","code":"request_too_large"}}'
-        )
+    async def _refuse(self, send: Send, scope: Scope) -> None:
+        said = b"request body larger than " + str(self.max_bytes).encode() + b" bytes"
+        if str(scope.get("path", "")).startswith("/a2a/"):  # A2A answers in JSON-RPC's error shape
+            body = (
+                b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"'
+                + said
+                + b'","data":{"reason":"REQUEST_TOO_LARGE"}}}'
+            )
+        else:
+            body = b'{"error":{"message":"' + said + b'","type":"invalid_request_error","code":"request_too_large"}}'
+
         await send(
             {
                 "type": "http.response.start",
