@@ -165,7 +165,7 @@ class TeamAgent(RequestHandler):
 
     async def _answer(self, message: Message) -> str:
         """Answer the pending item a waiting task asks with ``message``; the run continues (here, if it can)."""
-        from teamrun.serve.pending import PendingAnswer, _answer_value
+        from teamrun.serve.pending import _answer_value
         from teamrun.tools.people import AnswerNotText, AnswerRefused
 
         run_id = message.task_id

@@ -52,8 +52,8 @@ def rpc_error(
     error: dict[str, Any] = {"code": code, "message": printable(message)}
     if reason is not None:
         error["data"] = {"reason": reason}
-    body = {"jsonrpc": "2.0", "id": id if isinstance(id, str | int) and not isinstance(id, bool) else None}
-    body["error"] = error
+    shown_id = id if isinstance(id, str | int) and not isinstance(id, bool) else None
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": shown_id, "error": error}
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
 
@@ -103,8 +103,8 @@ def a2a_router(
     redactor: Redactor,
 ) -> APIRouter:
     """The A2A routes of every team in ``served`` (imports a2a-sdk)."""
-    from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+    from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 
     from teamrun.serve.a2a.handler import TeamAgent
 
@@ -161,9 +161,7 @@ def a2a_router(
             return rpc_error(PARSE_ERROR, f"the request body is not JSON: {str(exc)[:200]}", reason="PARSE_ERROR")
         request_id = body.get("id") if isinstance(body, dict) else None
         if _too_deep(body):
-            return rpc_error(
-                INVALID_REQUEST, f"the request nests deeper than {MAX_JSON_DEPTH} levels", id=request_id
-            )
+            return rpc_error(INVALID_REQUEST, f"the request nests deeper than {MAX_JSON_DEPTH} levels", id=request_id)
         where = lone_surrogate(body)
         if where is not None:
             return rpc_error(INVALID_PARAMS, f"{where} {LONE_SURROGATE}", id=request_id, reason="INVALID_TEXT")
