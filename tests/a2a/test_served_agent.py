@@ -169,6 +169,11 @@ def test_the_token_rules_are_the_servers(tmp_path: Path) -> None:
             headers={"Authorization": f"Bearer {TOKEN}", "A2A-Version": "1.0"},
             json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "run_nope"}},
         )
+        unversioned = httpx.post(  # a v1.0 method without the header: taken for v0.3 (the SDK's rule)
+            f"{server.url}/a2a/research-report",
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            json={"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "run_nope"}},
+        )
         legacy = httpx.post(  # a v0.3 client: its method names, no A2A-Version header
             f"{server.url}/a2a/research-report",
             headers={"Authorization": f"Bearer {TOKEN}"},
@@ -176,4 +181,5 @@ def test_the_token_rules_are_the_servers(tmp_path: Path) -> None:
         )
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == -32600
     assert right.status_code == 200 and right.json()["error"]["code"] == -32001  # TaskNotFound
+    assert unversioned.json()["error"]["code"] == -32009  # version not supported
     assert legacy.json()["id"] == "g" and legacy.json()["error"]["code"] == -32001
