@@ -181,7 +181,7 @@ def test_random_bytes_and_content_types(
 
 @settings(max_examples=25, deadline=None)
 @given(
-    method=st.sampled_from(["GET", "PUT", "PATCH", "DELETE", "POST"]),
+    method=st.sampled_from(["GET", "PUT", "PATCH", "DELETE", "POST", "OPTIONS"]),
     path=st.sampled_from(["/a2a/solo", "/a2a/nobody", "/a2a/solo/extra", "/a2a/", "/a2a/solo/"]),
     token=st.sampled_from([TOKEN, "wrong-token-0123456789abcdef", None]),
 )

@@ -454,6 +454,21 @@ def _metadata(message: Message) -> dict[str, Any]:
     return found
 
 
+def _data_value(part: Any) -> Any:
+    """A data part's JSON value; protobuf holds every number as a double, so whole numbers become ints again."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items()}
+        return value
+
+    return plain(json_format.MessageToDict(part.data))
+
+
 def _input_text(message: Message) -> str:
     """The run's input: the message's text parts (a data part as JSON), in order; files are refused."""
     if message.role not in (Role.ROLE_USER, Role.ROLE_UNSPECIFIED):
@@ -464,7 +479,7 @@ def _input_text(message: Message) -> str:
         if which == "text":
             pieces.append(part.text)
         elif which == "data":
-            pieces.append(json.dumps(json_format.MessageToDict(part.data), ensure_ascii=False))
+            pieces.append(json.dumps(_data_value(part), ensure_ascii=False))
         else:
             raise ContentTypeNotSupportedError(
                 f"message.parts.{index}: a {which or 'empty'} part; this agent takes text and data parts only"
@@ -486,7 +501,7 @@ def _answer_body(kind: str, message: Message) -> Any:
         if which == "text":
             texts.append(part.text)
         elif which == "data":
-            data = json_format.MessageToDict(part.data)
+            data = _data_value(part)
         else:
             raise ContentTypeNotSupportedError(
                 f"message.parts.{index}: a {which or 'empty'} part; an answer is text or a data part"

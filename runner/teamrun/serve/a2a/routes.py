@@ -132,7 +132,7 @@ def a2a_router(
         shown = agent_card_to_dict(agent_card(entry.team, str(request.base_url), auth=bool(tokens)))
         return JSONResponse(redactor.value(shown), headers={"Cache-Control": "no-cache"})
 
-    @router.api_route("/a2a/{team}", methods=["POST", "GET", "PUT", "PATCH", "DELETE"])
+    @router.api_route("/a2a/{team}", methods=["POST", "GET", "PUT", "PATCH", "DELETE", "OPTIONS"])
     async def rpc(team: str, request: Request) -> Response:
         if tokens and not token_matches(request.headers.get("authorization"), tokens):
             return rpc_error(
@@ -180,7 +180,7 @@ def a2a_router(
             _log.error("a2a_internal_error", team=team, error_type=type(exc).__name__, error=redactor.text(str(exc)))
             return rpc_error(-32603, "internal error", id=request_id, reason="INTERNAL_ERROR")
 
-    @router.api_route("/a2a/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    @router.api_route("/a2a/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
     async def elsewhere(rest: str, request: Request) -> Response:
         return rpc_error(
             INVALID_REQUEST,
