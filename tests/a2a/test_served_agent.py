@@ -183,3 +183,28 @@ def test_the_token_rules_are_the_servers(tmp_path: Path) -> None:
     assert right.status_code == 200 and right.json()["error"]["code"] == -32001  # TaskNotFound
     assert unversioned.json()["error"]["code"] == -32009  # version not supported
     assert legacy.json()["id"] == "g" and legacy.json()["error"]["code"] == -32001
+
+
+def test_an_approval_is_input_required_and_deny_answers_it(tmp_path: Path) -> None:
+    from tests.serve.test_approvals import stamp_team
+
+    team = stamp_team(tmp_path)
+    store = f"sqlite:///{tmp_path / 'runs.db'}"
+    before = set(tmp_path.iterdir())
+    with served(str(team), "--model", "offline", "--store", store, cwd=tmp_path) as server:
+
+        async def scenario() -> None:
+            async with agent(server.url, "stamper", streaming=False) as client:
+                [sent] = await collect(client, message("stamp it"))
+                assert state_name(sent.task.status.state) == "INPUT_REQUIRED"
+                asked = text_of(sent.task.status.message.parts[:1])
+                assert "asks to run tool 'stamp'; one of: approve | deny" in asked, asked
+                with pytest.raises(InvalidParamsError, match='"approve" or "deny"'):
+                    await collect(client, message("perhaps", task_id=sent.task.id))
+                [after] = await collect(client, message("deny", task_id=sent.task.id))
+                assert state_name(after.task.status.state) == "COMPLETED", after.task.status
+            events = httpx.get(f"{server.url}/v1/runs/{sent.task.id}/events", headers=AUTH, timeout=60).text
+            assert "event: person_answered" in events and '"a2a"' in events
+
+        asyncio.run(scenario())
+    assert {p for p in set(tmp_path.iterdir()) - before if not p.name.startswith("runs.db")} == set()  # no stamp

@@ -102,12 +102,10 @@ class TeamAgent(RequestHandler):
         entry: _Served,
         registry: RunRegistry,
         resumer: _Resumer | None,
-        served: Mapping[str, _Served],
     ) -> None:
         self.entry = entry
         self.registry = registry
         self.resumer = resumer
-        self.served = served
         self._contexts: OrderedDict[str, str] = OrderedDict()
         """Without a store: the ``contextId`` of each run started here (with one, it is the run's thread)."""
 
@@ -118,18 +116,22 @@ class TeamAgent(RequestHandler):
     # -- messages ---------------------------------------------------------------------------------
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task | Message:
+        length = _history_length(params.configuration)
         run_id, _ = await self._send(params)
         handle = self.registry.get(run_id)
         if handle is not None and not params.configuration.return_immediately:
             await _settled(handle)
-        return await self._task(run_id, _history_length(params.configuration))
+        return await self._task(run_id, length)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event]:
         run_id, start_at = await self._send(params)
-        task = await self._task(run_id)
-        yield task
+        handle = self.registry.get(run_id)
+        if handle is not None and not handle.finished:  # as it is now: before any await lets it run on
+            yield task_of(self._handle_view(handle, ()))
+        else:
+            yield await self._task(run_id)
         async for event in self._follow(run_id, start_at):
             yield event
 

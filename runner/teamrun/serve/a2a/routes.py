@@ -109,7 +109,7 @@ def a2a_router(
     from teamrun.serve.a2a.handler import TeamAgent
 
     dispatchers = {
-        name: JsonRpcDispatcher(TeamAgent(entry, registry, resumer, served), enable_v0_3_compat=True)
+        name: JsonRpcDispatcher(TeamAgent(entry, registry, resumer), enable_v0_3_compat=True)
         for name, entry in served.items()
     }
     _quiet_sdk_loggers()
