@@ -15,6 +15,7 @@ from teamrun.cli import main
 from teamrun.defaults import run_api_base
 from teamrun.llm.adapter import LOCAL_PLACEHOLDER_KEY, is_local_url
 from tests.fakeserver import FakeOpenAI, http_error, text
+from tests.judged_teams import JUDGED, LOOPED
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -199,36 +200,6 @@ def test_no_placeholder_key_goes_to_a_host_that_is_not_local(
 )
 def test_which_endpoints_are_local(url: str, local: bool) -> None:
     assert is_local_url(url) is local
-
-
-JUDGED = """\
-version: 1
-name: judged
-supervisor: lead
-defaults: {model: openai/fake, num_retries: 0}
-agents:
-  lead:
-    accept:
-      - judge: {rubric: The answer says hello.}
-"""
-
-LOOPED = """\
-version: 1
-name: looped
-defaults: {model: openai/fake, num_retries: 0}
-workflow:
-  steps:
-    - id: revise
-      loop:
-        max_iterations: 2
-        until:
-          - judge: {rubric: The answer says hello.}
-        steps:
-          - {id: draft, agent: writer, input: "{{ input }}"}
-  output: "{{ steps.revise.text }}"
-agents:
-  writer: {}
-"""
 
 
 @pytest.mark.parametrize("team", [JUDGED, LOOPED], ids=["accept", "until"])
