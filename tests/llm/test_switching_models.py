@@ -195,6 +195,11 @@ def test_no_placeholder_key_goes_to_a_host_that_is_not_local(
         ("https://llm.invalid/v1", False),
         ("https://llm.example.com/v1", False),
         ("http://8.8.8.8/v1", False),
+        ("http://203.0.113.7/v1", False),  # a documentation range: Python calls it private, it is no local host
+        ("http://198.51.100.1/v1", False),
+        ("http://100.100.1.2:8000/v1", True),  # carrier-grade NAT, where VPNs put machines
+        ("http://[fd00::1]:8000/v1", True),
+        ("http://[::ffff:127.0.0.1]/v1", True),
         ("", False),
     ],
 )
