@@ -314,3 +314,36 @@ def test_an_api_base_that_cannot_be_an_endpoint_is_a_usage_error_before_any_call
     err = capsys.readouterr().err
     assert code == 2
     assert f"--api-base: {url!r} " in err and why in err and "HTTP 500" not in err
+
+
+def test_eval_and_batch_take_api_base_for_the_agents_and_the_judges_that_name_none(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`eval` and `batch` had no --api-base (only $TEAMRUN_API_BASE), and an eval case's judge that named no
+    api_base went to its provider's own endpoint while the agents went to the local one."""
+    monkeypatch.delenv("TEAMRUN_API_BASE")
+    team = tmp_path / "team.yaml"
+    team.write_text("version: 1\nname: solo\nsupervisor: lead\nagents:\n  lead: {model: openai/fake}\n", "utf-8")
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        "version: 1\ncases:\n  - name: greets\n    input: greet\n    checks:\n"
+        "      - judge: {model: openai/judge, rubric: The answer says hello.}\n",
+        encoding="utf-8",
+    )
+    fake_openai.handler("fake", lambda request: text("hello"))
+    fake_openai.handler("judge", lambda request: text('{"score": 1, "reason": "it says hello"}'))
+
+    assert main(["eval", str(team), str(cases), "--api-base", fake_openai.url, "--progress", "none"]) == 0
+    assert "1/1 passed" in capsys.readouterr().out
+    assert len(fake_openai.requests("fake")) == 1 and len(fake_openai.requests("judge")) == 1
+
+    rows, out = tmp_path / "rows.jsonl", tmp_path / "out.jsonl"
+    rows.write_text('{"input": "one"}\n{"input": "two"}\n', encoding="utf-8")
+    code = main(["batch", str(team), str(rows), "-o", str(out), "--api-base", fake_openai.url, "--progress", "none"])
+    assert code == 0, capsys.readouterr().err
+    assert [json.loads(line)["status"] for line in out.read_text(encoding="utf-8").splitlines()] == ["done"] * 2
+    assert len(fake_openai.requests("fake")) == 3
+
+    for command in (["eval", str(team), str(cases)], ["batch", str(team), str(rows), "-o", str(out)]):
+        assert main([*command, "--api-base", "localhost:8000", "--progress", "none"]) == 2
+        assert "--api-base" in capsys.readouterr().err

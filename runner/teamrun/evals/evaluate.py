@@ -171,11 +171,12 @@ async def _one(
     *,
     model: str | None,
     chat_model: ChatModel,
+    api_base: str | None = None,
     subscribers: Sequence[Subscriber] = (),
 ) -> CaseResult:
     defaults = cases.cases.defaults
     variables = {**((defaults.vars if defaults else None) or {}), **(case.vars or {})}
-    team = Team(loaded, vars=variables, model=model, chat_model=chat_model)
+    team = Team(loaded, vars=variables, model=model, api_base=api_base, chat_model=chat_model)
     ceiling = _ceiling(case, defaults, index)
     run = await run_guarded(team, case.input, ceiling, subscribers=tuple(subscribers))
     result = run.result
@@ -188,7 +189,14 @@ async def _one(
         case_info = {"name": case.name, "input": case.input, "vars": variables}
         for check in [*(defaults.checks if defaults else []), *case.checks]:
             outcomes.append(
-                await run_check(check, result.final_text, case=case_info, model=chat_model, base_dir=cases.base_dir)
+                await run_check(
+                    check,
+                    result.final_text,
+                    case=case_info,
+                    model=chat_model,
+                    base_dir=cases.base_dir,
+                    judge_api_base=team.api_base,
+                )
             )
     return CaseResult(
         case.name,
@@ -212,11 +220,14 @@ async def run_case(
     *,
     chat_model: ChatModel,
     model: str | None = None,
+    api_base: str | None = None,
     subscribers: Sequence[Subscriber] = (),
 ) -> CaseResult:
-    """Case ``index`` of ``cases``: its run and its checks (every engine runs cases with this)."""
+    """Case ``index`` of ``cases``: its run and its checks (every engine runs cases with this); ``api_base``:
+    ``--api-base``, the endpoint of every agent and judge that sets none."""
+    case = cases.cases.cases[index]
     return await _one(
-        loaded, cases, index, cases.cases.cases[index], model=model, chat_model=chat_model, subscribers=subscribers
+        loaded, cases, index, case, model=model, chat_model=chat_model, api_base=api_base, subscribers=subscribers
     )
 
 
