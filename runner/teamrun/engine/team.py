@@ -495,6 +495,8 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
             return
         else:
             result.status, result.stopped_by = "budget_exhausted", f"{label} ({timeout})"
+            if waiting := _waiting_on(ctx):
+                ctx.warn(frame, f"{label} ({timeout}) was reached while waiting on {waiting}")
         await _cancel(work)
         headline = f"the run was stopped ({result.stopped_by})"
         peers_done = stopped_summary(ctx, headline) if ctx.config.peers is not None else ""
@@ -506,6 +508,15 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
             stop.cancel()
         if not stuck.done():
             stuck.cancel()
+
+
+def _waiting_on(ctx: RunContext) -> str:
+    """The model calls in flight when the run's timeout struck (a hung endpoint named), at most three."""
+    calls = list(dict.fromkeys(ctx.calls_in_flight.values()))
+    if not calls:
+        return ""
+    more = f" and {len(calls) - 3} more" if len(calls) > 3 else ""
+    return ", ".join(calls[:3]) + more
 
 
 async def _wait_first(waiters: set[asyncio.Future[Any]], timeout: float | None, ctx: RunContext) -> set[Any]:
