@@ -80,8 +80,9 @@ def _view(run: Any) -> dict[str, Any]:
 
 
 def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "\N{HORIZONTAL ELLIPSIS}"
+    from teamrun.observe.bidi import cell
+
+    return cell(text, width)
 
 
 @runs.command("list", help="The newest runs first: id, status, team, start, cost, tokens, input.")
