@@ -81,7 +81,7 @@ def remote_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
 
 def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
     """``--import-check``: each remote agent's card can be fetched and parsed (this contacts the agent)."""
-    from teamrun.engine.remote.card import CardProblem, fetch_card_sync
+    from teamrun.config.remote_card import CardProblem, fetch_card_sync
 
     for agent, spec in c.agents.items():
         remote = mapping(spec.get("a2a"))
