@@ -212,6 +212,9 @@ class AgentEnd(Event):
     """USD this invocation spent."""
     stopped_by: str | None = None
     """The limit that stopped it, if one did."""
+    usage_known: bool = True
+    """False for a remote (``a2a:``) worker that reported no usage: ``usage`` and ``cost`` are then not known
+    (zeros that mean "not reported")."""
 
 
 @_kind("budget")

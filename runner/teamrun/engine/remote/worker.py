@@ -78,8 +78,11 @@ async def run_remote(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOut
     """Run the remote agent of ``frame`` on ``task`` (in the worker's agent span) to its outcome."""
     spec = ctx.agent(frame.name).a2a
     assert spec is not None
-    with frame.agent_span(ctx, model=f"a2a:{spec.url}", task=task):
-        return await _RemoteTask(ctx, frame, spec, task).run()
+    with frame.agent_span(ctx, model=f"a2a:{spec.url}", task=task) as span:
+        outcome = await _RemoteTask(ctx, frame, spec, task).run()
+        if not outcome.usage_known:
+            span.end["usage_known"] = False
+        return outcome
 
 
 @dataclass
