@@ -186,20 +186,27 @@ class _RemoteTask:
     async def _drive(self, client: Client, streaming: bool, start: JournalEntry | None) -> None:
         updates: AsyncGenerator[StreamResponse, None] | None = None
         if start is not None:
-            updates = await self._reattach(client, streaming, str(start.payload.get("task_id", "")))
+            task_id, sent = str(start.payload.get("task_id", "")), int(start.payload.get("messages", 1))
+            updates = await self._reattach(client, streaming, task_id, sent)
         if updates is None:
             updates = self._send(client, self.prompt)
+        answered = False
         while True:
             async with aclosing(updates) as stream:
                 async for update in stream:
-                    await self._take(update)
+                    kind = await self._take(update)
+                    if answered and kind == "task" and self.state in _INTERRUPTED:
+                        continue  # the task as it was when the answer arrived: the question just answered
+                    answered = False
                     if self.state in _TERMINAL or self.state in _INTERRUPTED:
                         break
             if self.state == "completed":
                 return
             if self.state == "input-required":
                 answer = await self._ask()
-                updates = self._send(client, answer)
+                await self._journal_start(self.sent + 1)  # the message about to be sent, before it is
+                self.state = "working"  # the answer is on its way: the task goes on until it says otherwise
+                updates, answered = self._send(client, answer), True
                 continue
             if self.state in ("failed", "rejected", "canceled"):
                 said = f": {self.status_text}" if self.status_text else ""
@@ -232,10 +239,11 @@ class _RemoteTask:
             yield StreamResponse(task=await client.get_task(GetTaskRequest(id=self.task_id)))
 
     async def _reattach(
-        self, client: Client, streaming: bool, task_id: str
+        self, client: Client, streaming: bool, task_id: str, sent: int
     ) -> AsyncGenerator[StreamResponse, None] | None:
-        """The task an earlier attempt started, picked up again; ``None`` when the agent no longer knows it."""
-        from a2a.types.a2a_pb2 import GetTaskRequest, Role
+        """The task an earlier attempt started (and sent ``sent`` messages), picked up again; ``None`` when the
+        agent no longer knows it."""
+        from a2a.types.a2a_pb2 import GetTaskRequest
 
         try:
             task = await client.get_task(GetTaskRequest(id=task_id))
@@ -247,7 +255,7 @@ class _RemoteTask:
             )
             return None
         self.reattached, self.started_written = True, True
-        self.sent = sum(1 for m in task.history if m.role == Role.ROLE_USER) or 1
+        self.sent = sent
         return self._picked_up(client, streaming, task)
 
     async def _picked_up(self, client: Client, streaming: bool, task: Task) -> AsyncGenerator[StreamResponse, None]:
@@ -261,7 +269,7 @@ class _RemoteTask:
                 yield update
 
     # -- what comes back ---------------------------------------------------------------------------
-    async def _take(self, update: StreamResponse) -> None:
+    async def _take(self, update: StreamResponse) -> str:
         """One update: the task's state, ids, artifacts and usage as they now are; a ``remote_update`` event."""
         from google.protobuf.json_format import MessageToDict
 
@@ -299,13 +307,7 @@ class _RemoteTask:
             raise self._fail(f"sent an update teamrun does not understand ({kind})")
         if self.task_id and not self.started_written:
             self.started_written = True
-            if self.ctx.journal is not None:
-                entry = JournalEntry(
-                    self._key("remote_start"),
-                    self.fingerprint,
-                    {"task_id": self.task_id, "context_id": self.context_id, "url": self.spec.url},
-                )
-                await self.ctx.journal.write_now(entry)
+            await self._journal_start(self.sent)
         self.frame.emit(
             self.ctx,
             "remote_update",
@@ -317,6 +319,17 @@ class _RemoteTask:
             chars=len(text),
             reattached=self.reattached,
         )
+        return kind or ""
+
+    async def _journal_start(self, messages: int) -> None:
+        """``remote_start`` number ``messages``: the task's ids, and that it has had that many messages."""
+        if self.ctx.journal is not None and self.task_id:
+            entry = JournalEntry(
+                EntryKey(self.frame.key, messages, "remote_start"),
+                self.fingerprint,
+                {"task_id": self.task_id, "context_id": self.context_id, "url": self.spec.url, "messages": messages},
+            )
+            await self.ctx.journal.write_now(entry)
 
     def _ids(self, task_id: str, context_id: str) -> None:
         self.task_id = task_id or self.task_id
@@ -379,11 +392,16 @@ class _RemoteTask:
 
     # -- the journal ----------------------------------------------------------------------------------
     def _journaled(self, kind: str) -> JournalEntry | None:
+        """The earlier attempts' ``remote`` entry, or their latest ``remote_start`` (most messages sent)."""
         journal = self.ctx.journal
         if journal is None or not journal.replay:
             return None
-        entry = journal.replay.entries.get(self._key(kind))
-        return entry if entry is not None and entry.request_hash == self.fingerprint else None
+        found = [
+            entry
+            for key, entry in journal.replay.entries.items()
+            if key.invocation == self.frame.key and key.kind == kind and entry.request_hash == self.fingerprint
+        ]
+        return max(found, key=lambda entry: entry.key.index, default=None)
 
     def _outcome_from(self, entry: JournalEntry) -> WorkerOutcome:
         payload = entry.payload
