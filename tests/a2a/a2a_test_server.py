@@ -224,8 +224,6 @@ class _Recorded:
         await self.app(scope, replay, send)
 
 
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=9999)

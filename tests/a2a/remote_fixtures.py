@@ -61,7 +61,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_agent(directory: Path, *, mode: str = "ANSWER", token: str | None = None, extra: tuple[str, ...] = ()) -> A2AAgent:
+def start_agent(
+    directory: Path, *, mode: str = "ANSWER", token: str | None = None, extra: tuple[str, ...] = ()
+) -> A2AAgent:
     port = free_port()
     log = directory / f"a2a-{port}.jsonl"
     release = directory / f"release-{port}"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.a2a.remote_fixtures import REPO, A2AAgent, a2a_agent, free_port, run_cli, team_file  # noqa: F401
+from tests.a2a.remote_fixtures import REPO, A2AAgent, free_port, run_cli, team_file
 
 LOCAL_FIELDS = """version: 1
 name: remote-local-fields
@@ -44,7 +44,9 @@ def test_every_local_loop_field_on_a_remote_agent_is_an_error_at_its_line(tmp_pa
 
 
 def test_the_ready_made_team_validates_without_its_agent_running() -> None:
-    result = run_cli(["validate", str(REPO / "teams" / "remote-worker.yaml")], {"TEAMRUN_A2A_URL": "http://127.0.0.1:9"})
+    result = run_cli(
+        ["validate", str(REPO / "teams" / "remote-worker.yaml")], {"TEAMRUN_A2A_URL": "http://127.0.0.1:9"}
+    )
     assert (result.code, result.out) == (0, "1 file valid\n")
 
 

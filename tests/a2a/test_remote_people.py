@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.a2a.remote_fixtures import A2AAgent, a2a_agent, run_cli, team_file  # noqa: F401
+from tests.a2a.remote_fixtures import A2AAgent, run_cli, team_file
 
 pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
 
@@ -44,7 +44,9 @@ def test_input_required_suspends_the_run_and_teamrun_answer_continues_the_remote
     store = str(tmp_path / "runs.db")
     team = team_file(tmp_path, agent.url)
 
-    started = run_cli(["execute", str(team), "-i", "ASK me", "--store", store, "--detach", "--json", "--progress", "none"])
+    started = run_cli(
+        ["execute", str(team), "-i", "ASK me", "--store", store, "--detach", "--json", "--progress", "none"]
+    )
     assert started.code == 4, started.err
     run_id = json.loads(started.out)["run_id"]
     listed = run_cli(["runs", "list", "--store", store, "--json"])
@@ -63,9 +65,7 @@ def test_input_required_suspends_the_run_and_teamrun_answer_continues_the_remote
     assert [e["text"] for e in agent.records("execute")].count("ASK me") == 1
 
 
-def test_without_anyone_to_ask_the_delegation_fails_clearly(
-    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
-) -> None:
+def test_without_anyone_to_ask_the_delegation_fails_clearly(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
     agent = a2a_agent()
     shown = run_cli(["execute", str(team_file(tmp_path, agent.url)), "-i", "ASK me", "--no-journal", "--json"])
 

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.a2a.remote_fixtures import A2AAgent, CliResult, a2a_agent  # noqa: F401
+from tests.a2a.remote_fixtures import A2AAgent, CliResult
 
 pytestmark = pytest.mark.outofprocess("a2a-sdk agents under uvicorn, and teamrun killed in a subprocess")
 GUARD_S = 240.0
+TEAMRUN = (sys.executable, "-c", "from teamrun.cli import main; main()")
 
 
 def _team(tmp_path: Path, quick: str, slow: str) -> Path:
@@ -63,8 +64,7 @@ def test_a_killed_run_resumes_without_sending_a_finished_remote_task_again(
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_PROXY": "127.0.0.1,localhost"}
     env.pop("TEAMRUN_STORE", None)
     process = subprocess.Popen(
-        [sys.executable, "-c", "from teamrun.cli import main; main()", "execute", str(team), "-i", "facts"]
-        + ["--store", str(db), "--progress", "none"],
+        [*TEAMRUN, "execute", str(team), "-i", "facts", "--store", str(db), "--progress", "none"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=env,
@@ -88,8 +88,7 @@ def test_a_killed_run_resumes_without_sending_a_finished_remote_task_again(
     assert len(quick.records("execute")) == 1 and len(slow.records("execute")) == 1
 
     resuming = subprocess.Popen(
-        [sys.executable, "-c", "from teamrun.cli import main; main()", "resume", run_id, "--store", str(db)]
-        + ["--json", "--progress", "none"],
+        [*TEAMRUN, "resume", run_id, "--store", str(db), "--json", "--progress", "none"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.a2a.remote_fixtures import A2AAgent, a2a_agent, free_port, run_cli, team_file  # noqa: F401
+from tests.a2a.remote_fixtures import A2AAgent, free_port, run_cli, team_file
 
 pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
 
@@ -63,7 +63,9 @@ def test_streamed_updates_become_events_of_the_worker(a2a_agent: Callable[..., A
 
     assert _remote(shown)["response"] == "part one, part two"
     worker_span = next(
-        e["span_id"] for e in shown["_trace"] if e["kind"] == "agent_start" and e["agent_path"] == ["lead", "researcher"]
+        e["span_id"]
+        for e in shown["_trace"]
+        if e["kind"] == "agent_start" and e["agent_path"] == ["lead", "researcher"]
     )
     updates = [e for e in shown["_trace"] if e["kind"] == "remote_update"]
     assert all(u["span_id"] == worker_span and u["agent_path"] == ["lead", "researcher"] for u in updates)
@@ -220,8 +222,10 @@ def test_cancelling_the_run_cancels_the_remote_task(a2a_agent: Callable[..., A2A
 
     async def go() -> Any:
         cancel = asyncio.Event()
-        running = asyncio.create_task(team.run("HANG until cancelled", cancel=cancel))
-        while not agent.records("execute"):
+        working: list[Any] = []
+        watch = [lambda event: working.append(event) if event.kind == "remote_update" and event.task_id else None]
+        running = asyncio.create_task(team.run("HANG until cancelled", cancel=cancel, subscribers=watch))
+        while not working:  # the task's id has come back: the run knows what to cancel
             assert not running.done(), running.result()
             await asyncio.sleep(0.05)
         cancel.set()

@@ -71,7 +71,7 @@ _INTERRUPTED = frozenset({"input-required", "auth-required"})
 def _state(value: int) -> str:
     from a2a.types.a2a_pb2 import TaskState
 
-    return TaskState.Name(value).removeprefix("TASK_STATE_").lower().replace("_", "-")
+    return str(TaskState.Name(value)).removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 
 async def run_remote(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:
@@ -271,7 +271,7 @@ class _RemoteTask:
     # -- what comes back ---------------------------------------------------------------------------
     async def _take(self, update: StreamResponse) -> str:
         """One update: the task's state, ids, artifacts and usage as they now are; a ``remote_update`` event."""
-        from google.protobuf.json_format import MessageToDict
+        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
         kind = update.WhichOneof("payload")
         text = ""
@@ -374,7 +374,7 @@ class _RemoteTask:
         try:
             await asyncio.wait_for(asyncio.shield(asked), CANCEL_WAIT_S)
             outcome = "canceled"
-        except BaseException as exc:  # noqa: BLE001 - the run is going down whatever the agent says
+        except BaseException as exc:
             outcome = f"cancel not confirmed ({type(exc).__name__})"
             if not asked.done():
                 asked.cancel()
