@@ -457,7 +457,7 @@ def _parts(parts: Any) -> list[str]:
         elif part.HasField("data"):
             out.append("\n" + json.dumps(_whole(MessageToDict(part.data)), ensure_ascii=False) + "\n")
         elif part.HasField("url"):
-            out.append(f"\n[file: {part.filename or part.url}]({part.url})\n")
+            out.append(f"\n[file: {part.filename or part.url}] <{part.url}>\n")
         elif part.HasField("raw"):
             out.append(f"\n[file: {part.filename or 'unnamed'}, {len(part.raw)} bytes, {part.media_type}]\n")
     return out
