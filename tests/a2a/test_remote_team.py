@@ -34,6 +34,6 @@ def test_the_remote_worker_team_runs_against_the_a2a_sdk_agent(a2a_agent: Callab
     ]
     assert shown["final_text"].startswith("[offline simulation]")
     assert "researcher (ok): part one, part two" in shown["final_text"]
-    assert f"lead › researcher: started (a2a:{agent.url})" in result.err  # the progress view shows the worker
-    assert "lead › researcher: ok (tokens and cost not reported)" in result.err
+    assert f"lead \u203a researcher: started (a2a:{agent.url})" in result.err  # the progress view shows the worker
+    assert "lead \u203a researcher: ok (tokens and cost not reported)" in result.err
     assert [e["text"] for e in agent.records("execute")] == ["Find facts about Rust"]
