@@ -236,3 +236,30 @@ def test_cancelling_the_run_cancels_the_remote_task(a2a_agent: Callable[..., A2A
     (executed,) = agent.records("execute")
     agent.wait_for(lambda: bool(agent.records("cancel")), "the remote agent got CancelTask")
     assert [c["task_id"] for c in agent.records("cancel")] == [executed["task_id"]]
+
+
+def test_hooks_apply_to_a_remote_worker(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent()
+    team = team_file(tmp_path, agent.url)
+    text = team.read_text(encoding="utf-8").replace(
+        "    delegates_to: [researcher]\n",
+        "    delegates_to: [researcher]\n"
+        "    delegation:\n"
+        "      hooks:\n"
+        "        on_start:\n"
+        "          - when: \"agent == 'researcher'\"\n"
+        "            append_prompt: Only sources from 2025.\n"
+        "        on_complete:\n"
+        "          - when: not success\n"
+        "            result_text: \"{{ agent }} failed; carry on without it.\"\n",
+    )
+    team.write_text(text, encoding="utf-8")
+
+    ok = _execute(team, "Find facts", tmp_path)
+    (executed,) = agent.records("execute")
+    assert executed["text"] == "Find facts\n\nOnly sources from 2025."
+    assert _remote(ok)["response"] == "remote answer: Find facts\n\nOnly sources from 2025."
+
+    failed = _execute(team, "FAIL it", tmp_path)
+    remote = _remote(failed)
+    assert remote["status"] == "error" and remote["response"] == "researcher failed; carry on without it."
