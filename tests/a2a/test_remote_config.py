@@ -68,7 +68,7 @@ def test_the_schema_documents_the_key() -> None:
 
 
 @pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
-def test_import_check_reads_the_card_and_reports_one_that_cannot_be_read(
+def test_import_check_reads_the_card_and_reports_one_that_is_not_a_card(
     a2a_agent: Callable[..., A2AAgent], tmp_path: Path
 ) -> None:
     agent = a2a_agent()
@@ -76,15 +76,33 @@ def test_import_check_reads_the_card_and_reports_one_that_cannot_be_read(
     assert (good.code, good.out) == (0, "1 file valid\n"), good.out
     assert any(r["path"] == "/.well-known/agent-card.json" for r in agent.records("request"))
 
-    down = f"http://127.0.0.1:{free_port()}"
-    team = team_file(tmp_path, down, name="down")
+    broken = a2a_agent(extra=("--broken-card",))
+    team = team_file(tmp_path, broken.url, name="broken")
     bad = run_cli(["validate", "--import-check", str(team)])
 
     assert bad.code == 2
     line = next(n for n, text in enumerate(team.read_text().splitlines(), 1) if "url:" in text)
     assert bad.out.startswith(
         f"{team}:{line}:12: error: agents.researcher.a2a.url: cannot read the agent card at "
-        f"{down}/.well-known/agent-card.json: "
+        f"{broken.url}/.well-known/agent-card.json: "
     ), bad.out
     plain = run_cli(["validate", str(team)])  # without --import-check nothing is fetched
     assert (plain.code, plain.out) == (0, "1 file valid\n")
+
+
+def test_import_check_warns_about_an_agent_that_does_not_answer(tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    team = team_file(tmp_path, down)
+    line = next(n for n, text in enumerate(team.read_text().splitlines(), 1) if "url:" in text)
+
+    warned = run_cli(["validate", "--import-check", str(team)])
+    strict = run_cli(["validate", "--import-check", "--strict", str(team)])
+
+    assert warned.code == 0 and strict.code == 2
+    expected = (
+        f"{team}:{line}:12: warning: agents.researcher.a2a.url: cannot read the agent card at "
+        f"{down}/.well-known/agent-card.json: "
+    )
+    assert warned.out.startswith(expected), warned.out
+    assert strict.out.startswith(expected.replace(": warning: ", ": error: ")), strict.out
+    assert "(is the agent running where you validate?)" in warned.out

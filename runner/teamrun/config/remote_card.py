@@ -35,7 +35,14 @@ WELL_KNOWN_CARD = "/.well-known/agent-card.json"
 
 
 class CardProblem(RemoteAgentError):
-    """The card cannot be fetched (the agent is down, refuses the credentials) or does not parse."""
+    """The card cannot be fetched (the agent is down, refuses the credentials) or does not parse.
+
+    ``unreachable``: nothing answered at all (connection refused, a time-out): the agent may simply not be
+    running where this is checked, as opposed to an agent that answered with something that is not a card."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 def require_a2a() -> None:
@@ -83,7 +90,9 @@ async def fetch_card(url: str, *, token: str | None = None, timeout_s: float | N
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        raise CardProblem(f"cannot read the agent card at {base}{path}: {_said(exc)}") from exc
+        raise CardProblem(
+            f"cannot read the agent card at {base}{path}: {_said(exc)}", unreachable=_unreachable(exc)
+        ) from exc
 
 
 def fetch_card_sync(url: str, *, bearer_env: str | None = None, timeout_s: float | None = None) -> AgentCard:
@@ -101,6 +110,18 @@ def card_description(card: AgentCard, fallback: str | None = None) -> str:
         tags = f" [{', '.join(skill.tags)}]" if skill.tags else ""
         lines.append(f"- skill {skill.name or skill.id}: {skill.description}{tags}")
     return "\n".join(line for line in lines if line)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether nothing answered (a refused connection, a time-out), anywhere in the exception's causes."""
+    import httpx
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, httpx.TransportError | TimeoutError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _said(exc: BaseException) -> str:

@@ -80,10 +80,26 @@ def remote_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
 
 
 def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
-    """``--import-check``: each remote agent's card can be fetched and parsed (this contacts the agent)."""
-    from teamrun.config.remote_card import CardProblem, fetch_card_sync
+    """``--import-check``: each remote agent's card can be fetched and parsed (this contacts the agent).
 
-    for agent, spec in c.agents.items():
+    A card that answers with something that is not a card is an error; an agent that does not answer at all
+    (not running where this is checked), or a2a-sdk not installed, is a warning (an error with ``--strict``),
+    as a stdio MCP server whose program is missing is."""
+    from teamrun.config.remote_card import CardProblem, fetch_card_sync, require_a2a
+    from teamrun.errors import UserError
+
+    remote_agents = {a: s for a, s in c.agents.items() if isinstance(mapping(s.get("a2a")).get("url"), str)}
+    if not remote_agents:
+        return
+    try:
+        require_a2a()
+    except UserError as exc:
+        first = next(iter(remote_agents))
+        yield c._warning(
+            ("agents", first, "a2a"), f"agents.{first}.a2a: cannot read remote agents' cards: {exc}", "import", key=True
+        )
+        return
+    for agent, spec in remote_agents.items():
         remote = mapping(spec.get("a2a"))
         url = remote.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -98,4 +114,8 @@ def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
                 timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
             )
         except CardProblem as exc:
-            yield c._error(("agents", agent, "a2a", "url"), f"agents.{agent}.a2a.url: {exc}", "import")
+            where, message = ("agents", agent, "a2a", "url"), f"agents.{agent}.a2a.url: {exc}"
+            if exc.unreachable:
+                yield c._warning(where, f"{message} (is the agent running where you validate?)", "import")
+            else:
+                yield c._error(where, message, "import")
