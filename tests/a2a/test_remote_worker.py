@@ -251,7 +251,7 @@ def test_hooks_apply_to_a_remote_worker(a2a_agent: Callable[..., A2AAgent], tmp_
         "            append_prompt: Only sources from 2025.\n"
         "        on_complete:\n"
         "          - when: not success\n"
-        "            result_text: \"{{ agent }} failed; carry on without it.\"\n",
+        '            result_text: "{{ agent }} failed; carry on without it."\n',
     )
     team.write_text(text, encoding="utf-8")
 
