@@ -203,7 +203,7 @@ def test_a_missing_token_variable_is_a_clear_error(a2a_agent: Callable[..., A2AA
 
 def test_a_worker_timeout_cancels_the_remote_task(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
     agent = a2a_agent()
-    extra = "    budget: {timeout_s: 1}\n"
+    extra = "    budget: {timeout_s: 5}\n"  # long enough for the task's id to come back on a loaded machine
     shown = _execute(team_file(tmp_path, agent.url, extra=extra), "HANG forever", tmp_path)
 
     remote = _remote(shown)
