@@ -98,6 +98,8 @@ class PlainProgress:
             case AgentEnd():
                 stop = f", stopped by {event.stopped_by}" if event.stopped_by else ""
                 spent = f"{_tokens(event.usage.get('total_tokens', 0))}, ${event.cost:.4f}"
+                if not event.usage_known:
+                    spent = "tokens and cost not reported"
                 return f"{who}: {event.status} ({spent}{stop})"
             case DelegationStart():
                 step = f" (step {event.step})" if event.step else ""

@@ -242,6 +242,11 @@ class Team:
                 limits = Limits.model_validate(journal.record.limits)
             journal.record.limits = limits.model_dump(exclude_none=True) if limits is not None else {}
         config = _lowered(self.config, limits)
+        remote_warnings: list[str] = []
+        if any(agent.a2a is not None for agent in config.agents.values()):  # remote workers: their cards
+            from teamrun.engine.remote.cards import describe_remote_agents
+
+            config, remote_warnings = await describe_remote_agents(config)
         session = None
         if thread is not None:
             from teamrun.engine.durability.threads import open_thread
@@ -297,7 +302,7 @@ class Team:
         )
         if journal is not None and journal.failure is not None:  # the store refused the run's record
             ctx.warn(frame, _journal_warning(journal.failure, run_id))
-        for warning in carried:
+        for warning in [*carried, *remote_warnings]:
             ctx.warn(frame, warning)
         if ctx.workspace is not None and (unfit := ctx.workspace.unfit_entries()):
             ctx.warn(
