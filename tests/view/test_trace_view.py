@@ -442,7 +442,7 @@ def test_a_name_with_a_right_to_left_override_does_not_reverse_the_figures_after
     checked = {
         ".tv-tree .tv-line": " · ok · 2.00 s · 200 tokens · $0.0200",
         ".tv-title": "done",
-        ".tv-row[data-agent] .tv-label": "2.00 s · 200 tok",
+        ".tv-row[data-agent] .tv-label": "2.00 s · 200 tok (100 in, 100 out)",
         ".tv-chart-row": "200 tok · $0.0200",
     }
     for selector, figures in checked.items():
@@ -487,7 +487,7 @@ def test_two_runs_in_one_trace_file_get_a_summary_each_from_their_own_spans(
         "agents": "1",
         "model calls": "1",
         "tokens": "50",
-        "cost": "$0.005000",
+        "cost": "$0.0050",
     }
     expect(summaries.nth(1).locator(".tv-title")).to_contain_text("other")
     assert opened.problems == []
