@@ -237,7 +237,7 @@
       for (const e of this.root.querySelectorAll(".selected")) e.classList.remove("selected");
       if (this.options.onSelect) this.options.onSelect(null);
       const back = this.opener && this.opener.isConnected ? this.opener
-        : this.root.querySelector(".tv-label[data-key]");
+        : this.root.querySelector(".tv-who[data-key]");
       if (back) back.focus({ preventScroll: true });
     }
 
@@ -431,11 +431,13 @@
       const words = { error: "error", limit: "limit", warn: "warning", cancelled: "cancelled", info: "note" };
       for (const item of items.slice(0, 200)) {
         const li = el("li", "tv-problem tv-" + item.level);
-        li.append(el("span", "tv-level", words[item.level] || item.level), document.createTextNode(item.text));
-        if (item.levels && item.levels.length > 1) li.append(el("span", "tv-levels", " · seen at: " + item.levels.join(", ")));
+        const body = el("span", "tv-problem-text");  // the list item stays a list item; its text is the button
+        body.append(el("span", "tv-level", words[item.level] || item.level), document.createTextNode(item.text));
+        if (item.levels && item.levels.length > 1) body.append(el("span", "tv-levels", " · seen at: " + item.levels.join(", ")));
+        li.append(body);
         li.dataset.level = item.level;
         if (item.count) li.dataset.count = String(item.count);
-        if (item.node) { li.dataset.key = item.node.key; li.tabIndex = 0; li.setAttribute("role", "button"); }
+        if (item.node) { body.dataset.key = item.node.key; body.tabIndex = 0; body.setAttribute("role", "button"); }
         list.append(li);
       }
       if (items.length > 200) list.append(el("li", "", "… and " + (items.length - 200) + " more"));
@@ -559,7 +561,6 @@
       });
       const at = (e, t) => this.ticking(() => { e.style.left = x(t) + "%"; });
       const grid = el("div", "tv-grid");
-      grid.setAttribute("role", "list");
       grid.setAttribute("aria-label", "timeline: one row per agent invocation");
       const axis = el("div", "tv-row tv-axis");
       axis.setAttribute("aria-hidden", "true");
@@ -582,7 +583,6 @@
       const index = new Map();  // agent key -> its row entry
       for (const agent of agents) {
         const row = el("div", "tv-row");
-        row.setAttribute("role", "listitem");
         row.dataset.agent = agent.name;
         row.dataset.path = agent.path.join("/");
         const who = this.names.get(agent.key);
@@ -599,14 +599,15 @@
         const task = preview(agent.data.task, 60);
         const label = el("div", "tv-label");
         label.style.paddingLeft = (0.2 + agent.depth * 0.9) + "em";
-        const head = el("span", "tv-head");
-        if (agent.children.some((c) => c.kind === "delegation")) {
+        if (agent.children.some((c) => c.kind === "delegation")) {  // beside the row's button, not in it
           const toggle = el("button", "tv-toggle", "▾");
           toggle.type = "button";
           toggle.dataset.agentKey = agent.key;
           entry.toggle = toggle;
-          head.append(toggle);
-        } else head.append(el("span", "tv-toggle-space"));
+          label.append(toggle);
+        } else label.append(el("span", "tv-toggle-space"));
+        const button = el("div", "tv-who");
+        const head = el("span", "tv-head");
         head.append(el("span", "tv-name", who));
         if (task) head.append(el("span", "tv-preview", "· " + task));
         const meta = el("span", "tv-meta");
@@ -615,12 +616,13 @@
         this.ticking(() => {
           meta.textContent = word + seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok (" + inTok + " in, " + outTok + " out)";
         }, agent.end === null);
-        label.append(head, meta);
-        label.dataset.key = agent.key;
-        label.tabIndex = 0;
-        label.setAttribute("role", "button");
-        label.setAttribute("aria-label", who + (task ? ", asked: " + task : "") + ", " + status);
-        label.title = agent.path.map(iso).join(" → ") + (agent.data.task ? "\n" + preview(agent.data.task, 300) : "");
+        button.append(head, meta);
+        label.append(button);
+        button.dataset.key = agent.key;
+        button.tabIndex = 0;
+        button.setAttribute("role", "button");
+        button.setAttribute("aria-label", who + (task ? ", asked: " + task : "") + ", " + status);
+        button.title = agent.path.map(iso).join(" → ") + (agent.data.task ? "\n" + preview(agent.data.task, 300) : "");
         const track = el("div", "tv-track");
         const bar = this.bar(agent, "agent");
         place(bar, agent.start, () => m.endOf(agent), true);
@@ -704,7 +706,10 @@
             const shown = JSON.stringify(d.value_after === undefined ? null : d.value_after, null, 2);  // as JSON: "1" is not 1
             li.append(el("pre", "tv-pre tv-ws-value", shown.length > 4000 ? shown.slice(0, 4000) + "…" : shown));
           }
-          if (this.model.spans.has(w.spanKey)) { li.dataset.key = w.spanKey; li.tabIndex = 0; li.setAttribute("role", "button"); }
+          if (this.model.spans.has(w.spanKey)) {  // the list item stays a list item; its line is the button
+            li.dataset.key = w.spanKey;
+            line.dataset.key = w.spanKey; line.tabIndex = 0; line.setAttribute("role", "button");
+          }
           ol.append(li);
         }
         entry.append(ol);
