@@ -14,11 +14,16 @@ from playwright.sync_api import Page
 __all__ = ["serious_violations"]
 
 
+def _where(node: dict[str, object]) -> str:
+    targets = node.get("target") or []
+    return " ".join(map(str, targets)) if isinstance(targets, list) else str(targets)
+
+
 def serious_violations(page: Page) -> list[str]:
     """Every serious or critical axe violation on ``page`` as it is now (WCAG 2.x A/AA and best practices)."""
     found = Axe().run(page).response["violations"]
     return [
-        f"{v['id']} ({v['impact']}): {v['help']} — " + "; ".join(" ".join(map(str, n["target"])) for n in v["nodes"][:5])
+        f"{v['id']} ({v['impact']}): {v['help']} — " + "; ".join(_where(n) for n in v["nodes"][:5])
         for v in found
         if v.get("impact") in ("serious", "critical")
     ]

@@ -211,7 +211,8 @@ agents:
   alpha: {model: openai/alpha, description: Researches alpha.}
   beta: {model: openai/beta, description: Researches beta.}
 """
-    fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})), text("alpha only")])
+    asks = tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"}))
+    fake_openai.script("lead", [asks, text("alpha only")])
     fake_openai.script("alpha", [text("alpha done")])
     fake_openai.script("beta", [http_error(500, message="beta's provider broke")])
     trace, page_file = _record(write_team(team), tmp_path, "go")
