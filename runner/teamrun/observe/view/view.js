@@ -254,6 +254,7 @@
 
     render() {
       const m = this.model;
+      this.width = this.root.clientWidth || 1200;  // read before anything moves: no layout forced mid-build
       const focused = document.activeElement;  // moving the toolbar into the new page blurs it: focus it again
       const caret = focused && focused.classList && focused.classList.contains("tv-search") ? [focused.selectionStart, focused.selectionEnd] : null;
       m.now = this.status() === "running" ? this.clock() : null;
@@ -546,7 +547,7 @@
       this.ticking(() => { span = Math.max(m.tEnd - m.t0, 1e-6); });
       const x = (t) => ((t - m.t0) / span) * 100;
       // About how wide a track is, in pixels (the layout's sizes, view.css): a bar says its duration if it fits.
-      const width = this.root.clientWidth || 1200, rem = 16;
+      const width = this.width || 1200, rem = 16;
       const trackPx = Math.max(100, width - (width >= 62 * rem ? 27 * rem : 0) - (width >= 50 * rem ? 20 * rem : 12 * rem) - 1.5 * rem);
       const place = (e, a, b, textual) => this.ticking(() => {
         const end = typeof b === "function" ? b() : b;
@@ -598,25 +599,25 @@
         entry.statuses.add(statusClass(status));
         const task = preview(agent.data.task, 60);
         const label = el("div", "tv-label");
-        label.style.paddingLeft = (0.2 + agent.depth * 0.9) + "em";
-        if (agent.children.some((c) => c.kind === "delegation")) {  // beside the row's button, not in it
+        const delegates = agent.children.some((c) => c.kind === "delegation");
+        label.style.paddingLeft = (0.2 + agent.depth * 0.9 + (delegates ? 0 : 1.45)) + "em";  // names line up
+        if (delegates) {  // beside the row's button, not in it
           const toggle = el("button", "tv-toggle", "▾");
           toggle.type = "button";
           toggle.dataset.agentKey = agent.key;
           entry.toggle = toggle;
           label.append(toggle);
-        } else label.append(el("span", "tv-toggle-space"));
+        }
         const button = el("div", "tv-who");
-        const head = el("span", "tv-head");
-        head.append(el("span", "tv-name", who));
-        if (task) head.append(el("span", "tv-preview", "· " + task));
+        button.append(el("span", "tv-name", who));
+        if (task) button.append(el("span", "tv-preview", "· " + task));
         const meta = el("span", "tv-meta");
         const [inTok, outTok] = ioTokens(agent);
         const word = statusClass(status) === "ok" ? "" : status + " · ";
         this.ticking(() => {
           meta.textContent = word + seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok (" + inTok + " in, " + outTok + " out)";
         }, agent.end === null);
-        button.append(head, meta);
+        button.append(meta);
         label.append(button);
         button.dataset.key = agent.key;
         button.tabIndex = 0;
@@ -797,12 +798,13 @@
             line.textContent = iso(node.name) + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
               + " · " + tokensOf(node) + " tokens · " + usd(costOf(node));
           }, node.end === null);
-          li.append(line);
-          if (node.data.task) li.append(el("div", "tv-task", node.data.task));
-          const sub = el("ul");
-          li.append(sub);
+          li.append(line);  // its task: on its timeline row and in its details
           parentList.append(li);
-          for (const c of node.children) add(c, sub);
+          if (node.children.some((c) => c.kind === "delegation")) {  // a list only where there are workers
+            const sub = el("ul");
+            li.append(sub);
+            for (const c of node.children) add(c, sub);
+          }
         } else if (node.kind === "delegation") {
           const worker = workerOf(node);
           if (worker) { add(worker, parentList); return; }
