@@ -10,7 +10,7 @@ For each size, in the same process and the same browser: a fan-out run is
 recorded in-process (the scripted model, content on: every model call's
 messages are in the trace), ``teamrun trace view`` writes its page, and
 Chromium (the system ``chromium``) opens it. Measured, each the median of
-``--repeats``:
+``--repeats`` (each repeat in a fresh tab; the new and the baseline page take turns):
 
 - **page load**: navigation start to the ``load`` event of the page (parse the
   embedded JSON, build the model, draw everything: the view draws synchronously
@@ -89,6 +89,10 @@ def measure(page_file: Path, browser: object, repeats: int) -> dict[str, float]:
     }
 
 
+def _median(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
 def baseline_page(records: list[dict[str, object]], rev: str, target: Path) -> Path:
     """``records`` drawn by the view of commit ``rev`` (its files and its ``render_page``), written to ``target``."""
     import subprocess
@@ -152,12 +156,15 @@ def main() -> int:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             try:
-                for size in sizes:  # in turn, so both see the same load on the machine
-                    results[size] = measure(pages[size][0], browser, args.repeats)
-                    results[size]["write"] = pages[size][1]
+                for size in sizes:  # new and old in turn, one repeat each: both see the same load on the machine
+                    runs_new, runs_old = [], []
+                    for _ in range(args.repeats):
+                        runs_new.append(measure(pages[size][0], browser, 1))
+                        if compare:
+                            runs_old.append(measure(old_pages[size][0], browser, 1))
+                    results[size] = _median(runs_new) | {"write": pages[size][1]}
                     if compare:
-                        old[size] = measure(old_pages[size][0], browser, args.repeats)
-                        old[size]["write"] = old_pages[size][1]
+                        old[size] = _median(runs_old) | {"write": old_pages[size][1]}
             finally:
                 browser.close()
 

@@ -451,7 +451,8 @@ def test_a_name_with_a_right_to_left_override_does_not_reverse_the_figures_after
         assert text.endswith(figures), (selector, text)
         lefts = [x for _, x in drawn[len(drawn) - len(figures) :] if x is not None]
         assert lefts == sorted(lefts) and len(set(lefts)) == len(lefts), (selector, lefts)  # left to right
-    tooltip = page.locator(".tv-bar.tv-agent").get_attribute("title") or ""  # tooltips too
+    page.locator(".tv-bar.tv-agent").hover()  # tooltips too (written when the pointer comes)
+    tooltip = page.locator(".tv-bar.tv-agent").get_attribute("title") or ""
     assert tooltip.startswith(f"agent \u2068lead{rlo}x\u2069 · 2.00 s")
     assert page.title() == f"teamrun · \u2068team{rlo}y\u2069 · r1"
     assert opened.problems == []

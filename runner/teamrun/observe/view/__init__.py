@@ -105,7 +105,7 @@ def render_page(
     records hold. ``case``: the eval case this run answered, shown above the run: ``name``, ``input``,
     ``answer``, ``passed``, ``checks`` (each ``name``, ``passed``, ``detail``) and ``report`` (a link back).
     """
-    data = {"records": [dict(r) for r in records], "answer": answer, "ended": True}  # a file: nothing more comes
+    data: dict[str, Any] = {"records": [dict(r) for r in records], "answer": answer, "ended": True}  # no more comes
     if content is not None:
         data["content"] = content
     if case is not None:

@@ -158,6 +158,15 @@
       this.rows = [];
       this.root.classList.add("teamrun-view");
       this.root.addEventListener("click", (e) => this.onClick(e));
+      if (typeof ResizeObserver !== "undefined") {  // a bar says its duration if it fits: redraw when the width changes much
+        new ResizeObserver((entries) => {
+          const w = entries[0].contentRect.width;
+          if (w && (!this.width || Math.abs(w - this.width) > 0.1 * this.width)) { this.width = w; this.schedule(); }
+        }).observe(this.root);
+      }
+      const tip = (e) => { if (e.target.classList && e.target.classList.contains("tv-bar")) this.tooltip(e.target); };
+      this.root.addEventListener("pointerover", tip);
+      this.root.addEventListener("focusin", tip);
       this.root.addEventListener("keydown", (e) => {
         if (e.key === "Escape" && this.details && !this.details.hidden) { e.preventDefault(); this.close(); return; }
         if ((e.key === "Enter" || e.key === " ") && e.target.dataset && e.target.dataset.key && e.target.tagName !== "BUTTON") {
@@ -254,7 +263,7 @@
 
     render() {
       const m = this.model;
-      this.width = this.root.clientWidth || 1200;  // read before anything moves: no layout forced mid-build
+      if (!this.width) this.width = this.root.clientWidth;  // once (then the ResizeObserver): no layout forced by a redraw
       const focused = document.activeElement;  // moving the toolbar into the new page blurs it: focus it again
       const caret = focused && focused.classList && focused.classList.contains("tv-search") ? [focused.selectionStart, focused.selectionEnd] : null;
       m.now = this.status() === "running" ? this.clock() : null;
@@ -729,13 +738,24 @@
       bar.dataset.start = String(node.start);
       bar.tabIndex = 0;
       bar.setAttribute("role", "button");
-      const what = (node.kind === "delegation" ? "waiting on " : node.kind === "agent" ? "agent " : node.kind + " ") + iso(node.name);
-      this.ticking(() => {
-        bar.dataset.end = String(this.model.endOf(node));
-        bar.title = what + " · " + seconds(this.model.endOf(node) - node.start) + " · " + status;
-        bar.setAttribute("aria-label", bar.title);
-      }, node.end === null);
+      // Its name says what and how it ended; its tooltip (with the duration) is written when the pointer or the
+      // focus first comes to it (tooltip()): a thousand workers' bars are drawn without a thousand strings.
+      bar.setAttribute("aria-label", this.what(node) + " · " + status);
+      if (node.end !== null) bar.dataset.end = String(node.end);
+      else this.ticking(() => { bar.dataset.end = String(this.model.endOf(node)); });
       return bar;
+    }
+
+    what(node) {
+      return (node.kind === "delegation" ? "waiting on " : node.kind === "agent" ? "agent " : node.kind === "llm" ? "model call " : "tool ")
+        + iso(node.name);
+    }
+
+    // A bar's tooltip: what, how long (so far, while it runs) and its status.
+    tooltip(bar) {
+      const node = this.model.spans.get(bar.dataset.key);
+      if (!node || !bar.classList.contains("tv-bar") || bar.classList.contains("tv-backoff")) return;
+      bar.title = this.what(node) + " · " + seconds(this.model.endOf(node) - node.start) + " · " + this.statusOf(node);
     }
 
     mark(note, node, level) {
