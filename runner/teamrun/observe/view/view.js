@@ -164,7 +164,10 @@
           if (w && (!this.width || Math.abs(w - this.width) > 0.1 * this.width)) { this.width = w; this.schedule(); }
         }).observe(this.root);
       }
-      const tip = (e) => { if (e.target.classList && e.target.classList.contains("tv-bar")) this.tooltip(e.target); };
+      const tip = (e) => {
+        const target = e.target.closest && e.target.closest(".tv-bar, .tv-who");
+        if (target && !target.title) this.tooltip(target);
+      };
       this.root.addEventListener("pointerover", tip);
       this.root.addEventListener("focusin", tip);
       this.root.addEventListener("keydown", (e) => {
@@ -631,8 +634,6 @@
         button.dataset.key = agent.key;
         button.tabIndex = 0;
         button.setAttribute("role", "button");
-        button.setAttribute("aria-label", who + (task ? ", asked: " + task : "") + ", " + status);
-        button.title = agent.path.map(iso).join(" → ") + (agent.data.task ? "\n" + preview(agent.data.task, 300) : "");
         const track = el("div", "tv-track");
         const bar = this.bar(agent, "agent");
         place(bar, agent.start, () => m.endOf(agent), true);
@@ -754,6 +755,10 @@
     // A bar's tooltip: what, how long (so far, while it runs) and its status.
     tooltip(bar) {
       const node = this.model.spans.get(bar.dataset.key);
+      if (node && bar.classList.contains("tv-who")) {  // a row: its path and its task (the start of it)
+        bar.title = node.path.map(iso).join(" → ") + (node.data.task ? "\n" + preview(node.data.task, 300) : "");
+        return;
+      }
       if (!node || !bar.classList.contains("tv-bar") || bar.classList.contains("tv-backoff")) return;
       bar.title = this.what(node) + " · " + seconds(this.model.endOf(node) - node.start) + " · " + this.statusOf(node);
     }
