@@ -84,7 +84,13 @@ def test_a_row_says_what_was_asked_how_long_it_took_and_its_tokens_in_and_out(
     page.locator(".tv-row[data-agent=gamma] .tv-who").focus()  # rows: focusable, opened with Enter
     page.keyboard.press("Enter")
     expect(page.locator("#tv-details h3")).to_contain_text("agent gamma")
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "close the details (Escape)"
     assert _box(page, ".tv-grid") == before[".tv-grid"]
+    page.keyboard.press("Escape")
+    expect(page.locator("#tv-details")).to_be_hidden()
+    assert page.evaluate("document.activeElement.dataset.key") == page.locator(
+        ".tv-row[data-agent=gamma] .tv-who"
+    ).get_attribute("data-key")
     assert opened.problems == []
 
 

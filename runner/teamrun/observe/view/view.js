@@ -174,11 +174,15 @@
         if (e.key === "Escape" && this.details && !this.details.hidden) { e.preventDefault(); this.close(); return; }
         if ((e.key === "Enter" || e.key === " ") && e.target.dataset && e.target.dataset.key && e.target.tagName !== "BUTTON") {
           e.preventDefault(); this.onClick(e);
+          const close = this.details && !this.details.hidden && this.details.querySelector(".tv-close");
+          if (close) close.focus({ preventScroll: true });  // from the keyboard: on into the details (Escape: back)
         }
       });
-      document.addEventListener("keydown", (e) => {  // Escape closes the details wherever the focus is
+      const escape = (e) => {  // Escape closes the details wherever the focus is
+        if (!this.root.isConnected) { document.removeEventListener("keydown", escape); return; }  // a view let go of
         if (e.key === "Escape" && this.details && !this.details.hidden && !this.root.contains(e.target)) this.close();
-      });
+      };
+      document.addEventListener("keydown", escape);
       for (const r of this.options.records || []) this.model.add(r);
       this.render();
     }
@@ -279,7 +283,6 @@
       this.details = el("aside", "tv-details");
       this.details.id = "tv-details";
       this.details.setAttribute("aria-label", "details");
-      this.details.setAttribute("aria-live", "polite");
       this.details.hidden = true;
       const hint = el("aside", "tv-hint", "Click a row or a bar (or press Enter on it) to see its details here; Escape closes them.");
       hint.setAttribute("aria-label", "details (none selected)");
