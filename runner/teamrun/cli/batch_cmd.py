@@ -9,6 +9,7 @@ import click
 
 from teamrun.cli.options import LINE_PROGRESS_MODES, api_base_option, check_api_base, progress_option
 from teamrun.errors import UsageError
+from teamrun.money import format_usd
 
 HELP = """Run a team once per row of a JSON-lines inputs file.
 
@@ -160,7 +161,7 @@ def batch(
     end_progress(printer)
     summary = (
         f"batch: {outcome.ran} row(s) run, {outcome.skipped} already in {output}, "
-        f"{outcome.failed} not done, cost ${outcome.cost:.4f}"
+        f"{outcome.failed} not done, cost {format_usd(outcome.cost)}"
     )
     if outcome.stopped_by is not None:
         summary += f"; stopped by {outcome.stopped_by} with {outcome.left} row(s) left (rerun to continue)"

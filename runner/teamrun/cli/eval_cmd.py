@@ -189,7 +189,7 @@ def eval_(
     if output_format == "html" and traces is not None:
         from teamrun.evals.report import render_html
 
-        text = render_html(report, traces=traces.links(output))
+        text = render_html(report, traces=traces.links(output, report.results))
     else:
         text = FORMATS[output_format](report)
     if output is not None:

@@ -17,6 +17,7 @@ from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.evals.models import Case
 from teamrun.events import Subscriber
 from teamrun.llm.types import ChatModel
+from teamrun.money import format_usd
 
 __all__ = ["CaseResult", "EvalReport", "Progress", "evaluate", "run_case"]
 
@@ -136,7 +137,7 @@ class Progress:
     def line(self, noun: str = "cases") -> str:
         eta = self.eta_s()
         shown = "?" if eta is None else f"{eta:.0f}s"
-        return f"{self.done}/{self.total} {noun} done, {self.failed} failed, ${self.cost:.4f}, ETA {shown}"
+        return f"{self.done}/{self.total} {noun} done, {self.failed} failed, {format_usd(self.cost)}, ETA {shown}"
 
 
 def _ceiling(case: Case, defaults: Any, index: int) -> Ceiling:
@@ -153,7 +154,7 @@ def _ceiling_outcomes(
     out = []
     if ceiling.max_cost_usd is not None:
         ok = cost <= ceiling.max_cost_usd
-        out.append(CheckOutcome(f"cost <= ${ceiling.max_cost_usd:g}", ok, "" if ok else f"${cost:.6f} spent"))
+        out.append(CheckOutcome(f"cost <= ${ceiling.max_cost_usd:g}", ok, "" if ok else f"{format_usd(cost)} spent"))
     if ceiling.max_tokens is not None:
         ok = tokens <= ceiling.max_tokens
         out.append(CheckOutcome(f"tokens <= {ceiling.max_tokens}", ok, "" if ok else f"{tokens} used"))
