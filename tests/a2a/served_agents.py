@@ -40,10 +40,10 @@ class Served:
 
 
 @contextmanager
-def served(*args: str, cwd: Path | None = None) -> Iterator[Served]:
+def served(*args: str, cwd: Path | None = None, port: int | None = None) -> Iterator[Served]:
     """``teamrun serve ARGS --port P`` with a bearer token; stopped with SIGTERM (it must exit 0, and write no
     traceback on stderr)."""
-    port = free_port()
+    port = port or free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env["TEAMRUN_API_TOKENS"] = TOKEN
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
