@@ -36,7 +36,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
     UnsupportedOperationError,
 )
-from google.protobuf import json_format
+from google.protobuf import json_format  # type: ignore[import-untyped]
 
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor

@@ -51,7 +51,7 @@ class RunView:
 
 def _parts(text: str, data: Any = None) -> list[Part]:
     from a2a.types import Part
-    from google.protobuf import json_format, struct_pb2
+    from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped]
 
     parts = [Part(text=text)]
     if data is not None:
