@@ -43,6 +43,7 @@ from teamrun.serve.runs import (
     stored_record,
 )
 from teamrun.serve.security import LONE_SURROGATE, BodyLimit, lone_surrogate, printable, token_matches
+from teamrun.serve.teams_api import mount_teams
 from teamrun.serve.workspace import mount_workspace
 
 if TYPE_CHECKING:
@@ -480,6 +481,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     mount_pending(app, registry, served, authorize, ApiError)  # GET /v1/pending, POST .../pending/{item}
     mount_history(app, registry, served, authorize, ApiError)  # GET /v1/runs (the run list) and /view/* (the run view)
     mount_workspace(app, registry, served, authorize, ApiError)  # GET /v1/runs/{id}/workspace
+    mount_teams(app, settings.store, served, authorize, ApiError)  # GET /v1/teams, GET /v1/threads/{id} (the page)
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     if settings.cors_origins:
