@@ -500,6 +500,9 @@ _WEB_FILES = {
     "style.css": "text/css; charset=utf-8",
     "history.js": "text/javascript; charset=utf-8",
     "pending.js": "text/javascript; charset=utf-8",
+    "graph.js": "text/javascript; charset=utf-8",
+    "runview.js": "text/javascript; charset=utf-8",
+    "chat.js": "text/javascript; charset=utf-8",
 }
 _WEB_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "

@@ -1,5 +1,5 @@
 // What waiting runs wait for (a server with a store): questions and approvals, answered from the page.
-// Uses app.js's $, el and api. Everything model-written is put in with textContent, never as HTML.
+// Uses app.js's $, el, api and openRun; "Open run" shows the run in the view. Everything model-written is put in with textContent, never as HTML.
 "use strict";
 
 let pendingTimer = null;
@@ -9,11 +9,19 @@ function pendingItem(item) {
   li.dataset.run = item.run_id;
   li.dataset.item = item.id;
   li.dataset.kind = item.kind;
-  const head = `${item.team} · run ${item.run_id} · ${item.id} · ${item.agent}`;
-  li.append(el("div", "pending-head", head));
-  li.append(el("div", "pending-question", item.question));
+  const head = el("div", "pending-head muted");
+  const show = el("button", "pending-open small", "Open run");
+  show.type = "button";
+  show.setAttribute("aria-label", `Open run ${item.run_id} in the view`);
+  show.onclick = () => openRun(item.run_id, { user: true });
+  head.append(el("span", "", `${item.kind} · ${item.team} · ${item.agent} · run ${item.run_id} · ${item.id} `), show);
+  li.append(head);
+  const question = el("p", "pending-question", item.question || "");
+  question.id = `pending-q-${item.run_id}-${item.id}`;
+  li.append(question);
   const form = el("form", "pending-answer");
   const problem = el("span", "pending-problem");
+  problem.setAttribute("role", "alert");
   const send = async (body) => {
     problem.textContent = "";
     try {
@@ -22,6 +30,7 @@ function pendingItem(item) {
         body: JSON.stringify(body),
       });
       await loadPending();
+      if (TeamrunWorkbench.shownRun() === item.run_id) openRun(item.run_id);  // follow it as it continues
     } catch (e) {
       problem.textContent = e.message;
     }
@@ -30,9 +39,12 @@ function pendingItem(item) {
     li.append(el("pre", "pending-arguments", `${item.tool} ${JSON.stringify(item.arguments, null, 1)}`));
     const note = el("input", "pending-note");
     note.placeholder = "note for the agent (optional)";
+    note.setAttribute("aria-label", "Note for the agent (optional)");
     const approve = el("button", "pending-approve", "Approve");
     const deny = el("button", "pending-deny", "Deny");
     approve.type = deny.type = "button";
+    approve.setAttribute("aria-describedby", question.id);
+    deny.setAttribute("aria-describedby", question.id);
     approve.onclick = () => send({ approve: true, note: note.value || null });
     deny.onclick = () => send({ approve: false, note: note.value || null });
     form.append(note, approve, deny);
@@ -45,6 +57,8 @@ function pendingItem(item) {
       field = el("input", "pending-value");
       field.placeholder = item.answer_schema ? "JSON: " + JSON.stringify(item.answer_schema) : "your answer";
     }
+    field.setAttribute("aria-label", "Your answer");
+    field.setAttribute("aria-describedby", question.id);
     const answer = el("button", "pending-send", "Answer");
     answer.type = "submit";
     form.append(field, answer);
@@ -81,7 +95,7 @@ async function startPending() {
     return;
   }
   $("pending-refresh").addEventListener("click", loadPending);
-  $("token").addEventListener("input", () => setTimeout(loadPending, 300));
+  window.addEventListener("teamrun:token", loadPending);
   loadPending();
   pendingTimer = setInterval(loadPending, 3000);
 }
