@@ -133,9 +133,7 @@ def test_a_300_worker_run_is_found_with_the_list_filter_and_drawn_in_the_view(se
     model = ScriptedModel(
         {"lead": [tool_calls(*calls), f"{WORKERS} items done"], "worker": [f"item {i} done" for i in range(WORKERS)]}
     )
-    server = serve(
-        [teamrun.load_team(team_file, chat_model=model), load("research-report")], tokens=frozenset({TOKEN})
-    )
+    server = serve([teamrun.load_team(team_file, chat_model=model), load("research-report")], tokens=frozenset({TOKEN}))
     task = "Do the 300 items: " + "each one carefully, " * 10
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
         other = client.post("/v1/runs", json={"team": "research-report", "input": "Compare Rust and Go"}).json()["id"]

@@ -144,9 +144,16 @@ def test_the_teams_api_describes_each_team_and_its_graph(serve: Any) -> None:
     assert signoff["description"].startswith("Prepares a product launch")
     assert [a["name"] for a in signoff["agents"]] == ["coordinator", "infra", "legal", "comms"]
     nodes = {n["id"]: n for n in signoff["graph"]["nodes"]}
-    assert nodes["a_coordinator"] == {"id": "a_coordinator", "label": "coordinator", "details": ["supervisor"], "shape": "terminal"}
+    assert nodes["a_coordinator"] == {
+        "id": "a_coordinator",
+        "label": "coordinator",
+        "details": ["supervisor"],
+        "shape": "terminal",
+    }
     assert nodes["t_a_infra_ask_operator"]["shape"] == "tool"
-    assert {"from": "a_coordinator", "to": "a_legal", "label": "delegates", "style": "solid"} in signoff["graph"]["edges"]
+    assert {"from": "a_coordinator", "to": "a_legal", "label": "delegates", "style": "solid"} in signoff["graph"][
+        "edges"
+    ]
     assert signoff["graph"]["mermaid"].startswith("flowchart TD")
     handoffs = by_name["support-triage"]["graph"]["edges"]
     assert {"from": "a_triage", "to": "a_billing", "label": "hands off", "style": "dotted"} in handoffs

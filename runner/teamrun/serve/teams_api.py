@@ -37,7 +37,9 @@ _SHAPES = {
     '{"': "choice",  # a workflow route
     '["': "agent",
 }
-_NODE = re.compile(r"^(?P<id>[A-Za-z0-9_]+)(?P<open>\(\[\"|\[\[\"|\[\(\"|\[/\"|\{\{\"|\{\"|\[\")(?P<label>.*)\"[\]\)\}/]+$")
+_NODE = re.compile(
+    r"^(?P<id>[A-Za-z0-9_]+)(?P<open>\(\[\"|\[\[\"|\[\(\"|\[/\"|\{\{\"|\{\"|\[\")(?P<label>.*)\"[\]\)\}/]+$"
+)
 _EDGE = re.compile(r"^(?P<a>\S+?)\s+(?P<arrow><-->|-->|-\.->|---)\s*(?:\|(?P<label>[^|]*)\|\s*)?(?P<b>\S.*)$")
 _TAG = re.compile(r"</?small>")
 
@@ -99,7 +101,7 @@ class _Served(Protocol):
 
 def _team_view(name: str, served: _Served) -> dict[str, Any]:
     config = served.team.config
-    return served.redactor.value(
+    shown: dict[str, Any] = served.redactor.value(
         {
             "object": "teamrun.team",
             "name": name,
@@ -110,6 +112,7 @@ def _team_view(name: str, served: _Served) -> dict[str, Any]:
             "graph": graph_of(config),
         }
     )
+    return shown
 
 
 def mount_teams(
@@ -155,4 +158,7 @@ def mount_teams(
             for m in messages
             if m.role in ("user", "assistant")
         ]
-        return entry.redactor.value({"object": "teamrun.thread", **record.as_dict(), "messages": turns})
+        shown: dict[str, Any] = entry.redactor.value(
+            {"object": "teamrun.thread", **record.as_dict(), "messages": turns}
+        )
+        return shown
