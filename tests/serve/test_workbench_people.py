@@ -45,9 +45,17 @@ def test_a_run_waits_for_people_its_questions_are_answered_on_the_page_and_it_en
         expect(row.locator(".status-word")).to_have_text("waiting", timeout=30_000)
         expect(page.locator("#run-view .tv-title .tv-status")).to_have_text("waiting")
 
+        layout: dict[int, dict[str, Any]] = {}
         for width in (1280, 360):  # a run open and its questions shown
             page.set_viewport_size({"width": width, "height": 900})
             problems[width] = serious_problems(page)
+            runs, run = page.locator("#runs").bounding_box(), page.locator("#run-box").bounding_box()
+            assert runs is not None and run is not None
+            layout[width] = {
+                "side by side": runs["x"] + runs["width"] <= run["x"],
+                "stacked": runs["y"] + runs["height"] <= run["y"],
+                "fits": page.evaluate("document.documentElement.scrollWidth") <= width,
+            }
 
         tools = {}
         for li in items.all():
@@ -58,11 +66,14 @@ def test_a_run_waits_for_people_its_questions_are_answered_on_the_page_and_it_en
             answer(page, run_id, item, ANSWERS[tool])
 
         expect(page.locator("#status")).to_have_text("done", timeout=90_000)
-        expect(page.locator("#run-view .tv-title .tv-status")).to_have_text("done", timeout=30_000)
+        # the view draws one summary per stretch of the run (it waited, then continued): the last one ended done
+        expect(page.locator("#run-view .tv-title .tv-status").last).to_have_text("done", timeout=30_000)
         expect(page.locator("#pending-note")).to_have_text("nothing waits for a person", timeout=30_000)
         final = page.locator("#run-view #tv-answer").inner_text()
         expect(row.locator(".status-word")).to_have_text("done", timeout=30_000)
 
     assert len(questions) == 3 and all(questions.values())
     assert problems == {1280: [], 360: []}, problems
+    assert layout[1280] == {"side by side": True, "stacked": False, "fits": True}
+    assert layout[360] == {"side by side": False, "stacked": True, "fits": True}
     assert "eu-west-1" in final and "2026-12-24" in final
