@@ -15,8 +15,10 @@ from playwright.sync_api import Page, expect
 import teamrun
 from teamrun.store import open_store
 from teamrun.testing import ScriptedModel, tool_calls
+from teamrun.testing.scripted import tool_call
 from tests.serve.axe_check import serious_problems
 from tests.serve.conftest import TOKEN, GatedModel, solo_team
+from tests.serve.test_approvals import last_tool_result, stamp_team
 from tests.serve.test_workbench_teams import AUTH, chromium, load, run_from_page, workbench
 
 WORKERS = 300
@@ -158,3 +160,24 @@ def test_a_300_worker_run_is_found_with_the_list_filter_and_drawn_in_the_view(se
         expect(rows).to_have_count(2)
 
     assert preview.endswith("…") and len(preview) == 140 and task.startswith(preview[:-1])
+
+
+def test_without_a_store_a_tool_call_waiting_for_approval_is_approved_from_the_run_panel(
+    serve: Any, tmp_path: Path
+) -> None:
+    model = ScriptedModel({"lead": [tool_call("stamp", path=str(tmp_path / "stamp.txt")), last_tool_result]})
+    server = serve([teamrun.load_team(stamp_team(tmp_path), chat_model=model)], tokens=frozenset({TOKEN}))
+    with chromium() as browser:
+        page = workbench(browser, server.url)
+        expect(page.locator("#pending-note")).to_contain_text("--store")
+        run_from_page(page, "stamper", "stamp it")
+        asked = page.locator("#approvals .approval")
+        expect(asked).to_have_count(1, timeout=60_000)
+        question = asked.inner_text()
+        asked.get_by_role("button", name="Approve").click()
+        expect(page.locator("#status")).to_have_text("done", timeout=60_000)
+        expect(asked).to_have_count(0)
+        answer = page.locator("#run-view #tv-answer").inner_text()
+
+    assert "Allow stamp(" in question and "stamp.txt" in question
+    assert "stamped " in answer and (tmp_path / "stamp.txt").read_text() == "ran"
