@@ -1,6 +1,9 @@
 #!/usr/bin/env python
 """Regenerate the run-view screenshots in this folder (``python docs/images/make_screenshots.py``).
 
+``--view-only``: only the run view's pictures (run-view.png, run-view-details.png at 1360 px, run-view-narrow.png
+at 800 px), not the served page's (serve-*.png).
+
 A team of three researchers runs against the scripted fake provider from
 ``tests/fakeserver.py`` (no key, no network): one calls a tool, one is retried
 after a 429, one fails; the lead reaches its step limit. ``teamrun trace view``
@@ -108,7 +111,12 @@ def main() -> None:
             page.screenshot(path=str(HERE / "run-view.png"), full_page=True)
             page.locator(".tv-row[data-agent=pricing] .tv-bar.tv-llm").first.click()
             page.screenshot(path=str(HERE / "run-view-details.png"))
-            _serve_page(browser, tmp)
+            narrow = browser.new_page(viewport={"width": 800, "height": 1000}, device_scale_factor=1)
+            narrow.goto(page_file.as_uri())
+            narrow.locator(".tv-timeline").scroll_into_view_if_needed()
+            narrow.screenshot(path=str(HERE / "run-view-narrow.png"))
+            if "--view-only" not in sys.argv[1:]:
+                _serve_page(browser, tmp)
             browser.close()
 
 

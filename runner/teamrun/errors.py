@@ -21,6 +21,7 @@ __all__ = [
     "ApprovalDenied",
     "ConfigError",
     "ModelError",
+    "RemoteAgentError",
     "RunError",
     "StoreError",
     "TeamrunError",
@@ -65,6 +66,12 @@ class RunError(TeamrunError):
 
 class ModelError(RunError):
     """A model call failed for good (after retries), or answered nonsense."""
+
+
+class RemoteAgentError(RunError):
+    """A remote (``a2a:``) worker failed: down, an error reply, a task that failed or was rejected, a card or
+    data that does not parse. The message names the agent and its URL; the delegating agent sees it as the
+    worker's error result."""
 
 
 class ToolError(RunError):

@@ -53,6 +53,7 @@ __all__ = [
     "LlmIO",
     "LlmRetry",
     "LlmStart",
+    "RemoteUpdate",
     "RunEnd",
     "RunStart",
     "RunWarning",
@@ -85,6 +86,7 @@ EventKind = Literal[
     "person_answered",
     "workspace_write",
     "board_op",
+    "remote_update",
 ]
 
 _log = get_logger(__name__)
@@ -210,6 +212,9 @@ class AgentEnd(Event):
     """USD this invocation spent."""
     stopped_by: str | None = None
     """The limit that stopped it, if one did."""
+    usage_known: bool = True
+    """False for a remote (``a2a:``) worker that reported no usage: ``usage`` and ``cost`` are then not known
+    (zeros that mean "not reported")."""
 
 
 @_kind("budget")
@@ -492,6 +497,29 @@ class BoardOp(Event):
     """What happened, for people (never the payload or the result)."""
     replayed: bool = False
     """True when a resumed run answered the call from the journal (applied by an earlier attempt)."""
+
+
+@_kind("remote_update")
+@dataclass(frozen=True, kw_only=True)
+class RemoteUpdate(Event):
+    """A remote (``a2a:``) worker's task moved on: a status update or an artifact chunk it streamed, in the
+    worker's agent span."""
+
+    url: str
+    """The remote agent's URL (as the team file gives it)."""
+    task_id: str
+    """The task's id at the remote agent."""
+    state: str
+    """The task's state: ``submitted``, ``working``, ``input-required``, ``completed``, ``failed``,
+    ``rejected``, ``canceled``, ``auth-required``."""
+    update: str
+    """``task`` (the task as sent back), ``status`` or ``artifact``."""
+    text: str = field(default="", metadata=_CONTENT)
+    """The status message's or artifact chunk's text (content)."""
+    chars: int = 0
+    """Characters of that text (shown even when content is not)."""
+    reattached: bool = False
+    """True when a resumed run picked up the task an earlier attempt started (not sent again)."""
 
 
 def content_fields() -> frozenset[str]:

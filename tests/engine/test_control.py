@@ -532,6 +532,11 @@ def test_run_timeout_ends_budget_exhausted_with_finished_results(
     assert code == 3
     assert result["status"] == "budget_exhausted" and result["stopped_by"] == "limits.timeout_s (1.0)"
     assert "- fast: fast result" in result["final_text"]
+    # the hung endpoint is named (the run said only that its timeout was reached)
+    assert (
+        f"limits.timeout_s (1.0) was reached while waiting on slow's call to openai/slow at {fake_openai.url}"
+        in (result["warnings"])
+    )
     assert {d["agent"]: d["status"] for d in result["delegations"]} == {"fast": "ok", "slow": "cancelled"}
 
 

@@ -268,3 +268,22 @@ def test_a_store_that_refuses_the_run_record_leaves_the_run_unjournaled_with_one
     assert result.status == "done" and result.final_text
     said = [w for w in result.warnings if "run journal could not be written" in w]
     assert len(said) == 1 and "readonly database" in said[0] and "cannot be resumed" in said[0]
+
+
+def test_runs_list_and_show_print_a_hostile_input_inert(
+    team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An input holding a terminal escape (ESC [ 2 J clears the screen) and an unclosed RIGHT-TO-LEFT OVERRIDE
+    reached the terminal raw from the runs table: the escape ran, the override reversed the columns after it."""
+    store = str(tmp_path / "runs.db")
+    hostile = "clear \x1b[2J\x1b[31mred \u202eesrever"
+    assert main(["execute", str(team), "-i", hostile, "--store", store, "--progress", "none"]) == 0
+    capsys.readouterr()
+    assert main(["runs", "list", "--store", store]) == 0
+    table = capsys.readouterr().out
+    (run,) = _runs(store, capsys)
+    assert main(["runs", "show", str(run["run_id"]), "--store", store]) == 0
+    shown = capsys.readouterr().out
+    for out in (table, shown):
+        assert "\x1b" not in out and "clear \ufffd[2J\ufffd[31mred" in out
+        assert "\u2068clear" in out and "esrever\u2069" in out  # the override closes inside its cell

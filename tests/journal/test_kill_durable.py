@@ -13,13 +13,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.cli_processes import child_env, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls
+
+
+def _env() -> dict[str, str]:
+    return child_env(TEAMRUN_TEST_KEY="sk-test-journal")
+
 
 WORKERS = 30
 LATENCY_S = 0.15
@@ -91,20 +96,8 @@ def _worker(system: str) -> str:
     raise AssertionError(f"no worker named in {system[:200]!r}")
 
 
-def _teamrun(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
-
-
-def _env() -> dict[str, str]:
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TEAMRUN_TEST_KEY": "sk-test-journal"}
-    env.pop("TEAMRUN_STORE", None)
-    for name in ("NO_PROXY", "no_proxy"):
-        env[name] = "127.0.0.1,localhost"
-    return env
-
-
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_teamrun(*args), capture_output=True, text=True, env=_env(), timeout=600)
+    return subprocess.run(teamrun_argv(*args), capture_output=True, text=True, env=_env(), timeout=600)
 
 
 def test_a_kill_re_pays_only_the_replies_that_were_not_acted_on(
@@ -114,7 +107,7 @@ def test_a_kill_re_pays_only_the_replies_that_were_not_acted_on(
     server = Server(fake)
     team = _team(tmp_path, fake.url)
     process = subprocess.Popen(
-        _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
+        teamrun_argv("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -11,16 +11,20 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
+from tests.cli_processes import child_env, eventually, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls
+
+
+def _env() -> dict[str, str]:
+    return child_env(TEAMRUN_TEST_KEY="sk-test-journal")
+
 
 WORKERS = 40
 FAST = 20
@@ -76,18 +80,6 @@ def _serve(server: FakeOpenAI, hanging: threading.Event) -> None:
         server.handler(f"w{i}", worker(f"w{i}"))
 
 
-def _teamrun(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
-
-
-def _env() -> dict[str, str]:
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TEAMRUN_TEST_KEY": "sk-test-journal"}
-    env.pop("TEAMRUN_STORE", None)
-    for name in ("NO_PROXY", "no_proxy"):
-        env[name] = "127.0.0.1,localhost"
-    return env
-
-
 def _finals(server: FakeOpenAI, records: list[Any] | None = None) -> list[str]:
     """Workers whose final reply was delivered (a request carrying a tool result, answered 200)."""
     records = server.requests() if records is None else records
@@ -111,16 +103,6 @@ def _journaled_replies(store_url: str) -> int:
         engine.dispose()
 
 
-def _eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
-    """Poll ``condition``; ``guard_s`` only stops a hang (no timing assertion)."""
-    deadline = time.monotonic() + guard_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
     tmp_path: Path, store_url: str, fake_openai: FakeOpenAI
 ) -> None:
@@ -131,7 +113,7 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
 
     # the uninterrupted run, for comparison (no store: nothing is written)
     whole = subprocess.run(
-        _teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none"),
+        teamrun_argv("execute", str(team), "-i", "go", "--json", "--progress", "none"),
         capture_output=True,
         text=True,
         env=_env(),
@@ -146,7 +128,7 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
     # the journaled run, killed once the fast workers have answered and the slow ones' last calls hang
     hanging.set()
     process = subprocess.Popen(
-        _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
+        teamrun_argv("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -164,7 +146,7 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
                 and _journaled_replies(store_url) == len(done)
             )
 
-        assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
+        assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
         os.kill(process.pid, signal.SIGKILL)
         process.communicate(timeout=60)
     finally:
@@ -175,7 +157,7 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
     assert len(finished_before) == FAST >= 10
 
     listed = subprocess.run(
-        _teamrun("runs", "list", "--store", store_url, "--json"),
+        teamrun_argv("runs", "list", "--store", store_url, "--json"),
         capture_output=True,
         text=True,
         env=_env(),
@@ -188,7 +170,7 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
     hanging.clear()
     server.log.clear()
     resumed = subprocess.run(
-        _teamrun("resume", run["run_id"], "--store", store_url, "--json", "--progress", "none"),
+        teamrun_argv("resume", run["run_id"], "--store", store_url, "--json", "--progress", "none"),
         capture_output=True,
         text=True,
         env=_env(),
@@ -206,7 +188,7 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
     assert result["status"] == "done" and result["run_id"] == run["run_id"]
     assert result["final_text"] == expected
     shown = subprocess.run(
-        _teamrun("runs", "show", run["run_id"], "--store", store_url, "--json"),
+        teamrun_argv("runs", "show", run["run_id"], "--store", store_url, "--json"),
         capture_output=True,
         text=True,
         env=_env(),

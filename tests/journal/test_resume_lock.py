@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,7 +23,13 @@ from teamrun.errors import UsageError
 from teamrun.store import open_store
 from teamrun.store.journal import StoreJournal
 from teamrun.store.records import JournaledRun
+from tests.cli_processes import child_env, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, text
+
+
+def _env() -> dict[str, str]:
+    return child_env(TEAMRUN_TEST_KEY="sk-test-journal")
+
 
 DEAD_PID = 2**22 + 4321
 """No such process: a run recorded with it was killed."""
@@ -96,18 +101,6 @@ def _team(tmp_path: Path, url: str) -> Path:
     return path
 
 
-def _teamrun(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
-
-
-def _env() -> dict[str, str]:
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TEAMRUN_TEST_KEY": "sk-test-journal"}
-    env.pop("TEAMRUN_STORE", None)
-    for name in ("NO_PROXY", "no_proxy"):
-        env[name] = "127.0.0.1,localhost"
-    return env
-
-
 def test_two_resumes_started_at_once_run_once(tmp_path: Path, store_url: str, fake_openai: FakeOpenAI) -> None:
     hang = threading.Event()
     hang.set()
@@ -129,7 +122,7 @@ def test_two_resumes_started_at_once_run_once(tmp_path: Path, store_url: str, fa
         server.handler(f"w{i}", worker(f"w{i}"))
     team = _team(tmp_path, server.url)
     first = subprocess.Popen(
-        _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
+        teamrun_argv("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -152,7 +145,7 @@ def test_two_resumes_started_at_once_run_once(tmp_path: Path, store_url: str, fa
 
     resumes = [
         subprocess.Popen(
-            _teamrun("resume", run.run_id, "--store", store_url, "--progress", "none"),
+            teamrun_argv("resume", run.run_id, "--store", store_url, "--progress", "none"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -15,6 +15,7 @@ from teamrun.cli import main
 from teamrun.defaults import run_api_base
 from teamrun.llm.adapter import LOCAL_PLACEHOLDER_KEY, is_local_url
 from tests.fakeserver import FakeOpenAI, http_error, text
+from tests.judged_teams import JUDGED, LOOPED
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -194,41 +195,16 @@ def test_no_placeholder_key_goes_to_a_host_that_is_not_local(
         ("https://llm.invalid/v1", False),
         ("https://llm.example.com/v1", False),
         ("http://8.8.8.8/v1", False),
+        ("http://203.0.113.7/v1", False),  # a documentation range: Python calls it private, it is no local host
+        ("http://198.51.100.1/v1", False),
+        ("http://100.100.1.2:8000/v1", True),  # carrier-grade NAT, where VPNs put machines
+        ("http://[fd00::1]:8000/v1", True),
+        ("http://[::ffff:127.0.0.1]/v1", True),
         ("", False),
     ],
 )
 def test_which_endpoints_are_local(url: str, local: bool) -> None:
     assert is_local_url(url) is local
-
-
-JUDGED = """\
-version: 1
-name: judged
-supervisor: lead
-defaults: {model: openai/fake, num_retries: 0}
-agents:
-  lead:
-    accept:
-      - judge: {rubric: The answer says hello.}
-"""
-
-LOOPED = """\
-version: 1
-name: looped
-defaults: {model: openai/fake, num_retries: 0}
-workflow:
-  steps:
-    - id: revise
-      loop:
-        max_iterations: 2
-        until:
-          - judge: {rubric: The answer says hello.}
-        steps:
-          - {id: draft, agent: writer, input: "{{ input }}"}
-  output: "{{ steps.revise.text }}"
-agents:
-  writer: {}
-"""
 
 
 @pytest.mark.parametrize("team", [JUDGED, LOOPED], ids=["accept", "until"])
@@ -338,3 +314,36 @@ def test_an_api_base_that_cannot_be_an_endpoint_is_a_usage_error_before_any_call
     err = capsys.readouterr().err
     assert code == 2
     assert f"--api-base: {url!r} " in err and why in err and "HTTP 500" not in err
+
+
+def test_eval_and_batch_take_api_base_for_the_agents_and_the_judges_that_name_none(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`eval` and `batch` had no --api-base (only $TEAMRUN_API_BASE), and an eval case's judge that named no
+    api_base went to its provider's own endpoint while the agents went to the local one."""
+    monkeypatch.delenv("TEAMRUN_API_BASE")
+    team = tmp_path / "team.yaml"
+    team.write_text("version: 1\nname: solo\nsupervisor: lead\nagents:\n  lead: {model: openai/fake}\n", "utf-8")
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        "version: 1\ncases:\n  - name: greets\n    input: greet\n    checks:\n"
+        "      - judge: {model: openai/judge, rubric: The answer says hello.}\n",
+        encoding="utf-8",
+    )
+    fake_openai.handler("fake", lambda request: text("hello"))
+    fake_openai.handler("judge", lambda request: text('{"score": 1, "reason": "it says hello"}'))
+
+    assert main(["eval", str(team), str(cases), "--api-base", fake_openai.url, "--progress", "none"]) == 0
+    assert "1/1 passed" in capsys.readouterr().out
+    assert len(fake_openai.requests("fake")) == 1 and len(fake_openai.requests("judge")) == 1
+
+    rows, out = tmp_path / "rows.jsonl", tmp_path / "out.jsonl"
+    rows.write_text('{"input": "one"}\n{"input": "two"}\n', encoding="utf-8")
+    code = main(["batch", str(team), str(rows), "-o", str(out), "--api-base", fake_openai.url, "--progress", "none"])
+    assert code == 0, capsys.readouterr().err
+    assert [json.loads(line)["status"] for line in out.read_text(encoding="utf-8").splitlines()] == ["done"] * 2
+    assert len(fake_openai.requests("fake")) == 3
+
+    for command in (["eval", str(team), str(cases)], ["batch", str(team), str(rows), "-o", str(out)]):
+        assert main([*command, "--api-base", "localhost:8000", "--progress", "none"]) == 2
+        assert "--api-base" in capsys.readouterr().err

@@ -220,6 +220,9 @@ def test_trace_show_on_a_file_that_is_not_a_trace(tmp_path: Path, capsys: pytest
     assert "is not a teamrun trace" in capsys.readouterr().err
     assert main(["trace", "show", str(tmp_path / "missing.jsonl")]) == 2
     assert "cannot read the trace file" in capsys.readouterr().err
+    for endless in ("/dev/urandom", "/dev/zero"):  # read to the end, they ran out of memory
+        assert main(["trace", "show", endless]) == 2
+        assert "is not a regular file" in capsys.readouterr().err
 
 
 def _strict_json(text: str) -> object:

@@ -177,3 +177,15 @@ def test_nan_and_infinity_are_refused_as_a_payload_and_as_a_result() -> None:
     refused = board.complete("b", "t1", {"score": float("nan")})
     assert not refused.applied and refused.reason == "arguments"
     assert board.complete("b", "t1", {"score": 1.0}).applied
+
+
+def test_a_restored_board_is_unfit_only_when_a_task_s_payload_breaks_the_schema() -> None:
+    """A board's schema is its tasks' payloads': every resumed peer run warned its board did not satisfy the
+    schema (the list of tasks was checked against the payload schema)."""
+    board = _board()
+    board.post("a", "one")
+    board.claim("b", now=0.0)
+    assert board.workspace.unfit_entries() == []
+    edited = _board(schema={"type": "integer"})  # the team file edited since: a payload no longer fits
+    edited.workspace.entries["tasks"] = board.workspace.entries["tasks"]
+    assert edited.workspace.unfit_entries() == ["tasks"]

@@ -13,9 +13,7 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tests.cli_processes import child_env, eventually, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, http_error, text, tool_calls
 from tests.peers import policies
 from tests.peers.conftest import PEERS, write_team
@@ -66,24 +65,12 @@ def _serve(server: FakeOpenAI, fault: Fault | None = None) -> Completions:
     return counted
 
 
-def _teamrun(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
-
-
-def _env() -> dict[str, str]:
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    env.pop("TEAMRUN_STORE", None)
-    for name in ("NO_PROXY", "no_proxy"):
-        env[name] = "127.0.0.1,localhost"
-    return env
-
-
 def _execute(team: Path, task: str, *extra: str, code: int = 0) -> dict[str, Any]:
     done = subprocess.run(
-        _teamrun("execute", str(team), "-i", task, "--json", "--progress", "none", *extra),
+        teamrun_argv("execute", str(team), "-i", task, "--json", "--progress", "none", *extra),
         capture_output=True,
         text=True,
-        env=_env(),
+        env=child_env(),
         timeout=600,
     )
     assert done.returncode == code, done.stderr
@@ -233,27 +220,32 @@ def test_peers_all_waiting_on_a_task_that_cannot_be_done_stop_as_a_deadlock(
     assert len(answers) == 3 and all("(deadlock)" in a for a in answers)
 
 
-def _journal_counts(store_url: str) -> dict[tuple[str, str], int]:
-    """Journaled rows by peer and kind (``model``: replies, ``tool``: tool results)."""
+def _journal(store_url: str) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """The journal's rows in order: (peer, kind, call key, payload) (``model``: replies, ``tool``: tool results)."""
     engine = sa.create_engine(store_url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(sa.text("SELECT agent_path, kind, count(*) FROM journal GROUP BY agent_path, kind"))
-            return {(str(path).rsplit("/", 1)[-1], str(kind)): int(n) for path, kind, n in rows}
+            rows = conn.execute(sa.text("SELECT agent_path, kind, call_key, payload FROM journal ORDER BY seq"))
+            return [
+                (str(path).rsplit("/", 1)[-1], str(kind), str(key), json.loads(payload))
+                for path, kind, key, payload in rows
+            ]
     except sa.exc.OperationalError:
-        return {}  # not created yet
+        return []  # not created yet
     finally:
         engine.dispose()
 
 
-def _eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
-    """Poll ``condition``; ``guard_s`` only stops a hang (no timing assertion)."""
-    deadline = time.monotonic() + guard_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
+def _waiting_in_claim(rows: list[tuple[str, str, str, dict[str, Any]]], peer: str) -> bool:
+    """Whether ``peer``'s last journaled reply calls board_claim alone and that claim has no journaled result yet
+    (it waits for a task): the peer cannot move on its own."""
+    replies = [(key, payload) for who, kind, key, payload in rows if who == peer and kind == "model"]
+    if not replies:
+        return False
+    key, reply = replies[-1]
+    calls = [c["name"] for c in reply.get("tool_calls") or []]
+    answered = any(who == peer and kind == "tool" and k == key for who, kind, k, _ in rows)
+    return calls == ["board_claim"] and not answered
 
 
 def _call_key(record: Any) -> tuple[str, int]:
@@ -273,32 +265,32 @@ def test_a_killed_peer_run_resumes_without_completing_a_task_twice(tmp_path: Pat
     store_url = f"sqlite:///{tmp_path / 'teamrun.db'}"
     hanging.set()
     process = subprocess.Popen(
-        _teamrun("execute", str(team), "-i", "task-20", "--store", store_url, "--progress", "none"),
+        teamrun_argv("execute", str(team), "-i", "task-20", "--store", store_url, "--progress", "none"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=child_env(),
     )
     try:
 
         def ready() -> bool:
+            """p3 hangs holding its task; p1 and p2 have finished the other 19 and wait in board_claim (read from the
+            journal: a reply the fake sent may not be journaled yet, and a journaled complete may not be applied)."""
             log = server.requests()
-            done = [r for r in log if r.status == 200 and r.end]
             hung = [r for r in log if r.model == "p3" and r.end == 0.0]
-            expected: dict[tuple[str, str], int] = {}
-            for r in done:
-                expected[(r.model, "model")] = expected.get((r.model, "model"), 0) + 1
-            for r in log:  # the tool results each peer's latest request carried (all journaled by then)
-                key = (r.model, "tool")
-                expected[key] = max(expected.get(key, 0), _call_key(r)[1])
+            answered = Counter(r.model for r in log if r.status == 200 and r.end)
+            rows = _journal(store_url)
+            replies = Counter(who for who, kind, _, _ in rows if kind == "model")
+            completed = [p for _, kind, _, p in rows if kind == "tool" and '"status": "completed"' in p["content"]]
             return (
                 len(hung) == 1
-                and len(done) == len(log) - 1  # nothing else in flight: p1 and p2 wait in board_claim
-                and sum(counted.counts.values()) == 19  # every task but p3's is done
-                and _journal_counts(store_url) == {k: n for k, n in expected.items() if n}
+                and len(log) - 1 == sum(answered.values())  # nothing else in flight at the fake
+                and replies == answered  # every answered call is journaled
+                and len(completed) == 19  # every task but p3's is done, in the run
+                and all(_waiting_in_claim(rows, p) for p in ("p1", "p2"))
             )
 
-        assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
+        assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
         os.kill(process.pid, signal.SIGKILL)
         process.communicate(timeout=60)
     finally:
@@ -307,7 +299,7 @@ def test_a_killed_peer_run_resumes_without_completing_a_task_twice(tmp_path: Pat
     first = [r for r in server.requests() if r.status == 200 and r.end]
 
     listed = subprocess.run(
-        _teamrun("runs", "list", "--store", store_url, "--json"), capture_output=True, text=True, env=_env()
+        teamrun_argv("runs", "list", "--store", store_url, "--json"), capture_output=True, text=True, env=child_env()
     )
     (run,) = json.loads(listed.stdout)
     hanging.clear()
@@ -325,6 +317,8 @@ def test_a_killed_peer_run_resumes_without_completing_a_task_twice(tmp_path: Pat
     assert counted.counts == Counter({task_id: 1 for task_id in board})  # across both attempts, at the fake
     live = [o for o in _ops(trace) if not o.get("replayed") and o["op"] == "complete" and o["status"] == "applied"]
     assert len(live) == 1 and live[0]["agent"] == "p3"  # only p3's task was completed by the resume
+    warnings = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines() if '"warning"' in line]
+    assert [w["data"]["message"] for w in warnings if w["kind"] == "warning"] == []  # the restored board fits
 
 
 def test_ctrl_c_on_a_peer_team_prints_the_tasks_done_so_far(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
@@ -337,11 +331,11 @@ def test_ctrl_c_on_a_peer_team_prints_the_tasks_done_so_far(tmp_path: Path, fake
     team = write_team(tmp_path, url=fake_openai.url, initial=TWENTY)
     trace = tmp_path / "run.jsonl"
     process = subprocess.Popen(
-        _teamrun("execute", str(team), "-i", "task-20", "--progress", "none", "--trace", str(trace)),
+        teamrun_argv("execute", str(team), "-i", "task-20", "--progress", "none", "--trace", str(trace)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=child_env(),
     )
     try:
 
@@ -351,7 +345,7 @@ def test_ctrl_c_on_a_peer_team_prints_the_tasks_done_so_far(tmp_path: Path, fake
             except ValueError:
                 return False
 
-        assert _eventually(completed), "no task was completed"
+        assert eventually(completed), "no task was completed"
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=300)  # a hang guard
     finally:

@@ -28,10 +28,15 @@ from tests.teams.simple_model import ANSWER_PREFIX, simple_model
 
 REPO = Path(__file__).resolve().parents[2]
 TEAMS = sorted(
-    p for p in (REPO / "teams").glob("*.yaml") if "peers" not in yaml.safe_load(p.read_text(encoding="utf-8"))
+    p
+    for p in (REPO / "teams").glob("*.yaml")
+    if "peers" not in yaml.safe_load(p.read_text(encoding="utf-8"))
+    and not any("a2a" in (spec or {}) for spec in yaml.safe_load(p.read_text(encoding="utf-8"))["agents"].values())
 )
 """Every ready-made team but peer teams: their peers race for the board's tasks, so which peer gets which task
-(and so each peer's next request) differs from run to run, and a cassette cannot match it. tests/peers runs them."""
+(and so each peer's next request) differs from run to run, and a cassette cannot match it. tests/peers runs them.
+Nor teams with a remote (``a2a:``) worker: a cassette holds model calls, not the remote agent's answers;
+tests/a2a/test_remote_team.py runs them against the a2a-sdk test agent."""
 INPUTS = {
     "research-report": "Compare Rust and Go for command-line tools",
     "pr-review": "Review the last commit",

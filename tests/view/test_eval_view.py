@@ -52,3 +52,40 @@ def test_each_case_of_the_report_links_to_its_run_view(
     expect(page.locator(".tv-row[data-agent]")).to_have_count(3)  # lead, researcher, writer
     assert page.url.endswith("/out/eval-traces/cobol-missing.html")
     assert opened.problems == []
+
+
+def test_a_failing_case_view_shows_its_input_answer_and_each_check_with_a_link_back(
+    tmp_path: Path, fake_openai: FakeOpenAI, open_page: OpenPage
+) -> None:
+    fake_openai.handler("judge", lambda request: text(json.dumps({"score": 0.8, "reason": "compares them"})))
+    report = tmp_path / "out" / "eval.html"
+    report.parent.mkdir()
+    cases = _cases(tmp_path, fake_openai)
+    args = ["eval", TEAM, cases, "--format", "html", "-o", str(report), "--progress", "none", "--min-pass", "0"]
+    assert main(args) == 0
+    opened = open_page(report.as_uri())
+    page = opened.page
+    in_report = page.locator("#case-cobol-missing")
+    answer = in_report.locator("details pre").nth(1).inner_text()
+    failure = in_report.locator("li.fail").inner_text()  # "FAIL contains: ..."
+    page.locator("tbody tr[data-case=cobol-missing] a.view").click()
+    case = page.locator(".tv-case")
+    expect(case.locator(".tv-case-title")).to_have_text("eval case cobol-missing FAIL")
+    expect(case.locator(".tv-case-input")).to_have_text("Compare Rust and Go")
+    expect(case.locator(".tv-case-answer")).to_have_text(answer)
+    checks = case.locator(".tv-check")
+    expect(checks).to_have_count(1)
+    expect(checks).to_have_attribute("data-passed", "false")
+    expect(checks.locator(".tv-verdict")).to_have_text("FAIL")  # a word, not only a colour
+    assert ": " in failure
+    expect(checks).to_have_text(failure)  # the check's name and its message, as the report says
+    expect(page.locator(".tv-title .tv-status")).to_have_text("done")  # the run itself, below
+
+    case.get_by_role("link", name="back to the eval report").click()
+    assert page.url.endswith("/out/eval.html#case-cobol-missing")
+    expect(page.locator("#case-cobol-missing")).to_be_visible()
+
+    opened = open_page((report.parent / "eval-traces" / "rust-ok.html").as_uri())
+    expect(opened.page.locator(".tv-case .tv-case-title")).to_have_text("eval case rust-ok PASS")
+    expect(opened.page.locator(".tv-case .tv-check .tv-verdict")).to_have_text(["PASS"])
+    assert opened.problems == []

@@ -442,7 +442,7 @@ def test_a_name_with_a_right_to_left_override_does_not_reverse_the_figures_after
     checked = {
         ".tv-tree .tv-line": " · ok · 2.00 s · 200 tokens · $0.0200",
         ".tv-title": "done",
-        ".tv-row[data-agent] .tv-label": "2.00 s · 200 tok",
+        ".tv-row[data-agent] .tv-label": "2.00 s · 200 tok (100 in, 100 out)",
         ".tv-chart-row": "200 tok · $0.0200",
     }
     for selector, figures in checked.items():
@@ -451,7 +451,8 @@ def test_a_name_with_a_right_to_left_override_does_not_reverse_the_figures_after
         assert text.endswith(figures), (selector, text)
         lefts = [x for _, x in drawn[len(drawn) - len(figures) :] if x is not None]
         assert lefts == sorted(lefts) and len(set(lefts)) == len(lefts), (selector, lefts)  # left to right
-    tooltip = page.locator(".tv-bar.tv-agent").get_attribute("title") or ""  # tooltips too
+    page.locator(".tv-bar.tv-agent").hover()  # tooltips too (written when the pointer comes)
+    tooltip = page.locator(".tv-bar.tv-agent").get_attribute("title") or ""
     assert tooltip.startswith(f"agent \u2068lead{rlo}x\u2069 · 2.00 s")
     assert page.title() == f"teamrun · \u2068team{rlo}y\u2069 · r1"
     assert opened.problems == []
@@ -487,7 +488,7 @@ def test_two_runs_in_one_trace_file_get_a_summary_each_from_their_own_spans(
         "agents": "1",
         "model calls": "1",
         "tokens": "50",
-        "cost": "$0.005000",
+        "cost": "$0.0050",
     }
     expect(summaries.nth(1).locator(".tv-title")).to_contain_text("other")
     assert opened.problems == []

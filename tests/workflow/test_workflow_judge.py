@@ -10,24 +10,7 @@ import pytest
 
 from teamrun.cli import main
 from tests.fakeserver import FakeOpenAI, text
-
-LOOPED = """\
-version: 1
-name: looped
-defaults: {model: openai/fake, num_retries: 0}
-workflow:
-  steps:
-    - id: revise
-      loop:
-        max_iterations: 3
-        until:
-          - judge: {rubric: The answer says hello.}
-        steps:
-          - {id: draft, agent: writer, input: "{{ input }}"}
-  output: "{{ steps.revise.text }}"
-agents:
-  writer: {}
-"""
+from tests.judged_teams import LOOPED
 
 
 def test_a_loop_whose_judge_cannot_judge_ends_at_once_with_a_failed_accept(

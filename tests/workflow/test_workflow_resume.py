@@ -7,16 +7,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
+from tests.cli_processes import child_env, eventually, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, text
+
+
+def _env() -> dict[str, str]:
+    return child_env(TEAMRUN_TEST_KEY="sk-test-workflow")
+
 
 ITEMS = 6
 FAST = 3
@@ -68,18 +71,6 @@ def _serve(server: FakeOpenAI, hanging: threading.Event) -> None:
     server.handler("writer", lambda request: text("report: " + _task(request)))
 
 
-def _teamrun(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
-
-
-def _env() -> dict[str, str]:
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TEAMRUN_TEST_KEY": "sk-test-workflow"}
-    env.pop("TEAMRUN_STORE", None)
-    for name in ("NO_PROXY", "no_proxy"):
-        env[name] = "127.0.0.1,localhost"
-    return env
-
-
 def _journaled(store: Path) -> int:
     engine = sa.create_engine(f"sqlite:///{store}")
     try:
@@ -91,16 +82,6 @@ def _journaled(store: Path) -> int:
         engine.dispose()
 
 
-def _eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
-    """Poll ``condition``; ``guard_s`` only stops a hang (no timing assertion)."""
-    deadline = time.monotonic() + guard_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
@@ -110,7 +91,7 @@ def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(
     _serve(server, hanging)
     team = _team(tmp_path, server.url)
     whole = subprocess.run(
-        _teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none"),
+        teamrun_argv("execute", str(team), "-i", "go", "--json", "--progress", "none"),
         capture_output=True,
         text=True,
         env=_env(),
@@ -125,7 +106,7 @@ def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(
 
     hanging.set()
     process = subprocess.Popen(
-        _teamrun("execute", str(team), "-i", "go", "--store", str(store), "--progress", "none"),
+        teamrun_argv("execute", str(team), "-i", "go", "--store", str(store), "--progress", "none"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -139,14 +120,14 @@ def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(
             hung = [r for r in log if r.model == "researcher" and r.end == 0.0]
             return len(done) == 1 + FAST and len(hung) == ITEMS - FAST and _journaled(store) == len(done)
 
-        assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
+        assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
         os.kill(process.pid, signal.SIGKILL)
         process.communicate(timeout=60)
     finally:
         process.kill()
     assert process.returncode == -signal.SIGKILL
     listed = subprocess.run(
-        _teamrun("runs", "list", "--store", str(store), "--json"),
+        teamrun_argv("runs", "list", "--store", str(store), "--json"),
         capture_output=True,
         text=True,
         env=_env(),
@@ -157,7 +138,7 @@ def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(
     hanging.clear()
     server.log.clear()
     resumed = subprocess.run(
-        _teamrun("resume", run["run_id"], "--store", str(store), "--json", "--progress", "none"),
+        teamrun_argv("resume", run["run_id"], "--store", str(store), "--json", "--progress", "none"),
         capture_output=True,
         text=True,
         env=_env(),

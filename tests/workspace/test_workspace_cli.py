@@ -12,15 +12,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
+from tests.cli_processes import child_env, eventually, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls
 from tests.workspace import policies
 from tests.workspace.conftest import WORKERS, write_team
@@ -49,24 +48,12 @@ def _serve(server: FakeOpenAI, worker: Callable[..., Any], hang: Callable[[str, 
         server.handler(name, answer(name))
 
 
-def _teamrun(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
-
-
-def _env() -> dict[str, str]:
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    env.pop("TEAMRUN_STORE", None)
-    for name in ("NO_PROXY", "no_proxy"):
-        env[name] = "127.0.0.1,localhost"
-    return env
-
-
 def _execute(team: Path, *extra: str) -> dict[str, Any]:
     done = subprocess.run(
-        _teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none", *extra),
+        teamrun_argv("execute", str(team), "-i", "go", "--json", "--progress", "none", *extra),
         capture_output=True,
         text=True,
-        env=_env(),
+        env=child_env(),
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
@@ -139,16 +126,6 @@ def _journal_counts(store_url: str) -> tuple[int, int]:
         engine.dispose()
 
 
-def _eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
-    """Poll ``condition``; ``guard_s`` only stops a hang (no timing assertion)."""
-    deadline = time.monotonic() + guard_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
 def _call_key(record: Any) -> tuple[str, int]:
     """A worker's call is named by who asked and how many tool results it carried (its place in the script)."""
     return record.model, sum(1 for m in record.request["messages"] if m["role"] == "tool")
@@ -183,11 +160,11 @@ def test_a_killed_run_resumes_to_the_same_workspace_without_paying_or_writing_tw
 
     hanging.set()
     process = subprocess.Popen(
-        _teamrun("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
+        teamrun_argv("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=child_env(),
     )
     try:
 
@@ -205,7 +182,7 @@ def test_a_killed_run_resumes_to_the_same_workspace_without_paying_or_writing_tw
                 and _journal_counts(store_url) == (len(done), sum(latest.get(w, 0) for w in WORKERS))
             )
 
-        assert _eventually(ready), f"the run never got there: {len(server.requests())} requests"
+        assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
         os.kill(process.pid, signal.SIGKILL)
         process.communicate(timeout=60)
     finally:
@@ -214,14 +191,14 @@ def test_a_killed_run_resumes_to_the_same_workspace_without_paying_or_writing_tw
     first = [r for r in server.requests() if r.status == 200 and r.end]
 
     listed = subprocess.run(
-        _teamrun("runs", "list", "--store", store_url, "--json"), capture_output=True, text=True, env=_env()
+        teamrun_argv("runs", "list", "--store", store_url, "--json"), capture_output=True, text=True, env=child_env()
     )
     (run,) = json.loads(listed.stdout)
     hanging.clear()
     server.log.clear()
     trace = tmp_path / "resumed.jsonl"
     resumed = subprocess.run(
-        _teamrun(
+        teamrun_argv(
             "execute",
             str(team),
             "--resume",
@@ -236,7 +213,7 @@ def test_a_killed_run_resumes_to_the_same_workspace_without_paying_or_writing_tw
         ),  # `teamrun resume` with a trace
         capture_output=True,
         text=True,
-        env=_env(),
+        env=child_env(),
         timeout=600,
     )
     assert resumed.returncode == 0, resumed.stderr

@@ -87,10 +87,12 @@ async def run_check(
     model: ChatModel,
     base_dir: Path,
     judge_model: str = DEFAULT_MODEL,
+    judge_api_base: str | None = None,
 ) -> CheckOutcome:
     """Check ``answer``. ``case`` is what a python check gets (and the judge reads its ``input``);
-    ``model`` answers judges (with ``judge_model`` when the judge names none); ``python:`` checks are
-    imported from ``base_dir``."""
+    ``model`` answers judges (with ``judge_model`` when the judge names none, at ``judge_api_base`` — the run's
+    endpoint — when it names no ``api_base`` and is not ``offline``); ``python:`` checks are imported from
+    ``base_dir``."""
     name = describe_check(check)
     if check.contains is not None:
         haystack, needle = (answer.lower(), check.contains.lower()) if check.ignore_case else (answer, check.contains)
@@ -105,7 +107,7 @@ async def run_check(
         # user code: off the event loop, like a sync tool
         return await asyncio.to_thread(_python, name, check.python, answer, case, base_dir)
     assert check.judge is not None
-    return await _judge(name, check.judge, answer, case, model, judge_model)
+    return await _judge(name, check.judge, answer, case, model, judge_model, judge_api_base)
 
 
 def _json_schema(name: str, schema: dict[str, Any], answer: str) -> CheckOutcome:
@@ -161,13 +163,21 @@ def parse_score(text: str) -> tuple[float, str] | None:
 
 
 async def _judge(
-    name: str, judge: Judge, answer: str, case: dict[str, Any], model: ChatModel, default_model: str
+    name: str,
+    judge: Judge,
+    answer: str,
+    case: dict[str, Any],
+    model: ChatModel,
+    default_model: str,
+    run_api_base: str | None = None,
 ) -> CheckOutcome:
     from teamrun.errors import RunError
+    from teamrun.llm.offline import is_offline_model
 
+    chosen = judge.model or default_model
     settings = ModelSettings(
-        model=judge.model or default_model,
-        api_base=judge.api_base,
+        model=chosen,
+        api_base=judge.api_base or (None if is_offline_model(chosen.strip()) else run_api_base),
         api_key_env=judge.api_key_env,
         temperature=judge.temperature,
     )

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from teamrun.cli.options import LINE_PROGRESS_MODES, progress_option
+from teamrun.cli.options import LINE_PROGRESS_MODES, api_base_option, check_api_base, progress_option
 from teamrun.errors import UsageError
+from teamrun.money import format_usd
 
 HELP = """Run a team once per row of a JSON-lines inputs file.
 
@@ -72,6 +73,7 @@ files or usage, 3 --max-cost reached with rows left (rerun to continue).
 )
 @click.option("--retry-failed", is_flag=True, help="Run again the rows OUTPUT records as not done.")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline).")
+@api_base_option
 @progress_option(
     LINE_PROGRESS_MODES,
     "A progress line (done/failed/cost/ETA) on stderr (auto: redrawn in place on a terminal, "
@@ -106,6 +108,7 @@ def batch(
     progress: str,
     engine: str,
     ray_address: str | None,
+    api_base: str | None = None,
 ) -> int:
     from teamrun.cli.eval_cmd import build_chat_model, end_progress, progress_printer, ray_engine
     from teamrun.cli.execute_cmd import _log_settings
@@ -114,6 +117,7 @@ def batch(
     from teamrun.evals.engines import Engine
     from teamrun.evals.guarded import Ceiling
 
+    check_api_base(api_base)
     loaded = load_config(team_file)
     rows = read_inputs(inputs_file)
     target = Path(output)
@@ -121,7 +125,9 @@ def batch(
         raise UsageError("--output must not be the inputs file")
     runner: Engine
     if engine == "ray":
-        runner = ray_engine(loaded, workers=workers, address=ray_address, model=model, rpm=rpm, tpm=tpm)
+        runner = ray_engine(
+            loaded, workers=workers, address=ray_address, model=model, rpm=rpm, tpm=tpm, api_base=api_base
+        )
     else:
         from teamrun.evals.engines.local import LocalEngine
 
@@ -132,7 +138,7 @@ def batch(
             from teamrun.evals.ratelimit import RateLimitedModel, RateLimiter
 
             chat_model = RateLimitedModel(chat_model, RateLimiter(rpm=rpm, tpm=tpm))
-        runner = LocalEngine(loaded, chat_model=chat_model, model=model)
+        runner = LocalEngine(loaded, chat_model=chat_model, model=model, api_base=api_base)
     ceiling = Ceiling(row_max_cost, row_max_tokens, row_timeout, label="row")
     printer = progress_printer(progress, "rows")
     runner.start()
@@ -155,7 +161,7 @@ def batch(
     end_progress(printer)
     summary = (
         f"batch: {outcome.ran} row(s) run, {outcome.skipped} already in {output}, "
-        f"{outcome.failed} not done, cost ${outcome.cost:.4f}"
+        f"{outcome.failed} not done, cost {format_usd(outcome.cost)}"
     )
     if outcome.stopped_by is not None:
         summary += f"; stopped by {outcome.stopped_by} with {outcome.left} row(s) left (rerun to continue)"

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from teamrun.cli.options import LINE_PROGRESS_MODES, progress_option
+from teamrun.cli.options import LINE_PROGRESS_MODES, api_base_option, check_api_base, progress_option
 from teamrun.errors import UsageError
 
 HELP = """Run a team on every case of a cases file and check the answers.
@@ -71,6 +71,7 @@ Exit codes: 0 when the pass rate is at least --min-pass, 1 under it,
     help="Exit 1 when the share of passing cases is under this (0 to 1).",
 )
 @click.option("--model", help="Use this LiteLLM model for every agent of the team (not for judges).")
+@api_base_option
 @click.option(
     "--record",
     "record_path",
@@ -126,6 +127,7 @@ def eval_(
     traces_dir: str | None,
     engine: str,
     ray_address: str | None,
+    api_base: str | None = None,
 ) -> int:
     from teamrun.config.loader import load_config
     from teamrun.evals.cases import load_cases
@@ -142,6 +144,7 @@ def eval_(
         )
     if engine != "ray" and ray_address is not None:
         raise UsageError("--ray-address needs --engine ray")
+    check_api_base(api_base)
     loaded = load_config(team_file)
     cases = load_cases(cases_file)
     previous = _read_baseline(baseline) if baseline is not None else None
@@ -154,12 +157,13 @@ def eval_(
             model=model,
             replay=replay_path,
             extra_models=cases_models(cases),
+            api_base=api_base,
         )
     else:
         from teamrun.evals.engines.local import LocalEngine
 
         chat_model = build_chat_model(loaded, record_path, replay_path, model, cases_models(cases))
-        runner = LocalEngine(loaded, chat_model=chat_model, model=model)
+        runner = LocalEngine(loaded, chat_model=chat_model, model=model, api_base=api_base)
     printer = progress_printer(progress, "cases")
     if engine == "ray" and traces_dir is not None:
         raise UsageError("--traces needs --engine local: Ray workers do not send their events back")
@@ -185,7 +189,7 @@ def eval_(
     if output_format == "html" and traces is not None:
         from teamrun.evals.report import render_html
 
-        text = render_html(report, traces=traces.links(output))
+        text = render_html(report, traces=traces.links(output, report.results))
     else:
         text = FORMATS[output_format](report)
     if output is not None:
@@ -244,11 +248,12 @@ def ray_engine(
     extra_models: list[str] | None = None,
     rpm: int | None = None,
     tpm: int | None = None,
+    api_base: str | None = None,
 ) -> Any:
     """The Ray engine for ``--engine ray`` (Ray itself is imported when it starts)."""
     from teamrun.evals.engines.ray_engine import RayEngine, WorkerSpec
 
-    spec = WorkerSpec.for_team(loaded, model=model, replay=replay, extra_models=extra_models or [])
+    spec = WorkerSpec.for_team(loaded, model=model, replay=replay, extra_models=extra_models or [], api_base=api_base)
     return RayEngine(spec, workers=workers, address=address, rpm=rpm, tpm=tpm)
 
 

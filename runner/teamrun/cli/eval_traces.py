@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from teamrun.errors import UsageError
@@ -12,6 +13,9 @@ from teamrun.events import Event, RunEnd, Subscriber
 from teamrun.logs import get_logger
 
 __all__ = ["CaseTraces", "default_traces_dir", "write_view"]
+
+if TYPE_CHECKING:
+    from teamrun.evals.evaluate import CaseResult
 
 _log = get_logger(__name__)
 
@@ -34,21 +38,40 @@ class _UntilRunEnd:
             self.writer.close()
 
 
-def write_view(trace: Path) -> Path | None:
-    """The view of ``trace`` written as ``<trace>.html``; ``None`` (and a warning in the log) if it cannot be."""
+def write_view(trace: Path, case: Mapping[str, Any] | None = None) -> Path | None:
+    """The view of ``trace`` written as ``<trace>.html``; ``None`` (and a warning in the log) if it cannot be.
+
+    ``case``: the eval case the run answered (its input, answer, checks and the report's link), shown above the run.
+    """
     from teamrun.observe.trace_read import read_trace
     from teamrun.observe.view import render_page
 
     target = trace.with_suffix(".html")
     try:
         read = read_trace(trace)
-        target.write_text(
-            render_page(read.records, title=f"teamrun eval case {trace.stem}", notes=read.problems), encoding="utf-8"
-        )
+        page = render_page(read.records, title=f"teamrun eval case {trace.stem}", notes=read.problems, case=case)
+        target.write_text(page, encoding="utf-8")
     except (OSError, UsageError) as exc:
         _log.warning("eval_view_not_written", trace=str(trace), error=str(exc))
         return None
     return target
+
+
+def _case_of(result: CaseResult, trace: Path, report: str | None) -> dict[str, Any]:
+    """What a case's view shows about the case; ``report``: the report's file, linked from the view."""
+    back = None
+    if report is not None:
+        relative = os.path.relpath(Path(report).resolve(), trace.resolve().parent)
+        back = quote(Path(relative).as_posix()) + "#case-" + quote(result.name)
+    return {
+        "name": result.name,
+        "input": result.input,
+        "answer": result.answer,
+        "passed": result.passed,
+        "status": result.status,
+        "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in result.checks],
+        "report": back,
+    }
 
 
 class CaseTraces:
@@ -70,13 +93,16 @@ class CaseTraces:
         self.paths[case] = path
         return [_UntilRunEnd(TraceWriter(path, redactor=self.redactor))]
 
-    def links(self, page: str | None) -> dict[str, str]:
+    def links(self, page: str | None, results: Iterable[CaseResult] = ()) -> dict[str, str]:
         """Each case's trace as a link relative to the report at ``page`` (the working folder for stdout).
 
-        Each trace's view is written beside it (``<case>.html``), for the report's ``view`` links.
+        Each trace's view is written beside it (``<case>.html``), for the report's ``view`` links; with the
+        case's ``results``, the view shows the case (input, answer, each check) and links back to the report.
         """
-        for path in self.paths.values():
-            write_view(path)
+        by_name = {r.name: r for r in results}
+        for name, path in self.paths.items():
+            result = by_name.get(name)
+            write_view(path, case=_case_of(result, path, page) if result is not None else None)
         base = Path(page).resolve().parent if page is not None else Path.cwd()
         return {
             case: quote(Path(os.path.relpath(path.resolve(), base)).as_posix()) for case, path in self.paths.items()

@@ -7,7 +7,8 @@ import click
 HELP = """Print a team's delegation graph as a Mermaid flowchart.
 
 Solid arrows are delegations, dotted arrows handoffs; tools hang off the
-agents that use them; workspace entries are cylinders, with an arrow from
+agents that use them; remote (a2a:) agents are hexagons labelled
+`a2a: <url>`; workspace entries are cylinders, with an arrow from
 each agent that writes one and a dotted arrow to each named in its `read:`
 (an entry every agent reads says so in its label).
 Paste the output into a Markdown ```mermaid block.

@@ -5,7 +5,7 @@ approve, deny, eval, batch) is told how to show it; ``--progress none`` turns it
 ``eval`` and ``batch`` used to have (``--progress/--no-progress``) is still accepted everywhere, with a
 one-line hint on stderr naming the new one.
 
-``--api-base URL`` is where the commands that run teams (execute, chat, resume, serve) call the model of
+``--api-base URL`` is where the commands that run teams (execute, chat, resume, serve, eval, batch) call the model of
 every agent that sets no ``api_base`` of its own.
 """
 
@@ -18,7 +18,7 @@ import click
 
 from teamrun.defaults import API_BASE_ENV
 
-__all__ = ["LINE_PROGRESS_MODES", "RUN_PROGRESS_MODES", "api_base_option", "progress_option"]
+__all__ = ["LINE_PROGRESS_MODES", "RUN_PROGRESS_MODES", "api_base_option", "check_api_base", "progress_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -120,3 +120,14 @@ def api_base_option(function: F) -> F:
     """``--api-base URL``: the run's endpoint for every agent without its own ``api_base``
     (:func:`teamrun.defaults.run_api_base` falls back to ``$TEAMRUN_API_BASE``)."""
     return click.option("--api-base", "api_base", metavar="URL", help=API_BASE_HELP)(function)
+
+
+def check_api_base(api_base: str | None) -> None:
+    """Refuse a ``--api-base`` (else ``$TEAMRUN_API_BASE``) that is no endpoint URL before any run starts:
+    the commands that run many (eval, batch) would otherwise fail every case or row alike."""
+    from teamrun.defaults import api_base_problem, run_api_base
+    from teamrun.errors import UsageError
+
+    chosen = run_api_base(api_base)
+    if chosen is not None and (problem := api_base_problem(chosen)) is not None:
+        raise UsageError(f"{'--api-base' if api_base is not None else '$' + API_BASE_ENV}: {problem}")

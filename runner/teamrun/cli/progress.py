@@ -36,6 +36,7 @@ from teamrun.events import (
     ToolStart,
     content_fields,
 )
+from teamrun.money import format_usd
 from teamrun.observe.bidi import isolate
 
 _MARKS = {
@@ -97,7 +98,9 @@ class PlainProgress:
                 return f"{who}: started ({isolate(event.model)})"
             case AgentEnd():
                 stop = f", stopped by {event.stopped_by}" if event.stopped_by else ""
-                spent = f"{_tokens(event.usage.get('total_tokens', 0))}, ${event.cost:.4f}"
+                spent = f"{_tokens(event.usage.get('total_tokens', 0))}, {format_usd(event.cost)}"
+                if not event.usage_known:
+                    spent = "tokens and cost not reported"
                 return f"{who}: {event.status} ({spent}{stop})"
             case DelegationStart():
                 step = f" (step {event.step})" if event.step else ""
@@ -126,7 +129,7 @@ class PlainProgress:
                 return f"{who}: budget: {event.reason}"
             case RunEnd():
                 tokens = _tokens(event.usage.get("total_tokens", 0))
-                return f"run {event.status} in {event.duration_s:.2f}s, {tokens}, ${event.cost:.4f}"
+                return f"run {event.status} in {event.duration_s:.2f}s, {tokens}, {format_usd(event.cost)}"
         return None
 
 
@@ -324,7 +327,7 @@ class LiveTree:
             branch = "" if top else ("└─ " if last else "├─ ")
             mark = _MARKS.get(node.status, "·")
             extra = f"  {node.detail}" if node.detail else ""
-            spent = f"{_tokens(node.tokens)}  ${node.cost:.4f}"
+            spent = f"{_tokens(node.tokens)}  {format_usd(node.cost)}"
             lines.append(f"{prefix}{branch}{mark} {isolate(node.name)}  {node.status}  {spent}{extra}")
             child_prefix = prefix if top else prefix + ("   " if last else "│  ")
             for i, child in enumerate(node.children):

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from teamrun.errors import UsageError
+from teamrun.money import format_usd
 
 HELP = """List and show the runs a store holds: status, cost, tokens, and how to resume them.
 
@@ -80,8 +81,9 @@ def _view(run: Any) -> dict[str, Any]:
 
 
 def _short(text: str, width: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "\N{HORIZONTAL ELLIPSIS}"
+    from teamrun.observe.bidi import cell
+
+    return cell(text, width)
 
 
 @runs.command("list", help="The newest runs first: id, status, team, start, cost, tokens, input.")
@@ -114,7 +116,7 @@ def list_runs(store: str | None, limit: int, team: str | None, as_json: bool) ->
                 run["status"],
                 _short(run["team"], 24),
                 run["started_at"],
-                f"${run['cost']:.4f}",
+                format_usd(run["cost"]),
                 str(tokens),
                 _short(run["input"], 40),
             ]
@@ -166,7 +168,7 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
         f"status    {view['status']}"
         + (f"  (stored: {view['stored_status']})" if view["status"] != view["stored_status"] else ""),
         f"started   {view['started_at']}" + (f"  ended {view['ended_at']}" if view["ended_at"] else ""),
-        f"cost      ${view['cost']:.4f}  tokens {usage.get('total_tokens', 0)} "
+        f"cost      {format_usd(view['cost'])}  tokens {usage.get('total_tokens', 0)} "
         f"(in {usage.get('input_tokens', 0)}, out {usage.get('output_tokens', 0)}), "
         f"{usage.get('requests', 0)} model calls",
         f"attempts  {view['attempts']}"

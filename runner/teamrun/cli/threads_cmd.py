@@ -75,12 +75,21 @@ def list_(store_location: str | None, team: str | None, limit: int, as_json: boo
 
 def format_threads(found: list[Any]) -> str:
     """A table of threads: id, team, turns, who answers next, last update."""
+    from teamrun.observe.bidi import cell
+
     rows = [("THREAD", "TEAM", "TURNS", "NEXT", "UPDATED")]
     rows += [
-        (t.id, t.team, str(t.turns), t.current_agent or "-", t.updated_at.strftime("%Y-%m-%d %H:%M")) for t in found
+        (
+            cell(t.id, 200),
+            cell(t.team, 60),
+            str(t.turns),
+            t.current_agent or "-",
+            t.updated_at.strftime("%Y-%m-%d %H:%M"),
+        )
+        for t in found
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
 @threads.command(

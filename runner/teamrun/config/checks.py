@@ -16,6 +16,7 @@ is, the state the checks share) and runs them all in one order:
 - ``tool_checks``: tool definitions and the function names offered to each agent; ``mcp_checks``: MCP servers
 - ``acceptance_checks``: ``accept:`` and ``max_attempts``
 - ``workflow_checks``: a ``workflow:``
+- ``remote_checks``: remote (``a2a:``) agents; with ``--import-check`` their cards are fetched
 - ``import_checks``: ``--import-check``
 - ``template_checks``: templates and conditions (called by the checks above), then ``--var`` names
 - ``sub_schema_checks``: the JSON Schemas inside a team file (called by the checks above)
@@ -37,6 +38,7 @@ from teamrun.config.import_checks import import_checks
 from teamrun.config.mcp_checks import mcp_checks
 from teamrun.config.peer_checks import peer_checks
 from teamrun.config.raw import mapping as _mapping
+from teamrun.config.remote_checks import remote_card_checks, remote_checks
 from teamrun.config.template_checks import (
     HOOK_NAMES,
     INSTRUCTION_NAMES,
@@ -95,9 +97,11 @@ class SemanticChecker:
             *workflow_checks(self),
             *workspace_checks(self),
             *peer_checks(self),
+            *remote_checks(self),
         ]
         if import_check:
             found.extend(import_checks(self))
+            found.extend(remote_card_checks(self))
         found.extend(given_vars_checks(self, given_vars))  # after the templates: they fill vars_read
         return found
 

@@ -18,7 +18,8 @@ def _label(text: str) -> str:
 
 
 def to_mermaid(config: TeamConfig) -> str:
-    """``flowchart TD``: solid arrows for delegation, dotted ones for handoffs, tools as notes; workspace
+    """``flowchart TD``: solid arrows for delegation, dotted ones for handoffs, tools as notes, remote
+    (``a2a:``) agents as hexagons labelled ``a2a: <url>``; workspace
     entries as cylinders, with who writes them (``writes``) and who only reads them (``reads``)."""
     lines = ["flowchart TD"]
     if config.workflow is not None:  # the steps (a team step shows its supervisor's workers)
@@ -27,8 +28,12 @@ def to_mermaid(config: TeamConfig) -> str:
         return "\n".join([*lines, *peer_lines(config), *workspace_lines(config)]) + "\n"
     for name, agent in config.agents.items():
         role = "supervisor" if name == config.supervisor else (agent.model or "")
+        if agent.a2a is not None:  # a remote worker: a hexagon, labelled with where it runs
+            role = f"a2a: {agent.a2a.url}"
         label = f"{name}<br/><small>{_label(role)}</small>" if role else name
         shape = f'(["{label}"])' if name == config.supervisor else f'["{label}"]'
+        if agent.a2a is not None and name != config.supervisor:
+            shape = f'{{{{"{label}"}}}}'
         lines.append(f"  {_node_id(name)}{shape}")
     for name, agent in config.agents.items():
         for target in agent.delegates_to or []:

@@ -36,6 +36,8 @@ __all__ = [
     "MessageFilter",
     "ModelFields",
     "Person",
+    "RemoteAgent",
+    "RemoteAuth",
     "StartHook",
     "TeamConfig",
     "ToolDef",
@@ -289,6 +291,26 @@ class Delegation(_Strict):
     """Seconds a background delegation may run before it is stopped and reported as a timeout."""
 
 
+class RemoteAuth(_Strict):
+    """How teamrun authenticates to a remote A2A agent; the credential comes from the environment, never the file."""
+
+    bearer_env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    """Name of the environment variable holding a bearer token, sent as `Authorization: Bearer <token>` on every request (the card's too). The token is masked (`***`) in traces, run records and logs."""
+
+
+class RemoteAgent(_Strict):
+    """A remote agent spoken to over A2A (protocol v1.0, JSON-RPC binding): delegated to like any worker."""
+
+    url: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")]
+    """The agent's base URL (its card is read from `<url>/.well-known/agent-card.json`) or the full URL of its card (ending in `.json`), e.g. `${TEAMRUN_A2A_URL:-http://127.0.0.1:9999}`."""
+    auth: RemoteAuth | None = None
+    """How to authenticate, e.g. `{bearer_env: RESEARCH_AGENT_TOKEN}` (default: no credentials)."""
+    timeout_s: PositiveFloat | None = None
+    """Seconds one HTTP request to the agent may take (card, send, a gap between streamed updates, cancel), default 60. The whole delegation is bounded by the agent's `budget.timeout_s`."""
+    stream: bool = True
+    """Use streaming (`SendStreamingMessage`) when the card says the agent supports it, so its progress shows live; `false` always uses `SendMessage`."""
+
+
 class Agent(ModelFields):
     """One agent: a model, instructions, tools, and who it may delegate to."""
 
@@ -318,6 +340,8 @@ class Agent(ModelFields):
     """Acceptance checks of this agent's answer (same kinds as `teamrun eval`). A failed check goes back to the agent as feedback and it answers again, up to `max_attempts`; an answer that never passes is still delivered, with a warning."""
     max_attempts: PositiveInt | None = None
     """Answers this agent may give under `accept:`, the first included (default 3). Every attempt spends from the budgets."""
+    a2a: RemoteAgent | None = None
+    """A remote agent spoken to over A2A instead of a model loop here, e.g. `{url: "http://127.0.0.1:9999", auth: {bearer_env: AGENT_TOKEN}}`. It is delegated to like any worker (budgets, hooks, journal, events, cancel); it has no `model`, `tools`, `delegates_to` or `instructions` of its own."""
 
 
 class History(_Strict):

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from teamrun.config import templates
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
-from teamrun.config.sub_schema_checks import sub_schema
+from teamrun.config.sub_schema_checks import first_error, sub_schema
 
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
@@ -154,11 +154,8 @@ def _board(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
         return
     if not (schema_ok and isinstance(schema, dict) and schema):
         return
-    import jsonschema
-
-    validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
     for index, payload in enumerate(initial):
-        error = next(iter(validator.iter_errors(payload)), None)
+        error = first_error(schema, payload)
         if error is not None:
             yield c._error(
                 (*path, "initial", index),

@@ -426,6 +426,13 @@ class SchemaChecker:
                 f"{where}: '{value}' is not an environment variable name "
                 "(write the variable's name, e.g. OPENAI_API_KEY, never the key itself)"
             )
+        if field == "bearer_env":
+            return (
+                f"{where}: '{value}' is not an environment variable name "
+                "(write the variable's name, e.g. AGENT_TOKEN, never the token itself)"
+            )
+        if field == "url":
+            return f"{where}: '{value}' is not an http:// or https:// URL (e.g. http://127.0.0.1:9999)"
         if path == ("name",):
             return (
                 f"team name '{value}' is not allowed: use letters, digits, '_', '.' and '-', "

@@ -19,7 +19,7 @@ from teamrun.config.regexes import judge_regex
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
 
-__all__ = ["SchemaRefs", "sub_schema"]
+__all__ = ["SchemaRefs", "first_error", "sub_schema"]
 
 _JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
 
@@ -236,3 +236,12 @@ def sub_schema(c: SemanticChecker, path: JsonPath, schema: Any) -> Iterator[Diag
                 "regex",
                 key=at_key,
             )
+
+
+def first_error(schema: dict[str, Any], value: Any) -> Any | None:
+    """The first way ``value`` breaks ``schema`` (a :class:`jsonschema.ValidationError`), or ``None``: the
+    draft the schema names, else 2020-12. For a value written in the team file (an entry's ``initial``)."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return next(iter(cls(schema).iter_errors(value)), None)

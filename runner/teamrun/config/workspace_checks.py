@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, listing
-from teamrun.config.sub_schema_checks import sub_schema
+from teamrun.config.sub_schema_checks import first_error, sub_schema
 from teamrun.config.workflow_workspace_checks import entries_written
 from teamrun.conventions import WORKSPACE_CHANGES, WORKSPACE_READ, WORKSPACE_WRITE_PREFIX, workspace_write_tool_name
 from teamrun.defaults import DEFAULT_ENTRY_BYTES, DEFAULT_WORKSPACE_BYTES
@@ -114,10 +114,7 @@ def _entry(
             where, f"workspace.entries.{name}.initial must be {_RULE_TYPES[rule][1]} for merge '{rule}'", "workspace"
         )
     elif initial is not None and schema_ok and schema and not mismatch:
-        import jsonschema
-
-        validator = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
-        error = next(iter(validator.iter_errors(initial)), None)
+        error = first_error(schema, initial)
         if error is not None:
             said = "its initial value" if has_initial else f"its starting value {json.dumps(initial)}"
             yield c._error(

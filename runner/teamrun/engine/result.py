@@ -82,6 +82,9 @@ class DelegationResult:
     """The worker's own ``budget.timeout_s`` stopped it (its status is then ``budget_exhausted``)."""
     acceptance: AcceptanceRecord | None = None
     """The worker's ``accept:`` checks: attempts, and the check its answer failed (``None``: it has none)."""
+    usage_known: bool = True
+    """False when the worker's tokens and cost are unknown (a remote ``a2a:`` agent that reported none):
+    ``usage`` and ``cost`` are then zeros that mean "not reported", and :meth:`as_dict` says so."""
 
     def for_model(self) -> dict[str, Any]:
         """What the delegating model sees: the answer, not the bookkeeping."""
@@ -99,7 +102,7 @@ class DelegationResult:
         return shown
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        shown: dict[str, Any] = {
             "agent": self.agent,
             "parent": self.parent,
             "agent_path": list(self.agent_path),
@@ -115,6 +118,9 @@ class DelegationResult:
             "timed_out": self.timed_out,
             "acceptance": self.acceptance.as_dict() if self.acceptance is not None else None,
         }
+        if not self.usage_known:  # a remote agent that reported none: unknown, not zero
+            shown.update(usage=None, cost=None, usage_known=False)
+        return shown
 
 
 @dataclass

@@ -123,6 +123,9 @@ class RunContext:
     """The shared workspace (``workspace:`` in the team file); written only through
     :func:`teamrun.engine.workspace.writes.run_workspace_call`."""
     boards: dict[str, Board] = field(default_factory=dict)
+    calls_in_flight: dict[str, str] = field(default_factory=dict)
+    """The model calls sent and not yet answered, by span id: who waits on which model where (said when the run's
+    timeout stops it, so a hung endpoint is named)."""
     """The workspace's boards (``kind: board``), operated only through
     :func:`teamrun.engine.workspace.board_calls.run_board_call` and the peer driver."""
 

@@ -242,6 +242,11 @@ class Team:
                 limits = Limits.model_validate(journal.record.limits)
             journal.record.limits = limits.model_dump(exclude_none=True) if limits is not None else {}
         config = _lowered(self.config, limits)
+        remote_warnings: list[str] = []
+        if any(agent.a2a is not None for agent in config.agents.values()):  # remote workers: their cards
+            from teamrun.engine.remote.cards import describe_remote_agents
+
+            config, remote_warnings = await describe_remote_agents(config)
         session = None
         if thread is not None:
             from teamrun.engine.durability.threads import open_thread
@@ -297,7 +302,7 @@ class Team:
         )
         if journal is not None and journal.failure is not None:  # the store refused the run's record
             ctx.warn(frame, _journal_warning(journal.failure, run_id))
-        for warning in carried:
+        for warning in [*carried, *remote_warnings]:
             ctx.warn(frame, warning)
         if ctx.workspace is not None and (unfit := ctx.workspace.unfit_entries()):
             ctx.warn(
@@ -495,6 +500,8 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
             return
         else:
             result.status, result.stopped_by = "budget_exhausted", f"{label} ({timeout})"
+            if waiting := _waiting_on(ctx):
+                ctx.warn(frame, f"{label} ({timeout}) was reached while waiting on {waiting}")
         await _cancel(work)
         headline = f"the run was stopped ({result.stopped_by})"
         peers_done = stopped_summary(ctx, headline) if ctx.config.peers is not None else ""
@@ -506,6 +513,15 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
             stop.cancel()
         if not stuck.done():
             stuck.cancel()
+
+
+def _waiting_on(ctx: RunContext) -> str:
+    """The model calls in flight when the run's timeout struck (a hung endpoint named), at most three."""
+    calls = list(dict.fromkeys(ctx.calls_in_flight.values()))
+    if not calls:
+        return ""
+    more = f" and {len(calls) - 3} more" if len(calls) > 3 else ""
+    return ", ".join(calls[:3]) + more
 
 
 async def _wait_first(waiters: set[asyncio.Future[Any]], timeout: float | None, ctx: RunContext) -> set[Any]:

@@ -159,10 +159,17 @@ def failed_record(row: InputRow, exc: BaseException) -> dict[str, Any]:
 
 
 async def run_row(
-    loaded: LoadedConfig, row: InputRow, ceiling: Ceiling, *, chat_model: ChatModel, model: str | None = None
+    loaded: LoadedConfig,
+    row: InputRow,
+    ceiling: Ceiling,
+    *,
+    chat_model: ChatModel,
+    model: str | None = None,
+    api_base: str | None = None,
 ) -> dict[str, Any]:
-    """One row's run, as the result row written to the output (every engine runs rows with this)."""
-    team = Team(loaded, vars=row.vars, model=model, chat_model=chat_model)
+    """One row's run, as the result row written to the output (every engine runs rows with this); ``api_base``:
+    ``--api-base``, the endpoint of every agent that sets none."""
+    team = Team(loaded, vars=row.vars, model=model, api_base=api_base, chat_model=chat_model)
     try:
         run = await run_guarded(team, row.input, ceiling)
         return _row_record(row, run.result)

@@ -17,6 +17,7 @@ from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.evals.models import Case
 from teamrun.events import Subscriber
 from teamrun.llm.types import ChatModel
+from teamrun.money import format_usd
 
 __all__ = ["CaseResult", "EvalReport", "Progress", "evaluate", "run_case"]
 
@@ -136,7 +137,7 @@ class Progress:
     def line(self, noun: str = "cases") -> str:
         eta = self.eta_s()
         shown = "?" if eta is None else f"{eta:.0f}s"
-        return f"{self.done}/{self.total} {noun} done, {self.failed} failed, ${self.cost:.4f}, ETA {shown}"
+        return f"{self.done}/{self.total} {noun} done, {self.failed} failed, {format_usd(self.cost)}, ETA {shown}"
 
 
 def _ceiling(case: Case, defaults: Any, index: int) -> Ceiling:
@@ -153,7 +154,7 @@ def _ceiling_outcomes(
     out = []
     if ceiling.max_cost_usd is not None:
         ok = cost <= ceiling.max_cost_usd
-        out.append(CheckOutcome(f"cost <= ${ceiling.max_cost_usd:g}", ok, "" if ok else f"${cost:.6f} spent"))
+        out.append(CheckOutcome(f"cost <= ${ceiling.max_cost_usd:g}", ok, "" if ok else f"{format_usd(cost)} spent"))
     if ceiling.max_tokens is not None:
         ok = tokens <= ceiling.max_tokens
         out.append(CheckOutcome(f"tokens <= {ceiling.max_tokens}", ok, "" if ok else f"{tokens} used"))
@@ -171,11 +172,12 @@ async def _one(
     *,
     model: str | None,
     chat_model: ChatModel,
+    api_base: str | None = None,
     subscribers: Sequence[Subscriber] = (),
 ) -> CaseResult:
     defaults = cases.cases.defaults
     variables = {**((defaults.vars if defaults else None) or {}), **(case.vars or {})}
-    team = Team(loaded, vars=variables, model=model, chat_model=chat_model)
+    team = Team(loaded, vars=variables, model=model, api_base=api_base, chat_model=chat_model)
     ceiling = _ceiling(case, defaults, index)
     run = await run_guarded(team, case.input, ceiling, subscribers=tuple(subscribers))
     result = run.result
@@ -188,7 +190,14 @@ async def _one(
         case_info = {"name": case.name, "input": case.input, "vars": variables}
         for check in [*(defaults.checks if defaults else []), *case.checks]:
             outcomes.append(
-                await run_check(check, result.final_text, case=case_info, model=chat_model, base_dir=cases.base_dir)
+                await run_check(
+                    check,
+                    result.final_text,
+                    case=case_info,
+                    model=chat_model,
+                    base_dir=cases.base_dir,
+                    judge_api_base=team.api_base,
+                )
             )
     return CaseResult(
         case.name,
@@ -212,11 +221,14 @@ async def run_case(
     *,
     chat_model: ChatModel,
     model: str | None = None,
+    api_base: str | None = None,
     subscribers: Sequence[Subscriber] = (),
 ) -> CaseResult:
-    """Case ``index`` of ``cases``: its run and its checks (every engine runs cases with this)."""
+    """Case ``index`` of ``cases``: its run and its checks (every engine runs cases with this); ``api_base``:
+    ``--api-base``, the endpoint of every agent and judge that sets none."""
+    case = cases.cases.cases[index]
     return await _one(
-        loaded, cases, index, cases.cases.cases[index], model=model, chat_model=chat_model, subscribers=subscribers
+        loaded, cases, index, case, model=model, chat_model=chat_model, api_base=api_base, subscribers=subscribers
     )
 
 

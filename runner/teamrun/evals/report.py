@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping
 
 from teamrun.evals.evaluate import CaseResult, EvalReport
+from teamrun.money import format_usd
 
 __all__ = ["FORMATS", "render_html", "render_json", "render_junit", "render_table"]
 
@@ -35,7 +36,7 @@ def render_table(report: EvalReport) -> str:
             r.name,
             "PASS" if r.passed else "FAIL",
             _passed_checks(r),
-            f"${r.cost:.4f}",
+            f"{format_usd(r.cost)}",
             str(r.tokens),
             f"{r.latency_s:.1f}s",
         ]
@@ -48,7 +49,7 @@ def render_table(report: EvalReport) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     summary = (
         f"{report.passed}/{len(report.results)} passed ({report.pass_rate:.0%}), "
-        f"cost ${report.cost:.4f}, {report.duration_s:.1f}s"
+        f"cost {format_usd(report.cost)}, {report.duration_s:.1f}s"
     )
     if report.baseline is not None:
         summary += (
@@ -130,7 +131,7 @@ def render_html(report: EvalReport, traces: Mapping[str, str] | None = None) -> 
             f'<tr class="{e(r.change or "")}" data-case="{e(r.name)}" data-result="{verdict}">'
             f'<td><a href="#case-{e(r.name)}">{e(r.name)}</a></td>'
             f'<td class="{verdict} result">{verdict.upper()}</td><td>{_passed_checks(r)}</td>'
-            f"<td>${r.cost:.4f}</td><td>{r.tokens}</td><td>{r.latency_s:.1f}s</td>{change}{trace}</tr>"
+            f"<td>{format_usd(r.cost)}</td><td>{r.tokens}</td><td>{r.latency_s:.1f}s</td>{change}{trace}</tr>"
         )
     details = []
     for r in report.results:
@@ -142,7 +143,7 @@ def render_html(report: EvalReport, traces: Mapping[str, str] | None = None) -> 
         details.append(
             f'<section id="case-{e(r.name)}" class="case"><h3>{e(r.name)} '
             f'<span class="{"pass" if r.passed else "fail"}">{"PASS" if r.passed else "FAIL"}</span></h3>'
-            f"<p>run {e(r.status)}, ${r.cost:.4f}, {r.tokens} tokens, {r.latency_s:.1f}s"
+            f"<p>run {e(r.status)}, {format_usd(r.cost)}, {r.tokens} tokens, {r.latency_s:.1f}s"
             f"{(' &middot; ' + trace_link(r.name)) if r.name in links else ''}</p>"
             f"<details open><summary>input</summary><pre>{e(r.input)}</pre></details>"
             f"<details open><summary>answer</summary><pre>{e(r.answer)}</pre></details>"
@@ -154,7 +155,7 @@ def render_html(report: EvalReport, traces: Mapping[str, str] | None = None) -> 
         f"<title>teamrun eval: {e(report.team)}</title><style>{_CSS}</style></head><body>"
         f"<h1>teamrun eval: {e(report.team)}</h1>"
         f"<p>{e(report.cases_file)}: {report.passed}/{len(report.results)} passed ({report.pass_rate:.0%}), "
-        f"cost ${report.cost:.4f}, {report.duration_s:.1f}s</p>"
+        f"cost {format_usd(report.cost)}, {report.duration_s:.1f}s</p>"
         f"<table><thead><tr><th>case</th><th>result</th><th>checks</th><th>cost</th><th>tokens</th>"
         f"<th>latency</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         f"{''.join(details)}</body></html>\n"

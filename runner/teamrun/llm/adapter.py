@@ -467,7 +467,16 @@ def is_local_url(url: str) -> bool:
         address = ipaddress.ip_address(host)
     except ValueError:
         return host == "localhost" or "." not in host or host.endswith(_LOCAL_SUFFIXES)
-    return address.is_loopback or address.is_private or address.is_link_local
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_link_local or any(address in net for net in _PRIVATE_NETWORKS)
+
+
+_PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7")
+)
+"""The private networks (RFC 1918, the carrier-grade NAT range VPNs use, IPv6 unique-local): not Python's
+``is_private``, which also counts the documentation ranges (203.0.113.0/24...) and reserved blocks."""
 
 
 def _api_key(settings: ModelSettings, model: str, provider: str) -> str | None:

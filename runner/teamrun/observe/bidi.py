@@ -14,8 +14,10 @@ they are: they cannot change the direction of anything.
 
 from __future__ import annotations
 
-__all__ = ["isolate"]
+__all__ = ["cell", "isolate"]
 
+_CONTROLS = dict.fromkeys([*range(0x00, 0x20), *range(0x7F, 0xA0)], "\N{REPLACEMENT CHARACTER}")
+"""C0 and C1 control characters (ESC starts a terminal escape sequence): shown as U+FFFD in a cell."""
 _OPENERS = frozenset("\u2066\u2067\u2068")  # LRI, RLI, FSI
 _POP = "\u2069"  # PDI
 
@@ -39,3 +41,11 @@ def isolate(name: str) -> str:
             depth -= 1
         kept.append(char)
     return "\u2068" + "".join(kept) + _POP * depth + _POP
+
+
+def cell(text: str, width: int) -> str:
+    """``text`` as one cell of a table printed on a terminal: on one line (runs of whitespace become one space),
+    at most ``width`` characters (cut with an ellipsis), control characters shown as U+FFFD (an input holding
+    ``ESC [ 2 J`` must not clear the terminal), isolated (:func:`isolate`) so it cannot turn the columns after it."""
+    text = " ".join(text.split()).translate(_CONTROLS)
+    return isolate(text if len(text) <= width else text[: width - 1] + "\N{HORIZONTAL ELLIPSIS}")

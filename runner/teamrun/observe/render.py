@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from teamrun.money import format_usd
 from teamrun.observe.bidi import isolate
 from teamrun.observe.trace_read import UNFINISHED, Trace, TraceNode
 
@@ -82,7 +83,7 @@ def _short(error: str | None) -> str:
 
 
 def _spent(node: TraceNode, duration_s: float) -> str:
-    return f"{duration_s:.2f}s  {_tokens(node.tokens)}  ${node.cost:.4f}"
+    return f"{duration_s:.2f}s  {_tokens(node.tokens)}  {format_usd(node.cost)}"
 
 
 def _call_counts(line: _Line) -> str:
@@ -194,7 +195,7 @@ def render_mermaid(trace: Trace) -> str:
         return ids.setdefault(id(item), f"n{len(ids) + 1}")
 
     def box(line: _Line) -> str:
-        facts = f"{line.status} · {line.duration_s:.2f}s · {_tokens(line.node.tokens)} · ${line.node.cost:.4f}"
+        facts = f"{line.status} · {line.duration_s:.2f}s · {_tokens(line.node.tokens)} · {format_usd(line.node.cost)}"
         return f'{ident(line)}["{_mermaid_label(isolate(line.name))}<br/>{_mermaid_label(facts)}"]'
 
     def walk(line: _Line) -> None:
@@ -205,7 +206,7 @@ def render_mermaid(trace: Trace) -> str:
     for root in trace.roots:
         agents = [_agent_line(c) for c in root.children if c.kind == "agent"] if root.kind == "run" else []
         if root.kind == "run":
-            facts = f"{root.status} · {root.duration_s:.2f}s · {_tokens(root.tokens)} · ${root.cost:.4f}"
+            facts = f"{root.status} · {root.duration_s:.2f}s · {_tokens(root.tokens)} · {format_usd(root.cost)}"
             out.append(f'  {ident(root)}(["run {_mermaid_label(isolate(root.name))}<br/>{_mermaid_label(facts)}"])')
         for agent in agents:
             out.append(f"  {ident(root)} --> {box(agent)}")

@@ -33,7 +33,9 @@ END_KINDS: dict[str, SpanKind] = {
     "llm_end": "llm",
     "tool_end": "tool",
 }
-POINT_KINDS = frozenset({"warning", "budget", "hook", "llm_retry", "llm_io", "accept", "workspace_write", "board_op"})
+POINT_KINDS = frozenset(
+    {"warning", "budget", "hook", "llm_retry", "llm_io", "accept", "workspace_write", "board_op", "remote_update"}
+)
 """Events that happen inside a span rather than opening or closing one."""
 
 _PARENT_ORDER: tuple[SpanKind, ...] = ("agent", "run", "delegation")

@@ -98,8 +98,13 @@ class Trace:
 
 
 def read_trace(path: str | Path) -> Trace:
-    """Read a trace file; a missing or unreadable file is a :class:`UsageError`."""
+    """Read a trace file; a missing or unreadable file, or one that is no regular file (a device like
+    /dev/urandom, a pipe, a folder: reading it would not end), is a :class:`UsageError`."""
     try:
+        if not Path(path).is_file() and Path(path).exists():
+            raise UsageError(
+                f"{path} is not a regular file: a trace is the .jsonl file `teamrun execute --trace` wrote"
+            )
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise UsageError(f"cannot read the trace file {path}: {exc.strerror}") from None

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 __all__ = ["HEARTBEAT_S", "EntryKey", "EntryKind", "JournalEntry", "JournaledRun"]
 
-EntryKind = Literal["model", "tool", "tool_start"]
+EntryKind = Literal["model", "tool", "tool_start", "remote", "remote_start"]
 HEARTBEAT_S = 15.0
 """How often a journaled run's row is touched while it runs (``runs list`` calls a silent one interrupted)."""
 

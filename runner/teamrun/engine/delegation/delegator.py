@@ -406,6 +406,7 @@ class Delegator:
                 error=outcome.stopped_by,
                 task_id=_task_id(started.run),
                 acceptance=outcome.acceptance,
+                usage_known=outcome.usage_known,
             )
             messages, finish_reason = outcome.messages, outcome.finish_reason
         settled = await self._complete(

@@ -37,6 +37,8 @@ class WorkerOutcome:
     """Why the agent's last model call ended."""
     acceptance: AcceptanceRecord | None = None
     """How its answers fared against its ``accept:`` checks (``None``: it has none)."""
+    usage_known: bool = True
+    """False when the worker's tokens and cost are not known (a remote agent that reported none)."""
 
 
 RunAgent = Callable[[AgentFrame, str], Awaitable[WorkerOutcome]]

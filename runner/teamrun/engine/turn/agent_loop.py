@@ -258,6 +258,10 @@ async def run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutc
     The outcome's usage and cost are read from the ledgers of every agent that held the conversation.
     """
     async with ctx.activity.working():
+        if ctx.agent(frame.name).a2a is not None:  # a remote worker: its loop runs elsewhere
+            from teamrun.engine.remote.worker import run_remote
+
+            return await run_remote(ctx, frame, task)
         return await _run_agent(ctx, frame, task)
 
 

@@ -85,9 +85,14 @@ async def call_model(
         scope = current_scope.set(CallScope(call.agent_path or frame.path, call.turn, span.id, ctx.bus.run_id))
         try:
             if reply is None:
-                reply = await ctx.model.complete(
-                    messages, settings=settings, tools=list(tools), response_format=response_format
-                )
+                where = f" at {settings.api_base}" if settings.api_base else ""
+                ctx.calls_in_flight[span.id] = f"{frame.name}'s call to {settings.model}{where}"
+                try:
+                    reply = await ctx.model.complete(
+                        messages, settings=settings, tools=list(tools), response_format=response_format
+                    )
+                finally:
+                    ctx.calls_in_flight.pop(span.id, None)
                 if journal is not None and call.journal is not None:  # durable before the engine acts on it
                     await journal.write_now(
                         JournalEntry(EntryKey(*call.journal, "model"), fingerprint, reply_to_dict(reply))

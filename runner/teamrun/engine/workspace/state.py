@@ -306,12 +306,15 @@ class WorkspaceState:
         return _describe_error(errors[0]) if errors else None
 
     def unfit_entries(self) -> list[str]:
-        """The entries whose value (restored from a journal) no longer satisfies the team file's schema."""
-        return [
-            name
-            for name, entry in self.entries.items()
-            if entry.version > 0 and self.schema_problem(name, entry.value) is not None
-        ]
+        """The entries whose value (restored from a journal) no longer satisfies the team file's schema (a board's
+        schema is its tasks' payloads')."""
+        return [name for name, entry in self.entries.items() if entry.version > 0 and self._unfit(name, entry.value)]
+
+    def _unfit(self, name: str, value: Any) -> bool:
+        if self.spec.entries[name].kind != "board":
+            return self.schema_problem(name, value) is not None
+        tasks = value if isinstance(value, list) else []
+        return any(isinstance(t, dict) and self.schema_problem(name, t.get("payload")) is not None for t in tasks)
 
 
 def _describe_error(error: Any) -> str:

@@ -19,10 +19,13 @@ __all__ = ["LocalEngine"]
 class LocalEngine:
     """Runs every row and case in this process, all sharing ``chat_model`` (and so its rate limits)."""
 
-    def __init__(self, loaded: LoadedConfig, *, chat_model: ChatModel, model: str | None = None) -> None:
+    def __init__(
+        self, loaded: LoadedConfig, *, chat_model: ChatModel, model: str | None = None, api_base: str | None = None
+    ) -> None:
         self.loaded = loaded
         self.chat_model = chat_model
         self.model = model
+        self.api_base = api_base
 
     def start(self) -> None:
         pass
@@ -31,9 +34,17 @@ class LocalEngine:
         pass
 
     async def run_row(self, row: InputRow, ceiling: Ceiling) -> dict[str, Any]:
-        return await run_row(self.loaded, row, ceiling, chat_model=self.chat_model, model=self.model)
+        return await run_row(
+            self.loaded, row, ceiling, chat_model=self.chat_model, model=self.model, api_base=self.api_base
+        )
 
     async def run_case(self, cases: LoadedCases, index: int, subscribers: Sequence[Subscriber] = ()) -> CaseResult:
         return await run_case(
-            self.loaded, cases, index, chat_model=self.chat_model, model=self.model, subscribers=subscribers
+            self.loaded,
+            cases,
+            index,
+            chat_model=self.chat_model,
+            model=self.model,
+            api_base=self.api_base,
+            subscribers=subscribers,
         )

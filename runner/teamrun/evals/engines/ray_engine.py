@@ -84,6 +84,8 @@ class WorkerSpec:
     """``--replay``: the cassette, an absolute path."""
     extra_models: tuple[str, ...] = ()
     """Models used outside the team (judges), so LiteLLM is imported before the first case if one needs it."""
+    api_base: str | None = None
+    """``--api-base``: the endpoint of every agent (and judge) that sets none."""
 
     @classmethod
     def for_team(
@@ -93,6 +95,7 @@ class WorkerSpec:
         model: str | None = None,
         replay: str | None = None,
         extra_models: Sequence[str] = (),
+        api_base: str | None = None,
     ) -> WorkerSpec:
         seen = _ReferencedEnviron(os.environ)
         load_config(loaded.path, environ=seen)  # again, noting which variables the file reads
@@ -104,6 +107,7 @@ class WorkerSpec:
             model,
             str(Path(replay).resolve()) if replay is not None else None,
             tuple(extra_models),
+            api_base,
         )
 
 
@@ -170,13 +174,19 @@ class RowRunner:
         """Returns once the actor is built (its team loaded): start-up errors surface here."""
 
     async def run_row(self, row: InputRow, ceiling: Ceiling) -> dict[str, Any]:
-        return await run_row(self.loaded, row, ceiling, chat_model=self.chat_model, model=self.spec.model)
+        spec = self.spec
+        return await run_row(
+            self.loaded, row, ceiling, chat_model=self.chat_model, model=spec.model, api_base=spec.api_base
+        )
 
     async def run_case(self, cases_path: str, index: int) -> CaseResult:
         cases = self._cases.get(cases_path)
         if cases is None:
             cases = self._cases[cases_path] = load_cases(cases_path)
-        return await run_case(self.loaded, cases, index, chat_model=self.chat_model, model=self.spec.model)
+        spec = self.spec
+        return await run_case(
+            self.loaded, cases, index, chat_model=self.chat_model, model=spec.model, api_base=spec.api_base
+        )
 
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:

@@ -94,6 +94,7 @@ def render_page(
     answer: str | None = None,
     notes: Iterable[str] = (),
     content: bool | None = None,
+    case: Mapping[str, Any] | None = None,
 ) -> str:
     """One self-contained HTML page showing the run whose event lines are ``records``.
 
@@ -101,11 +102,14 @@ def render_page(
     do with content on: the supervisor's last reply). ``notes``: lines shown
     above the view (e.g. lines of the trace that could not be read). ``content``: whether the trace was
     recorded with content (``--trace-content``); ``False`` keeps workspace values off the page whatever the
-    records hold.
+    records hold. ``case``: the eval case this run answered, shown above the run: ``name``, ``input``,
+    ``answer``, ``passed``, ``checks`` (each ``name``, ``passed``, ``detail``) and ``report`` (a link back).
     """
-    data = {"records": [dict(r) for r in records], "answer": answer, "ended": True}  # a file: nothing more comes
+    data: dict[str, Any] = {"records": [dict(r) for r in records], "answer": answer, "ended": True}  # no more comes
     if content is not None:
         data["content"] = content
+    if case is not None:
+        data["evalCase"] = dict(case)
     script = "\n".join([asset("markdown.js"), asset("model.js"), asset("view.js"), _BOOT])
     style = asset("view.css") + _PAGE_CSS
     csp = f"default-src 'none'; img-src data:; style-src {_hash(style)}; script-src {_hash(script)}"

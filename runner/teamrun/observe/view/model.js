@@ -50,13 +50,14 @@
         const node = {
           kind, key: kind + "|" + key, id: r.span_id, runId: r.run_id, name: nameOf(kind, r),
           path: r.agent_path || [], start: r.ts, end: null, status: "running", usage: {}, cost: 0, error: null,
-          data: Object.assign({}, data), notes: [], children: [], io: null, parent,
+          data: Object.assign({}, data), notes: [], children: [], io: null, parent, raw: [r],
         };
         this.spans.set(node.key, node);
         (parent ? parent.children : this.roots).push(node);
       } else if (END[r.kind]) {
         const node = this.spans.get(END[r.kind] + "|" + key);
         if (!node) return;
+        node.raw.push(r);
         node.end = r.ts;
         node.status = String(data.status || "ok");
         if (data.usage && typeof data.usage === "object") node.usage = data.usage;
@@ -69,6 +70,7 @@
         let owner = (r.kind === "llm_retry" || r.kind === "llm_io") ? this.spans.get("llm|" + key) : null;
         owner = owner || this.find(key) || this.find(parentKey);
         if (!owner) return;
+        owner.raw.push(r);
         if (r.kind === "llm_io") owner.io = data;
         else owner.notes.push({ kind: r.kind, ts: r.ts, data });
       }

@@ -2,6 +2,12 @@
 // summary, problems, a timeline of agents / model calls / tool calls / waits / retries with the critical path,
 // tokens and cost per agent, the delegation tree, the answer, and each span's details on click.
 // Plain DOM, no framework: everything from the run is put in with textContent (never innerHTML).
+//
+// Public API: TeamrunView.mount(root, options) -> view; view.push(record), view.setResult(result), view.render(),
+// view.select(spanKey). Options: records (event lines), result (a served run's record), answer, ended (no more
+// events come), content (false: keep workspace values off the page), evalCase (the eval case this run answered:
+// { name, input, answer, passed, status, checks: [{ name, passed, detail }], report: link back }), onSelect
+// (called with a span's key, or null, when the details panel opens on it or closes).
 "use strict";
 (function (global) {
   const { RunModel, criticalPath, tokensOf, costOf, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
@@ -36,7 +42,50 @@
     return "\u2068" + kept + "\u2069".repeat(depth + 1);
   }
 
-  function usd(v) { return "$" + (v || 0).toFixed(v && v < 0.01 ? 6 : 4); }
+  // A cost in dollars, by the rule of teamrun.money.format_usd (the CLI and eval reports write the same text):
+  // at least 4 decimals, and 2 significant digits below $0.01 (at most 10 decimals).
+  function usd(v) {
+    const value = Number(v) || 0;
+    if (!isFinite(value)) return "$-";
+    const size = Math.abs(value);
+    const places = size === 0 || size >= 0.01 ? 4 : Math.min(10, Math.max(4, 1 - Math.floor(Math.log10(size))));
+    const shown = size.toFixed(places);
+    return (value < 0 && Number(shown) !== 0 ? "-$" : "$") + shown;
+  }
+
+  // Input and output tokens of an agent's own model calls (its end's usage when it has one).
+  function ioTokens(agent) {
+    const calls = agent.children.filter((c) => c.kind === "llm");
+    const sum = (k) => calls.reduce((s, c) => s + ((c.usage && c.usage[k]) || 0), 0);
+    const u = agent.usage || {};
+    return [u.input_tokens !== undefined ? u.input_tokens : sum("input_tokens"),
+            u.output_tokens !== undefined ? u.output_tokens : sum("output_tokens")];
+  }
+
+  // The first line of a task, short: what a row says its invocation was asked.
+  function preview(task, limit) {
+    if (task === undefined || task === null) return "";
+    const line = String(typeof task === "string" ? task : JSON.stringify(task)).split("\n").map((l) => l.trim()).find(Boolean) || "";
+    return line.length > limit ? line.slice(0, limit - 1) + "…" : line;
+  }
+
+  // Copies ``text``: the Clipboard API where the page may use it, else the text is selected in ``pre`` and
+  // copied the old way (a file:// page in some browsers); says which in ``status``.
+  function copyText(text, pre, status) {
+    const fallback = () => {
+      const range = document.createRange();
+      range.selectNodeContents(pre);
+      const sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+      let done = false;
+      try { done = document.execCommand("copy"); } catch (e) { done = false; }
+      status.textContent = done ? "copied" : "selected: press Ctrl+C (⌘C) to copy";
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(() => { status.textContent = "copied"; }, fallback);
+    } else fallback();
+  }
 
   function statusClass(status) {
     if (LIMITED.has(status)) return "limit";
@@ -104,11 +153,36 @@
       this.skew = -Infinity;  // the most the server's clock was seen ahead of ours (event time - time received)
       this.onTick = [];  // what the live clock redraws: positions, durations, the wall time
       this.timer = null;
+      this.filter = { q: "", agent: "", kind: "", status: "" };  // the timeline's search and filters
+      this.collapsed = new Set();  // agent keys whose invocations below are hidden
+      this.rows = [];
       this.root.classList.add("teamrun-view");
       this.root.addEventListener("click", (e) => this.onClick(e));
+      if (typeof ResizeObserver !== "undefined") {  // a bar says its duration if it fits: redraw when the width changes much
+        new ResizeObserver((entries) => {
+          const w = entries[0].contentRect.width;
+          if (w && (!this.width || Math.abs(w - this.width) > 0.1 * this.width)) { this.width = w; this.schedule(); }
+        }).observe(this.root);
+      }
+      const tip = (e) => {
+        const target = e.target.closest && e.target.closest(".tv-bar, .tv-who");
+        if (target && !target.title) this.tooltip(target);
+      };
+      this.root.addEventListener("pointerover", tip);
+      this.root.addEventListener("focusin", tip);
       this.root.addEventListener("keydown", (e) => {
-        if ((e.key === "Enter" || e.key === " ") && e.target.dataset && e.target.dataset.key) { e.preventDefault(); this.onClick(e); }
+        if (e.key === "Escape" && this.details && !this.details.hidden) { e.preventDefault(); this.close(); return; }
+        if ((e.key === "Enter" || e.key === " ") && e.target.dataset && e.target.dataset.key && e.target.tagName !== "BUTTON") {
+          e.preventDefault(); this.onClick(e);
+          const close = this.details && !this.details.hidden && this.details.querySelector(".tv-close");
+          if (close) close.focus({ preventScroll: true });  // from the keyboard: on into the details (Escape: back)
+        }
       });
+      const escape = (e) => {  // Escape closes the details wherever the focus is
+        if (!this.root.isConnected) { document.removeEventListener("keydown", escape); return; }  // a view let go of
+        if (e.key === "Escape" && this.details && !this.details.hidden && !this.root.contains(e.target)) this.close();
+      };
+      document.addEventListener("keydown", escape);
       for (const r of this.options.records || []) this.model.add(r);
       this.render();
     }
@@ -164,9 +238,23 @@
     }
 
     onClick(event) {
+      const toggle = event.target.closest(".tv-toggle");
+      if (toggle && this.root.contains(toggle)) { this.toggle(toggle.dataset.agentKey); return; }
       const target = event.target.closest("[data-key]");
       if (!target || !this.root.contains(target)) return;
+      this.opener = target;
       this.select(target.dataset.key);
+    }
+
+    // Closes the details panel; the focus goes back to what opened it.
+    close() {
+      this.selected = null;
+      this.details.hidden = true;
+      for (const e of this.root.querySelectorAll(".selected")) e.classList.remove("selected");
+      if (this.options.onSelect) this.options.onSelect(null);
+      const back = this.opener && this.opener.isConnected ? this.opener
+        : this.root.querySelector(".tv-who[data-key]");
+      if (back) back.focus({ preventScroll: true });
     }
 
     select(key) {
@@ -177,25 +265,39 @@
       for (const e of this.root.querySelectorAll(`[data-key="${CSS.escape(key)}"]`)) e.classList.add("selected");
       this.details.replaceChildren(...this.detailsOf(node));
       this.details.hidden = false;
+      if (this.options.onSelect) this.options.onSelect(key);
     }
 
     render() {
       const m = this.model;
+      if (!this.width) this.width = this.root.clientWidth;  // once (then the ResizeObserver): no layout forced by a redraw
+      const focused = document.activeElement;  // moving the toolbar into the new page blurs it: focus it again
+      const caret = focused && focused.classList && focused.classList.contains("tv-search") ? [focused.selectionStart, focused.selectionEnd] : null;
       m.now = this.status() === "running" ? this.clock() : null;
       this.onTick = [];
       this.critical = criticalPath(m);
       const agents = m.agents();
-      const parts = [...this.summaries(agents), this.problems(agents), this.timeline(agents), this.workspace(),
+      this.names = this.instanceNames(agents);
+      const parts = [this.evalCase(), ...this.summaries(agents), this.problems(agents), this.timeline(agents), this.workspace(),
                      this.charts(agents), this.tree(), this.answer()];
       this.details = el("aside", "tv-details");
       this.details.id = "tv-details";
-      this.details.setAttribute("aria-live", "polite");
+      this.details.setAttribute("aria-label", "details");
       this.details.hidden = true;
+      const hint = el("aside", "tv-hint", "Click a row or a bar (or press Enter on it) to see its details here; Escape closes them.");
+      hint.setAttribute("aria-label", "details (none selected)");
       const main = el("div", "tv-main");
       main.append(...parts.filter(Boolean));
+      const layout = el("div", "tv-layout");
+      layout.append(main, this.details, hint);
       const grid = this.root.querySelector(".tv-grid"), old = this.root.querySelector(".tv-details");
       const kept = { grid: grid ? grid.scrollTop : 0, details: old ? old.scrollTop : 0 };  // a live redraw keeps places
-      this.root.replaceChildren(main, this.details);
+      this.root.replaceChildren(layout);
+      this.applyFilter();
+      if (focused && focused.isConnected && focused !== document.activeElement && this.root.contains(focused)) {
+        focused.focus({ preventScroll: true });  // the toolbar outlives a live redraw: typing goes on
+        if (caret) focused.setSelectionRange(caret[0], caret[1]);
+      }
       const newGrid = this.root.querySelector(".tv-grid");
       if (newGrid) newGrid.scrollTop = kept.grid;
       if (this.selected && m.spans.has(this.selected)) { this.select(this.selected); this.details.scrollTop = kept.details; }
@@ -270,41 +372,174 @@
       return box;
     }
 
+    // Who an invocation is, for people: "researcher #3" when the agent ran more than once, else its name.
+    instanceNames(agents) {
+      const repeats = new Map(), seen = new Map(), names = new Map();
+      for (const a of agents) repeats.set(a.name, (repeats.get(a.name) || 0) + 1);
+      for (const a of agents) {
+        seen.set(a.name, (seen.get(a.name) || 0) + 1);
+        names.set(a.key, iso(a.name) + (repeats.get(a.name) > 1 ? " #" + seen.get(a.name) : ""));
+      }
+      return names;
+    }
+
+    // The invocation a span is part of: an agent itself, a delegation's worker (else the delegation), a call's agent.
+    ownerOf(node) {
+      if (node.kind === "agent") return node;
+      if (node.kind === "delegation") return workerOf(node) || node;
+      let n = node.parent;
+      while (n && n.kind !== "agent") n = n.parent;
+      return n || node;
+    }
+
+    whoOf(owner) {
+      if (owner.kind === "agent") return this.names.get(owner.key) || iso(owner.name);
+      return label(owner);
+    }
+
+    // One problem per failed invocation, with the levels it was seen at (a provider's 500 fails the model
+    // call, the worker and the delegation to it: one line); cancelled spans are one line with their count.
     problems(agents) {
       const items = [];
       const spans = [...this.model.spans.values()];
       const budgetNoted = (node) => node.notes.some((n) => n.kind === "budget");
       const anyBudget = spans.some(budgetNoted);
+      const failures = new Map();  // owner key -> { owner, spans: [...] }
+      const cancelled = [];
+      const levelName = { llm: "model call", tool: "tool call", delegation: "delegation", agent: "agent" };
       for (const node of spans) {
         if (node.kind === "run") {
           if (LIMITED.has(node.status) && !anyBudget) items.push({ node, level: "limit", text: "run stopped: " + (node.data.stopped_by || node.status) });
           continue;
         }
-        const told = node.kind === "agent" && node.parent && node.parent.kind === "delegation" && FAILED.has(node.parent.status);
-        if (this.statusOf(node) === "unfinished") items.push({ node, level: "error", text: label(node) + " never ended" });
-        else if (FAILED.has(node.status) && node.status !== "unfinished" && !(told && !node.error)) {
-          items.push({ node, level: "error", text: label(node) + " " + node.status + (node.error ? ": " + node.error : "") });
+        const status = this.statusOf(node);
+        if (status === "cancelled") cancelled.push(node);
+        else if (status === "unfinished" || FAILED.has(status)) {
+          const owner = this.ownerOf(node);
+          if (!failures.has(owner.key)) failures.set(owner.key, { owner, spans: [] });
+          failures.get(owner.key).spans.push(node);
         } else if (LIMITED.has(node.status) && node.kind === "agent" && !budgetNoted(node)) {
-          items.push({ node, level: "limit", text: "agent " + iso(node.name) + " stopped by a limit" + (node.data.stopped_by ? ": " + node.data.stopped_by : "") });
+          items.push({ node, level: "limit", text: this.whoOf(node) + " stopped by a limit" + (node.data.stopped_by ? ": " + node.data.stopped_by : "") });
         }
         for (const n of node.notes) {
           if (noteLevel(n) !== "info") items.push({ node, level: noteLevel(n), text: label(node).replace(/^agent /, "") + ": " + noteText(n) });
         }
+      }
+      const depthOrder = { llm: 0, tool: 0, agent: 1, delegation: 2 };
+      for (const { owner, spans: seen } of failures.values()) {
+        seen.sort((a, b) => depthOrder[a.kind] - depthOrder[b.kind]);
+        const first = seen.find((n) => n.error) || seen[0];  // the deepest span that says why
+        const status = this.statusOf(first);
+        const why = status === "unfinished" ? "never ended" : first.error ? first.error : status;
+        const levels = seen.map((n) => levelName[n.kind] + (n.kind === "tool" || n.kind === "llm" ? " " + iso(n.name) : ""));
+        items.unshift({ node: first, level: "error", text: this.whoOf(owner) + ": " + why, levels, count: seen.length });
+      }
+      if (cancelled.length) {
+        const who = new Set(cancelled.map((n) => this.whoOf(this.ownerOf(n))));
+        items.push({ node: cancelled[0], level: "cancelled", text: "cancelled: " + cancelled.length + " span" + (cancelled.length === 1 ? "" : "s")
+          + " (" + [...who].slice(0, 3).join(", ") + (who.size > 3 ? " and " + (who.size - 3) + " more" : "") + ")" });
       }
       if (this.result && this.result.error) items.unshift({ node: null, level: "error", text: this.result.error });
       if (!items.length) return null;
       const box = el("section", "tv-problems");
       box.append(el("h3", "", "Errors, limits and warnings (" + items.length + ")"));
       const list = el("ul");
+      const words = { error: "error", limit: "limit", warn: "warning", cancelled: "cancelled", info: "note" };
       for (const item of items.slice(0, 200)) {
-        const li = el("li", "tv-problem tv-" + item.level, item.text);
+        const li = el("li", "tv-problem tv-" + item.level);
+        const body = el("span", "tv-problem-text");  // the list item stays a list item; its text is the button
+        body.append(el("span", "tv-level", words[item.level] || item.level), document.createTextNode(item.text));
+        if (item.levels && item.levels.length > 1) body.append(el("span", "tv-levels", " · seen at: " + item.levels.join(", ")));
+        li.append(body);
         li.dataset.level = item.level;
-        if (item.node) { li.dataset.key = item.node.key; li.tabIndex = 0; li.setAttribute("role", "button"); }
+        if (item.count) li.dataset.count = String(item.count);
+        if (item.node) { body.dataset.key = item.node.key; body.tabIndex = 0; body.setAttribute("role", "button"); }
         list.append(li);
       }
       if (items.length > 200) list.append(el("li", "", "… and " + (items.length - 200) + " more"));
       box.append(list);
       return box;
+    }
+
+    // The search box and filters above the timeline: built once, kept across live redraws (typing goes on).
+    toolbar(agents) {
+      if (!this.tools) {
+        const tools = el("div", "tv-tools");
+        tools.setAttribute("role", "search");
+        tools.setAttribute("aria-label", "search and filter the timeline");
+        const field = (text, control) => { const l = el("label", "tv-field"); l.append(el("span", "", text), control); tools.append(l); return control; };
+        const search = el("input", "tv-search");
+        search.type = "search";
+        search.placeholder = "agent, task, tool, model, error…";
+        search.setAttribute("aria-label", "search the timeline's rows");
+        field("Search", search).addEventListener("input", () => { this.filter.q = search.value; this.applyFilter(); });
+        const select = (name, text, options) => {
+          const sel = el("select", "tv-filter tv-f-" + name);
+          sel.setAttribute("aria-label", "show only rows of this " + name);
+          for (const [value, shown] of options) { const o = el("option", "", shown); o.value = value; sel.append(o); }
+          field(text, sel).addEventListener("change", () => { this.filter[name] = sel.value; this.applyFilter(); });
+          return sel;
+        };
+        this.agentSelect = select("agent", "Agent", [["", "all agents"]]);
+        select("kind", "Kind", [["", "all kinds"], ["llm", "model calls"], ["tool", "tool calls"], ["delegation", "waits on workers"]]);
+        const statuses = [["", "any status"], ["ok", "ok"], ["failed", "failed or unfinished"], ["limit", "stopped by a limit"]];
+        if (!this.options.ended) statuses.push(["running", "running"]);  // a trace file has nothing running
+        select("status", "Status", statuses);
+        const all = el("button", "tv-button tv-collapse-all", "Collapse all");
+        all.type = "button";
+        all.addEventListener("click", () => {
+          const open = this.rows.some((r) => r.hasChildren && !this.collapsed.has(r.key));
+          this.collapsed = open ? new Set(this.rows.filter((r) => r.hasChildren).map((r) => r.key)) : new Set();
+          this.applyFilter();
+        });
+        tools.append(all);
+        this.collapseAll = all;
+        this.shown = el("span", "tv-shown");
+        this.shown.setAttribute("aria-live", "polite");
+        tools.append(this.shown);
+        this.tools = tools;
+      }
+      const names = [...new Set(agents.map((a) => a.name))].sort();
+      if (names.join("\n") !== this.agentNames) {  // new agents while live: the list grows
+        this.agentNames = names.join("\n");
+        const sel = this.agentSelect;
+        sel.replaceChildren(sel.options[0]);
+        for (const n of names) { const o = el("option", "", n); o.value = n; sel.append(o); }
+        sel.value = names.includes(this.filter.agent) ? this.filter.agent : "";
+        this.filter.agent = sel.value;
+      }
+      return this.tools;
+    }
+
+    // Shows the rows the search, filters and collapsed rows leave; says how many.
+    applyFilter() {
+      const f = this.filter, q = f.q.trim().toLowerCase();
+      let shown = 0;
+      for (const r of this.rows) {
+        let ok = (!q || r.text.includes(q)) && (!f.agent || r.name === f.agent) && (!f.kind || r.kinds.has(f.kind))
+          && (!f.status || r.statuses.has(f.status));
+        if (ok && !q) for (const a of r.ancestors) if (this.collapsed.has(a)) { ok = false; break; }  // a search looks inside
+        if (r.row.hidden === ok) r.row.hidden = !ok;
+        if (r.toggle) {
+          r.toggle.hidden = !r.hasChildren;
+          const closed = this.collapsed.has(r.key);
+          r.toggle.textContent = closed ? "▸" : "▾";
+          r.toggle.setAttribute("aria-expanded", String(!closed));
+          r.toggle.setAttribute("aria-label", (closed ? "expand " : "collapse ") + "the " + r.below + " invocation"
+            + (r.below === 1 ? "" : "s") + " under " + r.who);
+        }
+        if (ok) shown++;
+      }
+      const grid = this.root.querySelector(".tv-grid");
+      if (grid) grid.dataset.kind = f.kind;
+      if (this.shown) this.shown.textContent = shown + " of " + this.rows.length + " rows";
+      if (this.collapseAll) this.collapseAll.hidden = !this.rows.some((r) => r.hasChildren);
+      if (this.collapseAll) this.collapseAll.textContent = this.rows.some((r) => r.hasChildren && !this.collapsed.has(r.key)) ? "Collapse all" : "Expand all";
+    }
+
+    toggle(key) {
+      if (this.collapsed.has(key)) this.collapsed.delete(key); else this.collapsed.add(key);
+      this.applyFilter();
     }
 
     timeline(agents) {
@@ -313,56 +548,108 @@
       box.append(el("h3", "", "Timeline"));
       const legend = el("p", "tv-legend");
       for (const [cls, label] of [["agent", "agent"], ["llm", "model call"], ["tool", "tool call"], ["wait", "waiting on workers"],
-                                  ["retry", "retry (and its back-off)"], ["critical", "critical path"], ["failed", "failed"], ["limit", "limit reached"]]) {
+                                  ["retry", "retry (and its back-off)"], ["critical", "critical path"], ["failed", "failed ✗"], ["limit", "limit reached"]]) {
         const key = el("span", "tv-key");
         key.append(el("i", "tv-swatch tv-sw-" + cls), document.createTextNode(label));
         legend.append(key);
       }
       box.append(legend);
+      this.rows = [];
       if (!agents.length) { box.append(el("p", "tv-empty", "no agent has started yet")); return box; }
+      box.append(this.toolbar(agents));
       // Live, the time drawn grows with the clock: every position is redrawn on each tick (rescale first).
       let span = 1;
       this.ticking(() => { span = Math.max(m.tEnd - m.t0, 1e-6); });
       const x = (t) => ((t - m.t0) / span) * 100;
-      const place = (e, a, b) => this.ticking(() => {
+      // About how wide a track is, in pixels (the layout's sizes, view.css): a bar says its duration if it fits.
+      const width = this.width || 1200, rem = 16;
+      const trackPx = Math.max(100, width - (width >= 62 * rem ? 27 * rem : 0) - (width >= 50 * rem ? 20 * rem : 12 * rem) - 1.5 * rem);
+      const place = (e, a, b, textual) => this.ticking(() => {
         const end = typeof b === "function" ? b() : b;
+        const w = Math.max(x(end) - x(a), 0);
         e.style.left = x(a) + "%";
-        e.style.width = Math.max(x(end) - x(a), 0) + "%";
+        e.style.width = w + "%";
+        if (textual) {
+          const said = seconds(end - a);
+          const fits = (w / 100) * trackPx >= said.length * 6.2 + 8;
+          if ((e.textContent === said) !== fits) e.textContent = fits ? said : "";
+        }
       });
       const at = (e, t) => this.ticking(() => { e.style.left = x(t) + "%"; });
       const grid = el("div", "tv-grid");
+      grid.setAttribute("aria-label", "timeline: one row per agent invocation");
       const axis = el("div", "tv-row tv-axis");
+      axis.setAttribute("aria-hidden", "true");
       const axisTrack = el("div", "tv-track");
-      for (let i = 0; i <= 4; i++) {
-        const tick = el("span", "tv-tick");
-        this.ticking(() => { tick.textContent = seconds((span * i) / 4); });
-        tick.style.left = i * 25 + "%";
-        axisTrack.append(tick);
-      }
-      axis.append(el("div", "tv-label", ""), axisTrack);
+      const ticks = Math.max(4, Math.min(10, Math.floor(trackPx / 70)));
+      this.ticking(() => {  // round steps (1, 2, 5 × 10^n seconds), as many as fit
+        const raw = span / ticks, p10 = Math.pow(10, Math.floor(Math.log10(raw)));
+        const step = [1, 2, 5, 10].map((k) => k * p10).find((v) => v >= raw) || raw;
+        const parts = [];
+        for (let t = 0; t <= span + 1e-9; t += step) {
+          const tick = el("span", "tv-tick", seconds(t));
+          tick.style.left = (t / span) * 100 + "%";
+          parts.push(tick);
+        }
+        axisTrack.replaceChildren(...parts);
+        grid.style.setProperty("--grid-step", (step / span) * 100 + "%");
+      });
+      axis.append(el("div", "tv-label", "agent · task"), axisTrack);
       grid.append(axis);
-      const repeats = new Map(), seen = new Map();
-      for (const a of agents) repeats.set(a.name, (repeats.get(a.name) || 0) + 1);
+      const index = new Map();  // agent key -> its row entry
       for (const agent of agents) {
-        seen.set(agent.name, (seen.get(agent.name) || 0) + 1);
         const row = el("div", "tv-row");
         row.dataset.agent = agent.name;
         row.dataset.path = agent.path.join("/");
+        const who = this.names.get(agent.key);
+        const entry = { row, key: agent.key, name: agent.name, who, kinds: new Set(), statuses: new Set(), ancestors: [],
+                        parent: null, below: 0, hasChildren: false, toggle: null, text: "" };
+        for (let p = agent.parent; p; p = p.parent) {
+          if (p.kind === "agent") { entry.parent = index.get(p.key) || null; break; }
+        }
+        for (let e = entry.parent; e; e = e.parent) { entry.ancestors.push(e.key); e.below++; e.hasChildren = true; }
+        index.set(agent.key, entry);
+        this.rows.push(entry);
+        const status = this.statusOf(agent);
+        entry.statuses.add(statusClass(status));
+        const task = preview(agent.data.task, 60);
         const label = el("div", "tv-label");
-        label.style.paddingLeft = (0.3 + agent.depth * 0.9) + "em";
+        const delegates = agent.children.some((c) => c.kind === "delegation");
+        label.style.paddingLeft = (0.2 + agent.depth * 0.9 + (delegates ? 0 : 1.45)) + "em";  // names line up
+        if (delegates) {  // beside the row's button, not in it
+          const toggle = el("button", "tv-toggle", "▾");
+          toggle.type = "button";
+          toggle.dataset.agentKey = agent.key;
+          entry.toggle = toggle;
+          label.append(toggle);
+        }
+        const button = el("div", "tv-who");
+        button.append(el("span", "tv-name", who));
+        if (task) button.append(el("span", "tv-preview", "· " + task));
         const meta = el("span", "tv-meta");
-        this.ticking(() => { meta.textContent = seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok"; }, agent.end === null);
-        label.append(el("span", "tv-name", iso(agent.name) + (repeats.get(agent.name) > 1 ? " #" + seen.get(agent.name) : "")), meta);
-        label.dataset.key = agent.key;
-        label.title = agent.path.map(iso).join(" → ");
+        const [inTok, outTok] = ioTokens(agent);
+        const word = statusClass(status) === "ok" ? "" : status + " · ";
+        this.ticking(() => {
+          meta.textContent = word + seconds(m.endOf(agent) - agent.start) + " · " + tokensOf(agent) + " tok (" + inTok + " in, " + outTok + " out)";
+        }, agent.end === null);
+        button.append(meta);
+        label.append(button);
+        button.dataset.key = agent.key;
+        button.tabIndex = 0;
+        button.setAttribute("role", "button");
         const track = el("div", "tv-track");
         const bar = this.bar(agent, "agent");
-        place(bar, agent.start, () => m.endOf(agent));
+        place(bar, agent.start, () => m.endOf(agent), true);
         track.append(bar);
+        const words = [agent.name, who, String(agent.data.task || ""), agent.path.join(" "), status, agent.error || ""];
         for (const c of agent.children) {
           if (c.kind !== "llm" && c.kind !== "tool" && c.kind !== "delegation") continue;
+          entry.kinds.add(c.kind);
+          const st = this.statusOf(c);
+          entry.statuses.add(statusClass(st));
+          words.push(c.name, c.error || "", st);
           const seg = this.bar(c, c.kind === "delegation" ? "wait" : c.kind);
-          place(seg, c.start, () => m.endOf(c));
+          place(seg, c.start, () => m.endOf(c), c.kind !== "delegation");
           track.append(seg);
           for (const n of c.notes) {
             if (n.kind !== "llm_retry") continue;
@@ -375,6 +662,7 @@
             track.append(pause, mark);
           }
         }
+        entry.text = words.join("\n").toLowerCase();
         for (const n of agent.notes) {
           const level = noteLevel(n);
           if (level === "info") continue;
@@ -432,7 +720,10 @@
             const shown = JSON.stringify(d.value_after === undefined ? null : d.value_after, null, 2);  // as JSON: "1" is not 1
             li.append(el("pre", "tv-pre tv-ws-value", shown.length > 4000 ? shown.slice(0, 4000) + "…" : shown));
           }
-          if (this.model.spans.has(w.spanKey)) { li.dataset.key = w.spanKey; li.tabIndex = 0; li.setAttribute("role", "button"); }
+          if (this.model.spans.has(w.spanKey)) {  // the list item stays a list item; its line is the button
+            li.dataset.key = w.spanKey;
+            line.dataset.key = w.spanKey; line.tabIndex = 0; line.setAttribute("role", "button");
+          }
           ol.append(li);
         }
         entry.append(ol);
@@ -451,13 +742,28 @@
       bar.dataset.start = String(node.start);
       bar.tabIndex = 0;
       bar.setAttribute("role", "button");
-      const what = (node.kind === "delegation" ? "waiting on " : node.kind === "agent" ? "agent " : node.kind + " ") + iso(node.name);
-      this.ticking(() => {
-        bar.dataset.end = String(this.model.endOf(node));
-        bar.title = what + " · " + seconds(this.model.endOf(node) - node.start) + " · " + status;
-        bar.setAttribute("aria-label", bar.title);
-      }, node.end === null);
+      // Its name says what and how it ended; its tooltip (with the duration) is written when the pointer or the
+      // focus first comes to it (tooltip()): a thousand workers' bars are drawn without a thousand strings.
+      bar.setAttribute("aria-label", this.what(node) + " · " + status);
+      if (node.end !== null) bar.dataset.end = String(node.end);
+      else this.ticking(() => { bar.dataset.end = String(this.model.endOf(node)); });
       return bar;
+    }
+
+    what(node) {
+      return (node.kind === "delegation" ? "waiting on " : node.kind === "agent" ? "agent " : node.kind === "llm" ? "model call " : "tool ")
+        + iso(node.name);
+    }
+
+    // A bar's tooltip: what, how long (so far, while it runs) and its status.
+    tooltip(bar) {
+      const node = this.model.spans.get(bar.dataset.key);
+      if (node && bar.classList.contains("tv-who")) {  // a row: its path and its task (the start of it)
+        bar.title = node.path.map(iso).join(" → ") + (node.data.task ? "\n" + preview(node.data.task, 300) : "");
+        return;
+      }
+      if (!node || !bar.classList.contains("tv-bar") || bar.classList.contains("tv-backoff")) return;
+      bar.title = this.what(node) + " · " + seconds(this.model.endOf(node) - node.start) + " · " + this.statusOf(node);
     }
 
     mark(note, node, level) {
@@ -520,12 +826,13 @@
             line.textContent = iso(node.name) + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
               + " · " + tokensOf(node) + " tokens · " + usd(costOf(node));
           }, node.end === null);
-          li.append(line);
-          if (node.data.task) li.append(el("div", "tv-task", node.data.task));
-          const sub = el("ul");
-          li.append(sub);
+          li.append(line);  // its task: on its timeline row and in its details
           parentList.append(li);
-          for (const c of node.children) add(c, sub);
+          if (node.children.some((c) => c.kind === "delegation")) {  // a list only where there are workers
+            const sub = el("ul");
+            li.append(sub);
+            for (const c of node.children) add(c, sub);
+          }
         } else if (node.kind === "delegation") {
           const worker = workerOf(node);
           if (worker) { add(worker, parentList); return; }
@@ -572,8 +879,8 @@
       const head = el("h3", "", (node.kind === "llm" ? "model call " : node.kind === "delegation" ? "delegation to " : node.kind + " ") + iso(node.name));
       const close = el("button", "tv-close", "×");
       close.type = "button";
-      close.setAttribute("aria-label", "close");
-      close.onclick = (e) => { e.stopPropagation(); this.selected = null; this.details.hidden = true; };
+      close.setAttribute("aria-label", "close the details (Escape)");
+      close.onclick = (e) => { e.stopPropagation(); this.close(); };
       head.append(close);
       out.push(head);
       const facts = el("dl", "tv-facts");
@@ -597,7 +904,61 @@
       for (const n of node.notes) out.push(el("p", "tv-problem tv-" + noteLevel(n), noteText(n)));
       if (node.kind === "llm") out.push(...this.messages(node));
       if (node.kind === "tool") out.push(...this.toolIO(node));
+      out.push(...this.rawOf(node));
       return out;
+    }
+
+    // The span's event lines as they were recorded (start, end, notes, messages), and a button to copy them.
+    rawOf(node) {
+      let shown = JSON.stringify(node.raw || [], null, 2);
+      const whole = shown;
+      if (shown.length > 200000) shown = shown.slice(0, 200000) + "\n… (" + (whole.length - 200000) + " more characters: Copy takes them all)";
+      const head = el("h4", "tv-raw-head", "raw events (" + (node.raw || []).length + ")");
+      const copy = el("button", "tv-button tv-copy", "Copy JSON");
+      copy.type = "button";
+      copy.setAttribute("aria-label", "copy the raw events as JSON");
+      const said = el("span", "tv-copied");
+      said.setAttribute("role", "status");
+      head.append(copy, said);
+      const pre = el("pre", "tv-pre tv-raw", shown);
+      pre.tabIndex = 0;
+      pre.setAttribute("aria-label", "raw events as JSON");
+      copy.addEventListener("click", (e) => { e.stopPropagation(); copyText(whole, pre, said); });
+      return [head, pre];
+    }
+
+    // An eval case's view: what the case asked, the answer, and each check's verdict, with a link back.
+    evalCase() {
+      const c = this.options.evalCase;
+      if (!c) return null;
+      const box = el("section", "tv-case");
+      const title = el("h2", "tv-case-title");
+      title.append(el("span", "", "eval case " + iso(c.name) + " "),
+                   el("span", "tv-status tv-" + (c.passed ? "ok" : "failed"), c.passed ? "PASS" : "FAIL"));
+      box.append(title);
+      if (c.report) {
+        const back = el("a", "tv-report-link", "← back to the eval report");
+        back.href = String(c.report);  // a relative file link written by teamrun, never from the run
+        const line = el("p", "");
+        line.append(back);
+        box.append(line);
+      }
+      box.append(el("h3", "", "input"), el("pre", "tv-pre tv-case-input", String(c.input || "")));
+      box.append(el("h3", "", "answer"), el("pre", "tv-pre tv-case-answer", String(c.answer || "")));
+      const checks = c.checks || [];
+      box.append(el("h3", "", "checks (" + checks.filter((k) => k.passed).length + "/" + checks.length + " passed)"));
+      const list = el("ul", "tv-checks");
+      for (const k of checks) {
+        const li = el("li", "tv-check tv-check-" + (k.passed ? "pass" : "fail"));
+        li.dataset.check = String(k.name);
+        li.dataset.passed = String(!!k.passed);
+        li.append(el("span", "tv-verdict", k.passed ? "PASS" : "FAIL"), el("span", "tv-check-name", " " + k.name));
+        if (k.detail) li.append(el("span", "tv-check-detail", ": " + k.detail));
+        list.append(li);
+      }
+      if (!checks.length) list.append(el("li", "tv-empty", "this case has no checks"));
+      box.append(list);
+      return box;
     }
 
     messages(node) {

@@ -1,0 +1,121 @@
+"""Semantic checks of remote agents (``a2a:``): what runs remotely has no model, tools or workers here.
+
+An ``a2a:`` agent is a worker whose loop runs in another process (another
+framework, another machine): the fields that configure a local model loop
+(``model``, ``tools``, ``delegates_to``, ``handoffs``, ``instructions``,
+``output_schema``...) would be silently ignored, so they are errors; so is a
+remote supervisor (the supervisor's loop runs here). ``--import-check`` also
+fetches each remote agent's card (:func:`remote_card_checks`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
+from teamrun.config.raw import mapping
+
+if TYPE_CHECKING:
+    from teamrun.config.checks import SemanticChecker
+
+__all__ = ["LOCAL_ONLY_FIELDS", "remote_card_checks", "remote_checks"]
+
+LOCAL_ONLY_FIELDS = (
+    "model",
+    "api_base",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "request_timeout_s",
+    "num_retries",
+    "stream",
+    "model_params",
+    "instructions",
+    "tools",
+    "delegates_to",
+    "handoffs",
+    "delegation",
+    "output_schema",
+    "max_repair_turns",
+    "accept",
+    "max_attempts",
+    "memory",
+)
+"""Agent fields that configure a model loop in this process: meaningless on an ``a2a:`` agent."""
+
+
+def remote_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+    """Each ``a2a:`` agent: no local-loop fields, not the supervisor."""
+    for agent, spec in c.agents.items():
+        if "a2a" not in spec or spec.get("a2a") is None:
+            continue
+        base: JsonPath = ("agents", agent)
+        for field in LOCAL_ONLY_FIELDS:
+            if field in spec:
+                yield c._error(
+                    (*base, field),
+                    f"{dotted((*base, field))}: agent '{agent}' is a remote A2A agent (a2a:); it runs its own "
+                    f"loop elsewhere, so '{field}' cannot apply: remove it",
+                    "remote",
+                    key=True,
+                )
+        if agent == c.supervisor:
+            yield c._error(
+                (*base, "a2a"),
+                f"agents.{agent}.a2a: the supervisor '{agent}' cannot be a remote A2A agent (its loop runs in "
+                "teamrun); make a local supervisor that delegates to it",
+                "remote",
+                key=True,
+            )
+        auth = mapping(mapping(spec.get("a2a")).get("auth"))
+        env = auth.get("bearer_env")
+        if isinstance(env, str) and env.lower().startswith("bearer"):
+            yield c._warning(
+                (*base, "a2a", "auth", "bearer_env"),
+                f"{dotted((*base, 'a2a', 'auth', 'bearer_env'))}: '{env}' looks like a token, not the name of "
+                "the environment variable holding it",
+                "remote",
+            )
+
+
+def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+    """``--import-check``: each remote agent's card can be fetched and parsed (this contacts the agent).
+
+    A card that answers with something that is not a card is an error; an agent that does not answer at all
+    (not running where this is checked), or a2a-sdk not installed, is a warning (an error with ``--strict``),
+    as a stdio MCP server whose program is missing is."""
+    from teamrun.config.remote_card import CardProblem, fetch_card_sync, require_a2a
+    from teamrun.errors import UserError
+
+    remote_agents = {a: s for a, s in c.agents.items() if isinstance(mapping(s.get("a2a")).get("url"), str)}
+    if not remote_agents:
+        return
+    try:
+        require_a2a()
+    except UserError as exc:
+        first = next(iter(remote_agents))
+        yield c._warning(
+            ("agents", first, "a2a"), f"agents.{first}.a2a: cannot read remote agents' cards: {exc}", "import", key=True
+        )
+        return
+    for agent, spec in remote_agents.items():
+        remote = mapping(spec.get("a2a"))
+        url = remote.get("url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            continue
+        auth = mapping(remote.get("auth"))
+        env = auth.get("bearer_env")
+        timeout = remote.get("timeout_s")
+        try:
+            fetch_card_sync(
+                url,
+                bearer_env=env if isinstance(env, str) else None,
+                timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
+            )
+        except CardProblem as exc:
+            where, message = ("agents", agent, "a2a", "url"), f"agents.{agent}.a2a.url: {exc}"
+            if exc.unreachable:
+                yield c._warning(where, f"{message} (is the agent running where you validate?)", "import")
+            else:
+                yield c._error(where, message, "import")

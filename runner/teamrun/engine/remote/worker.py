@@ -1,0 +1,493 @@
+"""One delegation to a remote (``a2a:``) worker: the task as an A2A message, its updates as our events.
+
+The delegator runs a remote worker as it runs a local one (slot, budgets, hooks, events, cancel):
+:func:`teamrun.engine.turn.agent_loop.run_agent` hands an ``a2a:`` agent's frame to :func:`run_remote`
+instead of a model loop. A2A protocol v1.0 over JSON-RPC, spoken by a2a-sdk's client (imported when a
+remote worker runs):
+
+- the card is read (``<url>/.well-known/agent-card.json``, or the card URL given), the prompt sent as one
+  user message (``SendStreamingMessage`` when the card says it streams and ``a2a.stream`` is true, else
+  ``SendMessage``, polling ``GetTask`` while the task works);
+- each task, status update and artifact chunk is a ``remote_update`` event in the worker's agent span;
+- ``input-required``: the status message is asked of a person as a pending item (on a terminal, or the run
+  suspends for ``teamrun answer``); the answer goes back as the next message with the task's ids;
+- ``completed``: the artifacts are the answer (text parts as they are, data parts as JSON); ``failed``,
+  ``rejected``, ``canceled``, ``auth-required``, an error reply, a connection that fails or data that does
+  not parse: :class:`~teamrun.errors.RemoteAgentError` naming the agent and its URL (the delegator makes
+  it the worker's ``error`` result);
+- tokens and cost are counted when the agent reports them in ``metadata.usage`` of the task, a status
+  update or a message (``prompt_tokens``/``input_tokens``, ``completion_tokens``/``output_tokens``,
+  ``cost_usd``/``cost``), else the result says ``usage_known: false``;
+- cancelled (Ctrl-C, the run's or the worker's time-out, ``cancel_task``, a served run cancelled): the
+  remote task gets ``CancelTask``, except when the run suspends for a person (the task waits for the answer);
+- journaled: ``remote_start`` (the task's ids) as soon as they are known, ``remote`` (the answer) when it
+  completes. A resumed run answers a finished task from the journal (nothing is sent); for a started one it
+  asks ``GetTask`` and picks the task up again (``SubscribeToTask`` while it works); a task the agent no
+  longer knows is sent again (a warning says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from collections.abc import AsyncGenerator
+from contextlib import AsyncExitStack, aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from teamrun.config.models import RemoteAgent
+from teamrun.config.remote_card import (
+    DEFAULT_REMOTE_TIMEOUT_S,
+    CardProblem,
+    bearer_token,
+    card_location,
+    require_a2a,
+)
+from teamrun.engine.delegation.records import WorkerOutcome
+from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.errors import RemoteAgentError, RunError, UserError
+from teamrun.llm.types import Usage
+from teamrun.logs import get_logger
+from teamrun.store.records import EntryKey, JournalEntry
+from teamrun.tools.people import AskSite, PendingItem, answer_text
+
+if TYPE_CHECKING:
+    from a2a.client import Client
+    from a2a.types.a2a_pb2 import StreamResponse, Task
+
+__all__ = ["POLL_S", "run_remote"]
+
+_log = get_logger(__name__)
+POLL_S = 0.5
+"""How often a task that works is looked at with ``GetTask`` when its updates are not streamed."""
+CANCEL_WAIT_S = 10.0
+"""Most seconds a cancelled delegation waits for the remote agent to take the ``CancelTask``."""
+_TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
+_INTERRUPTED = frozenset({"input-required", "auth-required"})
+
+
+def _state(value: int) -> str:
+    from a2a.types.a2a_pb2 import TaskState
+
+    return str(TaskState.Name(value)).removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+async def run_remote(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:
+    """Run the remote agent of ``frame`` on ``task`` (in the worker's agent span) to its outcome."""
+    spec = ctx.agent(frame.name).a2a
+    assert spec is not None
+    with frame.agent_span(ctx, model=f"a2a:{spec.url}", task=task) as span:
+        outcome = await _RemoteTask(ctx, frame, spec, task).run()
+        if not outcome.usage_known:
+            span.end["usage_known"] = False
+        return outcome
+
+
+@dataclass
+class _RemoteTask:
+    """One remote task as this delegation sees it: its ids, state, artifacts and reported usage."""
+
+    ctx: RunContext
+    frame: AgentFrame
+    spec: RemoteAgent
+    prompt: str
+    task_id: str = ""
+    context_id: str = ""
+    state: str = ""
+    status_text: str = ""
+    artifacts: dict[str, list[str]] = field(default_factory=dict)
+    usage: dict[str, Any] | None = None
+    sent: int = 0
+    """User messages the remote task has had (the current question's round, for its pending item)."""
+    started_written: bool = False
+    reattached: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.frame.name
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(["a2a", self.spec.url, self.prompt]).encode()).hexdigest()
+
+    def _key(self, kind: str) -> EntryKey:
+        return EntryKey(self.frame.key, 1, kind)  # type: ignore[arg-type]
+
+    def _fail(self, what: str) -> RemoteAgentError:
+        return RemoteAgentError(f"remote agent '{self.name}' ({self.spec.url}) {what}")
+
+    # -- the delegation ------------------------------------------------------------------------
+    async def run(self) -> WorkerOutcome:
+        earlier = self._journaled("remote")
+        if earlier is not None:  # finished by an earlier attempt: not sent again
+            return self._outcome_from(earlier)
+        start = self._journaled("remote_start")
+        require_a2a()
+        token = bearer_token(self.name, self.spec.auth.bearer_env if self.spec.auth else None)
+        if token:
+            self.ctx.bus.keep_secrets({token})
+            if self.ctx.journal is not None:
+                self.ctx.journal.keep_secrets({token})
+        try:
+            async with AsyncExitStack() as stack:
+                client, streaming = await self._connect(stack, token)
+                try:
+                    await self._drive(client, streaming, start)
+                except asyncio.CancelledError:
+                    if self.task_id and self.state not in _TERMINAL and not self.ctx.activity.stuck.is_set():
+                        await self._cancel(client)
+                    raise
+        except (RemoteAgentError, UserError, RunError):
+            raise
+        except CardProblem as exc:  # pragma: no cover - a RemoteAgentError, caught above
+            raise self._fail(str(exc)) from exc
+        except Exception as exc:
+            raise self._fail(_described(exc, self.spec.timeout_s or DEFAULT_REMOTE_TIMEOUT_S)) from exc
+        text = self._answer()
+        usage, cost, known = self._usage()
+        if known:
+            self.frame.ledger.charge_model(usage, cost, step=False)
+        if self.ctx.journal is not None:
+            await self.ctx.journal.write_now(
+                JournalEntry(
+                    self._key("remote"),
+                    self.fingerprint,
+                    {
+                        "text": text,
+                        "task_id": self.task_id,
+                        "usage": self.usage,
+                    },
+                )
+            )
+        return WorkerOutcome(text, "ok", usage, cost, (), usage_known=known)
+
+    async def _connect(self, stack: AsyncExitStack, token: str | None) -> tuple[Client, bool]:
+        import httpx
+        from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+
+        timeout = self.spec.timeout_s or DEFAULT_REMOTE_TIMEOUT_S
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout))
+        base, path = card_location(self.spec.url)
+        try:
+            card = await A2ACardResolver(http, base, path).get_agent_card()
+        except Exception as exc:
+            raise self._fail(f"cannot read its agent card at {base}{path}: {_described(exc, timeout)}") from exc
+        streaming = bool(self.spec.stream and card.capabilities.streaming)
+        try:
+            client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+        except ValueError as exc:  # no interface this client speaks (JSON-RPC)
+            raise self._fail(f"offers no interface teamrun can use (A2A 1.0 over JSON-RPC): {exc}") from exc
+        stack.push_async_callback(client.close)
+        return client, streaming
+
+    async def _drive(self, client: Client, streaming: bool, start: JournalEntry | None) -> None:
+        updates: AsyncGenerator[StreamResponse, None] | None = None
+        if start is not None:
+            task_id, sent = str(start.payload.get("task_id", "")), int(start.payload.get("messages", 1))
+            updates = await self._reattach(client, streaming, task_id, sent)
+        if updates is None:
+            updates = self._send(client, self.prompt)
+        answered = False
+        while True:
+            async with aclosing(updates) as stream:
+                async for update in stream:
+                    kind = await self._take(update)
+                    if answered and kind == "task" and self.state in _INTERRUPTED:
+                        continue  # the task as it was when the answer arrived: the question just answered
+                    answered = False
+                    if self.state in _TERMINAL or self.state in _INTERRUPTED:
+                        break
+            if self.state == "completed":
+                return
+            if self.state == "input-required":
+                answer = await self._ask()
+                await self._journal_start(self.sent + 1)  # the message about to be sent, before it is
+                self.state = "working"  # the answer is on its way: the task goes on until it says otherwise
+                updates, answered = self._send(client, answer), True
+                continue
+            if self.state in ("failed", "rejected", "canceled"):
+                said = f": {self.status_text}" if self.status_text else ""
+                raise self._fail(f"ended its task {self.state}{said}")
+            if self.state == "auth-required":
+                raise self._fail("asks for authentication teamrun cannot give (auth-required)")
+            if not self.task_id:
+                raise self._fail("answered without a task or a message")
+            updates = self._poll(client)  # a task still working after SendMessage (or a stream that ended)
+
+    async def _send(self, client: Client, text: str) -> AsyncGenerator[StreamResponse, None]:
+        from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
+
+        message = Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.ROLE_USER,
+            parts=[Part(text=text)],
+            task_id=self.task_id or None,
+            context_id=self.context_id or None,
+        )
+        self.sent += 1
+        async for update in client.send_message(SendMessageRequest(message=message)):
+            yield update
+
+    async def _poll(self, client: Client) -> AsyncGenerator[StreamResponse, None]:
+        from a2a.types.a2a_pb2 import GetTaskRequest, StreamResponse
+
+        while True:
+            await asyncio.sleep(POLL_S)
+            yield StreamResponse(task=await client.get_task(GetTaskRequest(id=self.task_id)))
+
+    async def _reattach(
+        self, client: Client, streaming: bool, task_id: str, sent: int
+    ) -> AsyncGenerator[StreamResponse, None] | None:
+        """The task an earlier attempt started (and sent ``sent`` messages), picked up again; ``None`` when the
+        agent no longer knows it."""
+        from a2a.types.a2a_pb2 import GetTaskRequest
+
+        try:
+            task = await client.get_task(GetTaskRequest(id=task_id))
+        except Exception as exc:  # TaskNotFoundError, or an agent that forgot its tasks (restarted)
+            self.ctx.warn(
+                self.frame,
+                f"remote agent '{self.name}' ({self.spec.url}) no longer knows task {task_id} an earlier attempt "
+                f"started ({type(exc).__name__}); the task is sent again",
+            )
+            return None
+        self.reattached, self.started_written = True, True
+        self.sent = sent
+        return self._picked_up(client, streaming, task)
+
+    async def _picked_up(self, client: Client, streaming: bool, task: Task) -> AsyncGenerator[StreamResponse, None]:
+        from a2a.types.a2a_pb2 import StreamResponse, SubscribeToTaskRequest
+
+        yield StreamResponse(task=task)
+        if _state(task.status.state) in _TERMINAL or _state(task.status.state) in _INTERRUPTED:
+            return
+        if streaming:
+            async for update in client.subscribe(SubscribeToTaskRequest(id=task.id)):
+                yield update
+
+    # -- what comes back ---------------------------------------------------------------------------
+    async def _take(self, update: StreamResponse) -> str:
+        """One update: the task's state, ids, artifacts and usage as they now are; a ``remote_update`` event."""
+        from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+
+        kind = update.WhichOneof("payload")
+        text = ""
+        if kind == "task":
+            task = update.task
+            self._ids(task.id, task.context_id)
+            self.state = _state(task.status.state)
+            self.artifacts = {a.artifact_id or str(i): _parts(a.parts) for i, a in enumerate(task.artifacts)}
+            text = self.status_text = _message_text(task.status.message) if task.status.HasField("message") else ""
+            self._usage_from(MessageToDict(task.metadata) if task.HasField("metadata") else {})
+        elif kind == "status_update":
+            status = update.status_update
+            self._ids(status.task_id, status.context_id)
+            self.state = _state(status.status.state)
+            if status.status.HasField("message"):
+                text = self.status_text = _message_text(status.status.message)
+            self._usage_from(MessageToDict(status.metadata) if status.HasField("metadata") else {})
+        elif kind == "artifact_update":
+            chunk = update.artifact_update
+            self._ids(chunk.task_id, chunk.context_id)
+            key = chunk.artifact.artifact_id or str(len(self.artifacts))
+            parts = _parts(chunk.artifact.parts)
+            self.artifacts[key] = [*self.artifacts.get(key, []), *parts] if chunk.append else parts
+            text = "".join(parts)
+        elif kind == "message":  # a direct reply: the agent answered without a task
+            message = update.message
+            self._ids(message.task_id, message.context_id)
+            self.state = "completed"
+            self.artifacts = {"message": _parts(message.parts)}
+            text = "".join(self.artifacts["message"])
+            self._usage_from(MessageToDict(message.metadata) if message.HasField("metadata") else {})
+        else:
+            raise self._fail(f"sent an update teamrun does not understand ({kind})")
+        if self.task_id and not self.started_written:
+            self.started_written = True
+            await self._journal_start(self.sent)
+        self.frame.emit(
+            self.ctx,
+            "remote_update",
+            url=self.spec.url,
+            task_id=self.task_id,
+            state=self.state,
+            update=(kind or "").removesuffix("_update"),
+            text=text,
+            chars=len(text),
+            reattached=self.reattached,
+        )
+        return kind or ""
+
+    async def _journal_start(self, messages: int) -> None:
+        """``remote_start`` number ``messages``: the task's ids, and that it has had that many messages."""
+        if self.ctx.journal is not None and self.task_id:
+            entry = JournalEntry(
+                EntryKey(self.frame.key, messages, "remote_start"),
+                self.fingerprint,
+                {"task_id": self.task_id, "context_id": self.context_id, "url": self.spec.url, "messages": messages},
+            )
+            await self.ctx.journal.write_now(entry)
+
+    def _ids(self, task_id: str, context_id: str) -> None:
+        self.task_id = task_id or self.task_id
+        self.context_id = context_id or self.context_id
+
+    def _usage_from(self, metadata: dict[str, Any]) -> None:
+        usage = metadata.get("usage")
+        if isinstance(usage, dict):
+            self.usage = usage
+
+    def _answer(self) -> str:
+        texts = ["".join(parts).strip() for parts in self.artifacts.values()]
+        answer = "\n\n".join(t for t in texts if t)
+        return answer or self.status_text
+
+    def _usage(self) -> tuple[Usage, float, bool]:
+        return _usage_of(self.usage)
+
+    # -- a person -----------------------------------------------------------------------------------
+    async def _ask(self) -> str:
+        """The remote task's question, asked of a person as a pending item named by this invocation and round."""
+        ctx, frame = self.ctx, self.frame
+        site = AskSite(
+            ctx.journal.run_id if ctx.journal else ctx.result.run_id,
+            frame.key,
+            self.sent,
+            0,
+            frame.name,
+            ctx.desk,
+            ctx.activity.parked_call,
+            lambda kind, **data: frame.emit(ctx, kind, **data),
+        )
+        question = self.status_text or f"The remote agent {self.name} needs more input to go on."
+        item = PendingItem(kind="question", question=question, tool=f"a2a:{self.name}")
+        return answer_text(item, await ctx.desk.ask(item, site))
+
+    async def _cancel(self, client: Client) -> None:
+        """Ask the remote agent to cancel the task (bounded: a run going down does not wait long)."""
+        from a2a.types.a2a_pb2 import CancelTaskRequest
+
+        asked = asyncio.ensure_future(client.cancel_task(CancelTaskRequest(id=self.task_id)))
+        try:
+            await asyncio.wait_for(asyncio.shield(asked), CANCEL_WAIT_S)
+            outcome = "canceled"
+        except BaseException as exc:
+            outcome = f"cancel not confirmed ({type(exc).__name__})"
+            if not asked.done():
+                asked.cancel()
+        _log.info("remote_task_cancelled", agent=self.name, task_id=self.task_id, outcome=outcome)
+        self.frame.emit(
+            self.ctx,
+            "remote_update",
+            url=self.spec.url,
+            task_id=self.task_id,
+            state="canceled",
+            update="cancel",
+            text=outcome,
+            chars=len(outcome),
+        )
+
+    # -- the journal ----------------------------------------------------------------------------------
+    def _journaled(self, kind: str) -> JournalEntry | None:
+        """The earlier attempts' ``remote`` entry, or their latest ``remote_start`` (most messages sent)."""
+        journal = self.ctx.journal
+        if journal is None or not journal.replay:
+            return None
+        found = [
+            entry
+            for key, entry in journal.replay.entries.items()
+            if key.invocation == self.frame.key and key.kind == kind and entry.request_hash == self.fingerprint
+        ]
+        return max(found, key=lambda entry: entry.key.index, default=None)
+
+    def _outcome_from(self, entry: JournalEntry) -> WorkerOutcome:
+        payload = entry.payload
+        usage_payload = payload.get("usage")
+        self.usage = dict(usage_payload) if isinstance(usage_payload, dict) else None
+        usage, cost, known = self._usage()
+        if known:
+            self.frame.ledger.charge_model(usage, cost, step=False)
+        text = str(payload.get("text", ""))
+        self.frame.emit(
+            self.ctx,
+            "remote_update",
+            url=self.spec.url,
+            task_id=str(payload.get("task_id", "")),
+            state="completed",
+            update="journal",
+            text=text,
+            chars=len(text),
+            reattached=True,
+        )
+        return WorkerOutcome(text, "ok", usage, cost, (), usage_known=known)
+
+
+def _usage_of(reported: dict[str, Any] | None) -> tuple[Usage, float, bool]:
+    """Tokens and cost from ``metadata.usage``; ``known`` is false when the agent reported none."""
+    if not reported:
+        return Usage(), 0.0, False
+
+    def number(*names: str) -> float:
+        for name in names:
+            value = reported.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                return float(value)
+        return 0.0
+
+    usage = Usage(
+        int(number("prompt_tokens", "input_tokens")),
+        int(number("completion_tokens", "output_tokens")),
+        int(number("requests")) or 1,
+    )
+    return usage, number("cost_usd", "cost"), True
+
+
+def _parts(parts: Any) -> list[str]:
+    """Each part as text: a text part as it is, a data part as JSON on a line of its own (a file part: its
+    name or URL, said as such)."""
+    from google.protobuf.json_format import MessageToDict
+
+    out: list[str] = []
+    for part in parts:
+        if part.HasField("text"):
+            out.append(part.text)
+        elif part.HasField("data"):
+            out.append("\n" + json.dumps(_whole(MessageToDict(part.data)), ensure_ascii=False) + "\n")
+        elif part.HasField("url"):
+            out.append(f"\n[file: {part.filename or part.url}] <{part.url}>\n")
+        elif part.HasField("raw"):
+            out.append(f"\n[file: {part.filename or 'unnamed'}, {len(part.raw)} bytes, {part.media_type}]\n")
+    return out
+
+
+def _whole(value: Any) -> Any:
+    """JSON numbers protobuf turned into floats (``7`` → ``7.0``) back to whole numbers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    return value
+
+
+def _message_text(message: Any) -> str:
+    return "".join(_parts(message.parts)).strip()
+
+
+def _described(exc: BaseException, timeout: float) -> str:
+    """What went wrong, in words (not a traceback)."""
+    import httpx
+
+    name = type(exc).__name__
+    text = " ".join(str(exc).split())
+    if len(text) > 300:
+        text = text[:297] + "..."
+    if isinstance(exc, httpx.ConnectError) or "ConnectError" in text or "connection attempts failed" in text:
+        return f"cannot be reached (is it running?): {text or name}"
+    if isinstance(exc, httpx.TimeoutException | TimeoutError) or "Timeout" in name:
+        return f"did not answer within {timeout:g}s (a2a.timeout_s): {text or name}"
+    return f"answered with an error ({name}): {text}" if text else f"failed ({name})"

@@ -1,0 +1,153 @@
+"""The a2a-sdk test agent (tests/a2a/a2a_test_server.py) under uvicorn in a subprocess, and team files for it.
+
+``a2a_agent(mode=..., token=...)`` starts one agent and returns an :class:`A2AAgent`: its URL, and
+what it recorded (requests by JSON-RPC method, each ``execute`` with the text it got, each ``cancel``).
+Every agent started is stopped when the test ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from teamrun.cli import main
+
+SERVER = Path(__file__).resolve().parent / "a2a_test_server.py"
+REPO = Path(__file__).resolve().parents[2]
+START_GUARD_S = 90.0
+"""Most seconds an agent may take to start on a loaded machine (a hang guard, not a timing)."""
+
+
+@dataclass
+class A2AAgent:
+    url: str
+    log: Path
+    release: Path
+    process: subprocess.Popen[bytes]
+
+    def records(self, event: str | None = None) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        lines = [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [line for line in lines if event is None or line["event"] == event]
+
+    def methods(self) -> list[str]:
+        return [r["method"] for r in self.records("request") if r.get("method")]
+
+    def wait_for(self, check: Callable[[], bool], what: str, guard_s: float = 120.0) -> None:
+        """Poll ``check`` until it holds (a generous hang guard: fails only when it never does)."""
+        deadline = time.monotonic() + guard_s
+        while not check():
+            assert time.monotonic() < deadline, f"never happened: {what}; records: {self.records()}"
+            time.sleep(0.05)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_agent(
+    directory: Path, *, mode: str = "ANSWER", token: str | None = None, extra: tuple[str, ...] = ()
+) -> A2AAgent:
+    port = free_port()
+    log = directory / f"a2a-{port}.jsonl"
+    release = directory / f"release-{port}"
+    argv = [sys.executable, str(SERVER), "--port", str(port), "--mode", mode, "--log", str(log)]
+    argv += ["--release", str(release), *extra]
+    if token is not None:
+        argv += ["--token", token]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    agent = A2AAgent(f"http://127.0.0.1:{port}", log, release, process)
+    deadline = time.monotonic() + START_GUARD_S
+    while True:
+        assert process.poll() is None, "the a2a test agent exited at start"
+        try:
+            httpx.get(f"{agent.url}/.well-known/agent-card.json", timeout=2)
+            break
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, "the a2a test agent did not start"
+            time.sleep(0.1)
+    if log.exists():
+        log.write_text("", encoding="utf-8")  # the start-up probe is not a request of the test
+    return agent
+
+
+@pytest.fixture
+def a2a_agent(tmp_path: Path) -> Iterator[Callable[..., A2AAgent]]:
+    started: list[A2AAgent] = []
+
+    def start(**options: Any) -> A2AAgent:
+        agent = start_agent(tmp_path, **options)
+        started.append(agent)
+        return agent
+
+    yield start
+    for agent in started:
+        agent.process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            agent.process.wait(timeout=30)
+        if agent.process.poll() is None:
+            agent.process.kill()
+
+
+def team_file(directory: Path, url: str, *, auth: str | None = None, extra: str = "", name: str = "team") -> Path:
+    """A lead (``offline``) delegating to one remote worker ``researcher`` at ``url``."""
+    auth_line = f"\n      auth: {{bearer_env: {auth}}}" if auth else ""
+    path = directory / f"{name}.yaml"
+    path.write_text(
+        f"""version: 1
+name: remote-test
+supervisor: lead
+defaults: {{model: offline}}
+agents:
+  lead:
+    description: Delegates to the researcher.
+    delegates_to: [researcher]
+  researcher:
+    description: A remote researcher.
+    a2a:
+      url: {url}
+      timeout_s: 30{auth_line}
+{extra}""",
+        encoding="utf-8",
+    )
+    return path
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(argv: list[str], env: dict[str, str] | None = None) -> CliResult:
+    """``teamrun ARGV`` in this process, stdout and stderr captured."""
+    out, err = io.StringIO(), io.StringIO()
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return CliResult(code, out.getvalue(), err.getvalue())

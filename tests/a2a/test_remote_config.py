@@ -1,0 +1,108 @@
+"""``teamrun validate`` and ``teamrun graph`` on remote (``a2a:``) agents; ``--import-check`` reads their cards."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.a2a.remote_fixtures import REPO, A2AAgent, free_port, run_cli, team_file
+
+LOCAL_FIELDS = """version: 1
+name: remote-local-fields
+supervisor: lead
+defaults: {model: offline}
+agents:
+  lead:
+    delegates_to: [researcher, helper]
+  helper:
+    description: A local helper.
+  researcher:
+    model: openai/gpt-4o-mini
+    instructions: Look things up.
+    delegates_to: [helper]
+    output_schema: {type: object}
+    a2a: {url: "http://127.0.0.1:9999"}
+"""
+
+
+def test_every_local_loop_field_on_a_remote_agent_is_an_error_at_its_line(tmp_path: Path) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(LOCAL_FIELDS, encoding="utf-8")
+
+    result = run_cli(["validate", str(team)])
+
+    assert result.code == 2
+    lines = result.out.splitlines()
+    for line_no, field in [(11, "model"), (12, "instructions"), (13, "delegates_to"), (14, "output_schema")]:
+        assert (
+            f"{team}:{line_no}:5: error: agents.researcher.{field}: agent 'researcher' is a remote A2A agent "
+            f"(a2a:); it runs its own loop elsewhere, so '{field}' cannot apply: remove it"
+        ) in lines
+    assert lines[-1] == "1 of 1 file invalid: 4 errors"
+
+
+def test_the_ready_made_team_validates_without_its_agent_running() -> None:
+    result = run_cli(
+        ["validate", str(REPO / "teams" / "remote-worker.yaml")], {"TEAMRUN_A2A_URL": "http://127.0.0.1:9"}
+    )
+    assert (result.code, result.out) == (0, "1 file valid\n")
+
+
+def test_graph_marks_remote_agents(tmp_path: Path) -> None:
+    result = run_cli(["graph", str(team_file(tmp_path, "http://127.0.0.1:9999"))])
+
+    assert result.code == 0
+    assert '  a_researcher{{"researcher<br/><small>a2a: http://127.0.0.1:9999</small>"}}' in result.out.splitlines()
+    assert "  a_lead -->|delegates| a_researcher" in result.out.splitlines()
+
+
+def test_the_schema_documents_the_key() -> None:
+    import json
+
+    schema = json.loads((REPO / "schemas" / "team.schema.json").read_text(encoding="utf-8"))
+    remote = schema["$defs"]["RemoteAgent"]
+    assert set(remote["properties"]) == {"url", "auth", "timeout_s", "stream"}
+    assert "bearer_env" in schema["$defs"]["RemoteAuth"]["properties"]
+
+
+@pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
+def test_import_check_reads_the_card_and_reports_one_that_is_not_a_card(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    agent = a2a_agent()
+    good = run_cli(["validate", "--import-check", str(team_file(tmp_path, agent.url, name="good"))])
+    assert (good.code, good.out) == (0, "1 file valid\n"), good.out
+    assert any(r["path"] == "/.well-known/agent-card.json" for r in agent.records("request"))
+
+    broken = a2a_agent(extra=("--broken-card",))
+    team = team_file(tmp_path, broken.url, name="broken")
+    bad = run_cli(["validate", "--import-check", str(team)])
+
+    assert bad.code == 2
+    line = next(n for n, text in enumerate(team.read_text().splitlines(), 1) if "url:" in text)
+    assert bad.out.startswith(
+        f"{team}:{line}:12: error: agents.researcher.a2a.url: cannot read the agent card at "
+        f"{broken.url}/.well-known/agent-card.json: "
+    ), bad.out
+    plain = run_cli(["validate", str(team)])  # without --import-check nothing is fetched
+    assert (plain.code, plain.out) == (0, "1 file valid\n")
+
+
+def test_import_check_warns_about_an_agent_that_does_not_answer(tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    team = team_file(tmp_path, down)
+    line = next(n for n, text in enumerate(team.read_text().splitlines(), 1) if "url:" in text)
+
+    warned = run_cli(["validate", "--import-check", str(team)])
+    strict = run_cli(["validate", "--import-check", "--strict", str(team)])
+
+    assert warned.code == 0 and strict.code == 2
+    expected = (
+        f"{team}:{line}:12: warning: agents.researcher.a2a.url: cannot read the agent card at "
+        f"{down}/.well-known/agent-card.json: "
+    )
+    assert warned.out.startswith(expected), warned.out
+    assert strict.out.startswith(expected.replace(": warning: ", ": error: ")), strict.out
+    assert "(is the agent running where you validate?)" in warned.out

@@ -1,0 +1,75 @@
+"""A remote task that asks for input (``input-required``) is a pending item: asked on a terminal, or the run
+suspends in the store and ``teamrun answer`` sends the answer to the same remote task."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.a2a.remote_fixtures import A2AAgent, run_cli, team_file
+
+pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
+
+
+def test_input_required_is_asked_on_the_terminal(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    from teamrun import load_team
+    from teamrun.tools.people import TerminalDesk
+
+    agent = a2a_agent()
+    team = load_team(str(team_file(tmp_path, agent.url)))
+    asked = io.StringIO()
+    desk = TerminalDesk(stdin=io.StringIO("eu-west-1\n"), stderr=asked)
+
+    result = asyncio.run(team.run("ASK me something", desk=desk))
+
+    assert result.status == "done"
+    (delegation,) = result.delegations
+    assert delegation.status == "ok" and delegation.response == "got: eu-west-1"
+    assert "researcher asks: Which region?" in asked.getvalue()
+    first, second = agent.records("execute")
+    assert (first["continuing"], second["continuing"]) == (False, True)
+    assert second["text"] == "eu-west-1"
+    assert (second["task_id"], second["context_id"]) == (first["task_id"], first["context_id"])
+
+
+def test_input_required_suspends_the_run_and_teamrun_answer_continues_the_remote_task(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    agent = a2a_agent()
+    store = str(tmp_path / "runs.db")
+    team = team_file(tmp_path, agent.url)
+
+    started = run_cli(
+        ["execute", str(team), "-i", "ASK me", "--store", store, "--detach", "--json", "--progress", "none"]
+    )
+    assert started.code == 4, started.err
+    run_id = json.loads(started.out)["run_id"]
+    listed = run_cli(["runs", "list", "--store", store, "--json"])
+    (pending,) = json.loads(listed.out)[0]["pending"]
+    assert pending["agent"] == "researcher" and pending["question"] == "Which region?"
+    assert agent.methods().count("CancelTask") == 0  # suspended for a person: the remote task waits
+
+    answered = run_cli(["answer", run_id, pending["item"], "eu-west-1", "--store", store, "--progress", "none"])
+
+    assert answered.code == 0, answered.err
+    assert "researcher (ok): got: eu-west-1" in answered.out
+    first, second = agent.records("execute")
+    assert second["continuing"] and second["text"] == "eu-west-1"
+    assert second["task_id"] == first["task_id"]  # the answer went to the same remote task
+    assert "GetTask" in agent.methods()  # picked up again by its id, not sent anew
+    assert [e["text"] for e in agent.records("execute")].count("ASK me") == 1
+
+
+def test_without_anyone_to_ask_the_delegation_fails_clearly(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent()
+    shown = run_cli(["execute", str(team_file(tmp_path, agent.url)), "-i", "ASK me", "--no-journal", "--json"])
+
+    assert shown.code == 0, shown.err
+    (delegation,) = json.loads(shown.out)["delegations"]
+    assert delegation["status"] == "error"
+    assert "nobody could be asked" in delegation["error"]

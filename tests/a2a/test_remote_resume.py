@@ -1,0 +1,114 @@
+"""SIGKILL of a journaled run with two remote workers, then ``teamrun resume``: the finished remote task is not
+sent again (counted at the remote agent); the unfinished one is picked up by its task id, not sent anew."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.a2a.remote_fixtures import A2AAgent, CliResult
+
+pytestmark = pytest.mark.outofprocess("a2a-sdk agents under uvicorn, and teamrun killed in a subprocess")
+GUARD_S = 240.0
+TEAMRUN = (sys.executable, "-c", "from teamrun.cli import main; main()")
+
+
+def _team(tmp_path: Path, quick: str, slow: str) -> Path:
+    path = tmp_path / "two-remotes.yaml"
+    path.write_text(
+        f"""version: 1
+name: two-remotes
+supervisor: lead
+defaults: {{model: offline}}
+agents:
+  lead:
+    description: Asks both.
+    delegates_to: [quick, slow]
+  quick:
+    description: Answers at once.
+    a2a: {{url: "{quick}", timeout_s: 120}}
+  slow:
+    description: Answers when released.
+    a2a: {{url: "{slow}", timeout_s: 120}}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _journal_kinds(db: Path) -> list[tuple[str, str]]:
+    if not db.exists():
+        return []
+    try:
+        with sqlite3.connect(db, timeout=5) as connection:
+            return list(connection.execute("select agent_path, kind from journal"))
+    except sqlite3.OperationalError:  # not created yet
+        return []
+
+
+def test_a_killed_run_resumes_without_sending_a_finished_remote_task_again(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    quick, slow = a2a_agent(mode="ANSWER"), a2a_agent(mode="WAIT")
+    team = _team(tmp_path, quick.url, slow.url)
+    db = tmp_path / "runs.db"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_PROXY": "127.0.0.1,localhost"}
+    env.pop("TEAMRUN_STORE", None)
+    process = subprocess.Popen(
+        [*TEAMRUN, "execute", str(team), "-i", "facts", "--store", str(db), "--progress", "none"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + GUARD_S
+        while not (
+            [kind for _, kind in _journal_kinds(db)].count("remote") == 1  # quick's answer (slow waits)
+            and [kind for _, kind in _journal_kinds(db)].count("remote_start") == 2  # both tasks' ids
+        ):
+            assert process.poll() is None, "the run ended before it was killed"
+            assert time.monotonic() < deadline, f"never got there: {_journal_kinds(db)}"
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    with sqlite3.connect(db) as connection:
+        ((run_id,),) = list(connection.execute("select id from runs"))
+    assert len(quick.records("execute")) == 1 and len(slow.records("execute")) == 1
+
+    resuming = subprocess.Popen(
+        [*TEAMRUN, "resume", run_id, "--store", str(db), "--json", "--progress", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        slow.wait_for(lambda: "SubscribeToTask" in slow.methods(), "the resumed run subscribed to the slow task")
+        slow.release.write_text("go", encoding="utf-8")  # the slow task may finish now
+        out, err = resuming.communicate(timeout=GUARD_S)
+    finally:
+        if resuming.poll() is None:
+            resuming.kill()
+    resumed = CliResult(resuming.returncode, out, err)
+
+    assert resumed.code == 0, resumed.err
+    result = json.loads(resumed.out)
+    answers = {d["agent"]: (d["status"], d["response"]) for d in result["delegations"]}
+    assert answers == {"quick": ("ok", "remote answer: facts"), "slow": ("ok", "waited answer: facts")}
+    assert len(quick.records("execute")) == 1  # finished before the kill: answered from the journal
+    assert "SendStreamingMessage" not in quick.methods()[1:] and quick.methods().count("SendStreamingMessage") == 1
+    assert len(slow.records("execute")) == 1  # unfinished: picked up by its id, not sent again
+    assert slow.methods().count("SendStreamingMessage") == 1
+    assert slow.methods().index("GetTask") < slow.methods().index("SubscribeToTask")

@@ -1,0 +1,265 @@
+"""A supervisor delegating to a remote A2A agent (a2a-sdk's server, tests/a2a/a2a_test_server.py), as a user
+runs it: ``teamrun execute`` with ``--json`` and ``--trace``; what the remote agent received is its own record."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.a2a.remote_fixtures import A2AAgent, free_port, run_cli, team_file
+
+pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
+
+
+def _execute(
+    team: Path, text: str, tmp_path: Path, *extra: str, env: dict[str, str] | None = None, top: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    trace = tmp_path / "trace.jsonl"
+    result = run_cli(
+        [*top, "execute", str(team), "-i", text, "--json", "--progress", "none", "--trace", str(trace), *extra], env
+    )
+    assert "Traceback" not in result.err, result.err
+    assert result.out.strip(), (result.code, result.err)
+    shown = json.loads(result.out)
+    shown["_code"], shown["_err"] = result.code, result.err
+    shown["_trace"] = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()[1:]]
+    return shown
+
+
+def _remote(shown: dict[str, Any]) -> dict[str, Any]:
+    (delegation,) = [d for d in shown["delegations"] if d["agent"] == "researcher"]
+    return delegation
+
+
+def test_a_remote_worker_answers_like_a_local_one(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent()
+    shown = _execute(team_file(tmp_path, agent.url), "Find facts about Rust", tmp_path)
+
+    assert shown["_code"] == 0 and shown["status"] == "done"
+    remote = _remote(shown)
+    assert remote["status"] == "ok"
+    assert remote["response"] == "remote answer: Find facts about Rust"
+    assert "remote answer: Find facts about Rust" in shown["final_text"]
+    # no usage reported: unknown, not zero
+    assert remote["usage"] is None and remote["cost"] is None and remote["usage_known"] is False
+    executed = agent.records("execute")
+    assert [e["text"] for e in executed] == ["Find facts about Rust"]
+    assert "SendStreamingMessage" in agent.methods()  # the card says it streams
+    kinds = [(e["kind"], tuple(e["agent_path"])) for e in shown["_trace"]]
+    assert ("agent_start", ("lead", "researcher")) in kinds
+    assert ("delegation_end", ("lead",)) in kinds
+    start = next(e for e in shown["_trace"] if e["kind"] == "agent_start" and e["agent_path"] == ["lead", "researcher"])
+    assert start["data"]["model"] == f"a2a:{agent.url}"
+
+
+def test_streamed_updates_become_events_of_the_worker(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent()
+    shown = _execute(team_file(tmp_path, agent.url), "STREAM the facts", tmp_path)
+
+    assert _remote(shown)["response"] == "part one, part two"
+    worker_span = next(
+        e["span_id"]
+        for e in shown["_trace"]
+        if e["kind"] == "agent_start" and e["agent_path"] == ["lead", "researcher"]
+    )
+    updates = [e for e in shown["_trace"] if e["kind"] == "remote_update"]
+    assert all(u["span_id"] == worker_span and u["agent_path"] == ["lead", "researcher"] for u in updates)
+    seen = [(u["data"]["update"], u["data"]["state"]) for u in updates]
+    assert seen.count(("status", "working")) == 4  # "started" and three steps
+    assert seen.count(("artifact", "working")) == 2  # two chunks of one artifact
+    assert seen[-1] == ("status", "completed")
+    assert len({u["data"]["task_id"] for u in updates}) == 1
+    times = [u["time"] for u in updates]
+    assert times == sorted(times)
+
+
+def test_without_streaming_the_task_is_sent_with_send_message(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    agent = a2a_agent(extra=("--no-streaming",))
+    shown = _execute(team_file(tmp_path, agent.url), "plain", tmp_path)
+
+    assert _remote(shown)["response"] == "remote answer: plain"
+    assert "SendMessage" in agent.methods() and "SendStreamingMessage" not in agent.methods()
+
+
+def test_data_parts_come_back_as_json(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent()
+    shown = _execute(team_file(tmp_path, agent.url), "DATA please", tmp_path)
+
+    assert _remote(shown)["response"] == 'the score\n{"score": 7}'
+
+
+def test_reported_usage_is_counted_in_the_run(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent()
+    shown = _execute(team_file(tmp_path, agent.url), "USAGE counted", tmp_path)
+
+    remote = _remote(shown)
+    assert remote["usage"]["input_tokens"] == 11 and remote["usage"]["output_tokens"] == 5
+    assert remote["cost"] == pytest.approx(0.002)
+    assert "usage_known" not in remote
+    assert shown["agents"]["researcher"]["usage"]["total_tokens"] == 16
+    assert shown["cost"] == pytest.approx(0.002)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("FAIL now", "ended its task failed: the remote tool broke"),
+        ("REJECT it", "ended its task rejected: I do not do that"),
+    ],
+)
+def test_a_failed_remote_task_is_an_error_result_the_supervisor_sees(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path, text: str, said: str
+) -> None:
+    agent = a2a_agent()
+    shown = _execute(team_file(tmp_path, agent.url), text, tmp_path)
+
+    assert shown["_code"] == 0  # the supervisor answered with what it had
+    remote = _remote(shown)
+    assert remote["status"] == "error"
+    assert remote["error"] == f"remote agent 'researcher' ({agent.url}) {said}"
+    assert "researcher (error)" in shown["final_text"]
+
+
+def test_a_remote_that_is_down_fails_the_delegation_not_the_run(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    shown = _execute(team_file(tmp_path, url), "anything", tmp_path)
+
+    assert shown["_code"] == 0
+    remote = _remote(shown)
+    assert remote["status"] == "error"
+    assert remote["error"].startswith(f"remote agent 'researcher' ({url}) cannot read its agent card at {url}/")
+    assert "cannot be reached (is it running?)" in remote["error"]
+    assert any("remote agent 'researcher'" in w and "its delegations will fail" in w for w in shown["warnings"])
+
+
+def test_a_card_that_does_not_parse_fails_the_delegation(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent(extra=("--broken-card",))
+    shown = _execute(team_file(tmp_path, agent.url), "anything", tmp_path)
+
+    remote = _remote(shown)
+    assert remote["status"] == "error"
+    assert f"remote agent 'researcher' ({agent.url}) cannot read its agent card" in remote["error"]
+    assert agent.records("execute") == []
+
+
+def test_the_card_describes_the_worker_to_the_supervisor(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    from teamrun.config.loader import load_config
+    from teamrun.engine.delegation.tools import delegation_tools
+    from teamrun.engine.remote.cards import describe_remote_agents
+
+    agent = a2a_agent()
+    config = load_config(str(team_file(tmp_path, agent.url))).config
+    described, warnings = asyncio.run(describe_remote_agents(config))
+
+    assert warnings == []
+    (tool,) = delegation_tools(described, "lead")
+    description = tool["function"]["description"]
+    assert "Scripted researcher: Looks things up in a scripted way" in description
+    assert "skill Look up facts: Finds facts about one subject. [research]" in description
+
+
+def test_the_bearer_token_is_sent_and_never_written_down(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    token = "tok-4f9a8c2e7b1d3350"
+    agent = a2a_agent(token=token)
+    store = tmp_path / "runs.db"
+    team = team_file(tmp_path, agent.url, auth="RESEARCHER_AUTH")
+    shown = _execute(
+        team,
+        "USAGE with auth",
+        tmp_path,
+        "--store",
+        str(store),
+        env={"RESEARCHER_AUTH": token},
+        top=("--log-format", "json", "-vv"),
+    )
+
+    assert _remote(shown)["status"] == "ok"
+    requests = agent.records("request")
+    assert requests and all(r["authorized"] for r in requests)  # the card's request too
+    trace_text = (tmp_path / "trace.jsonl").read_text(encoding="utf-8")
+    listed = run_cli(["runs", "show", shown["run_id"], "--store", str(store), "--json"])
+    assert listed.code == 0, listed.err
+    for where, text in {"trace": trace_text, "record": listed.out, "logs": shown["_err"], "json": str(shown)}.items():
+        assert token not in text, where
+
+
+def test_a_missing_token_variable_is_a_clear_error(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent(token="tok-never-given-1234")
+    team = team_file(tmp_path, agent.url, auth="UNSET_RESEARCHER_AUTH")
+    shown = _execute(team, "anything", tmp_path)
+
+    remote = _remote(shown)
+    assert remote["status"] == "error"
+    assert "UNSET_RESEARCHER_AUTH" in remote["error"] and "is not set" in remote["error"]
+    assert agent.records("execute") == []
+
+
+def test_a_worker_timeout_cancels_the_remote_task(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent()
+    extra = "    budget: {timeout_s: 5}\n"  # long enough for the task's id to come back on a loaded machine
+    shown = _execute(team_file(tmp_path, agent.url, extra=extra), "HANG forever", tmp_path)
+
+    remote = _remote(shown)
+    assert remote["status"] == "budget_exhausted" and remote["timed_out"] is True
+    (executed,) = agent.records("execute")
+    agent.wait_for(lambda: bool(agent.records("cancel")), "the remote agent got CancelTask")
+    assert [c["task_id"] for c in agent.records("cancel")] == [executed["task_id"]]
+    assert "CancelTask" in agent.methods()
+
+
+def test_cancelling_the_run_cancels_the_remote_task(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    from teamrun import load_team
+
+    agent = a2a_agent()
+    team = load_team(str(team_file(tmp_path, agent.url)))
+
+    async def go() -> Any:
+        cancel = asyncio.Event()
+        working: list[Any] = []
+        watch = [lambda event: working.append(event) if event.kind == "remote_update" and event.task_id else None]
+        running = asyncio.create_task(team.run("HANG until cancelled", cancel=cancel, subscribers=watch))
+        while not working:  # the task's id has come back: the run knows what to cancel
+            assert not running.done(), running.result()
+            await asyncio.sleep(0.05)
+        cancel.set()
+        return await running
+
+    result = asyncio.run(go())
+    assert result.status == "cancelled"
+    (executed,) = agent.records("execute")
+    agent.wait_for(lambda: bool(agent.records("cancel")), "the remote agent got CancelTask")
+    assert [c["task_id"] for c in agent.records("cancel")] == [executed["task_id"]]
+
+
+def test_hooks_apply_to_a_remote_worker(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    agent = a2a_agent()
+    team = team_file(tmp_path, agent.url)
+    text = team.read_text(encoding="utf-8").replace(
+        "    delegates_to: [researcher]\n",
+        "    delegates_to: [researcher]\n"
+        "    delegation:\n"
+        "      hooks:\n"
+        "        on_start:\n"
+        "          - when: \"agent == 'researcher'\"\n"
+        "            append_prompt: Only sources from 2025.\n"
+        "        on_complete:\n"
+        "          - when: not success\n"
+        '            result_text: "{{ agent }} failed; carry on without it."\n',
+    )
+    team.write_text(text, encoding="utf-8")
+
+    ok = _execute(team, "Find facts", tmp_path)
+    (executed,) = agent.records("execute")
+    assert executed["text"] == "Find facts\n\nOnly sources from 2025."
+    assert _remote(ok)["response"] == "remote answer: Find facts\n\nOnly sources from 2025."
+
+    failed = _execute(team, "FAIL it", tmp_path)
+    remote = _remote(failed)
+    assert remote["status"] == "error" and remote["response"] == "researcher failed; carry on without it."
