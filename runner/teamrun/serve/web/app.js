@@ -25,8 +25,24 @@ function el(tag, cls, text) {
 async function api(path, options) {
   const response = await fetch(path, Object.assign({ headers: headers() }, options || {}));
   const body = response.headers.get("content-type")?.includes("json") ? await response.json() : null;
-  if (!response.ok) throw new Error((body && body.error && body.error.message) || response.statusText);
+  if (!response.ok) {
+    const error = new Error((body && body.error && body.error.message) || response.statusText);
+    error.status = response.status;  // what the server answered (401, 404, 409, ...), for the messages that say it
+    throw error;
+  }
   return body;
+}
+
+// A cost in dollars by the one rule teamrun writes costs with (teamrun.money.format_usd, the view's usd):
+// "$" and at least 4 decimals, 2 significant digits below $0.01 (at most 10 decimals), halves rounded up
+// as toFixed does: $0.0200, $0.00012, $0.000070; nothing spent is $0.0000.
+function usd(v) {
+  const value = Number(v) || 0;
+  if (!isFinite(value)) return "$-";
+  const size = Math.abs(value);
+  const places = size === 0 || size >= 0.01 ? 4 : Math.min(10, Math.max(4, 1 - Math.floor(Math.log10(size))));
+  const shown = size.toFixed(places);
+  return (value < 0 && Number(shown) !== 0 ? "-$" : "$") + shown;
 }
 
 // A status shown as a word with its colour (never the colour alone).

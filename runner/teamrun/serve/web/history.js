@@ -28,7 +28,7 @@
     const preview = el("span", "run-input", input.length > PREVIEW ? input.slice(0, PREVIEW - 1) + "…" : input);
     const tail = el("span", "run-tail muted");
     tail.append(el("code", "run-id", run.id), el("span", "", "thread " + (run.thread || "-")),
-                el("span", "", run.tokens + " tokens"), el("span", "", "$" + (run.cost || 0).toFixed(4)));
+                el("span", "", run.tokens + " tokens"), el("span", "run-cost", usd(run.cost)));
     b.append(head, preview, tail);
     b.addEventListener("click", () => openRun(run.id, { user: true }));
     li.append(b);

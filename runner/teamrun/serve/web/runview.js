@@ -15,7 +15,7 @@
     const usage = (record.result && record.result.usage) || record.usage;
     $("tokens").textContent = String((usage && usage.total_tokens) || record.tokens || 0);
     const cost = record.result && typeof record.result.cost === "number" ? record.result.cost : record.cost;
-    $("cost").textContent = (cost || 0).toFixed(4);
+    $("cost").textContent = usd(cost);
     $("cancel").disabled = status !== "running";
   }
 

@@ -1,0 +1,44 @@
+"""The workbench's answers to the attack on it (/work/attack/ui.md), in headless Chromium: costs written by the
+one cost rule, the runs list following waiting runs, a refused answer's message kept, a run that cannot be
+opened shown without made-up figures, a waiting run's cancel answered 409, the answer field's hint, the focus
+outline of the view's bars."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+from playwright.sync_api import expect
+
+from teamrun.store import open_store
+from tests.serve.conftest import TOKEN
+from tests.serve.test_workbench_teams import AUTH, chromium, load, workbench
+
+COSTS = {  # a stored run's cost -> how every place on the page writes it (teamrun.money.format_usd)
+    "run-a": (0.00007005, "$0.000070"),
+    "run-b": (0.000171, "$0.00017"),
+    "run-c": (1.23456, "$1.2346"),
+    "run-d": (0.0, "$0.0000"),
+}
+
+
+def test_the_runs_rows_and_the_run_header_write_costs_by_the_shared_rule(serve: Any, tmp_path: Path) -> None:
+    store = open_store(tmp_path / "teamrun.db")
+    for run_id, (cost, _) in COSTS.items():
+        store.runs.start(run_id, "research-report", f"input of {run_id}")
+        store.runs.finish(run_id, status="done", final_output="ok", usage={"total_tokens": 778}, cost=cost)
+    server = serve([load("research-report")], store=store, tokens=frozenset({TOKEN}))
+    with chromium() as browser:
+        page = workbench(browser, server.url)
+        rows = page.locator("#runs-list .run-row")
+        expect(rows).to_have_count(len(COSTS), timeout=30_000)
+        listed = {r.get_attribute("data-run"): r.locator(".run-cost").inner_text() for r in rows.all()}
+        headers = {}
+        for run_id in COSTS:
+            page.locator(f'#runs-list .run-row[data-run="{run_id}"]').click()
+            expect(page.locator("#run-id")).to_have_text(run_id)
+            expect(page.locator("#status")).to_have_text("done", timeout=30_000)
+            headers[run_id] = page.locator("#cost").inner_text()
+    assert listed == {run_id: text for run_id, (_, text) in COSTS.items()}
+    assert headers == listed
