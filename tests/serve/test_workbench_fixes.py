@@ -5,6 +5,7 @@ outline of the view's bars."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +43,42 @@ def test_the_runs_rows_and_the_run_header_write_costs_by_the_shared_rule(serve: 
             headers[run_id] = page.locator("#cost").inner_text()
     assert listed == {run_id: text for run_id, (_, text) in COSTS.items()}
     assert headers == listed
+
+
+ANSWERS = {"infra": "eu-west-1", "legal": "approved", "comms": "2026-12-24"}
+
+
+def start_waiting(client: httpx.Client, text: str) -> tuple[str, list[dict[str, Any]]]:
+    """Starts a launch-signoff run and waits (hang guard: 600 polls) until it waits for its 3 items."""
+    run_id: str = client.post("/v1/runs", json={"team": "launch-signoff", "input": text}).json()["id"]
+    for _ in range(600):
+        items = [i for i in client.get("/v1/pending").json()["data"] if i["run_id"] == run_id]
+        if client.get(f"/v1/runs/{run_id}").json()["status"] == "waiting" and len(items) == 3:
+            return run_id, items
+        time.sleep(0.1)
+    raise AssertionError("the run never waited for its 3 items")
+
+
+def test_the_runs_list_follows_a_waiting_run_answered_on_the_page_to_its_end(serve: Any, tmp_path: Path) -> None:
+    store = open_store(tmp_path / "teamrun.db")
+    server = serve([load("launch-signoff")], store=store, tokens=frozenset({TOKEN}))
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as client:
+        run_id, items = start_waiting(client, "Launch Falcon")
+    with chromium() as browser:
+        page = workbench(browser, server.url)
+        row = page.locator(f'#runs-list .run-row[data-run="{run_id}"]')
+        expect(row.locator(".status-word")).to_have_text("waiting", timeout=30_000)
+        for item in items:  # no run opened: the answers are given in Waiting for people only
+            li = page.locator(f'#pending-list li[data-run="{run_id}"][data-item="{item["id"]}"]')
+            field = li.locator(".pending-value")
+            value = ANSWERS[item["agent"]]
+            if field.evaluate("e => e.tagName") == "SELECT":
+                field.select_option(value)
+            else:
+                field.fill(value)
+            li.locator("button.pending-send").click()
+            expect(li).to_have_count(0, timeout=60_000)
+        expect(page.locator("#run-id")).to_have_text("-")  # still no run opened
+        expect(row.locator(".status-word")).to_have_text("done", timeout=90_000)  # no click on Refresh
+        note = page.locator("#runs-note").inner_text()
+    assert "waiting" not in note

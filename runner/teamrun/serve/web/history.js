@@ -1,6 +1,6 @@
 // The runs list: the runs this server holds and those in its store, filtered by status, team and thread;
 // live ones (running, waiting) at the top, then the newest first. It is asked again every few seconds while
-// a run is live, and when a run starts or ends. Each row is a button (Enter or Space opens it in the view).
+// a listed run is running or waiting, when a run starts or ends, and when the page answers a pending item. Each row is a button (Enter or Space opens it in the view).
 // Uses app.js's $, el, api, openRun. Everything from a run is put in with textContent.
 "use strict";
 (function () {
@@ -58,10 +58,15 @@
       drawn = key;
       if (focused) $("runs-list").querySelector(`[data-run="${CSS.escape(focused)}"]`)?.focus();
     }
-    const live = runs.filter((r) => r.status === "running").length;
-    $("runs-note").textContent = runs.length ? `${runs.length} run(s)` + (live ? `, ${live} running` : "") : "no runs match";
+    const running = runs.filter((r) => r.status === "running").length;
+    const waiting = runs.filter((r) => r.status === "waiting").length;
+    const said = [`${runs.length} run(s)`];
+    if (running) said.push(`${running} running`);
+    if (waiting) said.push(`${waiting} waiting`);
+    $("runs-note").textContent = runs.length ? said.join(", ") : "no runs match";
     clearTimeout(timer);
-    timer = live ? setTimeout(refresh, 2000) : null;  // live rows update while something runs
+    // live rows update while something runs, or waits (a person may answer it from here or elsewhere)
+    timer = running ? setTimeout(refresh, 2000) : waiting ? setTimeout(refresh, 4000) : null;
   }
 
   $("runs-filter").addEventListener("submit", (e) => { e.preventDefault(); refresh(); });
@@ -69,6 +74,7 @@
   window.addEventListener("teamrun:token", refresh);
   window.addEventListener("teamrun:open", () => setTimeout(refresh, 100));
   window.addEventListener("teamrun:run-over", refresh);
+  window.addEventListener("teamrun:answered", refresh);  // an answer given on the page continues its run
   window.addEventListener("teamrun:teams", (e) => {
     const chosen = $("runs-team").value;
     const any = el("option", "", "any");

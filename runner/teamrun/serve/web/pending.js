@@ -30,6 +30,7 @@ function pendingItem(item) {
         body: JSON.stringify(body),
       });
       await loadPending();
+      window.dispatchEvent(new CustomEvent("teamrun:answered", { detail: { run: item.run_id, item: item.id } }));
       if (TeamrunWorkbench.shownRun() === item.run_id) openRun(item.run_id);  // follow it as it continues
     } catch (e) {
       problem.textContent = e.message;
