@@ -82,3 +82,29 @@ def test_the_runs_list_follows_a_waiting_run_answered_on_the_page_to_its_end(ser
         expect(row.locator(".status-word")).to_have_text("done", timeout=90_000)  # no click on Refresh
         note = page.locator("#runs-note").inner_text()
     assert "waiting" not in note
+
+
+def test_an_answer_refused_because_it_was_answered_elsewhere_stays_said_after_the_list_redraws(
+    serve: Any, tmp_path: Path
+) -> None:
+    store = open_store(tmp_path / "teamrun.db")
+    server = serve([load("launch-signoff")], store=store, tokens=frozenset({TOKEN}))
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as client:
+        run_id, items = start_waiting(client, "Launch Falcon")
+        item = next(i for i in items if i["agent"] == "legal")
+        with chromium() as browser:
+            page = workbench(browser, server.url)
+            li = page.locator(f'#pending-list li[data-run="{run_id}"][data-item="{item["id"]}"]')
+            expect(li).to_have_count(1, timeout=30_000)
+            answered = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "approved", "by": "curl"})
+            assert answered.status_code == 200, answered.text
+            li.locator(".pending-value").select_option("approved")
+            li.locator("button.pending-send").click()
+            expect(li).to_have_count(0, timeout=60_000)  # the list was redrawn without it
+            page.wait_for_timeout(3500)  # and again (asked every 3 s)
+            said = page.locator("#pending-said")
+            expect(said).to_be_visible()
+            text = said.inner_text()
+            role = said.get_attribute("role")
+    assert item["id"] in text and run_id in text and "already answered by curl" in text, text
+    assert role == "alert"

@@ -20,10 +20,10 @@ function pendingItem(item) {
   question.id = `pending-q-${item.run_id}-${item.id}`;
   li.append(question);
   const form = el("form", "pending-answer");
-  const problem = el("span", "pending-problem");
-  problem.setAttribute("role", "alert");
+  const problem = el("span", "pending-problem");  // said aloud by #pending-said (role=alert), which outlives the item
   const send = async (body) => {
     problem.textContent = "";
+    $("pending-said").textContent = "";
     try {
       await api(`/v1/runs/${encodeURIComponent(item.run_id)}/pending/${encodeURIComponent(item.id)}`, {
         method: "POST",
@@ -34,6 +34,8 @@ function pendingItem(item) {
       if (TeamrunWorkbench.shownRun() === item.run_id) openRun(item.run_id);  // follow it as it continues
     } catch (e) {
       problem.textContent = e.message;
+      // kept above the list too: the item may be gone at the next redraw (answered elsewhere, run over)
+      $("pending-said").textContent = `Not recorded: your answer to ${item.id} of run ${item.run_id}: ${e.message}`;
     }
   };
   if (item.kind === "approval") {
