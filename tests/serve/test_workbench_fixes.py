@@ -108,3 +108,47 @@ def test_an_answer_refused_because_it_was_answered_elsewhere_stays_said_after_th
             role = said.get_attribute("role")
     assert item["id"] in text and run_id in text and "already answered by curl" in text, text
     assert role == "alert"
+
+
+def test_a_run_the_page_cannot_open_shows_why_and_no_made_up_figures(serve: Any, tmp_path: Path) -> None:
+    store = open_store(tmp_path / "teamrun.db")
+    store.runs.start("run-a", "research-report", "a stored run")
+    store.runs.finish("run-a", status="done", final_output="ok", usage={"total_tokens": 778}, cost=0.00007005)
+    server = serve([load("research-report")], store=store, tokens=frozenset({TOKEN}))
+    seen: dict[str, dict[str, Any]] = {}
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(server.url + "/#run=run-a")  # no token typed
+        note = page.locator("#run-view-note")
+        expect(note).to_contain_text("cannot open the run", timeout=30_000)
+        box = page.locator("#run-box")
+        seen["401"] = {
+            "note": note.inner_text(),
+            "facts": page.locator("#run-facts").is_visible(),
+            "cancel": page.locator("#cancel").is_visible(),
+            "record": page.locator("#record").is_enabled(),
+            "text": box.inner_text(),
+        }
+        page.fill("#token", TOKEN)  # the linked run opens once the token is typed, with its own figures
+        page.dispatch_event("#token", "input")
+        expect(page.locator("#status")).to_have_text("done", timeout=30_000)
+        seen["done"] = {
+            "facts": page.locator("#run-facts").inner_text(),
+            "cancel": page.locator("#cancel").is_visible(),
+            "record": page.locator("#record").is_enabled(),
+        }
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(server.url + "/#run=no-such-run")
+        note = page.locator("#run-view-note")
+        page.fill("#token", TOKEN)
+        page.dispatch_event("#token", "input")
+        expect(note).to_contain_text("(404", timeout=30_000)  # the 401 before the token, then this
+        seen["404"] = {"note": note.inner_text(), "facts": page.locator("#run-facts").is_visible()}
+
+    assert "401" in seen["401"]["note"] and "token" in seen["401"]["note"]
+    assert seen["401"]["facts"] is False and seen["401"]["cancel"] is False and seen["401"]["record"] is False
+    assert "idle" not in seen["401"]["text"] and "$0" not in seen["401"]["text"] and "tokens 0" not in seen["401"]["text"]
+    assert " ".join(seen["done"]["facts"].split()) == "status done thread none tokens 778 cost $0.000070"
+    assert seen["done"]["cancel"] is False and seen["done"]["record"] is True
+    assert "404" in seen["404"]["note"] and "no run 'no-such-run'" in seen["404"]["note"]
+    assert seen["404"]["facts"] is False

@@ -76,6 +76,7 @@ def test_live_runs_stay_on_top_update_without_a_click_and_rows_open_by_keyboard(
         expect(view.locator(".tv-title .tv-status")).to_have_text("running")
         expect(page.locator("#status")).to_have_text("running")
         expect(page.locator("#cancel")).to_be_enabled()
+        expect(page.locator("#cancel")).to_be_visible()
         row_live = page.locator(f'#runs-list .run-row[data-run="{live}"]')
         expect(row_live).to_have_attribute("aria-current", "true")
 
@@ -84,6 +85,7 @@ def test_live_runs_stay_on_top_update_without_a_click_and_rows_open_by_keyboard(
         expect(view.locator(".tv-title .tv-status")).to_have_text("done", timeout=30_000)
         expect(view.locator("#tv-answer strong")).to_have_text("gated")
         expect(page.locator("#cancel")).to_be_disabled()
+        expect(page.locator("#cancel")).to_be_hidden()  # a finished run has no Cancel
 
         page.locator(f'#runs-list .run-row[data-run="{done}"]').focus()
         page.keyboard.press("Space")

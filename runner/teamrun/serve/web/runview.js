@@ -16,7 +16,15 @@
     $("tokens").textContent = String((usage && usage.total_tokens) || record.tokens || 0);
     const cost = record.result && typeof record.result.cost === "number" ? record.result.cost : record.cost;
     $("cost").textContent = usd(cost);
-    $("cancel").disabled = status !== "running";
+    $("cancel").disabled = $("cancel").hidden = status !== "running";  // only a running run has a Cancel
+    $("run-facts").hidden = false;
+  }
+
+  // Nothing is known of the run (it is being read, or cannot be): no figures, no Cancel, no record.
+  function noFacts() {
+    $("run-facts").hidden = true;
+    $("cancel").disabled = $("cancel").hidden = true;
+    $("record").disabled = true;
   }
 
   function showApproval(id, data) {
@@ -45,7 +53,7 @@
     $("approvals").replaceChildren();
     $("record-json").hidden = true;
     $("record-json").textContent = "";
-    $("record").disabled = false;
+    noFacts();
     $("record").setAttribute("aria-expanded", "false");
     const fresh = el("div");  // a new element per run: the previous view keeps no listener on it
     fresh.id = "run-view";
@@ -55,11 +63,16 @@
     try {
       if (!record) record = await api("/v1/runs/" + encodeURIComponent(id));
     } catch (e) {
-      $("run-view-note").textContent = "cannot open the run: " + e.message;
+      if (shown.id !== id) return;
+      const why = e.status === 401 ? " (401: type the server's token in Token above)"
+        : e.status === 404 ? " (404: this server neither holds it nor has it in its store)"
+        : e.status ? ` (HTTP ${e.status})` : "";
+      $("run-view-note").textContent = "cannot open the run: " + e.message + why;
       return;
     }
     if (shown.id !== id) return;
     facts(record);
+    $("record").disabled = false;
     window.dispatchEvent(new CustomEvent("teamrun:shown", { detail: record }));
     const view = TeamrunView.mount(fresh, { result: record });
     if (record.source === "store" && !record.events) {
