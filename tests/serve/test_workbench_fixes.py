@@ -152,3 +152,34 @@ def test_a_run_the_page_cannot_open_shows_why_and_no_made_up_figures(serve: Any,
     assert seen["done"]["cancel"] is False and seen["done"]["record"] is True
     assert "404" in seen["404"]["note"] and "no run 'no-such-run'" in seen["404"]["note"]
     assert seen["404"]["facts"] is False
+
+
+def test_cancel_on_a_waiting_run_is_a_clear_409_before_and_after_a_restart(serve: Any, tmp_path: Path) -> None:
+    store = open_store(tmp_path / "teamrun.db")
+    store.runs.start("run-over", "launch-signoff", "an old run")
+    store.runs.finish("run-over", status="done", final_output="ok", usage={}, cost=0.0)
+    first = serve([load("launch-signoff")], store=store, tokens=frozenset({TOKEN}))
+    answers: dict[str, Any] = {}
+    with httpx.Client(base_url=first.url, headers=AUTH, timeout=60) as client:
+        run_id, items = start_waiting(client, "Launch Falcon")
+        answers["held"] = client.post(f"/v1/runs/{run_id}/cancel")
+    first.stop()
+    second = serve([load("launch-signoff")], store=open_store(tmp_path / "teamrun.db"), tokens=frozenset({TOKEN}))
+    with httpx.Client(base_url=second.url, headers=AUTH, timeout=60) as client:
+        answers["get"] = client.get(f"/v1/runs/{run_id}")
+        answers["stored"] = client.post(f"/v1/runs/{run_id}/cancel")
+        answers["over"] = client.post("/v1/runs/run-over/cancel")
+        answers["unknown"] = client.post("/v1/runs/no-such-run/cancel")
+        item = next(i for i in items if i["agent"] == "legal")
+        answers["answer"] = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "approved"})
+
+    for key in ("held", "stored"):
+        assert answers[key].status_code == 409, answers[key].text
+        error = answers[key].json()["error"]
+        assert error["code"] == "run_waiting", error
+        assert error["message"].startswith(f"run '{run_id}' is waiting for people, not running"), error
+    assert answers["get"].status_code == 200 and answers["get"].json()["status"] == "waiting"
+    assert answers["over"].status_code == 409 and answers["over"].json()["error"]["code"] == "run_not_running"
+    assert "(it is done)" in answers["over"].json()["error"]["message"]
+    assert answers["unknown"].status_code == 404 and answers["unknown"].json()["error"]["code"] == "run_not_found"
+    assert answers["answer"].status_code == 200, answers["answer"].text  # it still waits, and can be answered

@@ -430,9 +430,23 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
     @app.post("/v1/runs/{run_id}/cancel", dependencies=auth, status_code=202)
     async def cancel_run(run_id: str) -> JSONResponse:
-        handle = find_run(run_id)
-        registry.cancel(run_id, "cancelled by request")
-        return JSONResponse(handle.record(), status_code=202)
+        handle = registry.get(run_id)
+        if handle is not None and handle.state != "waiting":
+            registry.cancel(run_id, "cancelled by request")
+            return JSONResponse(handle.record(), status_code=202)
+        # waiting for people (nothing of it runs), or known only from the store: nothing here to cancel
+        stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
+        if handle is None and (stored is None or stored.team not in served):
+            raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
+        status = stored.shown_status() if stored is not None else "waiting"
+        if status == "waiting":
+            raise ApiError(
+                409,
+                f"run '{run_id}' is waiting for people, not running: there is nothing to cancel; "
+                "answer its pending items (GET /v1/pending) to continue it",
+                code="run_waiting",
+            )
+        raise ApiError(409, f"run '{run_id}' is not running on this server (it is {status})", code="run_not_running")
 
     @app.post("/v1/runs/{run_id}/approvals/{approval_id}", dependencies=auth)
     async def answer_approval(run_id: str, approval_id: str, body: ApprovalAnswer) -> dict[str, Any]:
