@@ -183,3 +183,35 @@ def test_cancel_on_a_waiting_run_is_a_clear_409_before_and_after_a_restart(serve
     assert "(it is done)" in answers["over"].json()["error"]["message"]
     assert answers["unknown"].status_code == 404 and answers["unknown"].json()["error"]["code"] == "run_not_found"
     assert answers["answer"].status_code == 200, answers["answer"].text  # it still waits, and can be answered
+
+
+def test_the_answer_field_says_what_to_type_and_the_views_bars_have_the_3px_focus_outline(
+    serve: Any, tmp_path: Path
+) -> None:
+    store = open_store(tmp_path / "teamrun.db")
+    server = serve([load("launch-signoff"), load("research-report")], store=store, tokens=frozenset({TOKEN}))
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as client:
+        run_id, items = start_waiting(client, "Launch Falcon")
+        done = client.post("/v1/runs", json={"team": "research-report", "input": "Compare Zig and C"}).json()["id"]
+        assert "event: result" in client.get(f"/v1/runs/{done}/events").text
+    dated = next(i for i in items if i["agent"] == "comms")  # answer_schema: a string with a date pattern
+    with chromium() as browser:
+        page = workbench(browser, server.url)
+        field = page.locator(f'#pending-list li[data-run="{run_id}"][data-item="{dated["id"]}"] .pending-value')
+        expect(field).to_have_count(1, timeout=30_000)
+        placeholder = field.get_attribute("placeholder") or ""
+        page.locator(f'#runs-list .run-row[data-run="{done}"]').click()
+        bars = page.locator("#run-view .tv-bar.tv-agent.tv-critical")
+        expect(bars.first).to_be_visible(timeout=30_000)
+        page.focus("#token")
+        outlines = []
+        for _ in range(200):  # Tab to each critical agent bar (hang guard: 200 stops)
+            page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.matches('#run-view .tv-bar.tv-agent.tv-critical')"):
+                outlines.append(
+                    page.evaluate("(s => [s.outlineStyle, s.outlineWidth])(getComputedStyle(document.activeElement))")
+                )
+                if len(outlines) == bars.count():
+                    break
+    assert placeholder == r"text matching the pattern ^\d{4}-\d{2}-\d{2}$", placeholder
+    assert outlines and all(o == ["solid", "3px"] for o in outlines), outlines

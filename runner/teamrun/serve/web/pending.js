@@ -4,6 +4,29 @@
 
 let pendingTimer = null;
 
+// What an answer should look like, in words (the field's placeholder), from the item's answer_schema: a plain
+// answer is typed as text, JSON only where the schema asks for a list or an object.
+function schemaHint(schema) {
+  if (!schema || typeof schema !== "object") return "your answer";
+  if (Array.isArray(schema.enum)) return "one of: " + schema.enum.map(String).join(", ");
+  const range = [schema.minimum !== undefined ? "at least " + schema.minimum : "",
+                 schema.maximum !== undefined ? "at most " + schema.maximum : ""].filter(Boolean).join(", ");
+  switch (schema.type) {
+    case "string":
+      if (schema.pattern) return "text matching the pattern " + schema.pattern;
+      return schema.format ? "text (" + schema.format + ")" : "your answer (text)";
+    case "integer": return "a whole number" + (range ? " (" + range + ")" : "");
+    case "number": return "a number" + (range ? " (" + range + ")" : "");
+    case "boolean": return "true or false";
+    case "array": return "a JSON list, e.g. [\"a\", \"b\"]";
+    case "object": {
+      const keys = Object.keys(schema.properties || {});
+      return "a JSON object" + (keys.length ? " with " + keys.join(", ") : "");
+    }
+    default: return "your answer";
+  }
+}
+
 function pendingItem(item) {
   const li = el("li", "pending-item");
   li.dataset.run = item.run_id;
@@ -58,7 +81,7 @@ function pendingItem(item) {
       field.append(...item.choices.map((c) => { const o = el("option", "", c); o.value = c; return o; }));
     } else {
       field = el("input", "pending-value");
-      field.placeholder = item.answer_schema ? "JSON: " + JSON.stringify(item.answer_schema) : "your answer";
+      field.placeholder = schemaHint(item.answer_schema);
     }
     field.setAttribute("aria-label", "Your answer");
     field.setAttribute("aria-describedby", question.id);
