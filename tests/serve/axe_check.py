@@ -13,15 +13,10 @@ from typing import Any
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page
 
-__all__ = ["NOT_OURS", "SERIOUS", "serious_problems", "violations"]
+__all__ = ["SERIOUS", "serious_problems", "violations"]
 
 SERIOUS = frozenset({"serious", "critical"})
 """The impacts a page must not have (axe's scale: minor, moderate, serious, critical)."""
-
-NOT_OURS = frozenset({("list", ".tv-problems > ul")})
-"""Violations inside the embedded run view (runner/teamrun/observe/view/, not the workbench's files), told to
-its owner and left to them: (rule, target). The problems list of a run that has some holds ``<li role=button>``
-items, which axe's ``list`` rule refuses. Only these exact places are passed over; any other is reported."""
 
 
 def violations(page: Page) -> list[dict[str, Any]]:
@@ -30,15 +25,13 @@ def violations(page: Page) -> list[dict[str, Any]]:
     return found
 
 
-def serious_problems(page: Page, *, passed_over: frozenset[tuple[str, str]] = NOT_OURS) -> list[str]:
-    """One line per serious or critical violation: ``rule (impact): help — targets``; a (rule, target) of
-    ``passed_over`` is left out."""
+def serious_problems(page: Page) -> list[str]:
+    """One line per serious or critical violation on the whole page, the embedded run view included:
+    ``rule (impact): help — targets``."""
     lines = []
     for v in violations(page):
         if v.get("impact") not in SERIOUS:
             continue
         where = [" ".join(str(t) for t in node["target"]) for node in v["nodes"]]
-        where = [w for w in where if (v["id"], w) not in passed_over]
-        if where:
-            lines.append(f"{v['id']} ({v['impact']}): {v['help']} — {', '.join(where[:5])}")
+        lines.append(f"{v['id']} ({v['impact']}): {v['help']} — {', '.join(where[:5])}")
     return lines

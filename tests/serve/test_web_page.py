@@ -46,7 +46,8 @@ def test_the_page_runs_a_team_and_shows_the_agent_tree(serve: Any) -> None:
             supervisor_name = supervisor.get_attribute("data-agent")
             workers = sorted(w.get_attribute("data-agent") or "" for w in supervisor.locator("li[data-agent]").all())
             statuses = {li.get_attribute("data-status") for li in tree.locator("li[data-agent]").all()}
-            tasks = sorted(t.text_content() or "" for t in supervisor.locator("li[data-agent] .tv-task").all())
+            # each invocation's task, previewed on its timeline row (the supervisor's first, then its workers')
+            tasks = [t.text_content() or "" for t in view.locator(".tv-who .tv-preview").all()]
             old_sections = page.locator("#tree, #answer, #delegations").count()
         finally:
             browser.close()
@@ -57,8 +58,8 @@ def test_the_page_runs_a_team_and_shows_the_agent_tree(serve: Any) -> None:
     assert supervisor_name == team.config.supervisor
     assert workers == sorted(d.agent for d in expected.delegations)
     assert statuses == {"ok"}
-    assert len(tasks) == len(expected.delegations)  # each worker's task as it got it (references appended)
-    assert all(any(t.startswith(d.task) for t in tasks) for d in expected.delegations)
+    assert len(tasks) == 1 + len(expected.delegations)  # each worker's task as it got it (its first line)
+    assert all(any(t.startswith("· " + d.task.splitlines()[0][:50]) for t in tasks[1:]) for d in expected.delegations)
     assert old_sections == 0
 
 

@@ -147,7 +147,9 @@ def test_a_run_the_page_cannot_open_shows_why_and_no_made_up_figures(serve: Any,
 
     assert "401" in seen["401"]["note"] and "token" in seen["401"]["note"]
     assert seen["401"]["facts"] is False and seen["401"]["cancel"] is False and seen["401"]["record"] is False
-    assert "idle" not in seen["401"]["text"] and "$0" not in seen["401"]["text"] and "tokens 0" not in seen["401"]["text"]
+    assert (
+        "idle" not in seen["401"]["text"] and "$0" not in seen["401"]["text"] and "tokens 0" not in seen["401"]["text"]
+    )
     assert " ".join(seen["done"]["facts"].split()) == "status done thread none tokens 778 cost $0.000070"
     assert seen["done"]["cancel"] is False and seen["done"]["record"] is True
     assert "404" in seen["404"]["note"] and "no run 'no-such-run'" in seen["404"]["note"]
