@@ -7,7 +7,7 @@ at 800 px), not the served page's (serve-*.png).
 A team of three researchers runs against the scripted fake provider from
 ``tests/fakeserver.py`` (no key, no network): one calls a tool, one is retried
 after a 429, one fails; the lead reaches its step limit. ``teamrun trace view``
-draws its trace, and ``teamrun serve`` lists a few runs; headless Chromium
+draws its trace, and ``teamrun serve``'s workbench shows a few runs; headless Chromium
 takes the pictures.
 """
 
@@ -121,7 +121,8 @@ def main() -> None:
 
 
 def _serve_page(browser, tmp: Path) -> None:  # type: ignore[no-untyped-def]
-    """`teamrun serve` with a store: three runs listed, the newest opened in the view."""
+    """`teamrun serve`'s workbench with a store: a few runs of three teams (one waiting for people), a threaded
+    run opened in the view; serve-workbench.png (wide) and serve-workbench-narrow.png (a phone's width)."""
     import httpx
 
     import teamrun
@@ -129,26 +130,30 @@ def _serve_page(browser, tmp: Path) -> None:  # type: ignore[no-untyped-def]
     from teamrun.store import open_store
     from tests.serve.conftest import RunningServer
 
-    team = teamrun.load_team(ROOT / "teams" / "research-report.yaml", model="offline")
-    server = RunningServer([team], ServeSettings(store=open_store(tmp / "teamrun.db"))).start()
+    teams = [
+        teamrun.load_team(ROOT / "teams" / f"{name}.yaml", model="offline")
+        for name in ("research-report", "launch-signoff", "support-triage")
+    ]
+    server = RunningServer(teams, ServeSettings(store=open_store(tmp / "teamrun.db"))).start()
     try:
         with httpx.Client(base_url=server.url, timeout=60) as client:
             for body in (
-                {"input": "Compare Rust and Go", "thread": "lang-choice"},
-                {"input": "Which one compiles faster?", "thread": "lang-choice"},
-                {"input": "Compare SQLite and PostgreSQL for a CLI tool"},
+                {"team": "launch-signoff", "input": "Launch the v2 dashboard"},
+                {"team": "support-triage", "input": "I was charged twice this month"},
+                {"team": "research-report", "input": "Compare Rust and Go", "thread": "lang-choice"},
+                {"team": "research-report", "input": "Which one compiles faster?", "thread": "lang-choice"},
             ):
-                run = client.post("/v1/runs", json={"team": "research-report", **body}).json()["id"]
+                run = client.post("/v1/runs", json=body).json()["id"]
                 client.get(f"/v1/runs/{run}/events")
-        page = browser.new_page(viewport={"width": 1360, "height": 1300})
-        page.goto(server.url + "/")
-        page.locator("#runs-list tr").first.click()
-        page.wait_for_selector("#run-view .tv-row")
-        page.locator("#runs").scroll_into_view_if_needed()
-        page.screenshot(
-            path=str(HERE / "serve-runs.png"),
-            clip={"x": 0, "y": page.locator("#runs").bounding_box()["y"] - 10, "width": 1360, "height": 1100},
-        )
+        for width, height, name in ((1360, 1200, "serve-workbench.png"), (360, 2400, "serve-workbench-narrow.png")):
+            page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+            page.goto(server.url + f"/#run={run}")
+            page.wait_for_selector("#run-view .tv-row")
+            page.wait_for_selector("#chat-turns > li")
+            page.wait_for_selector("#pending-list > li")
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(HERE / name))
+            page.close()
     finally:
         server.stop()
 

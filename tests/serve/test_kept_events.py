@@ -187,8 +187,8 @@ def test_the_page_opens_a_stored_run_with_three_overlapping_worker_bars(tmp_path
         opened.problems.clear()  # before the token: 401s
         page.fill("#token", AUTH["Authorization"].removeprefix("Bearer "))
         page.dispatch_event("#token", "change")
-        row = page.locator(f"#runs-list tr[data-run={run_id}]")
-        expect(row.locator("td.status")).to_have_text("done")
+        row = page.locator(f"#runs-list .run-row[data-run={run_id}]")
+        expect(row.locator(".status-word")).to_have_text("done")
         row.click()
         view = page.locator("#run-view")
         expect(page.locator("#run-view-note")).to_contain_text("from the store")

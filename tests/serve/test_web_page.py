@@ -37,17 +37,18 @@ def test_the_page_runs_a_team_and_shows_the_agent_tree(serve: Any) -> None:
             page.click("#run")
 
             expect(page.locator("#status")).to_have_text("done", timeout=60_000)
-            answer = page.locator("#answer").inner_text()  # rendered as Markdown (issue 26)
-            answer_items = page.locator("#answer li").all_text_contents()
-            supervisor = page.locator("#tree > li.agent")
-            expect(supervisor).to_have_count(1)
+            view = page.locator("#run-view")  # the run is shown once: in the run view (issue 36)
+            expect(view.locator(".tv-title .tv-status")).to_have_text("done")
+            answer = view.locator("#tv-answer").inner_text()  # rendered as Markdown (issue 26)
+            answer_items = view.locator("#tv-answer li").all_text_contents()
+            tree = view.locator(".tv-tree")
+            supervisor = tree.locator("li[data-agent]").first
             supervisor_name = supervisor.get_attribute("data-agent")
-            workers = sorted(
-                w.get_attribute("data-agent") or "" for w in page.locator("#tree > li.agent > ul > li.agent").all()
-            )
-            statuses = {li.get_attribute("data-status") for li in page.locator("#tree li.agent").all()}
-            delegated = [li.get_attribute("data-agent") for li in page.locator("#delegations > li").all()]
-            tasks = sorted(t.text_content() or "" for t in page.locator("#delegations > li .task").all())
+            workers = sorted(w.get_attribute("data-agent") or "" for w in supervisor.locator("li[data-agent]").all())
+            statuses = {li.get_attribute("data-status") for li in tree.locator("li[data-agent]").all()}
+            # each invocation's task, previewed on its timeline row (the supervisor's first, then its workers')
+            tasks = [t.text_content() or "" for t in view.locator(".tv-who .tv-preview").all()]
+            old_sections = page.locator("#tree, #answer, #delegations").count()
         finally:
             browser.close()
 
@@ -57,8 +58,9 @@ def test_the_page_runs_a_team_and_shows_the_agent_tree(serve: Any) -> None:
     assert supervisor_name == team.config.supervisor
     assert workers == sorted(d.agent for d in expected.delegations)
     assert statuses == {"ok"}
-    assert sorted(d or "" for d in delegated) == sorted(d.agent for d in expected.delegations)
-    assert tasks == sorted("task: " + d.task for d in expected.delegations)
+    assert len(tasks) == 1 + len(expected.delegations)  # each worker's task as it got it (its first line)
+    assert all(any(t.startswith("· " + d.task.splitlines()[0][:50]) for t in tasks[1:]) for d in expected.delegations)
+    assert old_sections == 0
 
 
 def test_the_page_is_served_with_a_strict_content_security_policy(serve: Any) -> None:

@@ -22,8 +22,8 @@ def send(page: Page, text: str) -> str:
     page.click("#run")
     expect(page.locator("#run-id")).not_to_have_text(before or "-", timeout=60_000)
     expect(page.locator("#status")).to_have_text("done", timeout=60_000)
-    expect(page.locator("#tree > li.agent")).to_have_attribute("data-status", "ok")
-    return page.locator("#answer").text_content() or ""
+    expect(page.locator("#run-view .tv-tree > ul > li.tv-agent")).to_have_attribute("data-status", "ok")
+    return page.locator("#run-view #tv-answer").text_content() or ""
 
 
 def test_inputs_sent_with_one_thread_id_form_one_conversation(tmp_path: Path) -> None:

@@ -60,12 +60,12 @@ def test_the_page_lists_past_runs_filters_them_and_opens_each_in_the_view_live(
     running = httpx.post(now.url + "/v1/runs", headers=AUTH, json={"team": "gated", "input": "wait"}).json()["id"]
 
     page, problems = _signed_in(open_page, now.url)
-    rows = page.locator("#runs-list tr")
+    rows = page.locator("#runs-list .run-row")
     expect(rows).to_have_count(3)
     assert [r.get_attribute("data-run") for r in rows.all()] == [running, alone, threaded]  # newest first
-    expect(page.locator(f"#runs-list tr[data-run={running}] td.status")).to_have_text("running")
-    expect(page.locator(f"#runs-list tr[data-run={threaded}]")).to_contain_text("t-1")
-    expect(page.locator(f"#runs-list tr[data-run={threaded}]")).to_contain_text("research-report")
+    expect(page.locator(f"#runs-list .run-row[data-run={running}] .status-word")).to_have_text("running")
+    expect(page.locator(f"#runs-list .run-row[data-run={threaded}]")).to_contain_text("t-1")
+    expect(page.locator(f"#runs-list .run-row[data-run={threaded}]")).to_contain_text("research-report")
 
     page.fill("#runs-thread", "t-1")
     page.click("#runs-refresh")
@@ -87,8 +87,8 @@ def test_the_page_lists_past_runs_filters_them_and_opens_each_in_the_view_live(
 
     page.select_option("#runs-status", "done")
     expect(rows).to_have_count(3)
-    page.locator(f"#runs-list tr[data-run={alone}]").click()  # a run of an earlier server: its outcome
-    expect(page.locator("#run-view-id")).to_have_text(alone)
+    page.locator(f"#runs-list .run-row[data-run={alone}]").click()  # a run of an earlier server: its outcome
+    expect(page.locator("#run-id")).to_have_text(alone)
     expect(view.locator(".tv-title .tv-status")).to_have_text("done")
     expect(view.locator("#tv-answer")).to_contain_text("Compare Zig and C")
     expect(page.locator("#run-view-note")).to_contain_text("from the store")
@@ -127,12 +127,12 @@ def test_an_answer_with_script_and_img_onerror_renders_inert_on_the_page(
     page.click("#run")
 
     expect(page.locator("#status")).to_have_text("done", timeout=30_000)
-    for answer in (page.locator("#answer"), page.locator("#run-view #tv-answer")):
+    for answer in (page.locator("#run-view #tv-answer"),):
         expect(answer.locator("strong")).to_have_text("Done.")
         expect(answer).to_contain_text("<script>window.__pwned = 'script'</script>")
         expect(answer).to_contain_text("<img src=x onerror=")
     expect(page.locator("#run-view .tv-input")).to_contain_text("<img src=z onerror=")
-    assert page.locator("#answer script, #answer img, #run-view script, #run-view img").count() == 0
+    assert page.locator("#run-view script, #run-view img, #chat script, #chat img").count() == 0
     assert page.evaluate("window.__pwned") is None
     assert problems == [], "\n".join(problems)
 
@@ -195,9 +195,9 @@ def test_a_link_to_a_run_opens_its_view(serve: Any, open_page: OpenPage) -> None
 
     opened = open_page(f"{server.url}/#run={run_id}")
 
-    expect(opened.page.locator("#run-view-id")).to_have_text(run_id)
+    expect(opened.page.locator("#run-id")).to_have_text(run_id)
     expect(opened.page.locator("#run-view .tv-row[data-agent=researcher]")).to_have_count(1)
-    opened.page.locator(f"#runs-list tr[data-run={run_id}]").click()
+    opened.page.locator(f"#runs-list .run-row[data-run={run_id}]").click()
     assert opened.page.url.endswith(f"/#run={run_id}")
     assert opened.problems == []
 

@@ -44,6 +44,7 @@ from teamrun.serve.runs import (
     stored_record,
 )
 from teamrun.serve.security import LONE_SURROGATE, BodyLimit, lone_surrogate, printable, token_matches
+from teamrun.serve.teams_api import mount_teams
 from teamrun.serve.workspace import mount_workspace
 
 if TYPE_CHECKING:
@@ -430,9 +431,23 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
     @app.post("/v1/runs/{run_id}/cancel", dependencies=auth, status_code=202)
     async def cancel_run(run_id: str) -> JSONResponse:
-        handle = find_run(run_id)
-        registry.cancel(run_id, "cancelled by request")
-        return JSONResponse(handle.record(), status_code=202)
+        handle = registry.get(run_id)
+        if handle is not None and handle.state != "waiting":
+            registry.cancel(run_id, "cancelled by request")
+            return JSONResponse(handle.record(), status_code=202)
+        # waiting for people (nothing of it runs), or known only from the store: nothing here to cancel
+        stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
+        if handle is None and (stored is None or stored.team not in served):
+            raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
+        status = stored.shown_status() if stored is not None else "waiting"
+        if status == "waiting":
+            raise ApiError(
+                409,
+                f"run '{run_id}' is waiting for people, not running: there is nothing to cancel; "
+                "answer its pending items (GET /v1/pending) to continue it",
+                code="run_waiting",
+            )
+        raise ApiError(409, f"run '{run_id}' is not running on this server (it is {status})", code="run_not_running")
 
     @app.post("/v1/runs/{run_id}/approvals/{approval_id}", dependencies=auth)
     async def answer_approval(run_id: str, approval_id: str, body: ApprovalAnswer) -> dict[str, Any]:
@@ -482,6 +497,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     mount_history(app, registry, served, authorize, ApiError)  # GET /v1/runs (the run list) and /view/* (the run view)
     mount_workspace(app, registry, served, authorize, ApiError)  # GET /v1/runs/{id}/workspace
     mount_a2a(app, registry, served, resumer, tokens=settings.tokens, redactor=server_redactor)  # /a2a/<team>
+    mount_teams(app, settings.store, served, authorize, ApiError)  # GET /v1/teams, GET /v1/threads/{id} (the page)
 
     app.add_middleware(BodyLimit, max_bytes=settings.max_request_bytes)
     if settings.cors_origins:
@@ -500,6 +516,9 @@ _WEB_FILES = {
     "style.css": "text/css; charset=utf-8",
     "history.js": "text/javascript; charset=utf-8",
     "pending.js": "text/javascript; charset=utf-8",
+    "graph.js": "text/javascript; charset=utf-8",
+    "runview.js": "text/javascript; charset=utf-8",
+    "chat.js": "text/javascript; charset=utf-8",
 }
 _WEB_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; style-src 'self'; script-src 'self'; "

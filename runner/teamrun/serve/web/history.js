@@ -1,125 +1,86 @@
-// The page's run history: past runs from the server and its store (status, team, thread, time, tokens, cost;
-// filtered by status and thread), each opened in the run view (/view/view.js), live while it runs.
-// Uses app.js's headers() for the token. Everything from a run is put in with textContent.
+// The runs list: the runs this server holds and those in its store, filtered by status, team and thread;
+// live ones (running, waiting) at the top, then the newest first. It is asked again every few seconds while
+// a listed run is running or waiting, when a run starts or ends, and when the page answers a pending item. Each row is a button (Enter or Space opens it in the view).
+// Uses app.js's $, el, api, openRun. Everything from a run is put in with textContent.
 "use strict";
 (function () {
-  const $ = (id) => document.getElementById(id);
-  let shown = null;  // {id, view, abort}
-
-  function cell(text, cls) {
-    const td = document.createElement("td");
-    if (cls) td.className = cls;
-    td.textContent = text;
-    return td;
-  }
+  const LIVE = new Set(["running", "waiting"]);
+  const PREVIEW = 140;  // characters of a run's input shown in its row
+  let drawn = "";  // what the list shows now (redrawn only when it changes: the focus stays on its row)
+  let timer = null;
+  let asked = 0;
 
   function when(iso) {
     const d = new Date(iso);
     return isNaN(d) ? "-" : d.toLocaleString();
   }
 
-  async function getJSON(path) {
-    const response = await fetch(path, { headers: headers() });
-    const body = response.headers.get("content-type")?.includes("json") ? await response.json() : null;
-    if (!response.ok) throw new Error((body && body.error && body.error.message) || response.statusText);
-    return body;
+  function row(run) {
+    const li = el("li");
+    const b = el("button", "run-row status-" + run.status);
+    b.type = "button";
+    b.dataset.run = run.id;
+    b.dataset.status = run.status;
+    if (run.id === TeamrunWorkbench.shownRun()) b.setAttribute("aria-current", "true");
+    const head = el("span", "run-head");
+    head.append(statusWord(run.status, "span"), el("span", "run-team", run.team), el("span", "run-when muted", when(run.started_at)));
+    const input = run.input || "";
+    const preview = el("span", "run-input", input.length > PREVIEW ? input.slice(0, PREVIEW - 1) + "…" : input);
+    const tail = el("span", "run-tail muted");
+    tail.append(el("code", "run-id", run.id), el("span", "", "thread " + (run.thread || "-")),
+                el("span", "", run.tokens + " tokens"), el("span", "run-cost", usd(run.cost)));
+    b.append(head, preview, tail);
+    b.addEventListener("click", () => openRun(run.id, { user: true }));
+    li.append(b);
+    return li;
   }
 
   async function refresh() {
+    const ask = ++asked;
     const query = new URLSearchParams();
     if ($("runs-status").value) query.set("status", $("runs-status").value);
+    if ($("runs-team").value) query.set("team", $("runs-team").value);
     if ($("runs-thread").value.trim()) query.set("thread", $("runs-thread").value.trim());
+    let list;
     try {
-      const list = await getJSON("/v1/runs" + (query.toString() ? "?" + query : ""));
-      $("runs-list").replaceChildren(...list.data.map(row));
-      $("runs-note").textContent = list.data.length ? "" : "no runs match";
+      list = await api("/v1/runs" + (query.toString() ? "?" + query : ""));
     } catch (e) {
-      $("runs-note").textContent = "cannot list runs: " + e.message;
-    }
-  }
-
-  function row(run) {
-    const tr = document.createElement("tr");
-    tr.dataset.run = run.id;
-    tr.dataset.status = run.status;
-    tr.tabIndex = 0;
-    tr.className = "run-row status-" + run.status;
-    const open = document.createElement("a");
-    open.href = "#run=" + encodeURIComponent(run.id);
-    open.textContent = run.id;
-    const first = document.createElement("td");
-    first.append(open);
-    tr.append(first, cell(run.status, "status"), cell(run.team), cell(run.thread || "-"), cell(when(run.started_at)),
-              cell(String(run.tokens)), cell("$" + (run.cost || 0).toFixed(4)), cell(run.input || "", "input"));
-    tr.addEventListener("click", (e) => { e.preventDefault(); openRun(run.id); });
-    tr.addEventListener("keydown", (e) => { if (e.key === "Enter") openRun(run.id); });
-    return tr;
-  }
-
-  async function openRun(id) {
-    if (shown && shown.abort) shown.abort.abort();
-    const box = $("run-view-box");
-    box.hidden = false;
-    $("run-view-id").textContent = id;
-    history.replaceState(null, "", "#run=" + encodeURIComponent(id));  // a link to this run's view
-    $("run-view-note").textContent = "";
-    for (const tr of document.querySelectorAll("#runs-list tr")) tr.classList.toggle("open", tr.dataset.run === id);
-    let record;
-    try {
-      record = await getJSON("/v1/runs/" + encodeURIComponent(id));
-    } catch (e) {
-      $("run-view-note").textContent = "cannot open the run: " + e.message;
+      if (ask === asked) $("runs-note").textContent = "cannot list runs: " + e.message;
       return;
     }
-    const view = TeamrunView.mount($("run-view"), { result: record });
-    const abort = new AbortController();
-    shown = { id, view, abort };
-    if (record.source === "store" && !record.events) {
-      $("run-view-note").textContent = "from the store: its outcome is kept, its timeline is not (the server that ran it kept no events)";
-      return;
+    if (ask !== asked) return;
+    const runs = list.data.slice().sort((a, b) => Number(LIVE.has(b.status)) - Number(LIVE.has(a.status)));  // stable
+    const shown = TeamrunWorkbench.shownRun();
+    const key = JSON.stringify([shown, runs.map((r) => [r.id, r.status, r.tokens, r.cost, r.thread])]);
+    if (key !== drawn) {
+      const focused = document.activeElement && document.activeElement.closest("#runs-list") ? document.activeElement.dataset.run : null;
+      $("runs-list").replaceChildren(...runs.map(row));
+      drawn = key;
+      if (focused) $("runs-list").querySelector(`[data-run="${CSS.escape(focused)}"]`)?.focus();
     }
-    if (record.source === "store") $("run-view-note").textContent = "from the store (run by an earlier server or another worker)";
-    try {
-      await follow(id, view, abort.signal);
-    } catch (e) {
-      if (e.name !== "AbortError") $("run-view-note").textContent = "events: " + e.message;
-    }
-  }
-
-  // The run's events (all so far, then live until it ends), read with fetch: EventSource cannot send a token.
-  async function follow(id, view, signal) {
-    const response = await fetch("/v1/runs/" + encodeURIComponent(id) + "/events", { headers: headers(), signal });
-    if (!response.ok) throw new Error(response.statusText);
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += value;
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        let kind = "message";
-        const data = [];
-        for (const line of block.split("\n")) {
-          if (line.startsWith("event:")) kind = line.slice(6).trim();
-          else if (line.startsWith("data:")) data.push(line.slice(5).trim());
-        }
-        if (!data.length) continue;
-        const parsed = JSON.parse(data.join("\n"));
-        if (kind === "result") { view.setResult(parsed); refresh(); } else view.push(parsed);
-      }
-    }
+    const running = runs.filter((r) => r.status === "running").length;
+    const waiting = runs.filter((r) => r.status === "waiting").length;
+    const said = [`${runs.length} run(s)`];
+    if (running) said.push(`${running} running`);
+    if (waiting) said.push(`${waiting} waiting`);
+    $("runs-note").textContent = runs.length ? said.join(", ") : "no runs match";
+    clearTimeout(timer);
+    // live rows update while something runs, or waits (a person may answer it from here or elsewhere)
+    timer = running ? setTimeout(refresh, 2000) : waiting ? setTimeout(refresh, 4000) : null;
   }
 
   $("runs-filter").addEventListener("submit", (e) => { e.preventDefault(); refresh(); });
-  $("runs-status").addEventListener("change", refresh);
-  let tokenTimer = null;  // the token takes effect as it is typed, as for app.js's team list
-  $("token").addEventListener("input", () => { clearTimeout(tokenTimer); tokenTimer = setTimeout(refresh, 250); });
-  $("token").addEventListener("change", refresh);
-  window.addEventListener("teamrun:run-started", (e) => { refresh(); openRun(e.detail); });
-  const linked = new URLSearchParams(location.hash.slice(1)).get("run");
+  for (const id of ["runs-status", "runs-team"]) $(id).addEventListener("change", refresh);
+  window.addEventListener("teamrun:token", refresh);
+  window.addEventListener("teamrun:open", () => setTimeout(refresh, 100));
+  window.addEventListener("teamrun:run-over", refresh);
+  window.addEventListener("teamrun:answered", refresh);  // an answer given on the page continues its run
+  window.addEventListener("teamrun:teams", (e) => {
+    const chosen = $("runs-team").value;
+    const any = el("option", "", "any");
+    any.value = "";
+    $("runs-team").replaceChildren(any, ...e.detail.map((t) => { const o = el("option", "", t.name); o.value = t.name; return o; }));
+    if (e.detail.some((t) => t.name === chosen)) $("runs-team").value = chosen;
+  });
   refresh();
-  if (linked) openRun(linked);
 })();

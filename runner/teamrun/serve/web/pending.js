@@ -1,38 +1,76 @@
 // What waiting runs wait for (a server with a store): questions and approvals, answered from the page.
-// Uses app.js's $, el and api. Everything model-written is put in with textContent, never as HTML.
+// Uses app.js's $, el, api and openRun; "Open run" shows the run in the view. Everything model-written is put in with textContent, never as HTML.
 "use strict";
 
 let pendingTimer = null;
+
+// What an answer should look like, in words (the field's placeholder), from the item's answer_schema: a plain
+// answer is typed as text, JSON only where the schema asks for a list or an object.
+function schemaHint(schema) {
+  if (!schema || typeof schema !== "object") return "your answer";
+  if (Array.isArray(schema.enum)) return "one of: " + schema.enum.map(String).join(", ");
+  const range = [schema.minimum !== undefined ? "at least " + schema.minimum : "",
+                 schema.maximum !== undefined ? "at most " + schema.maximum : ""].filter(Boolean).join(", ");
+  switch (schema.type) {
+    case "string":
+      if (schema.pattern) return "text matching the pattern " + schema.pattern;
+      return schema.format ? "text (" + schema.format + ")" : "your answer (text)";
+    case "integer": return "a whole number" + (range ? " (" + range + ")" : "");
+    case "number": return "a number" + (range ? " (" + range + ")" : "");
+    case "boolean": return "true or false";
+    case "array": return "a JSON list, e.g. [\"a\", \"b\"]";
+    case "object": {
+      const keys = Object.keys(schema.properties || {});
+      return "a JSON object" + (keys.length ? " with " + keys.join(", ") : "");
+    }
+    default: return "your answer";
+  }
+}
 
 function pendingItem(item) {
   const li = el("li", "pending-item");
   li.dataset.run = item.run_id;
   li.dataset.item = item.id;
   li.dataset.kind = item.kind;
-  const head = `${item.team} · run ${item.run_id} · ${item.id} · ${item.agent}`;
-  li.append(el("div", "pending-head", head));
-  li.append(el("div", "pending-question", item.question));
+  const head = el("div", "pending-head muted");
+  const show = el("button", "pending-open small", "Open run");
+  show.type = "button";
+  show.setAttribute("aria-label", `Open run ${item.run_id} in the view`);
+  show.onclick = () => openRun(item.run_id, { user: true });
+  head.append(el("span", "", `${item.kind} · ${item.team} · ${item.agent} · run ${item.run_id} · ${item.id} `), show);
+  li.append(head);
+  const question = el("p", "pending-question", item.question || "");
+  question.id = `pending-q-${item.run_id}-${item.id}`;
+  li.append(question);
   const form = el("form", "pending-answer");
-  const problem = el("span", "pending-problem");
+  const problem = el("span", "pending-problem");  // said aloud by #pending-said (role=alert), which outlives the item
   const send = async (body) => {
     problem.textContent = "";
+    $("pending-said").textContent = "";
     try {
       await api(`/v1/runs/${encodeURIComponent(item.run_id)}/pending/${encodeURIComponent(item.id)}`, {
         method: "POST",
         body: JSON.stringify(body),
       });
       await loadPending();
+      window.dispatchEvent(new CustomEvent("teamrun:answered", { detail: { run: item.run_id, item: item.id } }));
+      if (TeamrunWorkbench.shownRun() === item.run_id) openRun(item.run_id);  // follow it as it continues
     } catch (e) {
       problem.textContent = e.message;
+      // kept above the list too: the item may be gone at the next redraw (answered elsewhere, run over)
+      $("pending-said").textContent = `Not recorded: your answer to ${item.id} of run ${item.run_id}: ${e.message}`;
     }
   };
   if (item.kind === "approval") {
     li.append(el("pre", "pending-arguments", `${item.tool} ${JSON.stringify(item.arguments, null, 1)}`));
     const note = el("input", "pending-note");
     note.placeholder = "note for the agent (optional)";
+    note.setAttribute("aria-label", "Note for the agent (optional)");
     const approve = el("button", "pending-approve", "Approve");
     const deny = el("button", "pending-deny", "Deny");
     approve.type = deny.type = "button";
+    approve.setAttribute("aria-describedby", question.id);
+    deny.setAttribute("aria-describedby", question.id);
     approve.onclick = () => send({ approve: true, note: note.value || null });
     deny.onclick = () => send({ approve: false, note: note.value || null });
     form.append(note, approve, deny);
@@ -43,8 +81,10 @@ function pendingItem(item) {
       field.append(...item.choices.map((c) => { const o = el("option", "", c); o.value = c; return o; }));
     } else {
       field = el("input", "pending-value");
-      field.placeholder = item.answer_schema ? "JSON: " + JSON.stringify(item.answer_schema) : "your answer";
+      field.placeholder = schemaHint(item.answer_schema);
     }
+    field.setAttribute("aria-label", "Your answer");
+    field.setAttribute("aria-describedby", question.id);
     const answer = el("button", "pending-send", "Answer");
     answer.type = "submit";
     form.append(field, answer);
@@ -81,7 +121,7 @@ async function startPending() {
     return;
   }
   $("pending-refresh").addEventListener("click", loadPending);
-  $("token").addEventListener("input", () => setTimeout(loadPending, 300));
+  window.addEventListener("teamrun:token", loadPending);
   loadPending();
   pendingTimer = setInterval(loadPending, 3000);
 }
