@@ -14,8 +14,12 @@ HELP = """Serve teams over HTTP: an OpenAI-compatible endpoint and a native runs
 Each team is addressed by its `name`: as the `model` of
 POST /v1/chat/completions (streaming or not; the last user message is the
 input), or as `team` of POST /v1/runs, whose events stream as Server-Sent
-Events from GET /v1/runs/{id}/events. The page at / watches runs live;
-it, GET /healthz and /readyz need no token; /metrics is for Prometheus.
+Events from GET /v1/runs/{id}/events. Every team is also an A2A agent: its
+card at /a2a/<team>/.well-known/agent-card.json, JSON-RPC at POST /a2a/<team>
+(docs/a2a.md). The page at / is a workbench: start runs, follow them in the
+run view, open past ones, answer what waiting runs ask, carry on a thread.
+The page, the cards, GET /healthz and /readyz need no token; /metrics is for
+Prometheus.
 
 Auth: bearer tokens from $TEAMRUN_API_TOKENS (or --token-env NAME) and/or
 --token-file (one per line). With tokens, every /v1 request needs one; with
@@ -43,7 +47,7 @@ Examples:
 """
 
 
-@click.command(help=HELP, short_help="Serve teams over HTTP (OpenAI-compatible and runs API).")
+@click.command(help=HELP, short_help="Serve teams over HTTP (OpenAI-compatible, runs API, A2A).")
 @click.argument("team_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
