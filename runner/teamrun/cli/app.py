@@ -23,7 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "resume": ("teamrun.cli.resume_cmd:resume", "Continue a crashed, killed or cancelled run."),
     "runs": ("teamrun.cli.runs_cmd:runs", "List and show the runs a store holds."),
     "schema": ("teamrun.cli.schema_cmd:schema", "Print the team-file JSON Schema."),
-    "serve": ("teamrun.cli.serve_cmd:serve", "Serve teams over HTTP (OpenAI-compatible and runs API)."),
+    "serve": ("teamrun.cli.serve_cmd:serve", "Serve teams over HTTP (OpenAI-compatible, runs API, A2A)."),
     "threads": ("teamrun.cli.threads_cmd:threads", "List, show and delete conversation threads."),
     "tools": ("teamrun.cli.tools_cmd:tools", "List the tools each agent gets (starts MCP servers to ask them)."),
     "trace": ("teamrun.cli.trace_cmd:trace", "Show trace files."),
