@@ -256,6 +256,12 @@ class _Builder:
         if isinstance(value, float) and math.isnan(value):
             # JSON has no NaN and no limit or setting means anything with it
             self._error(_mark(node), f"'{node.value}' (not a number) cannot be used in a team file")
+        elif isinstance(value, float) and math.isinf(value):
+            # nor infinity (`.inf`, or `1e400`, which reads as it): the schema layer leaves both to this one message
+            self._error(
+                _mark(node),
+                f"'{node.value}' (infinity) cannot be used in a team file: leave the limit out, or give a number",
+            )
         elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _LARGEST:
             # no setting needs it, and a number field (timeout_s, max_cost_usd) could not hold it
             shown = node.value if len(node.value) <= 20 else node.value[:17] + "..."
