@@ -771,6 +771,7 @@
       mark.dataset.key = node.key;
       mark.dataset.level = level;
       mark.title = noteText(note);
+      mark.setAttribute("role", "img");  // a role that takes a name: the limit, retry or warning is read out
       mark.setAttribute("aria-label", mark.title);
       return mark;
     }
