@@ -10,7 +10,7 @@
 // (called with a span's key, or null, when the details panel opens on it or closes).
 "use strict";
 (function (global) {
-  const { RunModel, criticalPath, tokensOf, costOf, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
+  const { RunModel, criticalPath, tokensOf, costOf, paidUsage, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
 
   // -- formatting ------------------------------------------------------------------------------------------
 
@@ -53,13 +53,11 @@
     return (value < 0 && Number(shown) !== 0 ? "-$" : "$") + shown;
   }
 
-  // Input and output tokens of an agent's own model calls (its end's usage when it has one).
+  // Input and output tokens of an agent's own model calls (its end's usage when it has one), calls replayed
+  // from the journal (paid in an earlier segment) left out.
   function ioTokens(agent) {
-    const calls = agent.children.filter((c) => c.kind === "llm");
-    const sum = (k) => calls.reduce((s, c) => s + ((c.usage && c.usage[k]) || 0), 0);
-    const u = agent.usage || {};
-    return [u.input_tokens !== undefined ? u.input_tokens : sum("input_tokens"),
-            u.output_tokens !== undefined ? u.output_tokens : sum("output_tokens")];
+    const u = paidUsage(agent);
+    return [u.input, u.output];
   }
 
   // The first line of a task, short: what a row says its invocation was asked.
@@ -325,6 +323,7 @@
     // One word for a span's state, wherever it is shown: its end's status, else running while its run
     // runs, else unfinished (it never ended).
     statusOf(node) {
+      if (node.replayed) return "replayed";  // a model call answered from the journal: not made, not paid again
       if (node.end !== null) return node.status;
       const run = this.model.runOf(node);
       const live = run ? this.runStatus(run) === "running" : !this.options.ended && !(this.result && this.result.status);
@@ -350,9 +349,13 @@
       const res = only && this.result || {};
       const resUsage = res.usage || (res.result && res.result.usage) || {};
       const resCost = typeof res.cost === "number" ? res.cost : res.result && typeof res.result.cost === "number" ? res.result.cost : 0;
-      const total = run && run.usage && run.usage.total_tokens ? run.usage.total_tokens
-        : agents.reduce((s, a) => s + tokensOf(a), 0) || resUsage.total_tokens || 0;
-      const cost = run && run.cost ? run.cost : agents.reduce((s, a) => s + costOf(a), 0) || resCost;
+      // A run continued after people answered: one summary per segment, each with what that segment paid (its
+      // run_end's usage is the run's so far, given as "run total").
+      const parts = run ? m.segments.get(run.runId) || [run.scope] : [];
+      const continued = parts.length > 1;
+      const total = !continued && run && run.usage && run.usage.total_tokens ? run.usage.total_tokens
+        : agents.reduce((s, a) => s + tokensOf(a), 0) || (continued ? 0 : resUsage.total_tokens || 0);
+      const cost = !continued && run && run.cost ? run.cost : agents.reduce((s, a) => s + costOf(a), 0) || (continued ? 0 : resCost);
       const fact = (k, v) => { const f = el("span", "tv-fact"); const b = el("b", "", v); f.dataset.fact = k; f.append(el("span", "tv-k", k), b); facts.append(f); return b; };
       if (run || this.result) fact("run", run ? run.runId : this.result.id);
       if (only && this.result && this.result.thread) fact("thread", this.result.thread);
@@ -360,11 +363,15 @@
       const start = run ? run.start : m.t0;
       this.ticking(() => { wall.textContent = seconds(isFinite(start) ? (run ? m.endOf(run) : m.tEnd) - start : 0); }, !run || run.end === null);
       if (isFinite(start)) fact("started", new Date(start * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
+      if (continued) fact("part", (parts.indexOf(run.scope) + 1) + " of " + parts.length + (run.scope === parts[0] ? "" : " (continued)"));
       fact("agents", String(agents.length));
       const calls = [...m.spans.values()].filter((n) => n.kind === "llm" && (!run || m.runOf(n) === run));
-      fact("model calls", String(calls.length));
+      const replayed = calls.filter((n) => n.replayed).length;
+      fact("model calls", String(calls.length - replayed));
+      if (replayed) fact("replayed calls", String(replayed));
       fact("tokens", String(total));
       fact("cost", usd(cost));
+      if (continued && run.usage && run.usage.total_tokens) fact("run total", run.usage.total_tokens + " tok · " + usd(run.cost));
       if (run && run.data.stopped_by) fact("stopped by", run.data.stopped_by);
       box.append(facts);
       const input = (run && run.data.input) || (only && this.result && this.result.input);
@@ -373,12 +380,16 @@
     }
 
     // Who an invocation is, for people: "researcher #3" when the agent ran more than once, else its name.
+    // Numbered within its run (each segment of a continued run on its own: the same invocation, replayed, keeps
+    // its number), in the order they started.
     instanceNames(agents) {
       const repeats = new Map(), seen = new Map(), names = new Map();
-      for (const a of agents) repeats.set(a.name, (repeats.get(a.name) || 0) + 1);
-      for (const a of agents) {
-        seen.set(a.name, (seen.get(a.name) || 0) + 1);
-        names.set(a.key, iso(a.name) + (repeats.get(a.name) > 1 ? " #" + seen.get(a.name) : ""));
+      const group = (a) => { const run = this.model.runOf(a); return (run ? run.scope : "") + "|" + a.name; };
+      for (const a of agents) repeats.set(group(a), (repeats.get(group(a)) || 0) + 1);
+      for (const a of [...agents].sort((x, y) => x.start - y.start)) {
+        const g = group(a);
+        seen.set(g, (seen.get(g) || 0) + 1);
+        names.set(a.key, iso(a.name) + (repeats.get(g) > 1 ? " #" + seen.get(g) : ""));
       }
       return names;
     }
@@ -736,6 +747,7 @@
       const status = this.statusOf(node);
       const bar = el("div", "tv-bar tv-" + cls + " tv-" + statusClass(status));
       if (this.critical.has(node.key)) bar.classList.add("tv-critical");
+      if (node.replayed) bar.classList.add("tv-replayed");  // answered from the journal: drawn hatched, its word "replayed"
       bar.dataset.key = node.key;
       bar.dataset.kind = node.kind;
       bar.dataset.status = status;
@@ -782,9 +794,7 @@
       const by = new Map();
       for (const a of agents) {
         const row = by.get(a.name) || { name: a.name, input: 0, output: 0, total: 0, cost: 0, runs: 0 };
-        const calls = a.children.filter((c) => c.kind === "llm");
-        const inTok = a.usage && a.usage.input_tokens !== undefined ? a.usage.input_tokens : calls.reduce((s, c) => s + ((c.usage && c.usage.input_tokens) || 0), 0);
-        const outTok = a.usage && a.usage.output_tokens !== undefined ? a.usage.output_tokens : calls.reduce((s, c) => s + ((c.usage && c.usage.output_tokens) || 0), 0);
+        const [inTok, outTok] = ioTokens(a);
         row.input += inTok; row.output += outTok; row.total += tokensOf(a); row.cost += costOf(a); row.runs++;
         by.set(a.name, row);
       }
@@ -891,9 +901,10 @@
       fact("start", "+" + seconds(node.start - m.t0));
       fact("duration", seconds(m.endOf(node) - node.start));
       if (node.usage && node.usage.total_tokens !== undefined) {
-        fact("tokens", node.usage.total_tokens + " (in " + (node.usage.input_tokens || 0) + ", out " + (node.usage.output_tokens || 0) + ")");
+        fact("tokens", node.usage.total_tokens + " (in " + (node.usage.input_tokens || 0) + ", out " + (node.usage.output_tokens || 0) + ")"
+          + (node.replayed ? " · replayed from the journal: paid in an earlier part, not again" : ""));
       }
-      if (node.cost) fact("cost", usd(node.cost));
+      if (node.cost) fact("cost", usd(node.cost) + (node.replayed ? " (not paid again)" : ""));
       fact("critical path", this.critical.has(node.key) ? "yes" : "");
       for (const [k, v] of Object.entries(node.data)) {
         if (["task", "input"].includes(k)) continue;
