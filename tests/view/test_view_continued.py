@@ -76,3 +76,23 @@ def test_a_continued_run_reads_per_segment_with_replayed_calls_not_counted_again
     expect(page.locator(".tv-row[data-agent]:visible")).to_have_count(13)
     assert serious_violations(page) == []
     assert opened.problems == []
+
+
+def test_a_long_unbroken_input_wraps_inside_a_grid_column_at_360_px(tmp_path: Path, open_page: OpenPage) -> None:
+    records = [r for r in _records() if r["kind"] != "run_continued"][:33]  # the first part: one run
+    first = dict(records[0])
+    first["data"] = {**first["data"], "input": "Launch " + "Q" * 3000}  # type: ignore[dict-item]
+    records[0] = first
+    page_file = tmp_path / "run.html"
+    page_file.write_text(render_page(records))
+    opened = open_page(page_file.as_uri())
+    page = opened.page
+    page.set_viewport_size({"width": 360, "height": 800})
+    expect(page.locator(".tv-input")).to_contain_text("QQQ")
+    # Embedded in a page whose grid column takes its content's minimum width (as the served workbench's does):
+    # the input must wrap, not widen the column and the page.
+    page.evaluate("document.body.style.display = 'grid'; document.body.style.gridTemplateColumns = '1fr'")
+    for width in (360, 1280):
+        page.set_viewport_size({"width": width, "height": 800})
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert opened.problems == []
