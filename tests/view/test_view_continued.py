@@ -96,3 +96,27 @@ def test_a_long_unbroken_input_wraps_inside_a_grid_column_at_360_px(tmp_path: Pa
         page.set_viewport_size({"width": width, "height": 800})
         assert page.evaluate("document.documentElement.scrollWidth") <= width
     assert opened.problems == []
+
+
+def test_a_run_waiting_for_people_is_not_drawn_as_failed(tmp_path: Path, open_page: OpenPage) -> None:
+    records = _records()
+    first_end = next(i for i, r in enumerate(records) if r["kind"] == "run_end")
+    cut = [r for r in records[first_end + 1 :] if r["kind"] == "tool_end" and r["data"]["status"] == "error"]  # type: ignore[index]
+    assert cut  # the stream: each person tool call ends error "cancelled" as the run suspends
+    page_file = tmp_path / "run.html"
+    page_file.write_text(render_page(records[: first_end + 1]))  # the run as it waits (its first part)
+    opened = open_page(page_file.as_uri())
+    page = opened.page
+
+    expect(page.locator(".tv-title .tv-status")).to_have_text("waiting")
+    expect(page.locator(".tv-problems li[data-level=error]")).to_have_count(0)
+    expect(page.locator(".tv-problems li[data-level=cancelled]")).to_have_count(0)
+    waiting = page.locator(".tv-problems li[data-level=waiting]")
+    expect(waiting).to_have_count(1)
+    expect(waiting).to_contain_text("waiting for a person: infra, legal, comms")
+    tools = page.locator(".tv-bar.tv-tool")
+    expect(tools).to_have_count(3)
+    assert {t.get_attribute("data-status") for t in tools.all()} == {"waiting"}  # not error: nothing failed
+    expect(page.locator(".tv-bar.tv-failed")).to_have_count(0)
+    assert serious_violations(page) == []
+    assert opened.problems == []

@@ -324,10 +324,24 @@
     // runs, else unfinished (it never ended).
     statusOf(node) {
       if (node.replayed) return "replayed";  // a model call answered from the journal: not made, not paid again
-      if (node.end !== null) return node.status;
+      if (node.end !== null) return this.suspended(node) ? "waiting" : node.status;
       const run = this.model.runOf(node);
       const live = run ? this.runStatus(run) === "running" : !this.options.ended && !(this.result && this.result.status);
       return live ? "running" : "unfinished";
+    }
+
+    // A span cut off because its run suspended to wait for a person (nothing failed): the person tool call of
+    // an invocation that ended "waiting" (its end says error "cancelled"), and the delegation to that worker.
+    suspended(node) {
+      if (node.kind === "tool") {
+        return node.status === "error" && node.error === "cancelled" && !!node.parent && node.parent.kind === "agent"
+          && node.parent.status === "waiting";
+      }
+      if (node.kind === "delegation" && node.status === "cancelled") {
+        const worker = workerOf(node);
+        return !!worker && worker.status === "waiting";
+      }
+      return false;
     }
 
     // A summary per run in the file (a file may hold several runs): every figure from that run's spans.
@@ -416,7 +430,7 @@
       const budgetNoted = (node) => node.notes.some((n) => n.kind === "budget");
       const anyBudget = spans.some(budgetNoted);
       const failures = new Map();  // owner key -> { owner, spans: [...] }
-      const cancelled = [];
+      const cancelled = [], waiting = [];
       const levelName = { llm: "model call", tool: "tool call", delegation: "delegation", agent: "agent" };
       for (const node of spans) {
         if (node.kind === "run") {
@@ -424,7 +438,10 @@
           continue;
         }
         const status = this.statusOf(node);
-        if (status === "cancelled") cancelled.push(node);
+        if (status === "waiting") {  // the invocations that asked (their person tool call cut off), not those waiting on them
+          if (node.kind === "agent" && node.children.some((c) => c.kind === "tool" && this.suspended(c))) waiting.push(node);
+        }
+        else if (status === "cancelled") cancelled.push(node);
         else if (status === "unfinished" || FAILED.has(status)) {
           const owner = this.ownerOf(node);
           if (!failures.has(owner.key)) failures.set(owner.key, { owner, spans: [] });
@@ -450,12 +467,17 @@
         items.push({ node: cancelled[0], level: "cancelled", text: "cancelled: " + cancelled.length + " span" + (cancelled.length === 1 ? "" : "s")
           + " (" + [...who].slice(0, 3).join(", ") + (who.size > 3 ? " and " + (who.size - 3) + " more" : "") + ")" });
       }
+      if (waiting.length) {  // one line: the run suspended until people answer, not a failure
+        const who = waiting.map((n) => this.whoOf(n));
+        items.push({ node: waiting[0], level: "waiting", text: "waiting for a person: " + who.slice(0, 3).join(", ")
+          + (who.length > 3 ? " and " + (who.length - 3) + " more" : "") });
+      }
       if (this.result && this.result.error) items.unshift({ node: null, level: "error", text: this.result.error });
       if (!items.length) return null;
       const box = el("section", "tv-problems");
       box.append(el("h3", "", "Errors, limits and warnings (" + items.length + ")"));
       const list = el("ul");
-      const words = { error: "error", limit: "limit", warn: "warning", cancelled: "cancelled", info: "note" };
+      const words = { error: "error", limit: "limit", warn: "warning", cancelled: "cancelled", waiting: "waiting", info: "note" };
       for (const item of items.slice(0, 200)) {
         const li = el("li", "tv-problem tv-" + item.level);
         const body = el("span", "tv-problem-text");  // the list item stays a list item; its text is the button
