@@ -120,3 +120,35 @@ def test_a_run_waiting_for_people_is_not_drawn_as_failed(tmp_path: Path, open_pa
     expect(page.locator(".tv-bar.tv-failed")).to_have_count(0)
     assert serious_violations(page) == []
     assert opened.problems == []
+
+
+def test_a_served_run_without_events_shows_no_invented_zeros(tmp_path: Path, open_page: OpenPage) -> None:
+    page_file = tmp_path / "run.html"
+    page_file.write_text(render_page([]))
+    opened = open_page(page_file.as_uri())
+    page = opened.page
+    # As the workbench opens a run from the store whose events were not kept (the server was killed mid-run).
+    record = {
+        "id": "run_k",
+        "object": "teamrun.run",
+        "team": "t",
+        "status": "failed",
+        "source": "store",
+        "result": {
+            "status": "failed",
+            "usage": {"input_tokens": 300, "output_tokens": 95, "total_tokens": 395},
+            "cost": 0.00007,
+        },
+    }
+    page.evaluate(
+        "(record) => { const box = document.createElement('div'); box.id = 'served';"
+        " document.body.append(box); TeamrunView.mount(box, { result: record }); }",
+        record,
+    )
+    facts = page.locator("#served .tv-fact")
+    expect(facts.locator("b")).to_have_count(3)
+    assert [f.get_attribute("data-fact") for f in facts.all()] == ["run", "tokens", "cost"]  # no 0 agents, 0 calls
+    expect(page.locator("#served .tv-fact[data-fact=tokens] b")).to_have_text("395")
+    expect(page.locator("#served .tv-fact[data-fact=cost] b")).to_have_text("$0.000070")
+    expect(page.locator("#served .tv-empty")).to_have_text("no events of this run to draw (they were not kept)")
+    assert opened.problems == []

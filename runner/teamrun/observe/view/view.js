@@ -373,18 +373,23 @@
       const fact = (k, v) => { const f = el("span", "tv-fact"); const b = el("b", "", v); f.dataset.fact = k; f.append(el("span", "tv-k", k), b); facts.append(f); return b; };
       if (run || this.result) fact("run", run ? run.runId : this.result.id);
       if (only && this.result && this.result.thread) fact("thread", this.result.thread);
-      const wall = fact("wall time", "");
+      // With no span at all (a served run whose events were not kept), what the spans would say is unknown: left
+      // out, not 0; the served result's tokens and cost stay.
+      const known = run || m.spans.size > 0 || !(this.result && this.result.status && this.result.status !== "running");
       const start = run ? run.start : m.t0;
-      this.ticking(() => { wall.textContent = seconds(isFinite(start) ? (run ? m.endOf(run) : m.tEnd) - start : 0); }, !run || run.end === null);
+      if (known) {
+        const wall = fact("wall time", "");
+        this.ticking(() => { wall.textContent = seconds(isFinite(start) ? (run ? m.endOf(run) : m.tEnd) - start : 0); }, !run || run.end === null);
+      }
       if (isFinite(start)) fact("started", new Date(start * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
       if (continued) fact("part", (parts.indexOf(run.scope) + 1) + " of " + parts.length + (run.scope === parts[0] ? "" : " (continued)"));
-      fact("agents", String(agents.length));
+      if (known) fact("agents", String(agents.length));
       const calls = [...m.spans.values()].filter((n) => n.kind === "llm" && (!run || m.runOf(n) === run));
       const replayed = calls.filter((n) => n.replayed).length;
-      fact("model calls", String(calls.length - replayed));
+      if (known) fact("model calls", String(calls.length - replayed));
       if (replayed) fact("replayed calls", String(replayed));
-      fact("tokens", String(total));
-      fact("cost", usd(cost));
+      if (known || resUsage.total_tokens !== undefined) fact("tokens", String(total));
+      if (known || typeof res.cost === "number" || (res.result && typeof res.result.cost === "number")) fact("cost", usd(cost));
       if (continued && run.usage && run.usage.total_tokens) fact("run total", run.usage.total_tokens + " tok · " + usd(run.cost));
       if (run && run.data.stopped_by) fact("stopped by", run.data.stopped_by);
       box.append(facts);
@@ -588,7 +593,11 @@
       }
       box.append(legend);
       this.rows = [];
-      if (!agents.length) { box.append(el("p", "tv-empty", "no agent has started yet")); return box; }
+      if (!agents.length) {
+        const over = !this.model.count && this.result && this.result.status && this.result.status !== "running";
+        box.append(el("p", "tv-empty", over ? "no events of this run to draw (they were not kept)" : "no agent has started yet"));
+        return box;
+      }
       box.append(this.toolbar(agents));
       // Live, the time drawn grows with the clock: every position is redrawn on each tick (rescale first).
       let span = 1;
