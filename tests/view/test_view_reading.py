@@ -375,3 +375,17 @@ def test_limit_retry_and_warning_marks_have_no_serious_accessibility_violation(
     expect(page.get_by_role("img", name=re.compile("retry"))).to_have_count(1)
     assert serious_violations(page) == []
     assert opened.problems == []
+
+
+def test_a_focused_critical_path_agent_bar_has_the_3px_focus_outline(tmp_path: Path, open_page: OpenPage) -> None:
+    trace = write_trace(tmp_path / "run.jsonl", solo_run(calls=2))
+    assert main(["trace", "view", str(trace)]) == 0
+    opened = open_page(trace.with_suffix(".html").as_uri())
+    page = opened.page
+    bar = page.locator(".tv-bar.tv-agent.tv-critical")
+    expect(bar).to_have_count(1)
+    page.keyboard.press("Tab")  # a keyboard user: focus is shown
+    bar.focus()
+    assert bar.evaluate("(b) => b.matches(':focus-visible')")
+    assert bar.evaluate("(b) => getComputedStyle(b).outlineWidth") == "3px"  # not the critical path's 1 px
+    assert opened.problems == []
