@@ -69,6 +69,9 @@ def test_a_continued_run_reads_per_segment_with_replayed_calls_not_counted_again
     replayed = page.locator(".tv-bar.tv-llm[data-status=replayed]")
     expect(replayed).to_have_count(4 + 5 + 6)
     expect(page.locator(".tv-bar.tv-llm:not([data-status=replayed])")).to_have_count(4 + 1 + 1 + 2)
+    expect(page.locator(".tv-legend .tv-sw-replayed")).to_have_count(1)
+    expect(page.locator(".tv-problems li[data-level=waiting]")).to_have_count(0)  # the run is done: answered
+    expect(page.locator(".tv-problems li[data-level=error]")).to_have_count(0)
     replayed.first.click()
     expect(page.locator("#tv-details")).to_contain_text("replayed from the journal")
 

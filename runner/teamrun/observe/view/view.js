@@ -444,7 +444,9 @@
         }
         const status = this.statusOf(node);
         if (status === "waiting") {  // the invocations that asked (their person tool call cut off), not those waiting on them
-          if (node.kind === "agent" && node.children.some((c) => c.kind === "tool" && this.suspended(c))) waiting.push(node);
+          const run = this.model.runOf(node), parts = run ? this.model.segments.get(run.runId) || [] : [];
+          const current = !run || parts[parts.length - 1] === run.scope;  // an earlier part's wait was answered
+          if (current && node.kind === "agent" && node.children.some((c) => c.kind === "tool" && this.suspended(c))) waiting.push(node);
         }
         else if (status === "cancelled") cancelled.push(node);
         else if (status === "unfinished" || FAILED.has(status)) {
@@ -586,7 +588,8 @@
       box.append(el("h3", "", "Timeline"));
       const legend = el("p", "tv-legend");
       for (const [cls, label] of [["agent", "agent"], ["llm", "model call"], ["tool", "tool call"], ["wait", "waiting on workers"],
-                                  ["retry", "retry (and its back-off)"], ["critical", "critical path"], ["failed", "failed ✗"], ["limit", "limit reached"]]) {
+                                  ["retry", "retry (and its back-off)"], ["critical", "critical path"], ["failed", "failed ✗"], ["limit", "limit reached"],
+                                  ...([...m.spans.values()].some((n) => n.replayed) ? [["replayed", "replayed from the journal (not paid again)"]] : [])]) {
         const key = el("span", "tv-key");
         key.append(el("i", "tv-swatch tv-sw-" + cls), document.createTextNode(label));
         legend.append(key);
