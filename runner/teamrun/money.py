@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from decimal import ROUND_HALF_UP, Decimal
 
-__all__ = ["format_usd", "usd_decimals"]
+__all__ = ["format_usd", "format_usd_limit", "usd_decimals"]
 
 _MIN_DECIMALS = 4
 _MAX_DECIMALS = 10
@@ -32,5 +32,21 @@ def format_usd(cost: float | None) -> str:
     if not math.isfinite(value):
         return "$-"
     places = usd_decimals(value)
+    rounded = Decimal(value).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+    return ("-$" if rounded < 0 else "$") + f"{abs(rounded):.{places}f}"
+
+
+def format_usd_limit(limit: float) -> str:
+    """A ceiling (``max_cost_usd``) by the same rule, with more decimals (up to 10) where the rule would round it.
+
+    ``$0.00000010`` for ``1e-07`` (never ``$1e-07``), ``$0.5000``, ``$0.012345`` for ``0.012345``: a check line
+    ``cost <= $X`` states the limit it applies, not a rounded one.
+    """
+    value = float(limit)
+    places = usd_decimals(value)
+    while places < _MAX_DECIMALS and math.isfinite(value) and float(f"{value:.{places}f}") != value:
+        places += 1
+    if not math.isfinite(value):
+        return "$-"
     rounded = Decimal(value).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
     return ("-$" if rounded < 0 else "$") + f"{abs(rounded):.{places}f}"

@@ -89,3 +89,27 @@ def test_a_failing_case_view_shows_its_input_answer_and_each_check_with_a_link_b
     expect(opened.page.locator(".tv-case .tv-case-title")).to_have_text("eval case rust-ok PASS")
     expect(opened.page.locator(".tv-case .tv-check .tv-verdict")).to_have_text(["PASS"])
     assert opened.problems == []
+
+
+def test_a_cost_ceiling_is_written_by_the_cost_rule_in_the_report_and_the_case_view(
+    tmp_path: Path, open_page: OpenPage
+) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        "version: 1\ncases:\n"
+        "  - {name: tiny, input: Compare Rust and Go, max_cost_usd: 0.0000001}\n"
+        "  - {name: exact, input: Compare Rust and Go, max_cost_usd: 0.012345}\n"
+    )
+    report = tmp_path / "out" / "report.html"
+    report.parent.mkdir()
+    team = str(Path(__file__).resolve().parents[2] / "teams" / "research-report.yaml")
+    args = ["eval", team, str(cases), "--model", "offline", "--format", "html", "-o", str(report)]
+    assert main([*args, "--progress", "none", "--min-pass", "0"]) == 0
+
+    opened = open_page(report.as_uri())
+    page = opened.page
+    expect(page.locator("#case-tiny li")).to_have_text(["PASS cost <= $0.00000010"])  # not $1e-07
+    expect(page.locator("#case-exact li")).to_have_text(["PASS cost <= $0.012345"])  # the limit, not rounded
+    page.locator("tbody tr[data-case=tiny] a.view").click()
+    expect(page.locator(".tv-case .tv-check")).to_have_text("PASS cost <= $0.00000010")
+    assert opened.problems == []

@@ -343,3 +343,49 @@ def test_the_view_has_no_serious_accessibility_violation(
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline not in ("", "none")  # focus is visible
     assert opened.problems == []
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_limit_retry_and_warning_marks_have_no_serious_accessibility_violation(
+    width: int, tmp_path: Path, open_page: OpenPage
+) -> None:
+    lead = ["lead"]
+    usage = {"input_tokens": 50, "output_tokens": 50, "total_tokens": 100}
+    records = [
+        line("run_start", 0.0, span="s1", team="t"),
+        line("agent_start", 0.0, span="s2", parent="s1", path=lead, model="m"),
+        line("llm_start", 0.0, span="c1", parent="s2", path=lead, model="m"),
+        line("llm_retry", 0.5, span="c1", path=lead, attempt=1, max_attempts=3, delay_s=0.5, error="503 busy"),
+        line("llm_end", 2.0, span="c1", parent="s2", path=lead, status="ok", usage=usage, cost=0.001),
+        line("warning", 2.5, span="s2", parent="s1", path=lead, message="unknown worker 'ghost'"),
+        line("budget", 3.0, span="s2", parent="s1", path=lead, reason="max_steps", limit=1, value=1),
+        line("agent_end", 4.0, span="s2", parent="s1", path=lead, status="budget_exhausted", usage=usage, cost=0.001),
+        line("run_end", 4.0, span="s1", status="budget_exhausted", stopped_by="max_steps", usage=usage, cost=0.001),
+    ]
+    trace = write_trace(tmp_path / "run.jsonl", records)
+    assert main(["trace", "view", str(trace)]) == 0
+    opened = open_page(trace.with_suffix(".html").as_uri())
+    page = opened.page
+    page.set_viewport_size({"width": width, "height": 900})
+
+    for level in ("limit", "retry", "warn"):
+        mark = page.locator(f".tv-mark-{level}")
+        expect(mark).to_have_count(1)
+        expect(mark).to_have_attribute("role", "img")  # its label is read out: a role that takes one
+    expect(page.get_by_role("img", name=re.compile("retry"))).to_have_count(1)
+    assert serious_violations(page) == []
+    assert opened.problems == []
+
+
+def test_a_focused_critical_path_agent_bar_has_the_3px_focus_outline(tmp_path: Path, open_page: OpenPage) -> None:
+    trace = write_trace(tmp_path / "run.jsonl", solo_run(calls=2))
+    assert main(["trace", "view", str(trace)]) == 0
+    opened = open_page(trace.with_suffix(".html").as_uri())
+    page = opened.page
+    bar = page.locator(".tv-bar.tv-agent.tv-critical")
+    expect(bar).to_have_count(1)
+    page.keyboard.press("Tab")  # a keyboard user: focus is shown
+    bar.focus()
+    assert bar.evaluate("(b) => b.matches(':focus-visible')")
+    assert bar.evaluate("(b) => getComputedStyle(b).outlineWidth") == "3px"  # not the critical path's 1 px
+    assert opened.problems == []

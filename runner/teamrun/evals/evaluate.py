@@ -17,7 +17,7 @@ from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.evals.models import Case
 from teamrun.events import Subscriber
 from teamrun.llm.types import ChatModel
-from teamrun.money import format_usd
+from teamrun.money import format_usd, format_usd_limit
 
 __all__ = ["CaseResult", "EvalReport", "Progress", "evaluate", "run_case"]
 
@@ -154,7 +154,11 @@ def _ceiling_outcomes(
     out = []
     if ceiling.max_cost_usd is not None:
         ok = cost <= ceiling.max_cost_usd
-        out.append(CheckOutcome(f"cost <= ${ceiling.max_cost_usd:g}", ok, "" if ok else f"{format_usd(cost)} spent"))
+        out.append(
+            CheckOutcome(
+                f"cost <= {format_usd_limit(ceiling.max_cost_usd)}", ok, "" if ok else f"{format_usd(cost)} spent"
+            )
+        )
     if ceiling.max_tokens is not None:
         ok = tokens <= ceiling.max_tokens
         out.append(CheckOutcome(f"tokens <= {ceiling.max_tokens}", ok, "" if ok else f"{tokens} used"))

@@ -23,6 +23,42 @@
       this.now = null;  // while the run is followed live: the time now (open spans grow to it); else null
       this.count = 0;
       this.writes = [];  // workspace_write lines, in order: { ts, runId, path, spanKey, data }
+      // A run continued after people answered (or resumed) holds several segments in one stream, each from its
+      // own run_start, whose span ids start again at s1. Spans are keyed per segment: "kind|run:span" in the
+      // first, "kind|run~n:span" in the n-th after it (n = 1, 2...).
+      this.segmentOf = new Map();  // run id -> its current segment's scope ("run", "run~1"...)
+      this.segments = new Map();  // run id -> its segments' scopes, in order
+      this.calls = new Map();  // scope -> the segment's model calls, in start order
+    }
+
+    // The scope a line's span ids are read in: its run's current segment (a new one from a second run_start).
+    scopeOf(r) {
+      const id = r.run_id;
+      if (r.kind === "run_start" && this.segmentOf.has(id) && this.spans.has("run|" + this.segmentOf.get(id) + ":" + r.span_id)) {
+        const list = this.segments.get(id);
+        this.segmentOf.set(id, id + "~" + list.length);
+        list.push(this.segmentOf.get(id));
+      } else if (!this.segmentOf.has(id)) {
+        this.segmentOf.set(id, id);
+        this.segments.set(id, [id]);
+      }
+      return this.segmentOf.get(id);
+    }
+
+    // A segment's model call answered from the run's journal, not made again: the earlier segment holds a
+    // finished call of the same agent with the same usage, tool calls and finish (or its end says replayed).
+    replayedCall(node, data) {
+      if (data.replayed === true) return true;
+      const list = this.segments.get(node.runId) || [];
+      const i = list.indexOf(node.scope);
+      if (i < 1 || node.status !== "ok") return false;
+      const sig = callSignature(node);
+      for (const prev of this.calls.get(list[i - 1]) || []) {
+        if (prev.matched || prev.status !== "ok" || prev.end === null || callSignature(prev) !== sig) continue;
+        prev.matched = true;
+        return true;
+      }
+      return false;
     }
 
     find(key) {
@@ -39,21 +75,26 @@
       this.count++;
       this.t0 = Math.min(this.t0, r.ts);
       this.t1 = Math.max(this.t1, r.ts);
-      this.lastOf.set(r.run_id, Math.max(this.lastOf.has(r.run_id) ? this.lastOf.get(r.run_id) : -Infinity, r.ts));
-      const key = r.run_id + ":" + r.span_id;
-      const parentKey = r.parent_span_id ? r.run_id + ":" + r.parent_span_id : null;
+      const scope = this.scopeOf(r);
+      this.lastOf.set(scope, Math.max(this.lastOf.has(scope) ? this.lastOf.get(scope) : -Infinity, r.ts));
+      const key = scope + ":" + r.span_id;
+      const parentKey = r.parent_span_id ? scope + ":" + r.parent_span_id : null;
       const data = r.data || {};
       if (START[r.kind]) {
         const kind = START[r.kind];
         const parent = kind === "agent" && this.spans.has("delegation|" + key)
           ? this.spans.get("delegation|" + key) : this.find(parentKey);  // old traces: a worker shared its id
         const node = {
-          kind, key: kind + "|" + key, id: r.span_id, runId: r.run_id, name: nameOf(kind, r),
+          kind, key: kind + "|" + key, id: r.span_id, runId: r.run_id, scope, name: nameOf(kind, r), replayed: false,
           path: r.agent_path || [], start: r.ts, end: null, status: "running", usage: {}, cost: 0, error: null,
           data: Object.assign({}, data), notes: [], children: [], io: null, parent, raw: [r],
         };
         this.spans.set(node.key, node);
         (parent ? parent.children : this.roots).push(node);
+        if (kind === "llm") {
+          if (!this.calls.has(scope)) this.calls.set(scope, []);
+          this.calls.get(scope).push(node);
+        }
       } else if (END[r.kind]) {
         const node = this.spans.get(END[r.kind] + "|" + key);
         if (!node) return;
@@ -64,8 +105,9 @@
         if (typeof data.cost === "number") node.cost = data.cost;
         if (data.error) node.error = String(data.error);
         for (const [k, v] of Object.entries(data)) if (!["status", "usage", "cost", "error"].includes(k)) node.data[k] = v;
+        if (node.kind === "llm") node.replayed = this.replayedCall(node, data);
       } else if (r.kind === "workspace_write") {
-        this.writes.push({ ts: r.ts, runId: r.run_id, path: r.agent_path || [], spanKey: "tool|" + key, data });
+        this.writes.push({ ts: r.ts, runId: r.run_id, scope, path: r.agent_path || [], spanKey: "tool|" + key, data });
       } else if (POINTS.has(r.kind)) {
         let owner = (r.kind === "llm_retry" || r.kind === "llm_io") ? this.spans.get("llm|" + key) : null;
         owner = owner || this.find(key) || this.find(parentKey);
@@ -102,7 +144,7 @@
     endOf(node) {
       if (node.end !== null) return node.end;
       if (this.now !== null) return this.tEnd;
-      return this.lastOf.has(node.runId) ? this.lastOf.get(node.runId) : this.t1;
+      return this.lastOf.has(node.scope) ? this.lastOf.get(node.scope) : this.t1;
     }
 
     // The end of the time drawn: the last event, or the time now while followed live.
@@ -118,17 +160,42 @@
     return (r.agent_path && r.agent_path[r.agent_path.length - 1]) || "agent";
   }
 
-  function tokensOf(node) {
-    if (node.usage && node.usage.total_tokens) return node.usage.total_tokens;
-    if (node.kind === "agent") return node.children.filter((c) => c.kind === "llm").reduce((s, c) => s + tokensOf(c), 0);
-    return 0;
+  function callSignature(node) {
+    const u = node.usage || {};
+    return [node.path.join("/"), u.input_tokens, u.output_tokens, u.total_tokens,
+            (node.data.tool_calls || []).join(","), node.data.finish_reason].join("|");
   }
 
-  function costOf(node) {
-    if (node.cost) return node.cost;
-    if (node.kind === "agent" && node.end === null) return node.children.filter((c) => c.kind === "llm").reduce((s, c) => s + (c.cost || 0), 0);
-    return 0;
+  // The model calls a span's usage counts (an agent's: its own; a delegation's: its worker's and theirs)
+  // that were replayed from the journal: their tokens and cost were paid in an earlier segment.
+  function replayedCalls(node) {
+    if (node.kind === "agent") return node.children.filter((c) => c.kind === "llm" && c.replayed);
+    if (node.kind !== "delegation") return [];
+    const out = [];
+    const walk = (n) => { for (const c of n.children) { if (c.kind === "llm" && c.replayed) out.push(c); walk(c); } };
+    walk(node);
+    return out;
   }
+
+  // Usage of a span as paid in its segment: a replayed call counts nothing, a span holding replayed calls
+  // counts them out ({ input, output, total, cost }).
+  function paidUsage(node) {
+    if (node.kind === "llm" && node.replayed) return { input: 0, output: 0, total: 0, cost: 0 };
+    const calls = node.kind === "agent" ? node.children.filter((c) => c.kind === "llm") : [];
+    const sum = (list, k) => list.reduce((s, c) => s + ((c.usage && c.usage[k]) || 0), 0);
+    const u = node.usage || {};
+    const replayed = replayedCalls(node);
+    const pick = (k) => (u[k] !== undefined ? u[k] : sum(calls, k)) - sum(replayed, k);
+    const total = (u.total_tokens ? u.total_tokens : sum(calls, "total_tokens")) - sum(replayed, "total_tokens");
+    let cost = node.cost || (node.kind === "agent" && node.end === null ? calls.reduce((s, c) => s + (c.cost || 0), 0) : 0);
+    cost -= replayed.reduce((s, c) => s + (c.cost || 0), 0);
+    return { input: Math.max(0, pick("input_tokens")), output: Math.max(0, pick("output_tokens")),
+             total: Math.max(0, total), cost: Math.max(0, cost) };
+  }
+
+  function tokensOf(node) { return paidUsage(node).total; }
+
+  function costOf(node) { return paidUsage(node).cost; }
 
   function workerOf(delegation) { return delegation.children.find((c) => c.kind === "agent") || null; }
 
@@ -157,5 +224,5 @@
   }
 
 
-  global.TeamrunRunModel = { RunModel, criticalPath, tokensOf, costOf, workerOf, FAILED, LIMITED };
+  global.TeamrunRunModel = { RunModel, criticalPath, tokensOf, costOf, paidUsage, workerOf, FAILED, LIMITED };
 })(window);

@@ -10,7 +10,7 @@
 // (called with a span's key, or null, when the details panel opens on it or closes).
 "use strict";
 (function (global) {
-  const { RunModel, criticalPath, tokensOf, costOf, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
+  const { RunModel, criticalPath, tokensOf, costOf, paidUsage, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
 
   // -- formatting ------------------------------------------------------------------------------------------
 
@@ -53,13 +53,11 @@
     return (value < 0 && Number(shown) !== 0 ? "-$" : "$") + shown;
   }
 
-  // Input and output tokens of an agent's own model calls (its end's usage when it has one).
+  // Input and output tokens of an agent's own model calls (its end's usage when it has one), calls replayed
+  // from the journal (paid in an earlier segment) left out.
   function ioTokens(agent) {
-    const calls = agent.children.filter((c) => c.kind === "llm");
-    const sum = (k) => calls.reduce((s, c) => s + ((c.usage && c.usage[k]) || 0), 0);
-    const u = agent.usage || {};
-    return [u.input_tokens !== undefined ? u.input_tokens : sum("input_tokens"),
-            u.output_tokens !== undefined ? u.output_tokens : sum("output_tokens")];
+    const u = paidUsage(agent);
+    return [u.input, u.output];
   }
 
   // The first line of a task, short: what a row says its invocation was asked.
@@ -325,10 +323,25 @@
     // One word for a span's state, wherever it is shown: its end's status, else running while its run
     // runs, else unfinished (it never ended).
     statusOf(node) {
-      if (node.end !== null) return node.status;
+      if (node.replayed) return "replayed";  // a model call answered from the journal: not made, not paid again
+      if (node.end !== null) return this.suspended(node) ? "waiting" : node.status;
       const run = this.model.runOf(node);
       const live = run ? this.runStatus(run) === "running" : !this.options.ended && !(this.result && this.result.status);
       return live ? "running" : "unfinished";
+    }
+
+    // A span cut off because its run suspended to wait for a person (nothing failed): the person tool call of
+    // an invocation that ended "waiting" (its end says error "cancelled"), and the delegation to that worker.
+    suspended(node) {
+      if (node.kind === "tool") {
+        return node.status === "error" && node.error === "cancelled" && !!node.parent && node.parent.kind === "agent"
+          && node.parent.status === "waiting";
+      }
+      if (node.kind === "delegation" && node.status === "cancelled") {
+        const worker = workerOf(node);
+        return !!worker && worker.status === "waiting";
+      }
+      return false;
     }
 
     // A summary per run in the file (a file may hold several runs): every figure from that run's spans.
@@ -350,21 +363,34 @@
       const res = only && this.result || {};
       const resUsage = res.usage || (res.result && res.result.usage) || {};
       const resCost = typeof res.cost === "number" ? res.cost : res.result && typeof res.result.cost === "number" ? res.result.cost : 0;
-      const total = run && run.usage && run.usage.total_tokens ? run.usage.total_tokens
-        : agents.reduce((s, a) => s + tokensOf(a), 0) || resUsage.total_tokens || 0;
-      const cost = run && run.cost ? run.cost : agents.reduce((s, a) => s + costOf(a), 0) || resCost;
+      // A run continued after people answered: one summary per segment, each with what that segment paid (its
+      // run_end's usage is the run's so far, given as "run total").
+      const parts = run ? m.segments.get(run.runId) || [run.scope] : [];
+      const continued = parts.length > 1;
+      const total = !continued && run && run.usage && run.usage.total_tokens ? run.usage.total_tokens
+        : agents.reduce((s, a) => s + tokensOf(a), 0) || (continued ? 0 : resUsage.total_tokens || 0);
+      const cost = !continued && run && run.cost ? run.cost : agents.reduce((s, a) => s + costOf(a), 0) || (continued ? 0 : resCost);
       const fact = (k, v) => { const f = el("span", "tv-fact"); const b = el("b", "", v); f.dataset.fact = k; f.append(el("span", "tv-k", k), b); facts.append(f); return b; };
       if (run || this.result) fact("run", run ? run.runId : this.result.id);
       if (only && this.result && this.result.thread) fact("thread", this.result.thread);
-      const wall = fact("wall time", "");
+      // With no span at all (a served run whose events were not kept), what the spans would say is unknown: left
+      // out, not 0; the served result's tokens and cost stay.
+      const known = run || m.spans.size > 0 || !(this.result && this.result.status && this.result.status !== "running");
       const start = run ? run.start : m.t0;
-      this.ticking(() => { wall.textContent = seconds(isFinite(start) ? (run ? m.endOf(run) : m.tEnd) - start : 0); }, !run || run.end === null);
+      if (known) {
+        const wall = fact("wall time", "");
+        this.ticking(() => { wall.textContent = seconds(isFinite(start) ? (run ? m.endOf(run) : m.tEnd) - start : 0); }, !run || run.end === null);
+      }
       if (isFinite(start)) fact("started", new Date(start * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC");
-      fact("agents", String(agents.length));
+      if (continued) fact("part", (parts.indexOf(run.scope) + 1) + " of " + parts.length + (run.scope === parts[0] ? "" : " (continued)"));
+      if (known) fact("agents", String(agents.length));
       const calls = [...m.spans.values()].filter((n) => n.kind === "llm" && (!run || m.runOf(n) === run));
-      fact("model calls", String(calls.length));
-      fact("tokens", String(total));
-      fact("cost", usd(cost));
+      const replayed = calls.filter((n) => n.replayed).length;
+      if (known) fact("model calls", String(calls.length - replayed));
+      if (replayed) fact("replayed calls", String(replayed));
+      if (known || resUsage.total_tokens !== undefined) fact("tokens", String(total));
+      if (known || typeof res.cost === "number" || (res.result && typeof res.result.cost === "number")) fact("cost", usd(cost));
+      if (continued && run.usage && run.usage.total_tokens) fact("run total", run.usage.total_tokens + " tok · " + usd(run.cost));
       if (run && run.data.stopped_by) fact("stopped by", run.data.stopped_by);
       box.append(facts);
       const input = (run && run.data.input) || (only && this.result && this.result.input);
@@ -373,12 +399,16 @@
     }
 
     // Who an invocation is, for people: "researcher #3" when the agent ran more than once, else its name.
+    // Numbered within its run (each segment of a continued run on its own: the same invocation, replayed, keeps
+    // its number), in the order they started.
     instanceNames(agents) {
       const repeats = new Map(), seen = new Map(), names = new Map();
-      for (const a of agents) repeats.set(a.name, (repeats.get(a.name) || 0) + 1);
-      for (const a of agents) {
-        seen.set(a.name, (seen.get(a.name) || 0) + 1);
-        names.set(a.key, iso(a.name) + (repeats.get(a.name) > 1 ? " #" + seen.get(a.name) : ""));
+      const group = (a) => { const run = this.model.runOf(a); return (run ? run.scope : "") + "|" + a.name; };
+      for (const a of agents) repeats.set(group(a), (repeats.get(group(a)) || 0) + 1);
+      for (const a of [...agents].sort((x, y) => x.start - y.start)) {
+        const g = group(a);
+        seen.set(g, (seen.get(g) || 0) + 1);
+        names.set(a.key, iso(a.name) + (repeats.get(g) > 1 ? " #" + seen.get(g) : ""));
       }
       return names;
     }
@@ -405,7 +435,7 @@
       const budgetNoted = (node) => node.notes.some((n) => n.kind === "budget");
       const anyBudget = spans.some(budgetNoted);
       const failures = new Map();  // owner key -> { owner, spans: [...] }
-      const cancelled = [];
+      const cancelled = [], waiting = [];
       const levelName = { llm: "model call", tool: "tool call", delegation: "delegation", agent: "agent" };
       for (const node of spans) {
         if (node.kind === "run") {
@@ -413,7 +443,12 @@
           continue;
         }
         const status = this.statusOf(node);
-        if (status === "cancelled") cancelled.push(node);
+        if (status === "waiting") {  // the invocations that asked (their person tool call cut off), not those waiting on them
+          const run = this.model.runOf(node), parts = run ? this.model.segments.get(run.runId) || [] : [];
+          const current = !run || parts[parts.length - 1] === run.scope;  // an earlier part's wait was answered
+          if (current && node.kind === "agent" && node.children.some((c) => c.kind === "tool" && this.suspended(c))) waiting.push(node);
+        }
+        else if (status === "cancelled") cancelled.push(node);
         else if (status === "unfinished" || FAILED.has(status)) {
           const owner = this.ownerOf(node);
           if (!failures.has(owner.key)) failures.set(owner.key, { owner, spans: [] });
@@ -439,12 +474,17 @@
         items.push({ node: cancelled[0], level: "cancelled", text: "cancelled: " + cancelled.length + " span" + (cancelled.length === 1 ? "" : "s")
           + " (" + [...who].slice(0, 3).join(", ") + (who.size > 3 ? " and " + (who.size - 3) + " more" : "") + ")" });
       }
+      if (waiting.length) {  // one line: the run suspended until people answer, not a failure
+        const who = waiting.map((n) => this.whoOf(n));
+        items.push({ node: waiting[0], level: "waiting", text: "waiting for a person: " + who.slice(0, 3).join(", ")
+          + (who.length > 3 ? " and " + (who.length - 3) + " more" : "") });
+      }
       if (this.result && this.result.error) items.unshift({ node: null, level: "error", text: this.result.error });
       if (!items.length) return null;
       const box = el("section", "tv-problems");
       box.append(el("h3", "", "Errors, limits and warnings (" + items.length + ")"));
       const list = el("ul");
-      const words = { error: "error", limit: "limit", warn: "warning", cancelled: "cancelled", info: "note" };
+      const words = { error: "error", limit: "limit", warn: "warning", cancelled: "cancelled", waiting: "waiting", info: "note" };
       for (const item of items.slice(0, 200)) {
         const li = el("li", "tv-problem tv-" + item.level);
         const body = el("span", "tv-problem-text");  // the list item stays a list item; its text is the button
@@ -548,14 +588,19 @@
       box.append(el("h3", "", "Timeline"));
       const legend = el("p", "tv-legend");
       for (const [cls, label] of [["agent", "agent"], ["llm", "model call"], ["tool", "tool call"], ["wait", "waiting on workers"],
-                                  ["retry", "retry (and its back-off)"], ["critical", "critical path"], ["failed", "failed ✗"], ["limit", "limit reached"]]) {
+                                  ["retry", "retry (and its back-off)"], ["critical", "critical path"], ["failed", "failed ✗"], ["limit", "limit reached"],
+                                  ...([...m.spans.values()].some((n) => n.replayed) ? [["replayed", "replayed from the journal (not paid again)"]] : [])]) {
         const key = el("span", "tv-key");
         key.append(el("i", "tv-swatch tv-sw-" + cls), document.createTextNode(label));
         legend.append(key);
       }
       box.append(legend);
       this.rows = [];
-      if (!agents.length) { box.append(el("p", "tv-empty", "no agent has started yet")); return box; }
+      if (!agents.length) {
+        const over = !this.model.count && this.result && this.result.status && this.result.status !== "running";
+        box.append(el("p", "tv-empty", over ? "no events of this run to draw (they were not kept)" : "no agent has started yet"));
+        return box;
+      }
       box.append(this.toolbar(agents));
       // Live, the time drawn grows with the clock: every position is redrawn on each tick (rescale first).
       let span = 1;
@@ -736,6 +781,7 @@
       const status = this.statusOf(node);
       const bar = el("div", "tv-bar tv-" + cls + " tv-" + statusClass(status));
       if (this.critical.has(node.key)) bar.classList.add("tv-critical");
+      if (node.replayed) bar.classList.add("tv-replayed");  // answered from the journal: drawn hatched, its word "replayed"
       bar.dataset.key = node.key;
       bar.dataset.kind = node.kind;
       bar.dataset.status = status;
@@ -771,6 +817,7 @@
       mark.dataset.key = node.key;
       mark.dataset.level = level;
       mark.title = noteText(note);
+      mark.setAttribute("role", "img");  // a role that takes a name: the limit, retry or warning is read out
       mark.setAttribute("aria-label", mark.title);
       return mark;
     }
@@ -781,9 +828,7 @@
       const by = new Map();
       for (const a of agents) {
         const row = by.get(a.name) || { name: a.name, input: 0, output: 0, total: 0, cost: 0, runs: 0 };
-        const calls = a.children.filter((c) => c.kind === "llm");
-        const inTok = a.usage && a.usage.input_tokens !== undefined ? a.usage.input_tokens : calls.reduce((s, c) => s + ((c.usage && c.usage.input_tokens) || 0), 0);
-        const outTok = a.usage && a.usage.output_tokens !== undefined ? a.usage.output_tokens : calls.reduce((s, c) => s + ((c.usage && c.usage.output_tokens) || 0), 0);
+        const [inTok, outTok] = ioTokens(a);
         row.input += inTok; row.output += outTok; row.total += tokensOf(a); row.cost += costOf(a); row.runs++;
         by.set(a.name, row);
       }
@@ -890,9 +935,10 @@
       fact("start", "+" + seconds(node.start - m.t0));
       fact("duration", seconds(m.endOf(node) - node.start));
       if (node.usage && node.usage.total_tokens !== undefined) {
-        fact("tokens", node.usage.total_tokens + " (in " + (node.usage.input_tokens || 0) + ", out " + (node.usage.output_tokens || 0) + ")");
+        fact("tokens", node.usage.total_tokens + " (in " + (node.usage.input_tokens || 0) + ", out " + (node.usage.output_tokens || 0) + ")"
+          + (node.replayed ? " · replayed from the journal: paid in an earlier part, not again" : ""));
       }
-      if (node.cost) fact("cost", usd(node.cost));
+      if (node.cost) fact("cost", usd(node.cost) + (node.replayed ? " (not paid again)" : ""));
       fact("critical path", this.critical.has(node.key) ? "yes" : "");
       for (const [k, v] of Object.entries(node.data)) {
         if (["task", "input"].includes(k)) continue;
