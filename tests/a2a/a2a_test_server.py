@@ -10,8 +10,9 @@ the message text (else ``--mode``):
 - ``DATA``: completes with a text part and a data part (``{"score": 7}``).
 - ``USAGE``: completes, the task's final status update carrying ``metadata.usage``
   ``{prompt_tokens: 11, completion_tokens: 5, cost_usd: 0.002}``.
-- ``ASK``: asks ``Which region?`` (``input-required``); the next message on the task
-  completes with ``got: <answer>``.
+- ``ASK``: asks ``Which region?`` (or ``--question``) (``input-required``); the next message on the
+  task completes with ``got: <answer>``.
+- ``ECHOTOKEN``: completes with ``the token is <--token> and Bearer <--token>`` (an agent that leaks it).
 - ``HANG``: works until cancelled (the cancel is recorded).
 - ``WAIT``: works until the file ``--release`` exists, then completes (a task a caller can
   reattach to).
@@ -48,7 +49,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-MODES = ("ANSWER", "STREAM", "DATA", "USAGE", "ASK", "HANG", "WAIT", "FAIL", "REJECT")
+MODES = ("ANSWER", "STREAM", "DATA", "USAGE", "ECHOTOKEN", "ASK", "HANG", "WAIT", "FAIL", "REJECT")
 _lock = threading.Lock()
 
 
@@ -68,8 +69,10 @@ class Log:
 class ScriptedExecutor(AgentExecutor):
     """The agent's logic: one scripted behaviour per task."""
 
-    def __init__(self, mode: str, log: Log, release: Path | None) -> None:
-        self.mode, self.log, self.release = mode, log, release
+    def __init__(
+        self, mode: str, log: Log, release: Path | None, question: str = "Which region?", token: str | None = None
+    ) -> None:
+        self.mode, self.log, self.release, self.question, self.token = mode, log, release, question, token
 
     def _mode(self, text: str) -> str:
         return next((m for m in MODES if m in text), self.mode)
@@ -112,7 +115,11 @@ class ScriptedExecutor(AgentExecutor):
             usage = {"prompt_tokens": 11, "completion_tokens": 5, "cost_usd": 0.002}
             await updater.update_status(TaskState.TASK_STATE_COMPLETED, metadata={"usage": usage})
         elif mode == "ASK":
-            await updater.requires_input(self._say(updater, "Which region?"))
+            await updater.requires_input(self._say(updater, self.question))
+        elif mode == "ECHOTOKEN":
+            leak = f"the token is {self.token} and Bearer {self.token}"
+            await updater.add_artifact([new_text_part(leak)], name="answer")
+            await updater.complete()
         elif mode == "HANG":
             await asyncio.sleep(3600)
         elif mode == "WAIT":
@@ -167,11 +174,12 @@ def build_app(
     release: Path | None = None,
     streaming: bool = True,
     broken_card: bool = False,
+    question: str = "Which region?",
 ) -> Starlette:
     records = Log(log)
     agent_card = card(url, streaming=streaming)
     handler = DefaultRequestHandler(
-        agent_executor=ScriptedExecutor(mode, records, release),
+        agent_executor=ScriptedExecutor(mode, records, release, question, token),
         task_store=InMemoryTaskStore(),
         agent_card=agent_card,
     )
@@ -233,6 +241,7 @@ def main() -> None:
     parser.add_argument("--release", type=Path)
     parser.add_argument("--no-streaming", action="store_true")
     parser.add_argument("--broken-card", action="store_true")
+    parser.add_argument("--question", default="Which region?")
     args = parser.parse_args()
     url = f"http://127.0.0.1:{args.port}/"
     app = build_app(
@@ -243,6 +252,7 @@ def main() -> None:
         release=args.release,
         streaming=not args.no_streaming,
         broken_card=args.broken_card,
+        question=args.question,
     )
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

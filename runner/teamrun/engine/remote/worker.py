@@ -188,6 +188,10 @@ class _RemoteTask:
         if start is not None:
             task_id, sent = str(start.payload.get("task_id", "")), int(start.payload.get("messages", 1))
             updates = await self._reattach(client, streaming, task_id, sent)
+            if updates is None:
+                # sent again as a new task: its rounds go on from the forgotten task's, so a question it asks is
+                # a new pending item (never answered with what a person said to the forgotten task's question)
+                self.sent = sent
         if updates is None:
             updates = self._send(client, self.prompt)
         answered = False
