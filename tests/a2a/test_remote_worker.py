@@ -263,3 +263,30 @@ def test_hooks_apply_to_a_remote_worker(a2a_agent: Callable[..., A2AAgent], tmp_
     failed = _execute(team, "FAIL it", tmp_path)
     remote = _remote(failed)
     assert remote["status"] == "error" and remote["response"] == "researcher failed; carry on without it."
+
+
+def test_the_bearer_token_is_masked_in_the_journal_and_on_stdout_whatever_its_variable_is_called(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D1: an agent that echoes the token: its bare value is a secret of the run (journal, record, --json)."""
+    import sqlite3
+
+    secret = "s3cr3tBearerValue42"
+    agent = a2a_agent(token=secret)
+    team = team_file(tmp_path, agent.url, auth="A2A_BEARER")  # a name that does not look secret
+    store = tmp_path / "runs.db"
+    shown = run_cli(
+        ["execute", str(team), "-i", "ECHOTOKEN please", "--json", "--progress", "none", "--store", str(store)],
+        {"A2A_BEARER": secret},
+    )
+
+    assert shown.code == 0, shown.err
+    assert secret not in shown.out and secret not in shown.err
+    (delegation,) = [d for d in json.loads(shown.out)["delegations"] if d["agent"] == "researcher"]
+    assert delegation["status"] == "ok" and delegation["response"].startswith("the token is ***")
+    with sqlite3.connect(store) as db:
+        rows = [str(row) for row in db.execute("select * from journal")] + [
+            str(r) for r in db.execute("select * from runs")
+        ]
+    assert any("remote" in row for row in rows)
+    assert not [row for row in rows if secret in row]
