@@ -187,7 +187,15 @@ class _RemoteTask:
         updates: AsyncGenerator[StreamResponse, None] | None = None
         if start is not None:
             task_id, sent = str(start.payload.get("task_id", "")), int(start.payload.get("messages", 1))
-            updates = await self._reattach(client, streaming, task_id, sent)
+            if start.payload.get("cancelled"):  # teamrun cancelled it (Ctrl-C...): the work is to be done anew
+                self.ctx.warn(
+                    self.frame,
+                    f"remote agent '{self.name}' ({self.spec.url}): task {start.payload['cancelled']} was cancelled "
+                    "when the run was interrupted; the task is sent again",
+                )
+                self.sent = sent
+            else:
+                updates = await self._reattach(client, streaming, task_id, sent)
             if updates is None:
                 # sent again as a new task: its rounds go on from the forgotten task's, so a question it asks is
                 # a new pending item (never answered with what a person said to the forgotten task's question)
@@ -374,6 +382,16 @@ class _RemoteTask:
         """Ask the remote agent to cancel the task (bounded: a run going down does not wait long)."""
         from a2a.types.a2a_pb2 import CancelTaskRequest
 
+        if self.ctx.journal is not None:  # first: a resume sends the task anew rather than pick up a cancelled one
+            entry = JournalEntry(
+                EntryKey(self.frame.key, self.sent + 1, "remote_start"),
+                self.fingerprint,
+                {"task_id": "", "cancelled": self.task_id, "url": self.spec.url, "messages": self.sent},
+            )
+            try:
+                await asyncio.wait_for(self.ctx.journal.write_now(entry), CANCEL_WAIT_S)
+            except Exception as exc:  # the run goes down anyway; a resume then finds the task canceled
+                _log.info("remote_cancel_not_journaled", agent=self.name, error=type(exc).__name__)
         asked = asyncio.ensure_future(client.cancel_task(CancelTaskRequest(id=self.task_id)))
         try:
             await asyncio.wait_for(asyncio.shield(asked), CANCEL_WAIT_S)
