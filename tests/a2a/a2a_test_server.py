@@ -145,10 +145,15 @@ class ScriptedExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
 
-def card(url: str, *, streaming: bool = True) -> AgentCard:
+def card(url: str, *, streaming: bool = True, huge: bool = False) -> AgentCard:
+    """The agent's card; ``huge``: a 1 MB description and 2,000 skills (a card that must not blow up a run)."""
+    extra = [
+        AgentSkill(id=f"s{i}", name=f"skill {i}", description="does things " * 100, tags=["x"]) for i in range(2000)
+    ]
     return AgentCard(
         name="Scripted researcher",
-        description="Looks things up in a scripted way (the teamrun tests' A2A agent).",
+        description="Looks things up in a scripted way (the teamrun tests' A2A agent)."
+        + ("x" * 1_000_000 if huge else ""),
         version="1.0.0",
         supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
         capabilities=AgentCapabilities(streaming=streaming),
@@ -160,7 +165,8 @@ def card(url: str, *, streaming: bool = True) -> AgentCard:
                 name="Look up facts",
                 description="Finds facts about one subject.",
                 tags=["research"],
-            )
+            ),
+            *(extra if huge else []),
         ],
     )
 
@@ -175,9 +181,10 @@ def build_app(
     streaming: bool = True,
     broken_card: bool = False,
     question: str = "Which region?",
+    huge_card: bool = False,
 ) -> Starlette:
     records = Log(log)
-    agent_card = card(url, streaming=streaming)
+    agent_card = card(url, streaming=streaming, huge=huge_card)
     handler = DefaultRequestHandler(
         agent_executor=ScriptedExecutor(mode, records, release, question, token),
         task_store=InMemoryTaskStore(),
@@ -242,6 +249,7 @@ def main() -> None:
     parser.add_argument("--no-streaming", action="store_true")
     parser.add_argument("--broken-card", action="store_true")
     parser.add_argument("--question", default="Which region?")
+    parser.add_argument("--huge-card", action="store_true")
     args = parser.parse_args()
     url = f"http://127.0.0.1:{args.port}/"
     app = build_app(
@@ -253,6 +261,7 @@ def main() -> None:
         streaming=not args.no_streaming,
         broken_card=args.broken_card,
         question=args.question,
+        huge_card=args.huge_card,
     )
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

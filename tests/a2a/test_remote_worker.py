@@ -290,3 +290,37 @@ def test_the_bearer_token_is_masked_in_the_journal_and_on_stdout_whatever_its_va
         ]
     assert any("remote" in row for row in rows)
     assert not [row for row in rows if secret in row]
+
+
+def test_a_huge_card_is_cut_with_a_warning_and_the_run_goes_on(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D2/D12: a 1 MB description and 2,000 skills: the tool description is capped, a run warning says so,
+    the delegation works; `validate --import-check` warns too."""
+    agent = a2a_agent(extra=("--huge-card",))
+    team = team_file(tmp_path, agent.url)
+    shown = _execute(team, "Find facts", tmp_path)
+
+    assert shown["_code"] == 0, shown["_err"]
+    assert _remote(shown)["response"] == "remote answer: Find facts"
+    warning = next(w for w in shown["warnings"] if "the card was cut" in w)
+    assert "its 2001 skills to the first 20" in warning and "its description" in warning
+    checked = run_cli(["validate", "--import-check", str(team)])
+    assert checked.code == 0, checked.err
+    assert "the card was cut" in checked.out + checked.err
+
+
+def test_card_description_is_capped() -> None:
+    from a2a.types.a2a_pb2 import AgentCard, AgentSkill
+
+    from teamrun.config.remote_card import card_cuts, card_description
+
+    card = AgentCard(
+        name="n",
+        description="d" * 10_000,
+        skills=[AgentSkill(id=str(i), name=f"s{i}", description="x" * 1000) for i in range(50)],
+    )
+    text = card_description(card)
+    assert len(text) < 2_000 + 20 * 300 + 100
+    assert text.endswith("- … 30 more skills")
+    assert card_cuts(card) is not None and card_cuts(AgentCard(name="n", description="short")) is None

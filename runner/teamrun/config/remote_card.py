@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_REMOTE_TIMEOUT_S",
     "CardProblem",
     "bearer_token",
+    "card_cuts",
     "card_description",
     "card_location",
     "fetch_card",
@@ -101,15 +102,52 @@ def fetch_card_sync(url: str, *, bearer_env: str | None = None, timeout_s: float
     return asyncio.run(fetch_card(url, token=token, timeout_s=timeout_s))
 
 
+CARD_NAME_CHARS = 200
+CARD_DESCRIPTION_CHARS = 2_000
+CARD_SKILLS = 20
+CARD_SKILL_CHARS = 300
+"""What of a card goes into the delegation tool's description at most: its name, its description, its first
+skills, each skill's line (a card is the remote party's text: a huge one must not blow up every model call)."""
+
+
 def card_description(card: AgentCard, fallback: str | None = None) -> str:
-    """What a delegating model is told about the agent: the card's name, description and skills."""
-    lines = [f"{card.name}: {card.description}".strip(": ") if card.name else card.description]
+    """What a delegating model is told about the agent: the card's name, description and skills (capped,
+    see :func:`card_cuts`)."""
+    name = _cut(card.name, CARD_NAME_CHARS)
+    description = _cut(card.description, CARD_DESCRIPTION_CHARS)
+    lines = [f"{name}: {description}".strip(": ") if name else description]
     if fallback and fallback.strip() and fallback.strip() not in lines[0]:
         lines.insert(0, fallback.strip())
-    for skill in card.skills:
+    for skill in list(card.skills)[:CARD_SKILLS]:
         tags = f" [{', '.join(skill.tags)}]" if skill.tags else ""
-        lines.append(f"- skill {skill.name or skill.id}: {skill.description}{tags}")
+        lines.append(_cut(f"- skill {skill.name or skill.id}: {skill.description}{tags}", CARD_SKILL_CHARS))
+    if len(card.skills) > CARD_SKILLS:
+        lines.append(f"- … {len(card.skills) - CARD_SKILLS} more skills")
     return "\n".join(line for line in lines if line)
+
+
+def card_cuts(card: AgentCard) -> str | None:
+    """What :func:`card_description` left out of ``card``, in words (``None``: nothing)."""
+    cut: list[str] = []
+    if len(card.name) > CARD_NAME_CHARS:
+        cut.append(f"its name ({len(card.name)} characters) to {CARD_NAME_CHARS}")
+    if len(card.description) > CARD_DESCRIPTION_CHARS:
+        cut.append(f"its description ({len(card.description)} characters) to {CARD_DESCRIPTION_CHARS}")
+    if len(card.skills) > CARD_SKILLS:
+        cut.append(f"its {len(card.skills)} skills to the first {CARD_SKILLS}")
+    long = sum(
+        1
+        for skill in list(card.skills)[:CARD_SKILLS]
+        if len(skill.name or skill.id) + len(skill.description) + sum(len(t) + 2 for t in skill.tags) + 12
+        > CARD_SKILL_CHARS
+    )
+    if long:
+        cut.append(f"{long} skill line(s) to {CARD_SKILL_CHARS} characters")
+    return "the card was cut to fit the delegation tool's description: " + "; ".join(cut) if cut else None
+
+
+def _cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _unreachable(exc: BaseException) -> bool:

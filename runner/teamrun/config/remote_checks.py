@@ -85,7 +85,7 @@ def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
     A card that answers with something that is not a card is an error; an agent that does not answer at all
     (not running where this is checked), or a2a-sdk not installed, is a warning (an error with ``--strict``),
     as a stdio MCP server whose program is missing is."""
-    from teamrun.config.remote_card import CardProblem, fetch_card_sync, require_a2a
+    from teamrun.config.remote_card import CardProblem, card_cuts, fetch_card_sync, require_a2a
     from teamrun.errors import UserError
 
     remote_agents = {a: s for a, s in c.agents.items() if isinstance(mapping(s.get("a2a")).get("url"), str)}
@@ -108,7 +108,7 @@ def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
         env = auth.get("bearer_env")
         timeout = remote.get("timeout_s")
         try:
-            fetch_card_sync(
+            card = fetch_card_sync(
                 url,
                 bearer_env=env if isinstance(env, str) else None,
                 timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
@@ -119,3 +119,6 @@ def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
                 yield c._warning(where, f"{message} (is the agent running where you validate?)", "import")
             else:
                 yield c._error(where, message, "import")
+            continue
+        if cut := card_cuts(card):
+            yield c._warning(("agents", agent, "a2a", "url"), f"agents.{agent}.a2a.url: {cut}", "import")
