@@ -182,9 +182,10 @@ def build_app(
     broken_card: bool = False,
     question: str = "Which region?",
     huge_card: bool = False,
+    interface_url: str | None = None,
 ) -> Starlette:
     records = Log(log)
-    agent_card = card(url, streaming=streaming, huge=huge_card)
+    agent_card = card(interface_url or url, streaming=streaming, huge=huge_card)
     handler = DefaultRequestHandler(
         agent_executor=ScriptedExecutor(mode, records, release, question, token),
         task_store=InMemoryTaskStore(),
@@ -250,6 +251,7 @@ def main() -> None:
     parser.add_argument("--broken-card", action="store_true")
     parser.add_argument("--question", default="Which region?")
     parser.add_argument("--huge-card", action="store_true")
+    parser.add_argument("--interface-url", help="the JSON-RPC URL the card names (default: this agent's)")
     args = parser.parse_args()
     url = f"http://127.0.0.1:{args.port}/"
     app = build_app(
@@ -262,6 +264,7 @@ def main() -> None:
         broken_card=args.broken_card,
         question=args.question,
         huge_card=args.huge_card,
+        interface_url=args.interface_url,
     )
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -324,3 +324,23 @@ def test_card_description_is_capped() -> None:
     assert len(text) < 2_000 + 20 * 300 + 100
     assert text.endswith("- … 30 more skills")
     assert card_cuts(card) is not None and card_cuts(AgentCard(name="n", description="short")) is None
+
+
+def test_the_token_is_never_sent_to_an_interface_on_another_origin(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D3: the card at a2a.url names a JSON-RPC interface elsewhere: the delegation fails clearly, and the
+    other host never gets a request (nor the token)."""
+    token = "tok-8e1f0c2d4b6a9753"
+    elsewhere = a2a_agent()
+    agent = a2a_agent(token=token, extra=("--interface-url", f"{elsewhere.url}/"))
+    shown = _execute(
+        team_file(tmp_path, agent.url, auth="RESEARCH_TOKEN"), "Find facts", tmp_path, env={"RESEARCH_TOKEN": token}
+    )
+
+    remote = _remote(shown)
+    assert remote["status"] == "error"
+    assert f"names an interface on another origin ({elsewhere.url}/)" in remote["error"]
+    assert "does not send the bearer token there" in remote["error"]
+    assert elsewhere.records("request") == []
+    assert agent.records("execute") == []

@@ -169,12 +169,26 @@ class _RemoteTask:
 
         timeout = self.spec.timeout_s or DEFAULT_REMOTE_TIMEOUT_S
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout))
+        home = _origin(self.spec.url)
+
+        async def same_origin(request: httpx.Request) -> None:  # the token never leaves a2a.url's origin
+            if "authorization" in request.headers and _origin(str(request.url)) != home:
+                raise self._fail(_foreign(str(request.url)))
+
+        http = await stack.enter_async_context(
+            httpx.AsyncClient(headers=headers, timeout=timeout, event_hooks={"request": [same_origin]})
+        )
         base, path = card_location(self.spec.url)
         try:
             card = await A2ACardResolver(http, base, path).get_agent_card()
+        except RemoteAgentError:
+            raise
         except Exception as exc:
             raise self._fail(f"cannot read its agent card at {base}{path}: {_described(exc, timeout)}") from exc
+        if token:
+            for interface in card.supported_interfaces:
+                if interface.protocol_binding.upper() == "JSONRPC" and _origin(interface.url) != home:
+                    raise self._fail(_foreign(interface.url))
         streaming = bool(self.spec.stream and card.capabilities.streaming)
         try:
             client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
@@ -498,6 +512,26 @@ def _whole(value: Any) -> Any:
 
 def _message_text(message: Any) -> str:
     return "".join(_parts(message.parts)).strip()
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's origin: scheme, host and port (the scheme's default port when none is given)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def _foreign(url: str) -> str:
+    return (
+        f"names an interface on another origin ({url}) than a2a.url's: teamrun does not send the bearer token "
+        "there; point a2a.url at that agent itself if it is to be trusted with the token"
+    )
 
 
 def _described(exc: BaseException, timeout: float) -> str:
