@@ -12,6 +12,7 @@ the message text (else ``--mode``):
   ``{prompt_tokens: 11, completion_tokens: 5, cost_usd: 0.002}``.
 - ``ASK``: asks ``Which region?`` (or ``--question``) (``input-required``); the next message on the
   task completes with ``got: <answer>``.
+- ``BADUSAGE``: as ``USAGE`` with ``prompt_tokens: -1000000`` and ``completion_tokens: "lots"``.
 - ``ECHOTOKEN``: completes with ``the token is <--token> and Bearer <--token>`` (an agent that leaks it).
 - ``HANG``: works until cancelled (the cancel is recorded).
 - ``WAIT``: works until the file ``--release`` exists, then completes (a task a caller can
@@ -49,7 +50,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-MODES = ("ANSWER", "STREAM", "DATA", "USAGE", "ECHOTOKEN", "ASK", "HANG", "WAIT", "FAIL", "REJECT")
+MODES = ("ANSWER", "STREAM", "DATA", "BADUSAGE", "USAGE", "ECHOTOKEN", "ASK", "HANG", "WAIT", "FAIL", "REJECT")
 _lock = threading.Lock()
 
 
@@ -116,6 +117,10 @@ class ScriptedExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_COMPLETED, metadata={"usage": usage})
         elif mode == "ASK":
             await updater.requires_input(self._say(updater, self.question))
+        elif mode == "BADUSAGE":
+            await updater.add_artifact([new_text_part(f"remote answer: {text}")], name="answer")
+            bad = {"prompt_tokens": -1000000, "completion_tokens": "lots", "cost_usd": 0.5}
+            await updater.update_status(TaskState.TASK_STATE_COMPLETED, metadata={"usage": bad})
         elif mode == "ECHOTOKEN":
             leak = f"the token is {self.token} and Bearer {self.token}"
             await updater.add_artifact([new_text_part(leak)], name="answer")

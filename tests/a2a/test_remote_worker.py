@@ -344,3 +344,27 @@ def test_the_token_is_never_sent_to_an_interface_on_another_origin(
     assert "does not send the bearer token there" in remote["error"]
     assert elsewhere.records("request") == []
     assert agent.records("execute") == []
+
+
+def test_unknown_usage_is_never_shown_as_zero(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    """D6: no usage reported, or usage that cannot be counted: unknown in the --json agents entry, agent_end,
+    `trace show` and the progress line (never 0), and a run warning for the unusable figures."""
+    agent = a2a_agent()
+    shown = _execute(team_file(tmp_path, agent.url), "BADUSAGE facts", tmp_path)
+
+    assert shown["_code"] == 0, shown["_err"]
+    remote = _remote(shown)
+    assert remote["status"] == "ok" and remote["usage"] is None and remote["usage_known"] is False
+    assert shown["agents"]["researcher"]["usage"] is None and shown["agents"]["researcher"]["cost"] is None
+    assert any("reported usage teamrun cannot count" in w for w in shown["warnings"])
+    end = next(e for e in shown["_trace"] if e["kind"] == "agent_end" and e["agent_path"] == ["lead", "researcher"])
+    assert end["data"]["usage_known"] is False and end["data"]["usage"] == {}
+    tree = run_cli(["trace", "show", str(tmp_path / "trace.jsonl")])
+    line = next(text for text in tree.out.splitlines() if "researcher" in text)
+    assert "usage not reported" in line and "0 tok" not in line
+
+    progress = run_cli(
+        ["execute", str(team_file(tmp_path, agent.url)), "-i", "FAIL now", "--progress", "plain", "--no-journal"]
+    )
+    (ended,) = [text for text in progress.err.splitlines() if "researcher: error (" in text]
+    assert "tokens and cost not reported" in ended and "0 tok" not in ended

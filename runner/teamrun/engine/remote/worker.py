@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, aclosing
@@ -79,9 +80,13 @@ async def run_remote(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOut
     spec = ctx.agent(frame.name).a2a
     assert spec is not None
     with frame.agent_span(ctx, model=f"a2a:{spec.url}", task=task) as span:
+        # not known until the agent reports it (an error, a cancel or a wait too): never a pretended 0
+        span.end.update(usage_known=False, usage={})
+        frame.ledger.usage_known = False
         outcome = await _RemoteTask(ctx, frame, spec, task).run()
-        if not outcome.usage_known:
-            span.end["usage_known"] = False
+        if outcome.usage_known:
+            del span.end["usage_known"], span.end["usage"]
+            frame.ledger.usage_known = True
         return outcome
 
 
@@ -372,7 +377,14 @@ class _RemoteTask:
         return answer or self.status_text
 
     def _usage(self) -> tuple[Usage, float, bool]:
-        return _usage_of(self.usage)
+        usage, cost, known = _usage_of(self.usage)
+        if self.usage and not known:
+            self.ctx.warn(
+                self.frame,
+                f"remote agent '{self.name}' ({self.spec.url}) reported usage teamrun cannot count "
+                "(negative, not a number, not finite or absurdly large); its tokens and cost are unknown",
+            )
+        return usage, cost, known
 
     # -- a person -----------------------------------------------------------------------------------
     async def _ask(self) -> str:
@@ -461,24 +473,42 @@ class _RemoteTask:
         return WorkerOutcome(text, "ok", usage, cost, (), usage_known=known)
 
 
+MAX_REPORTED_TOKENS = 10**12
+MAX_REPORTED_COST_USD = 10.0**9
+"""Reported figures above these are not believed (unknown usage, a run warning)."""
+
+
+class _Unusable(ValueError):
+    pass
+
+
 def _usage_of(reported: dict[str, Any] | None) -> tuple[Usage, float, bool]:
-    """Tokens and cost from ``metadata.usage``; ``known`` is false when the agent reported none."""
+    """Tokens and cost from ``metadata.usage``; ``known`` is false when the agent reported none, or a figure
+    that is negative, not a number, not finite or absurdly large (never turned into a known 0)."""
     if not reported:
         return Usage(), 0.0, False
 
-    def number(*names: str) -> float:
+    def number(most: float, *names: str) -> float:
         for name in names:
-            value = reported.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                return float(value)
+            if name not in reported or reported[name] is None:
+                continue
+            value = reported[name]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise _Unusable(name)
+            if not math.isfinite(value) or value < 0 or value > most:
+                raise _Unusable(name)
+            return float(value)
         return 0.0
 
-    usage = Usage(
-        int(number("prompt_tokens", "input_tokens")),
-        int(number("completion_tokens", "output_tokens")),
-        int(number("requests")) or 1,
-    )
-    return usage, number("cost_usd", "cost"), True
+    try:
+        usage = Usage(
+            int(number(MAX_REPORTED_TOKENS, "prompt_tokens", "input_tokens")),
+            int(number(MAX_REPORTED_TOKENS, "completion_tokens", "output_tokens")),
+            int(number(MAX_REPORTED_TOKENS, "requests")) or 1,
+        )
+        return usage, number(MAX_REPORTED_COST_USD, "cost_usd", "cost"), True
+    except _Unusable:
+        return Usage(), 0.0, False
 
 
 def _parts(parts: Any) -> list[str]:
