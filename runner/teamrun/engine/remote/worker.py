@@ -363,6 +363,11 @@ class _RemoteTask:
             await self.ctx.journal.write_now(entry)
 
     def _ids(self, task_id: str, context_id: str) -> None:
+        if task_id and self.task_id and task_id != self.task_id:  # never another task's state or answer
+            raise self._fail(
+                f"sent an update for task {_shown(task_id)} while its task is {_shown(self.task_id)} (a broken or "
+                "hostile agent): the delegation does not take it as an answer"
+            )
         self.task_id = task_id or self.task_id
         self.context_id = context_id or self.context_id
 
@@ -542,6 +547,12 @@ def _whole(value: Any) -> Any:
 
 def _message_text(message: Any) -> str:
     return "".join(_parts(message.parts)).strip()
+
+
+def _shown(text: str) -> str:
+    """A remote id in a message: at most 80 characters, no control characters."""
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
