@@ -408,3 +408,35 @@ def test_stream_updates_for_another_task_fail_the_delegation(tmp_path: Path) -> 
     remote = _remote(shown)
     assert remote["status"] == "error", remote
     assert "sent an update for task t1" in remote["error"] and "its task is t0" in remote["error"]
+
+
+def test_without_streaming_a_task_longer_than_timeout_s_is_polled_with_get_task(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D11: `stream: false`: SendMessage returns at once and GetTask is asked every 0.5 s, so a task that works
+    longer than a2a.timeout_s (one request's time) still answers."""
+    import threading
+
+    agent = a2a_agent(mode="WAIT")
+    team = (
+        team_file(tmp_path, agent.url)
+        .read_text(encoding="utf-8")
+        .replace("timeout_s: 30", "timeout_s: 2\n      stream: false")
+    )
+    path = tmp_path / "polled.yaml"
+    path.write_text(team, encoding="utf-8")
+
+    def release() -> None:  # after 8 polls (4 s of 0.5 s: twice timeout_s), the task may finish
+        agent.wait_for(lambda: agent.methods().count("GetTask") >= 8, "the task was polled")
+        agent.release.write_text("go", encoding="utf-8")
+
+    releaser = threading.Thread(target=release, daemon=True)
+    releaser.start()
+    shown = _execute(path, "slow facts", tmp_path)
+    releaser.join(timeout=120)
+
+    assert _remote(shown)["status"] == "ok", _remote(shown)
+    assert _remote(shown)["response"] == "waited answer: slow facts"
+    methods = agent.methods()
+    assert methods.count("SendMessage") == 1 and "SendStreamingMessage" not in methods
+    assert methods.count("GetTask") >= 8 and agent.records("cancel") == []

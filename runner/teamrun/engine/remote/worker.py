@@ -144,6 +144,10 @@ class _RemoteTask:
                     if self.task_id and self.state not in _TERMINAL and not self.ctx.activity.stuck.is_set():
                         await self._cancel(client)
                     raise
+                except Exception:  # a time-out, a broken update...: the task is not left working for nobody
+                    if self.task_id and self.state not in _TERMINAL:
+                        await self._cancel(client)
+                    raise
         except (RemoteAgentError, UserError, RunError):
             raise
         except CardProblem as exc:  # pragma: no cover - a RemoteAgentError, caught above
@@ -196,7 +200,9 @@ class _RemoteTask:
                     raise self._fail(_foreign(interface.url))
         streaming = bool(self.spec.stream and card.capabilities.streaming)
         try:
-            client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+            # without streaming: SendMessage returns at once (return_immediately), then GetTask every POLL_S
+            config = ClientConfig(httpx_client=http, streaming=streaming, polling=not streaming)
+            client = ClientFactory(config).create(card)
         except ValueError as exc:  # no interface this client speaks (JSON-RPC)
             raise self._fail(f"offers no interface teamrun can use (A2A 1.0 over JSON-RPC): {exc}") from exc
         stack.push_async_callback(client.close)
