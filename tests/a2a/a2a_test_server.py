@@ -12,6 +12,8 @@ the message text (else ``--mode``):
   ``{prompt_tokens: 11, completion_tokens: 5, cost_usd: 0.002}``.
 - ``ASK``: asks ``Which region?`` (or ``--question``) (``input-required``); the next message on the
   task completes with ``got: <answer>``.
+- ``HUGE``: 20 artifact chunks of 100,000 characters each.
+- ``ESC``: answers with an OSC title sequence, a CSI clear-screen, an OSC-8 link and a bidi override.
 - ``BADUSAGE``: as ``USAGE`` with ``prompt_tokens: -1000000`` and ``completion_tokens: "lots"``.
 - ``ECHOTOKEN``: completes with ``the token is <--token> and Bearer <--token>`` (an agent that leaks it).
 - ``HANG``: works until cancelled (the cancel is recorded).
@@ -50,7 +52,21 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-MODES = ("ANSWER", "STREAM", "DATA", "BADUSAGE", "USAGE", "ECHOTOKEN", "ASK", "HANG", "WAIT", "FAIL", "REJECT")
+MODES = (
+    "ANSWER",
+    "STREAM",
+    "DATA",
+    "HUGE",
+    "ESC",
+    "BADUSAGE",
+    "USAGE",
+    "ECHOTOKEN",
+    "ASK",
+    "HANG",
+    "WAIT",
+    "FAIL",
+    "REJECT",
+)
 _lock = threading.Lock()
 
 
@@ -117,6 +133,16 @@ class ScriptedExecutor(AgentExecutor):
             await updater.update_status(TaskState.TASK_STATE_COMPLETED, metadata={"usage": usage})
         elif mode == "ASK":
             await updater.requires_input(self._say(updater, self.question))
+        elif mode == "HUGE":
+            for chunk in range(20):
+                await updater.add_artifact(
+                    [new_text_part(str(chunk % 10) * 100_000)], artifact_id="big", append=chunk > 0, name="answer"
+                )
+            await updater.complete()
+        elif mode == "ESC":
+            evil = "Which \x1b]0;PWNED\x07\x1b[2J \x1b]8;;http://evil\x07link\x1b]8;;\x07 region?\u202e"
+            await updater.add_artifact([new_text_part(evil)], name="answer")
+            await updater.complete()
         elif mode == "BADUSAGE":
             await updater.add_artifact([new_text_part(f"remote answer: {text}")], name="answer")
             bad = {"prompt_tokens": -1000000, "completion_tokens": "lots", "cost_usd": 0.5}

@@ -149,3 +149,15 @@ def test_a_literal_token_is_never_echoed_and_token_shaped_names_warn(tmp_path: P
     assert (plain.code, plain.out) == (0, "1 file valid\n")
     system = run_cli(["validate", str(_remote_team(tmp_path, '{url: "http://h/", auth: {bearer_env: PATH}}'))])
     assert system.code == 0 and "is a system variable" in system.out
+
+
+def test_graph_escapes_a_hostile_url_in_mermaid_labels(tmp_path: Path) -> None:
+    """D13: a valid http URL with quotes and <script>: the Mermaid label keeps them as entities."""
+    url = 'http://x/"]-->a_lead;click_a_r<script>alert(1)</script>'
+    team = _remote_team(tmp_path, "{url: '" + url + "'}")
+    assert run_cli(["validate", str(team)]).code == 0
+    shown = run_cli(["graph", str(team)])
+
+    assert shown.code == 0, shown.err
+    assert "<script>" not in shown.out and '"]-->' not in shown.out
+    assert "#quot;]--#gt;a_lead;click_a_r#lt;script#gt;alert(1)#lt;/script#gt;" in shown.out

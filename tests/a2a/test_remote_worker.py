@@ -440,3 +440,26 @@ def test_without_streaming_a_task_longer_than_timeout_s_is_polled_with_get_task(
     methods = agent.methods()
     assert methods.count("SendMessage") == 1 and "SendStreamingMessage" not in methods
     assert methods.count("GetTask") >= 8 and agent.records("cancel") == []
+
+
+def test_a_huge_remote_answer_is_cut_with_a_warning(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    """D9: 2,000,000 characters streamed: the answer keeps the first 100,000, says so, and a warning too."""
+    agent = a2a_agent()
+    shown = _execute(team_file(tmp_path, agent.url), "HUGE please", tmp_path)
+
+    response = _remote(shown)["response"]
+    assert response.endswith("[the remote answer was cut at 100000 characters]")
+    assert len(response) < 100_100 and response.startswith("0" * 100)
+    assert any("answered more than 100000 characters" in w for w in shown["warnings"])
+
+
+def test_terminal_escapes_from_the_remote_agent_are_written_out(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D8: OSC/CSI sequences and bidi overrides in a remote answer reach no terminal: they are escaped."""
+    agent = a2a_agent()
+    shown = run_cli(["execute", str(team_file(tmp_path, agent.url)), "-i", "ESC now", "--no-journal"])
+
+    assert shown.code == 0, shown.err
+    assert "\x1b" not in shown.out and "\x07" not in shown.out and "\u202e" not in shown.out
+    assert "\\x1b]0;PWNED\\x07" in shown.out and "\\u202e" in shown.out

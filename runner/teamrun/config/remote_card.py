@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -27,6 +28,7 @@ __all__ = [
     "card_location",
     "fetch_card",
     "fetch_card_sync",
+    "plain_text",
     "require_a2a",
 ]
 
@@ -113,14 +115,15 @@ skills, each skill's line (a card is the remote party's text: a huge one must no
 def card_description(card: AgentCard, fallback: str | None = None) -> str:
     """What a delegating model is told about the agent: the card's name, description and skills (capped,
     see :func:`card_cuts`)."""
-    name = _cut(card.name, CARD_NAME_CHARS)
-    description = _cut(card.description, CARD_DESCRIPTION_CHARS)
+    name = _cut(plain_text(card.name), CARD_NAME_CHARS)
+    description = _cut(plain_text(card.description), CARD_DESCRIPTION_CHARS)
     lines = [f"{name}: {description}".strip(": ") if name else description]
     if fallback and fallback.strip() and fallback.strip() not in lines[0]:
         lines.insert(0, fallback.strip())
     for skill in list(card.skills)[:CARD_SKILLS]:
         tags = f" [{', '.join(skill.tags)}]" if skill.tags else ""
-        lines.append(_cut(f"- skill {skill.name or skill.id}: {skill.description}{tags}", CARD_SKILL_CHARS))
+        line = f"- skill {skill.name or skill.id}: {skill.description}{tags}"
+        lines.append(_cut(plain_text(line), CARD_SKILL_CHARS))
     if len(card.skills) > CARD_SKILLS:
         lines.append(f"- … {len(card.skills) - CARD_SKILLS} more skills")
     return "\n".join(line for line in lines if line)
@@ -146,6 +149,21 @@ def card_cuts(card: AgentCard) -> str | None:
     return "the card was cut to fit the delegation tool's description: " + "; ".join(cut) if cut else None
 
 
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Control characters (C0 but line breaks and tabs, DEL, C1: terminal escapes, OSC and CSI sequences begin
+with them) and bidi overrides, as a remote party may send them."""
+
+
+def plain_text(text: str) -> str:
+    """``text`` from a remote agent with each control or bidi character written out as an escape
+    (``\\x1b``, ``\\u202e``): it can neither drive a terminal nor reorder what is shown."""
+    if not _UNSAFE.search(text):
+        return text
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100 else f"\\u{ord(m.group(0)):04x}", text
+    )
+
+
 def _cut(text: str, most: int) -> str:
     return text if len(text) <= most else text[: most - 1] + "…"
 
@@ -164,5 +182,5 @@ def _unreachable(exc: BaseException) -> bool:
 
 def _said(exc: BaseException) -> str:
     """An exception as one line (the SDK's messages are long; its type tells a time-out from a refusal)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = plain_text(" ".join(str(exc).split())) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."

@@ -44,6 +44,7 @@ from teamrun.config.remote_card import (
     CardProblem,
     bearer_token,
     card_location,
+    plain_text,
     require_a2a,
 )
 from teamrun.engine.delegation.records import WorkerOutcome
@@ -63,6 +64,10 @@ __all__ = ["POLL_S", "run_remote"]
 _log = get_logger(__name__)
 POLL_S = 0.5
 """How often a task that works is looked at with ``GetTask`` when its updates are not streamed."""
+MAX_ANSWER_CHARS = 100_000
+"""Most characters of a remote answer (artifacts, or a message reply) kept: the rest is dropped as it arrives,
+with a note in the answer and a run warning (a local worker's answer is bounded by its model; a remote one
+would otherwise go whole into the supervisor's next model call)."""
 CANCEL_WAIT_S = 10.0
 """Most seconds a cancelled delegation waits for the remote agent to take the ``CancelTask``."""
 _TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
@@ -108,6 +113,9 @@ class _RemoteTask:
     """User messages the remote task has had (the current question's round, for its pending item)."""
     started_written: bool = False
     reattached: bool = False
+    kept: int = 0
+    """Characters of answer kept so far (at most :data:`MAX_ANSWER_CHARS`)."""
+    cut: bool = False
 
     @property
     def name(self) -> str:
@@ -316,7 +324,8 @@ class _RemoteTask:
             task = update.task
             self._ids(task.id, task.context_id)
             self.state = _state(task.status.state)
-            self.artifacts = {a.artifact_id or str(i): _parts(a.parts) for i, a in enumerate(task.artifacts)}
+            self.kept = 0
+            self.artifacts = {a.artifact_id or str(i): self._fit(_parts(a.parts)) for i, a in enumerate(task.artifacts)}
             text = self.status_text = _message_text(task.status.message) if task.status.HasField("message") else ""
             self._usage_from(MessageToDict(task.metadata) if task.HasField("metadata") else {})
         elif kind == "status_update":
@@ -330,14 +339,15 @@ class _RemoteTask:
             chunk = update.artifact_update
             self._ids(chunk.task_id, chunk.context_id)
             key = chunk.artifact.artifact_id or str(len(self.artifacts))
-            parts = _parts(chunk.artifact.parts)
+            parts = self._fit(_parts(chunk.artifact.parts))
             self.artifacts[key] = [*self.artifacts.get(key, []), *parts] if chunk.append else parts
             text = "".join(parts)
         elif kind == "message":  # a direct reply: the agent answered without a task
             message = update.message
             self._ids(message.task_id, message.context_id)
             self.state = "completed"
-            self.artifacts = {"message": _parts(message.parts)}
+            self.kept = 0
+            self.artifacts = {"message": self._fit(_parts(message.parts))}
             text = "".join(self.artifacts["message"])
             self._usage_from(MessageToDict(message.metadata) if message.HasField("metadata") else {})
         else:
@@ -382,10 +392,33 @@ class _RemoteTask:
         if isinstance(usage, dict):
             self.usage = usage
 
+    def _fit(self, parts: list[str]) -> list[str]:
+        """``parts`` as far as they fit in :data:`MAX_ANSWER_CHARS` with what was kept before."""
+        kept: list[str] = []
+        for part in parts:
+            room = MAX_ANSWER_CHARS - self.kept
+            if len(part) > room:
+                if not self.cut:
+                    self.cut = True
+                    self.ctx.warn(
+                        self.frame,
+                        f"remote agent '{self.name}' ({self.spec.url}) answered more than {MAX_ANSWER_CHARS} "
+                        "characters; the rest of its answer is dropped",
+                    )
+                if room > 0:
+                    kept.append(part[:room])
+                    self.kept += room
+                break
+            kept.append(part)
+            self.kept += len(part)
+        return kept
+
     def _answer(self) -> str:
         texts = ["".join(parts).strip() for parts in self.artifacts.values()]
-        answer = "\n\n".join(t for t in texts if t)
-        return answer or self.status_text
+        answer = "\n\n".join(t for t in texts if t) or self.status_text
+        if self.cut:
+            answer += f"\n\n[the remote answer was cut at {MAX_ANSWER_CHARS} characters]"
+        return answer
 
     def _usage(self) -> tuple[Usage, float, bool]:
         usage, cost, known = _usage_of(self.usage)
@@ -530,13 +563,14 @@ def _parts(parts: Any) -> list[str]:
     out: list[str] = []
     for part in parts:
         if part.HasField("text"):
-            out.append(part.text)
+            out.append(plain_text(part.text))
         elif part.HasField("data"):
-            out.append("\n" + json.dumps(_whole(MessageToDict(part.data)), ensure_ascii=False) + "\n")
+            out.append("\n" + plain_text(json.dumps(_whole(MessageToDict(part.data)), ensure_ascii=False)) + "\n")
         elif part.HasField("url"):
-            out.append(f"\n[file: {part.filename or part.url}] <{part.url}>\n")
+            out.append(plain_text(f"\n[file: {part.filename or part.url}] <{part.url}>\n"))
         elif part.HasField("raw"):
-            out.append(f"\n[file: {part.filename or 'unnamed'}, {len(part.raw)} bytes, {part.media_type}]\n")
+            raw = f"\n[file: {part.filename or 'unnamed'}, {len(part.raw)} bytes, {part.media_type}]\n"
+            out.append(plain_text(raw))
     return out
 
 
@@ -586,7 +620,7 @@ def _described(exc: BaseException, timeout: float) -> str:
     import httpx
 
     name = type(exc).__name__
-    text = " ".join(str(exc).split())
+    text = plain_text(" ".join(str(exc).split()))
     if len(text) > 300:
         text = text[:297] + "..."
     if isinstance(exc, httpx.ConnectError) or "ConnectError" in text or "connection attempts failed" in text:
