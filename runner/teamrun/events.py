@@ -213,8 +213,8 @@ class AgentEnd(Event):
     stopped_by: str | None = None
     """The limit that stopped it, if one did."""
     usage_known: bool = True
-    """False for a remote (``a2a:``) worker that reported no usage: ``usage`` and ``cost`` are then not known
-    (zeros that mean "not reported")."""
+    """False for a remote (``a2a:``) worker that reported no (countable) usage: ``usage`` is then ``{}`` and
+    ``cost`` means nothing (not known, not 0)."""
 
 
 @_kind("budget")

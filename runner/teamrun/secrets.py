@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -68,10 +69,32 @@ def secret_parts(text: str) -> set[str]:
     return parts - {""}
 
 
-def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
-    """Values of the environment variables whose names look secret."""
+_DECLARED_NAMES: set[str] = set()
+"""Variables declared secret whatever their names (an ``a2a:`` agent's ``auth.bearer_env``)."""
+_LIVE_MASKS: weakref.WeakSet[StoreMask] = weakref.WeakSet()
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether the value of the environment variable ``name`` is a secret (its name looks secret, or it was
+    declared one with :func:`declare_secret_variable`)."""
+    return bool(SECRET_NAME.search(name)) or name in _DECLARED_NAMES
+
+
+def declare_secret_variable(name: str, environ: Mapping[str, str] | None = None) -> None:
+    """Treat the variable ``name``'s value as a secret from now on, in this process, as if its name looked
+    secret: every redactor made later masks it, and each store's mask made earlier too (``***${NAME}***``)."""
+    _DECLARED_NAMES.add(name)
     env = os.environ if environ is None else environ
-    return {value for name, value in env.items() if SECRET_NAME.search(name) and _is_secret_value(value)}
+    value = env.get(name, "")
+    if _is_secret_value(value):
+        for mask in list(_LIVE_MASKS):
+            mask.declare(name, value)
+
+
+def secret_env_values(environ: Mapping[str, str] | None = None) -> set[str]:
+    """Values of the environment variables whose names look secret (or were declared secret)."""
+    env = os.environ if environ is None else environ
+    return {value for name, value in env.items() if is_secret_name(name) and _is_secret_value(value)}
 
 
 class Redactor:
@@ -191,9 +214,15 @@ class StoreMask(Redactor):
     def __init__(self, secrets: Iterable[str] = (), *, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
         self._names = {
-            value: name for name, value in sorted(env.items()) if SECRET_NAME.search(name) and _is_secret_value(value)
+            value: name for name, value in sorted(env.items()) if is_secret_name(name) and _is_secret_value(value)
         }
         super().__init__(secrets, environ=env)
+        _LIVE_MASKS.add(self)
+
+    def declare(self, name: str, value: str) -> None:
+        """Mask ``value`` as the value of the secret variable ``name`` from now on."""
+        self._names.setdefault(value, name)
+        self.add({value})
 
     def _replacement(self, match: re.Match[str]) -> str:
         name = self._names.get(match.group(0))

@@ -62,10 +62,20 @@ def free_port() -> int:
 
 
 def start_agent(
-    directory: Path, *, mode: str = "ANSWER", token: str | None = None, extra: tuple[str, ...] = ()
+    directory: Path,
+    *,
+    mode: str = "ANSWER",
+    token: str | None = None,
+    extra: tuple[str, ...] = (),
+    port: int | None = None,
 ) -> A2AAgent:
-    port = free_port()
+    """``port``: that one (an agent started again where an earlier one ran), else a free one."""
+    port = port or free_port()
     log = directory / f"a2a-{port}.jsonl"
+    for again in range(1, 100):  # an agent started again on a port: its own record
+        if not log.exists():
+            break
+        log = directory / f"a2a-{port}-{again}.jsonl"
     release = directory / f"release-{port}"
     argv = [sys.executable, str(SERVER), "--port", str(port), "--mode", mode, "--log", str(log)]
     argv += ["--release", str(release), *extra]

@@ -106,3 +106,58 @@ def test_import_check_warns_about_an_agent_that_does_not_answer(tmp_path: Path) 
     assert warned.out.startswith(expected), warned.out
     assert strict.out.startswith(expected.replace(": warning: ", ": error: ")), strict.out
     assert "(is the agent running where you validate?)" in warned.out
+
+
+def _remote_team(tmp_path: Path, a2a: str) -> Path:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: r\nsupervisor: lead\ndefaults: {model: offline}\nagents:\n  lead:\n"
+        f"    delegates_to: [researcher]\n  researcher:\n    a2a: {a2a}\n",
+        encoding="utf-8",
+    )
+    return team
+
+
+def test_url_validation_credentials_no_host_and_uppercase_scheme(tmp_path: Path) -> None:
+    """D4/D15: credentials in the URL and a URL without a host are errors (the password is not repeated);
+    an uppercase scheme is a URL like any other."""
+    creds = run_cli(["validate", str(_remote_team(tmp_path, '{url: "http://user:pAssW0rd@127.0.0.1:9999/"}'))])
+    assert creds.code == 2 and "holds credentials" in creds.out and "a2a.auth.bearer_env" in creds.out
+    assert "pAssW0rd" not in creds.out
+    nohost = run_cli(["validate", str(_remote_team(tmp_path, '{url: "http:///nohost"}'))])
+    assert nohost.code == 2 and "has no host" in nohost.out
+    bidi = run_cli(["validate", str(_remote_team(tmp_path, '{url: "http://127.0.0.1:9999/a\\u202eb"}'))])
+    assert bidi.code == 2 and "control or bidi characters" in bidi.out
+    upper = run_cli(["validate", str(_remote_team(tmp_path, '{url: "HTTP://127.0.0.1:9999/"}'))])
+    assert (upper.code, upper.out) == (0, "1 file valid\n")
+
+
+def test_a_literal_token_is_never_echoed_and_token_shaped_names_warn(tmp_path: Path) -> None:
+    """D5: the error for a literal token does not repeat it; a variable "name" shaped like a token warns."""
+    literal = run_cli(
+        ["validate", str(_remote_team(tmp_path, '{url: "http://h/", auth: {bearer_env: "sk-proj-AbC123"}}'))]
+    )
+    assert literal.code == 2 and "sk-proj-AbC123" not in literal.out
+    assert "never the token itself" in literal.out
+    for token in ("ghp_16C7e42F292c6912E7710c838347Ae178B4a", "github_pat_11ABCDEFG0123456789", "d" * 40):
+        shaped = run_cli(
+            ["validate", str(_remote_team(tmp_path, f'{{url: "http://h/", auth: {{bearer_env: {token}}}}}'))]
+        )
+        assert shaped.code == 0 and "warning:" in shaped.out and "looks like a token" in shaped.out, shaped.out
+        assert token not in shaped.out
+    plain = run_cli(["validate", str(_remote_team(tmp_path, '{url: "http://h/", auth: {bearer_env: AGENT_TOKEN}}'))])
+    assert (plain.code, plain.out) == (0, "1 file valid\n")
+    system = run_cli(["validate", str(_remote_team(tmp_path, '{url: "http://h/", auth: {bearer_env: PATH}}'))])
+    assert system.code == 0 and "is a system variable" in system.out
+
+
+def test_graph_escapes_a_hostile_url_in_mermaid_labels(tmp_path: Path) -> None:
+    """D13: a valid http URL with quotes and <script>: the Mermaid label keeps them as entities."""
+    url = 'http://x/"]-->a_lead;click_a_r<script>alert(1)</script>'
+    team = _remote_team(tmp_path, "{url: '" + url + "'}")
+    assert run_cli(["validate", str(team)]).code == 0
+    shown = run_cli(["graph", str(team)])
+
+    assert shown.code == 0, shown.err
+    assert "<script>" not in shown.out and '"]-->' not in shown.out
+    assert "#quot;]--#gt;a_lead;click_a_r#lt;script#gt;alert(1)#lt;/script#gt;" in shown.out

@@ -73,3 +73,41 @@ def test_without_anyone_to_ask_the_delegation_fails_clearly(a2a_agent: Callable[
     (delegation,) = json.loads(shown.out)["delegations"]
     assert delegation["status"] == "error"
     assert "nobody could be asked" in delegation["error"]
+
+
+def test_a_forgotten_task_sent_again_asks_its_new_question_anew_not_with_the_earlier_answer(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D7: the person answered "Which region?"; the agent restarted (it forgot the task) and the task sent again
+    asks something else: that question is a new pending item, never answered with the earlier answer."""
+    first = a2a_agent()
+    store = str(tmp_path / "runs.db")
+    team = team_file(tmp_path, first.url)
+    started = run_cli(
+        ["execute", str(team), "-i", "ASK me", "--store", store, "--detach", "--json", "--progress", "none"]
+    )
+    assert started.code == 4, started.err
+    run_id = json.loads(started.out)["run_id"]
+    (pending,) = json.loads(run_cli(["runs", "list", "--store", store, "--json"]).out)[0]["pending"]
+    assert pending["question"] == "Which region?"
+    first.process.terminate()
+    first.process.wait(timeout=60)
+    port = int(first.url.rsplit(":", 1)[1])
+    again = a2a_agent(port=port, extra=("--question", "Delete all production data? (yes/no)"))
+
+    answered = run_cli(["answer", run_id, pending["item"], "yes", "--store", store, "--json", "--progress", "none"])
+
+    assert answered.code == 4, (answered.code, answered.out, answered.err)  # waits for a person again
+    assert "no longer knows task" in answered.err
+    executed = again.records("execute")
+    assert [(e["text"], e["continuing"]) for e in executed] == [("ASK me", False)]  # "yes" was not sent
+    (listed,) = json.loads(run_cli(["runs", "list", "--store", store, "--json"]).out)
+    (new,) = listed["pending"]
+    assert new["question"] == "Delete all production data? (yes/no)" and new["item"] != pending["item"]
+
+    done = run_cli(["answer", run_id, new["item"], "no", "--store", store, "--json", "--progress", "none"])
+
+    assert done.code == 0, done.err
+    (delegation,) = json.loads(done.out)["delegations"]
+    assert delegation["status"] == "ok" and delegation["response"] == "got: no"
+    assert [(e["text"], e["continuing"]) for e in again.records("execute")] == [("ASK me", False), ("no", True)]

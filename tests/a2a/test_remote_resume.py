@@ -112,3 +112,64 @@ def test_a_killed_run_resumes_without_sending_a_finished_remote_task_again(
     assert len(slow.records("execute")) == 1  # unfinished: picked up by its id, not sent again
     assert slow.methods().count("SendStreamingMessage") == 1
     assert slow.methods().index("GetTask") < slow.methods().index("SubscribeToTask")
+
+
+def test_a_run_interrupted_by_ctrl_c_resumes_by_sending_the_cancelled_remote_task_again(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D10: Ctrl-C cancels the remote task (CancelTask); `teamrun resume` sends the task anew, not reattach to it."""
+    agent = a2a_agent(mode="WAIT")
+    team = tmp_path / "one.yaml"
+    team.write_text(
+        f"""version: 1
+name: one-remote
+supervisor: lead
+defaults: {{model: offline}}
+agents:
+  lead:
+    description: Asks.
+    delegates_to: [slow]
+  slow:
+    description: Answers when released.
+    a2a: {{url: "{agent.url}", timeout_s: 120}}
+""",
+        encoding="utf-8",
+    )
+    db = tmp_path / "runs.db"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_PROXY": "127.0.0.1,localhost"}
+    env.pop("TEAMRUN_STORE", None)
+    process = subprocess.Popen(
+        [*TEAMRUN, "execute", str(team), "-i", "facts", "--store", str(db), "--progress", "none"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + GUARD_S
+        while [kind for _, kind in _journal_kinds(db)].count("remote_start") < 1:
+            assert process.poll() is None, "the run ended before it was interrupted"
+            assert time.monotonic() < deadline, f"never got there: {_journal_kinds(db)}"
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGINT)
+        assert process.wait(timeout=GUARD_S) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert len(agent.records("cancel")) == 1
+    with sqlite3.connect(db) as connection:
+        ((run_id,),) = list(connection.execute("select id from runs"))
+    agent.release.write_text("go", encoding="utf-8")
+
+    resumed = subprocess.run(
+        [*TEAMRUN, "resume", run_id, "--store", str(db), "--json", "--progress", "none"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=GUARD_S,
+    )
+
+    assert resumed.returncode == 0, resumed.stderr
+    (delegation,) = json.loads(resumed.stdout)["delegations"]
+    assert (delegation["status"], delegation["response"]) == ("ok", "waited answer: facts")
+    assert "was cancelled when the run was interrupted" in resumed.stderr
+    assert [e["text"] for e in agent.records("execute")] == ["facts", "facts"]  # sent anew

@@ -263,3 +263,203 @@ def test_hooks_apply_to_a_remote_worker(a2a_agent: Callable[..., A2AAgent], tmp_
     failed = _execute(team, "FAIL it", tmp_path)
     remote = _remote(failed)
     assert remote["status"] == "error" and remote["response"] == "researcher failed; carry on without it."
+
+
+def test_the_bearer_token_is_masked_in_the_journal_and_on_stdout_whatever_its_variable_is_called(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D1: an agent that echoes the token: its bare value is a secret of the run (journal, record, --json)."""
+    import sqlite3
+
+    secret = "s3cr3tBearerValue42"
+    agent = a2a_agent(token=secret)
+    team = team_file(tmp_path, agent.url, auth="A2A_BEARER")  # a name that does not look secret
+    store = tmp_path / "runs.db"
+    shown = run_cli(
+        ["execute", str(team), "-i", "ECHOTOKEN please", "--json", "--progress", "none", "--store", str(store)],
+        {"A2A_BEARER": secret},
+    )
+
+    assert shown.code == 0, shown.err
+    assert secret not in shown.out and secret not in shown.err
+    (delegation,) = [d for d in json.loads(shown.out)["delegations"] if d["agent"] == "researcher"]
+    assert delegation["status"] == "ok" and delegation["response"].startswith("the token is ***")
+    with sqlite3.connect(store) as db:
+        rows = [str(row) for row in db.execute("select * from journal")] + [
+            str(r) for r in db.execute("select * from runs")
+        ]
+    assert any("remote" in row for row in rows)
+    assert not [row for row in rows if secret in row]
+
+
+def test_a_huge_card_is_cut_with_a_warning_and_the_run_goes_on(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D2/D12: a 1 MB description and 2,000 skills: the tool description is capped, a run warning says so,
+    the delegation works; `validate --import-check` warns too."""
+    agent = a2a_agent(extra=("--huge-card",))
+    team = team_file(tmp_path, agent.url)
+    shown = _execute(team, "Find facts", tmp_path)
+
+    assert shown["_code"] == 0, shown["_err"]
+    assert _remote(shown)["response"] == "remote answer: Find facts"
+    warning = next(w for w in shown["warnings"] if "the card was cut" in w)
+    assert "its 2001 skills to the first 20" in warning and "its description" in warning
+    checked = run_cli(["validate", "--import-check", str(team)])
+    assert checked.code == 0, checked.err
+    assert "the card was cut" in checked.out + checked.err
+
+
+def test_card_description_is_capped() -> None:
+    from a2a.types.a2a_pb2 import AgentCard, AgentSkill
+
+    from teamrun.config.remote_card import card_cuts, card_description
+
+    card = AgentCard(
+        name="n",
+        description="d" * 10_000,
+        skills=[AgentSkill(id=str(i), name=f"s{i}", description="x" * 1000) for i in range(50)],
+    )
+    text = card_description(card)
+    assert len(text) < 2_000 + 20 * 300 + 100
+    assert text.endswith("- … 30 more skills")
+    assert card_cuts(card) is not None and card_cuts(AgentCard(name="n", description="short")) is None
+
+
+def test_the_token_is_never_sent_to_an_interface_on_another_origin(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D3: the card at a2a.url names a JSON-RPC interface elsewhere: the delegation fails clearly, and the
+    other host never gets a request (nor the token)."""
+    token = "tok-8e1f0c2d4b6a9753"
+    elsewhere = a2a_agent()
+    agent = a2a_agent(token=token, extra=("--interface-url", f"{elsewhere.url}/"))
+    shown = _execute(
+        team_file(tmp_path, agent.url, auth="RESEARCH_TOKEN"), "Find facts", tmp_path, env={"RESEARCH_TOKEN": token}
+    )
+
+    remote = _remote(shown)
+    assert remote["status"] == "error"
+    assert f"names an interface on another origin ({elsewhere.url}/)" in remote["error"]
+    assert "does not send the bearer token there" in remote["error"]
+    assert elsewhere.records("request") == []
+    assert agent.records("execute") == []
+
+
+def test_unknown_usage_is_never_shown_as_zero(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    """D6: no usage reported, or usage that cannot be counted: unknown in the --json agents entry, agent_end,
+    `trace show` and the progress line (never 0), and a run warning for the unusable figures."""
+    agent = a2a_agent()
+    shown = _execute(team_file(tmp_path, agent.url), "BADUSAGE facts", tmp_path)
+
+    assert shown["_code"] == 0, shown["_err"]
+    remote = _remote(shown)
+    assert remote["status"] == "ok" and remote["usage"] is None and remote["usage_known"] is False
+    assert shown["agents"]["researcher"]["usage"] is None and shown["agents"]["researcher"]["cost"] is None
+    assert any("reported usage teamrun cannot count" in w for w in shown["warnings"])
+    end = next(e for e in shown["_trace"] if e["kind"] == "agent_end" and e["agent_path"] == ["lead", "researcher"])
+    assert end["data"]["usage_known"] is False and end["data"]["usage"] == {}
+    tree = run_cli(["trace", "show", str(tmp_path / "trace.jsonl")])
+    line = next(text for text in tree.out.splitlines() if "researcher" in text)
+    assert "usage not reported" in line and "0 tok" not in line
+
+    progress = run_cli(
+        ["execute", str(team_file(tmp_path, agent.url)), "-i", "FAIL now", "--progress", "plain", "--no-journal"]
+    )
+    (ended,) = [text for text in progress.err.splitlines() if "researcher: error (" in text]
+    assert "tokens and cost not reported" in ended and "0 tok" not in ended
+
+
+def test_stream_updates_for_another_task_fail_the_delegation(tmp_path: Path) -> None:
+    """D14: a stream whose updates name other tasks (and ends `completed` for one more) is not an answer."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    port = free_port()
+    hostile = Path(__file__).resolve().parent / "hostile_agent.py"
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [sys.executable, str(hostile), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            assert process.poll() is None, "the hostile agent exited at start"
+            try:
+                httpx.get(f"{url}/.well-known/agent-card.json", timeout=2)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "the hostile agent did not start"
+                time.sleep(0.1)
+        shown = _execute(team_file(tmp_path, url), "Find facts", tmp_path)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+    remote = _remote(shown)
+    assert remote["status"] == "error", remote
+    assert "sent an update for task t1" in remote["error"] and "its task is t0" in remote["error"]
+
+
+def test_without_streaming_a_task_longer_than_timeout_s_is_polled_with_get_task(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D11: `stream: false`: SendMessage returns at once and GetTask is asked every 0.5 s, so a task that works
+    longer than a2a.timeout_s (one request's time) still answers."""
+    import threading
+
+    agent = a2a_agent(mode="WAIT")
+    team = (
+        team_file(tmp_path, agent.url)
+        .read_text(encoding="utf-8")
+        .replace("timeout_s: 30", "timeout_s: 2\n      stream: false")
+    )
+    path = tmp_path / "polled.yaml"
+    path.write_text(team, encoding="utf-8")
+
+    def release() -> None:  # after 8 polls (4 s of 0.5 s: twice timeout_s), the task may finish
+        agent.wait_for(lambda: agent.methods().count("GetTask") >= 8, "the task was polled")
+        agent.release.write_text("go", encoding="utf-8")
+
+    releaser = threading.Thread(target=release, daemon=True)
+    releaser.start()
+    shown = _execute(path, "slow facts", tmp_path)
+    releaser.join(timeout=120)
+
+    assert _remote(shown)["status"] == "ok", _remote(shown)
+    assert _remote(shown)["response"] == "waited answer: slow facts"
+    methods = agent.methods()
+    assert methods.count("SendMessage") == 1 and "SendStreamingMessage" not in methods
+    assert methods.count("GetTask") >= 8 and agent.records("cancel") == []
+
+
+def test_a_huge_remote_answer_is_cut_with_a_warning(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    """D9: 2,000,000 characters streamed: the answer keeps the first 100,000, says so, and a warning too."""
+    agent = a2a_agent()
+    shown = _execute(team_file(tmp_path, agent.url), "HUGE please", tmp_path)
+
+    response = _remote(shown)["response"]
+    assert response.endswith("[the remote answer was cut at 100000 characters]")
+    assert len(response) < 100_100 and response.startswith("0" * 100)
+    assert any("answered more than 100000 characters" in w for w in shown["warnings"])
+
+
+def test_terminal_escapes_from_the_remote_agent_are_written_out(
+    a2a_agent: Callable[..., A2AAgent], tmp_path: Path
+) -> None:
+    """D8: OSC/CSI sequences and bidi overrides in a remote answer reach no terminal: they are escaped."""
+    agent = a2a_agent()
+    shown = run_cli(["execute", str(team_file(tmp_path, agent.url)), "-i", "ESC now", "--no-journal"])
+
+    assert shown.code == 0, shown.err
+    assert "\x1b" not in shown.out and "\x07" not in shown.out and "\u202e" not in shown.out
+    assert "\\x1b]0;PWNED\\x07" in shown.out and "\\u202e" in shown.out

@@ -337,11 +337,20 @@ def execute(
 
         for line in waiting_lines(backend, result.run_id, store_location):
             _say(logs, "warning", "run_waiting", line, run_id=result.run_id)
+    # remote agents' bearer tokens are masked on stdout too (an agent may echo one); other secrets of the
+    # file are the user's own answer's business, as before
+    tokens = _remote_tokens(team.config)
+    shown = Redactor(tokens, include_env=False) if tokens else None
     if as_json:
-        click.echo(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+        answer = result.as_dict()
+        click.echo(
+            shown.dumps(answer, indent=2, ensure_ascii=False)
+            if shown
+            else json.dumps(answer, indent=2, ensure_ascii=False)
+        )
     else:
         if result.final_text or result.status == "done":
-            click.echo(result.final_text)
+            click.echo(shown.text(result.final_text) if shown else result.final_text)
         if result.status not in ("done", "waiting"):
             _say(
                 logs,
@@ -484,6 +493,14 @@ def _content_capture(model: Any) -> Any:
     from teamrun.observe.trace_file import ContentCapture
 
     return ContentCapture(model)
+
+
+def _remote_tokens(config: Any) -> set[str]:
+    if not any(agent.a2a is not None for agent in config.agents.values()):
+        return set()
+    from teamrun.engine.remote.cards import remote_tokens
+
+    return remote_tokens(config)
 
 
 def _trace_writer(path: str | None, content: bool, redactor: Any, cleanup: contextlib.ExitStack) -> Any:

@@ -65,6 +65,8 @@ class _Node:
     cost: float = 0.0
     detail: str = ""
     children: list[str] = field(default_factory=list)
+    usage_known: bool = True
+    """False for a remote (``a2a:``) worker until it reports usage: shown as not reported, never 0."""
 
 
 _LINE_CHARS = 200
@@ -98,9 +100,11 @@ class PlainProgress:
                 return f"{who}: started ({isolate(event.model)})"
             case AgentEnd():
                 stop = f", stopped by {event.stopped_by}" if event.stopped_by else ""
-                spent = f"{_tokens(event.usage.get('total_tokens', 0))}, {format_usd(event.cost)}"
-                if not event.usage_known:
-                    spent = "tokens and cost not reported"
+                spent = (
+                    f"{_tokens(event.usage.get('total_tokens', 0))}, {format_usd(event.cost)}"
+                    if event.usage_known
+                    else "tokens and cost not reported"
+                )
                 return f"{who}: {event.status} ({spent}{stop})"
             case DelegationStart():
                 step = f" (step {event.step})" if event.step else ""
@@ -251,7 +255,7 @@ class LiveTree:
                 self.pending, self.drawn = "", 0  # the prompt about this tool was answered (on a new line)
             case AgentEnd() if event.span_id in self.nodes:
                 node = self.nodes[event.span_id]
-                node.status, node.detail = event.status, ""
+                node.status, node.detail, node.usage_known = event.status, "", event.usage_known
             case DelegationEnd():
                 self._delegation_end(event)
             case RunEnd():
@@ -272,7 +276,7 @@ class LiveTree:
         """A new agent node, below the agent that delegated to it (through its delegation span)."""
         if event.parent_span_id in self.owners:
             self.workers.setdefault(event.parent_span_id, event.span_id)
-        node = _Node(event.agent, event.parent_span_id)
+        node = _Node(event.agent, event.parent_span_id, usage_known=not event.model.startswith("a2a:"))
         self.nodes[event.span_id] = node
         parent = self._agent_span(event.parent_span_id)
         if parent is not None and parent in self.nodes and parent != event.span_id:
@@ -327,7 +331,7 @@ class LiveTree:
             branch = "" if top else ("└─ " if last else "├─ ")
             mark = _MARKS.get(node.status, "·")
             extra = f"  {node.detail}" if node.detail else ""
-            spent = f"{_tokens(node.tokens)}  {format_usd(node.cost)}"
+            spent = f"{_tokens(node.tokens)}  {format_usd(node.cost)}" if node.usage_known else "usage not reported"
             lines.append(f"{prefix}{branch}{mark} {isolate(node.name)}  {node.status}  {spent}{extra}")
             child_prefix = prefix if top else prefix + ("   " if last else "│  ")
             for i, child in enumerate(node.children):

@@ -180,8 +180,8 @@ def _check_one(shown: str, *, import_check: bool) -> CheckResult:
 @click.option(
     "--import-check",
     is_flag=True,
-    help="Also import every python: tool, hook and filter, and start every MCP server, "
-    "to check what the file names exists (runs user code).",
+    help="Also import every python: tool, hook and filter, start every MCP server, and read every a2a: "
+    "agent's card (contacts it), to check what the file names exists (runs user code).",
 )
 @click.option("--strict", is_flag=True, help="Treat warnings as errors.")
 @click.option(

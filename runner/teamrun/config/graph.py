@@ -17,6 +17,12 @@ def _label(text: str) -> str:
     return text.replace('"', "'")
 
 
+def _url_label(url: str) -> str:
+    """A URL in a Mermaid label: quotes and angle brackets as Mermaid entities (``#quot;``, ``#lt;``,
+    ``#gt;``), so a URL cannot end the label or put HTML (``<script>``) into the drawing."""
+    return "".join({'"': "#quot;", "<": "#lt;", ">": "#gt;", "`": "#96;"}.get(c, c) for c in url)
+
+
 def to_mermaid(config: TeamConfig) -> str:
     """``flowchart TD``: solid arrows for delegation, dotted ones for handoffs, tools as notes, remote
     (``a2a:``) agents as hexagons labelled ``a2a: <url>``; workspace
@@ -28,9 +34,10 @@ def to_mermaid(config: TeamConfig) -> str:
         return "\n".join([*lines, *peer_lines(config), *workspace_lines(config)]) + "\n"
     for name, agent in config.agents.items():
         role = "supervisor" if name == config.supervisor else (agent.model or "")
+        shown = _label(role)
         if agent.a2a is not None:  # a remote worker: a hexagon, labelled with where it runs
-            role = f"a2a: {agent.a2a.url}"
-        label = f"{name}<br/><small>{_label(role)}</small>" if role else name
+            shown = f"a2a: {_url_label(agent.a2a.url)}"
+        label = f"{name}<br/><small>{shown}</small>" if shown else name
         shape = f'(["{label}"])' if name == config.supervisor else f'["{label}"]'
         if agent.a2a is not None and name != config.supervisor:
             shape = f'{{{{"{label}"}}}}'

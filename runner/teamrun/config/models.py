@@ -291,6 +291,13 @@ class Delegation(_Strict):
     """Seconds a background delegation may run before it is stopped and reported as a timeout."""
 
 
+REMOTE_URL_PATTERN = (
+    r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s/?#@\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]+"
+    r"([/?#][^\s\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]*)?$"
+)
+"""An ``a2a.url``: http(s) (any case), a host, no credentials (``user:pass@``), no control or bidi characters."""
+
+
 class RemoteAuth(_Strict):
     """How teamrun authenticates to a remote A2A agent; the credential comes from the environment, never the file."""
 
@@ -301,7 +308,7 @@ class RemoteAuth(_Strict):
 class RemoteAgent(_Strict):
     """A remote agent spoken to over A2A (protocol v1.0, JSON-RPC binding): delegated to like any worker."""
 
-    url: Annotated[str, StringConstraints(pattern=r"^https?://\S+$")]
+    url: Annotated[str, StringConstraints(pattern=REMOTE_URL_PATTERN)]
     """The agent's base URL (its card is read from `<url>/.well-known/agent-card.json`) or the full URL of its card (ending in `.json`), e.g. `${TEAMRUN_A2A_URL:-http://127.0.0.1:9999}`."""
     auth: RemoteAuth | None = None
     """How to authenticate, e.g. `{bearer_env: RESEARCH_AGENT_TOKEN}` (default: no credentials)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -22,10 +23,12 @@ __all__ = [
     "DEFAULT_REMOTE_TIMEOUT_S",
     "CardProblem",
     "bearer_token",
+    "card_cuts",
     "card_description",
     "card_location",
     "fetch_card",
     "fetch_card_sync",
+    "plain_text",
     "require_a2a",
 ]
 
@@ -101,15 +104,68 @@ def fetch_card_sync(url: str, *, bearer_env: str | None = None, timeout_s: float
     return asyncio.run(fetch_card(url, token=token, timeout_s=timeout_s))
 
 
+CARD_NAME_CHARS = 200
+CARD_DESCRIPTION_CHARS = 2_000
+CARD_SKILLS = 20
+CARD_SKILL_CHARS = 300
+"""What of a card goes into the delegation tool's description at most: its name, its description, its first
+skills, each skill's line (a card is the remote party's text: a huge one must not blow up every model call)."""
+
+
 def card_description(card: AgentCard, fallback: str | None = None) -> str:
-    """What a delegating model is told about the agent: the card's name, description and skills."""
-    lines = [f"{card.name}: {card.description}".strip(": ") if card.name else card.description]
+    """What a delegating model is told about the agent: the card's name, description and skills (capped,
+    see :func:`card_cuts`)."""
+    name = _cut(plain_text(card.name), CARD_NAME_CHARS)
+    description = _cut(plain_text(card.description), CARD_DESCRIPTION_CHARS)
+    lines = [f"{name}: {description}".strip(": ") if name else description]
     if fallback and fallback.strip() and fallback.strip() not in lines[0]:
         lines.insert(0, fallback.strip())
-    for skill in card.skills:
+    for skill in list(card.skills)[:CARD_SKILLS]:
         tags = f" [{', '.join(skill.tags)}]" if skill.tags else ""
-        lines.append(f"- skill {skill.name or skill.id}: {skill.description}{tags}")
+        line = f"- skill {skill.name or skill.id}: {skill.description}{tags}"
+        lines.append(_cut(plain_text(line), CARD_SKILL_CHARS))
+    if len(card.skills) > CARD_SKILLS:
+        lines.append(f"- … {len(card.skills) - CARD_SKILLS} more skills")
     return "\n".join(line for line in lines if line)
+
+
+def card_cuts(card: AgentCard) -> str | None:
+    """What :func:`card_description` left out of ``card``, in words (``None``: nothing)."""
+    cut: list[str] = []
+    if len(card.name) > CARD_NAME_CHARS:
+        cut.append(f"its name ({len(card.name)} characters) to {CARD_NAME_CHARS}")
+    if len(card.description) > CARD_DESCRIPTION_CHARS:
+        cut.append(f"its description ({len(card.description)} characters) to {CARD_DESCRIPTION_CHARS}")
+    if len(card.skills) > CARD_SKILLS:
+        cut.append(f"its {len(card.skills)} skills to the first {CARD_SKILLS}")
+    long = sum(
+        1
+        for skill in list(card.skills)[:CARD_SKILLS]
+        if len(skill.name or skill.id) + len(skill.description) + sum(len(t) + 2 for t in skill.tags) + 12
+        > CARD_SKILL_CHARS
+    )
+    if long:
+        cut.append(f"{long} skill line(s) to {CARD_SKILL_CHARS} characters")
+    return "the card was cut to fit the delegation tool's description: " + "; ".join(cut) if cut else None
+
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Control characters (C0 but line breaks and tabs, DEL, C1: terminal escapes, OSC and CSI sequences begin
+with them) and bidi overrides, as a remote party may send them."""
+
+
+def plain_text(text: str) -> str:
+    """``text`` from a remote agent with each control or bidi character written out as an escape
+    (``\\x1b``, ``\\u202e``): it can neither drive a terminal nor reorder what is shown."""
+    if not _UNSAFE.search(text):
+        return text
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m.group(0)):02x}" if ord(m.group(0)) < 0x100 else f"\\u{ord(m.group(0)):04x}", text
+    )
+
+
+def _cut(text: str, most: int) -> str:
+    return text if len(text) <= most else text[: most - 1] + "…"
 
 
 def _unreachable(exc: BaseException) -> bool:
@@ -126,5 +182,5 @@ def _unreachable(exc: BaseException) -> bool:
 
 def _said(exc: BaseException) -> str:
     """An exception as one line (the SDK's messages are long; its type tells a time-out from a refusal)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = plain_text(" ".join(str(exc).split())) or type(exc).__name__
     return text if len(text) <= 300 else text[:297] + "..."

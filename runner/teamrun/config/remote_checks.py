@@ -10,6 +10,7 @@ fetches each remote agent's card (:func:`remote_card_checks`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -70,13 +71,37 @@ def remote_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
             )
         auth = mapping(mapping(spec.get("a2a")).get("auth"))
         env = auth.get("bearer_env")
-        if isinstance(env, str) and env.lower().startswith("bearer"):
+        if not isinstance(env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env):
+            continue  # not a name at all: the schema's error says so
+        if looks_like_token(env):  # the value is not repeated: it may be the token
             yield c._warning(
                 (*base, "a2a", "auth", "bearer_env"),
-                f"{dotted((*base, 'a2a', 'auth', 'bearer_env'))}: '{env}' looks like a token, not the name of "
-                "the environment variable holding it",
+                f"{dotted((*base, 'a2a', 'auth', 'bearer_env'))}: the value looks like a token, not the name of "
+                "the environment variable holding it (write the variable's name, e.g. AGENT_TOKEN)",
                 "remote",
             )
+        elif env.upper() in _NOT_TOKENS:
+            yield c._warning(
+                (*base, "a2a", "auth", "bearer_env"),
+                f"{dotted((*base, 'a2a', 'auth', 'bearer_env'))}: {env} is a system variable, not a token's: its "
+                "value would be sent as the bearer token",
+                "remote",
+            )
+
+
+_NOT_TOKENS = frozenset({"PATH", "HOME", "USER", "SHELL", "PWD", "LANG", "TERM", "TMPDIR", "HOSTNAME", "LOGNAME"})
+_TOKEN_PREFIXES = ("bearer", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat", "sk-", "sk_", "xox")
+
+
+def looks_like_token(value: str) -> bool:
+    """Whether a ``bearer_env`` value is a token rather than a variable's name: a known token prefix, or a long
+    run of hex, or a long mix of upper and lower case letters and digits (variable names are words)."""
+    if value.lower().startswith(_TOKEN_PREFIXES):
+        return True
+    if len(value) >= 32 and re.fullmatch(r"[0-9a-fA-F]+", value):
+        return True
+    mixed = any(c.islower() for c in value) and any(c.isupper() for c in value) and any(c.isdigit() for c in value)
+    return len(value) >= 24 and mixed and "_" not in value
 
 
 def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
@@ -85,7 +110,7 @@ def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
     A card that answers with something that is not a card is an error; an agent that does not answer at all
     (not running where this is checked), or a2a-sdk not installed, is a warning (an error with ``--strict``),
     as a stdio MCP server whose program is missing is."""
-    from teamrun.config.remote_card import CardProblem, fetch_card_sync, require_a2a
+    from teamrun.config.remote_card import CardProblem, card_cuts, fetch_card_sync, require_a2a
     from teamrun.errors import UserError
 
     remote_agents = {a: s for a, s in c.agents.items() if isinstance(mapping(s.get("a2a")).get("url"), str)}
@@ -108,7 +133,7 @@ def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
         env = auth.get("bearer_env")
         timeout = remote.get("timeout_s")
         try:
-            fetch_card_sync(
+            card = fetch_card_sync(
                 url,
                 bearer_env=env if isinstance(env, str) else None,
                 timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
@@ -119,3 +144,6 @@ def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
                 yield c._warning(where, f"{message} (is the agent running where you validate?)", "import")
             else:
                 yield c._error(where, message, "import")
+            continue
+        if cut := card_cuts(card):
+            yield c._warning(("agents", agent, "a2a", "url"), f"agents.{agent}.a2a.url: {cut}", "import")

@@ -426,11 +426,13 @@ class SchemaChecker:
                 f"{where}: '{value}' is not an environment variable name "
                 "(write the variable's name, e.g. OPENAI_API_KEY, never the key itself)"
             )
-        if field == "bearer_env":
+        if field == "bearer_env":  # the value is not repeated: it may be the token itself
             return (
-                f"{where}: '{value}' is not an environment variable name "
+                f"{where}: the value is not an environment variable name "
                 "(write the variable's name, e.g. AGENT_TOKEN, never the token itself)"
             )
+        if field == "url" and "a2a" in path:
+            return _remote_url_problem(where, value)
         if field == "url":
             return f"{where}: '{value}' is not an http:// or https:// URL (e.g. http://127.0.0.1:9999)"
         if path == ("name",):
@@ -450,3 +452,29 @@ class SchemaChecker:
     def _at_key(self, path: JsonPath, message: str) -> Diagnostic:
         mark = self.source_map.key(path) if path else self.source_map.value(path)
         return Diagnostic(self.file, mark.line, mark.column, message)
+
+
+def _remote_url_problem(where: str, value: Any) -> str:
+    """Why an ``a2a.url`` is refused, in words (the URL is not repeated when it holds credentials)."""
+    from urllib.parse import urlsplit
+
+    text = str(value)
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        parts = None
+    if parts is not None and "@" in parts.netloc:
+        return (
+            f"{where}: the URL holds credentials (user:password@); remove them and give a bearer token with "
+            "a2a.auth.bearer_env"
+        )
+    if parts is not None and parts.scheme.lower() in ("http", "https") and not parts.hostname:
+        return f"{where}: '{text}' has no host (e.g. http://127.0.0.1:9999)"
+    if any(
+        ord(c) < 32
+        or 0x7F <= ord(c) <= 0x9F
+        or c in "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+        for c in text
+    ):
+        return f"{where}: the URL holds control or bidi characters; write it plainly"
+    return f"{where}: '{text}' is not an http:// or https:// URL (e.g. http://127.0.0.1:9999)"

@@ -131,14 +131,19 @@ class AgentSpend:
     cost: float = 0.0
     invocations: int = 0
     tool_calls: int = 0
+    usage_known: bool = True
+    """False when one of its invocations was a remote worker that reported no usage."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        shown: dict[str, Any] = {
             "usage": self.usage.as_dict(),
             "cost": self.cost,
             "invocations": self.invocations,
             "tool_calls": self.tool_calls,
         }
+        if not self.usage_known:  # not known, never a pretended 0
+            shown.update(usage=None, cost=None, usage_known=False)
+        return shown
 
 
 @dataclass

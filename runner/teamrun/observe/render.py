@@ -83,7 +83,14 @@ def _short(error: str | None) -> str:
 
 
 def _spent(node: TraceNode, duration_s: float) -> str:
-    return f"{duration_s:.2f}s  {_tokens(node.tokens)}  {format_usd(node.cost)}"
+    return f"{duration_s:.2f}s  {_usage_text(node, '  ')}"
+
+
+def _usage_text(node: TraceNode, sep: str) -> str:
+    """Tokens and cost, or that they were not reported (a remote worker: never a pretended 0)."""
+    if node.attributes.get("usage_known") is False:
+        return "usage not reported"
+    return f"{_tokens(node.tokens)}{sep}{format_usd(node.cost)}"
 
 
 def _call_counts(line: _Line) -> str:
@@ -195,7 +202,7 @@ def render_mermaid(trace: Trace) -> str:
         return ids.setdefault(id(item), f"n{len(ids) + 1}")
 
     def box(line: _Line) -> str:
-        facts = f"{line.status} · {line.duration_s:.2f}s · {_tokens(line.node.tokens)} · {format_usd(line.node.cost)}"
+        facts = f"{line.status} · {line.duration_s:.2f}s · {_usage_text(line.node, ' · ')}"
         return f'{ident(line)}["{_mermaid_label(isolate(line.name))}<br/>{_mermaid_label(facts)}"]'
 
     def walk(line: _Line) -> None:

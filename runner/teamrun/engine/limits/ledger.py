@@ -141,6 +141,8 @@ class BudgetLedger:
         """The agent this invocation runs (``None`` for the run's root ledger)."""
         self.spend = Spend()
         self.own = OwnUse()
+        self.usage_known = True
+        """False for a remote (``a2a:``) worker that reported no (usable) usage: its zeros are not known."""
         explicit = max_steps if max_steps is not None else self.limits.max_steps
         self.steps_default = explicit is None
         self.max_steps: int = DEFAULT_MAX_STEPS if explicit is None else explicit
@@ -285,6 +287,7 @@ class BudgetLedger:
             spend.cost += node.own.cost
             spend.tool_calls += node.own.tool_calls
             spend.invocations += 1
+            spend.usage_known = spend.usage_known and node.usage_known
         return spends
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from teamrun.config.models import TeamConfig
-from teamrun.config.remote_card import CardProblem, bearer_token, card_description, fetch_card
+from teamrun.config.remote_card import CardProblem, bearer_token, card_cuts, card_description, fetch_card
 from teamrun.errors import RemoteAgentError
 
 __all__ = ["describe_remote_agents", "remote_tokens"]
@@ -19,7 +19,7 @@ async def describe_remote_agents(config: TeamConfig) -> tuple[TeamConfig, list[s
     if not remote:
         return config, []
 
-    async def one(name: str) -> str | RemoteAgentError:
+    async def one(name: str) -> tuple[str, str | None] | RemoteAgentError:
         spec = remote[name].a2a
         assert spec is not None
         try:
@@ -27,14 +27,17 @@ async def describe_remote_agents(config: TeamConfig) -> tuple[TeamConfig, list[s
             card = await fetch_card(spec.url, token=token, timeout_s=spec.timeout_s)
         except (CardProblem, RemoteAgentError) as exc:
             return exc
-        return card_description(card, remote[name].description)
+        return card_description(card, remote[name].description), card_cuts(card)
 
     found = await asyncio.gather(*(one(name) for name in remote))
     agents = dict(config.agents)
     warnings: list[str] = []
-    for name, described in zip(remote, found, strict=True):
+    for name, got in zip(remote, found, strict=True):
         spec = remote[name].a2a
         assert spec is not None
+        described = got if isinstance(got, RemoteAgentError) else got[0]
+        if not isinstance(got, RemoteAgentError) and got[1]:
+            warnings.append(f"remote agent '{name}' ({spec.url}): {got[1]}")
         if isinstance(described, RemoteAgentError):
             warnings.append(f"remote agent '{name}' ({spec.url}): {described}; its delegations will fail")
             if not remote[name].description:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, aclosing
@@ -43,6 +44,7 @@ from teamrun.config.remote_card import (
     CardProblem,
     bearer_token,
     card_location,
+    plain_text,
     require_a2a,
 )
 from teamrun.engine.delegation.records import WorkerOutcome
@@ -62,6 +64,10 @@ __all__ = ["POLL_S", "run_remote"]
 _log = get_logger(__name__)
 POLL_S = 0.5
 """How often a task that works is looked at with ``GetTask`` when its updates are not streamed."""
+MAX_ANSWER_CHARS = 100_000
+"""Most characters of a remote answer (artifacts, or a message reply) kept: the rest is dropped as it arrives,
+with a note in the answer and a run warning (a local worker's answer is bounded by its model; a remote one
+would otherwise go whole into the supervisor's next model call)."""
 CANCEL_WAIT_S = 10.0
 """Most seconds a cancelled delegation waits for the remote agent to take the ``CancelTask``."""
 _TERMINAL = frozenset({"completed", "failed", "canceled", "rejected"})
@@ -79,9 +85,13 @@ async def run_remote(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOut
     spec = ctx.agent(frame.name).a2a
     assert spec is not None
     with frame.agent_span(ctx, model=f"a2a:{spec.url}", task=task) as span:
+        # not known until the agent reports it (an error, a cancel or a wait too): never a pretended 0
+        span.end.update(usage_known=False, usage={})
+        frame.ledger.usage_known = False
         outcome = await _RemoteTask(ctx, frame, spec, task).run()
-        if not outcome.usage_known:
-            span.end["usage_known"] = False
+        if outcome.usage_known:
+            del span.end["usage_known"], span.end["usage"]
+            frame.ledger.usage_known = True
         return outcome
 
 
@@ -103,6 +113,9 @@ class _RemoteTask:
     """User messages the remote task has had (the current question's round, for its pending item)."""
     started_written: bool = False
     reattached: bool = False
+    kept: int = 0
+    """Characters of answer kept so far (at most :data:`MAX_ANSWER_CHARS`)."""
+    cut: bool = False
 
     @property
     def name(self) -> str:
@@ -139,6 +152,10 @@ class _RemoteTask:
                     if self.task_id and self.state not in _TERMINAL and not self.ctx.activity.stuck.is_set():
                         await self._cancel(client)
                     raise
+                except Exception:  # a time-out, a broken update...: the task is not left working for nobody
+                    if self.task_id and self.state not in _TERMINAL:
+                        await self._cancel(client)
+                    raise
         except (RemoteAgentError, UserError, RunError):
             raise
         except CardProblem as exc:  # pragma: no cover - a RemoteAgentError, caught above
@@ -169,15 +186,31 @@ class _RemoteTask:
 
         timeout = self.spec.timeout_s or DEFAULT_REMOTE_TIMEOUT_S
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        http = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout))
+        home = _origin(self.spec.url)
+
+        async def same_origin(request: httpx.Request) -> None:  # the token never leaves a2a.url's origin
+            if "authorization" in request.headers and _origin(str(request.url)) != home:
+                raise self._fail(_foreign(str(request.url)))
+
+        http = await stack.enter_async_context(
+            httpx.AsyncClient(headers=headers, timeout=timeout, event_hooks={"request": [same_origin]})
+        )
         base, path = card_location(self.spec.url)
         try:
             card = await A2ACardResolver(http, base, path).get_agent_card()
+        except RemoteAgentError:
+            raise
         except Exception as exc:
             raise self._fail(f"cannot read its agent card at {base}{path}: {_described(exc, timeout)}") from exc
+        if token:
+            for interface in card.supported_interfaces:
+                if interface.protocol_binding.upper() == "JSONRPC" and _origin(interface.url) != home:
+                    raise self._fail(_foreign(interface.url))
         streaming = bool(self.spec.stream and card.capabilities.streaming)
         try:
-            client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(card)
+            # without streaming: SendMessage returns at once (return_immediately), then GetTask every POLL_S
+            config = ClientConfig(httpx_client=http, streaming=streaming, polling=not streaming)
+            client = ClientFactory(config).create(card)
         except ValueError as exc:  # no interface this client speaks (JSON-RPC)
             raise self._fail(f"offers no interface teamrun can use (A2A 1.0 over JSON-RPC): {exc}") from exc
         stack.push_async_callback(client.close)
@@ -187,7 +220,19 @@ class _RemoteTask:
         updates: AsyncGenerator[StreamResponse, None] | None = None
         if start is not None:
             task_id, sent = str(start.payload.get("task_id", "")), int(start.payload.get("messages", 1))
-            updates = await self._reattach(client, streaming, task_id, sent)
+            if start.payload.get("cancelled"):  # teamrun cancelled it (Ctrl-C...): the work is to be done anew
+                self.ctx.warn(
+                    self.frame,
+                    f"remote agent '{self.name}' ({self.spec.url}): task {start.payload['cancelled']} was cancelled "
+                    "when the run was interrupted; the task is sent again",
+                )
+                self.sent = sent
+            else:
+                updates = await self._reattach(client, streaming, task_id, sent)
+            if updates is None:
+                # sent again as a new task: its rounds go on from the forgotten task's, so a question it asks is
+                # a new pending item (never answered with what a person said to the forgotten task's question)
+                self.sent = sent
         if updates is None:
             updates = self._send(client, self.prompt)
         answered = False
@@ -279,7 +324,8 @@ class _RemoteTask:
             task = update.task
             self._ids(task.id, task.context_id)
             self.state = _state(task.status.state)
-            self.artifacts = {a.artifact_id or str(i): _parts(a.parts) for i, a in enumerate(task.artifacts)}
+            self.kept = 0
+            self.artifacts = {a.artifact_id or str(i): self._fit(_parts(a.parts)) for i, a in enumerate(task.artifacts)}
             text = self.status_text = _message_text(task.status.message) if task.status.HasField("message") else ""
             self._usage_from(MessageToDict(task.metadata) if task.HasField("metadata") else {})
         elif kind == "status_update":
@@ -293,14 +339,15 @@ class _RemoteTask:
             chunk = update.artifact_update
             self._ids(chunk.task_id, chunk.context_id)
             key = chunk.artifact.artifact_id or str(len(self.artifacts))
-            parts = _parts(chunk.artifact.parts)
+            parts = self._fit(_parts(chunk.artifact.parts))
             self.artifacts[key] = [*self.artifacts.get(key, []), *parts] if chunk.append else parts
             text = "".join(parts)
         elif kind == "message":  # a direct reply: the agent answered without a task
             message = update.message
             self._ids(message.task_id, message.context_id)
             self.state = "completed"
-            self.artifacts = {"message": _parts(message.parts)}
+            self.kept = 0
+            self.artifacts = {"message": self._fit(_parts(message.parts))}
             text = "".join(self.artifacts["message"])
             self._usage_from(MessageToDict(message.metadata) if message.HasField("metadata") else {})
         else:
@@ -332,6 +379,11 @@ class _RemoteTask:
             await self.ctx.journal.write_now(entry)
 
     def _ids(self, task_id: str, context_id: str) -> None:
+        if task_id and self.task_id and task_id != self.task_id:  # never another task's state or answer
+            raise self._fail(
+                f"sent an update for task {_shown(task_id)} while its task is {_shown(self.task_id)} (a broken or "
+                "hostile agent): the delegation does not take it as an answer"
+            )
         self.task_id = task_id or self.task_id
         self.context_id = context_id or self.context_id
 
@@ -340,13 +392,43 @@ class _RemoteTask:
         if isinstance(usage, dict):
             self.usage = usage
 
+    def _fit(self, parts: list[str]) -> list[str]:
+        """``parts`` as far as they fit in :data:`MAX_ANSWER_CHARS` with what was kept before."""
+        kept: list[str] = []
+        for part in parts:
+            room = MAX_ANSWER_CHARS - self.kept
+            if len(part) > room:
+                if not self.cut:
+                    self.cut = True
+                    self.ctx.warn(
+                        self.frame,
+                        f"remote agent '{self.name}' ({self.spec.url}) answered more than {MAX_ANSWER_CHARS} "
+                        "characters; the rest of its answer is dropped",
+                    )
+                if room > 0:
+                    kept.append(part[:room])
+                    self.kept += room
+                break
+            kept.append(part)
+            self.kept += len(part)
+        return kept
+
     def _answer(self) -> str:
         texts = ["".join(parts).strip() for parts in self.artifacts.values()]
-        answer = "\n\n".join(t for t in texts if t)
-        return answer or self.status_text
+        answer = "\n\n".join(t for t in texts if t) or self.status_text
+        if self.cut:
+            answer += f"\n\n[the remote answer was cut at {MAX_ANSWER_CHARS} characters]"
+        return answer
 
     def _usage(self) -> tuple[Usage, float, bool]:
-        return _usage_of(self.usage)
+        usage, cost, known = _usage_of(self.usage)
+        if self.usage and not known:
+            self.ctx.warn(
+                self.frame,
+                f"remote agent '{self.name}' ({self.spec.url}) reported usage teamrun cannot count "
+                "(negative, not a number, not finite or absurdly large); its tokens and cost are unknown",
+            )
+        return usage, cost, known
 
     # -- a person -----------------------------------------------------------------------------------
     async def _ask(self) -> str:
@@ -370,6 +452,16 @@ class _RemoteTask:
         """Ask the remote agent to cancel the task (bounded: a run going down does not wait long)."""
         from a2a.types.a2a_pb2 import CancelTaskRequest
 
+        if self.ctx.journal is not None:  # first: a resume sends the task anew rather than pick up a cancelled one
+            entry = JournalEntry(
+                EntryKey(self.frame.key, self.sent + 1, "remote_start"),
+                self.fingerprint,
+                {"task_id": "", "cancelled": self.task_id, "url": self.spec.url, "messages": self.sent},
+            )
+            try:
+                await asyncio.wait_for(self.ctx.journal.write_now(entry), CANCEL_WAIT_S)
+            except Exception as exc:  # the run goes down anyway; a resume then finds the task canceled
+                _log.info("remote_cancel_not_journaled", agent=self.name, error=type(exc).__name__)
         asked = asyncio.ensure_future(client.cancel_task(CancelTaskRequest(id=self.task_id)))
         try:
             await asyncio.wait_for(asyncio.shield(asked), CANCEL_WAIT_S)
@@ -425,24 +517,42 @@ class _RemoteTask:
         return WorkerOutcome(text, "ok", usage, cost, (), usage_known=known)
 
 
+MAX_REPORTED_TOKENS = 10**12
+MAX_REPORTED_COST_USD = 10.0**9
+"""Reported figures above these are not believed (unknown usage, a run warning)."""
+
+
+class _Unusable(ValueError):
+    pass
+
+
 def _usage_of(reported: dict[str, Any] | None) -> tuple[Usage, float, bool]:
-    """Tokens and cost from ``metadata.usage``; ``known`` is false when the agent reported none."""
+    """Tokens and cost from ``metadata.usage``; ``known`` is false when the agent reported none, or a figure
+    that is negative, not a number, not finite or absurdly large (never turned into a known 0)."""
     if not reported:
         return Usage(), 0.0, False
 
-    def number(*names: str) -> float:
+    def number(most: float, *names: str) -> float:
         for name in names:
-            value = reported.get(name)
-            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-                return float(value)
+            if name not in reported or reported[name] is None:
+                continue
+            value = reported[name]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise _Unusable(name)
+            if not math.isfinite(value) or value < 0 or value > most:
+                raise _Unusable(name)
+            return float(value)
         return 0.0
 
-    usage = Usage(
-        int(number("prompt_tokens", "input_tokens")),
-        int(number("completion_tokens", "output_tokens")),
-        int(number("requests")) or 1,
-    )
-    return usage, number("cost_usd", "cost"), True
+    try:
+        usage = Usage(
+            int(number(MAX_REPORTED_TOKENS, "prompt_tokens", "input_tokens")),
+            int(number(MAX_REPORTED_TOKENS, "completion_tokens", "output_tokens")),
+            int(number(MAX_REPORTED_TOKENS, "requests")) or 1,
+        )
+        return usage, number(MAX_REPORTED_COST_USD, "cost_usd", "cost"), True
+    except _Unusable:
+        return Usage(), 0.0, False
 
 
 def _parts(parts: Any) -> list[str]:
@@ -453,13 +563,14 @@ def _parts(parts: Any) -> list[str]:
     out: list[str] = []
     for part in parts:
         if part.HasField("text"):
-            out.append(part.text)
+            out.append(plain_text(part.text))
         elif part.HasField("data"):
-            out.append("\n" + json.dumps(_whole(MessageToDict(part.data)), ensure_ascii=False) + "\n")
+            out.append("\n" + plain_text(json.dumps(_whole(MessageToDict(part.data)), ensure_ascii=False)) + "\n")
         elif part.HasField("url"):
-            out.append(f"\n[file: {part.filename or part.url}] <{part.url}>\n")
+            out.append(plain_text(f"\n[file: {part.filename or part.url}] <{part.url}>\n"))
         elif part.HasField("raw"):
-            out.append(f"\n[file: {part.filename or 'unnamed'}, {len(part.raw)} bytes, {part.media_type}]\n")
+            raw = f"\n[file: {part.filename or 'unnamed'}, {len(part.raw)} bytes, {part.media_type}]\n"
+            out.append(plain_text(raw))
     return out
 
 
@@ -478,12 +589,38 @@ def _message_text(message: Any) -> str:
     return "".join(_parts(message.parts)).strip()
 
 
+def _shown(text: str) -> str:
+    """A remote id in a message: at most 80 characters, no control characters."""
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's origin: scheme, host and port (the scheme's default port when none is given)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+def _foreign(url: str) -> str:
+    return (
+        f"names an interface on another origin ({url}) than a2a.url's: teamrun does not send the bearer token "
+        "there; point a2a.url at that agent itself if it is to be trusted with the token"
+    )
+
+
 def _described(exc: BaseException, timeout: float) -> str:
     """What went wrong, in words (not a traceback)."""
     import httpx
 
     name = type(exc).__name__
-    text = " ".join(str(exc).split())
+    text = plain_text(" ".join(str(exc).split()))
     if len(text) > 300:
         text = text[:297] + "..."
     if isinstance(exc, httpx.ConnectError) or "ConnectError" in text or "connection attempts failed" in text:
