@@ -42,6 +42,8 @@ METHODS = [
     "tasks/pushNotificationConfig/get",
     "agent/getAuthenticatedExtendedCard",
 ]
+SURROGATES = st.text(st.characters(categories=["Cs"]), min_size=1, max_size=3)
+"""Lone UTF-16 surrogates: JSON's ``\\ud800`` escapes carry them, UTF-8 cannot."""
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
 JSON = st.recursive(
     SCALARS,
@@ -86,7 +88,7 @@ ENVELOPE = st.fixed_dictionaries(
     {},
     optional={
         "jsonrpc": st.just("2.0") | JSON,
-        "id": st.integers() | st.text(max_size=20) | JSON,
+        "id": st.integers() | st.text(max_size=20) | SURROGATES | JSON,
         "method": st.sampled_from(METHODS) | st.text(max_size=30) | JSON,
         "params": PARAMS,
     },
@@ -205,13 +207,17 @@ def test_huge_and_deep_values(client: httpx.Client) -> None:
         json.dumps(call({"id": "\\ud800"})).replace("\\\\ud800", "\\ud800"),  # a lone surrogate
         json.dumps([call({"id": "x"})] * 3),  # a batch
         json.dumps(call({"id": "x", "historyLength": 10**30})),
+        json.dumps({**call({"id": "x"}), "id": "\ud800"}),  # a lone surrogate in the echoed id
+        json.dumps({**call({"id": "x"}), "id": "\udfff", "method": "tasks/get"}),
     ]
-    codes = []
+    codes, ids = [], []
     for body in cases:
         response = client.post("/a2a/solo", content=body, headers=headers("1.0"))
         assert_well_formed(response)
         codes.append((response.status_code, response.json()["error"]["code"]))
+        ids.append(response.json()["id"])
     assert codes[0] == (413, -32600)
     assert codes[1] == (200, -32001)
     assert codes[2] == (200, -32700)
     assert codes[4][1] == -32602
+    assert codes[7:] == [(200, -32602), (200, -32602)] and ids[7:] == [None, None]  # the id cannot be echoed

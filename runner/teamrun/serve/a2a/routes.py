@@ -53,6 +53,8 @@ def rpc_error(
     if reason is not None:
         error["data"] = {"reason": reason}
     shown_id = id if isinstance(id, str | int) and not isinstance(id, bool) else None
+    if isinstance(shown_id, str) and printable(shown_id) != shown_id:  # a lone surrogate: not encodable, not echoed
+        shown_id = None
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": shown_id, "error": error}
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
