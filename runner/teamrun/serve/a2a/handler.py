@@ -17,6 +17,7 @@ import json
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from a2a.server.request_handlers.request_handler import RequestHandler
@@ -93,6 +94,8 @@ class _Resumer(Protocol):
 
     async def after_answer(self, run_id: str) -> None: ...
 
+    def room(self, run_id: str) -> AbstractContextManager[None]: ...
+
 
 class TeamAgent(RequestHandler):
     """One served team's A2A agent: every message starts or answers a run of ``entry.team``."""
@@ -152,13 +155,8 @@ class TeamAgent(RequestHandler):
         thread = context_id if self.registry.store is not None else None
         try:
             handle = self.registry.start(self.entry.team, text, redactor=self.entry.redactor, thread=thread)
-        except ServerBusy as exc:
-            raise InternalError(
-                f"{exc}; retry after {self.registry.retry_after_s} s",
-                data={"reason": "too_many_runs", "retry_after_s": self.registry.retry_after_s},
-            ) from None
-        except ShuttingDown as exc:
-            raise InternalError(str(exc), data={"reason": "shutting_down"}) from None
+        except (ServerBusy, ShuttingDown) as exc:
+            raise self._refused(exc) from None
         if thread is None:
             self._contexts[handle.id] = context_id
             while len(self._contexts) > self.registry.keep_finished + self.registry.max_concurrent:
@@ -207,11 +205,25 @@ class TeamAgent(RequestHandler):
         except (AnswerRefused, ValueError) as exc:
             raise InvalidParamsError(f"{item.item_id}: {exc}") from None
         who = "a2a"
-        if not await asyncio.to_thread(self.resumer.items.answer, run_id, item.item_id, value, by=who):
-            raise UnsupportedOperationError(f"item {item.item_id} of task {run_id} was answered meanwhile")
-        _log.info("a2a_item_answered", run=run_id, item=item.item_id)
-        await self.resumer.after_answer(run_id)
+        try:
+            with self.resumer.room(run_id):  # the run continues here: it needs a run slot, as a new task does
+                if not await asyncio.to_thread(self.resumer.items.answer, run_id, item.item_id, value, by=who):
+                    raise UnsupportedOperationError(f"item {item.item_id} of task {run_id} was answered meanwhile")
+                _log.info("a2a_item_answered", run=run_id, item=item.item_id)
+                await self.resumer.after_answer(run_id)
+        except (ServerBusy, ShuttingDown) as exc:
+            raise self._refused(exc, f"the answer would continue task {run_id} here; nothing was recorded") from None
         return run_id
+
+    def _refused(self, exc: ServerBusy | ShuttingDown, said: str = "") -> InternalError:
+        """A run refused for want of a slot (``too_many_runs``) or while the server stops (``shutting_down``)."""
+        said = f"; {said}" if said else ""
+        if isinstance(exc, ShuttingDown):
+            return InternalError(f"{exc}{said}", data={"reason": "shutting_down"})
+        wait = self.registry.retry_after_s
+        return InternalError(
+            f"{exc}{said}; retry after {wait} s", data={"reason": "too_many_runs", "retry_after_s": wait}
+        )
 
     # -- tasks ------------------------------------------------------------------------------------
 
