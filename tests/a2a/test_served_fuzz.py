@@ -221,3 +221,40 @@ def test_huge_and_deep_values(client: httpx.Client) -> None:
     assert codes[2] == (200, -32700)
     assert codes[4][1] == -32602
     assert codes[7:] == [(200, -32602), (200, -32602)] and ids[7:] == [None, None]  # the id cannot be echoed
+
+
+def test_what_a_request_echoes_back_is_masked(client: httpx.Client) -> None:
+    """A token a caller puts in a contextId, a task id or a path comes back masked (`***`), as the runs API
+    masks it: in tasks, errors and stream events, to every token holder."""
+
+    def rpc(method: str, params: Any, version: str = "1.0") -> httpx.Response:
+        envelope = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+        return client.post("/a2a/solo", content=json.dumps(envelope), headers=headers(version))
+
+    said = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello"}], "contextId": f"ctx-{TOKEN}"}
+    sent = rpc("SendMessage", {"message": said})
+    task = sent.json()["result"]["task"]
+    streamed = rpc("SendStreamingMessage", {"message": {**said, "messageId": "m2"}})
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    listed = rpc("ListTasks", {"contextId": f"ctx-{TOKEN}"})
+    answers = [
+        sent,
+        streamed,
+        rpc("GetTask", {"id": task["id"]}),
+        listed,
+        rpc("GetTask", {"id": f"run_{TOKEN}"}),
+        rpc("tasks/get", {"id": f"run_{TOKEN}"}, version="0.3"),
+        rpc("SendMessage", {"message": {**said, "messageId": "m3", "taskId": f"run_{TOKEN}"}}),
+        client.get(f"/a2a/{TOKEN}/.well-known/agent-card.json"),
+        client.post(f"/a2a/{TOKEN}", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}, headers=headers("1.0")),
+        client.post(f"/a2a/solo/{TOKEN}", json={}, headers=headers("1.0")),
+    ]
+    for response in answers:
+        assert_well_formed(response)
+        assert TOKEN not in response.text, response.text
+    assert task["contextId"] == "ctx-***" and task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert "ctx-***" in streamed.text
+    assert len(listed.json()["result"]["tasks"]) >= 2  # the filter still finds the tasks by their contextId
+    assert "run_***" in answers[4].json()["error"]["message"]
+    thread = httpx.get(f"{client.base_url}/v1/runs/{task['id']}", headers=headers(None)).json()["thread"]
+    assert thread == "ctx-***"  # the runs API shows it so too

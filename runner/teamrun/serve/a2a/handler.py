@@ -172,7 +172,7 @@ class TeamAgent(RequestHandler):
         view = await self._view(run_id)
         if view is None:
             raise TaskNotFoundError(f"no task '{run_id}' of agent '{self.team}'")
-        if message.context_id and message.context_id != view.context_id:
+        if message.context_id and self.entry.redactor.text(message.context_id) != view.context_id:  # view: masked
             raise InvalidParamsError(
                 f"task {run_id} belongs to context '{view.context_id}', not '{message.context_id}'"
             )
@@ -283,7 +283,7 @@ class TeamAgent(RequestHandler):
             if handle.team != self.team:
                 continue
             task = task_of(self._handle_view(handle, ()), params.history_length or None)
-            if params.context_id and task.context_id != params.context_id:
+            if params.context_id and task.context_id != self.entry.redactor.text(params.context_id):
                 continue
             if params.status and task.status.state != params.status:
                 continue
@@ -362,7 +362,7 @@ class TeamAgent(RequestHandler):
             run_id=handle.id,
             team=handle.team,
             status=status,
-            context_id=handle.thread or self._contexts.get(handle.id) or handle.id,
+            context_id=handle.redactor.text(handle.thread or self._contexts.get(handle.id) or handle.id),
             input=handle.redactor.text(handle.input),
             final_text=record["final_text"],
             error=record["error"],
@@ -380,7 +380,7 @@ class TeamAgent(RequestHandler):
             run_id=stored.run_id,
             team=stored.team,
             status=record["status"],
-            context_id=stored.thread_id or stored.run_id,
+            context_id=redactor.text(stored.thread_id or stored.run_id),
             input=redactor.text(stored.input),
             final_text=record["final_text"],
             error=record["error"],
@@ -419,7 +419,7 @@ class TeamAgent(RequestHandler):
     def _working(self, handle: RunHandle, said: str) -> TaskStatusUpdateEvent:
         from a2a.types import Part, TaskStatus
 
-        context_id = handle.thread or self._contexts.get(handle.id) or handle.id
+        context_id = handle.redactor.text(handle.thread or self._contexts.get(handle.id) or handle.id)
         status = TaskStatus(state=TaskState.TASK_STATE_WORKING)
         status.timestamp.GetCurrentTime()
         status.message.CopyFrom(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
@@ -85,6 +85,33 @@ def _quiet_sdk_loggers() -> None:
                 logger.addFilter(_QUIET)
 
 
+def _masked(response: Response, redactor: Redactor) -> Response:
+    """A JSON answer of the SDK's with every string masked (task ids, context ids, answers echoed in errors);
+    a stream's events likewise, one by one."""
+    if not isinstance(response, JSONResponse):
+        events = getattr(response, "body_iterator", None)
+        if events is not None and response.media_type == "text/event-stream":
+            response.body_iterator = _masked_events(events, redactor)  # type: ignore[attr-defined]
+        return response
+    body = json.loads(bytes(response.body))
+    shown = redactor.value(body)
+    if shown == body:
+        return response
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+    return JSONResponse(shown, status_code=response.status_code, headers=headers)
+
+
+async def _masked_events(events: AsyncIterator[Any], redactor: Redactor) -> AsyncIterator[Any]:
+    """The SDK's SSE events (``{"data": <JSON text>, "event"?: ...}``) with every string of their data masked."""
+    async for event in events:
+        if isinstance(event, dict) and isinstance(event.get("data"), str):
+            data = json.loads(event["data"])
+            shown = redactor.value(data)
+            if shown != data:
+                event = {**event, "data": json.dumps(shown, ensure_ascii=False)}
+        yield event
+
+
 def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -121,7 +148,7 @@ def a2a_router(
     def unknown(team: str) -> Response:
         return rpc_error(
             INVALID_REQUEST,
-            f"no A2A agent '{team}' here; agents: {teams} (each at /a2a/<team>)",
+            f"no A2A agent '{redactor.text(team)}' here; agents: {teams} (each at /a2a/<team>)",
             status=404,
             reason="AGENT_NOT_FOUND",
         )
@@ -161,12 +188,14 @@ def a2a_router(
             body = json.loads(raw)
         except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested past Python's recursion limit
             return rpc_error(PARSE_ERROR, f"the request body is not JSON: {str(exc)[:200]}", reason="PARSE_ERROR")
-        request_id = body.get("id") if isinstance(body, dict) else None
+        request_id = redactor.value(body.get("id")) if isinstance(body, dict) else None
         if _too_deep(body):
             return rpc_error(INVALID_REQUEST, f"the request nests deeper than {MAX_JSON_DEPTH} levels", id=request_id)
         where = lone_surrogate(body)
         if where is not None:
-            return rpc_error(INVALID_PARAMS, f"{where} {LONE_SURROGATE}", id=request_id, reason="INVALID_TEXT")
+            return rpc_error(
+                INVALID_PARAMS, f"{redactor.text(where)} {LONE_SURROGATE}", id=request_id, reason="INVALID_TEXT"
+            )
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -177,7 +206,8 @@ def a2a_router(
             return dict(await request.receive())
 
         try:
-            return await dispatcher.handle_requests(Request(request.scope, replay))
+            answered = await dispatcher.handle_requests(Request(request.scope, replay))
+            return _masked(answered, served[team].redactor)
         except Exception as exc:  # the dispatcher answers errors itself; this is one it let through
             _log.error("a2a_internal_error", team=team, error_type=type(exc).__name__, error=redactor.text(str(exc)))
             return rpc_error(-32603, "internal error", id=request_id, reason="INTERNAL_ERROR")
@@ -186,8 +216,8 @@ def a2a_router(
     async def elsewhere(rest: str, request: Request) -> Response:
         return rpc_error(
             INVALID_REQUEST,
-            f"no A2A route {request.method} {A2A_PREFIX}{rest}: a team's endpoint is POST /a2a/<team>, its card "
-            f"GET /a2a/<team>{CARD_PATH}; teams: {teams}",
+            f"no A2A route {request.method} {A2A_PREFIX}{redactor.text(rest)}: a team's endpoint is POST "
+            f"/a2a/<team>, its card GET /a2a/<team>{CARD_PATH}; teams: {teams}",
             status=404,
             reason="NOT_FOUND",
         )
