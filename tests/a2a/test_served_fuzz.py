@@ -104,6 +104,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("fuzz")
     with served(str(solo_team(folder)), "--store", f"sqlite:///{folder / 'runs.db'}") as running:
         yield running  # on exit: exit code 0 and no traceback on its stderr (served() checks)
+    assert "Unhandled exception" not in running.stderr, running.stderr  # the SDK's log of a client's mistake
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +200,15 @@ def test_huge_and_deep_values(client: httpx.Client) -> None:
     def call(params: Any) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": "big", "method": "GetTask", "params": params}
 
+    def send(data: Any) -> dict[str, Any]:
+        return {
+            "message": {
+                "messageId": "m",
+                "role": "ROLE_USER",
+                "parts": [{"data": data}, {"kind": "data", "data": data}],
+            }
+        }
+
     cases = [
         json.dumps(call({"id": "x" * 2_000_000})),  # larger than the body limit: 413
         json.dumps(call({"id": "x" * 900_000})),  # within it: an unknown task
@@ -209,10 +219,16 @@ def test_huge_and_deep_values(client: httpx.Client) -> None:
         json.dumps(call({"id": "x", "historyLength": 10**30})),
         json.dumps({**call({"id": "x"}), "id": "\ud800"}),  # a lone surrogate in the echoed id
         json.dumps({**call({"id": "x"}), "id": "\udfff", "method": "tasks/get"}),
+        json.dumps({**call({"id": "x", "historyLength": 10**30}), "method": "tasks/get"}),  # v0.3: 9
+        json.dumps({**call(send({"x": float("nan")})), "method": "SendMessage"}),
+        json.dumps({**call(send({"x": float("inf")})), "method": "SendMessage"}),
+        json.dumps({**call(send({"x": 2**53 + 1})), "method": "message/send"}),
+        json.dumps({**call(send([1e999])), "method": "message/send"}),
     ]
     codes, ids = [], []
     for body in cases:
-        response = client.post("/a2a/solo", content=body, headers=headers("1.0"))
+        version = "0.3" if '"method": "tasks/get"' in body or '"method": "message/send"' in body else "1.0"
+        response = client.post("/a2a/solo", content=body, headers=headers(version))
         assert_well_formed(response)
         codes.append((response.status_code, response.json()["error"]["code"]))
         ids.append(response.json()["id"])
@@ -220,7 +236,8 @@ def test_huge_and_deep_values(client: httpx.Client) -> None:
     assert codes[1] == (200, -32001)
     assert codes[2] == (200, -32700)
     assert codes[4][1] == -32602
-    assert codes[7:] == [(200, -32602), (200, -32602)] and ids[7:] == [None, None]  # the id cannot be echoed
+    assert codes[7:9] == [(200, -32602), (200, -32602)] and ids[7:9] == [None, None]  # the id cannot be echoed
+    assert codes[9:] == [(200, -32602)] * 5  # numbers protobuf cannot carry (nor its int fields hold)
 
 
 def test_what_a_request_echoes_back_is_masked(client: httpx.Client) -> None:

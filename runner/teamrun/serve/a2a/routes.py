@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -112,6 +113,30 @@ async def _masked_events(events: AsyncIterator[Any], redactor: Redactor) -> Asyn
         yield event
 
 
+MAX_WHOLE = 2**53
+"""Largest whole number a request may hold: A2A's protobuf values carry every number as a double."""
+
+
+def _unfit_number(value: Any, path: str = "") -> str | None:
+    """Where ``value`` (parsed JSON) holds NaN, an infinity (Python's JSON reads them) or a whole number past
+    ±2^53, as a dotted path; else ``None``."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if (isinstance(item, float) and not math.isfinite(item)) or (isinstance(item, int) and abs(item) > MAX_WHOLE):
+            return where or "(the value)"
+        if isinstance(item, dict):
+            stack.extend(
+                (child, f"{where}.{printable(str(key))}" if where else printable(str(key)))
+                for key, child in item.items()
+            )
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}.{index}" if where else str(index)) for index, child in enumerate(item))
+    return None
+
+
 def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -195,6 +220,15 @@ def a2a_router(
         if where is not None:
             return rpc_error(
                 INVALID_PARAMS, f"{redactor.text(where)} {LONE_SURROGATE}", id=request_id, reason="INVALID_TEXT"
+            )
+        where = _unfit_number({k: v for k, v in body.items() if k != "id"} if isinstance(body, dict) else body)
+        if where is not None:
+            return rpc_error(
+                INVALID_PARAMS,
+                f"{redactor.text(where)}: a number must be finite and, if whole, within ±2^53 (what the protocol's "
+                "numbers carry exactly)",
+                id=request_id,
+                reason="INVALID_NUMBER",
             )
         replayed = False
 
