@@ -270,6 +270,8 @@ def test_what_a_request_echoes_back_is_masked(client: httpx.Client) -> None:
         assert_well_formed(response)
         assert TOKEN not in response.text, response.text
     assert task["contextId"] == "ctx-***" and task["status"]["state"] == "TASK_STATE_COMPLETED"
+    usage = task["metadata"]["teamrun"]["usage"]
+    assert usage["requests"] == 1 and all(type(n) is int for n in usage.values()), usage  # counts, not 1.0
     assert "ctx-***" in streamed.text
     assert len(listed.json()["result"]["tasks"]) >= 2  # the filter still finds the tasks by their contextId
     assert "run_***" in answers[4].json()["error"]["message"]

@@ -524,7 +524,13 @@ def _answer_body(kind: str, message: Message) -> Any:
     if kind == "approval":
         if isinstance(data, dict) and isinstance(data.get("approve"), bool):
             note = data.get("note")
-            return PendingAnswer(approve=data["approve"], note=note if isinstance(note, str) else None, by="a2a")
+            extra = sorted(set(data) - {"approve", "note"})
+            if (note is not None and not isinstance(note, str)) or extra:  # as POST /v1/runs/{id}/pending/{item}
+                raise InvalidParamsError(
+                    'an approval\'s data part is {"approve": true|false, "note": "..."}: '
+                    + (f"unknown keys {', '.join(map(repr, extra))}" if extra else "note must be text")
+                )
+            return PendingAnswer(approve=data["approve"], note=note, by="a2a")
         word = text.lower()
         if word in _APPROVE or word in _DENY:
             return PendingAnswer(approve=word in _APPROVE, by="a2a")

@@ -95,7 +95,7 @@ def _masked(response: Response, redactor: Redactor) -> Response:
             response.body_iterator = _masked_events(events, redactor)  # type: ignore[attr-defined]
         return response
     body = json.loads(bytes(response.body))
-    shown = redactor.value(body)
+    shown = _tidy(redactor.value(body))
     if shown == body:
         return response
     headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
@@ -107,10 +107,34 @@ async def _masked_events(events: AsyncIterator[Any], redactor: Redactor) -> Asyn
     async for event in events:
         if isinstance(event, dict) and isinstance(event.get("data"), str):
             data = json.loads(event["data"])
-            shown = redactor.value(data)
+            shown = _tidy(redactor.value(data))
             if shown != data:
                 event = {**event, "data": json.dumps(shown, ensure_ascii=False)}
         yield event
+
+
+def _tidy(value: Any) -> Any:
+    """What the SDK's protobuf round trip bends, put back: usage counts are whole numbers (a protobuf ``Struct``
+    holds doubles: ``3.0``), and a v0.3 status update ending ``input-required`` or ``auth-required`` is
+    ``final: true`` (the interaction is over until the caller answers; the SDK's v0.3 layer says ``false``)."""
+    if isinstance(value, list):
+        return [_tidy(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    shown = {key: _tidy(item) for key, item in value.items()}
+    usage = shown.get("usage")
+    if isinstance(usage, dict) and "run_id" in shown:  # metadata.teamrun of a task
+        shown["usage"] = {
+            key: int(item) if isinstance(item, float) and item.is_integer() else item for key, item in usage.items()
+        }
+    status = shown.get("status")
+    if (
+        shown.get("kind") == "status-update"
+        and isinstance(status, dict)
+        and status.get("state") in ("input-required", "auth-required")
+    ):
+        shown["final"] = True
+    return shown
 
 
 MAX_WHOLE = 2**53
