@@ -224,6 +224,9 @@ def test_huge_and_deep_values(client: httpx.Client) -> None:
         json.dumps({**call(send({"x": float("inf")})), "method": "SendMessage"}),
         json.dumps({**call(send({"x": 2**53 + 1})), "method": "message/send"}),
         json.dumps({**call(send([1e999])), "method": "message/send"}),
+        json.dumps({**call([1, 2]), "method": "tasks/get"}),  # v0.3 params that do not fit: 14
+        json.dumps({**call(None), "method": "tasks/get"}),
+        json.dumps({**call({"historyLength": 3}), "method": "tasks/get"}),
     ]
     codes, ids = [], []
     for body in cases:
@@ -237,7 +240,11 @@ def test_huge_and_deep_values(client: httpx.Client) -> None:
     assert codes[2] == (200, -32700)
     assert codes[4][1] == -32602
     assert codes[7:9] == [(200, -32602), (200, -32602)] and ids[7:9] == [None, None]  # the id cannot be echoed
-    assert codes[9:] == [(200, -32602)] * 5  # numbers protobuf cannot carry (nor its int fields hold)
+    assert codes[9:14] == [(200, -32602)] * 5  # numbers protobuf cannot carry (nor its int fields hold)
+    assert codes[14:] == [(200, -32602)] * 3  # v0.3 params that do not fit the method: -32602, one line
+    for body in cases[14:]:
+        error = client.post("/a2a/solo", content=body, headers=headers(None)).json()["error"]
+        assert "pydantic" not in json.dumps(error) and "\n" not in error["message"], error
 
 
 def test_what_a_request_echoes_back_is_masked(client: httpx.Client) -> None:

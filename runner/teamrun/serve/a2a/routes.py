@@ -86,6 +86,26 @@ def _quiet_sdk_loggers() -> None:
                 logger.addFilter(_QUIET)
 
 
+def _params_unfit(response: Response, body: Any) -> Response:
+    """The SDK's v0.3 layer answers a well-formed call whose params do not fit its method ``-32600`` with a
+    pydantic dump as ``data``; say ``-32602`` (invalid params), in one line, as v1.0 calls are answered."""
+    if not isinstance(response, JSONResponse) or not isinstance(body, dict):
+        return response
+    method, request_id = body.get("method"), body.get("id")
+    if body.get("jsonrpc") != "2.0" or not isinstance(method, str) or not isinstance(request_id, str | int):
+        return response
+    answer = json.loads(bytes(response.body))
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not isinstance(error, dict) or error.get("code") != INVALID_REQUEST or not isinstance(error.get("data"), str):
+        return response
+    dump = error["data"]
+    if "validation error" not in dump:
+        return response
+    problems = [line.strip() for line in dump.splitlines()[1:] if line.strip() and "errors.pydantic.dev" not in line]
+    said = "; ".join(problems)[:500] or "they do not validate"
+    return rpc_error(INVALID_PARAMS, f"params do not fit {printable(method)[:100]}: {said}", id=request_id)
+
+
 def _masked(response: Response, redactor: Redactor) -> Response:
     """A JSON answer of the SDK's with every string masked (task ids, context ids, answers echoed in errors);
     a stream's events likewise, one by one."""
@@ -96,8 +116,6 @@ def _masked(response: Response, redactor: Redactor) -> Response:
         return response
     body = json.loads(bytes(response.body))
     shown = _tidy(redactor.value(body))
-    if shown == body:
-        return response
     headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
     return JSONResponse(shown, status_code=response.status_code, headers=headers)
 
@@ -107,9 +125,7 @@ async def _masked_events(events: AsyncIterator[Any], redactor: Redactor) -> Asyn
     async for event in events:
         if isinstance(event, dict) and isinstance(event.get("data"), str):
             data = json.loads(event["data"])
-            shown = _tidy(redactor.value(data))
-            if shown != data:
-                event = {**event, "data": json.dumps(shown, ensure_ascii=False)}
+            event = {**event, "data": json.dumps(_tidy(redactor.value(data)), ensure_ascii=False)}
         yield event
 
 
@@ -265,7 +281,7 @@ def a2a_router(
 
         try:
             answered = await dispatcher.handle_requests(Request(request.scope, replay))
-            return _masked(answered, served[team].redactor)
+            return _masked(_params_unfit(answered, body), served[team].redactor)
         except Exception as exc:  # the dispatcher answers errors itself; this is one it let through
             _log.error("a2a_internal_error", team=team, error_type=type(exc).__name__, error=redactor.text(str(exc)))
             return rpc_error(-32603, "internal error", id=request_id, reason="INTERNAL_ERROR")
