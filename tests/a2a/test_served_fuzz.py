@@ -185,7 +185,7 @@ def test_random_bytes_and_content_types(
 @settings(max_examples=25, deadline=None)
 @given(
     method=st.sampled_from(["GET", "PUT", "PATCH", "DELETE", "POST", "OPTIONS"]),
-    path=st.sampled_from(["/a2a/solo", "/a2a/nobody", "/a2a/solo/extra", "/a2a/", "/a2a/solo/"]),
+    path=st.sampled_from(["/a2a/solo", "/a2a/nobody", "/a2a/solo/extra", "/a2a/", "/a2a/solo/", "/a2a"]),
     token=st.sampled_from([TOKEN, "wrong-token-0123456789abcdef", None]),
 )
 def test_other_http_methods_paths_and_tokens(client: httpx.Client, method: str, path: str, token: str | None) -> None:
@@ -284,3 +284,9 @@ def test_what_a_request_echoes_back_is_masked(client: httpx.Client) -> None:
     assert "run_***" in answers[4].json()["error"]["message"]
     thread = httpx.get(f"{client.base_url}/v1/runs/{task['id']}", headers=headers(None)).json()["thread"]
     assert thread == "ctx-***"  # the runs API shows it so too
+
+
+def test_the_bare_prefix_answers_a_json_rpc_error(client: httpx.Client) -> None:
+    response = client.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}, headers=headers("1.0"))
+    assert_well_formed(response)  # not a redirect to /a2a/ with an empty body
+    assert response.status_code == 404 and "POST /a2a/<team>" in response.json()["error"]["message"]

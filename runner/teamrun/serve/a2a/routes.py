@@ -286,8 +286,9 @@ def a2a_router(
             _log.error("a2a_internal_error", team=team, error_type=type(exc).__name__, error=redactor.text(str(exc)))
             return rpc_error(-32603, "internal error", id=request_id, reason="INTERNAL_ERROR")
 
+    @router.api_route("/a2a", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
     @router.api_route("/a2a/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
-    async def elsewhere(rest: str, request: Request) -> Response:
+    async def elsewhere(request: Request, rest: str = "") -> Response:
         return rpc_error(
             INVALID_REQUEST,
             f"no A2A route {request.method} {A2A_PREFIX}{redactor.text(rest)}: a team's endpoint is POST "
