@@ -8,6 +8,7 @@ cancelled while its model hangs, and a question of a person answered as an ``inp
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import httpx
@@ -155,6 +156,17 @@ def test_a_question_for_a_person_is_input_required_and_the_next_message_answers_
             assert run["status"] == "done" and run["final_text"] == answer and run["thread"] == "falcon"
 
         asyncio.run(scenario())
+        said = {
+            "role": "user",
+            "messageId": "v03",
+            "kind": "message",
+            "parts": [{"kind": "text", "text": "Launch Orca"}],
+        }
+        v03 = {"jsonrpc": "2.0", "id": 3, "method": "message/stream", "params": {"message": said}}
+        stream = httpx.post(f"{server.url}/a2a/launch-signoff", json=v03, headers=AUTH, timeout=300)
+        *_, last = [json.loads(line[5:]) for line in stream.text.splitlines() if line.startswith("data:")]
+        assert last["result"]["kind"] == "status-update" and last["result"]["status"]["state"] == "input-required"
+        assert last["result"]["final"] is True, last  # v0.3: the interaction is over until the caller answers
 
 
 def test_the_token_rules_are_the_servers(tmp_path: Path) -> None:

@@ -42,6 +42,8 @@ METHODS = [
     "tasks/pushNotificationConfig/get",
     "agent/getAuthenticatedExtendedCard",
 ]
+SURROGATES = st.text(st.characters(categories=["Cs"]), min_size=1, max_size=3)
+"""Lone UTF-16 surrogates: JSON's ``\\ud800`` escapes carry them, UTF-8 cannot."""
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
 JSON = st.recursive(
     SCALARS,
@@ -86,7 +88,7 @@ ENVELOPE = st.fixed_dictionaries(
     {},
     optional={
         "jsonrpc": st.just("2.0") | JSON,
-        "id": st.integers() | st.text(max_size=20) | JSON,
+        "id": st.integers() | st.text(max_size=20) | SURROGATES | JSON,
         "method": st.sampled_from(METHODS) | st.text(max_size=30) | JSON,
         "params": PARAMS,
     },
@@ -102,6 +104,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("fuzz")
     with served(str(solo_team(folder)), "--store", f"sqlite:///{folder / 'runs.db'}") as running:
         yield running  # on exit: exit code 0 and no traceback on its stderr (served() checks)
+    assert "Unhandled exception" not in running.stderr, running.stderr  # the SDK's log of a client's mistake
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +185,7 @@ def test_random_bytes_and_content_types(
 @settings(max_examples=25, deadline=None)
 @given(
     method=st.sampled_from(["GET", "PUT", "PATCH", "DELETE", "POST", "OPTIONS"]),
-    path=st.sampled_from(["/a2a/solo", "/a2a/nobody", "/a2a/solo/extra", "/a2a/", "/a2a/solo/"]),
+    path=st.sampled_from(["/a2a/solo", "/a2a/nobody", "/a2a/solo/extra", "/a2a/", "/a2a/solo/", "/a2a"]),
     token=st.sampled_from([TOKEN, "wrong-token-0123456789abcdef", None]),
 )
 def test_other_http_methods_paths_and_tokens(client: httpx.Client, method: str, path: str, token: str | None) -> None:
@@ -197,6 +200,15 @@ def test_huge_and_deep_values(client: httpx.Client) -> None:
     def call(params: Any) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": "big", "method": "GetTask", "params": params}
 
+    def send(data: Any) -> dict[str, Any]:
+        return {
+            "message": {
+                "messageId": "m",
+                "role": "ROLE_USER",
+                "parts": [{"data": data}, {"kind": "data", "data": data}],
+            }
+        }
+
     cases = [
         json.dumps(call({"id": "x" * 2_000_000})),  # larger than the body limit: 413
         json.dumps(call({"id": "x" * 900_000})),  # within it: an unknown task
@@ -205,13 +217,76 @@ def test_huge_and_deep_values(client: httpx.Client) -> None:
         json.dumps(call({"id": "\\ud800"})).replace("\\\\ud800", "\\ud800"),  # a lone surrogate
         json.dumps([call({"id": "x"})] * 3),  # a batch
         json.dumps(call({"id": "x", "historyLength": 10**30})),
+        json.dumps({**call({"id": "x"}), "id": "\ud800"}),  # a lone surrogate in the echoed id
+        json.dumps({**call({"id": "x"}), "id": "\udfff", "method": "tasks/get"}),
+        json.dumps({**call({"id": "x", "historyLength": 10**30}), "method": "tasks/get"}),  # v0.3: 9
+        json.dumps({**call(send({"x": float("nan")})), "method": "SendMessage"}),
+        json.dumps({**call(send({"x": float("inf")})), "method": "SendMessage"}),
+        json.dumps({**call(send({"x": 2**53 + 1})), "method": "message/send"}),
+        json.dumps({**call(send([1e999])), "method": "message/send"}),
+        json.dumps({**call([1, 2]), "method": "tasks/get"}),  # v0.3 params that do not fit: 14
+        json.dumps({**call(None), "method": "tasks/get"}),
+        json.dumps({**call({"historyLength": 3}), "method": "tasks/get"}),
     ]
-    codes = []
+    codes, ids = [], []
     for body in cases:
-        response = client.post("/a2a/solo", content=body, headers=headers("1.0"))
+        version = "0.3" if '"method": "tasks/get"' in body or '"method": "message/send"' in body else "1.0"
+        response = client.post("/a2a/solo", content=body, headers=headers(version))
         assert_well_formed(response)
         codes.append((response.status_code, response.json()["error"]["code"]))
+        ids.append(response.json()["id"])
     assert codes[0] == (413, -32600)
     assert codes[1] == (200, -32001)
     assert codes[2] == (200, -32700)
     assert codes[4][1] == -32602
+    assert codes[7:9] == [(200, -32602), (200, -32602)] and ids[7:9] == [None, None]  # the id cannot be echoed
+    assert codes[9:14] == [(200, -32602)] * 5  # numbers protobuf cannot carry (nor its int fields hold)
+    assert codes[14:] == [(200, -32602)] * 3  # v0.3 params that do not fit the method: -32602, one line
+    for body in cases[14:]:
+        error = client.post("/a2a/solo", content=body, headers=headers(None)).json()["error"]
+        assert "pydantic" not in json.dumps(error) and "\n" not in error["message"], error
+
+
+def test_what_a_request_echoes_back_is_masked(client: httpx.Client) -> None:
+    """A token a caller puts in a contextId, a task id or a path comes back masked (`***`), as the runs API
+    masks it: in tasks, errors and stream events, to every token holder."""
+
+    def rpc(method: str, params: Any, version: str = "1.0") -> httpx.Response:
+        envelope = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+        return client.post("/a2a/solo", content=json.dumps(envelope), headers=headers(version))
+
+    said = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello"}], "contextId": f"ctx-{TOKEN}"}
+    sent = rpc("SendMessage", {"message": said})
+    task = sent.json()["result"]["task"]
+    streamed = rpc("SendStreamingMessage", {"message": {**said, "messageId": "m2"}})
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    listed = rpc("ListTasks", {"contextId": f"ctx-{TOKEN}"})
+    answers = [
+        sent,
+        streamed,
+        rpc("GetTask", {"id": task["id"]}),
+        listed,
+        rpc("GetTask", {"id": f"run_{TOKEN}"}),
+        rpc("tasks/get", {"id": f"run_{TOKEN}"}, version="0.3"),
+        rpc("SendMessage", {"message": {**said, "messageId": "m3", "taskId": f"run_{TOKEN}"}}),
+        client.get(f"/a2a/{TOKEN}/.well-known/agent-card.json"),
+        client.post(f"/a2a/{TOKEN}", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}, headers=headers("1.0")),
+        client.post(f"/a2a/solo/{TOKEN}", json={}, headers=headers("1.0")),
+    ]
+    for response in answers:
+        assert_well_formed(response)
+        assert TOKEN not in response.text, response.text
+    assert task["contextId"] == "ctx-***" and task["status"]["state"] == "TASK_STATE_COMPLETED"
+    usage = task["metadata"]["teamrun"]["usage"]
+    assert usage["requests"] == 1 and all(type(n) is int for n in usage.values()), usage  # counts, not 1.0
+    assert "ctx-***" in streamed.text
+    assert len(listed.json()["result"]["tasks"]) >= 2  # the filter still finds the tasks by their contextId
+    assert "run_***" in answers[4].json()["error"]["message"]
+    thread = httpx.get(f"{client.base_url}/v1/runs/{task['id']}", headers=headers(None)).json()["thread"]
+    assert thread == "ctx-***"  # the runs API shows it so too
+
+
+def test_the_bare_prefix_answers_a_json_rpc_error(client: httpx.Client) -> None:
+    response = client.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask"}, headers=headers("1.0"))
+    assert_well_formed(response)  # not a redirect to /a2a/ with an empty body
+    assert response.status_code == 404 and "POST /a2a/<team>" in response.json()["error"]["message"]

@@ -97,6 +97,9 @@ def test_a_message_answers_a_question_or_an_approval() -> None:
     assert (denied.approve, denied.note) == (False, "not today")
     with pytest.raises(InvalidParamsError, match='"approve" or "deny"'):
         _answer_body("approval", message(Part(text="maybe")))
+    for wrong, says in [({"note": 5}, "note must be text"), ({"note": {}}, "note must be text"), ({"by": "x"}, "'by'")]:
+        with pytest.raises(InvalidParamsError, match=says):  # as POST /v1/runs/{id}/pending/{item} refuses it
+            _answer_body("approval", message(data({"approve": True, **wrong})))
     with pytest.raises(InvalidParamsError, match="empty"):
         _answer_body("question", message(Part(text=" ")))
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import Depends, FastAPI
@@ -104,6 +105,29 @@ class _Resumer:
         self.items: PendingRepository = PendingRepository(store)
         self.backend = StoreJournal(store)
         self._watchers: set[asyncio.Task[None]] = set()
+
+    @contextmanager
+    def room(self, run_id: str) -> Iterator[None]:
+        """A run slot for ``run_id`` to continue in once answered, held until it has started again: an answer
+        that would continue a waiting run is refused like a new run (:class:`ServerBusy`, :class:`ShuttingDown`)
+        when the server has no slot for one. A run still running here continues in its own slot."""
+        from teamrun.serve.runs import ServerBusy, ShuttingDown
+
+        registry = self.registry
+        handle = registry.get(run_id)
+        if handle is not None and not handle.finished:
+            yield
+            return
+        if registry.closing:
+            raise ShuttingDown("the server is shutting down")
+        if registry.active + registry.reserved >= registry.max_concurrent:
+            registry.metrics.rejected.labels("busy").inc()
+            raise ServerBusy(f"all {registry.max_concurrent} run slots are in use")
+        registry.reserved += 1
+        try:
+            yield
+        finally:
+            registry.reserved -= 1
 
     async def after_answer(self, run_id: str) -> None:
         """The run continues: now if it waits, or once it ends waiting if it still runs here."""
@@ -253,6 +277,7 @@ def mount_pending(
 
     @app.post("/v1/runs/{run_id}/pending/{item_id}", dependencies=auth)
     async def answer_pending(run_id: str, item_id: str, body: PendingAnswer) -> dict[str, Any]:
+        from teamrun.serve.runs import ServerBusy, ShuttingDown
         from teamrun.tools.people import AnswerNotText, AnswerRefused
 
         found = need_store()
@@ -276,11 +301,30 @@ def mount_pending(
         except ValueError as exc:
             raise error(422, str(exc), code="invalid_answer") from None
         who = body.by or "http"
-        if not await asyncio.to_thread(found.items.answer, run_id, item_id, value, by=who):
-            now = await asyncio.to_thread(found.items.get, run_id, item_id)
-            raise error(409, _settled(run_id, now or item), code="item_answered")
-        _log.info("serve_pending_answered", run=run_id, item=item_id, by=who)
-        await found.after_answer(run_id)
+        try:
+            with found.room(run_id):  # the run continues here: it needs a run slot, as a new run does
+                if not await asyncio.to_thread(found.items.answer, run_id, item_id, value, by=who):
+                    now = await asyncio.to_thread(found.items.get, run_id, item_id)
+                    raise error(409, _settled(run_id, now or item), code="item_answered")
+                _log.info("serve_pending_answered", run=run_id, item=item_id, by=who)
+                await found.after_answer(run_id)
+        except ServerBusy as exc:
+            raise error(
+                429,
+                f"{exc}: the answer would continue run {run_id} here; nothing was recorded, retry after "
+                f"{registry.retry_after_s} s",
+                type="rate_limit_error",
+                code="too_many_runs",
+                headers={"Retry-After": str(registry.retry_after_s)},
+            ) from None
+        except ShuttingDown as exc:
+            raise error(
+                503,
+                f"{exc}; nothing was recorded",
+                type="server_error",
+                code="shutting_down",
+                headers={"Retry-After": str(registry.retry_after_s)},
+            ) from None
         answered = await asyncio.to_thread(found.items.get, run_id, item_id)
         handle = registry.get(run_id)
         status = handle.state if handle is not None else record.shown_status()

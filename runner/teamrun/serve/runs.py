@@ -337,6 +337,8 @@ class RunRegistry:
         self._finished: deque[str] = deque()
         """Ids of finished runs still held, oldest first."""
         self._active = 0
+        self.reserved = 0
+        """Slots held for answered runs about to continue here (serve/pending.py): a new run may not take them."""
         self.when_over: list[Callable[[RunHandle], None]] = []
         """Called on the loop as each run ends or suspends (with a store: its events are kept, serve/history.py)."""
 
@@ -383,7 +385,7 @@ class RunRegistry:
         if self.closing:
             self.metrics.rejected.labels("shutting_down").inc()
             raise ShuttingDown("the server is shutting down")
-        if self._active >= self.max_concurrent:
+        if self._active + self.reserved >= self.max_concurrent:
             self.metrics.rejected.labels("busy").inc()
             raise ServerBusy(f"all {self.max_concurrent} run slots are in use")
         handle = RunHandle(

@@ -17,6 +17,7 @@ import json
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Mapping
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from a2a.server.request_handlers.request_handler import RequestHandler
@@ -93,6 +94,8 @@ class _Resumer(Protocol):
 
     async def after_answer(self, run_id: str) -> None: ...
 
+    def room(self, run_id: str) -> AbstractContextManager[None]: ...
+
 
 class TeamAgent(RequestHandler):
     """One served team's A2A agent: every message starts or answers a run of ``entry.team``."""
@@ -152,13 +155,8 @@ class TeamAgent(RequestHandler):
         thread = context_id if self.registry.store is not None else None
         try:
             handle = self.registry.start(self.entry.team, text, redactor=self.entry.redactor, thread=thread)
-        except ServerBusy as exc:
-            raise InternalError(
-                f"{exc}; retry after {self.registry.retry_after_s} s",
-                data={"reason": "too_many_runs", "retry_after_s": self.registry.retry_after_s},
-            ) from None
-        except ShuttingDown as exc:
-            raise InternalError(str(exc), data={"reason": "shutting_down"}) from None
+        except (ServerBusy, ShuttingDown) as exc:
+            raise self._refused(exc) from None
         if thread is None:
             self._contexts[handle.id] = context_id
             while len(self._contexts) > self.registry.keep_finished + self.registry.max_concurrent:
@@ -174,7 +172,7 @@ class TeamAgent(RequestHandler):
         view = await self._view(run_id)
         if view is None:
             raise TaskNotFoundError(f"no task '{run_id}' of agent '{self.team}'")
-        if message.context_id and message.context_id != view.context_id:
+        if message.context_id and self.entry.redactor.text(message.context_id) != view.context_id:  # view: masked
             raise InvalidParamsError(
                 f"task {run_id} belongs to context '{view.context_id}', not '{message.context_id}'"
             )
@@ -207,11 +205,25 @@ class TeamAgent(RequestHandler):
         except (AnswerRefused, ValueError) as exc:
             raise InvalidParamsError(f"{item.item_id}: {exc}") from None
         who = "a2a"
-        if not await asyncio.to_thread(self.resumer.items.answer, run_id, item.item_id, value, by=who):
-            raise UnsupportedOperationError(f"item {item.item_id} of task {run_id} was answered meanwhile")
-        _log.info("a2a_item_answered", run=run_id, item=item.item_id)
-        await self.resumer.after_answer(run_id)
+        try:
+            with self.resumer.room(run_id):  # the run continues here: it needs a run slot, as a new task does
+                if not await asyncio.to_thread(self.resumer.items.answer, run_id, item.item_id, value, by=who):
+                    raise UnsupportedOperationError(f"item {item.item_id} of task {run_id} was answered meanwhile")
+                _log.info("a2a_item_answered", run=run_id, item=item.item_id)
+                await self.resumer.after_answer(run_id)
+        except (ServerBusy, ShuttingDown) as exc:
+            raise self._refused(exc, f"the answer would continue task {run_id} here; nothing was recorded") from None
         return run_id
+
+    def _refused(self, exc: ServerBusy | ShuttingDown, said: str = "") -> InternalError:
+        """A run refused for want of a slot (``too_many_runs``) or while the server stops (``shutting_down``)."""
+        said = f"; {said}" if said else ""
+        if isinstance(exc, ShuttingDown):
+            return InternalError(f"{exc}{said}", data={"reason": "shutting_down"})
+        wait = self.registry.retry_after_s
+        return InternalError(
+            f"{exc}{said}; retry after {wait} s", data={"reason": "too_many_runs", "retry_after_s": wait}
+        )
 
     # -- tasks ------------------------------------------------------------------------------------
 
@@ -271,7 +283,7 @@ class TeamAgent(RequestHandler):
             if handle.team != self.team:
                 continue
             task = task_of(self._handle_view(handle, ()), params.history_length or None)
-            if params.context_id and task.context_id != params.context_id:
+            if params.context_id and task.context_id != self.entry.redactor.text(params.context_id):
                 continue
             if params.status and task.status.state != params.status:
                 continue
@@ -350,7 +362,7 @@ class TeamAgent(RequestHandler):
             run_id=handle.id,
             team=handle.team,
             status=status,
-            context_id=handle.thread or self._contexts.get(handle.id) or handle.id,
+            context_id=handle.redactor.text(handle.thread or self._contexts.get(handle.id) or handle.id),
             input=handle.redactor.text(handle.input),
             final_text=record["final_text"],
             error=record["error"],
@@ -368,7 +380,7 @@ class TeamAgent(RequestHandler):
             run_id=stored.run_id,
             team=stored.team,
             status=record["status"],
-            context_id=stored.thread_id or stored.run_id,
+            context_id=redactor.text(stored.thread_id or stored.run_id),
             input=redactor.text(stored.input),
             final_text=record["final_text"],
             error=record["error"],
@@ -407,7 +419,7 @@ class TeamAgent(RequestHandler):
     def _working(self, handle: RunHandle, said: str) -> TaskStatusUpdateEvent:
         from a2a.types import Part, TaskStatus
 
-        context_id = handle.thread or self._contexts.get(handle.id) or handle.id
+        context_id = handle.redactor.text(handle.thread or self._contexts.get(handle.id) or handle.id)
         status = TaskStatus(state=TaskState.TASK_STATE_WORKING)
         status.timestamp.GetCurrentTime()
         status.message.CopyFrom(
@@ -512,7 +524,13 @@ def _answer_body(kind: str, message: Message) -> Any:
     if kind == "approval":
         if isinstance(data, dict) and isinstance(data.get("approve"), bool):
             note = data.get("note")
-            return PendingAnswer(approve=data["approve"], note=note if isinstance(note, str) else None, by="a2a")
+            extra = sorted(set(data) - {"approve", "note"})
+            if (note is not None and not isinstance(note, str)) or extra:  # as POST /v1/runs/{id}/pending/{item}
+                raise InvalidParamsError(
+                    'an approval\'s data part is {"approve": true|false, "note": "..."}: '
+                    + (f"unknown keys {', '.join(map(repr, extra))}" if extra else "note must be text")
+                )
+            return PendingAnswer(approve=data["approve"], note=note, by="a2a")
         word = text.lower()
         if word in _APPROVE or word in _DENY:
             return PendingAnswer(approve=word in _APPROVE, by="a2a")

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import math
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
@@ -53,6 +54,8 @@ def rpc_error(
     if reason is not None:
         error["data"] = {"reason": reason}
     shown_id = id if isinstance(id, str | int) and not isinstance(id, bool) else None
+    if isinstance(shown_id, str) and printable(shown_id) != shown_id:  # a lone surrogate: not encodable, not echoed
+        shown_id = None
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": shown_id, "error": error}
     return JSONResponse(body, status_code=status, headers=dict(headers or {}))
 
@@ -81,6 +84,97 @@ def _quiet_sdk_loggers() -> None:
             logger = logging.getLogger(name)
             if _QUIET not in logger.filters:
                 logger.addFilter(_QUIET)
+
+
+def _params_unfit(response: Response, body: Any) -> Response:
+    """The SDK's v0.3 layer answers a well-formed call whose params do not fit its method ``-32600`` with a
+    pydantic dump as ``data``; say ``-32602`` (invalid params), in one line, as v1.0 calls are answered."""
+    if not isinstance(response, JSONResponse) or not isinstance(body, dict):
+        return response
+    method, request_id = body.get("method"), body.get("id")
+    if body.get("jsonrpc") != "2.0" or not isinstance(method, str) or not isinstance(request_id, str | int):
+        return response
+    answer = json.loads(bytes(response.body))
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not isinstance(error, dict) or error.get("code") != INVALID_REQUEST or not isinstance(error.get("data"), str):
+        return response
+    dump = error["data"]
+    if "validation error" not in dump:
+        return response
+    problems = [line.strip() for line in dump.splitlines()[1:] if line.strip() and "errors.pydantic.dev" not in line]
+    said = "; ".join(problems)[:500] or "they do not validate"
+    return rpc_error(INVALID_PARAMS, f"params do not fit {printable(method)[:100]}: {said}", id=request_id)
+
+
+def _masked(response: Response, redactor: Redactor) -> Response:
+    """A JSON answer of the SDK's with every string masked (task ids, context ids, answers echoed in errors);
+    a stream's events likewise, one by one."""
+    if not isinstance(response, JSONResponse):
+        events = getattr(response, "body_iterator", None)
+        if events is not None and response.media_type == "text/event-stream":
+            response.body_iterator = _masked_events(events, redactor)  # type: ignore[attr-defined]
+        return response
+    body = json.loads(bytes(response.body))
+    shown = _tidy(redactor.value(body))
+    headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+    return JSONResponse(shown, status_code=response.status_code, headers=headers)
+
+
+async def _masked_events(events: AsyncIterator[Any], redactor: Redactor) -> AsyncIterator[Any]:
+    """The SDK's SSE events (``{"data": <JSON text>, "event"?: ...}``) with every string of their data masked."""
+    async for event in events:
+        if isinstance(event, dict) and isinstance(event.get("data"), str):
+            data = json.loads(event["data"])
+            event = {**event, "data": json.dumps(_tidy(redactor.value(data)), ensure_ascii=False)}
+        yield event
+
+
+def _tidy(value: Any) -> Any:
+    """What the SDK's protobuf round trip bends, put back: usage counts are whole numbers (a protobuf ``Struct``
+    holds doubles: ``3.0``), and a v0.3 status update ending ``input-required`` or ``auth-required`` is
+    ``final: true`` (the interaction is over until the caller answers; the SDK's v0.3 layer says ``false``)."""
+    if isinstance(value, list):
+        return [_tidy(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    shown = {key: _tidy(item) for key, item in value.items()}
+    usage = shown.get("usage")
+    if isinstance(usage, dict) and "run_id" in shown:  # metadata.teamrun of a task
+        shown["usage"] = {
+            key: int(item) if isinstance(item, float) and item.is_integer() else item for key, item in usage.items()
+        }
+    status = shown.get("status")
+    if (
+        shown.get("kind") == "status-update"
+        and isinstance(status, dict)
+        and status.get("state") in ("input-required", "auth-required")
+    ):
+        shown["final"] = True
+    return shown
+
+
+MAX_WHOLE = 2**53
+"""Largest whole number a request may hold: A2A's protobuf values carry every number as a double."""
+
+
+def _unfit_number(value: Any, path: str = "") -> str | None:
+    """Where ``value`` (parsed JSON) holds NaN, an infinity (Python's JSON reads them) or a whole number past
+    ±2^53, as a dotted path; else ``None``."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if (isinstance(item, float) and not math.isfinite(item)) or (isinstance(item, int) and abs(item) > MAX_WHOLE):
+            return where or "(the value)"
+        if isinstance(item, dict):
+            stack.extend(
+                (child, f"{where}.{printable(str(key))}" if where else printable(str(key)))
+                for key, child in item.items()
+            )
+        elif isinstance(item, list):
+            stack.extend((child, f"{where}.{index}" if where else str(index)) for index, child in enumerate(item))
+    return None
 
 
 def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -119,7 +213,7 @@ def a2a_router(
     def unknown(team: str) -> Response:
         return rpc_error(
             INVALID_REQUEST,
-            f"no A2A agent '{team}' here; agents: {teams} (each at /a2a/<team>)",
+            f"no A2A agent '{redactor.text(team)}' here; agents: {teams} (each at /a2a/<team>)",
             status=404,
             reason="AGENT_NOT_FOUND",
         )
@@ -159,12 +253,23 @@ def a2a_router(
             body = json.loads(raw)
         except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested past Python's recursion limit
             return rpc_error(PARSE_ERROR, f"the request body is not JSON: {str(exc)[:200]}", reason="PARSE_ERROR")
-        request_id = body.get("id") if isinstance(body, dict) else None
+        request_id = redactor.value(body.get("id")) if isinstance(body, dict) else None
         if _too_deep(body):
             return rpc_error(INVALID_REQUEST, f"the request nests deeper than {MAX_JSON_DEPTH} levels", id=request_id)
         where = lone_surrogate(body)
         if where is not None:
-            return rpc_error(INVALID_PARAMS, f"{where} {LONE_SURROGATE}", id=request_id, reason="INVALID_TEXT")
+            return rpc_error(
+                INVALID_PARAMS, f"{redactor.text(where)} {LONE_SURROGATE}", id=request_id, reason="INVALID_TEXT"
+            )
+        where = _unfit_number({k: v for k, v in body.items() if k != "id"} if isinstance(body, dict) else body)
+        if where is not None:
+            return rpc_error(
+                INVALID_PARAMS,
+                f"{redactor.text(where)}: a number must be finite and, if whole, within ±2^53 (what the protocol's "
+                "numbers carry exactly)",
+                id=request_id,
+                reason="INVALID_NUMBER",
+            )
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -175,17 +280,19 @@ def a2a_router(
             return dict(await request.receive())
 
         try:
-            return await dispatcher.handle_requests(Request(request.scope, replay))
+            answered = await dispatcher.handle_requests(Request(request.scope, replay))
+            return _masked(_params_unfit(answered, body), served[team].redactor)
         except Exception as exc:  # the dispatcher answers errors itself; this is one it let through
             _log.error("a2a_internal_error", team=team, error_type=type(exc).__name__, error=redactor.text(str(exc)))
             return rpc_error(-32603, "internal error", id=request_id, reason="INTERNAL_ERROR")
 
+    @router.api_route("/a2a", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
     @router.api_route("/a2a/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
-    async def elsewhere(rest: str, request: Request) -> Response:
+    async def elsewhere(request: Request, rest: str = "") -> Response:
         return rpc_error(
             INVALID_REQUEST,
-            f"no A2A route {request.method} {A2A_PREFIX}{rest}: a team's endpoint is POST /a2a/<team>, its card "
-            f"GET /a2a/<team>{CARD_PATH}; teams: {teams}",
+            f"no A2A route {request.method} {A2A_PREFIX}{redactor.text(rest)}: a team's endpoint is POST "
+            f"/a2a/<team>, its card GET /a2a/<team>{CARD_PATH}; teams: {teams}",
             status=404,
             reason="NOT_FOUND",
         )
