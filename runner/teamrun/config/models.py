@@ -469,6 +469,10 @@ class WorkflowLoop(_Strict):
 class WorkflowStep(_Strict):
     """One step: run `agent` (or the supervisor team `team`), once, once per item (`map`), then a branch (`route`); or repeat steps (`loop`)."""
 
+    model_config = ConfigDict(  # exactly one of them (the semantic checks say which is missing or extra)
+        json_schema_extra={"oneOf": [{"required": ["agent"]}, {"required": ["team"]}, {"required": ["loop"]}]}
+    )
+
     id: Name | None = None
     """The step's name for later steps (`{{ steps.<id>.output }}`); default: its agent's or team's name."""
     agent: Name | None = None

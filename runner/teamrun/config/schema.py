@@ -285,8 +285,8 @@ class SchemaChecker:
                 continue
             if isinstance(error.instance, float) and not math.isfinite(error.instance):
                 continue  # the YAML layer has said it: NaN and infinity cannot be used in a team file
-            if error.validator == "anyOf" and all(set(o) == {"required"} for o in error.validator_value):
-                continue  # `supervisor` or `workflow`: the semantic checks name the key that is missing
+            if error.validator in ("anyOf", "oneOf") and all(set(o) == {"required"} for o in error.validator_value):
+                continue  # `supervisor` or `workflow`, a step's `agent`/`team`/`loop`: the semantic checks say it
             diagnostics.extend(self._convert(error))
         return diagnostics
 
