@@ -15,7 +15,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 from teamrun.observe.view import render_page
-from tests.view.axe import serious_violations
+from tests.serve.axe_check import serious_problems
 from tests.view.conftest import OpenPage
 
 EVENTS = Path(__file__).with_name("continued_run.jsonl")
@@ -77,7 +77,7 @@ def test_a_continued_run_reads_per_segment_with_replayed_calls_not_counted_again
 
     page.locator(".tv-toggle").nth(1).click()  # collapse the second segment's coordinator only
     expect(page.locator(".tv-row[data-agent]:visible")).to_have_count(13)
-    assert serious_violations(page) == []
+    assert serious_problems(page) == []
     assert opened.problems == []
 
 
@@ -121,7 +121,7 @@ def test_a_run_waiting_for_people_is_not_drawn_as_failed(tmp_path: Path, open_pa
     expect(tools).to_have_count(3)
     assert {t.get_attribute("data-status") for t in tools.all()} == {"waiting"}  # not error: nothing failed
     expect(page.locator(".tv-bar.tv-failed")).to_have_count(0)
-    assert serious_violations(page) == []
+    assert serious_problems(page) == []
     assert opened.problems == []
 
 

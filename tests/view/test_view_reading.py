@@ -17,7 +17,7 @@ from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
 from tests.observe.conftest import TeamWriter
 from tests.observe.handmade import line, solo_run, write_trace
 from tests.observe.teams import script_fan_out
-from tests.view.axe import serious_violations
+from tests.serve.axe_check import serious_problems
 from tests.view.conftest import OpenPage
 from tests.view.fanout import record_fan_out
 
@@ -235,7 +235,7 @@ agents:
     expect(errors.locator(".tv-level")).to_have_text("error")  # a word beside the colour
     errors.locator("[role=button]").click()
     expect(page.locator("#tv-details h3")).to_contain_text("model call openai/beta")  # the deepest: where it began
-    assert serious_violations(page) == []
+    assert serious_problems(page) == []
     assert opened.problems == []
 
 
@@ -335,10 +335,10 @@ def test_the_view_has_no_serious_accessibility_violation(
     page = opened.page
     page.set_viewport_size({"width": width, "height": 900})
 
-    assert serious_violations(page) == []
+    assert serious_problems(page) == []
     page.locator(".tv-row[data-agent=researcher] .tv-bar.tv-tool").first.click()
     expect(page.locator("#tv-details .tv-raw")).to_be_visible()
-    assert serious_violations(page) == []  # with the details open
+    assert serious_problems(page) == []  # with the details open
     page.locator(".tv-search").focus()
     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
     assert outline not in ("", "none")  # focus is visible
@@ -373,7 +373,7 @@ def test_limit_retry_and_warning_marks_have_no_serious_accessibility_violation(
         expect(mark).to_have_count(1)
         expect(mark).to_have_attribute("role", "img")  # its label is read out: a role that takes one
     expect(page.get_by_role("img", name=re.compile("retry"))).to_have_count(1)
-    assert serious_violations(page) == []
+    assert serious_problems(page) == []
     assert opened.problems == []
 
 
