@@ -4,6 +4,7 @@ then opened from the runs list after a server restart (the store); and GET /v1/t
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,21 @@ def test_the_thread_api_answers_the_turns_of_a_thread_of_a_team_served_here(serv
     assert [m["content"] for m in thread["messages"][1::2]] == answers
     assert [m["run_id"] for m in thread["messages"][0::2]] == ids
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "thread_not_found"
+
+
+def test_the_team_list_waits_for_every_script_of_the_page(serve: Any) -> None:
+    """The team list's answer could arrive while graph.js (loaded after app.js) was still on its way: the page said
+    "cannot list teams: TeamrunGraph is not defined" and drew no graph (seen in the docs' screenshot)."""
+    server = serve([load("research-report")])  # no token: the page lists the teams as it loads
+
+    def late(route: Any) -> None:
+        time.sleep(1.5)  # the script arrives after the list's answer
+        route.continue_()
+
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.route("**/web/graph.js", late)
+        page.goto(server.url + "/")
+        expect(page.locator("#team option")).not_to_have_count(0, timeout=30_000)
+        expect(page.locator("#team-graph svg")).to_have_count(1, timeout=30_000)
+        assert "cannot list teams" not in (page.locator("#error").text_content() or "")

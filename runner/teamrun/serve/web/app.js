@@ -140,5 +140,11 @@ function tokenChanged() {
 }
 $("token").addEventListener("input", tokenChanged);
 $("token").addEventListener("change", tokenChanged);
-loadTeams();
-loadThreads();
+// After every script of the page has run: the team list draws graphs with graph.js, which loads after this file
+// (the list's answer could arrive while the later scripts were still loading: "TeamrunGraph is not defined").
+if (document.readyState === "loading") {
+  document.addEventListener("DOMContentLoaded", () => { loadTeams(); loadThreads(); });
+} else {
+  loadTeams();
+  loadThreads();
+}
