@@ -274,7 +274,7 @@ def test_a_note_that_is_not_utf8_is_refused(tmp_path: Path, capsys: pytest.Captu
     assert main(["deny", run_id, "a1", "--note", "not today", "--store", store, "--progress", "none"]) == 0
 
 
-def test_two_processes_answering_different_items_at_once_both_wait_and_both_answers_reach_the_run(
+def test_two_processes_answering_different_items_at_once_both_answers_reach_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     team = tmp_path / "team.yaml"
@@ -298,7 +298,12 @@ def test_two_processes_answering_different_items_at_once_both_wait_and_both_answ
         ]
         ended = [p.communicate(timeout=300) for p in answering]
         codes = [p.returncode for p in answering]
-        assert codes == [0, 0], (round, codes, [err for _, err in ended])
+        # Either both wait for one continuation (0, 0), or the answers were in fact one after the other: the first
+        # continuation suspended while the other item was still unanswered (exit 4, naming that item), and the
+        # second answer continued the run to its end. Never both 4, never a run left waiting with an answer.
+        assert sorted(codes) in ([0, 0], [0, 4]), (round, codes, [err for _, err in ended])
+        for code, (_, err), other in zip(codes, ended, (seats, infra), strict=True):
+            assert code == 0 or ("is waiting for a person (1 pending" in err and other in err), (round, err)
         assert all("Traceback" not in err for _, err in ended), ended
 
         assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
