@@ -168,6 +168,14 @@ class ApiError(Exception):
         self.headers = headers or {}
         self.extra = extra or {}
 
+    @classmethod
+    def slot_refused(cls, exc: ServerBusy | ShuttingDown, retry_after_s: int, *, busy: str, closing: str) -> ApiError:
+        """No run slot: 429 ``too_many_runs`` (``busy``) or 503 ``shutting_down`` (``closing``), with Retry-After."""
+        headers = {"Retry-After": str(retry_after_s)}
+        if isinstance(exc, ServerBusy):
+            return cls(429, busy, type="rate_limit_error", code="too_many_runs", headers=headers)
+        return cls(503, closing, type="server_error", code="shutting_down", headers=headers)
+
     def response(self, redactor: Redactor) -> Response:
         body = {"error": {"message": printable(self.message), "type": self.type, "code": self.code, **self.extra}}
         return _masked_json(redactor, body, status_code=self.status, headers=self.headers)
@@ -299,22 +307,9 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             return registry.start(team, input, redactor=redactor, thread=thread, limits=limits, vars=vars)
         except NoThreads as exc:
             raise ApiError(400, str(exc), code="threads_unavailable") from None
-        except ServerBusy as exc:
-            raise ApiError(
-                429,
-                f"{exc}; retry after {registry.retry_after_s} s",
-                type="rate_limit_error",
-                code="too_many_runs",
-                headers={"Retry-After": str(registry.retry_after_s)},
-            ) from None
-        except ShuttingDown as exc:
-            raise ApiError(
-                503,
-                str(exc),
-                type="server_error",
-                code="shutting_down",
-                headers={"Retry-After": str(registry.retry_after_s)},
-            ) from None
+        except (ServerBusy, ShuttingDown) as exc:
+            wait = registry.retry_after_s
+            raise ApiError.slot_refused(exc, wait, busy=f"{exc}; retry after {wait} s", closing=str(exc)) from None
 
     def find_run(run_id: str) -> RunHandle:
         handle = registry.get(run_id)

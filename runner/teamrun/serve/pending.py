@@ -32,6 +32,7 @@ from teamrun.serve.security import LONE_SURROGATE, lone_surrogate
 if TYPE_CHECKING:
     from teamrun.engine.durability.journal import RunJournal
     from teamrun.engine.team import Team
+    from teamrun.serve.app import ApiError
     from teamrun.serve.runs import RunHandle, RunRegistry
     from teamrun.store import Store
     from teamrun.store.pending import PendingRecord, PendingRepository
@@ -233,12 +234,12 @@ def mount_pending(
     registry: RunRegistry,
     served: Mapping[str, _Served],
     authorize: Callable[..., Awaitable[None]],
-    error: Callable[..., Exception],
+    error: type[ApiError],
 ) -> _Resumer | None:
     """Add ``GET /v1/pending`` and ``POST /v1/runs/{run_id}/pending/{item_id}`` to ``app``; the resumer that
     continues answered runs (``None`` without a store), for the other ways to answer (A2A).
 
-    ``error(status, message, code=...)`` builds the server's error answer (``ApiError``).
+    ``error`` is the server's error answer (``ApiError``: passed in, as app.py imports this module).
     """
     store = registry.store
     resumer = _Resumer(registry, served, store) if store is not None else None
@@ -308,22 +309,13 @@ def mount_pending(
                     raise error(409, _settled(run_id, now or item), code="item_answered")
                 _log.info("serve_pending_answered", run=run_id, item=item_id, by=who)
                 await found.after_answer(run_id)
-        except ServerBusy as exc:
-            raise error(
-                429,
-                f"{exc}: the answer would continue run {run_id} here; nothing was recorded, retry after "
-                f"{registry.retry_after_s} s",
-                type="rate_limit_error",
-                code="too_many_runs",
-                headers={"Retry-After": str(registry.retry_after_s)},
-            ) from None
-        except ShuttingDown as exc:
-            raise error(
-                503,
-                f"{exc}; nothing was recorded",
-                type="server_error",
-                code="shutting_down",
-                headers={"Retry-After": str(registry.retry_after_s)},
+        except (ServerBusy, ShuttingDown) as exc:
+            wait = registry.retry_after_s
+            raise error.slot_refused(
+                exc,
+                wait,
+                busy=f"{exc}: the answer would continue run {run_id} here; nothing was recorded, retry after {wait} s",
+                closing=f"{exc}; nothing was recorded",
             ) from None
         answered = await asyncio.to_thread(found.items.get, run_id, item_id)
         handle = registry.get(run_id)

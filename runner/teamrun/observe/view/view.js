@@ -3,7 +3,7 @@
 // tokens and cost per agent, the delegation tree, the answer, and each span's details on click.
 // Plain DOM, no framework: everything from the run is put in with textContent (never innerHTML).
 //
-// Public API: TeamrunView.mount(root, options) -> view; view.push(record), view.setResult(result), view.render(),
+// Public API: TeamrunView.usd(cost) -> text; TeamrunView.mount(root, options) -> view; view.push(record), view.setResult(result), view.render(),
 // view.select(spanKey). Options: records (event lines), result (a served run's record), answer, ended (no more
 // events come), content (false: keep workspace values off the page), evalCase (the eval case this run answered:
 // { name, input, answer, passed, status, checks: [{ name, passed, detail }], report: link back }), onSelect
@@ -1054,5 +1054,5 @@
 
   function mount(root, options) { return new RunView(root, options); }
 
-  global.TeamrunView = { mount };
+  global.TeamrunView = { mount, usd };
 })(window);

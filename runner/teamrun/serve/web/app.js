@@ -33,16 +33,10 @@ async function api(path, options) {
   return body;
 }
 
-// A cost in dollars by the one rule teamrun writes costs with (teamrun.money.format_usd, the view's usd):
-// "$" and at least 4 decimals, 2 significant digits below $0.01 (at most 10 decimals), halves rounded up
-// as toFixed does: $0.0200, $0.00012, $0.000070; nothing spent is $0.0000.
+// A cost in dollars: the view's rule (TeamrunView.usd, the text teamrun.money.format_usd writes). view.js loads
+// after this file; costs are only drawn once the page has loaded.
 function usd(v) {
-  const value = Number(v) || 0;
-  if (!isFinite(value)) return "$-";
-  const size = Math.abs(value);
-  const places = size === 0 || size >= 0.01 ? 4 : Math.min(10, Math.max(4, 1 - Math.floor(Math.log10(size))));
-  const shown = size.toFixed(places);
-  return (value < 0 && Number(shown) !== 0 ? "-$" : "$") + shown;
+  return TeamrunView.usd(v);
 }
 
 // A status shown as a word with its colour (never the colour alone).
