@@ -7,6 +7,7 @@ spending without bound); ``--json`` shows the values in force for a run.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Protocol
 
 DEFAULT_MAX_STEPS = 25
@@ -57,6 +58,15 @@ def model_for(agent: _HasModel | None, defaults: _HasModel | None = None, *, ove
         or (defaults.model if defaults is not None else None)
         or DEFAULT_MODEL
     )
+
+
+def team_models(
+    agents: Iterable[_HasModel], defaults: _HasModel | None = None, *, override: str | None = None
+) -> list[str]:
+    """The models a team's agents call (:func:`model_for` of each), without repeats, in agent order. A remote
+    (``a2a:``) agent calls no model of ours: it is left out (a team of remote agents only has none)."""
+    chosen = [model_for(a, defaults, override=override) for a in agents if getattr(a, "a2a", None) is None]
+    return list(dict.fromkeys(chosen))
 
 
 def api_base_problem(url: str) -> str | None:

@@ -161,3 +161,36 @@ def test_graph_escapes_a_hostile_url_in_mermaid_labels(tmp_path: Path) -> None:
     assert shown.code == 0, shown.err
     assert "<script>" not in shown.out and '"]-->' not in shown.out
     assert "#quot;]--#gt;a_lead;click_a_r#lt;script#gt;alert(1)#lt;/script#gt;" in shown.out
+
+
+def test_a_remote_agent_adds_no_model_to_prepare_or_warm(tmp_path: Path) -> None:
+    """A remote agent calls no model of ours: the team's default model (here a provider's) is not listed for it,
+    so a team whose only local agent is offline neither imports LiteLLM nor warms a provider model."""
+    import asyncio
+
+    import teamrun
+
+    team_path = tmp_path / "team.yaml"
+    team_path.write_text(
+        """version: 1
+name: remote-models
+supervisor: lead
+defaults: {model: openai/gpt-4o-mini}
+agents:
+  lead:
+    model: offline
+    delegates_to: [researcher]
+  researcher:
+    description: A remote researcher.
+    a2a: {url: "http://127.0.0.1:9"}
+""",
+        encoding="utf-8",
+    )
+    team = teamrun.load_team(team_path)
+
+    assert team.models() == ["offline"]
+    assert asyncio.run(team.warm_up()) == []
+    assert teamrun.load_team(team_path, model="offline").models() == ["offline"]
+    result = run_cli(["execute", str(team_path), "-i", "hi", "--json", "--progress", "none"])
+    assert "Traceback" not in result.err
+    assert "openai/gpt-4o-mini" not in result.err, result.err

@@ -463,3 +463,22 @@ def test_terminal_escapes_from_the_remote_agent_are_written_out(
     assert shown.code == 0, shown.err
     assert "\x1b" not in shown.out and "\x07" not in shown.out and "\u202e" not in shown.out
     assert "\\x1b]0;PWNED\\x07" in shown.out and "\\u202e" in shown.out
+
+
+def test_the_card_is_read_once_per_run(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    """The card describes the delegation tool when the run starts; the delegation uses that copy (not a second
+    GET), and the next run reads it again."""
+    agent = a2a_agent()
+    team = team_file(tmp_path, agent.url)
+
+    def card_reads() -> int:
+        return sum(1 for r in agent.records("request") if r["path"].endswith("agent-card.json"))
+
+    shown = _execute(team, "Find facts about Rust", tmp_path)
+    assert shown["_code"] == 0 and _remote(shown)["status"] == "ok"
+    assert [e["text"] for e in agent.records("execute")] == ["Find facts about Rust"]
+    assert card_reads() == 1
+
+    shown = _execute(team, "Find facts about Go", tmp_path)
+    assert shown["_code"] == 0 and _remote(shown)["status"] == "ok"
+    assert card_reads() == 2

@@ -13,7 +13,7 @@ import click
 
 from teamrun.cli.app import LogSettings
 from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option
-from teamrun.defaults import model_for
+from teamrun.defaults import team_models
 from teamrun.errors import UsageError
 from teamrun.logs import add_log_secrets, hidden_log_events, log_line
 
@@ -108,7 +108,7 @@ def load_checked_config(team_file: str, given_vars: dict[str, str], *, strict: b
 def _starting_line(loaded: Any, model: str | None) -> str:
     """What is about to run, from the team file alone: said before the engine, the store and LiteLLM load."""
     config = loaded.config
-    models = list(dict.fromkeys(model_for(a, config.defaults, override=model) for a in config.agents.values()))
+    models = team_models(config.agents.values(), config.defaults, override=model)
     agents = len(config.agents)
     label = "model" if len(models) == 1 else "models"
     shown = ", ".join(models[:3]) + (f" and {len(models) - 3} more" if len(models) > 3 else "")

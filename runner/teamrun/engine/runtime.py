@@ -123,6 +123,9 @@ class RunContext:
     """The shared workspace (``workspace:`` in the team file); written only through
     :func:`teamrun.engine.workspace.writes.run_workspace_call`."""
     boards: dict[str, Board] = field(default_factory=dict)
+    cards: dict[tuple[str, str | None], Any] = field(default_factory=dict)
+    """The remote (``a2a:``) agents' cards this run has read (:data:`teamrun.engine.remote.cards.CardCache`):
+    read once per run, not again per delegation."""
     calls_in_flight: dict[str, str] = field(default_factory=dict)
     """The model calls sent and not yet answered, by span id: who waits on which model where (said when the run's
     timeout stops it, so a hung endpoint is named)."""

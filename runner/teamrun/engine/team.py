@@ -19,7 +19,7 @@ import structlog
 
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
-from teamrun.defaults import API_BASE_ENV, api_base_problem, model_for, run_api_base
+from teamrun.defaults import API_BASE_ENV, api_base_problem, run_api_base, team_models
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
 from teamrun.engine.peers import PEERS_FRAME, run_peers, stopped_summary
 from teamrun.engine.peers.driver import open_boards
@@ -140,11 +140,8 @@ class Team:
 
     def models(self) -> list[str]:
         """The model of each agent (``--model`` / ``model=`` first, then the agent's, then ``defaults``),
-        without repeats, in agent order."""
-        if self.model_override:
-            return [self.model_override]
-        chosen = [model_for(agent, self.config.defaults) for agent in self.config.agents.values()]
-        return list(dict.fromkeys(chosen))
+        without repeats, in agent order; remote (``a2a:``) agents call no model and are left out."""
+        return team_models(self.config.agents.values(), self.config.defaults, override=self.model_override)
 
     @property
     def model_router(self) -> ModelRouter | None:
@@ -243,10 +240,11 @@ class Team:
             journal.record.limits = limits.model_dump(exclude_none=True) if limits is not None else {}
         config = _lowered(self.config, limits)
         remote_warnings: list[str] = []
+        cards: dict[tuple[str, str | None], Any] = {}  # read once per run: the delegations use these copies
         if any(agent.a2a is not None for agent in config.agents.values()):  # remote workers: their cards
             from teamrun.engine.remote.cards import describe_remote_agents
 
-            config, remote_warnings = await describe_remote_agents(config)
+            config, remote_warnings = await describe_remote_agents(config, cards)
         session = None
         if thread is not None:
             from teamrun.engine.durability.threads import open_thread
@@ -277,6 +275,7 @@ class Team:
             thread=session,
             journal=journal,
             desk=desk if desk is not None else self.desk,
+            cards=cards,
         )
         carried: list[str] = []  # warnings: kept entries of the thread the team file refuses now
         if config.workspace is not None:

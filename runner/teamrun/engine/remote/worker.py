@@ -5,7 +5,8 @@ The delegator runs a remote worker as it runs a local one (slot, budgets, hooks,
 instead of a model loop. A2A protocol v1.0 over JSON-RPC, spoken by a2a-sdk's client (imported when a
 remote worker runs):
 
-- the card is read (``<url>/.well-known/agent-card.json``, or the card URL given), the prompt sent as one
+- the card is the one the run read when it started (``<url>/.well-known/agent-card.json``, or the card URL
+  given; read now if it could not be then, and kept for the run's other delegations), the prompt sent as one
   user message (``SendStreamingMessage`` when the card says it streams and ``a2a.stream`` is true, else
   ``SendMessage``, polling ``GetTask`` while the task works);
 - each task, status update and artifact chunk is a ``remote_update`` event in the worker's agent span;
@@ -48,6 +49,7 @@ from teamrun.config.remote_card import (
     require_a2a,
 )
 from teamrun.engine.delegation.records import WorkerOutcome
+from teamrun.engine.remote.cards import card_key
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.errors import RemoteAgentError, RunError, UserError
 from teamrun.llm.types import Usage
@@ -196,12 +198,16 @@ class _RemoteTask:
             httpx.AsyncClient(headers=headers, timeout=timeout, event_hooks={"request": [same_origin]})
         )
         base, path = card_location(self.spec.url)
-        try:
-            card = await A2ACardResolver(http, base, path).get_agent_card()
-        except RemoteAgentError:
-            raise
-        except Exception as exc:
-            raise self._fail(f"cannot read its agent card at {base}{path}: {_described(exc, timeout)}") from exc
+        key = card_key(self.spec)
+        card = self.ctx.cards.get(key)  # read when the run started: not fetched again per delegation
+        if card is None:  # not read then (the agent was down...): read now, once for the rest of the run
+            try:
+                card = await A2ACardResolver(http, base, path).get_agent_card()
+            except RemoteAgentError:
+                raise
+            except Exception as exc:
+                raise self._fail(f"cannot read its agent card at {base}{path}: {_described(exc, timeout)}") from exc
+            self.ctx.cards[key] = card
         if token:
             for interface in card.supported_interfaces:
                 if interface.protocol_binding.upper() == "JSONRPC" and _origin(interface.url) != home:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from teamrun.defaults import model_for
+from teamrun.defaults import team_models
 
 if TYPE_CHECKING:
     from teamrun.config.loader import LoadedConfig
@@ -53,6 +53,6 @@ def chat_model_for(
     from teamrun.llm.router import ModelRouter
 
     router = ModelRouter()
-    models = [model_for(agent, loaded.config.defaults, override=model) for agent in loaded.config.agents.values()]
+    models = team_models(loaded.config.agents.values(), loaded.config.defaults, override=model)
     router.prepare([m for m in [*models, *extra_models] if m])
     return router
