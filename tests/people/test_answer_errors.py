@@ -310,3 +310,34 @@ def test_two_processes_answering_different_items_at_once_both_answers_reach_the_
         view = json.loads(capsys.readouterr().out)
         assert view["status"] == "done" and "pending" not in view, view
         assert "ask_ops: us-east-1" in view["final_text"] and "ask_owner: ***" in view["final_text"]  # (secret)
+
+
+def test_a_pattern_the_answer_misses_is_shown_as_written_in_the_team_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        """version: 1
+name: ask-pattern
+supervisor: lead
+tools:
+  ask_code: {person: {answer_schema: {type: string, pattern: '^\\d{3}-\\w+$'}}}
+agents:
+  lead: {delegates_to: [clerk]}
+  clerk: {description: Asks for a code., tools: [ask_code]}
+""",
+        encoding="utf-8",
+    )
+    assert "pattern: '^\\d{3}-\\w+$'" in team.read_text(encoding="utf-8")  # one backslash each, as a user writes
+    store = str(tmp_path / "runs.db")
+    code = main(["execute", str(team), "-i", "Go", "--store", store, "--json", "--progress", "none", "--detach"])
+    out, err = capsys.readouterr()
+    assert code == 4, err
+    run_id = json.loads(out)["run_id"]
+    (item,) = _items(store, run_id, capsys).values()
+
+    line = _error(main(["answer", run_id, str(item["item"]), "abc", "--store", store]), capsys)
+    assert line == (
+        'error: the answer does not fit the question\'s answer_schema: "abc" does not match the pattern ^\\d{3}-\\w+$'
+    )
+    assert main(["answer", run_id, str(item["item"]), "123-ok", "--store", store]) == 0, capsys.readouterr().err

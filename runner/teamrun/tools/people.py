@@ -218,13 +218,22 @@ def read_answer(item: PendingItem, text: str) -> Any:
             where = "/".join(str(p) for p in problems[0].path)
             raise AnswerRefused(
                 f"the answer does not fit the question's answer_schema: "
-                f"{(where + ': ') if where else ''}{problems[0].message}"
+                f"{(where + ': ') if where else ''}{_schema_problem(problems[0])}"
             )
     if item.choices is not None and str(value) not in item.choices:
         raise AnswerRefused(f"the answer must be one of: {', '.join(item.choices)}")
     if isinstance(value, str) and not value.strip():
         raise AnswerRefused("the answer is empty")
     return value
+
+
+def _schema_problem(problem: jsonschema.ValidationError) -> str:
+    """What is wrong, with a ``pattern`` as written in the team file (jsonschema's own message quotes it with
+    ``repr``, which doubles each backslash: ``'^\\\\d+$'`` for ``^\\d+$``)."""
+    if problem.validator == "pattern" and isinstance(problem.instance, str):
+        shown = json.dumps(problem.instance, ensure_ascii=False)
+        return f"{shown} does not match the pattern {problem.validator_value}"
+    return problem.message
 
 
 def answer_text(item: PendingItem, answer: Answer) -> str:
