@@ -156,7 +156,11 @@ def test_a_run_the_page_cannot_open_shows_why_and_no_made_up_figures(serve: Any,
     assert seen["404"]["facts"] is False
 
 
-def test_cancel_on_a_waiting_run_is_a_clear_409_before_and_after_a_restart(serve: Any, tmp_path: Path) -> None:
+def test_cancel_on_a_waiting_run_ends_it_and_a_cancel_after_a_restart_says_it_is_over(
+    serve: Any, tmp_path: Path
+) -> None:
+    """A waiting run is cancelled (tests/serve/test_cancel_waiting.py has the rest); once over, before or after a
+    restart, a cancel of a stored run is a 409 saying its status, an unknown id a 404."""
     store = open_store(tmp_path / "teamrun.db")
     store.runs.start("run-over", "launch-signoff", "an old run")
     store.runs.finish("run-over", status="done", final_output="ok", usage={}, cost=0.0)
@@ -175,16 +179,14 @@ def test_cancel_on_a_waiting_run_is_a_clear_409_before_and_after_a_restart(serve
         item = next(i for i in items if i["agent"] == "legal")
         answers["answer"] = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "approved"})
 
-    for key in ("held", "stored"):
-        assert answers[key].status_code == 409, answers[key].text
-        error = answers[key].json()["error"]
-        assert error["code"] == "run_waiting", error
-        assert error["message"].startswith(f"run '{run_id}' is waiting for people, not running"), error
-    assert answers["get"].status_code == 200 and answers["get"].json()["status"] == "waiting"
-    assert answers["over"].status_code == 409 and answers["over"].json()["error"]["code"] == "run_not_running"
-    assert "(it is done)" in answers["over"].json()["error"]["message"]
+    assert answers["held"].status_code == 202 and answers["held"].json()["status"] == "cancelled"
+    assert answers["get"].status_code == 200 and answers["get"].json()["status"] == "cancelled"
+    for key, status in (("stored", "cancelled"), ("over", "done")):
+        assert answers[key].status_code == 409 and answers[key].json()["error"]["code"] == "run_not_running"
+        assert f"(it is {status})" in answers[key].json()["error"]["message"]
     assert answers["unknown"].status_code == 404 and answers["unknown"].json()["error"]["code"] == "run_not_found"
-    assert answers["answer"].status_code == 200, answers["answer"].text  # it still waits, and can be answered
+    assert answers["answer"].status_code == 409, answers["answer"].text  # its questions ended with it
+    assert answers["answer"].json()["error"]["code"] == "run_cancelled"
 
 
 def test_the_answer_field_says_what_to_type_and_the_views_bars_have_the_3px_focus_outline(

@@ -194,6 +194,13 @@ def _item(backend: Any, store: str | None, run_id: str, item_id: str, kind: str)
 
 
 def _settled(run_id: str, item: Any) -> str:
+    from teamrun.store.pending import CANCELLED_BY
+
+    if item.status == "expired" and item.answered_by == CANCELLED_BY:
+        return (
+            f"run {run_id} was cancelled at {_when(item.answered_at)} while it waited for people: "
+            f"item {item.item_id} takes no answer any more"
+        )
     if item.status == "expired":
         return f"item {item.item_id} of run {run_id} expired at {_when(item.answered_at)}: nobody answered in time"
     return (

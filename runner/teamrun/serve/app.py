@@ -435,7 +435,30 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         if handle is None and (stored is None or stored.team not in served):
             raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
         status = stored.shown_status() if stored is not None else "waiting"
-        if status == "waiting":
+        if status == "waiting" and registry.store is not None:
+            # nothing of it runs: the store ends it (the run cancelled, its pending items expired), as one
+            # conditional write on its waiting status, so an answer that continues it first wins
+            from teamrun.store.pending import PendingRepository
+
+            reason = "cancelled by request while waiting for people"
+            ended = await asyncio.to_thread(PendingRepository(registry.store).cancel_waiting, run_id, reason=reason)
+            handle = registry.get(run_id)
+            if ended is not None:
+                _log.info("serve_waiting_run_cancelled", run=run_id, items=ended)
+                if handle is not None and handle.result is not None and handle.state == "waiting":
+                    handle.result.status, handle.result.error = "cancelled", reason
+                    handle.cancel_reason = reason
+                    return JSONResponse(handle.record(), status_code=202)
+                stored = await asyncio.to_thread(registry.stored, run_id)
+                assert stored is not None
+                shown = served[stored.team].redactor.value(stored_record(stored) | {"cancel_reason": reason})
+                return JSONResponse(shown, status_code=202)
+            if handle is not None and not handle.finished:  # an answer continued it here first: cancel that
+                registry.cancel(run_id, "cancelled by request")
+                return JSONResponse(handle.record(), status_code=202)
+            stored = await asyncio.to_thread(registry.stored, run_id)
+            status = stored.shown_status() if stored is not None else "unknown"
+        if status == "waiting":  # without a store (nothing waits there): kept as it was
             raise ApiError(
                 409,
                 f"run '{run_id}' is waiting for people, not running: there is nothing to cancel; "

@@ -292,7 +292,7 @@ def mount_pending(
             listing = ", ".join(f"{i.item_id} ({i.status})" for i in known) or "none"
             raise error(404, f"run {run_id} has no item '{item_id}'; its items: {listing}", code="item_not_found")
         if item.status != "pending":
-            raise error(409, _settled(run_id, item), code="item_answered")
+            raise error(409, _settled(run_id, item), code="run_cancelled" if _cancelled(item) else "item_answered")
         try:
             value, said = _answer_value(item, body)
         except AnswerNotText as exc:
@@ -327,10 +327,22 @@ def mount_pending(
     return resumer
 
 
+def _cancelled(item: PendingRecord) -> bool:
+    """The item ended with its run, cancelled while it waited (:meth:`PendingRepository.cancel_waiting`)."""
+    from teamrun.store.pending import CANCELLED_BY
+
+    return item.status == "expired" and item.answered_by == CANCELLED_BY
+
+
 def _settled(run_id: str, item: PendingRecord) -> str:
     import datetime as _dt
 
     when = _dt.datetime.fromtimestamp(item.answered_at or 0, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if _cancelled(item):
+        return (
+            f"run {run_id} was cancelled at {when} while it waited for people: "
+            f"item {item.item_id} takes no answer any more"
+        )
     if item.status == "expired":
         return f"item {item.item_id} of run {run_id} expired at {when}: nobody answered in time"
     return f"item {item.item_id} of run {run_id} was already answered by {item.answered_by} at {when}"

@@ -21,11 +21,14 @@ import sqlalchemy as sa
 from teamrun.store.db import Store
 from teamrun.store.schema import pending_items, runs
 
-__all__ = ["WAITING", "ItemStatus", "PendingRecord", "PendingRepository"]
+__all__ = ["CANCELLED_BY", "WAITING", "ItemStatus", "PendingRecord", "PendingRepository"]
 
 WAITING = "waiting"
 """The status of a run suspended until a person answers."""
 ItemStatus = Literal["pending", "answered", "expired"]
+CANCELLED_BY = "cancelled"
+"""``answered_by`` of the items a cancelled waiting run left unanswered (:meth:`PendingRepository.cancel_waiting`):
+they are ``expired`` with no answer, as an item nobody answered in time."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,36 @@ class PendingRepository:
         )
         with self.store.errors(f"read the pending items of run {run_id}"), self.engine.connect() as conn:
             return int(conn.execute(query).scalar_one())
+
+    def cancel_waiting(self, run_id: str, *, reason: str) -> list[str] | None:
+        """Cancel ``run_id`` if it waits for people: the run becomes ``cancelled`` (ended now, ``error`` says
+        ``reason``) and each of its pending items ``expired`` with no answer, ``answered_by`` :data:`CANCELLED_BY`
+        and taken (no answer continues the run any more; a ``teamrun resume`` of it finds them unanswered, as
+        expired). One transaction, on the run's ``waiting`` status: ``None`` when the run was not waiting (an
+        answer continued it first), else the ids of the items it ended."""
+        now = _now()
+        with self.store.errors(f"cancel run {run_id}"), self.engine.begin() as conn:
+            done = conn.execute(
+                runs.update()
+                .where(runs.c.id == run_id, runs.c.status == WAITING)
+                .values(status="cancelled", ended_at=now, error=reason)
+            )
+            if not done.rowcount:
+                return None
+            ended = [
+                str(row[0])
+                for row in conn.execute(
+                    sa.select(pending_items.c.item_id).where(
+                        pending_items.c.run_id == run_id, pending_items.c.status == "pending"
+                    )
+                )
+            ]
+            conn.execute(
+                pending_items.update()
+                .where(pending_items.c.run_id == run_id, pending_items.c.status == "pending")
+                .values(status="expired", answer=None, answered_by=CANCELLED_BY, answered_at=now, used=True)
+            )
+            return ended
 
     def claim(self, run_id: str) -> bool:
         """Mark the waiting run ``running`` in this process, unless another process claimed it first."""

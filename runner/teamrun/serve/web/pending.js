@@ -122,6 +122,7 @@ async function startPending() {
   }
   $("pending-refresh").addEventListener("click", loadPending);
   window.addEventListener("teamrun:token", loadPending);
+  window.addEventListener("teamrun:run-over", loadPending);  // a run that ends (cancelled too) asks nothing more
   loadPending();
   pendingTimer = setInterval(loadPending, 3000);
 }

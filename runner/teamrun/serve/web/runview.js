@@ -16,7 +16,8 @@
     $("tokens").textContent = String((usage && usage.total_tokens) || record.tokens || 0);
     const cost = record.result && typeof record.result.cost === "number" ? record.result.cost : record.cost;
     $("cost").textContent = usd(cost);
-    $("cancel").disabled = $("cancel").hidden = status !== "running";  // only a running run has a Cancel
+    // a running run has a Cancel, and so has one waiting for people (the server ends it and its questions)
+    $("cancel").disabled = $("cancel").hidden = status !== "running" && status !== "waiting";
     $("run-facts").hidden = false;
   }
 
@@ -122,8 +123,19 @@
     }
   }
 
-  $("cancel").addEventListener("click", () => {
-    if (shown) api(`/v1/runs/${encodeURIComponent(shown.id)}/cancel`, { method: "POST" }).catch((e) => { $("error").textContent = e.message; });
+  $("cancel").addEventListener("click", async () => {
+    if (!shown) return;
+    const id = shown.id;
+    try {
+      const record = await api(`/v1/runs/${encodeURIComponent(id)}/cancel`, { method: "POST" });
+      // a running run ends through its events (their result); a waiting one has none left: it is over now
+      if (shown && shown.id === id && record && record.status === "cancelled") {
+        facts(record);
+        window.dispatchEvent(new CustomEvent("teamrun:run-over", { detail: record }));
+      }
+    } catch (e) {
+      $("error").textContent = e.message;
+    }
   });
   // The record is read with the token (a link's navigation could not send it) and shown in the page.
   $("record").addEventListener("click", async () => {

@@ -1,0 +1,176 @@
+"""Cancelling a served run that waits for people (``POST /v1/runs/{id}/cancel``, the page's Cancel): the store
+ends it (the run ``cancelled``, its pending items ``expired`` with no answer), before and after a restart; an
+answer afterwards (HTTP or ``teamrun answer``) is refused saying the run was cancelled. Also: an answer that
+misses a ``pattern`` is refused naming the pattern as written in the team file (HTTP and the page)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from playwright.sync_api import expect, sync_playwright
+
+import teamrun
+from teamrun.cli import main
+from teamrun.store import open_store
+from teamrun.store.journal import StoreJournal
+from teamrun.store.pending import PendingRepository
+from teamrun.testing.scripted import ScriptedModel, tool_call
+from tests.serve.conftest import TOKEN
+from tests.serve.test_web_page import chromium_path
+from tests.serve.test_web_pending import ask_team, said
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _until(client: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
+    while True:  # the test's own timeout bounds it
+        record: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+        if record["status"] == status:
+            return record
+        assert record["status"] in ("running", "waiting"), record
+        time.sleep(0.05)
+
+
+def _team(tmp_path: Path, store: Any) -> teamrun.Team:
+    model = ScriptedModel({"lead": [tool_call("ask_region", question="Which region?"), said]})
+    return teamrun.load_team(ask_team(tmp_path), chat_model=model, store=store)
+
+
+def _answer_cli(run_id: str, item: str, store: Path) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["answer", run_id, item, "us-east-1", "--store", str(store)])
+    return code, err.getvalue()
+
+
+def _check_cancelled(client: httpx.Client, run_id: str, item: str, store: Path) -> None:
+    """What a user sees of a run cancelled while it waited: HTTP, `teamrun answer`, the store."""
+    assert client.get(f"/v1/runs/{run_id}").json()["status"] == "cancelled"
+    assert client.get("/v1/pending").json()["data"] == []
+    refused = client.post(f"/v1/runs/{run_id}/pending/{item}", json={"answer": "us-east-1"})
+    assert refused.status_code == 409, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "run_cancelled"
+    assert f"run {run_id} was cancelled at " in error["message"] and "while it waited for people" in error["message"]
+    code, err = _answer_cli(run_id, item, store)
+    assert code == 2 and "Traceback" not in err, err
+    assert f"error: run {run_id} was cancelled at " in err and f"item {item} takes no answer any more" in err
+    backend = open_store(store)
+    run = StoreJournal(backend).get_run(run_id)
+    assert run is not None and run.status == "cancelled"
+    (ended,) = PendingRepository(backend).items(run_id)
+    assert (ended.status, ended.answer, ended.answered_by) == ("expired", None, "cancelled")
+
+
+def test_cancel_ends_a_waiting_run_and_its_questions(serve: Any, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    store = open_store(db)
+    server = serve([_team(tmp_path, store)], tokens=frozenset({TOKEN}), store=store)
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
+        run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
+        _until(client, run_id, "waiting")
+        (item,) = client.get("/v1/pending").json()["data"]
+
+        cancelled = client.post(f"/v1/runs/{run_id}/cancel")
+        assert cancelled.status_code == 202, cancelled.text
+        assert cancelled.json()["status"] == "cancelled"
+        assert "waiting for people" in cancelled.json()["cancel_reason"]
+        _check_cancelled(client, run_id, item["id"], db)
+
+        again = client.post(f"/v1/runs/{run_id}/cancel")  # as for any run over: nothing changes
+        assert again.status_code == 202 and again.json()["status"] == "cancelled", again.text
+
+
+def test_cancel_ends_a_run_that_waited_through_a_restart(serve: Any, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    first = serve([_team(tmp_path, open_store(db))], tokens=frozenset({TOKEN}), store=open_store(db))
+    with httpx.Client(base_url=first.url, headers=AUTH, timeout=120) as client:
+        run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
+        _until(client, run_id, "waiting")
+        (item,) = client.get("/v1/pending").json()["data"]
+    first.stop()
+
+    store = open_store(db)
+    second = serve([_team(tmp_path, store)], tokens=frozenset({TOKEN}), store=store)
+    with httpx.Client(base_url=second.url, headers=AUTH, timeout=120) as client:
+        assert client.get(f"/v1/runs/{run_id}").json()["status"] == "waiting"  # read from the store
+        cancelled = client.post(f"/v1/runs/{run_id}/cancel")
+        assert cancelled.status_code == 202, cancelled.text
+        assert cancelled.json()["status"] == "cancelled" and cancelled.json()["source"] == "store"
+        _check_cancelled(client, run_id, item["id"], db)
+
+
+def test_the_page_cancels_a_waiting_run(serve: Any, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    store = open_store(db)
+    server = serve([_team(tmp_path, store)], tokens=frozenset({TOKEN}), store=store)
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
+        run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
+        _until(client, run_id, "waiting")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.goto(server.url + f"/#run={run_id}")
+                page.fill("#token", TOKEN)
+                page.dispatch_event("#token", "input")
+                expect(page.locator(f'#pending-list li[data-run="{run_id}"]')).to_have_count(1, timeout=30_000)
+                page.locator(f'#pending-list li[data-run="{run_id}"] button.pending-open').click()
+                expect(page.locator("#status")).to_have_text("waiting", timeout=30_000)
+                expect(page.locator("#cancel")).to_be_visible()
+                page.locator("#cancel").click()
+                expect(page.locator("#status")).to_have_text("cancelled", timeout=30_000)
+                expect(page.locator("#cancel")).to_be_hidden()
+                expect(page.locator("#pending-list li")).to_have_count(0, timeout=30_000)
+                expect(page.locator("#error")).to_have_text("")
+            finally:
+                browser.close()
+        assert client.get(f"/v1/runs/{run_id}").json()["status"] == "cancelled"
+
+
+def test_a_missed_pattern_is_named_as_written_over_http_and_on_the_page(serve: Any, tmp_path: Path) -> None:
+    path = tmp_path / "code.yaml"
+    path.write_text(
+        """\
+version: 1
+name: coder
+supervisor: lead
+agents:
+  lead:
+    description: Asks for a code.
+    tools: [ask_code]
+tools:
+  ask_code:
+    person: {answer_schema: {type: string, pattern: '^\\d{3}$'}}
+""",
+        encoding="utf-8",
+    )
+    store = open_store(tmp_path / "runs.db")
+    model = ScriptedModel({"lead": [tool_call("ask_code", question="Which code?"), said]})
+    server = serve([teamrun.load_team(path, chat_model=model, store=store)], tokens=frozenset({TOKEN}), store=store)
+    said_right = 'the answer does not fit the question\'s answer_schema: "abc" does not match the pattern ^\\d{3}$'
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
+        run_id = client.post("/v1/runs", json={"team": "coder", "input": "go"}).json()["id"]
+        _until(client, run_id, "waiting")
+        (item,) = client.get("/v1/pending").json()["data"]
+        refused = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "abc"})
+        assert refused.status_code == 422 and refused.json()["error"]["message"] == said_right, refused.text
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+            try:
+                page = browser.new_page()
+                page.goto(server.url + "/")
+                page.fill("#token", TOKEN)
+                page.dispatch_event("#token", "input")
+                shown = page.locator(f'#pending-list li[data-run="{run_id}"]')
+                expect(shown).to_have_count(1, timeout=30_000)
+                shown.locator("input.pending-value").fill("abc")
+                shown.locator("button.pending-send").click()
+                expect(shown.locator(".pending-problem")).to_have_text(said_right, timeout=30_000)
+            finally:
+                browser.close()
