@@ -208,13 +208,21 @@ class AgentEnd(Event):
     or ``error``."""
     usage: Mapping[str, int] = field(default_factory=_usage)
     """Tokens this invocation used."""
-    cost: float = 0.0
-    """USD this invocation spent."""
+    cost: float | None = 0.0
+    """USD this invocation spent; ``None`` when it is not known (``usage_known`` false)."""
     stopped_by: str | None = None
     """The limit that stopped it, if one did."""
     usage_known: bool = True
     """False for a remote (``a2a:``) worker that reported no (countable) usage: ``usage`` is then ``{}`` and
-    ``cost`` means nothing (not known, not 0)."""
+    ``cost`` is ``None`` (not known, not 0)."""
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """As :attr:`Event.data`, but an unknown ``cost`` stays, as ``null``: said, never left to a reader's 0."""
+        shown = super().data
+        if not self.usage_known and self.cost is None:
+            shown["cost"] = None
+        return shown
 
 
 @_kind("budget")

@@ -358,10 +358,19 @@ def test_unknown_usage_is_never_shown_as_zero(a2a_agent: Callable[..., A2AAgent]
     assert shown["agents"]["researcher"]["usage"] is None and shown["agents"]["researcher"]["cost"] is None
     assert any("reported usage teamrun cannot count" in w for w in shown["warnings"])
     end = next(e for e in shown["_trace"] if e["kind"] == "agent_end" and e["agent_path"] == ["lead", "researcher"])
-    assert end["data"]["usage_known"] is False and end["data"]["usage"] == {}
+    assert end["data"]["usage_known"] is False and end["data"]["usage"] == {} and end["data"]["cost"] is None
     tree = run_cli(["trace", "show", str(tmp_path / "trace.jsonl")])
     line = next(text for text in tree.out.splitlines() if "researcher" in text)
     assert "usage not reported" in line and "0 tok" not in line
+    as_json = run_cli(["trace", "show", str(tmp_path / "trace.jsonl"), "--format", "json"])
+    assert as_json.code == 0, as_json.err
+    (span,) = _agent_spans(json.loads(as_json.out), "researcher")
+    assert span["cost"] is None and span["attributes"]["usage_known"] is False
+    page = tmp_path / "view.html"
+    assert run_cli(["trace", "view", str(tmp_path / "trace.jsonl"), "-o", str(page)]).code == 0
+    tree_line, chart_value = _view_of_researcher(page)
+    assert "usage not reported" in tree_line and "$" not in tree_line and "0 tokens" not in tree_line
+    assert chart_value == "usage not reported"
 
     progress = run_cli(
         ["execute", str(team_file(tmp_path, agent.url)), "-i", "FAIL now", "--progress", "plain", "--no-journal"]
@@ -482,3 +491,69 @@ def test_the_card_is_read_once_per_run(a2a_agent: Callable[..., A2AAgent], tmp_p
     shown = _execute(team, "Find facts about Go", tmp_path)
     assert shown["_code"] == 0 and _remote(shown)["status"] == "ok"
     assert card_reads() == 2
+
+
+def _agent_spans(shown: Any, name: str) -> list[dict[str, Any]]:
+    """The ``agent`` spans named ``name`` anywhere in ``trace show --json``'s tree."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("kind") == "agent" and node.get("name") == name:
+                found.append(node)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(shown)
+    return found
+
+
+def _view_of_researcher(page_file: Path) -> tuple[str, str]:
+    """What ``trace view``'s page (headless Chromium) says of the researcher: its delegation tree line and its
+    value in the per-agent chart."""
+    import shutil
+
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "the Debian `chromium` package is needed for this test"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(page_file.as_uri())
+            line = page.locator('.tv-tree li[data-agent="researcher"] > .tv-line')
+            line.wait_for(timeout=30_000)
+            value = page.locator('.tv-chart-row[data-agent="researcher"] .tv-chart-value')
+            return line.inner_text(), value.inner_text()
+        finally:
+            browser.close()
+
+
+def test_unknown_usage_is_no_zero_in_opentelemetry(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
+    """The remote worker's agent span says its usage is not known, with no token or cost attribute (a 0 there
+    would add up in a collector's dashboards as if it were spent)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import teamrun
+    from teamrun.observe.otel import OTelExporter
+
+    agent = a2a_agent()
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    team = teamrun.load_team(team_file(tmp_path, agent.url))
+    result = team.run_sync("Find facts", subscribers=[OTelExporter(provider)])
+    provider.shutdown()
+
+    assert result.status == "done", result.error
+    spans = {span.name: dict(span.attributes or {}) for span in memory.get_finished_spans()}
+    remote = spans["invoke_agent researcher"]
+    assert remote["teamrun.usage_known"] is False
+    assert not {"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "teamrun.cost_usd"} & set(remote)
+    assert "gen_ai.usage.input_tokens" in spans["invoke_agent lead"]  # a local agent's usage is still said

@@ -258,7 +258,9 @@ class OTelExporter:
         status = str(getattr(event, "status", None) or "ok")
         span.set_attribute("teamrun.status", status)
         usage = getattr(event, "usage", None)
-        if isinstance(usage, Mapping):
+        if getattr(event, "usage_known", True) is False:  # a remote worker that reported none: no pretended 0
+            span.set_attribute("teamrun.usage_known", False)
+        elif isinstance(usage, Mapping):
             span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))
             span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens", 0)))
         cost = getattr(event, "cost", None)

@@ -165,7 +165,7 @@ def _node_dict(node: TraceNode, origin: float) -> dict[str, Any]:
         "duration_s": round(node.duration_s, 6),
         "finished": node.finished,
         "usage": node.usage or ({"total_tokens": node.tokens} if node.tokens else {}),
-        "cost": node.cost,
+        "cost": None if node.attributes.get("usage_known") is False else node.cost,  # not known: never a 0
         "error": node.error,
     }
     extra = {k: v for k, v in node.attributes.items() if k not in ("team", "worker", "tool")}

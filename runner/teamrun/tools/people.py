@@ -233,7 +233,7 @@ def _schema_problem(problem: jsonschema.ValidationError) -> str:
     if problem.validator == "pattern" and isinstance(problem.instance, str):
         shown = json.dumps(problem.instance, ensure_ascii=False)
         return f"{shown} does not match the pattern {problem.validator_value}"
-    return problem.message
+    return str(problem.message)
 
 
 def answer_text(item: PendingItem, answer: Answer) -> str:

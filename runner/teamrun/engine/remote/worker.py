@@ -88,11 +88,11 @@ async def run_remote(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOut
     assert spec is not None
     with frame.agent_span(ctx, model=f"a2a:{spec.url}", task=task) as span:
         # not known until the agent reports it (an error, a cancel or a wait too): never a pretended 0
-        span.end.update(usage_known=False, usage={})
+        span.end.update(usage_known=False, usage={}, cost=None)
         frame.ledger.usage_known = False
         outcome = await _RemoteTask(ctx, frame, spec, task).run()
         if outcome.usage_known:
-            del span.end["usage_known"], span.end["usage"]
+            del span.end["usage_known"], span.end["usage"], span.end["cost"]
             frame.ledger.usage_known = True
         return outcome
 

@@ -197,6 +197,9 @@
 
   function costOf(node) { return paidUsage(node).cost; }
 
+  // A remote (a2a:) worker that reported no usage: its tokens and cost are not known (shown so, never as 0).
+  function usageUnknown(node) { return node.kind === "agent" && node.data.usage_known === false; }
+
   function workerOf(delegation) { return delegation.children.find((c) => c.kind === "agent") || null; }
 
   // The spans the run's end waited on: from an agent's end, back through whatever ended last before it
@@ -224,5 +227,5 @@
   }
 
 
-  global.TeamrunRunModel = { RunModel, criticalPath, tokensOf, costOf, paidUsage, workerOf, FAILED, LIMITED };
+  global.TeamrunRunModel = { RunModel, criticalPath, tokensOf, costOf, usageUnknown, paidUsage, workerOf, FAILED, LIMITED };
 })(window);

@@ -10,7 +10,7 @@
 // (called with a span's key, or null, when the details panel opens on it or closes).
 "use strict";
 (function (global) {
-  const { RunModel, criticalPath, tokensOf, costOf, paidUsage, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
+  const { RunModel, criticalPath, tokensOf, costOf, usageUnknown, paidUsage, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
 
   // -- formatting ------------------------------------------------------------------------------------------
 
@@ -827,9 +827,11 @@
       box.append(el("h3", "", "Tokens and cost per agent"));
       const by = new Map();
       for (const a of agents) {
-        const row = by.get(a.name) || { name: a.name, input: 0, output: 0, total: 0, cost: 0, runs: 0 };
+        const row = by.get(a.name) || { name: a.name, input: 0, output: 0, total: 0, cost: 0, runs: 0, unknown: 0 };
         const [inTok, outTok] = ioTokens(a);
-        row.input += inTok; row.output += outTok; row.total += tokensOf(a); row.cost += costOf(a); row.runs++;
+        row.runs++;
+        if (usageUnknown(a)) { row.unknown++; by.set(a.name, row); continue; }  // not known: not counted as 0
+        row.input += inTok; row.output += outTok; row.total += tokensOf(a); row.cost += costOf(a);
         by.set(a.name, row);
       }
       const rows = [...by.values()].sort((a, b) => b.total - a.total);
@@ -847,7 +849,8 @@
         o.title = r.output + " output tokens";
         bars.append(i, o);
         line.append(el("span", "tv-chart-name", iso(r.name) + (r.runs > 1 ? " ×" + r.runs : "")), bars,
-                    el("span", "tv-chart-value", r.total + " tok · " + usd(r.cost)));
+                    el("span", "tv-chart-value", r.unknown === r.runs ? "usage not reported"
+                      : r.total + " tok · " + usd(r.cost) + (r.unknown ? " (+ " + r.unknown + " not reported)" : "")));
         chart.append(line);
       }
       box.append(chart, el("p", "tv-legend", "bars: input tokens (dark) and output tokens (light); each agent's own model calls"));
@@ -869,7 +872,7 @@
           line.setAttribute("role", "button");
           this.ticking(() => {
             line.textContent = iso(node.name) + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
-              + " · " + tokensOf(node) + " tokens · " + usd(costOf(node));
+              + " · " + (usageUnknown(node) ? "usage not reported" : tokensOf(node) + " tokens · " + usd(costOf(node)));
           }, node.end === null);
           li.append(line);  // its task: on its timeline row and in its details
           parentList.append(li);
