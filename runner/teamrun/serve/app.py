@@ -430,7 +430,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         if handle is not None and handle.state != "waiting":
             registry.cancel(run_id, "cancelled by request")
             return JSONResponse(handle.record(), status_code=202)
-        # waiting for people (nothing of it runs), or known only from the store: nothing here to cancel
+        # waiting for people (nothing of it runs: cancelled in the store, below), or known only from the store
         stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
         if handle is None and (stored is None or stored.team not in served):
             raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
