@@ -6,13 +6,18 @@ import contextlib
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
-from tests.observe.conftest import restore_structlog, write_team
+from tests.fakeserver import FakeOpenAI
+from tests.observe.conftest import TeamWriter, restore_structlog, write_team
+from tests.observe.teams import script_fan_out
+from tests.view.pages import record_view
 
-__all__ = ["OpenPage", "Opened", "restore_structlog", "write_team"]
+__all__ = ["FanOutPage", "FanOutView", "OpenPage", "Opened", "restore_structlog", "write_team"]
 
 
 @dataclass
@@ -57,3 +62,29 @@ def open_page() -> Iterator[OpenPage]:
 
     with stack:
         yield open_
+
+
+class FanOutView(NamedTuple):
+    """A recorded fan-out run: its trace file, its page, and the page opened."""
+
+    trace: Path
+    page_file: Path
+    opened: Opened
+
+
+FanOutPage = Callable[[float], FanOutView]
+
+
+@pytest.fixture
+def fan_out_page(
+    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None
+) -> FanOutPage:
+    """``fan_out_page(delay)``: the lead asks alpha, beta and gamma at once (each model reply after ``delay``
+    seconds), run by ``teamrun execute`` with a content trace; its view written and opened in the browser."""
+
+    def record(delay: float) -> FanOutView:
+        script_fan_out(fake_openai, delay=delay)
+        trace, page_file = record_view(write_team(), tmp_path, "compare a, b and c")
+        return FanOutView(trace, page_file, open_page(page_file.as_uri()))
+
+    return record
