@@ -17,7 +17,7 @@ from tests.observe.conftest import TeamWriter, restore_structlog, write_team
 from tests.observe.teams import script_fan_out
 from tests.view.pages import record_view
 
-__all__ = ["FanOutPage", "FanOutView", "OpenPage", "Opened", "restore_structlog", "write_team"]
+__all__ = ["FanOutPage", "OpenPage", "Opened", "RunPage", "ViewedRun", "restore_structlog", "write_team"]
 
 
 @dataclass
@@ -64,27 +64,37 @@ def open_page() -> Iterator[OpenPage]:
         yield open_
 
 
-class FanOutView(NamedTuple):
-    """A recorded fan-out run: its trace file, its page, and the page opened."""
+class ViewedRun(NamedTuple):
+    """A run recorded with content: its trace file, its page, and the page opened."""
 
     trace: Path
     page_file: Path
     opened: Opened
 
 
-FanOutPage = Callable[[float], FanOutView]
+RunPage = Callable[..., ViewedRun]
+FanOutPage = Callable[[float], ViewedRun]
 
 
 @pytest.fixture
-def fan_out_page(
-    fake_openai: FakeOpenAI, write_team: TeamWriter, tmp_path: Path, open_page: OpenPage, restore_structlog: None
-) -> FanOutPage:
-    """``fan_out_page(delay)``: the lead asks alpha, beta and gamma at once (each model reply after ``delay``
-    seconds), run by ``teamrun execute`` with a content trace; its view written and opened in the browser."""
+def run_page(tmp_path: Path, open_page: OpenPage, restore_structlog: None) -> RunPage:
+    """``run_page(team, task, code=0)``: ``teamrun execute`` of the team file with a content trace (``run.jsonl``,
+    ending with exit code ``code``), its view written (``run.html``) and opened in the browser."""
 
-    def record(delay: float) -> FanOutView:
+    def record(team: Path, task: str, *, code: int = 0) -> ViewedRun:
+        trace, page_file = record_view(team, tmp_path, task, code=code)
+        return ViewedRun(trace, page_file, open_page(page_file.as_uri()))
+
+    return record
+
+
+@pytest.fixture
+def fan_out_page(fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage) -> FanOutPage:
+    """``fan_out_page(delay)``: the lead asks alpha, beta and gamma at once (each model reply after ``delay``
+    seconds), recorded and opened by ``run_page``."""
+
+    def record(delay: float) -> ViewedRun:
         script_fan_out(fake_openai, delay=delay)
-        trace, page_file = record_view(write_team(), tmp_path, "compare a, b and c")
-        return FanOutView(trace, page_file, open_page(page_file.as_uri()))
+        return run_page(write_team(), "compare a, b and c")
 
     return record

@@ -16,16 +16,11 @@ from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
 from tests.observe.conftest import TeamWriter
 from tests.observe.handmade import line, solo_run
 from tests.observe.teams import script_fan_out
-from tests.view.conftest import FanOutPage, OpenPage
+from tests.view.conftest import FanOutPage, OpenPage, RunPage
 from tests.view.fanout import record_fan_out
 from tests.view.pages import record_view, view_of, view_trace
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _record(team: Path, tmp_path: Path, task: str, *, code: int = 0) -> Path:
-    """Run ``team`` with a content trace, then write its view; returns the page's path."""
-    return record_view(team, tmp_path, task, code=code)[1]
 
 
 def test_three_parallel_workers_show_as_three_overlapping_bars(
@@ -83,11 +78,8 @@ def test_clicking_a_model_call_shows_its_messages_and_reply(fan_out_page: FanOut
     assert opened.problems == []
 
 
-def test_clicking_a_tool_call_shows_its_input_and_output(
-    tmp_path: Path, open_page: OpenPage, restore_structlog: None
-) -> None:
-    team = REPO / "teams" / "research-report.yaml"
-    opened = open_page(_record(team, tmp_path, "Compare Rust and Go").as_uri())
+def test_clicking_a_tool_call_shows_its_input_and_output(run_page: RunPage) -> None:
+    opened = run_page(REPO / "teams" / "research-report.yaml", "Compare Rust and Go").opened
     page = opened.page
 
     page.locator(".tv-row[data-agent=researcher] .tv-bar.tv-tool").first.click()
@@ -114,18 +106,14 @@ agents:
 
 
 def test_a_failed_worker_and_a_reached_limit_are_marked_where_they_happened(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     fake_openai.script(
         "lead", [tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})), text("what I have: alpha only")]
     )
     fake_openai.script("alpha", [text("alpha done")])
     fake_openai.script("beta", [http_error(500, message="beta's provider broke")])
-    opened = open_page(_record(write_team(FAILING_TEAM), tmp_path, "go", code=3).as_uri())
+    opened = run_page(write_team(FAILING_TEAM), "go", code=3).opened
     page = opened.page
 
     expect(page.locator(".tv-title .tv-status")).to_have_text("budget_exhausted")
@@ -155,11 +143,7 @@ HOSTILE = (
 
 
 def test_an_answer_with_script_and_img_onerror_renders_inert(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     fake_openai.script(
         "lead", [tool_calls(("ask_alpha", {"task": "<img src=y onerror=\"window.__pwned='task'\">"})), text(HOSTILE)]
@@ -167,7 +151,7 @@ def test_an_answer_with_script_and_img_onerror_renders_inert(
     fake_openai.script("alpha", [text("<script>window.__pwned = 'worker'</script>")])
     fake_openai.script("beta", [])
     fake_openai.script("gamma", [])
-    opened = open_page(_record(write_team(), tmp_path, "go").as_uri())
+    opened = run_page(write_team(), "go").opened
     page = opened.page
 
     answer = page.locator("#tv-answer")
@@ -272,15 +256,11 @@ agents:
 
 
 def test_a_retry_is_marked_on_its_model_call_with_its_back_off(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), text("done")])
     fake_openai.script("alpha", [http_error(429, retry_after=0.4), text("alpha done")])
-    opened = open_page(_record(write_team(RETRY_TEAM), tmp_path, "go").as_uri())
+    opened = run_page(write_team(RETRY_TEAM), "go").opened
     page = opened.page
 
     row = page.locator(".tv-row[data-agent=alpha]")
@@ -332,18 +312,14 @@ agents:
 
 
 def test_the_critical_path_runs_through_workers_asked_one_after_the_other(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     fake_openai.script(
         "lead", [tool_calls(("ask_alpha", {"task": "a"})), tool_calls(("ask_beta", {"task": "b"})), text("both done")]
     )
     fake_openai.script("alpha", [text("alpha done", delay=0.1)])
     fake_openai.script("beta", [text("beta done", delay=0.1)])
-    opened = open_page(_record(write_team(SEQUENTIAL_TEAM), tmp_path, "go").as_uri())
+    opened = run_page(write_team(SEQUENTIAL_TEAM), "go").opened
     page = opened.page
 
     for agent in ("lead", "alpha", "beta"):

@@ -17,9 +17,9 @@ from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
 from tests.observe.conftest import TeamWriter
 from tests.observe.handmade import line, solo_run, write_trace
 from tests.serve.axe_check import serious_problems
-from tests.view.conftest import FanOutPage, OpenPage
+from tests.view.conftest import FanOutPage, OpenPage, RunPage
 from tests.view.fanout import record_fan_out
-from tests.view.pages import record_view, view_of, view_trace
+from tests.view.pages import view_of, view_trace
 
 REPO = Path(__file__).resolve().parents[2]
 ROWS = ".tv-row[data-agent]"
@@ -75,11 +75,8 @@ def test_a_row_says_what_was_asked_how_long_it_took_and_its_tokens_in_and_out(fa
     assert opened.problems == []
 
 
-def test_model_calls_and_tool_calls_have_their_own_lanes(
-    tmp_path: Path, open_page: OpenPage, restore_structlog: None
-) -> None:
-    _, page_file = record_view(REPO / "teams" / "research-report.yaml", tmp_path, "Compare Rust and Go")
-    opened = open_page(page_file.as_uri())
+def test_model_calls_and_tool_calls_have_their_own_lanes(run_page: RunPage) -> None:
+    opened = run_page(REPO / "teams" / "research-report.yaml", "Compare Rust and Go").opened
     page = opened.page
 
     row = page.locator(".tv-row[data-agent=researcher]").first
@@ -178,11 +175,7 @@ def test_search_filters_and_collapse_narrow_a_300_worker_run(tmp_path: Path, ope
 
 
 def test_one_failure_seen_at_three_levels_is_one_problem(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     team = """\
 supervisor: lead
@@ -198,8 +191,7 @@ agents:
     fake_openai.script("lead", [asks, text("alpha only")])
     fake_openai.script("alpha", [text("alpha done")])
     fake_openai.script("beta", [http_error(500, message="beta's provider broke")])
-    trace, page_file = record_view(write_team(team), tmp_path, "go")
-    opened = open_page(page_file.as_uri())
+    trace, _, opened = run_page(write_team(team), "go")
     page = opened.page
 
     failed = [n for n in read_trace(trace).roots[0].walk() if n.status not in ("ok", "done")]
@@ -293,11 +285,8 @@ def test_a_cost_reads_the_same_in_the_view_and_the_cli(
 
 
 @pytest.mark.parametrize("width", [1400, 800])
-def test_the_view_has_no_serious_accessibility_violation(
-    width: int, tmp_path: Path, open_page: OpenPage, restore_structlog: None
-) -> None:
-    _, page_file = record_view(REPO / "teams" / "research-report.yaml", tmp_path, "Compare Rust and Go")
-    opened = open_page(page_file.as_uri())
+def test_the_view_has_no_serious_accessibility_violation(width: int, run_page: RunPage) -> None:
+    opened = run_page(REPO / "teams" / "research-report.yaml", "Compare Rust and Go").opened
     page = opened.page
     page.set_viewport_size({"width": width, "height": 900})
 
