@@ -205,7 +205,7 @@ class _Resumer:
     async def _run(self, team: Team, handle: RunHandle, journal: RunJournal, vars: Mapping[str, Any] | None) -> None:
         from teamrun.serve.runs import store_people
 
-        desk, approver = store_people(self.store)
+        desk, approver = store_people(self.store, handle)
         await self.registry._run(  # its budgets come back from the journal's record, its vars from ours
             team, handle, limits=None, vars=vars, approver=approver, desk=desk, journal=journal
         )

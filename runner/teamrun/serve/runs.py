@@ -402,7 +402,7 @@ class RunRegistry:
         self.metrics.run_started(team.name)
         self._runs[handle.id] = handle
         if self.store is not None:  # questions and approvals wait in the store: the run may suspend
-            desk, approver = store_people(self.store)
+            desk, approver = store_people(self.store, handle)
         else:  # tool calls needing approval ask over HTTP; questions find nobody (the team's desk)
             desk = None
             approver = HttpApprover(handle, timeout_s=self.approval_timeout_s, on_timeout=self.approval_on_timeout)
@@ -485,13 +485,14 @@ class RunRegistry:
             self._runs.pop(self._finished.popleft(), None)
 
 
-def store_people(store: Store) -> tuple[PersonDesk, Approver]:
-    """The desk and approver of a served run when the server has a store: questions and approvals become
-    pending items in ``store`` and the run may suspend (the routes that list and answer them are in
-    :mod:`teamrun.serve.pending`). Each is this run's own, given to :meth:`Team.run`."""
+def store_people(store: Store, handle: RunHandle) -> tuple[PersonDesk, Approver]:
+    """The desk and approver of a served run (``handle``) when the server has a store: questions and approvals
+    become pending items in ``store`` and the run may suspend (the routes that list and answer them are in
+    :mod:`teamrun.serve.pending`). Each is this run's own, given to :meth:`Team.run`. What an item shows is
+    masked with the run's redactor (the team's secrets, the server's tokens) before it is stored."""
     from teamrun.engine.durability.pending import SuspendingDesk
     from teamrun.store.pending import PendingRepository
     from teamrun.tools.people import DeskApprover
 
-    desk = SuspendingDesk(PendingRepository(store))
+    desk = SuspendingDesk(PendingRepository(store), mask=lambda value: handle.redactor.value(value))
     return desk, DeskApprover(desk)
