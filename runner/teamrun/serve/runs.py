@@ -143,7 +143,11 @@ class RunHandle:
     """Why the run could not run at all (the team's model could not be prepared, its thread refused...)."""
     refused: bool = False
     """The run could not start because of the request (a thread of another team...): :attr:`error` says why."""
+    refused_thread: bool = False
+    """Refused because its thread holds another team's conversation (an A2A task says so in its own words)."""
     cancel_reason: str | None = None
+    ended_at: float | None = None
+    """When the run last stopped running (it ended, or suspended waiting for people); ``None`` while it runs."""
     content: bool = False
     """Keep ``llm_io`` events (model calls' messages) among the run's events."""
     approvals: dict[str, PendingApproval] = field(default_factory=dict)
@@ -447,12 +451,16 @@ class RunRegistry:
             if handle.failure is not None:  # stopped by the server (an approval timed out), not by the client
                 handle.result.status, handle.result.error = "failed", handle.failure
         except UsageError as exc:  # the request's own doing: a thread id of another team...
+            from teamrun.engine.durability.threads import ThreadOfAnotherTeam
+
             handle.error = handle.redactor.text(str(exc))
             handle.refused = True
+            handle.refused_thread = isinstance(exc, ThreadOfAnotherTeam)
         except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
             _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
             handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"
         finally:
+            handle.ended_at = time.time()
             self._active -= 1
             self.metrics.run_finished(team.name, handle.result)
             self._finished.append(handle.id)
