@@ -346,3 +346,21 @@ def test_cors_lets_a_browser_send_what_the_a2a_sdk_client_sends(serve: Any, tmp_
     )
     assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == origin
     assert "www-authenticate" in refused.headers["access-control-expose-headers"].lower()
+
+
+def test_the_card_names_https_behind_a_trusted_proxy_only(tmp_path: Path) -> None:
+    from tests.a2a.served_agents import served
+    from tests.serve.conftest import solo_team
+
+    team = str(solo_team(tmp_path))
+    behind_tls = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"}
+    urls: dict[str, set[str]] = {}
+    for trusted in ("", "127.0.0.1", "10.9.8.7"):  # none; this host (the proxy is the loopback client); another
+        with served(team, *(["--forwarded-allow-ips", trusted] if trusted else [])) as server:
+            card = httpx.get(f"{server.url}/a2a/solo/.well-known/agent-card.json", headers=behind_tls).json()
+            plain = httpx.get(f"{server.url}/a2a/solo/.well-known/agent-card.json").json()
+        urls[trusted] = {i["url"] for i in card["supportedInterfaces"]} | {card["url"]}
+        assert plain["url"] == f"{server.url}/a2a/solo"  # a request without the headers: as it came
+    schemes = {key: {url.split("://", 1)[0] for url in found} for key, found in urls.items()}
+    assert schemes == {"": {"http"}, "127.0.0.1": {"https"}, "10.9.8.7": {"http"}}, urls
+    assert all(url.endswith("/a2a/solo") and "203.0.113.7" not in url for found in urls.values() for url in found)
