@@ -7,12 +7,16 @@ its environment loads LiteLLM's bundled price table, reaches the local fake prov
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["child_env", "eventually", "teamrun_argv"]
+__all__ = ["child_env", "eventually", "running", "signal_when", "teamrun_argv"]
 
 
 def teamrun_argv(*args: str) -> list[str]:
@@ -37,3 +41,36 @@ def eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+@contextlib.contextmanager
+def running(argv: list[str], **options: Any) -> Iterator[subprocess.Popen[Any]]:
+    """``subprocess.Popen(argv, **options)``, killed on the way out if it still runs: a failing test leaves no child."""
+    process = subprocess.Popen(argv, **options)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def signal_when(
+    process: subprocess.Popen[Any],
+    ready: Callable[[], bool],
+    signum: signal.Signals,
+    *,
+    where: Callable[[], object],
+    guard_s: float = 240,
+) -> int:
+    """Send ``signum`` to ``process`` once ``ready()`` holds, then wait for it to end; returns its exit code.
+
+    Fails if the process ends first, or if ``ready()`` does not hold within ``guard_s`` (a hang guard, no timing
+    assertion): the message shows ``where()``, where the child had got to.
+    """
+    deadline = time.monotonic() + guard_s
+    while not ready():
+        assert process.poll() is None, f"the run ended before it was sent {signum.name}"
+        assert time.monotonic() < deadline, f"never got there: {where()}"
+        time.sleep(0.05)
+    os.kill(process.pid, signum)
+    return process.wait(timeout=guard_s)

@@ -61,6 +61,37 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def start_server(argv: list[str], url: str, what: str, *, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``argv``, an A2A agent that serves at ``url``, and wait until its agent card answers.
+
+    ``what`` names it in a failure: it exited at start, or did not answer within ``START_GUARD_S`` (a hang
+    guard); either way it is stopped first.
+    """
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + START_GUARD_S
+    try:
+        while True:
+            assert process.poll() is None, f"{what} exited at start"
+            try:
+                httpx.get(f"{url}/.well-known/agent-card.json", timeout=2)
+                return process
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, f"{what} did not start"
+                time.sleep(0.1)
+    except BaseException:
+        stop(process)
+        raise
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop an agent started by :func:`start_server`: terminate, then kill if it is still there after 30 s."""
+    process.terminate()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=30)
+    if process.poll() is None:
+        process.kill()
+
+
 def start_agent(
     directory: Path,
     *,
@@ -81,17 +112,8 @@ def start_agent(
     argv += ["--release", str(release), *extra]
     if token is not None:
         argv += ["--token", token]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    agent = A2AAgent(f"http://127.0.0.1:{port}", log, release, process)
-    deadline = time.monotonic() + START_GUARD_S
-    while True:
-        assert process.poll() is None, "the a2a test agent exited at start"
-        try:
-            httpx.get(f"{agent.url}/.well-known/agent-card.json", timeout=2)
-            break
-        except httpx.HTTPError:
-            assert time.monotonic() < deadline, "the a2a test agent did not start"
-            time.sleep(0.1)
+    url = f"http://127.0.0.1:{port}"
+    agent = A2AAgent(url, log, release, start_server(argv, url, "the a2a test agent"))
     if log.exists():
         log.write_text("", encoding="utf-8")  # the start-up probe is not a request of the test
     return agent
@@ -108,11 +130,7 @@ def a2a_agent(tmp_path: Path) -> Iterator[Callable[..., A2AAgent]]:
 
     yield start
     for agent in started:
-        agent.process.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            agent.process.wait(timeout=30)
-        if agent.process.poll() is None:
-            agent.process.kill()
+        stop(agent.process)
 
 
 def team_file(directory: Path, url: str, *, auth: str | None = None, extra: str = "", name: str = "team") -> Path:

@@ -8,12 +8,35 @@ import io
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.a2a.remote_fixtures import A2AAgent, run_cli, team_file
+from tests.a2a.remote_fixtures import A2AAgent, CliResult, run_cli, team_file
 
 pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
+
+
+def _pending(store: str) -> dict[str, Any]:
+    """The one pending item of the one run in ``store`` (``teamrun runs list --json``)."""
+    (run,) = json.loads(run_cli(["runs", "list", "--store", store, "--json"]).out)
+    (pending,) = run["pending"]
+    return dict(pending)
+
+
+def _suspended(team: Path, store: str) -> tuple[str, dict[str, Any]]:
+    """``teamrun execute --detach`` of ``team`` (asked "ASK me"), which suspends (exit 4) on the remote agent's
+    question; returns the run's id and its pending item."""
+    started = run_cli(
+        ["execute", str(team), "-i", "ASK me", "--store", store, "--detach", "--json", "--progress", "none"]
+    )
+    assert started.code == 4, started.err
+    return json.loads(started.out)["run_id"], _pending(store)
+
+
+def _answer(run_id: str, item: str, answer: str, store: str, *options: str) -> CliResult:
+    """``teamrun answer RUN ITEM ANSWER`` with ``options`` (e.g. ``--json``)."""
+    return run_cli(["answer", run_id, item, answer, "--store", store, *options, "--progress", "none"])
 
 
 def test_input_required_is_asked_on_the_terminal(a2a_agent: Callable[..., A2AAgent], tmp_path: Path) -> None:
@@ -44,17 +67,11 @@ def test_input_required_suspends_the_run_and_teamrun_answer_continues_the_remote
     store = str(tmp_path / "runs.db")
     team = team_file(tmp_path, agent.url)
 
-    started = run_cli(
-        ["execute", str(team), "-i", "ASK me", "--store", store, "--detach", "--json", "--progress", "none"]
-    )
-    assert started.code == 4, started.err
-    run_id = json.loads(started.out)["run_id"]
-    listed = run_cli(["runs", "list", "--store", store, "--json"])
-    (pending,) = json.loads(listed.out)[0]["pending"]
+    run_id, pending = _suspended(team, store)
     assert pending["agent"] == "researcher" and pending["question"] == "Which region?"
     assert agent.methods().count("CancelTask") == 0  # suspended for a person: the remote task waits
 
-    answered = run_cli(["answer", run_id, pending["item"], "eu-west-1", "--store", store, "--progress", "none"])
+    answered = _answer(run_id, pending["item"], "eu-west-1", store)
 
     assert answered.code == 0, answered.err
     assert "researcher (ok): got: eu-west-1" in answered.out
@@ -83,29 +100,23 @@ def test_a_forgotten_task_sent_again_asks_its_new_question_anew_not_with_the_ear
     first = a2a_agent()
     store = str(tmp_path / "runs.db")
     team = team_file(tmp_path, first.url)
-    started = run_cli(
-        ["execute", str(team), "-i", "ASK me", "--store", store, "--detach", "--json", "--progress", "none"]
-    )
-    assert started.code == 4, started.err
-    run_id = json.loads(started.out)["run_id"]
-    (pending,) = json.loads(run_cli(["runs", "list", "--store", store, "--json"]).out)[0]["pending"]
+    run_id, pending = _suspended(team, store)
     assert pending["question"] == "Which region?"
     first.process.terminate()
     first.process.wait(timeout=60)
     port = int(first.url.rsplit(":", 1)[1])
     again = a2a_agent(port=port, extra=("--question", "Delete all production data? (yes/no)"))
 
-    answered = run_cli(["answer", run_id, pending["item"], "yes", "--store", store, "--json", "--progress", "none"])
+    answered = _answer(run_id, pending["item"], "yes", store, "--json")
 
     assert answered.code == 4, (answered.code, answered.out, answered.err)  # waits for a person again
     assert "no longer knows task" in answered.err
     executed = again.records("execute")
     assert [(e["text"], e["continuing"]) for e in executed] == [("ASK me", False)]  # "yes" was not sent
-    (listed,) = json.loads(run_cli(["runs", "list", "--store", store, "--json"]).out)
-    (new,) = listed["pending"]
+    new = _pending(store)
     assert new["question"] == "Delete all production data? (yes/no)" and new["item"] != pending["item"]
 
-    done = run_cli(["answer", run_id, new["item"], "no", "--store", store, "--json", "--progress", "none"])
+    done = _answer(run_id, new["item"], "no", store, "--json")
 
     assert done.code == 0, done.err
     (delegation,) = json.loads(done.out)["delegations"]

@@ -3,23 +3,22 @@ sent again (counted at the remote agent); the unfinished one is picked up by its
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.a2a.remote_fixtures import A2AAgent, CliResult
+from tests.cli_processes import child_env, running, signal_when, teamrun_argv
 
 pytestmark = pytest.mark.outofprocess("a2a-sdk agents under uvicorn, and teamrun killed in a subprocess")
 GUARD_S = 240.0
-TEAMRUN = (sys.executable, "-c", "from teamrun.cli import main; main()")
 
 
 def _team(tmp_path: Path, quick: str, slow: str) -> Path:
@@ -55,52 +54,43 @@ def _journal_kinds(db: Path) -> list[tuple[str, str]]:
         return []
 
 
+def _count(db: Path, kind: str) -> int:
+    """How many journal entries of ``kind`` the run has written so far."""
+    return [k for _, k in _journal_kinds(db)].count(kind)
+
+
+def _executing(team: Path, db: Path) -> contextlib.AbstractContextManager[subprocess.Popen[Any]]:
+    """``teamrun execute`` of ``team`` journaled in ``db``, running in a child process (output dropped)."""
+    argv = teamrun_argv("execute", str(team), "-i", "facts", "--store", str(db), "--progress", "none")
+    return running(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
+
+
+def _resume_argv(db: Path) -> list[str]:
+    """``teamrun resume`` of the one run in ``db``, answering in JSON."""
+    with sqlite3.connect(db) as connection:
+        ((run_id,),) = list(connection.execute("select id from runs"))
+    return teamrun_argv("resume", run_id, "--store", str(db), "--json", "--progress", "none")
+
+
 def test_a_killed_run_resumes_without_sending_a_finished_remote_task_again(
     a2a_agent: Callable[..., A2AAgent], tmp_path: Path
 ) -> None:
     quick, slow = a2a_agent(mode="ANSWER"), a2a_agent(mode="WAIT")
     team = _team(tmp_path, quick.url, slow.url)
     db = tmp_path / "runs.db"
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_PROXY": "127.0.0.1,localhost"}
-    env.pop("TEAMRUN_STORE", None)
-    process = subprocess.Popen(
-        [*TEAMRUN, "execute", str(team), "-i", "facts", "--store", str(db), "--progress", "none"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + GUARD_S
-        while not (
-            [kind for _, kind in _journal_kinds(db)].count("remote") == 1  # quick's answer (slow waits)
-            and [kind for _, kind in _journal_kinds(db)].count("remote_start") == 2  # both tasks' ids
-        ):
-            assert process.poll() is None, "the run ended before it was killed"
-            assert time.monotonic() < deadline, f"never got there: {_journal_kinds(db)}"
-            time.sleep(0.05)
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    with sqlite3.connect(db) as connection:
-        ((run_id,),) = list(connection.execute("select id from runs"))
+    with _executing(team, db) as process:
+
+        def ready() -> bool:
+            return _count(db, "remote") == 1 and _count(db, "remote_start") == 2  # quick's answer; both tasks' ids
+
+        signal_when(process, ready, signal.SIGKILL, where=lambda: _journal_kinds(db), guard_s=GUARD_S)
     assert len(quick.records("execute")) == 1 and len(slow.records("execute")) == 1
 
-    resuming = subprocess.Popen(
-        [*TEAMRUN, "resume", run_id, "--store", str(db), "--json", "--progress", "none"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
+    resume = _resume_argv(db)
+    with running(resume, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()) as resuming:
         slow.wait_for(lambda: "SubscribeToTask" in slow.methods(), "the resumed run subscribed to the slow task")
         slow.release.write_text("go", encoding="utf-8")  # the slow task may finish now
         out, err = resuming.communicate(timeout=GUARD_S)
-    finally:
-        if resuming.poll() is None:
-            resuming.kill()
     resumed = CliResult(resuming.returncode, out, err)
 
     assert resumed.code == 0, resumed.err
@@ -136,37 +126,17 @@ agents:
         encoding="utf-8",
     )
     db = tmp_path / "runs.db"
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "NO_PROXY": "127.0.0.1,localhost"}
-    env.pop("TEAMRUN_STORE", None)
-    process = subprocess.Popen(
-        [*TEAMRUN, "execute", str(team), "-i", "facts", "--store", str(db), "--progress", "none"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + GUARD_S
-        while [kind for _, kind in _journal_kinds(db)].count("remote_start") < 1:
-            assert process.poll() is None, "the run ended before it was interrupted"
-            assert time.monotonic() < deadline, f"never got there: {_journal_kinds(db)}"
-            time.sleep(0.05)
-        os.kill(process.pid, signal.SIGINT)
-        assert process.wait(timeout=GUARD_S) == 130
-    finally:
-        if process.poll() is None:
-            process.kill()
+    with _executing(team, db) as process:
+
+        def started() -> bool:
+            return _count(db, "remote_start") >= 1
+
+        assert signal_when(process, started, signal.SIGINT, where=lambda: _journal_kinds(db), guard_s=GUARD_S) == 130
     assert len(agent.records("cancel")) == 1
-    with sqlite3.connect(db) as connection:
-        ((run_id,),) = list(connection.execute("select id from runs"))
+    resume = _resume_argv(db)
     agent.release.write_text("go", encoding="utf-8")
 
-    resumed = subprocess.run(
-        [*TEAMRUN, "resume", run_id, "--store", str(db), "--json", "--progress", "none"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=GUARD_S,
-    )
+    resumed = subprocess.run(resume, capture_output=True, text=True, env=child_env(), timeout=GUARD_S)
 
     assert resumed.returncode == 0, resumed.stderr
     (delegation,) = json.loads(resumed.stdout)["delegations"]

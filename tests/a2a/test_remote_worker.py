@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.a2a.remote_fixtures import A2AAgent, free_port, run_cli, team_file
+from tests.a2a.remote_fixtures import A2AAgent, free_port, run_cli, start_server, stop, team_file
 
 pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
 
@@ -382,37 +382,18 @@ def test_unknown_usage_is_never_shown_as_zero(a2a_agent: Callable[..., A2AAgent]
 def test_stream_updates_for_another_task_fail_the_delegation(tmp_path: Path) -> None:
     """D14: a stream whose updates name other tasks (and ends `completed` for one more) is not an answer."""
     import os
-    import subprocess
     import sys
-    import time
-
-    import httpx
 
     port = free_port()
+    url = f"http://127.0.0.1:{port}"
     hostile = Path(__file__).resolve().parent / "hostile_agent.py"
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen(
-        [sys.executable, str(hostile), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
+    process = start_server([sys.executable, str(hostile), "--port", str(port)], url, "the hostile agent", env=env)
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            assert process.poll() is None, "the hostile agent exited at start"
-            try:
-                httpx.get(f"{url}/.well-known/agent-card.json", timeout=2)
-                break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, "the hostile agent did not start"
-                time.sleep(0.1)
         shown = _execute(team_file(tmp_path, url), "Find facts", tmp_path)
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process)
 
     remote = _remote(shown)
     assert remote["status"] == "error", remote

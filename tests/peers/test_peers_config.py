@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 import teamrun
+from teamrun.cli import main
 from teamrun.cli.app import cli
 from teamrun.config.loader import check_file
 
@@ -156,3 +158,45 @@ def test_board_hooks_hold_in_a_run(tmp_path: Path) -> None:
     refused = [r["data"] for r in ops if r["kind"] == "board_op" and r["agent_path"][-1] == "bo"]
     assert [(o["op"], o["reason"]) for o in refused] == [("claim", "hook")]
     assert refused[0]["message"].startswith("bo may not take t")
+
+
+ASKING_PEERS = """\
+version: 1
+name: peer-ask
+peers: [ada, bo]
+limits: {max_tasks: 5}
+tools:
+  ask_lead: {person: {}}
+workspace:
+  entries:
+    tasks:
+      kind: board
+      schema: {type: string}
+      initial: [Pick a name for the release.]
+agents:
+  ada: {tools: [ask_lead]}
+  bo: {}
+"""
+
+
+def test_a_peer_that_asks_a_person_suspends_the_run_and_the_answer_continues_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A peer's person tool suspends the whole peer run (exit 4); `teamrun answer` continues it to its end."""
+    team = tmp_path / "team.yaml"
+    team.write_text(ASKING_PEERS, encoding="utf-8")
+    store = str(tmp_path / "runs.db")
+    args = ["execute", str(team), "-i", "Ship it", "--store", store, "--detach", "--json", "--progress", "none"]
+    assert main(args) == 4
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    (item,) = json.loads(capsys.readouterr().out)["pending"]
+    assert item["agent"] == "ada" and item["status"] == "pending"
+
+    assert main(["answer", run_id, item["item"], "Falcon", "--store", store, "--json", "--progress", "none"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "done" and result["stopped_by"] is None
+    tasks = result["workspace"]["entries"]["tasks"]["value"]
+    assert tasks and all(t["status"] == "done" and t["claims"] == 1 for t in tasks), tasks
+    (ada,) = [d for d in result["delegations"] if d["agent"] == "ada"]
+    assert "ask_lead: Falcon" in ada["response"]  # the answer reached the peer that asked

@@ -6,13 +6,18 @@ import contextlib
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
-from tests.observe.conftest import restore_structlog, write_team
+from tests.fakeserver import FakeOpenAI
+from tests.observe.conftest import TeamWriter, restore_structlog, write_team
+from tests.observe.teams import script_fan_out
+from tests.view.pages import record_view
 
-__all__ = ["OpenPage", "Opened", "restore_structlog", "write_team"]
+__all__ = ["FanOutPage", "OpenPage", "Opened", "RunPage", "ViewedRun", "restore_structlog", "write_team"]
 
 
 @dataclass
@@ -57,3 +62,39 @@ def open_page() -> Iterator[OpenPage]:
 
     with stack:
         yield open_
+
+
+class ViewedRun(NamedTuple):
+    """A run recorded with content: its trace file, its page, and the page opened."""
+
+    trace: Path
+    page_file: Path
+    opened: Opened
+
+
+RunPage = Callable[..., ViewedRun]
+FanOutPage = Callable[[float], ViewedRun]
+
+
+@pytest.fixture
+def run_page(tmp_path: Path, open_page: OpenPage, restore_structlog: None) -> RunPage:
+    """``run_page(team, task, code=0)``: ``teamrun execute`` of the team file with a content trace (``run.jsonl``,
+    ending with exit code ``code``), its view written (``run.html``) and opened in the browser."""
+
+    def record(team: Path, task: str, *, code: int = 0) -> ViewedRun:
+        trace, page_file = record_view(team, tmp_path, task, code=code)
+        return ViewedRun(trace, page_file, open_page(page_file.as_uri()))
+
+    return record
+
+
+@pytest.fixture
+def fan_out_page(fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage) -> FanOutPage:
+    """``fan_out_page(delay)``: the lead asks alpha, beta and gamma at once (each model reply after ``delay``
+    seconds), recorded and opened by ``run_page``."""
+
+    def record(delay: float) -> ViewedRun:
+        script_fan_out(fake_openai, delay=delay)
+        return run_page(write_team(), "compare a, b and c")
+
+    return record

@@ -14,38 +14,20 @@ from teamrun.cli import main
 from teamrun.observe.trace_read import read_trace
 from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
 from tests.observe.conftest import TeamWriter
-from tests.observe.handmade import line, solo_run, write_trace
+from tests.observe.handmade import line, solo_run
 from tests.observe.teams import script_fan_out
-from tests.view.conftest import OpenPage
+from tests.view.conftest import FanOutPage, OpenPage, RunPage
 from tests.view.fanout import record_fan_out
+from tests.view.pages import record_view, view_of, view_trace
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _record(team: Path, tmp_path: Path, task: str, *, code: int = 0) -> Path:
-    """Run ``team`` with a content trace, then write its view; returns the page's path."""
-    trace = tmp_path / "run.jsonl"
-    assert (
-        main(["execute", str(team), "-i", task, "--progress", "none", "--trace", str(trace), "--trace-content"]) == code
-    )
-    page = tmp_path / "run.html"
-    assert main(["trace", "view", str(trace), "-o", str(page)]) == 0
-    return page
-
-
 def test_three_parallel_workers_show_as_three_overlapping_bars(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    capsys: pytest.CaptureFixture[str],
-    restore_structlog: None,
+    fan_out_page: FanOutPage, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script_fan_out(fake_openai, delay=0.3)
-    page_file = _record(write_team(), tmp_path, "compare a, b and c")
+    trace, page_file, opened = fan_out_page(0.3)
     assert capsys.readouterr().out.strip().endswith(str(page_file))  # the page's path is printed
-
-    opened = open_page(page_file.as_uri())
     page = opened.page
     expect(page.locator(".tv-row[data-agent]")).to_have_count(4)
     boxes, spans = {}, {}
@@ -58,7 +40,7 @@ def test_three_parallel_workers_show_as_three_overlapping_bars(
     for a, b in itertools.combinations(boxes, 2):  # drawn: each pair of bars shares some pixels
         assert max(boxes[a][0], boxes[b][0]) < min(boxes[a][1], boxes[b][1]), (a, b, boxes)
         assert max(spans[a][0], spans[b][0]) < min(spans[a][1], spans[b][1]), (a, b, spans)
-    recorded = {n.name: (n.start, n.end) for n in read_trace(tmp_path / "run.jsonl").roots[0].find("agent")}
+    recorded = {n.name: (n.start, n.end) for n in read_trace(trace).roots[0].find("agent")}
     for worker in ("alpha", "beta", "gamma"):  # the bars are the recorded spans (wall clock vs monotonic)
         start, end = recorded[worker]
         assert end is not None
@@ -73,15 +55,8 @@ def test_three_parallel_workers_show_as_three_overlapping_bars(
     assert opened.problems == []
 
 
-def test_clicking_a_model_call_shows_its_messages_and_reply(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
-) -> None:
-    script_fan_out(fake_openai, delay=0.0)
-    opened = open_page(_record(write_team(), tmp_path, "compare a, b and c").as_uri())
+def test_clicking_a_model_call_shows_its_messages_and_reply(fan_out_page: FanOutPage) -> None:
+    opened = fan_out_page(0.0).opened
     page = opened.page
     details = page.locator("#tv-details")
     expect(details).to_be_hidden()
@@ -103,11 +78,8 @@ def test_clicking_a_model_call_shows_its_messages_and_reply(
     assert opened.problems == []
 
 
-def test_clicking_a_tool_call_shows_its_input_and_output(
-    tmp_path: Path, open_page: OpenPage, restore_structlog: None
-) -> None:
-    team = REPO / "teams" / "research-report.yaml"
-    opened = open_page(_record(team, tmp_path, "Compare Rust and Go").as_uri())
+def test_clicking_a_tool_call_shows_its_input_and_output(run_page: RunPage) -> None:
+    opened = run_page(REPO / "teams" / "research-report.yaml", "Compare Rust and Go").opened
     page = opened.page
 
     page.locator(".tv-row[data-agent=researcher] .tv-bar.tv-tool").first.click()
@@ -134,18 +106,14 @@ agents:
 
 
 def test_a_failed_worker_and_a_reached_limit_are_marked_where_they_happened(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     fake_openai.script(
         "lead", [tool_calls(("ask_alpha", {"task": "a"}), ("ask_beta", {"task": "b"})), text("what I have: alpha only")]
     )
     fake_openai.script("alpha", [text("alpha done")])
     fake_openai.script("beta", [http_error(500, message="beta's provider broke")])
-    opened = open_page(_record(write_team(FAILING_TEAM), tmp_path, "go", code=3).as_uri())
+    opened = run_page(write_team(FAILING_TEAM), "go", code=3).opened
     page = opened.page
 
     expect(page.locator(".tv-title .tv-status")).to_have_text("budget_exhausted")
@@ -175,11 +143,7 @@ HOSTILE = (
 
 
 def test_an_answer_with_script_and_img_onerror_renders_inert(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     fake_openai.script(
         "lead", [tool_calls(("ask_alpha", {"task": "<img src=y onerror=\"window.__pwned='task'\">"})), text(HOSTILE)]
@@ -187,7 +151,7 @@ def test_an_answer_with_script_and_img_onerror_renders_inert(
     fake_openai.script("alpha", [text("<script>window.__pwned = 'worker'</script>")])
     fake_openai.script("beta", [])
     fake_openai.script("gamma", [])
-    opened = open_page(_record(write_team(), tmp_path, "go").as_uri())
+    opened = run_page(write_team(), "go").opened
     page = opened.page
 
     answer = page.locator("#tv-answer")
@@ -205,9 +169,7 @@ def test_an_answer_with_script_and_img_onerror_renders_inert(
 
 def test_a_thousand_worker_run_renders(tmp_path: Path, open_page: OpenPage) -> None:
     trace = record_fan_out(tmp_path, 1000)
-    assert main(["trace", "view", str(trace)]) == 0
-
-    opened = open_page(trace.with_suffix(".html").as_uri())
+    opened = open_page(view_trace(trace).as_uri())
     page = opened.page
 
     expect(page.locator(".tv-row[data-agent=worker]")).to_have_count(1000)
@@ -294,15 +256,11 @@ agents:
 
 
 def test_a_retry_is_marked_on_its_model_call_with_its_back_off(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     fake_openai.script("lead", [tool_calls(("ask_alpha", {"task": "a"})), text("done")])
     fake_openai.script("alpha", [http_error(429, retry_after=0.4), text("alpha done")])
-    opened = open_page(_record(write_team(RETRY_TEAM), tmp_path, "go").as_uri())
+    opened = run_page(write_team(RETRY_TEAM), "go").opened
     page = opened.page
 
     row = page.locator(".tv-row[data-agent=alpha]")
@@ -326,8 +284,7 @@ def test_a_trace_cut_short_shows_its_unfinished_spans_and_the_cut_line(
     restore_structlog: None,
 ) -> None:
     script_fan_out(fake_openai, delay=0.0)
-    page_file = _record(write_team(), tmp_path, "compare a, b and c")
-    trace = tmp_path / "run.jsonl"
+    trace, page_file = record_view(write_team(), tmp_path, "compare a, b and c")
     lines = trace.read_text(encoding="utf-8").splitlines()
     cut = next(i for i, line in enumerate(lines) if '"agent_end"' in line)  # before any agent ended
     trace.write_text("\n".join(lines[:cut]) + "\n" + lines[cut][:25], encoding="utf-8")  # a kill mid-write
@@ -355,18 +312,14 @@ agents:
 
 
 def test_the_critical_path_runs_through_workers_asked_one_after_the_other(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     fake_openai.script(
         "lead", [tool_calls(("ask_alpha", {"task": "a"})), tool_calls(("ask_beta", {"task": "b"})), text("both done")]
     )
     fake_openai.script("alpha", [text("alpha done", delay=0.1)])
     fake_openai.script("beta", [text("beta done", delay=0.1)])
-    opened = open_page(_record(write_team(SEQUENTIAL_TEAM), tmp_path, "go").as_uri())
+    opened = run_page(write_team(SEQUENTIAL_TEAM), "go").opened
     page = opened.page
 
     for agent in ("lead", "alpha", "beta"):
@@ -376,13 +329,6 @@ def test_the_critical_path_runs_through_workers_asked_one_after_the_other(
     expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm.tv-critical")).to_have_count(3)
     expect(page.locator(".tv-row[data-agent=lead] .tv-bar.tv-wait.tv-critical")).to_have_count(2)
     assert opened.problems == []
-
-
-def _view_of(records: list[dict[str, Any]], tmp_path: Path) -> Path:
-    """``teamrun trace view`` of a trace file holding ``records``; returns the page's path."""
-    trace = write_trace(tmp_path / "run.jsonl", records)
-    assert main(["trace", "view", str(trace)]) == 0
-    return trace.with_suffix(".html")
 
 
 def test_a_model_call_of_0_ms_under_a_wait_stays_clickable(tmp_path: Path, open_page: OpenPage) -> None:
@@ -404,7 +350,7 @@ def test_a_model_call_of_0_ms_under_a_wait_stays_clickable(tmp_path: Path, open_
         line("agent_end", at + 10, span="s2", parent="s1", path=lead, status="ok"),
         line("run_end", at + 10, span="s1", status="done"),
     ]
-    opened = open_page(_view_of(records, tmp_path).as_uri())
+    opened = open_page(view_of(records, tmp_path).as_uri())
     page = opened.page
 
     quick = page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm").first
@@ -436,7 +382,7 @@ def test_a_name_with_a_right_to_left_override_does_not_reverse_the_figures_after
     tmp_path: Path, open_page: OpenPage
 ) -> None:
     rlo = "\u202e"
-    opened = open_page(_view_of(solo_run(agent=f"lead{rlo}x", team=f"team{rlo}y", calls=2), tmp_path).as_uri())
+    opened = open_page(view_of(solo_run(agent=f"lead{rlo}x", team=f"team{rlo}y", calls=2), tmp_path).as_uri())
     page = opened.page
 
     checked = {
@@ -468,7 +414,7 @@ def test_two_runs_in_one_trace_file_get_a_summary_each_from_their_own_spans(
 ) -> None:
     first = solo_run("r1", start=1000.0, calls=2, tokens=100, cost=0.01)
     second = solo_run("r2", start=2000.0, calls=1, tokens=50, cost=0.005, team="other")
-    opened = open_page(_view_of(first + second, tmp_path).as_uri())
+    opened = open_page(view_of(first + second, tmp_path).as_uri())
     page = opened.page
 
     summaries = page.locator(".tv-summary")
@@ -497,7 +443,7 @@ def test_two_runs_in_one_trace_file_get_a_summary_each_from_their_own_spans(
 def test_a_trace_cut_short_says_unfinished_in_the_tree_the_bars_and_the_summary_alike(
     tmp_path: Path, open_page: OpenPage
 ) -> None:
-    opened = open_page(_view_of(solo_run(calls=2, ended=False), tmp_path).as_uri())
+    opened = open_page(view_of(solo_run(calls=2, ended=False), tmp_path).as_uri())
     page = opened.page
 
     expect(page.locator(".tv-title .tv-status")).to_have_text("unfinished")

@@ -16,24 +16,13 @@ from teamrun.observe.trace_read import read_trace
 from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
 from tests.observe.conftest import TeamWriter
 from tests.observe.handmade import line, solo_run, write_trace
-from tests.observe.teams import script_fan_out
 from tests.serve.axe_check import serious_problems
-from tests.view.conftest import OpenPage
+from tests.view.conftest import FanOutPage, OpenPage, RunPage
 from tests.view.fanout import record_fan_out
+from tests.view.pages import view_of, view_trace
 
 REPO = Path(__file__).resolve().parents[2]
 ROWS = ".tv-row[data-agent]"
-
-
-def _record(team: Path, tmp_path: Path, task: str, *, code: int = 0) -> tuple[Path, Path]:
-    """Run ``team`` with a content trace, then write its view; returns (trace, page)."""
-    trace = tmp_path / "run.jsonl"
-    assert (
-        main(["execute", str(team), "-i", task, "--progress", "none", "--trace", str(trace), "--trace-content"]) == code
-    )
-    page = tmp_path / "run.html"
-    assert main(["trace", "view", str(trace), "-o", str(page)]) == 0
-    return trace, page
 
 
 def _box(page: Page, selector: str) -> tuple[float, float, float, float]:
@@ -42,16 +31,8 @@ def _box(page: Page, selector: str) -> tuple[float, float, float, float]:
     return (box["x"], box["y"], box["width"], box["height"])
 
 
-def test_a_row_says_what_was_asked_how_long_it_took_and_its_tokens_in_and_out(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
-) -> None:
-    script_fan_out(fake_openai, delay=0.3)
-    trace, page_file = _record(write_team(), tmp_path, "compare a, b and c")
-    opened = open_page(page_file.as_uri())
+def test_a_row_says_what_was_asked_how_long_it_took_and_its_tokens_in_and_out(fan_out_page: FanOutPage) -> None:
+    trace, _, opened = fan_out_page(0.3)
     page = opened.page
 
     alpha = read_trace(trace).roots[0].find("agent", "alpha")[0]
@@ -94,11 +75,8 @@ def test_a_row_says_what_was_asked_how_long_it_took_and_its_tokens_in_and_out(
     assert opened.problems == []
 
 
-def test_model_calls_and_tool_calls_have_their_own_lanes(
-    tmp_path: Path, open_page: OpenPage, restore_structlog: None
-) -> None:
-    _, page_file = _record(REPO / "teams" / "research-report.yaml", tmp_path, "Compare Rust and Go")
-    opened = open_page(page_file.as_uri())
+def test_model_calls_and_tool_calls_have_their_own_lanes(run_page: RunPage) -> None:
+    opened = run_page(REPO / "teams" / "research-report.yaml", "Compare Rust and Go").opened
     page = opened.page
 
     row = page.locator(".tv-row[data-agent=researcher]").first
@@ -127,9 +105,7 @@ def test_adjacent_calls_stay_apart(tmp_path: Path, open_page: OpenPage) -> None:
         line("agent_end", 10.0, span="s2", parent="s1", path=lead, status="ok"),
         line("run_end", 10.0, span="s1", status="done"),
     ]
-    trace = write_trace(tmp_path / "run.jsonl", records)
-    assert main(["trace", "view", str(trace)]) == 0
-    opened = open_page(trace.with_suffix(".html").as_uri())
+    opened = open_page(view_of(records, tmp_path).as_uri())
     page = opened.page
 
     bars = page.locator(".tv-row[data-agent=lead] .tv-bar.tv-llm")
@@ -144,9 +120,7 @@ def test_adjacent_calls_stay_apart(tmp_path: Path, open_page: OpenPage) -> None:
 
 
 def test_search_filters_and_collapse_narrow_a_300_worker_run(tmp_path: Path, open_page: OpenPage) -> None:
-    trace = record_fan_out(tmp_path, 300)
-    assert main(["trace", "view", str(trace)]) == 0
-    opened = open_page(trace.with_suffix(".html").as_uri())
+    opened = open_page(view_trace(record_fan_out(tmp_path, 300)).as_uri())
     page = opened.page
     rows, shown = page.locator(ROWS), page.locator(".tv-shown")
     visible = page.locator(f"{ROWS}:visible")
@@ -201,11 +175,7 @@ def test_search_filters_and_collapse_narrow_a_300_worker_run(tmp_path: Path, ope
 
 
 def test_one_failure_seen_at_three_levels_is_one_problem(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
+    fake_openai: FakeOpenAI, write_team: TeamWriter, run_page: RunPage
 ) -> None:
     team = """\
 supervisor: lead
@@ -221,8 +191,7 @@ agents:
     fake_openai.script("lead", [asks, text("alpha only")])
     fake_openai.script("alpha", [text("alpha done")])
     fake_openai.script("beta", [http_error(500, message="beta's provider broke")])
-    trace, page_file = _record(write_team(team), tmp_path, "go")
-    opened = open_page(page_file.as_uri())
+    trace, _, opened = run_page(write_team(team), "go")
     page = opened.page
 
     failed = [n for n in read_trace(trace).roots[0].walk() if n.status not in ("ok", "done")]
@@ -261,9 +230,7 @@ def test_cancelled_spans_are_one_line_not_errors(tmp_path: Path, open_page: Open
         line("agent_end", 3.0, span="s2", parent="s1", path=lead, status="cancelled"),
         line("run_end", 3.0, span="s1", status="cancelled", stopped_by="ctrl-c"),
     ]
-    trace = write_trace(tmp_path / "run.jsonl", records)
-    assert main(["trace", "view", str(trace)]) == 0
-    opened = open_page(trace.with_suffix(".html").as_uri())
+    opened = open_page(view_of(records, tmp_path).as_uri())
     page = opened.page
 
     problems = page.locator(".tv-problems li")
@@ -274,16 +241,8 @@ def test_cancelled_spans_are_one_line_not_errors(tmp_path: Path, open_page: Open
     assert opened.problems == []
 
 
-def test_details_show_the_raw_events_and_copy_them(
-    fake_openai: FakeOpenAI,
-    write_team: TeamWriter,
-    tmp_path: Path,
-    open_page: OpenPage,
-    restore_structlog: None,
-) -> None:
-    script_fan_out(fake_openai, delay=0.0)
-    trace, page_file = _record(write_team(), tmp_path, "compare a, b and c")
-    opened = open_page(page_file.as_uri())
+def test_details_show_the_raw_events_and_copy_them(fan_out_page: FanOutPage) -> None:
+    trace, _, opened = fan_out_page(0.0)
     page = opened.page
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
 
@@ -317,8 +276,7 @@ def test_a_cost_reads_the_same_in_the_view_and_the_cli(
     shown = capsys.readouterr().out
     expected = {0.0000123: "$0.000012", 0.02: "$0.0200", 1.23456: "$1.2346"}[cost]
     assert expected in shown, shown
-    assert main(["trace", "view", str(trace)]) == 0
-    opened = open_page(trace.with_suffix(".html").as_uri())
+    opened = open_page(view_trace(trace).as_uri())
     page = opened.page
     expect(page.locator(".tv-fact[data-fact=cost] b")).to_have_text(expected)
     expect(page.locator(".tv-chart-value")).to_have_text(f"100 tok · {expected}")
@@ -327,11 +285,8 @@ def test_a_cost_reads_the_same_in_the_view_and_the_cli(
 
 
 @pytest.mark.parametrize("width", [1400, 800])
-def test_the_view_has_no_serious_accessibility_violation(
-    width: int, tmp_path: Path, open_page: OpenPage, restore_structlog: None
-) -> None:
-    _, page_file = _record(REPO / "teams" / "research-report.yaml", tmp_path, "Compare Rust and Go")
-    opened = open_page(page_file.as_uri())
+def test_the_view_has_no_serious_accessibility_violation(width: int, run_page: RunPage) -> None:
+    opened = run_page(REPO / "teams" / "research-report.yaml", "Compare Rust and Go").opened
     page = opened.page
     page.set_viewport_size({"width": width, "height": 900})
 
@@ -362,9 +317,7 @@ def test_limit_retry_and_warning_marks_have_no_serious_accessibility_violation(
         line("agent_end", 4.0, span="s2", parent="s1", path=lead, status="budget_exhausted", usage=usage, cost=0.001),
         line("run_end", 4.0, span="s1", status="budget_exhausted", stopped_by="max_steps", usage=usage, cost=0.001),
     ]
-    trace = write_trace(tmp_path / "run.jsonl", records)
-    assert main(["trace", "view", str(trace)]) == 0
-    opened = open_page(trace.with_suffix(".html").as_uri())
+    opened = open_page(view_of(records, tmp_path).as_uri())
     page = opened.page
     page.set_viewport_size({"width": width, "height": 900})
 
@@ -378,9 +331,7 @@ def test_limit_retry_and_warning_marks_have_no_serious_accessibility_violation(
 
 
 def test_a_focused_critical_path_agent_bar_has_the_3px_focus_outline(tmp_path: Path, open_page: OpenPage) -> None:
-    trace = write_trace(tmp_path / "run.jsonl", solo_run(calls=2))
-    assert main(["trace", "view", str(trace)]) == 0
-    opened = open_page(trace.with_suffix(".html").as_uri())
+    opened = open_page(view_of(solo_run(calls=2), tmp_path).as_uri())
     page = opened.page
     bar = page.locator(".tv-bar.tv-agent.tv-critical")
     expect(bar).to_have_count(1)

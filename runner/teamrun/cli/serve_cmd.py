@@ -118,6 +118,13 @@ Examples:
     help="Allow browser requests from ORIGIN (repeatable). CORS is off without it.",
 )
 @click.option(
+    "--forwarded-allow-ips",
+    metavar="IPS",
+    help="Believe X-Forwarded-Proto and X-Forwarded-For from these proxies only (comma-separated addresses or "
+    "networks, e.g. 127.0.0.1 for a TLS proxy on this host): the A2A card then names https://. Without it "
+    "the headers are ignored, whoever sends them.",
+)
+@click.option(
     "--trace-content",
     is_flag=True,
     help="Keep each model call's messages in the run's events (llm_io), for the page's run view; "
@@ -149,6 +156,7 @@ def serve(
     workers: int = 1,
     approval_on_timeout: str = "deny",
     api_base: str | None = None,
+    forwarded_allow_ips: str | None = None,
 ) -> int:
     try:
         import fastapi  # noqa: F401
@@ -177,6 +185,7 @@ def serve(
         approval_on_timeout="fail" if approval_on_timeout == "fail" else "deny",
         store_location=store_location,
         cors_origins=cors_origins,
+        forwarded_allow_ips=forwarded_allow_ips,
         verbosity=logs.verbosity if logs is not None else 0,
         log_format=logs.log_format if logs is not None else "console",
         workers=workers,
@@ -205,7 +214,14 @@ def serve(
         click.echo(
             f"teamrun: serving {', '.join(built.names)} on http://{host}:{bound} (auth: {auth}; {threads})", err=True
         )
-        serve_app(built.app, host=host, port=bound, verbosity=options.verbosity, sockets=[listener])
+        serve_app(
+            built.app,
+            host=host,
+            port=bound,
+            verbosity=options.verbosity,
+            sockets=[listener],
+            forwarded_allow_ips=forwarded_allow_ips,
+        )
         return 0
     from teamrun.serve.workers import serve_workers
 

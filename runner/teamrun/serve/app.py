@@ -61,6 +61,17 @@ CHUNK_CHARS = 48
 """About how many characters of the answer each streamed chunk carries."""
 THREAD_HEADER = "X-Teamrun-Thread"
 """The request header naming the thread a chat completion continues (it wins over the ``user`` field)."""
+CORS_HEADERS = (
+    "Authorization",
+    "Content-Type",
+    THREAD_HEADER,
+    "A2A-Version",
+    "A2A-Extensions",
+    "X-A2A-Extensions",
+    "Cache-Control",
+)
+"""Request headers a browser may send (with ``--cors-origin``): the API's, and what an a2a-sdk client sends
+(``A2A-Version: 1.0``, its extensions, ``Cache-Control: no-store`` on a stream)."""
 
 
 @dataclass
@@ -523,7 +534,8 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
             CORSMiddleware,
             allow_origins=list(settings.cors_origins),
             allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type"],
+            allow_headers=list(CORS_HEADERS),
+            expose_headers=["Retry-After", "Location", "WWW-Authenticate"],
         )
     return app
 

@@ -43,6 +43,9 @@ class ServeOptions:
     """What an approval nobody answered in time does (without a store): deny the call, or fail the run."""
     store_location: str | None = None
     cors_origins: tuple[str, ...] = ()
+    forwarded_allow_ips: str | None = None
+    """Proxies whose ``X-Forwarded-Proto``/``-For`` are believed (comma-separated addresses or networks);
+    ``None``: those headers are ignored, whoever sends them."""
     verbosity: int = 0
     """The CLI's: -1 quiet, 0 warnings, 1 info, 2+ debug."""
     log_format: str = "console"

@@ -193,6 +193,7 @@ class _Resumer:
         else:  # its events so far stay; the continuation's follow them
             handle.result, handle.error, handle._done = None, None, asyncio.Event()
             handle.cancel, handle.cancel_reason, handle.failure = asyncio.Event(), None, None
+            handle.ended_at = None
             handle.note("run_continued", {"ts": time.time()})
         if run_id in registry._finished:
             registry._finished.remove(run_id)
@@ -205,7 +206,7 @@ class _Resumer:
     async def _run(self, team: Team, handle: RunHandle, journal: RunJournal, vars: Mapping[str, Any] | None) -> None:
         from teamrun.serve.runs import store_people
 
-        desk, approver = store_people(self.store)
+        desk, approver = store_people(self.store, handle)
         await self.registry._run(  # its budgets come back from the journal's record, its vars from ours
             team, handle, limits=None, vars=vars, approver=approver, desk=desk, journal=journal
         )
@@ -334,15 +335,17 @@ def _cancelled(item: PendingRecord) -> bool:
     return item.status == "expired" and item.answered_by == CANCELLED_BY
 
 
-def _settled(run_id: str, item: PendingRecord) -> str:
+def _settled(run_id: str, item: PendingRecord, *, what: str = "run") -> str:
+    """Why ``item`` takes no answer: who answered it and when, when it expired, or that its run was cancelled
+    while it waited (``what``: run or task)."""
     import datetime as _dt
 
     when = _dt.datetime.fromtimestamp(item.answered_at or 0, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     if _cancelled(item):
         return (
-            f"run {run_id} was cancelled at {when} while it waited for people: "
+            f"{what} {run_id} was cancelled at {when} while it waited for people: "
             f"item {item.item_id} takes no answer any more"
         )
     if item.status == "expired":
-        return f"item {item.item_id} of run {run_id} expired at {when}: nobody answered in time"
-    return f"item {item.item_id} of run {run_id} was already answered by {item.answered_by} at {when}"
+        return f"item {item.item_id} of {what} {run_id} expired at {when}: nobody answered in time"
+    return f"item {item.item_id} of {what} {run_id} was already answered by {item.answered_by} at {when}"

@@ -143,7 +143,11 @@ class RunHandle:
     """Why the run could not run at all (the team's model could not be prepared, its thread refused...)."""
     refused: bool = False
     """The run could not start because of the request (a thread of another team...): :attr:`error` says why."""
+    refused_thread: bool = False
+    """Refused because its thread holds another team's conversation (an A2A task says so in its own words)."""
     cancel_reason: str | None = None
+    ended_at: float | None = None
+    """When the run last stopped running (it ended, or suspended waiting for people); ``None`` while it runs."""
     content: bool = False
     """Keep ``llm_io`` events (model calls' messages) among the run's events."""
     approvals: dict[str, PendingApproval] = field(default_factory=dict)
@@ -402,7 +406,7 @@ class RunRegistry:
         self.metrics.run_started(team.name)
         self._runs[handle.id] = handle
         if self.store is not None:  # questions and approvals wait in the store: the run may suspend
-            desk, approver = store_people(self.store)
+            desk, approver = store_people(self.store, handle)
         else:  # tool calls needing approval ask over HTTP; questions find nobody (the team's desk)
             desk = None
             approver = HttpApprover(handle, timeout_s=self.approval_timeout_s, on_timeout=self.approval_on_timeout)
@@ -447,12 +451,16 @@ class RunRegistry:
             if handle.failure is not None:  # stopped by the server (an approval timed out), not by the client
                 handle.result.status, handle.result.error = "failed", handle.failure
         except UsageError as exc:  # the request's own doing: a thread id of another team...
+            from teamrun.engine.durability.threads import ThreadOfAnotherTeam
+
             handle.error = handle.redactor.text(str(exc))
             handle.refused = True
+            handle.refused_thread = isinstance(exc, ThreadOfAnotherTeam)
         except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
             _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
             handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"
         finally:
+            handle.ended_at = time.time()
             self._active -= 1
             self.metrics.run_finished(team.name, handle.result)
             self._finished.append(handle.id)
@@ -485,13 +493,14 @@ class RunRegistry:
             self._runs.pop(self._finished.popleft(), None)
 
 
-def store_people(store: Store) -> tuple[PersonDesk, Approver]:
-    """The desk and approver of a served run when the server has a store: questions and approvals become
-    pending items in ``store`` and the run may suspend (the routes that list and answer them are in
-    :mod:`teamrun.serve.pending`). Each is this run's own, given to :meth:`Team.run`."""
+def store_people(store: Store, handle: RunHandle) -> tuple[PersonDesk, Approver]:
+    """The desk and approver of a served run (``handle``) when the server has a store: questions and approvals
+    become pending items in ``store`` and the run may suspend (the routes that list and answer them are in
+    :mod:`teamrun.serve.pending`). Each is this run's own, given to :meth:`Team.run`. What an item shows is
+    masked with the run's redactor (the team's secrets, the server's tokens) before it is stored."""
     from teamrun.engine.durability.pending import SuspendingDesk
     from teamrun.store.pending import PendingRepository
     from teamrun.tools.people import DeskApprover
 
-    desk = SuspendingDesk(PendingRepository(store))
+    desk = SuspendingDesk(PendingRepository(store), mask=lambda value: handle.redactor.value(value))
     return desk, DeskApprover(desk)

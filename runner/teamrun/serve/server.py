@@ -62,6 +62,7 @@ def serve_app(
     verbosity: int = 0,
     registry: RunRegistry | None = None,
     sockets: list[socket.socket] | None = None,
+    forwarded_allow_ips: str | None = None,
 ) -> None:
     """Serve ``app`` (from :func:`~teamrun.serve.app.create_app`) until SIGTERM/SIGINT.
 
@@ -72,7 +73,9 @@ def serve_app(
     ``-v``, since formatting it costs every request a little CPU. ``registry`` is
     the app's (default: ``app.state.registry``; give it when ``app`` is wrapped in
     middleware). With ``sockets`` (already listening; a worker of ``--workers``)
-    ``host`` and ``port`` only name the address.
+    ``host`` and ``port`` only name the address. ``forwarded_allow_ips`` (``--forwarded-allow-ips``): the
+    proxies whose ``X-Forwarded-Proto`` and ``X-Forwarded-For`` are believed (uvicorn's proxy headers, only
+    from a client at one of these addresses); ``None``: nobody's.
     """
     level = {-1: "error", 0: "warning", 1: "info"}.get(verbosity, "debug")
     young, *older = gc.get_threshold()
@@ -88,7 +91,8 @@ def serve_app(
         access_log=verbosity >= 1,
         timeout_graceful_shutdown=int(GRACE_S),
         server_header=False,
-        proxy_headers=False,
+        proxy_headers=forwarded_allow_ips is not None,
+        forwarded_allow_ips=forwarded_allow_ips,
         lifespan="on",
         timeout_keep_alive=KEEP_ALIVE_S,
     )

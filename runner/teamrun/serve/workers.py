@@ -162,4 +162,5 @@ def _worker_main(
         port=options.port,
         verbosity=options.verbosity,
         sockets=[listener, private],
+        forwarded_allow_ips=options.forwarded_allow_ips,
     )

@@ -116,7 +116,16 @@ class PendingRepository:
     def open_item(
         self, run_id: str, call_key: str, *, kind: str, agent: str, question: str, spec: dict[str, Any]
     ) -> PendingRecord:
-        """The item asked at ``call_key`` in ``run_id``: the one asked before, else a new pending one."""
+        """The item asked at ``call_key`` in ``run_id``: the one asked before, else a new pending one.
+
+        The question and an approval's tool arguments are written masked (the store's
+        :class:`~teamrun.secrets.StoreMask`, as run records and journals are): they are shown to people, never
+        read back by the run (a resumed run asks from its journal, which finds the item by ``call_key``).
+        """
+        mask = self.store.secrets
+        question = mask.text(question)
+        if spec.get("arguments"):
+            spec = {**spec, "arguments": mask.value(spec["arguments"])}
         with self.store.errors(f"record a pending item of run {run_id}"):
             for _ in range(5):  # two workers of one run numbering items at once: the loser numbers again
                 try:

@@ -20,7 +20,7 @@ import contextlib
 import getpass
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from teamrun.logs import get_logger
@@ -148,19 +148,27 @@ class RunActivity:
 class SuspendingDesk:
     """Questions and approvals as pending items in a store; a call waits until its item is answered."""
 
-    def __init__(self, items: PendingRepository, *, poll_s: float = POLL_S) -> None:
+    def __init__(
+        self, items: PendingRepository, *, poll_s: float = POLL_S, mask: Callable[[Any], Any] | None = None
+    ) -> None:
         self.items = items
         self.poll_s = poll_s
+        self.mask = mask
+        """Masks what the item shows (its question, an approval's arguments) before the store does: the run's
+        own secrets, e.g. a server's tokens (the store masks the environment's secrets itself)."""
 
     async def ask(self, item: PendingItem, site: AskSite) -> Answer:
+        question, spec = item.question, item.spec()
+        if self.mask is not None:
+            question, spec["arguments"] = self.mask(question), self.mask(spec["arguments"])
         record = await asyncio.to_thread(
             self.items.open_item,
             site.run_id,
             call_key(site),
             kind=item.kind,
             agent=site.agent,
-            question=item.question,
-            spec=item.spec(),
+            question=question,
+            spec=spec,
         )
         if record.status == "pending":
             site.emit("person_asked", **asked_fields(record.item_id, item))

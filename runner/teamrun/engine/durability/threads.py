@@ -148,6 +148,10 @@ class ThreadSession:
         return None
 
 
+class ThreadOfAnotherTeam(UsageError):
+    """The thread a run should continue holds another team's conversation (the run is refused)."""
+
+
 async def open_thread(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
     """The thread ``thread_id`` of ``store`` (created when new), as this run sees it."""
     with store.errors(f"open thread {thread_id!r}"):
@@ -160,7 +164,7 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
         raise UsageError("a thread id is 1 to 200 characters (e.g. --thread support-42)")
     record = store.threads.get(thread_id) or store.threads.create(thread_id, config.name)
     if record.team != config.name:
-        raise UsageError(
+        raise ThreadOfAnotherTeam(
             f"thread {thread_id!r} belongs to team {record.team!r}, not {config.name!r}: "
             "give another --thread id (or delete it: teamrun threads delete ID)"
         )
@@ -234,4 +238,4 @@ def trim(messages: Sequence[Message], policy: History | None) -> tuple[list[Mess
     return [m for turn in kept for m in turn], [m for turn in left_out for m in turn]
 
 
-__all__ = ["DEFAULT_HISTORY_TOKENS", "ThreadSession", "estimate_tokens", "open_thread", "trim"]
+__all__ = ["DEFAULT_HISTORY_TOKENS", "ThreadOfAnotherTeam", "ThreadSession", "estimate_tokens", "open_thread", "trim"]

@@ -165,7 +165,7 @@ class TeamAgent(RequestHandler):
 
     async def _answer(self, message: Message) -> str:
         """Answer the pending item a waiting task asks with ``message``; the run continues (here, if it can)."""
-        from teamrun.serve.pending import _answer_value
+        from teamrun.serve.pending import _answer_value, _settled
         from teamrun.tools.people import AnswerNotText, AnswerRefused
 
         run_id = message.task_id
@@ -191,12 +191,18 @@ class TeamAgent(RequestHandler):
         if not items:
             raise UnsupportedOperationError(f"task {run_id} has no question waiting yet; read it again in a moment")
         chosen = next((i for i in items if i["id"] == wanted), None) if wanted is not None else items[0]
+        listing = ", ".join(str(i["id"]) for i in items)
         if chosen is None:
-            listing = ", ".join(str(i["id"]) for i in items)
+            asked = await asyncio.to_thread(self.resumer.items.get, run_id, str(wanted))
+            if asked is not None and asked.status != "pending":  # answered before (or expired): as a race loser
+                raise UnsupportedOperationError(
+                    f"{_settled(run_id, asked, what='task')}; the task waits for: {listing}"
+                )
             raise InvalidParamsError(f"task {run_id} waits for no item '{wanted}'; it waits for: {listing}")
         item = await asyncio.to_thread(self.resumer.items.get, run_id, chosen["id"])
         if item is None or item.status != "pending":
-            raise UnsupportedOperationError(f"item {chosen['id']} of task {run_id} was answered meanwhile")
+            said = f"item {chosen['id']} of task {run_id} was answered meanwhile"
+            raise UnsupportedOperationError(_settled(run_id, item, what="task") if item is not None else said)
         body = _answer_body(item.kind, message)
         try:
             value, _ = _answer_value(item, body)
@@ -208,7 +214,8 @@ class TeamAgent(RequestHandler):
         try:
             with self.resumer.room(run_id):  # the run continues here: it needs a run slot, as a new task does
                 if not await asyncio.to_thread(self.resumer.items.answer, run_id, item.item_id, value, by=who):
-                    raise UnsupportedOperationError(f"item {item.item_id} of task {run_id} was answered meanwhile")
+                    now = await asyncio.to_thread(self.resumer.items.get, run_id, item.item_id)
+                    raise UnsupportedOperationError(_settled(run_id, now or item, what="task"))
                 _log.info("a2a_item_answered", run=run_id, item=item.item_id)
                 await self.resumer.after_answer(run_id)
         except (ServerBusy, ShuttingDown) as exc:
@@ -266,6 +273,10 @@ class TeamAgent(RequestHandler):
         if view.terminal:
             raise UnsupportedOperationError(f"task {params.id} is over ({view.status}): read it with GetTask")
         handle = self.registry.get(params.id)
+        if view.status == "running" and (handle is None or handle.finished):  # its events are that server's
+            raise UnsupportedOperationError(
+                f"task {params.id} runs in another server; subscribe there, or read it here with GetTask"
+            )
         start_at = handle.event_count if handle is not None else 0
         yield task_of(view)
         async for event in self._follow(params.id, start_at):
@@ -358,19 +369,27 @@ class TeamAgent(RequestHandler):
         record = handle.record()  # masked
         result = handle.result
         status = "refused" if handle.refused else record["status"]
+        context_id = handle.redactor.text(handle.thread or self._contexts.get(handle.id) or handle.id)
+        error = record["error"]
+        if handle.refused_thread:  # the engine's words are the CLI's (--thread) and name the other team
+            error = (
+                f"contextId '{context_id}' is a conversation of another agent of this server: send the message "
+                "again with another contextId (or none: a new conversation starts)"
+            )
         return RunView(
             run_id=handle.id,
             team=handle.team,
             status=status,
-            context_id=handle.redactor.text(handle.thread or self._contexts.get(handle.id) or handle.id),
+            context_id=context_id,
             input=handle.redactor.text(handle.input),
             final_text=record["final_text"],
-            error=record["error"],
+            error=error,
             cancel_reason=record["cancel_reason"],
             created=handle.created,
             pending=tuple(pending),
             usage=result.usage.as_dict() if result is not None else None,
             cost=result.cost if result is not None else None,
+            updated=handle.ended_at,
         )
 
     def _stored_view(self, stored: JournaledRun, pending: Any) -> RunView:
@@ -388,6 +407,7 @@ class TeamAgent(RequestHandler):
             pending=tuple(pending),
             usage=record["usage"],
             cost=record["cost"],
+            updated=stored.ended_at or stored.heartbeat_at,  # interrupted: no end, its last heartbeat
         )
 
     async def _follow(self, run_id: str, start_at: int) -> AsyncGenerator[Event]:

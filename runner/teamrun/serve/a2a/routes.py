@@ -177,6 +177,21 @@ def _unfit_number(value: Any, path: str = "") -> str | None:
     return None
 
 
+def _unknown_state(body: Any, version: str | None, states: Mapping[str, int]) -> Any:
+    """A v1.0 ``ListTasks`` call's ``status`` that names no task state (``states``: name → number), else
+    ``None``. The SDK's parser ignores what it does not know, so ``"BOGUS"`` would filter nothing: every task."""
+    if not isinstance(body, dict) or body.get("method") != "ListTasks" or not (version or "").strip().startswith("1"):
+        return None  # another method; or the SDK answers the version first (-32009)
+    params = body.get("params")
+    if not isinstance(params, dict) or params.get("status") is None:
+        return None
+    value = params["status"]
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return value
+    known = value in states if isinstance(value, str) else value in states.values()
+    return None if known else value
+
+
 def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -199,6 +214,7 @@ def a2a_router(
     """The A2A routes of every team in ``served`` (imports a2a-sdk)."""
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+    from a2a.types import TaskState
 
     from teamrun.serve.a2a.handler import TeamAgent
 
@@ -209,6 +225,8 @@ def a2a_router(
     _quiet_sdk_loggers()
     router = APIRouter()
     teams = ", ".join(sorted(served))
+    states = {name: int(number) for name, number in TaskState.items()}
+    state_names = ", ".join(name for name in states if name != "TASK_STATE_UNSPECIFIED")
 
     def unknown(team: str) -> Response:
         return rpc_error(
@@ -269,6 +287,14 @@ def a2a_router(
                 "numbers carry exactly)",
                 id=request_id,
                 reason="INVALID_NUMBER",
+            )
+        status = _unknown_state(body, request.headers.get("a2a-version"), states)
+        if status is not None:
+            shown = printable(served[team].redactor.text(json.dumps(status, ensure_ascii=False)))[:100]
+            return rpc_error(
+                INVALID_PARAMS,
+                f"params.status: {shown} is not a task state; one of: {state_names} (or leave it out: every state)",
+                id=request_id,
             )
         replayed = False
 

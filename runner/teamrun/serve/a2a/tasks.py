@@ -43,6 +43,9 @@ class RunView:
     """The items the run waits for (``status: waiting``), oldest first, as ``GET /v1/pending`` lists them."""
     usage: dict[str, int] | None = None
     cost: float | None = None
+    updated: float | None = None
+    """When the run reached its status (it ended or suspended; an ``interrupted`` run: when it last showed life,
+    its heartbeat): the status's timestamp. ``None`` (a task working now): the time of the read."""
 
     @property
     def terminal(self) -> bool:
@@ -132,7 +135,10 @@ def status_of(view: RunView) -> TaskStatus:
 
     state, text, data = _status_message(view)
     status = TaskStatus(state=state)  # type: ignore[arg-type]
-    status.timestamp.GetCurrentTime()
+    if view.updated is not None and view.status != "running":
+        status.timestamp.FromNanoseconds(round(view.updated * 1e9))
+    else:
+        status.timestamp.GetCurrentTime()
     if text is not None:
         status.message.CopyFrom(_agent_message(view, text, data))
     return status
