@@ -96,10 +96,28 @@ def test_an_answer_refused_because_it_was_answered_elsewhere_stays_said_after_th
             page = workbench(browser, server.url)
             li = page.locator(f'#pending-list li[data-run="{run_id}"][data-item="{item["id"]}"]')
             expect(li).to_have_count(1, timeout=30_000)
+            # The page asks for the list every 3 s: while the person picks a value and sends it, the list they are
+            # looking at is the one from before curl's answer (a refresh in between would take the item away
+            # before the click; the person in this story had the page open before the other answer came).
+            held: dict[str, str | None] = {"body": None, "hold": None}
+
+            def pending_list(route: Any) -> None:
+                if held["hold"] is not None:
+                    route.fulfill(status=200, body=held["hold"], headers={"content-type": "application/json"})
+                    return
+                response = route.fetch()
+                held["body"] = response.text()
+                route.fulfill(response=response)
+
+            page.route("**/v1/pending", pending_list)
+            page.wait_for_timeout(3500)  # one list asked through the route, holding the item
+            assert held["body"] is not None and item["id"] in held["body"]
+            held["hold"] = held["body"]
             answered = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "approved", "by": "curl"})
             assert answered.status_code == 200, answered.text
             li.locator(".pending-value").select_option("approved")
             li.locator("button.pending-send").click()
+            held["hold"] = None  # from now on the page sees the list as it is
             expect(li).to_have_count(0, timeout=60_000)  # the list was redrawn without it
             page.wait_for_timeout(3500)  # and again (asked every 3 s)
             said = page.locator("#pending-said")
