@@ -5,7 +5,6 @@ A real server (uvicorn in a thread, tests/serve/conftest.py's ``RunningServer``)
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from teamrun.observe.trace_file import ContentCapture
 from teamrun.serve import ServeSettings
 from teamrun.store import open_store
 from teamrun.testing.scripted import ScriptedCall, ScriptedModel, tool_call
-from tests.serve.conftest import RunningServer
+from tests.serve.conftest import RunningServer, until_status
 
 TEAM = """version: 1
 name: asker
@@ -61,20 +60,11 @@ def server(tmp_path: Path) -> Iterator[Any]:
             running.stop()
 
 
-def _until(client: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
-    while True:  # the test's own timeout bounds it
-        record: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if record["status"] == status:
-            return record
-        assert record["status"] in ("running", "waiting"), record
-        time.sleep(0.05)
-
-
 def test_a_lone_surrogate_in_an_answer_is_400_invalid_text_and_the_run_still_waits(server: Any) -> None:
     running = server([tool_call("ask_note", question="Any note?"), _told])
     with httpx.Client(base_url=running.url, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "asker", "input": "go"}).json()["id"]
-        _until(client, run_id, "waiting")
+        until_status(client, run_id, "waiting")
         url = f"/v1/runs/{run_id}/pending/q1"
         refused = [
             client.post(url, content=body, headers={"content-type": "application/json"})
@@ -87,7 +77,7 @@ def test_a_lone_surrogate_in_an_answer_is_400_invalid_text_and_the_run_still_wai
         still = client.get(f"/v1/runs/{run_id}").json()["status"]
         [item] = client.get("/v1/pending").json()["data"]
         good = client.post(url, json={"answer": "café"})
-        done = _until(client, run_id, "done")
+        done = until_status(client, run_id, "done")
     assert [r.status_code for r in refused] == [400, 400, 400], [r.text for r in refused]
     assert {r.json()["error"]["code"] for r in refused} == {"invalid_text"}
     assert all("surrogate" in r.json()["error"]["message"] for r in refused)
@@ -101,9 +91,9 @@ def test_a_secret_answer_is_masked_in_the_served_runs_events_with_content(server
     running = server([tool_call("ask_pin", question="Your PIN?"), _told], content=True)
     with httpx.Client(base_url=running.url, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "asker", "input": "go"}).json()["id"]
-        _until(client, run_id, "waiting")
+        until_status(client, run_id, "waiting")
         said = client.post(f"/v1/runs/{run_id}/pending/q1", json={"answer": secret})
-        _until(client, run_id, "done")
+        until_status(client, run_id, "done")
         events = client.get(f"/v1/runs/{run_id}/events").text
     assert said.status_code == 200, said.text
     assert '"kind":"llm_io"' in events.replace(" ", "")

@@ -6,10 +6,12 @@ import asyncio
 import socket
 import textwrap
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 
@@ -19,6 +21,16 @@ from teamrun.serve import ServeSettings, create_app
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
+
+
+def until_status(client: httpx.Client, run_id: str, status: str, *, pause_s: float = 0.05) -> dict[str, Any]:
+    """The served run's record once its status is ``status`` (it may only be running or waiting before)."""
+    while True:  # the test's own timeout bounds it
+        record: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
+        if record["status"] == status:
+            return record
+        assert record["status"] in ("running", "waiting"), record
+        time.sleep(pause_s)
 
 
 def free_port() -> int:

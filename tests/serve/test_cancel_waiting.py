@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import io
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 import teamrun
 from teamrun.cli import main
@@ -20,20 +19,11 @@ from teamrun.store import open_store
 from teamrun.store.journal import StoreJournal
 from teamrun.store.pending import PendingRepository
 from teamrun.testing.scripted import ScriptedModel, tool_call
-from tests.serve.conftest import TOKEN
-from tests.serve.test_web_page import chromium_path
+from tests.serve.conftest import TOKEN, until_status
 from tests.serve.test_web_pending import ask_team, said
+from tests.serve.test_workbench_teams import chromium
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def _until(client: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
-    while True:  # the test's own timeout bounds it
-        record: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if record["status"] == status:
-            return record
-        assert record["status"] in ("running", "waiting"), record
-        time.sleep(0.05)
 
 
 def _team(tmp_path: Path, store: Any) -> teamrun.Team:
@@ -67,14 +57,20 @@ def _check_cancelled(client: httpx.Client, run_id: str, item: str, store: Path) 
     assert (ended.status, ended.answer, ended.answered_by) == ("expired", None, "cancelled")
 
 
+def _waiting(client: httpx.Client) -> tuple[str, dict[str, Any]]:
+    """A new run of the asker team, once it waits; its one pending item."""
+    run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
+    until_status(client, run_id, "waiting")
+    (item,) = client.get("/v1/pending").json()["data"]
+    return run_id, item
+
+
 def test_cancel_ends_a_waiting_run_and_its_questions(serve: Any, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     store = open_store(db)
     server = serve([_team(tmp_path, store)], tokens=frozenset({TOKEN}), store=store)
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
-        run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
-        _until(client, run_id, "waiting")
-        (item,) = client.get("/v1/pending").json()["data"]
+        run_id, item = _waiting(client)
 
         cancelled = client.post(f"/v1/runs/{run_id}/cancel")
         assert cancelled.status_code == 202, cancelled.text
@@ -90,9 +86,7 @@ def test_cancel_ends_a_run_that_waited_through_a_restart(serve: Any, tmp_path: P
     db = tmp_path / "runs.db"
     first = serve([_team(tmp_path, open_store(db))], tokens=frozenset({TOKEN}), store=open_store(db))
     with httpx.Client(base_url=first.url, headers=AUTH, timeout=120) as client:
-        run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
-        _until(client, run_id, "waiting")
-        (item,) = client.get("/v1/pending").json()["data"]
+        run_id, item = _waiting(client)
     first.stop()
 
     store = open_store(db)
@@ -111,25 +105,21 @@ def test_the_page_cancels_a_waiting_run(serve: Any, tmp_path: Path) -> None:
     server = serve([_team(tmp_path, store)], tokens=frozenset({TOKEN}), store=store)
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
-        _until(client, run_id, "waiting")
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
-                page.goto(server.url + f"/#run={run_id}")
-                page.fill("#token", TOKEN)
-                page.dispatch_event("#token", "input")
-                expect(page.locator(f'#pending-list li[data-run="{run_id}"]')).to_have_count(1, timeout=30_000)
-                page.locator(f'#pending-list li[data-run="{run_id}"] button.pending-open').click()
-                expect(page.locator("#status")).to_have_text("waiting", timeout=30_000)
-                expect(page.locator("#cancel")).to_be_visible()
-                page.locator("#cancel").click()
-                expect(page.locator("#status")).to_have_text("cancelled", timeout=30_000)
-                expect(page.locator("#cancel")).to_be_hidden()
-                expect(page.locator("#pending-list li")).to_have_count(0, timeout=30_000)
-                expect(page.locator("#error")).to_have_text("")
-            finally:
-                browser.close()
+        until_status(client, run_id, "waiting")
+        with chromium() as browser:
+            page = browser.new_page()
+            page.goto(server.url + f"/#run={run_id}")
+            page.fill("#token", TOKEN)
+            page.dispatch_event("#token", "input")
+            expect(page.locator(f'#pending-list li[data-run="{run_id}"]')).to_have_count(1, timeout=30_000)
+            page.locator(f'#pending-list li[data-run="{run_id}"] button.pending-open').click()
+            expect(page.locator("#status")).to_have_text("waiting", timeout=30_000)
+            expect(page.locator("#cancel")).to_be_visible()
+            page.locator("#cancel").click()
+            expect(page.locator("#status")).to_have_text("cancelled", timeout=30_000)
+            expect(page.locator("#cancel")).to_be_hidden()
+            expect(page.locator("#pending-list li")).to_have_count(0, timeout=30_000)
+            expect(page.locator("#error")).to_have_text("")
         assert client.get(f"/v1/runs/{run_id}").json()["status"] == "cancelled"
 
 
@@ -156,21 +146,17 @@ tools:
     said_right = 'the answer does not fit the question\'s answer_schema: "abc" does not match the pattern ^\\d{3}$'
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "coder", "input": "go"}).json()["id"]
-        _until(client, run_id, "waiting")
+        until_status(client, run_id, "waiting")
         (item,) = client.get("/v1/pending").json()["data"]
         refused = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "abc"})
         assert refused.status_code == 422 and refused.json()["error"]["message"] == said_right, refused.text
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
-            try:
-                page = browser.new_page()
-                page.goto(server.url + "/")
-                page.fill("#token", TOKEN)
-                page.dispatch_event("#token", "input")
-                shown = page.locator(f'#pending-list li[data-run="{run_id}"]')
-                expect(shown).to_have_count(1, timeout=30_000)
-                shown.locator("input.pending-value").fill("abc")
-                shown.locator("button.pending-send").click()
-                expect(shown.locator(".pending-problem")).to_have_text(said_right, timeout=30_000)
-            finally:
-                browser.close()
+        with chromium() as browser:
+            page = browser.new_page()
+            page.goto(server.url + "/")
+            page.fill("#token", TOKEN)
+            page.dispatch_event("#token", "input")
+            shown = page.locator(f'#pending-list li[data-run="{run_id}"]')
+            expect(shown).to_have_count(1, timeout=30_000)
+            shown.locator("input.pending-value").fill("abc")
+            shown.locator("button.pending-send").click()
+            expect(shown.locator(".pending-problem")).to_have_text(said_right, timeout=30_000)

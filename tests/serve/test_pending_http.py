@@ -21,16 +21,8 @@ import pytest
 import teamrun
 from tests.fakeserver import FakeOpenAI
 from tests.people.test_suspend_fan_out import ANSWERS, AnswersAtOnce, serve, write_team
+from tests.serve.conftest import until_status
 from tests.serve.test_threads import AUTH, served
-
-
-def _until(client: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
-    while True:  # the test's own timeout bounds it
-        record: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if record["status"] == status:
-            return record
-        assert record["status"] in ("running", "waiting"), record
-        time.sleep(0.1)
 
 
 def test_a_waiting_served_run_survives_a_restart_and_three_http_answers_finish_it(
@@ -51,7 +43,7 @@ def test_a_waiting_served_run_survives_a_restart_and_three_http_answers_finish_i
         httpx.Client(base_url=url, headers=AUTH, timeout=120) as client,
     ):
         run_id = client.post("/v1/runs", json={"team": "ask-fan", "input": "go"}).json()["id"]
-        waiting = _until(client, run_id, "waiting")
+        waiting = until_status(client, run_id, "waiting")
         listed = client.get("/v1/pending").json()["data"]
     assert waiting["final_text"] in ("", None)
     assert len(fake_openai.requests()) == 4  # the lead once, each worker once: then all three wait
@@ -86,9 +78,9 @@ def test_a_waiting_served_run_survives_a_restart_and_three_http_answers_finish_i
             assert said.status_code == 200, said.text
             assert said.json()["answered_by"] == f"p-{worker}"
             if worker != "w1":
-                _until(client, run_id, "waiting")
+                until_status(client, run_id, "waiting")
         again = client.post(f"/v1/runs/{run_id}/pending/{items['w2']['id']}", json={"answer": "approved"})
-        done = _until(client, run_id, "done")
+        done = until_status(client, run_id, "done")
         left = client.get("/v1/pending").json()["data"]
     assert again.status_code == 409 and again.json()["error"]["code"] == "item_answered"
     assert "already answered by p-w2" in again.json()["error"]["message"]
@@ -110,12 +102,12 @@ def test_with_a_store_a_tool_approval_waits_in_the_store_and_post_approve_runs_i
     server = serve([teamrun.load_team(stamp_team(tmp_path), chat_model=model, store=store)], store=store)
     with httpx.Client(base_url=server.url, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "stamper", "input": "stamp it"}).json()["id"]
-        _until(client, run_id, "waiting")
+        until_status(client, run_id, "waiting")
         listed = client.get("/v1/runs", params={"status": "waiting"}).json()["data"]
         [item] = client.get("/v1/pending").json()["data"]
         wrong = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "yes"})
         said = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"approve": True, "note": "go"})
-        done = _until(client, run_id, "done")
+        done = until_status(client, run_id, "done")
         events = client.get(f"/v1/runs/{run_id}/events").text
     assert item["kind"] == "approval" and item["tool"] == "stamp" and item["arguments"] == {"path": str(marker)}
     assert item["run_id"] == run_id and item["team"] == "stamper"
@@ -189,13 +181,13 @@ def test_two_answers_to_one_item_at_once_one_wins_and_the_other_is_told(serve: A
     server = serve([teamrun.load_team(stamp_team(tmp_path), chat_model=model, store=store)], store=store)
     with httpx.Client(base_url=server.url, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "stamper", "input": "stamp it"}).json()["id"]
-        _until(client, run_id, "waiting")
+        until_status(client, run_id, "waiting")
         [item] = client.get("/v1/pending").json()["data"]
         url = f"/v1/runs/{run_id}/pending/{item['id']}"
         bodies = [{"approve": True, "by": "alice"}, {"approve": False, "by": "bob"}]
         with ThreadPoolExecutor(2) as pool:
             answers = list(pool.map(lambda body: client.post(url, json=body), bodies))
-        done = _until(client, run_id, "done")
+        done = until_status(client, run_id, "done")
     codes = sorted(a.status_code for a in answers)
     assert codes == [200, 409], [a.text for a in answers]
     winner = next(a for a in answers if a.status_code == 200).json()["answered_by"]
@@ -234,7 +226,7 @@ tools:
     server = serve([teamrun.load_team(team_file, store=store)], store=store)
     with httpx.Client(base_url=server.url, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
-        _until(client, run_id, "waiting")
+        until_status(client, run_id, "waiting")
         answered = CliRunner().invoke(
             cli, ["answer", run_id, "q1", "eu-west-1", "--store", str(path), "--progress", "none"]
         )
