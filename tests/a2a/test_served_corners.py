@@ -13,8 +13,10 @@ client or JSON-RPC over HTTP against the app served by uvicorn (the ``serve`` fi
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -364,3 +366,70 @@ def test_the_card_names_https_behind_a_trusted_proxy_only(tmp_path: Path) -> Non
     schemes = {key: {url.split("://", 1)[0] for url in found} for key, found in urls.items()}
     assert schemes == {"": {"http"}, "127.0.0.1": {"https"}, "10.9.8.7": {"http"}}, urls
     assert all(url.endswith("/a2a/solo") and "203.0.113.7" not in url for found in urls.values() for url in found)
+
+
+def _seconds(stamp: str) -> float:
+    """An RFC 3339 timestamp of a task's status (``...T05:35:07.623456789Z``) in seconds since the epoch."""
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    return datetime.datetime.fromisoformat(whole + "+00:00").timestamp() + float("0." + (fraction or "0"))
+
+
+def test_cancel_task_ends_an_input_required_task_held_or_read_from_the_store(serve: Any, tmp_path: Path) -> None:
+    """CancelTask on a task waiting for a person cancels it as the runs API's cancel does: its run is cancelled in
+    the store, its questions take no answer any more; the same after a restart, from the store alone."""
+    from teamrun.store import open_store
+    from tests.serve.conftest import REPO
+
+    db = tmp_path / "runs.db"
+    asked_at: dict[str, float] = {}
+
+    def served() -> Any:
+        store = open_store(db)
+        team = teamrun.load_team(REPO / "teams" / "launch-signoff.yaml", model="offline", store=store)
+        return serve([team], store=store, tokens=frozenset({TOKEN}))
+
+    def waiting(server: Any) -> str:
+        sent = rpc(
+            server,
+            "launch-signoff",
+            "SendMessage",
+            {
+                "message": {
+                    "messageId": uuid.uuid4().hex,
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "Launch Falcon"}],
+                }
+            },
+        )
+        task = sent["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", sent
+        asked_at[str(task["id"])] = _seconds(task["status"]["timestamp"])
+        return str(task["id"])
+
+    def check_cancelled(server: Any, task_id: str, cancelled: dict[str, Any]) -> None:
+        status = cancelled["result"]["status"]
+        assert status["state"] == "TASK_STATE_CANCELED", cancelled
+        assert "while waiting for a person" in json.dumps(status["message"]), status
+        read = rpc(server, "launch-signoff", "GetTask", {"id": task_id})["result"]
+        assert read["status"]["state"] == "TASK_STATE_CANCELED", read
+        assert _seconds(read["status"]["timestamp"]) > asked_at[task_id], (read, asked_at)  # stamped when cancelled
+        answer = {"messageId": "a-" + task_id, "taskId": task_id, "role": "ROLE_USER", "parts": [{"text": "eu-west-1"}]}
+        refused = rpc(server, "launch-signoff", "SendMessage", {"message": answer})
+        assert (
+            refused.get("error", {}).get("code") == -32004 and "is over (cancelled)" in refused["error"]["message"]
+        ), refused
+        with sqlite3.connect(db) as conn:
+            (run_status,) = conn.execute("SELECT status FROM runs WHERE id = ?", (task_id,)).fetchone()
+            items = {row[0] for row in conn.execute("SELECT status FROM pending_items WHERE run_id = ?", (task_id,))}
+        assert run_status == "cancelled" and items == {"expired"}, (run_status, items)
+
+    first = served()
+    held = waiting(first)
+    check_cancelled(first, held, rpc(first, "launch-signoff", "CancelTask", {"id": held}))
+    kept = waiting(first)
+    first.stop()
+
+    second = served()  # the task is known from the store only
+    check_cancelled(second, kept, rpc(second, "launch-signoff", "CancelTask", {"id": kept}))
+    again = rpc(second, "launch-signoff", "CancelTask", {"id": kept})  # over now: not cancelable
+    assert again["error"]["code"] == -32002 and "already over (cancelled)" in again["error"]["message"], again

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +79,18 @@ def test_cancel_ends_a_waiting_run_and_its_questions(serve: Any, tmp_path: Path)
         assert "waiting for people" in cancelled.json()["cancel_reason"]
         _check_cancelled(client, run_id, item["id"], db)
 
-        again = client.post(f"/v1/runs/{run_id}/cancel")  # as for any run over: nothing changes
-        assert again.status_code == 202 and again.json()["status"] == "cancelled", again.text
+        again = client.post(f"/v1/runs/{run_id}/cancel")  # over now: nothing to cancel, held or not
+        assert again.status_code == 409 and again.json()["error"]["code"] == "run_not_running", again.text
+        assert "is not running (it is cancelled)" in again.json()["error"]["message"]
+
+    # `teamrun resume` of it goes on with the question unanswered: the agent hears nobody answered
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["resume", run_id, "--store", str(db), "--yes", "--json", "--progress", "none"])
+    assert code == 0 and "Traceback" not in err.getvalue() and "TypeError" not in err.getvalue(), err.getvalue()
+    resumed = json.loads(out.getvalue())
+    assert resumed["status"] == "done", resumed
+    assert "Nobody answered: the question was withdrawn (its run was cancelled)" in resumed["final_text"], resumed
 
 
 def test_cancel_ends_a_run_that_waited_through_a_restart(serve: Any, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -239,3 +240,19 @@ def test_a_thread_continues_on_the_other_process_through_the_store(tmp_path: Pat
     finally:
         code, _err = served.stop()
     assert code == 0
+
+
+def test_workers_of_a_killed_server_stop_and_free_its_port(tmp_path: Path) -> None:
+    """A SIGKILLed (or crashed) server cannot stop its workers: they see it gone and stop themselves, so the port
+    is free for the next server."""
+    served = Served(stamp_team(tmp_path), "--workers", "2")
+    children = psutil.Process(served.process.pid).children()  # the workers, and multiprocessing's resource tracker
+    assert len(children) >= 2
+    served.process.kill()
+    served.process.communicate(timeout=60)
+    _gone, alive = psutil.wait_procs(children, timeout=120)  # each looks every second, then stops gracefully
+    assert alive == [], [(p.pid, p.cmdline()) for p in alive]
+    with socket.socket() as sock:  # nobody listens on the port any more
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", served.port))
+        sock.listen()

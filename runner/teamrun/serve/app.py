@@ -438,6 +438,9 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
     @app.post("/v1/runs/{run_id}/cancel", dependencies=auth, status_code=202)
     async def cancel_run(run_id: str) -> JSONResponse:
         handle = registry.get(run_id)
+        if handle is not None and handle.finished and handle.state != "waiting":
+            # over (as a run known only from the store that is over): nothing to cancel
+            raise ApiError(409, f"run '{run_id}' is not running (it is {handle.state})", code="run_not_running")
         if handle is not None and handle.state != "waiting":
             registry.cancel(run_id, "cancelled by request")
             return JSONResponse(handle.record(), status_code=202)
@@ -449,24 +452,16 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         if status == "waiting" and registry.store is not None:
             # nothing of it runs: the store ends it (the run cancelled, its pending items expired), as one
             # conditional write on its waiting status, so an answer that continues it first wins
-            from teamrun.store.pending import PendingRepository
-
             reason = "cancelled by request while waiting for people"
-            ended = await asyncio.to_thread(PendingRepository(registry.store).cancel_waiting, run_id, reason=reason)
+            outcome = await registry.cancel_waiting(run_id, reason)
             handle = registry.get(run_id)
-            if ended is not None:
-                _log.info("serve_waiting_run_cancelled", run=run_id, items=ended)
-                if handle is not None and handle.result is not None and handle.state == "waiting":
-                    handle.result.status, handle.result.error = "cancelled", reason
-                    handle.cancel_reason = reason
-                    return JSONResponse(handle.record(), status_code=202)
+            if handle is not None and (outcome == "continued" or handle.cancel_reason == reason):
+                return JSONResponse(handle.record(), status_code=202)
+            if outcome == "ended":
                 stored = await asyncio.to_thread(registry.stored, run_id)
                 assert stored is not None
                 shown = served[stored.team].redactor.value(stored_record(stored) | {"cancel_reason": reason})
                 return JSONResponse(shown, status_code=202)
-            if handle is not None and not handle.finished:  # an answer continued it here first: cancel that
-                registry.cancel(run_id, "cancelled by request")
-                return JSONResponse(handle.record(), status_code=202)
             stored = await asyncio.to_thread(registry.stored, run_id)
             status = stored.shown_status() if stored is not None else "unknown"
         if status == "waiting":  # without a store (nothing waits there): kept as it was
@@ -476,7 +471,13 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
                 "answer its pending items (GET /v1/pending) to continue it",
                 code="run_waiting",
             )
-        raise ApiError(409, f"run '{run_id}' is not running on this server (it is {status})", code="run_not_running")
+        if status == "running":  # continued by another server process on the same store (`teamrun answer`...)
+            raise ApiError(
+                409,
+                f"run '{run_id}' runs in another server process on the same store, not here: cancel it there",
+                code="run_not_running",
+            )
+        raise ApiError(409, f"run '{run_id}' is not running (it is {status})", code="run_not_running")
 
     @app.post("/v1/runs/{run_id}/approvals/{approval_id}", dependencies=auth)
     async def answer_approval(run_id: str, approval_id: str, body: ApprovalAnswer) -> dict[str, Any]:

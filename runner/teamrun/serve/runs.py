@@ -476,6 +476,31 @@ class RunRegistry:
             handle.cancel.set()
         return handle
 
+    async def cancel_waiting(self, run_id: str, reason: str) -> Literal["ended", "continued"] | None:
+        """Cancel a run that waits for people (the runs API's cancel and A2A's CancelTask alike).
+
+        ``"ended"``: the store recorded it cancelled and its pending items expired (one conditional write on its
+        waiting status; a handle held here says ``cancelled`` too). ``"continued"``: an answer continued it here
+        first, and that continuation is cancelled. ``None``: it waits no more for another reason (over, or
+        continued elsewhere). Needs a store: nothing waits without one.
+        """
+        from teamrun.store.pending import PendingRepository
+
+        assert self.store is not None
+        ended = await asyncio.to_thread(PendingRepository(self.store).cancel_waiting, run_id, reason=reason)
+        handle = self._runs.get(run_id)
+        if ended is not None:
+            _log.info("serve_waiting_run_cancelled", run=run_id, items=ended)
+            if handle is not None and handle.result is not None and handle.state == "waiting":
+                handle.result.status, handle.result.error = "cancelled", reason
+                handle.cancel_reason = reason
+                handle.ended_at = time.time()  # it ended now, not when it began to wait
+            return "ended"
+        if handle is not None and not handle.finished:
+            self.cancel(run_id, reason)
+            return "continued"
+        return None
+
     def cancel_all(self, reason: str) -> None:
         """Stop taking runs and cancel every one in progress (graceful shutdown)."""
         self.closing = True

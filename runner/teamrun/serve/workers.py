@@ -24,6 +24,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from multiprocessing.process import BaseProcess
@@ -39,6 +40,8 @@ __all__ = ["serve_workers"]
 
 _log = get_logger(__name__)
 
+PARENT_POLL_S = 1.0
+"""How often a worker looks whether the server that started it is still there."""
 START_GRACE_S = 30.0
 """A worker that exits within this many seconds of its start is taken for a worker that cannot start."""
 BACKLOG = 2048
@@ -151,6 +154,7 @@ def _worker_main(
     from teamrun.serve.server import serve_app
 
     configure_logging(options.verbosity, options.log_format)  # type: ignore[arg-type]
+    _stop_with_parent(os.getppid())
     built = build(options)
     registry = built.app.state.registry
     registry.id_prefix = run_id_prefix(index)
@@ -164,3 +168,19 @@ def _worker_main(
         sockets=[listener, private],
         forwarded_allow_ips=options.forwarded_allow_ips,
     )
+
+
+def _stop_with_parent(parent: int) -> None:
+    """Stop this worker (as SIGTERM does: runs cancelled, recorded) once the server that started it is gone.
+
+    A SIGKILLed or crashed server cannot stop its workers: without this they would go on serving its port
+    unsupervised, and a new server could not listen there.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        _log.warning("serve_worker_orphaned", parent=parent, worker=os.getpid())
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="teamrun-serve-parent-watch", daemon=True).start()

@@ -239,6 +239,8 @@ def _schema_problem(problem: jsonschema.ValidationError) -> str:
 def answer_text(item: PendingItem, answer: Answer) -> str:
     """What the model reads of an answer."""
     if answer.expired:
+        if item.max_wait_s is None:  # no time limit: the run was cancelled while the question waited
+            return "Nobody answered: the question was withdrawn (its run was cancelled). Continue without the answer."
         return f"Nobody answered within {item.max_wait_s:g} seconds. Continue without the answer."
     if item.answer_schema is not None:
         return json.dumps(answer.value, ensure_ascii=False)
@@ -300,7 +302,7 @@ class PersonTool(Tool):
         person = self.definition
         if not person.secret:
             return set()
-        if person.max_wait_s is not None and result == answer_text(self.item(""), Answer(None, "", expired=True)):
+        if result == answer_text(self.item(""), Answer(None, "", expired=True)):
             return set()  # nobody answered: nothing secret was said
         return secret_parts(result)
 

@@ -74,6 +74,7 @@ FOLLOW_WAKE_S = 10.0
 """Seconds a stream waits for a run's next event before it looks again (SSE pings keep the connection open)."""
 CANCEL_WAIT_S = 30.0
 """Seconds ``CancelTask`` waits for the cancelled run to settle before it answers with the task as it is."""
+_CANCELLED_WAITING = "cancelled by request (A2A CancelTask) while waiting for a person"
 MAX_CONTEXT_CHARS = 200
 """Longest ``contextId`` a client may choose (it names the run's thread when the server has a store)."""
 _PROGRESS_KINDS = {"delegation_start", "person_asked", "run_continued"}
@@ -252,11 +253,17 @@ class TeamAgent(RequestHandler):
         if handle is None or handle.finished:
             if view.terminal:
                 raise TaskNotCancelableError(f"task {params.id} is already over ({view.status})")
-            if view.status == "waiting":
-                raise TaskNotCancelableError(
-                    f"task {params.id} waits for a person (input-required) and holds nothing to cancel: answer it "
-                    "with a message on the task, or leave it"
-                )
+            if view.status == "waiting" and self.registry.store is not None:
+                # nothing of it runs: cancelled in the store, as the runs API's cancel does
+                outcome = await self.registry.cancel_waiting(params.id, _CANCELLED_WAITING)
+                if outcome is None:
+                    view = await self._view(params.id)
+                    state = view.status if view is not None else "unknown"
+                    raise TaskNotCancelableError(f"task {params.id} waits no more ({state}): read it with GetTask")
+                handle = self.registry.get(params.id)
+                if outcome == "continued" and handle is not None:
+                    await handle.ended(CANCEL_WAIT_S)
+                return await self._task(params.id)
             raise TaskNotCancelableError(f"task {params.id} runs in another server; cancel it there")
         self.registry.cancel(params.id, "cancelled by request (A2A CancelTask)")
         await handle.ended(CANCEL_WAIT_S)
@@ -403,6 +410,7 @@ class TeamAgent(RequestHandler):
             input=redactor.text(stored.input),
             final_text=record["final_text"],
             error=record["error"],
+            cancel_reason=record["error"] if record["status"] == "cancelled" else None,
             created=stored.started_at,
             pending=tuple(pending),
             usage=record["usage"],
