@@ -171,3 +171,15 @@ tools:
             shown.locator("input.pending-value").fill("abc")
             shown.locator("button.pending-send").click()
             expect(shown.locator(".pending-problem")).to_have_text(said_right, timeout=30_000)
+
+
+def test_cancel_of_a_run_another_server_process_runs_says_to_cancel_it_there(serve: Any, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    store = open_store(db)
+    store.runs.start("run-elsewhere", "asker", "deploy")  # running, with a live heartbeat, in no process of this one
+    server = serve([_team(tmp_path, store)], tokens=frozenset({TOKEN}), store=store)
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
+        refused = client.post("/v1/runs/run-elsewhere/cancel")
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "run_not_running", refused.text
+    said = refused.json()["error"]["message"]
+    assert "runs in another server process on the same store" in said and "cancel it there" in said, said
