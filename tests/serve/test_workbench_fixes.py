@@ -36,13 +36,30 @@ def test_the_runs_rows_and_the_run_header_write_costs_by_the_shared_rule(serve: 
         expect(rows).to_have_count(len(COSTS), timeout=30_000)
         listed = {r.get_attribute("data-run"): r.locator(".run-cost").inner_text() for r in rows.all()}
         headers = {}
+        held: list[Any] = []  # run-c's record is held back while it is read: the header must not show run-b's
+
+        def hold(route: Any) -> None:
+            held.append(route)
+
+        page.route("**/v1/runs/run-c", hold)
+        while_read = {}
         for run_id in COSTS:
             page.locator(f'#runs-list .run-row[data-run="{run_id}"]').click()
             expect(page.locator("#run-id")).to_have_text(run_id)
+            if run_id == "run-c":
+                for _ in range(300):  # the route's handler runs while the page is waited on
+                    if held:
+                        break
+                    page.wait_for_timeout(100)
+                assert held, "the page did not ask for run-c's record"
+                while_read = {k: page.locator(f"#{k}").text_content() for k in ("status", "tokens", "cost")}
+                held[0].continue_()
+            expect(page.locator("#run-facts")).to_be_visible(timeout=30_000)
             expect(page.locator("#status")).to_have_text("done", timeout=30_000)
             headers[run_id] = page.locator("#cost").inner_text()
     assert listed == {run_id: text for run_id, (_, text) in COSTS.items()}
     assert headers == listed
+    assert while_read == {"status": "-", "tokens": "-", "cost": "-"}  # before the fix: run-b's "done", "$0.00017"
 
 
 ANSWERS = {"infra": "eu-west-1", "legal": "approved", "comms": "2026-12-24"}

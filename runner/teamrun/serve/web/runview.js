@@ -22,8 +22,11 @@
   }
 
   // Nothing is known of the run (it is being read, or cannot be): no figures, no Cancel, no record.
+  // The previous run's figures are cleared, not only hidden: no reader may take them for this run's.
   function noFacts() {
     $("run-facts").hidden = true;
+    for (const id of ["status", "run-thread", "tokens", "cost"]) $(id).textContent = "-";
+    $("status").className = "status-word";
     $("cancel").disabled = $("cancel").hidden = true;
     $("record").disabled = true;
   }
