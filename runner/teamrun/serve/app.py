@@ -437,47 +437,35 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
 
     @app.post("/v1/runs/{run_id}/cancel", dependencies=auth, status_code=202)
     async def cancel_run(run_id: str) -> JSONResponse:
-        handle = registry.get(run_id)
-        if handle is not None and handle.finished and handle.state != "waiting":
-            # over (as a run known only from the store that is over): nothing to cancel
-            raise ApiError(409, f"run '{run_id}' is not running (it is {handle.state})", code="run_not_running")
-        if handle is not None and handle.state != "waiting":
-            registry.cancel(run_id, "cancelled by request")
-            return JSONResponse(handle.record(), status_code=202)
-        # waiting for people (nothing of it runs: cancelled in the store, below), or known only from the store
-        stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
-        if handle is None and (stored is None or stored.team not in served):
+        waiting_reason = "cancelled by request while waiting for people"
+        answer = await registry.request_cancel(
+            run_id, teams=served, reason="cancelled by request", waiting_reason=waiting_reason
+        )
+        handle, stored = answer.handle, answer.stored
+        if answer.outcome == "not_found":
             raise ApiError(404, f"no run '{run_id}' on this server", code="run_not_found")
-        status = stored.shown_status() if stored is not None else "waiting"
-        if status == "waiting" and registry.store is not None:
-            # nothing of it runs: the store ends it (the run cancelled, its pending items expired), as one
-            # conditional write on its waiting status, so an answer that continues it first wins
-            reason = "cancelled by request while waiting for people"
-            outcome = await registry.cancel_waiting(run_id, reason)
-            handle = registry.get(run_id)
-            if handle is not None and (outcome == "continued" or handle.cancel_reason == reason):
+        if answer.outcome == "cancelling" and handle is not None:
+            return JSONResponse(handle.record(), status_code=202)
+        if answer.outcome == "ended":
+            if handle is not None and handle.cancel_reason == waiting_reason:
                 return JSONResponse(handle.record(), status_code=202)
-            if outcome == "ended":
-                stored = await asyncio.to_thread(registry.stored, run_id)
-                assert stored is not None
-                shown = served[stored.team].redactor.value(stored_record(stored) | {"cancel_reason": reason})
-                return JSONResponse(shown, status_code=202)
-            stored = await asyncio.to_thread(registry.stored, run_id)
-            status = stored.shown_status() if stored is not None else "unknown"
-        if status == "waiting":  # without a store (nothing waits there): kept as it was
+            assert stored is not None
+            shown = served[stored.team].redactor.value(stored_record(stored) | {"cancel_reason": waiting_reason})
+            return JSONResponse(shown, status_code=202)
+        if answer.outcome == "waiting":
             raise ApiError(
                 409,
                 f"run '{run_id}' is waiting for people, not running: there is nothing to cancel; "
                 "answer its pending items (GET /v1/pending) to continue it",
                 code="run_waiting",
             )
-        if status == "running":  # continued by another server process on the same store (`teamrun answer`...)
+        if answer.outcome == "elsewhere":
             raise ApiError(
                 409,
                 f"run '{run_id}' runs in another server process on the same store, not here: cancel it there",
                 code="run_not_running",
             )
-        raise ApiError(409, f"run '{run_id}' is not running (it is {status})", code="run_not_running")
+        raise ApiError(409, f"run '{run_id}' is not running (it is {answer.status})", code="run_not_running")
 
     @app.post("/v1/runs/{run_id}/approvals/{approval_id}", dependencies=auth)
     async def answer_approval(run_id: str, approval_id: str, body: ApprovalAnswer) -> dict[str, Any]:

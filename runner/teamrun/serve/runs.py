@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -310,6 +310,21 @@ def stored_record(run: JournaledRun, *, events: bool = False) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class CancelAnswer:
+    """What a request to cancel a run came to (:meth:`RunRegistry.request_cancel`)."""
+
+    outcome: Literal["cancelling", "ended", "over", "elsewhere", "waiting", "not_found"]
+    """``cancelling``: it runs here and is told to stop; ``ended``: it waited for people and the store ended it;
+    ``over``: nothing to cancel; ``elsewhere``: another server process on the same store runs it; ``waiting``:
+    it waits for people and there is no store to end it in; ``not_found``: no such run of the teams asked."""
+    handle: RunHandle | None = None
+    stored: JournaledRun | None = None
+    """The store's record as the decision left it (read when the run was not running here)."""
+    status: str = ""
+    """The run's status as decided (``over``: the status it is over with)."""
+
+
 class RunRegistry:
     """The server's runs: starts them within the concurrency limit, finds, cancels and stops them."""
 
@@ -500,6 +515,43 @@ class RunRegistry:
             self.cancel(run_id, reason)
             return "continued"
         return None
+
+    async def request_cancel(
+        self, run_id: str, *, teams: Container[str], reason: str, waiting_reason: str
+    ) -> CancelAnswer:
+        """A request to cancel ``run_id`` (a run of one of ``teams``), decided once for the runs API and A2A.
+
+        A run in progress here is cancelled (``reason``); one waiting for people is ended in the store
+        (``waiting_reason``, :meth:`cancel_waiting`); anything else is said as it is, for the caller to refuse
+        in its own protocol's words.
+        """
+        handle = self._runs.get(run_id)
+        if handle is not None and handle.team not in teams:
+            return CancelAnswer("not_found")
+        if handle is not None and handle.state != "waiting":
+            if handle.finished:
+                return CancelAnswer("over", handle, status=handle.state)
+            self.cancel(run_id, reason)
+            return CancelAnswer("cancelling", handle, status="running")
+        # waiting for people (nothing of it runs: the store ends it), or known only from the store
+        stored = await asyncio.to_thread(self.stored, run_id)
+        if handle is None and (stored is None or stored.team not in teams):
+            return CancelAnswer("not_found")
+        status = stored.shown_status() if stored is not None else "waiting"
+        if status == "waiting" and self.store is not None:
+            outcome = await self.cancel_waiting(run_id, waiting_reason)
+            handle = self._runs.get(run_id)
+            if outcome == "continued":
+                return CancelAnswer("cancelling", handle, status="running")
+            stored = await asyncio.to_thread(self.stored, run_id)
+            if outcome == "ended":
+                return CancelAnswer("ended", handle, stored, status="cancelled")
+            status = stored.shown_status() if stored is not None else "unknown"
+        if status == "waiting":  # without a store nothing waits there: it cannot be ended
+            return CancelAnswer("waiting", handle, stored, status=status)
+        if status == "running":  # continued by another server process on the same store (`teamrun answer`...)
+            return CancelAnswer("elsewhere", handle, stored, status=status)
+        return CancelAnswer("over", handle, stored, status=status)
 
     def cancel_all(self, reason: str) -> None:
         """Stop taking runs and cancel every one in progress (graceful shutdown)."""

@@ -246,27 +246,23 @@ class TeamAgent(RequestHandler):
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         if not params.id:
             raise InvalidParamsError("params.id is required: the task's id")
-        view = await self._view(params.id)
-        if view is None:
+        answer = await self.registry.request_cancel(
+            params.id,
+            teams=(self.team,),
+            reason="cancelled by request (A2A CancelTask)",
+            waiting_reason=_CANCELLED_WAITING,
+        )
+        if answer.outcome == "not_found":
             raise TaskNotFoundError(f"no task '{params.id}' of agent '{self.team}'")
-        handle = self.registry.get(params.id)
-        if handle is None or handle.finished:
-            if view.terminal:
-                raise TaskNotCancelableError(f"task {params.id} is already over ({view.status})")
-            if view.status == "waiting" and self.registry.store is not None:
-                # nothing of it runs: cancelled in the store, as the runs API's cancel does
-                outcome = await self.registry.cancel_waiting(params.id, _CANCELLED_WAITING)
-                if outcome is None:
-                    view = await self._view(params.id)
-                    state = view.status if view is not None else "unknown"
-                    raise TaskNotCancelableError(f"task {params.id} waits no more ({state}): read it with GetTask")
-                handle = self.registry.get(params.id)
-                if outcome == "continued" and handle is not None:
-                    await handle.ended(CANCEL_WAIT_S)
-                return await self._task(params.id)
+        if answer.outcome == "over":
+            view = await self._view(params.id)  # as GetTask says it (a refused task is "refused")
+            raise TaskNotCancelableError(f"task {params.id} is already over ({view.status if view else answer.status})")
+        if answer.outcome == "elsewhere":
             raise TaskNotCancelableError(f"task {params.id} runs in another server; cancel it there")
-        self.registry.cancel(params.id, "cancelled by request (A2A CancelTask)")
-        await handle.ended(CANCEL_WAIT_S)
+        if answer.outcome == "waiting":
+            raise TaskNotCancelableError(f"task {params.id} waits for a person: answer it to continue it")
+        if answer.outcome == "cancelling" and answer.handle is not None:
+            await answer.handle.ended(CANCEL_WAIT_S)
         return await self._task(params.id)
 
     async def on_subscribe_to_task(
