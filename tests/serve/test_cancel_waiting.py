@@ -77,6 +77,7 @@ def test_cancel_ends_a_waiting_run_and_its_questions(serve: Any, tmp_path: Path)
         assert cancelled.status_code == 202, cancelled.text
         assert cancelled.json()["status"] == "cancelled"
         assert "waiting for people" in cancelled.json()["cancel_reason"]
+        assert cancelled.json()["result"]["stopped_by"] is None, cancelled.json()["result"]  # not "waiting for..."
         _check_cancelled(client, run_id, item["id"], db)
 
         again = client.post(f"/v1/runs/{run_id}/cancel")  # over now: nothing to cancel, held or not

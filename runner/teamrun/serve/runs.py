@@ -508,6 +508,7 @@ class RunRegistry:
             _log.info("serve_waiting_run_cancelled", run=run_id, items=ended)
             if handle is not None and handle.result is not None and handle.state == "waiting":
                 handle.result.status, handle.result.error = "cancelled", reason
+                handle.result.stopped_by = None  # it waits no more: the reason is the error
                 handle.cancel_reason = reason
                 handle.ended_at = time.time()  # it ended now, not when it began to wait
             return "ended"
