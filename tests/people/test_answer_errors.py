@@ -341,3 +341,37 @@ agents:
         'error: the answer does not fit the question\'s answer_schema: "abc" does not match the pattern ^\\d{3}-\\w+$'
     )
     assert main(["answer", run_id, str(item["item"]), "123-ok", "--store", store]) == 0, capsys.readouterr().err
+
+
+def test_digits_answer_a_string_schema_as_typed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A string answer_schema takes ``123`` as the string "123" (it was read as JSON first: the number 123, refused
+    as "not of type 'string'", so a person had to type ``'"123"'``), and a miss is said by the pattern."""
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        """version: 1
+name: ask-digits
+supervisor: lead
+tools:
+  ask_pin: {person: {answer_schema: {type: string, pattern: '^\\d{3}$'}}}
+agents:
+  lead: {delegates_to: [clerk]}
+  clerk: {description: Asks for a pin., tools: [ask_pin]}
+""",
+        encoding="utf-8",
+    )
+    store = str(tmp_path / "runs.db")
+    code = main(["execute", str(team), "-i", "Go", "--store", store, "--json", "--progress", "none", "--detach"])
+    out, err = capsys.readouterr()
+    assert code == 4, err
+    run_id = json.loads(out)["run_id"]
+    (item,) = _items(store, run_id, capsys).values()
+
+    line = _error(main(["answer", run_id, str(item["item"]), "12", "--store", store]), capsys)
+    assert (
+        line == 'error: the answer does not fit the question\'s answer_schema: "12" does not match the pattern ^\\d{3}$'
+    )
+    assert main(["answer", run_id, str(item["item"]), "123", "--store", store]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["status"] == "done" and 'ask_pin: "123"' in view["final_text"], view  # the string

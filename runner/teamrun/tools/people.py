@@ -207,24 +207,38 @@ def read_answer(item: PendingItem, text: str) -> Any:
     check_text(text)
     value: Any = text
     if item.answer_schema is not None:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = text
-        check_text(value)  # a JSON escape (`"\\udce9"`) makes a lone surrogate too
-        validator = jsonschema.validators.validator_for(item.answer_schema)(item.answer_schema)
-        problems = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path)))
-        if problems:
-            where = "/".join(str(p) for p in problems[0].path)
-            raise AnswerRefused(
-                f"the answer does not fit the question's answer_schema: "
-                f"{(where + ': ') if where else ''}{_schema_problem(problems[0])}"
-            )
+        value = _schema_answer(item.answer_schema, text)
     if item.choices is not None and str(value) not in item.choices:
         raise AnswerRefused(f"the answer must be one of: {', '.join(item.choices)}")
     if isinstance(value, str) and not value.strip():
         raise AnswerRefused("the answer is empty")
     return value
+
+
+def _schema_answer(schema: dict[str, Any], text: str) -> Any:
+    """The answer as the schema wants it: ``text`` read as JSON (``42``, ``{"a": 1}``, ``"quoted"``) when that
+    fits, else ``text`` as it was typed (``123`` for a string schema is the string ``"123"``)."""
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    readings: list[Any] = []
+    try:
+        readings.append(json.loads(text))
+    except ValueError:
+        pass
+    readings.append(text)
+    refused: list[list[jsonschema.ValidationError]] = []
+    for value in readings:
+        check_text(value)  # a JSON escape (`"\\udce9"`) makes a lone surrogate too
+        problems = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path)))
+        if not problems:
+            return value
+        refused.append(problems)
+    # said for the reading of the right type when there is one (a string schema's pattern, not "is not a string")
+    problem = next((p[0] for p in refused if p[0].validator != "type"), refused[0][0])
+    where = "/".join(str(p) for p in problem.path)
+    raise AnswerRefused(
+        f"the answer does not fit the question's answer_schema: {(where + ': ') if where else ''}"
+        f"{_schema_problem(problem)}"
+    )
 
 
 def _schema_problem(problem: jsonschema.ValidationError) -> str:
