@@ -375,3 +375,71 @@ agents:
     assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
     view = json.loads(capsys.readouterr().out)
     assert view["status"] == "done" and 'ask_pin: "123"' in view["final_text"], view  # the string
+
+
+def test_nan_and_infinity_do_not_answer_a_number_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``NaN``, ``Infinity`` and ``1e999`` (read as infinity) are no JSON numbers: refused for a number schema
+    (they were taken, and the model was shown ``NaN``), while a number is taken."""
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        """version: 1
+name: ask-number
+supervisor: lead
+tools:
+  ask_share: {person: {answer_schema: {type: number, minimum: 0}}}
+agents:
+  lead: {delegates_to: [clerk]}
+  clerk: {description: Asks for a share., tools: [ask_share]}
+""",
+        encoding="utf-8",
+    )
+    store = str(tmp_path / "runs.db")
+    code = main(["execute", str(team), "-i", "Go", "--store", store, "--json", "--progress", "none", "--detach"])
+    out, err = capsys.readouterr()
+    assert code == 4, err
+    run_id = json.loads(out)["run_id"]
+    (item,) = _items(store, run_id, capsys).values()
+
+    for typed in ("NaN", "Infinity", "-Infinity", "1e999"):
+        line = _error(main(["answer", "--store", store, "--", run_id, str(item["item"]), typed]), capsys)
+        assert line == f"error: the answer does not fit the question's answer_schema: '{typed}' is not of type 'number'"
+    assert main(["answer", run_id, str(item["item"]), "2.5", "--store", store]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["status"] == "done" and "ask_share: 2.5" in view["final_text"], view
+
+
+def test_a_question_with_a_time_limit_withdrawn_by_a_cancel_is_said_withdrawn_on_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run cancelled while it waited (the runs API's and A2A's cancel: one store write), then resumed: the
+    model hears the question was withdrawn, not "nobody answered within 600 seconds" (it had 600 s left)."""
+    from teamrun.store import open_store
+    from teamrun.store.pending import PendingRepository
+
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        """version: 1
+name: ask-timed
+supervisor: lead
+tools:
+  ask_region: {person: {max_wait_s: 600}}
+agents:
+  lead: {delegates_to: [clerk]}
+  clerk: {description: Asks for a region., tools: [ask_region]}
+""",
+        encoding="utf-8",
+    )
+    store = str(tmp_path / "runs.db")
+    code = main(["execute", str(team), "-i", "Go", "--store", store, "--json", "--progress", "none", "--detach"])
+    out, err = capsys.readouterr()
+    assert code == 4, err
+    run_id = json.loads(out)["run_id"]
+    assert PendingRepository(open_store(store)).cancel_waiting(run_id, reason="cancelled by request") is not None
+
+    code = main(["resume", run_id, "--store", store, "--yes", "--json", "--progress", "none"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    text = json.loads(out)["final_text"]
+    assert "the question was withdrawn (its run was cancelled)" in text and "within 600" not in text, text

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import contextvars
 import json
+import math
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -154,6 +155,8 @@ class Answer:
     at: float = field(default_factory=time.time)
     expired: bool = False
     """Nobody answered within ``max_wait_s``: ``value`` is ``None``."""
+    withdrawn: bool = False
+    """Expired because its run was cancelled while the item waited (not for want of time)."""
     note: str | None = None
     """A denial's reason, for the model."""
 
@@ -215,15 +218,18 @@ def read_answer(item: PendingItem, text: str) -> Any:
     return value
 
 
-def _schema_answer(schema: dict[str, Any], text: str) -> Any:
+def _schema_answer(schema: Mapping[str, Any], text: str) -> Any:
     """The answer as the schema wants it: ``text`` read as JSON (``42``, ``{"a": 1}``, ``"quoted"``) when that
     fits, else ``text`` as it was typed (``123`` for a string schema is the string ``"123"``)."""
     validator = jsonschema.validators.validator_for(schema)(schema)
     readings: list[Any] = []
     try:
-        readings.append(json.loads(text))
+        reading = json.loads(text, parse_constant=_not_json)
     except ValueError:
         pass
+    else:
+        if _finite(reading):  # `1e999` reads as infinity: no JSON carries it to the model, read as text
+            readings.append(reading)
     readings.append(text)
     refused: list[list[jsonschema.ValidationError]] = []
     for value in readings:
@@ -241,6 +247,21 @@ def _schema_answer(schema: dict[str, Any], text: str) -> Any:
     )
 
 
+def _not_json(constant: str) -> Any:
+    """``NaN``, ``Infinity``, ``-Infinity``: Python's JSON reads them, JSON (and the model's messages) has none."""
+    raise ValueError(f"{constant} is not JSON")
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v) for v in value)
+    return True
+
+
 def _schema_problem(problem: jsonschema.ValidationError) -> str:
     """What is wrong, with a ``pattern`` as written in the team file (jsonschema's own message quotes it with
     ``repr``, which doubles each backslash: ``'^\\\\d+$'`` for ``^\\d+$``)."""
@@ -253,7 +274,7 @@ def _schema_problem(problem: jsonschema.ValidationError) -> str:
 def answer_text(item: PendingItem, answer: Answer) -> str:
     """What the model reads of an answer."""
     if answer.expired:
-        if item.max_wait_s is None:  # no time limit: the run was cancelled while the question waited
+        if answer.withdrawn or item.max_wait_s is None:  # the run was cancelled while the question waited
             return "Nobody answered: the question was withdrawn (its run was cancelled). Continue without the answer."
         return f"Nobody answered within {item.max_wait_s:g} seconds. Continue without the answer."
     if item.answer_schema is not None:
@@ -410,7 +431,10 @@ class DeskApprover:
         item = PendingItem(kind="approval", question=f"may {tool} run with {shown}?", tool=tool, arguments=arguments)
         answer = await self.desk.ask(item, site_or_default(self.desk, tool))
         if answer.expired:
-            raise ApprovalDenied(f"the call to tool {tool!r} was denied: nobody approved it in time")
+            why = "nobody approved it in time"
+            if answer.withdrawn:
+                why = "its run was cancelled while it waited for approval"
+            raise ApprovalDenied(f"the call to tool {tool!r} was denied: {why}")
         if not answer.value:
             note = f" They said: {answer.note}" if answer.note else ""
             raise ApprovalDenied(

@@ -201,7 +201,9 @@ def _answer_of(record: PendingRecord) -> Answer:
     when = record.answered_at or time.time()
     by = record.answered_by or "nobody"
     if record.status == "expired":
-        return Answer(None, by, when, expired=True)
+        from teamrun.store.pending import CANCELLED_BY
+
+        return Answer(None, by, when, expired=True, withdrawn=by == CANCELLED_BY)
     value: Any = record.answer
     if record.kind == "approval":
         data = value if isinstance(value, dict) else {"approved": bool(value)}
