@@ -289,7 +289,7 @@ def test_subscribing_to_a_task_another_server_runs_is_refused_as_cancelling_it_i
         while not gated.waiting:  # the run is at its model call, on server A
             await asyncio.sleep(0.05)
         async with agent(there.url, "solo") as other:
-            with pytest.raises(TaskNotCancelableError, match="runs in another server"):
+            with pytest.raises(TaskNotCancelableError, match="runs in another process on the same store"):
                 await other.cancel_task(CancelTaskRequest(id=task_id))
             with pytest.raises(UnsupportedOperationError, match="runs in another server; subscribe there"):
                 [event async for event in other.subscribe(SubscribeToTaskRequest(id=task_id))]

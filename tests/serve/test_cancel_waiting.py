@@ -183,4 +183,4 @@ def test_cancel_of_a_run_another_server_process_runs_says_to_cancel_it_there(ser
         refused = client.post("/v1/runs/run-elsewhere/cancel")
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "run_not_running", refused.text
     said = refused.json()["error"]["message"]
-    assert "runs in another server process on the same store" in said and "cancel it there" in said, said
+    assert "runs in another process on the same store" in said and "cancel it there" in said, said

@@ -462,7 +462,8 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         if answer.outcome == "elsewhere":
             raise ApiError(
                 409,
-                f"run '{run_id}' runs in another server process on the same store, not here: cancel it there",
+                f"run '{run_id}' runs in another process on the same store (another server, or a `teamrun answer` "
+                "or `resume` continuing it), not here: cancel it there (Ctrl-C for a teamrun command)",
                 code="run_not_running",
             )
         raise ApiError(409, f"run '{run_id}' is not running (it is {answer.status})", code="run_not_running")

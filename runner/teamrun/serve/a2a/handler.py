@@ -258,7 +258,10 @@ class TeamAgent(RequestHandler):
             view = await self._view(params.id)  # as GetTask says it (a refused task is "refused")
             raise TaskNotCancelableError(f"task {params.id} is already over ({view.status if view else answer.status})")
         if answer.outcome == "elsewhere":
-            raise TaskNotCancelableError(f"task {params.id} runs in another server; cancel it there")
+            raise TaskNotCancelableError(
+                f"task {params.id} runs in another process on the same store (another server, or a teamrun command "
+                "continuing it); cancel it there"
+            )
         if answer.outcome == "waiting":
             raise TaskNotCancelableError(f"task {params.id} waits for a person: answer it to continue it")
         if answer.outcome == "cancelling" and answer.handle is not None:
