@@ -58,6 +58,31 @@ def _error(code: int, capsys: pytest.CaptureFixture[str]) -> str:
     return lines[0]
 
 
+def _one_question(tmp_path: Path, capsys: pytest.CaptureFixture[str], tool: str, person: str) -> tuple[str, str, str]:
+    """A team whose one worker asks ``tool`` (``person``: its ``person:`` mapping), run detached until it asks:
+    the store, the run id and the item id."""
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        f"""version: 1
+name: ask-one
+supervisor: lead
+tools:
+  {tool}: {{person: {person}}}
+agents:
+  lead: {{delegates_to: [clerk]}}
+  clerk: {{description: Asks one question., tools: [{tool}]}}
+""",
+        encoding="utf-8",
+    )
+    store = str(tmp_path / "runs.db")
+    code = main(["execute", str(team), "-i", "Go", "--store", store, "--json", "--progress", "none", "--detach"])
+    out, err = capsys.readouterr()
+    assert code == 4, err
+    run_id = json.loads(out)["run_id"]
+    (item,) = _items(store, run_id, capsys).values()
+    return store, run_id, str(item["item"])
+
+
 def test_an_unknown_run_or_item_is_one_line(
     suspended: tuple[str, str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -346,31 +371,15 @@ agents:
 def test_digits_answer_a_string_schema_as_typed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A string answer_schema takes ``123`` as the string "123" (it was read as JSON first: the number 123, refused
     as "not of type 'string'", so a person had to type ``'"123"'``), and a miss is said by the pattern."""
-    team = tmp_path / "team.yaml"
-    team.write_text(
-        """version: 1
-name: ask-digits
-supervisor: lead
-tools:
-  ask_pin: {person: {answer_schema: {type: string, pattern: '^\\d{3}$'}}}
-agents:
-  lead: {delegates_to: [clerk]}
-  clerk: {description: Asks for a pin., tools: [ask_pin]}
-""",
-        encoding="utf-8",
+    store, run_id, item = _one_question(
+        tmp_path, capsys, "ask_pin", "{answer_schema: {type: string, pattern: '^\\d{3}$'}}"
     )
-    store = str(tmp_path / "runs.db")
-    code = main(["execute", str(team), "-i", "Go", "--store", store, "--json", "--progress", "none", "--detach"])
-    out, err = capsys.readouterr()
-    assert code == 4, err
-    run_id = json.loads(out)["run_id"]
-    (item,) = _items(store, run_id, capsys).values()
 
-    line = _error(main(["answer", run_id, str(item["item"]), "12", "--store", store]), capsys)
+    line = _error(main(["answer", run_id, item, "12", "--store", store]), capsys)
     assert (
         line == 'error: the answer does not fit the question\'s answer_schema: "12" does not match the pattern ^\\d{3}$'
     )
-    assert main(["answer", run_id, str(item["item"]), "123", "--store", store]) == 0, capsys.readouterr().err
+    assert main(["answer", run_id, item, "123", "--store", store]) == 0, capsys.readouterr().err
     capsys.readouterr()
     assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
     view = json.loads(capsys.readouterr().out)
@@ -380,30 +389,12 @@ agents:
 def test_nan_and_infinity_do_not_answer_a_number_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``NaN``, ``Infinity`` and ``1e999`` (read as infinity) are no JSON numbers: refused for a number schema
     (they were taken, and the model was shown ``NaN``), while a number is taken."""
-    team = tmp_path / "team.yaml"
-    team.write_text(
-        """version: 1
-name: ask-number
-supervisor: lead
-tools:
-  ask_share: {person: {answer_schema: {type: number, minimum: 0}}}
-agents:
-  lead: {delegates_to: [clerk]}
-  clerk: {description: Asks for a share., tools: [ask_share]}
-""",
-        encoding="utf-8",
-    )
-    store = str(tmp_path / "runs.db")
-    code = main(["execute", str(team), "-i", "Go", "--store", store, "--json", "--progress", "none", "--detach"])
-    out, err = capsys.readouterr()
-    assert code == 4, err
-    run_id = json.loads(out)["run_id"]
-    (item,) = _items(store, run_id, capsys).values()
+    store, run_id, item = _one_question(tmp_path, capsys, "ask_share", "{answer_schema: {type: number, minimum: 0}}")
 
     for typed in ("NaN", "Infinity", "-Infinity", "1e999"):
-        line = _error(main(["answer", "--store", store, "--", run_id, str(item["item"]), typed]), capsys)
+        line = _error(main(["answer", "--store", store, "--", run_id, item, typed]), capsys)
         assert line == f"error: the answer does not fit the question's answer_schema: '{typed}' is not of type 'number'"
-    assert main(["answer", run_id, str(item["item"]), "2.5", "--store", store]) == 0, capsys.readouterr().err
+    assert main(["answer", run_id, item, "2.5", "--store", store]) == 0, capsys.readouterr().err
     capsys.readouterr()
     assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
     view = json.loads(capsys.readouterr().out)
@@ -418,24 +409,7 @@ def test_a_question_with_a_time_limit_withdrawn_by_a_cancel_is_said_withdrawn_on
     from teamrun.store import open_store
     from teamrun.store.pending import PendingRepository
 
-    team = tmp_path / "team.yaml"
-    team.write_text(
-        """version: 1
-name: ask-timed
-supervisor: lead
-tools:
-  ask_region: {person: {max_wait_s: 600}}
-agents:
-  lead: {delegates_to: [clerk]}
-  clerk: {description: Asks for a region., tools: [ask_region]}
-""",
-        encoding="utf-8",
-    )
-    store = str(tmp_path / "runs.db")
-    code = main(["execute", str(team), "-i", "Go", "--store", store, "--json", "--progress", "none", "--detach"])
-    out, err = capsys.readouterr()
-    assert code == 4, err
-    run_id = json.loads(out)["run_id"]
+    store, run_id, _ = _one_question(tmp_path, capsys, "ask_region", "{max_wait_s: 600}")
     assert PendingRepository(open_store(store)).cancel_waiting(run_id, reason="cancelled by request") is not None
 
     code = main(["resume", run_id, "--store", store, "--yes", "--json", "--progress", "none"])
