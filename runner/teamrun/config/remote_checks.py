@@ -4,7 +4,8 @@ An ``a2a:`` agent is a worker whose loop runs in another process (another
 framework, another machine): the fields that configure a local model loop
 (``model``, ``tools``, ``delegates_to``, ``handoffs``, ``instructions``,
 ``output_schema``...) would be silently ignored, so they are errors; so is a
-remote supervisor (the supervisor's loop runs here). ``--import-check`` also
+remote supervisor (the supervisor's loop runs here), a handoff to a remote agent (a handoff hands over the
+conversation; a remote agent takes a task) and a remote peer (it can never touch the board). ``--import-check`` also
 fetches each remote agent's card (:func:`remote_card_checks`).
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
-from teamrun.config.raw import mapping
+from teamrun.config.raw import mapping, names
 
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
@@ -47,10 +48,40 @@ LOCAL_ONLY_FIELDS = (
 
 
 def remote_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
-    """Each ``a2a:`` agent: no local-loop fields, not the supervisor."""
+    """Each ``a2a:`` agent: no local-loop fields, not the supervisor, not a handoff's target, not a peer."""
+    remote = [agent for agent, spec in c.agents.items() if spec.get("a2a") is not None]
+    yield from _remote_agents(c, remote)
+    yield from _handoffs_to_remote(c, remote)
+    yield from _remote_peers(c, remote)
+
+
+def _handoffs_to_remote(c: SemanticChecker, remote: list[str]) -> Iterator[Diagnostic]:
     for agent, spec in c.agents.items():
-        if "a2a" not in spec or spec.get("a2a") is None:
-            continue
+        for index, target in names(spec.get("handoffs")):
+            if target in remote and target != agent:
+                path: JsonPath = ("agents", agent, "handoffs", index)
+                yield c._error(
+                    path,
+                    f"{dotted(path)}: agent '{target}' is a remote A2A agent (a2a:): a handoff hands over the "
+                    "conversation, and a remote agent takes a task; use delegates_to instead",
+                    "remote",
+                )
+
+
+def _remote_peers(c: SemanticChecker, remote: list[str]) -> Iterator[Diagnostic]:
+    for index, peer in names(c.data.get("peers")):
+        if peer in remote:
+            yield c._error(
+                ("peers", index),
+                f"peers[{index}]: agent '{peer}' is a remote A2A agent (a2a:): a peer works on the board, which a "
+                "remote agent can never touch; make a local peer that delegates to it",
+                "remote",
+            )
+
+
+def _remote_agents(c: SemanticChecker, remote: list[str]) -> Iterator[Diagnostic]:
+    for agent in remote:
+        spec = c.agents[agent]
         base: JsonPath = ("agents", agent)
         for field in LOCAL_ONLY_FIELDS:
             if field in spec:
