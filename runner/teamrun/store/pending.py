@@ -221,6 +221,53 @@ class PendingRepository:
             )
             return bool(done.rowcount)
 
+    def answer_and_claim(
+        self, run_id: str, item_id: str, value: Any, *, by: str
+    ) -> Literal["claimed", "answered", "settled"]:
+        """Record the answer and, if the run waits, claim it for this process: one transaction, so a cancel of
+        the waiting run (:meth:`cancel_waiting`) and this answer cannot both succeed.
+
+        ``"claimed"``: answered, and the run (it waited) is this process's to continue; ``"answered"``: answered,
+        the run was not waiting (it runs, and its desk takes the answer); ``"settled"``: nothing answered (the
+        item was answered, expired — also past its ``max_wait_s`` — or cancelled with its run first).
+        """
+        pending = (
+            pending_items.c.run_id == run_id,
+            pending_items.c.item_id == item_id,
+            pending_items.c.status == "pending",
+        )
+        waiting = (runs.c.id == run_id, runs.c.status == WAITING)
+        with self.store.errors(f"answer item {item_id} of run {run_id}"), self.engine.begin() as conn:
+            meta = conn.execute(sa.select(runs.c.meta).where(*waiting)).first()
+            claimed = meta is not None and bool(
+                conn.execute(
+                    runs.update()  # the first write: the run's row (SQLite: the database) is this transaction's now
+                    .where(*waiting)
+                    .values(
+                        status="running", meta={**(meta[0] or {}), "pid": os.getpid(), "host": socket.gethostname()}
+                    )
+                ).rowcount
+            )
+            row = conn.execute(sa.select(pending_items.c.spec, pending_items.c.asked_at).where(*pending)).first()
+            deadline = _deadline(row.spec, row.asked_at) if row is not None else None
+            expired = deadline is not None and deadline <= _now()
+            if row is None or expired:
+                if expired:
+                    conn.execute(
+                        pending_items.update()
+                        .where(*pending)
+                        .values(status="expired", answer=None, answered_by="nobody", answered_at=deadline)
+                    )
+                if claimed and meta is not None:  # nothing to continue it with: it waits, as it did
+                    conn.execute(runs.update().where(runs.c.id == run_id).values(status=WAITING, meta=meta[0]))
+                return "settled"
+            conn.execute(
+                pending_items.update()
+                .where(*pending)
+                .values(status="answered", answer=value, answered_by=by, answered_at=_now())
+            )
+            return "claimed" if claimed else "answered"
+
     def mark_used(self, run_id: str, item_id: str) -> None:
         """The run took the answer (a later ``teamrun answer`` need not continue the run for it)."""
         with self.store.errors(f"update item {item_id} of run {run_id}"), self.engine.begin() as conn:
