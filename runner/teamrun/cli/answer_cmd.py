@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from teamrun.cli.options import RUN_PROGRESS_MODES, progress_option
+from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, check_api_base, progress_option
 from teamrun.errors import UsageError
 
 EXIT_WAITING = 4
@@ -231,6 +231,7 @@ def _continue(
     as_json: bool,
     approve: str | None,
     progress: str,
+    api_base: str | None = None,
 ) -> int:
     """Continue the run here, unless another process does: then wait until it took the answer.
 
@@ -250,7 +251,14 @@ def _continue(
         if status == "waiting" and items.unused_answers(run_id):
             try:
                 result: int = ctx.invoke(
-                    resume, run_id=run_id, store=store, yes=False, as_json=as_json, approve=approve, progress=progress
+                    resume,
+                    run_id=run_id,
+                    store=store,
+                    yes=False,
+                    as_json=as_json,
+                    approve=approve,
+                    progress=progress,
+                    api_base=api_base,
                 )
             except (RunClaimed, RunBusy):
                 continue  # another answering process took it between our look and our claim: wait for it
@@ -301,6 +309,7 @@ _COMMON = [
         "--approve", metavar="all|none|TOOL,...", help="Answer approval prompts of the continued run up front."
     ),
     progress_option(RUN_PROGRESS_MODES, "How to show the continued run's progress on stderr (as `teamrun execute`)."),
+    api_base_option,  # the continued run's endpoint (default: the one the run was started with)
 ]
 
 
@@ -322,11 +331,15 @@ def _finish(
     as_json: bool,
     approve: str | None,
     progress: str,
+    api_base: str | None,
 ) -> int:
     click.echo(f"teamrun: {item.item_id} of run {run_id} {shown} by {who}", err=True)
     if no_resume:
         return 0
-    return _continue(ctx, backend, store, run_id, item.item_id, as_json=as_json, approve=approve, progress=progress)
+    item_id = item.item_id
+    return _continue(
+        ctx, backend, store, run_id, item_id, as_json=as_json, approve=approve, progress=progress, api_base=api_base
+    )
 
 
 @click.command(help=ANSWER_HELP, short_help="Answer a waiting run's question and continue it.")
@@ -346,10 +359,12 @@ def answer(
     as_json: bool,
     approve: str | None,
     progress: str,
+    api_base: str | None = None,
 ) -> int:
     from teamrun.cli.resume_cmd import open_backend
     from teamrun.tools.people import PendingItem, masked, read_answer
 
+    check_api_base(api_base)  # refused before the answer is recorded
     backend = open_backend(store)
     item = _item(backend, store, run_id, item_id, "question")
     asked = PendingItem.from_spec("question", item.question, item.spec)
@@ -367,6 +382,7 @@ def answer(
         as_json,
         approve,
         progress,
+        api_base,
     )
 
 
@@ -382,10 +398,12 @@ def _decide(
     as_json: bool,
     approve: str | None,
     progress: str,
+    api_base: str | None = None,
 ) -> int:
     from teamrun.cli.resume_cmd import open_backend
     from teamrun.tools.people import check_text
 
+    check_api_base(api_base)  # refused before the decision is recorded
     backend = open_backend(store)
     item = _item(backend, store, run_id, item_id, "approval")
     check_text(note, "--note")
@@ -402,6 +420,7 @@ def _decide(
         as_json,
         approve,
         progress,
+        api_base,
     )
 
 
@@ -422,8 +441,9 @@ def approve_item(
     as_json: bool,
     approve: str | None,
     progress: str,
+    api_base: str | None = None,
 ) -> int:
-    return _decide(ctx, True, run_id, item_id, note, store, by, no_resume, as_json, approve, progress)
+    return _decide(ctx, True, run_id, item_id, note, store, by, no_resume, as_json, approve, progress, api_base)
 
 
 @click.command(help=DENY_HELP, short_help="Deny a waiting run's tool call and continue it.")
@@ -443,5 +463,6 @@ def deny_item(
     as_json: bool,
     approve: str | None,
     progress: str,
+    api_base: str | None = None,
 ) -> int:
-    return _decide(ctx, False, run_id, item_id, note, store, by, no_resume, as_json, approve, progress)
+    return _decide(ctx, False, run_id, item_id, note, store, by, no_resume, as_json, approve, progress, api_base)

@@ -5,8 +5,8 @@ approve, deny, eval, batch) is told how to show it; ``--progress none`` turns it
 ``eval`` and ``batch`` used to have (``--progress/--no-progress``) is still accepted everywhere, with a
 one-line hint on stderr naming the new one.
 
-``--api-base URL`` is where the commands that run teams (execute, chat, resume, serve, eval, batch) call the model of
-every agent that sets no ``api_base`` of its own.
+``--api-base URL`` is where the commands that run teams (execute, chat, resume, answer, approve, deny, serve, eval,
+batch) call the model of every agent that sets no ``api_base`` of its own.
 """
 
 from __future__ import annotations
