@@ -262,6 +262,7 @@ def test_the_pre_commit_config_example_runs_in_pre_commit(tmp_path: Path) -> Non
     (project / "teams").mkdir(parents=True)
     shutil.copy(EXAMPLES / "pre-commit-config.yaml", project / ".pre-commit-config.yaml")
     shutil.copy(REPO / "teams" / "research-report.yaml", project / "teams" / "good.yaml")
+    (project / "teams" / "samples").mkdir()  # its grep tool's `cwd: samples`, which validate checks exists
     (project / "teams" / "bad.yaml").write_text(
         "version: 1\nname: bad\nsupervisor: lead\nagents:\n  lead: {delegates_to: [ghost]}\n", encoding="utf-8"
     )

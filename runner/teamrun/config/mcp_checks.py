@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
 from teamrun.config.raw import mapping, names
+from teamrun.config.tool_checks import working_directory
 
 if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
@@ -46,6 +47,8 @@ def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
             )
         else:
             yield from _mcp_program(checker, path, server)
+            if "command" in server:
+                yield from working_directory(checker, (*path, "mcp", "cwd"), server.get("cwd"))
         wrong = [("env", "url"), ("cwd", "url"), ("headers", "command")]
         for key in [k for k, other in wrong if k in server and other in server]:
             kind = "stdio servers ('command:')" if key != "headers" else "HTTP servers ('url:')"

@@ -1,7 +1,8 @@
 """Semantic checks of the ``tools:`` section and of the function names each agent's model is offered.
 
 One kind per tool (``python``, ``command``, ``mcp``, ``person``), valid parameter
-and answer schemas, command templates that read declared parameters only, and no
+and answer schemas, command templates that read declared parameters only, a ``cwd``
+that exists (relative to the team file's folder, as the run resolves it), and no
 two functions of one name offered to one agent (:mod:`teamrun.config.tool_names`
 owns the naming rules; an MCP server's names: :mod:`teamrun.config.mcp_checks`).
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from teamrun.config import templates
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
     from teamrun.config.checks import SemanticChecker
     from teamrun.config.models import TeamConfig
 
-__all__ = ["team_as_read", "tool_checks"]
+__all__ = ["team_as_read", "tool_checks", "working_directory"]
 
 _TOOL_KEYS = ("python", "command", "mcp", "person")
 
@@ -63,6 +65,38 @@ def _tool_definitions(c: SemanticChecker) -> Iterator[Diagnostic]:
         command = spec.get("command")
         if isinstance(command, list):
             yield from _command_items(c, name, command, set(parameters))
+            yield from working_directory(c, (*path, "cwd"), spec.get("cwd"))
+
+
+def working_directory(c: SemanticChecker, path: JsonPath, cwd: Any) -> Iterator[Diagnostic]:
+    """A ``cwd`` that is not a folder, resolved as the run resolves it: relative to the team file's folder.
+
+    Only a plain path is judged: one written with ``${VAR}`` or a template is left to the run. A relative
+    path that is missing is an error (it travels with the file); an absolute one a warning (it may exist
+    on the machine that runs the team)."""
+    team_file = Path(c.file)
+    if not isinstance(cwd, str) or not cwd or not team_file.is_file() or not _plain(c, path, cwd):
+        return
+    folder = Path(cwd)
+    resolved = folder if folder.is_absolute() else team_file.parent / folder
+    if resolved.is_dir():
+        return
+    what = "is not a folder" if resolved.exists() else "does not exist"
+    shown = cwd if folder.is_absolute() else f"{cwd} (relative to the team file's folder: {resolved})"
+    message = f"{dotted(path)}: the working directory {shown} {what}; create it or point cwd at a folder"
+    if folder.is_absolute():
+        yield c._warning(path, message + " (it may exist where the team runs)", "tool")
+    else:
+        yield c._error(path, message, "tool")
+
+
+def _plain(c: SemanticChecker, path: JsonPath, cwd: str) -> bool:
+    """Whether ``cwd`` is written as a plain path: no template, no ``${VAR}`` in the file's text of it."""
+    if "{{" in cwd or "{%" in cwd:
+        return False
+    mark = c.source_map.value(path)
+    written = c.lines[mark.line - 1][mark.column - 1 :] if 0 < mark.line <= len(c.lines) else ""
+    return "${" not in written
 
 
 def _exit_codes(c: SemanticChecker, path: JsonPath, spec: dict[str, Any], kinds: list[str]) -> Iterator[Diagnostic]:
