@@ -13,7 +13,8 @@ Decisions:
 * Without ``cwd`` the command runs in teamrun's working directory (where the
   user ran it), so ``path: "."`` means the user's project; a relative ``cwd``
   is taken relative to the team file's directory.
-* The program gets no stdin and runs in its own process group; a timeout or a
+* The program gets no stdin and no descriptor of ours (whatever the event loop), and runs in its own
+  process group; a timeout or a
   cancellation kills the whole group.
 * Exit code 0, or another code the tool declares normal (``ok_exit_codes``,
   e.g. ``[0, 1]`` for grep's "no line matched"): the result is stdout
@@ -38,6 +39,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -154,17 +156,11 @@ class CommandTool(Tool):
         if self.cwd is not None and not self.cwd.is_dir():
             raise ToolError(f"tool {self.name!r}: working directory {str(self.cwd)!r} does not exist")
 
-    async def _start(self, argv: list[str]) -> asyncio.subprocess.Process:
-        """Start the program in its own process group, with no stdin and captured output."""
+    async def _start(self, argv: list[str]) -> _Child:
+        """Start the program in its own process group, with no stdin, captured output and no descriptor of ours
+        but its three standard ones (see :class:`_Child`)."""
         try:
-            return await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=self.cwd,
-                start_new_session=True,
-            )
+            return await _Child.start(argv, cwd=self.cwd)
         except FileNotFoundError:
             raise ToolError(
                 f"tool {self.name!r}: command not found: {argv[0]!r} (not an existing path, and not on PATH)"
@@ -173,6 +169,67 @@ class CommandTool(Tool):
             raise ToolError(f"tool {self.name!r}: cannot execute {argv[0]!r}: permission denied") from None
         except OSError as exc:
             raise ToolError(f"tool {self.name!r}: cannot start {argv[0]!r}: {exc.strerror or exc}") from None
+
+
+class _Child:
+    """A started program: its pid, its two output streams (read on the event loop) and its exit.
+
+    Started with :class:`subprocess.Popen` and ``close_fds=True`` whatever the running event loop is, not with
+    ``loop.subprocess_exec``: uvloop's (``teamrun serve`` runs on uvloop) ignores ``close_fds``, so a command
+    inherited every inheritable descriptor of the process, the server's listening socket among them, and
+    uvloop's own duplicates of other commands' pipes; a command left running by a SIGKILLed server kept its
+    port. Its exit is awaited by a thread of its own (as asyncio's default child watcher does), not a pool's,
+    so many long commands never queue behind each other.
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes], stdout: asyncio.StreamReader, stderr: asyncio.StreamReader):
+        self._popen = popen
+        self.pid = popen.pid
+        self.stdout = stdout
+        self.stderr = stderr
+        loop = asyncio.get_running_loop()
+        self._exit: asyncio.Future[int] = loop.create_future()
+        threading.Thread(target=self._watch, args=(loop,), name=f"teamrun-command-{self.pid}", daemon=True).start()
+
+    @classmethod
+    async def start(cls, argv: list[str], *, cwd: Path | None) -> _Child:
+        popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+        assert popen.stdout is not None and popen.stderr is not None
+        loop = asyncio.get_running_loop()
+        streams = []
+        for pipe in (popen.stdout, popen.stderr):
+            reader = asyncio.StreamReader(limit=_READ_BYTES, loop=loop)
+            await loop.connect_read_pipe(lambda reader=reader: asyncio.StreamReaderProtocol(reader), pipe)  # type: ignore[misc]
+            streams.append(reader)
+        return cls(popen, streams[0], streams[1])
+
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        code = self._popen.wait()
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(self._settle, code)
+
+    def _settle(self, code: int) -> None:
+        if not self._exit.done():
+            self._exit.set_result(code)
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code (negative: the signal that ended it), ``None`` while it runs."""
+        return self._exit.result() if self._exit.done() else None
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._exit)
+
+    def kill(self) -> None:
+        self._popen.kill()
 
 
 _READ_BYTES = 1 << 16
@@ -231,7 +288,7 @@ async def _drain(pipe: asyncio.StreamReader | None, sink: _CappedStream) -> None
     sink.feed(b"", final=True)
 
 
-async def _communicate(process: asyncio.subprocess.Process, limit: int | None) -> tuple[_CappedStream, _CappedStream]:
+async def _communicate(process: _Child, limit: int | None) -> tuple[_CappedStream, _CappedStream]:
     """Read both streams to their end (keeping at most ``limit`` characters of each) and wait for the
     process; if we are cancelled, kill its group first."""
     stdout, stderr = _CappedStream(limit), _CappedStream(limit)
@@ -248,7 +305,7 @@ async def _communicate(process: asyncio.subprocess.Process, limit: int | None) -
     return stdout, stderr
 
 
-def _kill_group(process: asyncio.subprocess.Process) -> None:
+def _kill_group(process: _Child) -> None:
     """SIGKILL the process and everything it started (its process group)."""
     if process.returncode is not None:
         return
