@@ -464,11 +464,11 @@ def _summariser(ctx: RunContext, frame: AgentFrame) -> Callable[[list[Message]],
 async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio.Event | None) -> None:
     result = ctx.result
     if ctx.config.peers is not None:
-        job = run_peers(ctx, frame, input, lambda child, task: run_agent(ctx, child, task))
+        job = run_peers(ctx, frame, input, lambda child, task: run_agent(ctx, child, task, "peer"))
     elif ctx.config.workflow is not None:
-        job = run_workflow(ctx, frame, input, lambda child, task: run_agent(ctx, child, task))
+        job = run_workflow(ctx, frame, input, lambda child, task: run_agent(ctx, child, task, "step"))
     else:
-        job = run_agent(ctx, frame, input)
+        job = run_agent(ctx, frame, input, "entry")
     work = asyncio.create_task(job, name=f"teamrun:{frame.name}")
     stuck = asyncio.ensure_future(ctx.activity.stuck.wait())  # all of it waits for people: it suspends
     waiters: set[asyncio.Future[Any]] = {work, stuck}

@@ -28,6 +28,7 @@ from teamrun.engine.delegation.delegator import Delegator
 from teamrun.engine.delegation.hooks import HookFailed, HookRunner, iteration_context
 from teamrun.engine.delegation.records import WorkerOutcome
 from teamrun.engine.delegation.tools import workers_of
+from teamrun.engine.kinds import Reach, admit
 from teamrun.engine.limits.ledger import counters_of
 from teamrun.engine.result import AcceptanceRecord
 from teamrun.engine.runtime import AgentFrame, RunContext, Span, run_all
@@ -252,25 +253,29 @@ async def _working(ctx: RunContext, action: Coroutine[Any, Any, T]) -> T:
         return await action
 
 
-async def run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:
-    """Run ``frame``'s agent on ``task`` until an agent answers, following handoffs.
+async def run_agent(ctx: RunContext, frame: AgentFrame, task: str, reached: Reach = "delegation") -> WorkerOutcome:
+    """Run ``frame``'s agent on ``task`` by its kind (:mod:`teamrun.engine.kinds`): the one place every way of
+    reaching an agent (the entry, a delegation, a peer, a workflow step; a handoff in :func:`_run_local`) runs it.
 
-    The outcome's usage and cost are read from the ledgers of every agent that held the conversation.
+    A local agent's loop follows handoffs; the outcome's usage and cost are read from the ledgers of every agent
+    that held the conversation. A remote agent's loop runs elsewhere.
     """
+    kind = admit(ctx.config, frame.name, reached)
     async with ctx.activity.working():
-        if ctx.agent(frame.name).a2a is not None:  # a remote worker: its loop runs elsewhere
+        if kind == "remote":
             from teamrun.engine.remote.worker import run_remote
 
             return await run_remote(ctx, frame, task)
-        return await _run_agent(ctx, frame, task)
+        return await _run_local(ctx, frame, task)
 
 
-async def _run_agent(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:
+async def _run_local(ctx: RunContext, frame: AgentFrame, task: str) -> WorkerOutcome:
     frames = [frame]
     loop = AgentLoop(ctx, frame)
     history = ctx.thread.history_for(frame.name, frame.depth, task) if ctx.thread is not None else ()
     outcome = await loop.run(task, history)
     while isinstance(outcome, HandOff):
+        admit(ctx.config, outcome.target, "handoff")  # the conversation goes on here: a local agent only
         ctx.record_handoff(frame, outcome.target)
         frame = frame.handed_to(ctx, outcome.target)
         frames.append(frame)
