@@ -349,7 +349,8 @@ class ToolEnd(Event):
     tool: str
     """The tool's name."""
     status: str
-    """``ok`` or ``error`` (``error: cancelled`` when a cancel cut the call off)."""
+    """``ok`` or ``error`` (``error: cancelled`` when a cancel cut the call off), or ``waiting`` (``error: waiting
+    for a person``) when the run suspended for a person while the call waited (a ``person:`` tool, an approval)."""
     error: str | None = None
     """What went wrong (also what the model was told)."""
     chars: int = 0
@@ -377,7 +378,8 @@ class DelegationEnd(Event):
     worker: str
     """The worker's name."""
     status: str
-    """``ok``, ``error``, ``rejected``, ``budget_exhausted`` or ``cancelled``."""
+    """``ok``, ``error``, ``rejected``, ``budget_exhausted``, ``cancelled``, or ``waiting`` (``error: waiting for a
+    person``) when the run suspended for a person while the worker waited (a question, an A2A ``input-required``)."""
     usage: Mapping[str, int] = field(default_factory=_usage)
     """Tokens the worker used."""
     cost: float = 0.0

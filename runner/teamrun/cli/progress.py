@@ -47,6 +47,7 @@ _MARKS = {
     "budget_exhausted": "◐",
     "rejected": "⊘",
     "cancelled": "⊘",
+    "waiting": "◷",
 }
 _IN = " \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} "
 """Between the names of an agent path: ``lead > researcher`` with a single angle quote."""
@@ -109,8 +110,12 @@ class PlainProgress:
             case DelegationStart():
                 step = f" (step {event.step})" if event.step else ""
                 return f"{who} → {isolate(event.worker)}: delegated{step}"
+            case DelegationEnd() if event.status == "waiting":
+                return f"{who} → {isolate(event.worker)}: waiting for a person"
             case DelegationEnd() if event.status != "ok":
                 return f"{who} → {isolate(event.worker)}: {event.status}: {event.error}"
+            case ToolEnd() if event.status == "waiting":
+                return f"{who}: waiting for a person: tool {isolate(event.tool)}"
             case ToolEnd():
                 error = f": {event.error}" if event.error else ""
                 return f"{who}: tool {isolate(event.tool)} {event.status}{error}"

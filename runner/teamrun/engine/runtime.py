@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 _log = get_logger(__name__)
 T = TypeVar("T")
 
+WAITING_FOR_A_PERSON = "waiting for a person"
+"""The ``error`` of a tool, model call or delegation span that ended ``waiting``: the run suspended for a person."""
+
 _MODEL_FIELDS = tuple(ModelFields.model_fields)
 
 
@@ -278,14 +281,18 @@ class AgentFrame:
         """A span of this frame (``llm``, ``tool``): its start event now, its end event once when the block ends,
         with what the block put in :attr:`Span.end` (an exception ends it ``status: error`` with its message, a
         cancellation ``status: error, error: cancelled``; what the end event needs besides, such as a tool's
-        name, the block puts in :attr:`Span.end` first)."""
+        name, the block puts in :attr:`Span.end` first); cancelled because the run suspended for a person, it ends
+        ``status: waiting, error: waiting for a person``)."""
         span = Span(ctx.bus.new_span_id())
         start_kind, end_kind = _SPAN_EVENTS[kind]
         self.emit(ctx, start_kind, span_id=span.id, parent_span_id=parent_span_id, **start)
         try:
             yield span
         except asyncio.CancelledError:
-            span.end.update(status="error", error="cancelled")
+            if ctx.activity.stuck.is_set():
+                span.end.update(status="waiting", error=WAITING_FOR_A_PERSON)
+            else:
+                span.end.update(status="error", error="cancelled")
             raise
         except Exception as exc:
             span.end.update(status="error", error=str(exc))

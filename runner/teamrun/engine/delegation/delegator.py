@@ -55,7 +55,7 @@ from teamrun.engine.delegation.tasks import TaskLedger, TaskRecord, TaskRefused
 from teamrun.engine.delegation.tools import DelegationRequest, delegation_settings, results_for_model
 from teamrun.engine.references import RefRequest, render_blocks
 from teamrun.engine.result import DelegationResult, DelegationStatus
-from teamrun.engine.runtime import AgentFrame, RunContext, max_steps_for, run_all
+from teamrun.engine.runtime import WAITING_FOR_A_PERSON, AgentFrame, RunContext, max_steps_for, run_all
 from teamrun.engine.signals import Bail, Refused, Signal
 from teamrun.errors import RunError, UserError
 from teamrun.llm.types import Message
@@ -545,15 +545,16 @@ class Delegator:
             if record is not None:
                 self.tasks.settle(record, "cancelled", "")
                 record.review = "abandoned"
+        waiting = result.status == "cancelled" and self.ctx.activity.stuck.is_set()  # suspended for a person
         self.frame.emit(
             self.ctx,
             "delegation_end",
             span_id=span,
             worker=result.agent,
-            status=result.status,
+            status="waiting" if waiting else result.status,
             usage=result.usage.as_dict(),
             cost=result.cost,
-            error=result.error,
+            error=WAITING_FOR_A_PERSON if waiting else result.error,
         )
 
 
