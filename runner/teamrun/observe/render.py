@@ -28,6 +28,7 @@ _MARKS = {
     "budget_exhausted": "◐",
     "rejected": "⊘",
     "cancelled": "⊘",
+    "waiting": "◷",
     UNFINISHED: "…",
 }
 
@@ -90,7 +91,7 @@ def _usage_text(node: TraceNode, sep: str) -> str:
     """Tokens and cost, or that they were not reported (a remote worker: never a pretended 0)."""
     if node.attributes.get("usage_known") is False:
         return "usage not reported"
-    return f"{_tokens(node.tokens)}{sep}{format_usd(node.cost)}"
+    return f"{_tokens(node.tokens)}{sep}{format_usd(node.spent_usd)}"
 
 
 def _call_counts(line: _Line) -> str:
@@ -165,7 +166,7 @@ def _node_dict(node: TraceNode, origin: float) -> dict[str, Any]:
         "duration_s": round(node.duration_s, 6),
         "finished": node.finished,
         "usage": node.usage or ({"total_tokens": node.tokens} if node.tokens else {}),
-        "cost": None if node.attributes.get("usage_known") is False else node.cost,  # not known: never a 0
+        "cost": None if node.attributes.get("usage_known") is False else node.spent_usd,  # not known: never a 0
         "error": node.error,
     }
     extra = {k: v for k, v in node.attributes.items() if k not in ("team", "worker", "tool")}
@@ -213,7 +214,7 @@ def render_mermaid(trace: Trace) -> str:
     for root in trace.roots:
         agents = [_agent_line(c) for c in root.children if c.kind == "agent"] if root.kind == "run" else []
         if root.kind == "run":
-            facts = f"{root.status} · {root.duration_s:.2f}s · {_tokens(root.tokens)} · {format_usd(root.cost)}"
+            facts = f"{root.status} · {root.duration_s:.2f}s · {_tokens(root.tokens)} · {format_usd(root.spent_usd)}"
             out.append(f'  {ident(root)}(["run {_mermaid_label(isolate(root.name))}<br/>{_mermaid_label(facts)}"])')
         for agent in agents:
             out.append(f"  {ident(root)} --> {box(agent)}")

@@ -56,12 +56,27 @@ class TraceNode:
 
     @property
     def tokens(self) -> int:
-        """This span's tokens; for an unfinished agent, what its finished model calls used."""
+        """This span's tokens; for an unfinished agent, what its finished model calls used; for an unfinished
+        run, what all its agents used (the run line has the totals, even in a trace cut short)."""
         if self.usage:
             return int(self.usage.get("total_tokens", 0))
+        return sum(part.tokens for part in self._parts())
+
+    @property
+    def spent_usd(self) -> float:
+        """This span's cost, summed like :attr:`tokens` for an unfinished agent or run."""
+        if self.finished:
+            return self.cost
+        return self.cost + sum(part.spent_usd for part in self._parts())
+
+    def _parts(self) -> list[TraceNode]:
+        """What an unfinished span's spending is the sum of: an agent's model calls, a run's agents (each
+        agent's own spending, its workers being agents of their own)."""
+        if self.finished or self.kind not in ("agent", "run"):
+            return []
         if self.kind == "agent":
-            return sum(c.tokens for c in self.children if c.kind == "llm")
-        return 0
+            return [c for c in self.children if c.kind == "llm"]
+        return [node for node in self.walk() if node.kind == "agent"]
 
     def walk(self) -> Iterator[TraceNode]:
         yield self
