@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMappi
 from pathlib import Path
 from typing import Any
 
+from teamrun.bounds import LONE_SURROGATE, lone_surrogate, printable  # the rules of what a sender may send
 from teamrun.errors import UsageError
 
 __all__ = [
@@ -83,47 +84,6 @@ def token_matches(header: str | None, tokens: Iterable[str]) -> bool:
     for token in tokens:
         found |= hmac.compare_digest(given_bytes, token.encode())
     return found
-
-
-LONE_SURROGATE = "holds a lone UTF-16 surrogate (half of a pair, e.g. \\udfff), which is not text: send valid Unicode"
-"""What a request is told when its text holds a lone surrogate (after the place: ``input``, ``messages.0.content``)."""
-
-
-def lone_surrogate(value: Any, path: str = "") -> str | None:
-    """Where ``value`` (parsed JSON) holds a lone UTF-16 surrogate (``"\\udfff"``), as a dotted path; else ``None``.
-
-    JSON's ``\\uXXXX`` escapes let a client send half of a surrogate pair: Python
-    parses it into a string that no model provider (nor UTF-8) can carry.
-    """
-    if isinstance(value, str):
-        return (path or "(the value)") if _has_surrogate(value) else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{printable(str(key))}" if path else printable(str(key))
-            if _has_surrogate(str(key)):
-                return where + " (the key)"
-            found = lone_surrogate(item, where)
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = lone_surrogate(item, f"{path}.{index}" if path else str(index))
-            if found is not None:
-                return found
-    return None
-
-
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def printable(text: str) -> str:
-    """``text`` safe to put in a response: a lone surrogate shows as its escape (``\\udfff``)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 Scope = MutableMapping[str, Any]

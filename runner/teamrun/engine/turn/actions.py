@@ -1,5 +1,6 @@
 """Running a turn's planned actions: delegations (through the delegator), tool calls, transfers,
-background-task controls, workspace calls (:mod:`teamrun.engine.workspace.writes`), unknown names.
+background-task controls, workspace calls (:mod:`teamrun.engine.workspace.writes`), unknown names, and calls
+whose arguments are out of bounds (refused: a JSON refusal and a ``tool`` span ending ``error``, nothing run).
 Each returns a :class:`CallResult` with its signals.
 
 A tool call is refused once ``max_tool_calls`` is used up; otherwise it runs in
@@ -20,6 +21,7 @@ from teamrun.engine.durability.journal import EntryKey, JournalEntry, RunJournal
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.turn.turn_plan import (
     Action,
+    BadArguments,
     CallResult,
     Control,
     Delegate,
@@ -33,12 +35,15 @@ from teamrun.engine.turn.turn_plan import (
 from teamrun.engine.workspace.board_calls import run_board_call
 from teamrun.engine.workspace.writes import run_workspace_call
 from teamrun.llm.types import Message, parse_arguments
+from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver
 from teamrun.tools.base import ToolOutcome
 from teamrun.tools.invoke import invoke_tool
 from teamrun.tools.people import AskSite, ask_site
 
-__all__ = ["run_action", "run_tool", "transfer"]
+__all__ = ["refuse_arguments", "run_action", "run_tool", "transfer"]
+
+log = get_logger(__name__)
 
 
 async def run_action(
@@ -53,6 +58,8 @@ async def run_action(
 ) -> CallResult:
     """Run one action of the reply of model call ``turn`` (``position``: its call's place in the reply)."""
     call = action.call
+    if isinstance(action, BadArguments):
+        return refuse_arguments(ctx, frame, action)
     if isinstance(action, Delegate):
         try:
             request = parse_request(ctx, frame, action.worker, parse_arguments(call.arguments))
@@ -77,6 +84,22 @@ async def run_action(
         return CallResult(call, await run_workspace_call(ctx, frame, call, turn, position))
     assert isinstance(action, Unknown)
     return CallResult(call, action.message())
+
+
+def refuse_arguments(ctx: RunContext, frame: AgentFrame, action: BadArguments) -> CallResult:
+    """The refusal of a call whose arguments are out of bounds, in a ``tool`` span that ends ``error`` (its event
+    says the rule); not a tool call for ``max_tool_calls``, nothing journaled (the same reply is refused again)."""
+    call, problem = action.call, action.problem
+    content = action.refusal()
+    log.info("tool_arguments_refused", tool=call.name, rule=problem.rule)
+    with frame.span(ctx, "tool", tool=call.name) as span:
+        span.end.update(
+            tool=call.name,
+            status="error",
+            error=f"arguments refused ({problem.rule}): {problem.message}",
+            chars=len(content),
+        )
+    return CallResult(call, content)
 
 
 def transfer(frame: AgentFrame, action: Transfer) -> CallResult:

@@ -3,7 +3,11 @@
 :func:`plan_turn` sorts a reply's tool calls, using the agent's
 :class:`~teamrun.engine.turn.tool_table.ToolTable`, into actions: delegations,
 handoffs (the first one wins; later ones are ignored), plain tool calls and
-unknown names. Running the actions gives one :class:`CallResult` per call,
+unknown names. It is the boundary of what a model sends: a known tool's call
+whose arguments break a rule of :mod:`teamrun.bounds` (a lone surrogate, NaN,
+a huge integer, deep nesting, too many bytes, not a JSON object) is planned as
+:class:`BadArguments`, refused before any tool, workspace, board or delegation
+reads them. Running the actions gives one :class:`CallResult` per call,
 each carrying the signals it raised (a limit reached, a bail, a handoff).
 :func:`next_step` reads those signals and decides the turn's end:
 :class:`FinalOutput`, :class:`RunAgain`, :class:`Stop` or :class:`HandOff`; a :class:`Turn`
@@ -12,9 +16,11 @@ is the messages a turn adds together with that decision.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from teamrun.bounds import OutOfBounds, check_arguments
 from teamrun.config.tool_names import DELEGATE_TASK
 from teamrun.engine.limits.ledger import LimitReached
 from teamrun.engine.signals import Bail, HandedOff, Refused, Signal
@@ -82,7 +88,23 @@ class Unknown:
         return f"Error: {problem}. Available tools: {', '.join(self.offered) or 'none'}."
 
 
-Action = Delegate | Transfer | ExtraTransfer | RunTool | Control | WorkspaceCall | Unknown
+@dataclass(frozen=True)
+class BadArguments:
+    """A call of a known tool whose arguments are out of bounds: nothing reads them, the model is told why."""
+
+    call: ToolCall
+    problem: OutOfBounds
+
+    def refusal(self) -> str:
+        """The tool result the model reads: JSON, like a workspace or board refusal."""
+        message = f"{self.problem.message}; call {self.call.name} again with arguments within these bounds"
+        refusal = {"status": "refused", "reason": "arguments", "rule": self.problem.rule, "message": message}
+        if self.problem.where:
+            refusal["where"] = self.problem.where
+        return json.dumps(refusal, ensure_ascii=False)
+
+
+Action = Delegate | Transfer | ExtraTransfer | RunTool | Control | WorkspaceCall | Unknown | BadArguments
 
 
 @dataclass(frozen=True)
@@ -102,6 +124,8 @@ def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
         entry = table.get(call.name)
         if entry is None:
             actions.append(Unknown(call, tuple(table.names), call.name in table.withheld))
+        elif (problem := check_arguments(call.arguments)) is not None:
+            actions.append(BadArguments(call, problem))
         elif entry.kind == "delegation":
             actions.append(Delegate(call, None if entry.name == DELEGATE_TASK else entry.offered.source))
         elif entry.kind == "background":
@@ -213,6 +237,7 @@ def next_step(results: Sequence[CallResult], *, hook_stop: str | None = None) ->
 
 __all__ = [
     "Action",
+    "BadArguments",
     "Bail",
     "CallResult",
     "Control",
