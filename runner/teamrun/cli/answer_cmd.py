@@ -362,7 +362,7 @@ def answer(
     api_base: str | None = None,
 ) -> int:
     from teamrun.cli.resume_cmd import open_backend
-    from teamrun.tools.people import PendingItem, masked, read_answer
+    from teamrun.tools.people import PendingItem, masked, read_answer, shown_value
 
     check_api_base(api_base)  # refused before the answer is recorded
     backend = open_backend(store)
@@ -377,7 +377,7 @@ def answer(
         run_id,
         item,
         who,
-        f"answered ({masked(asked, parsed)})",
+        f"answered ({shown_value(masked(asked, parsed))})",
         no_resume,
         as_json,
         approve,

@@ -20,16 +20,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import json
 import math
+import os
+import re
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TextIO
 
 import jsonschema
+
+try:
+    import termios
+except ImportError:  # pragma: no cover - no terminals to configure (Windows)
+    termios = None  # type: ignore[assignment]
 
 from teamrun.config.models import ToolDef
 from teamrun.errors import ApprovalDenied, ToolError, UsageError
@@ -80,7 +89,7 @@ NOT_TEXT = "is not valid text (bytes that are not UTF-8, or a lone UTF-16 surrog
 
 def check_text(value: Any, what: str = "the answer") -> None:
     """Refuse ``value`` (a string, or JSON-like data: every string and key in it) unless it is valid Unicode
-    text, with :class:`AnswerNotText` (``what`` names it in the message).
+    text without a NUL, with :class:`AnswerNotText` (``what`` names it in the message).
 
     A command-line argument that is not UTF-8 reaches Python as lone surrogates (``caf\\udce9``), and so
     does a ``\\udce9`` escape in JSON: no store, journal or model provider can carry them, so an answer is
@@ -88,6 +97,21 @@ def check_text(value: Any, what: str = "the answer") -> None:
     """
     if _not_text(value):
         raise AnswerNotText(f"{what} {NOT_TEXT}")
+    if _has_nul(value):
+        raise AnswerNotText(f"{what} {HAS_NUL}")
+
+
+HAS_NUL = "contains a NUL character (\\0), which no store keeps as text: leave it out"
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\0" in value
+    if isinstance(value, Mapping):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def _not_text(value: Any) -> bool:
@@ -211,7 +235,7 @@ def read_answer(item: PendingItem, text: str) -> Any:
     value: Any = text
     if item.answer_schema is not None:
         value = _schema_answer(item.answer_schema, text)
-    if item.choices is not None and str(value) not in item.choices:
+    if item.choices is not None and shown_value(value) not in item.choices:
         raise AnswerRefused(f"the answer must be one of: {', '.join(item.choices)}")
     if isinstance(value, str) and not value.strip():
         raise AnswerRefused("the answer is empty")
@@ -221,7 +245,7 @@ def read_answer(item: PendingItem, text: str) -> Any:
 def _schema_answer(schema: Mapping[str, Any], text: str) -> Any:
     """The answer as the schema wants it: ``text`` read as JSON (``42``, ``{"a": 1}``, ``"quoted"``) when that
     fits, else ``text`` as it was typed (``123`` for a string schema is the string ``"123"``)."""
-    validator = jsonschema.validators.validator_for(schema)(schema)
+    validator = _ecma_validator(schema)
     readings: list[Any] = []
     try:
         reading = json.loads(text, parse_constant=_not_json)
@@ -236,7 +260,7 @@ def _schema_answer(schema: Mapping[str, Any], text: str) -> Any:
         check_text(value)  # a JSON escape (`"\\udce9"`) makes a lone surrogate too
         problems = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path)))
         if not problems:
-            return value
+            return _integral(value)
         refused.append(problems)
     # said for the reading of the right type when there is one (a string schema's pattern, not "is not a string")
     problem = next((p[0] for p in refused if p[0].validator != "type"), refused[0][0])
@@ -250,6 +274,96 @@ def _schema_answer(schema: Mapping[str, Any], text: str) -> Any:
 def _not_json(constant: str) -> Any:
     """``NaN``, ``Infinity``, ``-Infinity``: Python's JSON reads them, JSON (and the model's messages) has none."""
     raise ValueError(f"{constant} is not JSON")
+
+
+_EXACT_INTEGERS = 2**53
+"""Floats up to this size hold integers exactly (larger ones are kept as floats, not made up digits)."""
+
+
+def _integral(value: Any) -> Any:
+    """``value`` with each integral float an int: JSON Schema counts ``2.0`` as an integer (2020-12), so an
+    ``integer`` answer may be typed so, but it is the integer 2 for the store, the model and every listing."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INTEGERS:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
+def shown_value(value: Any) -> str:
+    """An answer as a person reads it back: a string as typed, anything else as JSON (``true``, ``2``, not
+    Python's ``True`` or ``2.0``)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+# -- `pattern` as JSON Schema means it (ECMA 262), not as Python's `re` does -------------------------------
+_ECMA_SPACE = "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+_ECMA_OUTSIDE = {
+    "$": "\\Z",  # the very end: Python's `$` also accepts a trailing newline
+    ".": "[^\\n\\r\\u2028\\u2029]",
+    "\\s": f"[{_ECMA_SPACE}]",
+    "\\S": f"[^{_ECMA_SPACE}]",
+}
+
+
+def ecma_regex(pattern: str) -> re.Pattern[str]:
+    """``pattern`` compiled to match as ECMA 262 (JSON Schema's regex dialect) says: ``\\d``, ``\\w`` and ``\\b``
+    are ASCII (``\\d`` does not match ``١٢٣``), ``$`` is the end of the text (not before a final newline),
+    ``.`` stops at every line terminator, ``\\s`` is ECMA's whitespace. Raises :class:`re.error` for a pattern
+    Python cannot read."""
+    return _ecma_regex(pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _ecma_regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(_ecma_translated(pattern), re.ASCII)
+    except re.error:  # a construct the translation does not know: Python's reading, as before
+        return re.compile(pattern)
+
+
+def _ecma_translated(pattern: str) -> str:
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        token = pattern[i : i + 2] if pattern[i] == "\\" else pattern[i]
+        i += len(token)
+        if in_class:
+            out.append(_ECMA_SPACE if token == "\\s" else token)
+            in_class = token != "]"
+        elif token == "[" and pattern.startswith("]", i):  # ECMA's `[]` matches nothing
+            out.append("(?!)")
+            i += 1
+        elif token == "[" and pattern.startswith("^]", i):  # ECMA's `[^]` matches any character
+            out.append("(?s:.)")
+            i += 2
+        else:
+            in_class = token == "["
+            out.append(_ECMA_OUTSIDE.get(token, token))
+            if in_class and pattern.startswith("^", i):
+                out.append("^")
+                i += 1
+    return "".join(out)
+
+
+def _ecma_pattern(
+    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if validator.is_type(instance, "string") and not ecma_regex(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _ecma_validator(schema: Mapping[str, Any]) -> Any:
+    base = jsonschema.validators.validator_for(schema)
+    return _ecma_class(base)(schema)
+
+
+@functools.lru_cache(maxsize=8)
+def _ecma_class(base: Any) -> Any:
+    return jsonschema.validators.extend(base, {"pattern": _ecma_pattern})
 
 
 def _finite(value: Any) -> bool:
@@ -279,7 +393,7 @@ def answer_text(item: PendingItem, answer: Answer) -> str:
         return f"Nobody answered within {item.max_wait_s:g} seconds. Continue without the answer."
     if item.answer_schema is not None:
         return json.dumps(answer.value, ensure_ascii=False)
-    return str(answer.value)
+    return shown_value(answer.value)
 
 
 def masked(item: PendingItem, value: Any) -> Any:
@@ -366,26 +480,33 @@ class TerminalDesk:
         async with self._lock:
             site.emit("person_asked", **asked_fields("", item))
             scope = asyncio.timeout(item.max_wait_s)
+            echo = _EchoOff(self._stdin or sys.stdin) if item.secret else None
             try:
                 async with site.waiting(False), scope:
                     value = await run_in_daemon_thread(
-                        lambda: self._ask(item, site.agent), name="teamrun-person-prompt"
+                        lambda: self._ask(item, site.agent, echo), name="teamrun-person-prompt"
                     )
                 answer = Answer(value, "terminal")
             except TimeoutError:
                 if not scope.expired():
                     raise
                 answer = Answer(None, "nobody", expired=True)
+            finally:
+                if echo is not None:  # the prompt thread may still be reading (a timeout, Ctrl-C): echo back on
+                    echo.close()
         site.emit("person_answered", **answered_fields("", item, answer))
         log.info("person_answered", tool=item.tool, by=answer.by, expired=answer.expired)
         return answer
 
-    def _ask(self, item: PendingItem, agent: str) -> Any:
+    def _ask(self, item: PendingItem, agent: str, echo: _EchoOff | None = None) -> Any:
         stdin = self._stdin or sys.stdin
         stderr = self._stderr or sys.stderr
         choices = f"\n  choices: {', '.join(item.choices)}" if item.choices else ""
-        stderr.write(f"\nteamrun: {agent} asks: {item.question}{choices}\n")
+        hidden = " (typing is not shown)" if echo is not None and echo.possible() else ""
+        stderr.write(f"\nteamrun: {agent} asks: {item.question}{choices}{hidden}\n")
         for _ in range(_TERMINAL_TRIES):
+            if echo is not None:
+                echo.turn_off()  # before the prompt: whatever is typed after it is not shown
             stderr.write("answer: ")
             stderr.flush()
             try:
@@ -393,6 +514,9 @@ class TerminalDesk:
             except UnicodeDecodeError:  # a strict stdin meeting bytes that are not UTF-8
                 stderr.write(f"teamrun: the answer {NOT_TEXT}\n")
                 continue
+            finally:
+                if echo is not None and echo.restore():
+                    stderr.write("\n")  # the Enter that ended the line was not shown either
             if not line:
                 raise ToolError("nobody answered the question (end of input)")
             try:
@@ -400,6 +524,54 @@ class TerminalDesk:
             except AnswerRefused as exc:
                 stderr.write(f"teamrun: {exc}\n")
         raise ToolError(f"no valid answer after {_TERMINAL_TRIES} tries")
+
+
+class _EchoOff:
+    """A terminal's echo turned off while a secret answer is typed (as :func:`getpass.getpass` does), and back
+    on after it, or when the question ends otherwise (its reading thread cannot be stopped). Does nothing when
+    the input is not a terminal (a pipe shows nothing anyway)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._fd: int | None = None
+        self._saved: list[Any] | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+        try:
+            fd = stream.fileno()
+            if termios is not None and os.isatty(fd):
+                self._fd = fd
+        except (AttributeError, OSError, ValueError):  # a StringIO, a closed stream
+            pass
+
+    def possible(self) -> bool:
+        return self._fd is not None
+
+    def turn_off(self) -> None:
+        with self._lock:
+            if self._fd is None or self._saved is not None or self._closed or termios is None:
+                return
+            with contextlib.suppress(termios.error):
+                saved = termios.tcgetattr(self._fd)
+                quiet = list(saved)
+                quiet[3] &= ~termios.ECHO
+                termios.tcsetattr(self._fd, termios.TCSADRAIN, quiet)
+                self._saved = saved
+
+    def restore(self) -> bool:
+        """Echo as it was; whether it had been turned off."""
+        with self._lock:
+            if self._fd is None or self._saved is None or termios is None:
+                return False
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
+            self._saved = None
+            return True
+
+    def close(self) -> None:
+        """Echo back on for good: the question is over (a reading thread left behind turns nothing off)."""
+        self.restore()
+        with self._lock:
+            self._closed = True
 
 
 def asked_fields(item_id: str, item: PendingItem) -> dict[str, Any]:
@@ -435,7 +607,7 @@ class DeskApprover:
             if answer.withdrawn:
                 why = "its run was cancelled while it waited for approval"
             raise ApprovalDenied(f"the call to tool {tool!r} was denied: {why}")
-        if not answer.value:
+        if answer.value is not True:  # only a JSON true approves
             note = f" They said: {answer.note}" if answer.note else ""
             raise ApprovalDenied(
                 f"the user ({answer.by}) denied the call to tool {tool!r}.{note} Do not call it "

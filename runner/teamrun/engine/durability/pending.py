@@ -205,8 +205,8 @@ def _answer_of(record: PendingRecord) -> Answer:
 
         return Answer(None, by, when, expired=True, withdrawn=by == CANCELLED_BY)
     value: Any = record.answer
-    if record.kind == "approval":
-        data = value if isinstance(value, dict) else {"approved": bool(value)}
+    if record.kind == "approval":  # only a JSON true approves ("yes", 1, "false" are no approval)
+        data = value if isinstance(value, dict) else {"approved": value}
         note = data.get("note")
-        return Answer(bool(data.get("approved")), by, when, note=str(note) if note else None)
+        return Answer(data.get("approved") is True, by, when, note=str(note) if note else None)
     return Answer(value, by, when)
