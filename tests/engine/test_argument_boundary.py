@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from teamrun.bounds import MAX_ARGUMENT_BYTES, MAX_DEPTH
+from teamrun.engine.durability.journal import MemoryJournal, RunJournal
 from teamrun.engine.team import load_team
 from teamrun.events import Event
 from teamrun.llm.types import ModelReply, ToolCall
+from teamrun.store.records import JournaledRun
 from teamrun.testing.scripted import ScriptedCall, ScriptedModel, tool_call
 
 HUGE = "9" * 400
@@ -207,3 +209,26 @@ def test_an_unknown_tool_is_still_an_unknown_tool_whatever_its_arguments(tmp_pat
 
     assert result.status == "done"
     assert model.calls[1].tool_results[0].startswith("Error: there is no tool named 'no_such_tool'")
+
+
+def test_a_lone_surrogate_character_itself_is_refused_and_never_sent_back_or_journaled_raw(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(WORKSPACE_TEAM, encoding="utf-8")
+    backend = MemoryJournal()
+    record = JournaledRun(run_id="r1", team="bounds", team_file=str(path), input="go")
+    raw = '{"value": "a\ud800b", "version": 0}'  # the character a provider's JSON decoding can hand back, not \\ud800
+    model = ScriptedModel({"lead": [_reply(("workspace_write_note", raw)), "done \udfff"]})
+    events: list[Event] = []
+
+    result = asyncio.run(
+        load_team(path, chat_model=model).run("go", subscribers=[events.append], journal=RunJournal(backend, record))
+    )
+
+    model.assert_complete()
+    assert result.status == "done", result.error
+    (refusal,) = _refusals(model.calls[1].tool_results)
+    assert refusal["rule"] == "text" and refusal["where"] == "value"
+    sent_back = model.calls[1].messages[-2]["tool_calls"][0]["function"]["arguments"]
+    assert sent_back == '{"value": "a\\ud800b", "version": 0}'  # as its JSON escape: UTF-8 carries it
+    assert result.final_text == "done \\udfff"
+    json.dumps([e.data for e in events], ensure_ascii=False).encode("utf-8")  # every event can be written

@@ -13,7 +13,11 @@ In order:
    turn, span, run id), which the scripted model, cassettes and retry events read;
 3. a journaled call is answered from the journal when an earlier attempt of the
    run finished it (same invocation, number and request hash), else the model is
-   asked and its reply is written to the journal — one call site;
+   asked and its reply is written to the journal — one call site; a lone surrogate
+   in the reply (its text, a tool call's name or raw arguments) is first turned into
+   its escape (``\ud800``), which reads back as the same JSON string — so
+   :mod:`teamrun.bounds` still refuses the call — but which UTF-8, the journal, the
+   events and the provider the conversation goes back to can carry;
 4. the reply's tokens and cost are charged to the frame's ledger (a step for
    the agent's own turns) and the span ends (``llm_end``).
 """
@@ -21,17 +25,18 @@ In order:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from teamrun.bounds import printable
 from teamrun.engine.durability.journal import EntryKey, JournalEntry
 from teamrun.engine.limits.ledger import LimitReached
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.errors import ModelError
 from teamrun.llm.cassette import reply_to_dict
-from teamrun.llm.types import CallScope, Message, ModelReply, ModelSettings, ToolSchema, current_scope
+from teamrun.llm.types import CallScope, Message, ModelReply, ModelSettings, ToolCall, ToolSchema, current_scope
 
-__all__ = ["CallRefused", "ModelCall", "call_model"]
+__all__ = ["CallRefused", "ModelCall", "call_model", "carried"]
 
 
 class CallRefused(ModelError):
@@ -88,8 +93,10 @@ async def call_model(
                 where = f" at {settings.api_base}" if settings.api_base else ""
                 ctx.calls_in_flight[span.id] = f"{frame.name}'s call to {settings.model}{where}"
                 try:
-                    reply = await ctx.model.complete(
-                        messages, settings=settings, tools=list(tools), response_format=response_format
+                    reply = carried(
+                        await ctx.model.complete(
+                            messages, settings=settings, tools=list(tools), response_format=response_format
+                        )
                     )
                 finally:
                     ctx.calls_in_flight.pop(span.id, None)
@@ -107,3 +114,13 @@ async def call_model(
             finish_reason=reply.finish_reason,
         )
     return reply
+
+
+def carried(reply: ModelReply) -> ModelReply:
+    """``reply`` with every lone surrogate of its text and tool calls (id, name, arguments) as its escape
+    (``\\ud800``); the same object when it has none (almost always)."""
+    text = printable(reply.text) if reply.text is not None else None
+    calls = tuple(ToolCall(printable(c.id), printable(c.name), printable(c.arguments)) for c in reply.tool_calls)
+    if text == reply.text and calls == reply.tool_calls:
+        return reply
+    return replace(reply, text=text, tool_calls=calls)
