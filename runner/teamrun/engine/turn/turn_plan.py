@@ -98,9 +98,8 @@ class BadArguments:
     def refusal(self) -> str:
         """The tool result the model reads: JSON, like a workspace or board refusal."""
         message = f"{self.problem.message}; call {self.call.name} again with arguments within these bounds"
-        refusal = {"status": "refused", "reason": "arguments", "rule": self.problem.rule, "message": message}
-        if self.problem.where:
-            refusal["where"] = self.problem.where
+        where = {"where": self.problem.where} if self.problem.where else {}
+        refusal = {"status": "refused", "reason": "arguments", "rule": self.problem.rule, **where, "message": message}
         return json.dumps(refusal, ensure_ascii=False)
 
 
