@@ -40,16 +40,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config.models import RemoteAgent
-from teamrun.config.remote_card import (
+from teamrun.engine.delegation.records import WorkerOutcome
+from teamrun.engine.remote.cards import (
     DEFAULT_REMOTE_TIMEOUT_S,
     CardProblem,
     bearer_token,
+    card_key,
     card_location,
     plain_text,
     require_a2a,
 )
-from teamrun.engine.delegation.records import WorkerOutcome
-from teamrun.engine.remote.cards import card_key
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.errors import RemoteAgentError, RunError, UserError
 from teamrun.llm.types import Usage
