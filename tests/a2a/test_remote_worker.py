@@ -313,7 +313,7 @@ def test_a_huge_card_is_cut_with_a_warning_and_the_run_goes_on(
 def test_card_description_is_capped() -> None:
     from a2a.types.a2a_pb2 import AgentCard, AgentSkill
 
-    from teamrun.config.remote_card import card_cuts, card_description
+    from teamrun.engine.remote.cards import card_cuts, card_description
 
     card = AgentCard(
         name="n",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from teamrun.config.checks import HOOK_ACTIONS, HOOK_POINTS, HOOK_TEMPLATES
+from teamrun.config.checks.hooks import HOOK_ACTIONS, HOOK_POINTS, HOOK_TEMPLATES
 from teamrun.config.models import HOOK_MODELS, hook_actions, hook_templates
 
 

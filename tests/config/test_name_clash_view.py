@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from teamrun.config.checks import _mapping, _team_as_read
+from teamrun.config.checks.raw import mapping as _mapping
+from teamrun.config.checks.tools import team_as_read as _team_as_read
 from teamrun.config.loader import check_file
 from teamrun.config.models import TeamConfig
 from teamrun.config.tool_names import team_clashes

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from teamrun import load_team
-from teamrun.config.checks import HOOK_NAMES, INSTRUCTION_NAMES
+from teamrun.config.checks.templates import HOOK_NAMES, INSTRUCTION_NAMES
 from teamrun.engine.delegation.hooks import HookContext
 
 

@@ -151,10 +151,11 @@ def check_paths(
             results.append(CheckResult(shown, [problem]))
         else:
             results.append(_check_one(shown, import_check=import_check))
-            if import_check:  # MCP servers: start each one, check the tool names the file uses
+            if import_check:  # MCP servers: start each one, check the tool names the file uses; read a2a: cards
+                from teamrun.engine.remote.cards import check_cards
                 from teamrun.tools.mcp.check import check_mcp_servers
 
-                results[-1].diagnostics.extend(check_mcp_servers(results[-1]))
+                results[-1].add([*check_mcp_servers(results[-1]), *check_cards(results[-1])])
     return results
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from teamrun.config.checks import check_semantics
+from teamrun.config.checks.semantic import check_semantics
 from teamrun.config.diagnostics import Diagnostic
 from teamrun.config.interpolate import Interpolator
 from teamrun.config.schema import SchemaChecker
@@ -41,6 +41,11 @@ class CheckResult:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    def add(self, found: Iterable[Diagnostic]) -> None:
+        """Add what a check above the config layer found (``--import-check``: MCP servers, agent cards),
+        in the order of the file like the rest."""
+        self.diagnostics = _in_order([*self.diagnostics, *found])
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,12 @@ def check_text(
     diagnostics += check_semantics(
         file, text, document.data, document.source_map, import_check=import_check, given_vars=given_vars
     )
-    unique = sorted(set(diagnostics), key=lambda d: (d.line, d.column, d.message))
-    return CheckResult(file, unique, document.data, document.source_map, interpolator.secrets)
+    return CheckResult(file, _in_order(diagnostics), document.data, document.source_map, interpolator.secrets)
+
+
+def _in_order(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """Each diagnostic once, in the order of the file."""
+    return sorted(set(diagnostics), key=lambda d: (d.line, d.column, d.message))
 
 
 def check_file(

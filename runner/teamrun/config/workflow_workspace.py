@@ -1,8 +1,8 @@
 """What a workflow's templates read of the ``workspace:``, told from their source (no rendering).
 
 A step's templates read ``workspace.<entry>`` (or ``workspace['<entry>']``): the
-entry's value as the step starts. The checks (:mod:`teamrun.config.workflow_workspace_checks`),
-the graph (:mod:`teamrun.config.workflow_graph`) and the engine (which reads the
+entry's value as the step starts. The checks (:mod:`teamrun.config.checks.workflow_workspace`),
+the graph (:mod:`teamrun.config.graph.workflow`) and the engine (which reads the
 workspace only for a step whose templates use it) all ask this module.
 """
 

@@ -5,8 +5,9 @@ framework, another machine): the fields that configure a local model loop
 (``model``, ``tools``, ``delegates_to``, ``handoffs``, ``instructions``,
 ``output_schema``...) would be silently ignored, so they are errors; so is a
 remote supervisor (the supervisor's loop runs here), a handoff to a remote agent (a handoff hands over the
-conversation; a remote agent takes a task) and a remote peer (it can never touch the board). ``--import-check`` also
-fetches each remote agent's card (:func:`remote_card_checks`).
+conversation; a remote agent takes a task) and a remote peer (it can never touch the board). (``--import-check``
+reads each remote agent's card from the CLI: :func:`teamrun.engine.remote.cards.check_cards`; the config layer
+contacts nothing.)
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from teamrun.config.checks.raw import mapping, names
 from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
-from teamrun.config.raw import mapping, names
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
-__all__ = ["LOCAL_ONLY_FIELDS", "remote_card_checks", "remote_checks"]
+__all__ = ["LOCAL_ONLY_FIELDS", "looks_like_token", "remote_checks"]
 
 LOCAL_ONLY_FIELDS = (
     "model",
@@ -47,7 +48,7 @@ LOCAL_ONLY_FIELDS = (
 """Agent fields that configure a model loop in this process: meaningless on an ``a2a:`` agent."""
 
 
-def remote_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+def remote_checks(c: CheckContext) -> Iterator[Diagnostic]:
     """Each ``a2a:`` agent: no local-loop fields, not the supervisor, not a handoff's target, not a peer."""
     remote = [agent for agent, spec in c.agents.items() if spec.get("a2a") is not None]
     yield from _remote_agents(c, remote)
@@ -55,12 +56,12 @@ def remote_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
     yield from _remote_peers(c, remote)
 
 
-def _handoffs_to_remote(c: SemanticChecker, remote: list[str]) -> Iterator[Diagnostic]:
+def _handoffs_to_remote(c: CheckContext, remote: list[str]) -> Iterator[Diagnostic]:
     for agent, spec in c.agents.items():
         for index, target in names(spec.get("handoffs")):
             if target in remote and target != agent:
                 path: JsonPath = ("agents", agent, "handoffs", index)
-                yield c._error(
+                yield c.error(
                     path,
                     f"{dotted(path)}: agent '{target}' is a remote A2A agent (a2a:): a handoff hands over the "
                     "conversation, and a remote agent takes a task; use delegates_to instead",
@@ -68,10 +69,10 @@ def _handoffs_to_remote(c: SemanticChecker, remote: list[str]) -> Iterator[Diagn
                 )
 
 
-def _remote_peers(c: SemanticChecker, remote: list[str]) -> Iterator[Diagnostic]:
+def _remote_peers(c: CheckContext, remote: list[str]) -> Iterator[Diagnostic]:
     for index, peer in names(c.data.get("peers")):
         if peer in remote:
-            yield c._error(
+            yield c.error(
                 ("peers", index),
                 f"peers[{index}]: agent '{peer}' is a remote A2A agent (a2a:): a peer works on the board, which a "
                 "remote agent can never touch; make a local peer that delegates to it",
@@ -79,13 +80,13 @@ def _remote_peers(c: SemanticChecker, remote: list[str]) -> Iterator[Diagnostic]
             )
 
 
-def _remote_agents(c: SemanticChecker, remote: list[str]) -> Iterator[Diagnostic]:
+def _remote_agents(c: CheckContext, remote: list[str]) -> Iterator[Diagnostic]:
     for agent in remote:
         spec = c.agents[agent]
         base: JsonPath = ("agents", agent)
         for field in LOCAL_ONLY_FIELDS:
             if field in spec:
-                yield c._error(
+                yield c.error(
                     (*base, field),
                     f"{dotted((*base, field))}: agent '{agent}' is a remote A2A agent (a2a:); it runs its own "
                     f"loop elsewhere, so '{field}' cannot apply: remove it",
@@ -93,7 +94,7 @@ def _remote_agents(c: SemanticChecker, remote: list[str]) -> Iterator[Diagnostic
                     key=True,
                 )
         if agent == c.supervisor:
-            yield c._error(
+            yield c.error(
                 (*base, "a2a"),
                 f"agents.{agent}.a2a: the supervisor '{agent}' cannot be a remote A2A agent (its loop runs in "
                 "teamrun); make a local supervisor that delegates to it",
@@ -105,14 +106,14 @@ def _remote_agents(c: SemanticChecker, remote: list[str]) -> Iterator[Diagnostic
         if not isinstance(env, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env):
             continue  # not a name at all: the schema's error says so
         if looks_like_token(env):  # the value is not repeated: it may be the token
-            yield c._warning(
+            yield c.warning(
                 (*base, "a2a", "auth", "bearer_env"),
                 f"{dotted((*base, 'a2a', 'auth', 'bearer_env'))}: the value looks like a token, not the name of "
                 "the environment variable holding it (write the variable's name, e.g. AGENT_TOKEN)",
                 "remote",
             )
         elif env.upper() in _NOT_TOKENS:
-            yield c._warning(
+            yield c.warning(
                 (*base, "a2a", "auth", "bearer_env"),
                 f"{dotted((*base, 'a2a', 'auth', 'bearer_env'))}: {env} is a system variable, not a token's: its "
                 "value would be sent as the bearer token",
@@ -133,48 +134,3 @@ def looks_like_token(value: str) -> bool:
         return True
     mixed = any(c.islower() for c in value) and any(c.isupper() for c in value) and any(c.isdigit() for c in value)
     return len(value) >= 24 and mixed and "_" not in value
-
-
-def remote_card_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
-    """``--import-check``: each remote agent's card can be fetched and parsed (this contacts the agent).
-
-    A card that answers with something that is not a card is an error; an agent that does not answer at all
-    (not running where this is checked), or a2a-sdk not installed, is a warning (an error with ``--strict``),
-    as a stdio MCP server whose program is missing is."""
-    from teamrun.config.remote_card import CardProblem, card_cuts, fetch_card_sync, require_a2a
-    from teamrun.errors import UserError
-
-    remote_agents = {a: s for a, s in c.agents.items() if isinstance(mapping(s.get("a2a")).get("url"), str)}
-    if not remote_agents:
-        return
-    try:
-        require_a2a()
-    except UserError as exc:
-        first = next(iter(remote_agents))
-        yield c._warning(
-            ("agents", first, "a2a"), f"agents.{first}.a2a: cannot read remote agents' cards: {exc}", "import", key=True
-        )
-        return
-    for agent, spec in remote_agents.items():
-        remote = mapping(spec.get("a2a"))
-        url = remote.get("url")
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            continue
-        auth = mapping(remote.get("auth"))
-        env = auth.get("bearer_env")
-        timeout = remote.get("timeout_s")
-        try:
-            card = fetch_card_sync(
-                url,
-                bearer_env=env if isinstance(env, str) else None,
-                timeout_s=float(timeout) if isinstance(timeout, int | float) else None,
-            )
-        except CardProblem as exc:
-            where, message = ("agents", agent, "a2a", "url"), f"agents.{agent}.a2a.url: {exc}"
-            if exc.unreachable:
-                yield c._warning(where, f"{message} (is the agent running where you validate?)", "import")
-            else:
-                yield c._error(where, message, "import")
-            continue
-        if cut := card_cuts(card):
-            yield c._warning(("agents", agent, "a2a", "url"), f"agents.{agent}.a2a.url: {cut}", "import")

@@ -17,7 +17,7 @@ from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotte
 from teamrun.config.regexes import judge_regex
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = ["SchemaRefs", "first_error", "sub_schema"]
 
@@ -191,14 +191,14 @@ class SchemaRefs:
                     stack.append((target, self._in_place(target)))
 
 
-def sub_schema(c: SemanticChecker, path: JsonPath, schema: Any) -> Iterator[Diagnostic]:
+def sub_schema(c: CheckContext, path: JsonPath, schema: Any) -> Iterator[Diagnostic]:
     """The JSON Schema at ``path``."""
     if not isinstance(schema, dict):
         return
     from teamrun.config.schema import describe_type, describe_value
 
     for where, problem in SchemaRefs(schema).problems():
-        yield c._error((*path, *where), f"{dotted(path)} is not a valid JSON Schema: {problem}", "output_schema")
+        yield c.error((*path, *where), f"{dotted(path)} is not a valid JSON Schema: {problem}", "output_schema")
 
     seen: set[tuple[JsonPath, str]] = set()
     for error in _meta_validator().iter_errors(schema):
@@ -222,7 +222,7 @@ def sub_schema(c: SemanticChecker, path: JsonPath, schema: Any) -> Iterator[Diag
             detail = f"{sub}: {error.message}"
         else:
             detail = error.message
-        yield c._error(
+        yield c.error(
             (*path, *inner),
             f"{dotted(path)} is not a valid JSON Schema: {detail}",
             "output_schema",
@@ -230,7 +230,7 @@ def sub_schema(c: SemanticChecker, path: JsonPath, schema: Any) -> Iterator[Diag
     for inner, pattern, at_key in _schema_patterns(schema):
         caution = judge_regex(pattern).caution
         if caution is not None:
-            yield c._warning(
+            yield c.warning(
                 (*path, *inner),
                 f"{dotted((*path, *inner))}: regular expression '{shorten(pattern)}': {caution}",
                 "regex",

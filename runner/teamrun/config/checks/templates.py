@@ -4,7 +4,7 @@ A template that does not compile, a ``range()`` too large, a name the template
 cannot read where it is rendered, a ``vars`` key the file does not declare, and
 a ``--var`` that sets nothing. The other checks (agents, hooks, workflow steps)
 call :func:`template` and :func:`condition` on the values they own; these
-functions also note which ``vars`` keys are read (``SemanticChecker.vars_read``).
+functions also note which ``vars`` keys are read (``CheckContext.vars_read``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from teamrun.config import templates
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing, shorten
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = [
     "HOOK_NAMES",
@@ -78,7 +78,7 @@ def template_message(message: str | None) -> str:
     return text.rstrip(".")
 
 
-def template(c: SemanticChecker, path: JsonPath, source: Any, names: tuple[str, ...]) -> Iterator[Diagnostic]:
+def template(c: CheckContext, path: JsonPath, source: Any, names: tuple[str, ...]) -> Iterator[Diagnostic]:
     """The template at ``path``, which may read ``names``."""
     if not isinstance(source, str):
         return
@@ -112,7 +112,7 @@ def template(c: SemanticChecker, path: JsonPath, source: Any, names: tuple[str, 
     yield from unknown_names(c, path, source, uses, names, kind="template")
 
 
-def condition(c: SemanticChecker, path: JsonPath, source: Any) -> Iterator[Diagnostic]:
+def condition(c: CheckContext, path: JsonPath, source: Any) -> Iterator[Diagnostic]:
     """The hook condition (a ``when:`` expression) at ``path``."""
     if not isinstance(source, str):
         return
@@ -126,13 +126,13 @@ def condition(c: SemanticChecker, path: JsonPath, source: Any) -> Iterator[Diagn
             detail = template_message(exc.message)
             detail = detail.replace("'end of template'", "end of the expression")
             detail = detail.replace("chunk after expression", "unexpected text after the expression")
-        yield c._error(path, f"invalid condition in {dotted(path)} '{shorten(source)}': {detail}", "template")
+        yield c.error(path, f"invalid condition in {dotted(path)} '{shorten(source)}': {detail}", "template")
         return
     yield from unknown_names(c, path, source, uses, HOOK_NAMES, kind="condition")
 
 
 def unknown_names(
-    c: SemanticChecker,
+    c: CheckContext,
     path: JsonPath,
     source: str,
     uses: list[templates.NameUse],
@@ -182,7 +182,7 @@ def unknown_names(
                 )
 
 
-def given_vars_checks(c: SemanticChecker, given: Iterable[str]) -> Iterator[Diagnostic]:
+def given_vars_checks(c: CheckContext, given: Iterable[str]) -> Iterator[Diagnostic]:
     """A ``--var`` that sets nothing: its name is neither declared under ``vars:`` nor read by a template.
 
     Run after every template check: they fill ``vars_read``.
@@ -199,13 +199,13 @@ def given_vars_checks(c: SemanticChecker, given: Iterable[str]) -> Iterator[Diag
         else:
             listed = "" if hint else f" (its vars: {listing(known)})"
             message = f"--var {name} sets nothing: this team has no var '{name}'{hint}{listed}"
-        yield c._warning(where, message, "vars", key=bool(where))
+        yield c.warning(where, message, "vars", key=bool(where))
 
 
 # -- where a template's line is in the file ---------------------------------------------------
 
 
-def find(c: SemanticChecker, path: JsonPath, source: str, template_line: int, pattern: str) -> tuple[int, int]:
+def find(c: CheckContext, path: JsonPath, source: str, template_line: int, pattern: str) -> tuple[int, int]:
     """Where ``pattern`` first matches on line ``template_line`` of a template value in the file."""
     line, column = _template_position(c, path, template_line, source)
     text = c.lines[line - 1] if 0 < line <= len(c.lines) else ""
@@ -213,7 +213,7 @@ def find(c: SemanticChecker, path: JsonPath, source: str, template_line: int, pa
     return (line, found.start() + 1) if found else (line, column)
 
 
-def _template_position(c: SemanticChecker, path: JsonPath, template_line: int, source: str) -> tuple[int, int]:
+def _template_position(c: CheckContext, path: JsonPath, template_line: int, source: str) -> tuple[int, int]:
     """The file line and column where line ``template_line`` of a template value starts."""
     mark = c.source_map.value(path)
     style = _char(c, mark.line, mark.column)
@@ -239,11 +239,11 @@ def _template_position(c: SemanticChecker, path: JsonPath, template_line: int, s
     return line, _indent(c, line) + 1
 
 
-def _char(c: SemanticChecker, line: int, column: int) -> str:
+def _char(c: CheckContext, line: int, column: int) -> str:
     text = c.lines[line - 1] if 0 < line <= len(c.lines) else ""
     return text[column - 1] if 0 < column <= len(text) else ""
 
 
-def _indent(c: SemanticChecker, line: int) -> int:
+def _indent(c: CheckContext, line: int) -> int:
     text = c.lines[line - 1] if 0 < line <= len(c.lines) else ""
     return len(text) - len(text.lstrip())

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from teamrun.config.checks.raw import mapping, number
 from teamrun.config.diagnostics import Diagnostic
-from teamrun.config.raw import mapping, number
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = ["RUN_WIDE", "budget_checks"]
 
@@ -26,7 +26,7 @@ RUN_WIDE = (
 """Limits a worker spends from the run's ledger: an agent's budget above the run's never applies."""
 
 
-def budget_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+def budget_checks(c: CheckContext) -> Iterator[Diagnostic]:
     """An agent's budget above the run's limit; a concurrency that cannot apply."""
     run = mapping(c.data.get("limits"))
     for agent, spec in c.agents.items():
@@ -34,7 +34,7 @@ def budget_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
         for key in RUN_WIDE:
             mine, theirs = number(budget.get(key)), number(run.get(key))
             if mine is not None and theirs is not None and mine > theirs:
-                yield c._warning(
+                yield c.warning(
                     ("agents", agent, "budget", key),
                     f"agents.{agent}.budget.{key} ({budget[key]}) is above limits.{key} ({run[key]}); "
                     "the run's limit is reached first",
@@ -43,7 +43,7 @@ def budget_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
         delegation = mapping(spec.get("delegation"))
         concurrency = number(delegation.get("max_concurrency"))
         if delegation.get("parallel") is False and concurrency is not None and concurrency > 1:
-            yield c._warning(
+            yield c.warning(
                 ("agents", agent, "delegation", "max_concurrency"),
                 "max_concurrency has no effect with parallel: false (delegations run one at a time)",
                 "budget",

@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from teamrun.config.acceptance_checks import check_lists
+from teamrun.config.checks.acceptance import check_lists
+from teamrun.config.checks.hooks import HOOK_POINTS
+from teamrun.config.checks.raw import mapping
 from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
-from teamrun.config.hook_checks import HOOK_POINTS
-from teamrun.config.raw import mapping
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = ["import_checks"]
 
 
-def import_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+def import_checks(c: CheckContext) -> Iterator[Diagnostic]:
     """Each python tool, answer check, message filter and hook ``call:`` that does not import."""
     import contextlib
     import sys
@@ -31,10 +31,10 @@ def import_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
             with contextlib.redirect_stdout(sys.stderr):
                 resolve_import_path(reference, base_dir=base_dir, keep_on_path=False)
         except ImportProblem as exc:
-            yield c._error(path, f"{dotted(path)}: {exc}", "import")
+            yield c.error(path, f"{dotted(path)}: {exc}", "import")
 
 
-def _import_references(c: SemanticChecker) -> Iterator[tuple[JsonPath, str]]:
+def _import_references(c: CheckContext) -> Iterator[tuple[JsonPath, str]]:
     """Every well-formed import path (a malformed one is already a schema error)."""
     from teamrun.config.schema import ecma_pattern, validation_schema
 
@@ -44,7 +44,7 @@ def _import_references(c: SemanticChecker) -> Iterator[tuple[JsonPath, str]]:
             yield path, reference
 
 
-def _all_import_references(c: SemanticChecker) -> Iterator[tuple[JsonPath, str]]:
+def _all_import_references(c: CheckContext) -> Iterator[tuple[JsonPath, str]]:
     for name, spec in c.tools.items():
         if isinstance(spec.get("python"), str):
             yield ("tools", name, "python"), spec["python"]

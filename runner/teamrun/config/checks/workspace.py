@@ -19,14 +19,14 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from teamrun.config.checks.sub_schemas import first_error, sub_schema
+from teamrun.config.checks.workflow_workspace import entries_written
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, listing
-from teamrun.config.sub_schema_checks import first_error, sub_schema
-from teamrun.config.workflow_workspace_checks import entries_written
 from teamrun.conventions import WORKSPACE_CHANGES, WORKSPACE_READ, WORKSPACE_WRITE_PREFIX, workspace_write_tool_name
 from teamrun.defaults import DEFAULT_ENTRY_BYTES, DEFAULT_WORKSPACE_BYTES
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = ["workspace_checks"]
 
@@ -60,14 +60,14 @@ def _value_fits(rule: str, value: Any) -> bool:
     return True
 
 
-def workspace_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+def workspace_checks(c: CheckContext) -> Iterator[Diagnostic]:
     """Every problem of ``workspace:`` (none when the file has none)."""
     workspace = c.data.get("workspace") if c.data else None
     if not isinstance(workspace, dict) or not isinstance(workspace.get("entries"), dict):
         return
     by_steps = entries_written(c.data)  # a workflow step's `write:` writes too
     for name, raw in workspace["entries"].items():
-        if isinstance(raw, dict) and raw.get("kind") != "board":  # a board: peer_checks
+        if isinstance(raw, dict) and raw.get("kind") != "board":  # a board: checks.peers
             yield from _entry(c, ("workspace", "entries", name), str(name), raw, str(name) in by_steps)
     yield from _total(c, workspace)
     yield from _clashes(c, workspace["entries"])
@@ -75,13 +75,13 @@ def workspace_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
 
 
 def _entry(
-    c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any], step_written: bool = False
+    c: CheckContext, path: JsonPath, name: str, entry: dict[str, Any], step_written: bool = False
 ) -> Iterator[Diagnostic]:
     for field in ("read", "write"):
         agents = entry.get(field)
         for index, agent in enumerate(agents if isinstance(agents, list) else []):
             if isinstance(agent, str) and c.agents and agent not in c.agents:
-                yield c._error(
+                yield c.error(
                     (*path, field, index),
                     f"agent '{agent}' in workspace.entries.{name}.{field} is not defined"
                     f"{did_you_mean(agent, list(c.agents))} (defined agents: {listing(list(c.agents))})",
@@ -100,7 +100,7 @@ def _entry(
     types = _types(schema)
     mismatch = wanted is not None and types is not None and not types & wanted[0]
     if wanted is not None and types is not None and mismatch:
-        yield c._error(
+        yield c.error(
             (*path, "merge"),
             f"workspace.entries.{name}: merge '{rule}' needs {wanted[1]}, but its schema's type is "
             f"{'/'.join(sorted(types))}; change the rule (replace works on any value) or the schema",
@@ -110,14 +110,14 @@ def _entry(
     initial = entry["initial"] if has_initial else _EMPTY.get(rule) if isinstance(rule, str) else None
     where: JsonPath = (*path, "initial") if has_initial else path
     if has_initial and isinstance(rule, str) and not _value_fits(rule, initial):
-        yield c._error(
+        yield c.error(
             where, f"workspace.entries.{name}.initial must be {_RULE_TYPES[rule][1]} for merge '{rule}'", "workspace"
         )
     elif initial is not None and schema_ok and schema and not mismatch:
         error = first_error(schema, initial)
         if error is not None:
             said = "its initial value" if has_initial else f"its starting value {json.dumps(initial)}"
-            yield c._error(
+            yield c.error(
                 where,
                 f"workspace.entries.{name}: {said} does not satisfy its schema: {error.message}",
                 "workspace",
@@ -127,14 +127,14 @@ def _entry(
     max_bytes = max_bytes if isinstance(max_bytes, int) and not isinstance(max_bytes, bool) else DEFAULT_ENTRY_BYTES
     if has_initial and (size := _size(initial)) > max_bytes:
         cap = "its max_bytes" if "max_bytes" in entry else "the default max_bytes of an entry"
-        yield c._error(
+        yield c.error(
             where,
             f"workspace.entries.{name}.initial is {size} bytes, past {cap} ({max_bytes}); "
             "shorten it or raise `max_bytes`",
             "workspace",
         )
     if not entry.get("write") and not has_initial and not step_written:
-        yield c._warning(
+        yield c.warning(
             path,
             f"nobody writes workspace.entries.{name} and it has no initial value: it stays empty "
             "(list its writers under `write:`)",
@@ -148,7 +148,7 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
-def _total(c: SemanticChecker, workspace: dict[str, Any]) -> Iterator[Diagnostic]:
+def _total(c: CheckContext, workspace: dict[str, Any]) -> Iterator[Diagnostic]:
     """Initial values that together pass ``workspace.max_bytes``: no write could ever apply."""
     cap = workspace.get("max_bytes")
     cap = cap if isinstance(cap, int) and not isinstance(cap, bool) else DEFAULT_WORKSPACE_BYTES
@@ -161,7 +161,7 @@ def _total(c: SemanticChecker, workspace: dict[str, Any]) -> Iterator[Diagnostic
     if total > cap:
         path: JsonPath = ("workspace", "max_bytes") if "max_bytes" in workspace else ("workspace",)
         largest = ", ".join(f"{n} {b}" for n, b in sorted(sizes.items(), key=lambda kv: -kv[1])[:3])
-        yield c._error(
+        yield c.error(
             path,
             f"the workspace's initial values are {total} bytes together ({largest}), past "
             f"{'workspace.max_bytes' if 'max_bytes' in workspace else 'the default workspace.max_bytes'} ({cap})",
@@ -170,7 +170,7 @@ def _total(c: SemanticChecker, workspace: dict[str, Any]) -> Iterator[Diagnostic
         )
 
 
-def _clashes(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagnostic]:
+def _clashes(c: CheckContext, entries: dict[str, Any]) -> Iterator[Diagnostic]:
     """A workspace tool named like one of the agent's own tools (a model cannot tell them apart)."""
     for agent, spec in c.agents.items():
         declared = spec.get("tools")
@@ -191,7 +191,7 @@ def _clashes(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagnostic
             names += [WORKSPACE_READ, WORKSPACE_CHANGES]
         for name in names:
             if name in own:
-                yield c._error(
+                yield c.error(
                     ("agents", agent, "tools", own[name]),
                     f"agents.{agent}: the tool '{name}' and the workspace tool '{name}' would both be offered to "
                     "the model; rename the tool (a model cannot tell two functions of one name apart)",
@@ -199,7 +199,7 @@ def _clashes(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagnostic
                 )
 
 
-def _instructions(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagnostic]:
+def _instructions(c: CheckContext, entries: dict[str, Any]) -> Iterator[Diagnostic]:
     """Instructions that tell an agent to write an entry that does not exist, or one it may not write."""
     for agent, spec in c.agents.items():
         instructions = spec.get("instructions")
@@ -209,7 +209,7 @@ def _instructions(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagn
             path: JsonPath = ("agents", agent, "instructions")
             raw = entries.get(entry)
             if raw is None:
-                yield c._warning(
+                yield c.warning(
                     path,
                     f"agents.{agent}.instructions name {WORKSPACE_WRITE_PREFIX}{entry}, but the workspace has no "
                     f"entry '{entry}'{did_you_mean(entry, [str(e) for e in entries])} "
@@ -220,7 +220,7 @@ def _instructions(c: SemanticChecker, entries: dict[str, Any]) -> Iterator[Diagn
             writers = raw.get("write") if isinstance(raw, dict) else None
             writers = writers if isinstance(writers, list) else []
             if agent not in writers:
-                yield c._warning(
+                yield c.warning(
                     path,
                     f"agents.{agent}.instructions name {WORKSPACE_WRITE_PREFIX}{entry}, but {agent} may not write "
                     f"workspace.entries.{entry} (writers: {listing([str(w) for w in writers])}); add it to `write:`",

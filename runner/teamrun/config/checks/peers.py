@@ -18,16 +18,17 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config import templates
+from teamrun.config.checks.sub_schemas import first_error, sub_schema
+from teamrun.config.checks.templates import template, unknown_names
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
-from teamrun.config.sub_schema_checks import first_error, sub_schema
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = ["peer_checks"]
 
 
-def _entries(c: SemanticChecker) -> dict[str, dict[str, Any]]:
+def _entries(c: CheckContext) -> dict[str, dict[str, Any]]:
     workspace = c.data.get("workspace") if c.data else None
     entries = workspace.get("entries") if isinstance(workspace, dict) else None
     if not isinstance(entries, dict):
@@ -35,7 +36,7 @@ def _entries(c: SemanticChecker) -> dict[str, dict[str, Any]]:
     return {str(k): v for k, v in entries.items() if isinstance(v, dict)}
 
 
-def peer_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+def peer_checks(c: CheckContext) -> Iterator[Diagnostic]:
     """Every problem of ``peers:`` and of the workspace's boards (none when the file has neither)."""
     if not c.data:
         return
@@ -48,7 +49,7 @@ def peer_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
         else:
             for option in ("lease_s", "max_claims"):
                 if option in entry:
-                    yield c._warning(
+                    yield c.warning(
                         (*path, option),
                         f"workspace.entries.{name}.{option} applies to boards only: add `kind: board` or remove it",
                         "board",
@@ -57,11 +58,11 @@ def peer_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
         yield from _peers(c, boards)
 
 
-def _peers(c: SemanticChecker, boards: list[str]) -> Iterator[Diagnostic]:
+def _peers(c: CheckContext, boards: list[str]) -> Iterator[Diagnostic]:
     data, peers = c.data, c.data.get("peers")
     for key, what in (("supervisor", "a supervisor"), ("workflow", "a workflow")):
         if key in data:
-            yield c._error(
+            yield c.error(
                 (key,),
                 f"a team has peers or {what}, not both: peers work around their board with no one directing "
                 f"them; remove '{key}:' or 'peers:'",
@@ -73,17 +74,17 @@ def _peers(c: SemanticChecker, boards: list[str]) -> Iterator[Diagnostic]:
         if not isinstance(peer, str):
             continue
         if c.agents and peer not in c.agents:
-            yield c._error(
+            yield c.error(
                 ("peers", index),
                 f"peer '{peer}' is not an agent{did_you_mean(peer, list(c.agents))} "
                 f"(defined agents: {listing(list(c.agents))})",
                 "reference",
             )
         elif peer in seen:
-            yield c._error(("peers", index), f"peer '{peer}' is listed twice", "peers")
+            yield c.error(("peers", index), f"peer '{peer}' is listed twice", "peers")
         seen.add(peer)
     if not boards:
-        yield c._error(
+        yield c.error(
             ("peers",),
             "a peer team needs a board: add a workspace entry with `kind: board` (its tasks are what the peers "
             "claim, post and complete)",
@@ -91,14 +92,14 @@ def _peers(c: SemanticChecker, boards: list[str]) -> Iterator[Diagnostic]:
             key=True,
         )
     for extra in boards[1:]:
-        yield c._error(
+        yield c.error(
             ("workspace", "entries", extra, "kind"),
             f"a peer team works around one board, and '{boards[0]}' is already one: make '{extra}' a plain entry",
             "peers",
         )
     limits = data.get("limits")
     if not (isinstance(limits, dict) and limits.get("max_tasks") is not None):
-        yield c._error(
+        yield c.error(
             ("limits",) if isinstance(limits, dict) else ("peers",),
             "a peer team needs a termination bound: set limits.max_tasks (tasks whose follow-ups keep "
             "spawning tasks would otherwise never end), e.g. `limits: {max_tasks: 50}`",
@@ -107,19 +108,19 @@ def _peers(c: SemanticChecker, boards: list[str]) -> Iterator[Diagnostic]:
         )
 
 
-def _board(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any]) -> Iterator[Diagnostic]:
+def _board(c: CheckContext, path: JsonPath, name: str, entry: dict[str, Any]) -> Iterator[Diagnostic]:
     for field in ("read", "write"):
         agents = entry.get(field)
         for index, agent in enumerate(agents if isinstance(agents, list) else []):
             if isinstance(agent, str) and c.agents and agent not in c.agents:
-                yield c._error(
+                yield c.error(
                     (*path, field, index),
                     f"agent '{agent}' in workspace.entries.{name}.{field} is not defined"
                     f"{did_you_mean(agent, list(c.agents))} (defined agents: {listing(list(c.agents))})",
                     "reference",
                 )
     if "merge" in entry:
-        yield c._error(
+        yield c.error(
             (*path, "merge"),
             f"workspace.entries.{name} is a board: its tasks change through the board tools (post, claim, "
             "complete, release), not a merge rule; remove 'merge:'",
@@ -127,7 +128,7 @@ def _board(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
             key=True,
         )
     if entry.get("write") is None and "peers" not in c.data:
-        yield c._warning(
+        yield c.warning(
             path,
             f"nobody may use the board workspace.entries.{name}: list its users under `write:` "
             "(in a peer team they default to the peers)",
@@ -145,7 +146,7 @@ def _board(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
     if initial is None:
         return
     if not isinstance(initial, list):
-        yield c._error(
+        yield c.error(
             (*path, "initial"),
             f"workspace.entries.{name}.initial must be a list of task payloads (each posted as a task when the "
             "run starts)",
@@ -157,7 +158,7 @@ def _board(c: SemanticChecker, path: JsonPath, name: str, entry: dict[str, Any])
     for index, payload in enumerate(initial):
         error = first_error(schema, payload)
         if error is not None:
-            yield c._error(
+            yield c.error(
                 (*path, "initial", index),
                 f"workspace.entries.{name}.initial[{index}] ({json.dumps(payload)[:60]}) does not satisfy the "
                 f"board's task schema: {error.message}",
@@ -169,7 +170,7 @@ BOARD_HOOK_NAMES = ("agent", "task", "result", "board", "vars")
 """The names a board hook's ``when`` and ``reject`` may read."""
 
 
-def _hooks(c: SemanticChecker, path: JsonPath, hooks: Any) -> Iterator[Diagnostic]:
+def _hooks(c: CheckContext, path: JsonPath, hooks: Any) -> Iterator[Diagnostic]:
     """Each board hook's condition and text: their syntax and the names they read."""
     if not isinstance(hooks, dict):
         return
@@ -185,9 +186,9 @@ def _hooks(c: SemanticChecker, path: JsonPath, hooks: Any) -> Iterator[Diagnosti
                     templates.compile_condition(when)
                     uses = templates.names_used(when, expression=True)
                 except templates.TemplateSyntaxError as exc:
-                    yield c._error(
+                    yield c.error(
                         (*where, "when"), f"invalid condition in {dotted((*where, 'when'))}: {exc.message}", "template"
                     )
                 else:
-                    yield from c._names((*where, "when"), when, uses, BOARD_HOOK_NAMES, kind="condition")
-            yield from c._template((*where, "reject"), rule.get("reject"), BOARD_HOOK_NAMES)
+                    yield from unknown_names(c, (*where, "when"), when, uses, BOARD_HOOK_NAMES, kind="condition")
+            yield from template(c, (*where, "reject"), rule.get("reject"), BOARD_HOOK_NAMES)

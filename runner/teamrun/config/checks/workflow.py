@@ -17,19 +17,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config import templates
+from teamrun.config.checks.references import is_agent_name
+from teamrun.config.checks.templates import find, template, unknown_names
+from teamrun.config.checks.workflow_workspace import reads_checks, write_checks
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
 from teamrun.config.route_keys import branch_key
 from teamrun.config.workflow_workspace import WORKSPACE_NAME
-from teamrun.config.workflow_workspace_checks import reads_checks, write_checks
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = ["STEP_NAMES", "workflow_checks"]
 
 STEP_NAMES = ("input", "vars", "today", "steps", "history", WORKSPACE_NAME)
 """What a step's ``input`` (and the workflow's ``output``) reads; a map item adds ``item`` and ``index``,
-a loop's steps ``iteration`` and ``feedback``. (``workspace`` is checked by ``workflow_workspace_checks``.)"""
+a loop's steps ``iteration`` and ``feedback``. (``workspace`` is checked by ``checks.workflow_workspace``.)"""
 _MAP_NAMES = ("item", "index")
 _LOOP_NAMES = ("iteration", "feedback")
 _STEP_FIELDS = ("output", "text", "status", "error", "branch", "choice", "iterations", "passed", "errors")
@@ -66,7 +68,7 @@ class _Walk:
 class WorkflowChecker:
     """Checks one file's ``workflow:`` with the semantic checker's locating helpers."""
 
-    def __init__(self, checker: SemanticChecker) -> None:
+    def __init__(self, checker: CheckContext) -> None:
         self.c = checker
         self.workflow = checker.data.get("workflow")
         self.ids: dict[str, JsonPath] = {}
@@ -78,7 +80,7 @@ class WorkflowChecker:
             return
         if self.workflow is None:
             if "supervisor" not in data and "peers" not in data:
-                yield self.c._error(
+                yield self.c.error(
                     (),
                     "the team file is missing the required key 'supervisor': the agent that "
                     "receives the user's input, e.g. 'supervisor: lead'",
@@ -88,7 +90,7 @@ class WorkflowChecker:
         if not isinstance(self.workflow, dict):
             return
         if "supervisor" in data:
-            yield self.c._error(
+            yield self.c.error(
                 ("supervisor",),
                 "a file with 'workflow:' runs its steps, not a supervisor: remove "
                 "'supervisor:' (a supervisor with its workers is a step: `- team: <agent>`)",
@@ -96,7 +98,7 @@ class WorkflowChecker:
                 key=True,
             )
         if "accept" in data:
-            yield self.c._warning(
+            yield self.c.warning(
                 ("accept",),
                 "the top-level accept: checks a supervisor's answer and a workflow "
                 "has none: check the steps' agents with their own accept:, or loop over steps "
@@ -123,7 +125,7 @@ class WorkflowChecker:
         if loop is not None:
             extra = [k for k in ("agent", "team", "map", "route", "input", "max_concurrency") if k in step]
             if extra:
-                yield self.c._error(
+                yield self.c.error(
                     (*path, extra[0]),
                     f"{dotted(path)}: a loop step has only 'loop' (and 'id'); put '{extra[0]}' on a step in loop.steps",
                     "workflow",
@@ -131,18 +133,18 @@ class WorkflowChecker:
                 )
         elif len(runs) != 1:
             detail = "has both 'agent' and 'team'" if runs else "runs nothing"
-            yield self.c._error(
+            yield self.c.error(
                 path, f"{dotted(path)} {detail}: give a step exactly one of 'agent', 'team' or 'loop'", "workflow"
             )
         if "map" in step and "route" in step:
-            yield self.c._error(
+            yield self.c.error(
                 (*path, "route"),
                 f"{dotted(path)}: a step cannot both map and route; route in the next step",
                 "workflow",
                 key=True,
             )
         if "max_concurrency" in step and "map" not in step:
-            yield self.c._error(
+            yield self.c.error(
                 (*path, "max_concurrency"),
                 f"{dotted(path)}: max_concurrency applies to a 'map' step only",
                 "workflow",
@@ -155,7 +157,7 @@ class WorkflowChecker:
         name = step.get("id") if isinstance(step.get("id"), str) else agent or ("loop" if loop is not None else None)
         if isinstance(name, str):
             if name in self.ids:
-                yield self.c._error(
+                yield self.c.error(
                     (*path, "id") if "id" in step else (*path, kind),
                     f"{dotted(path)}: step id '{name}' is used by {dotted(self.ids[name])} too; "
                     "give each step its own 'id'",
@@ -182,9 +184,9 @@ class WorkflowChecker:
     def _agent(self, path: JsonPath, kind: str, agent: str) -> Iterator[Diagnostic]:
         agents = self.c.agents
         if agent not in agents:
-            if self.c._is_name(agent):
+            if is_agent_name(agent):
                 hint = did_you_mean(agent, list(agents))
-                yield self.c._error(
+                yield self.c.error(
                     path,
                     f"{dotted(path)}: agent '{agent}' is not defined{hint} (defined agents: {listing(list(agents))})",
                     "reference",
@@ -194,7 +196,7 @@ class WorkflowChecker:
         if kind == "team":
             workers = [w for w in _list(agents[agent].get("delegates_to")) if isinstance(w, str)]
             if not workers:
-                yield self.c._warning(
+                yield self.c.warning(
                     path,
                     f"{dotted(path)}: '{agent}' has no delegates_to, so it is no team; write `agent: " + agent + "`",
                     "workflow",
@@ -251,7 +253,7 @@ class WorkflowChecker:
         schema = self._schema(agent)
         properties = _mapping(schema.get("properties")) if schema is not None else {}
         if isinstance(agent, str) and agent in self.c.agents and schema is None:
-            yield self.c._error(
+            yield self.c.error(
                 (*path, "route"),
                 f"{dotted(path)}: route needs a structured output, but agent "
                 f"'{agent}' has no output_schema (give it one with a '{on}' field)",
@@ -260,7 +262,7 @@ class WorkflowChecker:
             )
         elif isinstance(on, str) and schema is not None and on not in properties:
             hint = did_you_mean(on, list(properties))
-            yield self.c._error(
+            yield self.c.error(
                 (*path, "route", "on"),
                 f"{dotted(path)}.route.on: '{on}' is not a field of "
                 f"{agent}'s output_schema{hint} (fields: {listing(list(properties))})",
@@ -271,7 +273,7 @@ class WorkflowChecker:
         if allowed is not None:
             for branch in branches:
                 if branch not in allowed:
-                    yield self.c._warning(
+                    yield self.c.warning(
                         (*path, "route", "branches", branch),
                         f"{dotted(path)}.route.branches.{branch} is unreachable: {on} is one of {listing(allowed)}",
                         "workflow",
@@ -291,7 +293,7 @@ class WorkflowChecker:
     def _template(self, path: JsonPath, source: Any, walk: _Walk) -> Iterator[Diagnostic]:
         if not isinstance(source, str):
             return
-        found = list(self.c._template(path, source, walk.names))
+        found = list(template(self.c, path, source, walk.names))
         yield from found
         yield from reads_checks(self.c, path, source)
         if found or templates.is_plain_text(source):
@@ -305,9 +307,9 @@ class WorkflowChecker:
             tree = templates.environment().parse("{{ " + source + " }}")
             uses = templates.names_used(source, expression=True)
         except templates.TemplateSyntaxError as exc:
-            yield self.c._error(path, f"{dotted(path)}: '{source}' is no expression: {exc.message}", "workflow")
+            yield self.c.error(path, f"{dotted(path)}: '{source}' is no expression: {exc.message}", "workflow")
             return
-        found = list(self.c._names(path, source, uses, walk.names, kind="template"))
+        found = list(unknown_names(self.c, path, source, uses, walk.names, kind="template"))
         yield from found
         yield from reads_checks(self.c, path, source, expression=True)
         if any(d.severity == "error" for d in found):
@@ -320,7 +322,7 @@ class WorkflowChecker:
             return
         not_list = self._not_a_list(chain, walk)
         if not_list is not None:
-            yield self.c._error(
+            yield self.c.error(
                 path,
                 f"{dotted(path)}: '{source}' is {not_list}, not a list; map over a list "
                 "(an output_schema field of type array, or a map step's output)",
@@ -403,7 +405,7 @@ class WorkflowChecker:
                     )
             if message is not None and message not in said:
                 said.add(message)
-                line, column = self.c._find(path, source, node.lineno, rf"\bsteps\s*[.\[]\s*['\"]?{re.escape(step)}")
+                line, column = find(self.c, path, source, node.lineno, rf"\bsteps\s*[.\[]\s*['\"]?{re.escape(step)}")
                 yield Diagnostic(self.c.file, line, column, message, rule="workflow")
 
     def _defined_anywhere(self, step: str) -> bool:
@@ -414,7 +416,7 @@ class WorkflowChecker:
             return
         for agent in self.c.agents:
             if agent not in self.used:
-                yield self.c._warning(
+                yield self.c.warning(
                     ("agents", agent),
                     f"agent '{agent}' is never used: no workflow step runs it "
                     "(nor a team step's supervisor delegates to it)",
@@ -485,6 +487,6 @@ def _chains(tree: Any) -> Iterator[tuple[Any, list[str]]]:
             yield node, chain
 
 
-def workflow_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
+def workflow_checks(checker: CheckContext) -> Iterator[Diagnostic]:
     """Every problem of the file's ``workflow:`` (and a file with neither a supervisor nor a workflow)."""
     yield from WorkflowChecker(checker).check()

@@ -4,7 +4,7 @@ One kind per tool (``python``, ``command``, ``mcp``, ``person``), valid paramete
 and answer schemas, command templates that read declared parameters only, a ``cwd``
 that exists (relative to the team file's folder, as the run resolves it), and no
 two functions of one name offered to one agent (:mod:`teamrun.config.tool_names`
-owns the naming rules; an MCP server's names: :mod:`teamrun.config.mcp_checks`).
+owns the naming rules; an MCP server's names: :mod:`teamrun.config.checks.mcp`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from teamrun.config import templates
+from teamrun.config.checks.raw import mapping, names
+from teamrun.config.checks.sub_schemas import sub_schema
+from teamrun.config.checks.templates import template_message
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
-from teamrun.config.raw import mapping, names
-from teamrun.config.sub_schema_checks import sub_schema
-from teamrun.config.template_checks import template_message
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
     from teamrun.config.models import TeamConfig
 
 __all__ = ["team_as_read", "tool_checks", "working_directory"]
@@ -29,18 +29,18 @@ __all__ = ["team_as_read", "tool_checks", "working_directory"]
 _TOOL_KEYS = ("python", "command", "mcp", "person")
 
 
-def tool_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+def tool_checks(c: CheckContext) -> Iterator[Diagnostic]:
     """The tool definitions, then the function names offered to each agent."""
     yield from _tool_definitions(c)
     yield from _function_name_clashes(c)
 
 
-def _tool_definitions(c: SemanticChecker) -> Iterator[Diagnostic]:
+def _tool_definitions(c: CheckContext) -> Iterator[Diagnostic]:
     for name, spec in c.tools.items():
         path: JsonPath = ("tools", name)
         kinds = [k for k in _TOOL_KEYS if k in spec]
         if len(kinds) > 1:
-            yield c._error(
+            yield c.error(
                 path,
                 f"tool '{name}' has both " + " and ".join(f"'{k}:'" for k in kinds) + "; keep one",
                 "tool",
@@ -48,7 +48,7 @@ def _tool_definitions(c: SemanticChecker) -> Iterator[Diagnostic]:
             )
         elif not kinds and not any(did_you_mean(key, _TOOL_KEYS) for key in spec):
             # (a misspelt `comand:` is reported as an unknown key instead)
-            yield c._error(
+            yield c.error(
                 path,
                 f"tool '{name}' needs 'python:' (a function), 'command:' (an argv list), 'mcp:' (an MCP server) "
                 "or 'person:' (a person to ask)",
@@ -68,7 +68,7 @@ def _tool_definitions(c: SemanticChecker) -> Iterator[Diagnostic]:
             yield from working_directory(c, (*path, "cwd"), spec.get("cwd"))
 
 
-def working_directory(c: SemanticChecker, path: JsonPath, cwd: Any) -> Iterator[Diagnostic]:
+def working_directory(c: CheckContext, path: JsonPath, cwd: Any) -> Iterator[Diagnostic]:
     """A ``cwd`` that is not a folder, resolved as the run resolves it: relative to the team file's folder.
 
     Only a plain path is judged: one written with ``${VAR}`` or a template is left to the run. A relative
@@ -85,12 +85,12 @@ def working_directory(c: SemanticChecker, path: JsonPath, cwd: Any) -> Iterator[
     shown = cwd if folder.is_absolute() else f"{cwd} (relative to the team file's folder: {resolved})"
     message = f"{dotted(path)}: the working directory {shown} {what}; create it or point cwd at a folder"
     if folder.is_absolute():
-        yield c._warning(path, message + " (it may exist where the team runs)", "tool")
+        yield c.warning(path, message + " (it may exist where the team runs)", "tool")
     else:
-        yield c._error(path, message, "tool")
+        yield c.error(path, message, "tool")
 
 
-def _plain(c: SemanticChecker, path: JsonPath, cwd: str) -> bool:
+def _plain(c: CheckContext, path: JsonPath, cwd: str) -> bool:
     """Whether ``cwd`` is written as a plain path: no template, no ``${VAR}`` in the file's text of it."""
     if "{{" in cwd or "{%" in cwd:
         return False
@@ -99,24 +99,24 @@ def _plain(c: SemanticChecker, path: JsonPath, cwd: str) -> bool:
     return "${" not in written
 
 
-def _exit_codes(c: SemanticChecker, path: JsonPath, spec: dict[str, Any], kinds: list[str]) -> Iterator[Diagnostic]:
+def _exit_codes(c: CheckContext, path: JsonPath, spec: dict[str, Any], kinds: list[str]) -> Iterator[Diagnostic]:
     """``ok_exit_codes``: command tools only; a list without 0 makes a command that succeeds an error."""
     if "ok_exit_codes" not in spec:
         return
     where: JsonPath = (*path, "ok_exit_codes")
     if kinds and "command" not in kinds:
-        yield c._error(where, f"{dotted(where)} only applies to command tools ('command:')", "tool", key=True)
+        yield c.error(where, f"{dotted(where)} only applies to command tools ('command:')", "tool", key=True)
         return
     codes = spec["ok_exit_codes"]
     if isinstance(codes, list) and codes and all(type(code) is int for code in codes) and 0 not in codes:
-        yield c._warning(
+        yield c.warning(
             where,
             f"{dotted(where)} leaves out 0, so a command that succeeds is an error; list it too (e.g. [0, {codes[0]}])",
             "tool",
         )
 
 
-def _command_items(c: SemanticChecker, tool: str, command: list[Any], parameters: set[str]) -> Iterator[Diagnostic]:
+def _command_items(c: CheckContext, tool: str, command: list[Any], parameters: set[str]) -> Iterator[Diagnostic]:
     for index, item in enumerate(command):
         path: JsonPath = ("tools", tool, "command", index)
         if not isinstance(item, str):
@@ -124,7 +124,7 @@ def _command_items(c: SemanticChecker, tool: str, command: list[Any], parameters
         try:
             used = templates.undeclared_names(item)
         except templates.TemplateSyntaxError as exc:
-            yield c._error(
+            yield c.error(
                 path,
                 f"template error in {dotted(path)}: {template_message(exc.message)}",
                 "template",
@@ -133,7 +133,7 @@ def _command_items(c: SemanticChecker, tool: str, command: list[Any], parameters
         for unknown in sorted(used - parameters):
             hint = did_you_mean(unknown, sorted(parameters))
             declared = f" (parameters: {listing(sorted(parameters))})" if parameters and not hint else ""
-            yield c._error(
+            yield c.error(
                 path,
                 f"{dotted(path)} uses '{{{{ {unknown} }}}}' but tool '{tool}' has no "
                 f"parameter '{unknown}'{hint}{declared}",
@@ -141,22 +141,22 @@ def _command_items(c: SemanticChecker, tool: str, command: list[Any], parameters
             )
 
 
-def _function_name_clashes(c: SemanticChecker) -> Iterator[Diagnostic]:
+def _function_name_clashes(c: CheckContext) -> Iterator[Diagnostic]:
     """Two functions of one name offered to one agent's model (``tool_names`` owns the rules)."""
     from teamrun.config.tool_names import describe, team_clashes
 
     for agent, pairs in team_clashes(team_as_read(c.agents, c.tools)).items():
         for first, later in pairs:
             if "mcp" in (first.origin, later.origin):
-                continue  # an MCP server's tools: reported by mcp_checks, located at the entry
+                continue  # an MCP server's tools: reported by checks.mcp, located at the entry
             if (first.origin, first.source) == (later.origin, later.source):
                 if later.origin == "tool":  # (twice in delegates_to or handoffs is warned about above)
                     twice: JsonPath = ("agents", agent, "tools", _indexes(c, agent, "tools", later.source)[-1])
                     message = f"'{later.source}' is listed twice in agents.{agent}.tools"
-                    yield c._warning(twice, message, "reference")
+                    yield c.warning(twice, message, "reference")
                 continue
             path = _offered_path(c, agent, later) or _offered_path(c, agent, first) or ("agents", agent)
-            yield c._error(
+            yield c.error(
                 path,
                 f"agents.{agent}: {describe(later)} and {describe(first)} would both be offered to the model "
                 f"as '{later.name}'; rename the tool (a model cannot tell two functions of one name apart)",
@@ -164,7 +164,7 @@ def _function_name_clashes(c: SemanticChecker) -> Iterator[Diagnostic]:
             )
 
 
-def _offered_path(c: SemanticChecker, agent: str, item: Any) -> JsonPath | None:
+def _offered_path(c: CheckContext, agent: str, item: Any) -> JsonPath | None:
     """Where an offered function comes from in the file: the tools item, else the delegates_to/handoffs item."""
     if item.origin == "background":
         return ("agents", agent, "delegation", "background")
@@ -173,7 +173,7 @@ def _offered_path(c: SemanticChecker, agent: str, item: Any) -> JsonPath | None:
     return ("agents", agent, field, indexes[0]) if indexes else None
 
 
-def _indexes(c: SemanticChecker, agent: str, field: str, name: str) -> list[int]:
+def _indexes(c: CheckContext, agent: str, field: str, name: str) -> list[int]:
     return [index for index, value in names(c.agents[agent].get(field)) if value == name]
 
 

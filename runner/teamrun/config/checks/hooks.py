@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from teamrun.config.checks.raw import mapping
+from teamrun.config.checks.templates import HOOK_NAMES, condition, template
 from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
-from teamrun.config.raw import mapping
-from teamrun.config.template_checks import HOOK_NAMES, condition, template
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = ["HOOK_ACTIONS", "HOOK_POINTS", "HOOK_TEMPLATES", "hook_checks"]
 
@@ -30,7 +30,7 @@ HOOK_TEMPLATES: dict[str, tuple[str, ...]] = {
 """The actions of each hook point whose text is a template (``config.models.hook_templates``; kept equal by test)."""
 
 
-def hook_checks(c: SemanticChecker, path: JsonPath, hooks: Any) -> Iterator[Diagnostic]:
+def hook_checks(c: CheckContext, path: JsonPath, hooks: Any) -> Iterator[Diagnostic]:
     """The ``delegation.hooks`` mapping at ``path``: each entry's condition and texts, and an action."""
     hooks = mapping(hooks)
     for event, fields in HOOK_TEMPLATES.items():
@@ -45,7 +45,7 @@ def hook_checks(c: SemanticChecker, path: JsonPath, hooks: Any) -> Iterator[Diag
                 yield from template(c, (*hook_path, field), hook.get(field), HOOK_NAMES)
             if hook and not (set(hook) - {"when"}):
                 actions = ", ".join(HOOK_ACTIONS[event])
-                yield c._error(
+                yield c.error(
                     hook_path,
                     f"{dotted(hook_path)} has a condition but no action; add one of: {actions}",
                     "hook",

@@ -6,7 +6,7 @@ step's ``write:`` without a ``workspace:`` block, to an entry that does not
 exist, or to an entry whose schema or merge rule cannot take what the step
 gives (its agent's ``output_schema`` type, text without one, a list for a map)
 — a write like that would be refused at every run. Called by
-:mod:`teamrun.config.workflow_checks`; like the other checks they read the raw
+:mod:`teamrun.config.checks.workflow`; like the other checks they read the raw
 data defensively.
 """
 
@@ -16,11 +16,12 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from teamrun.config.checks.templates import find
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
 from teamrun.config.workflow_workspace import WORKSPACE_NAME, entries_read
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = ["entries_written", "reads_checks", "write_checks"]
 
@@ -41,7 +42,7 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _entries(c: SemanticChecker) -> dict[str, Any] | None:
+def _entries(c: CheckContext) -> dict[str, Any] | None:
     """The workspace's entries, ``None`` when the file has no ``workspace:`` block."""
     workspace = c.data.get("workspace")
     if not isinstance(workspace, dict):
@@ -49,7 +50,7 @@ def _entries(c: SemanticChecker) -> dict[str, Any] | None:
     return _mapping(workspace.get("entries"))
 
 
-def reads_checks(c: SemanticChecker, path: JsonPath, source: Any, *, expression: bool = False) -> Iterator[Diagnostic]:
+def reads_checks(c: CheckContext, path: JsonPath, source: Any, *, expression: bool = False) -> Iterator[Diagnostic]:
     """The template (or ``map:`` expression) at ``path``: the entries it reads must exist."""
     if not isinstance(source, str):
         return
@@ -76,11 +77,11 @@ def reads_checks(c: SemanticChecker, path: JsonPath, source: Any, *, expression:
                 f"{did_you_mean(read.entry, known)} (entries: {listing(known)})"
             )
         pattern = rf"\b{WORKSPACE_NAME}\b" + (rf"\s*[.\[]\s*['\"]?{re.escape(read.entry)}" if read.entry else "")
-        line, column = c._find(path, source, read.line, pattern)
+        line, column = find(c, path, source, read.line, pattern)
         yield Diagnostic(c.file, line, column, message, rule="workspace")
 
 
-def write_checks(c: SemanticChecker, path: JsonPath, step: dict[str, Any], body: list[Any]) -> Iterator[Diagnostic]:
+def write_checks(c: CheckContext, path: JsonPath, step: dict[str, Any], body: list[Any]) -> Iterator[Diagnostic]:
     """A step's ``write:`` (``body``: a loop's steps, whose last one gives the loop's output)."""
     entry = step.get("write")
     if not isinstance(entry, str):
@@ -88,7 +89,7 @@ def write_checks(c: SemanticChecker, path: JsonPath, step: dict[str, Any], body:
     where: JsonPath = (*path, "write")
     entries = _entries(c)
     if entries is None:
-        yield c._error(
+        yield c.error(
             where,
             f"{dotted(path)}.write: writes '{entry}', but the file has no 'workspace:' block; declare the entry under "
             "'workspace: {entries: ...}'",
@@ -97,7 +98,7 @@ def write_checks(c: SemanticChecker, path: JsonPath, step: dict[str, Any], body:
         return
     if entry not in entries:
         known = [str(e) for e in entries]
-        yield c._error(
+        yield c.error(
             where,
             f"{dotted(path)}.write: '{entry}' is not an entry of the workspace{did_you_mean(entry, known)} "
             f"(entries: {listing(known)})",
@@ -106,7 +107,7 @@ def write_checks(c: SemanticChecker, path: JsonPath, step: dict[str, Any], body:
         return
     spec = _mapping(entries[entry])
     if spec.get("kind") == "board":
-        yield c._error(
+        yield c.error(
             where,
             f"{dotted(path)}.write: '{entry}' is a board: its tasks change only through the board tools "
             "(post, claim, complete, release), never by a step's output",
@@ -138,7 +139,7 @@ def write_checks(c: SemanticChecker, path: JsonPath, step: dict[str, Any], body:
             if wanted_items is not None and not _overlap(items, wanted_items):
                 problem = f"the entry's items are {_shown(wanted_items)}, not {_shown(items)}"
     if problem is not None:
-        yield c._error(
+        yield c.error(
             where,
             f"{dotted(path)}.write: the step gives {what}, but workspace.entries.{entry} cannot take it: {problem} "
             "(every run would refuse the write; change the entry's schema or merge rule, or the agent's "
@@ -148,7 +149,7 @@ def write_checks(c: SemanticChecker, path: JsonPath, step: dict[str, Any], body:
 
 
 def _gives(
-    c: SemanticChecker, step: dict[str, Any], body: list[Any]
+    c: CheckContext, step: dict[str, Any], body: list[Any]
 ) -> tuple[set[str] | None, set[str] | None, str] | None:
     """What the step writes: its JSON types, a list's item types, and how to say it; ``None``: unknown."""
     loop = step.get("loop")

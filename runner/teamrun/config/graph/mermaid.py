@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
+from teamrun.config.graph.peers import board_lines, peer_lines
+from teamrun.config.graph.workflow import entry_node, workflow_lines
 from teamrun.config.models import TeamConfig
-from teamrun.config.peer_graph import board_lines, peer_lines
-from teamrun.config.workflow_graph import entry_node, workflow_lines
 
 
 def _node_id(name: str) -> str:

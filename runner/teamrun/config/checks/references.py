@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from teamrun.config.checks.raw import mapping, names
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
-from teamrun.config.raw import mapping, names
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
-__all__ = ["graph_checks", "is_agent_name"]
+__all__ = ["is_agent_name", "reference_checks"]
 
 
-def graph_checks(c: SemanticChecker) -> Iterator[Diagnostic]:
+def reference_checks(c: CheckContext) -> Iterator[Diagnostic]:
     """The references, then the graph they make (``_references`` tells whether it is complete)."""
     yield from _supervisor(c)
     yield from _references(c)
@@ -35,18 +35,18 @@ def is_agent_name(name: str) -> bool:
     return ecma_pattern(validation_schema()["properties"]["supervisor"]["pattern"]).search(name) is not None
 
 
-def _supervisor(c: SemanticChecker) -> Iterator[Diagnostic]:
+def _supervisor(c: CheckContext) -> Iterator[Diagnostic]:
     name = c.supervisor
     if name is not None and c.agents and name not in c.agents and is_agent_name(name):
         hint = did_you_mean(name, list(c.agents))
-        yield c._error(
+        yield c.error(
             ("supervisor",),
             f"supervisor '{name}' is not defined in agents{hint} (defined agents: {listing(list(c.agents))})",
             "reference",
         )
 
 
-def _references(c: SemanticChecker) -> Iterator[Diagnostic]:
+def _references(c: CheckContext) -> Iterator[Diagnostic]:
     for agent, spec in c.agents.items():
         for field in ("delegates_to", "handoffs"):
             value = spec.get(field)
@@ -57,13 +57,13 @@ def _references(c: SemanticChecker) -> Iterator[Diagnostic]:
                 path = ("agents", agent, field, index)
                 if target == agent:
                     verb = "delegate to" if field == "delegates_to" else "hand off to"
-                    yield c._error(path, f"agent '{agent}' cannot {verb} itself", "reference")
+                    yield c.error(path, f"agent '{agent}' cannot {verb} itself", "reference")
                 elif target not in c.agents:
                     c.graph_complete = False
                     if is_agent_name(target):  # (else the schema reports the bad name)
-                        yield c._error(path, _unknown_agent(c, path, target), "reference")
+                        yield c.error(path, _unknown_agent(c, path, target), "reference")
                 elif target in seen:
-                    yield c._warning(path, f"'{target}' is listed twice in {dotted(path[:-1])}", "reference")
+                    yield c.warning(path, f"'{target}' is listed twice in {dotted(path[:-1])}", "reference")
                 seen.add(target)
         for index, tool in names(spec.get("tools")):
             if tool in c.tools or not is_agent_name(tool):
@@ -75,10 +75,10 @@ def _references(c: SemanticChecker) -> Iterator[Diagnostic]:
                 detail = "; no tools are defined yet (add them under a top-level 'tools:' section)"
             else:
                 detail = did_you_mean(tool, list(c.tools)) + f" (defined tools: {listing(list(c.tools))})"
-            yield c._error(path, f"{dotted(path)}: tool '{tool}' is not defined{detail}", "reference")
+            yield c.error(path, f"{dotted(path)}: tool '{tool}' is not defined{detail}", "reference")
 
 
-def _unknown_agent(c: SemanticChecker, path: JsonPath, target: str) -> str:
+def _unknown_agent(c: CheckContext, path: JsonPath, target: str) -> str:
     message = f"{dotted(path)}: agent '{target}' is not defined"
     if target in c.tools:
         return message + f"; '{target}' is a tool: list it under tools"
@@ -86,11 +86,11 @@ def _unknown_agent(c: SemanticChecker, path: JsonPath, target: str) -> str:
     return message + f"{hint} (defined agents: {listing(list(c.agents))})"
 
 
-def _edges(c: SemanticChecker, agent: str) -> list[tuple[int, str]]:
+def _edges(c: CheckContext, agent: str) -> list[tuple[int, str]]:
     return [(i, t) for i, t in names(c.agents[agent].get("delegates_to")) if t in c.agents and t != agent]
 
 
-def _cycles(c: SemanticChecker) -> Iterator[Diagnostic]:
+def _cycles(c: CheckContext) -> Iterator[Diagnostic]:
     """Each delegation cycle once, at the delegates_to entry that closes it (iterative DFS)."""
     state: dict[str, str] = {}  # "active" while on the DFS stack, "done" after
     reported: set[frozenset[str]] = set()
@@ -113,7 +113,7 @@ def _cycles(c: SemanticChecker) -> Iterator[Diagnostic]:
                 if frozenset(loop) not in reported:
                     reported.add(frozenset(loop))
                     chain = " → ".join([*loop, target])
-                    yield c._error(
+                    yield c.error(
                         ("agents", agent, "delegates_to", index),
                         f"delegation cycle: {chain}; delegation must form a tree "
                         "(use handoffs for agents that pass control back and forth)",
@@ -124,7 +124,7 @@ def _cycles(c: SemanticChecker) -> Iterator[Diagnostic]:
                 stack.append((target, iter(_edges(c, target))))
 
 
-def _longest_chain(c: SemanticChecker, start: str) -> list[str]:
+def _longest_chain(c: CheckContext, start: str) -> list[str]:
     """The longest delegation chain from ``start``; edges that close a cycle are ignored."""
     best: dict[str, list[str]] = {}
     on_stack = {start}
@@ -145,7 +145,7 @@ def _longest_chain(c: SemanticChecker, start: str) -> list[str]:
     return best[start]
 
 
-def _depth(c: SemanticChecker) -> Iterator[Diagnostic]:
+def _depth(c: CheckContext) -> Iterator[Diagnostic]:
     limit = mapping(c.data.get("limits")).get("max_depth")
     supervisor = c.supervisor
     if not isinstance(limit, int) or isinstance(limit, bool) or supervisor not in c.agents:
@@ -154,7 +154,7 @@ def _depth(c: SemanticChecker) -> Iterator[Diagnostic]:
     depth = len(chain) - 1
     if depth > limit:
         shown = chain if len(chain) <= 8 else [*chain[:4], "…", *chain[-3:]]
-        yield c._error(
+        yield c.error(
             ("limits", "max_depth"),
             f"the delegation chain {' → '.join(shown)} is {depth} levels deep, more than "
             f"limits.max_depth ({limit}); raise the limit or flatten the team",
@@ -162,10 +162,10 @@ def _depth(c: SemanticChecker) -> Iterator[Diagnostic]:
         )
 
 
-def _unused_agents(c: SemanticChecker) -> Iterator[Diagnostic]:
+def _unused_agents(c: CheckContext) -> Iterator[Diagnostic]:
     supervisor = c.supervisor
     if supervisor not in c.agents or not c.graph_complete or "workflow" in c.data:
-        return  # (a workflow's unused agents: workflow_checks)
+        return  # (a workflow's unused agents: checks.workflow)
     reachable = {supervisor}
     frontier = [supervisor]
     while frontier:
@@ -177,7 +177,7 @@ def _unused_agents(c: SemanticChecker) -> Iterator[Diagnostic]:
                     frontier.append(target)
     for agent in c.agents:
         if agent not in reachable:
-            yield c._warning(
+            yield c.warning(
                 ("agents", agent),
                 f"agent '{agent}' is never used: the supervisor '{supervisor}' cannot reach it "
                 "through delegates_to or handoffs",

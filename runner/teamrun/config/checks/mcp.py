@@ -6,17 +6,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from teamrun.config.checks.raw import mapping, names
+from teamrun.config.checks.tools import working_directory
 from teamrun.config.diagnostics import Diagnostic, JsonPath, dotted
-from teamrun.config.raw import mapping, names
-from teamrun.config.tool_checks import working_directory
 
 if TYPE_CHECKING:
-    from teamrun.config.checks import SemanticChecker
+    from teamrun.config.checks.context import CheckContext
 
 __all__ = ["mcp_checks"]
 
 
-def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
+def mcp_checks(checker: CheckContext) -> Iterator[Diagnostic]:
     """MCP server entries: one transport, keys that fit it, and the function names they add."""
     only_mcp = ("allow", "deny", "prefix", "fixed_arguments")
     for name, spec in checker.tools.items():
@@ -24,11 +24,11 @@ def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
         server = spec.get("mcp")
         if not isinstance(server, dict):
             for key in [k for k in only_mcp if k in spec]:
-                yield checker._error(
+                yield checker.error(
                     (*path, key), f"{dotted((*path, key))} only applies to MCP servers ('mcp:')", "tool", key=True
                 )
             if isinstance(spec.get("require_approval"), list):
-                yield checker._error(
+                yield checker.error(
                     (*path, "require_approval"),
                     f"{dotted((*path, 'require_approval'))}: a list "
                     "of tool names only applies to MCP servers; use true or false",
@@ -37,9 +37,9 @@ def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
             continue
         where = dotted((*path, "mcp"))
         if "command" in server and "url" in server:
-            yield checker._error((*path, "mcp"), f"{where} has both 'command:' and 'url:'; keep one", "tool", key=True)
+            yield checker.error((*path, "mcp"), f"{where} has both 'command:' and 'url:'; keep one", "tool", key=True)
         elif "command" not in server and "url" not in server:
-            yield checker._error(
+            yield checker.error(
                 (*path, "mcp"),
                 f"{where} needs 'command:' (a program, over stdio) or 'url:' (a streamable HTTP endpoint)",
                 "tool",
@@ -52,24 +52,24 @@ def mcp_checks(checker: SemanticChecker) -> Iterator[Diagnostic]:
         wrong = [("env", "url"), ("cwd", "url"), ("headers", "command")]
         for key in [k for k, other in wrong if k in server and other in server]:
             kind = "stdio servers ('command:')" if key != "headers" else "HTTP servers ('url:')"
-            yield checker._error((*path, "mcp", key), f"{where}.{key} only applies to {kind}", "tool", key=True)
+            yield checker.error((*path, "mcp", key), f"{where}.{key} only applies to {kind}", "tool", key=True)
         for key in [k for k in ("parameters", "cwd") if k in spec]:
             hint = "set mcp.cwd" if key == "cwd" else "the server's tools bring their own parameters"
-            yield checker._error(
+            yield checker.error(
                 (*path, key), f"{dotted((*path, key))} does not apply to an MCP server: {hint}", "tool", key=True
             )
         allowed = {tool for _, tool in names(spec.get("allow"))}
         for index, tool in names(spec.get("deny")):
             if tool in allowed:
-                yield checker._warning(
+                yield checker.warning(
                     (*path, "deny", index), f"'{tool}' is both allowed and denied; it is not offered", "tool"
                 )
         if spec.get("allow") == []:
-            yield checker._warning((*path, "allow"), f"tool '{name}' allows no tool of its MCP server", "tool")
+            yield checker.warning((*path, "allow"), f"tool '{name}' allows no tool of its MCP server", "tool")
     yield from _mcp_clashes(checker)
 
 
-def _mcp_program(checker: SemanticChecker, path: JsonPath, server: dict[str, Any]) -> Iterator[Diagnostic]:
+def _mcp_program(checker: CheckContext, path: JsonPath, server: dict[str, Any]) -> Iterator[Diagnostic]:
     """A stdio server whose program is not installed here: a warning (CI may validate where it is not)."""
     from teamrun.config.programs import missing_program
 
@@ -78,14 +78,14 @@ def _mcp_program(checker: SemanticChecker, path: JsonPath, server: dict[str, Any
         where = Path(checker.file).parent / cwd if isinstance(cwd, str) else None
         why = missing_program(command, env=env, cwd=where)
         if why is not None:
-            yield checker._warning(
+            yield checker.warning(
                 (*path, "mcp", "command", 0),
                 f"{dotted((*path, 'mcp', 'command'))}: {why}; the run would stop before it starts",
                 "program",
             )
 
 
-def _mcp_clashes(checker: SemanticChecker) -> Iterator[Diagnostic]:
+def _mcp_clashes(checker: CheckContext) -> Iterator[Diagnostic]:
     """Function names an MCP entry's ``allow`` list adds that another function of the agent already has."""
     from teamrun.config.tool_names import (
         DELEGATE_TASK,
@@ -117,7 +117,7 @@ def _mcp_clashes(checker: SemanticChecker) -> Iterator[Diagnostic]:
                 if tool in denied:
                     continue
                 if function in owners:
-                    yield checker._error(
+                    yield checker.error(
                         ("agents", agent, "tools", index),
                         f"agent '{agent}' would be offered two functions named '{function}': {owners[function]} "
                         f"and {mine}; set tools.{entry}.prefix or leave the tool out of allow",
