@@ -1,7 +1,8 @@
 """What a model (or a client) may send: the one set of rules for JSON that crosses a boundary into teamrun.
 
 A model's tool-call arguments arrive as a raw string the engine has not read yet; :func:`check_arguments` says
-whether it may be read at all, before any tool, workspace, board or delegation sees it. The HTTP boundary
+whether it may be read at all, before any tool, workspace, board or delegation sees it (:func:`check_json`
+does the same for a structured answer, any JSON value). The HTTP boundary
 (:mod:`teamrun.serve.security`) checks request bodies with the same text rule (:func:`lone_surrogate`). The
 rules, each with the name a refusal gives it:
 
@@ -38,6 +39,7 @@ __all__ = [
     "OutOfBounds",
     "Rule",
     "check_arguments",
+    "check_json",
     "check_value",
     "lone_surrogate",
     "printable",
@@ -84,37 +86,45 @@ def check_arguments(raw: str) -> OutOfBounds | None:
     """What is out of bounds in a tool call's raw JSON arguments, or ``None`` when they may be read."""
     if not raw.strip():
         return None
+    found, value = _read(raw, "the arguments")
+    if found is None and not isinstance(value, dict):
+        return OutOfBounds("json", "the arguments must be a JSON object")
+    return found
+
+
+def check_json(text: str, subject: str = "the JSON") -> OutOfBounds | None:
+    """What is out of bounds in a JSON document a model wrote (any value: a structured answer), or ``None``;
+    ``subject`` names it in the message (``"the answer"``)."""
+    return _read(text, subject)[0]
+
+
+def _read(raw: str, subject: str) -> tuple[OutOfBounds | None, Any]:
+    """The first rule ``raw`` breaks (or ``None``), and its value when it could be read."""
     size = len(raw.encode("utf-8", "surrogatepass"))
     if size > MAX_ARGUMENT_BYTES:
-        return OutOfBounds(
-            "size",
-            f"the arguments are {size} bytes, past the {MAX_ARGUMENT_BYTES} a tool call may send: "
-            "send less, or split the work into several calls",
-        )
+        return OutOfBounds("size", f"{size} bytes in {subject}, past the {MAX_ARGUMENT_BYTES} allowed: send less"), None
     if _deeper_than(raw, MAX_DEPTH):
-        return _too_deep()
+        return _too_deep(subject), None
     try:
         value = json.loads(raw, parse_int=_integer)
     except RecursionError:
-        return _too_deep()
+        return _too_deep(subject), None
     except json.JSONDecodeError as exc:
         reason = exc.msg.removesuffix(" at")
-        return OutOfBounds("json", f"the arguments are not valid JSON ({reason} at char {exc.pos})")
+        return OutOfBounds("json", f"not valid JSON in {subject} ({reason} at char {exc.pos})"), None
     except ValueError as exc:  # never expected (integers are read by _integer); still a refusal, not a traceback
-        return OutOfBounds("json", f"the arguments could not be read as JSON ({exc})")
-    if not isinstance(value, dict):
-        return OutOfBounds("json", "the arguments must be a JSON object")
-    return check_value(value)
+        return OutOfBounds("json", f"{subject} could not be read as JSON ({exc})"), None
+    return check_value(value, subject=subject), value
 
 
-def check_value(value: Any, path: str = "") -> OutOfBounds | None:
+def check_value(value: Any, path: str = "", *, subject: str = "the value") -> OutOfBounds | None:
     """The first place where parsed JSON ``value`` breaks the text, number, integer or depth rule, or ``None``.
 
     Walks without recursion, so a value nested deeper than Python's recursion limit is found, not raised.
     """
     for node, where, depth, is_key in _walk(value, path):
         if depth > MAX_DEPTH and isinstance(node, dict | list):
-            return _too_deep()
+            return _too_deep(subject)
         found = _node_problem(node, where, is_key)
         if found is not None:
             return found
@@ -166,9 +176,9 @@ def _node_problem(node: Any, where: str, is_key: bool) -> OutOfBounds | None:
     return None
 
 
-def _too_deep() -> OutOfBounds:
+def _too_deep(subject: str) -> OutOfBounds:
     return OutOfBounds(
-        "depth", f"the arguments nest lists and objects more than {MAX_DEPTH} deep: send a flatter value"
+        "depth", f"lists and objects nested more than {MAX_DEPTH} deep in {subject}: send a flatter value"
     )
 
 

@@ -11,6 +11,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from teamrun.bounds import MAX_ARGUMENT_BYTES, MAX_DEPTH
 from teamrun.engine.durability.journal import MemoryJournal, RunJournal
 from teamrun.engine.team import load_team
@@ -232,3 +234,33 @@ def test_a_lone_surrogate_character_itself_is_refused_and_never_sent_back_or_jou
     assert sent_back == '{"value": "a\\ud800b", "version": 0}'  # as its JSON escape: UTF-8 carries it
     assert result.final_text == "done \\udfff"
     json.dumps([e.data for e in events], ensure_ascii=False).encode("utf-8")  # every event can be written
+
+
+STRUCTURED_TEAM = textwrap.dedent("""\
+    version: 1
+    name: bounds
+    supervisor: lead
+    agents:
+      lead: {model: openai/lead, output_schema: {type: array}}
+    """)
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ("[" * 100_000 + "]" * 100_000, f"more than {MAX_DEPTH} deep"),  # json.loads: a RecursionError
+        ("[" + "9" * 5000 + "]", "5000 digits"),  # json.loads: a ValueError (past its 4300 digits)
+        ("[NaN]", "not a finite number"),  # json.loads reads it, and the schema's array takes it
+    ],
+)
+def test_a_structured_answer_out_of_bounds_is_sent_back_for_repair(tmp_path: Path, answer: str, said: str) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(STRUCTURED_TEAM, encoding="utf-8")
+    model = ScriptedModel({"lead": [answer, "[1, 2]"]})
+
+    result, _ = _run(path, model)
+
+    model.assert_complete()
+    assert result.status == "done" and json.loads(result.final_text) == [1, 2], result.error
+    repair = model.calls[1].messages[-1]["content"]
+    assert repair.startswith("Your answer does not match the required JSON Schema") and said in repair

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from teamrun.bounds import check_json
 from teamrun.config.models import Agent
 from teamrun.errors import RunError
-from teamrun.llm.types import json_error_reason
 
 DEFAULT_REPAIR_TURNS = 2
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(.*?)\n\s*```\s*$", re.DOTALL)
@@ -81,10 +81,10 @@ class OutputChecker:
         return Verdict(False, text, prompt)
 
     def _problems(self, text: str) -> list[str]:
-        try:
-            value = json.loads(_unfenced(text))
-        except json.JSONDecodeError as exc:
-            return [f"the answer is not valid JSON ({json_error_reason(exc)})"]
+        out_of_bounds = check_json(_unfenced(text), "the answer")  # what json.loads raises on, or lets through
+        if out_of_bounds is not None:  # (deep nesting, a 5000-digit integer; NaN) is a problem to repair too
+            return [out_of_bounds.message]
+        value = json.loads(_unfenced(text))
         problems = []
         for error in sorted(self.validator.iter_errors(value), key=lambda e: list(e.absolute_path)):
             where = "/".join(str(p) for p in error.absolute_path) or "(root)"
