@@ -71,8 +71,10 @@ def test_the_page_is_served_with_a_strict_content_security_policy(serve: Any) ->
     page = httpx.get(server.url + "/")
     script = httpx.get(server.url + "/web/app.js")
     other = httpx.get(server.url + "/web/..%2Fapp.py")
+    modules = {name: httpx.get(server.url + "/web/" + name).status_code for name in ("events.js", "dom.js", "newrun.js")}
 
-    assert page.status_code == 200 and '<script src="/web/app.js">' in page.text
+    assert page.status_code == 200 and '<script type="module" src="/web/app.js">' in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert script.headers["content-type"].startswith("text/javascript")
     assert other.status_code == 404
+    assert modules == {"events.js": 200, "dom.js": 200, "newrun.js": 200}  # the modules app.js imports

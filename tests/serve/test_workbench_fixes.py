@@ -127,7 +127,8 @@ def test_an_answer_refused_because_it_was_answered_elsewhere_stays_said_after_th
                 route.fulfill(response=response)
 
             page.route("**/v1/pending", pending_list)
-            page.wait_for_timeout(3500)  # one list asked through the route, holding the item
+            with page.expect_response(lambda r: r.url.endswith("/v1/pending")):  # one list asked through the route
+                pass
             assert held["body"] is not None and item["id"] in held["body"]
             held["hold"] = held["body"]
             answered = client.post(f"/v1/runs/{run_id}/pending/{item['id']}", json={"answer": "approved", "by": "curl"})
@@ -136,7 +137,8 @@ def test_an_answer_refused_because_it_was_answered_elsewhere_stays_said_after_th
             li.locator("button.pending-send").click()
             held["hold"] = None  # from now on the page sees the list as it is
             expect(li).to_have_count(0, timeout=60_000)  # the list was redrawn without it
-            page.wait_for_timeout(3500)  # and again (asked every 3 s)
+            with page.expect_response(lambda r: r.url.endswith("/v1/pending")):  # and again (asked every 3 s)
+                pass
             said = page.locator("#pending-said")
             expect(said).to_be_visible()
             text = said.inner_text()

@@ -29,12 +29,24 @@
       this.segmentOf = new Map();  // run id -> its current segment's scope ("run", "run~1"...)
       this.segments = new Map();  // run id -> its segments' scopes, in order
       this.calls = new Map();  // scope -> the segment's model calls, in start order
+      this.seen = new Set();  // each line's identity: a line delivered twice (a stream read again) counts once
     }
 
-    // The scope a line's span ids are read in: its run's current segment (a new one from a second run_start).
+    // A line already added: the same kind, run, span and time (and, for a note, the same data). A continued
+    // run's segment repeats span ids, never their times.
+    duplicate(r) {
+      const id = [r.kind, r.run_id, r.span_id, r.ts, POINTS.has(r.kind) && r.kind !== "llm_io" ? JSON.stringify(r.data || {}) : ""].join("|");
+      if (this.seen.has(id)) return true;
+      this.seen.add(id);
+      return false;
+    }
+
+    // The scope a line's span ids are read in: its run's current segment (a new one from a later run_start of
+    // the same span: the run continued after people answered, or was resumed).
     scopeOf(r) {
       const id = r.run_id;
-      if (r.kind === "run_start" && this.segmentOf.has(id) && this.spans.has("run|" + this.segmentOf.get(id) + ":" + r.span_id)) {
+      const run = this.segmentOf.has(id) ? this.spans.get("run|" + this.segmentOf.get(id) + ":" + r.span_id) : null;
+      if (r.kind === "run_start" && run && r.ts > run.start) {
         const list = this.segments.get(id);
         this.segmentOf.set(id, id + "~" + list.length);
         list.push(this.segmentOf.get(id));
@@ -71,7 +83,7 @@
     }
 
     add(r) {
-      if (!r || typeof r.kind !== "string" || typeof r.ts !== "number") return;
+      if (!r || typeof r.kind !== "string" || typeof r.ts !== "number" || this.duplicate(r)) return;
       this.count++;
       this.t0 = Math.min(this.t0, r.ts);
       this.t1 = Math.max(this.t1, r.ts);
@@ -80,7 +92,7 @@
       const key = scope + ":" + r.span_id;
       const parentKey = r.parent_span_id ? scope + ":" + r.parent_span_id : null;
       const data = r.data || {};
-      if (START[r.kind]) {
+      if (START[r.kind] && !this.spans.has(START[r.kind] + "|" + key)) {
         const kind = START[r.kind];
         const parent = kind === "agent" && this.spans.has("delegation|" + key)
           ? this.spans.get("delegation|" + key) : this.find(parentKey);  // old traces: a worker shared its id
@@ -95,6 +107,8 @@
           if (!this.calls.has(scope)) this.calls.set(scope, []);
           this.calls.get(scope).push(node);
         }
+      } else if (START[r.kind]) {
+        return;  // a span that started already (in this segment): nothing new
       } else if (END[r.kind]) {
         const node = this.spans.get(END[r.kind] + "|" + key);
         if (!node) return;

@@ -3,7 +3,7 @@
 // tokens and cost per agent, the delegation tree, the answer, and each span's details on click.
 // Plain DOM, no framework: everything from the run is put in with textContent (never innerHTML).
 //
-// Public API: TeamrunView.usd(cost) -> text; TeamrunView.mount(root, options) -> view; view.push(record), view.setResult(result), view.render(),
+// Public API: TeamrunView.usd(cost) -> text; TeamrunView.statusClass(status) -> its palette word (view.css st-*); TeamrunView.mount(root, options) -> view; view.push(record), view.setResult(result), view.render(),
 // view.select(spanKey). Options: records (event lines), result (a served run's record), answer, ended (no more
 // events come), content (false: keep workspace values off the page), evalCase (the eval case this run answered:
 // { name, input, answer, passed, status, checks: [{ name, passed, detail }], report: link back }), onSelect
@@ -85,11 +85,19 @@
     } else fallback();
   }
 
+  // The one palette of statuses (view.css's st-* classes), the workbench's status words too: which colour a
+  // status takes. Cancelled is not a failure, waiting is not done, an interrupted run did not finish.
   function statusClass(status) {
     if (LIMITED.has(status)) return "limit";
-    if (FAILED.has(status)) return "failed";
-    if (status === "running") return "running";
+    if (status === "cancelled" || status === "waiting" || status === "running") return status;
+    if (status === "interrupted" || FAILED.has(status)) return "failed";
     return "ok";
+  }
+
+  // The classes of a status word or line: its kind (tv-failed...) and its palette colour (st-failed...).
+  function paletted(status) {
+    const cls = statusClass(status);
+    return "tv-" + cls + " st-" + cls;
   }
 
   function text(value) {
@@ -357,7 +365,7 @@
       if (run) box.dataset.run = run.runId;
       const status = run ? this.runStatus(run) : this.status();
       const title = el("h2", "tv-title");
-      title.append(el("span", "", iso(run ? run.name : (this.result && this.result.team) || "run")), el("span", "tv-status tv-" + statusClass(status), status));
+      title.append(el("span", "", iso(run ? run.name : (this.result && this.result.team) || "run")), el("span", "tv-status " + paletted(status), status));
       box.append(title);
       const facts = el("p", "tv-summary-facts");
       const res = only && this.result || {};
@@ -866,7 +874,7 @@
           const li = el("li", "tv-agent");
           li.dataset.agent = node.name;
           li.dataset.status = this.statusOf(node);
-          const line = el("span", "tv-line tv-" + statusClass(li.dataset.status));
+          const line = el("span", "tv-line " + paletted(li.dataset.status));
           line.dataset.key = node.key;
           line.tabIndex = 0;
           line.setAttribute("role", "button");
@@ -887,7 +895,7 @@
           const li = el("li", "tv-agent tv-refused");  // refused before the worker started
           li.dataset.agent = node.name;
           li.dataset.status = node.status;
-          const line = el("span", "tv-line tv-" + statusClass(node.status), iso(node.name) + " · " + node.status + (node.error ? ": " + node.error : ""));
+          const line = el("span", "tv-line " + paletted(node.status), iso(node.name) + " · " + node.status + (node.error ? ": " + node.error : ""));
           line.dataset.key = node.key;
           li.append(line);
           parentList.append(li);
@@ -983,7 +991,7 @@
       const box = el("section", "tv-case");
       const title = el("h2", "tv-case-title");
       title.append(el("span", "", "eval case " + iso(c.name) + " "),
-                   el("span", "tv-status tv-" + (c.passed ? "ok" : "failed"), c.passed ? "PASS" : "FAIL"));
+                   el("span", "tv-status " + paletted(c.passed ? "ok" : "failed"), c.passed ? "PASS" : "FAIL"));
       box.append(title);
       if (c.report) {
         const back = el("a", "tv-report-link", "← back to the eval report");
@@ -1057,5 +1065,5 @@
 
   function mount(root, options) { return new RunView(root, options); }
 
-  global.TeamrunView = { mount, usd };
+  global.TeamrunView = { mount, usd, statusClass };
 })(window);

@@ -1,6 +1,8 @@
 // What waiting runs wait for (a server with a store): questions and approvals, answered from the page.
-// Uses app.js's $, el, api and openRun; "Open run" shows the run in the view. Everything model-written is put in with textContent, never as HTML.
-"use strict";
+// "Open run" shows the run in the view. Everything model-written is put in with textContent, never as HTML.
+import { $, api, el, openRun } from "./dom.js";
+import { EVENT, on, say } from "./events.js";
+import { shownRun } from "./runview.js";
 
 let pendingTimer = null;
 
@@ -53,8 +55,8 @@ function pendingItem(item) {
         body: JSON.stringify(body),
       });
       await loadPending();
-      window.dispatchEvent(new CustomEvent("teamrun:answered", { detail: { run: item.run_id, item: item.id } }));
-      if (TeamrunWorkbench.shownRun() === item.run_id) openRun(item.run_id);  // follow it as it continues
+      say(EVENT.answered, { run: item.run_id, item: item.id });
+      if (shownRun() === item.run_id) openRun(item.run_id);  // follow it as it continues
     } catch (e) {
       problem.textContent = e.message;
       // kept above the list too: the item may be gone at the next redraw (answered elsewhere, run over)
@@ -121,10 +123,10 @@ async function startPending() {
     return;
   }
   $("pending-refresh").addEventListener("click", loadPending);
-  window.addEventListener("teamrun:token", loadPending);
-  window.addEventListener("teamrun:run-over", loadPending);  // a run that ends (cancelled too) asks nothing more
+  on(EVENT.token, loadPending);
+  on(EVENT.runOver, loadPending);  // a run that ends (cancelled too) asks nothing more
   loadPending();
   pendingTimer = setInterval(loadPending, 3000);
 }
 
-startPending();
+on(EVENT.init, startPending);
