@@ -6,7 +6,7 @@ answers it, and an ``approval_end`` line says how it was decided. No answer
 within the timeout denies the call, or (``on_timeout="fail"``, ``teamrun serve
 --approval-timeout-outcome fail``) stops the run: it ends ``failed``, its error
 naming the tool nobody approved. (A server with a store asks through pending
-items instead: :mod:`teamrun.serve.pending`.)
+items instead: :mod:`teamrun.serve.routes.pending`.)
 """
 
 from __future__ import annotations

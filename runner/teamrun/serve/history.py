@@ -18,24 +18,20 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from importlib import resources
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
-
-from fastapi import Depends, FastAPI, Query
-from fastapi.responses import Response
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from teamrun.logs import get_logger
-from teamrun.observe.view import ASSETS
 from teamrun.secrets import Redactor
+from teamrun.serve.runs import RunHandle, RunRegistry, line_record, stored_record
+from teamrun.serve.served import Served
 
 if TYPE_CHECKING:
     from teamrun.events import Event
-    from teamrun.serve.runs import RunHandle, RunRegistry
     from teamrun.store import Store
     from teamrun.store.records import JournaledRun
 
-__all__ = ["RUN_STATUSES", "EventKeeper", "list_runs", "list_runs_async", "mount_history", "stored_events"]
+__all__ = ["RUN_STATUSES", "EventKeeper", "list_runs", "list_runs_async", "stored_events"]
 
 _log = get_logger(__name__)
 
@@ -43,12 +39,6 @@ RUN_STATUSES = ("running", "done", "failed", "budget_exhausted", "cancelled", "i
 """What ``?status=`` may ask for (``interrupted``: a stored run whose process is gone)."""
 
 MAX_LISTED = 500
-
-_VIEW_HEADERS = {"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}
-
-
-class _Served(Protocol):
-    redactor: Redactor
 
 
 def _usage_tokens(usage: Mapping[str, Any] | None) -> int:
@@ -114,7 +104,7 @@ def _stored_runs(
 
 def list_runs(
     registry: RunRegistry,
-    served: Mapping[str, _Served],
+    served: Mapping[str, Served],
     *,
     status: str | None = None,
     thread: str | None = None,
@@ -129,7 +119,7 @@ def list_runs(
 
 async def list_runs_async(
     registry: RunRegistry,
-    served: Mapping[str, _Served],
+    served: Mapping[str, Served],
     *,
     status: str | None = None,
     thread: str | None = None,
@@ -147,7 +137,7 @@ async def list_runs_async(
 def _merged(
     held: list[dict[str, Any]],
     store: Store | None,
-    served: Mapping[str, _Served],
+    served: Mapping[str, Served],
     teams: Sequence[str],
     *,
     status: str | None,
@@ -263,7 +253,6 @@ class EventKeeper:
         part: int | None,
         content: bool,
     ) -> Any:
-        from teamrun.serve.runs import line_record
 
         events: list[dict[str, Any]] = []
         for index, line in enumerate(lines):
@@ -274,9 +263,8 @@ class EventKeeper:
 
 
 def _stored_events(
-    store: Store, served: Mapping[str, _Served], run_id: str
+    store: Store, served: Mapping[str, Served], run_id: str
 ) -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
-    from teamrun.serve.runs import stored_record
     from teamrun.store.journal import StoreJournal
 
     with store.errors("reading a run"):
@@ -292,44 +280,8 @@ def _stored_events(
 
 
 async def stored_events(
-    store: Store, served: Mapping[str, _Served], run_id: str
+    store: Store, served: Mapping[str, Served], run_id: str
 ) -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
     """A stored run's kept events (``None`` if none are kept) and its record, both masked with its team's
     secrets; ``None`` when the store has no such run of a team served here."""
     return await asyncio.to_thread(_stored_events, store, served, run_id)
-
-
-def mount_history(
-    app: FastAPI,
-    registry: RunRegistry,
-    served: Mapping[str, _Served],
-    authorize: Callable[..., Any],
-    error: Callable[..., Exception],
-) -> None:
-    """Add ``GET /v1/runs`` (the run list, behind ``authorize``) and ``GET /view/{name}`` to ``app``.
-
-    ``error(status, message, code=...)`` builds the server's error answer (``ApiError``).
-    """
-
-    @app.get("/v1/runs", dependencies=[Depends(authorize)])
-    async def runs_list(
-        status: Annotated[str | None, Query(pattern="^(" + "|".join(RUN_STATUSES) + ")$")] = None,
-        thread: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-        team: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
-        limit: Annotated[int, Query(ge=1, le=MAX_LISTED)] = 100,
-    ) -> dict[str, Any]:
-        found = await list_runs_async(registry, served, status=status, thread=thread, team=team, limit=limit)
-        return {"object": "list", "data": found}
-
-    @app.get("/favicon.ico", include_in_schema=False)
-    async def favicon() -> Response:  # no icon, and no 404 in the browser's console either
-        return Response(status_code=204)
-
-    @app.get("/view/{name}")
-    async def view_file(name: str) -> Response:
-        if name not in ASSETS:
-            raise error(
-                404, f"no file '{name}' in the run view; its files: {', '.join(sorted(ASSETS))}", code="not_found"
-            )
-        body = resources.files("teamrun.observe.view").joinpath(name).read_bytes()
-        return Response(body, media_type=ASSETS[name], headers=_VIEW_HEADERS)

@@ -15,7 +15,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Container, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -357,7 +358,10 @@ class RunRegistry:
         """Ids of finished runs still held, oldest first."""
         self._active = 0
         self.reserved = 0
-        """Slots held for answered runs about to continue here (serve/pending.py): a new run may not take them."""
+        """Slots held for answered runs about to continue here (serve/answers.py): a new run may not take them."""
+        self._deciding: dict[str, tuple[asyncio.Lock, int]] = {}
+        """A lock per run while an answer or a cancel of it is decided (:meth:`deciding`), and how many hold or
+        wait for it."""
         self.when_over: list[Callable[[RunHandle], None]] = []
         """Called on the loop as each run ends or suspends (with a store: its events are kept, serve/history.py)."""
 
@@ -380,6 +384,45 @@ class RunRegistry:
         from teamrun.store.journal import StoreJournal
 
         return StoreJournal(self.store).get_run(run_id)
+
+    @asynccontextmanager
+    async def deciding(self, run_id: str) -> AsyncIterator[None]:
+        """Hold ``run_id`` while an answer or a cancel of it is decided and applied: in this process one waits for
+        the other (across processes the store's transactions decide)."""
+        lock, users = self._deciding.get(run_id) or (asyncio.Lock(), 0)
+        self._deciding[run_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._deciding[run_id]
+            if users == 1:
+                del self._deciding[run_id]
+            else:
+                self._deciding[run_id] = (lock, users - 1)
+
+    def continuing(self, team: Team, redactor: Redactor, *, run_id: str, input: str, thread: str | None) -> RunHandle:
+        """The handle of a waiting run about to continue here (claimed in the store), running from now on: the
+        one held (its events so far stay; the continuation's follow them), else a new one with the same id. Takes
+        a run slot (the caller holds one reserved). Synchronous: nothing sees it half-continued."""
+        handle = self._runs.get(run_id)
+        if handle is None:  # waited through a restart (or dropped from memory)
+            handle = RunHandle(
+                id=run_id, team=team.name, input=input, redactor=redactor, thread=thread, content=self.content
+            )
+            self._runs[run_id] = handle
+        else:
+            handle.result, handle.error, handle._done = None, None, asyncio.Event()
+            handle.cancel, handle.cancel_reason, handle.failure = asyncio.Event(), None, None
+            handle.ended_at = None
+            handle.note("run_continued", {"ts": time.time()})
+        if run_id in self._finished:
+            self._finished.remove(run_id)
+        handle._loop = asyncio.get_running_loop()
+        handle._loop_thread = threading.get_ident()
+        self._active += 1
+        self.metrics.run_started(team.name)
+        return handle
 
     def start(
         self,
@@ -426,13 +469,13 @@ class RunRegistry:
             desk = None
             approver = HttpApprover(handle, timeout_s=self.approval_timeout_s, on_timeout=self.approval_on_timeout)
         handle.task = asyncio.create_task(
-            self._run(team, handle, limits=limits, vars=vars, approver=approver, desk=desk),
+            self.run_to_end(team, handle, limits=limits, vars=vars, approver=approver, desk=desk),
             name=f"teamrun-serve:{handle.id}",
         )
         self._forget_old()
         return handle
 
-    async def _run(
+    async def run_to_end(
         self,
         team: Team,
         handle: RunHandle,
@@ -444,7 +487,7 @@ class RunRegistry:
         journal: RunJournal | None = None,
     ) -> None:
         """Run ``team`` for ``handle`` to its end and settle the handle (also a waiting run continued here,
-        ``journal`` its resume journal: :mod:`teamrun.serve.pending`)."""
+        ``journal`` its resume journal: :mod:`teamrun.serve.answers`)."""
 
         def measure(event: Event) -> None:
             self.metrics.on_event(team.name, event)
@@ -475,14 +518,18 @@ class RunRegistry:
             _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
             handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"
         finally:
-            handle.ended_at = time.time()
-            self._active -= 1
-            self.metrics.run_finished(team.name, handle.result)
-            self._finished.append(handle.id)
-            handle._done.set()
-            handle._wake()
-            for hook in self.when_over:
-                hook(handle)
+            self.settle(team, handle)
+
+    def settle(self, team: Team, handle: RunHandle) -> None:
+        """``handle``'s run stopped (it ended, suspended, or could not continue): its slot is free."""
+        handle.ended_at = time.time()
+        self._active -= 1
+        self.metrics.run_finished(team.name, handle.result)
+        self._finished.append(handle.id)
+        handle._done.set()
+        handle._wake()
+        for hook in self.when_over:
+            hook(handle)
 
     def cancel(self, run_id: str, reason: str = "cancelled by request") -> RunHandle | None:
         handle = self._runs.get(run_id)
@@ -526,6 +573,12 @@ class RunRegistry:
         (``waiting_reason``, :meth:`cancel_waiting`); anything else is said as it is, for the caller to refuse
         in its own protocol's words.
         """
+        async with self.deciding(run_id):  # an answer of it decided meanwhile goes first, or after
+            return await self._cancel_request(run_id, teams=teams, reason=reason, waiting_reason=waiting_reason)
+
+    async def _cancel_request(
+        self, run_id: str, *, teams: Container[str], reason: str, waiting_reason: str
+    ) -> CancelAnswer:
         handle = self._runs.get(run_id)
         if handle is not None and handle.team not in teams:
             return CancelAnswer("not_found")
@@ -573,9 +626,10 @@ class RunRegistry:
 
 def store_people(store: Store, handle: RunHandle) -> tuple[PersonDesk, Approver]:
     """The desk and approver of a served run (``handle``) when the server has a store: questions and approvals
-    become pending items in ``store`` and the run may suspend (the routes that list and answer them are in
-    :mod:`teamrun.serve.pending`). Each is this run's own, given to :meth:`Team.run`. What an item shows is
-    masked with the run's redactor (the team's secrets, the server's tokens) before it is stored."""
+    become pending items in ``store`` and the run may suspend (listed and answered by
+    :mod:`teamrun.serve.routes.pending` through :mod:`teamrun.serve.answers`). Each is this run's own, given to
+    :meth:`Team.run`. What an item shows is masked with the run's redactor (the team's secrets, the server's
+    tokens) before it is stored."""
     from teamrun.engine.durability.pending import SuspendingDesk
     from teamrun.store.pending import PendingRepository
     from teamrun.tools.people import DeskApprover

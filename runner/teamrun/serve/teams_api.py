@@ -8,22 +8,16 @@ answers a thread's conversation (each user turn and each answer), masked with it
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-from fastapi import Depends, FastAPI
+from typing import TYPE_CHECKING, Any, Literal
 
 from teamrun.config.graph import to_mermaid
-from teamrun.secrets import Redactor
+from teamrun.serve.served import Served
 
 if TYPE_CHECKING:
     from teamrun.config.models import TeamConfig
-    from teamrun.engine.team import Team
-    from teamrun.store import Store
 
-__all__ = ["graph_of", "mount_teams", "shape_of"]
+__all__ = ["graph_of", "shape_of", "team_view"]
 
 TeamShape = Literal["supervisor", "handoffs", "workflow", "peers"]
 
@@ -94,12 +88,7 @@ def shape_of(config: TeamConfig) -> TeamShape:
     return "supervisor"
 
 
-class _Served(Protocol):
-    team: Team
-    redactor: Redactor
-
-
-def _team_view(name: str, served: _Served) -> dict[str, Any]:
+def team_view(name: str, served: Served) -> dict[str, Any]:
     config = served.team.config
     shown: dict[str, Any] = served.redactor.value(
         {
@@ -113,52 +102,3 @@ def _team_view(name: str, served: _Served) -> dict[str, Any]:
         }
     )
     return shown
-
-
-def mount_teams(
-    app: FastAPI,
-    store: Store | None,
-    served: Mapping[str, _Served],
-    authorize: Callable[..., Awaitable[None]],
-    error: Callable[..., Exception],
-) -> None:
-    """Add ``GET /v1/teams`` and ``GET /v1/threads/{thread_id}`` (both behind ``authorize``) to ``app``.
-
-    ``error(status, message, code=...)`` builds the server's error answer (``ApiError``).
-    """
-    auth = [Depends(authorize)]
-    described = {name: _team_view(name, entry) for name, entry in sorted(served.items())}  # teams never change
-
-    @app.get("/v1/teams", dependencies=auth)
-    async def teams_list() -> dict[str, Any]:
-        return {"object": "list", "data": list(described.values())}
-
-    @app.get("/v1/threads/{thread_id}", dependencies=auth)
-    async def thread_turns(thread_id: str) -> dict[str, Any]:
-        if store is None:
-            raise error(
-                400,
-                "this server keeps no threads (start it with --store PATH|URL)",
-                code="threads_unavailable",
-            )
-        record = await asyncio.to_thread(store.threads.get, thread_id)
-        entry = served.get(record.team) if record is not None else None
-        if record is None or entry is None:
-            raise error(404, f"no thread '{thread_id}' of a team served here", code="thread_not_found")
-        messages = await asyncio.to_thread(store.threads.messages, thread_id)
-        turns = [
-            {
-                "role": m.role,
-                "content": m.content if isinstance(m.content, str) else str(m.content),
-                "agent": m.agent,
-                "run_id": m.run_id,
-                "turn": m.turn,
-                "created_at": m.created_at.isoformat() if m.created_at else None,
-            }
-            for m in messages
-            if m.role in ("user", "assistant")
-        ]
-        shown: dict[str, Any] = entry.redactor.value(
-            {"object": "teamrun.thread", **record.as_dict(), "messages": turns}
-        )
-        return shown

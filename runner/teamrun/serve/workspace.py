@@ -18,28 +18,19 @@ writes its journal keeps, and its writes from its kept events.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Protocol
-
-from fastapi import Depends, FastAPI, Query
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from teamrun.engine.workspace.live import live_workspace
 from teamrun.engine.workspace.state import WorkspaceState
-from teamrun.secrets import Redactor
+from teamrun.serve.runs import RunHandle
+from teamrun.serve.served import Served
 
 if TYPE_CHECKING:
     from teamrun.config.models import Workspace
-    from teamrun.engine.team import Team
-    from teamrun.serve.runs import RunHandle, RunRegistry
     from teamrun.store import Store
 
-__all__ = ["mount_workspace", "workspace_answer", "writes_of"]
-
-
-class _Served(Protocol):
-    team: Team
-    redactor: Redactor
+__all__ = ["held_workspace", "stored_workspace", "workspace_answer", "writes_of"]
 
 
 def writes_of(records: Iterable[Mapping[str, Any]], *, started_at: int = 0) -> list[dict[str, Any]]:
@@ -134,7 +125,7 @@ def workspace_answer(
     return answer
 
 
-def _from_handle(handle: RunHandle, spec: Workspace, since: int | None) -> dict[str, Any]:
+def held_workspace(handle: RunHandle, spec: Workspace, since: int | None) -> dict[str, Any]:
     """The workspace of a run this process holds (masked with its redactor)."""
     live = live_workspace(handle.id)
     result = handle.result
@@ -161,7 +152,9 @@ def _from_handle(handle: RunHandle, spec: Workspace, since: int | None) -> dict[
     return masked
 
 
-def _from_store(store: Store, served: Mapping[str, _Served], run_id: str, since: int | None) -> dict[str, Any] | None:
+def stored_workspace(
+    store: Store, served: Mapping[str, Served], run_id: str, since: int | None
+) -> dict[str, Any] | None:
     """The workspace of a run known only from the store (blocking), masked; ``None``: no such run here;
     ``{}``: its team has no workspace."""
     from teamrun.store.journal import StoreJournal
@@ -194,41 +187,3 @@ def _from_store(store: Store, served: Mapping[str, _Served], run_id: str, since:
     )
     masked: dict[str, Any] = target.redactor.value(answer)
     return masked
-
-
-def mount_workspace(
-    app: FastAPI,
-    registry: RunRegistry,
-    served: Mapping[str, _Served],
-    authorize: Callable[..., Any],
-    error: Callable[..., Exception],
-) -> None:
-    """Add ``GET /v1/runs/{run_id}/workspace`` (behind ``authorize``) to ``app``.
-
-    ``error(status, message, code=...)`` builds the server's error answer (``ApiError``).
-    """
-
-    def no_workspace(run_id: str, team: str) -> Exception:
-        return error(
-            404,
-            f"run '{run_id}' has no workspace: team '{team}' declares no `workspace:` (see docs/team-file.md)",
-            code="no_workspace",
-        )
-
-    @app.get("/v1/runs/{run_id}/workspace", dependencies=[Depends(authorize)])
-    async def run_workspace(run_id: str, since: Annotated[int | None, Query(ge=0, le=2**53)] = None) -> dict[str, Any]:
-        handle = registry.get(run_id)
-        target = served.get(handle.team) if handle is not None else None
-        if handle is not None and target is not None:
-            spec = target.team.config.workspace
-            if spec is None:
-                raise no_workspace(run_id, handle.team)
-            return _from_handle(handle, spec, since)
-        store = registry.store
-        found = await asyncio.to_thread(_from_store, store, served, run_id, since) if store is not None else None
-        if found is None:
-            raise error(404, f"no run '{run_id}' on this server", code="run_not_found")
-        if not found:
-            stored = await asyncio.to_thread(registry.stored, run_id)
-            raise no_workspace(run_id, stored.team if stored is not None else "?")
-        return found

@@ -17,8 +17,7 @@ import json
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Mapping
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.request_handlers.request_handler import RequestHandler
 from a2a.types import (
@@ -37,12 +36,14 @@ from a2a.types import (
     TaskStatusUpdateEvent,
     UnsupportedOperationError,
 )
+from a2a.utils.errors import A2AError
 from google.protobuf import json_format  # type: ignore[import-untyped]
 
 from teamrun.logs import get_logger
-from teamrun.secrets import Redactor
 from teamrun.serve.a2a.tasks import RunView, artifact_of, status_of, task_of
+from teamrun.serve.answers import AnswerNotTaken, AnswerService, PendingAnswer, item_view, settled_reason
 from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown, stored_record
+from teamrun.serve.served import Served
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
         TaskPushNotificationConfig,
     )
 
-    from teamrun.engine.team import Team
     from teamrun.store.records import JournaledRun
 
 __all__ = ["TeamAgent"]
@@ -82,34 +82,18 @@ _APPROVE = {"approve", "approved", "yes", "y", "true", "ok"}
 _DENY = {"deny", "denied", "no", "n", "false", "reject"}
 
 
-class _Served(Protocol):
-    team: Team
-    redactor: Redactor
-
-
-class _Resumer(Protocol):
-    """What :mod:`teamrun.serve.pending` continues waiting runs with (with a store)."""
-
-    items: Any
-    backend: Any
-
-    async def after_answer(self, run_id: str) -> None: ...
-
-    def room(self, run_id: str) -> AbstractContextManager[None]: ...
-
-
 class TeamAgent(RequestHandler):
     """One served team's A2A agent: every message starts or answers a run of ``entry.team``."""
 
     def __init__(
         self,
-        entry: _Served,
+        entry: Served,
         registry: RunRegistry,
-        resumer: _Resumer | None,
+        answers: AnswerService | None,
     ) -> None:
         self.entry = entry
         self.registry = registry
-        self.resumer = resumer
+        self.answers = answers
         self._contexts: OrderedDict[str, str] = OrderedDict()
         """Without a store: the ``contextId`` of each run started here (with one, it is the run's thread)."""
 
@@ -165,10 +149,8 @@ class TeamAgent(RequestHandler):
         return handle.id, 0
 
     async def _answer(self, message: Message) -> str:
-        """Answer the pending item a waiting task asks with ``message``; the run continues (here, if it can)."""
-        from teamrun.serve.pending import _answer_value, _settled
-        from teamrun.tools.people import AnswerNotText, AnswerRefused
-
+        """Answer the pending item a waiting task asks with ``message``, through the answer service
+        (:mod:`teamrun.serve.answers`); the run continues (here, if it can)."""
         run_id = message.task_id
         view = await self._view(run_id)
         if view is None:
@@ -186,7 +168,8 @@ class TeamAgent(RequestHandler):
             raise UnsupportedOperationError(
                 f"task {run_id} is working: it takes a message only when it asks for one (state input-required)"
             )
-        assert self.resumer is not None  # a run waits only in a server with a store
+        answers = self.answers
+        assert answers is not None  # a run waits only in a server with a store
         wanted = _metadata(message).get("item")
         items = list(view.pending)
         if not items:
@@ -194,34 +177,32 @@ class TeamAgent(RequestHandler):
         chosen = next((i for i in items if i["id"] == wanted), None) if wanted is not None else items[0]
         listing = ", ".join(str(i["id"]) for i in items)
         if chosen is None:
-            asked = await asyncio.to_thread(self.resumer.items.get, run_id, str(wanted))
+            asked = await asyncio.to_thread(answers.items.get, run_id, str(wanted))
             if asked is not None and asked.status != "pending":  # answered before (or expired): as a race loser
                 raise UnsupportedOperationError(
-                    f"{_settled(run_id, asked, what='task')}; the task waits for: {listing}"
+                    f"{settled_reason(run_id, asked, what='task')}; the task waits for: {listing}"
                 )
             raise InvalidParamsError(f"task {run_id} waits for no item '{wanted}'; it waits for: {listing}")
-        item = await asyncio.to_thread(self.resumer.items.get, run_id, chosen["id"])
+        item = await asyncio.to_thread(answers.items.get, run_id, chosen["id"])
         if item is None or item.status != "pending":
             said = f"item {chosen['id']} of task {run_id} was answered meanwhile"
-            raise UnsupportedOperationError(_settled(run_id, item, what="task") if item is not None else said)
-        body = _answer_body(item.kind, message)
+            raise UnsupportedOperationError(settled_reason(run_id, item, what="task") if item is not None else said)
         try:
-            value, _ = _answer_value(item, body)
-        except AnswerNotText as exc:
-            raise InvalidParamsError(str(exc)) from None
-        except (AnswerRefused, ValueError) as exc:
-            raise InvalidParamsError(f"{item.item_id}: {exc}") from None
-        who = "a2a"
-        try:
-            with self.resumer.room(run_id):  # the run continues here: it needs a run slot, as a new task does
-                if not await asyncio.to_thread(self.resumer.items.answer, run_id, item.item_id, value, by=who):
-                    now = await asyncio.to_thread(self.resumer.items.get, run_id, item.item_id)
-                    raise UnsupportedOperationError(_settled(run_id, now or item, what="task"))
-                _log.info("a2a_item_answered", run=run_id, item=item.item_id)
-                await self.resumer.after_answer(run_id)
-        except (ServerBusy, ShuttingDown) as exc:
-            raise self._refused(exc, f"the answer would continue task {run_id} here; nothing was recorded") from None
+            await answers.answer(item, _answer_body(item.kind, message), by="a2a")
+        except AnswerNotTaken as exc:
+            raise self._not_taken(exc, run_id) from None
         return run_id
+
+    def _not_taken(self, exc: AnswerNotTaken, run_id: str) -> A2AError:
+        """An answer the service did not take, as the A2A error it is answered with."""
+        if exc.slot is not None:
+            return self._refused(exc.slot, f"the answer would continue task {run_id} here; nothing was recorded")
+        if exc.because in ("settled", "cancelled") and exc.item is not None:
+            return UnsupportedOperationError(settled_reason(run_id, exc.item, what="task"))
+        if exc.because == "invalid_text":
+            return InvalidParamsError(str(exc))
+        item_id = exc.item.item_id if exc.item is not None else "?"
+        return InvalidParamsError(f"{item_id}: {exc}")
 
     def _refused(self, exc: ServerBusy | ShuttingDown, said: str = "") -> InternalError:
         """A run refused for want of a slot (``too_many_runs``) or while the server stops (``shutting_down``)."""
@@ -363,12 +344,10 @@ class TeamAgent(RequestHandler):
         return self._stored_view(stored, pending)
 
     async def _pending(self, run_id: str) -> list[dict[str, Any]]:
-        if self.resumer is None:
+        if self.answers is None:
             return []
-        from teamrun.serve.pending import _item_view
-
-        items = await asyncio.to_thread(self.resumer.items.items, run_id, status="pending")
-        shown: list[dict[str, Any]] = [self.entry.redactor.value(_item_view(item)) for item in items]
+        items = await asyncio.to_thread(self.answers.items.items, run_id, status="pending")
+        shown: list[dict[str, Any]] = [self.entry.redactor.value(item_view(item)) for item in items]
         return shown
 
     def _handle_view(self, handle: RunHandle, pending: Any) -> RunView:
@@ -532,9 +511,7 @@ def _input_text(message: Message) -> str:
 
 
 def _answer_body(kind: str, message: Message) -> Any:
-    """A :class:`~teamrun.serve.pending.PendingAnswer` from a message answering an item of ``kind``."""
-    from teamrun.serve.pending import PendingAnswer
-
+    """A :class:`~teamrun.serve.answers.PendingAnswer` from a message answering an item of ``kind``."""
     data: Any = None
     texts: list[str] = []
     for index, part in enumerate(message.parts):

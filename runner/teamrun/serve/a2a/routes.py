@@ -15,7 +15,7 @@ import json
 import logging
 import math
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -24,10 +24,7 @@ from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.a2a.card import A2A_PREFIX, CARD_PATH, agent_card
 from teamrun.serve.security import LONE_SURROGATE, lone_surrogate, printable, token_matches
-
-if TYPE_CHECKING:
-    from teamrun.serve.a2a.handler import _Resumer, _Served
-    from teamrun.serve.runs import RunRegistry
+from teamrun.serve.state import ServeState
 
 __all__ = ["a2a_router", "rpc_error"]
 
@@ -203,23 +200,17 @@ def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def a2a_router(
-    registry: RunRegistry,
-    served: Mapping[str, _Served],
-    resumer: _Resumer | None,
-    *,
-    tokens: frozenset[str],
-    redactor: Redactor,
-) -> APIRouter:
-    """The A2A routes of every team in ``served`` (imports a2a-sdk)."""
+def a2a_router(state: ServeState) -> APIRouter:
+    """The A2A routes of every team the server serves (imports a2a-sdk)."""
     from a2a.server.request_handlers.response_helpers import agent_card_to_dict
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
     from a2a.types import TaskState
 
     from teamrun.serve.a2a.handler import TeamAgent
 
+    served, tokens, redactor = state.served, state.settings.tokens, state.redactor
     dispatchers = {
-        name: JsonRpcDispatcher(TeamAgent(entry, registry, resumer), enable_v0_3_compat=True)
+        name: JsonRpcDispatcher(TeamAgent(entry, state.registry, state.answers), enable_v0_3_compat=True)
         for name, entry in served.items()
     }
     _quiet_sdk_loggers()

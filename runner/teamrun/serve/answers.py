@@ -1,0 +1,289 @@
+"""One answer service: every way in (``POST /v1/runs/{run}/pending/{item}``, A2A, the page) answers through it.
+
+:meth:`AnswerService.answer` reads the answer for the item's kind, then, holding the run
+(:meth:`RunRegistry.deciding <teamrun.serve.runs.RunRegistry.deciding>`, as a cancel does) and a run slot,
+records it and claims the waiting run in ONE store transaction
+(:meth:`~teamrun.store.pending.PendingRepository.answer_and_claim`): an answer and a cancel that race cannot
+both succeed. A claimed run continues here at once, through its journal (nothing it finished is paid again),
+under the same run id. Each protocol says a refusal (:class:`AnswerNotTaken`) in its own words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from teamrun.errors import TeamrunError
+from teamrun.logs import get_logger
+from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown, store_people
+from teamrun.serve.security import LONE_SURROGATE, lone_surrogate
+from teamrun.serve.served import Served
+from teamrun.store.pending import CANCELLED_BY, PendingRecord, PendingRepository
+
+if TYPE_CHECKING:
+    from teamrun.engine.team import Team
+    from teamrun.store import Store
+    from teamrun.store.records import JournaledRun
+
+__all__ = [
+    "AnswerNotTaken",
+    "AnswerService",
+    "Answered",
+    "PendingAnswer",
+    "answer_value",
+    "item_view",
+    "settled_reason",
+    "was_cancelled",
+]
+
+_log = get_logger(__name__)
+
+
+class PendingAnswer(BaseModel):
+    """``POST /v1/runs/{run}/pending/{item}``: ``answer`` for a question, ``approve`` (and ``note``) for an approval."""
+
+    model_config = ConfigDict(extra="forbid")
+    answer: Any = None
+    approve: bool | None = None
+    note: str | None = None
+    by: str | None = Field(default=None, min_length=1, max_length=200)
+    """Who answers, as events and listings show it (default: ``http``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        """Text that is not valid Unicode is refused (400 ``invalid_text``, as on every route) before anything
+        is recorded; :func:`~teamrun.tools.people.read_answer` checks the answer again, as for every way in."""
+        where = lone_surrogate(data)
+        if where is not None:
+            raise PydanticCustomError("lone_surrogate", "{where} " + LONE_SURROGATE, {"where": where})
+        return data
+
+
+def item_view(item: PendingRecord) -> dict[str, Any]:
+    """A pending item as listings show it (unmasked: the caller masks with the run's team's redactor)."""
+    spec = item.spec
+    shown: dict[str, Any] = {
+        "object": "teamrun.pending_item",
+        "run_id": item.run_id,
+        "id": item.item_id,
+        "kind": item.kind,
+        "agent": item.agent,
+        "question": item.question,
+        "asked_at": item.asked_at,
+        "status": item.status,
+    }
+    if item.kind == "question":
+        shown |= {"choices": spec.get("choices"), "answer_schema": spec.get("answer_schema")}
+    else:
+        shown |= {"tool": spec.get("tool"), "arguments": spec.get("arguments") or {}}
+    if item.status != "pending":
+        shown |= {
+            "answer": "***" if spec.get("secret") and item.answer is not None else item.answer,
+            "answered_by": item.answered_by,
+            "answered_at": item.answered_at,
+        }
+    return shown
+
+
+def was_cancelled(item: PendingRecord) -> bool:
+    """The item ended with its run, cancelled while it waited (:meth:`PendingRepository.cancel_waiting`)."""
+    return item.status == "expired" and item.answered_by == CANCELLED_BY
+
+
+def settled_reason(run_id: str, item: PendingRecord, *, what: str = "run") -> str:
+    """Why ``item`` takes no answer: who answered it and when, when it expired, or that its run was cancelled
+    while it waited (``what``: run or task)."""
+    when = _dt.datetime.fromtimestamp(item.answered_at or 0, _dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    if was_cancelled(item):
+        return (
+            f"{what} {run_id} was cancelled at {when} while it waited for people: "
+            f"item {item.item_id} takes no answer any more"
+        )
+    if item.status == "expired":
+        return f"item {item.item_id} of {what} {run_id} expired at {when}: nobody answered in time"
+    return f"item {item.item_id} of {what} {run_id} was already answered by {item.answered_by} at {when}"
+
+
+def answer_value(item: PendingRecord, body: PendingAnswer) -> tuple[Any, str]:
+    """The value to record for ``item`` and how the answer is said; raises ``AnswerRefused`` / ``ValueError``."""
+    from teamrun.tools.people import PendingItem, masked, read_answer
+
+    if item.kind == "approval":
+        if body.approve is None or body.answer is not None:
+            raise ValueError('an approval is answered with {"approve": true|false, "note": "..."}')
+        return {"approved": body.approve, "note": body.note}, "approved" if body.approve else "denied"
+    if body.approve is not None or body.answer is None:
+        raise ValueError('a question is answered with {"answer": ...}')
+    asked = PendingItem.from_spec("question", item.question, item.spec)
+    text = body.answer if isinstance(body.answer, str) else json.dumps(body.answer)
+    value = read_answer(asked, text)
+    return value, f"answered ({masked(asked, value)})"
+
+
+NotTakenBecause = Literal["settled", "cancelled", "invalid_text", "refused", "invalid", "no_slot"]
+
+
+class AnswerNotTaken(TeamrunError):
+    """An answer nothing was recorded of: ``because`` says why, for each protocol to say in its words."""
+
+    def __init__(
+        self,
+        because: NotTakenBecause,
+        message: str,
+        *,
+        item: PendingRecord | None = None,
+        slot: ServerBusy | ShuttingDown | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.because: NotTakenBecause = because
+        self.item = item
+        """The item as the store holds it (``settled``, ``cancelled``: answered, expired or cancelled first)."""
+        self.slot = slot
+        """``no_slot``: the server's refusal (busy, or shutting down)."""
+
+
+@dataclass(frozen=True)
+class Answered:
+    """An answer recorded."""
+
+    item: PendingRecord
+    """The item as recorded."""
+    said: str
+    """How the answer is said (``answered (...)``, ``approved``, ``denied``)."""
+
+
+class AnswerService:
+    """Answers pending items of runs of the served teams, and continues the answered runs here."""
+
+    def __init__(self, registry: RunRegistry, served: Mapping[str, Served], store: Store) -> None:
+        from teamrun.store.journal import StoreJournal
+
+        self.registry = registry
+        self.served = served
+        self.items = PendingRepository(store)
+        self.backend = StoreJournal(store)
+        self._watchers: set[asyncio.Task[None]] = set()
+
+    async def answer(self, item: PendingRecord, body: PendingAnswer, *, by: str) -> Answered:
+        """Record ``body`` as the answer of ``item`` (of a run of a served team) and continue its run."""
+        from teamrun.tools.people import AnswerNotText, AnswerRefused
+
+        try:
+            value, said = answer_value(item, body)
+        except AnswerNotText as exc:
+            raise AnswerNotTaken("invalid_text", str(exc), item=item) from None
+        except AnswerRefused as exc:
+            raise AnswerNotTaken("refused", str(exc), item=item) from None
+        except ValueError as exc:
+            raise AnswerNotTaken("invalid", str(exc), item=item) from None
+        run_id = item.run_id
+        run = await asyncio.to_thread(self.backend.get_run, run_id, unmasked=True)  # its input, to continue it
+        if run is None or run.team not in self.served:
+            raise TeamrunError(f"run {run_id} of item {item.item_id} is not a run of a team served here")
+        async with self.registry.deciding(run_id):  # a cancel of it goes first, or after
+            try:
+                with self._slot(run_id):  # the run continues here: it needs a run slot, as a new run does
+                    outcome = await asyncio.to_thread(self.items.answer_and_claim, run_id, item.item_id, value, by=by)
+                    if outcome == "claimed":
+                        self._continue(run)
+            except (ServerBusy, ShuttingDown) as exc:
+                raise AnswerNotTaken("no_slot", str(exc), item=item, slot=exc) from None
+        if outcome == "settled":
+            now = await asyncio.to_thread(self.items.get, run_id, item.item_id) or item
+            raise AnswerNotTaken(
+                "cancelled" if was_cancelled(now) else "settled", settled_reason(run_id, now), item=now
+            )
+        _log.info("serve_pending_answered", run=run_id, item=item.item_id, by=by)
+        if outcome == "answered":  # it runs: its desk takes the answer, or it continues once it ends waiting
+            self._when_over(run_id)
+        answered = await asyncio.to_thread(self.items.get, run_id, item.item_id)
+        return Answered(answered or item, said)
+
+    @contextmanager
+    def _slot(self, run_id: str) -> Iterator[None]:
+        """A run slot for ``run_id`` to continue in once answered, held until it has started again: refused like
+        a new run (:class:`ServerBusy`, :class:`ShuttingDown`) when the server has none. A run still running
+        here continues in its own slot."""
+        registry = self.registry
+        handle = registry.get(run_id)
+        if handle is not None and not handle.finished:
+            yield
+            return
+        if registry.closing:
+            raise ShuttingDown("the server is shutting down")
+        if registry.active + registry.reserved >= registry.max_concurrent:
+            registry.metrics.rejected.labels("busy").inc()
+            raise ServerBusy(f"all {registry.max_concurrent} run slots are in use")
+        registry.reserved += 1
+        try:
+            yield
+        finally:
+            registry.reserved -= 1
+
+    def _when_over(self, run_id: str) -> None:
+        """A run running here was answered: continue it if it ends waiting with the answer untaken."""
+        handle = self.registry.get(run_id)
+        if handle is None or handle.finished:  # it runs elsewhere: its process's desk takes the answer
+            return
+        watcher = asyncio.get_running_loop().create_task(self._after(handle))
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+
+    async def _after(self, handle: RunHandle) -> None:
+        await handle.wait()
+        await self.maybe_resume(handle.id)
+
+    async def maybe_resume(self, run_id: str) -> None:
+        """Continue ``run_id`` here if it waits with answers it has not taken (and nobody else claims it)."""
+        from teamrun.engine.durability.pending import claim_run
+
+        if self.registry.closing:
+            return
+        record = await asyncio.to_thread(self.backend.get_run, run_id, unmasked=True)
+        if record is None or record.shown_status() != "waiting" or record.team not in self.served:
+            return
+        if not await asyncio.to_thread(self.items.unused_answers, run_id):
+            return
+        async with self.registry.deciding(run_id):
+            if await asyncio.to_thread(claim_run, self.items, run_id):  # else another process continues it
+                self._continue(record)
+
+    def _continue(self, run: JournaledRun) -> None:
+        """Continue ``run`` (claimed in the store by this process) here; synchronous up to its task."""
+        from teamrun.engine.durability.pending import CLAIMED_HERE
+
+        CLAIMED_HERE.add(run.run_id)
+        entry = self.served[run.team]
+        handle = self.registry.continuing(
+            entry.team, entry.redactor, run_id=run.run_id, input=run.input, thread=run.thread_id
+        )
+        handle.task = asyncio.create_task(
+            self._run(entry.team, handle, run.vars or None), name=f"teamrun-serve-resume:{run.run_id}"
+        )
+
+    async def _run(self, team: Team, handle: RunHandle, vars: Mapping[str, Any] | None) -> None:
+        from teamrun.engine.durability.resume import open_resume
+
+        try:
+            # confirmed: a run ends waiting only when nothing of it works, so no tool was cut off mid-call
+            journal = await asyncio.to_thread(open_resume, self.backend, handle.id, confirmed=True)
+        except TeamrunError as exc:
+            _log.warning("serve_resume_failed", run=handle.id, error=str(exc))
+            handle.error = handle.redactor.text(f"the run could not continue: {exc}")
+            self.registry.settle(team, handle)
+            return
+        desk, approver = store_people(self.items.store, handle)
+        await self.registry.run_to_end(  # its budgets come back from the journal's record, its vars from ours
+            team, handle, limits=None, vars=vars, approver=approver, desk=desk, journal=journal
+        )
+        if handle.state == "waiting":  # answered while it went on, after its desk last looked
+            await self.maybe_resume(handle.id)

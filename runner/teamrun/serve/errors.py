@@ -1,0 +1,128 @@
+"""The server's error answer: ``{"error": {"message", "type", "code", ...}}`` (the OpenAI shape), for every route
+but A2A's (JSON-RPC errors: :mod:`teamrun.serve.a2a.routes`), and the handlers that answer every failure so."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from teamrun.logs import get_logger
+from teamrun.secrets import Redactor
+from teamrun.serve.runs import ServerBusy, ShuttingDown
+from teamrun.serve.security import printable
+
+__all__ = ["ApiError", "add_error_handlers", "masked_json"]
+
+_log = get_logger(__name__)
+
+
+class ApiError(Exception):
+    """An error answered in the OpenAI error shape: ``{"error": {"message", "type", "code"}}``."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.headers = headers or {}
+        self.extra = extra or {}
+
+    @classmethod
+    def slot_refused(cls, exc: ServerBusy | ShuttingDown, retry_after_s: int, *, busy: str, closing: str) -> ApiError:
+        """No run slot: 429 ``too_many_runs`` (``busy``) or 503 ``shutting_down`` (``closing``), with Retry-After."""
+        headers = {"Retry-After": str(retry_after_s)}
+        if isinstance(exc, ServerBusy):
+            return cls(429, busy, type="rate_limit_error", code="too_many_runs", headers=headers)
+        return cls(503, closing, type="server_error", code="shutting_down", headers=headers)
+
+    @classmethod
+    def run_not_found(cls, run_id: str) -> ApiError:
+        return cls(404, f"no run '{run_id}' on this server", code="run_not_found")
+
+    def response(self, redactor: Redactor) -> Response:
+        body = {"error": {"message": printable(self.message), "type": self.type, "code": self.code, **self.extra}}
+        return masked_json(redactor, body, status_code=self.status, headers=self.headers)
+
+
+def masked_json(
+    redactor: Redactor, content: Any, *, status_code: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    """A JSON response of ``content`` with secrets masked, written once (:meth:`Redactor.dumps`)."""
+    body = redactor.dumps(content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
+    return Response(body.encode("utf-8"), status_code=status_code, headers=headers, media_type="application/json")
+
+
+def add_error_handlers(app: FastAPI, redactor: Redactor) -> None:
+    """Answer every failure of ``app``'s routes in the error shape, masked with the server's ``redactor``."""
+
+    async def api_error(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return exc.response(redactor)
+
+    async def invalid_request(_: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return _invalid(exc).response(redactor)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        # The router's own answers (no such route, method not allowed, a body that is not JSON) in our shape.
+        assert isinstance(exc, StarletteHTTPException)
+        return _http_problem(request, exc).response(redactor)
+
+    async def internal_error(_: Request, exc: Exception) -> Response:
+        _log.error("serve_internal_error", error_type=type(exc).__name__, error=redactor.text(str(exc)))
+        return ApiError(500, "internal server error", type="server_error", code="internal_error").response(redactor)
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, internal_error)
+
+
+def _invalid(exc: RequestValidationError) -> ApiError:
+    problems = [f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', 'invalid')}" for err in exc.errors()]
+    if any(err.get("type") == "lone_surrogate" for err in exc.errors()):  # malformed text, like the MCP
+        # endpoint's JSON parser says (400): not a request that could be right with other values
+        return ApiError(400, "invalid request: " + "; ".join(problems), code="invalid_text")
+    return ApiError(422, "invalid request: " + "; ".join(problems), code="invalid_request")
+
+
+_HTTP_CODES = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed"}
+
+
+def _http_problem(request: Request, exc: StarletteHTTPException) -> ApiError:
+    """An error raised by the router or FastAPI itself, as an :class:`ApiError`."""
+    status = exc.status_code
+    where = f"{request.method} {request.url.path}"
+    if status == 404:
+        message = f"no route {where} (the API is under /v1: /v1/models, /v1/chat/completions, /v1/runs)"
+    elif status == 405:
+        allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
+        message = f"method {request.method} is not allowed on {request.url.path}" + (
+            f" (allowed: {allowed})" if allowed else ""
+        )
+    elif status == 400:
+        message = "the request body could not be parsed as JSON (malformed, or nested too deeply)"
+    else:
+        message = str(exc.detail)
+    return ApiError(
+        status,
+        message,
+        type="invalid_request_error" if status < 500 else "server_error",
+        code=_HTTP_CODES.get(status, f"http_{status}"),
+        headers=dict(exc.headers or {}),
+    )

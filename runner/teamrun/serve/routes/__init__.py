@@ -1,0 +1,1 @@
+"""The server's routes, one ``APIRouter`` per concern; :func:`teamrun.serve.app.create_app` assembles them."""

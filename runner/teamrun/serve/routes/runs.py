@@ -1,0 +1,115 @@
+"""The native runs API: ``POST /v1/runs`` starts a run, ``GET /v1/runs/{id}`` reads it (held here, else from the
+store), ``POST /v1/runs/{id}/cancel`` cancels it (:meth:`RunRegistry.request_cancel
+<teamrun.serve.runs.RunRegistry.request_cancel>`), ``GET /v1/runs/{id}/events`` streams its events."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from teamrun.serve.errors import ApiError
+from teamrun.serve.history import stored_events
+from teamrun.serve.runs import BudgetTooHigh, check_budgets, stored_record
+from teamrun.serve.sse import after_event, continued_stream, event_stream, kept_stream
+from teamrun.serve.state import ServeState, serve_state
+from teamrun.serve.wire import RunRequest
+
+__all__ = ["router"]
+
+router = APIRouter()
+State = Annotated[ServeState, Depends(serve_state)]
+_WAITING_REASON = "cancelled by request while waiting for people"
+_SSE_HEADERS = {"Cache-Control": "no-cache"}
+
+
+@router.post("/v1/runs", status_code=201)
+async def create_run(state: State, body: RunRequest) -> JSONResponse:
+    target = state.team(body.team)
+    try:
+        check_budgets(target.team.config, body.budgets)
+    except BudgetTooHigh as exc:
+        raise ApiError(422, str(exc), code="budget_too_high", extra={"limits": exc.in_force}) from None
+    handle = state.start(target, body.input, body.thread, limits=body.budgets, vars=body.vars)
+    return JSONResponse(handle.record(), status_code=201, headers={"Location": f"/v1/runs/{handle.id}"})
+
+
+@router.get("/v1/runs/{run_id}")
+async def get_run(state: State, run_id: str) -> dict[str, Any]:
+    registry = state.registry
+    handle = registry.get(run_id)
+    if handle is not None and not (handle.state == "waiting" and registry.store is not None):
+        return handle.record()
+    stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
+    if handle is not None and (stored is None or stored.shown_status() == "waiting"):
+        return handle.record()  # a waiting run continued elsewhere (`teamrun answer`) is read from the store
+    if stored is None or stored.team not in state.served:  # the store's runs of teams served here only
+        raise ApiError.run_not_found(run_id)
+    assert registry.store is not None
+    kept = run_id in await asyncio.to_thread(registry.store.run_events.kept, [run_id])
+    shown: dict[str, Any] = state.served[stored.team].redactor.value(stored_record(stored, events=kept))
+    return shown
+
+
+@router.post("/v1/runs/{run_id}/cancel", status_code=202)
+async def cancel_run(state: State, run_id: str) -> JSONResponse:
+    answer = await state.registry.request_cancel(
+        run_id, teams=state.served, reason="cancelled by request", waiting_reason=_WAITING_REASON
+    )
+    handle, stored = answer.handle, answer.stored
+    if answer.outcome == "not_found":
+        raise ApiError.run_not_found(run_id)
+    if answer.outcome == "cancelling" and handle is not None:
+        return JSONResponse(handle.record(), status_code=202)
+    if answer.outcome == "ended":
+        if handle is not None and handle.cancel_reason == _WAITING_REASON:
+            return JSONResponse(handle.record(), status_code=202)
+        assert stored is not None
+        shown = state.served[stored.team].redactor.value(stored_record(stored) | {"cancel_reason": _WAITING_REASON})
+        return JSONResponse(shown, status_code=202)
+    if answer.outcome == "waiting":
+        raise ApiError(
+            409,
+            f"run '{run_id}' is waiting for people, not running: there is nothing to cancel; "
+            "answer its pending items (GET /v1/pending) to continue it",
+            code="run_waiting",
+        )
+    if answer.outcome == "elsewhere":
+        raise ApiError(
+            409,
+            f"run '{run_id}' runs in another process on the same store (another server, or a `teamrun answer` "
+            "or `resume` continuing it), not here: cancel it there (Ctrl-C for a teamrun command)",
+            code="run_not_running",
+        )
+    raise ApiError(409, f"run '{run_id}' is not running (it is {answer.status})", code="run_not_running")
+
+
+@router.get("/v1/runs/{run_id}/events")
+async def run_events(state: State, run_id: str, request: Request) -> StreamingResponse:
+    start_at = after_event(request.headers.get("last-event-id"))
+    registry = state.registry
+    handle = registry.get(run_id)
+    if handle is None and registry.store is not None:  # a run of an earlier server, or of another worker
+        found = await stored_events(registry.store, state.served, run_id)
+        if found is not None:
+            kept, record = found
+            if kept is None:
+                raise ApiError(
+                    404,
+                    f"run '{run_id}' is known from the store, without its events (the server that ran it kept "
+                    "none: it was stopped mid-run, or the run is older than this teamrun)",
+                    code="events_not_kept",
+                )
+            return StreamingResponse(
+                kept_stream(kept, record, start_at), media_type="text/event-stream", headers=_SSE_HEADERS
+            )
+    handle = state.run(run_id)
+    keeper = state.keeper
+    earlier = await asyncio.to_thread(keeper.earlier, handle) if keeper is not None else None
+    if earlier:  # continued here after a restart: what earlier processes ran of it comes first
+        stream = continued_stream(earlier, handle, start_at, state.keepalive_s)
+    else:
+        stream = event_stream(handle, start_at, state.keepalive_s)
+    return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
