@@ -71,7 +71,7 @@ def test_the_page_is_served_with_a_strict_content_security_policy(serve: Any) ->
     page = httpx.get(server.url + "/")
     script = httpx.get(server.url + "/web/app.js")
     other = httpx.get(server.url + "/web/..%2Fapp.py")
-    modules = {name: httpx.get(server.url + "/web/" + name).status_code for name in ("events.js", "dom.js", "newrun.js")}
+    modules = {name: httpx.get(f"{server.url}/web/{name}").status_code for name in ("events.js", "dom.js", "newrun.js")}
 
     assert page.status_code == 200 and '<script type="module" src="/web/app.js">' in page.text
     assert "default-src 'self'" in page.headers["content-security-policy"]
