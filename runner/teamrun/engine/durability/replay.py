@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from teamrun.engine.durability.remote_entries import RemoteAnswer, RemoteStarted, read_answer, read_started
 from teamrun.llm.types import ModelReply
-from teamrun.store.records import EntryKey, JournalEntry
+from teamrun.store.records import EntryKey, EntryKind, JournalEntry
 from teamrun.tools.base import ToolOutcome
 
 __all__ = ["Replay"]
@@ -60,3 +61,22 @@ class Replay:
         return ToolOutcome(
             ok=bool(payload.get("ok")), content=str(payload.get("content", "")), error=payload.get("error")
         )
+
+    # -- remote (a2a:) tasks ------------------------------------------------------------------
+    def remote_answer(self, invocation: str, fingerprint: str) -> RemoteAnswer | None:
+        """The answer the remote task of ``invocation`` completed with in an earlier attempt, or ``None``."""
+        entry = self._latest_remote(invocation, "remote", fingerprint)
+        return read_answer(entry) if entry is not None else None
+
+    def remote_started(self, invocation: str, fingerprint: str) -> RemoteStarted | None:
+        """The remote task of ``invocation`` an earlier attempt started, as last journaled (most messages sent)."""
+        entry = self._latest_remote(invocation, "remote_start", fingerprint)
+        return read_started(entry) if entry is not None else None
+
+    def _latest_remote(self, invocation: str, kind: EntryKind, fingerprint: str) -> JournalEntry | None:
+        found = [
+            entry
+            for key, entry in self._entries.items()
+            if key.invocation == invocation and key.kind == kind and entry.request_hash == fingerprint
+        ]
+        return max(found, key=lambda entry: entry.key.index, default=None)
