@@ -192,6 +192,12 @@ class RunResult:
         return sum(spend.cost for spend in self.agents.values())
 
     @property
+    def usage_known(self) -> bool:
+        """False when an agent's tokens and cost are not known (a remote worker that reported none): :attr:`usage`
+        and :attr:`cost` then count only what is known."""
+        return all(spend.usage_known for spend in self.agents.values())
+
+    @property
     def delegated_to(self) -> list[str]:
         return [d.agent for d in self.delegations]
 
@@ -205,6 +211,7 @@ class RunResult:
             "error": self.error,
             "usage": self.usage.as_dict(),
             "cost": self.cost,
+            **({} if self.usage_known else {"usage_known": False}),
             "duration_s": round(self.duration_s, 3),
             "agents": {name: spend.as_dict() for name, spend in self.agents.items()},
             "delegations": [d.as_dict() for d in self.delegations],

@@ -202,7 +202,7 @@ class Delegator:
                 return await self.run_agent(started.frame, started.run.prompt)
         except asyncio.CancelledError:
             if self._asked_to_cancel():  # cancel_task: settled like any ending, hooks included
-                return self._cancelled_result(started.run)
+                return self._cancelled_result(started.run, usage_known=started.frame.ledger.usage_known)
             raise  # the run is going down: the span ends it cancelled
         except (UserError, WorkerFailed):
             raise  # the team file is wrong (a template that cannot render), or a fatal worker: stop and say so
@@ -361,14 +361,23 @@ class Delegator:
             timeout, label = self.settings.background_timeout_s, f"agents.{parent.name}.delegation.background_timeout_s"
         return StartedWorker(run, child, span, timeout, label)
 
-    def _cancelled_result(self, run: WorkerRun) -> DelegationResult:
-        return self._result(run.worker, run.task, "cancelled", error="cancelled", task_id=_task_id(run))
+    def _cancelled_result(self, run: WorkerRun, *, usage_known: bool = True) -> DelegationResult:
+        """``usage_known``: false for a worker that ran and whose spending is not known (a remote one)."""
+        return self._result(
+            run.worker, run.task, "cancelled", error="cancelled", task_id=_task_id(run), usage_known=usage_known
+        )
 
     def _timed_out(self, started: StartedWorker) -> DelegationResult:
         worker = started.run.worker
         error = f"{started.timeout_label} ({started.timeout}) reached"
         return self._result(
-            worker, started.run.task, "budget_exhausted", error=error, timed_out=True, task_id=_task_id(started.run)
+            worker,
+            started.run.task,
+            "budget_exhausted",
+            error=error,
+            timed_out=True,
+            task_id=_task_id(started.run),
+            usage_known=started.frame.ledger.usage_known,  # a remote worker's, unless it reported them: never 0
         )
 
     def _failed(self, started: StartedWorker, exc: Exception) -> DelegationResult:
@@ -380,7 +389,14 @@ class Delegator:
         if not isinstance(exc, RunError):
             _log.exception("worker_crashed", worker=worker)
         error = _error_text(exc)
-        failed = self._result(worker, started.run.task, "error", error=error, task_id=_task_id(started.run))
+        failed = self._result(
+            worker,
+            started.run.task,
+            "error",
+            error=error,
+            task_id=_task_id(started.run),
+            usage_known=started.frame.ledger.usage_known,
+        )
         if self.ctx.agent(worker).on_error == "fail_run":
             started.span.result = failed  # what its span's end reports
             raise WorkerFailed(f"worker {worker} failed and has on_error: fail_run: {error}") from exc
