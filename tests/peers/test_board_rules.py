@@ -89,13 +89,17 @@ def test_an_expired_lease_returns_the_task_and_max_claims_fails_it() -> None:
     room = PeerRoom(board, PEERS, None)
     board.post("a", "one")
     board.claim("a", now=0.0)
-    assert room.expire_due(5.0) == []  # its lease (10 s) runs
-    (expired,) = room.expire_due(10.0)
+    assert room.due(5.0) == []  # its lease (10 s) runs
+    (due,) = room.due(10.0)
+    assert due["id"] == "t1" and board.task("t1")["status"] == "claimed"  # type: ignore[index]  # the room decides
+    expired = board.release("a", "t1", "its lease expired", op="expire")  # the driver takes it back
     assert expired.op == "expire" and board.task("t1")["status"] == "open"  # type: ignore[index]
     assert not board.complete("a", "t1", "late").applied  # the late claimant cannot complete it
     board.claim("b", now=10.0)
-    (gone,) = [room.gone("b")]
-    assert gone is not None and board.task("t1")["status"] == "failed"  # type: ignore[index]
+    held = room.leave("b")
+    assert held is not None and held["id"] == "t1" and "b" not in room.alive
+    assert board.release("b", "t1", "b ended", op="expire").applied
+    assert board.task("t1")["status"] == "failed"  # type: ignore[index]
     assert board.claimable() == []
 
 

@@ -221,7 +221,8 @@ def test_peers_all_waiting_on_a_task_that_cannot_be_done_stop_as_a_deadlock(
 
 
 def _journal(store_url: str) -> list[tuple[str, str, str, dict[str, Any]]]:
-    """The journal's rows in order: (peer, kind, call key, payload) (``model``: replies, ``tool``: tool results)."""
+    """The journal's rows in order: (peer, kind, call key, payload) (``model``: replies, ``board_op``: board calls'
+    results, ``tool``: a claim answered with the work's ending)."""
     engine = sa.create_engine(store_url)
     try:
         with engine.connect() as conn:
@@ -244,7 +245,7 @@ def _waiting_in_claim(rows: list[tuple[str, str, str, dict[str, Any]]], peer: st
         return False
     key, reply = replies[-1]
     calls = [c["name"] for c in reply.get("tool_calls") or []]
-    answered = any(who == peer and kind == "tool" and k == key for who, kind, k, _ in rows)
+    answered = any(who == peer and kind in ("tool", "board_op") and k == key for who, kind, k, _ in rows)
     return calls == ["board_claim"] and not answered
 
 
@@ -281,7 +282,7 @@ def test_a_killed_peer_run_resumes_without_completing_a_task_twice(tmp_path: Pat
             answered = Counter(r.model for r in log if r.status == 200 and r.end)
             rows = _journal(store_url)
             replies = Counter(who for who, kind, _, _ in rows if kind == "model")
-            completed = [p for _, kind, _, p in rows if kind == "tool" and '"status": "completed"' in p["content"]]
+            completed = [p for _, kind, _, p in rows if kind == "board_op" and '"status": "completed"' in p["content"]]
             return (
                 len(hung) == 1
                 and len(log) - 1 == sum(answered.values())  # nothing else in flight at the fake

@@ -100,7 +100,8 @@ def test_an_attempt_cut_after_a_steps_write_applies_only_the_later_writes(tmp_pa
     record = JournaledRun(run_id="r1", team="wf-ws-journal", team_file=str(path), input="go")
     first, _ = _run(path, StepModel(), RunJournal(backend, record))
     entries = backend.load("r1")
-    cut = next(i for i, e in enumerate(entries) if e.key.invocation.endswith("research!write"))
+    writes = [i for i, e in enumerate(entries) if e.key.kind == "workspace_write"]
+    cut = next(i for i in writes if entries[i].key.invocation.endswith("research"))
     kept = entries[: cut + 1]  # as if killed right after the map's write was journaled
 
     again = StepModel()

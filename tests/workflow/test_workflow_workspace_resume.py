@@ -76,12 +76,12 @@ def _serve(server: FakeOpenAI, hanging: threading.Event) -> None:
     server.handler("writer", writer)
 
 
-def _journaled(store: Path, like: str) -> int:
+def _journaled(store: Path, kind: str) -> int:
     engine = sa.create_engine(f"sqlite:///{store}")
     try:
         with engine.connect() as conn:
-            query = sa.text("SELECT count(*) FROM journal WHERE agent_path LIKE :like")
-            return int(conn.execute(query, {"like": like}).scalar_one())
+            query = sa.text("SELECT count(*) FROM journal WHERE kind = :kind")
+            return int(conn.execute(query, {"kind": kind}).scalar_one())
     except sa.exc.OperationalError:
         return 0
     finally:
@@ -125,7 +125,7 @@ def test_a_killed_workflow_resumes_without_writing_twice_or_reading_what_it_wrot
 
         def ready() -> bool:  # the collector's and the first draft's writes are journaled; draft two hangs
             hung = [r for r in server.requests("writer") if r.end == 0.0]
-            return len(hung) == 1 and _journaled(store, "%!write%") == 2
+            return len(hung) == 1 and _journaled(store, "workspace_write") == 2
 
         assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
         os.kill(process.pid, signal.SIGKILL)

@@ -15,7 +15,11 @@ from typing import Any, Literal
 
 __all__ = ["HEARTBEAT_S", "EntryKey", "EntryKind", "JournalEntry", "JournaledRun"]
 
-EntryKind = Literal["model", "tool", "tool_start", "remote", "remote_start"]
+EntryKind = Literal[
+    "model", "tool", "tool_start", "remote", "remote_start", "workspace_write", "board_op", "workspace_view"
+]
+"""``workspace_write`` / ``board_op``: a change of the workspace or a board (applied or refused); ``workspace_view``:
+the entries a workflow step read (see :mod:`teamrun.engine.durability.workspace_entries`)."""
 HEARTBEAT_S = 15.0
 """How often a journaled run's row is touched while it runs (``runs list`` calls a silent one interrupted)."""
 

@@ -7,8 +7,10 @@ How a resume opens them is :mod:`teamrun.engine.durability.resume`; they are wri
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from teamrun.engine.durability.remote_entries import RemoteAnswer, RemoteStarted, read_answer, read_started
+from teamrun.engine.durability.workspace_entries import CHANGE_KINDS, ChangeRecord, read_change, read_state, read_view
 from teamrun.llm.types import ModelReply
 from teamrun.store.records import EntryKey, EntryKind, JournalEntry
 from teamrun.tools.base import ToolOutcome
@@ -21,8 +23,12 @@ class Replay:
 
     def __init__(self, entries: Iterable[JournalEntry] = (), *, confirmed_tools: bool = False) -> None:
         self._entries: dict[EntryKey, JournalEntry] = {}
+        self._states: list[Mapping[str, Any]] = []
         for entry in entries:  # a later attempt's entry for the same key wins
             self._entries[entry.key] = entry
+            state = read_state(entry)
+            if state is not None:
+                self._states.append(state)
         self.confirmed_tools = confirmed_tools
         self._live: set[str] = set()
         self.replayed_calls = 0
@@ -61,6 +67,34 @@ class Replay:
         return ToolOutcome(
             ok=bool(payload.get("ok")), content=str(payload.get("content", "")), error=payload.get("error")
         )
+
+    # -- the workspace and its boards ---------------------------------------------------------
+    def workspace_states(self) -> list[Mapping[str, Any]]:
+        """Every workspace entry's state after each change the earlier attempts applied, in the journal's order
+        (what a resumed run restores its workspace from)."""
+        return list(self._states)
+
+    def change(
+        self, invocation: str, index: int, position: int, fingerprint: str, *, of_model: bool = True
+    ) -> ChangeRecord | None:
+        """What the workspace or board change at this place did in an earlier attempt, or ``None`` (make it now).
+
+        ``of_model``: the change is a tool call of a model reply; an invocation that went live (a model call
+        missed) answers nothing more from the journal. A change the engine makes (a workflow step's write, the
+        peer driver's) is answered whenever the journal has it."""
+        if not self._entries or (of_model and invocation in self._live):
+            return None
+        for kind in CHANGE_KINDS:
+            entry = self._entries.get(EntryKey(invocation, index, kind, position))
+            if entry is not None and entry.request_hash == fingerprint:
+                self.replayed_tools += 1
+                return read_change(entry)
+        return None
+
+    def step_view(self, invocation: str) -> dict[str, Any] | None:
+        """The entries' values the workflow step ``invocation`` read as it started in an earlier attempt."""
+        entry = self._entries.get(EntryKey(invocation, 0, "workspace_view"))
+        return read_view(entry) if entry is not None else None
 
     # -- remote (a2a:) tasks ------------------------------------------------------------------
     def remote_answer(self, invocation: str, fingerprint: str) -> RemoteAnswer | None:

@@ -6,8 +6,11 @@ restored from the journal). Each peer is one worker run through the
 :class:`~teamrun.engine.delegation.delegator.Delegator` (the same slot, budgets, hooks, journal key,
 events and cancellation as a delegation), all at once; its board tools claim, post, complete and release
 (:mod:`teamrun.engine.workspace.board_calls`). A peer that ends — answered, failed, timed out, cancelled —
-loses its lease: the task goes back to the board for another peer. A watcher returns tasks whose lease
-expired. The run ends:
+loses its lease: the task goes back to the board for another peer (a peer stopped with the whole run — Ctrl-C,
+a cancel, a person to wait for — keeps it: a resume continues the peer holding its task). A watcher returns
+tasks whose lease expired. Every board change the driver makes (the starting tasks, a lease taken back) goes
+through the one change path (:func:`~teamrun.engine.workspace.changes.apply_change`): journaled, so a resumed
+run restores it and never hands out its version again. The run ends:
 
 - ``done`` when the board is empty and no lease is live (every peer is told so and answers);
 - ``budget_exhausted`` (exit 3) when ``limits.max_tasks`` tasks are done with tasks left;
@@ -21,6 +24,7 @@ its result, and what was left.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from typing import Any
@@ -29,9 +33,11 @@ from teamrun.config.models import Delegation
 from teamrun.engine.delegation.delegator import Delegator
 from teamrun.engine.delegation.records import RunAgent, WorkerOutcome
 from teamrun.engine.delegation.tools import DelegationRequest
+from teamrun.engine.durability.journal import tool_hash
 from teamrun.engine.runtime import AgentFrame, RunContext, run_all
 from teamrun.engine.workspace.board import Board, board_entries
-from teamrun.engine.workspace.board_calls import board_users, emit_board_op
+from teamrun.engine.workspace.board_calls import board_change, board_users
+from teamrun.engine.workspace.changes import ChangeRecord, ChangeSite, apply_change
 from teamrun.engine.workspace.room import PeerRoom
 from teamrun.errors import RunError
 from teamrun.llm.types import Usage
@@ -69,18 +75,45 @@ def _peer_task(board: Board) -> str:
     )
 
 
+def _site(frame: AgentFrame, board: Board, index: int, position: int, *asked: object) -> ChangeSite:
+    """Where the driver's change is journaled: the board's place under the peers' frame; ``index`` 0 for the
+    starting tasks (``position``: which), else the claim of task number ``position`` that ended (a task's n-th
+    claim ends once): the same place in every attempt, so a resume answers it from the journal."""
+    return ChangeSite(f"{frame.key}#{board.name}", index, position, tool_hash("board_driver", json.dumps(asked)), False)
+
+
 def _seed(ctx: RunContext, frame: AgentFrame, board: Board, input: str) -> None:
-    """Post the ``initial:`` payloads and the run's input (a resumed board that has tasks is kept)."""
-    if board.tasks:
-        return
+    """Post the ``initial:`` payloads and the run's input (a board kept from the thread's last turn is kept; a
+    resumed run's starting tasks are answered from the journal)."""
+    kept = bool(board.tasks)
     seeds = [(_INITIAL, p) for p in board.spec.initial] if isinstance(board.spec.initial, list) else []
     if input.strip():
         seeds.append((_INPUT, _input_payload(board, input)))
-    for poster, payload in seeds:
-        outcome = board.post(poster, payload, by_engine=True)
-        emit_board_op(ctx, frame, outcome)
-        if not outcome.applied:
-            raise PeersEnded(f"the board '{board.name}' refused a starting task: {outcome.message}")
+    for position, (poster, payload) in enumerate(seeds):
+        post = functools.partial(_post, board, poster, payload, kept)
+        made = apply_change(ctx, frame, _site(frame, board, 0, position, poster, payload), post)
+        if made is None:  # kept from the thread's last turn: its tasks stand
+            return
+        kept = False  # this run's own starting tasks: the ones not journaled yet are posted
+        if not made.record.ok:
+            raise PeersEnded(f"the board '{board.name}' refused a starting task: {made.record.content}")
+
+
+def _post(board: Board, poster: str, payload: Any, kept: bool) -> ChangeRecord | None:
+    """A starting task posted, or ``None`` on a board ``kept`` from the thread's last turn."""
+    return None if kept else board_change(board.post(poster, payload, by_engine=True))
+
+
+def _take_back(ctx: RunContext, frame: AgentFrame, board: Board, task: dict[str, Any], why: str) -> bool:
+    """Return ``task`` (claimed) to the board: its lease expired, or its claimant ended. Whether it changed."""
+    task_id, holder, claims = str(task["id"]), str(task.get("claimed_by") or ""), int(task.get("claims") or 0)
+    position = next(i for i, t in enumerate(board.tasks) if t.get("id") == task_id)
+
+    def release() -> ChangeRecord:
+        return board_change(board.release(holder, task_id, why, op="expire"))
+
+    made = apply_change(ctx, frame, _site(frame, board, claims, position, task_id, holder, claims), release)
+    return made is not None and not made.replayed and made.record.ok
 
 
 def _input_payload(board: Board, input: str) -> Any:
@@ -116,11 +149,12 @@ async def run_peers(ctx: RunContext, frame: AgentFrame, input: str, run_agent: R
             request = DelegationRequest([name], _peer_task(board), step=f"peer {name}")
             try:
                 await delegator.run_worker(name, request, f"{frame.key}/{name}")
-            finally:
-                released = room.gone(name)
-                if released is not None:
-                    emit_board_op(ctx, frame, released)
-                room.settle(changed=True)
+            except asyncio.CancelledError:  # the run stops (Ctrl-C, cancel, a person to wait for): the peer keeps
+                raise  # its lease, and a resume continues it holding its task
+            except BaseException:
+                _leave(ctx, frame, room, name)
+                raise
+            _leave(ctx, frame, room, name)
 
         watcher = asyncio.create_task(_expire_leases(ctx, frame, room), name="teamrun:board-leases")
         try:
@@ -144,6 +178,14 @@ async def run_peers(ctx: RunContext, frame: AgentFrame, input: str, run_agent: R
     return WorkerOutcome(text, status, Usage(), 0.0, (), stopped_by)
 
 
+def _leave(ctx: RunContext, frame: AgentFrame, room: PeerRoom, peer: str) -> None:
+    """``peer`` ended (answered or failed): it leaves, and the task it held goes back to the board."""
+    held = room.leave(peer)
+    if held is not None:
+        _take_back(ctx, frame, room.board, held, f"{peer} ended")
+    room.settle(changed=True)
+
+
 async def _expire_leases(ctx: RunContext, frame: AgentFrame, room: PeerRoom) -> None:
     """Return each task whose lease ran out, as its deadline passes."""
     while room.ended is None:
@@ -154,10 +196,9 @@ async def _expire_leases(ctx: RunContext, frame: AgentFrame, room: PeerRoom) -> 
             await asyncio.wait({tick}, timeout=wait)
         finally:
             tick.cancel()
-        expired = room.expire_due(time.monotonic())
-        for outcome in expired:
-            emit_board_op(ctx, frame, outcome)
-        if expired:
+        due = room.due(time.monotonic())
+        taken = [_take_back(ctx, frame, room.board, task, "its lease expired") for task in due]
+        if any(taken):
             room.settle(changed=True)
 
 

@@ -2,16 +2,17 @@
 
 - :func:`step_view`: the entries' values as a step starts, for its templates
   (``{{ workspace.findings }}``). With a journal, the values are journaled under
-  the step's key; a resumed run renders the step from the values the earlier
-  attempt read (not from the workspace as the killed attempt left it), so the
-  step's request is the same and its calls are answered from the journal.
+  the step's key (a ``workspace_view`` entry); a resumed run renders the step
+  from the values the earlier attempt read (not from the workspace as the
+  killed attempt left it), so the step's request is the same and its calls are
+  answered from the journal.
 - :func:`write_step_output`: a step's ``write: <entry>``, applied when the step
   ends by the workflow itself (writer ``workflow``) with the entry's merge rule,
   schema and caps (the entry's ``write:`` list is for agents and does not
-  apply). An applied write is journaled in the same step that applied it, with
-  the entry's new state (which a resume restores the workspace from); a resumed
-  run that finds it does not apply it again. Every write is a
-  ``workspace_write`` event naming the step.
+  apply), through the one change path
+  (:func:`~teamrun.engine.workspace.changes.apply_change`): answered from the
+  journal when an earlier attempt made it, else applied, journaled with the
+  entry's new state, and a ``workspace_write`` event naming the step.
 """
 
 from __future__ import annotations
@@ -21,19 +22,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash
+from teamrun.engine.durability.journal import tool_hash
+from teamrun.engine.durability.workspace_entries import view_entry
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.workflow.outputs import StepOutput
-from teamrun.engine.workspace.state import WriteOutcome
+from teamrun.engine.workspace.changes import ChangeRecord, ChangeSite, apply_change
+from teamrun.engine.workspace.writes import write_fields
 
 __all__ = ["StepWrite", "step_value", "step_view", "write_step_output"]
-
-_READ = "!workspace"
-_WRITE = "!write"
-
-
-def _key(step_key: str, suffix: str) -> EntryKey:
-    return EntryKey(f"{step_key}{suffix}", 0, "tool", 0)
 
 
 def step_view(ctx: RunContext, step_key: str) -> dict[str, Any]:
@@ -41,15 +37,13 @@ def step_view(ctx: RunContext, step_key: str) -> dict[str, Any]:
     workspace, journal = ctx.workspace, ctx.journal
     if workspace is None:
         return {}
-    key = _key(step_key, _READ)
     if journal is not None:
-        earlier = journal.replay.entries.get(key)
-        if earlier is not None and isinstance(earlier.payload.get("values"), dict):
-            return copy.deepcopy(dict(earlier.payload["values"]))
+        earlier = journal.replay.step_view(step_key)
+        if earlier is not None:
+            return copy.deepcopy(earlier)
     values = {name: copy.deepcopy(entry.value) for name, entry in workspace.entries.items()}
     if journal is not None:
-        fingerprint = tool_hash("workspace_view", step_key)
-        journal.write(JournalEntry(key, fingerprint, {"ok": True, "content": "", "values": values}))
+        journal.write(view_entry(step_key, tool_hash("workspace_view", step_key), values))
     return values
 
 
@@ -81,42 +75,31 @@ def write_step_output(
     ctx: RunContext, frame: AgentFrame, *, step: str, step_key: str, entry: str, value: Any
 ) -> StepWrite:
     """Write ``value`` (what :func:`step_value` gave) to ``entry`` for the step ``step`` as the workflow frame."""
-    workspace, journal, spec = ctx.workspace, ctx.journal, ctx.config.workspace
+    workspace, spec = ctx.workspace, ctx.config.workspace
     if workspace is None or spec is None or entry not in spec.entries:  # teamrun validate says so first
         return StepWrite(entry, False, reason="arguments", message=f"the workspace has no entry '{entry}'")
     if spec.entries[entry].kind == "board":  # (teamrun validate too) only the board tools change its tasks
         return StepWrite(entry, False, reason="permission", message=f"'{entry}' is a board: only its tools change it")
     rule = spec.entries[entry].merge
-    key = _key(step_key, _WRITE)
-    if journal is not None:
-        earlier = journal.replay.entries.get(key)
-        event = earlier.payload.get("event") if earlier is not None else None
-        if isinstance(event, dict):  # applied by an earlier attempt: the workspace was restored with it
-            frame.emit(ctx, "workspace_write", **{**event, "replayed": True})
-            return StepWrite(entry, True, replayed=True, message=str(event.get("message") or ""))
-    current = workspace.entries[entry].version
-    arguments = value if rule != "append" or isinstance(value, list) else [value]  # append: a list of items
-    outcome = workspace.write(entry, frame.name, arguments, version=current, declared=True)
-    event = _event(outcome, rule, step)
-    frame.emit(ctx, "workspace_write", **event)
-    if outcome.applied and journal is not None:  # queued in the step that applied it: the writes keep their order
-        content = json.dumps(outcome.for_model(), ensure_ascii=False)
-        payload: dict[str, Any] = {"ok": True, "content": content, "event": event}
-        if outcome.state is not None:
-            payload["workspace"] = {"event": event, "state": outcome.state}
-        journal.write(JournalEntry(key, tool_hash("workspace_step_write", step_key), payload))
-    return StepWrite(entry, outcome.applied, reason=outcome.reason, message=outcome.message)
 
+    def write() -> ChangeRecord:
+        current = workspace.entries[entry].version
+        arguments = value if rule != "append" or isinstance(value, list) else [value]  # append: a list of items
+        outcome = workspace.write(entry, frame.name, arguments, version=current, declared=True)
+        event = {**write_fields(outcome, rule), "step": step}
+        return ChangeRecord(
+            json.dumps(outcome.for_model(), ensure_ascii=False),
+            outcome.applied,
+            "workspace_write",
+            event,
+            outcome.state,
+        )
 
-def _event(outcome: WriteOutcome, rule: str, step: str) -> dict[str, Any]:
-    return {
-        "entry": outcome.entry,
-        "rule": rule,
-        "status": outcome.status,
-        "reason": outcome.reason,
-        "version_before": outcome.version_before,
-        "version_after": outcome.version_after,
-        "message": outcome.message,
-        "step": step,
-        "value_after": outcome.current if outcome.applied else None,  # content: in traces only with it on
-    }
+    site = ChangeSite(step_key, 0, 0, tool_hash("workspace_step_write", step_key), of_model=False)
+    made = apply_change(ctx, frame, site, write)
+    assert made is not None  # a step's write never waits
+    event = made.record.event or {}
+    reason = event.get("reason")
+    return StepWrite(
+        entry, made.record.ok, made.replayed, str(reason) if reason else None, str(event.get("message") or "")
+    )

@@ -291,23 +291,9 @@ class Board:
         return BoardOutcome(self.name, op, agent, False, task_id, version, version, reason, message)
 
     def _apply(self, op: BoardOp, agent: str, task_id: str, tasks: list[dict[str, Any]], message: str) -> BoardOutcome:
-        entry = self.workspace.entries[self.name]
-        before = entry.version
-        self.workspace.version += 1
-        entry.value, entry.version = tasks, self.workspace.version
-        if agent not in entry.writers:
-            entry.writers.append(agent)
+        before = self.workspace.entries[self.name].version
+        version, state = self.workspace.commit(self.name, agent, tasks)
         task = next(t for t in tasks if t["id"] == task_id)
         return BoardOutcome(
-            self.name,
-            op,
-            agent,
-            True,
-            task_id,
-            before,
-            entry.version,
-            None,
-            message,
-            copy.deepcopy(task),
-            copy.deepcopy(entry.as_payload()),
+            self.name, op, agent, True, task_id, before, version, None, message, copy.deepcopy(task), state
         )

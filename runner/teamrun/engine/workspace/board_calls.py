@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from teamrun.config import templates
 from teamrun.config.models import TeamConfig
 from teamrun.conventions import BOARD_CLAIM, BOARD_COMPLETE, BOARD_POST, BOARD_RELEASE
-from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash
+from teamrun.engine.durability.journal import tool_hash
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.workspace.board import Board, BoardOp, BoardOutcome, Veto, board_entries
+from teamrun.engine.workspace.changes import ChangeRecord, ChangeSite, Made, apply_change
 from teamrun.engine.workspace.room import PeerRoom
 from teamrun.llm.types import ToolCall, ToolSchema, function_tool, parse_arguments
 
-__all__ = ["board_tools", "board_users", "emit_board_op", "run_board_call", "usable_boards"]
+__all__ = ["board_change", "board_tools", "board_users", "run_board_call", "usable_boards"]
 
 
 def board_users(config: TeamConfig, board: str) -> tuple[str, ...]:
@@ -95,54 +96,67 @@ def board_tools(config: TeamConfig, agent: str) -> list[ToolSchema]:
     ]
 
 
-def emit_board_op(ctx: RunContext, frame: AgentFrame, outcome: BoardOutcome, span_id: str | None = None) -> None:
-    frame.emit(ctx, "board_op", span_id=span_id, **outcome.event_fields())
+def board_change(outcome: BoardOutcome) -> ChangeRecord:
+    """A board operation's record for the one change path: the model's result, its ``board_op`` event, the state."""
+    shown = json.dumps(outcome.for_model(), ensure_ascii=False)
+    return ChangeRecord(shown, outcome.applied, "board_op", outcome.event_fields(), outcome.state)
 
 
 async def run_board_call(ctx: RunContext, frame: AgentFrame, call: ToolCall, turn: int, position: int) -> str:
-    """The result text of board call ``call`` (the ``position``-th of the reply of model call ``turn``)."""
+    """The result text of board call ``call`` (the ``position``-th of the reply of model call ``turn``), made through
+    the one change path (:func:`~teamrun.engine.workspace.changes.apply_change`)."""
     with frame.span(ctx, "tool", tool=call.name) as span:
         span.end["tool"] = call.name
-        content, ok = await _run(ctx, frame, call, turn, position, span.id)
+        site = ChangeSite(frame.key, turn, position, tool_hash(call.name, call.arguments))
+        record = await _make(ctx, frame, site, call, span.id)
+        content, ok = record.content, record.ok
         span.end.update(tool=call.name, status="ok" if ok else "error", chars=len(content))
     return content
 
 
-async def _run(
-    ctx: RunContext, frame: AgentFrame, call: ToolCall, turn: int, position: int, span_id: str
-) -> tuple[str, bool]:
-    journal = ctx.journal
-    key = EntryKey(frame.key, turn, "tool", position)
-    fingerprint = tool_hash(call.name, call.arguments)
-    if journal is not None:
-        replayed = journal.replay.tool(frame.key, turn, position, fingerprint)
-        if replayed is not None:
-            earlier = journal.replay.entries[key].payload.get("workspace")
-            if isinstance(earlier, dict) and earlier.get("event"):
-                frame.emit(ctx, "board_op", span_id=span_id, **{**earlier["event"], "replayed": True})
-            return replayed.content, replayed.ok
-    payload: dict[str, Any] = {}
-    board: Board | None = None
+async def _make(ctx: RunContext, frame: AgentFrame, site: ChangeSite, call: ToolCall, span_id: str) -> ChangeRecord:
+    """Make the call's operation; a claim in a peer team waits while nothing is claimable and the work goes on."""
     try:
         board, arguments = _target(ctx, frame, parse_arguments(call.arguments))
-        shown, outcome = await _apply(ctx, frame, board, call.name, arguments, span_id)
-    except ValueError as exc:  # a refusal like any other (reason `arguments`), and a board_op event
-        shown, outcome = _malformed(
-            ctx, frame, board, call.name, f"{exc}; call {call.name} again with corrected arguments"
-        )
-        if outcome is not None:
-            emit_board_op(ctx, frame, outcome, span_id)
-    if outcome is not None:
-        payload = {"event": outcome.event_fields(), "state": outcome.state}
-    content, ok = json.dumps(shown, ensure_ascii=False), outcome is None or outcome.applied
-    if outcome is None and shown.get("status") == "refused":
-        ok = False
-    if journal is not None:  # queued in the step that applied the operation: the journal keeps their order
-        record: dict[str, Any] = {"ok": ok, "content": content, "error": None if ok else content}
-        if payload:
-            record["workspace"] = payload
-        journal.write(JournalEntry(key, fingerprint, record))
-    return content, ok
+    except ValueError as exc:
+        message = f"{exc}; call {call.name} again with corrected arguments"
+        return _once(ctx, frame, site, lambda: _malformed(ctx, frame, None, call.name, message), None, span_id)
+    room = board.room
+    if call.name != BOARD_CLAIM:
+        return _once(ctx, frame, site, lambda: _operate(ctx, frame, board, call.name, arguments), room, span_id)
+    while True:
+        made = apply_change(ctx, frame, site, lambda: _claim(ctx, frame, board), span_id=span_id)
+        if made is not None:
+            return _woken(room, made)
+        assert room is not None  # only a peer team's claim waits
+        room.waiting.add(frame.name)
+        try:
+            if room.settle() is None:
+                async with ctx.activity.waiting():  # the others work meanwhile (or wait for a person)
+                    await room.changed()
+        finally:
+            room.waiting.discard(frame.name)
+
+
+def _once(
+    ctx: RunContext,
+    frame: AgentFrame,
+    site: ChangeSite,
+    decide: Callable[[], ChangeRecord],
+    room: PeerRoom | None,
+    span_id: str,
+) -> ChangeRecord:
+    """An operation that never waits; an applied one wakes the peers waiting in ``room``."""
+    made = apply_change(ctx, frame, site, decide, span_id=span_id)
+    assert made is not None  # only a claim waits
+    return _woken(room, made)
+
+
+def _woken(room: PeerRoom | None, made: Made) -> ChangeRecord:
+    """``made``'s record, once the peers waiting in ``room`` were woken if it changed the board."""
+    if room is not None and not made.replayed and made.record.kind is not None and made.record.ok:
+        room.settle(changed=True)
+    return made.record
 
 
 _OPS: dict[str, BoardOp] = {
@@ -153,18 +167,16 @@ _OPS: dict[str, BoardOp] = {
 }
 
 
-def _malformed(
-    ctx: RunContext, frame: AgentFrame, board: Board | None, tool: str, message: str
-) -> tuple[dict[str, Any], BoardOutcome | None]:
+def _malformed(ctx: RunContext, frame: AgentFrame, board: Board | None, tool: str, message: str) -> ChangeRecord:
     """The refusal of a board call whose arguments could not be read: on the board it named, else the agent's
-    only one (an event there); with no board to name, a refusal without an event."""
+    only one (a ``board_op`` event there); with no board to name, a refusal without an event."""
     if board is None:
         boards = usable_boards(ctx.config, frame.name)
         board = ctx.boards.get(boards[0]) if len(boards) == 1 else None
     if board is None:
-        return {"status": "refused", "reason": "arguments", "message": message}, None
-    outcome = board.refuse(_OPS.get(tool, "post"), frame.name, None, "arguments", message)
-    return outcome.for_model(), outcome
+        shown = {"status": "refused", "reason": "arguments", "message": message}
+        return ChangeRecord(json.dumps(shown, ensure_ascii=False), False)
+    return board_change(board.refuse(_OPS.get(tool, "post"), frame.name, None, "arguments", message))
 
 
 def _target(ctx: RunContext, frame: AgentFrame, arguments: Mapping[str, Any]) -> tuple[Board, dict[str, Any]]:
@@ -177,64 +189,49 @@ def _target(ctx: RunContext, frame: AgentFrame, arguments: Mapping[str, Any]) ->
     return ctx.boards[str(name)], dict(arguments)
 
 
-async def _apply(
-    ctx: RunContext, frame: AgentFrame, board: Board, op: str, arguments: dict[str, Any], span_id: str
-) -> tuple[dict[str, Any], BoardOutcome | None]:
-    """What the model sees, and the operation applied or refused (``None``: the work has ended)."""
-    agent, room = frame.name, board.room
-    if op == BOARD_CLAIM:
-        return await _claim(ctx, frame, board, span_id)
+def _operate(ctx: RunContext, frame: AgentFrame, board: Board, op: str, arguments: dict[str, Any]) -> ChangeRecord:
+    """Post, complete or release (a claim is :func:`_claim`): applied or refused."""
+    try:
+        return board_change(_outcome(ctx, frame, board, op, arguments))
+    except ValueError as exc:  # a refusal like any other (reason `arguments`), and a board_op event
+        return _malformed(ctx, frame, board, op, f"{exc}; call {op} again with corrected arguments")
+
+
+def _outcome(ctx: RunContext, frame: AgentFrame, board: Board, op: str, arguments: dict[str, Any]) -> BoardOutcome:
+    agent = frame.name
     if op == BOARD_POST:
         after = arguments.get("after") or []
         if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
             raise ValueError("'after' must be a list of task ids")
         if "payload" not in arguments:
             raise ValueError("'payload' is required")
-        outcome = board.post(agent, arguments["payload"], after=after)
-    else:
-        task_id = arguments.get("task_id")
-        if not isinstance(task_id, str) or not task_id:
-            raise ValueError("'task_id' (the id of the task you hold) is required")
-        if op == BOARD_COMPLETE:
-            if "result" not in arguments:
-                raise ValueError("'result' is required")
-            outcome = board.complete(agent, task_id, arguments["result"], veto=_veto(ctx, frame, board, "on_complete"))
-        else:
-            assert op == BOARD_RELEASE
-            outcome = board.release(agent, task_id, str(arguments.get("reason") or ""))
-    emit_board_op(ctx, frame, outcome, span_id)
-    if room is not None and outcome.applied:
-        room.settle(changed=True)
-    return outcome.for_model(), outcome
+        return board.post(agent, arguments["payload"], after=after)
+    task_id = arguments.get("task_id")
+    if not isinstance(task_id, str) or not task_id:
+        raise ValueError("'task_id' (the id of the task you hold) is required")
+    if op == BOARD_COMPLETE:
+        if "result" not in arguments:
+            raise ValueError("'result' is required")
+        return board.complete(agent, task_id, arguments["result"], veto=_veto(ctx, frame, board, "on_complete"))
+    assert op == BOARD_RELEASE
+    return board.release(agent, task_id, str(arguments.get("reason") or ""))
 
 
-async def _claim(
-    ctx: RunContext, frame: AgentFrame, board: Board, span_id: str
-) -> tuple[dict[str, Any], BoardOutcome | None]:
-    """Claim a task; in a peer team, wait while nothing is claimable and the work has not ended."""
+def _claim(ctx: RunContext, frame: AgentFrame, board: Board) -> ChangeRecord | None:
+    """Claim a task. In a peer team: the work's ending once it has ended; ``None`` while nothing is claimable
+    and the work goes on (the caller waits for the board to change)."""
     room: PeerRoom | None = board.room
-    agent = frame.name
-    while True:
-        if room is not None and room.ended is not None:
-            return room.ending_for_model(), None
-        outcome = board.claim(
-            agent,
-            time.monotonic(),
-            room=room.room() if room is not None else None,
-            veto=_veto(ctx, frame, board, "on_claim"),
-        )
-        if outcome.applied or room is None or outcome.reason not in ("empty", "limit"):
-            emit_board_op(ctx, frame, outcome, span_id)
-            if room is not None and outcome.applied:
-                room.settle(changed=True)
-            return outcome.for_model(), outcome
-        room.waiting.add(agent)
-        try:
-            if room.settle() is None:
-                async with ctx.activity.waiting():  # the others work meanwhile (or wait for a person)
-                    await room.changed()
-        finally:
-            room.waiting.discard(agent)
+    if room is not None and room.ended is not None:
+        return ChangeRecord(json.dumps(room.ending_for_model(), ensure_ascii=False), True)
+    outcome = board.claim(
+        frame.name,
+        time.monotonic(),
+        room=room.room() if room is not None else None,
+        veto=_veto(ctx, frame, board, "on_claim"),
+    )
+    if outcome.applied or room is None or outcome.reason not in ("empty", "limit"):
+        return board_change(outcome)
+    return None
 
 
 def _veto(ctx: RunContext, frame: AgentFrame, board: Board, point: str) -> Veto | None:

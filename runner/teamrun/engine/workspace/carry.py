@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from teamrun.engine.workspace.state import EntryState, WorkspaceState, initial_value, value_size
+from teamrun.engine.workspace.state import WorkspaceState, value_size
 
 __all__ = ["THREAD_META_KEY", "carry_over", "kept", "kept_snapshot"]
 
@@ -59,17 +59,15 @@ def carry_over(state: WorkspaceState, stored: Any, thread_id: str) -> tuple[int,
     state.restore(taken)
     total = sum(value_size(e.value) for e in state.entries.values())
     if total > state.spec.max_bytes:
-        for name, spec in state.spec.entries.items():
-            state.entries[name] = EntryState(name, initial_value(spec))
-        state.version = 0
+        state.reset()
         warnings.append(
             f"workspace: the entries kept by thread {thread_id} are {total} bytes together, past "
             f"workspace.max_bytes ({state.spec.max_bytes}); every entry starts from its initial value"
         )
         return 0, warnings
     version = stored.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > state.version:
-        state.version = version
+    if isinstance(version, int) and not isinstance(version, bool):
+        state.start_at(version)
     return state.version, warnings
 
 

@@ -1,8 +1,8 @@
 """The workspaces of the runs in progress in this process, by run id (read by ``teamrun serve``).
 
 :meth:`~teamrun.engine.team.Team.run` registers its run's workspace here as it starts; the entry goes
-away with the run (a weak reference). Only :func:`~teamrun.engine.workspace.writes.run_workspace_call`
-writes a workspace: readers take a :meth:`~teamrun.engine.workspace.state.WorkspaceState.snapshot`.
+away with the run (a weak reference). Only :func:`~teamrun.engine.workspace.changes.apply_change` changes a
+workspace: readers take a :meth:`~teamrun.engine.workspace.state.WorkspaceState.snapshot`.
 """
 
 from __future__ import annotations

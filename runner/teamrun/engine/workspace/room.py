@@ -9,8 +9,9 @@ decides whether the work has ended, once and for good (the board is then closed)
 - ``deadlock``: no lease is live, every peer still running waits, and no open task can be claimed
   (each waits on tasks that can never be done).
 
-No I/O and no events here: the callers (:mod:`teamrun.engine.workspace.board_calls`, the peer driver)
-emit what changed.
+No I/O, no events and no change of the board here: the changes (a claim, a lease taken back) go through the one
+change path (:mod:`teamrun.engine.workspace.changes`), made by :mod:`teamrun.engine.workspace.board_calls` and
+the peer driver.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from teamrun.engine.workspace.board import Board, BoardOutcome
+from teamrun.engine.workspace.board import Board
 
 __all__ = ["Ending", "PeerRoom"]
 
@@ -77,27 +78,22 @@ class PeerRoom:
             return "deadlock"
         return None
 
-    def expire_due(self, now: float) -> list[BoardOutcome]:
-        """Return every task whose lease ran out to the board."""
-        due = [task_id for task_id, deadline in self.board.deadlines.items() if deadline <= now]
-        expired = []
-        for task_id in due:
+    def due(self, now: float) -> list[dict[str, Any]]:
+        """The claimed tasks whose lease ran out by ``now`` (the peer driver takes them back)."""
+        due = []
+        for task_id, deadline in list(self.board.deadlines.items()):
             task = self.board.task(task_id) or {}
             if task.get("status") != "claimed":  # ended another way meanwhile
                 self.board.deadlines.pop(task_id, None)
-                continue
-            holder = str(task.get("claimed_by") or "")
-            expired.append(self.board.release(holder, task_id, "its lease expired", op="expire"))
-        return expired
+            elif deadline <= now:
+                due.append(task)
+        return due
 
-    def gone(self, peer: str) -> BoardOutcome | None:
-        """``peer`` ended (answered, failed or was cancelled): it leaves, and its lease with it."""
+    def leave(self, peer: str) -> dict[str, Any] | None:
+        """``peer`` ended (answered or failed): it leaves; the task it held, which the peer driver takes back."""
         self.alive.discard(peer)
         self.waiting.discard(peer)
-        held = self.board.held_by(peer)
-        if held is None:
-            return None
-        return self.board.release(peer, str(held["id"]), f"{peer} ended", op="expire")
+        return self.board.held_by(peer)
 
     def ending_for_model(self) -> dict[str, Any]:
         """What a peer's ``board_claim`` answers once the work has ended."""

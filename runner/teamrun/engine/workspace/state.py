@@ -6,8 +6,9 @@ latest change (0: never written). A write names the version it read where its
 rule could lose data (``replace``, ``merge``); the other rules (``append``,
 ``max``, ``min``, ``sum``) cannot lose a concurrent write and need none.
 :meth:`WorkspaceState.write` decides and applies a write in one synchronous
-step (the run's single event loop makes it atomic); journaling and events are
-:mod:`teamrun.engine.workspace.writes`.
+step (the run's single event loop makes it atomic), and :meth:`WorkspaceState.commit` is
+the one place a version is handed out (a board's operations take theirs there too);
+journaling and events are :mod:`teamrun.engine.workspace.changes`.
 """
 
 from __future__ import annotations
@@ -170,6 +171,15 @@ class WorkspaceState:
             )
             self.version = max(self.version, version)
 
+    def reset(self) -> None:
+        """Every entry back to its initial value, the workspace to version 0 (a kept workspace refused whole)."""
+        self.entries = {name: EntryState(name, initial_value(entry)) for name, entry in self.spec.entries.items()}
+        self.version = 0
+
+    def start_at(self, version: int) -> None:
+        """Go on from ``version`` (a thread's kept workspace): a later write takes a higher number."""
+        self.version = max(self.version, version)
+
     # -- writing ------------------------------------------------------------------------------
     def may_write(self, name: str, agent: str) -> bool:
         return agent in (self.spec.entries[name].write or ())
@@ -256,23 +266,31 @@ class WorkspaceState:
         before = entry.version
         if new == entry.value:
             return WriteOutcome(name, writer, True, before, before, None, f"'{name}' unchanged", copy.deepcopy(new))
-        self.version += 1
-        entry.value, entry.version = new, self.version
-        if writer not in entry.writers:
-            entry.writers.append(writer)
-        for key in changed_keys:
-            entry.keys[key], entry.key_writers[key] = self.version, writer
+        version, state = self.commit(name, writer, new, keys=changed_keys)
         return WriteOutcome(
             name,
             writer,
             True,
             before,
-            self.version,
+            version,
             None,
-            f"'{name}' is now at version {self.version}",
+            f"'{name}' is now at version {version}",
             copy.deepcopy(new),
-            copy.deepcopy(entry.as_payload()),
+            state,
         )
+
+    def commit(self, name: str, writer: str, value: Any, *, keys: Iterable[str] = ()) -> tuple[int, dict[str, Any]]:
+        """Make ``value`` entry ``name``'s value as the workspace's next version (the one counter: every write and
+        board operation takes its number here); ``keys``: the ``merge`` keys it set. Returns the version and the
+        entry's state for the journal. The caller decided the change is allowed."""
+        entry = self.entries[name]
+        self.version += 1
+        entry.value, entry.version = value, self.version
+        if writer not in entry.writers:
+            entry.writers.append(writer)
+        for key in keys:
+            entry.keys[key], entry.key_writers[key] = self.version, writer
+        return self.version, copy.deepcopy(entry.as_payload())
 
     def value_problem(self, name: str, value: Any) -> str | None:
         """Why ``value`` cannot be entry ``name``'s value (its rule's type, schema, ``max_bytes``); ``None``: it can."""

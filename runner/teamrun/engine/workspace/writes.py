@@ -1,13 +1,11 @@
-"""The one path of a workspace tool call: parsed, replayed or applied, journaled, emitted.
+"""An agent's workspace tool call: parsed, then made through the one change path, in a ``tool`` span.
 
-:func:`run_workspace_call` runs a ``workspace_read``, ``workspace_changes`` or
-``workspace_write_<entry>`` call of an agent in a ``tool`` span. With a journal,
-a call an earlier attempt of the run finished is answered from the journal
-(the workspace itself was restored from the journal when the run began, so the
-write is not applied twice); otherwise it runs, and its result — for an applied
-write, the entry's new state — is queued to the journal in the same step that
-applied it, so the journal's order is the order of the writes. Every write,
-applied or refused, is a ``workspace_write`` event.
+:func:`run_workspace_call` runs a ``workspace_read``, ``workspace_changes`` or ``workspace_write_<entry>`` call of
+an agent through :func:`~teamrun.engine.workspace.changes.apply_change`: a call an earlier attempt of the run
+finished is answered from the journal (the workspace itself was restored from the journal when the run began,
+so the write is not applied twice); otherwise it runs, is journaled in the same step (for an applied write,
+with the entry's new state) and every write, applied or refused, is a ``workspace_write`` event.
+:func:`restore_from_journal` starts a resumed run's workspace from the journal.
 """
 
 from __future__ import annotations
@@ -16,80 +14,56 @@ import json
 from typing import Any
 
 from teamrun.conventions import WORKSPACE_WRITE_PREFIX
-from teamrun.engine.durability.journal import EntryKey, JournalEntry, tool_hash
+from teamrun.engine.durability.journal import tool_hash
 from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.engine.workspace.changes import ChangeRecord, ChangeSite, apply_change
 from teamrun.engine.workspace.state import WorkspaceState, WriteOutcome
 from teamrun.engine.workspace.tools import access, parse_call
 from teamrun.llm.types import ToolCall, parse_arguments
 
-__all__ = ["restore_from_journal", "run_workspace_call"]
+__all__ = ["restore_from_journal", "run_workspace_call", "write_fields"]
 
 
-def restore_from_journal(workspace: WorkspaceState, ctx: RunContext) -> None:
-    """Start a resumed run's workspace from the writes its earlier attempts applied."""
-    if ctx.journal is None:
-        return
-    workspace.restore(
-        entry.payload["workspace"]["state"]
-        for entry in ctx.journal.replay.entries.values()
-        if isinstance(entry.payload.get("workspace"), dict) and entry.payload["workspace"].get("state")
-    )
+def restore_from_journal(workspace: WorkspaceState, ctx: RunContext) -> int:
+    """Start a resumed run's workspace from the changes its earlier attempts applied; returns its version."""
+    if ctx.journal is not None:
+        workspace.restore(ctx.journal.replay.workspace_states())
+    return workspace.version
 
 
 async def run_workspace_call(ctx: RunContext, frame: AgentFrame, call: ToolCall, turn: int, position: int) -> str:
     """The result text of ``call`` (the ``position``-th of the reply of model call ``turn``) for the model."""
     with frame.span(ctx, "tool", tool=call.name) as span:
         span.end["tool"] = call.name
-        content, ok = _run(ctx, frame, call, turn, position, span.id)
+        site = ChangeSite(frame.key, turn, position, tool_hash(call.name, call.arguments))
+        made = apply_change(ctx, frame, site, lambda: _decide(ctx, frame, call), span_id=span.id)
+        assert made is not None  # a workspace call never waits
+        content, ok = made.record.content, made.record.ok
         span.end.update(tool=call.name, status="ok" if ok else "error", chars=len(content))
     return content
 
 
-def _run(
-    ctx: RunContext, frame: AgentFrame, call: ToolCall, turn: int, position: int, span_id: str
-) -> tuple[str, bool]:
-    workspace, journal = ctx.workspace, ctx.journal
+def _decide(ctx: RunContext, frame: AgentFrame, call: ToolCall) -> ChangeRecord:
+    """Run ``call`` on the workspace: what it did."""
+    workspace = ctx.workspace
     assert workspace is not None and ctx.config.workspace is not None
-    key = EntryKey(frame.key, turn, "tool", position)
-    fingerprint = tool_hash(call.name, call.arguments)
-    if journal is not None:
-        replayed = journal.replay.tool(frame.key, turn, position, fingerprint)
-        if replayed is not None:
-            earlier = journal.replay.entries[key].payload.get("workspace")
-            if isinstance(earlier, dict) and earlier.get("event"):
-                _emit(ctx, frame, span_id, {**earlier["event"], "replayed": True})
-            return replayed.content, replayed.ok
-    payload: dict[str, Any] = {}
     try:
         request = parse_call(
             call.name, parse_arguments(call.arguments), access(ctx.config, frame.name), ctx.config.workspace.entries
         )
     except ValueError as exc:  # a refusal like any other (reason `arguments`); a malformed write is an event too
         content, event = _malformed(ctx, call.name, str(exc))
-        ok = False
-        if event is not None:
-            payload = {"event": event, "state": None}
-            _emit(ctx, frame, span_id, event)
-    else:
-        if request.op == "read":
-            assert request.entry is not None
-            content, ok = _json(workspace.read(request.entry)), True
-        elif request.op == "changes":
-            readable = access(ctx.config, frame.name).read
-            content, ok = _json(workspace.changes(request.since, readable)), True
-        else:
-            assert request.entry is not None
-            outcome = workspace.write(request.entry, frame.name, request.value, version=request.version)
-            event = _event_fields(outcome, ctx.config.workspace.entries[request.entry].merge)
-            payload = {"event": event, "state": outcome.state}
-            _emit(ctx, frame, span_id, event)
-            content, ok = _json(outcome.for_model()), outcome.applied
-    if journal is not None:  # queued in the step that applied the write: the journal keeps the writes' order
-        record: dict[str, Any] = {"ok": ok, "content": content, "error": None if ok else content}
-        if payload:
-            record["workspace"] = payload
-        journal.write(JournalEntry(key, fingerprint, record))
-    return content, ok
+        return ChangeRecord(content, False, "workspace_write" if event is not None else None, event)
+    if request.op == "read":
+        assert request.entry is not None
+        return ChangeRecord(_json(workspace.read(request.entry)), True)
+    if request.op == "changes":
+        readable = access(ctx.config, frame.name).read
+        return ChangeRecord(_json(workspace.changes(request.since, readable)), True)
+    assert request.entry is not None
+    outcome = workspace.write(request.entry, frame.name, request.value, version=request.version)
+    event = write_fields(outcome, ctx.config.workspace.entries[request.entry].merge)
+    return ChangeRecord(_json(outcome.for_model()), outcome.applied, "workspace_write", event, outcome.state)
 
 
 def _malformed(ctx: RunContext, tool: str, problem: str) -> tuple[str, dict[str, Any] | None]:
@@ -116,7 +90,8 @@ def _malformed(ctx: RunContext, tool: str, problem: str) -> tuple[str, dict[str,
     return _json(refusal), event
 
 
-def _event_fields(outcome: WriteOutcome, rule: str) -> dict[str, Any]:
+def write_fields(outcome: WriteOutcome, rule: str) -> dict[str, Any]:
+    """A ``workspace_write`` event's fields."""
     return {
         "entry": outcome.entry,
         "rule": rule,
@@ -127,10 +102,6 @@ def _event_fields(outcome: WriteOutcome, rule: str) -> dict[str, Any]:
         "message": outcome.message,
         "value_after": outcome.current if outcome.applied else None,  # content; a refusal never echoes a value
     }
-
-
-def _emit(ctx: RunContext, frame: AgentFrame, span_id: str, fields: dict[str, Any]) -> None:
-    frame.emit(ctx, "workspace_write", span_id=span_id, **fields)
 
 
 def _json(value: Any) -> str:
