@@ -131,8 +131,8 @@ def test_max_tasks_counts_done_and_claimed_tasks_and_ends_the_work() -> None:
     room = PeerRoom(board, PEERS, 1)
     board.post("a", "one")
     board.post("a", "two")
-    board.claim("a", now=0.0, room=room.room())
-    assert board.claim("b", now=0.0, room=room.room()).reason == "limit"
+    board.claim("a", now=0.0, room=room.claims_left())
+    assert board.claim("b", now=0.0, room=room.claims_left()).reason == "limit"
     board.complete("a", "t1", "ok")
     assert room.settle() == "limit"
     assert room.ending_for_model()["status"] == "stopped"
@@ -193,3 +193,18 @@ def test_a_restored_board_is_unfit_only_when_a_task_s_payload_breaks_the_schema(
     edited = _board(schema={"type": "integer"})  # the team file edited since: a payload no longer fits
     edited.workspace.entries["tasks"] = board.workspace.entries["tasks"]
     assert edited.workspace.unfit_entries() == ["tasks"]
+
+
+def test_the_board_and_its_room_do_not_import_each_other_even_for_types() -> None:
+    """A circle hidden under TYPE_CHECKING means a third module is missing: it is peer_board.py."""
+    import ast
+    from pathlib import Path
+
+    import teamrun.engine.workspace as package
+
+    def imported(module: str) -> set[str]:
+        tree = ast.parse((Path(package.__file__).parent / f"{module}.py").read_text(encoding="utf-8"))
+        return {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+
+    assert "teamrun.engine.workspace.room" not in imported("board")
+    assert "teamrun.engine.workspace.board" in imported("room")

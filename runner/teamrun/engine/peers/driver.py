@@ -38,6 +38,7 @@ from teamrun.engine.runtime import AgentFrame, RunContext, run_all
 from teamrun.engine.workspace.board import Board, board_entries
 from teamrun.engine.workspace.board_calls import board_change, board_users
 from teamrun.engine.workspace.changes import ChangeRecord, ChangeSite, apply_change
+from teamrun.engine.workspace.peer_board import PeerBoard
 from teamrun.engine.workspace.room import PeerRoom
 from teamrun.errors import RunError
 from teamrun.llm.types import Usage
@@ -61,7 +62,7 @@ def open_boards(ctx: RunContext) -> None:
     if workspace is None:
         return
     for name in board_entries(workspace.spec.entries):
-        board = Board(workspace, name, board_users(ctx.config, name))
+        board = PeerBoard(workspace, name, board_users(ctx.config, name))
         board.rearm(time.monotonic())
         ctx.boards[name] = board
 
@@ -139,6 +140,7 @@ async def run_peers(ctx: RunContext, frame: AgentFrame, input: str, run_agent: R
         raise PeersEnded("a peer team needs a board: a workspace entry with `kind: board`")
     limits = ctx.config.limits
     room = PeerRoom(board, peers, limits.max_tasks if limits is not None else None)
+    assert isinstance(board, PeerBoard)  # open_boards made it
     board.room = room
     delegator = Delegator(ctx, frame, run_agent, Delegation(max_concurrency=len(peers)))
     with frame.agent_span(ctx, model=PEERS_FRAME, task=input) as span:

@@ -14,13 +14,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from teamrun.config.models import WorkspaceEntry
 from teamrun.engine.workspace.state import WorkspaceState, finite, value_size
-
-if TYPE_CHECKING:
-    from teamrun.engine.workspace.room import PeerRoom
 
 __all__ = ["Board", "BoardOp", "BoardOutcome", "BoardRefusal", "Veto", "board_entries"]
 
@@ -98,8 +95,6 @@ class Board:
     """Each claimed task's lease deadline (the run's monotonic clock)."""
     closed: bool = False
     """Set when the peers ended: nothing is posted or claimed any more."""
-    room: PeerRoom | None = None
-    """In a peer team: its peers (a claim then waits while nothing is claimable)."""
 
     @property
     def spec(self) -> WorkspaceEntry:

@@ -25,6 +25,7 @@ from teamrun.engine.durability.journal import tool_hash
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.workspace.board import Board, BoardOp, BoardOutcome, Veto, board_entries
 from teamrun.engine.workspace.changes import ChangeRecord, ChangeSite, Made, apply_change
+from teamrun.engine.workspace.peer_board import room_of
 from teamrun.engine.workspace.room import PeerRoom
 from teamrun.llm.types import ToolCall, ToolSchema, function_tool, parse_arguments
 
@@ -121,7 +122,7 @@ async def _make(ctx: RunContext, frame: AgentFrame, site: ChangeSite, call: Tool
     except ValueError as exc:
         message = f"{exc}; call {call.name} again with corrected arguments"
         return _once(ctx, frame, site, lambda: _malformed(ctx, frame, None, call.name, message), None, span_id)
-    room = board.room
+    room = room_of(board)
     if call.name != BOARD_CLAIM:
         return _once(ctx, frame, site, lambda: _operate(ctx, frame, board, call.name, arguments), room, span_id)
     while True:
@@ -220,13 +221,13 @@ def _outcome(ctx: RunContext, frame: AgentFrame, board: Board, op: str, argument
 def _claim(ctx: RunContext, frame: AgentFrame, board: Board) -> ChangeRecord | None:
     """Claim a task. In a peer team: the work's ending once it has ended; ``None`` while nothing is claimable
     and the work goes on (the caller waits for the board to change)."""
-    room: PeerRoom | None = board.room
+    room = room_of(board)
     if room is not None and room.ended is not None:
         return ChangeRecord(json.dumps(room.ending_for_model(), ensure_ascii=False), True)
     outcome = board.claim(
         frame.name,
         time.monotonic(),
-        room=room.room() if room is not None else None,
+        room=room.claims_left() if room is not None else None,
         veto=_veto(ctx, frame, board, "on_claim"),
     )
     if outcome.applied or room is None or outcome.reason not in ("empty", "limit"):

@@ -38,7 +38,7 @@ class PeerRoom:
         self.ended: Ending | None = None
         self._tick = asyncio.Event()
 
-    def room(self) -> int | None:
+    def claims_left(self) -> int | None:
         """Claims ``limits.max_tasks`` still allows (done and claimed tasks count); ``None``: no limit."""
         if self.max_tasks is None:
             return None
