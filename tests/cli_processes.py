@@ -1,22 +1,44 @@
-"""Running ``teamrun`` in a child process the way the kill/resume tests do, and waiting on what it does.
+"""Running ``teamrun`` in a child process the way the kill/resume tests do: start it, kill it at a point, list the
+run it left, resume it.
 
 The child is this interpreter running the CLI (``sys.executable -c ...``), so it uses the checkout under test;
 its environment loads LiteLLM's bundled price table, reaches the local fake provider without a proxy and has no
-``TEAMRUN_STORE`` of the developer's. Polls take a hang guard, never a timing assertion.
+``TEAMRUN_STORE`` of the developer's. Waits take a hang guard (tests/waiting.py), never a timing assertion.
+
+A kill/resume test reads::
+
+    run = killed_run(team, store, ready, where=lambda: ...)  # SIGKILLed once ready() holds; listed interrupted
+    resumed = resume(run["run_id"], store)                    # `teamrun resume ... --json`, run to its end
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
 import sys
-import time
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
-__all__ = ["child_env", "eventually", "running", "signal_when", "teamrun_argv"]
+from tests.waiting import GUARD_S, wait_until
+
+__all__ = [
+    "child_env",
+    "eventually",
+    "execute_argv",
+    "killed_run",
+    "listed_run",
+    "resume",
+    "running",
+    "signal_when",
+    "stop_when",
+    "teamrun",
+    "teamrun_argv",
+]
 
 
 def teamrun_argv(*args: str) -> list[str]:
@@ -33,13 +55,13 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def eventually(condition: Callable[[], bool], guard_s: float = 240) -> bool:
-    """Poll ``condition`` until it holds; ``guard_s`` only stops a hang (no timing assertion)."""
-    deadline = time.monotonic() + guard_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
+def eventually(condition: Callable[[], bool], guard_s: float = GUARD_S) -> bool:
+    """Whether ``condition`` came to hold within the hang guard. Old form of :func:`tests.waiting.wait_until`
+    (which says what was awaited): kept only until its last callers move."""
+    try:
+        wait_until(condition, "the condition", guard_s=guard_s)
+    except AssertionError:
+        return False
     return True
 
 
@@ -60,17 +82,82 @@ def signal_when(
     signum: signal.Signals,
     *,
     where: Callable[[], object],
-    guard_s: float = 240,
+    guard_s: float = GUARD_S,
 ) -> int:
     """Send ``signum`` to ``process`` once ``ready()`` holds, then wait for it to end; returns its exit code.
 
     Fails if the process ends first, or if ``ready()`` does not hold within ``guard_s`` (a hang guard, no timing
     assertion): the message shows ``where()``, where the child had got to.
     """
-    deadline = time.monotonic() + guard_s
-    while not ready():
-        assert process.poll() is None, f"the run ended before it was sent {signum.name}"
-        assert time.monotonic() < deadline, f"never got there: {where()}"
-        time.sleep(0.05)
+    wait_until(ready, f"the point to send {signum.name} at", guard_s=guard_s, where=where, alive=process)
     os.kill(process.pid, signum)
-    return process.wait(timeout=guard_s)
+    process.communicate(timeout=guard_s)
+    return process.returncode
+
+
+def stop_when(
+    argv: list[str],
+    ready: Callable[[], bool],
+    signum: signal.Signals = signal.SIGKILL,
+    *,
+    where: Callable[[], object],
+    env: dict[str, str] | None = None,
+    guard_s: float = GUARD_S,
+) -> int:
+    """Start ``argv`` (a :func:`teamrun_argv`), send it ``signum`` once ``ready()`` holds and return its exit code.
+
+    Its output is dropped and its stderr kept aside: a failure (it ended first, it never got there) shows where
+    the child had got to (``where()``) and the end of what it wrote to stderr.
+    """
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as stderr:
+
+        def stood() -> str:
+            stderr.seek(0)
+            return f"{where()}; its stderr ends: {stderr.read()[-2000:]!r}"
+
+        with running(argv, stdout=subprocess.DEVNULL, stderr=stderr, env=child_env() if env is None else env) as child:
+            return signal_when(child, ready, signum, where=stood, guard_s=guard_s)
+
+
+def teamrun(*args: str, env: dict[str, str] | None = None, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    """``teamrun *args`` run to its end in a child process (:func:`child_env` unless ``env``), output captured."""
+    env = child_env() if env is None else env
+    return subprocess.run(teamrun_argv(*args), capture_output=True, text=True, env=env, timeout=timeout_s)
+
+
+def execute_argv(team: Path, store: str, *, task: str = "go") -> list[str]:
+    """``teamrun execute TEAM -i TASK --store STORE``, journaled and without progress output."""
+    return teamrun_argv("execute", str(team), "-i", task, "--store", store, "--progress", "none")
+
+
+def listed_run(store: str, *, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The one run of ``store``, as ``teamrun runs list --json`` shows it."""
+    listed = teamrun("runs", "list", "--store", store, "--json", env=env, timeout_s=120)
+    assert listed.returncode == 0, listed.stderr
+    runs = json.loads(listed.stdout)
+    assert len(runs) == 1, f"the store holds {len(runs)} runs, not one: {runs}"
+    run: dict[str, Any] = runs[0]
+    return run
+
+
+def killed_run(
+    team: Path,
+    store: str,
+    ready: Callable[[], bool],
+    *,
+    where: Callable[[], object],
+    task: str = "go",
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Execute ``team`` journaled in ``store``, SIGKILL it once ``ready()`` holds, and return the run it left as
+    ``teamrun runs list --json`` shows it: interrupted, since its process is gone."""
+    code = stop_when(execute_argv(team, store, task=task), ready, where=where, env=env)
+    assert code == -signal.SIGKILL, f"the run ended with exit code {code} instead of being killed"
+    run = listed_run(store, env=env)
+    assert run["status"] == "interrupted", run
+    return run
+
+
+def resume(run_id: str, store: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``teamrun resume RUN --store STORE --json`` (no progress output, then ``extra``) run to its end."""
+    return teamrun("resume", run_id, "--store", store, "--json", "--progress", "none", *extra, env=env)

@@ -8,9 +8,6 @@ uninterrupted run's, and the final answer is the same.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +15,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.cli_processes import child_env, eventually, teamrun_argv
+from tests.cli_processes import child_env, killed_run, resume, teamrun
 from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls
 
 
@@ -112,13 +109,7 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
     team = _team(tmp_path, server.url)
 
     # the uninterrupted run, for comparison (no store: nothing is written)
-    whole = subprocess.run(
-        teamrun_argv("execute", str(team), "-i", "go", "--json", "--progress", "none"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=600,
-    )
+    whole = teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none", env=_env())
     assert whole.returncode == 0, whole.stderr
     uninterrupted = server.requests()
     assert len(uninterrupted) == 2 + 2 * WORKERS and all(r.status == 200 for r in uninterrupted)
@@ -127,55 +118,25 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
 
     # the journaled run, killed once the fast workers have answered and the slow ones' last calls hang
     hanging.set()
-    process = subprocess.Popen(
-        teamrun_argv("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-    try:
 
-        def ready() -> bool:
-            log = server.requests()
-            hung = [r for r in log if r.model != "lead" and r.end == 0.0]
-            done = [r for r in log if r.status == 200 and r.end]
-            return (
-                len(_finals(server)) == FAST
-                and len(hung) == WORKERS - FAST
-                and _journaled_replies(store_url) == len(done)
-            )
+    def ready() -> bool:
+        log = server.requests()
+        hung = [r for r in log if r.model != "lead" and r.end == 0.0]
+        done = [r for r in log if r.status == 200 and r.end]
+        return (
+            len(_finals(server)) == FAST and len(hung) == WORKERS - FAST and _journaled_replies(store_url) == len(done)
+        )
 
-        assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
-        os.kill(process.pid, signal.SIGKILL)
-        process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == -signal.SIGKILL
+    run = killed_run(team, store_url, ready, where=lambda: f"{len(server.requests())} requests", env=_env())
     first = server.requests()
     finished_before = _finals(server, first)
     assert len(finished_before) == FAST >= 10
-
-    listed = subprocess.run(
-        teamrun_argv("runs", "list", "--store", store_url, "--json"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-    )
-    (run,) = json.loads(listed.stdout)
-    assert run["status"] == "interrupted" and run["stored_status"] == "running"
+    assert run["stored_status"] == "running"
 
     # resumed in a new process
     hanging.clear()
     server.log.clear()
-    resumed = subprocess.run(
-        teamrun_argv("resume", run["run_id"], "--store", store_url, "--json", "--progress", "none"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=600,
-    )
+    resumed = resume(run["run_id"], store_url, env=_env())
     assert resumed.returncode == 0, resumed.stderr
     second = server.requests()
 
@@ -187,13 +148,7 @@ def test_a_killed_fan_out_resumes_without_repeating_finished_calls(
     result = json.loads(resumed.stdout)
     assert result["status"] == "done" and result["run_id"] == run["run_id"]
     assert result["final_text"] == expected
-    shown = subprocess.run(
-        teamrun_argv("runs", "show", run["run_id"], "--store", store_url, "--json"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-    )
+    shown = teamrun("runs", "show", run["run_id"], "--store", store_url, "--json", env=_env())
     record = json.loads(shown.stdout)
     assert record["status"] == "done" and record["attempts"] == 2
     assert record["replayed_calls"] == 1 + FAST * 2 + (WORKERS - FAST)
