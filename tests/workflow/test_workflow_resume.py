@@ -4,16 +4,13 @@ shows that no call finished before the kill is paid again (the planner, the fini
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from tests.cli_processes import child_env, eventually, teamrun_argv
+from tests.cli_processes import child_env, killed_run, resume, teamrun
 from tests.fakeserver import FakeOpenAI, Reply, text
 
 
@@ -90,13 +87,7 @@ def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(
     server = fake_openai
     _serve(server, hanging)
     team = _team(tmp_path, server.url)
-    whole = subprocess.run(
-        teamrun_argv("execute", str(team), "-i", "go", "--json", "--progress", "none"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=600,
-    )
+    whole = teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none", env=_env())
     assert whole.returncode == 0, whole.stderr
     expected = json.loads(whole.stdout)["final_text"]
     assert expected == "report: " + " | ".join(f"notes on item{i}" for i in range(ITEMS))
@@ -105,45 +96,18 @@ def test_a_workflow_killed_mid_map_resumes_without_paying_finished_calls_again(
     server.log.clear()
 
     hanging.set()
-    process = subprocess.Popen(
-        teamrun_argv("execute", str(team), "-i", "go", "--store", str(store), "--progress", "none"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-    try:
 
-        def ready() -> bool:
-            log = server.requests()
-            done = [r for r in log if r.status == 200 and r.end]
-            hung = [r for r in log if r.model == "researcher" and r.end == 0.0]
-            return len(done) == 1 + FAST and len(hung) == ITEMS - FAST and _journaled(store) == len(done)
+    def ready() -> bool:
+        log = server.requests()
+        done = [r for r in log if r.status == 200 and r.end]
+        hung = [r for r in log if r.model == "researcher" and r.end == 0.0]
+        return len(done) == 1 + FAST and len(hung) == ITEMS - FAST and _journaled(store) == len(done)
 
-        assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
-        os.kill(process.pid, signal.SIGKILL)
-        process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == -signal.SIGKILL
-    listed = subprocess.run(
-        teamrun_argv("runs", "list", "--store", str(store), "--json"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-    )
-    (run,) = json.loads(listed.stdout)
+    run = killed_run(team, str(store), ready, where=lambda: f"{len(server.requests())} requests", env=_env())
 
     hanging.clear()
     server.log.clear()
-    resumed = subprocess.run(
-        teamrun_argv("resume", run["run_id"], "--store", str(store), "--json", "--progress", "none"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=600,
-    )
+    resumed = resume(run["run_id"], str(store), env=_env())
     assert resumed.returncode == 0, resumed.stderr
     second = server.requests()
 
