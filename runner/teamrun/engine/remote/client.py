@@ -8,7 +8,7 @@ names), and makes a streaming client when the card and ``a2a.stream`` allow it, 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Protocol
 
@@ -41,19 +41,12 @@ class RemoteClient(Protocol):
     async def cancel_task(self, request: CancelTaskRequest) -> Task: ...
 
 
-class OpenClient(Protocol):
-    """How a delegation gets its client: :func:`open_client`, or a fake in the tests."""
-
-    async def __call__(
-        self,
-        stack: AsyncExitStack,
-        spec: RemoteAgent,
-        token: str | None,
-        cards: CardCache,
-        fail: Callable[[str], RemoteAgentError],
-    ) -> tuple[RemoteClient, bool]:
-        """A client for ``spec``'s agent, closed with ``stack``, and whether it streams its updates."""
-        ...
+OpenClient = Callable[
+    [AsyncExitStack, RemoteAgent, str | None, CardCache, Callable[[str], RemoteAgentError]],
+    Awaitable[tuple[RemoteClient, bool]],
+]
+"""How a delegation gets its client (:func:`open_client`, or a fake in the tests): ``(stack, spec, token, cards,
+fail)`` → the client, closed with ``stack``, and whether it streams its updates."""
 
 
 async def open_client(

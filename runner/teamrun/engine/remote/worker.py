@@ -48,7 +48,7 @@ from teamrun.engine.durability.remote_entries import (
 )
 from teamrun.engine.remote.cards import DEFAULT_REMOTE_TIMEOUT_S, bearer_token, require_a2a
 from teamrun.engine.remote.client import OpenClient, described, open_client
-from teamrun.engine.remote.exchange import CANCEL_WAIT_S, POLL_S, Exchange
+from teamrun.engine.remote.exchange import CANCEL_WAIT_S, Exchange
 from teamrun.engine.remote.updates import MAX_ANSWER_CHARS, Taken, TaskView
 from teamrun.engine.remote.usage import reported_usage
 from teamrun.engine.runtime import AgentFrame, RunContext
@@ -57,7 +57,7 @@ from teamrun.llm.types import Usage
 from teamrun.logs import get_logger
 from teamrun.tools.people import AskSite, PendingItem, answer_text
 
-__all__ = ["POLL_S", "RemoteDelegation", "run_remote"]
+__all__ = ["RemoteDelegation", "run_remote"]
 
 _log = get_logger(__name__)
 
