@@ -71,3 +71,23 @@ def test_the_checks_and_the_graph_drawing_are_packages() -> None:
     assert not [stem for stem in flat if stem.endswith("_checks") and stem != "answer_checks"], flat
     assert not [stem for stem in flat if stem.endswith("graph")], flat
     assert "remote_card" not in flat
+
+
+def _bodies(sources: dict[str, ast.Module]) -> dict[str, list[str]]:
+    """Each function body in config (its docstring left out, names of the function's own arguments kept) → where."""
+    found: dict[str, list[str]] = {}
+    for module, tree in sources.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                body = node.body[1:] if ast.get_docstring(node) is not None else node.body
+                if body:
+                    key = "\n".join(ast.dump(statement) for statement in body)
+                    found.setdefault(key, []).append(f"{module}.{node.name}")
+    return found
+
+
+def test_no_function_is_written_twice_in_config() -> None:
+    """What ``duplicates runner/teamrun/config`` found (issue 43.6, item 4): the defensive readers of raw data
+    (``checks.raw``), a workspace entry's users, the Mermaid node ids and labels (``graph.nodes``), each once."""
+    twice = sorted(", ".join(places) for places in _bodies(_sources()).values() if len(places) > 1)
+    assert twice == []

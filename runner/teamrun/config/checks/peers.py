@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config import templates
-from teamrun.config.checks.sub_schemas import first_error, sub_schema
+from teamrun.config.checks.sub_schemas import first_error
 from teamrun.config.checks.templates import template, unknown_names
+from teamrun.config.checks.workspace import entry_schema, entry_users
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
 
 if TYPE_CHECKING:
@@ -109,16 +110,7 @@ def _peers(c: CheckContext, boards: list[str]) -> Iterator[Diagnostic]:
 
 
 def _board(c: CheckContext, path: JsonPath, name: str, entry: dict[str, Any]) -> Iterator[Diagnostic]:
-    for field in ("read", "write"):
-        agents = entry.get(field)
-        for index, agent in enumerate(agents if isinstance(agents, list) else []):
-            if isinstance(agent, str) and c.agents and agent not in c.agents:
-                yield c.error(
-                    (*path, field, index),
-                    f"agent '{agent}' in workspace.entries.{name}.{field} is not defined"
-                    f"{did_you_mean(agent, list(c.agents))} (defined agents: {listing(list(c.agents))})",
-                    "reference",
-                )
+    yield from entry_users(c, path, name, entry)
     if "merge" in entry:
         yield c.error(
             (*path, "merge"),
@@ -137,11 +129,7 @@ def _board(c: CheckContext, path: JsonPath, name: str, entry: dict[str, Any]) ->
         )
     yield from _hooks(c, (*path, "hooks"), entry.get("hooks"))
     schema = entry.get("schema")
-    schema_ok = True
-    if isinstance(schema, dict):
-        problems = list(sub_schema(c, (*path, "schema"), schema))
-        schema_ok = not problems
-        yield from problems
+    schema_ok = yield from entry_schema(c, path, schema)
     initial = entry.get("initial")
     if initial is None:
         return

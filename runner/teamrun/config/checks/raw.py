@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["mapping", "names", "number"]
+__all__ = ["mapping", "names", "number", "sequence"]
 
 
 def mapping(value: Any) -> dict[str, Any]:
     """``value`` when it is a mapping, else an empty one."""
     return value if isinstance(value, dict) else {}
+
+
+def sequence(value: Any) -> list[Any]:
+    """``value`` when it is a list, else an empty one."""
+    return value if isinstance(value, list) else []
 
 
 def number(value: Any) -> int | float | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from teamrun.config import templates
+from teamrun.config.checks.raw import mapping, sequence
 from teamrun.config.checks.references import is_agent_name
 from teamrun.config.checks.templates import find, template, unknown_names
 from teamrun.config.checks.workflow_workspace import reads_checks, write_checks
@@ -35,14 +36,6 @@ a loop's steps ``iteration`` and ``feedback``. (``workspace`` is checked by ``ch
 _MAP_NAMES = ("item", "index")
 _LOOP_NAMES = ("iteration", "feedback")
 _STEP_FIELDS = ("output", "text", "status", "error", "branch", "choice", "iterations", "passed", "errors")
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 @dataclass(frozen=True)
@@ -107,7 +100,7 @@ class WorkflowChecker:
                 key=True,
             )
         walk = _Walk({})
-        yield from self._chain(("workflow", "steps"), _list(self.workflow.get("steps")), walk)
+        yield from self._chain(("workflow", "steps"), sequence(self.workflow.get("steps")), walk)
         yield from self._template(("workflow", "output"), self.workflow.get("output"), walk)
         yield from self._unused()
 
@@ -115,7 +108,7 @@ class WorkflowChecker:
 
     def _chain(self, path: JsonPath, steps: list[Any], walk: _Walk) -> Iterator[Diagnostic]:
         for index, raw in enumerate(steps):
-            step = _mapping(raw)
+            step = mapping(raw)
             if step:
                 yield from self._step((*path, index), step, walk)
 
@@ -165,10 +158,10 @@ class WorkflowChecker:
                 )
             else:
                 self.ids[name] = path
-        yield from write_checks(self.c, path, step, _list(_mapping(loop).get("steps")))
+        yield from write_checks(self.c, path, step, sequence(mapping(loop).get("steps")))
         if isinstance(loop, dict):
             yield from self._loop(path, loop, walk)
-            body = [s for s in _list(loop.get("steps")) if isinstance(s, dict)]
+            body = [s for s in sequence(loop.get("steps")) if isinstance(s, dict)]
             last = self._known(body[-1]) if body else _Known("text")
             walk.visible[name or "loop"] = last
             return
@@ -194,7 +187,7 @@ class WorkflowChecker:
             return
         self.used.add(agent)
         if kind == "team":
-            workers = [w for w in _list(agents[agent].get("delegates_to")) if isinstance(w, str)]
+            workers = [w for w in sequence(agents[agent].get("delegates_to")) if isinstance(w, str)]
             if not workers:
                 yield self.c.warning(
                     path,
@@ -212,7 +205,7 @@ class WorkflowChecker:
             for key in ("delegates_to", "handoffs"):
                 frontier += [
                     t
-                    for t in _list(spec.get(key))
+                    for t in sequence(spec.get(key))
                     if isinstance(t, str) and t in self.c.agents and t not in self.used and t not in frontier
                 ]
 
@@ -234,24 +227,24 @@ class WorkflowChecker:
         # (a loop without max_iterations is the schema's error; its steps are still checked, their agents used)
         # a body step may read every body step: a later one's output is the previous iteration's
         # (guard it with `{% if iteration > 1 %}`: at the first iteration it has not run)
-        for raw in _list(loop.get("steps")):
-            step = _mapping(raw)
+        for raw in sequence(loop.get("steps")):
+            step = mapping(raw)
             name = step.get("id") or step.get("agent") or step.get("team")
             if isinstance(name, str) and "loop" not in step:
                 walk.visible.setdefault(name, self._known(step))
-        body = _list(loop.get("steps"))
-        names = [_mapping(raw).get("id") or _mapping(raw).get("agent") or _mapping(raw).get("team") for raw in body]
+        body = sequence(loop.get("steps"))
+        names = [mapping(raw).get("id") or mapping(raw).get("agent") or mapping(raw).get("team") for raw in body]
         for index, raw in enumerate(body):
             later = frozenset(n for n in names[index:] if isinstance(n, str))
             inner = _Walk(walk.visible, (*walk.names, *_LOOP_NAMES), later | walk.later)
-            if _mapping(raw):
-                yield from self._step((*path, "loop", "steps", index), _mapping(raw), inner)
+            if mapping(raw):
+                yield from self._step((*path, "loop", "steps", index), mapping(raw), inner)
 
     def _route(self, path: JsonPath, step: dict[str, Any], agent: Any, name: Any, walk: _Walk) -> Iterator[Diagnostic]:
         route = step["route"]
         on = route.get("on")
         schema = self._schema(agent)
-        properties = _mapping(schema.get("properties")) if schema is not None else {}
+        properties = mapping(schema.get("properties")) if schema is not None else {}
         if isinstance(agent, str) and agent in self.c.agents and schema is None:
             yield self.c.error(
                 (*path, "route"),
@@ -268,8 +261,8 @@ class WorkflowChecker:
                 f"{agent}'s output_schema{hint} (fields: {listing(list(properties))})",
                 "workflow",
             )
-        allowed = _values(_mapping(properties.get(on))) if isinstance(on, str) else None
-        branches = _mapping(route.get("branches"))
+        allowed = _values(mapping(properties.get(on))) if isinstance(on, str) else None
+        branches = mapping(route.get("branches"))
         if allowed is not None:
             for branch in branches:
                 if branch not in allowed:
@@ -283,9 +276,11 @@ class WorkflowChecker:
         if isinstance(name, str):
             inside[name] = _Known("structured", schema) if schema is not None else _Known("text")
         for branch, steps in branches.items():
-            yield from self._chain((*path, "route", "branches", branch), _list(steps), _Walk(dict(inside), walk.names))
+            yield from self._chain(
+                (*path, "route", "branches", branch), sequence(steps), _Walk(dict(inside), walk.names)
+            )
         yield from self._chain(
-            (*path, "route", "default"), _list(route.get("default")), _Walk(dict(inside), walk.names)
+            (*path, "route", "default"), sequence(route.get("default")), _Walk(dict(inside), walk.names)
         )
 
     # -- templates and map expressions ------------------------------------------------------------------
@@ -356,7 +351,7 @@ class WorkflowChecker:
             )
         if known.kind != "structured" or len(chain) != 4:
             return None
-        kind = _mapping(_mapping(known.schema.get("properties")).get(chain[3])).get("type")
+        kind = mapping(mapping(known.schema.get("properties")).get(chain[3])).get("type")
         return (
             None
             if kind in (None, "array") or (isinstance(kind, list) and "array" in kind)
@@ -386,7 +381,7 @@ class WorkflowChecker:
                 message = f"{dotted(path)} reads steps.{step}.{chain[2]}; a step has {', '.join(_STEP_FIELDS)}"
             elif len(chain) >= 4 and chain[2] == "output":
                 known_step = walk.visible[step]
-                properties = _mapping(known_step.schema.get("properties"))
+                properties = mapping(known_step.schema.get("properties"))
                 if known_step.kind == "structured" and properties and chain[3] not in properties:
                     hint = did_you_mean(chain[3], list(properties))
                     message = (
@@ -409,7 +404,7 @@ class WorkflowChecker:
                 yield Diagnostic(self.c.file, line, column, message, rule="workflow")
 
     def _defined_anywhere(self, step: str) -> bool:
-        return step in _all_step_names(_list(_mapping(self.workflow).get("steps")))
+        return step in _all_step_names(sequence(mapping(self.workflow).get("steps")))
 
     def _unused(self) -> Iterator[Diagnostic]:
         if not self.c.graph_complete:
@@ -440,14 +435,14 @@ def _values(schema: dict[str, Any]) -> list[str] | None:
 def _all_step_names(steps: list[Any]) -> set[str]:
     names: set[str] = set()
     for raw in steps:
-        step = _mapping(raw)
+        step = mapping(raw)
         name = step.get("id") or step.get("agent") or step.get("team") or ("loop" if "loop" in step else None)
         if isinstance(name, str):
             names.add(name)
-        names |= _all_step_names(_list(_mapping(step.get("loop")).get("steps")))
-        route = _mapping(step.get("route"))
-        for branch in [*_mapping(route.get("branches")).values(), route.get("default")]:
-            names |= _all_step_names(_list(branch))
+        names |= _all_step_names(sequence(mapping(step.get("loop")).get("steps")))
+        route = mapping(step.get("route"))
+        for branch in [*mapping(route.get("branches")).values(), route.get("default")]:
+            names |= _all_step_names(sequence(branch))
     return names
 
 

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from teamrun.config.checks.raw import mapping, sequence
 from teamrun.config.checks.templates import find
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotted, listing
 from teamrun.config.workflow_workspace import WORKSPACE_NAME, entries_read
@@ -34,20 +35,12 @@ _RULE_TAKES = {
 }
 
 
-def _mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _entries(c: CheckContext) -> dict[str, Any] | None:
     """The workspace's entries, ``None`` when the file has no ``workspace:`` block."""
     workspace = c.data.get("workspace")
     if not isinstance(workspace, dict):
         return None
-    return _mapping(workspace.get("entries"))
+    return mapping(workspace.get("entries"))
 
 
 def reads_checks(c: CheckContext, path: JsonPath, source: Any, *, expression: bool = False) -> Iterator[Diagnostic]:
@@ -105,7 +98,7 @@ def write_checks(c: CheckContext, path: JsonPath, step: dict[str, Any], body: li
             "workspace",
         )
         return
-    spec = _mapping(entries[entry])
+    spec = mapping(entries[entry])
     if spec.get("kind") == "board":
         yield c.error(
             where,
@@ -119,11 +112,11 @@ def write_checks(c: CheckContext, path: JsonPath, step: dict[str, Any], body: li
         return
     kinds, items, what = gives
     rule = spec.get("merge", "replace")
-    schema = _mapping(spec.get("schema"))
+    schema = mapping(spec.get("schema"))
     problem = None
     if rule == "append":
         written = items if items is not None else kinds  # a list's items are appended one by one
-        wanted = _types(_mapping(schema.get("items")))
+        wanted = _types(mapping(schema.get("items")))
         if written is not None and wanted is not None and not _overlap(written, wanted):
             problem = f"appends {_shown(written)} items, but the entry's items are {_shown(wanted)}"
     elif isinstance(rule, str) and rule in _RULE_TAKES:
@@ -135,7 +128,7 @@ def write_checks(c: CheckContext, path: JsonPath, step: dict[str, Any], body: li
         if kinds is not None and wanted is not None and not _overlap(kinds, wanted):
             problem = f"the entry's schema takes {_shown(wanted)}"
         elif kinds == {"array"} and items is not None and wanted == {"array"}:
-            wanted_items = _types(_mapping(schema.get("items")))
+            wanted_items = _types(mapping(schema.get("items")))
             if wanted_items is not None and not _overlap(items, wanted_items):
                 problem = f"the entry's items are {_shown(wanted_items)}, not {_shown(items)}"
     if problem is not None:
@@ -155,7 +148,7 @@ def _gives(
     loop = step.get("loop")
     if isinstance(loop, dict):
         last = [s for s in body if isinstance(s, dict)]
-        return _gives(c, last[-1], _list(_mapping(last[-1].get("loop")).get("steps"))) if last else None
+        return _gives(c, last[-1], sequence(mapping(last[-1].get("loop")).get("steps"))) if last else None
     if isinstance(step.get("route"), dict):
         return None  # a branch's last output
     agent = step.get("agent") or step.get("team")
@@ -164,7 +157,7 @@ def _gives(
     schema = c.agents[agent].get("output_schema")
     if isinstance(schema, dict):
         kinds = _types(schema)
-        items = _types(_mapping(schema.get("items"))) if kinds == {"array"} else None
+        items = _types(mapping(schema.get("items"))) if kinds == {"array"} else None
         what = f"{agent}'s output ({_shown(kinds)}, by its output_schema)"
     else:
         kinds, items, what = {"string"}, None, f"text ({agent} has no output_schema)"
@@ -201,13 +194,13 @@ def entries_written(data: dict[str, Any]) -> set[str]:
 
     def walk(steps: list[Any]) -> None:
         for raw in steps:
-            step = _mapping(raw)
+            step = mapping(raw)
             if isinstance(step.get("write"), str):
                 found.add(step["write"])
-            walk(_list(_mapping(step.get("loop")).get("steps")))
-            route = _mapping(step.get("route"))
-            for branch in [*_mapping(route.get("branches")).values(), route.get("default")]:
-                walk(_list(branch))
+            walk(sequence(mapping(step.get("loop")).get("steps")))
+            route = mapping(step.get("route"))
+            for branch in [*mapping(route.get("branches")).values(), route.get("default")]:
+                walk(sequence(branch))
 
-    walk(_list(_mapping(data.get("workflow")).get("steps")))
+    walk(sequence(mapping(data.get("workflow")).get("steps")))
     return found

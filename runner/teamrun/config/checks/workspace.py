@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
+from teamrun.config.checks.raw import names
 from teamrun.config.checks.sub_schemas import first_error, sub_schema
 from teamrun.config.checks.workflow_workspace import entries_written
 from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, listing
@@ -28,7 +29,7 @@ from teamrun.defaults import DEFAULT_ENTRY_BYTES, DEFAULT_WORKSPACE_BYTES
 if TYPE_CHECKING:
     from teamrun.config.checks.context import CheckContext
 
-__all__ = ["workspace_checks"]
+__all__ = ["entry_schema", "entry_users", "workspace_checks"]
 
 _RULE_TYPES = {
     "append": ({"array"}, "a list"),
@@ -74,28 +75,37 @@ def workspace_checks(c: CheckContext) -> Iterator[Diagnostic]:
     yield from _instructions(c, workspace["entries"])
 
 
-def _entry(
-    c: CheckContext, path: JsonPath, name: str, entry: dict[str, Any], step_written: bool = False
-) -> Iterator[Diagnostic]:
+def entry_users(c: CheckContext, path: JsonPath, name: str, entry: dict[str, Any]) -> Iterator[Diagnostic]:
+    """The agents an entry's (or a board's) ``read`` and ``write`` name that are not defined."""
     for field in ("read", "write"):
-        agents = entry.get(field)
-        for index, agent in enumerate(agents if isinstance(agents, list) else []):
-            if isinstance(agent, str) and c.agents and agent not in c.agents:
+        for index, agent in names(entry.get(field)):
+            if c.agents and agent not in c.agents:
                 yield c.error(
                     (*path, field, index),
                     f"agent '{agent}' in workspace.entries.{name}.{field} is not defined"
                     f"{did_you_mean(agent, list(c.agents))} (defined agents: {listing(list(c.agents))})",
                     "reference",
                 )
+
+
+def entry_schema(c: CheckContext, path: JsonPath, schema: Any) -> Generator[Diagnostic, None, bool]:
+    """The problems of an entry's (or a board's) ``schema``; returns whether values can be checked against it
+    (there is none, or it is a valid JSON Schema)."""
+    if not isinstance(schema, dict):
+        return True
+    problems = list(sub_schema(c, (*path, "schema"), schema))
+    yield from problems
+    return not problems
+
+
+def _entry(
+    c: CheckContext, path: JsonPath, name: str, entry: dict[str, Any], step_written: bool = False
+) -> Iterator[Diagnostic]:
+    yield from entry_users(c, path, name, entry)
     rule = entry.get("merge", "replace")
     schema = entry.get("schema")
-    schema_ok = True
-    if isinstance(schema, dict):
-        problems = list(sub_schema(c, (*path, "schema"), schema))
-        schema_ok = not problems
-        yield from problems
-    else:
-        schema = {}
+    schema_ok = yield from entry_schema(c, path, schema)
+    schema = schema if isinstance(schema, dict) else {}
     wanted = _RULE_TYPES.get(rule) if isinstance(rule, str) else None
     types = _types(schema)
     mismatch = wanted is not None and types is not None and not types & wanted[0]

@@ -2,19 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
+from teamrun.config.graph.nodes import agent_node, label_text, node_id
 from teamrun.config.graph.peers import board_lines, peer_lines
 from teamrun.config.graph.workflow import entry_node, workflow_lines
 from teamrun.config.models import TeamConfig
-
-
-def _node_id(name: str) -> str:
-    return "a_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
-
-
-def _label(text: str) -> str:
-    return text.replace('"', "'")
 
 
 def _url_label(url: str) -> str:
@@ -34,22 +25,22 @@ def to_mermaid(config: TeamConfig) -> str:
         return "\n".join([*lines, *peer_lines(config), *workspace_lines(config)]) + "\n"
     for name, agent in config.agents.items():
         role = "supervisor" if name == config.supervisor else (agent.model or "")
-        shown = _label(role)
+        shown = label_text(role)
         if agent.a2a is not None:  # a remote worker: a hexagon, labelled with where it runs
             shown = f"a2a: {_url_label(agent.a2a.url)}"
         label = f"{name}<br/><small>{shown}</small>" if shown else name
         shape = f'(["{label}"])' if name == config.supervisor else f'["{label}"]'
         if agent.a2a is not None and name != config.supervisor:
             shape = f'{{{{"{label}"}}}}'
-        lines.append(f"  {_node_id(name)}{shape}")
+        lines.append(f"  {agent_node(name)}{shape}")
     for name, agent in config.agents.items():
         for target in agent.delegates_to or []:
-            lines.append(f"  {_node_id(name)} -->|delegates| {_node_id(target)}")
+            lines.append(f"  {agent_node(name)} -->|delegates| {agent_node(target)}")
         for target in agent.handoffs or []:
-            lines.append(f"  {_node_id(name)} -.->|hands off| {_node_id(target)}")
+            lines.append(f"  {agent_node(name)} -.->|hands off| {agent_node(target)}")
         for tool in agent.tools or []:
-            tool_id = f"t_{_node_id(name)}_{re.sub(r'[^A-Za-z0-9_]', '_', tool)}"
-            lines.append(f'  {_node_id(name)} --- {tool_id}[/"{_label(tool)}"/]')
+            tool_id = f"t_{agent_node(name)}_{node_id('', tool)}"
+            lines.append(f'  {agent_node(name)} --- {tool_id}[/"{label_text(tool)}"/]')
     return "\n".join([*lines, *workspace_lines(config)]) + "\n"
 
 
@@ -67,8 +58,8 @@ def workspace_lines(config: TeamConfig) -> list[str]:
         node = entry_node(entry)
         readers = "every agent reads" if spec.read is None else ""
         label = f"{entry}<br/><small>{spec.merge}{'; ' + readers if readers else ''}</small>"
-        lines.append(f'  {node}[("{_label(label)}")]')
+        lines.append(f'  {node}[("{label_text(label)}")]')
         writers = list(spec.write or [])
-        lines.extend(f"  {_node_id(agent)} -->|writes| {node}" for agent in writers)
-        lines.extend(f"  {node} -.->|reads| {_node_id(agent)}" for agent in spec.read or [] if agent not in writers)
+        lines.extend(f"  {agent_node(agent)} -->|writes| {node}" for agent in writers)
+        lines.extend(f"  {node} -.->|reads| {agent_node(agent)}" for agent in spec.read or [] if agent not in writers)
     return lines

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
+from teamrun.config.graph.nodes import agent_node, label_text, node_id
 from teamrun.config.models import TeamConfig
 
 __all__ = ["board_lines", "board_node", "peer_lines"]
 
 
-def _id(prefix: str, name: str) -> str:
-    return prefix + re.sub(r"[^A-Za-z0-9_]", "_", name)
-
-
 def board_node(entry: str) -> str:
-    return _id("b_", entry)
+    return node_id("b_", entry)
 
 
 def peer_lines(config: TeamConfig) -> list[str]:
@@ -23,8 +18,8 @@ def peer_lines(config: TeamConfig) -> list[str]:
     for name in config.peers or []:
         agent = config.agents.get(name)
         model = (agent.model if agent is not None else None) or ""
-        label = f"{name}<br/><small>peer{'; ' + model if model else ''}</small>".replace('"', "'")
-        lines.append(f'  {_id("a_", name)}(["{label}"])')
+        label = label_text(f"{name}<br/><small>peer{'; ' + model if model else ''}</small>")
+        lines.append(f'  {agent_node(name)}(["{label}"])')
     return lines
 
 
@@ -38,5 +33,5 @@ def board_lines(config: TeamConfig, entry: str) -> list[str]:
     label = f"{entry}<br/><small>board: lease {spec.lease_s:g} s, {spec.max_claims} claims{limit}</small>"
     users = spec.write if spec.write is not None else config.peers or []
     lines = [f'  {node}{{{{"{label}"}}}}']
-    lines.extend(f"  {_id('a_', user)} <-->|claims / posts| {node}" for user in users)
+    lines.extend(f"  {agent_node(user)} <-->|claims / posts| {node}" for user in users)
     return lines

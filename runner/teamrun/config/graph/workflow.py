@@ -9,9 +9,9 @@ to the step (``reads``); the entries themselves are drawn by :func:`teamrun.conf
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from teamrun.config.graph.nodes import label_text, node_id
 from teamrun.config.models import Check, TeamConfig, WorkflowStep
 from teamrun.config.workflow_workspace import entries_read
 
@@ -20,11 +20,7 @@ __all__ = ["entry_node", "workflow_lines"]
 
 def entry_node(entry: str) -> str:
     """The Mermaid node of a workspace entry."""
-    return "w_" + re.sub(r"[^A-Za-z0-9_]", "_", entry)
-
-
-def _label(text: str) -> str:
-    return text.replace('"', "'")
+    return node_id("w_", entry)
 
 
 class _Drawing:
@@ -46,7 +42,7 @@ class _Drawing:
             start, ends_now = self.step(step, indent)
             first = first or start
             for node, label in ends:
-                arrow = f" -->|{_label(label)}| " if label else " --> "
+                arrow = f" -->|{label_text(label)}| " if label else " --> "
                 self.lines.append(f"{indent}{node}{arrow}{start}")
             ends = ends_now
         return first, ends
@@ -57,34 +53,34 @@ class _Drawing:
             loop = step.loop
             box = self.node("loop")
             checks = ", ".join(_check(c) for c in loop.until)
-            title = f"{_label(step.name)}: loop, at most {loop.max_iterations} times"
+            title = f"{label_text(step.name)}: loop, at most {loop.max_iterations} times"
             self.lines.append(f'{indent}subgraph {box}["{title}"]')
             first, body_ends = self.chain(loop.steps, [], indent + "  ")
             self.lines.append(f"{indent}end")
             for node, _ in body_ends:
-                self.lines.append(f'{indent}{node} -.->|"until {_label(checks)}"| {first or box}')
+                self.lines.append(f'{indent}{node} -.->|"until {label_text(checks)}"| {first or box}')
             self.workspace(step, box, indent)
             return box, [(box, "")]
         agent = step.runs or ""
         node = self.node("s")
         title = f"{step.name}" + (f"<br/><small>{agent}</small>" if agent != step.name else "")
         if step.map is not None:
-            title += f"<br/><small>map over {_label(step.map)}</small>"
-            self.lines.append(f'{indent}{node}[["{_label(title)}"]]')
+            title += f"<br/><small>map over {label_text(step.map)}</small>"
+            self.lines.append(f'{indent}{node}[["{label_text(title)}"]]')
         elif step.team is not None:
-            self.lines.append(f'{indent}{node}(["{_label(title)}<br/><small>team</small>"])')
+            self.lines.append(f'{indent}{node}(["{label_text(title)}<br/><small>team</small>"])')
             for worker in self.config.agents[agent].delegates_to or []:
                 worker_node = self.node("w")
-                self.lines.append(f'{indent}{worker_node}["{_label(worker)}"]')
+                self.lines.append(f'{indent}{worker_node}["{label_text(worker)}"]')
                 self.lines.append(f"{indent}{node} -->|delegates| {worker_node}")
         else:
-            self.lines.append(f'{indent}{node}["{_label(title)}"]')
+            self.lines.append(f'{indent}{node}["{label_text(title)}"]')
         self.workspace(step, node, indent)
         if step.route is None:
             return node, [(node, "")]
         route = step.route
         choice = self.node("r")
-        self.lines.append(f'{indent}{choice}{{"{_label(route.on)}?"}}')
+        self.lines.append(f'{indent}{choice}{{"{label_text(route.on)}?"}}')
         self.lines.append(f"{indent}{node} --> {choice}")
         ends: list[tuple[str, str]] = []
         for value, branch in [*route.branches.items(), ("default", route.default)]:
@@ -128,5 +124,5 @@ def workflow_lines(config: TeamConfig) -> list[str]:
         assert entry is not None
         drawing.lines.append(f"  {entry_node(entry)} -.->|reads| finish")
     for node, label in ends:
-        drawing.lines.append(f"  {node} -->|{_label(label)}| finish" if label else f"  {node} --> finish")
+        drawing.lines.append(f"  {node} -->|{label_text(label)}| finish" if label else f"  {node} --> finish")
     return drawing.lines
