@@ -7,7 +7,8 @@
 // view.select(spanKey). Options: records (event lines), result (a served run's record), answer, ended (no more
 // events come), content (false: keep workspace values off the page), evalCase (the eval case this run answered:
 // { name, input, answer, passed, status, checks: [{ name, passed, detail }], report: link back }), onSelect
-// (called with a span's key, or null, when the details panel opens on it or closes).
+// (called with a span's key, or null, when the details panel opens on it or closes), onRender (called after each
+// redraw with { tokens, cost }: what the summaries say was spent).
 "use strict";
 (function (global) {
   const { RunModel, criticalPath, tokensOf, costOf, usageUnknown, paidUsage, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
@@ -284,6 +285,7 @@
       this.critical = criticalPath(m);
       const agents = m.agents();
       this.names = this.instanceNames(agents);
+      this.figures = { tokens: 0, cost: 0 };  // what the summaries say the page's runs spent (added up as drawn)
       const parts = [this.evalCase(), ...this.summaries(agents), this.problems(agents), this.timeline(agents), this.workspace(),
                      this.charts(agents), this.tree(), this.answer()];
       this.details = el("aside", "tv-details");
@@ -309,6 +311,7 @@
       if (this.selected && m.spans.has(this.selected)) { this.select(this.selected); this.details.scrollTop = kept.details; }
       this.root.dataset.events = String(m.count);
       this.root.dataset.status = this.status();
+      if (this.options.onRender) this.options.onRender(this.figures);
       this.tick();
     }
 
@@ -332,7 +335,10 @@
     // runs, else unfinished (it never ended).
     statusOf(node) {
       if (node.replayed) return "replayed";  // a model call answered from the journal: not made, not paid again
-      if (node.end !== null) return this.suspended(node) ? "waiting" : node.status;
+      if (node.end !== null) {
+        if (this.suspended(node)) return "waiting";
+        return node.status === "error" && node.error === "cancelled" ? "cancelled" : node.status;  // cut off by a cancel
+      }
       const run = this.model.runOf(node);
       const live = run ? this.runStatus(run) === "running" : !this.options.ended && !(this.result && this.result.status);
       return live ? "running" : "unfinished";
@@ -378,6 +384,8 @@
       const total = !continued && run && run.usage && run.usage.total_tokens ? run.usage.total_tokens
         : agents.reduce((s, a) => s + tokensOf(a), 0) || (continued ? 0 : resUsage.total_tokens || 0);
       const cost = !continued && run && run.cost ? run.cost : agents.reduce((s, a) => s + costOf(a), 0) || (continued ? 0 : resCost);
+      this.figures.tokens += total;
+      this.figures.cost += cost;
       const fact = (k, v) => { const f = el("span", "tv-fact"); const b = el("b", "", v); f.dataset.fact = k; f.append(el("span", "tv-k", k), b); facts.append(f); return b; };
       if (run || this.result) fact("run", run ? run.runId : this.result.id);
       if (only && this.result && this.result.thread) fact("thread", this.result.thread);
@@ -487,7 +495,11 @@
         items.push({ node: waiting[0], level: "waiting", text: "waiting for a person: " + who.slice(0, 3).join(", ")
           + (who.length > 3 ? " and " + (who.length - 3) + " more" : "") });
       }
-      if (this.result && this.result.error) items.unshift({ node: null, level: "error", text: this.result.error });
+      // The served run's error is the failure its spans tell (told once, as `trace view` tells it); said on its own
+      // only when no span says why the run failed.
+      if (this.result && this.result.error && !items.some((i) => i.level === "error")) {
+        items.unshift({ node: this.model.run, level: "error", text: this.result.error });
+      }
       if (!items.length) return null;
       const box = el("section", "tv-problems");
       box.append(el("h3", "", "Errors, limits and warnings (" + items.length + ")"));

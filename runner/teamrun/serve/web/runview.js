@@ -11,14 +11,20 @@ let shown = null;  // {id, abort}
 export function shownRun() { return shown ? shown.id : null; }
 const narrow = window.matchMedia("(max-width: 59.99rem)");
 
-function facts(record) {
+// The run's facts from its record. Tokens and cost: the record's once the run is over; while it runs or waits
+// (its record has no figures yet) what the view's summary adds up from the events drawn so far (``drawn``).
+function facts(record, drawn) {
   const status = record.status || "running";
+  if (shown) { shown.record = record; if (drawn) shown.drawn = drawn; }
+  const live = status === "running" || status === "waiting";
+  const figures = live && shown && shown.drawn && shown.drawn.tokens ? shown.drawn : null;
   $("status").textContent = status;
   $("status").className = statusClasses(status);
   $("run-thread").textContent = record.thread || "none";
   const usage = (record.result && record.result.usage) || record.usage;
-  $("tokens").textContent = String((usage && usage.total_tokens) || record.tokens || 0);
-  const cost = record.result && typeof record.result.cost === "number" ? record.result.cost : record.cost;
+  $("tokens").textContent = String(figures ? figures.tokens : (usage && usage.total_tokens) || record.tokens || 0);
+  const cost = figures ? figures.cost
+    : record.result && typeof record.result.cost === "number" ? record.result.cost : record.cost;
   $("cost").textContent = usd(cost);
   // a running run has a Cancel, and so has one waiting for people (the server ends it and its questions)
   $("cancel").disabled = $("cancel").hidden = status !== "running" && status !== "waiting";
@@ -82,7 +88,10 @@ async function open(detail) {
   facts(record);
   $("record").disabled = false;
   say(EVENT.shown, record);
-  const view = TeamrunView.mount(fresh, { result: record });
+  const view = TeamrunView.mount(fresh, {
+    result: record,
+    onRender: (drawn) => { if (shown && shown.id === id && shown.record) facts(shown.record, drawn); },
+  });
   if (record.source === "store" && !record.events) {
     $("run-view-note").textContent = "from the store: its outcome is kept, its timeline is not (the server that ran it kept no events)";
     return;
