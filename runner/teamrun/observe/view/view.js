@@ -443,6 +443,19 @@
       return label(owner);
     }
 
+    // Who and what a span is, with the invocation's number as its row says it: "researcher #2",
+    // "researcher #2: model call", "lead → researcher #2", "pricing: tool price_list".
+    labelOf(node) {
+      if (node.kind === "agent") return this.whoOf(node);
+      if (node.kind === "delegation") {
+        const worker = workerOf(node), asking = node.parent && node.parent.kind === "agent" ? this.whoOf(node.parent) : null;
+        return (asking || label(node).split(" → ")[0]) + " → " + (worker ? this.whoOf(worker) : iso(node.name));
+      }
+      const owner = this.ownerOf(node);
+      if (owner === node) return label(node);
+      return this.whoOf(owner) + (node.kind === "llm" ? ": model call" : node.kind === "tool" ? ": tool " + iso(node.name) : "");
+    }
+
     // One problem per failed invocation, with the levels it was seen at (a provider's 500 fails the model
     // call, the worker and the delegation to it: one line); cancelled spans are one line with their count.
     problems(agents) {
@@ -473,7 +486,7 @@
           items.push({ node, level: "limit", text: this.whoOf(node) + " stopped by a limit" + (node.data.stopped_by ? ": " + node.data.stopped_by : "") });
         }
         for (const n of node.notes) {
-          if (noteLevel(n) !== "info") items.push({ node, level: noteLevel(n), text: label(node).replace(/^agent /, "") + ": " + noteText(n) });
+          if (noteLevel(n) !== "info") items.push({ node, level: noteLevel(n), text: this.labelOf(node) + ": " + noteText(n) });
         }
       }
       const depthOrder = { llm: 0, tool: 0, agent: 1, delegation: 2 };
@@ -824,8 +837,8 @@
     // A bar's tooltip: what, how long (so far, while it runs) and its status.
     tooltip(bar) {
       const node = this.model.spans.get(bar.dataset.key);
-      if (node && bar.classList.contains("tv-who")) {  // a row: its path and its task (the start of it)
-        bar.title = node.path.map(iso).join(" → ") + (node.data.task ? "\n" + preview(node.data.task, 300) : "");
+      if (node && bar.classList.contains("tv-who")) {  // a row: its path and its whole task
+        bar.title = node.path.map(iso).join(" → ") + (node.data.task ? "\n" + text(node.data.task) : "");  // the whole task
         return;
       }
       if (!node || !bar.classList.contains("tv-bar") || bar.classList.contains("tv-backoff")) return;
@@ -891,7 +904,7 @@
           line.tabIndex = 0;
           line.setAttribute("role", "button");
           this.ticking(() => {
-            line.textContent = iso(node.name) + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
+            line.textContent = this.whoOf(node) + " · " + li.dataset.status + " · " + seconds(this.model.endOf(node) - node.start)
               + " · " + (usageUnknown(node) ? "usage not reported" : tokensOf(node) + " tokens · " + usd(costOf(node)));
           }, node.end === null);
           li.append(line);  // its task: on its timeline row and in its details
