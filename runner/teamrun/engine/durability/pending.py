@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import getpass
+import re
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from teamrun.logs import get_logger
@@ -29,7 +32,16 @@ from teamrun.tools.people import Answer, AskSite, PendingItem, answered_fields, 
 if TYPE_CHECKING:  # the store (SQLAlchemy) is imported only by runs that use one
     from teamrun.store.pending import PendingRecord, PendingRepository
 
-__all__ = ["CLAIMED_HERE", "POLL_S", "RunActivity", "SuspendingDesk", "call_key", "claim_run", "default_person"]
+__all__ = [
+    "CLAIMED_HERE",
+    "POLL_S",
+    "RunActivity",
+    "SuspendingDesk",
+    "call_key",
+    "claim_run",
+    "default_person",
+    "tree_order",
+]
 
 _log = get_logger(__name__)
 POLL_S = 0.5
@@ -64,6 +76,52 @@ def call_key(site: AskSite) -> str:
     return f"{site.invocation}#{site.turn}.{site.position}"
 
 
+_STEP = re.compile(r"^(?P<name>.*?)@(?P<turn>\d+)\.(?P<position>\d+)(?P<rest>.*)$")
+
+
+def tree_order(key: str) -> tuple[tuple[int, int, str, str], ...]:
+    """A call key (:func:`call_key`) as a place in the run's tree, for sorting: step by step from the entry
+    agent, each delegation by its delegating call's model-call number and position in the reply (numbers as
+    numbers: call 10 after call 9), then the asking call's own. A worker's question comes before a question
+    its delegating agent asks later, and the first delegation of a reply before the second."""
+    invocation, _, own = key.rpartition("#")
+    root, *steps = invocation.split("/")
+    order = [(0, 0, root, "")]
+    for step in steps:
+        found = _STEP.match(step)
+        order.append(
+            (int(found["turn"]), int(found["position"]), found["name"], found["rest"]) if found else (0, 0, step, "")
+        )
+    turn, _, position = own.partition(".")
+    if turn.isdigit() and position.isdigit():
+        order.append((int(turn), int(position), "", ""))
+    else:
+        order.append((0, 0, own, ""))
+    return tuple(order)
+
+
+_Order = tuple[tuple[int, int, str, str], ...]
+
+
+@dataclass(eq=False)
+class _Strand:
+    """One strand of a run (an agent invocation's loop, or one call of a reply): where it is in the tree, and
+    whether it works now (it does not while it waits for its workers, for a person, or for its turn to ask)."""
+
+    order: _Order | None
+    busy: int = 1
+
+
+@dataclass(eq=False)
+class _Asker:
+    order: _Order
+    turn: asyncio.Future[None]
+
+
+_strand: contextvars.ContextVar[_Strand | None] = contextvars.ContextVar("teamrun_strand", default=None)
+"""The strand the running task works for (tasks it starts inherit it until they start a strand of their own)."""
+
+
 class RunActivity:
     """What of one run is working, and what waits for a person.
 
@@ -71,7 +129,8 @@ class RunActivity:
     its workers is *waiting*; a call waiting for a person is *parked*. When
     nothing works and something is parked on a suspendable desk, :attr:`stuck` is set.
     Time during which a call waits for a person is :attr:`waited_s` (it does not count
-    against ``timeout_s``).
+    against ``timeout_s``). A call about to ask a person takes its turn to number its item
+    (:meth:`turn_to_ask`).
     """
 
     def __init__(self) -> None:
@@ -82,6 +141,10 @@ class RunActivity:
         self._confirming: asyncio.Task[None] | None = None
         self._waiting_since: float | None = None
         self._waited = 0.0
+        self._strands: set[_Strand] = set()
+        self._askers: list[_Asker] = []
+        self._asking: _Asker | None = None
+        self._granting: asyncio.Task[None] | None = None
 
     @property
     def waited_s(self) -> float:
@@ -90,23 +153,25 @@ class RunActivity:
         return self._waited + extra
 
     @contextlib.asynccontextmanager
-    async def working(self) -> AsyncIterator[None]:
+    async def working(self, key: str | None = None) -> AsyncIterator[None]:
+        """A strand works (``key``: its place in the run, an invocation's key or a call's :func:`call_key`)."""
+        strand = _Strand(tree_order(key) if key else None)
+        token = _strand.set(strand)
+        self._strands.add(strand)
         self.active += 1
         try:
             yield
         finally:
             self.active -= 1
+            self._strands.discard(strand)
+            _strand.reset(token)
             self._check()
 
     @contextlib.asynccontextmanager
     async def waiting(self) -> AsyncIterator[None]:
         """The strand waits for others (its workers, background tasks)."""
-        self.active -= 1
-        self._check()
-        try:
+        with self._idle():
             yield
-        finally:
-            self.active += 1
 
     @contextlib.asynccontextmanager
     async def parked_call(self, suspendable: bool) -> AsyncIterator[None]:
@@ -115,24 +180,61 @@ class RunActivity:
         self.suspendable += int(suspendable)
         if self._waiting_since is None:
             self._waiting_since = time.monotonic()
-        self.active -= 1
-        self._check()
         try:
-            yield
+            with self._idle():
+                yield
         finally:
-            self.active += 1
             self.parked -= 1
             self.suspendable -= int(suspendable)
             if self.parked == 0 and self._waiting_since is not None:
                 self._waited += time.monotonic() - self._waiting_since
                 self._waiting_since = None
 
+    @contextlib.asynccontextmanager
+    async def turn_to_ask(self, key: str) -> AsyncIterator[None]:
+        """Hold a call that asks a person until it may number its item, then let it number it.
+
+        Items are numbered in the order of the calls that asked (:func:`tree_order`), not in the order
+        concurrent branches reached a person: a call waits (not working) while a strand before it in the tree
+        still works (it may ask too) or an earlier call waits for its turn; the calls then take their turns
+        one by one. A branch after it in the tree never holds it back.
+        """
+        asker = _Asker(tree_order(key), asyncio.get_running_loop().create_future())
+        self._askers.append(asker)
+        try:
+            with self._idle():
+                await asker.turn
+                yield
+        finally:
+            self._askers.remove(asker)
+            if self._asking is asker:
+                self._asking = None
+            self._check()
+
+    @contextlib.contextmanager
+    def _idle(self) -> Iterator[None]:
+        """The current strand does not work while the block runs."""
+        strand = _strand.get()
+        if strand is not None:
+            strand.busy -= 1
+        self.active -= 1
+        self._check()
+        try:
+            yield
+        finally:
+            self.active += 1
+            if strand is not None:
+                strand.busy += 1
+
     def _all_wait(self) -> bool:
-        return self.active <= 0 and self.suspendable > 0
+        return self.active <= 0 and self.suspendable > 0 and not self._askers
 
     def _check(self) -> None:
+        loop = asyncio.get_running_loop()
         if self._all_wait() and not self.stuck.is_set() and self._confirming is None:
-            self._confirming = asyncio.get_running_loop().create_task(self._confirm())
+            self._confirming = loop.create_task(self._confirm())
+        if self._granting is None and self._next_asker() is not None:
+            self._granting = loop.create_task(self._grant())
 
     async def _confirm(self) -> None:
         try:
@@ -143,6 +245,37 @@ class RunActivity:
             self.stuck.set()
         finally:
             self._confirming = None
+
+    def _next_asker(self) -> _Asker | None:
+        """The asking call whose turn it is: the first in the tree, when no strand before it works."""
+        if self._asking is not None:
+            return None
+        waiting = [asker for asker in self._askers if not asker.turn.done()]
+        if not waiting:
+            return None
+        first = min(waiting, key=lambda asker: asker.order)
+        for strand in self._strands:
+            order = strand.order
+            if strand.busy > 0 and order is not None and order < first.order and first.order[: len(order)] != order:
+                return None  # an earlier branch still works (its own ancestors wait for it, they do not count)
+        return first
+
+    async def _grant(self) -> None:
+        """Give the next asking call its turn, once that stayed so for a few loop turns (a worker just
+        delegated, or a call just answered by the journal, gets to start working first)."""
+        try:
+            first = self._next_asker()
+            for _ in range(_CONFIRM_HOPS):
+                await asyncio.sleep(0)
+                if first is None or self._next_asker() is not first:
+                    return
+            assert first is not None
+            self._asking = first
+            first.turn.set_result(None)
+        finally:
+            self._granting = None
+            if self._asking is None:
+                self._check()
 
 
 class SuspendingDesk:
@@ -161,15 +294,16 @@ class SuspendingDesk:
         question, spec = item.question, item.spec()
         if self.mask is not None:
             question, spec["arguments"] = self.mask(question), self.mask(spec["arguments"])
-        record = await asyncio.to_thread(
-            self.items.open_item,
-            site.run_id,
-            call_key(site),
-            kind=item.kind,
-            agent=site.agent,
-            question=question,
-            spec=spec,
-        )
+        async with self._turn(site):
+            record = await asyncio.to_thread(
+                self.items.open_item,
+                site.run_id,
+                call_key(site),
+                kind=item.kind,
+                agent=site.agent,
+                question=question,
+                spec=spec,
+            )
         if record.status == "pending":
             site.emit("person_asked", **asked_fields(record.item_id, item))
             _log.info("person_asked", item=record.item_id, tool=item.tool)
@@ -189,6 +323,17 @@ class SuspendingDesk:
         if not record.used:  # said once, by the attempt that took it
             site.emit("person_answered", **answered_fields(record.item_id, item, answer))
         return answer
+
+    def _turn(self, site: AskSite) -> contextlib.AbstractAsyncContextManager[None]:
+        """The call's turn to number its item (:meth:`RunActivity.turn_to_ask`), when its run counts activity."""
+        activity = getattr(site.waiting, "__self__", None)  # the engine passes its RunActivity's parked_call
+        if not isinstance(activity, RunActivity):
+            return contextlib.nullcontext()
+        self._waits_turn(site)
+        return activity.turn_to_ask(call_key(site))
+
+    def _waits_turn(self, site: AskSite) -> None:
+        """Called when a call starts waiting for its turn to number its item (tests see the order forced)."""
 
     @staticmethod
     def _left(item: PendingItem, record: PendingRecord) -> float | None:

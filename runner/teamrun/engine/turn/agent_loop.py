@@ -194,6 +194,7 @@ class AgentLoop:
                         position=self._position(action.call),
                         messages=[*self.messages, *new],
                     ),
+                    key=f"{self.frame.key}#{self.turns}.{self._position(action.call)}",
                 )
                 for action in plan.actions
             )
@@ -247,9 +248,10 @@ class AgentLoop:
         return self.calls.index(call) if call in self.calls else len(self.calls)
 
 
-async def _working(ctx: RunContext, action: Coroutine[Any, Any, T]) -> T:
-    """``action`` counted as work of the run (:class:`~teamrun.engine.durability.pending.RunActivity`)."""
-    async with ctx.activity.working():
+async def _working(ctx: RunContext, action: Coroutine[Any, Any, T], *, key: str) -> T:
+    """``action`` (the call at ``key`` in the run) counted as work of the run
+    (:class:`~teamrun.engine.durability.pending.RunActivity`)."""
+    async with ctx.activity.working(key):
         return await action
 
 
@@ -261,7 +263,7 @@ async def run_agent(ctx: RunContext, frame: AgentFrame, task: str, reached: Reac
     that held the conversation. A remote agent's loop runs elsewhere.
     """
     kind = admit(ctx.config, frame.name, reached)
-    async with ctx.activity.working():
+    async with ctx.activity.working(frame.key):
         if kind == "remote":
             from teamrun.engine.remote.worker import run_remote
 
