@@ -22,6 +22,7 @@ from teamrun.cli.execute_cmd import (
 )
 from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option
 from teamrun.logs import hidden_log_events
+from teamrun.observe.bidi import for_terminal
 
 HELP = """Talk with a team, turn by turn. Every turn is a run of the team on your
 message with the conversation so far; after a handoff the next turn goes
@@ -239,7 +240,8 @@ class ChatSession:
         if result.workspace is not None and result.status in ("done", "budget_exhausted"):  # a turn the thread keeps
             self.workspace = result.workspace
         if result.final_text:
-            click.echo(f"{result.answered_by or self.team.config.supervisor}: {result.final_text}")
+            said = f"{result.answered_by or self.team.config.supervisor}: {result.final_text}"
+            click.echo(for_terminal(said, sys.stdout))  # control characters inert on a terminal
         if result.status == "waiting" and self.backend is not None:
             from teamrun.cli.answer_cmd import waiting_lines
 

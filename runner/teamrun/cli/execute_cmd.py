@@ -16,6 +16,7 @@ from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_op
 from teamrun.defaults import team_models
 from teamrun.errors import UsageError
 from teamrun.logs import add_log_secrets, hidden_log_events, log_line
+from teamrun.observe.bidi import for_terminal, inert
 
 HELP = """Run a team on an input and print the final answer on stdout.
 
@@ -350,7 +351,8 @@ def execute(
         )
     else:
         if result.final_text or result.status == "done":
-            click.echo(shown.text(result.final_text) if shown else result.final_text)
+            answer_text = shown.text(result.final_text) if shown else result.final_text
+            click.echo(for_terminal(answer_text, sys.stdout))  # inert on a terminal, byte for byte in a pipe
         if result.status not in ("done", "waiting"):
             _say(
                 logs,
@@ -447,7 +449,7 @@ def _say(logs: LogSettings, level: str, event: str, text: str, **fields: Any) ->
     if logs.log_format == "json":
         click.echo(log_line(level, event, message=text, **fields), err=True)
     else:
-        click.echo(text, err=True)
+        click.echo(inert(text), err=True)  # it may quote a model or a provider (a question, an error)
 
 
 def _progress_view(progress: str, logs: LogSettings) -> Any:

@@ -37,7 +37,7 @@ from teamrun.events import (
     content_fields,
 )
 from teamrun.money import format_usd
-from teamrun.observe.bidi import isolate
+from teamrun.observe.bidi import inert, isolate
 
 _MARKS = {
     "running": "●",
@@ -88,7 +88,7 @@ class PlainProgress:
             self.started = event.time  # times count from the run, not from start-up
         line = self._line(event)
         if line:
-            line = " ".join(line.split())  # one event, one line: tool errors can span several
+            line = inert(" ".join(line.split()))  # one event, one line: tool errors can span several
             if len(line) > _LINE_CHARS and not isinstance(event, RunWarning):  # a warning's cause ends it
                 line = line[: _LINE_CHARS - 1] + "…"
             self.stream.write(f"[{event.time - self.started:7.2f}s] {line}\n")
@@ -337,7 +337,7 @@ class LiveTree:
             mark = _MARKS.get(node.status, "·")
             extra = f"  {node.detail}" if node.detail else ""
             spent = f"{_tokens(node.tokens)}  {format_usd(node.cost)}" if node.usage_known else "usage not reported"
-            lines.append(f"{prefix}{branch}{mark} {isolate(node.name)}  {node.status}  {spent}{extra}")
+            lines.append(inert(f"{prefix}{branch}{mark} {isolate(node.name)}  {node.status}  {spent}{extra}"))
             child_prefix = prefix if top else prefix + ("   " if last else "│  ")
             for i, child in enumerate(node.children):
                 if len(lines) >= room:

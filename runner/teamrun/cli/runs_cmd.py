@@ -10,6 +10,7 @@ import click
 
 from teamrun.errors import UsageError
 from teamrun.money import format_usd
+from teamrun.observe.bidi import inert
 
 HELP = """List and show the runs a store holds: status, cost, tokens, and how to resume them.
 
@@ -188,4 +189,4 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
         lines += ["", view["final_text"]]
     if view["status"] in ("interrupted", "cancelled", "failed", "budget_exhausted") and view["team_file"]:
         lines += ["", f"resume it with `{resume_command(view['run_id'], store)}`"]
-    click.echo("\n".join(lines))
+    click.echo(inert("\n".join(lines)))  # the answer, the error and the pending questions come from models

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from teamrun.errors import UsageError
+from teamrun.observe.bidi import inert
 
 HELP = """List, show and delete threads: the conversations of `teamrun chat` and
 `teamrun execute --thread ID`, kept in the store (default: $TEAMRUN_STORE, else
@@ -89,7 +90,7 @@ def format_threads(found: list[Any]) -> str:
         for t in found
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return inert("\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows))
 
 
 @threads.command(
@@ -124,14 +125,16 @@ def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool
         )
         return
     click.echo(
-        f"thread {record.id} (team {record.team}, {record.turns} turn(s); "
-        f"next turn: {record.current_agent or 'the supervisor'})"
+        inert(
+            f"thread {record.id} (team {record.team}, {record.turns} turn(s); "
+            f"next turn: {record.current_agent or 'the supervisor'})"
+        )
     )
     for message in messages:
         who = "user" if message.role == "user" else (message.agent or message.role)
         where = f"[{message.scope}] " if message.scope else ""
         text = message.content if isinstance(message.content, str) else json.dumps(message.content)
-        click.echo(f"\n{where}#{message.turn} {who}:\n{text}")
+        click.echo(inert(f"\n{where}#{message.turn} {who}:\n{text}"))
 
 
 @threads.command(

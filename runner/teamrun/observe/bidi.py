@@ -1,4 +1,12 @@
-"""Names shown inside a line of text, isolated for the Unicode bidirectional algorithm.
+"""Text from a model, a provider or a file made safe to show on a terminal.
+
+:func:`inert` is the one rule for control characters: every terminal printer (the progress lines and tree,
+``runs show``, ``trace show``, ``threads show``, the pending-item listings, an answer printed on a terminal)
+passes what it prints through it, so an answer or an error holding ``ESC ] 0 ; ... BEL`` cannot set the
+terminal's title (nor OSC 52 write its clipboard, nor CSI clear the screen): each control character but
+newline and tab is shown as U+FFFD. :func:`cell` and :func:`isolate` (one line each) show newlines so too.
+
+Names shown inside a line of text are isolated for the Unicode bidirectional algorithm.
 
 A name (an agent's, a model's, a tool's, a team's) may hold right-to-left
 letters or bidi controls: an unclosed U+202E (RIGHT-TO-LEFT OVERRIDE) in a
@@ -14,10 +22,30 @@ they are: they cannot change the direction of anything.
 
 from __future__ import annotations
 
-__all__ = ["cell", "isolate"]
+__all__ = ["cell", "for_terminal", "inert", "isolate"]
 
 _CONTROLS = dict.fromkeys([*range(0x00, 0x20), *range(0x7F, 0xA0)], "\N{REPLACEMENT CHARACTER}")
 """C0 and C1 control characters (ESC starts a terminal escape sequence): shown as U+FFFD in a cell."""
+_INERT = {code: shown for code, shown in _CONTROLS.items() if chr(code) not in "\n\t"}
+"""The same, but for newline and tab: what :func:`inert` replaces."""
+
+
+def inert(text: str) -> str:
+    """``text`` safe to print on a terminal: each C0 and C1 control character but newline and tab (ESC, BEL,
+    CR, the one-byte CSI U+009B...) shown as U+FFFD; a CR LF line end is kept as a newline."""
+    return text.replace("\r\n", "\n").translate(_INERT)
+
+
+def for_terminal(text: str, stream: object) -> str:
+    """``text`` as printed on ``stream``: :func:`inert` when it is a terminal, as it is for a pipe or a file
+    (``teamrun execute ... > answer.txt`` keeps the answer byte for byte)."""
+    try:
+        tty = bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        tty = False
+    return inert(text) if tty else text
+
+
 _OPENERS = frozenset("\u2066\u2067\u2068")  # LRI, RLI, FSI
 _POP = "\u2069"  # PDI
 
@@ -26,8 +54,10 @@ def isolate(name: str) -> str:
     """``name`` between FSI and PDI when it holds a character outside ASCII; else ``name``.
 
     A PDI in ``name`` that closes nothing of the name's own is left out (it would end the isolate early);
-    isolates the name opens and leaves open are closed inside it.
+    isolates the name opens and leaves open are closed inside it. Control characters (a newline too) are
+    shown as U+FFFD, as in :func:`cell`.
     """
+    name = name.translate(_CONTROLS)
     if name.isascii():
         return name
     depth = 0

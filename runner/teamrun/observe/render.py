@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from teamrun.money import format_usd
-from teamrun.observe.bidi import isolate
+from teamrun.observe.bidi import inert, isolate
 from teamrun.observe.trace_read import UNFINISHED, Trace, TraceNode
 
 __all__ = ["TraceFormat", "render_json", "render_mermaid", "render_text", "render_trace"]
@@ -152,7 +152,7 @@ def render_text(trace: Trace, *, calls: bool = False) -> str:
             "note: the trace ends before the run did (killed or still running); "
             f"spans marked '{UNFINISHED}' never ended"
         )
-    return "\n".join(out)
+    return inert("\n".join(out))  # errors, names and notes come from models, providers and the file
 
 
 def _node_dict(node: TraceNode, origin: float) -> dict[str, Any]:
@@ -219,7 +219,7 @@ def render_mermaid(trace: Trace) -> str:
         for agent in agents:
             out.append(f"  {ident(root)} --> {box(agent)}")
             walk(agent)
-    return "\n".join(out)
+    return inert("\n".join(out))
 
 
 def render_trace(trace: Trace, fmt: TraceFormat = "text", *, calls: bool = False) -> str:
