@@ -71,5 +71,5 @@ def test_the_page_lists_a_waiting_runs_question_and_answers_it(serve: Any, tmp_p
 
         while (record := client.get(f"/v1/runs/{run_id}").json())["status"] in ("waiting", "running"):
             time.sleep(0.1)
-    assert question == "Which region?" and choices == ["eu-west-1", "us-east-1"]
+    assert question == "Which region?" and choices == ["choose one…", "eu-west-1", "us-east-1"]
     assert record["status"] == "done" and record["final_text"] == "deploying to us-east-1"

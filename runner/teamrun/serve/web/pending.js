@@ -15,7 +15,8 @@ function schemaHint(schema) {
                  schema.maximum !== undefined ? "at most " + schema.maximum : ""].filter(Boolean).join(", ");
   switch (schema.type) {
     case "string":
-      if (schema.pattern) return "text matching the pattern " + schema.pattern;
+      if (schema.pattern) return patternHint(schema.pattern);
+      if (schema.format === "date") return "a date like " + EXAMPLES["a date"];
       return schema.format ? "text (" + schema.format + ")" : "your answer (text)";
     case "integer": return "a whole number" + (range ? " (" + range + ")" : "");
     case "number": return "a number" + (range ? " (" + range + ")" : "");
@@ -27,6 +28,18 @@ function schemaHint(schema) {
     }
     default: return "your answer";
   }
+}
+
+// What a pattern asks for, in words: the kind of value it takes when one of our examples fits it (a date, a time,
+// an email address...), else the pattern itself, said as one.
+const EXAMPLES = { "a date": "2026-12-07", "a time": "14:30", "a date and time": "2026-12-07T14:30",
+                   "an email address": "name@example.com", "a whole number": "42", "a year": "2026" };
+
+function patternHint(pattern) {
+  let re;
+  try { re = new RegExp(pattern, "u"); } catch (e) { return "text of the form " + pattern; }
+  for (const [what, example] of Object.entries(EXAMPLES)) if (re.test(example)) return what + " like " + example;
+  return "text of the form " + pattern;
 }
 
 function pendingItem(item) {
@@ -49,11 +62,14 @@ function pendingItem(item) {
   const send = async (body) => {
     problem.textContent = "";
     $("pending-said").textContent = "";
+    $("pending-ok").textContent = "";
     try {
       await api(`/v1/runs/${encodeURIComponent(item.run_id)}/pending/${encodeURIComponent(item.id)}`, {
         method: "POST",
         body: JSON.stringify(body),
       });
+      const said = body.approve === undefined ? "your answer " + JSON.stringify(body.answer) : body.approve ? "approved" : "denied";
+      $("pending-ok").textContent = `Recorded: ${item.id} of run ${item.run_id}: ${said}. The run goes on.`;
       await loadPending();
       say(EVENT.answered, { run: item.run_id, item: item.id });
       if (shownRun() === item.run_id) openRun(item.run_id);  // follow it as it continues
@@ -78,9 +94,14 @@ function pendingItem(item) {
     form.append(note, approve, deny);
   } else {
     let field;
-    if (item.choices) {
+    if (item.choices) {  // nothing chosen for the person: the first choice is not a default
       field = el("select", "pending-value");
-      field.append(...item.choices.map((c) => { const o = el("option", "", c); o.value = c; return o; }));
+      const none = el("option", "", "choose one…");
+      none.value = "";
+      none.disabled = true;
+      none.selected = true;
+      field.append(none, ...item.choices.map((c) => { const o = el("option", "", c); o.value = c; return o; }));
+      field.required = true;
     } else {
       field = el("input", "pending-value");
       field.placeholder = schemaHint(item.answer_schema);
