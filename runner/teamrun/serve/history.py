@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
-from teamrun.serve.runs import RunHandle, RunRegistry, line_record, stored_record
+from teamrun.serve.runs import RunHandle, RunRegistry, line_record, reconciled, stored_record
 from teamrun.serve.served import Served
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ def list_runs(
 ) -> list[dict[str, Any]]:
     """The runs to list, newest first: the server's, then the store's (call it on the server's loop)."""
     teams = [name for name in served if team is None or name == team]
-    held = [_from_handle(h) for h in registry.held()]
+    held = [_from_handle(h) | {"reconciled": reconciled(h)} for h in registry.held()]
     return _merged(held, registry.store, served, teams, status=status, thread=thread, team=team, limit=limit)
 
 
@@ -128,7 +128,7 @@ async def list_runs_async(
 ) -> list[dict[str, Any]]:
     """:func:`list_runs` with the store's part in a thread (the server's handles are read on the loop)."""
     teams = [name for name in served if team is None or name == team]
-    held = [_from_handle(h) for h in registry.held()]
+    held = [_from_handle(h) | {"reconciled": reconciled(h)} for h in registry.held()]
     return await asyncio.to_thread(
         _merged, held, registry.store, served, teams, status=status, thread=thread, team=team, limit=limit
     )
@@ -146,7 +146,9 @@ def _merged(
     limit: int,
 ) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
+    truth = _continued_elsewhere(store, [row for row in held if row.pop("reconciled")]) if store else {}
     for row in held:
+        row = truth.get(row["id"], row)
         if (
             row["team"] in teams
             and (status is None or row["status"] == status)
@@ -167,6 +169,26 @@ def _merged(
         row["started_at"] = _dt.datetime.fromtimestamp(float(row["created"] or 0), _dt.UTC).isoformat()
         shown.append(served[row["team"]].redactor.value(row))
     return shown
+
+
+def _continued_elsewhere(store: Store, held: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The store's row of each held run (stopped here) whose stored status is not what this server holds: another
+    process continued it since (``teamrun answer``, ``resume``); the store is the truth (blocking)."""
+    import sqlalchemy as sa
+
+    from teamrun.store.journal import StoreJournal
+    from teamrun.store.schema import runs
+
+    said = {row["id"]: row["status"] for row in held}
+    ids = list(said)
+    changed: list[str] = []
+    with store.errors("listing runs"), store.engine.connect() as conn:
+        for start in range(0, len(ids), 500):
+            query = sa.select(runs.c.id, runs.c.status).where(runs.c.id.in_(ids[start : start + 500]))
+            changed.extend(str(row[0]) for row in conn.execute(query) if row[1] != said[str(row[0])])
+    journal = StoreJournal(store)
+    found = (journal.get_run(run_id) for run_id in changed)
+    return {run.run_id: _from_store(run) for run in found if run is not None and run.shown_status() != said[run.run_id]}
 
 
 class EventKeeper:

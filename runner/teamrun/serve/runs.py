@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AlreadyDecided",
     "BudgetTooHigh",
+    "FoundRun",
     "NoThreads",
     "RunHandle",
     "RunRegistry",
@@ -50,6 +51,7 @@ __all__ = [
     "ShuttingDown",
     "check_budgets",
     "line_record",
+    "reconciled",
     "store_people",
     "stored_record",
 ]
@@ -312,6 +314,27 @@ def stored_record(run: JournaledRun, *, events: bool = False) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class FoundRun:
+    """A run as the server answers for it (:meth:`RunRegistry.find`): the one it holds, or the store's record."""
+
+    handle: RunHandle | None
+    stored: JournaledRun | None
+    """The store's record when it was read (``None`` for a run running here, or without a store)."""
+
+    @property
+    def held(self) -> bool:
+        """The handle is the truth (it runs here, or the store agrees with it); else the store's record is."""
+        handle, stored = self.handle, self.stored
+        return handle is not None and (stored is None or stored.shown_status() == handle.state)
+
+
+def reconciled(handle: RunHandle) -> bool:
+    """Whether what ``handle`` says of its run must be checked against the store: it ran and stopped here (over,
+    or waiting), so another process (``teamrun answer``, ``resume``, another server) may have continued it since."""
+    return handle.finished and handle.result is not None
+
+
+@dataclass(frozen=True)
 class CancelAnswer:
     """What a request to cancel a run came to (:meth:`RunRegistry.request_cancel`)."""
 
@@ -376,6 +399,15 @@ class RunRegistry:
     def held(self) -> list[RunHandle]:
         """The runs this server holds (running, and the latest :attr:`keep_finished` finished ones), oldest first."""
         return list(self._runs.values())
+
+    async def find(self, run_id: str) -> FoundRun:
+        """``run_id`` as this server answers for it: the handle it holds while the run runs here; once it stopped
+        here, the store's record too, which wins when they differ (another process continued it since)."""
+        handle = self._runs.get(run_id)
+        if handle is not None and (self.store is None or not reconciled(handle)):
+            return FoundRun(handle, None)
+        stored = await asyncio.to_thread(self.stored, run_id) if self.store is not None else None
+        return FoundRun(handle, stored)
 
     def stored(self, run_id: str) -> JournaledRun | None:
         """The store's record of a run this server no longer holds (blocking); ``None`` without a store."""

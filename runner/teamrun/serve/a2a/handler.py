@@ -329,15 +329,13 @@ class TeamAgent(RequestHandler):
 
     async def _view(self, run_id: str) -> RunView | None:
         """The run ``run_id`` of this team, as ``GET /v1/runs/{id}`` finds it: held here, else in the store."""
-        registry = self.registry
-        handle = registry.get(run_id)
+        found = await self.registry.find(run_id)
+        handle, stored = found.handle, found.stored
         if handle is not None and handle.team != self.team:
             return None
-        if handle is not None and not (handle.state == "waiting" and registry.store is not None):
-            return self._handle_view(handle, ())
-        stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
-        if handle is not None and (stored is None or stored.shown_status() == "waiting"):
-            return self._handle_view(handle, await self._pending(run_id))
+        if found.held and handle is not None:
+            waits = handle.state == "waiting" and self.registry.store is not None
+            return self._handle_view(handle, await self._pending(run_id) if waits else ())
         if stored is None or stored.team != self.team:
             return None
         pending = await self._pending(run_id) if stored.shown_status() == "waiting" else ()

@@ -38,17 +38,14 @@ async def create_run(state: State, body: RunRequest) -> JSONResponse:
 
 @router.get("/v1/runs/{run_id}")
 async def get_run(state: State, run_id: str) -> dict[str, Any]:
-    registry = state.registry
-    handle = registry.get(run_id)
-    if handle is not None and not (handle.state == "waiting" and registry.store is not None):
-        return handle.record()
-    stored = await asyncio.to_thread(registry.stored, run_id) if registry.store is not None else None
-    if handle is not None and (stored is None or stored.shown_status() == "waiting"):
-        return handle.record()  # a waiting run continued elsewhere (`teamrun answer`) is read from the store
+    found = await state.registry.find(run_id)
+    if found.held and found.handle is not None:
+        return found.handle.record()
+    stored = found.stored  # never held here, or continued by another process since it stopped here
     if stored is None or stored.team not in state.served:  # the store's runs of teams served here only
         raise ApiError.run_not_found(run_id)
-    assert registry.store is not None
-    kept = run_id in await asyncio.to_thread(registry.store.run_events.kept, [run_id])
+    assert state.store is not None
+    kept = run_id in await asyncio.to_thread(state.store.run_events.kept, [run_id])
     shown: dict[str, Any] = state.served[stored.team].redactor.value(stored_record(stored, events=kept))
     return shown
 
