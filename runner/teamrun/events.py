@@ -297,6 +297,10 @@ class LlmEnd(Event):
     """Why it failed (after retries)."""
     finish_reason: str | None = None
     """Why the model stopped writing: ``stop``, ``tool_calls``, ``length`` (cut off at ``max_tokens``)..."""
+    model: str | None = None
+    """For an agent with ``fallbacks``: the model of its list that answered."""
+    fallback: str | None = None
+    """When a fallback answered: ``"openai/b after openai/a failed: server error (HTTP 500)"``."""
 
 
 @_kind("llm_retry")

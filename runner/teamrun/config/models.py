@@ -27,6 +27,8 @@ __all__ = [
     "Check",
     "CompleteHook",
     "Delegation",
+    "FallbackModel",
+    "FallbackReason",
     "History",
     "Hooks",
     "IterationHook",
@@ -139,6 +141,35 @@ class Limits(_Strict):
     """A peer team: board tasks that may be completed; the run stops there (`budget_exhausted`) if tasks are left."""
 
 
+FallbackReason = Literal[
+    "server_error", "rate_limited", "timeout", "connection", "malformed", "not_found", "context_window"
+]
+"""Why a model's request may go on to the next one of its `fallbacks` (:data:`teamrun.llm.fallbacks.FALLBACK_REASONS`)."""
+
+
+class FallbackModel(_Strict):
+    """One model of a `fallbacks` list, with its own endpoint, key, retries and parameters."""
+
+    model: str
+    """LiteLLM model string, e.g. `openai/gpt-4o-mini`."""
+    api_base: str | None = None
+    """Base URL of this model's provider (default: the provider's own, or `--api-base`)."""
+    api_key_env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    """Name of the environment variable that holds this model's API key."""
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    """Sampling temperature."""
+    max_tokens: PositiveInt | None = None
+    """Largest completion one call may produce."""
+    request_timeout_s: PositiveFloat | None = None
+    """Seconds one request may take before it is retried."""
+    num_retries: NonNegativeInt | None = None
+    """Retries of this model before the next one is asked (default 3)."""
+    stream: bool | None = None
+    """Stream the response (default false)."""
+    model_params: dict[str, Any] | None = None
+    """Extra provider parameters passed through to LiteLLM unchanged."""
+
+
 class ModelFields(_Strict):
     """How an agent's model is called. Any LiteLLM model string works."""
 
@@ -160,6 +191,10 @@ class ModelFields(_Strict):
     """Stream the model's response (default false)."""
     model_params: dict[str, Any] | None = None
     """Extra provider parameters passed through to LiteLLM unchanged (e.g. `top_p`, `seed`)."""
+    fallbacks: list[FallbackModel] | None = None
+    """Models asked in order, with the same request, when the one before failed for a reason in `fallback_on` (after its own retries), e.g. `[{model: openai/gpt-4o-mini, api_key_env: OPENAI_API_KEY}]`. Each entry's unset fields are teamrun's defaults, not this model's (its `api_base` is the provider's own, or `--api-base`). A model that keeps failing is skipped for a cool-down (a circuit breaker shared by every run of the process). An agent's list replaces the one in `defaults`; an agent's `[]` turns it off."""
+    fallback_on: Annotated[list[FallbackReason], Field(min_length=1)] | None = None
+    """The failures that pass a request on to the next model of `fallbacks` (default: all of them): `server_error` (5xx), `rate_limited` (429 past the retries), `timeout`, `connection`, `malformed`, `not_found` (the model is not there), `context_window` (the conversation does not fit)."""
 
 
 class MessageFilter(_Strict):

@@ -147,6 +147,21 @@ class AgentSpend:
 
 
 @dataclass
+class ModelSpend:
+    """What one model (the team file's model string) answered in a run, over every agent."""
+
+    usage: Usage = field(default_factory=Usage)
+    cost: float = 0.0
+    calls: int = 0
+    fallback_calls: int = 0
+    """Calls it answered as a fallback, after a model before it in the list failed or was skipped."""
+
+    def as_dict(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"usage": self.usage.as_dict(), "cost": self.cost, "calls": self.calls}
+        return shown | ({"fallback_calls": self.fallback_calls} if self.fallback_calls else {})
+
+
+@dataclass
 class RunResult:
     """The outcome of ``team.run(...)``. Never lost: a failed or stopped run still has one."""
 
@@ -176,6 +191,8 @@ class RunResult:
     """The thread this run is a turn of (``run(..., thread=...)``, ``--thread``)."""
     acceptance: list[AcceptanceRecord] = field(default_factory=list)
     """Every agent invocation that had ``accept:`` checks (its own or the team's), in the order they ended."""
+    models: dict[str, ModelSpend] = field(default_factory=dict)
+    """Tokens, cost and calls by the model that answered them (a fallback's under its own name)."""
     workspace: dict[str, Any] | None = None
     """The shared workspace at the run's end (``{version, entries: {name: {version, value, written_by}}}``);
     ``None`` when the team file has no ``workspace:``."""
@@ -214,6 +231,7 @@ class RunResult:
             **({} if self.usage_known else {"usage_known": False}),
             "duration_s": round(self.duration_s, 3),
             "agents": {name: spend.as_dict() for name, spend in self.agents.items()},
+            "models": {name: spend.as_dict() for name, spend in self.models.items()},
             "delegations": [d.as_dict() for d in self.delegations],
             "hook_errors": self.hook_errors,
             "warnings": self.warnings,

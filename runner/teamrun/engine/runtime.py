@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from teamrun.config.models import Agent, Limits, ModelFields, TeamConfig
+from teamrun.config.models import Agent, FallbackModel, Limits, ModelFields, TeamConfig
 from teamrun.defaults import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -23,12 +23,12 @@ from teamrun.engine.durability.journal import RunJournal
 from teamrun.engine.durability.pending import RunActivity
 from teamrun.engine.limits.ledger import BudgetLedger
 from teamrun.engine.references import ResultStore
-from teamrun.engine.result import AcceptanceRecord, DelegationResult, RunResult
+from teamrun.engine.result import AcceptanceRecord, DelegationResult, ModelSpend, RunResult
 from teamrun.engine.tool_sources import StartedSources
 from teamrun.engine.workspace.state import WorkspaceState
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.offline import is_offline_model
-from teamrun.llm.types import ChatModel, ModelSettings
+from teamrun.llm.types import ChatModel, ModelReply, ModelSettings
 from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver
 from teamrun.tools.base import Tool, ToolSource
@@ -157,7 +157,30 @@ class RunContext:
             num_retries=DEFAULT_NUM_RETRIES if merged["num_retries"] is None else merged["num_retries"],
             stream=bool(merged["stream"]),
             extra=dict(merged["model_params"] or {}),
+            fallbacks=() if self.model_override else self._fallbacks(merged["fallbacks"] or ()),
+            fallback_on=frozenset(merged["fallback_on"]) if merged["fallback_on"] else None,
         )
+
+    def _fallbacks(self, entries: Iterable[FallbackModel]) -> tuple[ModelSettings, ...]:
+        """A ``fallbacks`` list as settings: each entry's own fields over teamrun's defaults (not the agent's),
+        its endpoint its own, else the run's (``--api-base``) for a model that is not ``offline``."""
+        chosen = []
+        for one in entries:
+            run_base = None if is_offline_model(one.model.strip()) else self.api_base
+            chosen.append(
+                ModelSettings(
+                    model=one.model,
+                    api_base=one.api_base or run_base,
+                    api_key_env=one.api_key_env,
+                    temperature=one.temperature,
+                    max_tokens=one.max_tokens,
+                    timeout_s=one.request_timeout_s,
+                    num_retries=DEFAULT_NUM_RETRIES if one.num_retries is None else one.num_retries,
+                    stream=bool(one.stream),
+                    extra=dict(one.model_params or {}),
+                )
+            )
+        return tuple(chosen)
 
     def judge_settings(self, settings: ModelSettings) -> ModelSettings:
         """A judge's settings (``accept:``, ``until:``) with the run's endpoint where the judge names none:
@@ -186,6 +209,14 @@ class RunContext:
 
     def record_delegation(self, result: DelegationResult) -> None:
         self.result.delegations.append(result)
+
+    def record_model_call(self, model: str, reply: ModelReply) -> None:
+        """A model call answered by ``model`` (of the agent's list: the first, or a fallback)."""
+        spend = self.result.models.setdefault(model, ModelSpend())
+        spend.usage = spend.usage + reply.usage
+        spend.cost += reply.cost_usd
+        spend.calls += 1
+        spend.fallback_calls += reply.fallback is not None
 
     def record_handoff(self, frame: AgentFrame, target: str) -> None:
         self.result.handoffs.append({"from": frame.name, "to": target, "agent_path": list(frame.path)})

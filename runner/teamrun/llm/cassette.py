@@ -152,7 +152,9 @@ def fingerprint(
 
 # -- replies as data --------------------------------------------------------------------
 def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
-    return {
+    """The reply as JSON data (a journal entry, a cassette line); ``answered_by`` and ``fallback`` only when a
+    fallback list answered it."""
+    data: dict[str, Any] = {
         "text": reply.text,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
         "usage": {
@@ -164,6 +166,11 @@ def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
         "model": reply.model,
         "finish_reason": reply.finish_reason,
     }
+    if reply.answered_by:
+        data["answered_by"] = reply.answered_by
+    if reply.fallback:
+        data["fallback"] = reply.fallback
+    return data
 
 
 def reply_from_dict(data: Mapping[str, Any]) -> ModelReply:
@@ -179,6 +186,8 @@ def reply_from_dict(data: Mapping[str, Any]) -> ModelReply:
         cost_usd=float(data.get("cost_usd", 0.0)),
         model=str(data.get("model", "")),
         finish_reason=data.get("finish_reason"),
+        answered_by=str(data.get("answered_by") or ""),
+        fallback=data.get("fallback") if isinstance(data.get("fallback"), str) else None,
     )
 
 

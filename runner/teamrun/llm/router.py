@@ -5,7 +5,9 @@ Importing LiteLLM takes seconds, and a team that runs on the ``offline`` model
 sends ``offline`` and ``offline/...`` models to :class:`~teamrun.llm.offline.OfflineChatModel`
 and builds the :class:`~teamrun.llm.adapter.LiteLLMChatModel` — importing
 LiteLLM — only for the first other model: at :meth:`ModelRouter.prepare` (before a run
-starts, so the import is not paid inside a model call) or, failing that, on the first call.
+starts, so the import is not paid inside a model call) or, failing that, on the first call. A model with
+``fallbacks`` is asked through :func:`~teamrun.llm.fallbacks.complete_in_order` and the process's circuit
+breakers (:func:`~teamrun.llm.breaker.process_breakers`, unless the router was given its own).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from teamrun.llm.breaker import BreakerRegistry, process_breakers
+from teamrun.llm.fallbacks import complete_in_order
 from teamrun.llm.offline import OfflineChatModel, is_offline_model
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 
@@ -29,11 +33,13 @@ class ModelRouter:
     """A :class:`~teamrun.llm.types.ChatModel` choosing the simulator or LiteLLM by model name.
 
     ``adapter_options`` are passed to :class:`~teamrun.llm.adapter.LiteLLMChatModel`
-    when it is built (``on_retry``, backoff settings...).
+    when it is built (``on_retry``, backoff settings...). ``breakers``: the circuit breakers of the models with
+    fallbacks (default: the process's, shared by every run).
     """
 
-    def __init__(self, **adapter_options: Any) -> None:
+    def __init__(self, *, breakers: BreakerRegistry | None = None, **adapter_options: Any) -> None:
         self.offline = OfflineChatModel()
+        self._breakers = breakers
         self._adapter_options = adapter_options
         self._adapter: LiteLLMChatModel | None = None
         self._lock = threading.Lock()
@@ -80,8 +86,13 @@ class ModelRouter:
         tools: Sequence[ToolSchema] = (),
         response_format: Mapping[str, Any] | None = None,
     ) -> ModelReply:
-        model = self.offline if is_offline_model(settings.model.strip()) else self.litellm_model()
-        return await model.complete(messages, settings=settings, tools=tools, response_format=response_format)
+        async def ask(one: ModelSettings) -> ModelReply:
+            model = self.offline if is_offline_model(one.model.strip()) else self.litellm_model()
+            return await model.complete(messages, settings=one, tools=tools, response_format=response_format)
+
+        if not settings.fallbacks:
+            return await ask(settings)
+        return await complete_in_order(ask, settings, self._breakers or process_breakers())
 
 
 def _needs_litellm(models: Iterable[str]) -> bool:

@@ -96,6 +96,12 @@ class ModelSettings:
     stream: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Provider-specific parameters passed through to ``litellm.acompletion``."""
+    fallbacks: tuple[ModelSettings, ...] = ()
+    """The models asked in order, each with the same request, when the one before failed for a reason of
+    :attr:`fallback_on` (:mod:`teamrun.llm.fallbacks`); each has its own endpoint, key, retries and parameters."""
+    fallback_on: frozenset[str] | None = None
+    """The failures that pass the request on to the next model (:data:`teamrun.llm.fallbacks.FALLBACK_REASONS`);
+    ``None``: every one of them."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,11 @@ class ModelReply:
     cost_usd: float = 0.0
     model: str = ""
     finish_reason: str | None = None
+    answered_by: str = ""
+    """The model of the settings' list that answered (the team file's model string); ``""``: the one asked."""
+    fallback: str | None = None
+    """Why a fallback answered, e.g. ``"openai/b after openai/a failed: server error (HTTP 500)"``; ``None``
+    when the first model did."""
 
     def as_message(self) -> Message:
         """The assistant message to append to the conversation history."""

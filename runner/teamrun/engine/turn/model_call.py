@@ -19,7 +19,14 @@ In order:
    :mod:`teamrun.bounds` still refuses the call — but which UTF-8, the journal, the
    events and the provider the conversation goes back to can carry;
 4. the reply's tokens and cost are charged to the frame's ledger (a step for
-   the agent's own turns) and the span ends (``llm_end``).
+   the agent's own turns) and to the model that answered it (the run's usage per model), and the span ends
+   (``llm_end``; for a model with ``fallbacks``, with the ``model`` of the list that answered and, when it was
+   not the first, the ``fallback`` note: ``"openai/b after openai/a failed: server error (HTTP 500)"``).
+
+Which model answered is part of the journaled reply: a replayed call (a resume, ``--replay``) is answered from
+the journal whichever model of the list answered it, and is counted under that model; a call not in the journal
+starts again at the list's first model (skipped only while its circuit breaker is open — a new process starts
+with every breaker closed).
 """
 
 from __future__ import annotations
@@ -107,13 +114,23 @@ async def call_model(
         finally:
             current_scope.reset(scope)
         frame.ledger.charge_model(reply.usage, reply.cost_usd, step=call.step)
+        ctx.record_model_call(reply.answered_by or settings.model, reply)
         span.end.update(
             usage=reply.usage.as_dict(),
             cost=reply.cost_usd,
             tool_calls=[c.name for c in reply.tool_calls],
             finish_reason=reply.finish_reason,
+            **_answered(reply),
         )
     return reply
+
+
+def _answered(reply: ModelReply) -> dict[str, str]:
+    """``llm_end``'s ``model`` (which of the list answered) and ``fallback`` (why not the first), for a model
+    with fallbacks; nothing for one without (its ``llm_start`` names it)."""
+    if not reply.answered_by:
+        return {}
+    return {"model": reply.answered_by, **({"fallback": reply.fallback} if reply.fallback else {})}
 
 
 def carried(reply: ModelReply) -> ModelReply:

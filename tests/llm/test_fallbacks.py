@@ -1,0 +1,199 @@
+"""Fallbacks and circuit breakers against two fake providers (issue 45.1 and 45.4): a run whose first model fails
+ends on the second with the answer it gives alone; the breaker, shared by the runs of a process, keeps requests
+from a failing provider during its cool-down (a stepped clock, no sleeps) and sends one probe after it."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import teamrun
+from teamrun.events import Event, LlmEnd
+from teamrun.llm import breaker
+from teamrun.llm.breaker import BreakerRegistry
+from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, text, tool_calls
+
+
+class Clock:
+    """A clock the test steps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The process's breakers, fresh and on a stepped clock."""
+    stepped = Clock()
+    monkeypatch.setattr(breaker, "_process_breakers", BreakerRegistry(clock=stepped))
+    return stepped
+
+
+@pytest.fixture
+def second(fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    """The second provider (the fallback's)."""
+    with FakeOpenAI() as server:
+        yield server
+
+
+def supervisor_team(
+    tmp_path: Path, first: FakeOpenAI, second: FakeOpenAI, *, primary: str = "", fallback: bool = True
+) -> Path:
+    """A lead delegating to a writer; both on ``openai/primary`` at ``first`` falling back to ``openai/backup`` at
+    ``second`` (or on ``openai/backup`` alone with ``fallback=False``)."""
+    if fallback:
+        lines = ["model: openai/primary", f"api_base: {first.url}", *(primary or "num_retries: 0").splitlines()]
+        lines += ["fallbacks:", "  - model: openai/backup", f"    api_base: {second.url}", "    num_retries: 0"]
+        model = "\n".join(lines)
+    else:
+        model = f"model: openai/backup\napi_base: {second.url}\n"
+    body = textwrap.dedent("""\
+        version: 1
+        name: falls
+        supervisor: lead
+        defaults:
+        {model}
+        agents:
+          lead:
+            instructions: Lead.
+            delegates_to: [writer]
+          writer:
+            instructions: Write.
+        """).format(model=textwrap.indent(model, "  ").rstrip())
+    path = tmp_path / ("fallback.yaml" if fallback else "alone.yaml")
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def script_backup(server: FakeOpenAI) -> None:
+    server.script(
+        "backup",
+        [tool_calls(("ask_writer", {"task": "a haiku"})), text("an old pond"), text("the writer wrote: an old pond")],
+    )
+
+
+def run(path: Path) -> tuple[teamrun.RunResult, list[Event]]:
+    events: list[Event] = []
+    result = teamrun.load_team(path).run_sync("Write a haiku.", subscribers=[events.append])
+    return result, events
+
+
+FAILURES: dict[str, tuple[Reply, str, str]] = {
+    "server_error": (http_error(500), "", "server error (HTTP 500)"),
+    "rate_limited": (http_error(429, retry_after=0), "num_retries: 1", "rate limited (HTTP 429)"),
+    "timeout": (hang(30), "request_timeout_s: 0.3\nnum_retries: 0", "timed out"),
+    "not_found": (
+        http_error(404, message="The model `primary` does not exist", code="model_not_found"),
+        "",
+        "model not found (HTTP 404)",
+    ),
+}
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+def test_a_run_whose_first_model_fails_ends_done_on_the_second_with_its_own_answer(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock, failure: str
+) -> None:
+    reply, primary, why = FAILURES[failure]
+    fake_openai.handler("primary", lambda _request: reply)
+    script_backup(second)
+    alone, _ = run(supervisor_team(tmp_path, fake_openai, second, fallback=False))
+    script_backup(second)
+
+    result, events = run(supervisor_team(tmp_path, fake_openai, second, primary=primary))
+
+    assert result.status == "done", result.error
+    assert result.final_text == alone.final_text == "the writer wrote: an old pond"
+    ends = [e for e in events if isinstance(e, LlmEnd)]
+    assert [e.model for e in ends] == ["openai/backup"] * 3
+    assert [e.fallback for e in ends] == [
+        f"openai/backup after openai/primary failed: {why}",
+        f"openai/backup after openai/primary failed: {why}",
+        f"openai/backup after openai/primary failed: {why}",
+    ]
+    assert set(result.models) == {"openai/backup"}
+    spend = result.as_dict()["models"]["openai/backup"]
+    assert spend["calls"] == 3 and spend["fallback_calls"] == 3
+    second.assert_complete()
+
+
+def test_the_breaker_keeps_the_next_run_off_a_provider_that_failed_three_calls_in_a_row(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock
+) -> None:
+    fake_openai.handler("primary", lambda _request: http_error(503))
+    script_backup(second)
+    script_backup(second)
+    path = supervisor_team(tmp_path, fake_openai, second)
+
+    first, _ = run(path)
+    clock.now += 10.0
+    result, events = run(path)
+
+    assert first.status == result.status == "done"
+    assert len(fake_openai.requests("primary")) == 3  # the first run's three calls; then the breaker opened
+    notes = {e.fallback for e in events if isinstance(e, LlmEnd)}
+    assert notes == {
+        "openai/backup after openai/primary skipped: circuit open after 3 failed calls (20s of its cool-down left)"
+    }
+    second.assert_complete()
+
+
+def solo_team(tmp_path: Path, first: FakeOpenAI, second: FakeOpenAI) -> Path:
+    path = tmp_path / "solo.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+            version: 1
+            name: solo
+            supervisor: solo
+            agents:
+              solo:
+                model: openai/primary
+                api_base: {first.url}
+                num_retries: 0
+                fallbacks:
+                  - {{model: openai/backup, api_base: "{second.url}", num_retries: 0}}
+            """),
+        encoding="utf-8",
+    )
+    return path
+
+
+async def _runs(team: teamrun.Team, count: int) -> list[teamrun.RunResult]:
+    return await asyncio.gather(*(team.run(f"question {i}") for i in range(count)))
+
+
+def test_the_breaker_is_shared_by_concurrent_runs_no_request_in_its_cool_down_one_probe_after(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock
+) -> None:
+    healthy = False
+    fake_openai.handler("primary", lambda _request: text("from primary") if healthy else http_error(500))
+    second.handler("backup", lambda _request: text("from backup"))
+    team = teamrun.load_team(solo_team(tmp_path, fake_openai, second))
+
+    opening = [asyncio.run(_runs(team, 1))[0] for _ in range(3)]  # one at a time: three failures open it
+    assert [r.final_text for r in opening] == ["from backup"] * 3
+    assert len(fake_openai.requests("primary")) == 3
+
+    clock.now += 29.0  # inside the cool-down: 20 concurrent runs, none asks the first provider
+    during = asyncio.run(_runs(team, 20))
+    assert {r.final_text for r in during} == {"from backup"}
+    assert len(fake_openai.requests("primary")) == 3
+
+    clock.now += 1.0  # the cool-down is over: one probe among 20 runs; it fails, the breaker opens again
+    after = asyncio.run(_runs(team, 20))
+    assert {r.final_text for r in after} == {"from backup"}
+    assert len(fake_openai.requests("primary")) == 4
+
+    healthy = True
+    clock.now += 30.0  # the probe succeeds: the breaker closes and the first model answers again
+    assert asyncio.run(_runs(team, 1))[0].final_text == "from primary"
+    recovered = asyncio.run(_runs(team, 5))
+    assert {r.final_text for r in recovered} == {"from primary"}
+    assert len(fake_openai.requests("primary")) == 10
