@@ -103,7 +103,7 @@ def test_plain_progress_has_one_line_per_notable_event(plain_team: Path, fake_op
     assert lines[0] == "lead: started (openai/lead)"
     assert lines[-2] == f"lead: ok ({_tok(lead)}, $0.0000)"
     total = result.usage.total_tokens
-    summary = rf"run done in \d+\.\d\ds, {re.escape(_tok(total))}, \$0\.0000"
+    summary = rf"run done in \d+\.\d\ds, {re.escape(_tok(total))}, \$0\.0000 \(cost unknown for models .*\)"
     assert re.fullmatch(summary, lines[-1]), lines[-1]
     failed = [line for line in lines if line.startswith("lead → beta: error: ")]
     assert len(failed) == 1 and "400" in failed[0], lines
@@ -169,11 +169,12 @@ TREE_TEAM = """\
 
 
 def _final_frame(output: str) -> tuple[list[str], int | None]:
-    """The last frame drawn, and how many lines the redraw before it moved up over."""
+    """The last frame drawn, and how many lines the redraw before it moved up over (the line said below the
+    last frame about models without a price left out: the fake server's models have none)."""
     moves = list(re.finditer(r"\x1b\[(\d+)F\x1b\[J", output))
-    if not moves:
-        return output.splitlines(), None
-    return output[moves[-1].end() :].splitlines(), int(moves[-1].group(1))
+    lines = output[moves[-1].end() :].splitlines() if moves else output.splitlines()
+    frame = [line for line in lines if not line.startswith("cost unknown for model")]
+    return frame, int(moves[-1].group(1)) if moves else None
 
 
 def test_live_tree_final_frame_shows_nesting_statuses_and_tokens(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
@@ -423,6 +424,22 @@ def test_execute_progress_plain_writes_progress_to_stderr_only(
     fake_openai.assert_complete()
 
 
+def test_execute_progress_plain_says_an_unknown_cost_once_in_the_summary(
+    plain_team: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["execute", str(plain_team), "-i", "go", "--progress", "plain"]) == 0
+    err = capsys.readouterr().err
+    assert "llm_cost_unknown" not in err, err  # no log line in the middle of the progress
+    assert [line for line in err.splitlines() if "cost unknown" in line] == [
+        next(line for line in err.splitlines() if " run done in " in line)
+    ], err
+    assert re.search(
+        r"run done in \d+\.\d\ds, \S+ tok, \$0\.0000 \(cost unknown for models openai/lead, openai/alpha: "
+        r"counted as \$0; max_cost_usd cannot limit it\)$",  # beta's one call failed: nothing to price
+        err.splitlines()[-1],
+    ), err
+
+
 def test_execute_progress_tree_writes_the_tree_to_stderr_only(
     plain_team: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -438,10 +455,10 @@ def test_execute_progress_tree_writes_the_tree_to_stderr_only(
     fake_openai.assert_complete()
 
 
-def test_execute_progress_tree_keeps_log_lines_readable(
+def test_execute_progress_tree_says_an_unknown_cost_once_below_the_tree(
     tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # model names no other test uses: LiteLLM's "no price for this model" warning comes once per model
+    # models LiteLLM has no price for: said once, below the last frame, not as log lines across the tree
     fake_openai.script("tree_lead_7f3a", [tool_calls(("ask_helper", {"task": "help"})), text("lead answer")])
     fake_openai.script("tree_helper_7f3a", [text("helped")])
     path = _write_team(
@@ -460,11 +477,14 @@ def test_execute_progress_tree_keeps_log_lines_readable(
     out, err = capsys.readouterr()
     assert code == 0 and out == "lead answer\n"
     screen = _screen(err)
-    warnings = [line for line in screen if "llm_cost_unknown" in line]
-    assert len(warnings) == 2, screen  # each printed once, whole, and not overwritten
+    assert not [line for line in screen if "llm_cost_unknown" in line], screen
     tree = [line for line in screen if "tok  $" in line]
-    assert tree == [line for line in screen[-2:]], screen  # one tree, the final one, at the bottom
+    assert tree == [line for line in screen[-3:-1]], screen  # one tree, the final one, at the bottom
     assert tree[0].startswith("✓ lead  ok  ") and tree[1].startswith("└─ ✓ helper  ok  ")
+    assert screen[-1] == (
+        "cost unknown for models openai/tree_lead_7f3a, openai/tree_helper_7f3a: counted as $0; "
+        "max_cost_usd cannot limit it"
+    ), screen
     fake_openai.assert_complete()
 
 

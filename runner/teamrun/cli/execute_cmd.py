@@ -325,6 +325,8 @@ def execute(
             subscribers.append(view)
             if getattr(view, "shows_warnings", False):  # say each warning once: in the view, not as a log line too
                 cleanup.enter_context(hidden_log_events("run_warning"))
+            if getattr(view, "says_unknown_cost", False):  # said once, in the run's summary
+                cleanup.enter_context(hidden_log_events("llm_cost_unknown"))
         if view is not None and team.imports_litellm():  # seconds without a word otherwise
             _say(logs, "info", "llm_loading", "loading LiteLLM…")
             team.prepare_models()

@@ -57,6 +57,31 @@ def _tokens(count: int) -> str:
     return f"{count / 1000:.1f}k tok" if count >= 1000 else f"{count} tok"
 
 
+class _RunModels:
+    """The models a run called, for its summary: those without a price are said once there ("cost unknown for
+    model X"), instead of an ``llm_cost_unknown`` log line in the middle of the progress."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, None] = {}
+
+    def note(self, event: Event) -> None:
+        model = event.model if isinstance(event, AgentStart | LlmEnd) else None
+        if model and not model.startswith(("offline", "a2a:")):
+            self.seen.setdefault(model, None)
+
+    def unpriced(self) -> str:
+        """``cost unknown for model X: ...`` for the run's summary, or ``""``."""
+        if not self.seen:
+            return ""
+        from teamrun.llm.adapter import cost_unknown  # LiteLLM was loaded by the run already
+
+        unknown = [model for model in self.seen if cost_unknown(model)]
+        if not unknown:
+            return ""
+        models = ", ".join(isolate(model) for model in unknown)
+        return f"cost unknown for model{'s' * (len(unknown) > 1)} {models}: counted as $0; max_cost_usd cannot limit it"
+
+
 @dataclass
 class _Node:
     name: str
@@ -78,18 +103,23 @@ class PlainProgress:
 
     shows_warnings = True
     """Run warnings are among its lines (the CLI leaves them out of the log lines then)."""
+    says_unknown_cost = True
+    """Its run summary says which models had no price (the CLI leaves ``llm_cost_unknown`` log lines out then)."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
+        self.models = _RunModels()
 
     def __call__(self, event: Event) -> None:
         if event.kind == "run_start":
             self.started = event.time  # times count from the run, not from start-up
+            self.models = _RunModels()
+        self.models.note(event)
         line = self._line(event)
         if line:
             line = inert(" ".join(line.split()))  # one event, one line: tool errors can span several
-            if len(line) > _LINE_CHARS and not isinstance(event, RunWarning):  # a warning's cause ends it
+            if len(line) > _LINE_CHARS and not isinstance(event, RunWarning | RunEnd):  # their ends matter
                 line = line[: _LINE_CHARS - 1] + "…"
             self.stream.write(f"[{event.time - self.started:7.2f}s] {line}\n")
             self.stream.flush()
@@ -138,7 +168,9 @@ class PlainProgress:
                 return f"{who}: budget: {event.reason}"
             case RunEnd():
                 tokens = _tokens(event.usage.get("total_tokens", 0))
-                return f"run {event.status} in {event.duration_s:.2f}s, {tokens}, {format_usd(event.cost)}"
+                unpriced = self.models.unpriced()
+                spent = f"{tokens}, {format_usd(event.cost)}" + (f" ({unpriced})" if unpriced else "")
+                return f"run {event.status} in {event.duration_s:.2f}s, {spent}"
         return None
 
 
@@ -217,6 +249,9 @@ thousands of ends would grow with the square of the workers)."""
 class LiveTree:
     """A tree of agents redrawn in place (at most ten times a second)."""
 
+    says_unknown_cost = True
+    """Below its last frame, it says which models had no price (the CLI leaves ``llm_cost_unknown`` out then)."""
+
     def __init__(self, stream: TextIO | None = None, *, interval: float = 0.1, max_lines: int | None = None) -> None:
         self.stream = stream or sys.stderr
         self.interval = interval
@@ -236,12 +271,14 @@ class LiveTree:
         no redraw until it is finished, so the cursor stays where the person types."""
         self._lock = threading.RLock()
         self._stand_in: _AboveTree | None = None
+        self.models = _RunModels()
 
     def __call__(self, event: Event) -> None:
         with self._lock:
             self._update(event)
 
     def _update(self, event: Event) -> None:
+        self.models.note(event)
         if isinstance(event, RunStart) and self.stream is sys.stderr and self._stand_in is None:
             self._stand_in = _AboveTree(self, self.stream)
             sys.stderr = self._stand_in
@@ -272,6 +309,10 @@ class LiveTree:
                     self.stream.write("\n")
         ends = isinstance(event, AgentEnd | DelegationEnd | ToolEnd) and len(self.nodes) <= _ALWAYS_DRAWN
         self._draw(force=ends or isinstance(event, RunEnd))
+        if isinstance(event, RunEnd) and (unpriced := self.models.unpriced()):
+            self.stream.write(inert(unpriced) + "\n")  # below the last frame, which stays
+            self.stream.flush()
+            self.drawn = 0
         if isinstance(event, RunEnd) and self._stand_in is not None:
             if sys.stderr is self._stand_in:
                 sys.stderr = self._stand_in.real

@@ -60,6 +60,7 @@ __all__ = [
     "LiteLLMChatModel",
     "ProviderError",
     "RetryNotice",
+    "cost_unknown",
     "import_litellm",
     "resolve_model",
 ]
@@ -144,6 +145,12 @@ def _configure(litellm: Any) -> None:
 def resolve_model(model: str) -> str:
     """The LiteLLM model string for a team-file model (``offline`` → ``offline/simulator``)."""
     return litellm_model_name(model.strip())
+
+
+def cost_unknown(model: str) -> bool:
+    """Whether a call to ``model`` (a team-file model string) in this process found no price for it (its cost
+    counted as 0.0, logged once as ``llm_cost_unknown``): what a run's summary says once."""
+    return resolve_model(model) in _unpriced_models
 
 
 # -- errors -----------------------------------------------------------------------------
