@@ -410,8 +410,26 @@
       if (run && run.data.stopped_by) fact("stopped by", run.data.stopped_by);
       box.append(facts);
       const input = (run && run.data.input) || (only && this.result && this.result.input);
-      if (input) box.append(el("p", "tv-input", "input: " + input));
+      if (input) box.append(...this.inputText(String(input)));
       return box;
+    }
+
+    // The run's input: a long one is clamped to a few lines (the timeline stays in sight), with a button to show
+    // all of it (kept open across live redraws) and back.
+    inputText(input) {
+      const p = el("p", "tv-input", "input: " + input);
+      if (input.length <= 400 && input.split("\n").length <= 4) return [p];
+      p.classList.toggle("tv-clamped", !this.inputOpen);
+      const all = el("button", "tv-button tv-input-all", this.inputOpen ? "show less" : "show all (" + input.length + " characters)");
+      all.type = "button";
+      all.setAttribute("aria-expanded", String(!!this.inputOpen));
+      all.addEventListener("click", () => {
+        this.inputOpen = !this.inputOpen;
+        p.classList.toggle("tv-clamped", !this.inputOpen);
+        all.textContent = this.inputOpen ? "show less" : "show all (" + input.length + " characters)";
+        all.setAttribute("aria-expanded", String(this.inputOpen));
+      });
+      return [p, all];
     }
 
     // Who an invocation is, for people: "researcher #3" when the agent ran more than once, else its name.
