@@ -88,8 +88,9 @@ class PeerModel:
 
 
 class Reader:
-    """A client polling ``GET /v1/runs/r1/workspace?since=N``, N the version of its last answer: ``eager`` after
-    every event (as a subscriber), else only once each attempt has ended (:meth:`ended`)."""
+    """A client polling ``GET /v1/runs/r1/workspace?since=N``, N the version of its last answer, as each attempt
+    ends (:meth:`ended`) and, as a subscriber, while it runs: ``eager`` after every event, else only as a new write
+    lands (a client whose timer fires now and then)."""
 
     def __init__(self, team: Team, *, eager: bool) -> None:
         assert team.config.workspace is not None
@@ -102,7 +103,8 @@ class Reader:
     def __call__(self, event: Event) -> None:
         self.records.append({"kind": event.kind, "data": event.data, "agent_path": list(event.agent_path)})
         live = live_workspace("r1")
-        if self.eager and live is not None:
+        landed = event.kind == "workspace_write" and not event.data.get("replayed")
+        if live is not None and (self.eager or landed):
             self.poll(live.state.snapshot(), live.started_at)
 
     def ended(self, result: RunResult) -> None:

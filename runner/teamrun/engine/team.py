@@ -283,8 +283,8 @@ class Team:
             if session is not None and config.workspace.persist == "thread":  # the thread's previous turn's
                 start, carried = carry_over(ctx.workspace, session.workspace, session.thread_id)
                 result.workspace = {"carried_over": {"thread": session.thread_id, "version": start}}
-            restore_from_journal(ctx.workspace, ctx)  # a resume starts where the earlier attempts stopped
-            watch(run_id, ctx.workspace, started_at=start)
+            start = restore_from_journal(ctx.workspace, ctx)  # a resume starts where the earlier attempts stopped
+            watch(run_id, ctx.workspace, started_at=start)  # a reader's `since` goes on from there
             open_boards(ctx)
         result.thread_id = session.thread_id if session is not None else None
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
