@@ -1,10 +1,31 @@
 """Long-term memory: facts a team learned about a resource (a user, an organisation), recalled in later threads.
 
 Sync like the rest of the store (SQLAlchemy Core); the engine calls it through ``asyncio.to_thread``.
+
+Every query names the resource (``WHERE resource = :r``, and on SQLite the FTS5 match itself is scoped by a
+per-resource token), so recall is scoped in the query, never filtered afterwards.
+
+Scoring (:meth:`MemoryStore.search`):
+
+- ``vector_score``: the cosine of the query's and the memory's embeddings, clamped to [0, 1]. Vectors are
+  float32 bytes read with one query per resource and kept in an in-process matrix (numpy), valid while the
+  resource's generation token (changed by every save and forget, read by each search) is unchanged, so another
+  process's save is seen at the next search.
+- ``keyword_score``: BM25 (FTS5 on SQLite, ``ts_rank`` over ``to_tsvector('simple', ...)`` on PostgreSQL) of any
+  of the query's words, divided by the best one of this query: in [0, 1], 1 for the best keyword match.
+- ``score`` (``hybrid``): ``VECTOR_WEIGHT * vector_score + (1 - VECTOR_WEIGHT) * keyword_score`` over the union
+  of the best vector and the best keyword candidates; ``vector`` and ``keyword`` modes use one part alone.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+import threading
+import time
+import unicodedata
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -12,7 +33,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from teamrun.errors import UserError
 
 if TYPE_CHECKING:
+    import numpy as np
+    import sqlalchemy as sa
+
     from teamrun.store.db import Store
+
+MAX_RESOURCE_CHARS = 200
+VECTOR_WEIGHT = 0.6
+"""The vector part of the hybrid score; the keyword part weighs the rest."""
+_CANDIDATES = 50
+"""Each part of a hybrid search brings at least this many candidates (``4 * k`` when more)."""
 
 
 class MemoryRefused(UserError):
@@ -39,6 +69,18 @@ class Memory:
     fact: str
     provenance: Provenance
     expires_at: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "resource": self.resource,
+            "fact": self.fact,
+            "run_id": self.provenance.run_id,
+            "thread_id": self.provenance.thread_id,
+            "agent": self.provenance.agent,
+            "saved_at": self.provenance.saved_at,
+            "expires_at": self.expires_at,
+        }
 
 
 @dataclass(frozen=True)
@@ -73,8 +115,61 @@ class MemoryLimits:
 
 
 def check_resource_id(resource: object) -> str:
-    """The one check of a resource id (CLI, serve, engine): non-empty printable text of at most 200 characters."""
-    raise NotImplementedError
+    """The one check of a resource id (CLI, serve, engine): non-empty printable text of at most 200 characters.
+
+    Returns it unchanged; raises :class:`MemoryRefused` saying what is wrong.
+    """
+    if not isinstance(resource, str):
+        raise MemoryRefused(f"a resource id is text (e.g. a user id like 'customer-42'), not {type(resource).__name__}")
+    if not resource.strip():
+        raise MemoryRefused("the resource id is empty: give the user's or organisation's id, e.g. 'customer-42'")
+    if len(resource) > MAX_RESOURCE_CHARS:
+        raise MemoryRefused(
+            f"the resource id is {len(resource)} characters long; at most {MAX_RESOURCE_CHARS} "
+            "(use a stable id, e.g. 'customer-42', not a description)"
+        )
+    if not resource.isprintable():
+        bad = next(c for c in resource if not c.isprintable())
+        raise MemoryRefused(
+            f"the resource id contains a control character (U+{ord(bad):04X}); use printable text, e.g. 'customer-42'"
+        )
+    return resource
+
+
+def normalise_fact(fact: str) -> str:
+    """What makes two facts "the same": Unicode-normalised, case-folded, whitespace collapsed, final dots dropped."""
+    text = unicodedata.normalize("NFKC", fact).casefold()
+    return " ".join(text.split()).rstrip(" .!")
+
+
+def memory_id(resource: str, fact: str) -> str:
+    return hashlib.sha256(f"{resource}\0{normalise_fact(fact)}".encode()).hexdigest()[:32]
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def query_words(text: str, *, limit: int = 32) -> list[str]:
+    """The distinct words of a query, lower-cased, in order (at most ``limit``)."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()):
+        if len(seen) >= limit:
+            break
+        seen.setdefault(word, None)
+    return list(seen)
+
+
+def _scope_token(resource: str) -> str:
+    """The one FTS5 token that scopes a match to a resource (any resource id becomes a plain word)."""
+    return "r" + hashlib.sha256(resource.encode()).hexdigest()[:24]
+
+
+@dataclass
+class _Matrix:
+    token: str
+    ids: list[str]
+    vectors: np.ndarray  # (n, dims) float32, each row L2-normalised
+    expires: np.ndarray  # (n,) float64, +inf when it never expires
 
 
 class MemoryStore:
@@ -82,6 +177,16 @@ class MemoryStore:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._cache: dict[str, _Matrix] = {}
+        self._lock = threading.Lock()
+        self._pgvector: bool | None = None
+
+    @property
+    def vector_backend(self) -> str:
+        """How vectors are scored: ``numpy`` (in process, over the resource's vectors read in one query)."""
+        return "numpy"
+
+    # -- saving ------------------------------------------------------------------------------------------
 
     def save(
         self,
@@ -93,7 +198,90 @@ class MemoryStore:
         ttl_s: float | None = None,
         limits: MemoryLimits = MemoryLimits(),
     ) -> Saved:
-        raise NotImplementedError
+        """Save ``fact`` for ``resource`` (once: the same normalised fact again returns the first one)."""
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        check_resource_id(resource)
+        fact = fact.strip() if isinstance(fact, str) else fact
+        if not isinstance(fact, str) or not fact:
+            raise MemoryRefused("a memory's fact is empty: give the fact to remember as text")
+        if len(fact) > limits.max_fact_chars:
+            raise MemoryRefused(
+                f"the fact is {len(fact)} characters long; a memory holds at most {limits.max_fact_chars} "
+                "(save one short fact per memory)"
+            )
+        if ttl_s is not None and not ttl_s > 0:
+            raise MemoryRefused(f"a memory's time to live is a positive number of seconds, not {ttl_s!r}")
+        blob, dims = _vector_bytes(vector)
+        ident = memory_id(resource, fact)
+        expires_at = provenance.saved_at + ttl_s if ttl_s is not None else None
+        table = schema.memories
+        now = time.time()
+        with self.store.errors(f"save a memory of {resource!r}"), self.store.engine.begin() as conn:
+            self._drop_expired(conn, resource, now)
+            found = conn.execute(sa.select(table).where(table.c.id == ident, table.c.resource == resource)).first()
+            if found is not None:
+                return Saved(_memory(found), created=False)
+            existing = conn.execute(
+                sa.select(table.c.dims, sa.func.count()).where(table.c.resource == resource).group_by(table.c.dims)
+            ).all()
+            if existing and existing[0][0] != dims:
+                raise MemoryRefused(
+                    f"the vector has {dims} dimensions but the memories of {resource!r} have {existing[0][0]}: "
+                    "they were embedded with another embedding model (keep one embedding model per store, or "
+                    f"`teamrun memory forget --resource {resource}` to start afresh)"
+                )
+            count = sum(int(n) for _d, n in existing)
+            if count >= limits.max_memories_per_resource:
+                raise MemoryRefused(
+                    f"{resource!r} already has {count} memories, the most a resource may keep "
+                    f"({limits.max_memories_per_resource}); forget some or raise the cap"
+                )
+            conn.execute(
+                table.insert().values(
+                    id=ident,
+                    resource=resource,
+                    fact=fact,
+                    dims=dims,
+                    vector=blob,
+                    run_id=provenance.run_id,
+                    thread_id=provenance.thread_id,
+                    agent=provenance.agent,
+                    saved_at=provenance.saved_at,
+                    expires_at=expires_at,
+                )
+            )
+            if conn.dialect.name == "sqlite":
+                conn.execute(
+                    sa.text(
+                        "INSERT INTO memories_fts (scope, fact, memory_id, resource) VALUES (:scope, :fact, :id, :r)"
+                    ),
+                    {"scope": _scope_token(resource), "fact": fact, "id": ident, "r": resource},
+                )
+            self._bump(conn, resource)
+        return Saved(Memory(ident, resource, fact, provenance, expires_at), created=True)
+
+    # -- reading -----------------------------------------------------------------------------------------
+
+    def list(self, resource: str, *, limit: int | None = None) -> list[Memory]:
+        """The resource's memories that have not expired, the most recently saved first."""
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        check_resource_id(resource)
+        table = schema.memories
+        query = (
+            sa.select(table)
+            .where(table.c.resource == resource, _alive(table, time.time()))
+            .order_by(table.c.saved_at.desc(), table.c.id)
+        )
+        if limit is not None:
+            query = query.limit(limit)
+        with self.store.errors(f"list the memories of {resource!r}"), self.store.engine.connect() as conn:
+            return [_memory(row) for row in conn.execute(query)]
 
     def search(
         self,
@@ -106,19 +294,329 @@ class MemoryStore:
         mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
         now: float | None = None,
     ) -> list[Recalled]:
-        raise NotImplementedError
+        """The ``k`` memories of ``resource`` that best match ``query`` (and its embedding ``vector``), best first.
 
-    def list(self, resource: str, *, limit: int | None = None) -> list[Memory]:
-        raise NotImplementedError
+        ``vector`` may be None only in ``keyword`` mode. Expired memories are never recalled.
+        """
+        check_resource_id(resource)
+        if mode not in ("hybrid", "vector", "keyword"):
+            raise MemoryRefused(f"unknown memory search mode {mode!r}: hybrid, vector or keyword")
+        if k < 1:
+            return []
+        now = time.time() if now is None else now
+        candidates = max(_CANDIDATES, 4 * k)
+        vector_scores: dict[str, float] = {}
+        keyword_scores: dict[str, float] = {}
+        with self.store.errors(f"search the memories of {resource!r}"), self.store.engine.connect() as conn:
+            if mode != "keyword":
+                if vector is None:
+                    raise MemoryRefused(f"a {mode} memory search needs the query's embedding")
+                vector_scores = self._vector_scores(conn, resource, vector, now, candidates)
+            if mode != "vector" and query.strip():
+                keyword_scores = self._keyword_scores(conn, resource, query, now, candidates)
+            if mode == "vector":
+                ranked = sorted(vector_scores.items(), key=lambda kv: (-kv[1], kv[0]))
+                scored = [(i, s, s, None) for i, s in ranked[:k]]
+            elif mode == "keyword":
+                ranked = sorted(keyword_scores.items(), key=lambda kv: (-kv[1], kv[0]))
+                scored = [(i, s, None, s) for i, s in ranked[:k]]
+            else:
+                pool = set(vector_scores) | set(keyword_scores)
+                combined = []
+                for ident in pool:
+                    v = vector_scores.get(ident, 0.0)
+                    kw = keyword_scores.get(ident, 0.0)
+                    combined.append((ident, VECTOR_WEIGHT * v + (1 - VECTOR_WEIGHT) * kw, v, kw))
+                combined.sort(key=lambda item: (-item[1], item[0]))
+                scored = [item for item in combined[:k]]
+            scored = [item for item in scored if item[1] >= min_score and item[1] > 0.0]
+            memories = self._fetch(conn, resource, [item[0] for item in scored])
+        return [
+            Recalled(memories[ident], round(score, 6), _rounded(v), _rounded(kw))
+            for ident, score, v, kw in scored
+            if ident in memories
+        ]
+
+    def _vector_scores(
+        self, conn: sa.Connection, resource: str, vector: Sequence[float], now: float, take: int
+    ) -> dict[str, float]:
+        """The cosines (clamped to [0, 1]) of the ``take`` best memories that have not expired."""
+        import numpy as np
+
+        matrix = self._matrix(conn, resource)
+        if matrix is None or not matrix.ids:
+            return {}
+        query = np.asarray(list(vector), dtype=np.float32)
+        if query.ndim != 1 or query.shape[0] != matrix.vectors.shape[1]:
+            raise MemoryRefused(
+                f"the query's embedding has {query.shape[0] if query.ndim == 1 else '?'} dimensions but the "
+                f"memories of {resource!r} have {matrix.vectors.shape[1]}: embed the query with the model that "
+                "embedded the memories"
+            )
+        norm = float(np.linalg.norm(query))
+        if not np.isfinite(norm) or norm == 0.0:
+            return {}
+        cosines = matrix.vectors @ (query / norm)
+        cosines = np.where(matrix.expires > now, np.clip(cosines, 0.0, 1.0), -1.0)
+        take = min(len(matrix.ids), take)
+        best = np.argpartition(-cosines, take - 1)[:take] if take < len(matrix.ids) else np.arange(len(matrix.ids))
+        return {matrix.ids[i]: float(cosines[i]) for i in best.tolist() if cosines[i] >= 0.0}
+
+    def _matrix(self, conn: sa.Connection, resource: str) -> _Matrix | None:
+        """The resource's vectors: cached while its generation token is unchanged (read here, every time)."""
+        import numpy as np
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        generations = schema.memory_generations
+        token = conn.execute(sa.select(generations.c.token).where(generations.c.resource == resource)).scalar()
+        if token is None:
+            return None
+        with self._lock:
+            cached = self._cache.get(resource)
+        if cached is not None and cached.token == token:
+            return cached
+        table = schema.memories
+        rows = conn.execute(
+            sa.select(table.c.id, table.c.vector, table.c.dims, table.c.expires_at, generations.c.token)
+            .join(generations, generations.c.resource == table.c.resource)
+            .where(table.c.resource == resource)
+        ).all()
+        if not rows:
+            return None
+        dims = rows[0].dims
+        vectors = np.frombuffer(b"".join(bytes(r.vector) for r in rows if r.dims == dims), dtype="<f4")
+        kept = [r for r in rows if r.dims == dims]
+        matrix = _Matrix(
+            token=rows[0].token,
+            ids=[r.id for r in kept],
+            vectors=vectors.reshape(len(kept), dims).astype(np.float32),
+            expires=np.array([np.inf if r.expires_at is None else r.expires_at for r in kept], dtype=np.float64),
+        )
+        with self._lock:
+            self._cache[resource] = matrix
+        return matrix
+
+    def _keyword_scores(
+        self, conn: sa.Connection, resource: str, query: str, now: float, limit: int
+    ) -> dict[str, float]:
+        import sqlalchemy as sa
+
+        words = query_words(query)
+        if not words:
+            return {}
+        if conn.dialect.name == "sqlite":
+            match = (
+                f'scope : "{_scope_token(resource)}" AND fact : ('
+                + " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+                + ")"
+            )
+            rows = conn.execute(
+                sa.text(
+                    "SELECT f.memory_id AS id, -bm25(memories_fts) AS score FROM memories_fts f "
+                    "JOIN memories m ON m.id = f.memory_id "
+                    "WHERE memories_fts MATCH :match AND f.resource = :r AND m.resource = :r "
+                    "AND (m.expires_at IS NULL OR m.expires_at > :now) "
+                    "ORDER BY score DESC, id LIMIT :limit"
+                ),
+                {"match": match, "r": resource, "now": now, "limit": limit},
+            ).all()
+        else:
+            tsquery = " | ".join(_pg_lexeme(w) for w in words)
+            rows = conn.execute(
+                sa.text(
+                    "SELECT id, ts_rank(to_tsvector('simple', fact), to_tsquery('simple', :q)) AS score "
+                    "FROM memories WHERE resource = :r AND to_tsvector('simple', fact) @@ to_tsquery('simple', :q) "
+                    "AND (expires_at IS NULL OR expires_at > :now) ORDER BY score DESC, id LIMIT :limit"
+                ),
+                {"q": tsquery, "r": resource, "now": now, "limit": limit},
+            ).all()
+        scores = {row.id: float(row.score) for row in rows}
+        best = max(scores.values(), default=0.0)
+        if best <= 0.0:
+            return {ident: 1.0 for ident in scores}
+        return {ident: max(0.0, min(1.0, score / best)) for ident, score in scores.items()}
+
+    def _fetch(self, conn: sa.Connection, resource: str, ids: Sequence[str]) -> dict[str, Memory]:
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        if not ids:
+            return {}
+        table = schema.memories
+        rows = conn.execute(sa.select(table).where(table.c.resource == resource, table.c.id.in_(list(ids))))
+        return {row.id: _memory(row) for row in rows}
+
+    # -- forgetting --------------------------------------------------------------------------------------
 
     def forget(self, resource: str) -> Forgotten:
-        raise NotImplementedError
+        """Remove everything of ``resource`` in one transaction: its memories, their keyword-index rows, its
+        working memory. On SQLite the deleted bytes are overwritten (``secure_delete``, the FTS5 index merged,
+        the WAL checkpointed), so the file no longer holds the facts."""
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        check_resource_id(resource)
+        with self.store.errors(f"forget the memories of {resource!r}"):
+            with self.store.engine.begin() as conn:
+                sqlite = conn.dialect.name == "sqlite"
+                if sqlite:
+                    conn.exec_driver_sql("PRAGMA secure_delete=ON")
+                memories = conn.execute(schema.memories.delete().where(schema.memories.c.resource == resource)).rowcount
+                working = conn.execute(
+                    schema.memory_working.delete().where(schema.memory_working.c.resource == resource)
+                ).rowcount
+                conn.execute(schema.memory_generations.delete().where(schema.memory_generations.c.resource == resource))
+                if sqlite:
+                    conn.execute(sa.text("DELETE FROM memories_fts WHERE resource = :r"), {"r": resource})
+                    conn.execute(sa.text("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')"))
+            if self.store.dialect == "sqlite":
+                self._checkpoint()
+        with self._lock:
+            self._cache.pop(resource, None)
+        return Forgotten(resource, memories=int(memories or 0), working_memory=int(working or 0))
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the file and empty it, so deleted facts are in neither (best effort: a reader
+        still holding an old snapshot delays it to the next checkpoint)."""
+        with self.store.engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _drop_expired(self, conn: sa.Connection, resource: str, now: float) -> None:
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        table = schema.memories
+        expired = [
+            row.id
+            for row in conn.execute(
+                sa.select(table.c.id).where(
+                    table.c.resource == resource, table.c.expires_at.is_not(None), table.c.expires_at <= now
+                )
+            )
+        ]
+        if not expired:
+            return
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA secure_delete=ON")
+        conn.execute(table.delete().where(table.c.resource == resource, table.c.id.in_(expired)))
+        if conn.dialect.name == "sqlite":
+            for ident in expired:
+                conn.execute(
+                    sa.text("DELETE FROM memories_fts WHERE resource = :r AND memory_id = :id"),
+                    {"r": resource, "id": ident},
+                )
+        self._bump(conn, resource)
+
+    def _bump(self, conn: sa.Connection, resource: str) -> None:
+        """A new generation token for ``resource``: every process's cached matrix of it is stale from now."""
+        from teamrun.store import schema
+
+        generations = schema.memory_generations
+        token = uuid.uuid4().hex
+        updated = conn.execute(
+            generations.update().where(generations.c.resource == resource).values(token=token)
+        ).rowcount
+        if not updated:
+            conn.execute(generations.insert().values(resource=resource, token=token))
+
+    # -- working memory ----------------------------------------------------------------------------------
 
     def load_working(self, resource: str, team: str) -> dict[str, tuple[int, Any]]:
-        raise NotImplementedError
+        """The resource's working-memory records of ``team``: entry -> (version, value)."""
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        check_resource_id(resource)
+        table = schema.memory_working
+        with self.store.errors(f"read the working memory of {resource!r}"), self.store.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(table.c.entry, table.c.version, table.c.value).where(
+                    table.c.resource == resource, table.c.team == team
+                )
+            )
+            return {row.entry: (int(row.version), row.value) for row in rows}
 
     def save_working(self, resource: str, team: str, entry: str, version: int, value: Any) -> None:
-        raise NotImplementedError
+        """Keep ``value`` (JSON) as the working-memory record ``entry`` of ``team`` for ``resource``."""
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        check_resource_id(resource)
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise MemoryRefused(f"working memory {entry!r} is not JSON data: {exc}") from None
+        table = schema.memory_working
+        key = (table.c.resource == resource, table.c.team == team, table.c.entry == entry)
+        now = time.time()
+        with self.store.errors(f"save the working memory of {resource!r}"):
+            for _attempt in range(2):
+                try:
+                    with self.store.engine.begin() as conn:
+                        updated = conn.execute(
+                            table.update().where(*key).values(version=version, value=value, updated_at=now)
+                        ).rowcount
+                        if not updated:
+                            conn.execute(
+                                table.insert().values(
+                                    resource=resource,
+                                    team=team,
+                                    entry=entry,
+                                    version=version,
+                                    value=value,
+                                    updated_at=now,
+                                )
+                            )
+                    return
+                except sa.exc.IntegrityError:  # another process inserted it first: update it
+                    continue
+
+
+def _alive(table: sa.Table, now: float) -> Any:
+    import sqlalchemy as sa
+
+    return sa.or_(table.c.expires_at.is_(None), table.c.expires_at > now)
+
+
+def _memory(row: Any) -> Memory:
+    return Memory(
+        id=row.id,
+        resource=row.resource,
+        fact=row.fact,
+        provenance=Provenance(row.run_id, row.thread_id, row.agent, float(row.saved_at)),
+        expires_at=None if row.expires_at is None else float(row.expires_at),
+    )
+
+
+def _vector_bytes(vector: Sequence[float]) -> tuple[bytes, int]:
+    """The vector L2-normalised, as little-endian float32 bytes, and its size; refused when not a usable vector."""
+    import numpy as np
+
+    try:
+        array = np.asarray(list(vector), dtype=np.float32)
+    except (TypeError, ValueError):
+        raise MemoryRefused("a memory's embedding is a list of numbers") from None
+    if array.ndim != 1 or array.shape[0] == 0:
+        raise MemoryRefused("a memory's embedding is a non-empty list of numbers")
+    norm = float(np.linalg.norm(array))
+    if not np.isfinite(norm) or norm == 0.0:
+        raise MemoryRefused("a memory's embedding has no direction (all zeros, or not finite numbers)")
+    return (array / norm).astype("<f4").tobytes(), int(array.shape[0])
+
+
+def _pg_lexeme(word: str) -> str:
+    return "'" + word.replace("'", "''").replace("\\", "\\\\") + "'"
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
 
 
 __all__ = [
@@ -131,4 +629,6 @@ __all__ = [
     "Recalled",
     "Saved",
     "check_resource_id",
+    "memory_id",
+    "normalise_fact",
 ]

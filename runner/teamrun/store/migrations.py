@@ -38,10 +38,17 @@ def _run_events(conn: sa.Connection) -> None:
     schema.run_events.create(conn, checkfirst=True)
 
 
+def _memory(conn: sa.Connection) -> None:
+    """Version 4: long-term memory (facts per resource, their keyword index, working memory)."""
+    for table in (schema.memories, schema.memory_generations, schema.memory_working):
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Step]] = [
     (1, "threads, thread messages, runs and the run journal", _initial),
     (2, "pending items of waiting runs", _pending_items),
     (3, "served runs' events", _run_events),
+    (4, "long-term memory: facts per resource, their keyword index, working memory", _memory),
 ]
 """``(version, what it does, step)`` in order; the last one is the version the tables in :mod:`schema` have."""
 

@@ -8,6 +8,12 @@
 - ``pending_items``: what a run waits for from a person (questions, approvals) and the answers.
 - ``run_events``: a served run's events (masked), one zlib-compressed JSON array per ``part``: what one
   server process served of it (a run continued after a restart has a part per process), for the page's view.
+- ``memories``: long-term memory, facts about a ``resource`` (a user, an organisation) with their provenance, an
+  optional expiry and the embedding (float32 bytes). Keywords: the ``memories_fts`` FTS5 table on SQLite (created
+  with ``memories``), an expression GIN index of ``to_tsvector('simple', fact)`` on PostgreSQL.
+- ``memory_generations``: a token per resource that changes on every save and forget (a cache of the resource's
+  vectors is valid while its token is).
+- ``memory_working``: working memory, one JSON record per (resource, team, workspace entry) (``persist: resource``).
 """
 
 from __future__ import annotations
@@ -110,8 +116,66 @@ run_events = sa.Table(
     sa.Column("saved_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+memories = sa.Table(
+    "memories",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("resource", sa.String(200), nullable=False),
+    sa.Column("fact", sa.Text, nullable=False),
+    sa.Column("dims", sa.Integer, nullable=False),
+    sa.Column("vector", sa.LargeBinary, nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=True),
+    sa.Column("thread_id", sa.String(200), nullable=True),
+    sa.Column("agent", sa.String(200), nullable=True),
+    sa.Column("saved_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=True),
+    sa.Index("ix_memories_resource", "resource", "saved_at"),
+)
+
+memory_generations = sa.Table(
+    "memory_generations",
+    metadata,
+    sa.Column("resource", sa.String(200), primary_key=True),
+    sa.Column("token", sa.String(32), nullable=False),
+)
+
+memory_working = sa.Table(
+    "memory_working",
+    metadata,
+    sa.Column("resource", sa.String(200), primary_key=True),
+    sa.Column("team", sa.String(200), primary_key=True),
+    sa.Column("entry", sa.String(200), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("value", sa.JSON, nullable=True),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+sa.event.listen(
+    memories,
+    "after_create",
+    sa.DDL(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5("
+        "scope, fact, memory_id UNINDEXED, resource UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
+    ).execute_if(dialect="sqlite"),
+)
+sa.event.listen(
+    memories,
+    "after_create",
+    sa.DDL("CREATE INDEX IF NOT EXISTS ix_memories_fts ON memories USING gin (to_tsvector('simple', fact))").execute_if(
+        dialect="postgresql"
+    ),
+)
+sa.event.listen(
+    memories,
+    "before_drop",
+    sa.DDL("DROP TABLE IF EXISTS memories_fts").execute_if(dialect="sqlite"),
+)
+
 __all__ = [
     "journal",
+    "memories",
+    "memory_generations",
+    "memory_working",
     "metadata",
     "pending_items",
     "run_events",
