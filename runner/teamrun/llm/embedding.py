@@ -12,6 +12,7 @@ no network, no key, the same vector in every process. Two texts sharing words sc
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
 import unicodedata
@@ -23,12 +24,13 @@ from teamrun.errors import RunError
 
 OFFLINE_DIMENSIONS = 256
 _WORD = re.compile(r"\w+", re.UNICODE)
-_STOP = frozenset(
+_STOP_WORDS = (
     "a an the and or but if of to in on at by for with from as is are was were be been being am do does did "
     "has have had i me my we our you your he him his she her it its they them their this that these those "
     "what which who whom whose when where why how there here not no so than then too very can could will "
-    "would shall should may might must about into over under again just also s t".split()
+    "would shall should may might must about into over under again just also s t"
 )
+_STOP = frozenset(_STOP_WORDS.split())
 
 
 class EmbeddingFailed(RunError):
@@ -55,7 +57,9 @@ def embedder_for(
 ) -> Embedder:
     """``offline`` -> a deterministic local embedding (no network, no key); anything else -> ``litellm.aembedding``."""
     if not isinstance(model, str) or not model.strip():
-        raise EmbeddingFailed("the embedding model is empty: name one, e.g. `offline` or `openai/text-embedding-3-small`")
+        raise EmbeddingFailed(
+            "the embedding model is empty: name one, e.g. `offline` or `openai/text-embedding-3-small`"
+        )
     if dimensions is not None and dimensions < 1:
         raise EmbeddingFailed(f"embedding model {model!r}: dimensions is a positive number, not {dimensions}")
     if model == "offline" or model.startswith("offline/"):
@@ -85,7 +89,7 @@ def offline_vector(text: str, dimensions: int = OFFLINE_DIMENSIONS) -> list[floa
     words = [w for w in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()) if w not in _STOP]
     vector = [0.0] * dimensions
     features: list[tuple[str, float]] = [("w:" + _stem(w), 1.0) for w in words]
-    features += [(f"p:{_stem(a)} {_stem(b)}", 0.5) for a, b in zip(words, words[1:], strict=False)]
+    features += [(f"p:{_stem(a)} {_stem(b)}", 0.5) for a, b in itertools.pairwise(words)]
     for word in words:
         padded = f"<{word}>"
         features += [("c:" + padded[i : i + 3], 0.25) for i in range(len(padded) - 2)]
@@ -142,7 +146,7 @@ class LiteLLMEmbedder:
         where = f" at {self.api_base}" if self.api_base else ""
         try:
             response = await litellm.aembedding(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - any provider failure becomes our error, named
+        except Exception as exc:  # any provider failure becomes our error, named
             raise EmbeddingFailed(
                 f"embedding model {self.model!r}{where} failed: {_reason(exc, self._api_key)}"
             ) from None
