@@ -4,7 +4,7 @@
     python benchmarks/bench_workspace.py                       # 4 and 8 subjects, 3 runs each, 50 ms per call
     python benchmarks/bench_workspace.py --subjects 4,8,16 --runs 5 --latency 0.1
 
-Two designs of one job, each with N subjects, run in this process through ``teamrun.load_team`` against
+Three designs of one job, each with N subjects, run in this process through ``teamrun.load_team`` against
 :class:`tests.fakeserver.FakeOpenAI`:
 
 - ``supervisor``: ``teams/research-report.yaml`` as it is: the lead asks one researcher per subject in
@@ -15,8 +15,12 @@ Two designs of one job, each with N subjects, run in this process through ``team
   one line, then the writer reads the brief and the findings from the workspace. The lead sees the
   workspace's index, never the findings. (The file's skeptic is left out and its researcher gets the same
   ``notes`` tool as the supervisor team's, so both designs do the same research.)
+- ``answer_to``: the workspace team with the researchers' answers written to ``findings`` by declaration
+  (``answer_to: findings``, no tool call): a researcher answers as the supervisor team's does, the lead reads
+  a one-line receipt, the writer reads the findings from the workspace; no brief (the lead's tasks carry the
+  question, as the supervisor's do), and only the writer reads the entries.
 
-Both files get the same lead budget (``max_delegations``: N + 1) so 8 subjects fit; nothing else changes.
+The files get the same lead budget (``max_delegations``: N + 1) so 8 subjects fit; nothing else changes.
 One stateless handler per design plays every agent from the request alone: a researcher calls ``notes``
 once, then reports its findings (supervisor) or appends them to ``findings`` and says how many
 (workspace): the same findings either way, the lines ``notes`` printed padded with numbered claims to
@@ -26,13 +30,14 @@ tokens from the text it receives and sends (characters / 4), so the token figure
 design builds.
 
 Printed, per N and design: the lead's prompt tokens, the run's total tokens, model calls and wall time
-(medians of the runs, alternating designs so load hits both alike), and each as a ratio workspace /
-supervisor measured in the same run. Nothing here asserts a timing.
+(medians of the runs, alternating designs so load hits all alike), and each as a ratio to the supervisor
+design measured in the same run. Nothing here asserts a timing.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -52,7 +57,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls  # noqa: E402
 
-DESIGNS = ("supervisor", "workspace")
+DESIGNS = ("supervisor", "workspace", "answer_to")
 SUBJECTS = ["Rust", "Go", "Zig", "Nim", "Odin", "Crystal", "Elixir", "Kotlin", "Swift", "Dart", "Julia", "OCaml"]
 MEASURES = ("lead_prompt", "tokens", "calls", "wall_s")
 AGENTS = ("lead", "researcher", "writer")
@@ -79,13 +84,28 @@ def team_files(directory: Path, subjects: int) -> dict[str, Path]:
     agents["researcher"]["tools"] = ["notes"]
     workspace["workspace"]["entries"]["findings"]["write"] = ["researcher"]
     workspace["tools"] = {"notes": notes}
-    for data in (supervisor, workspace):
+    declared = answer_to_file(workspace)
+    for data in (supervisor, workspace, declared):
         data["agents"]["lead"]["budget"]["max_delegations"] = subjects + 1
     paths = {}
-    for design, data in zip(DESIGNS, (supervisor, workspace), strict=True):
+    for design, data in zip(DESIGNS, (supervisor, workspace, declared), strict=True):
         paths[design] = directory / f"{design}-{subjects}.yaml"
         paths[design].write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return paths
+
+
+def answer_to_file(workspace: dict[str, Any]) -> dict[str, Any]:
+    """The workspace design with the researchers' answers written to ``findings`` by declaration (``answer_to``):
+    a researcher has no workspace tool (it answers as the supervisor team's does, the answer goes to the entry,
+    the lead reads a receipt), the lead asks the researchers with the question (no brief), the writer reads the
+    findings from the workspace."""
+    data = copy.deepcopy(workspace)
+    entries = data["workspace"]["entries"]
+    del entries["brief"]
+    entries["findings"].update(schema={"type": "array", "items": {"type": "string"}}, write=[], read=["writer"])
+    entries["sections"]["read"] = ["writer"]
+    data["agents"]["researcher"]["answer_to"] = "findings"
+    return data
 
 
 # -- the fake agents -------------------------------------------------------------------------------------------
@@ -193,6 +213,27 @@ def workspace_handler(subjects: list[str], chars: int) -> Handler:
     return answer
 
 
+def answer_to_handler(subjects: list[str], chars: int) -> Handler:
+    """The ``answer_to`` design's agents: researchers answer as the supervisor team's do."""
+    relay = supervisor_handler(subjects, chars)
+
+    def answer(request: dict[str, Any]) -> Reply:
+        tools, results, called = _tools(request), _results(request), _called(request)
+        if "ask_researcher" in tools:  # the lead
+            if "ask_researcher" not in called:
+                return _ask_researchers(request, subjects)
+            if "ask_writer" not in called:
+                return tool_calls(("ask_writer", {"task": "Write the report from the findings."}))
+            return text(json.loads(results[-1])["response"])
+        if "notes" in tools:  # a researcher: its answer goes to `findings`
+            return relay(request)
+        if not called:  # the writer
+            return tool_calls(("workspace_read", {"entry": "findings"}))
+        return text("Report: " + "\n".join(json.loads(results[-1])["value"])[:300])
+
+    return answer
+
+
 # -- running ---------------------------------------------------------------------------------------------------
 
 
@@ -205,6 +246,8 @@ def run_once(path: Path, server: FakeOpenAI, question: str) -> dict[str, float]:
     result = team.run_sync(question)
     wall = time.perf_counter() - start
     assert result.status == "done", (path.name, result.status, result.error, result.stopped_by)
+    if result.workspace is not None:  # the findings reached the workspace, by a tool or by declaration
+        assert result.workspace["entries"]["findings"]["value"], (path.name, "no findings")
     return {
         "lead_prompt": result.agents["lead"].usage.input_tokens,
         "tokens": result.usage.total_tokens,
@@ -219,7 +262,11 @@ def measure(server: FakeOpenAI, directory: Path, count: int, runs: int, chars: i
     subjects = SUBJECTS[:count]
     question = f"Compare {', '.join(subjects)} for command-line tools"
     paths = team_files(directory, count)
-    handlers = {"supervisor": supervisor_handler(subjects, chars), "workspace": workspace_handler(subjects, chars)}
+    handlers = {
+        "supervisor": supervisor_handler(subjects, chars),
+        "workspace": workspace_handler(subjects, chars),
+        "answer_to": answer_to_handler(subjects, chars),
+    }
     samples: dict[str, list[dict[str, float]]] = {design: [] for design in DESIGNS}
 
     def once(design: str) -> dict[str, float]:
@@ -261,10 +308,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"\n{count} subjects\n{header}")
             for design, f in medians.items():
                 print(f"{design:<22}{f['lead_prompt']:>12.0f}{f['tokens']:>10.0f}{f['calls']:>8.0f}{f['wall_s']:>9.3f}")
-            sup, ws = medians["supervisor"], medians["workspace"]
-            ratios = [ws[key] / sup[key] if sup[key] else float("nan") for key in MEASURES]
-            cells = "".join(f"{r:>{w}.2f}" for r, w in zip(ratios, (12, 10, 8, 9), strict=True))
-            print(f"{'workspace / supervisor':<22}{cells}")
+            sup = medians["supervisor"]
+            for design in DESIGNS[1:]:
+                ratios = [medians[design][key] / sup[key] if sup[key] else float("nan") for key in MEASURES]
+                cells = "".join(f"{r:>{w}.2f}" for r, w in zip(ratios, (12, 10, 8, 9), strict=True))
+                print(f"{design + ' / supervisor':<22}{cells}")
             for design, f in medians.items():
                 shares = ", ".join(f"{agent} {f[agent]:.0f}" for agent in AGENTS)
                 print(f"  {design} tokens by agent: {shares}")

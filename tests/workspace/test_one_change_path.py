@@ -24,12 +24,18 @@ ALLOWED: dict[str, set[str]] = {
     "engine/workspace/writes.py": {"_decide", "restore_from_journal"},
     "engine/workspace/board_calls.py": {"_outcome", "_claim"},
     "engine/workflow/workspace.py": {"write_step_output.write"},
+    "engine/workspace/answers.py": {"_write"},  # an answer written by declaration (answer_to)
     "engine/peers/driver.py": {"_post", "_take_back.release"},
     "engine/workspace/carry.py": {"carry_over"},  # a new run starts from its thread's kept workspace
     "serve/workspace.py": {"stored_workspace"},  # a copy restored from a stored journal, for reading
 }
 """Who calls a change: module → functions (``outer.inner`` for a nested one)."""
-WRITERS = ("engine/workspace/writes.py", "engine/workspace/board_calls.py", "engine/workflow/workspace.py")
+WRITERS = (
+    "engine/workspace/writes.py",
+    "engine/workspace/board_calls.py",
+    "engine/workflow/workspace.py",
+    "engine/workspace/answers.py",
+)
 """The modules whose changes are made through ``apply_change`` (the driver too, below)."""
 
 

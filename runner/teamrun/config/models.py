@@ -382,6 +382,8 @@ class Agent(ModelFields):
     """Acceptance checks of this agent's answer (same kinds as `teamrun eval`). A failed check goes back to the agent as feedback and it answers again, up to `max_attempts`; an answer that never passes is still delivered, with a warning."""
     max_attempts: PositiveInt | None = None
     """Answers this agent may give under `accept:`, the first included (default 3). Every attempt spends from the budgets."""
+    answer_to: Name | None = None
+    """As a worker, write the answer to this workspace entry by declaration, with no tool call (as a workflow step's `write:` does: the entry's merge rule, schema and caps apply, its `write:` list does not; the answer is parsed when the agent has an `output_schema`; `append` adds it as one item, or a list answer's items). Whoever delegated is told where the answer went instead of being given it, e.g. `answer_to: findings`."""
     a2a: RemoteAgent | None = None
     """A remote agent spoken to over A2A instead of a model loop here, e.g. `{url: "http://127.0.0.1:9999", auth: {bearer_env: AGENT_TOKEN}}`. It is delegated to like any worker (budgets, hooks, journal, events, cancel); it has no `model`, `tools`, `delegates_to` or `instructions` of its own."""
 

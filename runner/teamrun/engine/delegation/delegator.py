@@ -57,6 +57,7 @@ from teamrun.engine.references import RefRequest, render_blocks
 from teamrun.engine.result import DelegationResult, DelegationStatus
 from teamrun.engine.runtime import WAITING_FOR_A_PERSON, AgentFrame, RunContext, max_steps_for, run_all
 from teamrun.engine.signals import Bail, Refused, Signal
+from teamrun.engine.workspace.answers import answer_to_entry
 from teamrun.errors import RunError, UserError
 from teamrun.llm.types import Message
 from teamrun.logs import get_logger
@@ -428,6 +429,10 @@ class Delegator:
         settled = await self._complete(
             done, started.run.start, messages, started.span, finish_reason, key=started.run.key
         )
+        answered = answer_to_entry(self.ctx, started.frame, settled.result)
+        if answered is not None:  # agents.<worker>.answer_to: the answer went to the workspace, the caller reads where
+            started.span.result = answered
+            settled = replace(settled, result=answered)
         if started.run.record is not None:
             self.tasks.settle(started.run.record, settled.result.status, settled.result.response)
         return settled
