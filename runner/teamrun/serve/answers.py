@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import json
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -113,6 +114,12 @@ def settled_reason(run_id: str, item: PendingRecord, *, what: str = "run") -> st
     return f"item {item.item_id} of {what} {run_id} was already answered by {item.answered_by} at {when}"
 
 
+def _deadline(item: PendingRecord) -> float | None:
+    """When ``item`` expires (its ``max_wait_s`` counted from when it was first asked); ``None``: never."""
+    wait = item.spec.get("max_wait_s")
+    return None if wait is None else item.asked_at + float(wait)
+
+
 def answer_value(item: PendingRecord, body: PendingAnswer) -> tuple[Any, str]:
     """The value to record for ``item`` and how the answer is said; raises ``AnswerRefused`` / ``ValueError``."""
     from teamrun.tools.people import PendingItem, masked, read_answer
@@ -207,6 +214,53 @@ class AnswerService:
             self._when_over(run_id)
         answered = await asyncio.to_thread(self.items.get, run_id, item.item_id)
         return Answered(answered or item, said)
+
+    # -- items nobody answered in time -------------------------------------------------------------
+
+    def when_stopped(self, handle: RunHandle) -> None:
+        """A run stopped here (:attr:`RunRegistry.when_over`): if it waits, watch its items' ``max_wait_s``."""
+        if handle.state == "waiting":
+            self._watch(handle.id)
+
+    async def watch_waiting(self) -> None:
+        """Watch the deadlines of the runs of served teams already waiting in the store (a server started)."""
+        items = await asyncio.to_thread(self.items.items, status="pending")
+        for run_id in dict.fromkeys(item.run_id for item in items if item.spec.get("max_wait_s") is not None):
+            self._watch(run_id)
+
+    def close(self) -> None:
+        """Stop watching (the server stops; a later server watches the deadlines again)."""
+        for task in list(self._watchers):
+            task.cancel()
+
+    def _watch(self, run_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._expire_when_due(run_id), name=f"teamrun-deadline:{run_id}")
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
+
+    async def _expire_when_due(self, run_id: str) -> None:
+        """Once an item of the waiting run ``run_id`` is past its ``max_wait_s``, record it expired (as the run's
+        desk would have) and continue the run here: the model hears nobody answered (docs/people.md)."""
+        while True:
+            items = await asyncio.to_thread(self.items.items, run_id, status="pending")
+            deadlines = {item.item_id: _deadline(item) for item in items}
+            due_at = [when for when in deadlines.values() if when is not None]
+            if not due_at:
+                return  # answered, cancelled, or nothing of it has a deadline
+            left = min(due_at) - time.time()
+            if left > 0:
+                await asyncio.sleep(left)  # a timer: the deadline is in the store, read again when it comes
+                continue
+            async with self.registry.deciding(run_id):  # not while an answer or a cancel of it is decided
+                record = await asyncio.to_thread(self.backend.get_run, run_id)
+                if record is None or record.shown_status() != "waiting" or record.team not in self.served:
+                    return  # it runs again (its desk keeps the deadline), or it is over
+                now = time.time()
+                for item_id in [item_id for item_id, when in deadlines.items() if when is not None and when <= now]:
+                    await asyncio.to_thread(self.items.answer, run_id, item_id, None, by="nobody", status="expired")
+                    _log.info("serve_pending_expired", run=run_id, item=item_id)
+            await self.maybe_resume(run_id)
+            return
 
     @contextmanager
     def _slot(self, run_id: str) -> Iterator[None]:

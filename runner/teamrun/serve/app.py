@@ -105,6 +105,8 @@ def _state(teams: Sequence[Team], settings: ServeSettings) -> ServeState:
     if keeper is not None:  # each run's events are kept in the store as it ends or suspends
         registry.when_over.append(keeper.run_over)
     answers = AnswerService(registry, served, store) if store is not None else None
+    if answers is not None:  # a run that stops waiting continues when its questions expire
+        registry.when_over.append(answers.when_stopped)
     return ServeState(settings, registry, served, Redactor(masked_always), keeper, answers, KEEPALIVE_S)
 
 
@@ -115,7 +117,11 @@ def _lifespan(teams: Sequence[Team], state: ServeState) -> Callable[[FastAPI], A
             warmed = await team.warm_up()
             if warmed:
                 _log.info("models_warmed", team=team.name, models=warmed)
+        if state.answers is not None:
+            await state.answers.watch_waiting()
         yield
+        if state.answers is not None:
+            state.answers.close()
         state.registry.cancel_all("server shutting down")
         await state.registry.drain()
         if state.keeper is not None:
