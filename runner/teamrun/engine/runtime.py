@@ -123,17 +123,17 @@ class RunContext:
     activity: RunActivity = field(default_factory=RunActivity)
     """What of the run works and what waits for a person (:mod:`teamrun.engine.durability.pending`)."""
     workspace: WorkspaceState | None = None
-    """The shared workspace (``workspace:`` in the team file); written only through
-    :func:`teamrun.engine.workspace.writes.run_workspace_call`."""
+    """The shared workspace (``workspace:`` in the team file); changed only through
+    :func:`teamrun.engine.workspace.changes.apply_change`."""
     boards: dict[str, Board] = field(default_factory=dict)
+    """The workspace's boards (``kind: board``), changed only through
+    :func:`teamrun.engine.workspace.changes.apply_change` (agents' board calls, the peer driver)."""
     cards: dict[tuple[str, str | None], Any] = field(default_factory=dict)
     """The remote (``a2a:``) agents' cards this run has read (:data:`teamrun.engine.remote.cards.CardCache`):
     read once per run, not again per delegation."""
     calls_in_flight: dict[str, str] = field(default_factory=dict)
     """The model calls sent and not yet answered, by span id: who waits on which model where (said when the run's
     timeout stops it, so a hung endpoint is named)."""
-    """The workspace's boards (``kind: board``), operated only through
-    :func:`teamrun.engine.workspace.board_calls.run_board_call` and the peer driver."""
 
     def agent(self, name: str) -> Agent:
         return self.config.agents[name]
