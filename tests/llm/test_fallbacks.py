@@ -197,3 +197,85 @@ def test_the_breaker_is_shared_by_concurrent_runs_no_request_in_its_cool_down_on
     recovered = asyncio.run(_runs(team, 5))
     assert {r.final_text for r in recovered} == {"from primary"}
     assert len(fake_openai.requests("primary")) == 10
+
+
+def test_every_model_failing_ends_the_run_with_one_error_naming_each_model_and_why(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock
+) -> None:
+    fake_openai.handler("primary", lambda _request: http_error(500))
+    second.handler("backup", lambda _request: http_error(404, message="The model `backup` does not exist"))
+
+    result, _ = run(supervisor_team(tmp_path, fake_openai, second))
+
+    assert result.status == "failed"
+    assert result.error is not None and "Traceback" not in result.error
+    assert "no model of the list answered (2 tried)" in result.error
+    assert f"1. openai/primary at {fake_openai.url}: " in result.error and "HTTP 500" in result.error
+    assert f"2. openai/backup at {second.url}: " in result.error and "HTTP 404" in result.error
+    assert len(fake_openai.requests("primary")) == len(second.requests("backup")) == 1
+
+
+def test_a_failure_that_is_no_reason_to_fall_back_is_the_first_models_own_error(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock
+) -> None:
+    fake_openai.handler("primary", lambda _request: http_error(400, message="bad parameter"))
+
+    result, _ = run(supervisor_team(tmp_path, fake_openai, second))
+
+    assert result.status == "failed" and result.error is not None
+    assert "no model of the list" not in result.error and "HTTP 400" in result.error
+    assert second.requests() == []
+
+
+def test_fallback_on_limits_the_reasons(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock
+) -> None:
+    fake_openai.handler("primary", lambda _request: http_error(500))
+
+    result, _ = run(supervisor_team(tmp_path, fake_openai, second, primary="num_retries: 0\nfallback_on: [timeout]"))
+
+    assert result.status == "failed" and result.error is not None and "HTTP 500" in result.error
+    assert second.requests() == []
+
+
+def test_the_config_and_the_llm_layer_name_the_same_reasons_and_providers() -> None:
+    from typing import get_args
+
+    from teamrun.config.checks.fallbacks import LITELLM_PROVIDERS
+    from teamrun.config.models import FallbackReason
+    from teamrun.llm import import_litellm
+    from teamrun.llm.fallbacks import FALLBACK_REASONS
+
+    assert get_args(FallbackReason) == FALLBACK_REASONS
+    known = {str(getattr(p, "value", p)) for p in import_litellm().provider_list}
+    assert known == LITELLM_PROVIDERS, "update LITELLM_PROVIDERS in config/checks/fallbacks.py to LiteLLM's list"
+
+
+def test_an_agent_takes_defaults_list_and_its_empty_list_turns_it_off(tmp_path: Path) -> None:
+    from teamrun.config.loader import load_config
+    from teamrun.engine.result import RunResult
+    from teamrun.engine.runtime import RunContext
+    from teamrun.events import EventBus
+    from teamrun.llm import OfflineChatModel
+    from teamrun.tools.approval import choose_approver
+
+    loaded = load_config(Path(__file__).parents[1] / "config" / "valid" / "model_fallbacks.yaml")
+    ctx = RunContext(
+        config=loaded.config,
+        base_dir=tmp_path,
+        bus=EventBus("r1"),
+        model=OfflineChatModel(),
+        tools={},
+        approver=choose_approver(None, interactive=False),
+        result=RunResult(run_id="r1", team="fallbacks", status="done", final_text=""),
+    )
+
+    lead, writer, checker = (ctx.settings_for(name) for name in ("lead", "writer", "checker"))
+
+    assert [f.model for f in lead.fallbacks] == ["anthropic/claude-3-5-haiku-latest"]
+    assert lead.fallback_on == frozenset({"server_error", "rate_limited", "timeout", "connection"})
+    assert [(f.model, f.api_base, f.num_retries, f.extra) for f in writer.fallbacks] == [
+        ("openai/gpt-4o", "https://api.openai.com/v1", 1, {"seed": 7}),
+        ("offline", None, 3, {}),
+    ]
+    assert checker.fallbacks == ()

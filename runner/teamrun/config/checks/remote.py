@@ -34,6 +34,8 @@ LOCAL_ONLY_FIELDS = (
     "num_retries",
     "stream",
     "model_params",
+    "fallbacks",
+    "fallback_on",
     "instructions",
     "tools",
     "delegates_to",

@@ -8,6 +8,7 @@ Each concern is one module whose checks are generators of located diagnostics ov
   tells the others whether the delegation graph is complete)
 - ``agents``: inside each agent (templates, ``output_schema``, delegation section, message filter) and
   ``hooks`` (its hooks)
+- ``fallbacks``: each model's fallback list (a model twice, an unknown provider, an empty list)
 - ``budgets``: budgets and limits that cannot apply
 - ``tools``: tool definitions (a ``cwd`` that exists) and the function names offered to each agent; ``mcp``:
   MCP servers
@@ -30,6 +31,7 @@ from teamrun.config.checks.acceptance import acceptance_checks
 from teamrun.config.checks.agents import agent_checks
 from teamrun.config.checks.budgets import budget_checks
 from teamrun.config.checks.context import CheckContext
+from teamrun.config.checks.fallbacks import fallback_checks
 from teamrun.config.checks.imports import import_checks
 from teamrun.config.checks.mcp import mcp_checks
 from teamrun.config.checks.peers import peer_checks
@@ -59,6 +61,7 @@ def check_semantics(
     found = [
         *reference_checks(c),  # first: it tells whether the graph is complete
         *agent_checks(c),
+        *fallback_checks(c),
         *budget_checks(c),
         *tool_checks(c),
         *mcp_checks(c),
