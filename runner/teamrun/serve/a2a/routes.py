@@ -227,6 +227,22 @@ def a2a_router(state: ServeState) -> APIRouter:
             reason="AGENT_NOT_FOUND",
         )
 
+    @router.get("/a2a" + CARD_PATH)
+    async def card_without_team(request: Request) -> Response:
+        # What a client resolving ".well-known/agent-card.json" against "http://H/a2a/<team>" asks for (standard
+        # URL resolution drops the last segment of a base URL without its trailing slash: the JavaScript SDK's
+        # createFromUrl). There is no card here; the answer names the cards that are, and the base URL to give.
+        base = str(request.base_url).rstrip("/")
+        cards = ", ".join(f"{base}{A2A_PREFIX}{team}{CARD_PATH}" for team in sorted(served))
+        return rpc_error(
+            INVALID_REQUEST,
+            f"no agent card at {A2A_PREFIX.rstrip('/')}{CARD_PATH}: each agent's card is at /a2a/<team>{CARD_PATH} "
+            f"({cards}). Give a client an agent's base URL with its trailing slash ({base}/a2a/<team>/): "
+            "without it, .well-known/agent-card.json resolves beside the team's name, not under it",
+            status=404,
+            reason="AGENT_CARD_NOT_FOUND",
+        )
+
     @router.get("/a2a/{team}" + CARD_PATH)
     async def card(team: str, request: Request) -> Response:
         entry = served.get(team)
@@ -236,6 +252,7 @@ def a2a_router(state: ServeState) -> APIRouter:
         return JSONResponse(redactor.value(shown), headers={"Cache-Control": "no-cache"})
 
     @router.api_route("/a2a/{team}", methods=["POST", "GET", "PUT", "PATCH", "DELETE", "OPTIONS"])
+    @router.api_route("/a2a/{team}/", methods=["POST", "GET", "PUT", "PATCH", "DELETE", "OPTIONS"])  # the base URL
     async def rpc(team: str, request: Request) -> Response:
         if tokens and not token_matches(request.headers.get("authorization"), tokens):
             return rpc_error(
