@@ -297,6 +297,8 @@ class LlmEnd(Event):
     """Why it failed (after retries)."""
     finish_reason: str | None = None
     """Why the model stopped writing: ``stop``, ``tool_calls``, ``length`` (cut off at ``max_tokens``)..."""
+    usage_known: bool | None = None
+    """``False`` when the provider's usage figures were malformed: ``usage`` and ``cost`` are not known."""
     model: str | None = None
     """For an agent with ``fallbacks``: the model of its list that answered."""
     fallback: str | None = None

@@ -5,6 +5,7 @@ from a failing provider during its cool-down (a stepped clock, no sleeps) and se
 from __future__ import annotations
 
 import asyncio
+import json
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import teamrun
 from teamrun.events import Event, LlmEnd
 from teamrun.llm import breaker
 from teamrun.llm.breaker import BreakerRegistry
-from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, text, tool_calls
+from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
 
 
 class Clock:
@@ -279,3 +280,37 @@ def test_an_agent_takes_defaults_list_and_its_empty_list_turns_it_off(tmp_path: 
         ("offline", None, 3, {}),
     ]
     assert checker.fallbacks == ()
+
+
+def _completion(usage: object) -> Reply:
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "solo",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "four"}, "finish_reason": "stop"}],
+        "usage": usage,
+    }
+    return malformed_body(json.dumps(body))
+
+
+@pytest.mark.parametrize("usage", [{"prompt_tokens": -3, "completion_tokens": 5}, {"prompt_tokens": 7}])
+def test_a_malformed_usage_figure_is_unknown_never_zero(
+    tmp_path: Path, fake_openai: FakeOpenAI, usage: dict[str, int]
+) -> None:
+    fake_openai.script("solo", [_completion(usage)])
+    path = tmp_path / "solo.yaml"
+    solo = f"{{model: openai/solo, api_base: '{fake_openai.url}'}}"
+    path.write_text(f"version: 1\nname: one\nsupervisor: solo\nagents:\n  solo: {solo}\n", encoding="utf-8")
+
+    result, events = run(path)
+
+    assert result.status == "done" and result.final_text == "four"
+    shown = result.as_dict()
+    if "completion_tokens" in usage:  # -3 prompt tokens: not a count
+        (end,) = [e for e in events if isinstance(e, LlmEnd)]
+        assert end.usage_known is False
+        assert shown["usage_known"] is False and shown["agents"]["solo"]["usage"] is None
+        assert shown["models"]["openai/solo"] == {"usage": None, "cost": None, "calls": 1, "usage_known": False}
+    else:  # a figure left out is none reported, as before
+        assert shown["agents"]["solo"]["usage"]["input_tokens"] == 7 and "usage_known" not in shown

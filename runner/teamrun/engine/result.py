@@ -155,10 +155,16 @@ class ModelSpend:
     calls: int = 0
     fallback_calls: int = 0
     """Calls it answered as a fallback, after a model before it in the list failed or was skipped."""
+    usage_known: bool = True
+    """False when one of its answers carried malformed usage figures."""
 
     def as_dict(self) -> dict[str, Any]:
         shown: dict[str, Any] = {"usage": self.usage.as_dict(), "cost": self.cost, "calls": self.calls}
-        return shown | ({"fallback_calls": self.fallback_calls} if self.fallback_calls else {})
+        if self.fallback_calls:
+            shown["fallback_calls"] = self.fallback_calls
+        if not self.usage_known:  # not known, never a pretended 0
+            shown.update(usage=None, cost=None, usage_known=False)
+        return shown
 
 
 @dataclass

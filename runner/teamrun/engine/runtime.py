@@ -217,6 +217,7 @@ class RunContext:
         spend.cost += reply.cost_usd
         spend.calls += 1
         spend.fallback_calls += reply.fallback is not None
+        spend.usage_known = spend.usage_known and reply.usage_known
 
     def record_handoff(self, frame: AgentFrame, target: str) -> None:
         self.result.handoffs.append({"from": frame.name, "to": target, "agent_path": list(frame.path)})

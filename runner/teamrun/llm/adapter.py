@@ -543,13 +543,15 @@ def _to_reply(litellm: Any, response: Any, call: _CallPlan) -> ModelReply:
         raise _MalformedResponse("the message content is not text")
     if calls and not content:
         content = None
+    usage = _usage(_get(response, "usage"))
     return ModelReply(
         text=content,
         tool_calls=calls,
-        usage=_usage(_get(response, "usage")),
-        cost_usd=_cost(litellm, response, call),
+        usage=usage or Usage(requests=1),
+        cost_usd=_cost(litellm, response, call) if usage is not None else 0.0,
         model=str(_get(response, "model") or call.model),
         finish_reason=_get(choices[0], "finish_reason"),
+        usage_known=usage is not None,
     )
 
 
@@ -566,12 +568,23 @@ def _tool_call(raw: Any, index: int) -> ToolCall:
     return ToolCall(id=str(_get(raw, "id") or f"call_{index}_{name}"), name=str(name), arguments=arguments)
 
 
-def _usage(raw: Any) -> Usage:
-    return Usage(
-        input_tokens=int(_get(raw, "prompt_tokens") or 0),
-        output_tokens=int(_get(raw, "completion_tokens") or 0),
-        requests=1,
-    )
+def _usage(raw: Any) -> Usage | None:
+    """The answer's token counts (none reported: 0); ``None`` when a figure is malformed (not a count: negative,
+    fractional, text...): unknown, never read as 0 — nor priced."""
+    counts = [_count(_get(raw, name)) for name in ("prompt_tokens", "completion_tokens")]
+    if any(count is None for count in counts):
+        log.warning("llm_usage_unknown", reason="the provider's usage figures are not token counts")
+        return None
+    return Usage(input_tokens=counts[0] or 0, output_tokens=counts[1] or 0, requests=1)
+
+
+def _count(value: Any) -> int | None:
+    """A token count (absent: 0), or ``None`` when ``value`` is not one."""
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _cost(litellm: Any, response: Any, call: _CallPlan) -> float:

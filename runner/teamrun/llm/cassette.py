@@ -153,7 +153,7 @@ def fingerprint(
 # -- replies as data --------------------------------------------------------------------
 def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
     """The reply as JSON data (a journal entry, a cassette line); ``answered_by`` and ``fallback`` only when a
-    fallback list answered it."""
+    fallback list answered it, ``usage_known`` only when false."""
     data: dict[str, Any] = {
         "text": reply.text,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
@@ -166,6 +166,8 @@ def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
         "model": reply.model,
         "finish_reason": reply.finish_reason,
     }
+    if not reply.usage_known:
+        data["usage_known"] = False
     if reply.answered_by:
         data["answered_by"] = reply.answered_by
     if reply.fallback:
@@ -186,6 +188,7 @@ def reply_from_dict(data: Mapping[str, Any]) -> ModelReply:
         cost_usd=float(data.get("cost_usd", 0.0)),
         model=str(data.get("model", "")),
         finish_reason=data.get("finish_reason"),
+        usage_known=data.get("usage_known") is not False,
         answered_by=str(data.get("answered_by") or ""),
         fallback=data.get("fallback") if isinstance(data.get("fallback"), str) else None,
     )

@@ -114,6 +114,9 @@ class ModelReply:
     cost_usd: float = 0.0
     model: str = ""
     finish_reason: str | None = None
+    usage_known: bool = True
+    """False when the provider's usage figures were malformed: :attr:`usage` and :attr:`cost_usd` are then
+    unknown (zeros that mean "not known"), never counted as 0 tokens."""
     answered_by: str = ""
     """The model of the settings' list that answered (the team file's model string); ``""``: the one asked."""
     fallback: str | None = None

@@ -115,6 +115,9 @@ async def call_model(
             current_scope.reset(scope)
         frame.ledger.charge_model(reply.usage, reply.cost_usd, step=call.step)
         ctx.record_model_call(reply.answered_by or settings.model, reply)
+        if not reply.usage_known:  # malformed figures from the provider: unknown, never a pretended 0
+            frame.ledger.usage_known = False
+            span.end.update(usage_known=False)
         span.end.update(
             usage=reply.usage.as_dict(),
             cost=reply.cost_usd,
