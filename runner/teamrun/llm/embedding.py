@@ -141,8 +141,9 @@ class LiteLLMEmbedder:
             key = LOCAL_PLACEHOLDER_KEY
         if key is not None:
             kwargs["api_key"] = key
-        if self.dimensions is not None:
+        if self.dimensions is not None:  # a model that cannot shorten its vectors answers its own size: refused below
             kwargs["dimensions"] = self.dimensions
+            kwargs["drop_params"] = True
         where = f" at {self.api_base}" if self.api_base else ""
         try:
             response = await litellm.aembedding(**kwargs)
@@ -178,12 +179,9 @@ class LiteLLMEmbedder:
         tokens = _get(usage, "prompt_tokens") if usage is not None else None
         hidden = getattr(response, "_hidden_params", None) or {}
         cost = hidden.get("response_cost") if isinstance(hidden, dict) else None
-        return Embeddings(
-            vectors=vectors,
-            model=self.model,
-            input_tokens=int(tokens) if isinstance(tokens, int | float) else None,
-            cost_usd=float(cost) if isinstance(cost, int | float) else None,
-        )
+        said = int(tokens) if isinstance(tokens, int | float) and tokens > 0 else None  # LiteLLM fills in 0
+        priced = float(cost) if isinstance(cost, int | float) and (said is not None or cost > 0) else None
+        return Embeddings(vectors=vectors, model=self.model, input_tokens=said, cost_usd=priced)
 
 
 def _checked(model: str, texts: Sequence[str]) -> list[str]:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 MAX_RESOURCE_CHARS = 200
 VECTOR_WEIGHT = 0.6
 """The vector part of the hybrid score; the keyword part weighs the rest."""
+_List = list  # ``MemoryStore.list`` hides the builtin inside the class
 _CANDIDATES = 50
 """Each part of a hybrid search brings at least this many candidates (``4 * k`` when more)."""
 
@@ -293,7 +294,7 @@ class MemoryStore:
         min_score: float = 0.0,
         mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
         now: float | None = None,
-    ) -> list[Recalled]:
+    ) -> _List[Recalled]:
         """The ``k`` memories of ``resource`` that best match ``query`` (and its embedding ``vector``), best first.
 
         ``vector`` may be None only in ``keyword`` mode. Expired memories are never recalled.
@@ -314,6 +315,7 @@ class MemoryStore:
                 vector_scores = self._vector_scores(conn, resource, vector, now, candidates)
             if mode != "vector" and query.strip():
                 keyword_scores = self._keyword_scores(conn, resource, query, now, candidates)
+            scored: _List[tuple[str, float, float | None, float | None]]
             if mode == "vector":
                 ranked = sorted(vector_scores.items(), key=lambda kv: (-kv[1], kv[0]))
                 scored = [(i, s, s, None) for i, s in ranked[:k]]
@@ -328,7 +330,7 @@ class MemoryStore:
                     kw = keyword_scores.get(ident, 0.0)
                     combined.append((ident, VECTOR_WEIGHT * v + (1 - VECTOR_WEIGHT) * kw, v, kw))
                 combined.sort(key=lambda item: (-item[1], item[0]))
-                scored = [item for item in combined[:k]]
+                scored = [(i, s, v, kw) for i, s, v, kw in combined[:k]]
             scored = [item for item in scored if item[1] >= min_score and item[1] > 0.0]
             memories = self._fetch(conn, resource, [item[0] for item in scored])
         return [

@@ -150,26 +150,21 @@ memory_working = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
-sa.event.listen(
-    memories,
-    "after_create",
-    sa.DDL(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5("
-        "scope, fact, memory_id UNINDEXED, resource UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
-    ).execute_if(dialect="sqlite"),
+
+def _ddl(statement: str, dialect: str) -> sa.ExecutableDDLElement:
+    return sa.DDL(statement).execute_if(dialect=dialect)  # type: ignore[no-untyped-call]
+
+
+_MEMORY_KEYWORDS_SQLITE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5("
+    "scope, fact, memory_id UNINDEXED, resource UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
 )
-sa.event.listen(
-    memories,
-    "after_create",
-    sa.DDL("CREATE INDEX IF NOT EXISTS ix_memories_fts ON memories USING gin (to_tsvector('simple', fact))").execute_if(
-        dialect="postgresql"
-    ),
+_MEMORY_KEYWORDS_POSTGRES = (
+    "CREATE INDEX IF NOT EXISTS ix_memories_fts ON memories USING gin (to_tsvector('simple', fact))"
 )
-sa.event.listen(
-    memories,
-    "before_drop",
-    sa.DDL("DROP TABLE IF EXISTS memories_fts").execute_if(dialect="sqlite"),
-)
+sa.event.listen(memories, "after_create", _ddl(_MEMORY_KEYWORDS_SQLITE, "sqlite"))
+sa.event.listen(memories, "after_create", _ddl(_MEMORY_KEYWORDS_POSTGRES, "postgresql"))
+sa.event.listen(memories, "before_drop", _ddl("DROP TABLE IF EXISTS memories_fts", "sqlite"))
 
 __all__ = [
     "journal",
