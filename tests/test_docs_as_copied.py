@@ -18,10 +18,12 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
 import tomllib
+import urllib.request
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,9 @@ from typing import Any
 import pytest
 
 import teamrun
-from teamrun.cli import reference
+from teamrun.cli import main, reference
 from teamrun.testing import delegate, text, tool_call
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -259,3 +262,128 @@ def test_the_validate_in_ci_commands_pass_as_copied_after_set_up_command_1(tmp_p
         line: run.stdout[-2000:] + run.stderr[-2000:] for line, run in done.items() if run.returncode
     }
     assert any("--strict" in line for line in done) and any("--import-check" in line for line in done)
+
+
+def _bash_blocks(heading: str) -> list[list[str]]:
+    """The lines of each ```bash block under README's ``heading`` (up to the next heading)."""
+    text = README.read_text(encoding="utf-8")
+    section = re.split(r"^#+ ", text.split(f"\n{heading}\n", 1)[1], maxsplit=1, flags=re.MULTILINE)[0]
+    return [block.splitlines() for block in re.findall(r"^```bash\n(.*?)^```", section, re.MULTILINE | re.DOTALL)]
+
+
+def _shell_env() -> dict[str, str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO / "runner"),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    for name in ("TEAMRUN_MODEL", "TEAMRUN_API_BASE", "TEAMRUN_A2A_URL", "TEAMRUN_API_TOKENS"):
+        env.pop(name, None)
+    return env
+
+
+def test_a_ready_made_team_copied_with_its_samples_runs_from_anywhere(tmp_path: Path) -> None:
+    """Issue 42.17: a command tool's `cwd:` is the team file's folder's, not where teamrun runs. The README's
+    copy commands, run in a clone; then the copy run from another folder."""
+    (copy_lines,) = _bash_blocks("## Ready-made teams")[:1]
+    clone = tmp_path / "teamrun"
+    shutil.copytree(REPO / "teams", clone / "teams")
+    env = _shell_env()
+
+    done = [
+        subprocess.run(["bash", "-c", line], cwd=clone, env=env, capture_output=True, text=True, timeout=120)
+        for line in copy_lines
+    ]  # the timeout is a hang guard only
+    assert [d.returncode for d in done] == [0] * len(copy_lines), [d.stderr for d in done]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    team = clone / "my-team" / "research-report.yaml"
+    again = subprocess.run(
+        ["teamrun", "execute", str(team), "--input", "Compare Rust and Go"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    for run in (done[-1], again):
+        assert run.returncode == 0, run.stderr
+        assert "tool notes ok" in run.stderr and "does not exist" not in run.stdout, (run.stdout, run.stderr)
+        assert "notes/rust.md:1:# Rust" in run.stdout
+
+
+def test_a_team_copied_without_its_samples_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """Copied alone, the team's `cwd: samples` is looked for beside the copy: refused at load (exit 2, nothing
+    run), where it used to run and exit 0 with the tool's error inside the answer."""
+    shutil.copy(REPO / "teams" / "research-report.yaml", tmp_path)
+    done = subprocess.run(
+        ["teamrun", "execute", "research-report.yaml", "--input", "Compare Rust and Go"],
+        cwd=tmp_path, env=_shell_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert "relative to the team file's folder" in done.stderr and "samples" in done.stderr
+
+
+def test_a_cwd_missing_at_run_time_says_it_is_relative_to_the_team_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `${VAR}` cwd is not judged by validate: a folder missing when the tool runs is the tool's error, which
+    says where it was looked for and why there."""
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: cwd-team\nsupervisor: lead\n"
+        "agents:\n  lead: {instructions: Answer., tools: [ls]}\n"
+        "tools:\n  ls: {command: [ls], cwd: '${TEAMRUN_TEST_DATA_DIR:-data}'}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.delenv("TEAMRUN_TEST_DATA_DIR", raising=False)
+    monkeypatch.chdir(REPO)  # not where the team file is
+
+    assert main(["execute", str(team), "-i", "go", "--progress", "none"]) == 0
+    missing = str(tmp_path / "data")
+    assert (
+        f"working directory {missing!r} does not exist (`cwd: data` is relative to the team file's folder)"
+        in " ".join(capsys.readouterr().out.split())
+    )
+
+
+def test_a_served_team_is_the_remote_worker_of_another_as_copied(tmp_path: Path) -> None:
+    """Issue 42.21: the README's two commands, on a free port instead of 9999: `teamrun serve` is an A2A agent
+    the remote-worker team delegates to (no test server of this repository needed)."""
+    blocks = _bash_blocks("### Remote agents (A2A)")
+    (serve_line,), (execute_line,) = blocks
+    port = str(_free_port())
+    serve_line, execute_line = (line.replace("9999", port) for line in (serve_line, execute_line))
+    assert serve_line.startswith("teamrun serve teams/research-report.yaml ")
+    env = _shell_env()
+    card = f"http://127.0.0.1:{port}/a2a/research-report/.well-known/agent-card.json"
+
+    server = subprocess.Popen(
+        ["bash", "-c", f"exec {serve_line}"], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        wait_until(lambda: _answers(card), "the served team's agent card", alive=server)
+        done = subprocess.run(
+            ["bash", "-c", execute_line], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        )  # a hang guard only
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
+
+    assert done.returncode == 0, done.stderr
+    assert f"lead \u203a researcher: started (a2a:http://127.0.0.1:{port}/a2a/research-report)" in done.stderr
+    assert "lead \u203a researcher: ok" in done.stderr
+    assert "researcher (ok):" in done.stdout and "notes/rust.md" in done.stdout  # the served team's own research
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False

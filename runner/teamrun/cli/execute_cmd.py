@@ -36,8 +36,8 @@ Examples:
   teamrun execute team.yaml -i "..." --record run.cassette.jsonl   # a real run, once
   teamrun execute team.yaml -i "..." --replay run.cassette.jsonl   # offline, in CI
   teamrun execute team.yaml -i "..." --thread support-42   # continue a conversation
-  teamrun execute team.yaml -i "..." --store runs.db   # journaled: resumable after a crash
-  teamrun execute team.yaml --resume 3f2a9c1b7d4e --store runs.db
+  teamrun execute team.yaml -i "..." --store .teamrun/runs.db   # journaled: resumable after a crash
+  teamrun execute team.yaml --resume 3f2a9c1b7d4e --store .teamrun/runs.db
 
 An agent with a `person:` tool asks its questions on the terminal (as tool
 approvals are asked). With --detach, or without a terminal when the run is

@@ -146,7 +146,7 @@ in it). There is no undo; the next `--thread ID` with that id starts afresh.
 \b
 Examples:
   teamrun threads delete support-42
-  teamrun threads delete support-42 --store team.db
+  teamrun threads delete support-42 --store .teamrun/threads.db
 """,
 )
 @click.argument("thread_id")
