@@ -94,6 +94,8 @@ class CommandTool(Tool):
         self.command = list(command)
         self._templates = [_compile(name, index, item, parameters) for index, item in enumerate(command)]
         self.cwd = cwd
+        self.cwd_given: str | None = None
+        """The team file's relative ``cwd:`` as written (what a missing folder's error names), if any."""
         self.spec = ToolSpec(
             name=name,
             description=description or f"Runs `{' '.join(command)}`.",
@@ -113,7 +115,7 @@ class CommandTool(Tool):
         if not definition.command:
             raise UserError(f"tool {name!r}: a command tool needs `command: [program, args...]`")
         cwd = base_dir / definition.cwd if definition.cwd is not None else None
-        return cls(
+        tool = cls(
             name,
             list(definition.command),
             parameters=definition.parameters,
@@ -124,6 +126,9 @@ class CommandTool(Tool):
             require_approval=bool(definition.require_approval),
             ok_exit_codes=definition.ok_exit_codes or (0,),
         )
+        if definition.cwd is not None and not Path(definition.cwd).is_absolute():
+            tool.cwd_given = str(definition.cwd)
+        return tool
 
     def render_argv(self, arguments: dict[str, Any]) -> list[str]:
         """The argv for these arguments (each item rendered on its own; empty items kept)."""
@@ -154,7 +159,8 @@ class CommandTool(Tool):
 
     def _check_cwd(self) -> None:
         if self.cwd is not None and not self.cwd.is_dir():
-            raise ToolError(f"tool {self.name!r}: working directory {str(self.cwd)!r} does not exist")
+            given = f" (`cwd: {self.cwd_given}` is relative to the team file's folder)" if self.cwd_given else ""
+            raise ToolError(f"tool {self.name!r}: working directory {str(self.cwd)!r} does not exist{given}")
 
     async def _start(self, argv: list[str]) -> _Child:
         """Start the program in its own process group, with no stdin, captured output and no descriptor of ours
