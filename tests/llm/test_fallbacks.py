@@ -314,3 +314,26 @@ def test_a_malformed_usage_figure_is_unknown_never_zero(
         assert shown["models"]["openai/solo"] == {"usage": None, "cost": None, "calls": 1, "usage_known": False}
     else:  # a figure left out is none reported, as before
         assert shown["agents"]["solo"]["usage"]["input_tokens"] == 7 and "usage_known" not in shown
+
+
+def test_a_replayed_call_answers_from_the_journal_under_the_model_that_answered_it(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock
+) -> None:
+    from teamrun.engine.durability.resume import open_resume
+    from teamrun.store.journal import StoreJournal
+
+    fake_openai.handler("primary", lambda _request: http_error(500))
+    script_backup(second)
+    team = teamrun.load_team(supervisor_team(tmp_path, fake_openai, second), store=tmp_path / "runs.db")
+    first = team.run_sync("Write a haiku.", journal=True)
+    sent = (len(fake_openai.requests()), len(second.requests()))
+
+    events: list[Event] = []
+    journal = open_resume(StoreJournal(team.store), first.run_id)
+    again = team.run_sync("Write a haiku.", journal=journal, subscribers=[events.append])
+
+    assert again.status == "done" and again.final_text == first.final_text
+    assert (len(fake_openai.requests()), len(second.requests())) == sent == (3, 3)  # nothing asked again
+    assert {e.model for e in events if isinstance(e, LlmEnd)} == {"openai/backup"}
+    assert again.as_dict()["models"] == first.as_dict()["models"]
+    assert first.as_dict()["models"]["openai/backup"]["fallback_calls"] == 3
