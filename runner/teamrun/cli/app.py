@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("teamrun.cli.eval_cmd:eval_", "Run a team on test cases and check the answers."),
     "execute": ("teamrun.cli.execute_cmd:execute", "Run a team and print its answer."),
     "graph": ("teamrun.cli.graph_cmd:graph", "Print the delegation graph as Mermaid."),
+    "memory": ("teamrun.cli.memory_cmd:memory", "List, search and forget the long-term memory of a user or org."),
     "resume": ("teamrun.cli.resume_cmd:resume", "Continue a crashed, killed or cancelled run."),
     "runs": ("teamrun.cli.runs_cmd:runs", "List and show the runs a store holds."),
     "schema": ("teamrun.cli.schema_cmd:schema", "Print the team-file JSON Schema."),

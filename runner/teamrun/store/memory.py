@@ -132,7 +132,8 @@ def check_resource_id(resource: object) -> str:
     if not resource.isprintable():
         bad = next(c for c in resource if not c.isprintable())
         raise MemoryRefused(
-            f"the resource id contains a control character (U+{ord(bad):04X}); use printable text, e.g. 'customer-42'"
+            f"the resource id contains a character that is not printable text (U+{ord(bad):04X}); "
+            "use printable text, e.g. 'customer-42'"
         )
     return resource
 
