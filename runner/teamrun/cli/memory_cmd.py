@@ -70,7 +70,7 @@ it was saved (and in which thread), when it expires, the fact.
 \b
 Examples:
   teamrun memory list --resource customer-42
-  teamrun memory list --resource customer-42 --json --store team.db
+  teamrun memory list --resource customer-42 --json --store .teamrun/runs.db
 """,
 )
 @_resource_option
