@@ -115,3 +115,43 @@ def test_trace_show_prints_an_agent_name_and_an_error_inert(tmp_path: Path, caps
         out = capsys.readouterr().out
         _no_controls(out)
         assert "lead\ufffd]0;pwned\ufffd" in out
+
+
+ASKING = """version: 1
+name: ask-two
+supervisor: lead
+tools:
+  ask_ops: {person: {choices: [eu-west-1, us-east-1]}}
+  ask_legal: {person: {}}
+agents:
+  lead: {delegates_to: [infra, legal]}
+  infra: {description: Picks the region., tools: [ask_ops]}
+  legal: {description: Signs off., tools: [ask_legal]}
+"""
+
+
+def test_pending_questions_are_listed_inert(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The offline model asks the task it was given: a question holding a terminal escape, listed by execute,
+    `runs list`, `runs show` and `answer` (the run waits for the next question)."""
+    team = tmp_path / "team.yaml"
+    team.write_text(ASKING, encoding="utf-8")
+    store = str(tmp_path / "runs.db")
+    task = f"Launch {TITLE}"
+    code = main(["execute", str(team), "-i", task, "--store", store, "--detach", "--json", "--progress", "none"])
+    out, err = capsys.readouterr()
+    assert code == 4, err
+    _no_controls(err)
+    assert "asks Launch \ufffd]0;pwned\ufffd" in err
+    run_id = json.loads(out)["run_id"]
+    for command in (["runs", "list"], ["runs", "show", run_id]):
+        assert main([*command, "--store", store]) == 0
+        shown = capsys.readouterr().out
+        _no_controls(shown)
+        assert "asks Launch \ufffd]0;pwned\ufffd" in shown
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)["pending"][0]["item"]
+
+    assert main(["answer", run_id, first, "eu-west-1", "--store", store, "--progress", "none"]) == 4
+    err = capsys.readouterr().err
+    _no_controls(err)
+    assert "asks Launch \ufffd]0;pwned\ufffd" in err

@@ -16,6 +16,7 @@ import click
 
 from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, check_api_base, progress_option
 from teamrun.errors import UsageError
+from teamrun.observe.bidi import inert
 
 EXIT_WAITING = 4
 """A run suspended, waiting for a person (``execute``, ``resume``, ``answer``)."""
@@ -136,7 +137,7 @@ def describe(item: Any) -> str:
     choices = item.spec.get("choices")
     shown = f"  [{' | '.join(choices)}]" if choices else ""
     verb = "asks" if item.kind == "question" else "waits for approval:"
-    return f"{item.item_id}  {item.agent} {verb} {' '.join(item.question.split())}{shown}"
+    return inert(f"{item.item_id}  {item.agent} {verb} {' '.join(item.question.split())}{shown}")  # a model's words
 
 
 def waiting_lines(backend: Any, run_id: str, store: str | None) -> list[str]:
