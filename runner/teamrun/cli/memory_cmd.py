@@ -28,7 +28,7 @@ Examples:
 _STORE_HELP = (
     "The store: a SQLite file or a SQLAlchemy URL (default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db)."
 )
-_RESOURCE_HELP = "Whose memory: the user's or organisation's id, as given to `teamrun execute --resource`."
+_RESOURCE_HELP = "Whose memory: the id of the user or organisation the runs were given."
 
 
 def _resource_option(function: Any) -> Any:
