@@ -22,7 +22,7 @@
       this.lastOf = new Map();  // run id -> its last event's time: where its unfinished spans end
       this.now = null;  // while the run is followed live: the time now (open spans grow to it); else null
       this.count = 0;
-      this.writes = [];  // workspace_write lines, in order: { ts, runId, path, spanKey, data }
+      this.writes = [];  // workspace_write and board_op lines, in order: { ts, kind, runId, path, spanKey, data }
       // A run continued after people answered (or resumed) holds several segments in one stream, each from its
       // own run_start, whose span ids start again at s1. Spans are keyed per segment: "kind|run:span" in the
       // first, "kind|run~n:span" in the n-th after it (n = 1, 2...).
@@ -120,8 +120,8 @@
         if (data.error) node.error = String(data.error);
         for (const [k, v] of Object.entries(data)) if (!["status", "usage", "cost", "error"].includes(k)) node.data[k] = v;
         if (node.kind === "llm") node.replayed = this.replayedCall(node, data);
-      } else if (r.kind === "workspace_write") {
-        this.writes.push({ ts: r.ts, runId: r.run_id, scope, path: r.agent_path || [], spanKey: "tool|" + key, data });
+      } else if (r.kind === "workspace_write" || r.kind === "board_op") {  // a board's tasks change as a write does
+        this.writes.push({ ts: r.ts, kind: r.kind, runId: r.run_id, scope, path: r.agent_path || [], spanKey: "tool|" + key, data });
       } else if (POINTS.has(r.kind)) {
         let owner = (r.kind === "llm_retry" || r.kind === "llm_io") ? this.spans.get("llm|" + key) : null;
         owner = owner || this.find(key) || this.find(parentKey);

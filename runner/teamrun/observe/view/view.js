@@ -146,6 +146,8 @@
     return "info";
   }
 
+  const FIRST_PROBLEMS = 5;  // problem lines shown before "show all"
+
   // -- the view --------------------------------------------------------------------------------------------
 
   class RunView {
@@ -404,7 +406,15 @@
       const replayed = calls.filter((n) => n.replayed).length;
       if (known) fact("model calls", String(calls.length - replayed));
       if (replayed) fact("replayed calls", String(replayed));
-      if (known || resUsage.total_tokens !== undefined) fact("tokens", String(total));
+      if (known || resUsage.total_tokens !== undefined) {
+        const paid = agents.map(paidUsage), sum = (k) => paid.reduce((t, u) => t + u[k], 0);
+        const split = agents.length ? [sum("input"), sum("output")]
+          : [resUsage.input_tokens, resUsage.output_tokens];
+        const b = fact("tokens", String(total));
+        if (split[0] !== undefined && split[1] !== undefined && split[0] + split[1] > 0) {  // beside the total
+          b.after(el("span", "tv-split", " (" + split[0] + " in, " + split[1] + " out)"));
+        }
+      }
       if (known || typeof res.cost === "number" || (res.result && typeof res.result.cost === "number")) fact("cost", usd(cost));
       if (continued && run.usage && run.usage.total_tokens) fact("run total", run.usage.total_tokens + " tok · " + usd(run.cost));
       if (run && run.data.stopped_by) fact("stopped by", run.data.stopped_by);
@@ -549,6 +559,19 @@
       }
       if (items.length > 200) list.append(el("li", "", "… and " + (items.length - 200) + " more"));
       box.append(list);
+      if (items.length > FIRST_PROBLEMS) {  // the first lines, whole (a scroll box cut a line in half), then the rest on ask
+        const rest = [...list.children].slice(FIRST_PROBLEMS);
+        const more = el("button", "tv-button tv-problems-all");
+        more.type = "button";
+        const show = () => {
+          for (const li of rest) li.hidden = !this.problemsOpen;
+          more.textContent = this.problemsOpen ? "show the first " + FIRST_PROBLEMS : "show all " + items.length;
+          more.setAttribute("aria-expanded", String(!!this.problemsOpen));
+        };
+        more.addEventListener("click", () => { this.problemsOpen = !this.problemsOpen; show(); });
+        show();
+        box.append(more);
+      }
       return box;
     }
 
@@ -659,7 +682,8 @@
       const x = (t) => ((t - m.t0) / span) * 100;
       // About how wide a track is, in pixels (the layout's sizes, view.css): a bar says its duration if it fits.
       const width = this.width || 1200, rem = 16;
-      const trackPx = Math.max(100, width - (width >= 62 * rem ? 27 * rem : 0) - (width >= 50 * rem ? 20 * rem : 12 * rem) - 1.5 * rem);
+      const labelPx = (width >= 62 * rem ? 22 : width >= 40 * rem ? 17 : width >= 30 * rem ? 12 : 9) * rem;  // view.css
+      const trackPx = Math.max(60, width - (width >= 62 * rem ? 27 * rem : 0) - labelPx - 1.5 * rem);
       const place = (e, a, b, textual) => this.ticking(() => {
         const end = typeof b === "function" ? b() : b;
         const w = Math.max(x(end) - x(a), 0);
@@ -677,7 +701,7 @@
       const axis = el("div", "tv-row tv-axis");
       axis.setAttribute("aria-hidden", "true");
       const axisTrack = el("div", "tv-track");
-      const ticks = Math.max(4, Math.min(10, Math.floor(trackPx / 70)));
+      const ticks = Math.max(1, Math.min(10, Math.floor(trackPx / 70)));  // a label per 70 px: none overlaps
       this.ticking(() => {  // round steps (1, 2, 5 × 10^n seconds), as many as fit
         const raw = span / ticks, p10 = Math.pow(10, Math.floor(Math.log10(raw)));
         const step = [1, 2, 5, 10].map((k) => k * p10).find((v) => v >= raw) || raw;
@@ -780,8 +804,9 @@
       if (!writes.length) return null;
       const box = el("section", "tv-workspace");
       const refused = writes.filter((w) => w.data.status === "refused").length;
-      box.append(el("h3", "", "Workspace (" + writes.length + " write" + (writes.length === 1 ? "" : "s")
-        + (refused ? ", " + refused + " refused" : "") + ")"));
+      const ops = writes.filter((w) => w.kind === "board_op").length, change = ops ? " change" : " write";
+      box.append(el("h3", "", "Workspace (" + writes.length + change + (writes.length === 1 ? "" : "s")
+        + (ops ? ", " + ops + " on a board" : "") + (refused ? ", " + refused + " refused" : "") + ")"));
       const values = this.options.content !== false && writes.some((w) => Object.prototype.hasOwnProperty.call(w.data, "value_after"));
       if (!values) box.append(el("p", "tv-empty", "Values were not captured for this run (record it with --trace-content to see them)."));
       const byEntry = new Map();
@@ -796,7 +821,7 @@
         entry.dataset.entry = name;
         const last = list.filter((w) => w.data.status === "applied").pop();
         const head = el("h4", "tv-ws-name");
-        head.append(el("span", "", iso(name)), el("span", "tv-meta", " " + (list[0].data.rule || "")
+        head.append(el("span", "", iso(name)), el("span", "tv-meta", " " + (list[0].data.rule || (list[0].kind === "board_op" ? "board" : ""))
           + " · version " + (last ? last.data.version_after : list[0].data.version_before)));
         entry.append(head);
         const ol = el("ol", "tv-ws-writes");
@@ -804,14 +829,16 @@
           const d = w.data, status = String(d.status || "");
           const li = el("li", "tv-ws-write tv-ws-" + (status === "refused" ? "refused" : "applied"));
           li.dataset.status = status;
+          li.dataset.kind = w.kind;
           if (d.reason) li.dataset.reason = String(d.reason);
           const who = iso(w.path[w.path.length - 1] || (d.step ? "workflow" : "?")) + (d.step ? " (step " + iso(d.step) + ")" : "");
           const change = d.version_after !== d.version_before ? "v" + d.version_before + " → v" + d.version_after
             : "v" + d.version_before + (status === "refused" ? "" : " (unchanged)");
-          const line = el("span", "tv-ws-line", "+" + seconds(w.ts - t0) + " · " + who + " · " + change + " · " + status
+          const op = w.kind === "board_op" ? (d.op || "") + (d.task_id ? " " + iso(d.task_id) : "") + " · " : "";  // post t3 · ...
+          const line = el("span", "tv-ws-line", "+" + seconds(w.ts - t0) + " · " + who + " · " + op + change + " · " + status
             + (d.reason ? " (" + d.reason + ")" : "") + (d.replayed ? " · replayed" : ""));
           li.append(line);
-          if (status === "refused" && d.message) li.append(el("div", "tv-ws-message", d.message));
+          if (d.message && (status === "refused" || w.kind === "board_op")) li.append(el("div", "tv-ws-message", d.message));
           if (values && status !== "refused" && Object.prototype.hasOwnProperty.call(d, "value_after")) {  // what it left
             const shown = JSON.stringify(d.value_after === undefined ? null : d.value_after, null, 2);  // as JSON: "1" is not 1
             li.append(el("pre", "tv-pre tv-ws-value", shown.length > 4000 ? shown.slice(0, 4000) + "…" : shown));
