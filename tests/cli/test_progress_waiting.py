@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from teamrun.cli import main
+from tests.a2a.remote_fixtures import start_agent, stop, team_file
 
 IN = " \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} "
 
@@ -60,3 +61,21 @@ def test_the_tree_marks_the_waiting_worker(tmp_path: Path, capsys: pytest.Captur
     frame = err.rsplit("\x1b[J", 1)[-1]
     assert "◷ infra  waiting" in frame, frame
     assert "cancelled" not in frame, frame
+
+
+@pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
+def test_a_remote_worker_that_asks_for_input_is_waiting_for_a_person(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A2A `input-required` suspends the run like a person: tool too, the delegation says so, not cancelled."""
+    agent = start_agent(tmp_path)
+    try:
+        team = team_file(tmp_path, agent.url)
+        store = str(tmp_path / "runs.db")
+        code = main(["execute", str(team), "-i", "ASK me", "--store", store, "--detach", "--progress", "plain"])
+    finally:
+        stop(agent.process)
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "lead → researcher: waiting for a person\n" in err
+    assert "cancelled" not in err, err
