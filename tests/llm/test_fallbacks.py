@@ -95,6 +95,11 @@ FAILURES: dict[str, tuple[Reply, str, str]] = {
         "",
         "model not found (HTTP 404)",
     ),
+    "context_window": (
+        http_error(400, message="This model's maximum context length is 8 tokens", code="context_length_exceeded"),
+        "",
+        "context too long for it (HTTP 400)",
+    ),
 }
 
 
@@ -211,8 +216,8 @@ def test_every_model_failing_ends_the_run_with_one_error_naming_each_model_and_w
     assert result.status == "failed"
     assert result.error is not None and "Traceback" not in result.error
     assert "no model of the list answered (2 tried)" in result.error
-    assert f"1. openai/primary at {fake_openai.url}: " in result.error and "HTTP 500" in result.error
-    assert f"2. openai/backup at {second.url}: " in result.error and "HTTP 404" in result.error
+    assert f"1. openai model 'openai/primary' at {fake_openai.url} failed: HTTP 500" in result.error
+    assert f"2. openai model 'openai/backup' at {second.url} failed: HTTP 404" in result.error
     assert len(fake_openai.requests("primary")) == len(second.requests("backup")) == 1
 
 
@@ -337,3 +342,35 @@ def test_a_replayed_call_answers_from_the_journal_under_the_model_that_answered_
     assert {e.model for e in events if isinstance(e, LlmEnd)} == {"openai/backup"}
     assert again.as_dict()["models"] == first.as_dict()["models"]
     assert first.as_dict()["models"]["openai/backup"]["fallback_calls"] == 3
+
+
+def test_an_endpoint_that_cannot_be_reached_falls_back(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock
+) -> None:
+    closed = FakeOpenAI().start()
+    closed.stop()  # its port now refuses connections
+    script_backup(second)
+
+    result, events = run(supervisor_team(tmp_path, closed, second))
+
+    assert result.status == "done" and result.final_text == "the writer wrote: an old pond"
+    notes = [e.fallback for e in events if isinstance(e, LlmEnd)]
+    assert notes == ["openai/backup after openai/primary failed: could not connect"] * 3
+
+
+def test_the_cli_says_every_models_failure_once_with_the_exit_code_of_a_failed_run(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from teamrun.cli import main
+
+    fake_openai.handler("primary", lambda _request: http_error(502))
+    second.handler("backup", lambda _request: http_error(503))
+
+    code = main(
+        ["execute", str(supervisor_team(tmp_path, fake_openai, second)), "-i", "Write a haiku.", "--progress", "none"]
+    )
+
+    said = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in said and said.count("no model of the list answered (2 tried)") == 1
+    assert "1. openai model 'openai/primary' at " in said and "2. openai model 'openai/backup' at " in said

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from teamrun.errors import ModelError
+from teamrun.llm.adapter import ProviderError
 from teamrun.llm.breaker import BreakerRegistry
 from teamrun.llm.types import ModelReply, ModelSettings
 
@@ -63,9 +64,12 @@ class Failed:
     """What it raised (``None``: skipped by its breaker)."""
 
     @property
-    def name(self) -> str:
+    def said(self) -> str:
+        """The model, its endpoint and why: a provider's error says all three itself."""
+        if isinstance(self.error, ProviderError):
+            return str(self.error)
         where = f" at {self.settings.api_base}" if self.settings.api_base else ""
-        return f"{self.settings.model}{where}"
+        return f"{self.settings.model}{where}: {self.error if self.error is not None else self.why}"
 
 
 class AllModelsFailed(ModelError):
@@ -73,7 +77,7 @@ class AllModelsFailed(ModelError):
 
     def __init__(self, failed: list[Failed]) -> None:
         self.failed = failed
-        lines = [f"{i}. {f.name}: {f.error if f.error is not None else f.why}" for i, f in enumerate(failed, 1)]
+        lines = [f"{i}. {f.said}" for i, f in enumerate(failed, 1)]
         super().__init__(f"no model of the list answered ({len(failed)} tried):\n  " + "\n  ".join(lines))
 
 
