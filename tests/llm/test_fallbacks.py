@@ -374,3 +374,20 @@ def test_the_cli_says_every_models_failure_once_with_the_exit_code_of_a_failed_r
     assert code == 1
     assert "Traceback" not in said and said.count("no model of the list answered (2 tried)") == 1
     assert "1. openai model 'openai/primary' at " in said and "2. openai model 'openai/backup' at " in said
+
+
+def test_import_check_says_a_fallbacks_key_variable_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from teamrun.config.loader import check_file
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    path = Path(__file__).parents[1] / "config" / "valid" / "model_fallbacks.yaml"
+
+    plain = check_file(path)
+    checked = check_file(path, import_check=True)
+
+    assert plain.ok
+    assert [d.render() for d in checked.diagnostics] == [
+        f"{path}:10:20: error: defaults.fallbacks[0].api_key_env: the variable ANTHROPIC_API_KEY is not set (or "
+        "empty) here; this fallback would fail when it is needed: export it with the API key"
+    ]

@@ -9,7 +9,9 @@ own, else ``defaults.fallbacks``). The list is checked where it is written:
   called, after the models before it; it is said now (a name without ``/`` is left to LiteLLM to place);
 - an empty list falls back to nothing — except an agent's ``fallbacks: []`` under a ``defaults.fallbacks``, which
   turns that list off for the agent;
-- ``fallback_on`` where no list applies does nothing (a warning).
+- ``fallback_on`` where no list applies does nothing (a warning);
+- with ``--import-check``, each entry's ``api_key_env`` is set in the environment (a fallback whose key is unset
+  fails only when the models before it have failed: the worst moment to find out).
 
 The config layer imports no LiteLLM: :data:`LITELLM_PROVIDERS` is its provider list, kept in step with the
 installed LiteLLM by a test.
@@ -26,7 +28,7 @@ from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotte
 if TYPE_CHECKING:
     from teamrun.config.checks.context import CheckContext
 
-__all__ = ["LITELLM_PROVIDERS", "fallback_checks"]
+__all__ = ["LITELLM_PROVIDERS", "fallback_checks", "fallback_key_checks"]
 
 LITELLM_PROVIDERS = frozenset(
     {
@@ -297,6 +299,25 @@ def _twice(model: str, base: str, first: str) -> str:
         f"{model}{where} is already in this model's fallback list ({first}): it would be asked twice for the "
         "same failure; remove it or give it another api_base"
     )
+
+
+def fallback_key_checks(c: CheckContext) -> Iterator[Diagnostic]:
+    """``--import-check``: each fallback entry's key variable is set (and not empty) in this environment."""
+    import os
+
+    lists: list[JsonPath] = [("defaults",), *(("agents", agent) for agent in c.agents)]
+    for at in lists:
+        spec = mapping(c.data.get("defaults")) if at == ("defaults",) else c.agents[str(at[1])]
+        for index, entry in enumerate(sequence(spec.get("fallbacks"))):
+            name = mapping(entry).get("api_key_env")
+            if isinstance(name, str) and name and "${" not in name and not os.environ.get(name):
+                path: JsonPath = (*at, "fallbacks", index, "api_key_env")
+                yield c.error(
+                    path,
+                    f"{dotted(path)}: the variable {name} is not set (or empty) here; this fallback would fail "
+                    "when it is needed: export it with the API key",
+                    "fallbacks",
+                )
 
 
 def _first(spec: dict[str, Any], defaults: dict[str, Any] | None) -> tuple[str, str]:
