@@ -110,7 +110,10 @@ async def complete_in_order(ask: Ask, settings: ModelSettings, breakers: Breaker
             reply = await ask(candidate)
         except ModelError as exc:
             reason = fallback_reason(exc)
-            breaker.failed() if reason in _HEALTH else breaker.released()
+            if reason in _HEALTH:
+                breaker.failed()
+            else:  # the request's own problem (too long, rejected) or ours (no key): says nothing of its health
+                breaker.released()
             failed.append(Failed(candidate, _why(exc, reason), exc))
             if reason in allowed:
                 continue
