@@ -93,5 +93,5 @@ def test_a_model_error_that_is_not_the_providers_ends_the_list_with_its_own_erro
     async def ask(one: ModelSettings) -> ModelReply:
         raise ModelError("the simulator refused")
 
-    with pytest.raises(ModelError, match="^the simulator refused$"):
+    with pytest.raises(ModelError, match=r"^the simulator refused$"):
         asyncio.run(complete_in_order(ask, settings, BreakerRegistry()))
