@@ -249,7 +249,12 @@ class Team:
         if thread is not None:
             from teamrun.engine.durability.threads import open_thread
 
-            session = await open_thread(await asyncio.to_thread(lambda: self.store), thread, self.config)
+            session = await open_thread(
+                await asyncio.to_thread(lambda: self.store),
+                thread,
+                self.config,
+                run_id=journal.run_id if journal is not None else None,  # a turn that waited continues as itself
+            )
         model = self._model()
         self.prepare_models()  # LiteLLM's import takes seconds: before the clock, only if needed
         started = time.monotonic()

@@ -15,6 +15,12 @@ the answering agent's model when more turns drop out and kept in the thread's
 ``meta`` (``summary: {text, turns}``) so it is not paid for again.
 
 A turn that fails or is cancelled leaves the thread as it was.
+
+A turn that waits for a person (its run ends ``waiting``) keeps where it stood in the thread
+(:data:`WAITING_TURNS` in the thread's ``meta``: the last message it saw, how many turns, who answered it):
+answered later, its run continues as itself — the same history and first agent, so every call it finished is
+answered by the journal — even when other turns came in between. It is then filed after them, its user
+message marked with the turn it was asked before.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ SUMMARY_INSTRUCTIONS = (
 )
 _SAVED = ("done", "budget_exhausted")
 """Statuses of a run whose turn is added to its thread."""
+WAITING_TURNS = "waiting_turns"
+"""The thread ``meta`` key of the turns whose runs wait for a person: ``{run_id: {seen, turns, starts_with}}``."""
 
 
 @dataclass
@@ -73,6 +81,14 @@ class ThreadSession:
     workspace: Any = None
     """The workspace the thread's latest saved turn ended with (``persist: thread``; see
     :mod:`teamrun.engine.workspace.carry`), else ``None``."""
+    run_id: str | None = None
+    """The run this turn is (journaled runs: what a turn that waits for a person is kept under)."""
+    seen: int = 0
+    """The last message (``seq``) of the thread this turn sees."""
+    turns_seen: int = 0
+    """How many user turns of the thread this turn sees."""
+    resumed: bool = False
+    """This turn waited for a person and continues from where it stood (:data:`WAITING_TURNS`)."""
 
     async def prepare(self, summarise: Summarise, warn: Callable[[str], None]) -> None:
         """With ``history.summarize``: put a summary of the turns left out before the ones kept."""
@@ -127,38 +143,73 @@ class ThreadSession:
         """Add the turn (and workers' new memory) to the thread; who answered takes the next turn. ``meta``:
         what the thread keeps with it (the workspace, ``persist: thread``), in the same transaction.
         The warning to give when it could not be saved."""
+        if result.status == "waiting" and self.run_id is not None:
+            return await self._keep_place()
         if result.status not in _SAVED or not result.final_text:
             return None
-        from teamrun.store.threads import NewMessage
 
         answered_by = result.answered_by or self.starts_with
-        turn = [NewMessage("user", input), NewMessage("assistant", result.final_text, agent=answered_by)]
         try:
             with self.store.errors(f"save turn of thread {self.thread_id!r}"):
-                await asyncio.to_thread(
-                    self.store.threads.append,
-                    self.thread_id,
-                    [*turn, *self.remembered],
-                    run_id=result.run_id,
-                    current_agent=answered_by,
-                    meta=meta,
-                )
+                await asyncio.to_thread(self._append, input, result, answered_by, dict(meta or {}))
         except StoreError as exc:  # the answer is not lost: the caller gets it, and is told
             return f"{exc}; the next turn will not see this one"
         return None
+
+    def _append(self, input: str, result: RunResult, answered_by: str, meta: dict[str, Any]) -> None:
+        from teamrun.store.threads import NewMessage
+
+        if self.resumed:  # filed now, after the turns that came in while it waited: said so
+            record = self.store.threads.get(self.thread_id)
+            waiting = dict(record.meta.get(WAITING_TURNS) or {}) if record is not None else {}
+            waiting.pop(str(self.run_id), None)
+            meta[WAITING_TURNS] = waiting
+            if record is not None and record.turns > self.turns_seen:
+                input = f"{input}\n\n{_asked_before(self.turns_seen + 1)}"
+        turn = [NewMessage("user", input), NewMessage("assistant", result.final_text, agent=answered_by)]
+        self.store.threads.append(
+            self.thread_id,
+            [*turn, *self.remembered],
+            run_id=result.run_id,
+            current_agent=answered_by,
+            meta=meta or None,
+        )
+
+    async def _keep_place(self) -> str | None:
+        """The run waits for a person: keep where this turn stands, for its continuation."""
+        place = {"seen": self.seen, "turns": self.turns_seen, "starts_with": self.starts_with}
+
+        def keep() -> None:
+            record = self.store.threads.get(self.thread_id)
+            waiting = dict(record.meta.get(WAITING_TURNS) or {}) if record is not None else {}
+            waiting[str(self.run_id)] = place
+            self.store.threads.update_meta(self.thread_id, {WAITING_TURNS: waiting})
+
+        try:
+            with self.store.errors(f"keep the waiting turn of thread {self.thread_id!r}"):
+                await asyncio.to_thread(keep)
+        except (StoreError, KeyError) as exc:
+            return f"{exc}; answered later, this turn sees the turns that come in meanwhile"
+        return None
+
+
+def _asked_before(turn: int) -> str:
+    """The mark of a turn filed after others that came in while it waited for a person."""
+    return f"(asked before turn {turn} of this thread; answered once a person replied)"
 
 
 class ThreadOfAnotherTeam(UsageError):
     """The thread a run should continue holds another team's conversation (the run is refused)."""
 
 
-async def open_thread(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
-    """The thread ``thread_id`` of ``store`` (created when new), as this run sees it."""
+async def open_thread(store: Store, thread_id: str, config: TeamConfig, *, run_id: str | None = None) -> ThreadSession:
+    """The thread ``thread_id`` of ``store`` (created when new), as run ``run_id`` sees it: a run that waited
+    for a person sees it as it stood when that turn began (:data:`WAITING_TURNS`)."""
     with store.errors(f"open thread {thread_id!r}"):
-        return await asyncio.to_thread(_load, store, thread_id, config)
+        return await asyncio.to_thread(_load, store, thread_id, config, run_id)
 
 
-def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
+def _load(store: Store, thread_id: str, config: TeamConfig, run_id: str | None = None) -> ThreadSession:
     thread_id = thread_id.strip()
     if not thread_id or len(thread_id) > 200:
         raise UsageError("a thread id is 1 to 200 characters (e.g. --thread support-42)")
@@ -168,13 +219,26 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
             f"thread {thread_id!r} belongs to team {record.team!r}, not {config.name!r}: "
             "give another --thread id (or delete it: teamrun threads delete ID)"
         )
-    starts_with = record.current_agent if record.current_agent in config.agents else config.supervisor or ""
-    conversation, dropped = trim(_messages(store.threads.messages(thread_id)), config.history)
+    waiting = record.meta.get(WAITING_TURNS)
+    place = waiting.get(run_id) if isinstance(waiting, dict) and run_id is not None else None
+    place = place if isinstance(place, dict) and isinstance(place.get("seen"), int) else None
+    current = place.get("starts_with") if place is not None else record.current_agent
+    starts_with = current if current in config.agents else config.supervisor or ""
+    seen = int(place["seen"]) if place is not None else None
+
+    def as_seen(stored: Sequence[ThreadMessage]) -> list[ThreadMessage]:
+        return [m for m in stored if seen is None or m.seq <= seen]
+
+    stored = as_seen(store.threads.messages(thread_id))
+    last = max((m.seq for m in stored), default=0)
+    conversation, dropped = trim(_messages(stored), config.history)
     summary = unmask(record.meta.get("summary"))
     memories: dict[str, list[Message]] = {}
     for name, agent in config.agents.items():
         if agent.memory == "thread" and name != config.supervisor:
-            memories[name] = _messages(store.threads.messages(thread_id, scope=name))
+            own = as_seen(store.threads.messages(thread_id, scope=name))
+            last = max([last, *(m.seq for m in own)])
+            memories[name] = _messages(own)
     persisted = config.workspace is not None and config.workspace.persist == "thread"
     return ThreadSession(
         store=store,
@@ -186,6 +250,10 @@ def _load(store: Store, thread_id: str, config: TeamConfig) -> ThreadSession:
         dropped=dropped,
         summary=dict(summary) if isinstance(summary, dict) else {},
         workspace=unmask(record.meta.get(THREAD_META_KEY)) if persisted else None,
+        run_id=run_id,
+        seen=seen if seen is not None else last,
+        turns_seen=sum(1 for m in stored if m.role == "user"),
+        resumed=place is not None,
     )
 
 
@@ -238,4 +306,12 @@ def trim(messages: Sequence[Message], policy: History | None) -> tuple[list[Mess
     return [m for turn in kept for m in turn], [m for turn in left_out for m in turn]
 
 
-__all__ = ["DEFAULT_HISTORY_TOKENS", "ThreadOfAnotherTeam", "ThreadSession", "estimate_tokens", "open_thread", "trim"]
+__all__ = [
+    "DEFAULT_HISTORY_TOKENS",
+    "WAITING_TURNS",
+    "ThreadOfAnotherTeam",
+    "ThreadSession",
+    "estimate_tokens",
+    "open_thread",
+    "trim",
+]
