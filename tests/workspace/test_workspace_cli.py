@@ -117,7 +117,9 @@ def _journal_counts(store_url: str) -> tuple[int, int]:
         with engine.connect() as conn:
             model = conn.execute(sa.text("SELECT count(*) FROM journal WHERE kind = 'model'")).scalar_one()
             tools = conn.execute(
-                sa.text("SELECT count(*) FROM journal WHERE kind = 'tool' AND agent_path <> 'lead'")
+                sa.text(
+                    "SELECT count(*) FROM journal WHERE kind IN ('tool', 'workspace_write') AND agent_path <> 'lead'"
+                )
             ).scalar_one()
             return int(model), int(tools)
     except sa.exc.OperationalError:
