@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import threading
 import time
@@ -149,6 +150,14 @@ def memory_id(resource: str, fact: str) -> str:
 
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_STOP_WORDS_TEXT = (
+    "a an the and or but if of to in on at by for with from as is are was were be been being am do does did "
+    "has have had i me my we our you your he him his she her it its they them their this that these those "
+    "what which who whom whose when where why how there here not no so than then too very can could will "
+    "would shall should may might must about into over under again just also s t"
+)
+_STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+"""Words a keyword search leaves out of a query (unless it has no other): they match nearly every fact."""
 
 
 def query_words(text: str, *, limit: int = 32) -> list[str]:
@@ -172,6 +181,7 @@ class _Matrix:
     ids: list[str]
     vectors: np.ndarray  # (n, dims) float32, each row L2-normalised
     expires: np.ndarray  # (n,) float64, +inf when it never expires
+    expiring: bool  # whether any of them expires
 
 
 class MemoryStore:
@@ -319,10 +329,10 @@ class MemoryStore:
             scored: _List[tuple[str, float, float | None, float | None]]
             if mode == "vector":
                 ranked = sorted(vector_scores.items(), key=lambda kv: (-kv[1], kv[0]))
-                scored = [(i, s, s, None) for i, s in ranked[:k]]
+                scored = [(i, s, s, None) for i, s in ranked[:candidates]]
             elif mode == "keyword":
                 ranked = sorted(keyword_scores.items(), key=lambda kv: (-kv[1], kv[0]))
-                scored = [(i, s, None, s) for i, s in ranked[:k]]
+                scored = [(i, s, None, s) for i, s in ranked[:candidates]]
             else:
                 pool = set(vector_scores) | set(keyword_scores)
                 combined = []
@@ -331,21 +341,21 @@ class MemoryStore:
                     kw = keyword_scores.get(ident, 0.0)
                     combined.append((ident, VECTOR_WEIGHT * v + (1 - VECTOR_WEIGHT) * kw, v, kw))
                 combined.sort(key=lambda item: (-item[1], item[0]))
-                scored = [(i, s, v, kw) for i, s, v, kw in combined[:k]]
+                scored = [(i, s, v, kw) for i, s, v, kw in combined[:candidates]]
             scored = [item for item in scored if item[1] >= min_score and item[1] > 0.0]
-            memories = self._fetch(conn, resource, [item[0] for item in scored])
-        return [
+            memories = self._fetch(conn, resource, [item[0] for item in scored[: 2 * k]], now)
+        found = [
             Recalled(memories[ident], round(score, 6), _rounded(v), _rounded(kw))
-            for ident, score, v, kw in scored
-            if ident in memories
+            for ident, score, v, kw in scored[: 2 * k]
+            if ident in memories  # not expired (the keyword index does not know expiry)
         ]
+        return found[:k]
 
     def _vector_scores(
         self, conn: sa.Connection, resource: str, vector: Sequence[float], now: float, take: int
     ) -> dict[str, float]:
         """The cosines (clamped to [0, 1]) of the ``take`` best memories that have not expired."""
-        import numpy as np
-
+        np = _numpy()
         matrix = self._matrix(conn, resource)
         if matrix is None or not matrix.ids:
             return {}
@@ -360,15 +370,19 @@ class MemoryStore:
         if not np.isfinite(norm) or norm == 0.0:
             return {}
         cosines = matrix.vectors @ (query / norm)
-        cosines = np.where(matrix.expires > now, np.clip(cosines, 0.0, 1.0), -1.0)
+        np.clip(cosines, 0.0, 1.0, out=cosines)
+        if matrix.expiring:
+            cosines[matrix.expires <= now] = -1.0
         take = min(len(matrix.ids), take)
-        best = np.argpartition(-cosines, take - 1)[:take] if take < len(matrix.ids) else np.arange(len(matrix.ids))
-        return {matrix.ids[i]: float(cosines[i]) for i in best.tolist() if cosines[i] >= 0.0}
+        best = np.argpartition(cosines, -take)[-take:] if take < len(matrix.ids) else np.arange(len(matrix.ids))
+        values = cosines[best].tolist()
+        return {matrix.ids[i]: v for i, v in zip(best.tolist(), values, strict=True) if v >= 0.0}
 
     def _matrix(self, conn: sa.Connection, resource: str) -> _Matrix | None:
         """The resource's vectors: cached while its generation token is unchanged (read here, every time)."""
-        import numpy as np
         import sqlalchemy as sa
+
+        np = _numpy()
 
         from teamrun.store import schema
 
@@ -396,6 +410,7 @@ class MemoryStore:
             ids=[r.id for r in kept],
             vectors=vectors.reshape(len(kept), dims).astype(np.float32),
             expires=np.array([np.inf if r.expires_at is None else r.expires_at for r in kept], dtype=np.float64),
+            expiring=any(r.expires_at is not None for r in kept),
         )
         with self._lock:
             self._cache[resource] = matrix
@@ -406,7 +421,7 @@ class MemoryStore:
     ) -> dict[str, float]:
         import sqlalchemy as sa
 
-        words = query_words(query)
+        words = [w for w in query_words(query) if w not in _STOP_WORDS] or query_words(query)
         if not words:
             return {}
         if conn.dialect.name == "sqlite":
@@ -417,13 +432,10 @@ class MemoryStore:
             )
             rows = conn.execute(
                 sa.text(
-                    "SELECT f.memory_id AS id, -bm25(memories_fts) AS score FROM memories_fts f "
-                    "JOIN memories m ON m.id = f.memory_id "
-                    "WHERE memories_fts MATCH :match AND f.resource = :r AND m.resource = :r "
-                    "AND (m.expires_at IS NULL OR m.expires_at > :now) "
-                    "ORDER BY score DESC, id LIMIT :limit"
+                    "SELECT memory_id AS id, -rank AS score FROM memories_fts "
+                    "WHERE memories_fts MATCH :match AND resource = :r ORDER BY rank LIMIT :limit"
                 ),
-                {"match": match, "r": resource, "now": now, "limit": limit},
+                {"match": match, "r": resource, "limit": limit},
             ).all()
         else:
             tsquery = " | ".join(_pg_lexeme(w) for w in words)
@@ -441,7 +453,8 @@ class MemoryStore:
             return {ident: 1.0 for ident in scores}
         return {ident: max(0.0, min(1.0, score / best)) for ident, score in scores.items()}
 
-    def _fetch(self, conn: sa.Connection, resource: str, ids: Sequence[str]) -> dict[str, Memory]:
+    def _fetch(self, conn: sa.Connection, resource: str, ids: Sequence[str], now: float) -> dict[str, Memory]:
+        """The memories ``ids`` of ``resource`` that have not expired at ``now``."""
         import sqlalchemy as sa
 
         from teamrun.store import schema
@@ -449,7 +462,9 @@ class MemoryStore:
         if not ids:
             return {}
         table = schema.memories
-        rows = conn.execute(sa.select(table).where(table.c.resource == resource, table.c.id.in_(list(ids))))
+        rows = conn.execute(
+            sa.select(table).where(table.c.resource == resource, table.c.id.in_(list(ids)), _alive(table, now))
+        )
         return {row.id: _memory(row) for row in rows}
 
     # -- forgetting --------------------------------------------------------------------------------------
@@ -582,6 +597,19 @@ class MemoryStore:
                     continue
 
 
+def _numpy() -> Any:
+    """numpy, imported on first use with one BLAS thread unless the process chose otherwise: a search is one
+    small matrix-vector product, where BLAS threads only spin (on a busy machine they made a search ~5x slower)."""
+    import sys
+
+    if "numpy" not in sys.modules:
+        for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, "1")
+    import numpy
+
+    return numpy
+
+
 def _alive(table: sa.Table, now: float) -> Any:
     import sqlalchemy as sa
 
@@ -600,7 +628,7 @@ def _memory(row: Any) -> Memory:
 
 def _vector_bytes(vector: Sequence[float]) -> tuple[bytes, int]:
     """The vector L2-normalised, as little-endian float32 bytes, and its size; refused when not a usable vector."""
-    import numpy as np
+    np = _numpy()
 
     try:
         array = np.asarray(list(vector), dtype=np.float32)

@@ -119,8 +119,8 @@ run_events = sa.Table(
 memories = sa.Table(
     "memories",
     metadata,
+    sa.Column("resource", sa.String(200), primary_key=True),
     sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("resource", sa.String(200), nullable=False),
     sa.Column("fact", sa.Text, nullable=False),
     sa.Column("dims", sa.Integer, nullable=False),
     sa.Column("vector", sa.LargeBinary, nullable=False),
