@@ -56,8 +56,9 @@ class TraceNode:
 
     @property
     def tokens(self) -> int:
-        """This span's tokens; for an unfinished agent, what its finished model calls used; for an unfinished
-        run, what all its agents used (the run line has the totals, even in a trace cut short)."""
+        """This span's tokens; for an agent whose end reported none (unfinished, or an older trace), what its
+        finished model calls used; for a run likewise, what all its agents used (the run line has the totals,
+        even in a trace cut short)."""
         if self.usage:
             return int(self.usage.get("total_tokens", 0))
         return sum(part.tokens for part in self._parts())
@@ -70,9 +71,9 @@ class TraceNode:
         return self.cost + sum(part.spent_usd for part in self._parts())
 
     def _parts(self) -> list[TraceNode]:
-        """What an unfinished span's spending is the sum of: an agent's model calls, a run's agents (each
-        agent's own spending, its workers being agents of their own)."""
-        if self.finished or self.kind not in ("agent", "run"):
+        """What a span's spending is the sum of when its end did not say: an agent's model calls, a run's
+        agents (each agent's own spending, its workers being agents of their own)."""
+        if self.kind not in ("agent", "run"):
             return []
         if self.kind == "agent":
             return [c for c in self.children if c.kind == "llm"]
