@@ -14,7 +14,10 @@ let asked = 0;
 
 function when(iso) {
   const d = new Date(iso);
-  return isNaN(d) ? "-" : d.toLocaleString();
+  if (isNaN(d)) return "-";
+  const today = d.toDateString() === new Date().toDateString();  // short: the row's second line stays one line
+  return today ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+    : d.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
 }
 
 function row(run) {
@@ -24,14 +27,16 @@ function row(run) {
   b.dataset.run = run.id;
   b.dataset.status = run.status;
   if (run.id === shownRun()) b.setAttribute("aria-current", "true");
+  // Two lines: its status, team and input; then when, its id, thread, tokens and cost (more rows in sight).
   const head = el("span", "run-head");
-  head.append(statusWord(run.status, "span"), el("span", "run-team", run.team), el("span", "run-when muted", when(run.started_at)));
   const input = run.input || "";
   const preview = el("span", "run-input", input.length > PREVIEW ? input.slice(0, PREVIEW - 1) + "…" : input);
+  head.append(statusWord(run.status, "span"), el("span", "run-team", run.team), preview);
   const tail = el("span", "run-tail muted");
-  tail.append(el("code", "run-id", run.id), el("span", "", "thread " + (run.thread || "-")),
-              el("span", "", run.tokens + " tokens"), el("span", "run-cost", usd(run.cost)));
-  b.append(head, preview, tail);
+  tail.append(el("span", "run-when", when(run.started_at)), el("code", "run-id", run.id),
+              ...(run.thread ? [el("span", "", "thread " + run.thread)] : []), el("span", "", run.tokens + " tokens"),
+              el("span", "run-cost", usd(run.cost)));
+  b.append(head, tail);
   b.addEventListener("click", () => openRun(run.id, { user: true }));
   li.append(b);
   return li;

@@ -45,7 +45,7 @@ async function loadThreads() {
     workbench.store = ready.store || null;
     field.disabled = !ready.store;
     note.textContent = ready.store
-      ? "inputs sent with the same thread id form one conversation (empty: a run on its own)"
+      ? "one id, one conversation (empty: a run on its own)"
       : "threads are off: this server keeps no store (start it with --store)";
   } catch (e) {
     field.disabled = true;

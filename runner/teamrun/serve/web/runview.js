@@ -72,7 +72,10 @@ async function open(detail) {
   const fresh = el("div");  // a new element per run: the previous view keeps no listener on it
   fresh.id = "run-view";
   $("run-view").replaceWith(fresh);
-  if (detail.user && narrow.matches) $("run-box").scrollIntoView({ block: "start" });
+  if ((detail.user || detail.started) && narrow.matches) {  // one column: the run is below, take the reader to it
+    $("run-box").scrollIntoView({ block: "start" });
+    if (detail.started) $("run-box").focus({ preventScroll: true });  // Run pressed: the focus follows the run
+  }
   let record = detail.record;
   try {
     if (!record) record = await api("/v1/runs/" + encodeURIComponent(id));
@@ -181,6 +184,12 @@ on(EVENT.token, () => {  // a run linked before the token was given: open it now
 on(EVENT.init, () => {
   $("cancel").addEventListener("click", cancel);
   $("record").addEventListener("click", showRecord);
-  const linked = new URLSearchParams(location.hash.slice(1)).get("run");
-  if (linked) open({ id: linked });
+  openLinked();
+  window.addEventListener("hashchange", openLinked);  // a #run=<id> link followed on the page, or typed
 });
+
+// The run the address names (#run=<id>), opened unless it is the one shown.
+function openLinked() {
+  const linked = new URLSearchParams(location.hash.slice(1)).get("run");
+  if (linked && linked !== shownRun()) open({ id: linked });
+}
