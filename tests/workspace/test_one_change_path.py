@@ -109,3 +109,21 @@ def test_the_workspace_and_its_boards_are_changed_only_through_the_one_path() ->
     for module in (*WRITERS, "engine/peers/driver.py"):
         source = (PACKAGE / module).read_text(encoding="utf-8")
         assert "apply_change(" in source, f"{module} changes the workspace without apply_change"
+
+
+def test_in_the_engine_only_durability_reads_journal_payloads() -> None:
+    """Journal entries are read through typed Replay accessors (`replay.change`, `workspace_states`, ...), never by
+    their raw payloads or `replay.entries` outside engine/durability/."""
+    found = {}
+    for module, tree in _modules():
+        if not module.startswith("engine/") or module.startswith("engine/durability/"):
+            continue
+        raw = [
+            f"{ast.unparse(node)} (line {node.lineno})"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and (node.attr == "payload" or (node.attr == "entries" and "replay" in ast.unparse(node.value)))
+        ]
+        if raw:
+            found[module] = raw
+    assert found == {}
