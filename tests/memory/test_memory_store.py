@@ -251,3 +251,43 @@ def test_a_version_3_store_is_upgraded_to_hold_memories(tmp_path: Path) -> None:
         memory = MemoryStore(store)
         _save(memory, "u1", "upgraded stores remember")
         assert _search(memory, "u1", "remember", mode="keyword") == ["upgraded stores remember"]
+
+
+def test_secrets_are_masked_before_a_fact_or_working_memory_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRM_API_TOKEN", "tok-very-secret-4242")
+    path = tmp_path / "m.db"
+    with open_store(path) as store:
+        memory = MemoryStore(store)
+        saved = _save(memory, "u1", "The CRM token is tok-very-secret-4242, keep it")
+        memory.save_working("u1", "support", "profile", 1, {"token": "tok-very-secret-4242"})
+        assert "tok-very-secret-4242" not in saved.memory.fact  # type: ignore[attr-defined]
+        assert memory.list("u1")[0].fact == "The CRM token is ***${CRM_API_TOKEN}***, keep it"
+        assert memory.load_working("u1", "support") == {"profile": (1, {"token": "***${CRM_API_TOKEN}***"})}
+    content = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("m.db"))
+    assert b"tok-very-secret-4242" not in content
+
+
+def test_two_processes_saving_the_same_fact_at_once_make_one_memory(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "m.db"
+    open_store(path).close()
+    results: list[bool] = []
+    barrier = threading.Barrier(4)
+
+    def save() -> None:
+        with open_store(path) as store:
+            memory = MemoryStore(store)
+            barrier.wait()
+            results.append(_save(memory, "new-resource", "Same fact, saved at once").created)  # type: ignore[attr-defined]
+
+    workers = [threading.Thread(target=save) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(results) == [False, False, False, True]
+    with open_store(path) as store:
+        assert len(MemoryStore(store).list("new-resource")) == 1

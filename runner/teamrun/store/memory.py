@@ -210,13 +210,14 @@ class MemoryStore:
         ttl_s: float | None = None,
         limits: MemoryLimits = MemoryLimits(),
     ) -> Saved:
-        """Save ``fact`` for ``resource`` (once: the same normalised fact again returns the first one)."""
+        """Save ``fact`` for ``resource`` (once: the same normalised fact again returns the first one).
+
+        Secrets in the fact are masked as everywhere in the store (:attr:`Store.secrets`) before it is written; the
+        caller masks them before embedding too. Expired memories of the resource are removed first."""
         import sqlalchemy as sa
 
-        from teamrun.store import schema
-
         check_resource_id(resource)
-        fact = fact.strip() if isinstance(fact, str) else fact
+        fact = self.store.secrets.text(fact).strip() if isinstance(fact, str) else fact
         if not isinstance(fact, str) or not fact:
             raise MemoryRefused("a memory's fact is empty: give the fact to remember as text")
         if len(fact) > limits.max_fact_chars:
@@ -229,50 +230,76 @@ class MemoryStore:
         blob, dims = _vector_bytes(vector)
         ident = memory_id(resource, fact)
         expires_at = provenance.saved_at + ttl_s if ttl_s is not None else None
-        table = schema.memories
         now = time.time()
-        with self.store.errors(f"save a memory of {resource!r}"), self.store.engine.begin() as conn:
-            self._drop_expired(conn, resource, now)
-            found = conn.execute(sa.select(table).where(table.c.id == ident, table.c.resource == resource)).first()
-            if found is not None:
-                return Saved(_memory(found), created=False)
-            existing = conn.execute(
-                sa.select(table.c.dims, sa.func.count()).where(table.c.resource == resource).group_by(table.c.dims)
-            ).all()
-            if existing and existing[0][0] != dims:
-                raise MemoryRefused(
-                    f"the vector has {dims} dimensions but the memories of {resource!r} have {existing[0][0]}: "
-                    "they were embedded with another embedding model (keep one embedding model per store, or "
-                    f"`teamrun memory forget --resource {resource}` to start afresh)"
-                )
-            count = sum(int(n) for _d, n in existing)
-            if count >= limits.max_memories_per_resource:
-                raise MemoryRefused(
-                    f"{resource!r} already has {count} memories, the most a resource may keep "
-                    f"({limits.max_memories_per_resource}); forget some or raise the cap"
-                )
-            conn.execute(
-                table.insert().values(
-                    id=ident,
-                    resource=resource,
-                    fact=fact,
-                    dims=dims,
-                    vector=blob,
-                    run_id=provenance.run_id,
-                    thread_id=provenance.thread_id,
-                    agent=provenance.agent,
-                    saved_at=provenance.saved_at,
-                    expires_at=expires_at,
-                )
+        with self.store.errors(f"save a memory of {resource!r}"):
+            for attempt in range(3):
+                try:
+                    with self.store.engine.begin() as conn:
+                        return self._save_once(
+                            conn, resource, ident, fact, blob, dims, provenance, expires_at, limits, now
+                        )
+                except sa.exc.IntegrityError:  # another process saved the same fact, or the resource's first
+                    if attempt == 2:
+                        raise
+        raise AssertionError("unreachable")
+
+    def _save_once(
+        self,
+        conn: sa.Connection,
+        resource: str,
+        ident: str,
+        fact: str,
+        blob: bytes,
+        dims: int,
+        provenance: Provenance,
+        expires_at: float | None,
+        limits: MemoryLimits,
+        now: float,
+    ) -> Saved:
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        table = schema.memories
+        self._drop_expired(conn, resource, now)
+        found = conn.execute(sa.select(table).where(table.c.id == ident, table.c.resource == resource)).first()
+        if found is not None:
+            return Saved(_memory(found), created=False)
+        existing = conn.execute(
+            sa.select(table.c.dims, sa.func.count()).where(table.c.resource == resource).group_by(table.c.dims)
+        ).all()
+        if existing and existing[0][0] != dims:
+            raise MemoryRefused(
+                f"the vector has {dims} dimensions but the memories of {resource!r} have {existing[0][0]}: "
+                "they were embedded with another embedding model (keep one embedding model per store, or "
+                f"`teamrun memory forget --resource {resource}` to start afresh)"
             )
-            if conn.dialect.name == "sqlite":
-                conn.execute(
-                    sa.text(
-                        "INSERT INTO memories_fts (scope, fact, memory_id, resource) VALUES (:scope, :fact, :id, :r)"
-                    ),
-                    {"scope": _scope_token(resource), "fact": fact, "id": ident, "r": resource},
-                )
-            self._bump(conn, resource)
+        count = sum(int(n) for _d, n in existing)
+        if count >= limits.max_memories_per_resource:
+            raise MemoryRefused(
+                f"{resource!r} already has {count} memories, the most a resource may keep "
+                f"({limits.max_memories_per_resource}); forget some or raise the cap"
+            )
+        conn.execute(
+            table.insert().values(
+                id=ident,
+                resource=resource,
+                fact=fact,
+                dims=dims,
+                vector=blob,
+                run_id=provenance.run_id,
+                thread_id=provenance.thread_id,
+                agent=provenance.agent,
+                saved_at=provenance.saved_at,
+                expires_at=expires_at,
+            )
+        )
+        if conn.dialect.name == "sqlite":
+            conn.execute(
+                sa.text("INSERT INTO memories_fts (scope, fact, memory_id, resource) VALUES (:scope, :fact, :id, :r)"),
+                {"scope": _scope_token(resource), "fact": fact, "id": ident, "r": resource},
+            )
+        self._bump(conn, resource)
         return Saved(Memory(ident, resource, fact, provenance, expires_at), created=True)
 
     # -- reading -----------------------------------------------------------------------------------------
@@ -561,12 +588,14 @@ class MemoryStore:
             return {row.entry: (int(row.version), row.value) for row in rows}
 
     def save_working(self, resource: str, team: str, entry: str, version: int, value: Any) -> None:
-        """Keep ``value`` (JSON) as the working-memory record ``entry`` of ``team`` for ``resource``."""
+        """Keep ``value`` (JSON, secrets masked like the rest of the store) as the working-memory record ``entry``
+        of ``team`` for ``resource``."""
         import sqlalchemy as sa
 
         from teamrun.store import schema
 
         check_resource_id(resource)
+        value = self.store.secrets.value(value)
         try:
             json.dumps(value)
         except (TypeError, ValueError) as exc:
