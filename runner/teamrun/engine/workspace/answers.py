@@ -7,7 +7,8 @@ not; the answer is parsed when the agent has an ``output_schema``, and ``append`
 list answer's items), journaled, a
 ``workspace_write`` event of the worker. Whoever delegated reads a one-line receipt instead of the answer: the
 answer reaches those who read the entry, not the delegating agent's conversation. A refused write leaves the
-answer where it was (the caller gets it) and says why as a run warning.
+answer where it was (the caller gets it) and says why as a run warning. Like a step's ``write:``, a worker
+invocation's answer is written once: a resumed run finds the write in the journal and does not make it again.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def answer_to_entry(ctx: RunContext, frame: AgentFrame, result: DelegationResult
     if ctx.workspace is None or spec is None or entry not in spec.entries or spec.entries[entry].kind == "board":
         ctx.warn(frame, f"agents.{frame.name}.answer_to: the workspace has no entry '{entry}' to write the answer to")
         return None
-    site = ChangeSite(frame.key, 0, ANSWER_POSITION, tool_hash("answer_to", result.response), of_model=False)
+    site = ChangeSite(frame.key, 0, ANSWER_POSITION, tool_hash("answer_to", frame.key), of_model=False)  # once
     made = apply_change(ctx, frame, site, lambda: _write(ctx, frame, entry, _value(ctx, frame, result.response)))
     assert made is not None  # a declared write never waits
     event = made.record.event or {}
