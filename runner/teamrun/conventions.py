@@ -27,6 +27,10 @@ __all__ = [
     "DELEGATE_TASK",
     "DELEGATION_TOOL_PREFIX",
     "HANDOFF_TOOL_PREFIX",
+    "MEMORY_SAVE",
+    "MEMORY_SEARCH",
+    "MEMORY_TOOLS",
+    "RECALLED_MEMORIES_HEADING",
     "REFERENCED_RESULTS_HEADING",
     "WAIT_FOR",
     "WORKSPACE_CHANGES",
@@ -110,11 +114,22 @@ def is_board_tool(name: str) -> bool:
     return name in BOARD_TOOLS
 
 
+MEMORY_SEARCH = "memory_search"
+"""Searches the resource's long-term memories (``memory.search`` in the team file)."""
+MEMORY_SAVE = "memory_save"
+"""Saves one fact to the resource's long-term memory (``memory.save`` in the team file)."""
+MEMORY_TOOLS = (MEMORY_SEARCH, MEMORY_SAVE)
+
+
 # -- headings and fences in the messages -------------------------------------------------
 BACKGROUND_RESULTS_HEADING = "## Background results"
 """Starts the message that announces finished background work to the delegating agent."""
 REFERENCED_RESULTS_HEADING = "## Referenced results"
 """Starts the part of a task that holds the referenced earlier results, as fenced data blocks."""
+
+
+RECALLED_MEMORIES_HEADING = "## Remembered facts"
+"""Starts the part of a recalling agent's system prompt that quotes the resource's memories as fenced data blocks."""
 
 
 def context_heading(parent: str) -> str:

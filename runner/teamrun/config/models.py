@@ -34,7 +34,10 @@ __all__ = [
     "IterationHook",
     "Judge",
     "Limits",
+    "LongTermMemory",
     "McpServer",
+    "MemoryEmbedding",
+    "MemoryRecall",
     "MessageFilter",
     "ModelFields",
     "Person",
@@ -633,6 +636,51 @@ class Workspace(_Strict):
     """How long the entries live: `run` (each run starts from the initial values) or `thread` (a turn of a thread, `--thread ID` or `teamrun chat`, starts from the workspace its previous turn ended with)."""
 
 
+class MemoryEmbedding(_Strict):
+    """The embedding model of long-term memory: what turns facts and queries into vectors."""
+
+    model: Annotated[str, StringConstraints(min_length=1)] = "offline"
+    """`offline` (a deterministic local embedding: no network, no key) or any LiteLLM embedding model, e.g. `openai/text-embedding-3-small`. Keep one per store: memories embedded by another model cannot be compared."""
+    api_base: str | None = None
+    """The embedding endpoint (default: the provider's own; `--api-base` is not used for embeddings)."""
+    api_key_env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    """The environment variable holding the endpoint's key, e.g. `OPENAI_API_KEY` (default: the provider's usual variable)."""
+    dimensions: PositiveInt | None = None
+    """The vectors' size, for a model that can shorten them (default: the model's own)."""
+
+
+class MemoryRecall(_Strict):
+    """How one agent recalls before each of its turns: the resource's memories closest to its task."""
+
+    top_k: Annotated[int, Field(ge=1, le=50)] = 5
+    """The most memories put in the prompt."""
+    max_tokens: Annotated[int, Field(ge=16, le=20000)] = 500
+    """The most tokens (about 4 characters each) the recalled facts may take; the lowest-scored are left out."""
+    min_score: Annotated[float, Field(ge=0, le=1)] = 0.2
+    """The lowest score (0 to 1, vector and keyword similarity together) a memory needs to be recalled."""
+
+
+class LongTermMemory(_Strict):
+    """Long-term memory: facts about a resource (a user, an organisation; `--resource ID`) kept across threads."""
+
+    embedding: MemoryEmbedding = MemoryEmbedding()
+    """The embedding model (default: `offline`)."""
+    recall: dict[Name, MemoryRecall | None] | None = None
+    """The agents that recall before each turn, with their settings, e.g. `{support: {top_k: 5}}` (`support: {}` takes the defaults). The facts come in a marked block of quoted data after the agent's instructions."""
+    search: list[Name] | None = None
+    """The agents offered the `memory_search(query)` tool."""
+    save: list[Name] | None = None
+    """The agents offered the `memory_save(fact)` tool."""
+    mode: Literal["hybrid", "vector", "keyword"] = "hybrid"
+    """How memories are scored: vector and keyword similarity together (`hybrid`), or one alone."""
+    ttl_s: PositiveFloat | None = None
+    """Seconds a saved memory lives (default: until forgotten, `teamrun memory forget --resource ID`)."""
+    max_fact_chars: Annotated[int, Field(ge=16, le=100000)] = 2000
+    """The longest fact a memory may hold; a longer one is refused to the agent that saves it."""
+    max_memories_per_resource: PositiveInt = 10000
+    """The most memories one resource may keep; a save past it is refused."""
+
+
 EXTENSION_KEY_PATTERN = r"^x-"
 """Top-level keys starting with ``x-`` are the user's own (e.g. a block of YAML anchors); teamrun ignores them."""
 
@@ -689,6 +737,8 @@ class TeamConfig(_Strict):
     """Agents that work around the workspace's board instead of a supervisor: each claims a task, works, posts follow-ups and completes it, until the board is empty. Needs a `kind: board` entry and `limits.max_tasks`."""
     workspace: Workspace | None = None
     """Shared state: named entries the agents read and write through tools (schema, merge rule, permissions)."""
+    memory: LongTermMemory | None = None
+    """Long-term memory across threads, per resource (`--resource ID`): which agents recall before each turn, which may search and save, the embedding model, time to live and caps. A run without a resource has none."""
 
     @model_validator(mode="after")
     def _entry(self) -> TeamConfig:

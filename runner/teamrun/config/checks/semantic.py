@@ -16,6 +16,7 @@ Each concern is one module whose checks are generators of located diagnostics ov
 - ``workflow`` (and ``workflow_workspace``): a ``workflow:``
 - ``workspace``: workspace entries; ``peers``: peers and boards
 - ``remote``: remote (``a2a:``) agents
+- ``memory``: long-term memory (who recalls, searches and saves; the embedding)
 - ``imports``: ``--import-check``'s imports of user code (and ``fallbacks``' key variables; MCP servers and
   agent cards are checked by the CLI, above the config layer)
 - ``templates``: templates and conditions (called by the checks above), then ``--var`` names
@@ -34,6 +35,7 @@ from teamrun.config.checks.context import CheckContext
 from teamrun.config.checks.fallbacks import fallback_checks, fallback_key_checks
 from teamrun.config.checks.imports import import_checks
 from teamrun.config.checks.mcp import mcp_checks
+from teamrun.config.checks.memory import memory_checks
 from teamrun.config.checks.peers import peer_checks
 from teamrun.config.checks.references import reference_checks
 from teamrun.config.checks.remote import remote_checks
@@ -70,6 +72,7 @@ def check_semantics(
         *workspace_checks(c),
         *peer_checks(c),
         *remote_checks(c),
+        *memory_checks(c),
     ]
     if import_check:
         found.extend(import_checks(c))
