@@ -9,9 +9,6 @@ request log) and no write applied twice.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.cli_processes import child_env, eventually, teamrun_argv
+from tests.cli_processes import killed_run, teamrun
 from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls
 from tests.workspace import policies
 from tests.workspace.conftest import WORKERS, write_team
@@ -49,13 +46,7 @@ def _serve(server: FakeOpenAI, worker: Callable[..., Any], hang: Callable[[str, 
 
 
 def _execute(team: Path, *extra: str) -> dict[str, Any]:
-    done = subprocess.run(
-        teamrun_argv("execute", str(team), "-i", "go", "--json", "--progress", "none", *extra),
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=600,
-    )
+    done = teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none", *extra)
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result
@@ -161,63 +152,31 @@ def test_a_killed_run_resumes_to_the_same_workspace_without_paying_or_writing_tw
     server.log.clear()
 
     hanging.set()
-    process = subprocess.Popen(
-        teamrun_argv("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
-    try:
 
-        def ready() -> bool:
-            log = server.requests()
-            done = [r for r in log if r.status == 200 and r.end]
-            hung = [r for r in log if r.model == "w3" and r.end == 0.0]
-            latest: dict[str, int] = {}
-            for r in log:
-                latest[r.model] = max(latest.get(r.model, 0), _call_key(r)[1])
-            finished = [w for w in ("w1", "w2") if latest.get(w) == 55]
-            return (
-                len(finished) == 2
-                and len(hung) == 1
-                and _journal_counts(store_url) == (len(done), sum(latest.get(w, 0) for w in WORKERS))
-            )
+    def ready() -> bool:
+        log = server.requests()
+        done = [r for r in log if r.status == 200 and r.end]
+        hung = [r for r in log if r.model == "w3" and r.end == 0.0]
+        latest: dict[str, int] = {}
+        for r in log:
+            latest[r.model] = max(latest.get(r.model, 0), _call_key(r)[1])
+        finished = [w for w in ("w1", "w2") if latest.get(w) == 55]
+        return (
+            len(finished) == 2
+            and len(hung) == 1
+            and _journal_counts(store_url) == (len(done), sum(latest.get(w, 0) for w in WORKERS))
+        )
 
-        assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
-        os.kill(process.pid, signal.SIGKILL)
-        process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == -signal.SIGKILL
+    run = killed_run(team, store_url, ready, where=lambda: f"{len(server.requests())} requests")
     first = [r for r in server.requests() if r.status == 200 and r.end]
 
-    listed = subprocess.run(
-        teamrun_argv("runs", "list", "--store", store_url, "--json"), capture_output=True, text=True, env=child_env()
-    )
-    (run,) = json.loads(listed.stdout)
     hanging.clear()
     server.log.clear()
     trace = tmp_path / "resumed.jsonl"
-    resumed = subprocess.run(
-        teamrun_argv(
-            "execute",
-            str(team),
-            "--resume",
-            run["run_id"],
-            "--store",
-            store_url,
-            "--json",
-            "--progress",
-            "none",
-            "--trace",
-            str(trace),
-        ),  # `teamrun resume` with a trace
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        timeout=600,
-    )
+    resumed = teamrun(  # `teamrun resume` with a trace
+        "execute", str(team), "--resume", run["run_id"], "--store", store_url, "--json", "--progress", "none",
+        "--trace", str(trace),
+    )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     second = server.requests()
     result = json.loads(resumed.stdout)
