@@ -356,3 +356,65 @@ def test_ctrl_c_on_a_peer_team_prints_the_tasks_done_so_far(tmp_path: Path, fake
     assert "No final answer: the run was stopped (interrupted). Tasks done on the board 'tasks' so far:" in out
     done = [o["task_id"] for o in _ops(trace) if o["op"] == "complete" and o["status"] == "applied"]
     assert done and all(f"- {task_id} (" in out for task_id in done)
+
+
+def _changes(trace: Path) -> list[int]:
+    """The versions the trace's applied, not replayed, workspace and board changes handed out, in order."""
+    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    return [
+        r["data"]["version_after"]
+        for r in lines
+        if r["kind"] in ("board_op", "workspace_write")
+        and r["data"]["status"] == "applied"
+        and not r["data"].get("replayed")
+        and r["data"]["version_after"] != r["data"]["version_before"]
+    ]
+
+
+def test_ctrl_c_then_resume_hands_out_no_version_twice(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """Ctrl-C while p1 holds a task, then `teamrun resume`: p1 kept its lease (nothing changed at Ctrl-C), so the
+    resumed run goes on from the journaled versions; every task is done once."""
+    hanging = threading.Event()
+
+    def stall(name: str, messages: list[dict[str, Any]]) -> Reply | None:
+        return text("never", delay=HUNG_S) if name == "p1" and hanging.is_set() and _holding(name, messages) else None
+
+    counted = _serve(fake_openai, stall)
+    team = write_team(tmp_path, url=fake_openai.url, initial=TWENTY[:5])
+    store_url = f"sqlite:///{tmp_path / 'teamrun.db'}"
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    hanging.set()
+    argv = teamrun_argv(
+        "execute", str(team), "-i", "task-20", "--store", store_url, "--progress", "none", "--trace", str(first)
+    )
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    try:
+
+        def p1_holds_and_the_rest_is_done() -> bool:
+            try:  # the trace is being written: its last line may be cut
+                ops = _ops(first) if first.exists() else []
+            except ValueError:
+                return False
+            done = {o["task_id"] for o in ops if o["op"] == "complete" and o["status"] == "applied"}
+            return len(done) == 5 and any(r.model == "p1" and r.end == 0.0 for r in fake_openai.requests())
+
+        assert eventually(p1_holds_and_the_rest_is_done), "p1 never held the last task"
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=300)  # a hang guard
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    listed = subprocess.run(
+        teamrun_argv("runs", "list", "--store", store_url, "--json"), capture_output=True, text=True, env=child_env()
+    )
+    (run,) = json.loads(listed.stdout)
+    hanging.clear()
+    resumed = _execute(team, "task-20", "--resume", run["run_id"], "--store", store_url, "--trace", str(second))
+
+    assert resumed["status"] == "done"
+    board = _board(resumed)
+    assert len(board) == 6 and all(t["status"] == "done" and t["claims"] == 1 for t in board.values())
+    assert counted.counts == Counter({task_id: 1 for task_id in board})
+    versions = _changes(first) + _changes(second)
+    assert len(versions) == len(set(versions)), f"a version was handed out twice: {versions}"
