@@ -14,8 +14,7 @@ import asyncio
 import datetime as _dt
 import json
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -136,6 +135,20 @@ def answer_value(item: PendingRecord, body: PendingAnswer) -> tuple[Any, str]:
     return value, f"answered ({masked(asked, value)})"
 
 
+def _read(item: PendingRecord, body: PendingAnswer) -> tuple[Any, str]:
+    """:func:`answer_value`, its refusals as :class:`AnswerNotTaken`."""
+    from teamrun.tools.people import AnswerNotText, AnswerRefused
+
+    try:
+        return answer_value(item, body)
+    except AnswerNotText as exc:
+        raise AnswerNotTaken("invalid_text", str(exc), item=item) from None
+    except AnswerRefused as exc:
+        raise AnswerNotTaken("refused", str(exc), item=item) from None
+    except ValueError as exc:
+        raise AnswerNotTaken("invalid", str(exc), item=item) from None
+
+
 NotTakenBecause = Literal["settled", "cancelled", "invalid_text", "refused", "invalid", "no_slot"]
 
 
@@ -182,23 +195,14 @@ class AnswerService:
 
     async def answer(self, item: PendingRecord, body: PendingAnswer, *, by: str) -> Answered:
         """Record ``body`` as the answer of ``item`` (of a run of a served team) and continue its run."""
-        from teamrun.tools.people import AnswerNotText, AnswerRefused
-
-        try:
-            value, said = answer_value(item, body)
-        except AnswerNotText as exc:
-            raise AnswerNotTaken("invalid_text", str(exc), item=item) from None
-        except AnswerRefused as exc:
-            raise AnswerNotTaken("refused", str(exc), item=item) from None
-        except ValueError as exc:
-            raise AnswerNotTaken("invalid", str(exc), item=item) from None
+        value, said = _read(item, body)
         run_id = item.run_id
         run = await asyncio.to_thread(self.backend.get_run, run_id, unmasked=True)  # its input, to continue it
         if run is None or run.team not in self.served:
             raise TeamrunError(f"run {run_id} of item {item.item_id} is not a run of a team served here")
         async with self.registry.deciding(run_id):  # a cancel of it goes first, or after
             try:
-                with self._slot(run_id):  # the run continues here: it needs a run slot, as a new run does
+                with self.registry.slot_for(run_id):  # the run continues here: it needs a run slot, as a new run does
                     outcome = await asyncio.to_thread(self.items.answer_and_claim, run_id, item.item_id, value, by=by)
                     if outcome == "claimed":
                         self._continue(run)
@@ -261,27 +265,6 @@ class AnswerService:
                     _log.info("serve_pending_expired", run=run_id, item=item_id)
             await self.maybe_resume(run_id)
             return
-
-    @contextmanager
-    def _slot(self, run_id: str) -> Iterator[None]:
-        """A run slot for ``run_id`` to continue in once answered, held until it has started again: refused like
-        a new run (:class:`ServerBusy`, :class:`ShuttingDown`) when the server has none. A run still running
-        here continues in its own slot."""
-        registry = self.registry
-        handle = registry.get(run_id)
-        if handle is not None and not handle.finished:
-            yield
-            return
-        if registry.closing:
-            raise ShuttingDown("the server is shutting down")
-        if registry.active + registry.reserved >= registry.max_concurrent:
-            registry.metrics.rejected.labels("busy").inc()
-            raise ServerBusy(f"all {registry.max_concurrent} run slots are in use")
-        registry.reserved += 1
-        try:
-            yield
-        finally:
-            registry.reserved -= 1
 
     def _when_over(self, run_id: str) -> None:
         """A run running here was answered: continue it if it ends waiting with the answer untaken."""

@@ -15,8 +15,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Container, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Container, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -432,6 +432,26 @@ class RunRegistry:
                 del self._deciding[run_id]
             else:
                 self._deciding[run_id] = (lock, users - 1)
+
+    @contextmanager
+    def slot_for(self, run_id: str) -> Iterator[None]:
+        """A run slot for ``run_id`` to continue in once answered, reserved until it has started again
+        (:meth:`continuing`): refused like a new run (:class:`ServerBusy`, :class:`ShuttingDown`) when the server
+        has none. A run still running here continues in its own slot."""
+        handle = self._runs.get(run_id)
+        if handle is not None and not handle.finished:
+            yield
+            return
+        if self.closing:
+            raise ShuttingDown("the server is shutting down")
+        if self._active + self.reserved >= self.max_concurrent:
+            self.metrics.rejected.labels("busy").inc()
+            raise ServerBusy(f"all {self.max_concurrent} run slots are in use")
+        self.reserved += 1
+        try:
+            yield
+        finally:
+            self.reserved -= 1
 
     def continuing(self, team: Team, redactor: Redactor, *, run_id: str, input: str, thread: str | None) -> RunHandle:
         """The handle of a waiting run about to continue here (claimed in the store), running from now on: the
