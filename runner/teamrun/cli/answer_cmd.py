@@ -30,7 +30,8 @@ is refused), then the run continues from its journal in this process: calls
 it finished are not made again. It runs until it is done, or until it waits
 for a person again (exit 4: answer its next item the same way). VALUE must
 be one of the question's choices and fit its answer_schema (read as JSON;
-plain text is a string).
+plain text is a string). The run continues at the model endpoint it was
+started with (--api-base gives another).
 
 \b
 Examples:
@@ -44,7 +45,8 @@ Exit codes: as `teamrun execute` (4: the run waits for another answer).
 
 APPROVE_HELP = """Approve a tool call a waiting run waits for, and continue the run.
 
-The call runs when the run continues, as if approved at a terminal.
+The call runs when the run continues, as if approved at a terminal; the run
+continues at the model endpoint it was started with (--api-base gives another).
 
 \b
 Examples:
@@ -56,7 +58,8 @@ Examples:
 DENY_HELP = """Deny a tool call a waiting run waits for, and continue the run.
 
 The call does not run: the agent gets the denial (with --note, the reason)
-as the tool's result, and continues without it.
+as the tool's result, and continues without it, at the model endpoint the run
+was started with (--api-base gives another).
 
 \b
 Examples:
