@@ -9,7 +9,8 @@ The corpus is generated (seeded, the same every time): R resources (default 50),
 over T threads (20) of a support conversation, ``The customer's <qualifier> <topic> is <value>.`` (200
 attribute names from 10 qualifiers x 20 topics, so every fact has neighbours sharing half its words: the
 distractors), plus chit-chat turns. Q questions (500) each ask, in a later thread, for one fact told in an
-earlier one, in other words ("Which <topic> did they give as the <qualifier> one?").
+earlier one, in other words ("Which <topic> did they give as the <qualifier> one?"), half the time with another
+form of the topic or the qualifier ("address for deliveries", "back-up"), which keywords without stemming miss.
 
 Measured:
 
@@ -73,6 +74,41 @@ FACT_FORMS = [
     "For the {q} {t}, the customer uses {v}.",
     "Note: their {q} {t} is {v}.",
 ]
+TOPIC_WORDS = {
+    "contact email": ["e-mail contact", "contact e-mails", "emailing contact"],
+    "phone number": ["telephone number", "phone numbers", "number to phone"],
+    "meeting day": ["day for meetings", "meetings day", "day to meet"],
+    "delivery address": ["address for deliveries", "delivering address", "addresses for delivery"],
+    "payment method": ["method of paying", "payment methods", "way to pay"],
+    "spoken language": ["language spoken", "languages they speak", "speaking language"],
+    "time zone": ["timezone", "time zones", "zone of time"],
+    "project codename": ["code name of the project", "projects codename", "project code-name"],
+    "laptop model": ["model of laptop", "laptops model", "notebook model"],
+    "coffee order": ["order of coffee", "coffees they order", "coffee ordering"],
+    "airline": ["airlines", "carrier airline", "airline company"],
+    "hotel chain": ["chain of hotels", "hotels chain", "hotel brand"],
+    "support plan": ["plan for support", "supporting plan", "support plans"],
+    "invoice format": ["format of invoices", "invoicing format", "invoices format"],
+    "sports team": ["team in sports", "sport team", "sporting team"],
+    "pet name": ["name of the pet", "pets name", "pet's name"],
+    "car brand": ["brand of car", "cars brand", "car make"],
+    "text editor": ["editor for text", "editing tool for text", "text editors"],
+    "database": ["databases", "database engine", "data base"],
+    "cloud provider": ["provider of cloud", "cloud providers", "cloud vendor"],
+}
+"""How a question may name a topic: other word forms and orders (keywords without stemming miss some)."""
+QUALIFIER_WORDS = {
+    "preferred": ["preference for the", "preferring"],
+    "backup": ["back-up", "backups"],
+    "billing": ["billed", "bills"],
+    "shipping": ["shipped", "ships"],
+    "primary": ["primarily used", "main primary"],
+    "weekend": ["weekends", "week-end"],
+    "holiday": ["holidays", "vacation holiday"],
+    "office": ["offices", "at-the-office"],
+    "home": ["at home", "home's"],
+    "travel": ["travelling", "travels"],
+}
 QUESTION_FORMS = [
     "Which {t} did they give as the {q} one?",
     "Remind me of the customer's {q} {t}.",
@@ -126,11 +162,17 @@ def generate(resources: int, facts: int, threads: int, questions: int, seed: int
     askable = [f for f in all_facts if f.thread < threads - 1] or all_facts
     asked = [rng.choice(askable) for _ in range(questions)]
     items = [
-        (f, rng.randrange(f.thread + 1, threads) if f.thread + 1 < threads else f.thread,
-         rng.choice(QUESTION_FORMS).format(q=f.qualifier, t=f.topic))
+        (f, rng.randrange(f.thread + 1, threads) if f.thread + 1 < threads else f.thread, _question(rng, f))
         for f in asked
     ]  # fmt: skip
     return Corpus(all_facts, transcripts, items)
+
+
+def _question(rng: random.Random, fact: Fact) -> str:
+    """A question for ``fact`` in other words: half the time another form of its topic, half of its qualifier."""
+    topic = rng.choice(TOPIC_WORDS[fact.topic]) if rng.random() < 0.5 else fact.topic
+    qualifier = rng.choice(QUALIFIER_WORDS[fact.qualifier]) if rng.random() < 0.5 else fact.qualifier
+    return rng.choice(QUESTION_FORMS).format(q=qualifier, t=topic)
 
 
 def recalled_prompt_tokens(question: str, facts: Sequence[str]) -> int:

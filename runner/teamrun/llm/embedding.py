@@ -3,8 +3,8 @@
 LiteLLM is imported lazily (through :func:`teamrun.llm.adapter.import_litellm`), and only for a model other
 than ``offline``.
 
-The offline embedding hashes a text's words (case-folded, common English function words left out), its word
-pairs, and each word's character trigrams into :data:`OFFLINE_DIMENSIONS` signed buckets, then L2-normalises:
+The offline embedding hashes a text's words (case-folded, common English function words left out, lightly
+stemmed) and each word's character trigrams into :data:`OFFLINE_DIMENSIONS` signed buckets, then L2-normalises:
 no network, no key, the same vector in every process. Two texts sharing words score high; unrelated texts near
 0. It is a keyword-ish stand-in good enough for tests, ready-made teams and the benchmark, not a semantic model.
 """
@@ -12,7 +12,6 @@ no network, no key, the same vector in every process. Two texts sharing words sc
 from __future__ import annotations
 
 import hashlib
-import itertools
 import math
 import re
 import unicodedata
@@ -85,14 +84,13 @@ class OfflineEmbedder:
 
 
 def offline_vector(text: str, dimensions: int = OFFLINE_DIMENSIONS) -> list[float]:
-    """The offline embedding of ``text``: hashed words (weight 1), word pairs (0.5), character trigrams (0.25)."""
+    """The offline embedding of ``text``: hashed words (weight 1) and their character trigrams (0.5 each)."""
     words = [w for w in _WORD.findall(unicodedata.normalize("NFKC", text).casefold()) if w not in _STOP]
     vector = [0.0] * dimensions
     features: list[tuple[str, float]] = [("w:" + _stem(w), 1.0) for w in words]
-    features += [(f"p:{_stem(a)} {_stem(b)}", 0.5) for a, b in itertools.pairwise(words)]
     for word in words:
         padded = f"<{word}>"
-        features += [("c:" + padded[i : i + 3], 0.25) for i in range(len(padded) - 2)]
+        features += [("c:" + padded[i : i + 3], 0.5) for i in range(len(padded) - 2)]
     for feature, weight in features:
         digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
         number = int.from_bytes(digest, "little")
