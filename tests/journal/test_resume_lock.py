@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from teamrun.errors import UsageError
 from teamrun.store import open_store
 from teamrun.store.journal import StoreJournal
 from teamrun.store.records import JournaledRun
-from tests.cli_processes import child_env, teamrun_argv
+from tests.cli_processes import child_env, killed_run, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, text
 
 
@@ -121,31 +119,15 @@ def test_two_resumes_started_at_once_run_once(tmp_path: Path, store_url: str, fa
     for i in range(1, WORKERS + 1):
         server.handler(f"w{i}", worker(f"w{i}"))
     team = _team(tmp_path, server.url)
-    first = subprocess.Popen(
-        teamrun_argv("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-    try:
-        deadline = time.monotonic() + 240
-        while len(server.requests()) < 1 + WORKERS and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(server.requests()) == 1 + WORKERS
-        os.kill(first.pid, signal.SIGKILL)
-        first.communicate(timeout=60)
-    finally:
-        first.kill()
+    run = killed_run(team, store_url, lambda: len(server.requests()) >= 1 + WORKERS, where=server.requests, env=_env())
+    assert len(server.requests()) == 1 + WORKERS
     hang.clear()
     backend = StoreJournal(open_store(store_url))
-    (run,) = backend.list_runs()
-    assert run.shown_status() == "interrupted"
     server.log.clear()
 
     resumes = [
         subprocess.Popen(
-            teamrun_argv("resume", run.run_id, "--store", store_url, "--progress", "none"),
+            teamrun_argv("resume", run["run_id"], "--store", store_url, "--progress", "none"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -158,7 +140,7 @@ def test_two_resumes_started_at_once_run_once(tmp_path: Path, store_url: str, fa
     codes = sorted(code for code, _, _ in outcomes)
     assert codes == [0, 2], outcomes
     (refused,) = [err for code, _, err in outcomes if code == 2]
-    assert len(refused.strip().splitlines()) == 1 and f"run {run.run_id} is" in refused, refused
+    assert len(refused.strip().splitlines()) == 1 and f"run {run['run_id']} is" in refused, refused
     assert sorted(r.model for r in server.requests()) == sorted([f"w{i}" for i in range(1, WORKERS + 1)] + ["lead"])
-    done = backend.get_run(run.run_id)
+    done = backend.get_run(run["run_id"])
     assert done is not None and done.status == "done" and done.attempts == 2
