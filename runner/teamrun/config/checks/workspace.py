@@ -7,7 +7,8 @@ a non-number), an initial value the schema (or the rule, or ``max_bytes``)
 refuses, a workspace tool whose name an agent's own tool already has, an
 entry nobody writes that has no initial value (it stays empty), and
 instructions that name the write tool of an entry that does not exist or that
-the agent may not write (warnings: instructions are prose).
+the agent may not write (warnings: instructions are prose), and an agent's
+``answer_to`` that names no entry, or a board.
 Like the other checks they read the raw data defensively: a value of the wrong
 type is skipped (the schema has reported it).
 """
@@ -62,17 +63,47 @@ def _value_fits(rule: str, value: Any) -> bool:
 
 
 def workspace_checks(c: CheckContext) -> Iterator[Diagnostic]:
-    """Every problem of ``workspace:`` (none when the file has none)."""
+    """Every problem of ``workspace:`` (none when the file has none) and of the agents' ``answer_to``."""
     workspace = c.data.get("workspace") if c.data else None
+    entries = workspace.get("entries") if isinstance(workspace, dict) else None
+    yield from _answers(c, entries if isinstance(entries, dict) else {})
     if not isinstance(workspace, dict) or not isinstance(workspace.get("entries"), dict):
         return
-    by_steps = entries_written(c.data)  # a workflow step's `write:` writes too
+    by_steps = entries_written(c.data) | set(_answered(c).values())  # a step's `write:`, an `answer_to` write too
     for name, raw in workspace["entries"].items():
         if isinstance(raw, dict) and raw.get("kind") != "board":  # a board: checks.peers
             yield from _entry(c, ("workspace", "entries", name), str(name), raw, str(name) in by_steps)
     yield from _total(c, workspace)
     yield from _clashes(c, workspace["entries"])
     yield from _instructions(c, workspace["entries"])
+
+
+def _answered(c: CheckContext) -> dict[str, str]:
+    """Each agent's ``answer_to`` entry."""
+    agents = c.data.get("agents") if c.data else None
+    return {
+        str(name): agent["answer_to"]
+        for name, agent in (agents.items() if isinstance(agents, dict) else ())
+        if isinstance(agent, dict) and isinstance(agent.get("answer_to"), str)
+    }
+
+
+def _answers(c: CheckContext, entries: dict[str, Any]) -> Iterator[Diagnostic]:
+    """An ``answer_to`` that names no entry of the workspace, or a board."""
+    for agent, entry in _answered(c).items():
+        path: JsonPath = ("agents", agent, "answer_to")
+        if entry not in entries:
+            known = [str(n) for n, e in entries.items() if not (isinstance(e, dict) and e.get("kind") == "board")]
+            yield c.error(
+                path,
+                f"agents.{agent}.answer_to names workspace entry '{entry}', which the file does not have"
+                f"{did_you_mean(entry, known)} (entries: {listing(known)})",
+                "reference",
+            )
+        elif isinstance(entries[entry], dict) and entries[entry].get("kind") == "board":
+            yield c.error(
+                path, f"agents.{agent}.answer_to names '{entry}', a board: only its board tools change it", "workspace"
+            )
 
 
 def entry_users(c: CheckContext, path: JsonPath, name: str, entry: dict[str, Any]) -> Iterator[Diagnostic]:
