@@ -11,7 +11,7 @@ Scoring (:meth:`MemoryStore.search`):
   float32 bytes read with one query per resource and kept in an in-process matrix (numpy), valid while the
   resource's generation token (changed by every save and forget, read by each search) is unchanged, so another
   process's save is seen at the next search.
-- ``keyword_score``: BM25 (FTS5 on SQLite, ``ts_rank`` over ``to_tsvector('simple', ...)`` on PostgreSQL) of any
+- ``keyword_score``: BM25 (FTS5 on SQLite; ``ts_rank`` of a stored ``to_tsvector('simple', fact)`` on PostgreSQL) of any
   of the query's words, divided by the best one of this query: in [0, 1], 1 for the best keyword match.
 - ``score`` (``hybrid``): ``VECTOR_WEIGHT * vector_score + (1 - VECTOR_WEIGHT) * keyword_score`` over the union
   of the best vector and the best keyword candidates; ``vector`` and ``keyword`` modes use one part alone.
@@ -468,8 +468,8 @@ class MemoryStore:
             tsquery = " | ".join(_pg_lexeme(w) for w in words)
             rows = conn.execute(
                 sa.text(
-                    "SELECT id, ts_rank(to_tsvector('simple', fact), to_tsquery('simple', :q)) AS score "
-                    "FROM memories WHERE resource = :r AND to_tsvector('simple', fact) @@ to_tsquery('simple', :q) "
+                    "SELECT id, ts_rank(keywords, to_tsquery('simple', :q)) AS score "
+                    "FROM memories WHERE resource = :r AND keywords @@ to_tsquery('simple', :q) "
                     "AND (expires_at IS NULL OR expires_at > :now) ORDER BY score DESC, id LIMIT :limit"
                 ),
                 {"q": tsquery, "r": resource, "now": now, "limit": limit},
