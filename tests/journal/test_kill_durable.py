@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.cli_processes import child_env, teamrun_argv
+from tests.cli_processes import child_env, execute_argv, listed_run, resume, running, teamrun
 from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls
 
 
@@ -96,28 +96,16 @@ def _worker(system: str) -> str:
     raise AssertionError(f"no worker named in {system[:200]!r}")
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(teamrun_argv(*args), capture_output=True, text=True, env=_env(), timeout=600)
-
-
 def test_a_kill_re_pays_only_the_replies_that_were_not_acted_on(
     tmp_path: Path, store_url: str, fake_openai: FakeOpenAI
 ) -> None:
     fake = fake_openai
     server = Server(fake)
     team = _team(tmp_path, fake.url)
-    process = subprocess.Popen(
-        teamrun_argv("execute", str(team), "-i", "go", "--store", store_url, "--progress", "none"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-    server.kill = lambda: os.kill(process.pid, signal.SIGKILL)
-    try:
+    argv = execute_argv(team, store_url)
+    with running(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env()) as process:
+        server.kill = lambda: os.kill(process.pid, signal.SIGKILL)
         _, err = process.communicate(timeout=600)
-    finally:
-        process.kill()
     assert process.returncode == -signal.SIGKILL, err
     before = server.killed_after
     assert before is not None
@@ -125,17 +113,16 @@ def test_a_kill_re_pays_only_the_replies_that_were_not_acted_on(
     """Agents whose first reply the engine had acted on when it was killed (the lead delegated)."""
 
     # item 18: the killed run shows what its journaled replies spent
-    listed = _cli("runs", "list", "--store", store_url, "--json")
-    (run,) = json.loads(listed.stdout)
+    run = listed_run(store_url, env=_env())
     assert run["status"] == "interrupted"
     assert run["usage"]["requests"] >= len(acted_on) and run["usage"]["total_tokens"] > 0 and run["cost"] > 0
-    shown = _cli("runs", "show", run["run_id"], "--store", store_url)
+    shown = teamrun("runs", "show", run["run_id"], "--store", store_url, env=_env())
     assert f"{run['usage']['requests']} model calls" in shown.stdout
     assert "$0.0000" not in shown.stdout
 
     server.arrived.clear()
     server.kill = None
-    resumed = _cli("resume", run["run_id"], "--store", store_url, "--json", "--progress", "none")
+    resumed = resume(run["run_id"], store_url, env=_env())
     assert resumed.returncode == 0, resumed.stderr
     again = list(server.arrived)
 
