@@ -634,12 +634,13 @@ class RunRegistry:
         handle = self._runs.get(run_id)
         if handle is not None and handle.team not in teams:
             return CancelAnswer("not_found")
-        if handle is not None and handle.state != "waiting":
-            if handle.finished:
-                return CancelAnswer("over", handle, status=handle.state)
+        if handle is not None and not handle.finished:
             self.cancel(run_id, reason)
             return CancelAnswer("cancelling", handle, status="running")
-        # waiting for people (nothing of it runs: the store ends it), or known only from the store
+        if handle is not None and handle.state != "waiting" and (self.store is None or not reconciled(handle)):
+            return CancelAnswer("over", handle, status=handle.state)
+        # waiting for people (nothing of it runs: the store ends it), stopped here (another process may have
+        # continued it since: the store says where it is), or known only from the store
         stored = await asyncio.to_thread(self.stored, run_id)
         if handle is None and (stored is None or stored.team not in teams):
             return CancelAnswer("not_found")
