@@ -53,6 +53,8 @@ __all__ = [
     "LlmIO",
     "LlmRetry",
     "LlmStart",
+    "MemoryRecall",
+    "MemorySave",
     "RemoteUpdate",
     "RunEnd",
     "RunStart",
@@ -87,6 +89,8 @@ EventKind = Literal[
     "workspace_write",
     "board_op",
     "remote_update",
+    "memory_recall",
+    "memory_save",
 ]
 
 _log = get_logger(__name__)
@@ -536,6 +540,48 @@ class RemoteUpdate(Event):
     """Characters of that text (shown even when content is not)."""
     reattached: bool = False
     """True when a resumed run picked up the task an earlier attempt started (not sent again)."""
+
+
+# -- long-term memory ---------------------------------------------------------------------------
+
+
+@_kind("memory_recall")
+@dataclass(frozen=True, kw_only=True)
+class MemoryRecall(Event):
+    """An agent recalled the resource's memories: before its turn (``how: recall``) or with the
+    ``memory_search`` tool (``how: search``)."""
+
+    resource: str
+    """Whose memories (the run's ``--resource``)."""
+    how: str
+    """``recall`` (before a turn) or ``search`` (the tool)."""
+    ids: list[str] = field(default_factory=list)
+    """The memories recalled, best first."""
+    scores: list[float] = field(default_factory=list)
+    """Their scores (0 to 1), in the same order."""
+    replayed: bool = False
+    """True when a resumed run took what an earlier attempt recalled from the journal (nothing embedded again)."""
+    query: str = field(default="", metadata=_CONTENT)
+    """What was searched for (content)."""
+    facts: list[str] = field(default_factory=list, metadata=_CONTENT)
+    """The facts recalled (content: in traces only with ``--trace-content``)."""
+
+
+@_kind("memory_save")
+@dataclass(frozen=True, kw_only=True)
+class MemorySave(Event):
+    """An agent saved a fact to the resource's long-term memory with ``memory_save`` (applied or refused)."""
+
+    resource: str
+    """Whose memory."""
+    status: str
+    """``saved``, ``known`` (the same fact was saved before: one memory) or ``refused``."""
+    id: str | None = None
+    """The memory's id (none when refused)."""
+    reason: str | None = None
+    """Why it was refused (a fact past the cap, a resource past its cap...)."""
+    fact: str = field(default="", metadata=_CONTENT)
+    """The fact as saved, secrets masked (content)."""
 
 
 def content_fields() -> frozenset[str]:

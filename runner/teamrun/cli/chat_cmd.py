@@ -87,6 +87,13 @@ def new_thread_id() -> str:
     help="The store for threads: a SQLite file or a SQLAlchemy URL (postgresql+psycopg://...). "
     "Default: $TEAMRUN_STORE, else ~/.local/share/teamrun/teamrun.db.",
 )
+@click.option(
+    "--resource",
+    "resource",
+    metavar="ID",
+    help="Whose long-term memory every turn recalls and saves (a user's or an organisation's id, e.g. customer-42; "
+    "the team file's memory:).",
+)
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
 @api_base_option
@@ -103,6 +110,7 @@ def chat(
     progress: str,
     strict: bool,
     api_base: str | None = None,
+    resource: str | None = None,
 ) -> int:
     from teamrun.engine.team import Team
     from teamrun.tools.approval import ApprovalPolicy, choose_approver
@@ -111,6 +119,10 @@ def chat(
         import readline  # noqa: F401  (line editing and history for input())
     except ImportError:  # not on every platform
         pass
+    if resource is not None:
+        from teamrun.store.memory import check_resource_id
+
+        check_resource_id(resource)  # exit 2 before anything runs
     logs = _log_settings()
     parsed_vars = _parse_vars(variables)
     loaded = load_checked_config(team_file, parsed_vars, strict=strict, logs=logs)
@@ -131,7 +143,7 @@ def chat(
         if progress != "none" and logs.verbosity >= 0:
             _say(logs, "info", "llm_loading", "loading LiteLLM…")
         team.prepare_models()
-    session = ChatSession(team, thread_id or new_thread_id(), progress, logs, backend=backend)
+    session = ChatSession(team, thread_id or new_thread_id(), progress, logs, backend=backend, resource=resource)
     session.loop()
     return session.exit_code()
 
@@ -139,8 +151,12 @@ def chat(
 class ChatSession:
     """The read-run-print loop: one thread at a time, one event loop for every turn."""
 
-    def __init__(self, team: Any, thread_id: str, progress: str, logs: Any, *, backend: Any = None) -> None:
+    def __init__(
+        self, team: Any, thread_id: str, progress: str, logs: Any, *, backend: Any = None, resource: str | None = None
+    ) -> None:
         self.team = team
+        self.resource = resource
+        """Whose long-term memory every turn uses (``--resource``)."""
         self.thread_id = thread_id
         self.progress = progress
         self.logs = logs
@@ -232,7 +248,9 @@ class ChatSession:
         view = _progress_view(self.progress, self.logs)
         subscribers = [view] if view is not None else []
         with hidden_log_events("run_warning") if getattr(view, "shows_warnings", False) else contextlib.nullcontext():
-            result = runner.run(_run_with_interrupt(self.team, text, subscribers, self.thread_id, journal=True))
+            result = runner.run(
+                _run_with_interrupt(self.team, text, subscribers, self.thread_id, journal=True, resource=self.resource)
+            )
         self.statuses.append(result.status)
         if result.status == "cancelled":
             click.echo("(turn cancelled; the thread is as it was)", err=True)

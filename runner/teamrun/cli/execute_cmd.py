@@ -117,7 +117,12 @@ def _starting_line(loaded: Any, model: str | None) -> str:
 
 
 async def _run_with_interrupt(
-    team: Any, task: str, subscribers: list[Any], thread: str | None = None, journal: Any = None
+    team: Any,
+    task: str,
+    subscribers: list[Any],
+    thread: str | None = None,
+    journal: Any = None,
+    resource: str | None = None,
 ) -> Any:
     cancel = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -130,6 +135,8 @@ async def _run_with_interrupt(
         extra: dict[str, Any] = {"thread": thread} if thread is not None else {}
         if journal is not None:
             extra["journal"] = journal
+        if resource is not None:
+            extra["resource"] = resource
         return await team.run(task, subscribers=subscribers, cancel=cancel, **extra)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -194,6 +201,13 @@ async def _run_with_interrupt(
     help="Continue the conversation ID (a new ID starts one): earlier turns are kept in the store.",
 )
 @click.option(
+    "--resource",
+    "resource",
+    metavar="ID",
+    help="Whose long-term memory the run recalls and saves (a user's or an organisation's id, e.g. customer-42; "
+    "the team file's memory:). A resume keeps its first attempt's.",
+)
+@click.option(
     "--store",
     "store_location",
     metavar="PATH|URL",
@@ -256,11 +270,16 @@ def execute(
     strict: bool,
     detach: bool = False,
     api_base: str | None = None,
+    resource: str | None = None,
 ) -> int:
     from teamrun.cli.resume_cmd import JournalChoice
     from teamrun.secrets import Redactor
 
     _check_observe_flags(trace_path, trace_content, otel, record_path, replay_path, replay_mode)
+    if resource is not None:
+        from teamrun.store.memory import check_resource_id
+
+        check_resource_id(resource)  # exit 2 before anything runs
     logs = _log_settings()
     redactor = Redactor()
     if detach and journal is False:
@@ -334,7 +353,7 @@ def execute(
             subscribers.append(writer)
         if otel:
             subscribers.append(_otel_exporter(trace_content, redactor, cleanup))
-        result = asyncio.run(_run_with_interrupt(team, task, subscribers, thread_id, run_journal))
+        result = asyncio.run(_run_with_interrupt(team, task, subscribers, thread_id, run_journal, resource))
     if result.status == "waiting":  # also with --json: how to answer goes to stderr
         from teamrun.cli.answer_cmd import waiting_lines
 

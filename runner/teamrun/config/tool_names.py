@@ -34,7 +34,7 @@ from teamrun.conventions import (
 FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 """What every provider accepts as a function name (OpenAI's rule is the strictest common one)."""
 
-ToolOrigin = Literal["delegation", "handoff", "tool", "source", "mcp", "background", "workspace"]
+ToolOrigin = Literal["delegation", "handoff", "tool", "source", "mcp", "background", "workspace", "memory"]
 """``source``: one function of a tool entry that offers several (an MCP server), named by its entry;
 ``mcp``: an MCP server's tool named in the file (``allow``), known before the server starts."""
 _NOT_IN_NAME = re.compile(r"[^a-zA-Z0-9_-]")
@@ -135,6 +135,8 @@ def describe(item: OfferedName) -> str:
         return f"the background-task tool '{item.name}'"
     if item.origin == "workspace":
         return f"the workspace tool '{item.name}'"
+    if item.origin == "memory":
+        return f"the memory tool '{item.name}'"
     if item.origin == "source":
         return f"the function '{item.name}' of the tool entry '{item.source}'"
     if item.origin == "mcp":

@@ -36,6 +36,7 @@ from teamrun.tools.people import PersonDesk, UnattendedDesk
 
 if TYPE_CHECKING:
     from teamrun.engine.durability.threads import ThreadSession
+    from teamrun.engine.memory.session import MemorySession
     from teamrun.engine.workspace.board import Board
 
 _log = get_logger(__name__)
@@ -131,6 +132,8 @@ class RunContext:
     cards: dict[tuple[str, str | None], Any] = field(default_factory=dict)
     """The remote (``a2a:``) agents' cards this run has read (:data:`teamrun.engine.remote.cards.CardCache`):
     read once per run, not again per delegation."""
+    memory: MemorySession | None = None
+    """The run's long-term memory (``memory:`` in the team file and a resource given to the run; ``None``: none)."""
     calls_in_flight: dict[str, str] = field(default_factory=dict)
     """The model calls sent and not yet answered, by span id: who waits on which model where (said when the run's
     timeout stops it, so a hung endpoint is named)."""

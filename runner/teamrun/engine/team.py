@@ -21,6 +21,7 @@ from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
 from teamrun.defaults import API_BASE_ENV, api_base_problem, run_api_base, team_models
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
+from teamrun.engine.memory import memory_for_run
 from teamrun.engine.peers import PEERS_FRAME, run_peers, stopped_summary
 from teamrun.engine.peers.driver import open_boards
 from teamrun.engine.result import RunResult, new_run_id
@@ -37,6 +38,7 @@ from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
 from teamrun.llm.router import ModelRouter
 from teamrun.llm.types import ChatModel, Message, current_scope
+from teamrun.store.memory import check_resource_id
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.mcp.tape import McpTape
@@ -202,6 +204,7 @@ class Team:
         approver: Approver | None = None,
         desk: PersonDesk | None = None,
         run_id: str | None = None,
+        resource: str | None = None,
     ) -> RunResult:
         """Run the team on ``input``. Returns a result whatever happens to the run.
 
@@ -223,10 +226,15 @@ class Team:
         ``desk``: who answers this run's questions and approvals from ``person:`` tools (default: :attr:`desk`).
         ``run_id``: the run's id (its events, result and journal record; it must not be the id of a run in
         progress); with a journal given, it must be the journal's. Default: the journal's, else a new one.
+        ``resource``: whose long-term memory the run recalls and saves (a user's or an organisation's id; see
+        docs/memory.md); a resume given none takes its first attempt's. Without one the run has no long-term
+        memory (a team file with ``memory:`` says so in a warning).
         Every argument is this run's own: the team's attributes are not changed, and concurrent runs of
         one team may each pass their own.
         """
         _lowered(self.config, limits)  # a limit above the file's is refused before anything is opened
+        if resource is not None:
+            check_resource_id(resource)  # a bad id is refused before anything is opened
         run_vars = {**self.vars, **(vars or {})}
         if journal is True:
             journal = await asyncio.to_thread(lambda: self.new_journal(input, thread, run_id=run_id, vars=vars))
@@ -295,6 +303,11 @@ class Team:
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
         if journal is not None:
             await journal.open()
+        ctx.memory, memory_warnings = await memory_for_run(
+            config.memory, lambda: self.store, resource, journal, secrets=self.loaded.secrets, api_base=self.api_base
+        )
+        if ctx.memory is not None:
+            bus.subscribe(ctx.memory)  # it learns the run's later secrets (a secret answer) before it embeds
         structlog.contextvars.bind_contextvars(run_id=run_id, team=self.name)
         bus.emit(
             "run_start",
@@ -306,7 +319,7 @@ class Team:
         )
         if journal is not None and journal.failure is not None:  # the store refused the run's record
             ctx.warn(frame, _journal_warning(journal.failure, run_id))
-        for warning in [*carried, *remote_warnings]:
+        for warning in [*carried, *remote_warnings, *memory_warnings]:
             ctx.warn(frame, warning)
         if ctx.workspace is not None and (unfit := ctx.workspace.unfit_entries()):
             ctx.warn(

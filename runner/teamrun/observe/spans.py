@@ -34,7 +34,19 @@ END_KINDS: dict[str, SpanKind] = {
     "tool_end": "tool",
 }
 POINT_KINDS = frozenset(
-    {"warning", "budget", "hook", "llm_retry", "llm_io", "accept", "workspace_write", "board_op", "remote_update"}
+    {
+        "warning",
+        "budget",
+        "hook",
+        "llm_retry",
+        "llm_io",
+        "accept",
+        "workspace_write",
+        "board_op",
+        "remote_update",
+        "memory_recall",
+        "memory_save",
+    }
 )
 """Events that happen inside a span rather than opening or closing one."""
 

@@ -16,10 +16,22 @@ from typing import Any, Literal
 __all__ = ["HEARTBEAT_S", "EntryKey", "EntryKind", "JournalEntry", "JournaledRun"]
 
 EntryKind = Literal[
-    "model", "tool", "tool_start", "remote", "remote_start", "workspace_write", "board_op", "workspace_view"
+    "model",
+    "tool",
+    "tool_start",
+    "remote",
+    "remote_start",
+    "workspace_write",
+    "board_op",
+    "workspace_view",
+    "embedding",
+    "memory_recall",
+    "memory_resource",
 ]
 """``workspace_write`` / ``board_op``: a change of the workspace or a board (applied or refused); ``workspace_view``:
-the entries a workflow step read (see :mod:`teamrun.engine.durability.workspace_entries`)."""
+the entries a workflow step read (see :mod:`teamrun.engine.durability.workspace_entries`); ``embedding``,
+``memory_recall``, ``memory_resource``: long-term memory's embedding calls, recalls and the run's resource (see
+:mod:`teamrun.engine.durability.memory_entries`)."""
 HEARTBEAT_S = 15.0
 """How often a journaled run's row is touched while it runs (``runs list`` calls a silent one interrupted)."""
 

@@ -9,6 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from teamrun.engine.durability.memory_entries import (
+    RESOURCE_INVOCATION,
+    EmbeddingRecord,
+    RecallRecord,
+    read_embedding,
+    read_recall,
+    read_resource,
+)
 from teamrun.engine.durability.remote_entries import RemoteAnswer, RemoteStarted, read_answer, read_started
 from teamrun.engine.durability.workspace_entries import CHANGE_KINDS, ChangeRecord, read_change, read_state, read_view
 from teamrun.llm.types import ModelReply
@@ -33,6 +41,8 @@ class Replay:
         self._live: set[str] = set()
         self.replayed_calls = 0
         self.replayed_tools = 0
+        self._embeddings: dict[str, JournalEntry] | None = None
+        """The ``embedding`` entries by fingerprint (built on first use)."""
 
     @property
     def entries(self) -> Mapping[EntryKey, JournalEntry]:
@@ -114,3 +124,27 @@ class Replay:
             if key.invocation == invocation and key.kind == kind and entry.request_hash == fingerprint
         ]
         return max(found, key=lambda entry: entry.key.index, default=None)
+
+    # -- long-term memory ---------------------------------------------------------------------
+    def memory_resource(self) -> str | None:
+        """The resource the run was given as it first started (``None``: none, or no earlier attempt)."""
+        entry = self._entries.get(EntryKey(RESOURCE_INVOCATION, 0, "memory_resource"))
+        return read_resource(entry) if entry is not None else None
+
+    def embedding(self, fingerprint: str) -> EmbeddingRecord | None:
+        """The embedding call an earlier attempt paid for the same model and texts (an embedding depends on
+        nothing else), wherever it was made, or ``None`` (pay it)."""
+        if self._embeddings is None:
+            self._embeddings = {
+                entry.request_hash: entry for key, entry in self._entries.items() if key.kind == "embedding"
+            }
+        entry = self._embeddings.get(fingerprint)
+        return read_embedding(entry) if entry is not None else None
+
+    def recall(self, invocation: str, index: int, fingerprint: str) -> RecallRecord | None:
+        """What ``invocation`` recalled before its model call ``index`` in an earlier attempt, for the same query,
+        or ``None`` (recall now)."""
+        entry = self._entries.get(EntryKey(invocation, index, "memory_recall"))
+        if entry is None or entry.request_hash != fingerprint:
+            return None
+        return read_recall(entry)

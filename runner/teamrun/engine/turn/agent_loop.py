@@ -30,6 +30,8 @@ from teamrun.engine.delegation.records import WorkerOutcome
 from teamrun.engine.delegation.tools import workers_of
 from teamrun.engine.kinds import Reach, admit
 from teamrun.engine.limits.ledger import counters_of
+from teamrun.engine.memory.recall import recall_query, recalled_part
+from teamrun.engine.memory.tools import memory_tools
 from teamrun.engine.result import AcceptanceRecord
 from teamrun.engine.runtime import AgentFrame, RunContext, Span, run_all
 from teamrun.engine.turn.actions import run_action
@@ -72,6 +74,7 @@ class AgentLoop:
         self.turns = 0
         self.finish_reason: str | None = None
         """Why the latest model call ended."""
+        self.query = ""
         self.calls: tuple[ToolCall, ...] = ()
         """The tool calls of the latest reply (their positions name journal entries and workers)."""
 
@@ -88,6 +91,8 @@ class AgentLoop:
         )
         earlier = [m for m in history if m.get("role") != "system"] or [{"role": "user", "content": task or ""}]
         self.messages = [{"role": "system", "content": base_prompt}, *earlier]
+        self.query = recall_query(earlier)
+        """What a recalling agent recalls for before each turn (its task, or the user's latest message)."""
         acceptance = self.answering.acceptance
         if acceptance is not None:
             acceptance.task = (
@@ -119,12 +124,15 @@ class AgentLoop:
         """
         ctx, frame = self.ctx, self.frame
         # starts the tool sources it declares; a narrowed task leaves out the others
-        table = await build_tool_table(ctx.config, ctx.tools, ctx.sources, frame.name, allowed=frame.allowed_tools)
+        table = await build_tool_table(
+            ctx.config, ctx.tools, ctx.sources, frame.name, allowed=frame.allowed_tools, memory=memory_tools(ctx, frame)
+        )
         stop: Stop | None = None
         while True:
             if stop is None:
                 ledger = self.delegator.tasks.summary()  # kept current at the end of the system prompt
-                tail = "\n\n".join(part for part in (ledger, self._workspace_index()) if part)
+                recalled = await recalled_part(ctx, frame, self.query, self.turns + 1)  # after the stable prefix
+                tail = "\n\n".join(part for part in (ledger, self._workspace_index(), recalled) if part)
                 self.messages[0] = {"role": "system", "content": f"{base_prompt}\n\n{tail}" if tail else base_prompt}
                 turn = await self._step(table)
             else:

@@ -4,7 +4,8 @@ The table owns the naming rules (from :mod:`teamrun.config.tool_names`):
 delegation tools (``ask_<worker>`` or one ``delegate_task``), handoff tools
 (``transfer_to_<agent>``), the team's tools, the functions of tool sources
 (MCP servers), which are only known once the source is started, and the
-workspace tools its permissions give it (:mod:`teamrun.engine.workspace.tools`). It is built
+workspace tools its permissions give it (:mod:`teamrun.engine.workspace.tools`) and the memory tools the
+team file gives it. It is built
 asynchronously before the agent's first model call; two functions of one name
 are a :class:`~teamrun.errors.UserError` naming both.
 """
@@ -87,11 +88,13 @@ async def build_tool_table(
     agent: str,
     *,
     allowed: frozenset[str] | None = None,
+    memory: Sequence[Tool] = (),
 ) -> ToolTable:
     """``agent``'s table; tool sources it declares are started (once per ``sources``) for their functions.
 
     ``tools``: the team's tools by entry name; ``allowed``: the tool entries a narrowed task leaves it
-    (delegation and handoff tools stay).
+    (delegation and handoff tools stay); ``memory``: the memory tools the run gives it
+    (:mod:`teamrun.engine.memory.tools`), offered as plain tools.
     """
     delegation = {s["function"]["name"]: s for s in delegation_tools(config, agent)}
     background = {s["function"]["name"]: s for s in background_tools()}
@@ -114,6 +117,8 @@ async def build_tool_table(
     for schema in [*workspace_tools(config, agent), *board_tools(config, agent)]:  # from its workspace permissions
         name = schema["function"]["name"]
         entries.append(TableEntry(OfferedName(name, "workspace", name), "workspace", schema))
+    for tool in memory:
+        entries.append(TableEntry(OfferedName(tool.name, "memory", tool.name), "tool", tool.spec.as_openai(), tool))
     return ToolTable(agent, entries, withheld)
 
 

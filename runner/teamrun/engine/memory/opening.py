@@ -1,0 +1,101 @@
+"""A run's long-term memory opened from the team file and the run's resource (:func:`open_memory`).
+
+The one place that decides whether a run has long-term memory: a team file with ``memory:`` and a run given a
+resource (checked by :func:`teamrun.store.memory.check_resource_id`). The embedding model's endpoint and key follow
+the agents' rules: its own ``api_base``, else the run's (``--api-base``) for a model that is not ``offline``; the key
+from the variable ``api_key_env`` names (unset or empty: a clear error before anything runs), else the provider's
+usual variable. One :class:`~teamrun.store.memory.MemoryStore` per store in a process (it caches each resource's
+vectors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from teamrun.config.models import LongTermMemory
+from teamrun.engine.durability.memory_entries import resource_entry
+from teamrun.engine.memory.session import MemorySession
+from teamrun.errors import UsageError
+from teamrun.llm.embedding import embedder_for
+from teamrun.llm.offline import is_offline_model
+from teamrun.secrets import Redactor
+from teamrun.store import Store
+from teamrun.store.memory import MemoryStore, check_resource_id
+
+if TYPE_CHECKING:
+    from teamrun.engine.durability.journal import RunJournal
+
+__all__ = ["NO_RESOURCE_WARNING", "memory_for_run", "memory_store_of", "open_memory"]
+
+NO_RESOURCE_WARNING = (
+    "the team file declares memory: but this run has no resource, so it has no long-term memory "
+    "(give one: --resource ID, or Team.run(..., resource=...))"
+)
+
+_STORES: weakref.WeakKeyDictionary[Store, MemoryStore] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def memory_store_of(store: Store) -> MemoryStore:
+    """The store's memories (one per store in a process)."""
+    with _LOCK:
+        memories = _STORES.get(store)
+        if memories is None:
+            memories = _STORES[store] = MemoryStore(store)
+        return memories
+
+
+def open_memory(
+    settings: LongTermMemory, store: Store, resource: str, *, secrets: Iterable[str], api_base: str | None
+) -> MemorySession:
+    """The run's memory of ``resource`` (blocking: opens the store). Raises a :class:`~teamrun.errors.UserError`
+    for a bad resource id or an unset key variable."""
+    check_resource_id(resource)
+    embedding = settings.embedding
+    offline = is_offline_model(embedding.model.strip())
+    key = None
+    if embedding.api_key_env and not offline:
+        key = os.environ.get(embedding.api_key_env, "")
+        if not key:
+            raise UsageError(
+                f"memory.embedding: environment variable {embedding.api_key_env} (named by api_key_env) is not "
+                "set or empty; export it with the embedding endpoint's key"
+            )
+    embedder = embedder_for(
+        embedding.model,
+        api_base=None if offline else (embedding.api_base or api_base),
+        api_key=key,
+        dimensions=embedding.dimensions,
+    )
+    return MemorySession(resource, settings, memory_store_of(store), embedder, Redactor(secrets))
+
+
+async def memory_for_run(
+    settings: LongTermMemory | None,
+    store: Callable[[], Store],
+    resource: str | None,
+    journal: RunJournal | None,
+    *,
+    secrets: Iterable[str],
+    api_base: str | None,
+) -> tuple[MemorySession | None, list[str]]:
+    """The run's memory and what the run warns about it. A resumed run takes the resource its first attempt
+    was given (journaled as it started) unless given one; a new journaled run journals its resource."""
+    if resource is None and journal is not None:
+        resource = journal.replay.memory_resource()
+    if settings is None:
+        unused = f"resource {resource!r} given, but the team file declares no memory:, so it is not used"
+        return None, [unused] if resource is not None else []
+    if resource is None:
+        return None, [NO_RESOURCE_WARNING]
+    memory = await asyncio.to_thread(
+        lambda: open_memory(settings, store(), resource, secrets=secrets, api_base=api_base)
+    )
+    if journal is not None and journal.replay.memory_resource() != resource:
+        journal.write(resource_entry(resource))
+    return memory, []
