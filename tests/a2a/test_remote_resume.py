@@ -3,19 +3,26 @@ sent again (counted at the remote agent); the unfinished one is picked up by its
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
 import sqlite3
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.a2a.remote_fixtures import A2AAgent, CliResult
-from tests.cli_processes import child_env, running, signal_when, teamrun_argv
+from tests.cli_processes import (
+    child_env,
+    execute_argv,
+    killed_run,
+    listed_run,
+    resume,
+    running,
+    stop_when,
+    teamrun_argv,
+)
 
 pytestmark = pytest.mark.outofprocess("a2a-sdk agents under uvicorn, and teamrun killed in a subprocess")
 GUARD_S = 240.0
@@ -59,35 +66,21 @@ def _count(db: Path, kind: str) -> int:
     return [k for _, k in _journal_kinds(db)].count(kind)
 
 
-def _executing(team: Path, db: Path) -> contextlib.AbstractContextManager[subprocess.Popen[Any]]:
-    """``teamrun execute`` of ``team`` journaled in ``db``, running in a child process (output dropped)."""
-    argv = teamrun_argv("execute", str(team), "-i", "facts", "--store", str(db), "--progress", "none")
-    return running(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
-
-
-def _resume_argv(db: Path) -> list[str]:
-    """``teamrun resume`` of the one run in ``db``, answering in JSON."""
-    with sqlite3.connect(db) as connection:
-        ((run_id,),) = list(connection.execute("select id from runs"))
-    return teamrun_argv("resume", run_id, "--store", str(db), "--json", "--progress", "none")
-
-
 def test_a_killed_run_resumes_without_sending_a_finished_remote_task_again(
     a2a_agent: Callable[..., A2AAgent], tmp_path: Path
 ) -> None:
     quick, slow = a2a_agent(mode="ANSWER"), a2a_agent(mode="WAIT")
     team = _team(tmp_path, quick.url, slow.url)
     db = tmp_path / "runs.db"
-    with _executing(team, db) as process:
 
-        def ready() -> bool:
-            return _count(db, "remote") == 1 and _count(db, "remote_start") == 2  # quick's answer; both tasks' ids
+    def ready() -> bool:
+        return _count(db, "remote") == 1 and _count(db, "remote_start") == 2  # quick's answer; both tasks' ids
 
-        signal_when(process, ready, signal.SIGKILL, where=lambda: _journal_kinds(db), guard_s=GUARD_S)
+    run = killed_run(team, str(db), ready, where=lambda: _journal_kinds(db), task="facts")
     assert len(quick.records("execute")) == 1 and len(slow.records("execute")) == 1
 
-    resume = _resume_argv(db)
-    with running(resume, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()) as resuming:
+    resume_argv = teamrun_argv("resume", run["run_id"], "--store", str(db), "--json", "--progress", "none")
+    with running(resume_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()) as resuming:
         slow.wait_for(lambda: "SubscribeToTask" in slow.methods(), "the resumed run subscribed to the slow task")
         slow.release.write_text("go", encoding="utf-8")  # the slow task may finish now
         out, err = resuming.communicate(timeout=GUARD_S)
@@ -126,17 +119,16 @@ agents:
         encoding="utf-8",
     )
     db = tmp_path / "runs.db"
-    with _executing(team, db) as process:
 
-        def started() -> bool:
-            return _count(db, "remote_start") >= 1
+    def started() -> bool:
+        return _count(db, "remote_start") >= 1
 
-        assert signal_when(process, started, signal.SIGINT, where=lambda: _journal_kinds(db), guard_s=GUARD_S) == 130
+    execute = execute_argv(team, str(db), task="facts")
+    assert stop_when(execute, started, signal.SIGINT, where=lambda: _journal_kinds(db)) == 130
     assert len(agent.records("cancel")) == 1
-    resume = _resume_argv(db)
     agent.release.write_text("go", encoding="utf-8")
 
-    resumed = subprocess.run(resume, capture_output=True, text=True, env=child_env(), timeout=GUARD_S)
+    resumed = resume(listed_run(str(db))["run_id"], str(db))
 
     assert resumed.returncode == 0, resumed.stderr
     (delegation,) = json.loads(resumed.stdout)["delegations"]
