@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
-import time
-from collections.abc import Callable
 from typing import Any
 
+from tests.cli_processes import child_env, running, teamrun_argv
 from tests.fakeserver import FakeOpenAI, hang, text, tool_calls
-
-
-def _eventually(condition: Callable[[], bool], guard_s: float = 60) -> bool:
-    """Poll ``condition``; ``guard_s`` only stops a hang (it is no timing assertion)."""
-    deadline = time.monotonic() + guard_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+from tests.waiting import wait_until
 
 
 def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(fake_openai: FakeOpenAI, write_team: Any) -> None:
@@ -35,26 +23,8 @@ def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(fake_openai: Fak
           quick: {model: openai/quick, description: Answers at once.}
           slow: {model: openai/slow, description: Takes forever.}
         """)
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from teamrun.cli import main; main()",
-            "execute",
-            str(path),
-            "-i",
-            "go",
-            "--json",
-            "--progress",
-            "plain",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
+    argv = teamrun_argv("execute", str(path), "-i", "go", "--json", "--progress", "plain")
+    with running(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()) as process:
         # Interrupt once the quick worker's answer has reached the run (its progress line says so)
         # while the slow worker's request is open at the server.
         assert process.stderr is not None
@@ -65,12 +35,10 @@ def test_sigint_mid_fan_out_exits_130_with_the_finished_sibling(fake_openai: Fak
                 break
         else:
             raise AssertionError("the quick worker never finished:\n" + "".join(seen))
-        assert _eventually(lambda: bool(fake_openai.requests("slow"))), "the slow worker never called its model"
+        wait_until(lambda: fake_openai.requests("slow"), "the slow worker's call at the server", alive=process)
         process.send_signal(signal.SIGINT)
         out, rest = process.communicate(timeout=120)  # a hang guard only
         err = "".join(seen) + rest
-    finally:
-        process.kill()
 
     assert process.returncode == 130, err
     (slow,) = fake_openai.requests("slow")
