@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +11,7 @@ import pytest
 from teamrun.cli import main
 from teamrun.observe.render import render_trace
 from teamrun.observe.trace_read import read_trace
+from tests.cli_processes import stop_when, teamrun_argv
 from tests.fakeserver import FakeOpenAI, hang, text, tool_calls
 from tests.observe.conftest import TeamWriter
 from tests.observe.handmade import solo_run, write_trace
@@ -156,44 +153,16 @@ def test_a_killed_run_leaves_a_readable_trace(
           slow: {model: openai/slow, description: Takes forever.}
         """)
     trace_file = tmp_path / "killed.jsonl"
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from teamrun.cli import main; main()",
-            "execute",
-            str(team),
-            "-i",
-            "go",
-            "--progress",
-            "none",
-            "--trace",
-            str(trace_file),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            seen = trace_file.read_text(encoding="utf-8") if trace_file.exists() else ""
-            if '"agent_end"' in seen and '"delegation_end"' in seen and fake_openai.requests("slow"):
-                break
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the run never reached the slow worker")
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=10)
-    finally:
-        process.kill()
-        if process.stderr:
-            process.stderr.close()
 
-    assert process.returncode == -signal.SIGKILL
+    def traced() -> str:
+        return trace_file.read_text(encoding="utf-8") if trace_file.exists() else ""
+
+    def at_the_slow_worker() -> bool:
+        seen = traced()
+        return '"agent_end"' in seen and '"delegation_end"' in seen and bool(fake_openai.requests("slow"))
+
+    argv = teamrun_argv("execute", str(team), "-i", "go", "--progress", "none", "--trace", str(trace_file))
+    assert stop_when(argv, at_the_slow_worker, where=traced) == -signal.SIGKILL
     trace = read_trace(trace_file)
     assert not trace.complete
     (run,) = trace.roots
