@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 from pathlib import Path
@@ -14,8 +15,10 @@ import teamrun
 from teamrun.errors import UserError
 from teamrun.events import Event
 from teamrun.testing.scripted import ScriptedCall, ScriptedModel, tool_call, tool_calls
+from tests.cli_processes import child_env, running, teamrun_argv
 from tests.mcp_servers.conftest import marked_processes, write_team
 from tests.tools.conftest import RecordingApprover
+from tests.waiting import wait_until
 
 
 def _run(path: Path, script: dict[str, Any], **kwargs: Any) -> tuple[Any, ScriptedModel, list[Event]]:
@@ -294,41 +297,27 @@ def test_ctrl_c_on_teamrun_execute_leaves_no_server_behind(
     import os
     import subprocess
     import sys
-    import time
 
-    slow = {"command": [sys.executable, "-c", "import time; time.sleep(60)"], "timeout_s": 120}
+    import psutil
+
+    slow_mark = f"{marker}-slow"  # in the slow tool's command line, to find its process
+    slow = {"command": [sys.executable, "-c", "import time; time.sleep(60)", slow_mark], "timeout_s": 120}
     path = write_team(tmp_path, {"lead": {"tools": ["time", "slow"]}}, {"time": time_server, "slow": slow})
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from teamrun.cli import main; main()",
-            "execute",
-            str(path),
-            "-i",
-            "go",
-            "--model",
-            "offline",
-            "--progress",
-            "none",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not marked_processes(marker):  # the offline model calls both tools: the server starts
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the MCP server never started"
-            time.sleep(0.1)
-        time.sleep(0.5)
+
+    def slow_tool_runs() -> bool:
+        """The offline model has called both tools: the server runs, and so does the slow command."""
+        lines = []
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                lines.append(child.cmdline())
+        return bool(marked_processes(marker)) and any(slow_mark in line for line in lines)
+
+    argv = teamrun_argv("execute", str(path), "-i", "go", "--model", "offline", "--progress", "none")
+    env = child_env(PYTHONPATH=os.pathsep.join(sys.path))
+    with running(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        wait_until(slow_tool_runs, "the MCP server and the slow command running", alive=process)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
     assert process.returncode == 130, err
     assert marked_processes(marker) == []
 
