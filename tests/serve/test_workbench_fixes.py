@@ -244,15 +244,19 @@ def test_the_answer_field_says_what_to_type_and_the_views_bars_have_the_3px_focu
         page.locator(f'#runs-list .run-row[data-run="{done}"]').click()
         bars = page.locator("#run-view .tv-bar.tv-agent.tv-critical")
         expect(bars.first).to_be_visible(timeout=30_000)
+        critical = bars.count()
         page.focus("#token")
         outlines = []
-        for _ in range(200):  # Tab to each critical agent bar (hang guard: 200 stops)
+        for _ in range(200):  # Tab to the timeline, its one Tab stop (hang guard: 200 stops)
             page.keyboard.press("Tab")
+            if page.evaluate("document.activeElement.matches('#run-view .tv-grid .tv-who')"):
+                break
+        page.keyboard.press("ArrowRight")  # along the row: its agent bar
+        for _ in range(page.locator("#run-view .tv-row[data-agent]").count()):  # then down, row by row
             if page.evaluate("document.activeElement.matches('#run-view .tv-bar.tv-agent.tv-critical')"):
                 outlines.append(
                     page.evaluate("(s => [s.outlineStyle, s.outlineWidth])(getComputedStyle(document.activeElement))")
                 )
-                if len(outlines) == bars.count():
-                    break
+            page.keyboard.press("ArrowDown")
     assert placeholder == "a date like 2026-12-07", placeholder  # in words, not the pattern
-    assert outlines and all(o == ["solid", "3px"] for o in outlines), outlines
+    assert len(outlines) == critical and all(o == ["solid", "3px"] for o in outlines), outlines

@@ -98,3 +98,28 @@ def test_the_workspace_panel_draws_a_boards_operations(tmp_path: Path, open_page
     expect(panel.locator(".tv-ws-line")).to_have_text(
         ["+200 ms · lead · post t1 · v1 → v2 · applied", "+400 ms · lead · claim t1 · v2 · refused (busy)"]
     )
+
+
+def test_the_timeline_is_one_tab_stop_and_the_arrow_keys_move_through_it(tmp_path: Path, open_page: OpenPage) -> None:
+    page = open_page(view_of(_worker_run(), tmp_path).as_uri()).page
+    stops = page.locator(".tv-grid [tabindex='0']")
+    expect(stops).to_have_count(1)  # was: every row and every bar its own Tab stop
+    page.locator(".tv-tools .tv-collapse-all").focus()
+    page.keyboard.press("Tab")
+    focused = "() => [document.activeElement.dataset.key, document.activeElement.className]"
+    seen = [page.evaluate(focused)]
+    for key in ("ArrowRight", "ArrowRight", "ArrowDown", "End", "Home", "ArrowUp"):
+        page.keyboard.press(key)
+        seen.append(page.evaluate(focused))
+    page.keyboard.press("Tab")  # out of the timeline in one step
+    after = page.evaluate("() => !!document.activeElement.closest('.tv-grid')")
+    assert seen == [
+        ["agent|r1:s2", "tv-who"],  # the first row's label
+        ["agent|r1:s2", "tv-bar tv-agent tv-ok tv-critical"],  # its agent bar
+        ["delegation|r1:d1", "tv-bar tv-wait tv-ok tv-critical"],  # its wait on the worker
+        ["agent|r1:w1", "tv-bar tv-agent tv-ok tv-critical"],  # down: the worker's bar nearest in time
+        ["llm|r1:c1", "tv-bar tv-llm tv-ok tv-critical"],  # End: its last bar
+        ["agent|r1:w1", "tv-who"],  # Home: its label
+        ["agent|r1:s2", "tv-who"],  # up: the label above
+    ], seen
+    assert after is False

@@ -147,6 +147,7 @@
   }
 
   const FIRST_PROBLEMS = 5;  // problem lines shown before "show all"
+  const ROVING = ".tv-toggle, .tv-who[data-key], .tv-bar[role=button]";  // the timeline's items, in a row's order
 
   // -- the view --------------------------------------------------------------------------------------------
 
@@ -302,8 +303,11 @@
       layout.append(main, this.details, hint);
       const grid = this.root.querySelector(".tv-grid"), old = this.root.querySelector(".tv-details");
       const kept = { grid: grid ? grid.scrollTop : 0, details: old ? old.scrollTop : 0 };  // a live redraw keeps places
+      const inGrid = !!(focused && focused.closest && focused.closest(".tv-grid") && this.root.contains(focused));
       this.root.replaceChildren(layout);
       this.applyFilter();
+      if (inGrid) [...this.root.querySelectorAll(".tv-grid " + ROVING.split(", ").join(", .tv-grid "))]
+        .find((e) => e.tabIndex === 0)?.focus({ preventScroll: true });  // a live redraw keeps the focus in the timeline
       if (focused && focused.isConnected && focused !== document.activeElement && this.root.contains(focused)) {
         focused.focus({ preventScroll: true });  // the toolbar outlives a live redraw: typing goes on
         if (caret) focused.setSelectionRange(caret[0], caret[1]);
@@ -649,6 +653,62 @@
       if (this.shown) this.shown.textContent = shown + " of " + this.rows.length + " rows";
       if (this.collapseAll) this.collapseAll.hidden = !this.rows.some((r) => r.hasChildren);
       if (this.collapseAll) this.collapseAll.textContent = this.rows.some((r) => r.hasChildren && !this.collapsed.has(r.key)) ? "Collapse all" : "Expand all";
+      this.rove();
+    }
+
+    // The timeline is one Tab stop (a roving tabindex): the row or bar last reached there (else the first shown
+    // row) takes Tab; Left/Right (Home/End) move along a row's toggle, label and bars, Up/Down to the row above or
+    // below (a label to a label, an agent bar to an agent bar, another bar to the one nearest in time).
+    rovingItems(row) { return [...row.querySelectorAll(ROVING)].filter((e) => !e.hidden); }
+
+    rove(target) {
+      const grid = this.root.querySelector(".tv-grid");
+      if (!grid) return;
+      let next = target || null;
+      if (!next && this.roving) {
+        const [cls, key] = this.roving;
+        next = [...grid.querySelectorAll("." + cls)].find((e) => (e.dataset.key || e.dataset.agentKey) === key
+          && !e.hidden && !e.closest(".tv-row").hidden) || null;
+      }
+      if (!next) {
+        const first = [...grid.querySelectorAll(".tv-row:not(.tv-axis)")].find((r) => !r.hidden);
+        next = first ? first.querySelector(".tv-who[data-key]") : null;
+      }
+      for (const e of grid.querySelectorAll(ROVING)) if (e !== next && e.tabIndex !== -1) e.tabIndex = -1;
+      if (next) {
+        next.tabIndex = 0;
+        this.roving = [["tv-who", "tv-toggle"].find((c) => next.classList.contains(c)) || "tv-bar", next.dataset.key || next.dataset.agentKey];
+      }
+    }
+
+    // The item of ``row`` under (or over) ``item``: a label for a label or toggle, an agent bar for an agent bar,
+    // else the bar nearest in time.
+    below(item, row) {
+      if (!item.classList.contains("tv-bar")) return row.querySelector(".tv-who[data-key]");
+      if (item.classList.contains("tv-agent")) return row.querySelector(".tv-bar.tv-agent[role=button]");
+      const x = (e) => { const r = e.getBoundingClientRect(); return r.left + r.width / 2; };
+      const at = x(item), bars = [...row.querySelectorAll(".tv-bar[role=button]")];
+      return bars.reduce((a, b) => (Math.abs(x(b) - at) < Math.abs(x(a) - at) ? b : a), bars[0]) || null;
+    }
+
+    onGridKey(e) {
+      if (!["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Home", "End"].includes(e.key)) return;
+      const item = e.target.closest && e.target.closest(ROVING);
+      const row = item && item.closest(".tv-row");
+      if (!row) return;
+      e.preventDefault();
+      const items = this.rovingItems(row), i = items.indexOf(item);
+      let next;
+      if (e.key === "ArrowRight") next = items[i + 1];
+      else if (e.key === "ArrowLeft") next = items[i - 1];
+      else if (e.key === "Home") next = items[0];
+      else if (e.key === "End") next = items[items.length - 1];
+      else {
+        const rows = [...row.parentNode.querySelectorAll(".tv-row:not(.tv-axis)")].filter((r) => !r.hidden);
+        const other = rows[rows.indexOf(row) + (e.key === "ArrowDown" ? 1 : -1)];
+        next = other ? this.below(item, other) : null;
+      }
+      if (next) { this.rove(next); next.focus(); }
     }
 
     toggle(key) {
@@ -739,6 +799,7 @@
         if (delegates) {  // beside the row's button, not in it
           const toggle = el("button", "tv-toggle", "▾");
           toggle.type = "button";
+          toggle.tabIndex = -1;  // one of the timeline's roving items
           toggle.dataset.agentKey = agent.key;
           entry.toggle = toggle;
           label.append(toggle);
@@ -755,7 +816,7 @@
         button.append(meta);
         label.append(button);
         button.dataset.key = agent.key;
-        button.tabIndex = 0;
+        button.tabIndex = -1;  // the timeline is one Tab stop: rove()
         button.setAttribute("role", "button");
         const track = el("div", "tv-track");
         const bar = this.bar(agent, "agent");
@@ -793,6 +854,11 @@
         row.append(label, track);
         grid.append(row);
       }
+      grid.addEventListener("keydown", (e) => this.onGridKey(e));
+      grid.addEventListener("focusin", (e) => {
+        const item = e.target.closest && e.target.closest(ROVING);
+        if (item && grid.contains(item) && item.tabIndex !== 0) this.rove(item);
+      });
       box.append(grid);
       return box;
     }
@@ -864,7 +930,7 @@
       bar.dataset.kind = node.kind;
       bar.dataset.status = status;
       bar.dataset.start = String(node.start);
-      bar.tabIndex = 0;
+      bar.tabIndex = -1;  // reached with the arrow keys from the timeline's one Tab stop (rove())
       bar.setAttribute("role", "button");
       // Its name says what and how it ended; its tooltip (with the duration) is written when the pointer or the
       // focus first comes to it (tooltip()): a thousand workers' bars are drawn without a thousand strings.
