@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +14,13 @@ import pytest
 import teamrun
 from tests.fakeserver import FakeOpenAI, http_error
 from tests.serve.conftest import TOKEN, GatedModel, solo_team
+from tests.waiting import wait_until
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def chat(stream: bool = True) -> dict[str, Any]:
     return {"model": "solo", "messages": [{"role": "user", "content": "hello"}], "stream": stream}
-
-
-def wait_for(check: Any, what: str, limit_s: float = 30.0) -> None:
-    """Until ``check()`` is true; fails the test, naming ``what``, when it never becomes so."""
-    for _ in range(int(limit_s / 0.01)):
-        if check():
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"never happened: {what}")
 
 
 def test_a_quiet_run_sends_keepalive_comments_then_the_answer(
@@ -71,13 +62,13 @@ def test_a_client_that_goes_away_mid_stream_cancels_its_run(serve: Any, tmp_path
             lines = response.iter_lines()  # kept: a dropped line iterator closes the response
             first = next(lines)
             assert json.loads(first[6:])["choices"][0]["delta"]["role"] == "assistant"
-            wait_for(lambda: model.waiting == 1, "the model call is in flight")
+            wait_until(lambda: model.waiting == 1, "the model call is in flight")
         # the stream is closed with the run still waiting on its model
 
         def cancelled() -> bool:
             return bool(client.get(f"/v1/runs/{run_id}").json()["status"] == "cancelled")
 
-        wait_for(cancelled, "the run of the client that went away was cancelled")
+        wait_until(cancelled, "the run of the client that went away was cancelled")
         record = client.get(f"/v1/runs/{run_id}").json()
 
     assert record["cancel_reason"] == "client disconnected"
@@ -118,7 +109,7 @@ def test_a_plain_client_that_goes_away_cancels_its_run_too(serve: Any, tmp_path:
 
     with socket.create_connection(("127.0.0.1", server.port)) as sock:
         sock.sendall(request)
-        wait_for(lambda: model.waiting == 1, "the model call is in flight")
+        wait_until(lambda: model.waiting == 1, "the model call is in flight")
         held = server.app.state.registry.held()
         assert len(held) == 1
         run_id = held[0].id
@@ -129,7 +120,7 @@ def test_a_plain_client_that_goes_away_cancels_its_run_too(serve: Any, tmp_path:
         def cancelled() -> bool:
             return bool(client.get(f"/v1/runs/{run_id}").json()["status"] == "cancelled")
 
-        wait_for(cancelled, "the run of the plain client that went away was cancelled")
+        wait_until(cancelled, "the run of the plain client that went away was cancelled")
         record = client.get(f"/v1/runs/{run_id}").json()
 
     assert record["cancel_reason"] == "client disconnected"

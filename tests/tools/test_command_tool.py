@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 from teamrun.config.models import ToolDef
 from teamrun.errors import UserError
 from teamrun.tools import CommandTool, ToolOutcome, build_tools, invoke_tool
+from tests.waiting import wait_until, wait_until_async
 
 PY = sys.executable
 ECHO_ARGV = "import json, sys; print(json.dumps(sys.argv[1:]))"
@@ -231,16 +231,6 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
-def _eventually(condition: Any, guard_s: float = 60) -> bool:
-    """Poll ``condition``; ``guard_s`` only stops a hang (it is no timing assertion)."""
-    deadline = time.monotonic() + guard_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def _pid_writer(path: Path) -> str:
     """Code that writes the running process's pid to ``path`` atomically (the file appears complete)."""
     part = path.with_suffix(".part")
@@ -267,7 +257,7 @@ def test_timeout_kills_the_process_group(allow: Any, tmp_path: Path) -> None:
     assert child_pid.exists(), "the child had not started its grandchild before the timeout"
     # The call ended while both would still be sleeping: the whole group was killed, not waited for.
     assert _gone(int(child_pid.read_text()))
-    assert _eventually(lambda: _gone(int(grandchild_pid.read_text())))
+    wait_until(lambda: _gone(int(grandchild_pid.read_text())), "the grandchild's end")
 
 
 def test_cancellation_kills_the_process(tmp_path: Path) -> None:
@@ -276,9 +266,7 @@ def test_cancellation_kills_the_process(tmp_path: Path) -> None:
 
     async def cancel_when_running() -> None:
         task = asyncio.create_task(tool.run({}))
-        deadline = time.monotonic() + 60  # a hang guard
-        while not child_pid.exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await wait_until_async(child_pid.exists, "the command's process started", alive=task)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
