@@ -44,6 +44,9 @@ VECTOR_WEIGHT = 0.6
 """The vector part of the hybrid score; the keyword part weighs the rest."""
 _List = list  # ``MemoryStore.list`` hides the builtin inside the class
 _CANDIDATES = 50
+_COMMON_SHARE = 0.2
+_COMMON_FROM = 500
+"""A resource with fewer memories keeps every query word (ranking all its matches is cheap)."""
 """Each part of a hybrid search brings at least this many candidates (``4 * k`` when more)."""
 
 
@@ -182,6 +185,9 @@ class _Matrix:
     vectors: np.ndarray  # (n, dims) float32, each row L2-normalised
     expires: np.ndarray  # (n,) float64, +inf when it never expires
     expiring: bool  # whether any of them expires
+    common: frozenset[str]
+    """Words in more than :data:`_COMMON_SHARE` of a large resource's facts: a keyword search leaves them out
+    (they add little to BM25 and make it rank most of the resource)."""
 
 
 class MemoryStore:
@@ -346,13 +352,16 @@ class MemoryStore:
         candidates = max(_CANDIDATES, 4 * k)
         vector_scores: dict[str, float] = {}
         keyword_scores: dict[str, float] = {}
+        if mode != "keyword" and vector is None:
+            raise MemoryRefused(f"a {mode} memory search needs the query's embedding")
         with self.store.errors(f"search the memories of {resource!r}"), self.store.engine.connect() as conn:
-            if mode != "keyword":
-                if vector is None:
-                    raise MemoryRefused(f"a {mode} memory search needs the query's embedding")
-                vector_scores = self._vector_scores(conn, resource, vector, now, candidates)
+            matrix = self._matrix(conn, resource)
+            if matrix is None:
+                return []
+            if vector is not None and mode != "keyword":
+                vector_scores = self._vector_scores(matrix, resource, vector, now, candidates)
             if mode != "vector" and query.strip():
-                keyword_scores = self._keyword_scores(conn, resource, query, now, candidates)
+                keyword_scores = self._keyword_scores(conn, resource, query, now, candidates, matrix.common)
             scored: _List[tuple[str, float, float | None, float | None]]
             if mode == "vector":
                 ranked = sorted(vector_scores.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -379,12 +388,11 @@ class MemoryStore:
         return found[:k]
 
     def _vector_scores(
-        self, conn: sa.Connection, resource: str, vector: Sequence[float], now: float, take: int
+        self, matrix: _Matrix, resource: str, vector: Sequence[float], now: float, take: int
     ) -> dict[str, float]:
         """The cosines (clamped to [0, 1]) of the ``take`` best memories that have not expired."""
         np = _numpy()
-        matrix = self._matrix(conn, resource)
-        if matrix is None or not matrix.ids:
+        if not matrix.ids:
             return {}
         query = np.asarray(list(vector), dtype=np.float32)
         if query.ndim != 1 or query.shape[0] != matrix.vectors.shape[1]:
@@ -406,7 +414,8 @@ class MemoryStore:
         return {matrix.ids[i]: v for i, v in zip(best.tolist(), values, strict=True) if v >= 0.0}
 
     def _matrix(self, conn: sa.Connection, resource: str) -> _Matrix | None:
-        """The resource's vectors: cached while its generation token is unchanged (read here, every time)."""
+        """The resource's vectors (and its common words): cached while its generation token is unchanged (read
+        here, every time); None when the resource has no memories."""
         import sqlalchemy as sa
 
         np = _numpy()
@@ -423,7 +432,7 @@ class MemoryStore:
             return cached
         table = schema.memories
         rows = conn.execute(
-            sa.select(table.c.id, table.c.vector, table.c.dims, table.c.expires_at, generations.c.token)
+            sa.select(table.c.id, table.c.fact, table.c.vector, table.c.dims, table.c.expires_at, generations.c.token)
             .join(generations, generations.c.resource == table.c.resource)
             .where(table.c.resource == resource)
         ).all()
@@ -438,17 +447,19 @@ class MemoryStore:
             vectors=vectors.reshape(len(kept), dims).astype(np.float32),
             expires=np.array([np.inf if r.expires_at is None else r.expires_at for r in kept], dtype=np.float64),
             expiring=any(r.expires_at is not None for r in kept),
+            common=_common_words([r.fact for r in rows]),
         )
         with self._lock:
             self._cache[resource] = matrix
         return matrix
 
     def _keyword_scores(
-        self, conn: sa.Connection, resource: str, query: str, now: float, limit: int
+        self, conn: sa.Connection, resource: str, query: str, now: float, limit: int, common: frozenset[str]
     ) -> dict[str, float]:
         import sqlalchemy as sa
 
         words = [w for w in query_words(query) if w not in _STOP_WORDS] or query_words(query)
+        words = [w for w in words if w not in common] or words
         if not words:
             return {}
         if conn.dialect.name == "sqlite":
@@ -624,6 +635,18 @@ class MemoryStore:
                     return
                 except sa.exc.IntegrityError:  # another process inserted it first: update it
                     continue
+
+
+def _common_words(facts: Sequence[str]) -> frozenset[str]:
+    """The words in more than :data:`_COMMON_SHARE` of ``facts`` (none when there are few facts)."""
+    if len(facts) < _COMMON_FROM:
+        return frozenset()
+    counts: dict[str, int] = {}
+    for fact in facts:
+        for word in set(_WORD.findall(fact.casefold())):
+            counts[word] = counts.get(word, 0) + 1
+    limit = _COMMON_SHARE * len(facts)
+    return frozenset(word for word, count in counts.items() if count > limit)
 
 
 def _numpy() -> Any:
