@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect
 
 from teamrun.observe.view import render_page
@@ -101,10 +102,27 @@ def test_a_long_unbroken_input_wraps_inside_a_grid_column_at_360_px(tmp_path: Pa
     assert opened.problems == []
 
 
-def test_a_run_waiting_for_people_is_not_drawn_as_failed(tmp_path: Path, open_page: OpenPage) -> None:
-    records = _records()
+def _said_waiting(records: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The records as the engine writes them since it says so: a tool call or delegation cut off because the run
+    suspended for a person ends ``status: waiting`` (was ``error``/``cancelled``, error ``cancelled``)."""
+    waiting = {
+        (r["run_id"], r["span_id"]) for r in records if r["kind"] == "agent_end" and r["data"]["status"] == "waiting"
+    }  # type: ignore[index]
+    said = []
+    for r in records:
+        data = dict(r.get("data") or {})  # type: ignore[call-overload]
+        ends_tool = r["kind"] == "tool_end" and (r["run_id"], r["parent_span_id"]) in waiting
+        if (ends_tool or r["kind"] == "delegation_end") and data.get("error") == "cancelled":
+            data.update(status="waiting", error="waiting for a person")
+        said.append({**r, "data": data})
+    return said
+
+
+@pytest.mark.parametrize("written", ["cancelled", "waiting"], ids=["before", "said-waiting"])
+def test_a_run_waiting_for_people_is_not_drawn_as_failed(tmp_path: Path, open_page: OpenPage, written: str) -> None:
+    records = _records() if written == "cancelled" else _said_waiting(_records())
     first_end = next(i for i, r in enumerate(records) if r["kind"] == "run_end")
-    cut = [r for r in records[first_end + 1 :] if r["kind"] == "tool_end" and r["data"]["status"] == "error"]  # type: ignore[index]
+    cut = [r for r in records[first_end + 1 :] if r["kind"] == "tool_end" and r["data"]["status"] != "ok"]  # type: ignore[index]
     assert cut  # the stream: each person tool call ends error "cancelled" as the run suspends
     page_file = tmp_path / "run.html"
     page_file.write_text(render_page(records[: first_end + 1]))  # the run as it waits (its first part)

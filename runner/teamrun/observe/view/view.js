@@ -351,8 +351,10 @@
     }
 
     // A span cut off because its run suspended to wait for a person (nothing failed): the person tool call of
-    // an invocation that ended "waiting" (its end says error "cancelled"), and the delegation to that worker.
+    // an invocation that ended "waiting", and the delegation to that worker: its end says status "waiting" (traces
+    // written before the engine said so: error "cancelled").
     suspended(node) {
+      if ((node.kind === "tool" || node.kind === "delegation") && node.status === "waiting") return true;  // said by the end
       if (node.kind === "tool") {
         return node.status === "error" && node.error === "cancelled" && !!node.parent && node.parent.kind === "agent"
           && node.parent.status === "waiting";
