@@ -291,3 +291,25 @@ def test_two_processes_saving_the_same_fact_at_once_make_one_memory(tmp_path: Pa
     assert sorted(results) == [False, False, False, True]
     with open_store(path) as store:
         assert len(MemoryStore(store).list("new-resource")) == 1
+
+
+def test_a_large_resource_s_common_words_are_left_out_of_the_keyword_match(tmp_path: Path) -> None:
+    with open_store(tmp_path / "m.db") as store:
+        memory = MemoryStore(store)
+        limits = MemoryLimits(max_memories_per_resource=1000)
+        for number in range(600):
+            fact = f"The customer's record {number} mentions item{number}"
+            memory.save("big", fact, offline_vector(fact), _prov(), limits=limits)
+        memory.save("big", "The customer keeps a zebra", offline_vector("zebra"), _prov(), limits=limits)
+        matches: list[str] = []
+
+        def seen(_conn: object, _cursor: object, statement: str, parameters: object, *_rest: object) -> None:
+            if "MATCH" in statement:
+                matches.append(str(parameters))
+
+        sa.event.listen(store.engine, "before_cursor_execute", seen)
+        found = memory.search("big", "customer zebra", None, mode="keyword")
+        assert found[0].memory.fact == "The customer keeps a zebra"
+        assert '"zebra"' in matches[-1] and '"customer"' not in matches[-1]
+        assert memory.search("big", "customer", None, mode="keyword", k=3)  # only common words: kept
+        assert '"customer"' in matches[-1]
