@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["GUARD_S", "wait_until", "wait_until_async"]
+__all__ = ["GUARD_S", "answers", "wait_until", "wait_until_async"]
 
 GUARD_S = 240.0
 """How long a wait may take before it counts as a hang (a busy CI machine is slow: no timing assertion)."""
@@ -88,3 +88,16 @@ def _outcome(task: asyncio.Future[Any]) -> str:
         return "cancelled"
     error = task.exception()
     return f"raised {error!r}" if error is not None else f"returned {task.result()!r}"
+
+
+def answers(url: str, *, status: int | None = None) -> bool:
+    """Whether an HTTP GET of ``url`` gets an answer now (with ``status``: that status), for waiting on a server
+    that starts: ``wait_until(lambda: answers(f"{url}/readyz", status=200), "the server started", alive=process)``.
+    """
+    import httpx
+
+    try:
+        got = httpx.get(url, timeout=5).status_code
+    except httpx.HTTPError:
+        return False
+    return status is None or got == status

@@ -14,16 +14,15 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from teamrun.cli import main
+from tests.waiting import answers, wait_until
 
 SERVER = Path(__file__).resolve().parent / "a2a_test_server.py"
 REPO = Path(__file__).resolve().parents[2]
@@ -47,13 +46,6 @@ class A2AAgent:
     def methods(self) -> list[str]:
         return [r["method"] for r in self.records("request") if r.get("method")]
 
-    def wait_for(self, check: Callable[[], bool], what: str, guard_s: float = 120.0) -> None:
-        """Poll ``check`` until it holds (a generous hang guard: fails only when it never does)."""
-        deadline = time.monotonic() + guard_s
-        while not check():
-            assert time.monotonic() < deadline, f"never happened: {what}; records: {self.records()}"
-            time.sleep(0.05)
-
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -68,19 +60,13 @@ def start_server(argv: list[str], url: str, what: str, *, env: dict[str, str] | 
     guard); either way it is stopped first.
     """
     process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    deadline = time.monotonic() + START_GUARD_S
     try:
-        while True:
-            assert process.poll() is None, f"{what} exited at start"
-            try:
-                httpx.get(f"{url}/.well-known/agent-card.json", timeout=2)
-                return process
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, f"{what} did not start"
-                time.sleep(0.1)
+        card = f"{url}/.well-known/agent-card.json"
+        wait_until(lambda: answers(card), f"{what} answering at {url}", guard_s=START_GUARD_S, alive=process)
     except BaseException:
         stop(process)
         raise
+    return process
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

@@ -23,6 +23,7 @@ from tests.cli_processes import (
     stop_when,
     teamrun_argv,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.outofprocess("a2a-sdk agents under uvicorn, and teamrun killed in a subprocess")
 GUARD_S = 240.0
@@ -81,7 +82,11 @@ def test_a_killed_run_resumes_without_sending_a_finished_remote_task_again(
 
     resume_argv = teamrun_argv("resume", run["run_id"], "--store", str(db), "--json", "--progress", "none")
     with running(resume_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()) as resuming:
-        slow.wait_for(lambda: "SubscribeToTask" in slow.methods(), "the resumed run subscribed to the slow task")
+        wait_until(
+            lambda: "SubscribeToTask" in slow.methods(),
+            "the resumed run subscribed to the slow task",
+            where=slow.records,
+        )
         slow.release.write_text("go", encoding="utf-8")  # the slow task may finish now
         out, err = resuming.communicate(timeout=GUARD_S)
     resumed = CliResult(resuming.returncode, out, err)

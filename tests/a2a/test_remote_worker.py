@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.a2a.remote_fixtures import A2AAgent, free_port, run_cli, start_server, stop, team_file
+from tests.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
 
@@ -209,7 +210,7 @@ def test_a_worker_timeout_cancels_the_remote_task(a2a_agent: Callable[..., A2AAg
     remote = _remote(shown)
     assert remote["status"] == "budget_exhausted" and remote["timed_out"] is True
     (executed,) = agent.records("execute")
-    agent.wait_for(lambda: bool(agent.records("cancel")), "the remote agent got CancelTask")
+    wait_until(lambda: bool(agent.records("cancel")), "the remote agent got CancelTask", where=agent.records)
     assert [c["task_id"] for c in agent.records("cancel")] == [executed["task_id"]]
     assert "CancelTask" in agent.methods()
 
@@ -225,16 +226,15 @@ def test_cancelling_the_run_cancels_the_remote_task(a2a_agent: Callable[..., A2A
         working: list[Any] = []
         watch = [lambda event: working.append(event) if event.kind == "remote_update" and event.task_id else None]
         running = asyncio.create_task(team.run("HANG until cancelled", cancel=cancel, subscribers=watch))
-        while not working:  # the task's id has come back: the run knows what to cancel
-            assert not running.done(), running.result()
-            await asyncio.sleep(0.05)
+        # the task's id has come back: the run knows what to cancel
+        await wait_until_async(lambda: working, "the remote task's id in a remote_update", alive=running)
         cancel.set()
         return await running
 
     result = asyncio.run(go())
     assert result.status == "cancelled"
     (executed,) = agent.records("execute")
-    agent.wait_for(lambda: bool(agent.records("cancel")), "the remote agent got CancelTask")
+    wait_until(lambda: bool(agent.records("cancel")), "the remote agent got CancelTask", where=agent.records)
     assert [c["task_id"] for c in agent.records("cancel")] == [executed["task_id"]]
 
 
@@ -417,7 +417,7 @@ def test_without_streaming_a_task_longer_than_timeout_s_is_polled_with_get_task(
     path.write_text(team, encoding="utf-8")
 
     def release() -> None:  # after 8 polls (4 s of 0.5 s: twice timeout_s), the task may finish
-        agent.wait_for(lambda: agent.methods().count("GetTask") >= 8, "the task was polled")
+        wait_until(lambda: agent.methods().count("GetTask") >= 8, "the task was polled", where=agent.records)
         agent.release.write_text("go", encoding="utf-8")
 
     releaser = threading.Thread(target=release, daemon=True)
