@@ -30,6 +30,7 @@ __all__ = [
     "MEMORY_SAVE",
     "MEMORY_SEARCH",
     "MEMORY_TOOLS",
+    "RECALLED_MEMORIES",
     "RECALLED_MEMORIES_HEADING",
     "REFERENCED_RESULTS_HEADING",
     "WAIT_FOR",
@@ -45,6 +46,7 @@ __all__ = [
     "is_delegation_tool",
     "is_handoff_tool",
     "is_workspace_tool",
+    "recalled_memories_block",
     "workspace_index_block",
     "workspace_write_tool_name",
 ]
@@ -155,6 +157,16 @@ WORKSPACE_INDEX = re.compile(r"<<<WORKSPACE-INDEX>>>.*?<<<END WORKSPACE-INDEX>>>
 def workspace_index_block(text: str) -> str:
     """The workspace index in a delegating agent's system prompt, between fixed markers."""
     return f"<<<WORKSPACE-INDEX>>>\n{text}\n<<<END WORKSPACE-INDEX>>>"
+
+
+RECALLED_MEMORIES = re.compile(r"<<<MEMORY>>>.*?<<<END MEMORY>>>", re.DOTALL)
+"""Finds :func:`recalled_memories_block` (the journal's request hash and a recording's fingerprint mask it: what a
+resource remembers changes between runs; a resumed run recalls from its journal)."""
+
+
+def recalled_memories_block(text: str) -> str:
+    """The facts a recalling agent is given (fenced data blocks), between fixed markers."""
+    return f"<<<MEMORY>>>\n{text}\n<<<END MEMORY>>>"
 
 
 DATA_BLOCK = re.compile(r"<<<DATA (\w+) ref=(\S+?)(?: as=[^\n]*?)?>>>\n(.*?)\n<<<END \1>>>", re.DOTALL)

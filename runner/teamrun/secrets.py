@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from teamrun.conventions import WORKSPACE_INDEX
+from teamrun.conventions import RECALLED_MEMORIES, WORKSPACE_INDEX
 
 __all__ = ["MASK", "Redactor", "StoreMask", "mask_request", "secret_env_values", "secret_parts", "unmask"]
 
@@ -249,13 +249,15 @@ def mask_request(value: Any, *, today: str, secrets: Redactor | None = None) -> 
     dumped as JSON, or JSON-like data) with what changes between runs masked — today's date, the random
     fences of referenced results — and ``secrets`` masked. The one normalisation behind the cassette's
     fingerprint and the journal's request hash. The workspace index of a delegating agent's system prompt is
-    masked too: it shows what others wrote so far, which a resumed run sees at its latest."""
+    masked too: it shows what others wrote so far, which a resumed run sees at its latest; and the facts a
+    recalling agent is given (long-term memory), which change as the resource's memories do."""
     if isinstance(value, str):
         if today in value:
             value = value.replace(today, _TODAY)
         if "<<<" in value:
             value = _FENCE.sub(r"\1<fence>", value)
             value = WORKSPACE_INDEX.sub("<<<WORKSPACE-INDEX>>>", value)
+            value = RECALLED_MEMORIES.sub("<<<MEMORY>>>", value)
         return secrets.text(value) if secrets is not None else value
     if isinstance(value, Mapping):
         return {k: mask_request(v, today=today, secrets=secrets) for k, v in value.items()}

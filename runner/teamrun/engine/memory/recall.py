@@ -43,13 +43,15 @@ def recall_query(messages: Sequence[Message]) -> str:
 
 
 async def recalled_part(ctx: RunContext, frame: AgentFrame, query: str, turn: int) -> str:
-    """The block of facts ``frame``'s agent recalls before model call ``turn`` ("" when it recalls nothing)."""
+    """The block of facts ``frame``'s agent recalls before model call ``turn`` ("" when it does not recall)."""
     how = recalls(ctx, frame.name)
-    if how is None or ctx.memory is None or not query.strip():
+    if how is None or ctx.memory is None:
         return ""
+    if not query.strip():
+        return recalled_block(())
     try:
         facts = await ctx.memory.recall(ctx, frame, query, turn, how)
     except (MemoryUnavailable, EmbeddingFailed, MemoryRefused) as exc:
         ctx.warn(frame, f"memory: {frame.name} recalled nothing before turn {turn}: {exc}")
-        return ""
+        return recalled_block(())
     return recalled_block(facts)

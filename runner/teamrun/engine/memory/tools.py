@@ -113,7 +113,7 @@ class MemorySaveTool(_MemoryTool):
             raise ToolError(f"not saved: {exc}") from None
         status = "saved" if saved.created else "known"
         self._emit(status, fact=saved.memory.fact, id=saved.memory.id)
-        return "Saved." if saved.created else "Already known (saved before); nothing added."
+        return "Saved."  # the same whether it was new or known (the event says which): a recording replays
 
     def _emit(self, status: str, **data: Any) -> None:
         self.frame.emit(self.ctx, "memory_save", resource=self.memory.resource, status=status, **data)
