@@ -20,6 +20,7 @@ import teamrun
 from teamrun.events import Event
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema, current_scope
 from teamrun.testing.scripted import ScriptedModel, delegate, tool_call
+from tests.waiting import wait_until_async
 
 GUARD_S = 60.0
 """Only keeps a broken test from hanging; no test waits anywhere near it."""
@@ -232,6 +233,12 @@ SETTLING_HOOKS = """\
     """
 
 
+def _settling_hook_awaits() -> bool:
+    """The ``on_complete`` hook has run (after alpha's agent_end): it set REACHED, then awaits in the same step."""
+    reached = getattr(sys.modules.get("settling_hooks"), "REACHED", None)
+    return reached is not None and reached.is_set()
+
+
 def test_a_run_cancelled_while_a_delegation_settles_ends_its_span_once(tmp_path: Path) -> None:
     team = _write(tmp_path, SLOW_SETTLING, settling_hooks=SETTLING_HOOKS)
     model = ScriptedModel({"lead": [delegate("alpha", task="look")], "alpha": ["a"]})
@@ -240,10 +247,7 @@ def test_a_run_cancelled_while_a_delegation_settles_ends_its_span_once(tmp_path:
         events: list[Event] = []
         cancel = asyncio.Event()
         run = asyncio.create_task(_run(team, model, events, cancel=cancel))
-        while not any(e.kind == "agent_end" and e.agent == "alpha" for e in events):  # the hook runs after it
-            await asyncio.wait_for(asyncio.sleep(0.01), GUARD_S)
-            assert not run.done(), run.result()
-        await asyncio.sleep(0.05)  # the hook is awaiting by now
+        await wait_until_async(_settling_hook_awaits, "the on_complete hook awaiting", alive=run)
         cancel.set()
         return await asyncio.wait_for(run, GUARD_S), events
 
@@ -431,9 +435,7 @@ def test_a_run_cancelled_while_a_worker_runs_a_tool_ends_the_tool_span_once(tmp_
         events: list[Event] = []
         cancel = asyncio.Event()
         run = asyncio.create_task(_run(team, model, events, cancel=cancel))
-        while not any(e.kind == "tool_start" for e in events):
-            await asyncio.wait_for(asyncio.sleep(0.01), GUARD_S)
-            assert not run.done(), run.result()
+        await wait_until_async(lambda: any(e.kind == "tool_start" for e in events), "alpha's tool_start", alive=run)
         cancel.set()
         return await asyncio.wait_for(run, GUARD_S), events
 
@@ -482,8 +484,8 @@ class _HookReached:
     async def complete(self, messages: Sequence[Message], **kwargs: Any) -> ModelReply:
         scope = current_scope.get()
         if scope is not None and scope.agent_path == ("lead",) and scope.turn > 1:
-            while not getattr(sys.modules.get("bg_settling_hooks"), "REACHED", None):
-                await asyncio.wait_for(asyncio.sleep(0.01), GUARD_S)
+            hook = "the on_complete hook awaiting"
+            await wait_until_async(lambda: getattr(sys.modules.get("bg_settling_hooks"), "REACHED", None), hook)
         return await self.scripted.complete(messages, **kwargs)
 
 
