@@ -511,7 +511,7 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
             return
         if stop is not None and stop in done:
             result.status, result.stopped_by = "cancelled", "interrupted"
-        elif stuck in done:
+        elif stuck in done or ctx.activity.stuck.is_set():  # all of it waits for people as the clock struck
             result.status, result.stopped_by = "waiting", "waiting for a person"
             await _cancel(work)
             return

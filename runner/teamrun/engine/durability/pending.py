@@ -141,6 +141,7 @@ class RunActivity:
         self._confirming: asyncio.Task[None] | None = None
         self._waiting_since: float | None = None
         self._waited = 0.0
+        self._timed = 0
         self._strands: set[_Strand] = set()
         self._askers: list[_Asker] = []
         self._asking: _Asker | None = None
@@ -178,15 +179,27 @@ class RunActivity:
         """A call waits for a person (``suspendable``: the run may suspend for it)."""
         self.parked += 1
         self.suspendable += int(suspendable)
-        if self._waiting_since is None:
-            self._waiting_since = time.monotonic()
         try:
-            with self._idle():
+            with self.person_time(), self._idle():
                 yield
         finally:
             self.parked -= 1
             self.suspendable -= int(suspendable)
-            if self.parked == 0 and self._waiting_since is not None:
+
+    @contextlib.contextmanager
+    def person_time(self) -> Iterator[None]:
+        """Time that belongs to a person, not to the run's work (:attr:`waited_s`): a call parked for an answer,
+        and all of a question's way through the store — recording it, waiting for its turn to be numbered,
+        looking for the answer — which a busy store or machine can make long (it counted against ``timeout_s``:
+        a detached run that asked ended ``budget_exhausted`` instead of ``waiting``)."""
+        if self._timed == 0:
+            self._waiting_since = time.monotonic()
+        self._timed += 1
+        try:
+            yield
+        finally:
+            self._timed -= 1
+            if self._timed == 0 and self._waiting_since is not None:
                 self._waited += time.monotonic() - self._waiting_since
                 self._waiting_since = None
 
@@ -291,6 +304,11 @@ class SuspendingDesk:
         own secrets, e.g. a server's tokens (the store masks the environment's secrets itself)."""
 
     async def ask(self, item: PendingItem, site: AskSite) -> Answer:
+        activity = _activity_of(site)
+        with activity.person_time() if activity is not None else contextlib.nullcontext():
+            return await self._ask(item, site)
+
+    async def _ask(self, item: PendingItem, site: AskSite) -> Answer:
         question, spec = item.question, item.spec()
         if self.mask is not None:
             question, spec["arguments"] = self.mask(question), self.mask(spec["arguments"])
@@ -326,8 +344,8 @@ class SuspendingDesk:
 
     def _turn(self, site: AskSite) -> contextlib.AbstractAsyncContextManager[None]:
         """The call's turn to number its item (:meth:`RunActivity.turn_to_ask`), when its run counts activity."""
-        activity = getattr(site.waiting, "__self__", None)  # the engine passes its RunActivity's parked_call
-        if not isinstance(activity, RunActivity):
+        activity = _activity_of(site)
+        if activity is None:
             return contextlib.nullcontext()
         self._waits_turn(site)
         return activity.turn_to_ask(call_key(site))
@@ -340,6 +358,12 @@ class SuspendingDesk:
         if item.max_wait_s is None:
             return None
         return record.asked_at + item.max_wait_s - time.time()
+
+
+def _activity_of(site: AskSite) -> RunActivity | None:
+    """The run's :class:`RunActivity` (the engine gives a call its ``parked_call`` as ``site.waiting``)."""
+    activity = getattr(site.waiting, "__self__", None)
+    return activity if isinstance(activity, RunActivity) else None
 
 
 def _answer_of(record: PendingRecord) -> Answer:
