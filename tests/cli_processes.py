@@ -104,7 +104,8 @@ def stop_when(
     env: dict[str, str] | None = None,
     guard_s: float = GUARD_S,
 ) -> int:
-    """Start ``argv`` (a :func:`teamrun_argv`), send it ``signum`` once ``ready()`` holds and return its exit code.
+    """Start ``argv`` (a :func:`teamrun_argv`, or any command), send it ``signum`` once ``ready()`` holds and
+    return its exit code.
 
     Its output is dropped and its stderr kept aside: a failure (it ended first, it never got there) shows where
     the child had got to (``where()``) and the end of what it wrote to stderr.

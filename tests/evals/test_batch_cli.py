@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from teamrun.cli import main
 from teamrun.evals.ratelimit import RateLimiter
+from tests.cli_processes import stop_when
 from tests.fakeserver import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,18 +102,12 @@ def test_a_killed_batch_rerun_completes_only_the_missing_rows(tmp_path: Path) ->
         "--progress",
         "none",
     ]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 120  # a hang guard only
-        while (not out.exists() or len(out.read_text().splitlines()) < 4) and time.monotonic() < deadline:
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            time.sleep(0.05)
-    finally:
-        process.kill()
-        process.wait()
-        if process.stderr:
-            process.stderr.close()
-    assert process.returncode != 0  # killed mid-batch
+
+    def rows() -> int:
+        return len(out.read_text().splitlines()) if out.exists() else 0
+
+    code = stop_when(command, lambda: rows() >= 4, where=lambda: f"{rows()} rows written", env=env)
+    assert code != 0  # killed mid-batch
     first = out.read_text().splitlines()
     assert len(first) == 4
 
