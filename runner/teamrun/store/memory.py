@@ -510,7 +510,12 @@ class MemoryStore:
     def forget(self, resource: str) -> Forgotten:
         """Remove everything of ``resource`` in one transaction: its memories, their keyword-index rows, its
         working memory. On SQLite the deleted bytes are overwritten (``secure_delete``, the FTS5 index merged,
-        the WAL checkpointed), so the file no longer holds the facts."""
+        the WAL checkpointed), so the file no longer holds the facts; merging rewrites the whole keyword index, so
+        a forget takes longer as the store grows. On PostgreSQL the rows are gone for every query at once; their
+        bytes leave the data files when (auto)vacuum reclaims the space.
+
+        Facts an agent wrote elsewhere (its answers, tool-call arguments in a thread or a run's journal) are not
+        memories: this removes none of them."""
         import sqlalchemy as sa
 
         from teamrun.store import schema
