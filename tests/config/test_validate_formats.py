@@ -60,9 +60,9 @@ def test_line_breaks_quoted_from_the_file_never_split_a_message(tmp_path: Path, 
     result = cli(["validate", str(team)])
     assert result.out.splitlines() == [
         f"{team}:5:7: error: unknown key 'bad\\nkey\\x01' in agents.a; allowed keys: "
-        "a2a, accept, answer_to, api_base, api_key_env, budget, delegates_to, delegation, description, "
+        "a2a, accept, answer_to, api_base, api_key_env, budget, cache, delegates_to, delegation, description, "
         "fallback_on, fallbacks, handoffs, instructions, max_attempts, max_repair_turns, max_tokens, memory, model, "
-        "model_params, num_retries, on_error, output_schema, request_timeout_s, stream, temperature, tools",
+        "model_params, num_retries, on_error, output_schema, rate_limit, request_timeout_s, stream, temperature, tools",
         "1 of 1 file invalid: 1 error",
     ]
 
@@ -121,9 +121,10 @@ def test_github_annotations_escape_properties_and_data(tmp_path: Path, cli: Cli)
     shown = str(team).replace("%", "%25").replace(":", "%3A").replace(",", "%2C")
     assert result.out.splitlines() == [
         f"::error file={shown},line=5,col=10,title=teamrun validate::unknown key '100%25' in "
-        "agents.lead; allowed keys: a2a, accept, answer_to, api_base, api_key_env, budget, delegates_to, "
+        "agents.lead; allowed keys: a2a, accept, answer_to, api_base, api_key_env, budget, cache, delegates_to, "
         "delegation, description, fallback_on, fallbacks, handoffs, instructions, max_attempts, max_repair_turns, "
-        "max_tokens, memory, model, model_params, num_retries, on_error, output_schema, request_timeout_s, stream, "
+        "max_tokens, memory, model, model_params, num_retries, on_error, output_schema, rate_limit, request_timeout_s, "
+        "stream, "
         "temperature, tools",
         f"::warning file={shown},line=6,col=3,title=teamrun validate::agent 'spare' is never used: "
         "the supervisor 'lead' cannot reach it through delegates_to or handoffs",

@@ -150,6 +150,19 @@ FallbackReason = Literal[
 """Why a model's request may go on to the next one of its `fallbacks` (:data:`teamrun.llm.fallbacks.FALLBACK_REASONS`)."""
 
 
+class RateLimit(_Strict):
+    """How much one model at one endpoint may be sent per minute, by every run of the process together."""
+
+    requests_per_minute: PositiveInt | None = None
+    """Requests per minute (each retry counts); a run waits for a slot instead of being answered 429."""
+    tokens_per_minute: PositiveInt | None = None
+    """Tokens (input and output) per minute; a run waits until the last minute's calls leave room."""
+
+
+CacheMode = Literal["auto", "off"]
+"""Prompt caching: `auto` marks the stable prompt prefix for providers that need it; `off` sends no marks."""
+
+
 class FallbackModel(_Strict):
     """One model of a `fallbacks` list, with its own endpoint, key, retries and parameters."""
 
@@ -171,6 +184,8 @@ class FallbackModel(_Strict):
     """Stream the response (default false)."""
     model_params: dict[str, Any] | None = None
     """Extra provider parameters passed through to LiteLLM unchanged."""
+    rate_limit: RateLimit | None = None
+    """This model's requests and tokens per minute at its endpoint, e.g. `{requests_per_minute: 60}`."""
 
 
 class ModelFields(_Strict):
@@ -198,6 +213,10 @@ class ModelFields(_Strict):
     """Models asked in order, with the same request, when the one before failed for a reason in `fallback_on` (after its own retries), e.g. `[{model: openai/gpt-4o-mini, api_key_env: OPENAI_API_KEY}]`. Each entry's unset fields are teamrun's defaults, not this model's (its `api_base` is the provider's own, or `--api-base`). A model that keeps failing is skipped for a cool-down (a circuit breaker shared by every run of the process). An agent's list replaces the one in `defaults`; an agent's `[]` turns it off."""
     fallback_on: Annotated[list[FallbackReason], Field(min_length=1)] | None = None
     """The failures that pass a request on to the next model of `fallbacks` (default: all of them): `server_error` (5xx), `rate_limited` (429 past the retries), `timeout`, `connection`, `malformed`, `not_found` (the model is not there), `context_window` (the conversation does not fit)."""
+    cache: CacheMode | None = None
+    """Prompt caching (default `auto`): the stable prefix (instructions, tool schemas, the earlier turns) is marked with cache breakpoints for providers that need them (Anthropic, Bedrock); cached input tokens are charged at their price. `off`: no breakpoints."""
+    rate_limit: RateLimit | None = None
+    """Requests and tokens per minute of this model at its endpoint, shared by every run of the process, e.g. `{requests_per_minute: 60, tokens_per_minute: 100000}`: runs wait for a slot; a 429's `Retry-After` holds every run using it."""
 
 
 class MessageFilter(_Strict):

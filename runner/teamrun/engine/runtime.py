@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from teamrun.config.models import Agent, FallbackModel, Limits, ModelFields, TeamConfig
+from teamrun.config.models import Agent, CacheMode, FallbackModel, Limits, ModelFields, TeamConfig
+from teamrun.config.models import RateLimit as RateLimitField
 from teamrun.defaults import (
     DEFAULT_MAX_STEPS,
     DEFAULT_MAX_TOKENS,
@@ -28,7 +29,7 @@ from teamrun.engine.tool_sources import StartedSources
 from teamrun.engine.workspace.state import WorkspaceState
 from teamrun.events import EventBus, EventKind
 from teamrun.llm.offline import is_offline_model
-from teamrun.llm.types import ChatModel, ModelReply, ModelSettings
+from teamrun.llm.types import ChatModel, ModelReply, ModelSettings, RateLimit
 from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver
 from teamrun.tools.base import Tool, ToolSource
@@ -46,6 +47,13 @@ WAITING_FOR_A_PERSON = "waiting for a person"
 """The ``error`` of a tool, model call or delegation span that ended ``waiting``: the run suspended for a person."""
 
 _MODEL_FIELDS = tuple(ModelFields.model_fields)
+
+
+def rate_limit_of(declared: RateLimitField | None) -> RateLimit | None:
+    """A team file's ``rate_limit:`` as the model layer's :class:`~teamrun.llm.types.RateLimit`."""
+    if declared is None:
+        return None
+    return RateLimit(declared.requests_per_minute, declared.tokens_per_minute)
 
 
 async def run_all(coroutines: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
@@ -160,11 +168,13 @@ class RunContext:
             num_retries=DEFAULT_NUM_RETRIES if merged["num_retries"] is None else merged["num_retries"],
             stream=bool(merged["stream"]),
             extra=dict(merged["model_params"] or {}),
-            fallbacks=() if self.model_override else self._fallbacks(merged["fallbacks"] or ()),
+            fallbacks=() if self.model_override else self._fallbacks(merged["fallbacks"] or (), merged["cache"]),
             fallback_on=frozenset(merged["fallback_on"]) if merged["fallback_on"] else None,
+            cache=merged["cache"] or "auto",
+            rate_limit=rate_limit_of(merged["rate_limit"]),
         )
 
-    def _fallbacks(self, entries: Iterable[FallbackModel]) -> tuple[ModelSettings, ...]:
+    def _fallbacks(self, entries: Iterable[FallbackModel], cache: CacheMode | None) -> tuple[ModelSettings, ...]:
         """A ``fallbacks`` list as settings: each entry's own fields over teamrun's defaults (not the agent's),
         its endpoint its own, else the run's (``--api-base``) for a model that is not ``offline``."""
         chosen = []
@@ -181,6 +191,8 @@ class RunContext:
                     num_retries=DEFAULT_NUM_RETRIES if one.num_retries is None else one.num_retries,
                     stream=bool(one.stream),
                     extra=dict(one.model_params or {}),
+                    cache=cache or "auto",
+                    rate_limit=rate_limit_of(one.rate_limit),
                 )
             )
         return tuple(chosen)

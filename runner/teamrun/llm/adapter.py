@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from teamrun.defaults import DEFAULT_MAX_TOKENS, DEFAULT_REQUEST_TIMEOUT_S
 from teamrun.errors import ModelError
+from teamrun.llm.caching import needs_breakpoints, with_breakpoints
 from teamrun.llm.offline import (
     OfflineChatModel,
     is_offline_model,
@@ -349,6 +350,8 @@ class _CallPlan:
         max_tokens = settings.max_tokens
         if max_tokens is None and not {"max_tokens", "max_completion_tokens"} & set(settings.extra):
             max_tokens = _default_max_tokens(litellm, model, provider)
+        if settings.cache == "auto" and needs_breakpoints(provider, model):
+            messages, tools = with_breakpoints(messages, tools)
         kwargs = _call_kwargs(model, messages, settings, tools, response_format)
         kwargs["timeout"] = timeout_s
         if max_tokens is not None:
@@ -569,13 +572,27 @@ def _tool_call(raw: Any, index: int) -> ToolCall:
 
 
 def _usage(raw: Any) -> Usage | None:
-    """The answer's token counts (none reported: 0); ``None`` when a figure is malformed (not a count: negative,
-    fractional, text...): unknown, never read as 0 — nor priced."""
-    counts = [_count(_get(raw, name)) for name in ("prompt_tokens", "completion_tokens")]
-    if any(count is None for count in counts):
-        log.warning("llm_usage_unknown", reason="the provider's usage figures are not token counts")
+    """The answer's token counts (none reported: 0), cached input tokens included; ``None`` when a figure is
+    malformed (not a count: negative, fractional, text..., or more cached tokens than input tokens): unknown,
+    never read as 0 — nor priced."""
+    sent, said = (_count(_get(raw, name)) for name in ("prompt_tokens", "completion_tokens"))
+    cached, written = _cache_counts(raw)
+    counts = (sent, said, cached, written)
+    if any(count is None for count in counts) or (cached or 0) + (written or 0) > (sent or 0):
+        log.warning("llm_usage_unknown", reason="the provider's usage or cache figures are not token counts")
         return None
-    return Usage(input_tokens=counts[0] or 0, output_tokens=counts[1] or 0, requests=1)
+    return Usage(sent or 0, said or 0, 1, cached or 0, written or 0)
+
+
+def _cache_counts(raw: Any) -> tuple[int | None, int | None]:
+    """Input tokens read from and written to the provider's prompt cache: OpenAI's (and LiteLLM's, for every
+    provider) ``prompt_tokens_details.cached_tokens``, else Anthropic's ``cache_read_input_tokens``; Anthropic's
+    and Bedrock's ``cache_creation_input_tokens``. ``None``: a malformed figure."""
+    details = _get(raw, "prompt_tokens_details")
+    read = _get(details, "cached_tokens") if details is not None else None
+    if read is None:
+        read = _get(raw, "cache_read_input_tokens")
+    return _count(read), _count(_get(raw, "cache_creation_input_tokens"))
 
 
 def _count(value: Any) -> int | None:

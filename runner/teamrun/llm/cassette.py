@@ -153,15 +153,12 @@ def fingerprint(
 # -- replies as data --------------------------------------------------------------------
 def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
     """The reply as JSON data (a journal entry, a cassette line); ``answered_by`` and ``fallback`` only when a
-    fallback list answered it, ``usage_known`` only when false."""
+    fallback list answered it, ``usage_known`` only when false, cached tokens only when some."""
+    usage = {k: v for k, v in reply.usage.as_dict().items() if k != "total_tokens"}
     data: dict[str, Any] = {
         "text": reply.text,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls],
-        "usage": {
-            "input_tokens": reply.usage.input_tokens,
-            "output_tokens": reply.usage.output_tokens,
-            "requests": reply.usage.requests,
-        },
+        "usage": usage,
         "cost_usd": reply.cost_usd,
         "model": reply.model,
         "finish_reason": reply.finish_reason,
@@ -183,7 +180,11 @@ def reply_from_dict(data: Mapping[str, Any]) -> ModelReply:
             ToolCall(str(c["id"]), str(c["name"]), str(c.get("arguments", ""))) for c in data.get("tool_calls") or ()
         ),
         usage=Usage(
-            int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), int(usage.get("requests", 1))
+            int(usage.get("input_tokens", 0)),
+            int(usage.get("output_tokens", 0)),
+            int(usage.get("requests", 1)),
+            int(usage.get("cached_tokens", 0)),
+            int(usage.get("cache_write_tokens", 0)),
         ),
         cost_usd=float(data.get("cost_usd", 0.0)),
         model=str(data.get("model", "")),

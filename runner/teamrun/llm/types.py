@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from teamrun.defaults import DEFAULT_NUM_RETRIES
 
@@ -56,8 +56,13 @@ class Usage:
     """Token counts of one or more model calls; adds up with ``+``."""
 
     input_tokens: int = 0
+    """Every input token sent, the cached ones included."""
     output_tokens: int = 0
     requests: int = 0
+    cached_tokens: int = 0
+    """Of :attr:`input_tokens`, those the provider read from its prompt cache (charged at the cached price)."""
+    cache_write_tokens: int = 0
+    """Of :attr:`input_tokens`, those the provider wrote to its prompt cache (Anthropic, Bedrock: a surcharge)."""
 
     @property
     def total_tokens(self) -> int:
@@ -68,15 +73,36 @@ class Usage:
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.requests + other.requests,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
     def as_dict(self) -> dict[str, int]:
-        return {
+        """The counts; ``cached_tokens`` and ``cache_write_tokens`` only when a provider reported some."""
+        counts = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,
             "requests": self.requests,
         }
+        if self.cached_tokens:
+            counts["cached_tokens"] = self.cached_tokens
+        if self.cache_write_tokens:
+            counts["cache_write_tokens"] = self.cache_write_tokens
+        return counts
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """Requests and tokens per minute one model at one endpoint may be sent by the whole process
+    (:mod:`teamrun.llm.ratelimit`); ``None``: no limit of that kind."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+
+CacheMode = Literal["auto", "off"]
+"""``auto``: the stable prompt prefix carries cache breakpoints for providers that need them; ``off``: none."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +128,11 @@ class ModelSettings:
     fallback_on: frozenset[str] | None = None
     """The failures that pass the request on to the next model (:data:`teamrun.llm.fallbacks.FALLBACK_REASONS`);
     ``None``: every one of them."""
+    cache: CacheMode = "auto"
+    """Prompt caching (:mod:`teamrun.llm.caching`): ``auto`` marks the stable prefix for providers that need it."""
+    rate_limit: RateLimit | None = None
+    """This model's requests and tokens per minute at its endpoint, shared by the process (``None``: none of its
+    own; the process's default, from ``--rpm``/``--tpm``, may still apply)."""
 
 
 @dataclass(frozen=True)

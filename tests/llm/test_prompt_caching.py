@@ -1,0 +1,227 @@
+"""Prompt caching (issue 45.2): cache breakpoints on the Anthropic wire where the docs say, a byte-stable prompt
+prefix between turns, cached input tokens read from every provider's usage and charged at their price."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import textwrap
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import teamrun
+from teamrun.events import Event, LlmEnd
+from teamrun.llm.types import Message, ToolSchema
+from teamrun.testing import scripted
+from tests.fake_anthropic import FakeAnthropic, breakpoints
+from tests.fakeserver import FakeOpenAI, malformed_body, text, tool_calls
+
+MODEL = "anthropic/claude-haiku-4-5"
+INSTRUCTIONS = "You lead a small writing team. " * 40
+
+
+@pytest.fixture
+def anthropic(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAnthropic]:
+    monkeypatch.setenv("FAKE_ANTHROPIC_KEY", "sk-ant-test")
+    with FakeAnthropic() as server:
+        yield server
+
+
+def team(tmp_path: Path, api_base: str, *, cache: str = "") -> Path:
+    body = textwrap.dedent(f"""\
+        version: 1
+        name: cached
+        supervisor: lead
+        defaults:
+          model: {MODEL}
+          api_base: {api_base}
+          api_key_env: FAKE_ANTHROPIC_KEY
+          num_retries: 0
+        {cache}
+        agents:
+          lead:
+            instructions: "{INSTRUCTIONS}"
+            delegates_to: [writer, checker]
+          writer:
+            instructions: Write.
+          checker:
+            instructions: Check.
+        """)
+    path = tmp_path / "cached.yaml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def run(path: Path) -> tuple[teamrun.RunResult, list[Event]]:
+    events: list[Event] = []
+    result = teamrun.load_team(path).run_sync("Write a poem.", subscribers=[events.append])
+    return result, events
+
+
+def lead_bodies(server: FakeAnthropic) -> list[dict[str, Any]]:
+    return [b for b in server.bodies if isinstance(b.get("system"), list) and "writing team" in json.dumps(b["system"])]
+
+
+def test_cache_auto_sends_anthropic_breakpoints_on_tools_system_and_the_conversation(
+    tmp_path: Path, anthropic: FakeAnthropic
+) -> None:
+    anthropic.script(
+        "claude-haiku-4-5",
+        [
+            tool_calls(("ask_writer", {"task": "line 0"})),
+            text("line zero"),
+            tool_calls(("ask_writer", {"task": "line 1"})),
+            text("line one"),
+            text("done"),
+        ],
+    )
+
+    result, events = run(team(tmp_path, anthropic.url))
+
+    assert result.status == "done", result.error
+    assert not anthropic.violations
+    first, second, third = lead_bodies(anthropic)
+    tools = len(first["tools"])
+    assert breakpoints(first) == [f"tools[{tools - 1}]", "system[0]", "messages[0].content[0]"]
+    # turn 2: the new tool result, and the user message that ended turn 1 (what turn 1 wrote to the cache)
+    assert breakpoints(second) == [
+        f"tools[{tools - 1}]",
+        "system[0]",
+        "messages[0].content[0]",
+        "messages[2].content[0]",
+    ]
+    assert breakpoints(third)[-2:] == ["messages[2].content[0]", "messages[4].content[0]"]
+    reads = [u["cache_read_input_tokens"] for u in anthropic.usages]
+    assert reads[0] == 0 and all(r > 0 for r in reads[2:])
+    ends = [e for e in events if isinstance(e, LlmEnd)]
+    assert [e.usage.get("cached_tokens", 0) for e in ends] == reads
+    usage = result.as_dict()["usage"]
+    assert usage["cached_tokens"] == sum(reads) > 0
+
+
+def test_cache_off_sends_no_breakpoints_and_nothing_is_cached(tmp_path: Path, anthropic: FakeAnthropic) -> None:
+    anthropic.script("claude-haiku-4-5", [tool_calls(("ask_writer", {"task": "x"})), text("w"), text("done")])
+
+    result, _ = run(team(tmp_path, anthropic.url, cache="  cache: 'off'"))
+
+    assert result.status == "done", result.error
+    assert [breakpoints(b) for b in anthropic.bodies] == [[], [], []]
+    assert "cached_tokens" not in result.as_dict()["usage"]
+
+
+def test_cached_tokens_are_charged_at_the_cached_price(tmp_path: Path, anthropic: FakeAnthropic) -> None:
+    """The same run with and without the cache: LiteLLM's price table charges reads at a tenth."""
+    costs = {}
+    for cache in ("auto", "off"):
+        anthropic.script(
+            "claude-haiku-4-5", [*(tool_calls(("ask_writer", {"task": "x"})), text("w")) * 4, text("done")]
+        )
+        result, _ = run(team(tmp_path, anthropic.url, cache=f"  cache: '{cache}'"))
+        assert result.status == "done", result.error
+        costs[cache] = result.cost
+    assert costs["auto"] < costs["off"]
+
+
+# -- OpenAI's usage: prompt_tokens_details.cached_tokens -----------------------------------
+def _completion(usage: object) -> Any:
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "four"}, "finish_reason": "stop"}],
+        "usage": usage,
+    }
+    return malformed_body(json.dumps(body))
+
+
+def solo(tmp_path: Path, fake_openai: FakeOpenAI) -> Path:
+    path = tmp_path / "solo.yaml"
+    model = f"{{model: openai/gpt-4o, api_base: '{fake_openai.url}', num_retries: 0}}"
+    path.write_text(f"version: 1\nname: one\nsupervisor: solo\nagents:\n  solo: {model}\n", encoding="utf-8")
+    return path
+
+
+def test_openai_cached_tokens_are_read_counted_and_priced(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    plain = {"prompt_tokens": 10000, "completion_tokens": 10, "total_tokens": 10010}
+    cached = {**plain, "prompt_tokens_details": {"cached_tokens": 9000}}
+    fake_openai.script("gpt-4o", [_completion(plain), _completion(cached)])
+
+    full, _ = run(solo(tmp_path, fake_openai))
+    hit, events = run(solo(tmp_path, fake_openai))
+
+    (end,) = [e for e in events if isinstance(e, LlmEnd)]
+    assert end.usage["cached_tokens"] == 9000 and end.usage["input_tokens"] == 10000
+    shown = hit.as_dict()
+    assert shown["usage"]["cached_tokens"] == 9000
+    assert shown["agents"]["solo"]["usage"]["cached_tokens"] == 9000
+    assert 0 < hit.cost < 0.6 * full.cost
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"prompt_tokens_details": {"cached_tokens": -1}},
+        {"prompt_tokens_details": {"cached_tokens": 20000}},  # more than was sent
+        {"cache_creation_input_tokens": 1.5},
+    ],
+)
+def test_a_malformed_cache_figure_is_unknown_never_zero(
+    tmp_path: Path, fake_openai: FakeOpenAI, bad: dict[str, Any]
+) -> None:
+    fake_openai.script("gpt-4o", [_completion({"prompt_tokens": 10000, "completion_tokens": 10, **bad})])
+
+    result, events = run(solo(tmp_path, fake_openai))
+
+    assert result.status == "done", result.error
+    (end,) = [e for e in events if isinstance(e, LlmEnd)]
+    assert end.usage_known is False
+    assert result.as_dict()["usage_known"] is False
+
+
+# -- the prefix stays byte-stable between turns ----------------------------------------------
+def serialized(messages: Sequence[Message], tools: Sequence[ToolSchema]) -> str:
+    """The request as the provider sees its prefix: tools, then messages, as JSON without the closing bracket."""
+    return json.dumps([list(tools), *messages], ensure_ascii=False)[:-1]
+
+
+def test_the_prompt_prefix_of_each_supervisor_turn_is_a_byte_prefix_of_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        textwrap.dedent("""\
+            version: 1
+            name: stable
+            supervisor: lead
+            defaults: {model: openai/x}
+            agents:
+              lead:
+                instructions: Lead the team.
+                delegates_to: [writer, checker]
+              writer: {instructions: Write.}
+              checker: {instructions: Check.}
+            """),
+        encoding="utf-8",
+    )
+    lead_turns = [
+        scripted.tool_calls(("ask_writer", {"task": f"part {i}"}), ("ask_checker", {"task": f"check {i}"}))
+        for i in range(9)
+    ]
+    model = scripted.ScriptedModel(
+        {
+            "lead": [*lead_turns, scripted.text("all done")],
+            "writer": [scripted.text(f"part {i}") for i in range(9)],
+            "checker": [scripted.text(f"ok {i}") for i in range(9)],
+        }
+    )
+
+    result = teamrun.load_team(path, chat_model=model).run_sync("Write.")
+
+    assert result.status == "done", result.error
+    model.assert_complete()
+    lead = [serialized(c.messages, c.tools) for c in model.calls_of("lead")]
+    assert len(lead) == 10
+    for turn, (before, after) in enumerate(itertools.pairwise(lead), 1):
+        assert after.startswith(before), f"turn {turn + 1} changed the prefix of turn {turn}"
