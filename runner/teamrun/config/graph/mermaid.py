@@ -17,12 +17,13 @@ def _url_label(url: str) -> str:
 def to_mermaid(config: TeamConfig) -> str:
     """``flowchart TD``: solid arrows for delegation, dotted ones for handoffs, tools as notes, remote
     (``a2a:``) agents as hexagons labelled ``a2a: <url>``; workspace
-    entries as cylinders, with who writes them (``writes``) and who only reads them (``reads``)."""
+    entries as cylinders, with who writes them (``writes``) and who only reads them (``reads``); long-term memory
+    as a cylinder, with who recalls, searches and saves."""
     lines = ["flowchart TD"]
     if config.workflow is not None:  # the steps (a team step shows its supervisor's workers)
-        return "\n".join([*lines, *workflow_lines(config), *workspace_lines(config)]) + "\n"
+        return "\n".join([*lines, *workflow_lines(config), *workspace_lines(config), *memory_lines(config)]) + "\n"
     if config.peers is not None:  # the peers around their board (the board is drawn with the workspace)
-        return "\n".join([*lines, *peer_lines(config), *workspace_lines(config)]) + "\n"
+        return "\n".join([*lines, *peer_lines(config), *workspace_lines(config), *memory_lines(config)]) + "\n"
     for name, agent in config.agents.items():
         role = "supervisor" if name == config.supervisor else (agent.model or "")
         shown = label_text(role)
@@ -41,7 +42,25 @@ def to_mermaid(config: TeamConfig) -> str:
         for tool in agent.tools or []:
             tool_id = f"t_{agent_node(name)}_{node_id('', tool)}"
             lines.append(f'  {agent_node(name)} --- {tool_id}[/"{label_text(tool)}"/]')
-    return "\n".join([*lines, *workspace_lines(config)]) + "\n"
+    return "\n".join([*lines, *workspace_lines(config), *memory_lines(config)]) + "\n"
+
+
+MEMORY_NODE = "long_term_memory"
+"""The node of the team's long-term memory (no agent's or entry's node id has this form)."""
+
+
+def memory_lines(config: TeamConfig) -> list[str]:
+    """Long-term memory (``memory:``) as one cylinder: a dotted arrow to each agent that recalls before its turns
+    (``recalls``) or searches it (``searches``), a solid one from each agent that saves to it (``saves``)."""
+    memory = config.memory
+    if memory is None:
+        return []
+    label = f"long-term memory<br/><small>per resource; {memory.embedding.model}</small>"
+    lines = [f'  {MEMORY_NODE}[("{label_text(label)}")]']
+    lines.extend(f"  {MEMORY_NODE} -.->|recalls| {agent_node(agent)}" for agent in memory.recall or {})
+    lines.extend(f"  {MEMORY_NODE} -.->|searches| {agent_node(agent)}" for agent in memory.search or [])
+    lines.extend(f"  {agent_node(agent)} -->|saves| {MEMORY_NODE}" for agent in memory.save or [])
+    return lines
 
 
 def workspace_lines(config: TeamConfig) -> list[str]:

@@ -1,0 +1,45 @@
+"""`teamrun validate` and `teamrun graph` on a team file's `memory:` (the messages themselves are in the
+validation corpus, tests/config/invalid/memory_*)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from teamrun.cli.app import cli
+
+TEAM = """\
+version: 1
+name: desk
+supervisor: support
+agents:
+  support:
+    instructions: Help the customer.
+    delegates_to: [billing]
+  billing:
+    description: Answers billing questions.
+memory:
+  recall:
+    support: {}
+  search: [billing]
+  save: [support, billing]
+"""
+
+
+def test_graph_draws_who_recalls_searches_and_saves(tmp_path: Path) -> None:
+    team = tmp_path / "desk.yaml"
+    team.write_text(TEAM)
+    out = CliRunner().invoke(cli, ["graph", str(team)]).output
+    assert 'long_term_memory[("long-term memory<br/><small>per resource; offline</small>")]' in out
+    assert "long_term_memory -.->|recalls| a_support" in out
+    assert "long_term_memory -.->|searches| a_billing" in out
+    assert "a_support -->|saves| long_term_memory" in out and "a_billing -->|saves| long_term_memory" in out
+
+
+def test_a_memory_nobody_uses_is_a_warning(tmp_path: Path) -> None:
+    team = tmp_path / "desk.yaml"
+    team.write_text(TEAM.split("memory:")[0] + "memory:\n  ttl_s: 60\n")
+    result = CliRunner().invoke(cli, ["validate", str(team)])
+    assert result.exit_code == 0
+    assert "desk.yaml:10:1: warning: memory: no agent recalls, searches or saves" in result.output
