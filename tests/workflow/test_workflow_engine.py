@@ -19,6 +19,7 @@ import teamrun
 from teamrun.events import Event
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema, current_scope
 from teamrun.testing.scripted import ScriptedCall, ScriptedModel
+from tests.waiting import wait_until_async
 from tests.workflow.conftest import run_cli
 
 GUARD_S = 120.0
@@ -33,8 +34,10 @@ def _write(tmp_path: Path, body: str, **modules: str) -> Path:
     return path
 
 
-def _run(team: Path, model: Any, input: str = "go") -> tuple[teamrun.RunResult, list[Event]]:
-    events: list[Event] = []
+def _run(
+    team: Path, model: Any, input: str = "go", events: list[Event] | None = None
+) -> tuple[teamrun.RunResult, list[Event]]:
+    events = [] if events is None else events
 
     async def run() -> teamrun.RunResult:
         loaded = teamrun.load_team(team, chat_model=model)
@@ -192,12 +195,16 @@ LIMITED_MAP = """\
 ITEMS = ["a", "b", "c", "d", "e", "f"]
 
 
-class _Slow:
-    """The scripted model, except that each researcher's answer takes a moment (a timer, no wall-clock
-    assertion): the items the limit allows are still at the provider when the later items are refused."""
+class _HeldUntilRefused:
+    """The scripted model, except that each researcher's answer waits until the items past the limit have been
+    refused: the items the limit allows are still at the provider when the later items are refused."""
 
-    def __init__(self, scripted: ScriptedModel) -> None:
+    def __init__(self, scripted: ScriptedModel, events: list[Event]) -> None:
         self.scripted = scripted
+        self.events = events
+
+    def _refused(self) -> int:
+        return sum(1 for e in self.events if e.kind == "delegation_end" and e.data.get("status") == "rejected")
 
     async def complete(
         self,
@@ -209,7 +216,7 @@ class _Slow:
     ) -> ModelReply:
         scope = current_scope.get()
         if scope is not None and scope.agent_path[-1:] == ("researcher",):
-            await asyncio.sleep(0.02)
+            await wait_until_async(lambda: self._refused() == 3, "the three items past the limit refused")
         return await self.scripted.complete(messages, settings=settings, tools=tools, response_format=response_format)
 
 
@@ -229,14 +236,16 @@ def _assert_the_allowed_items_ran(result: teamrun.RunResult, events: list[Event]
     model.assert_complete()
 
 
-@pytest.mark.parametrize("answers", ["instant", "slow"])
+@pytest.mark.parametrize("answers", ["instant", "held"])
 def test_a_map_under_max_delegations_runs_the_items_it_allows_then_stops(tmp_path: Path, answers: str) -> None:
     """The first items of the list that the limit allows run to the end, whatever the timing; the rest are
     refused, and the workflow stops after the map with what those items gave."""
     scripted = _limited_map_model()
-    result, events = _run(_write(tmp_path, LIMITED_MAP), scripted if answers == "instant" else _Slow(scripted))
+    events: list[Event] = []
+    model = scripted if answers == "instant" else _HeldUntilRefused(scripted, events)
+    result, events = _run(_write(tmp_path, LIMITED_MAP), model, events=events)
     _assert_the_allowed_items_ran(result, events, scripted)
-    if answers == "slow":  # the allowed items were in flight when the others were refused
+    if answers == "held":  # the allowed items were in flight when the others were refused
         ends = [e.data["status"] for e in events if e.kind == "delegation_end" and e.agent == "workflow"]
         assert ends == ["ok", "rejected", "rejected", "rejected", "ok", "ok", "ok"]
 
