@@ -27,6 +27,7 @@ import threading
 import time
 import unicodedata
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -439,12 +440,13 @@ class MemoryStore:
         if not rows:
             return None
         dims = rows[0].dims
-        vectors = np.frombuffer(b"".join(bytes(r.vector) for r in rows if r.dims == dims), dtype="<f4")
         kept = [r for r in rows if r.dims == dims]
+        blobs = b"".join(r.vector if isinstance(r.vector, bytes) else bytes(r.vector) for r in kept)
+        vectors = np.frombuffer(blobs, dtype="<f4")
         matrix = _Matrix(
             token=rows[0].token,
             ids=[r.id for r in kept],
-            vectors=vectors.reshape(len(kept), dims).astype(np.float32),
+            vectors=vectors.reshape(len(kept), dims),
             expires=np.array([np.inf if r.expires_at is None else r.expires_at for r in kept], dtype=np.float64),
             expiring=any(r.expires_at is not None for r in kept),
             common=_common_words([r.fact for r in rows]),
@@ -646,10 +648,7 @@ def _common_words(facts: Sequence[str]) -> frozenset[str]:
     """The words in more than :data:`_COMMON_SHARE` of ``facts`` (none when there are few facts)."""
     if len(facts) < _COMMON_FROM:
         return frozenset()
-    counts: dict[str, int] = {}
-    for fact in facts:
-        for word in set(_WORD.findall(fact.casefold())):
-            counts[word] = counts.get(word, 0) + 1
+    counts = Counter(word for fact in facts for word in set(_WORD.findall(fact.casefold())))
     limit = _COMMON_SHARE * len(facts)
     return frozenset(word for word, count in counts.items() if count > limit)
 
