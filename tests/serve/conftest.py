@@ -6,8 +6,7 @@ import asyncio
 import socket
 import textwrap
 import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +17,29 @@ import uvicorn
 from teamrun.engine.team import Team
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 from teamrun.serve import ServeSettings, create_app
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "test-token-0123456789abcdef"
 
 
-def until_status(client: httpx.Client, run_id: str, status: str, *, pause_s: float = 0.05) -> dict[str, Any]:
-    """The served run's record once its status is ``status`` (it may only be running or waiting before)."""
-    while True:  # the test's own timeout bounds it
+def until_run(client: httpx.Client, run_id: str, done: Callable[[dict[str, Any]], object], what: str) -> dict[str, Any]:
+    """The served run's record once ``done(record)`` holds (``what`` names that); until then it may only be
+    running or waiting."""
+
+    def reached() -> dict[str, Any] | None:
         record: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if record["status"] == status:
+        if done(record):
             return record
         assert record["status"] in ("running", "waiting"), record
-        time.sleep(pause_s)
+        return None
+
+    return wait_until(reached, f"run {run_id}: {what}")
+
+
+def until_status(client: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
+    """The served run's record once its status is ``status`` (it may only be running or waiting before)."""
+    return until_run(client, run_id, lambda record: record["status"] == status, f"status {status}")
 
 
 def free_port() -> int:

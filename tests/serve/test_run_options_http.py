@@ -3,7 +3,6 @@ waiting run continued over HTTP with the vars it was started with."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from teamrun.store import open_store
 from teamrun.store.journal import StoreJournal
 from teamrun.testing.scripted import ScriptedCall, ScriptedModel, tool_call
 from tests.engine.test_run_options import team_file
+from tests.serve.conftest import until_run, until_status
 from tests.serve.sse import sse_events
 
 
@@ -35,15 +35,6 @@ def _ask_then_answer(call: ScriptedCall) -> Any:
     )
 
 
-def _until(client: httpx.Client, run_id: str, done: Any) -> dict[str, Any]:
-    while True:  # the test's own timeout bounds it
-        record: dict[str, Any] = client.get(f"/v1/runs/{run_id}").json()
-        if done(record):
-            return record
-        assert record["status"] in ("running", "waiting"), record
-        time.sleep(0.05)
-
-
 def _follow(client: httpx.Client, run_id: str) -> list[tuple[str, Any]]:
     with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
         return list(sse_events(response.iter_lines()))
@@ -61,8 +52,8 @@ def test_two_runs_of_one_served_team_each_have_their_own_vars_budgets_and_approv
             json={"team": "options", "input": "go", "vars": {"lang": "French"}, "budgets": {"max_steps": 1}},
         ).json()["id"]
         de = client.post("/v1/runs", json={"team": "options", "input": "go", "vars": {"lang": "German"}}).json()["id"]
-        asked_fr = _until(client, fr, lambda r: r["approvals"])["approvals"]
-        asked_de = _until(client, de, lambda r: r["approvals"])["approvals"]
+        asked_fr = until_run(client, fr, lambda r: r["approvals"], "an approval asked")["approvals"]
+        asked_de = until_run(client, de, lambda r: r["approvals"], "an approval asked")["approvals"]
         # both wait for their approval at once: neither is answered yet
         still_fr = client.get(f"/v1/runs/{fr}").json()
         approved = client.post(f"/v1/runs/{fr}/approvals/{asked_fr[0]['id']}", json={"approve": True})
@@ -99,10 +90,10 @@ def test_a_served_run_waiting_for_a_person_continues_with_the_vars_and_budgets_i
         run_id = client.post(
             "/v1/runs", json={"team": "options", "input": "go", "vars": {"lang": "French"}, "budgets": {"max_steps": 3}}
         ).json()["id"]
-        waiting = _until(client, run_id, lambda r: r["status"] == "waiting")
+        waiting = until_status(client, run_id, "waiting")
         items = client.get("/v1/pending", params={"run_id": run_id}).json()["data"]
         answered = client.post(f"/v1/runs/{run_id}/pending/{items[0]['id']}", json={"answer": "oui"})
-        done = _until(client, run_id, lambda r: r["status"] == "done")
+        done = until_status(client, run_id, "done")
 
     model.assert_complete()
     assert waiting["result"]["limits_in_force"]["limits"] == {"max_steps": 3}
