@@ -156,9 +156,11 @@ def test_every_status_has_one_colour_in_the_run_panel_the_runs_list_and_the_view
             page.locator(f'#runs-list .run-row[data-run="run-{status}"]').click()
             expect(page.locator("#status")).to_have_text(status, timeout=30_000)
             expect(page.locator("#run-view .tv-title .tv-status")).to_have_text(status)
+            row = page.locator(f'#runs-list .run-row[data-run="run-{status}"]')
+            expect(row).to_have_attribute("aria-current", "true")  # the list redrawn for the opened run: read it now
             seen[status] = {
                 "panel": page.locator("#status").evaluate(colour),
-                "list": page.locator(f'#runs-list .run-row[data-run="run-{status}"] .status-word').evaluate(colour),
+                "list": row.locator(".status-word").evaluate(colour),
                 "view": page.locator("#run-view .tv-title .tv-status").evaluate(colour),
             }
     for status, where in seen.items():
