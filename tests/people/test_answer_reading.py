@@ -187,3 +187,14 @@ def test_a_secret_answer_typed_at_a_terminal_is_not_echoed(secret: bool) -> None
     finally:
         stdin.close()
         os.close(master)
+
+
+@pytest.mark.parametrize("sent", ["yes", "true", 1, "1"])
+def test_a_served_approval_is_a_json_boolean_only(sent: Any) -> None:
+    from pydantic import ValidationError
+
+    from teamrun.serve.answers import PendingAnswer
+
+    with pytest.raises(ValidationError, match="approve"):
+        PendingAnswer.model_validate({"approve": sent})
+    assert PendingAnswer.model_validate({"approve": True}).approve is True

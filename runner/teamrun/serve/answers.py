@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from pydantic_core import PydanticCustomError
 
 from teamrun.errors import TeamrunError
@@ -52,7 +52,8 @@ class PendingAnswer(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     answer: Any = None
-    approve: bool | None = None
+    approve: StrictBool | None = None
+    """Only a JSON ``true`` or ``false`` (``"yes"``, ``1`` are refused, not read as a decision)."""
     note: str | None = None
     by: str | None = Field(default=None, min_length=1, max_length=200)
     """Who answers, as events and listings show it (default: ``http``)."""
