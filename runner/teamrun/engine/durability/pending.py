@@ -165,7 +165,8 @@ class RunActivity:
         finally:
             self.active -= 1
             self._strands.discard(strand)
-            _strand.reset(token)
+            with contextlib.suppress(ValueError):  # ended in another context (a generator closed late): moot
+                _strand.reset(token)
             self._check()
 
     @contextlib.asynccontextmanager
