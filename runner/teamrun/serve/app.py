@@ -18,7 +18,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
-from teamrun.serve.a2a import a2a_routes
+from teamrun.serve.a2a import include_a2a
 from teamrun.serve.answers import AnswerService
 from teamrun.serve.errors import ApiError, add_error_handlers
 from teamrun.serve.history import EventKeeper
@@ -70,9 +70,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         app.include_router(router, dependencies=auth)
     for router in (history.router, workspace.router, team_routes.router):
         app.include_router(router, dependencies=auth)
-    a2a = a2a_routes(state)  # /a2a/<team>: the card is public, the endpoint checks the tokens itself
-    if a2a is not None:
-        app.include_router(a2a)
+    include_a2a(app, state)  # /a2a/<team>: the card is public, the endpoint checks the tokens itself
     app.add_middleware(BodyLimit, max_bytes=state.settings.max_request_bytes)
     if state.settings.cors_origins:
         app.add_middleware(

@@ -15,9 +15,10 @@ import json
 import logging
 import math
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from teamrun.logs import get_logger
@@ -26,7 +27,7 @@ from teamrun.serve.a2a.card import A2A_PREFIX, CARD_PATH, agent_card
 from teamrun.serve.security import LONE_SURROGATE, lone_surrogate, printable, token_matches
 from teamrun.serve.state import ServeState
 
-__all__ = ["a2a_router", "rpc_error"]
+__all__ = ["A2AAgents", "a2a_agents", "router", "rpc_error"]
 
 _log = get_logger(__name__)
 
@@ -200,135 +201,187 @@ def _too_deep(value: Any, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def a2a_router(state: ServeState) -> APIRouter:
-    """The A2A routes of every team the server serves (imports a2a-sdk)."""
-    from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+@dataclass(frozen=True)
+class A2AAgents:
+    """Every served team's A2A agent: its JSON-RPC dispatcher (a2a-sdk's, over a :class:`TeamAgent`), built once
+    by :func:`a2a_agents`; the routes read it from ``app.state.a2a``."""
+
+    state: ServeState
+    dispatchers: Mapping[str, Any]
+    """``JsonRpcDispatcher`` per team name."""
+    task_states: Mapping[str, int]
+    """A2A's task states, name → number."""
+
+    @property
+    def teams(self) -> str:
+        return ", ".join(sorted(self.state.served))
+
+    def unknown(self, team: str) -> Response:
+        return rpc_error(
+            INVALID_REQUEST,
+            f"no A2A agent '{self.state.redactor.text(team)}' here; agents: {self.teams} (each at /a2a/<team>)",
+            status=404,
+            reason="AGENT_NOT_FOUND",
+        )
+
+
+def a2a_agents(state: ServeState) -> A2AAgents:
+    """The A2A agents of every team ``state`` serves."""
     from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
     from a2a.types import TaskState
 
     from teamrun.serve.a2a.handler import TeamAgent
 
-    served, tokens, redactor = state.served, state.settings.tokens, state.redactor
     dispatchers = {
         name: JsonRpcDispatcher(TeamAgent(entry, state.registry, state.answers), enable_v0_3_compat=True)
-        for name, entry in served.items()
+        for name, entry in state.served.items()
     }
     _quiet_sdk_loggers()
-    router = APIRouter()
-    teams = ", ".join(sorted(served))
-    states = {name: int(number) for name, number in TaskState.items()}
-    state_names = ", ".join(name for name in states if name != "TASK_STATE_UNSPECIFIED")
+    return A2AAgents(state, dispatchers, {name: int(number) for name, number in TaskState.items()})
 
-    def unknown(team: str) -> Response:
+
+def _agents(request: Request) -> A2AAgents:
+    agents: A2AAgents = request.app.state.a2a
+    return agents
+
+
+Agents = Annotated[A2AAgents, Depends(_agents)]
+router = APIRouter()
+"""``/a2a/...``: each team's card (public) and JSON-RPC endpoint (behind the server's tokens, checked here)."""
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+@router.get("/a2a" + CARD_PATH)
+async def card_without_team(request: Request, agents: Agents) -> Response:
+    # What a client resolving ".well-known/agent-card.json" against "http://H/a2a/<team>" asks for (standard
+    # URL resolution drops the last segment of a base URL without its trailing slash: the JavaScript SDK's
+    # createFromUrl). There is no card here; the answer names the cards that are, and the base URL to give.
+    base = str(request.base_url).rstrip("/")
+    cards = ", ".join(f"{base}{A2A_PREFIX}{team}{CARD_PATH}" for team in sorted(agents.state.served))
+    return rpc_error(
+        INVALID_REQUEST,
+        f"no agent card at {A2A_PREFIX.rstrip('/')}{CARD_PATH}: each agent's card is at /a2a/<team>{CARD_PATH} "
+        f"({cards}). Give a client an agent's base URL with its trailing slash ({base}/a2a/<team>/): "
+        "without it, .well-known/agent-card.json resolves beside the team's name, not under it",
+        status=404,
+        reason="AGENT_CARD_NOT_FOUND",
+    )
+
+
+@router.get("/a2a/{team}" + CARD_PATH)
+async def card(team: str, request: Request, agents: Agents) -> Response:
+    from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+
+    entry = agents.state.served.get(team)
+    if entry is None:
+        return agents.unknown(team)
+    auth = bool(agents.state.settings.tokens)
+    shown = agent_card_to_dict(agent_card(entry.team, str(request.base_url), auth=auth))
+    return JSONResponse(agents.state.redactor.value(shown), headers={"Cache-Control": "no-cache"})
+
+
+@router.api_route("/a2a/{team}", methods=_METHODS)
+@router.api_route("/a2a/{team}/", methods=_METHODS)  # the base URL
+async def rpc(team: str, request: Request, agents: Agents) -> Response:
+    refused = _not_for_dispatch(team, request, agents)
+    if refused is not None:
+        return refused
+    raw = await request.body()
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested past Python's recursion limit
+        return rpc_error(PARSE_ERROR, f"the request body is not JSON: {str(exc)[:200]}", reason="PARSE_ERROR")
+    request_id = agents.state.redactor.value(body.get("id")) if isinstance(body, dict) else None
+    unfit = _unfit_body(body, request_id, request.headers.get("a2a-version"), agents, team)
+    if unfit is not None:
+        return unfit
+    return await _dispatch(team, request, raw, body, request_id, agents)
+
+
+def _not_for_dispatch(team: str, request: Request, agents: Agents) -> Response | None:
+    """The answer to a request the dispatcher does not see: no token, no such agent, not a POST."""
+    tokens = agents.state.settings.tokens
+    if tokens and not token_matches(request.headers.get("authorization"), tokens):
         return rpc_error(
             INVALID_REQUEST,
-            f"no A2A agent '{redactor.text(team)}' here; agents: {teams} (each at /a2a/<team>)",
-            status=404,
-            reason="AGENT_NOT_FOUND",
+            "missing or invalid bearer token (send `Authorization: Bearer <token>`; the agent card's "
+            "security scheme says so)",
+            status=401,
+            reason="UNAUTHENTICATED",
+            headers={"WWW-Authenticate": "Bearer"},
         )
-
-    @router.get("/a2a" + CARD_PATH)
-    async def card_without_team(request: Request) -> Response:
-        # What a client resolving ".well-known/agent-card.json" against "http://H/a2a/<team>" asks for (standard
-        # URL resolution drops the last segment of a base URL without its trailing slash: the JavaScript SDK's
-        # createFromUrl). There is no card here; the answer names the cards that are, and the base URL to give.
-        base = str(request.base_url).rstrip("/")
-        cards = ", ".join(f"{base}{A2A_PREFIX}{team}{CARD_PATH}" for team in sorted(served))
+    if team not in agents.dispatchers:
+        return agents.unknown(team)
+    if request.method != "POST":
         return rpc_error(
             INVALID_REQUEST,
-            f"no agent card at {A2A_PREFIX.rstrip('/')}{CARD_PATH}: each agent's card is at /a2a/<team>{CARD_PATH} "
-            f"({cards}). Give a client an agent's base URL with its trailing slash ({base}/a2a/<team>/): "
-            "without it, .well-known/agent-card.json resolves beside the team's name, not under it",
-            status=404,
-            reason="AGENT_CARD_NOT_FOUND",
+            f"method {request.method} is not allowed on {request.url.path}: send JSON-RPC requests with POST",
+            status=405,
+            reason="METHOD_NOT_ALLOWED",
+            headers={"Allow": "POST"},
         )
+    return None
 
-    @router.get("/a2a/{team}" + CARD_PATH)
-    async def card(team: str, request: Request) -> Response:
-        entry = served.get(team)
-        if entry is None:
-            return unknown(team)
-        shown = agent_card_to_dict(agent_card(entry.team, str(request.base_url), auth=bool(tokens)))
-        return JSONResponse(redactor.value(shown), headers={"Cache-Control": "no-cache"})
 
-    @router.api_route("/a2a/{team}", methods=["POST", "GET", "PUT", "PATCH", "DELETE", "OPTIONS"])
-    @router.api_route("/a2a/{team}/", methods=["POST", "GET", "PUT", "PATCH", "DELETE", "OPTIONS"])  # the base URL
-    async def rpc(team: str, request: Request) -> Response:
-        if tokens and not token_matches(request.headers.get("authorization"), tokens):
-            return rpc_error(
-                INVALID_REQUEST,
-                "missing or invalid bearer token (send `Authorization: Bearer <token>`; the agent card's "
-                "security scheme says so)",
-                status=401,
-                reason="UNAUTHENTICATED",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        dispatcher = dispatchers.get(team)
-        if dispatcher is None:
-            return unknown(team)
-        if request.method != "POST":
-            return rpc_error(
-                INVALID_REQUEST,
-                f"method {request.method} is not allowed on {request.url.path}: send JSON-RPC requests with POST",
-                status=405,
-                reason="METHOD_NOT_ALLOWED",
-                headers={"Allow": "POST"},
-            )
-        raw = await request.body()
-        try:
-            body = json.loads(raw)
-        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, or nested past Python's recursion limit
-            return rpc_error(PARSE_ERROR, f"the request body is not JSON: {str(exc)[:200]}", reason="PARSE_ERROR")
-        request_id = redactor.value(body.get("id")) if isinstance(body, dict) else None
-        if _too_deep(body):
-            return rpc_error(INVALID_REQUEST, f"the request nests deeper than {MAX_JSON_DEPTH} levels", id=request_id)
-        where = lone_surrogate(body)
-        if where is not None:
-            return rpc_error(
-                INVALID_PARAMS, f"{redactor.text(where)} {LONE_SURROGATE}", id=request_id, reason="INVALID_TEXT"
-            )
-        where = _unfit_number({k: v for k, v in body.items() if k != "id"} if isinstance(body, dict) else body)
-        if where is not None:
-            return rpc_error(
-                INVALID_PARAMS,
-                f"{redactor.text(where)}: a number must be finite and, if whole, within ±2^53 (what the protocol's "
-                "numbers carry exactly)",
-                id=request_id,
-                reason="INVALID_NUMBER",
-            )
-        status = _unknown_state(body, request.headers.get("a2a-version"), states)
-        if status is not None:
-            shown = printable(served[team].redactor.text(json.dumps(status, ensure_ascii=False)))[:100]
-            return rpc_error(
-                INVALID_PARAMS,
-                f"params.status: {shown} is not a task state; one of: {state_names} (or leave it out: every state)",
-                id=request_id,
-            )
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": raw, "more_body": False}
-            return dict(await request.receive())
-
-        try:
-            answered = await dispatcher.handle_requests(Request(request.scope, replay))
-            return _masked(_params_unfit(answered, body), served[team].redactor)
-        except Exception as exc:  # the dispatcher answers errors itself; this is one it let through
-            _log.error("a2a_internal_error", team=team, error_type=type(exc).__name__, error=redactor.text(str(exc)))
-            return rpc_error(-32603, "internal error", id=request_id, reason="INTERNAL_ERROR")
-
-    @router.api_route("/a2a", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
-    @router.api_route("/a2a/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
-    async def elsewhere(request: Request, rest: str = "") -> Response:
+def _unfit_body(body: Any, request_id: Any, version: str | None, agents: A2AAgents, team: str) -> Response | None:
+    """The answer to a JSON body the SDK would mishandle: too deep, text that is not Unicode, a number the protocol
+    cannot carry, a task state that does not exist."""
+    redactor = agents.state.redactor
+    if _too_deep(body):
+        return rpc_error(INVALID_REQUEST, f"the request nests deeper than {MAX_JSON_DEPTH} levels", id=request_id)
+    where = lone_surrogate(body)
+    if where is not None:
         return rpc_error(
-            INVALID_REQUEST,
-            f"no A2A route {request.method} {A2A_PREFIX}{redactor.text(rest)}: a team's endpoint is POST "
-            f"/a2a/<team>, its card GET /a2a/<team>{CARD_PATH}; teams: {teams}",
-            status=404,
-            reason="NOT_FOUND",
+            INVALID_PARAMS, f"{redactor.text(where)} {LONE_SURROGATE}", id=request_id, reason="INVALID_TEXT"
         )
+    where = _unfit_number({k: v for k, v in body.items() if k != "id"} if isinstance(body, dict) else body)
+    if where is not None:
+        return rpc_error(
+            INVALID_PARAMS,
+            f"{redactor.text(where)}: a number must be finite and, if whole, within ±2^53 (what the protocol's "
+            "numbers carry exactly)",
+            id=request_id,
+            reason="INVALID_NUMBER",
+        )
+    status = _unknown_state(body, version, agents.task_states)
+    if status is None:
+        return None
+    shown = printable(agents.state.served[team].redactor.text(json.dumps(status, ensure_ascii=False)))[:100]
+    names = ", ".join(name for name in agents.task_states if name != "TASK_STATE_UNSPECIFIED")
+    return rpc_error(
+        INVALID_PARAMS,
+        f"params.status: {shown} is not a task state; one of: {names} (or leave it out: every state)",
+        id=request_id,
+    )
 
-    return router
+
+async def _dispatch(team: str, request: Request, raw: bytes, body: Any, request_id: Any, agents: A2AAgents) -> Response:
+    """The SDK's dispatcher answers the call (its body already read: replayed to it), masked."""
+    replayed = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        return dict(await request.receive())
+
+    try:
+        answered = await agents.dispatchers[team].handle_requests(Request(request.scope, replay))
+        return _masked(_params_unfit(answered, body), agents.state.served[team].redactor)
+    except Exception as exc:  # the dispatcher answers errors itself; this is one it let through
+        error = agents.state.redactor.text(str(exc))
+        _log.error("a2a_internal_error", team=team, error_type=type(exc).__name__, error=error)
+        return rpc_error(-32603, "internal error", id=request_id, reason="INTERNAL_ERROR")
+
+
+@router.api_route("/a2a", methods=_METHODS)
+@router.api_route("/a2a/{rest:path}", methods=_METHODS)
+async def elsewhere(request: Request, agents: Agents, rest: str = "") -> Response:
+    return rpc_error(
+        INVALID_REQUEST,
+        f"no A2A route {request.method} {A2A_PREFIX}{agents.state.redactor.text(rest)}: a team's endpoint is POST "
+        f"/a2a/<team>, its card GET /a2a/<team>{CARD_PATH}; teams: {agents.teams}",
+        status=404,
+        reason="NOT_FOUND",
+    )
