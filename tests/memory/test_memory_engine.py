@@ -15,7 +15,7 @@ import pytest
 from teamrun.conventions import DATA_BLOCK, RECALLED_MEMORIES
 from teamrun.engine.memory import opening
 from teamrun.engine.team import load_team
-from teamrun.llm.embedding import Embeddings, offline_vector
+from teamrun.llm.embedding import EmbeddingFailed, Embeddings, offline_vector
 from teamrun.store import open_store
 from teamrun.store.memory import MemoryStore, Provenance
 from teamrun.testing.scripted import ScriptedModel, tool_call
@@ -141,3 +141,26 @@ def test_a_recording_replays_strictly_whatever_the_store_remembers_by_then(team_
     )
     assert again.status == "done", again.error  # its first call now recalls the fact: still the recorded request
     assert again.final_text == "Noted."
+
+
+class _FailingEmbedder:
+    model = "openai/down-embed"
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        raise EmbeddingFailed("embedding model 'openai/down-embed' at http://127.0.0.1:9 failed: connection refused")
+
+
+def test_a_failing_embedding_endpoint_is_a_warning_for_recall_and_a_tool_error_for_save(
+    team_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(opening, "embedder_for", lambda *args, **kwargs: _FailingEmbedder())
+    model = ScriptedModel({"support": [tool_call("memory_save", fact="Prefers PDF"), "Noted, but not saved."]})
+    result = load_team(team_file, chat_model=model, store=tmp_path / "teamrun.db").run_sync(
+        "I prefer PDF", resource="cust-A"
+    )
+    assert result.status == "done", result.error
+    recalled = [w for w in result.warnings if "recalled nothing before turn" in w]
+    assert recalled and "connection refused" in recalled[0]
+    told = model.calls_of("support")[1].tool_results[0]
+    assert "not saved" in told and "connection refused" in told
+    assert "Nothing saved about this user matches yet" in str(model.calls_of("support")[0].messages[0]["content"])

@@ -661,7 +661,7 @@ class MemoryEmbedding(_Strict):
     model: Annotated[str, StringConstraints(min_length=1)] = "offline"
     """`offline` (a deterministic local embedding: no network, no key) or any LiteLLM embedding model, e.g. `openai/text-embedding-3-small`. Keep one per store: memories embedded by another model cannot be compared."""
     api_base: str | None = None
-    """The embedding endpoint (default: the provider's own; `--api-base` is not used for embeddings)."""
+    """The embedding endpoint (default: the run's `--api-base` / `$TEAMRUN_API_BASE` for a model that is not `offline`, else the provider's own), as for an agent."""
     api_key_env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     """The environment variable holding the endpoint's key, e.g. `OPENAI_API_KEY` (default: the provider's usual variable)."""
     dimensions: PositiveInt | None = None
