@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from teamrun.store import open_store
 from tests.fakeserver import FakeOpenAI, hang
 from tests.people.test_suspend_fan_out import ANSWERS, write_team
 from tests.people.test_suspend_fan_out import serve as script_people
-from tests.serve.conftest import REPO, TOKEN, free_port, solo_team
+from tests.serve.conftest import REPO, TOKEN, free_port, solo_team, until_run
 from tests.serve.sse import sse_events
 from tests.serve.test_threads import AUTH, served
 from tests.view.conftest import OpenPage, open_page
@@ -150,8 +149,7 @@ def test_a_run_that_waits_for_people_keeps_its_events_across_restarts(
             value: Any = json.loads(ANSWERS[worker]) if worker == "w3" else ANSWERS[worker]
             said = client.post(f"/v1/runs/{run_id}/pending/{items[worker]['id']}", json={"answer": value})
             assert said.status_code == 200, said.text
-            while (status := client.get(f"/v1/runs/{run_id}").json()["status"]) == "running":
-                time.sleep(0.05)
+            status = until_run(client, run_id, lambda r: r["status"] != "running", "the answer taken")["status"]
             assert status == ("done" if worker == "w1" else "waiting")
         continued = _events(client, run_id)  # held here: what the first process ran, then this one's
         tail = _events(client, run_id, after=len(suspended))  # from the 3rd event this process ran

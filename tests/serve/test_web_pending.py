@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from playwright.sync_api import expect, sync_playwright
 import teamrun
 from teamrun.store import open_store
 from teamrun.testing.scripted import ScriptedCall, ScriptedModel, tool_call
-from tests.serve.conftest import TOKEN
+from tests.serve.conftest import TOKEN, until_run, until_status
 from tests.serve.test_web_page import chromium_path
 
 
@@ -48,8 +47,7 @@ def test_the_page_lists_a_waiting_runs_question_and_answers_it(serve: Any, tmp_p
     auth = {"Authorization": f"Bearer {TOKEN}"}
     with httpx.Client(base_url=server.url, headers=auth, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
-        while client.get(f"/v1/runs/{run_id}").json()["status"] != "waiting":
-            time.sleep(0.1)
+        until_status(client, run_id, "waiting")
 
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
@@ -69,7 +67,6 @@ def test_the_page_lists_a_waiting_runs_question_and_answers_it(serve: Any, tmp_p
             finally:
                 browser.close()
 
-        while (record := client.get(f"/v1/runs/{run_id}").json())["status"] in ("waiting", "running"):
-            time.sleep(0.1)
+        record = until_run(client, run_id, lambda r: r["status"] not in ("waiting", "running"), "its end")
     assert question == "Which region?" and choices == ["choose one…", "eu-west-1", "us-east-1"]
     assert record["status"] == "done" and record["final_text"] == "deploying to us-east-1"

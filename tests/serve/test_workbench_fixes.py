@@ -5,7 +5,6 @@ outline of the view's bars."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from playwright.sync_api import expect
 from teamrun.store import open_store
 from tests.serve.conftest import TOKEN
 from tests.serve.test_workbench_teams import AUTH, chromium, load, workbench
+from tests.waiting import wait_until
 
 COSTS = {  # a stored run's cost -> how every place on the page writes it (teamrun.money.format_usd)
     "run-a": (0.00007005, "$0.000070"),
@@ -66,14 +66,15 @@ ANSWERS = {"infra": "eu-west-1", "legal": "approved", "comms": "2026-12-24"}
 
 
 def start_waiting(client: httpx.Client, text: str) -> tuple[str, list[dict[str, Any]]]:
-    """Starts a launch-signoff run and waits (hang guard: 600 polls) until it waits for its 3 items."""
+    """Starts a launch-signoff run and waits until it waits for its 3 items."""
     run_id: str = client.post("/v1/runs", json={"team": "launch-signoff", "input": text}).json()["id"]
-    for _ in range(600):
+
+    def its_items() -> list[dict[str, Any]] | None:
         items = [i for i in client.get("/v1/pending").json()["data"] if i["run_id"] == run_id]
-        if client.get(f"/v1/runs/{run_id}").json()["status"] == "waiting" and len(items) == 3:
-            return run_id, items
-        time.sleep(0.1)
-    raise AssertionError("the run never waited for its 3 items")
+        waiting = client.get(f"/v1/runs/{run_id}").json()["status"] == "waiting"
+        return items if waiting and len(items) == 3 else None
+
+    return run_id, wait_until(its_items, f"run {run_id} waiting for its 3 items")
 
 
 def test_the_runs_list_follows_a_waiting_run_answered_on_the_page_to_its_end(serve: Any, tmp_path: Path) -> None:
