@@ -53,6 +53,7 @@ __all__ = [
     "LlmIO",
     "LlmRetry",
     "LlmStart",
+    "LlmWait",
     "MemoryRecall",
     "MemorySave",
     "RemoteUpdate",
@@ -75,6 +76,7 @@ EventKind = Literal[
     "llm_start",
     "llm_end",
     "llm_retry",
+    "llm_wait",
     "llm_io",
     "tool_start",
     "tool_end",
@@ -307,6 +309,8 @@ class LlmEnd(Event):
     """For an agent with ``fallbacks``: the model of its list that answered."""
     fallback: str | None = None
     """When a fallback answered: ``"openai/b after openai/a failed: server error (HTTP 500)"``."""
+    waited_s: float | None = None
+    """Seconds the call waited for its model's rate limit (``llm_wait``), not the model's time."""
 
 
 @_kind("llm_retry")
@@ -324,6 +328,20 @@ class LlmRetry(Event):
     """Why the attempt failed."""
     status_code: int | None = None
     """The provider's HTTP status, if there was one."""
+
+
+@_kind("llm_wait")
+@dataclass(frozen=True, kw_only=True)
+class LlmWait(Event):
+    """A model request waits for a slot of its model's rate limit, shared by the process (``span_id``: the model
+    call); the wait is not the model's time."""
+
+    model: str
+    """The model (and so the limit) waited for."""
+    seconds: float
+    """How long it waits."""
+    reason: str
+    """``requests_per_minute``, ``tokens_per_minute`` or ``retry_after`` (a 429 this or another run got)."""
 
 
 @_kind("llm_io")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from teamrun.cli.options import LINE_PROGRESS_MODES, api_base_option, check_api_base, progress_option
+from teamrun.cli.options import LINE_PROGRESS_MODES, api_base_option, check_api_base, limit_rates, progress_option
 from teamrun.errors import UsageError
 from teamrun.money import format_usd
 
@@ -18,7 +18,8 @@ optional; a bare JSON string is an input). Each finished row is appended to
 OUTPUT as one JSON line (id, status, final_text, usage, cost...); a row that
 fails is recorded and the batch goes on. Rerun the same command after an
 interruption: rows OUTPUT already has are skipped. When the batch ends OUTPUT
-is in input order. --rpm/--tpm are shared by all workers.
+is in input order. --rpm/--tpm are per model (and endpoint), shared by all
+workers, over the team file's rate_limit.
 
 --engine ray runs the rows on Ray workers (a Ray started on this machine, or
 the cluster --ray-address names) with the same results, progress, budgets and
@@ -50,8 +51,10 @@ files or usage, 3 --max-cost reached with rows left (rerun to continue).
     help="The results file (JSON lines); rows it already has are skipped.",
 )
 @click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True, help="Rows run at once.")
-@click.option("--rpm", type=click.IntRange(min=1), help="Model requests per minute, all workers together.")
-@click.option("--tpm", type=click.IntRange(min=1), help="Tokens per minute, all workers together.")
+@click.option(
+    "--rpm", type=click.IntRange(min=1), help="Model requests per minute of each model, all workers together."
+)
+@click.option("--tpm", type=click.IntRange(min=1), help="Tokens per minute of each model, all workers together.")
 @click.option(
     "--row-max-cost",
     type=click.FloatRange(min=0),
@@ -134,10 +137,7 @@ def batch(
         if ray_address is not None:
             raise UsageError("--ray-address needs --engine ray")
         chat_model = build_chat_model(loaded, None, None, model, [])
-        if rpm is not None or tpm is not None:
-            from teamrun.evals.ratelimit import RateLimitedModel, RateLimiter
-
-            chat_model = RateLimitedModel(chat_model, RateLimiter(rpm=rpm, tpm=tpm))
+        limit_rates(rpm, tpm)  # every run of this process, per model
         runner = LocalEngine(loaded, chat_model=chat_model, model=model, api_base=api_base)
     ceiling = Ceiling(row_max_cost, row_max_tokens, row_timeout, label="row")
     printer = progress_printer(progress, "rows")

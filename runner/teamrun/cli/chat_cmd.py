@@ -20,7 +20,7 @@ from teamrun.cli.execute_cmd import (
     _say,
     load_checked_config,
 )
-from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option
+from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option, rate_limit_options
 from teamrun.logs import hidden_log_events
 from teamrun.observe.bidi import for_terminal
 
@@ -97,6 +97,7 @@ def new_thread_id() -> str:
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
 @api_base_option
+@rate_limit_options
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front.")
 @progress_option(RUN_PROGRESS_MODES, "How each turn's progress is shown on stderr (as `teamrun execute`).")
 @click.option("--strict", is_flag=True, help="Treat warnings about the team file and --var as errors (exit 2).")

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from teamrun.cli.app import LogSettings
-from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option
+from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option, rate_limit_options
 from teamrun.defaults import team_models
 from teamrun.errors import UsageError
 from teamrun.logs import add_log_secrets, hidden_log_events, log_line
@@ -153,6 +153,7 @@ async def _run_with_interrupt(
 @click.option("--var", "variables", multiple=True, metavar="NAME=VALUE", help="Template variable (repeatable).")
 @click.option("--model", help="Use this LiteLLM model for every agent (e.g. offline, openai/gpt-4o-mini).")
 @api_base_option
+@rate_limit_options
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON instead of the answer.")
 @click.option("--approve", metavar="all|none|TOOL,...", help="Answer approval prompts up front (for scripts and CI).")
 @progress_option(

@@ -7,6 +7,9 @@ one-line hint on stderr naming the new one.
 
 ``--api-base URL`` is where the commands that run teams (execute, chat, resume, answer, approve, deny, serve, eval,
 batch) call the model of every agent that sets no ``api_base`` of its own.
+
+``--rpm N`` / ``--tpm N`` (execute, chat, serve, batch) are the requests and tokens per minute of every model of
+the process, shared by all its runs, over the team file's ``rate_limit`` (:mod:`teamrun.llm.ratelimit`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ import click
 
 from teamrun.defaults import API_BASE_ENV
 
-__all__ = ["LINE_PROGRESS_MODES", "RUN_PROGRESS_MODES", "api_base_option", "check_api_base", "progress_option"]
+__all__ = [
+    "LINE_PROGRESS_MODES",
+    "RUN_PROGRESS_MODES",
+    "api_base_option",
+    "check_api_base",
+    "limit_rates",
+    "progress_option",
+    "rate_limit_options",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -131,3 +142,33 @@ def check_api_base(api_base: str | None) -> None:
     chosen = run_api_base(api_base)
     if chosen is not None and (problem := api_base_problem(chosen)) is not None:
         raise UsageError(f"{'--api-base' if api_base is not None else '$' + API_BASE_ENV}: {problem}")
+
+
+def limit_rates(rpm: int | None, tpm: int | None) -> None:
+    """``--rpm``/``--tpm``: the limit of every model of this process, over the team file's ``rate_limit``."""
+    if rpm is None and tpm is None:
+        return
+    from teamrun.llm.ratelimit import process_rate_limits
+    from teamrun.llm.types import RateLimit
+
+    process_rate_limits().override = RateLimit(rpm, tpm)
+
+
+def rate_limit_options(function: F) -> F:
+    """``--rpm N`` and ``--tpm N``: :func:`limit_rates` as the command line is read (no parameter of the command)."""
+
+    def taken(ctx: click.Context, param: click.Parameter, value: int | None) -> None:
+        if value is not None:
+            ctx.meta[f"teamrun.cli.options:{param.name}"] = value
+            limit_rates(ctx.meta.get("teamrun.cli.options:rpm"), ctx.meta.get("teamrun.cli.options:tpm"))
+
+    for name, what in (("--tpm", "Tokens"), ("--rpm", "Model requests")):
+        function = click.option(
+            name,
+            type=click.IntRange(min=1),
+            expose_value=False,
+            callback=taken,
+            help=f"{what} per minute of each model (per endpoint), shared by every run of this process; over the "
+            "team file's rate_limit. Runs wait for a slot instead of being answered 429.",
+        )(function)
+    return function

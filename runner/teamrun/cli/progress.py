@@ -29,6 +29,7 @@ from teamrun.events import (
     LlmEnd,
     LlmIO,
     LlmRetry,
+    LlmWait,
     RunEnd,
     RunStart,
     RunWarning,
@@ -51,6 +52,14 @@ _MARKS = {
 }
 _IN = " \N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} "
 """Between the names of an agent path: ``lead > researcher`` with a single angle quote."""
+
+
+_WAIT_REASONS = {
+    "requests_per_minute": "its requests per minute",
+    "tokens_per_minute": "its tokens per minute",
+    "retry_after": "the provider's Retry-After",
+}
+"""An ``llm_wait``'s reason as the console says it."""
 
 
 def _tokens(count: int) -> str:
@@ -151,6 +160,9 @@ class PlainProgress:
                 return f"{who}: tool {isolate(event.tool)} {event.status}{error}"
             case LlmRetry():
                 return f"{who}: model call retry {event.attempt} after {event.error}"
+            case LlmWait():
+                why = _WAIT_REASONS.get(event.reason, event.reason)
+                return f"{who}: waiting {event.seconds:.1f}s for {isolate(event.model)} ({why})"
             case Hook():
                 what = ", ".join(event.actions) if event.status == "ok" else f"failed: {event.message}"
                 return f"{who}: hook {event.hook} on {event.target}: {what}"
@@ -168,6 +180,8 @@ class PlainProgress:
                 return f"{who}: budget: {event.reason}"
             case RunEnd():
                 tokens = _tokens(event.usage.get("total_tokens", 0))
+                cached = event.usage.get("cached_tokens", 0)
+                tokens += f" ({_tokens(cached)} cached)" if cached else ""
                 unpriced = self.models.unpriced()
                 spent = f"{tokens}, {format_usd(event.cost)}" + (f" ({unpriced})" if unpriced else "")
                 return f"run {event.status} in {event.duration_s:.2f}s, {spent}"

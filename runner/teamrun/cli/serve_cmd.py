@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from teamrun.cli.app import LogSettings
-from teamrun.cli.options import api_base_option
+from teamrun.cli.options import api_base_option, rate_limit_options
 from teamrun.errors import UsageError
 from teamrun.extras import install_hint
 
@@ -53,6 +53,7 @@ Examples:
 @click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to bind.")
 @click.option("--model", help="Use this LiteLLM model for every agent of every team (e.g. offline).")
 @api_base_option
+@rate_limit_options
 @click.option(
     "--max-concurrent-runs",
     default=20,

@@ -30,7 +30,7 @@ import re
 import threading
 import warnings
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.utils import parsedate_to_datetime
 from time import time
 from typing import Any, Literal
@@ -44,6 +44,7 @@ from teamrun.llm.offline import (
     is_offline_model,
     litellm_model_name,
 )
+from teamrun.llm.ratelimit import RateLimits, process_rate_limits
 from teamrun.llm.types import (
     Message,
     ModelReply,
@@ -222,6 +223,7 @@ class LiteLLMChatModel:
         retry_after_max_s: float = 60.0,
         on_retry: Callable[[RetryNotice], None] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self.backoff_base_s = backoff_base_s
         """First retry waits about this long; each further retry doubles it."""
@@ -231,6 +233,8 @@ class LiteLLMChatModel:
         """Upper bound on a provider's ``Retry-After``."""
         self.on_retry = on_retry
         self._sleep = sleep
+        self._rate_limits = rate_limits
+        """The requests and tokens per minute of each model (default: the process's, shared by every run)."""
         self._rng = random.Random()
         self._offline = OfflineChatModel()
         self.warmed: set[str] = set()
@@ -274,11 +278,19 @@ class LiteLLMChatModel:
         litellm = import_litellm()
         call = _CallPlan.build(litellm, messages, settings, tools, response_format)
         attempts = max(settings.num_retries, 0) + 1
+        limits = self._rate_limits or process_rate_limits()
+        waited = 0.0
         for attempt in range(1, attempts + 1):
+            waited += await limits.acquire(settings.model, settings.api_base, settings.rate_limit)
             try:
-                return await self._attempt(litellm, call)
+                reply = await self._attempt(litellm, call)
             except Exception as exc:  # classified below; CancelledError is not an Exception
                 failure = _classify(litellm, exc, call)
+            else:
+                limits.spent(settings.model, settings.api_base, reply.usage.total_tokens)
+                return replace(reply, waited_s=waited) if waited else reply
+            if failure.kind == "rate_limited" and failure.retry_after_s is not None:  # every run obeys it
+                limits.hold(settings.model, settings.api_base, min(failure.retry_after_s, self.retry_after_max_s))
             if not failure.retryable or attempt == attempts:
                 raise _provider_error(litellm, call, settings, failure, attempt) from None
             await self._wait_before_retry(call, failure, attempt, attempts)

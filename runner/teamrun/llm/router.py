@@ -7,7 +7,9 @@ and builds the :class:`~teamrun.llm.adapter.LiteLLMChatModel` — importing
 LiteLLM — only for the first other model: at :meth:`ModelRouter.prepare` (before a run
 starts, so the import is not paid inside a model call) or, failing that, on the first call. A model with
 ``fallbacks`` is asked through :func:`~teamrun.llm.fallbacks.complete_in_order` and the process's circuit
-breakers (:func:`~teamrun.llm.breaker.process_breakers`, unless the router was given its own).
+breakers (:func:`~teamrun.llm.breaker.process_breakers`, unless the router was given its own). Every request
+takes a slot of its model's rate limit first (:mod:`teamrun.llm.ratelimit`, the process's unless given), the
+``offline`` model's too (``--rpm`` on a batch of an offline team holds it as it would a provider).
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import asyncio
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from teamrun.llm.breaker import BreakerRegistry, process_breakers
 from teamrun.llm.fallbacks import complete_in_order
 from teamrun.llm.offline import OfflineChatModel, is_offline_model
+from teamrun.llm.ratelimit import RateLimits, process_rate_limits
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 
 if TYPE_CHECKING:
@@ -37,10 +41,13 @@ class ModelRouter:
     fallbacks (default: the process's, shared by every run).
     """
 
-    def __init__(self, *, breakers: BreakerRegistry | None = None, **adapter_options: Any) -> None:
+    def __init__(
+        self, *, breakers: BreakerRegistry | None = None, rate_limits: RateLimits | None = None, **adapter_options: Any
+    ) -> None:
         self.offline = OfflineChatModel()
         self._breakers = breakers
-        self._adapter_options = adapter_options
+        self._rate_limits = rate_limits
+        self._adapter_options = {"rate_limits": rate_limits, **adapter_options}
         self._adapter: LiteLLMChatModel | None = None
         self._lock = threading.Lock()
 
@@ -87,8 +94,15 @@ class ModelRouter:
         response_format: Mapping[str, Any] | None = None,
     ) -> ModelReply:
         async def ask(one: ModelSettings) -> ModelReply:
-            model = self.offline if is_offline_model(one.model.strip()) else self.litellm_model()
-            return await model.complete(messages, settings=one, tools=tools, response_format=response_format)
+            if not is_offline_model(one.model.strip()):  # the adapter takes a slot before each attempt
+                return await self.litellm_model().complete(
+                    messages, settings=one, tools=tools, response_format=response_format
+                )
+            limits = self._rate_limits or process_rate_limits()
+            waited = await limits.acquire(one.model, one.api_base, one.rate_limit)
+            reply = await self.offline.complete(messages, settings=one, tools=tools, response_format=response_format)
+            limits.spent(one.model, one.api_base, reply.usage.total_tokens)
+            return replace(reply, waited_s=waited) if waited else reply
 
         if not settings.fallbacks:
             return await ask(settings)

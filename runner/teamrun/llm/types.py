@@ -153,6 +153,8 @@ class ModelReply:
     fallback: str | None = None
     """Why a fallback answered, e.g. ``"openai/b after openai/a failed: server error (HTTP 500)"``; ``None``
     when the first model did."""
+    waited_s: float = 0.0
+    """Seconds the call waited for its model's rate limit (:mod:`teamrun.llm.ratelimit`): not the model's time."""
 
     def as_message(self) -> Message:
         """The assistant message to append to the conversation history."""

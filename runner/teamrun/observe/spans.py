@@ -39,6 +39,7 @@ POINT_KINDS = frozenset(
         "budget",
         "hook",
         "llm_retry",
+        "llm_wait",
         "llm_io",
         "accept",
         "workspace_write",
@@ -75,7 +76,7 @@ class SpanIndex:
 
     def owner(self, event_kind: str, span_id: str, parent_span_id: str | None) -> SpanKey | None:
         """The span a point event (warning, retry, ...) belongs to."""
-        if event_kind in ("llm_retry", "llm_io") and ("llm", span_id) in self.parents:
+        if event_kind in ("llm_retry", "llm_wait", "llm_io") and ("llm", span_id) in self.parents:
             return ("llm", span_id)
         return self._find(span_id) or self._find(parent_span_id)
 

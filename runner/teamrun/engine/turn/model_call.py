@@ -21,7 +21,8 @@ In order:
 4. the reply's tokens and cost are charged to the frame's ledger (a step for
    the agent's own turns) and to the model that answered it (the run's usage per model), and the span ends
    (``llm_end``; for a model with ``fallbacks``, with the ``model`` of the list that answered and, when it was
-   not the first, the ``fallback`` note: ``"openai/b after openai/a failed: server error (HTTP 500)"``).
+   not the first, the ``fallback`` note: ``"openai/b after openai/a failed: server error (HTTP 500)"``; and
+   ``waited_s`` when the call waited for its model's rate limit — a wait, not the model's time).
 
 Which model answered is part of the journaled reply: a replayed call (a resume, ``--replay``) is answered from
 the journal whichever model of the list answered it, and is counted under that model; a call not in the journal
@@ -118,6 +119,8 @@ async def call_model(
         if not reply.usage_known:  # malformed figures from the provider: unknown, never a pretended 0
             frame.ledger.usage_known = False
             span.end.update(usage_known=False)
+        if reply.waited_s:  # for the model's rate limit: a wait, not the model's time
+            span.end.update(waited_s=round(reply.waited_s, 3))
         span.end.update(
             usage=reply.usage.as_dict(),
             cost=reply.cost_usd,

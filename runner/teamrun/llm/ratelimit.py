@@ -1,0 +1,227 @@
+"""One rate limit per process: requests and tokens per minute of each model at each endpoint, for every run.
+
+:class:`RateLimits` (one per process: :func:`process_rate_limits`; ``serve``, ``batch`` and ``chat`` run many runs
+in one process) holds a :class:`RateLimiter` per model and endpoint. Before each request — each retry too — a
+run takes a slot (:meth:`RateLimiter.acquire`): it waits, instead of sending a request the provider would
+answer 429, until
+
+- the last minute holds fewer than ``requests_per_minute`` requests (a slot is reserved when it is given, so
+  runs asking at once are spread over the minute in arrival order);
+- the last minute's calls used fewer than ``tokens_per_minute`` tokens (counted when each call is answered);
+- a 429's ``Retry-After`` that any run got from this model and endpoint has passed (:meth:`RateLimiter.hold`):
+  every run obeys it, not only the one that got it.
+
+The limit of a model is the team file's ``rate_limit`` (an agent's, ``defaults``' or a ``fallbacks`` entry's);
+``--rpm``/``--tpm`` (:attr:`RateLimits.override`) replace it for every model of the process. Each wait is told
+to ``on_wait`` (the run's ``llm_wait`` event: model, seconds, reason) and counted per model
+(:meth:`RateLimits.waits`). The clock and the sleep are injectable: tests step a clock instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from teamrun.events import EventBus
+from teamrun.llm.types import RateLimit, current_scope
+from teamrun.logs import get_logger
+
+__all__ = [
+    "WINDOW_S",
+    "RateLimiter",
+    "RateLimits",
+    "WaitReason",
+    "WaitTotals",
+    "process_rate_limits",
+    "report_wait",
+]
+
+log = get_logger(__name__)
+
+WINDOW_S = 60.0
+"""The window the limits count in (one minute, sliding)."""
+
+WaitReason = Literal["requests_per_minute", "tokens_per_minute", "retry_after"]
+"""Why a request waited: the requests or tokens of the last minute, or a 429's ``Retry-After``."""
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[Any]]
+OnWait = Callable[[float, WaitReason], None]
+
+
+class RateLimiter:
+    """The requests and tokens of one model at one endpoint in a sliding minute, and its ``Retry-After`` hold.
+
+    Thread-safe and bound to no event loop (no lock is held across a wait). ``rpm``/``tpm`` ``None``: no limit of
+    that kind (the hold still applies)."""
+
+    def __init__(
+        self,
+        *,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.rpm = rpm
+        self.tpm = tpm
+        self.clock = clock
+        self.sleep = sleep
+        self._starts: deque[float] = deque()
+        """When each request of the window starts (a reserved slot may be in the future)."""
+        self._tokens: deque[tuple[float, int]] = deque()
+        self._held_until = 0.0
+        self._lock = threading.Lock()
+        self.waited_s = 0.0
+        """Time spent waiting for a slot, in all."""
+
+    def limit(self, rate: RateLimit | None) -> None:
+        """Use ``rate`` from now on (``None``: no requests or tokens limit)."""
+        with self._lock:
+            self.rpm, self.tpm = (rate.requests_per_minute, rate.tokens_per_minute) if rate else (None, None)
+
+    async def acquire(self, on_wait: OnWait | None = None) -> float:
+        """Wait for a slot and take it; the seconds waited (each wait told to ``on_wait`` first)."""
+        with self._lock:
+            now = self.clock()
+            start, reason = self._reserve(now)
+        waited = 0.0
+        while start > now:
+            waited += start - now
+            if on_wait is not None and reason is not None:
+                on_wait(start - now, reason)
+            await self.sleep(start - now)
+            with self._lock:  # a 429 another run got while this one waited holds it too
+                now, start, reason = self.clock(), self._held_until, "retry_after"
+        with self._lock:
+            self.waited_s += waited
+        return waited
+
+    def _reserve(self, now: float) -> tuple[float, WaitReason | None]:
+        """The earliest start allowed from ``now`` and why it is later; the slot is taken."""
+        while self._starts and self._starts[0] <= now - WINDOW_S:
+            self._starts.popleft()
+        while self._tokens and self._tokens[0][0] <= now - WINDOW_S:
+            self._tokens.popleft()
+        start, reason = now, None
+        candidates: list[tuple[float, WaitReason]] = [(self._held_until, "retry_after")]
+        if self.tpm is not None:
+            used = sum(n for _, n in self._tokens)
+            for stamp, n in self._tokens:  # the window frees tokens as old calls leave it
+                if used < self.tpm:
+                    break
+                used -= n
+                candidates.append((stamp + WINDOW_S, "tokens_per_minute"))
+        if self.rpm is not None and len(self._starts) >= self.rpm:
+            candidates.append((self._starts[-self.rpm] + WINDOW_S, "requests_per_minute"))
+        if self._starts:  # slots in arrival order
+            candidates.append((self._starts[-1], "requests_per_minute"))
+        for when, why in candidates:
+            if when > start:
+                start, reason = when, why
+        if self.rpm is not None:
+            self._starts.append(start)
+        return start, reason
+
+    def spent(self, tokens: int) -> None:
+        """A call of this model used ``tokens`` (input and output): they count for a minute."""
+        if tokens > 0 and self.tpm is not None:
+            with self._lock:
+                self._tokens.append((self.clock(), tokens))
+
+    def hold(self, seconds: float) -> None:
+        """The provider answered 429 with ``Retry-After: seconds``: no request starts before then, from any run."""
+        with self._lock:
+            self._held_until = max(self._held_until, self.clock() + max(seconds, 0.0))
+
+
+@dataclass
+class WaitTotals:
+    """The waits of one model: how many and how long, by reason."""
+
+    count: int = 0
+    seconds: float = 0.0
+
+
+class RateLimits:
+    """The rate limiters of one process, by model and endpoint."""
+
+    def __init__(self, *, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
+        self.clock = clock
+        self.sleep = sleep
+        self.override: RateLimit | None = None
+        """``--rpm``/``--tpm``: the limit of every model of the process, over the team file's."""
+        self._limiters: dict[tuple[str, str], RateLimiter] = {}
+        self._waits: dict[tuple[str, WaitReason], WaitTotals] = {}
+        self._lock = threading.Lock()
+
+    def of(self, model: str, api_base: str | None, declared: RateLimit | None = None) -> RateLimiter:
+        """The limiter of ``model`` at ``api_base`` (``None``: the provider's own endpoint), made on first use,
+        limited by :attr:`override`, else by ``declared`` (the latest declared limit of that model wins)."""
+        limiter = self._limiter(model, api_base)
+        limiter.limit(self.override or declared)
+        return limiter
+
+    def spent(self, model: str, api_base: str | None, tokens: int) -> None:
+        """A call of ``model`` at ``api_base`` was answered with ``tokens`` (input and output)."""
+        self._limiter(model, api_base).spent(tokens)
+
+    def hold(self, model: str, api_base: str | None, seconds: float) -> None:
+        """A 429 from ``model`` at ``api_base`` said ``Retry-After: seconds``: every run waits that long."""
+        self._limiter(model, api_base).hold(seconds)
+
+    def _limiter(self, model: str, api_base: str | None) -> RateLimiter:
+        key = (model.strip(), (api_base or "").strip().rstrip("/"))
+        with self._lock:
+            limiter = self._limiters.get(key)
+            if limiter is None:
+                limiter = self._limiters[key] = RateLimiter(clock=self.clock, sleep=self.sleep)
+            return limiter
+
+    async def acquire(self, model: str, api_base: str | None, declared: RateLimit | None) -> float:
+        """Wait for a slot of ``model`` at ``api_base``; each wait reported (:func:`report_wait`) and counted."""
+
+        def waited(seconds: float, reason: WaitReason) -> None:
+            with self._lock:
+                totals = self._waits.setdefault((model, reason), WaitTotals())
+                totals.count += 1
+                totals.seconds += seconds
+            report_wait(model, seconds, reason)
+
+        return await self.of(model, api_base, declared).acquire(waited)
+
+    def waits(self) -> dict[tuple[str, WaitReason], WaitTotals]:
+        """The waits so far, by model and reason."""
+        with self._lock:
+            return {key: WaitTotals(t.count, t.seconds) for key, t in self._waits.items()}
+
+
+def report_wait(model: str, seconds: float, reason: WaitReason) -> None:
+    """An ``llm_wait`` event of the run whose model call waits (its ``llm`` span), and a log line."""
+    log.info("llm_wait", model=model, seconds=round(seconds, 3), reason=reason)
+    scope = current_scope.get()
+    bus = EventBus.of_run(scope.run_id) if scope is not None else None
+    if scope is None or bus is None:
+        return
+    bus.emit(
+        "llm_wait",
+        span_id=scope.span_id,
+        parent_span_id=None,
+        agent_path=scope.agent_path,
+        model=model,
+        seconds=round(seconds, 3),
+        reason=reason,
+    )
+
+
+_process_rate_limits = RateLimits()
+
+
+def process_rate_limits() -> RateLimits:
+    """The rate limits every run of this process shares."""
+    return _process_rate_limits

@@ -1,0 +1,218 @@
+"""One rate limit per process (issue 45.3): every run of a process waits for a slot of its model's requests per
+minute instead of being answered 429; a 429's Retry-After holds every run of that model; waits are events.
+
+The provider is a fake ``litellm.acompletion`` in the test's event loop that answers 429 above 60 requests in any
+minute of a virtual clock; time passes only when every run waits (:class:`VirtualTime`): no sleeps, no wall
+clock."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import textwrap
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import teamrun
+from teamrun.events import Event, LlmEnd, LlmWait
+from teamrun.llm.adapter import import_litellm
+from teamrun.llm.ratelimit import RateLimiter, RateLimits
+from teamrun.llm.router import ModelRouter
+
+
+class VirtualTime:
+    """A clock and a sleep: a sleeper wakes when the clock reaches its time, and the clock moves on only when
+    nothing else in the loop can run (:meth:`drive`)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self.now + seconds, next(self._order), woken))
+        await woken
+
+    async def drive(self, work: Awaitable[Any]) -> Any:
+        """Run ``work``, moving the clock to the next sleeper's time whenever the loop has nothing ready."""
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(work)
+        while not task.done():
+            await asyncio.sleep(0)
+            if loop._ready or not self._sleepers:  # type: ignore[attr-defined]  # others can still run
+                continue
+            when, _, woken = heapq.heappop(self._sleepers)
+            self.now = max(self.now, when)
+            woken.set_result(None)
+        return task.result()
+
+
+class Provider:
+    """A fake provider behind ``litellm.acompletion``: answers 429 (Retry-After 1) above ``rpm`` requests in the
+    last minute of the virtual clock; a lead asks its writer once, then answers."""
+
+    def __init__(self, time: VirtualTime, rpm: int = 60) -> None:
+        self.time, self.rpm = time, rpm
+        self.stamps: list[float] = []
+        self.refused = 0
+        self.refuse_next: float | None = None
+        """Retry-After of a 429 to answer the next request with (then ``None``)."""
+
+    async def acompletion(self, **kwargs: Any) -> Any:
+        litellm = import_litellm()
+        now = self.time.now
+        recent = [t for t in self.stamps if t > now - 60]
+        self.stamps.append(now)
+        if len(recent) >= self.rpm or self.refuse_next is not None:
+            after, self.refuse_next = self.refuse_next or 1.0, None
+            self.refused += 1
+            request = httpx.Request("POST", "http://provider.test/v1/chat/completions")
+            response = httpx.Response(429, headers={"retry-after": str(after)}, request=request)
+            raise litellm.RateLimitError("slow down", llm_provider="openai", model=kwargs["model"], response=response)
+        await asyncio.sleep(0)
+        messages, tools = kwargs["messages"], kwargs.get("tools") or []
+        if tools and messages[-1]["role"] != "tool":
+            call = {"id": "c1", "type": "function", "function": {"name": "ask_writer", "arguments": '{"task": "x"}'}}
+            message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+        else:
+            message = {"role": "assistant", "content": "done" if tools else "a line"}
+        return litellm.ModelResponse(
+            model="fake",
+            choices=[{"index": 0, "message": message, "finish_reason": "stop"}],
+            usage={"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        )
+
+
+@pytest.fixture
+def time() -> VirtualTime:
+    return VirtualTime()
+
+
+@pytest.fixture
+def provider(monkeypatch: pytest.MonkeyPatch, time: VirtualTime) -> Provider:
+    fake = Provider(time)
+    monkeypatch.setattr(import_litellm(), "acompletion", fake.acompletion)
+    return fake
+
+
+def team_file(tmp_path: Path, limit: str = "rate_limit: {requests_per_minute: 60}") -> Path:
+    path = tmp_path / "limited.yaml"
+    path.write_text(
+        textwrap.dedent(f"""\
+            version: 1
+            name: limited
+            supervisor: lead
+            defaults:
+              model: openai/fake
+              api_base: http://provider.test/v1
+              api_key_env: FAKE_KEY
+              num_retries: 0
+              {limit}
+            agents:
+              lead:
+                instructions: Lead.
+                delegates_to: [writer]
+              writer:
+                instructions: Write.
+            """),
+        encoding="utf-8",
+    )
+    return path
+
+
+def runs(
+    path: Path, time: VirtualTime, limits: RateLimits, count: int, events: list[Event]
+) -> Callable[[], Awaitable[list[teamrun.RunResult]]]:
+    """``count`` concurrent runs of the team in one process: one model router, one set of limits."""
+    team = teamrun.load_team(path, chat_model=ModelRouter(rate_limits=limits, sleep=time.sleep))
+
+    async def all_of_them() -> list[teamrun.RunResult]:
+        return await asyncio.gather(*(team.run(f"task {i}", subscribers=[events.append]) for i in range(count)))
+
+    return all_of_them
+
+
+def test_100_concurrent_runs_at_60_requests_a_minute_get_no_429_and_all_end_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, time: VirtualTime, provider: Provider
+) -> None:
+    monkeypatch.setenv("FAKE_KEY", "k")
+    limits = RateLimits(clock=time, sleep=time.sleep)
+    events: list[Event] = []
+
+    results = asyncio.run(time.drive(runs(team_file(tmp_path), time, limits, 100, events)()))
+
+    assert provider.refused == 0
+    assert [r.status for r in results] == ["done"] * 100
+    assert len(provider.stamps) == 300  # 3 calls a run
+    assert max(sum(1 for t in provider.stamps if s - 60 < t <= s) for s in provider.stamps) <= 60
+    assert time.now >= 4 * 60  # 300 requests at 60 a minute
+    waits = [e for e in events if isinstance(e, LlmWait)]
+    assert (
+        waits and {w.reason for w in waits} == {"requests_per_minute"} and {w.model for w in waits} == {"openai/fake"}
+    )
+    waited = [e.waited_s for e in events if isinstance(e, LlmEnd) and e.waited_s]
+    assert waited and sum(waited) == pytest.approx(sum(w.seconds for w in waits), rel=1e-3)
+    totals = limits.waits()[("openai/fake", "requests_per_minute")]
+    assert totals.count == len(waits)
+
+
+def test_without_a_limit_the_same_runs_are_answered_429(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, time: VirtualTime, provider: Provider
+) -> None:
+    """The fake does refuse what goes over its rate: the test above is not vacuous."""
+    monkeypatch.setenv("FAKE_KEY", "k")
+    limits = RateLimits(clock=time, sleep=time.sleep)
+
+    results = asyncio.run(time.drive(runs(team_file(tmp_path, limit=""), time, limits, 100, [])()))
+
+    assert provider.refused > 0
+    assert any(r.status == "failed" for r in results)
+
+
+def test_a_429_retry_after_holds_every_run_of_that_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, time: VirtualTime, provider: Provider
+) -> None:
+    monkeypatch.setenv("FAKE_KEY", "k")
+    path = team_file(tmp_path, limit="num_retries: 1")
+    path.write_text(path.read_text().replace("  num_retries: 0\n", ""), encoding="utf-8")
+    limits = RateLimits(clock=time, sleep=time.sleep)
+    provider.refuse_next = 30.0
+    events: list[Event] = []
+
+    results = asyncio.run(time.drive(runs(path, time, limits, 5, events)()))
+
+    assert [r.status for r in results] == ["done"] * 5
+    assert provider.refused == 1
+    first, *after = provider.stamps
+    assert first == 0.0 and all(t >= 30.0 for t in after)  # not only the run that got the 429 waited
+    held = [e for e in events if isinstance(e, LlmWait) and e.reason == "retry_after"]
+    assert len({e.run_id for e in held}) == 4  # the four other runs, each told why
+
+
+def test_a_limiter_spreads_concurrent_requests_over_the_minute_in_arrival_order() -> None:
+    time = VirtualTime()
+    limiter = RateLimiter(rpm=2, clock=time, sleep=time.sleep)
+    starts: list[tuple[int, float]] = []
+
+    async def one(i: int) -> None:
+        await limiter.acquire()
+        starts.append((i, time.now))
+
+    async def all_of_them() -> None:
+        await asyncio.gather(*(one(i) for i in range(5)))
+
+    asyncio.run(time.drive(all_of_them()))
+
+    assert starts == [(0, 0.0), (1, 0.0), (2, 60.0), (3, 60.0), (4, 120.0)]
