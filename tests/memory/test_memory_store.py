@@ -313,3 +313,13 @@ def test_a_large_resource_s_common_words_are_left_out_of_the_keyword_match(tmp_p
         assert '"zebra"' in matches[-1] and '"customer"' not in matches[-1]
         assert memory.search("big", "customer", None, mode="keyword", k=3)  # only common words: kept
         assert '"customer"' in matches[-1]
+
+
+def test_a_keyword_search_finds_other_forms_of_a_word(store_url: str) -> None:
+    with open_store(store_url) as store:
+        memory = MemoryStore(store)
+        _save(memory, "u1", "Invoices are shipped on Mondays")
+        _save(memory, "u1", "The cat sleeps all day")
+        for query in ("invoice", "shipping", "monday", "o'brien's \\ invoice"):
+            found = memory.search("u1", query, None, mode="keyword")
+            assert [r.memory.fact for r in found] == ["Invoices are shipped on Mondays"], query

@@ -465,11 +465,7 @@ class MemoryStore:
         if not words:
             return {}
         if conn.dialect.name == "sqlite":
-            match = (
-                f'scope : "{_scope_token(resource)}" AND fact : ('
-                + " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-                + ")"
-            )
+            match = f'scope : "{_scope_token(resource)}" AND fact : (' + " OR ".join(_fts_term(w) for w in words) + ")"
             rows = conn.execute(
                 sa.text(
                     "SELECT memory_id AS id, -rank AS score FROM memories_fts "
@@ -478,7 +474,7 @@ class MemoryStore:
                 {"match": match, "r": resource, "limit": limit},
             ).all()
         else:
-            tsquery = " | ".join(_pg_lexeme(w) for w in words)
+            tsquery = " | ".join(_pg_term(w) for w in words)
             rows = conn.execute(
                 sa.text(
                     "SELECT id, ts_rank(keywords, to_tsquery('simple', :q)) AS score "
@@ -644,6 +640,28 @@ class MemoryStore:
                     continue
 
 
+def _stem(word: str) -> tuple[str, bool]:
+    """A query word without its plural or -ed/-ing ending, and whether to match it as a prefix (a word of 4
+    letters or more): 'invoice' finds 'invoices', 'shipped' finds 'shipping'."""
+    for ending in ("ing", "ed", "es", "s"):
+        if len(word) >= len(ending) + 4 and word.endswith(ending):
+            word = word[: -len(ending)]
+            break
+    return word, len(word) >= 4
+
+
+def _fts_term(word: str) -> str:
+    """An FTS5 term for a query word: quoted (any text is safe), a prefix when long enough."""
+    stem, prefix = _stem(word)
+    return '"' + stem.replace('"', '""') + '"' + ("*" if prefix else "")
+
+
+def _pg_term(word: str) -> str:
+    """A ``to_tsquery`` term for a query word: quoted (any text is safe), a prefix when long enough."""
+    stem, prefix = _stem(word)
+    return "'" + stem.replace("'", "''").replace("\\", "\\\\") + "'" + (":*" if prefix else "")
+
+
 def _common_words(facts: Sequence[str]) -> frozenset[str]:
     """The words in more than :data:`_COMMON_SHARE` of ``facts`` (none when there are few facts)."""
     if len(facts) < _COMMON_FROM:
@@ -696,10 +714,6 @@ def _vector_bytes(vector: Sequence[float]) -> tuple[bytes, int]:
     if not np.isfinite(norm) or norm == 0.0:
         raise MemoryRefused("a memory's embedding has no direction (all zeros, or not finite numbers)")
     return (array / norm).astype("<f4").tobytes(), int(array.shape[0])
-
-
-def _pg_lexeme(word: str) -> str:
-    return "'" + word.replace("'", "''").replace("\\", "\\\\") + "'"
 
 
 def _rounded(value: float | None) -> float | None:
