@@ -16,6 +16,7 @@ from teamrun.conventions import DATA_BLOCK, RECALLED_MEMORIES
 from teamrun.engine.memory import opening
 from teamrun.engine.team import load_team
 from teamrun.llm.embedding import EmbeddingFailed, Embeddings, offline_vector
+from teamrun.llm.types import ModelReply
 from teamrun.store import open_store
 from teamrun.store.memory import MemoryStore, Provenance
 from teamrun.testing.scripted import ScriptedModel, tool_call
@@ -164,3 +165,47 @@ def test_a_failing_embedding_endpoint_is_a_warning_for_recall_and_a_tool_error_f
     told = model.calls_of("support")[1].tool_results[0]
     assert "not saved" in told and "connection refused" in told
     assert "Nothing saved about this user matches yet" in str(model.calls_of("support")[0].messages[0]["content"])
+
+
+WORKING = """\
+version: 1
+name: desk
+supervisor: support
+agents:
+  support:
+    instructions: Help the customer.
+workspace:
+  persist: resource
+  entries:
+    profile:
+      merge: merge
+      schema: {type: object}
+      write: [support]
+"""
+
+
+def _profile_write(version: int, **keys: str) -> ModelReply:
+    return tool_call("workspace_write_profile", value=keys, version=version)
+
+
+def test_working_memory_carries_a_resource_s_workspace_across_threads_and_never_to_another(tmp_path: Path) -> None:
+    team_file, store = tmp_path / "desk.yaml", tmp_path / "teamrun.db"
+    team_file.write_text(WORKING)
+    first = ScriptedModel({"support": [_profile_write(0, plan="gold"), "Noted."]})
+    one = load_team(team_file, chat_model=first, store=store).run_sync("I am on gold", resource="cust-A", thread="t1")
+    assert one.status == "done", one.error
+    assert one.workspace is not None and one.workspace["entries"]["profile"]["value"] == {"plan": "gold"}
+
+    later = ScriptedModel({"support": [tool_call("workspace_read", entry="profile"), "You are on gold."]})
+    two = load_team(team_file, chat_model=later, store=store).run_sync("My plan?", resource="cust-A", thread="t2")
+    assert two.status == "done", two.error
+    read = later.calls_of("support")[1].tool_results[0]
+    assert '"plan": "gold"' in read and "working memory" in read  # loaded, written by the working memory
+
+    other = ScriptedModel({"support": [tool_call("workspace_read", entry="profile"), "No plan known."]})
+    three = load_team(team_file, chat_model=other, store=store).run_sync("My plan?", resource="cust-B", thread="t3")
+    assert three.status == "done", three.error
+    assert "gold" not in other.calls_of("support")[1].tool_results[0]
+    with open_store(store) as opened:
+        assert MemoryStore(opened).load_working("cust-A", "desk") == {"profile": (1, {"plan": "gold"})}
+        assert MemoryStore(opened).load_working("cust-B", "desk") == {}

@@ -27,6 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "engine/workspace/answers.py": {"_write"},  # an answer written by declaration (answer_to)
     "engine/peers/driver.py": {"_post", "_take_back.release"},
     "engine/workspace/carry.py": {"carry_over"},  # a new run starts from its thread's kept workspace
+    "engine/memory/working.py": {"_load"},  # a resource's working memory loaded as the run starts (apply_change)
     "serve/workspace.py": {"stored_workspace"},  # a copy restored from a stored journal, for reading
 }
 """Who calls a change: module → functions (``outer.inner`` for a nested one)."""
@@ -35,6 +36,7 @@ WRITERS = (
     "engine/workspace/board_calls.py",
     "engine/workflow/workspace.py",
     "engine/workspace/answers.py",
+    "engine/memory/working.py",
 )
 """The modules whose changes are made through ``apply_change`` (the driver too, below)."""
 

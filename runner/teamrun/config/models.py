@@ -651,8 +651,8 @@ class Workspace(_Strict):
     """The entries, by name."""
     max_bytes: PositiveInt = DEFAULT_WORKSPACE_BYTES
     """The largest all entries may grow together (as compact JSON); a write past it is refused."""
-    persist: Literal["run", "thread"] = "run"
-    """How long the entries live: `run` (each run starts from the initial values) or `thread` (a turn of a thread, `--thread ID` or `teamrun chat`, starts from the workspace its previous turn ended with)."""
+    persist: Literal["run", "thread", "resource"] = "run"
+    """How long the entries live: `run` (each run starts from the initial values), `thread` (a turn of a thread, `--thread ID` or `teamrun chat`, starts from the workspace its previous turn ended with) or `resource` (working memory: a run given a resource, `--resource ID`, starts from the entries the resource's last finished run kept, in any thread)."""
 
 
 class MemoryEmbedding(_Strict):

@@ -22,6 +22,7 @@ from teamrun.config.models import Limits, TeamConfig
 from teamrun.defaults import API_BASE_ENV, api_base_problem, run_api_base, team_models
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
 from teamrun.engine.memory import memory_for_run
+from teamrun.engine.memory.working import load_working_memory, save_working_memory
 from teamrun.engine.peers import PEERS_FRAME, run_peers, stopped_summary
 from teamrun.engine.peers.driver import open_boards
 from teamrun.engine.result import RunResult, new_run_id
@@ -304,7 +305,13 @@ class Team:
         if journal is not None:
             await journal.open()
         ctx.memory, memory_warnings = await memory_for_run(
-            config.memory, lambda: self.store, resource, journal, secrets=self.loaded.secrets, api_base=self.api_base
+            config.memory,
+            lambda: self.store,
+            resource,
+            journal,
+            secrets=self.loaded.secrets,
+            api_base=self.api_base,
+            working_memory=config.workspace is not None and config.workspace.persist == "resource",
         )
         if ctx.memory is not None:
             bus.subscribe(ctx.memory)  # it learns the run's later secrets (a secret answer) before it embeds
@@ -319,6 +326,7 @@ class Team:
         )
         if journal is not None and journal.failure is not None:  # the store refused the run's record
             ctx.warn(frame, _journal_warning(journal.failure, run_id))
+        memory_warnings += await load_working_memory(ctx, frame)  # after run_start: its loads are events
         for warning in [*carried, *remote_warnings, *memory_warnings]:
             ctx.warn(frame, warning)
         if ctx.workspace is not None and (unfit := ctx.workspace.unfit_entries()):
@@ -345,6 +353,8 @@ class Team:
                 not_saved = await session.save(input, result, meta=kept_meta)
                 if not_saved:
                     ctx.warn(frame, not_saved)
+            if not_kept := await save_working_memory(ctx):
+                ctx.warn(frame, not_kept)
             result.duration_s = time.monotonic() - started
             if ctx.workspace is not None:
                 result.workspace = {**ctx.workspace.snapshot(), **(result.workspace or {})}

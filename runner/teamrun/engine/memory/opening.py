@@ -83,11 +83,16 @@ async def memory_for_run(
     *,
     secrets: Iterable[str],
     api_base: str | None,
+    working_memory: bool = False,
 ) -> tuple[MemorySession | None, list[str]]:
     """The run's memory and what the run warns about it. A resumed run takes the resource its first attempt
-    was given (journaled as it started) unless given one; a new journaled run journals its resource."""
+    was given (journaled as it started) unless given one; a new journaled run journals its resource.
+    ``working_memory``: the workspace persists per resource (a run with a resource has memory for it even
+    without ``memory:``, with no recall and no tools)."""
     if resource is None and journal is not None:
         resource = journal.replay.memory_resource()
+    if settings is None and working_memory:
+        settings = LongTermMemory()
     if settings is None:
         unused = f"resource {resource!r} given, but the team file declares no memory:, so it is not used"
         return None, [unused] if resource is not None else []

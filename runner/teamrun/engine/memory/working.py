@@ -1,0 +1,114 @@
+"""Working memory: a workspace with ``persist: resource`` is a record per resource that carries across threads.
+
+Not a second state mechanism: the entries are the run's workspace, changed only through
+:func:`~teamrun.engine.workspace.changes.apply_change`.
+
+- :func:`load_working_memory`, as the run starts: each entry the resource kept (:meth:`MemoryStore.load_working`,
+  per team) is one engine change through ``apply_change`` — checked against the team file as it is now (an entry
+  the file no longer has, or whose kept value its rule, ``schema`` or ``max_bytes`` now refuses, starts from its
+  initial value, with a warning), given the workspace's next version, journaled and evented (``workspace_write``,
+  writer ``working memory``). A resumed run has them from its journal (restored with the workspace, the changes
+  answered ``replayed``), not from the store again.
+- :func:`save_working_memory`, as a run ends ``done`` (or out of budget, with an answer): each entry written
+  (loaded or changed) is saved for the resource (:meth:`MemoryStore.save_working`, secrets masked); a failed or
+  cancelled run leaves the resource's working memory as it was. Boards are a run's work: never kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import json
+from typing import Any
+
+from teamrun.engine.durability.workspace_entries import ChangeRecord
+from teamrun.engine.runtime import AgentFrame, RunContext
+from teamrun.engine.workspace.changes import ChangeSite, apply_change
+from teamrun.engine.workspace.state import WorkspaceState, value_size
+
+__all__ = ["WORKING_MEMORY_WRITER", "load_working_memory", "persists_per_resource", "save_working_memory"]
+
+WORKING_MEMORY_WRITER = "working memory"
+"""Who the workspace says wrote an entry loaded from the resource's working memory."""
+_INVOCATION = "@working-memory"
+"""Where the loads are journaled (no agent's invocation key starts with ``@``)."""
+_KEPT_STATUSES = ("done", "budget_exhausted")
+
+
+def persists_per_resource(ctx: RunContext) -> bool:
+    """Whether this run's workspace is the resource's working memory (``persist: resource``)."""
+    spec = ctx.config.workspace
+    return spec is not None and spec.persist == "resource" and ctx.workspace is not None
+
+
+async def load_working_memory(ctx: RunContext, frame: AgentFrame) -> list[str]:
+    """Start the workspace from the resource's working memory (see the module); returns the warnings."""
+    memory, state = ctx.memory, ctx.workspace
+    if memory is None or state is None or not persists_per_resource(ctx):
+        return []
+    kept = await asyncio.to_thread(memory.store.load_working, memory.resource, ctx.config.name)
+    warnings: list[str] = []
+    for position, (name, (_version, value)) in enumerate(sorted(kept.items())):
+        fingerprint = hashlib.sha256(json.dumps([name, value], sort_keys=True, default=str).encode()).hexdigest()
+        site = ChangeSite(_INVOCATION, 0, position, fingerprint, of_model=False)
+        apply_change(ctx, frame, site, functools.partial(_load, ctx, state, name, value, warnings))
+    return warnings
+
+
+def _load(ctx: RunContext, state: WorkspaceState, name: str, value: Any, warnings: list[str]) -> ChangeRecord:
+    resource = ctx.memory.resource if ctx.memory is not None else ""
+    spec = state.spec.entries.get(name)
+    problem = None
+    if spec is None:
+        problem = "the team file no longer has it"
+    elif spec.kind == "board":
+        problem = "a board is a run's work"
+    else:
+        problem = state.value_problem(name, value)
+        total = value_size(value) + sum(value_size(e.value) for n, e in state.entries.items() if n != name)
+        if problem is None and total > state.spec.max_bytes:
+            problem = f"the workspace would grow to {total} bytes, past workspace.max_bytes ({state.spec.max_bytes})"
+    if problem is not None:
+        warnings.append(
+            f"workspace: the working memory of {resource!r} keeps '{name}', which is not loaded ({problem}); "
+            "it starts from its initial value"
+        )
+        return ChangeRecord(f"not loaded: {problem}", False)
+    assert spec is not None
+    before = state.entries[name].version
+    version, payload = state.commit(name, WORKING_MEMORY_WRITER, value)
+    event = {
+        "entry": name,
+        "rule": spec.merge,
+        "status": "applied",
+        "version_before": before,
+        "version_after": version,
+        "message": f"'{name}' loaded from the working memory of {resource!r} (version {version})",
+        "value_after": value,
+    }
+    return ChangeRecord(f"loaded '{name}'", True, "workspace_write", event, payload)
+
+
+async def save_working_memory(ctx: RunContext) -> str | None:
+    """Keep the workspace's written entries as the resource's working memory; a warning when it could not."""
+    memory, state = ctx.memory, ctx.workspace
+    if memory is None or state is None or not persists_per_resource(ctx):
+        return None
+    if ctx.result.status not in _KEPT_STATUSES:
+        return None
+    written = [
+        (name, entry.version, memory.redactor.value(entry.value))
+        for name, entry in state.entries.items()
+        if entry.version > 0 and state.spec.entries[name].kind != "board"
+    ]
+
+    def save() -> None:
+        for name, version, value in written:
+            memory.store.save_working(memory.resource, ctx.config.name, name, version, value)
+
+    try:
+        await asyncio.to_thread(save)
+    except Exception as exc:  # the run's answer stands; the working memory stays as it was
+        return f"the working memory of {memory.resource!r} could not be saved: {exc}"
+    return None
