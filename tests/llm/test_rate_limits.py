@@ -23,6 +23,7 @@ from teamrun.events import Event, LlmEnd, LlmWait
 from teamrun.llm.adapter import import_litellm
 from teamrun.llm.ratelimit import RateLimiter, RateLimits
 from teamrun.llm.router import ModelRouter
+from teamrun.serve.metrics import ServerMetrics
 
 
 class VirtualTime:
@@ -166,6 +167,13 @@ def test_100_concurrent_runs_at_60_requests_a_minute_get_no_429_and_all_end_done
     assert waited and sum(waited) == pytest.approx(sum(w.seconds for w in waits), rel=1e-3)
     totals = limits.waits()[("openai/fake", "requests_per_minute")]
     assert totals.count == len(waits)
+    metrics = ServerMetrics()  # what serve's /metrics shows, from the same events
+    for event in events:
+        metrics.on_event("limited", event)
+    shown = metrics.render().decode()
+    labels = '{model="openai/fake",reason="requests_per_minute",team="limited"}'
+    assert f"teamrun_model_waits_total{labels} {float(len(waits))}" in shown
+    assert f"teamrun_model_wait_seconds_total{labels}" in shown
 
 
 def test_without_a_limit_the_same_runs_are_answered_429(

@@ -168,7 +168,7 @@ def rate_limit_options(function: F) -> F:
             type=click.IntRange(min=1),
             expose_value=False,
             callback=taken,
-            help=f"{what} per minute of each model (per endpoint), shared by every run of this process; over the "
-            "team file's rate_limit. Runs wait for a slot instead of being answered 429.",
+            help=f"{what} per minute of each model, all runs of this process together (over the team file's "
+            "rate_limit); runs wait for a slot.",
         )(function)
     return function

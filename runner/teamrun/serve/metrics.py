@@ -1,4 +1,5 @@
-"""Prometheus metrics of a server (``GET /metrics``): runs, tokens, cost and latency by team and agent.
+"""Prometheus metrics of a server (``GET /metrics``): runs, tokens, cost and latency by team and agent; the
+waits for each model's rate limit (``llm_wait``) by model and reason; cached input tokens by team and agent.
 
 Each app has its own registry (no process-wide state), fed from the same
 typed events and run results every other consumer sees.
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from teamrun.events import AgentEnd, AgentStart, Event
+from teamrun.events import AgentEnd, AgentStart, Event, LlmWait
 
 if TYPE_CHECKING:
     from teamrun.engine.result import RunResult
@@ -36,7 +37,7 @@ class ServerMetrics:
         )
         self.tokens = Counter(
             "teamrun_tokens",
-            "Tokens used, by team, agent and direction (input/output).",
+            "Tokens used, by team, agent and direction (input/output; cached: the input read from a prompt cache).",
             ["team", "agent", "direction"],
             registry=self.registry,
         )
@@ -57,6 +58,19 @@ class ServerMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.waits = Counter(
+            "teamrun_model_waits",
+            "Model requests that waited for their model's rate limit, by team, model and reason "
+            "(requests_per_minute, tokens_per_minute, retry_after).",
+            ["team", "model", "reason"],
+            registry=self.registry,
+        )
+        self.wait_seconds = Counter(
+            "teamrun_model_wait_seconds",
+            "Seconds model requests waited for their model's rate limit, by team, model and reason.",
+            ["team", "model", "reason"],
+            registry=self.registry,
+        )
         self._agent_started: dict[str, dict[str, float]] = {}
         """Start times of the agent invocations in progress: by run id, then span id."""
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -74,8 +88,11 @@ class ServerMetrics:
         self._child(self.active, team).inc()
 
     def on_event(self, team: str, event: Event) -> None:
-        """Agent latency from each invocation's start and end events."""
-        if isinstance(event, AgentStart):
+        """Agent latency from each invocation's start and end events; the rate limits' waits."""
+        if isinstance(event, LlmWait):
+            self._child(self.waits, team, event.model, event.reason).inc()
+            self._child(self.wait_seconds, team, event.model, event.reason).inc(event.seconds)
+        elif isinstance(event, AgentStart):
             self._agent_started.setdefault(event.run_id, {})[event.span_id] = event.time
         elif isinstance(event, AgentEnd):
             started = self._agent_started.get(event.run_id, {}).pop(event.span_id, None)
@@ -94,6 +111,8 @@ class ServerMetrics:
         for agent, spend in result.agents.items():
             self._child(self.tokens, team, agent, "input").inc(spend.usage.input_tokens)
             self._child(self.tokens, team, agent, "output").inc(spend.usage.output_tokens)
+            if spend.usage.cached_tokens:
+                self._child(self.tokens, team, agent, "cached").inc(spend.usage.cached_tokens)
             self._child(self.cost, team, agent).inc(spend.cost)
 
     def render(self) -> bytes:
