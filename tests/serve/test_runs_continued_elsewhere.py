@@ -55,6 +55,7 @@ def test_the_run_list_and_records_follow_the_store_for_runs_continued_elsewhere(
         done = {row["id"] for row in client.get("/v1/runs", params={"status": "done"}).json()["data"]}
         records = {run_id: client.get(f"/v1/runs/{run_id}").json() for run_id in (first, second)}
         cancel = client.post(f"/v1/runs/{second}/cancel")
+        events = client.get(f"/v1/runs/{second}/events").text  # what ran here, then the run's end as the store has it
         task = client.post(
             "/a2a/asker",
             json={"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": second}},
@@ -69,3 +70,5 @@ def test_the_run_list_and_records_follow_the_store_for_runs_continued_elsewhere(
     assert records[second]["final_text"] == resumed["final_text"]
     assert task["result"]["status"]["state"] == "TASK_STATE_COMPLETED", task
     assert cancel.status_code == 409 and "is not running (it is done)" in cancel.json()["error"]["message"], cancel.text
+    result = json.loads(events.rsplit("event: result\ndata: ", 1)[1])
+    assert (result["status"], result["final_text"]) == ("done", resumed["final_text"]), result

@@ -39,19 +39,26 @@ async def kept_stream(events: list[dict[str, Any]], record: dict[str, Any], star
 
 
 async def continued_stream(
-    earlier: list[dict[str, Any]], handle: RunHandle, start_at: int, keepalive_s: float
+    earlier: list[dict[str, Any]],
+    handle: RunHandle,
+    start_at: int,
+    keepalive_s: float,
+    *,
+    result: dict[str, Any] | None = None,
 ) -> AsyncIterator[bytes]:
     """A run continued here after a restart: the events kept of it, then this process's (numbered after them)."""
     for index in range(start_at, len(earlier)):
         yield sse(earlier[index], event=str(earlier[index]["kind"]), id=index)
-    async for chunk in event_stream(handle, max(0, start_at - len(earlier)), keepalive_s, first_id=len(earlier)):
+    rest = event_stream(handle, max(0, start_at - len(earlier)), keepalive_s, first_id=len(earlier), result=result)
+    async for chunk in rest:
         yield chunk
 
 
 async def event_stream(
-    handle: RunHandle, start_at: int, keepalive_s: float, *, first_id: int = 0
+    handle: RunHandle, start_at: int, keepalive_s: float, *, first_id: int = 0, result: dict[str, Any] | None = None
 ) -> AsyncIterator[bytes]:
-    """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``."""
+    """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``: the handle's
+    record, or ``result`` (the store's, for a run another process continued since it stopped here)."""
     index = start_at
     while True:
         while index < handle.event_count:
@@ -62,4 +69,4 @@ async def event_stream(
             break
         if not await handle.changed(keepalive_s):
             yield b": keepalive\n\n"
-    yield sse(handle.record(), event="result")
+    yield sse(result if result is not None else handle.record(), event="result")

@@ -103,10 +103,13 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
                 kept_stream(kept, record, start_at), media_type="text/event-stream", headers=_SSE_HEADERS
             )
     handle = state.run(run_id)
+    now = await registry.find(run_id)  # continued by another process since it stopped here: its end is the store's
+    stored = now.stored if not now.held else None
+    result = handle.redactor.value(stored_record(stored)) if stored is not None else None
     keeper = state.keeper
     earlier = await asyncio.to_thread(keeper.earlier, handle) if keeper is not None else None
     if earlier:  # continued here after a restart: what earlier processes ran of it comes first
-        stream = continued_stream(earlier, handle, start_at, state.keepalive_s)
+        stream = continued_stream(earlier, handle, start_at, state.keepalive_s, result=result)
     else:
-        stream = event_stream(handle, start_at, state.keepalive_s)
+        stream = event_stream(handle, start_at, state.keepalive_s, result=result)
     return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
