@@ -7,11 +7,14 @@ usage and its max_cost_usd; a recording replays in strict mode whatever the stor
 
 from __future__ import annotations
 
+import asyncio
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from teamrun.cli.progress import PlainProgress
 from teamrun.conventions import DATA_BLOCK, RECALLED_MEMORIES
 from teamrun.engine.memory import opening
 from teamrun.engine.team import load_team
@@ -209,3 +212,21 @@ def test_working_memory_carries_a_resource_s_workspace_across_threads_and_never_
     with open_store(store) as opened:
         assert MemoryStore(opened).load_working("cust-A", "desk") == {"profile": (1, {"plan": "gold"})}
         assert MemoryStore(opened).load_working("cust-B", "desk") == {}
+
+
+def test_the_progress_lines_say_what_an_agent_recalled_when_it_changes(team_file: Path, tmp_path: Path) -> None:
+    store = tmp_path / "teamrun.db"
+    _save(store, "cust-A", "Bob pays by bank transfer")
+    shown = io.StringIO()
+    again = tool_call("memory_save", fact="Bob likes PDF")  # the second time: one memory, the same recall after it
+    model = ScriptedModel({"support": [again, again, "Noted."]})
+    result = asyncio.run(
+        load_team(team_file, chat_model=model, store=store).run(
+            "How does Bob pay?", resource="cust-A", subscribers=[PlainProgress(shown)]
+        )
+    )
+    assert result.status == "done", result.error
+    lines = [line for line in shown.getvalue().splitlines() if "recalled" in line]
+    assert len(lines) == 2, lines  # before each turn, said again only when what it recalled changed
+    assert "support: recalled 1 fact(s), best" in lines[0] and "about cust-A" in lines[0]
+    assert "support: recalled 2 fact(s)" in lines[1]  # the fact saved in the first turn

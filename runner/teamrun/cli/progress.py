@@ -30,6 +30,7 @@ from teamrun.events import (
     LlmIO,
     LlmRetry,
     LlmWait,
+    MemoryRecall,
     RunEnd,
     RunStart,
     RunWarning,
@@ -119,6 +120,8 @@ class PlainProgress:
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
         self.models = _RunModels()
+        self.recalled: dict[str, list[str]] = {}
+        """The memories each agent span recalled last (a recall that found the same is not said again)."""
 
     def __call__(self, event: Event) -> None:
         if event.kind == "run_start":
@@ -163,6 +166,13 @@ class PlainProgress:
             case LlmWait():
                 why = _WAIT_REASONS.get(event.reason, event.reason)
                 return f"{who}: waiting {event.seconds:.1f}s for {isolate(event.model)} ({why})"
+            case MemoryRecall() if event.how == "recall":
+                if self.recalled.get(event.span_id) == event.ids:
+                    return None  # the same facts as before this agent's previous turn: said once
+                self.recalled[event.span_id] = list(event.ids)
+                found = f"{len(event.ids)} fact(s), best {max(event.scores):.2f}" if event.scores else "nothing"
+                replayed = " (from the journal)" if event.replayed else ""
+                return f"{who}: recalled {found} about {isolate(event.resource)}{replayed}"
             case Hook():
                 what = ", ".join(event.actions) if event.status == "ok" else f"failed: {event.message}"
                 return f"{who}: hook {event.hook} on {event.target}: {what}"
@@ -181,7 +191,7 @@ class PlainProgress:
             case RunEnd():
                 tokens = _tokens(event.usage.get("total_tokens", 0))
                 cached = event.usage.get("cached_tokens", 0)
-                tokens += f" ({_tokens(cached)} cached)" if cached else ""
+                tokens += f" ({_tokens(cached).removesuffix(' tok')} cached)" if cached else ""
                 unpriced = self.models.unpriced()
                 spent = f"{tokens}, {format_usd(event.cost)}" + (f" ({unpriced})" if unpriced else "")
                 return f"run {event.status} in {event.duration_s:.2f}s, {spent}"
