@@ -3,6 +3,7 @@ prefix between turns, cached input tokens read from every provider's usage and c
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import textwrap
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 import teamrun
+from teamrun.cli.progress import PlainProgress
 from teamrun.events import Event, LlmEnd
 from teamrun.llm.types import Message, ToolSchema
 from teamrun.testing import scripted
@@ -100,6 +102,12 @@ def test_cache_auto_sends_anthropic_breakpoints_on_tools_system_and_the_conversa
     assert [e.usage.get("cached_tokens", 0) for e in ends] == reads
     usage = result.as_dict()["usage"]
     assert usage["cached_tokens"] == sum(reads) > 0
+    console = io.StringIO()
+    progress = PlainProgress(console)
+    for event in events:
+        progress(event)
+    summary = console.getvalue().splitlines()[-1]
+    assert f" tok ({sum(reads) / 1000:.1f}k cached), " in summary or f" tok ({sum(reads)} cached), " in summary
 
 
 def test_cache_off_sends_no_breakpoints_and_nothing_is_cached(tmp_path: Path, anthropic: FakeAnthropic) -> None:

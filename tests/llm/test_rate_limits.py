@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import io
 import itertools
 import textwrap
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 import teamrun
+from teamrun.cli.progress import PlainProgress
 from teamrun.events import Event, LlmEnd, LlmWait
 from teamrun.llm.adapter import import_litellm
 from teamrun.llm.ratelimit import RateLimiter, RateLimits
@@ -207,6 +209,11 @@ def test_a_429_retry_after_holds_every_run_of_that_model(
     assert first == 0.0 and all(t >= 30.0 for t in after)  # not only the run that got the 429 waited
     held = [e for e in events if isinstance(e, LlmWait) and e.reason == "retry_after"]
     assert len({e.run_id for e in held}) == 4  # the four other runs, each told why
+    console = io.StringIO()
+    PlainProgress(console)(held[0])
+    assert console.getvalue().endswith(
+        f"] lead: waiting {held[0].seconds:.1f}s for openai/fake (the provider's Retry-After)\n"
+    )
 
 
 def test_a_limiter_spreads_concurrent_requests_over_the_minute_in_arrival_order() -> None:
