@@ -25,6 +25,7 @@ from teamrun.events import Event, LlmEnd, LlmWait
 from teamrun.llm.adapter import import_litellm
 from teamrun.llm.ratelimit import RateLimiter, RateLimits
 from teamrun.llm.router import ModelRouter
+from teamrun.llm.types import RateLimit
 from teamrun.serve.metrics import ServerMetrics
 
 
@@ -231,3 +232,19 @@ def test_a_limiter_spreads_concurrent_requests_over_the_minute_in_arrival_order(
     asyncio.run(time.drive(all_of_them()))
 
     assert starts == [(0, 0.0), (1, 0.0), (2, 60.0), (3, 60.0), (4, 120.0)]
+
+
+def test_a_call_that_declares_no_limit_is_held_by_the_limit_another_declared_for_its_model() -> None:
+    time = VirtualTime()
+    limits = RateLimits(clock=time, sleep=time.sleep)
+    declared = RateLimit(requests_per_minute=1)
+    starts: list[float] = []
+
+    async def calls() -> None:
+        for rate in (declared, None, None):  # the writer declares one, the lead (same model) none
+            await limits.acquire("openai/fake", "http://provider.test/v1/", rate)
+            starts.append(time.now)
+
+    asyncio.run(time.drive(calls()))
+
+    assert starts == [0.0, 60.0, 120.0]

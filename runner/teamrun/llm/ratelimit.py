@@ -11,7 +11,8 @@ answer 429, until
 - a 429's ``Retry-After`` that any run got from this model and endpoint has passed (:meth:`RateLimiter.hold`):
   every run obeys it, not only the one that got it.
 
-The limit of a model is the team file's ``rate_limit`` (an agent's, ``defaults``' or a ``fallbacks`` entry's);
+The limit of a model is the team file's ``rate_limit`` (an agent's, ``defaults``' or a ``fallbacks`` entry's; the
+last declared for a model and endpoint holds, a call that declares none leaves it as it is);
 ``--rpm``/``--tpm`` (:attr:`RateLimits.override`) replace it for every model of the process. Each wait is told
 to ``on_wait`` (the run's ``llm_wait`` event: model, seconds, reason) and counted per model
 (:meth:`RateLimits.waits`). The clock and the sleep are injectable: tests step a clock instead of sleeping.
@@ -162,9 +163,12 @@ class RateLimits:
 
     def of(self, model: str, api_base: str | None, declared: RateLimit | None = None) -> RateLimiter:
         """The limiter of ``model`` at ``api_base`` (``None``: the provider's own endpoint), made on first use,
-        limited by :attr:`override`, else by ``declared`` (the latest declared limit of that model wins)."""
+        limited by :attr:`override`, else by ``declared``: the last limit declared for it holds (an agent that
+        declares none for a model another agent limits does not lift the limit)."""
         limiter = self._limiter(model, api_base)
-        limiter.limit(self.override or declared)
+        chosen = self.override or declared
+        if chosen is not None:
+            limiter.limit(chosen)
         return limiter
 
     def spent(self, model: str, api_base: str | None, tokens: int) -> None:
