@@ -17,23 +17,28 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.waiting import GUARD_S, wait_until
+from tests.waiting import GUARD_S, answers, wait_until
 
 __all__ = [
+    "Serving",
     "child_env",
     "eventually",
     "execute_argv",
+    "free_port",
     "killed_run",
     "listed_run",
     "resume",
     "running",
+    "serving",
     "signal_when",
     "stop_when",
     "teamrun",
@@ -162,3 +167,66 @@ def killed_run(
 def resume(run_id: str, store: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``teamrun resume RUN --store STORE --json`` (no progress output, then ``extra``) run to its end."""
     return teamrun("resume", run_id, "--store", store, "--json", "--progress", "none", *extra, env=env)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Serving:
+    """A ``teamrun serve`` child process (:func:`serving`): its base URL and, once it has ended, its output."""
+
+    url: str
+    process: subprocess.Popen[str]
+    stdout: str = ""
+    stderr: str = ""
+
+    def stop(self, timeout_s: float = 120) -> int:
+        """SIGTERM, as a process manager stops it; returns its exit code."""
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout_s)
+
+
+@contextlib.contextmanager
+def serving(
+    *args: str,
+    env: dict[str, str] | None = None,
+    options: Sequence[str] = (),
+    cwd: Path | None = None,
+    port: int | None = None,
+    ready: str = "/readyz",
+) -> Iterator[Serving]:
+    """``teamrun OPTIONS serve ARGS --port P`` in a child process, yielded once ``ready`` answers 200.
+
+    It is killed on the way out if it still runs (stop it with :meth:`Serving.stop` to see it end cleanly); its
+    output is then in ``.stdout`` and ``.stderr``. A server that exits at start fails the wait at once, with what
+    it wrote.
+    """
+    port = port or free_port()
+    argv = teamrun_argv(*options, "serve", *args, "--port", str(port))
+    env = child_env() if env is None else env
+    process = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = Serving(f"http://127.0.0.1:{port}", process)
+
+    output: list[tuple[str, str]] = []
+
+    def finish() -> tuple[str, str]:
+        """Its stdout and stderr, read once (it has ended)."""
+        if not output:
+            output.append(process.communicate())
+        return output[0]
+
+    def where() -> str:
+        return f"its stderr: {finish()[1]!r}" if process.poll() is not None else "it still runs"
+
+    try:
+        wait_until(lambda: answers(server.url + ready, status=200), "`teamrun serve` ready", where=where, alive=process)
+        yield server
+    finally:
+        if process.poll() is None:
+            process.kill()
+        server.stdout, server.stderr = finish()

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -14,9 +11,11 @@ from typing import Any
 import httpx
 
 import teamrun
+from tests.cli_processes import child_env, serving
 from tests.fakeserver import FakeOpenAI, hang
-from tests.serve.conftest import REPO, TOKEN, GatedModel, free_port, solo_team
+from tests.serve.conftest import TOKEN, GatedModel, solo_team
 from tests.serve.sse import sse_events
+from tests.waiting import wait_until
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -61,55 +60,30 @@ def test_100_concurrent_requests_with_20_slots_are_each_answered_200_or_429(serv
 def test_sigterm_cancels_the_runs_in_progress_and_exits_cleanly(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
     fake_openai.script("lead", [hang(300), hang(300)])
     team = solo_team(tmp_path, model="openai/lead", api_base=fake_openai.url)
-    port = free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO / "runner"),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "TEAMRUN_API_TOKENS": TOKEN,
-    }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "teamrun.cli", "serve", str(team), "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
-            while True:  # until it listens (or died)
-                assert process.poll() is None, process.communicate()[1]
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    threading.Event().wait(0.05)
-            run_id = client.post("/v1/runs", json={"team": "solo", "input": "hang on"}).json()["id"]
-            chat: list[httpx.Response] = []
-            chatting = threading.Thread(
-                target=lambda: chat.append(
-                    client.post(
-                        "/v1/chat/completions", json={"model": "solo", "messages": [{"role": "user", "content": "hi"}]}
-                    )
+    with (
+        serving(str(team), env=child_env(TEAMRUN_API_TOKENS=TOKEN)) as server,
+        httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client,
+    ):
+        run_id = client.post("/v1/runs", json={"team": "solo", "input": "hang on"}).json()["id"]
+        chat: list[httpx.Response] = []
+        chatting = threading.Thread(
+            target=lambda: chat.append(
+                client.post(
+                    "/v1/chat/completions", json={"model": "solo", "messages": [{"role": "user", "content": "hi"}]}
                 )
             )
-            chatting.start()
-            seen: list[tuple[str, Any]] = []
-            with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
-                for name, data in sse_events(response.iter_lines()):
-                    seen.append((name, data))
-                    if name == "llm_start":
-                        while len(fake_openai.requests("lead")) < 2:  # both runs wait on the provider
-                            threading.Event().wait(0.01)
-                        process.send_signal(signal.SIGTERM)
-            chatting.join(timeout=120)
-        code = process.wait(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate()
-
+        )
+        chatting.start()
+        seen: list[tuple[str, Any]] = []
+        with client.stream("GET", f"/v1/runs/{run_id}/events") as response:
+            for name, data in sse_events(response.iter_lines()):
+                seen.append((name, data))
+                if name == "llm_start":
+                    both = "both runs waiting on the provider"
+                    wait_until(lambda: len(fake_openai.requests("lead")) >= 2, both)
+                    server.process.send_signal(signal.SIGTERM)
+        chatting.join(timeout=120)
+        code = server.process.wait(timeout=120)
     assert code == 0
     assert [d["data"]["status"] for n, d in seen if n == "run_end"] == ["cancelled"]
     assert seen[-1][0] == "result"

@@ -11,7 +11,6 @@ run's. On SQLite and on PostgreSQL.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 import teamrun
 from tests.fakeserver import FakeOpenAI
 from tests.people.test_suspend_fan_out import ANSWERS, AnswersAtOnce, serve, write_team
-from tests.serve.conftest import until_status
+from tests.serve.conftest import until_run, until_status
 from tests.serve.test_threads import AUTH, served
 
 
@@ -160,8 +159,7 @@ tools:
     args = ("--approval-timeout", "0.3", "--approval-timeout-outcome", "fail")
     with served(str(team_file), *args) as url, httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": "stamper", "input": "stamp it"}).json()["id"]
-        while (record := client.get(f"/v1/runs/{run_id}").json())["status"] == "running":
-            time.sleep(0.1)
+        record = until_run(client, run_id, lambda r: r["status"] != "running", "the approval's deadline")
     assert record["status"] == "failed"
     assert record["error"] == "nobody approved the call to tool 'stamp' within 0.3 seconds"
     assert [a["status"] for a in record["approvals"]] == ["denied"]

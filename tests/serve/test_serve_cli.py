@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
-import httpx
 import pytest
 from click.testing import CliRunner
 
 from teamrun.cli import cli
-from tests.serve.conftest import REPO, free_port, solo_team
+from tests.cli_processes import child_env, serving
+from tests.serve.conftest import REPO, solo_team
 
 CHECK_IMPORTS = textwrap.dedent("""\
     import sys
@@ -92,49 +90,14 @@ def test_a_port_another_program_holds_is_exit_2_before_any_serving_line(workers:
 
 def test_server_logs_follow_the_log_format_and_the_access_log_needs_verbose(tmp_path: Path) -> None:
     team = solo_team(tmp_path)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO / "runner"),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "NO_PROXY": "127.0.0.1",
-    }
+    env = child_env()
     env.pop("TEAMRUN_API_TOKENS", None)
     stderr: dict[str, str] = {}
     for verbosity in ([], ["-v"]):
-        port = free_port()
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "teamrun.cli",
-                "--log-format",
-                "json",
-                *verbosity,
-                "serve",
-                str(team),
-                "--port",
-                str(port),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            while True:  # until it listens (or died)
-                assert process.poll() is None, process.communicate()[1]
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    threading.Event().wait(0.05)
-            process.send_signal(signal.SIGTERM)
-            out, err = process.communicate(timeout=120)
-        finally:
-            if process.poll() is None:
-                process.kill()
-        assert process.returncode == 0 and out == ""
-        stderr[" ".join(verbosity) or "default"] = err
+        with serving(str(team), env=env, options=["--log-format", "json", *verbosity], ready="/healthz") as server:
+            assert server.stop() == 0
+        assert server.stdout == ""
+        stderr[" ".join(verbosity) or "default"] = server.stderr
 
     quiet_lines = stderr["default"].splitlines()
     assert [line for line in quiet_lines if not line.startswith("teamrun: serving")] == []

@@ -8,20 +8,17 @@ is stopped with SIGTERM, and a new process on the same store answers
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import httpx
 from click.testing import CliRunner
 
 from teamrun.cli import cli
+from tests.cli_processes import child_env, serving
 from tests.fakeserver import FakeOpenAI, hang
-from tests.serve.conftest import REPO, TOKEN, free_port, solo_team
+from tests.serve.conftest import TOKEN, solo_team
 from tests.serve.test_threads import AUTH, RESEARCH, chat, served
+from tests.waiting import wait_until
 
 
 def test_a_served_runs_record_outlives_the_server_and_is_listed_by_runs_list(tmp_path: Path) -> None:
@@ -76,40 +73,13 @@ def test_sigterm_marks_the_runs_in_progress_cancelled_in_the_store(tmp_path: Pat
     fake_openai.script("lead", [hang(300)])
     team = solo_team(tmp_path, model="openai/lead", api_base=fake_openai.url)
     store = f"sqlite:///{tmp_path / 'teamrun.db'}"
-    port = free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO / "runner"),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "TEAMRUN_API_TOKENS": TOKEN,
-    }
-    env.pop("TEAMRUN_STORE", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "teamrun.cli", "serve", str(team), "--store", store, "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        with httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
-            while True:  # until it listens (or died)
-                assert process.poll() is None, process.communicate()[1]
-                try:
-                    if client.get("/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    threading.Event().wait(0.05)
-            run_id = client.post("/v1/runs", json={"team": "solo", "input": "hang on"}).json()["id"]
-            while not fake_openai.requests("lead"):  # the run waits on the provider
-                threading.Event().wait(0.01)
-            process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate()
+    with (
+        serving(str(team), "--store", store, env=child_env(TEAMRUN_API_TOKENS=TOKEN)) as server,
+        httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client,
+    ):
+        run_id = client.post("/v1/runs", json={"team": "solo", "input": "hang on"}).json()["id"]
+        wait_until(lambda: fake_openai.requests("lead"), "the run waiting on the provider")
+        assert server.stop() == 0
 
     with served(str(team), "--store", store) as url, httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
         record = client.get(f"/v1/runs/{run_id}").json()

@@ -8,10 +8,6 @@ each turn saw.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,7 +19,8 @@ import openai
 
 import teamrun
 from teamrun.store import open_store
-from tests.serve.conftest import REPO, TOKEN, free_port, solo_team
+from tests.cli_processes import child_env, serving
+from tests.serve.conftest import REPO, TOKEN, solo_team
 
 RESEARCH = REPO / "teams" / "research-report.yaml"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -31,38 +28,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @contextmanager
 def served(*args: str) -> Iterator[str]:
-    """A `teamrun serve` process (stopped with SIGTERM afterwards); yields its base URL."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO / "runner"),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "TEAMRUN_API_TOKENS": TOKEN,
-    }
-    env.pop("TEAMRUN_STORE", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "teamrun.cli", "serve", *args, "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        while True:  # until it listens (or died)
-            assert process.poll() is None, process.communicate()[1]
-            try:
-                if httpx.get(url + "/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                threading.Event().wait(0.05)
-        yield url
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate()
+    """A `teamrun serve` process (stopped with SIGTERM afterwards: it must exit 0); yields its base URL."""
+    with serving(*args, env=child_env(TEAMRUN_API_TOKENS=TOKEN)) as server:
+        yield server.url
+        assert server.stop() == 0
 
 
 def chat(url: str) -> Any:
