@@ -24,6 +24,7 @@ __all__ = [
     "Agent",
     "BoardHook",
     "BoardHooks",
+    "CacheMode",
     "Check",
     "CompleteHook",
     "Delegation",
@@ -41,6 +42,7 @@ __all__ = [
     "MessageFilter",
     "ModelFields",
     "Person",
+    "RateLimit",
     "RemoteAgent",
     "RemoteAuth",
     "StartHook",
@@ -152,6 +154,8 @@ FallbackReason = Literal[
 
 class RateLimit(_Strict):
     """How much one model at one endpoint may be sent per minute, by every run of the process together."""
+
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
 
     requests_per_minute: PositiveInt | None = None
     """Requests per minute (each retry counts); a run waits for a slot instead of being answered 429."""
