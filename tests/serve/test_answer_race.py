@@ -20,7 +20,7 @@ from teamrun.serve.runs import RunRegistry
 from teamrun.store import open_store
 from teamrun.store.pending import PendingRepository
 from teamrun.testing.scripted import ScriptedModel, tool_call
-from tests.serve.conftest import TOKEN, until_status
+from tests.serve.conftest import TOKEN, until_run, until_status
 from tests.serve.test_web_pending import ask_team, said
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -90,8 +90,7 @@ def test_an_answer_recorded_first_continues_the_run_and_the_cancel_cancels_that(
     if cancel.status_code == 202:  # it cancelled the continuation, not a run still waiting for the answer
         assert cancel.json()["cancel_reason"] == "cancelled by request", cancel.json()
     with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
-        while (record := client.get(f"/v1/runs/{run_id}").json())["status"] in ("running", "waiting"):
-            threading.Event().wait(0.05)
+        record = until_run(client, run_id, lambda r: r["status"] not in ("running", "waiting"), "its end")
     assert record["status"] in ("cancelled", "done"), record
     if record["status"] == "cancelled":
         assert record["error"] != "cancelled by request while waiting for people", record
