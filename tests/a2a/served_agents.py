@@ -7,14 +7,9 @@ The client is the SDK's (``ClientFactory.create_from_url``): it reads the team's
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,57 +18,23 @@ from a2a.client import Client, ClientCallContext, ClientConfig, ClientFactory
 from a2a.client.auth import AuthInterceptor, CredentialService
 from a2a.types import Message, Part, Role, SendMessageRequest, StreamResponse
 
-from tests.serve.conftest import REPO, free_port
+from tests.cli_processes import Serving, child_env, serving
 
 TOKEN = "a2a-test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-@dataclass
-class Served:
-    """A `teamrun serve` process: its base URL, and (once stopped) what it wrote on stderr."""
-
-    url: str
-    process: subprocess.Popen[str]
-    stderr: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+Served = Serving
+"""A `teamrun serve` process: its base URL, and (once stopped) what it wrote on stderr."""
 
 
 @contextmanager
 def served(*args: str, cwd: Path | None = None, port: int | None = None) -> Iterator[Served]:
     """``teamrun serve ARGS --port P`` with a bearer token; stopped with SIGTERM (it must exit 0, and write no
     traceback on stderr)."""
-    port = port or free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    env["TEAMRUN_API_TOKENS"] = TOKEN
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    env.pop("TEAMRUN_STORE", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "teamrun.cli", "serve", *args, "--port", str(port)],
-        env=env,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    server = Served(f"http://127.0.0.1:{port}", process)
-    try:
-        deadline = time.monotonic() + 180  # a hang guard only: a loaded machine starts slowly
-        while True:
-            assert process.poll() is None, process.communicate()[1]
-            try:
-                if httpx.get(server.url + "/readyz", timeout=10).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
-            assert time.monotonic() < deadline, "the server did not start"
+    with serving(*args, env=child_env(TEAMRUN_API_TOKENS=TOKEN), cwd=cwd, port=port) as server:
         yield server
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        server.stderr = process.communicate()[1]
+        assert server.stop() == 0
     assert "Traceback" not in server.stderr, server.stderr
 
 

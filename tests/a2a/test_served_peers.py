@@ -5,7 +5,6 @@ run the other server's runs API knows."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import httpx
 import pytest
 
 from tests.a2a.served_agents import AUTH, TOKEN, served
-from tests.serve.conftest import free_port
+from tests.serve.conftest import free_port, until_run
 
 pytestmark = pytest.mark.outofprocess("two `teamrun serve` processes")
 
@@ -40,8 +39,7 @@ def _team(folder: Path, name: str, remote: str | None = None) -> Path:
 def _finished(url: str, team: str, text: str) -> tuple[dict[str, Any], str]:
     with httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
         run_id = client.post("/v1/runs", json={"team": team, "input": text}).json()["id"]
-        while (record := client.get(f"/v1/runs/{run_id}").json())["status"] == "running":
-            time.sleep(0.1)  # the test's own timeout bounds it
+        record = until_run(client, run_id, lambda r: r["status"] != "running", "its end")
         return record, client.get(f"/v1/runs/{run_id}/events").text
 
 

@@ -18,6 +18,7 @@ from a2a.types import GetTaskRequest
 from tests.a2a.served_agents import TOKEN, agent, served, state_name, text_of
 from tests.a2a.test_served_agent import hanging_team
 from tests.fakeserver import FakeOpenAI, Reply, hang, text
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.outofprocess("`teamrun serve --workers 2` processes")
 
@@ -72,8 +73,10 @@ def test_tasks_across_two_workers_and_after_a_restart(tmp_path: Path, fake_opena
         waiting, _ = _rpc(w0, "SendMessage", _send("wait for me", at_once=True))
         hung = waiting["task"]["id"]
         assert hung.startswith("run_w0_") and waiting["task"]["status"]["state"] == "TASK_STATE_WORKING"
-        while sum("wait for me" in json.dumps(r.request) for r in fake_openai.requests("lead")) < 1:
-            time.sleep(0.05)  # its model call hangs now (the test's own timeout bounds this)
+        wait_until(
+            lambda: any("wait for me" in json.dumps(r.request) for r in fake_openai.requests("lead")),
+            "its model call at the provider (it hangs there now)",
+        )
         cancelled, headers = _rpc(w1, "CancelTask", {"id": hung})  # through the other worker
         assert headers["x-teamrun-via"] == "1" and headers["x-teamrun-worker"] == "0"
         assert cancelled["status"]["state"] == "TASK_STATE_CANCELED"
