@@ -11,6 +11,8 @@ import asyncio
 import heapq
 import io
 import itertools
+import subprocess
+import sys
 import textwrap
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -248,3 +250,24 @@ def test_a_call_that_declares_no_limit_is_held_by_the_limit_another_declared_for
     asyncio.run(time.drive(calls()))
 
     assert starts == [0.0, 60.0, 120.0]
+
+
+def test_rpm_reaches_the_worker_processes_serve_spawns_each_with_its_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    from teamrun.cli.options import limit_rates, share_rate_limits
+    from teamrun.llm import ratelimit
+
+    monkeypatch.setattr(ratelimit, "_process_rate_limits", RateLimits())
+    monkeypatch.setenv(ratelimit.RATE_LIMIT_ENV, "")  # undone after the test, whatever limit_rates sets
+
+    limit_rates(100, 9000)
+    share_rate_limits(4)
+
+    assert ratelimit.process_rate_limits().override == RateLimit(25, 2250)
+    child = subprocess.run(
+        [sys.executable, "-c", "from teamrun.llm.ratelimit import process_rate_limits as p; print(p().override)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout.strip() == "RateLimit(requests_per_minute=25, tokens_per_minute=2250)"
+    assert ratelimit.override_from({ratelimit.RATE_LIMIT_ENV: ",x"}) is None

@@ -9,7 +9,8 @@ one-line hint on stderr naming the new one.
 batch) call the model of every agent that sets no ``api_base`` of its own.
 
 ``--rpm N`` / ``--tpm N`` (execute, chat, serve, batch) are the requests and tokens per minute of every model of
-the process, shared by all its runs, over the team file's ``rate_limit`` (:mod:`teamrun.llm.ratelimit`).
+the process, shared by all its runs, over the team file's ``rate_limit`` (:mod:`teamrun.llm.ratelimit`); ``serve
+--workers N`` gives each worker process its share.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "limit_rates",
     "progress_option",
     "rate_limit_options",
+    "share_rate_limits",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -145,13 +147,35 @@ def check_api_base(api_base: str | None) -> None:
 
 
 def limit_rates(rpm: int | None, tpm: int | None) -> None:
-    """``--rpm``/``--tpm``: the limit of every model of this process, over the team file's ``rate_limit``."""
+    """``--rpm``/``--tpm``: the limit of every model of this process (and of the processes it spawns), over the
+    team file's ``rate_limit``."""
     if rpm is None and tpm is None:
         return
+    from teamrun.llm.types import RateLimit
+
+    _override(RateLimit(rpm, tpm))
+
+
+def share_rate_limits(processes: int) -> None:
+    """``serve --workers N``: each worker process gets ``1/N`` of ``--rpm``/``--tpm`` (at least 1), so the
+    server as a whole holds them."""
     from teamrun.llm.ratelimit import process_rate_limits
     from teamrun.llm.types import RateLimit
 
-    process_rate_limits().override = RateLimit(rpm, tpm)
+    limit = process_rate_limits().override
+    if limit is None or processes <= 1:
+        return
+    rpm, tpm = (limit.requests_per_minute, limit.tokens_per_minute)
+    _override(RateLimit(rpm and max(1, rpm // processes), tpm and max(1, tpm // processes)))
+
+
+def _override(limit: Any) -> None:
+    import os
+
+    from teamrun.llm.ratelimit import RATE_LIMIT_ENV, as_environment, process_rate_limits
+
+    process_rate_limits().override = limit
+    os.environ[RATE_LIMIT_ENV] = as_environment(limit)  # the worker processes serve spawns start with it
 
 
 def rate_limit_options(function: F) -> F:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from teamrun.cli.app import LogSettings
-from teamrun.cli.options import api_base_option, rate_limit_options
+from teamrun.cli.options import api_base_option, rate_limit_options, share_rate_limits
 from teamrun.errors import UsageError
 from teamrun.extras import install_hint
 
@@ -226,6 +226,7 @@ def serve(
         return 0
     from teamrun.serve.workers import serve_workers
 
+    share_rate_limits(workers)  # --rpm/--tpm: each worker process its share
     if built.store is not None:
         built.store.close()  # each worker opens its own
 

@@ -21,10 +21,11 @@ to ``on_wait`` (the run's ``llm_wait`` event: model, seconds, reason) and counte
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,11 +34,14 @@ from teamrun.llm.types import RateLimit, current_scope
 from teamrun.logs import get_logger
 
 __all__ = [
+    "RATE_LIMIT_ENV",
     "WINDOW_S",
     "RateLimiter",
     "RateLimits",
     "WaitReason",
     "WaitTotals",
+    "as_environment",
+    "override_from",
     "process_rate_limits",
     "report_wait",
 ]
@@ -152,10 +156,12 @@ class WaitTotals:
 class RateLimits:
     """The rate limiters of one process, by model and endpoint."""
 
-    def __init__(self, *, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(
+        self, *, clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep, override: RateLimit | None = None
+    ) -> None:
         self.clock = clock
         self.sleep = sleep
-        self.override: RateLimit | None = None
+        self.override = override
         """``--rpm``/``--tpm``: the limit of every model of the process, over the team file's."""
         self._limiters: dict[tuple[str, str], RateLimiter] = {}
         self._waits: dict[tuple[str, WaitReason], WaitTotals] = {}
@@ -223,7 +229,24 @@ def report_wait(model: str, seconds: float, reason: WaitReason) -> None:
     )
 
 
-_process_rate_limits = RateLimits()
+RATE_LIMIT_ENV = "TEAMRUN_RATE_LIMIT"
+"""``"RPM,TPM"`` (either may be empty): the :attr:`RateLimits.override` a process starts with — how ``--rpm`` and
+``--tpm`` reach the worker processes ``teamrun serve --workers N`` spawns (each with its share)."""
+
+
+def override_from(environ: Mapping[str, str]) -> RateLimit | None:
+    """The limit :data:`RATE_LIMIT_ENV` gives in ``environ`` (``None``: none, or no positive count)."""
+    rpm, _, tpm = environ.get(RATE_LIMIT_ENV, "").partition(",")
+    counts = [int(v) if v.strip().isdigit() and int(v) > 0 else None for v in (rpm, tpm)]
+    return RateLimit(*counts) if any(counts) else None
+
+
+def as_environment(limit: RateLimit) -> str:
+    """``limit`` as :data:`RATE_LIMIT_ENV`'s value."""
+    return ",".join("" if v is None else str(v) for v in (limit.requests_per_minute, limit.tokens_per_minute))
+
+
+_process_rate_limits = RateLimits(override=override_from(os.environ))
 
 
 def process_rate_limits() -> RateLimits:
