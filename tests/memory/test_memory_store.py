@@ -323,3 +323,23 @@ def test_a_keyword_search_finds_other_forms_of_a_word(store_url: str) -> None:
         for query in ("invoice", "shipping", "monday", "o'brien's \\ invoice"):
             found = memory.search("u1", query, None, mode="keyword")
             assert [r.memory.fact for r in found] == ["Invoices are shipped on Mondays"], query
+
+
+def test_the_vector_cache_keeps_the_recently_searched_resources_within_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import teamrun.store.memory as memory_module
+
+    monkeypatch.setattr(memory_module, "CACHE_BYTES", 4 * 256 * 4)  # four offline vectors: two resources here
+    with open_store(tmp_path / "m.db") as store:
+        memory = MemoryStore(store)
+        for resource in ("a", "b", "c"):
+            _save(memory, resource, f"{resource} likes tea")
+            _save(memory, resource, f"{resource} likes jazz")
+        for resource in ("a", "b", "c", "a"):
+            assert _search(memory, resource, "tea", k=1) == [f"{resource} likes tea"]
+        assert list(memory._cache) == ["c", "a"]  # the least recently searched went first
+        assert _search(memory, "c", "jazz", k=1) == ["c likes jazz"]
+        assert list(memory._cache) == ["a", "c"]
+        assert _search(memory, "b", "jazz", k=1) == ["b likes jazz"]  # read again
+        assert list(memory._cache) == ["c", "b"]

@@ -27,7 +27,7 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -44,6 +44,9 @@ MAX_RESOURCE_CHARS = 200
 VECTOR_WEIGHT = 0.6
 """The vector part of the hybrid score; the keyword part weighs the rest."""
 _List = list  # ``MemoryStore.list`` hides the builtin inside the class
+CACHE_BYTES = 256 * 2**20
+"""The most vector bytes a :class:`MemoryStore` keeps in memory (10,000 memories of 1,536 dimensions are 61 MB);
+the least recently searched resources are dropped first and read again when searched."""
 _CANDIDATES = 50
 _COMMON_SHARE = 0.2
 _COMMON_FROM = 500
@@ -196,7 +199,8 @@ class MemoryStore:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._cache: dict[str, _Matrix] = {}
+        self._cache: OrderedDict[str, _Matrix] = OrderedDict()
+        """Resources' matrices, the least recently searched first; at most :data:`CACHE_BYTES` of vectors."""
         self._lock = threading.Lock()
         self._pgvector: bool | None = None
 
@@ -429,6 +433,8 @@ class MemoryStore:
             return None
         with self._lock:
             cached = self._cache.get(resource)
+            if cached is not None:
+                self._cache.move_to_end(resource)
         if cached is not None and cached.token == token:
             return cached
         table = schema.memories
@@ -453,6 +459,11 @@ class MemoryStore:
         )
         with self._lock:
             self._cache[resource] = matrix
+            self._cache.move_to_end(resource)
+            held = sum(m.vectors.nbytes for m in self._cache.values())
+            while held > CACHE_BYTES and len(self._cache) > 1:  # the one just read stays
+                _resource, dropped = self._cache.popitem(last=False)
+                held -= dropped.vectors.nbytes
         return matrix
 
     def _keyword_scores(
