@@ -22,6 +22,7 @@ from tests.fake_anthropic import FakeAnthropic, breakpoints
 from tests.fakeserver import FakeOpenAI, malformed_body, text, tool_calls
 
 MODEL = "anthropic/claude-haiku-4-5"
+ANTHROPIC_SERVER = pytest.mark.outofprocess("the fake Anthropic HTTP server (tests/fake_anthropic.py)")
 INSTRUCTIONS = "You lead a small writing team. " * 40
 
 
@@ -67,6 +68,7 @@ def lead_bodies(server: FakeAnthropic) -> list[dict[str, Any]]:
     return [b for b in server.bodies if isinstance(b.get("system"), list) and "writing team" in json.dumps(b["system"])]
 
 
+@ANTHROPIC_SERVER
 def test_cache_auto_sends_anthropic_breakpoints_on_tools_system_and_the_conversation(
     tmp_path: Path, anthropic: FakeAnthropic
 ) -> None:
@@ -110,6 +112,7 @@ def test_cache_auto_sends_anthropic_breakpoints_on_tools_system_and_the_conversa
     assert f" tok ({sum(reads) / 1000:.1f}k cached), " in summary or f" tok ({sum(reads)} cached), " in summary
 
 
+@ANTHROPIC_SERVER
 def test_cache_off_sends_no_breakpoints_and_nothing_is_cached(tmp_path: Path, anthropic: FakeAnthropic) -> None:
     anthropic.script("claude-haiku-4-5", [tool_calls(("ask_writer", {"task": "x"})), text("w"), text("done")])
 
@@ -120,6 +123,7 @@ def test_cache_off_sends_no_breakpoints_and_nothing_is_cached(tmp_path: Path, an
     assert "cached_tokens" not in result.as_dict()["usage"]
 
 
+@ANTHROPIC_SERVER
 def test_cached_tokens_are_charged_at_the_cached_price(tmp_path: Path, anthropic: FakeAnthropic) -> None:
     """The same run with and without the cache: LiteLLM's price table charges reads at a tenth."""
     costs = {}
