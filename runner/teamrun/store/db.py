@@ -14,6 +14,7 @@ from sqlalchemy.engine import make_url
 from teamrun.errors import StoreError
 from teamrun.extras import install_hint
 from teamrun.secrets import StoreMask
+from teamrun.store.leases import Fences, LeaseRepository
 from teamrun.store.location import resolve_store_url
 from teamrun.store.migrations import upgrade
 from teamrun.store.run_events import RunEventRepository
@@ -42,6 +43,10 @@ class Store:
         self.runs = RunRepository(engine, secrets=self.secrets)
         self.run_events = RunEventRepository(engine)
         """Served runs' events (masked by the server before they are written), for the page's view."""
+        self.leases = LeaseRepository(engine)
+        """Which replica executes each running run (``teamrun serve`` replicas on one store)."""
+        self.fences = Fences()
+        """The leases this process's writes for its runs must still hold (empty: nothing is fenced)."""
 
     @property
     def dialect(self) -> str:

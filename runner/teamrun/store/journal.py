@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from teamrun.secrets import unmask
 from teamrun.store.db import Store
+from teamrun.store.leases import LeaseRepository, StaleLease
 from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
 from teamrun.store.schema import journal, runs
 
@@ -92,6 +93,7 @@ class StoreJournal:
         :meth:`release`: a commit per batch of replies is then all a write costs)."""
         now = _dt.datetime.now(_dt.UTC)
         with self._lock, self._writer_connection() as conn, conn.begin():
+            self._fenced(conn, run_id)
             if entries:
                 seq = self._seq.get(run_id)
                 if seq is None:
@@ -124,6 +126,18 @@ class StoreJournal:
                     conn.execute(
                         runs.update().where(runs.c.id == run_id).values(meta={**meta, "heartbeat_at": heartbeat})
                     )
+
+    def _fenced(self, conn: sa.Connection, run_id: str) -> None:
+        """Refuse a write for ``run_id`` (:class:`~teamrun.store.leases.StaleLease`) when this process executes it
+        under a lease that another replica has taken since (its fence's generation is stale)."""
+        fence = self.store.fences.get(run_id)
+        if fence is None:
+            return
+        try:
+            LeaseRepository.check(conn, run_id, fence)
+        except StaleLease as exc:
+            self.store.fences.refused(exc)
+            raise
 
     @contextlib.contextmanager
     def _writer_connection(self) -> Iterator[sa.Connection]:
@@ -162,6 +176,7 @@ class StoreJournal:
         meta = {name: getattr(run, name) for name in _META_FIELDS}
         meta["vars"] = mask.value(meta["vars"])
         with self._lock, self.engine.begin() as conn:
+            self._fenced(conn, run.run_id)
             old = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run.run_id)).first()
             if old is None:
                 conn.execute(runs.insert().values(id=run.run_id, meta=meta, **values))

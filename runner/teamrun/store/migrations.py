@@ -44,11 +44,17 @@ def _memory(conn: sa.Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _run_leases(conn: sa.Connection) -> None:
+    """Version 5: which replica executes each running run (its lease, generation and expiry)."""
+    schema.run_leases.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Step]] = [
     (1, "threads, thread messages, runs and the run journal", _initial),
     (2, "pending items of waiting runs", _pending_items),
     (3, "served runs' events", _run_events),
     (4, "long-term memory: facts per resource, their keyword index, working memory", _memory),
+    (5, "run leases: which replica executes each running run", _run_leases),
 ]
 """``(version, what it does, step)`` in order; the last one is the version the tables in :mod:`schema` have."""
 

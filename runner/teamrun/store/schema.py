@@ -15,6 +15,10 @@
 - ``memory_generations``: a token per resource that changes on every save and forget (a cache of the resource's
   vectors is valid while its token is).
 - ``memory_working``: working memory, one JSON record per (resource, team, workspace entry) (``persist: resource``).
+- ``run_leases``: which replica (``teamrun serve`` process) executes a running run: its ``owner``, the lease's
+  ``generation`` (raised on every take; a write for the run under an older one is refused: fencing) and
+  ``expires_at`` (epoch seconds, renewed by the owner's heartbeat); ``cancel_reason``: a cancel asked on another
+  replica, for the owner to apply; ``released``: why the owner let it go (``handover``, ``over``...).
 """
 
 from __future__ import annotations
@@ -151,6 +155,19 @@ memory_working = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
 )
 
+run_leases = sa.Table(
+    "run_leases",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.String(200), nullable=False),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+    sa.Column("cancel_reason", sa.Text, nullable=True),
+    sa.Column("released", sa.String(64), nullable=True),
+    sa.Index("ix_run_leases_owner", "owner"),
+    sa.Index("ix_run_leases_expires", "expires_at"),
+)
+
 
 def _ddl(statement: str, dialect: str) -> sa.ExecutableDDLElement:
     return sa.DDL(statement).execute_if(dialect=dialect)  # type: ignore[no-untyped-call]
@@ -178,6 +195,7 @@ __all__ = [
     "metadata",
     "pending_items",
     "run_events",
+    "run_leases",
     "runs",
     "schema_version",
     "thread_messages",

@@ -1,0 +1,230 @@
+"""Run leases: which replica (a ``teamrun serve`` process) executes a running run, for how long, under which
+generation.
+
+A replica takes a lease when a run starts or continues on it (:meth:`LeaseRepository.acquire`) and renews every
+lease it holds on a heartbeat (:meth:`LeaseRepository.renew`). A lease that is not renewed expires; another
+replica may then take it (:meth:`LeaseRepository.take`: one compare-and-set on the generation, so of two replicas
+that try at once one wins) and continue the run from its journal. Each take raises the generation: the journal
+writes of a replica that still believes it owns the run (it was paused, or cut off) carry the generation it had,
+and the store refuses them (:meth:`LeaseRepository.check`, inside the writing transaction: fencing). An owner that
+stops on purpose releases its leases (``handover``: another replica takes them at once). A cancel asked on a
+replica that does not run the run is left on the lease (:meth:`LeaseRepository.request_cancel`) for the owner's
+next heartbeat.
+
+Times are epoch seconds of the replicas' clocks (keep them in sync: a clock ahead takes leases early, which the
+generation still fences). Every method is blocking and runs in its own short transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from teamrun.errors import StoreError
+from teamrun.store.schema import run_leases, runs
+
+__all__ = ["HANDOVER", "Fence", "Fences", "Lease", "LeaseRepository", "StaleLease"]
+
+HANDOVER = "handover"
+"""The release reason of an owner that stops on purpose (SIGTERM): another replica takes the run at once."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    run_id: str
+    owner: str
+    generation: int
+    expires_at: float
+    cancel_reason: str | None = None
+    """A cancel asked on another replica, for the owner to apply."""
+    released: str | None = None
+    """Why the owner let it go (``None``: held)."""
+
+
+@dataclass(frozen=True)
+class Fence:
+    """What a replica's writes for a run must still hold: its own lease, of this generation."""
+
+    owner: str
+    generation: int
+
+
+class StaleLease(StoreError):
+    """A write for a run by a replica whose lease was taken by another (an older generation): refused."""
+
+    def __init__(self, run_id: str, fence: Fence, holder: Lease | None) -> None:
+        self.run_id = run_id
+        self.fence = fence
+        self.holder = holder
+        now = f"replica {holder.owner} holds it (generation {holder.generation})" if holder else "nobody holds it"
+        super().__init__(
+            f"write for run {run_id} refused: replica {fence.owner} no longer owns it (its generation "
+            f"{fence.generation} is stale; {now}); this replica stops executing the run"
+        )
+
+
+class Fences:
+    """A store's fences: the lease each run this process executes must still hold when it writes for the run.
+
+    :class:`~teamrun.store.journal.StoreJournal` checks a run's fence inside each journal write and record save;
+    ``on_refused`` hooks hear of each refusal (from the writing thread).
+    """
+
+    def __init__(self) -> None:
+        self._fences: dict[str, Fence] = {}
+        self._said: set[str] = set()
+        self._lock = threading.Lock()
+        self.on_refused: list[Callable[[StaleLease], None]] = []
+
+    def set(self, run_id: str, fence: Fence) -> None:
+        with self._lock:
+            self._fences[run_id] = fence
+
+    def drop(self, run_id: str) -> None:
+        with self._lock:
+            self._fences.pop(run_id, None)
+            self._said.discard(run_id)
+
+    def get(self, run_id: str) -> Fence | None:
+        with self._lock:
+            return self._fences.get(run_id)
+
+    def refused(self, exc: StaleLease) -> None:
+        """Tell the hooks of a refusal, once per run (its later writes are refused too, quietly)."""
+        with self._lock:
+            if exc.run_id in self._said:
+                return
+            self._said.add(exc.run_id)
+        for hook in list(self.on_refused):
+            hook(exc)
+
+
+def _lease(row: sa.Row[tuple[str, str, int, float, str | None, str | None]]) -> Lease:
+    run_id, owner, generation, expires_at, cancel_reason, released = row
+    return Lease(run_id, owner, int(generation), float(expires_at), cancel_reason, released)
+
+
+_COLUMNS = (
+    run_leases.c.run_id,
+    run_leases.c.owner,
+    run_leases.c.generation,
+    run_leases.c.expires_at,
+    run_leases.c.cancel_reason,
+    run_leases.c.released,
+)
+
+
+class LeaseRepository:
+    def __init__(self, engine: sa.Engine, *, clock: Callable[[], float] = time.time) -> None:
+        self.engine = engine
+        self.clock = clock
+
+    def acquire(self, run_id: str, owner: str, ttl_s: float) -> int:
+        """Take ``run_id`` for ``owner`` now (it starts or continues here: whoever decided that decided alone,
+        a waiting run's claim or a new run's id); returns the lease's generation, one above any before."""
+        expires = self.clock() + ttl_s
+        with self.engine.begin() as conn:
+            found = conn.execute(
+                sa.select(run_leases.c.generation).where(run_leases.c.run_id == run_id).with_for_update()
+            ).scalar()
+            if found is None:
+                conn.execute(run_leases.insert().values(run_id=run_id, owner=owner, generation=1, expires_at=expires))
+                return 1
+            generation = int(found) + 1
+            conn.execute(
+                run_leases.update()
+                .where(run_leases.c.run_id == run_id)
+                .values(owner=owner, generation=generation, expires_at=expires, cancel_reason=None, released=None)
+            )
+            return generation
+
+    def renew(self, owner: str, ttl_s: float) -> dict[str, Lease]:
+        """Extend every lease ``owner`` holds by ``ttl_s`` from now; the leases it holds, by run id (a cancel asked
+        elsewhere shows as the lease's :attr:`Lease.cancel_reason`)."""
+        held = sa.and_(run_leases.c.owner == owner, run_leases.c.released.is_(None))
+        with self.engine.begin() as conn:
+            conn.execute(run_leases.update().where(held).values(expires_at=self.clock() + ttl_s))
+            rows = conn.execute(sa.select(*_COLUMNS).where(held)).all()
+        return {row[0]: _lease(row) for row in rows}
+
+    def release(self, run_id: str, owner: str, generation: int, reason: str) -> bool:
+        """``owner`` lets ``run_id`` go (``reason``: ``over``, ``waiting``, :data:`HANDOVER`...); whether it still
+        held it."""
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                run_leases.update()
+                .where(
+                    run_leases.c.run_id == run_id,
+                    run_leases.c.owner == owner,
+                    run_leases.c.generation == generation,
+                    run_leases.c.released.is_(None),
+                )
+                .values(released=reason, expires_at=0.0)
+            )
+        return done.rowcount == 1
+
+    def takeable(self, *, limit: int = 50) -> list[Lease]:
+        """Leases of runs still ``running`` in the store that nobody renews any more (expired) or that their owner
+        handed over, oldest expiry first."""
+        now = self.clock()
+        free = sa.or_(
+            sa.and_(run_leases.c.released.is_(None), run_leases.c.expires_at < now),
+            run_leases.c.released == HANDOVER,
+        )
+        query = (
+            sa.select(*_COLUMNS)
+            .join(runs, runs.c.id == run_leases.c.run_id)
+            .where(free, runs.c.status == "running")
+            .order_by(run_leases.c.expires_at)
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [_lease(row) for row in conn.execute(query).all()]
+
+    def take(self, lease: Lease, owner: str, ttl_s: float) -> int | None:
+        """Take the expired or handed-over ``lease`` for ``owner``: its new generation, or ``None`` when another
+        replica took it first or its owner renewed it meanwhile (one compare-and-set on the generation)."""
+        now = self.clock()
+        free = sa.or_(
+            sa.and_(run_leases.c.released.is_(None), run_leases.c.expires_at < now),
+            run_leases.c.released == HANDOVER,
+        )
+        generation = lease.generation + 1
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                run_leases.update()
+                .where(run_leases.c.run_id == lease.run_id, run_leases.c.generation == lease.generation, free)
+                .values(owner=owner, generation=generation, expires_at=now + ttl_s, released=None)
+            )
+        return generation if done.rowcount == 1 else None
+
+    def request_cancel(self, run_id: str, reason: str) -> bool:
+        """Leave a cancel for the replica that runs ``run_id`` (its next heartbeat applies it); whether a replica
+        holds the run."""
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                run_leases.update()
+                .where(run_leases.c.run_id == run_id, run_leases.c.released.is_(None))
+                .values(cancel_reason=reason)
+            )
+        return done.rowcount == 1
+
+    def get(self, run_id: str) -> Lease | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(*_COLUMNS).where(run_leases.c.run_id == run_id)).first()
+        return None if row is None else _lease(row)
+
+    @staticmethod
+    def check(conn: sa.Connection, run_id: str, fence: Fence) -> None:
+        """Inside a writing transaction: raise :class:`StaleLease` unless ``fence`` still holds ``run_id``'s lease
+        and not released (the row is locked until the transaction ends on PostgreSQL; SQLite has one writer at a
+        time)."""
+        row = conn.execute(sa.select(*_COLUMNS).where(run_leases.c.run_id == run_id).with_for_update()).first()
+        holder = None if row is None else _lease(row)
+        mine = holder is not None and (holder.owner, holder.generation) == (fence.owner, fence.generation)
+        if not mine or holder is None or holder.released is not None:
+            raise StaleLease(run_id, fence, holder)

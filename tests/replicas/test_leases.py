@@ -1,0 +1,76 @@
+"""Run leases in the store (issue 46): taken, renewed, expired, taken over once, and a stale owner's writes fenced."""
+
+from __future__ import annotations
+
+import pytest
+
+from teamrun.store import open_store
+from teamrun.store.journal import StoreJournal
+from teamrun.store.leases import HANDOVER, Fence, LeaseRepository, StaleLease
+from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _entry(index: int) -> JournalEntry:
+    return JournalEntry(EntryKey("lead", index, "model", 0), "h", {"text": f"reply {index}"})
+
+
+def test_an_expired_lease_is_taken_once_and_the_old_owner_is_fenced(store_url: str) -> None:
+    store = open_store(store_url)
+    clock = Clock()
+    leases = LeaseRepository(store.engine, clock=clock)
+    backend = StoreJournal(store)
+    backend.save_run(JournaledRun(run_id="r1", team="t", team_file="t.yaml", input="go"))
+    assert leases.acquire("r1", "a", ttl_s=10) == 1
+    store.fences.set("r1", Fence("a", 1))
+    backend.append("r1", [_entry(1)])  # its own lease: written
+
+    clock.now += 5
+    assert set(leases.renew("a", ttl_s=10)) == {"r1"}
+    assert leases.takeable() == []  # renewed: nobody may take it
+    clock.now += 11  # a stopped renewing (killed, paused)
+    (expired,) = leases.takeable()
+    assert (expired.owner, expired.generation) == ("a", 1)
+    assert leases.take(expired, "b", ttl_s=10) == 2
+    assert leases.take(expired, "c", ttl_s=10) is None  # taken once: the second replica finds it changed
+    assert leases.renew("a", ttl_s=10) == {}  # a's heartbeat finds it holds nothing
+
+    refused: list[StaleLease] = []
+    store.fences.on_refused.append(refused.append)
+    with pytest.raises(StaleLease, match=r"replica a no longer owns it .*generation 1.*replica b holds it"):
+        backend.append("r1", [_entry(2)])
+    with pytest.raises(StaleLease):  # its record too
+        backend.save_run(JournaledRun(run_id="r1", team="t", team_file="t.yaml", input="go", status="failed"))
+    assert len(refused) == 1  # said once
+    assert [e.key.index for e in backend.load("r1")] == [1]
+    assert backend.get_run("r1").status == "running"  # type: ignore[union-attr]
+
+    other = StoreJournal(store)  # b writes under its own generation
+    store.fences.set("r1", Fence("b", 2))
+    other.append("r1", [_entry(2)])
+    assert [e.key.index for e in other.load("r1")] == [1, 2]
+    store.close()
+
+
+def test_a_handed_over_lease_is_taken_at_once_and_a_cancel_waits_on_the_lease(store_url: str) -> None:
+    store = open_store(store_url)
+    clock = Clock()
+    leases = LeaseRepository(store.engine, clock=clock)
+    StoreJournal(store).save_run(JournaledRun(run_id="r2", team="t", team_file="t.yaml", input="go"))
+    generation = leases.acquire("r2", "a", ttl_s=60)
+    assert leases.request_cancel("r2", "stop it")
+    assert leases.renew("a", ttl_s=60)["r2"].cancel_reason == "stop it"
+    assert leases.release("r2", "a", generation, HANDOVER)
+    (free,) = leases.takeable()  # long before its expiry
+    assert leases.take(free, "b", ttl_s=60) == generation + 1
+    assert not leases.request_cancel("missing", "x")
+    assert leases.release("r2", "b", generation + 1, "over")
+    assert leases.takeable() == []  # released for good
+    store.close()
