@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -103,7 +104,7 @@ class Fences:
             hook(exc)
 
 
-def _lease(row: sa.Row[tuple[str, str, int, float, str | None, str | None]]) -> Lease:
+def _lease(row: Any) -> Lease:
     run_id, owner, generation, expires_at, cancel_reason, released = row
     return Lease(run_id, owner, int(generation), float(expires_at), cancel_reason, released)
 
