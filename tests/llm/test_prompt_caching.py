@@ -16,6 +16,8 @@ import pytest
 import teamrun
 from teamrun.cli.progress import PlainProgress
 from teamrun.events import Event, LlmEnd
+from teamrun.llm.adapter import import_litellm
+from teamrun.llm.caching import needs_breakpoints, with_breakpoints
 from teamrun.llm.types import Message, ToolSchema
 from teamrun.testing import scripted
 from tests.fake_anthropic import FakeAnthropic, breakpoints
@@ -237,3 +239,52 @@ def test_the_prompt_prefix_of_each_supervisor_turn_is_a_byte_prefix_of_the_next(
     assert len(lead) == 10
     for turn, (before, after) in enumerate(itertools.pairwise(lead), 1):
         assert after.startswith(before), f"turn {turn + 1} changed the prefix of turn {turn}"
+
+
+# -- which providers get marks, and Bedrock's form of them -------------------------------------
+@pytest.mark.parametrize(
+    ("provider", "model", "marked"),
+    [
+        ("anthropic", "claude-haiku-4-5", True),
+        ("bedrock", "anthropic.claude-3-5-haiku-20241022-v1:0", True),
+        ("bedrock", "us.amazon.nova-pro-v1:0", True),
+        ("bedrock", "meta.llama3-70b-instruct-v1:0", False),
+        ("vertex_ai", "claude-3-5-haiku@20241022", True),
+        ("vertex_ai", "gemini-2.0-flash", False),
+        ("openai", "gpt-4o", False),  # caches on its own
+        ("hosted_vllm", "claude-lookalike", False),
+    ],
+)
+def test_only_providers_that_cache_what_is_marked_get_marks(provider: str, model: str, marked: bool) -> None:
+    assert needs_breakpoints(provider, model) is marked
+
+
+def test_on_bedrock_litellm_sends_the_marks_as_cache_points() -> None:
+    from litellm.llms.bedrock.chat.converse_transformation import AmazonConverseConfig
+
+    call = {"id": "c1", "type": "function", "function": {"name": "ask_w", "arguments": "{}"}}
+    messages: list[Message] = [
+        {"role": "system", "content": "You lead."},
+        {"role": "user", "content": "Do it."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]
+    tools: list[ToolSchema] = [
+        {"type": "function", "function": {"name": "ask_w", "description": "d", "parameters": {"type": "object"}}}
+    ]
+    marked, marked_tools = with_breakpoints(messages, tools)
+    import_litellm()
+
+    body = AmazonConverseConfig().transform_request(
+        model="anthropic.claude-3-5-haiku-20241022-v1:0",
+        messages=marked,
+        optional_params={"tools": marked_tools},
+        litellm_params={},
+        headers={},
+    )
+
+    point = {"cachePoint": {"type": "default"}}
+    assert body["toolConfig"]["tools"][-1] == point
+    assert body["system"][-1] == point
+    assert [m["content"][-1] == point for m in body["messages"]] == [True, False, True]
+    assert messages[1]["content"] == "Do it."  # the request's own messages are left as they were
