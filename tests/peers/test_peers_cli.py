@@ -10,7 +10,6 @@ resumed: no task completed twice and no finished call paid again.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import threading
@@ -21,10 +20,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.cli_processes import child_env, eventually, teamrun_argv
+from tests.cli_processes import child_env, killed_run, listed_run, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, http_error, text, tool_calls
 from tests.peers import policies
 from tests.peers.conftest import PEERS, write_team
+from tests.waiting import wait_until
 
 HUNG_S = 600.0
 Fault = Callable[[str, list[dict[str, Any]]], Reply | None]
@@ -265,44 +265,27 @@ def test_a_killed_peer_run_resumes_without_completing_a_task_twice(tmp_path: Pat
     team = write_team(tmp_path, url=server.url, initial=TWENTY)
     store_url = f"sqlite:///{tmp_path / 'teamrun.db'}"
     hanging.set()
-    process = subprocess.Popen(
-        teamrun_argv("execute", str(team), "-i", "task-20", "--store", store_url, "--progress", "none"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
-    try:
 
-        def ready() -> bool:
-            """p3 hangs holding its task; p1 and p2 have finished the other 19 and wait in board_claim (read from the
-            journal: a reply the fake sent may not be journaled yet, and a journaled complete may not be applied)."""
-            log = server.requests()
-            hung = [r for r in log if r.model == "p3" and r.end == 0.0]
-            answered = Counter(r.model for r in log if r.status == 200 and r.end)
-            rows = _journal(store_url)
-            replies = Counter(who for who, kind, _, _ in rows if kind == "model")
-            completed = [p for _, kind, _, p in rows if kind == "board_op" and '"status": "completed"' in p["content"]]
-            return (
-                len(hung) == 1
-                and len(log) - 1 == sum(answered.values())  # nothing else in flight at the fake
-                and replies == answered  # every answered call is journaled
-                and len(completed) == 19  # every task but p3's is done, in the run
-                and all(_waiting_in_claim(rows, p) for p in ("p1", "p2"))
-            )
+    def ready() -> bool:
+        """p3 hangs holding its task; p1 and p2 have finished the other 19 and wait in board_claim (read from the
+        journal: a reply the fake sent may not be journaled yet, and a journaled complete may not be applied)."""
+        log = server.requests()
+        hung = [r for r in log if r.model == "p3" and r.end == 0.0]
+        answered = Counter(r.model for r in log if r.status == 200 and r.end)
+        rows = _journal(store_url)
+        replies = Counter(who for who, kind, _, _ in rows if kind == "model")
+        completed = [p for _, kind, _, p in rows if kind == "board_op" and '"status": "completed"' in p["content"]]
+        return (
+            len(hung) == 1
+            and len(log) - 1 == sum(answered.values())  # nothing else in flight at the fake
+            and replies == answered  # every answered call is journaled
+            and len(completed) == 19  # every task but p3's is done, in the run
+            and all(_waiting_in_claim(rows, p) for p in ("p1", "p2"))
+        )
 
-        assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
-        os.kill(process.pid, signal.SIGKILL)
-        process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == -signal.SIGKILL
+    run = killed_run(team, store_url, ready, where=lambda: f"{len(server.requests())} requests", task="task-20")
     first = [r for r in server.requests() if r.status == 200 and r.end]
 
-    listed = subprocess.run(
-        teamrun_argv("runs", "list", "--store", store_url, "--json"), capture_output=True, text=True, env=child_env()
-    )
-    (run,) = json.loads(listed.stdout)
     hanging.clear()
     server.log.clear()
     trace = tmp_path / "resumed.jsonl"
@@ -346,7 +329,7 @@ def test_ctrl_c_on_a_peer_team_prints_the_tasks_done_so_far(tmp_path: Path, fake
             except ValueError:
                 return False
 
-        assert eventually(completed), "no task was completed"
+        wait_until(completed, "a task completed", alive=process)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=300)  # a hang guard
     finally:
@@ -398,17 +381,14 @@ def test_ctrl_c_then_resume_hands_out_no_version_twice(tmp_path: Path, fake_open
             done = {o["task_id"] for o in ops if o["op"] == "complete" and o["status"] == "applied"}
             return len(done) == 5 and any(r.model == "p1" and r.end == 0.0 for r in fake_openai.requests())
 
-        assert eventually(p1_holds_and_the_rest_is_done), "p1 never held the last task"
+        wait_until(p1_holds_and_the_rest_is_done, "p1 holding the last task, the rest done", alive=process)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=300)  # a hang guard
     finally:
         if process.poll() is None:
             process.kill()
     assert process.returncode == 130, err
-    listed = subprocess.run(
-        teamrun_argv("runs", "list", "--store", store_url, "--json"), capture_output=True, text=True, env=child_env()
-    )
-    (run,) = json.loads(listed.stdout)
+    run = listed_run(store_url)
     hanging.clear()
     resumed = _execute(team, "task-20", "--resume", run["run_id"], "--store", store_url, "--trace", str(second))
 
