@@ -213,7 +213,7 @@ class RateLimits:
 
 def report_wait(model: str, seconds: float, reason: WaitReason) -> None:
     """An ``llm_wait`` event of the run whose model call waits (its ``llm`` span), and a log line."""
-    log.info("llm_wait", model=model, seconds=round(seconds, 3), reason=reason)
+    log.debug("llm_wait", model=model, seconds=round(seconds, 3), reason=reason)
     scope = current_scope.get()
     bus = EventBus.of_run(scope.run_id) if scope is not None else None
     if scope is None or bus is None:
