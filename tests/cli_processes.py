@@ -31,7 +31,6 @@ from tests.waiting import GUARD_S, answers, wait_until
 __all__ = [
     "Serving",
     "child_env",
-    "eventually",
     "execute_argv",
     "free_port",
     "killed_run",
@@ -58,16 +57,6 @@ def child_env(**extra: str) -> dict[str, str]:
     for name in ("NO_PROXY", "no_proxy"):
         env[name] = "127.0.0.1,localhost"
     return env
-
-
-def eventually(condition: Callable[[], bool], guard_s: float = GUARD_S) -> bool:
-    """Whether ``condition`` came to hold within the hang guard. Old form of :func:`tests.waiting.wait_until`
-    (which says what was awaited): kept only until its last callers move."""
-    try:
-        wait_until(condition, "the condition", guard_s=guard_s)
-    except AssertionError:
-        return False
-    return True
 
 
 @contextlib.contextmanager

@@ -10,16 +10,13 @@ replayed write's event says ``replayed`` is checked in-process, in ``test_workfl
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from tests.cli_processes import child_env, eventually, teamrun_argv
+from tests.cli_processes import child_env, killed_run, resume, teamrun
 from tests.fakeserver import FakeOpenAI, Reply, text
 
 
@@ -96,13 +93,7 @@ def test_a_killed_workflow_resumes_without_writing_twice_or_reading_what_it_wrot
     server = fake_openai
     _serve(server, hanging)
     team = _team(tmp_path, server.url)
-    whole = subprocess.run(
-        teamrun_argv("execute", str(team), "-i", "go", "--json", "--progress", "none"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=600,
-    )
+    whole = teamrun("execute", str(team), "-i", "go", "--json", "--progress", "none", env=_env())
     assert whole.returncode == 0, whole.stderr
     uninterrupted = json.loads(whole.stdout)
     assert uninterrupted["final_text"] == "final draft"
@@ -114,43 +105,16 @@ def test_a_killed_workflow_resumes_without_writing_twice_or_reading_what_it_wrot
     server.log.clear()
 
     hanging.set()
-    process = subprocess.Popen(
-        teamrun_argv("execute", str(team), "-i", "go", "--store", str(store), "--progress", "none"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=_env(),
-    )
-    try:
 
-        def ready() -> bool:  # the collector's and the first draft's writes are journaled; draft two hangs
-            hung = [r for r in server.requests("writer") if r.end == 0.0]
-            return len(hung) == 1 and _journaled(store, "workspace_write") == 2
+    def ready() -> bool:  # the collector's and the first draft's writes are journaled; draft two hangs
+        hung = [r for r in server.requests("writer") if r.end == 0.0]
+        return len(hung) == 1 and _journaled(store, "workspace_write") == 2
 
-        assert eventually(ready), f"the run never got there: {len(server.requests())} requests"
-        os.kill(process.pid, signal.SIGKILL)
-        process.communicate(timeout=60)
-    finally:
-        process.kill()
-    assert process.returncode == -signal.SIGKILL
-    listed = subprocess.run(
-        teamrun_argv("runs", "list", "--store", str(store), "--json"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-    )
-    (run,) = json.loads(listed.stdout)
+    run = killed_run(team, str(store), ready, where=lambda: f"{len(server.requests())} requests", env=_env())
 
     hanging.clear()
     server.log.clear()
-    resumed = subprocess.run(
-        teamrun_argv("resume", run["run_id"], "--store", str(store), "--json", "--progress", "none"),
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=600,
-    )
+    resumed = resume(run["run_id"], str(store), env=_env())
     assert resumed.returncode == 0, resumed.stderr
     result = json.loads(resumed.stdout)
 
