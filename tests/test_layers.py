@@ -1,11 +1,13 @@
 """The package's layers import only downward (STYLE.md: cli → engine → config, llm, tools → errors, events),
 and no two modules of ``runner/teamrun`` import each other, directly or around a circle.
 
-Scans every module's imports (those under ``if TYPE_CHECKING:`` excepted: they
-never run) and checks each against the layer table below. Imports inside functions
-count too: a lazy import that closes a circle still makes two modules depend on each
-other (it only moves the failure from import time to call time); lazy imports stay
-fine for cost (LiteLLM, SQLAlchemy) as long as they point down. Dynamic imports
+Scans every module's imports and checks each against the layer table below (imports under
+``if TYPE_CHECKING:`` excepted: they never run). Imports inside functions count too: a lazy
+import that closes a circle still makes two modules depend on each other (it only moves the
+failure from import time to call time); lazy imports stay fine for cost (LiteLLM, SQLAlchemy)
+as long as they point down. The circle check counts the imports under ``TYPE_CHECKING`` as
+well: a circle hidden there is still two modules that need each other's names (issue 43); it
+becomes a third module holding what both need (a Protocol or the shared types). Dynamic imports
 (``importlib.import_module`` of a string) are not seen.
 """
 
@@ -114,7 +116,8 @@ def _module_name(path: Path) -> str:
 
 
 def _import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
-    """Module → the package modules it imports (at run time). ``from a.b import c`` points at the
+    """Module → the package modules it imports (at run time, in functions and under ``TYPE_CHECKING`` too).
+    ``from a.b import c`` points at the
     module ``a.b.c`` when there is one, else at ``a.b``; the parent packages Python initialises on
     the way are not edges (a package's ``__init__`` importing its own modules is no circle)."""
     graph: dict[str, set[str]] = {name: set() for name in sources}
@@ -134,19 +137,10 @@ def _import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
 
 
 def _import_nodes(tree: ast.Module) -> Iterable[ast.Import | ast.ImportFrom]:
-    """The import statements that run (in functions too), not those under ``TYPE_CHECKING``."""
-
-    def visit(node: ast.AST) -> Iterable[ast.Import | ast.ImportFrom]:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                yield from visit(child)
-            return
+    """Every absolute import statement: at the top, in functions and under ``TYPE_CHECKING``."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
             yield node
-        for child in ast.iter_child_nodes(node):
-            yield from visit(child)
-
-    yield from visit(tree)
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -201,11 +195,21 @@ def test_the_circle_finder_sees_a_circle_through_a_function_local_import() -> No
     sources = {
         "teamrun.a": "from teamrun.b import x\n",
         "teamrun.b": "def f():\n    from teamrun import c\n",
-        "teamrun.c": "import teamrun.a\nif TYPE_CHECKING:\n    import teamrun.d\n",
-        "teamrun.d": "from teamrun.c import y\n",
+        "teamrun.c": "import teamrun.a\n",
         "teamrun": "from teamrun.a import x\n",
     }
     graph = _import_graph(sources)
     assert graph["teamrun.c"] == {"teamrun.a"}
     assert graph["teamrun.b"] == {"teamrun.c"}
     assert _circles(graph) == [["teamrun.a", "teamrun.b", "teamrun.c"]]
+
+
+def test_the_circle_finder_sees_a_circle_hidden_under_type_checking() -> None:
+    sources = {
+        "teamrun.runtime": "if TYPE_CHECKING:\n    from teamrun.session import Session\n",
+        "teamrun.session": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from teamrun.runtime import Run\n",
+        "teamrun.calls": "from teamrun.session import Session\nfrom teamrun.runtime import Run\n",
+    }
+    graph = _import_graph(sources)
+    assert graph["teamrun.session"] == {"teamrun.runtime"}
+    assert _circles(graph) == [["teamrun.runtime", "teamrun.session"]]

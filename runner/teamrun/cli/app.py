@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import click
 
-from teamrun import __version__
+from teamrun._version import __version__
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "answer": ("teamrun.cli.answer_cmd:answer", "Answer a waiting run's question and continue it."),

@@ -27,18 +27,10 @@ from teamrun.errors import ConfigError, UsageError
 from teamrun.evals.engines.base import Engine
 from teamrun.evals.evaluate import Progress
 from teamrun.evals.guarded import Ceiling, run_guarded
+from teamrun.evals.records import InputRow
 from teamrun.llm.types import ChatModel
 
 __all__ = ["BatchOutcome", "InputRow", "failed_record", "read_inputs", "read_output", "run_batch", "run_row"]
-
-
-@dataclass(frozen=True)
-class InputRow:
-    key: str
-    """The row's ``id``, or its number among the input rows (1-based) when it has none."""
-    input: str
-    vars: dict[str, Any]
-    position: int
 
 
 def read_inputs(path: str | Path) -> list[InputRow]:

@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from teamrun.checks import CheckOutcome, run_check
 from teamrun.config.loader import LoadedConfig
@@ -15,58 +15,12 @@ from teamrun.evals.cases import LoadedCases
 from teamrun.evals.engines.base import Engine
 from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.evals.models import Case
+from teamrun.evals.records import CaseResult, Change
 from teamrun.events import Subscriber
 from teamrun.llm.types import ChatModel
 from teamrun.money import format_usd, format_usd_limit
 
 __all__ = ["CaseResult", "EvalReport", "Progress", "evaluate", "run_case"]
-
-Change = Literal["regression", "improvement", "same", "new"]
-
-
-@dataclass
-class CaseResult:
-    """One case: the run's answer, each check's verdict, and what it cost."""
-
-    name: str
-    input: str
-    passed: bool
-    status: str
-    """The run's status: ``done``, ``failed``, ``budget_exhausted``, ``cancelled``."""
-    answer: str
-    checks: list[CheckOutcome]
-    cost: float
-    tokens: int
-    latency_s: float
-    stopped_by: str | None = None
-    error: str | None = None
-    change: Change | None = None
-    """Against ``--baseline``: what changed for this case."""
-
-    @property
-    def first_failure(self) -> str:
-        failed = next((c for c in self.checks if not c.passed), None)
-        if failed is None:
-            return ""
-        return f"{failed.name}: {failed.detail}" if failed.detail else failed.name
-
-    def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "input": self.input,
-            "passed": self.passed,
-            "status": self.status,
-            "answer": self.answer,
-            "checks": [c.as_dict() for c in self.checks],
-            "cost": self.cost,
-            "tokens": self.tokens,
-            "latency_s": round(self.latency_s, 3),
-            "stopped_by": self.stopped_by,
-            "error": self.error,
-        }
-        if self.change is not None:
-            out["change"] = self.change
-        return out
 
 
 @dataclass

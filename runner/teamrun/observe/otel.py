@@ -156,7 +156,7 @@ class OTelExporter:
         from opentelemetry import trace
 
         provider = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
-        from teamrun import __version__
+        from teamrun._version import __version__
 
         self._trace = trace
         self.tracer = provider.get_tracer("teamrun", __version__)

@@ -2,8 +2,8 @@
 ``memory_search`` / ``memory_save`` tools (see docs/memory.md).
 
 - ``opening``: :func:`open_memory` — whether and how a run has memory (team file + resource), the embedder
-- ``session``: :class:`MemorySession` — the one path of an embedding (masked, journaled, charged), recall,
-  search and save
+- ``session``: :class:`MemorySession` — a run's resource, store, embedder and secrets (no run state)
+- ``calls``: the one path of an embedding (masked, journaled, charged), recall, search and save
 - ``recall``: the prompt part recalled before a turn; ``blocks``: the facts as fenced quoted data
 - ``tools``: the memory tools an agent is offered
 """

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from teamrun.config.models import MemoryRecall
 from teamrun.engine.memory.blocks import recalled_block
+from teamrun.engine.memory.calls import recall
 from teamrun.engine.memory.session import MemoryUnavailable
 from teamrun.llm.embedding import EmbeddingFailed
 from teamrun.llm.types import Message
@@ -50,7 +51,7 @@ async def recalled_part(ctx: RunContext, frame: AgentFrame, query: str, turn: in
     if not query.strip():
         return recalled_block(())
     try:
-        facts = await ctx.memory.recall(ctx, frame, query, turn, how)
+        facts = await recall(ctx.memory, ctx, frame, query, turn, how)
     except (MemoryUnavailable, EmbeddingFailed, MemoryRefused) as exc:
         ctx.warn(frame, f"memory: {frame.name} recalled nothing before turn {turn}: {exc}")
         return recalled_block(())

@@ -1,48 +1,23 @@
-"""One run's long-term memory (:class:`MemorySession`): its resource, the store's memories, the embedding model.
+"""One run's long-term memory (:class:`MemorySession`): its resource, the store's memories, the embedding model,
+and the run's secrets it masks (:meth:`MemorySession.mask`).
 
-Every embedding call goes through :meth:`MemorySession.embed`, the one path that
-
-1. masks the run's secrets in the texts first (the file's secret ``${VAR}`` values, secret-looking environment
-   values, and what the run learns is secret later — a ``secret: true`` answer — as a subscriber of the run's
-   events: :meth:`keep_secrets`), so no secret reaches the endpoint, the journal or the store;
-2. answers from the journal when an earlier attempt of the run paid for the same texts (a resume re-pays
-   nothing), else refuses when the run's cost or token limits are used up, else calls the model and writes the
-   vectors to the journal before they are used;
-3. charges the tokens and cost to the agent's ledger (up its chain: the run's ``max_cost_usd`` covers them, no
-   step counted) and to the run's usage per model.
-
-A recall (:meth:`MemorySession.recall`) is journaled too (``memory_recall``): a resume puts the facts the killed
-attempt recalled in the same prompt, whatever was saved since, so its model calls replay.
+It holds no run state: what it does inside a run (embed, recall, search, save) is
+:mod:`teamrun.engine.memory.calls`, which takes the run and the agent, so :class:`~teamrun.engine.runtime.RunContext`
+can hold a session without an import circle.
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import json
-import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from teamrun.config.models import LongTermMemory, MemoryRecall
-from teamrun.engine.durability.memory_entries import (
-    EmbeddingRecord,
-    RecalledFact,
-    RecallRecord,
-    embedding_entry,
-    embedding_fingerprint,
-    recall_entry,
-)
-from teamrun.engine.memory.blocks import within_budget
-from teamrun.engine.result import ModelSpend
+from teamrun.config.models import LongTermMemory
 from teamrun.errors import RunError
 from teamrun.llm.embedding import Embedder
-from teamrun.llm.types import Usage
 from teamrun.secrets import Redactor
-from teamrun.store.memory import MemoryLimits, MemoryStore, Provenance, Recalled, Saved
+from teamrun.store.memory import MemoryLimits, MemoryStore
 
 if TYPE_CHECKING:
-    from teamrun.engine.runtime import AgentFrame, RunContext
     from teamrun.events import Event
 
 __all__ = ["MemorySession", "MemoryUnavailable"]
@@ -61,7 +36,7 @@ class MemorySession:
     store: MemoryStore
     embedder: Embedder
     redactor: Redactor
-    _vectors: dict[str, list[float]] = field(default_factory=dict)
+    known_vectors: dict[str, list[float]] = field(default_factory=dict)
     """Vectors this process has for a fingerprint (a recall's query asked again next turn is not paid again)."""
 
     # -- a subscriber of the run's events: it learns the run's later secrets ---------------------------------------
@@ -77,119 +52,3 @@ class MemorySession:
     @property
     def limits(self) -> MemoryLimits:
         return MemoryLimits(self.settings.max_fact_chars, self.settings.max_memories_per_resource)
-
-    # -- embedding: the one path -----------------------------------------------------------------------------------
-    async def embed(self, ctx: RunContext, frame: AgentFrame, text: str, *, at: tuple[int, int]) -> list[float]:
-        """The vector of ``text`` (already masked), journaled under ``frame``'s invocation at ``at`` (model call
-        number, position); raises :class:`MemoryUnavailable` or :class:`~teamrun.llm.embedding.EmbeddingFailed`."""
-        model = self.embedder.model
-        fingerprint = embedding_fingerprint(model, [text], self.settings.embedding.dimensions)
-        known = self._vectors.get(fingerprint)
-        if known is not None:
-            return known
-        record = ctx.journal.replay.embedding(fingerprint) if ctx.journal is not None else None
-        if record is None:
-            reached = frame.ledger.check_spent()
-            if reached is not None:
-                raise MemoryUnavailable(f"{reached} reached; nothing was embedded")
-            paid = await self.embedder.embed([text])
-            record = EmbeddingRecord(paid.vectors, paid.model, paid.input_tokens, paid.cost_usd)
-            if ctx.journal is not None:  # durable before it is used: a kill after this re-pays nothing
-                await ctx.journal.write_now(embedding_entry(frame.key, *at, fingerprint, record))
-            _charge(ctx, frame, record)
-        if len(record.vectors) != 1:
-            raise MemoryUnavailable(f"embedding model {model!r} returned {len(record.vectors)} vectors for one text")
-        self._vectors[fingerprint] = record.vectors[0]
-        return record.vectors[0]
-
-    # -- recall before a turn --------------------------------------------------------------------------------------
-    async def recall(
-        self, ctx: RunContext, frame: AgentFrame, query: str, turn: int, how: MemoryRecall
-    ) -> tuple[RecalledFact, ...]:
-        """What ``frame``'s agent recalls before its model call ``turn`` (journaled; a resume's from the journal)."""
-        query = self.mask(query)
-        fingerprint = _recall_fingerprint(self.resource, query, how, self.settings.mode)
-        replayed = ctx.journal.replay.recall(frame.key, turn, fingerprint) if ctx.journal is not None else None
-        if replayed is not None:
-            self._emit(ctx, frame, "recall", query, replayed.facts, replayed=True)
-            return replayed.facts
-        found = await self.search(ctx, frame, query, k=how.top_k, min_score=how.min_score, at=(turn, 0))
-        facts = within_budget([_fact(r) for r in found], how.max_tokens)
-        if ctx.journal is not None:
-            await ctx.journal.write_now(recall_entry(frame.key, turn, fingerprint, RecallRecord(query, facts)))
-        self._emit(ctx, frame, "recall", query, facts)
-        return facts
-
-    async def search(
-        self,
-        ctx: RunContext,
-        frame: AgentFrame,
-        query: str,
-        *,
-        k: int,
-        min_score: float,
-        at: tuple[int, int],
-    ) -> list[Recalled]:
-        """The resource's memories closest to ``query`` (masked here), best first."""
-        query = self.mask(query)
-        vector = None if self.settings.mode == "keyword" else await self.embed(ctx, frame, query, at=at)
-        return await asyncio.to_thread(
-            self.store.search, self.resource, query, vector, k=k, min_score=min_score, mode=self.settings.mode
-        )
-
-    # -- saving ----------------------------------------------------------------------------------------------------
-    async def save(self, ctx: RunContext, frame: AgentFrame, fact: str, *, at: tuple[int, int]) -> Saved:
-        """Save ``fact`` (masked first, then embedded) for the resource, with where it came from."""
-        fact = self.mask(fact).strip()
-        vector = await self.embed(ctx, frame, fact, at=at)
-        thread = ctx.thread.thread_id if ctx.thread is not None else None
-        provenance = Provenance(ctx.result.run_id, thread, frame.name, time.time())
-        return await asyncio.to_thread(
-            self.store.save, self.resource, fact, vector, provenance, ttl_s=self.settings.ttl_s, limits=self.limits
-        )
-
-    def _emit(
-        self,
-        ctx: RunContext,
-        frame: AgentFrame,
-        how: str,
-        query: str,
-        facts: tuple[RecalledFact, ...] | list[RecalledFact],
-        *,
-        replayed: bool = False,
-    ) -> None:
-        frame.emit(
-            ctx,
-            "memory_recall",
-            resource=self.resource,
-            how=how,
-            ids=[f.id for f in facts],
-            scores=[round(f.score, 4) for f in facts],
-            replayed=replayed,
-            query=query,
-            facts=[f.fact for f in facts],
-        )
-
-
-def _fact(recalled: Recalled) -> RecalledFact:
-    memory = recalled.memory
-    return RecalledFact(memory.id, memory.fact, recalled.score, memory.provenance.saved_at)
-
-
-def _recall_fingerprint(resource: str, query: str, how: MemoryRecall, mode: str) -> str:
-    asked: list[Any] = [resource, query, how.top_k, how.min_score, how.max_tokens, mode]
-    return hashlib.sha256(json.dumps(asked, ensure_ascii=False).encode()).hexdigest()
-
-
-def _charge(ctx: RunContext, frame: AgentFrame, record: EmbeddingRecord) -> None:
-    """An embedding call's tokens and cost, on the agent's ledger (no step) and the run's usage per model."""
-    usage = Usage(record.input_tokens or 0, 0, 1)
-    cost = record.cost_usd or 0.0
-    frame.ledger.charge_model(usage, cost, step=False)
-    spend = ctx.result.models.setdefault(record.model, ModelSpend())
-    spend.usage = spend.usage + usage
-    spend.cost += cost
-    spend.calls += 1
-    spend.usage_known = spend.usage_known and record.input_tokens is not None
-    if record.input_tokens is None:
-        frame.ledger.usage_known = False

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from teamrun.config.models import LongTermMemory
 from teamrun.conventions import MEMORY_SAVE, MEMORY_SEARCH
+from teamrun.engine.memory.calls import save, search
 from teamrun.engine.memory.session import MemorySession, MemoryUnavailable
 from teamrun.errors import ToolError
 from teamrun.llm.embedding import EmbeddingFailed
@@ -69,8 +70,8 @@ class MemorySearchTool(_MemoryTool):
     async def run(self, arguments: dict[str, Any]) -> str:
         query = str(arguments["query"])
         try:
-            found = await self.memory.search(
-                self.ctx, self.frame, query, k=_SEARCH_RESULTS, min_score=0.0, at=self._at()
+            found = await search(
+                self.memory, self.ctx, self.frame, query, k=_SEARCH_RESULTS, min_score=0.0, at=self._at()
             )
         except (MemoryUnavailable, EmbeddingFailed, MemoryRefused) as exc:
             raise ToolError(f"memory search failed: {exc}") from None
@@ -107,7 +108,7 @@ class MemorySaveTool(_MemoryTool):
     async def run(self, arguments: dict[str, Any]) -> str:
         fact = str(arguments["fact"])
         try:
-            saved = await self.memory.save(self.ctx, self.frame, fact, at=self._at())
+            saved = await save(self.memory, self.ctx, self.frame, fact, at=self._at())
         except (MemoryUnavailable, EmbeddingFailed, MemoryRefused) as exc:
             self._emit("refused", fact=self.memory.mask(fact), reason=str(exc))
             raise ToolError(f"not saved: {exc}") from None

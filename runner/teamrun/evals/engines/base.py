@@ -9,10 +9,9 @@ from teamrun.defaults import team_models
 
 if TYPE_CHECKING:
     from teamrun.config.loader import LoadedConfig
-    from teamrun.evals.batch import InputRow
     from teamrun.evals.cases import LoadedCases
-    from teamrun.evals.evaluate import CaseResult
     from teamrun.evals.guarded import Ceiling
+    from teamrun.evals.records import CaseResult, InputRow
     from teamrun.events import Subscriber
     from teamrun.llm.types import ChatModel
 

@@ -263,7 +263,7 @@ class McpToolSource(ToolSource):
         from mcp import Client
         from mcp.types import Implementation
 
-        from teamrun import __version__
+        from teamrun._version import __version__
 
         info = Implementation(name="teamrun", version=__version__)
         if self.server.command:
