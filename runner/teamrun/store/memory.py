@@ -11,8 +11,11 @@ Scoring (:meth:`MemoryStore.search`):
   float32 bytes read with one query per resource and kept in an in-process matrix (numpy), valid while the
   resource's generation token (changed by every save and forget, read by each search) is unchanged, so another
   process's save is seen at the next search.
-- ``keyword_score``: BM25 (FTS5 on SQLite; ``ts_rank`` of a stored ``to_tsvector('simple', fact)`` on PostgreSQL) of any
-  of the query's words, divided by the best one of this query: in [0, 1], 1 for the best keyword match.
+- ``keyword_score``: BM25 (FTS5 on SQLite; ``ts_rank`` of a stored ``to_tsvector('simple', fact)`` on
+  PostgreSQL) of any of the query's words, divided by the best one of this query: in [0, 1], 1 for the best
+  keyword match (so ``min_score`` judges the vector part mostly: an off-topic query's best keyword match still
+  gets 1). Stop words and the words of more than a fifth of a large resource's facts are left out; a longer
+  word matches as a prefix without its plural or -ed/-ing ending.
 - ``score`` (``hybrid``): ``VECTOR_WEIGHT * vector_score + (1 - VECTOR_WEIGHT) * keyword_score`` over the union
   of the best vector and the best keyword candidates; ``vector`` and ``keyword`` modes use one part alone.
 """
@@ -48,10 +51,10 @@ CACHE_BYTES = 256 * 2**20
 """The most vector bytes a :class:`MemoryStore` keeps in memory (10,000 memories of 1,536 dimensions are 61 MB);
 the least recently searched resources are dropped first and read again when searched."""
 _CANDIDATES = 50
+"""Each part of a hybrid search brings at least this many candidates (``4 * k`` when more)."""
 _COMMON_SHARE = 0.2
 _COMMON_FROM = 500
 """A resource with fewer memories keeps every query word (ranking all its matches is cheap)."""
-"""Each part of a hybrid search brings at least this many candidates (``4 * k`` when more)."""
 
 
 class MemoryRefused(UserError):
