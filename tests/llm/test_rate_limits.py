@@ -271,3 +271,22 @@ def test_rpm_reaches_the_worker_processes_serve_spawns_each_with_its_share(monke
     )
     assert child.stdout.strip() == "RateLimit(requests_per_minute=25, tokens_per_minute=2250)"
     assert ratelimit.override_from({ratelimit.RATE_LIMIT_ENV: ",x"}) is None
+
+
+def test_a_tokens_limit_counts_each_request_s_input_when_its_slot_is_taken() -> None:
+    """Requests sent at once are not all let through on an empty window: the input of those already given a slot
+    counts before any answer (400 + 400 fit in 1,000 tokens a minute; the third waits for the first to leave)."""
+    time = VirtualTime()
+    limiter = RateLimiter(tpm=1000, clock=time, sleep=time.sleep)
+    starts: list[float] = []
+
+    async def one() -> None:
+        await limiter.acquire(tokens=lambda: 400)
+        starts.append(time.now)
+
+    async def all_of_them() -> None:
+        await asyncio.gather(one(), one(), one())
+
+    asyncio.run(time.drive(all_of_them()))
+
+    assert starts == [0.0, 0.0, 60.0]

@@ -44,7 +44,7 @@ from teamrun.llm.offline import (
     is_offline_model,
     litellm_model_name,
 )
-from teamrun.llm.ratelimit import RateLimits, process_rate_limits
+from teamrun.llm.ratelimit import RateLimits, estimated_tokens, process_rate_limits
 from teamrun.llm.types import (
     Message,
     ModelReply,
@@ -281,13 +281,15 @@ class LiteLLMChatModel:
         limits = self._rate_limits or process_rate_limits()
         waited = 0.0
         for attempt in range(1, attempts + 1):
-            waited += await limits.acquire(settings.model, settings.api_base, settings.rate_limit)
+            waited += await limits.acquire(
+                settings.model, settings.api_base, settings.rate_limit, tokens=lambda: estimated_tokens(messages, tools)
+            )
             try:
                 reply = await self._attempt(litellm, call)
             except Exception as exc:  # classified below; CancelledError is not an Exception
                 failure = _classify(litellm, exc, call)
             else:
-                limits.spent(settings.model, settings.api_base, reply.usage.total_tokens)
+                limits.spent(settings.model, settings.api_base, reply.usage.output_tokens)
                 return replace(reply, waited_s=waited) if waited else reply
             if failure.kind == "rate_limited" and failure.retry_after_s is not None:  # every run obeys it
                 limits.hold(settings.model, settings.api_base, min(failure.retry_after_s, self.retry_after_max_s))

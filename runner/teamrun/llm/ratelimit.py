@@ -7,7 +7,8 @@ answer 429, until
 
 - the last minute holds fewer than ``requests_per_minute`` requests (a slot is reserved when it is given, so
   runs asking at once are spread over the minute in arrival order);
-- the last minute's calls used fewer than ``tokens_per_minute`` tokens (counted when each call is answered);
+- the last minute's tokens leave room for the request's input under ``tokens_per_minute`` (a request's input —
+  estimated, four characters a token — counts from its slot on, its output once it is answered);
 - a 429's ``Retry-After`` that any run got from this model and endpoint has passed (:meth:`RateLimiter.hold`):
   every run obeys it, not only the one that got it.
 
@@ -21,16 +22,18 @@ to ``on_wait`` (the run's ``llm_wait`` event: model, seconds, reason) and counte
 from __future__ import annotations
 
 import asyncio
+import bisect
+import json
 import os
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from teamrun.events import EventBus
-from teamrun.llm.types import RateLimit, current_scope
+from teamrun.llm.types import Message, RateLimit, ToolSchema, current_scope
 from teamrun.logs import get_logger
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "WaitReason",
     "WaitTotals",
     "as_environment",
+    "estimated_tokens",
     "override_from",
     "process_rate_limits",
     "report_wait",
@@ -50,6 +54,9 @@ log = get_logger(__name__)
 
 WINDOW_S = 60.0
 """The window the limits count in (one minute, sliding)."""
+
+_MOST = 2**63
+"""More tokens than any entry has: ``(t, _MOST)`` sorts after every entry stamped ``t``."""
 
 WaitReason = Literal["requests_per_minute", "tokens_per_minute", "retry_after"]
 """Why a request waited: the requests or tokens of the last minute, or a 429's ``Retry-After``."""
@@ -79,7 +86,8 @@ class RateLimiter:
         self.sleep = sleep
         self._starts: deque[float] = deque()
         """When each request of the window starts (a reserved slot may be in the future)."""
-        self._tokens: deque[tuple[float, int]] = deque()
+        self._tokens: list[tuple[float, int]] = []
+        """Tokens by when they were sent (a request's input when its slot is taken, its output when answered)."""
         self._held_until = 0.0
         self._lock = threading.Lock()
         self.waited_s = 0.0
@@ -90,11 +98,13 @@ class RateLimiter:
         with self._lock:
             self.rpm, self.tpm = (rate.requests_per_minute, rate.tokens_per_minute) if rate else (None, None)
 
-    async def acquire(self, on_wait: OnWait | None = None) -> float:
-        """Wait for a slot and take it; the seconds waited (each wait told to ``on_wait`` first)."""
+    async def acquire(self, on_wait: OnWait | None = None, *, tokens: Callable[[], int] | None = None) -> float:
+        """Wait for a slot and take it; the seconds waited (each wait told to ``on_wait`` first). ``tokens``: the
+        request's input tokens (asked only under a tokens limit), counted from its slot on — the provider counts
+        them as the request arrives; the answer's are counted by :meth:`spent`."""
         with self._lock:
             now = self.clock()
-            start, reason = self._reserve(now)
+            start, reason = self._reserve(now, tokens() if tokens is not None and self.tpm is not None else 0)
         waited = 0.0
         while start > now:
             waited += start - now
@@ -107,18 +117,19 @@ class RateLimiter:
             self.waited_s += waited
         return waited
 
-    def _reserve(self, now: float) -> tuple[float, WaitReason | None]:
-        """The earliest start allowed from ``now`` and why it is later; the slot is taken."""
+    def _reserve(self, now: float, tokens: int) -> tuple[float, WaitReason | None]:
+        """The earliest start allowed from ``now`` for a request of ``tokens`` input tokens and why it is later;
+        the slot is taken."""
         while self._starts and self._starts[0] <= now - WINDOW_S:
             self._starts.popleft()
-        while self._tokens and self._tokens[0][0] <= now - WINDOW_S:
-            self._tokens.popleft()
+        gone = bisect.bisect_right(self._tokens, (now - WINDOW_S, _MOST))
+        del self._tokens[:gone]
         start, reason = now, None
         candidates: list[tuple[float, WaitReason]] = [(self._held_until, "retry_after")]
         if self.tpm is not None:
             used = sum(n for _, n in self._tokens)
-            for stamp, n in self._tokens:  # the window frees tokens as old calls leave it
-                if used < self.tpm:
+            for stamp, n in self._tokens:  # the window frees tokens as old calls leave it; a request larger than
+                if used + max(tokens, 1) <= self.tpm:  # the limit goes into an empty window
                     break
                 used -= n
                 candidates.append((stamp + WINDOW_S, "tokens_per_minute"))
@@ -131,13 +142,16 @@ class RateLimiter:
                 start, reason = when, why
         if self.rpm is not None:
             self._starts.append(start)
+        if self.tpm is not None and tokens > 0:
+            bisect.insort(self._tokens, (start, tokens))
         return start, reason
 
     def spent(self, tokens: int) -> None:
-        """A call of this model used ``tokens`` (input and output): they count for a minute."""
+        """A call of this model was answered: ``tokens`` more count for a minute (its output, when its input was
+        counted at :meth:`acquire`; else input and output)."""
         if tokens > 0 and self.tpm is not None:
             with self._lock:
-                self._tokens.append((self.clock(), tokens))
+                bisect.insort(self._tokens, (self.clock(), tokens))
 
     def hold(self, seconds: float) -> None:
         """The provider answered 429 with ``Retry-After: seconds``: no request starts before then, from any run."""
@@ -193,8 +207,16 @@ class RateLimits:
                 limiter = self._limiters[key] = RateLimiter(clock=self.clock, sleep=self.sleep)
             return limiter
 
-    async def acquire(self, model: str, api_base: str | None, declared: RateLimit | None) -> float:
-        """Wait for a slot of ``model`` at ``api_base``; each wait reported (:func:`report_wait`) and counted."""
+    async def acquire(
+        self,
+        model: str,
+        api_base: str | None,
+        declared: RateLimit | None,
+        *,
+        tokens: Callable[[], int] | None = None,
+    ) -> float:
+        """Wait for a slot of ``model`` at ``api_base`` (``tokens``: the request's input tokens, asked under a
+        tokens limit only); each wait reported (:func:`report_wait`) and counted."""
 
         def waited(seconds: float, reason: WaitReason) -> None:
             with self._lock:
@@ -203,12 +225,18 @@ class RateLimits:
                 totals.seconds += seconds
             report_wait(model, seconds, reason)
 
-        return await self.of(model, api_base, declared).acquire(waited)
+        return await self.of(model, api_base, declared).acquire(waited, tokens=tokens)
 
     def waits(self) -> dict[tuple[str, WaitReason], WaitTotals]:
         """The waits so far, by model and reason."""
         with self._lock:
             return {key: WaitTotals(t.count, t.seconds) for key, t in self._waits.items()}
+
+
+def estimated_tokens(messages: Sequence[Message], tools: Sequence[ToolSchema] = ()) -> int:
+    """A request's input tokens, roughly (four characters of its JSON a token): what a tokens limit counts
+    before the provider says."""
+    return len(json.dumps([list(tools), list(messages)], ensure_ascii=False, default=str)) // 4 + 1
 
 
 def report_wait(model: str, seconds: float, reason: WaitReason) -> None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from teamrun.llm.breaker import BreakerRegistry, process_breakers
 from teamrun.llm.fallbacks import complete_in_order
 from teamrun.llm.offline import OfflineChatModel, is_offline_model
-from teamrun.llm.ratelimit import RateLimits, process_rate_limits
+from teamrun.llm.ratelimit import RateLimits, estimated_tokens, process_rate_limits
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 
 if TYPE_CHECKING:
@@ -99,9 +99,10 @@ class ModelRouter:
                     messages, settings=one, tools=tools, response_format=response_format
                 )
             limits = self._rate_limits or process_rate_limits()
-            waited = await limits.acquire(one.model, one.api_base, one.rate_limit)
+            tokens = lambda: estimated_tokens(messages, tools)  # noqa: E731
+            waited = await limits.acquire(one.model, one.api_base, one.rate_limit, tokens=tokens)
             reply = await self.offline.complete(messages, settings=one, tools=tools, response_format=response_format)
-            limits.spent(one.model, one.api_base, reply.usage.total_tokens)
+            limits.spent(one.model, one.api_base, reply.usage.output_tokens)
             return replace(reply, waited_s=waited) if waited else reply
 
         if not settings.fallbacks:
