@@ -8,9 +8,7 @@ Every agent started is stopped when the test ends.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -21,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from teamrun.cli import main
 from tests.waiting import answers, wait_until
 
 SERVER = Path(__file__).resolve().parent / "a2a_test_server.py"
@@ -141,27 +138,3 @@ agents:
         encoding="utf-8",
     )
     return path
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-
-def run_cli(argv: list[str], env: dict[str, str] | None = None) -> CliResult:
-    """``teamrun ARGV`` in this process, stdout and stderr captured."""
-    out, err = io.StringIO(), io.StringIO()
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(argv)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    return CliResult(code, out.getvalue(), err.getvalue())

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.a2a.remote_fixtures import REPO, A2AAgent, free_port, run_cli, team_file
+from tests.a2a.remote_fixtures import REPO, A2AAgent, free_port, team_file
+from tests.cli_run import run_cli
 
 LOCAL_FIELDS = """version: 1
 name: remote-local-fields

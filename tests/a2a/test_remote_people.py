@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.a2a.remote_fixtures import A2AAgent, CliResult, run_cli, team_file
+from tests.a2a.remote_fixtures import A2AAgent, team_file
+from tests.cli_run import CliResult, run_cli
 
 pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.a2a.remote_fixtures import A2AAgent, CliResult
+from tests.a2a.remote_fixtures import A2AAgent
 from tests.cli_processes import (
     child_env,
     execute_argv,
@@ -23,6 +23,7 @@ from tests.cli_processes import (
     stop_when,
     teamrun_argv,
 )
+from tests.cli_run import CliResult
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.outofprocess("a2a-sdk agents under uvicorn, and teamrun killed in a subprocess")

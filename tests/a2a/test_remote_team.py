@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.a2a.remote_fixtures import REPO, A2AAgent, run_cli
+from tests.a2a.remote_fixtures import REPO, A2AAgent
+from tests.cli_run import run_cli
 
 pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")
 TEAM = REPO / "teams" / "remote-worker.yaml"

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.a2a.remote_fixtures import A2AAgent, free_port, run_cli, start_server, stop, team_file
+from tests.a2a.remote_fixtures import A2AAgent, free_port, start_server, stop, team_file
+from tests.cli_run import run_cli
 from tests.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.outofprocess("an a2a-sdk agent under uvicorn in a subprocess")

@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from teamrun.cli import main
+from tests.cli_run import CliResult, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 """The repository root: the tests run the CLI from here, with repo-relative paths."""
 HERE = Path(__file__).resolve().parent
 VALID_DIR = HERE / "valid"
 INVALID_DIR = HERE / "invalid"
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-
-def run_cli(argv: list[str]) -> CliResult:
-    """``teamrun ARGV`` in this process, with stdout and stderr captured."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ from teamrun.config.checks.tools import team_as_read as _team_as_read
 from teamrun.config.loader import check_file
 from teamrun.config.models import TeamConfig
 from teamrun.config.tool_names import team_clashes
-from tests.config.conftest import CliResult
+from tests.cli_run import CliResult
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = sorted(

@@ -17,7 +17,7 @@ import pexpect
 import pytest
 import sqlalchemy as sa
 
-from tests.threads.conftest import run_cli
+from tests.cli_run import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORT = REPO / "teams" / "support-triage.yaml"

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from teamrun.cli import main
 from teamrun.llm.types import ChatModel, Message, ModelReply, ModelSettings, ToolSchema, current_scope
 
 
@@ -42,18 +39,3 @@ class SentMessages:
     def texts_sent_to(self, agent: str) -> list[str]:
         """Every user/assistant text in the first call of ``agent`` (system prompt left out)."""
         return [str(m.get("content")) for m in self.first_call_of(agent) if m.get("role") in ("user", "assistant")]
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-
-def run_cli(argv: list[str]) -> CliResult:
-    """``teamrun ARGV`` in this process through its one error handler (exit codes as a user sees them)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return CliResult(code, out.getvalue(), err.getvalue())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.threads.conftest import run_cli
+from tests.cli_run import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 RESEARCH = REPO / "teams" / "research-report.yaml"

@@ -2,37 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from teamrun.cli import main
 from tests.fakeserver import FakeOpenAI
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-
-def run_cli(argv: list[str]) -> CliResult:
-    """``teamrun ARGV`` in this process, stdout and stderr captured."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(argv)
-    return CliResult(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from tests.cli_run import run_cli
 from tests.fakeserver import FakeOpenAI, Reply, http_error, text, tool_calls
-from tests.workflow.conftest import read_trace, run_cli, step_spans
+from tests.workflow.conftest import read_trace, step_spans
 
 WriteTeam = Callable[[str], Path]
 

@@ -19,8 +19,8 @@ import teamrun
 from teamrun.events import Event
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema, current_scope
 from teamrun.testing.scripted import ScriptedCall, ScriptedModel
+from tests.cli_run import run_cli
 from tests.waiting import wait_until_async
-from tests.workflow.conftest import run_cli
 
 GUARD_S = 120.0
 """Only a guard against a hang: no assertion depends on it."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import teamrun
-from tests.workflow.conftest import run_cli
+from tests.cli_run import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW_TEAMS = [

@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.cli_run import run_cli
 from tests.fakeserver import FakeOpenAI, Reply, text
-from tests.workflow.conftest import read_trace, run_cli
+from tests.workflow.conftest import read_trace
 
 WriteTeam = Callable[[str], Path]
 REPO = Path(__file__).resolve().parents[2]
