@@ -46,6 +46,7 @@ from teamrun.engine.turn.turn_plan import (
     Stop,
     Turn,
     ends_turn,
+    history_message,
     next_step,
     plan_turn,
 )
@@ -177,9 +178,9 @@ class AgentLoop:
             return Turn([], Stop(reached))
         new = self._notes()
         reply = await self._call([*self.messages, *new], table.schemas)
-        new.append(reply.as_message())
-        self.calls = reply.tool_calls
         plan = plan_turn(reply, table)
+        new.append(history_message(reply, plan))  # refused arguments are not sent back to the provider
+        self.calls = reply.tool_calls
         if plan.is_answer:
             background = self.delegator.background
             if background.running() or background.unseen():

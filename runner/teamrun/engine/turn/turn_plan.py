@@ -7,7 +7,9 @@ unknown names. It is the boundary of what a model sends: a known tool's call
 whose arguments break a rule of :mod:`teamrun.bounds` (a lone surrogate, NaN,
 a huge integer, deep nesting, too many bytes, not a JSON object) is planned as
 :class:`BadArguments`, refused before any tool, workspace, board or delegation
-reads them. Running the actions gives one :class:`CallResult` per call,
+reads them. The history keeps such a call with ``{}`` for its arguments
+(:func:`history_message`): they are never sent to the provider again, where a
+converter would parse them once more. Running the actions gives one :class:`CallResult` per call,
 each carrying the signals it raised (a limit reached, a bail, a handoff).
 :func:`next_step` reads those signals and decides the turn's end:
 :class:`FinalOutput`, :class:`RunAgain`, :class:`Stop` or :class:`HandOff`; a :class:`Turn`
@@ -16,6 +18,7 @@ is the messages a turn adds together with that decision.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -114,6 +117,30 @@ class TurnPlan:
     def is_answer(self) -> bool:
         """No tool calls: the reply is the agent's answer."""
         return not self.actions
+
+
+REFUSED_ARGUMENTS = "{}"
+"""What the history keeps of a call's arguments that broke a rule of :mod:`teamrun.bounds`."""
+
+
+def history_message(reply: ModelReply, plan: TurnPlan) -> Message:
+    """The assistant message the agent's history keeps of ``reply`` (planned as ``plan``): a call whose arguments
+    were refused at the boundary (:class:`BadArguments`, or an unknown tool's out of bounds) carries
+    :data:`REFUSED_ARGUMENTS` instead, so invalid JSON, a megabyte or a 900-deep list is not re-sent to the
+    provider with every later request (the refusal, in the call's tool result, says what was wrong)."""
+    refused = {
+        id(action.call)
+        for action in plan.actions
+        if isinstance(action, BadArguments)
+        or (isinstance(action, Unknown) and check_arguments(action.call.arguments) is not None)
+    }
+    if not refused:
+        return reply.as_message()
+    calls = tuple(
+        dataclasses.replace(call, arguments=REFUSED_ARGUMENTS) if id(call) in refused else call
+        for call in reply.tool_calls
+    )
+    return dataclasses.replace(reply, tool_calls=calls).as_message()
 
 
 def plan_turn(reply: ModelReply, table: ToolTable) -> TurnPlan:
@@ -235,6 +262,7 @@ def next_step(results: Sequence[CallResult], *, hook_stop: str | None = None) ->
 
 
 __all__ = [
+    "REFUSED_ARGUMENTS",
     "Action",
     "BadArguments",
     "Bail",
@@ -257,6 +285,7 @@ __all__ = [
     "Unknown",
     "WorkspaceCall",
     "ends_turn",
+    "history_message",
     "next_step",
     "plan_turn",
 ]
