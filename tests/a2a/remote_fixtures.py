@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_processes import free_port
 from tests.waiting import answers, wait_until
 
 SERVER = Path(__file__).resolve().parent / "a2a_test_server.py"
@@ -42,12 +42,6 @@ class A2AAgent:
 
     def methods(self) -> list[str]:
         return [r["method"] for r in self.records("request") if r.get("method")]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_server(argv: list[str], url: str, what: str, *, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import socket
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +14,7 @@ from structlog.testing import capture_logs
 from teamrun.errors import ModelError
 from teamrun.llm import LiteLLMChatModel, ModelReply, ModelSettings, ProviderError, RetryNotice
 from teamrun.llm.adapter import import_litellm
+from tests.cli_processes import free_port
 from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
 
 MESSAGES = [
@@ -299,13 +299,6 @@ def test_concurrent_calls_overlap(fake_openai: FakeOpenAI) -> None:
     log = fake_openai.requests("lead")
     assert len(log) == 5 and max(r.start for r in log) < min(r.end for r in log)
     fake_openai.assert_complete()
-
-
-def free_port() -> int:
-    """A local port that nothing listens on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_cancellation_is_not_turned_into_a_model_error(fake_openai: FakeOpenAI) -> None:

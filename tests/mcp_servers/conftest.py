@@ -29,6 +29,8 @@ import psutil
 import pytest
 import yaml
 
+from tests.cli_processes import free_port
+
 EVERYTHING_DIR = Path(
     os.environ.get("TEAMRUN_TEST_EVERYTHING_DIR")
     or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "teamrun-test" / "server-everything"
@@ -174,12 +176,6 @@ def git_server(marker: str, git_repo: Path) -> dict[str, Any]:
         },
         "fixed_arguments": {"repo_path": str(git_repo)},
     }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import textwrap
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -17,6 +16,7 @@ import uvicorn
 from teamrun.engine.team import Team
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolSchema
 from teamrun.serve import ServeSettings, create_app
+from tests.cli_processes import free_port
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,13 +40,6 @@ def until_run(client: httpx.Client, run_id: str, done: Callable[[dict[str, Any]]
 def until_status(client: httpx.Client, run_id: str, status: str) -> dict[str, Any]:
     """The served run's record once its status is ``status`` (it may only be running or waiting before)."""
     return until_run(client, run_id, lambda record: record["status"] == status, f"status {status}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 class RunningServer:
