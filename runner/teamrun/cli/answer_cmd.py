@@ -428,45 +428,24 @@ def _decide(
     )
 
 
-@click.command(help=APPROVE_HELP, short_help="Approve a waiting run's tool call and continue it.")
-@click.argument("run_id")
-@click.argument("item_id", metavar="ITEM")
-@click.option("--note", help="A note for the agent.")
-@_common
-@click.pass_context
-def approve_item(
-    ctx: click.Context,
-    run_id: str,
-    item_id: str,
-    note: str | None,
-    store: str | None,
-    by: str | None,
-    no_resume: bool,
-    as_json: bool,
-    approve: str | None,
-    progress: str,
-    api_base: str | None = None,
-) -> int:
-    return _decide(ctx, True, run_id, item_id, note, store, by, no_resume, as_json, approve, progress, api_base)
+def _decision_command(approved: bool, help_text: str, short_help: str, note_help: str) -> click.Command:
+    """``teamrun approve`` or ``teamrun deny``: one command but for the decision it records."""
+
+    @click.command(help=help_text, short_help=short_help)
+    @click.argument("run_id")
+    @click.argument("item_id", metavar="ITEM")
+    @click.option("--note", help=note_help)
+    @_common
+    @click.pass_context
+    def decide(ctx: click.Context, /, run_id: str, item_id: str, note: str | None, **common: Any) -> int:
+        return _decide(ctx, approved, run_id, item_id, note, **common)
+
+    return decide
 
 
-@click.command(help=DENY_HELP, short_help="Deny a waiting run's tool call and continue it.")
-@click.argument("run_id")
-@click.argument("item_id", metavar="ITEM")
-@click.option("--note", help="Why, for the agent (it reads it).")
-@_common
-@click.pass_context
-def deny_item(
-    ctx: click.Context,
-    run_id: str,
-    item_id: str,
-    note: str | None,
-    store: str | None,
-    by: str | None,
-    no_resume: bool,
-    as_json: bool,
-    approve: str | None,
-    progress: str,
-    api_base: str | None = None,
-) -> int:
-    return _decide(ctx, False, run_id, item_id, note, store, by, no_resume, as_json, approve, progress, api_base)
+approve_item = _decision_command(
+    True, APPROVE_HELP, "Approve a waiting run's tool call and continue it.", "A note for the agent."
+)
+deny_item = _decision_command(
+    False, DENY_HELP, "Deny a waiting run's tool call and continue it.", "Why, for the agent (it reads it)."
+)
