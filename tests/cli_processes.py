@@ -188,8 +188,10 @@ def serving(
     cwd: Path | None = None,
     port: int | None = None,
     ready: str = "/readyz",
+    ready_status: int | None = 200,
 ) -> Iterator[Serving]:
-    """``teamrun OPTIONS serve ARGS --port P`` in a child process, yielded once ``ready`` answers 200.
+    """``teamrun OPTIONS serve ARGS --port P`` in a child process, yielded once ``ready`` answers ``ready_status``
+    (``None``: answers at all).
 
     It is killed on the way out if it still runs (stop it with :meth:`Serving.stop` to see it end cleanly); its
     output is then in ``.stdout`` and ``.stderr``. A server that exits at start fails the wait at once, with what
@@ -213,7 +215,8 @@ def serving(
         return f"its stderr: {finish()[1]!r}" if process.poll() is not None else "it still runs"
 
     try:
-        wait_until(lambda: answers(server.url + ready, status=200), "`teamrun serve` ready", where=where, alive=process)
+        up = f"`teamrun serve` answering at {ready}"
+        wait_until(lambda: answers(server.url + ready, status=ready_status), up, where=where, alive=process)
         yield server
     finally:
         if process.poll() is None:

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +16,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 import teamrun
+from tests.cli_processes import child_env, serving
 from tests.fakeserver import FakeOpenAI
-from tests.serve.conftest import REPO, TOKEN, free_port, solo_team
+from tests.serve.conftest import REPO, TOKEN, solo_team
 
 RESEARCH = REPO / "teams" / "research-report.yaml"
 TASK = "Compare Rust and Go for command-line tools"
@@ -35,31 +33,15 @@ MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, 
 
 def serve_mcp_http(args: list[str], tokens: str | None) -> Iterator[str]:
     """``teamrun serve ... --mcp http`` in a process of its own; yields the endpoint's URL."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env = child_env()
     env.pop("TEAMRUN_API_TOKENS", None)
     if tokens is not None:
         env["TEAMRUN_API_TOKENS"] = tokens
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "teamrun.cli", "serve", *args, "--mcp", "http", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        while True:  # until it listens (or died)
-            assert process.poll() is None, process.communicate()[1]
-            try:
-                httpx.get(url, timeout=5)
-                break
-            except httpx.TransportError:
-                asyncio.run(asyncio.sleep(0.05))
-        yield url
-    finally:
-        process.terminate()
-        process.communicate(timeout=60)
+    with serving(*args, "--mcp", "http", env=env, ready="/mcp", ready_status=None) as server:
+        try:
+            yield server.url + "/mcp"
+        finally:
+            server.stop()
 
 
 @pytest.fixture

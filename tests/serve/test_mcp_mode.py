@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 import teamrun
-from tests.serve.conftest import REPO, free_port
+from tests.cli_processes import child_env, serving
+from tests.serve.conftest import REPO
 
 RESEARCH = REPO / "teams" / "research-report.yaml"
 TASK = "Compare Rust and Go for command-line tools"
@@ -52,44 +51,15 @@ def test_streamable_http_mcp_server_runs_the_team_as_a_tool(monkeypatch: Any) ->
     for name in ("NO_PROXY", "no_proxy"):
         monkeypatch.setenv(name, "127.0.0.1,localhost")
     expected = teamrun.load_team(RESEARCH, model="offline").run_sync(TASK).final_text
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "teamrun.cli",
-            "serve",
-            str(RESEARCH),
-            "--model",
-            "offline",
-            "--mcp",
-            "http",
-            "--port",
-            str(port),
-        ],
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        while True:  # until it listens (or died)
-            assert process.poll() is None, process.communicate()[1]
-            try:
-                httpx.get(url, timeout=5)
-                break
-            except httpx.TransportError:
-                asyncio.run(asyncio.sleep(0.05))
+    args = [str(RESEARCH), "--model", "offline", "--mcp", "http"]
+    with serving(*args, env=child_env(), ready="/mcp", ready_status=None) as server:
 
         async def main() -> tuple[list[str], Any]:
-            async with Client(streamable_http_client(url)) as client:  # type: ignore[arg-type]
+            async with Client(streamable_http_client(server.url + "/mcp")) as client:  # type: ignore[arg-type]
                 return await list_and_call(client)
 
         names, called = asyncio.run(asyncio.wait_for(main(), timeout=120))
-    finally:
-        process.terminate()
-        process.communicate(timeout=60)
+        server.stop()
 
     assert names == ["research-report"]
     assert called.content[0].text == expected
