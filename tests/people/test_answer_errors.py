@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from teamrun.cli import main
 from teamrun.tools.people import NOT_TEXT
+from tests.cli_processes import teamrun_argv
+from tests.waiting import wait_until
 
 TEAM = """version: 1
 name: ask-offline
@@ -135,10 +137,6 @@ def test_a_second_answer_is_refused_saying_who_answered(
     assert [item["agent"] for item in view["pending"]] == ["infra"]
 
 
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from teamrun.cli import main; main()", *args]
-
-
 def test_two_processes_answering_at_once(suspended: tuple[str, str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     run_id, store, _ = suspended
     items = _items(store, run_id, capsys)
@@ -147,7 +145,7 @@ def test_two_processes_answering_at_once(suspended: tuple[str, str, Path], capsy
     # the same item from two processes at once: one answer wins, the other is told so
     same = [
         subprocess.Popen(
-            _cli("answer", run_id, infra, region, "--store", store, "--no-resume", "--by", who),
+            teamrun_argv("answer", run_id, infra, region, "--store", store, "--no-resume", "--by", who),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -162,13 +160,13 @@ def test_two_processes_answering_at_once(suspended: tuple[str, str, Path], capsy
     # waits until it took the answer; the run ends done with both answers
     both = [
         subprocess.Popen(
-            _cli("answer", run_id, seats, "3", "--store", store, "--json", "--progress", "none"),
+            teamrun_argv("answer", run_id, seats, "3", "--store", store, "--json", "--progress", "none"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         ),
         subprocess.Popen(
-            _cli("resume", run_id, "--store", store, "--json", "--progress", "none"),
+            teamrun_argv("resume", run_id, "--store", store, "--json", "--progress", "none"),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -210,7 +208,7 @@ agents:
     )
     store = str(tmp_path / "runs.db")
     running = subprocess.Popen(
-        _cli("execute", str(team), "-i", "Launch Falcon", "--store", store, "--detach", "--progress", "none"),
+        teamrun_argv("execute", str(team), "-i", "Launch Falcon", "--store", store, "--detach", "--progress", "none"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -220,19 +218,16 @@ agents:
         from teamrun.store.pending import PendingRepository
 
         items = PendingRepository(open_store(store))
-        for _ in range(1200):  # until the asker's question is in the store (guard only)
-            try:
-                found = items.items(status="pending")
-            except Exception:
-                found = []
-            if found:
-                break
-            import time
 
-            time.sleep(0.05)
-        [item] = found
+        def pending() -> list[Any]:
+            try:
+                return items.items(status="pending")
+            except Exception:  # the store is not created yet
+                return []
+
+        [item] = wait_until(pending, "the asker's question in the store", alive=running)
         answered = subprocess.run(
-            _cli("answer", item.run_id, item.item_id, "us-east-1", "--store", store),
+            teamrun_argv("answer", item.run_id, item.item_id, "us-east-1", "--store", store),
             capture_output=True,
             text=True,
             timeout=120,
@@ -314,7 +309,7 @@ def test_two_processes_answering_different_items_at_once_both_answers_reach_the_
 
         answering = [
             subprocess.Popen(
-                _cli("answer", run_id, item, value, "--store", store, "--progress", "none"),
+                teamrun_argv("answer", run_id, item, value, "--store", store, "--progress", "none"),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
