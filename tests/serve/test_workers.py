@@ -23,6 +23,7 @@ from teamrun.cli import main
 from tests.serve.conftest import REPO, free_port
 from tests.serve.sse import sse_events
 from tests.serve.test_approvals import stamp_team
+from tests.waiting import wait_until
 
 ENV = {
     **os.environ,
@@ -165,12 +166,12 @@ def test_a_run_is_reached_from_either_process_events_approvals_and_cancel(two_wo
         served.connection_to("1"), "POST", f"/v1/runs/{run['id']}/approvals/{approval['id']}", {"approve": True}
     )
     assert status == 200 and answered["status"] == "approved" and headers["x-teamrun-via"] == "1"
-    status, headers, record = call(served.connection_to("1"), "GET", f"/v1/runs/{run['id']}")
-    for _ in range(400):
-        if record["status"] != "running":
-            break
-        time.sleep(0.05)
-        status, headers, record = call(served.connection_to("1"), "GET", f"/v1/runs/{run['id']}")
+
+    def ended() -> tuple[dict[str, str], Any] | None:
+        _, headers, record = call(served.connection_to("1"), "GET", f"/v1/runs/{run['id']}")
+        return (headers, record) if record["status"] != "running" else None
+
+    headers, record = wait_until(ended, "the approved run's end")
     assert record["status"] == "done" and record["approvals"][0]["status"] == "approved"
     assert headers["x-teamrun-worker"] == "0" and headers["x-teamrun-via"] == "1"
 

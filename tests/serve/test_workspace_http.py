@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.client
 import json
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 
 from tests.serve.test_approvals import STAMP
 from tests.serve.test_workers import ENV, Served, call, events_until
+from tests.waiting import wait_until
 
 SECRET = "ws-very-secret-value-0042"
 
@@ -92,14 +92,12 @@ def two_workers(tmp_path: Path, secret_env: None) -> Iterator[Served]:
 
 
 def finished(connection: http.client.HTTPConnection, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def ended() -> dict[str, Any] | None:
         status, _, record = call(connection, "GET", f"/v1/runs/{run_id}")
         assert status == 200, record
-        if record["status"] != "running":
-            return record
-        time.sleep(0.05)
-    raise AssertionError(f"run {run_id} did not finish")
+        return record if record["status"] != "running" else None
+
+    return wait_until(ended, f"run {run_id} finished")
 
 
 def test_the_workspace_of_a_run_is_answered_by_either_worker_masked(two_workers: Served) -> None:
@@ -187,13 +185,12 @@ def test_a_run_in_progress_answers_its_live_workspace(tmp_path: Path, secret_env
         status, _, created = call(owner, "POST", "/v1/runs", {"team": "ws-served", "input": "stamp and note"})
         assert status == 201, created
         run_id = created["id"]
-        deadline = time.monotonic() + 60
-        while True:  # the run waits for the tool's approval: in progress
-            status, _, record = call(other, "GET", f"/v1/runs/{run_id}")
-            if record["approvals"]:
-                break
-            assert time.monotonic() < deadline, record
-            time.sleep(0.05)
+
+        def asked() -> list[Any]:
+            approvals: list[Any] = call(other, "GET", f"/v1/runs/{run_id}")[2]["approvals"]
+            return approvals
+
+        approvals = wait_until(asked, "the run waiting for the tool's approval: in progress")
         status, headers, live = call(other, "GET", f"/v1/runs/{run_id}/workspace")
         assert status == 200 and headers["x-teamrun-worker"] == "1", live
         assert live["status"] == "running" and live["source"] == "server"
@@ -205,7 +202,7 @@ def test_a_run_in_progress_answers_its_live_workspace(tmp_path: Path, secret_env
             mine = [w for w in applied_live if w["entry"] == name]
             assert entry["version"] == (mine[-1]["version_after"] if mine else 0)
 
-        approval = record["approvals"][0]["id"]
+        approval = approvals[0]["id"]
         status, _, _answer = call(other, "POST", f"/v1/runs/{run_id}/approvals/{approval}", {"approve": True})
         assert status == 200
         record = finished(owner, run_id)
