@@ -14,6 +14,7 @@ import pytest
 
 import teamrun
 from tests.fakeserver import FakeOpenAI, hang, text, tool_calls
+from tests.waiting import wait_until_async
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,10 +156,7 @@ def test_priced_models_report_cost_per_agent(fake_openai: FakeOpenAI, write_team
 
 
 async def _cancel_when(ready: Any, cancel: asyncio.Event) -> None:
-    for _ in range(1000):
-        if ready():
-            break
-        await asyncio.sleep(0.01)
+    await wait_until_async(ready, "quick's delegation ended and slow's call at the provider")
     cancel.set()
 
 

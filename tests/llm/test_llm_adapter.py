@@ -16,6 +16,7 @@ from teamrun.llm import LiteLLMChatModel, ModelReply, ModelSettings, ProviderErr
 from teamrun.llm.adapter import import_litellm
 from tests.cli_processes import free_port
 from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
+from tests.waiting import wait_until_async
 
 MESSAGES = [
     {"role": "system", "content": "You coordinate."},
@@ -308,10 +309,8 @@ def test_cancellation_is_not_turned_into_a_model_error(fake_openai: FakeOpenAI) 
 
     async def cancel_soon() -> None:
         task = asyncio.create_task(chat.complete(MESSAGES, settings=settings))
-        for _ in range(1000):  # cancel once the request is at the server (not by a timer: a busy machine is slow)
-            if fake_openai.requests() or task.done():
-                break
-            await asyncio.sleep(0.01)
+        # cancel once the request is at the server (not by a timer: a busy machine is slow)
+        await wait_until_async(lambda: fake_openai.requests() or task.done(), "the request at the server")
         task.cancel()
         await task
 

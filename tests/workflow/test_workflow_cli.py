@@ -15,6 +15,7 @@ import pytest
 
 from tests.cli_run import run_cli
 from tests.fakeserver import FakeOpenAI, Reply, http_error, text, tool_calls
+from tests.waiting import wait_until_async
 from tests.workflow.conftest import read_trace, step_spans
 
 WriteTeam = Callable[[str], Path]
@@ -460,10 +461,7 @@ def test_cancelling_a_workflow_mid_map_keeps_the_finished_items(
             log = [r for r in fake_openai.requests() if r.model == "researcher"]
             return any(r.end == 0.0 for r in log) and any(r.end for r in log)
 
-        for _ in range(4800):  # only a guard against a hang, no timing assertion
-            if in_flight():
-                break
-            await asyncio.sleep(0.05)
+        await wait_until_async(in_flight, "the fast item answered, the slow one at the provider", alive=job)
         cancel.set()
         return await job
 
