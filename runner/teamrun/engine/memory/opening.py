@@ -24,11 +24,11 @@ from teamrun.errors import UsageError
 from teamrun.llm.embedding import embedder_for
 from teamrun.llm.offline import is_offline_model
 from teamrun.secrets import Redactor
-from teamrun.store import Store
 from teamrun.store.memory import MemoryStore, check_resource_id
 
 if TYPE_CHECKING:
     from teamrun.engine.durability.journal import RunJournal
+    from teamrun.store import Store
 
 __all__ = ["NO_RESOURCE_WARNING", "memory_for_run", "memory_store_of", "open_memory"]
 
