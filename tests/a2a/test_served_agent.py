@@ -19,6 +19,7 @@ from a2a.types import CancelTaskRequest, GetTaskRequest, InvalidParamsError, Tas
 from tests.a2a.served_agents import AUTH, TOKEN, agent, collect, message, served, state_name, states, text_of
 from tests.fakeserver import FakeOpenAI, hang, text
 from tests.serve.conftest import REPO
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.outofprocess("`teamrun serve` processes")
 
@@ -107,8 +108,9 @@ def test_cancelling_a_task_cancels_its_run(tmp_path: Path, fake_openai: FakeOpen
                 [sent] = await collect(client, message("take your time"))  # polling: answered at once
                 task = sent.task
                 assert state_name(task.status.state) == "WORKING"
-                while not fake_openai.requests("lead"):  # the model call hangs now
-                    await asyncio.sleep(0.05)
+                await wait_until_async(
+                    lambda: fake_openai.requests("lead"), "the model call at the provider (it hangs)"
+                )
                 cancelled = await client.cancel_task(CancelTaskRequest(id=task.id))
                 assert state_name(cancelled.status.state) == "CANCELED"
                 assert "A2A CancelTask" in text_of(cancelled.status.message.parts)

@@ -27,6 +27,7 @@ import teamrun
 from teamrun.cli import main
 from tests.a2a.served_agents import AUTH, TOKEN, agent, collect, message, state_name, text_of
 from tests.serve.conftest import serve
+from tests.waiting import wait_until_async
 
 __all__ = ["serve"]
 
@@ -286,8 +287,7 @@ def test_subscribing_to_a_task_another_server_runs_is_refused_as_cancelling_it_i
         async with agent(here.url, "solo", streaming=False, polling=True) as client:
             [sent] = await collect(client, message("take your time"))
         task_id = sent.task.id
-        while not gated.waiting:  # the run is at its model call, on server A
-            await asyncio.sleep(0.05)
+        await wait_until_async(lambda: gated.waiting, "the run at its model call, on server A")
         async with agent(there.url, "solo") as other:
             with pytest.raises(TaskNotCancelableError, match="runs in another process on the same store"):
                 await other.cancel_task(CancelTaskRequest(id=task_id))

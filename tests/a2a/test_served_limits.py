@@ -14,6 +14,7 @@ from a2a.types import CancelTaskRequest, InternalError
 from tests.a2a.served_agents import AUTH, agent, collect, message, served, state_name
 from tests.a2a.test_served_agent import hanging_team
 from tests.fakeserver import FakeOpenAI, hang, text
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.outofprocess("a `teamrun serve` process")
 
@@ -37,8 +38,7 @@ def test_an_answer_that_would_continue_a_task_past_the_run_limit_is_refused(
                 assert state_name(waiting.status.state) == "INPUT_REQUIRED"  # it holds no slot now
             async with agent(server.url, "slow", streaming=False, polling=True) as slow:
                 [busy] = await collect(slow, message("take your time"))  # takes the one slot
-                while not fake_openai.requests("lead"):
-                    await asyncio.sleep(0.05)
+                await wait_until_async(lambda: fake_openai.requests("lead"), "the slot's run at the provider")
                 async with agent(server.url, "stamper", streaming=False) as stamp:
                     with pytest.raises(InternalError, match="run slots are in use"):
                         await collect(stamp, message("deny", task_id=waiting.id))

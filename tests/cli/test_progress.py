@@ -18,6 +18,7 @@ import teamrun
 from teamrun.cli import main
 from teamrun.cli.progress import LiveTree, PlainProgress
 from tests.fakeserver import FakeOpenAI, hang, http_error, text, tool_calls
+from tests.waiting import wait_until_async
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -236,8 +237,7 @@ def test_live_tree_marks_cancelled_workers(tmp_path: Path, fake_openai: FakeOpen
         cancel = asyncio.Event()
 
         async def cancel_once_waiting() -> None:
-            while not fake_openai.requests("slow"):
-                await asyncio.sleep(0.01)
+            await wait_until_async(lambda: fake_openai.requests("slow"), "the slow worker's call at the provider")
             cancel.set()
 
         watcher = asyncio.create_task(cancel_once_waiting())

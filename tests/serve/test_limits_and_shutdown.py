@@ -15,7 +15,7 @@ from tests.cli_processes import child_env, serving
 from tests.fakeserver import FakeOpenAI, hang
 from tests.serve.conftest import TOKEN, GatedModel, solo_team
 from tests.serve.sse import sse_events
-from tests.waiting import wait_until
+from tests.waiting import wait_until, wait_until_async
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -32,8 +32,8 @@ def test_100_concurrent_requests_with_20_slots_are_each_answered_200_or_429(serv
             body = {"model": "solo", "messages": [{"role": "user", "content": "hold on"}]}
             tasks = [asyncio.create_task(client.post("/v1/chat/completions", json=body)) for _ in range(100)]
             # every request is accounted for before the held runs may finish: 20 in the model, 80 answered
-            while not (model.waiting == 20 and sum(t.done() for t in tasks) == 80):
-                await asyncio.sleep(0.01)
+            accounted = "20 requests in the model, 80 answered"
+            await wait_until_async(lambda: model.waiting == 20 and sum(t.done() for t in tasks) == 80, accounted)
             refused = [t.result() for t in tasks if t.done()]
             model.gate.set()
             answers = await asyncio.gather(*tasks)
