@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import signal
-import subprocess
-import sys
-import threading
 import zlib
 from pathlib import Path
 from typing import Any
@@ -26,13 +22,15 @@ import sqlalchemy as sa
 from playwright.sync_api import expect
 
 from teamrun.store import open_store
+from tests.cli_processes import child_env, serving
 from tests.fakeserver import FakeOpenAI, hang
 from tests.people.test_suspend_fan_out import ANSWERS, write_team
 from tests.people.test_suspend_fan_out import serve as script_people
-from tests.serve.conftest import REPO, TOKEN, free_port, solo_team, until_run
+from tests.serve.conftest import TOKEN, solo_team, until_run
 from tests.serve.sse import sse_events
 from tests.serve.test_threads import AUTH, served
 from tests.view.conftest import OpenPage, open_page
+from tests.waiting import wait_until
 
 __all__ = ["open_page"]
 
@@ -207,23 +205,6 @@ def test_the_page_opens_a_stored_run_with_three_overlapping_worker_bars(tmp_path
     assert problems == [], "\n".join(problems)
 
 
-def _serve_process(team: Path, store: str) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "runner"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    env |= {"TEAMRUN_API_TOKENS": TOKEN}
-    env.pop("TEAMRUN_STORE", None)
-    command = [sys.executable, "-m", "teamrun.cli", "serve", str(team), "--store", store, "--port", str(port)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    while True:  # until it listens (or died)
-        assert process.poll() is None, process.communicate()[1]
-        try:
-            if httpx.get(url + "/readyz").status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            threading.Event().wait(0.05)
-
-
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 def test_a_run_stopped_mid_run_keeps_its_events_on_sigterm_and_none_when_killed(
     tmp_path: Path, fake_openai: FakeOpenAI, stop: signal.Signals
@@ -231,17 +212,12 @@ def test_a_run_stopped_mid_run_keeps_its_events_on_sigterm_and_none_when_killed(
     fake_openai.script("lead", [hang(300)])
     team = solo_team(tmp_path, model="openai/lead", api_base=fake_openai.url)
     store = f"sqlite:///{tmp_path / 'teamrun.db'}"
-    process, url = _serve_process(team, store)
-    try:
-        run_id = httpx.post(url + "/v1/runs", headers=AUTH, json={"team": "solo", "input": "hang on"}).json()["id"]
-        while not fake_openai.requests("lead"):  # the run waits on the provider
-            threading.Event().wait(0.01)
-        process.send_signal(stop)
-        process.wait(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate()
+    with serving(str(team), "--store", store, env=child_env(TEAMRUN_API_TOKENS=TOKEN)) as server:
+        answer = httpx.post(server.url + "/v1/runs", headers=AUTH, json={"team": "solo", "input": "hang on"})
+        run_id = answer.json()["id"]
+        wait_until(lambda: fake_openai.requests("lead"), "the run waiting on the provider")
+        server.process.send_signal(stop)
+        server.process.wait(timeout=120)
 
     with served(str(team), "--store", store) as url, httpx.Client(base_url=url, headers=AUTH, timeout=120) as client:
         record = client.get(f"/v1/runs/{run_id}").json()

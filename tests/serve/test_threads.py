@@ -8,7 +8,6 @@ each turn saw.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,7 +19,7 @@ import openai
 import teamrun
 from teamrun.store import open_store
 from tests.cli_processes import child_env, serving
-from tests.serve.conftest import REPO, TOKEN, solo_team
+from tests.serve.conftest import REPO, TOKEN, solo_team, until_run
 
 RESEARCH = REPO / "teams" / "research-report.yaml"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -66,9 +65,7 @@ def test_two_servers_sharing_a_store_continue_one_thread(store_url: str) -> None
                 "/v1/runs", json={"team": "research-report", "input": "Summarise for a manager", "thread": "conv-1"}
             ).json()
             assert run["thread"] == "conv-1"
-            while run["status"] == "running":
-                threading.Event().wait(0.05)
-                run = client.get(f"/v1/runs/{run['id']}").json()
+            run = until_run(client, run["id"], lambda r: r["status"] != "running", "its end")
         assert run["status"] == "done"
         assert "Earlier in this conversation (2 turn(s)); it began with: Compare Rust and Go" in run["final_text"]
 
