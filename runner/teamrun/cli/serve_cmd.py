@@ -140,6 +140,16 @@ Examples:
     help="Serve from N processes sharing the port (one per core). A request about a run is passed to "
     "the process running it; --max-concurrent-runs counts per process. See docs/serve.md.",
 )
+@click.option(
+    "--lease",
+    "lease_s",
+    default=0.0,
+    type=click.FloatRange(0),
+    metavar="SECONDS",
+    help="Serve as one replica of several on the --store (behind a load balancer): each run this server executes "
+    "holds a lease renewed every second; a replica silent for SECONDS has its running runs resumed by another, "
+    "and any replica answers for any run. 0: this server runs alone. See docs/serve.md, Several machines.",
+)
 def serve(
     team_files: tuple[str, ...],
     host: str,
@@ -158,6 +168,7 @@ def serve(
     approval_on_timeout: str = "deny",
     api_base: str | None = None,
     forwarded_allow_ips: str | None = None,
+    lease_s: float = 0.0,
 ) -> int:
     try:
         import fastapi  # noqa: F401
@@ -171,6 +182,8 @@ def serve(
 
     if mcp_transport is not None and workers > 1:
         raise UsageError("--workers serves HTTP: an MCP server (--mcp) runs in one process")
+    if lease_s and not store_location:
+        raise UsageError("--lease coordinates replicas through their shared store: give --store too")
     logs = click.get_current_context().find_object(LogSettings)
     options = ServeOptions(
         team_files=team_files,
@@ -191,6 +204,7 @@ def serve(
         log_format=logs.log_format if logs is not None else "console",
         workers=workers,
         trace_content=trace_content,
+        lease_s=lease_s or None,
     )
     if mcp_transport is not None:
         from teamrun.serve.mcp_mode import serve_mcp

@@ -105,7 +105,12 @@ def _state(teams: Sequence[Team], settings: ServeSettings) -> ServeState:
     answers = AnswerService(registry, served, store) if store is not None else None
     if answers is not None:  # a run that stops waiting continues when its questions expire
         registry.when_over.append(answers.when_stopped)
-    return ServeState(settings, registry, served, Redactor(masked_always), keeper, answers, KEEPALIVE_S)
+    replica = None
+    if store is not None and settings.lease_s:  # one of several replicas on the store: leases, takeover, fencing
+        from teamrun.serve.replicas import Replica
+
+        replica = Replica(registry, served, store, lease_s=settings.lease_s, keeper=keeper)
+    return ServeState(settings, registry, served, Redactor(masked_always), keeper, answers, KEEPALIVE_S, replica)
 
 
 def _lifespan(teams: Sequence[Team], state: ServeState) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -117,9 +122,13 @@ def _lifespan(teams: Sequence[Team], state: ServeState) -> Callable[[FastAPI], A
                 _log.info("models_warmed", team=team.name, models=warmed)
         if state.answers is not None:
             await state.answers.watch_waiting()
+        if state.replica is not None:
+            state.replica.start()
         yield
         if state.answers is not None:
             state.answers.close()
+        if state.replica is not None:  # what still runs after the grace period: another replica takes it
+            await state.replica.hand_over()
         state.registry.cancel_all("server shutting down")
         await state.registry.drain()
         if state.keeper is not None:

@@ -54,6 +54,8 @@ class ServeOptions:
     """Server processes sharing the listening socket."""
     trace_content: bool = False
     """Keep each model call's messages in a run's events (``llm_io``), for the page's run view."""
+    lease_s: float | None = None
+    """One replica of several on the store: seconds a run's lease lasts unrenewed (``None``: it runs alone)."""
 
 
 @dataclass
@@ -130,5 +132,6 @@ def build(options: ServeOptions) -> Built:
         approval_on_timeout=options.approval_on_timeout,
         store=loaded.store,
         content=options.trace_content,
+        lease_s=options.lease_s,
     )
     return Built(create_app(loaded.teams, settings), [t.name for t in loaded.teams], bool(loaded.tokens), loaded.store)

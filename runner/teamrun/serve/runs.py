@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable, Container, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -157,6 +157,8 @@ class RunHandle:
     """Tool calls that asked for approval, by approval id."""
     failure: str | None = None
     """Why the server failed the run (an approval nobody answered, under ``--approval-timeout-outcome fail``)."""
+    moved: bool = False
+    """Another replica executes the run now (it took the run's lease): the store's record is its truth."""
     _lines: list[Event | dict[str, Any]] = field(default_factory=list)
     """Every event so far: the engine's as they came, the server's own lines (:meth:`note`) as dicts. Only the
     first :attr:`_masked` are JSON-ready dicts with secrets masked yet (see :meth:`event`)."""
@@ -331,7 +333,7 @@ class FoundRun:
 def reconciled(handle: RunHandle) -> bool:
     """Whether what ``handle`` says of its run must be checked against the store: it ran and stopped here (over,
     or waiting), so another process (``teamrun answer``, ``resume``, another server) may have continued it since."""
-    return handle.finished and handle.result is not None
+    return handle.finished and (handle.result is not None or handle.moved)
 
 
 @dataclass(frozen=True)
@@ -387,6 +389,13 @@ class RunRegistry:
         wait for it."""
         self.when_over: list[Callable[[RunHandle], None]] = []
         """Called on the loop as each run ends or suspends (with a store: its events are kept, serve/history.py)."""
+        self.owning: Callable[[str], Awaitable[None]] | None = None
+        """With replicas on one store (serve/replicas.py): takes the run's lease before it runs or continues here."""
+        self.forward_cancel: Callable[[str, str], Awaitable[bool]] | None = None
+        """With replicas: leaves a cancel for the replica that runs a run (whether one does)."""
+        self.finish_on_stop = False
+        """On SIGTERM, stop taking runs and let those in progress finish (replicas hand the rest over as the server
+        stops) instead of cancelling them at once."""
 
     @property
     def active(self) -> int:
@@ -537,14 +546,18 @@ class RunRegistry:
         approver: Approver,
         desk: PersonDesk | None,
         journal: RunJournal | None = None,
+        owned: bool = False,
     ) -> None:
         """Run ``team`` for ``handle`` to its end and settle the handle (also a waiting run continued here,
-        ``journal`` its resume journal: :mod:`teamrun.serve.answers`)."""
+        ``journal`` its resume journal: :mod:`teamrun.serve.answers`). ``owned``: its lease is taken already (a
+        run taken over from another replica)."""
 
         def measure(event: Event) -> None:
             self.metrics.on_event(team.name, event)
 
         try:
+            if self.owning is not None and not owned:
+                await self.owning(handle.id)
             handle.result = await team.run(
                 handle.input,
                 subscribers=[handle, measure],  # the handle: its events, and the secrets they must mask
@@ -567,6 +580,8 @@ class RunRegistry:
             handle.refused = True
             handle.refused_thread = isinstance(exc, ThreadOfAnotherTeam)
         except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
+            if getattr(exc, "stops_run", False):  # another replica took the run: it goes on there
+                handle.moved = True
             _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
             handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"
         finally:
@@ -656,9 +671,19 @@ class RunRegistry:
             status = stored.shown_status() if stored is not None else "unknown"
         if status == "waiting":  # without a store nothing waits there: it cannot be ended
             return CancelAnswer("waiting", handle, stored, status=status)
+        if status == "running" and self.forward_cancel is not None and await self.forward_cancel(run_id, reason):
+            return CancelAnswer("cancelling", handle, stored, status=status)  # its replica applies it shortly
         if status == "running":  # continued by another server process on the same store (`teamrun answer`...)
             return CancelAnswer("elsewhere", handle, stored, status=status)
         return CancelAnswer("over", handle, stored, status=status)
+
+    def stopping(self, reason: str) -> None:
+        """The server was asked to stop (SIGTERM): cancel every run (:meth:`cancel_all`), or, with
+        :attr:`finish_on_stop`, only stop taking new ones."""
+        if self.finish_on_stop:
+            self.closing = True
+        else:
+            self.cancel_all(reason)
 
     def cancel_all(self, reason: str) -> None:
         """Stop taking runs and cancel every one in progress (graceful shutdown)."""

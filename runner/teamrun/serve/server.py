@@ -47,7 +47,7 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # A stop asked for is a clean exit: uvicorn would re-raise the signal after shutting down.
         if self.loop is not None:
-            self.loop.call_soon_threadsafe(self.registry.cancel_all, "server shutting down")
+            self.loop.call_soon_threadsafe(self.registry.stopping, "server shutting down")
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
         else:

@@ -37,6 +37,9 @@ class ServeSettings:
     store: Store | None = None
     """Where threads are kept (a PostgreSQL store can be shared by several servers); ``None``: no threads,
     each request is one run."""
+    lease_s: float | None = None
+    """With a store shared by several replicas: seconds a run's lease lasts unrenewed (serve/replicas.py);
+    ``None``: this server runs alone (no leases)."""
     content: bool = False
     """Keep ``llm_io`` events (each model call's messages, masked) in a run's events, for the page's run view;
     the teams' models must publish them (``load_team(..., wrap_model=ContentCapture)``)."""

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from teamrun.secrets import Redactor
 from teamrun.serve.runs import RunHandle
 
-__all__ = ["after_event", "continued_stream", "event_stream", "kept_stream", "sse"]
+__all__ = ["after_event", "continued_stream", "event_stream", "kept_stream", "sse", "store_stream"]
+
+Fetch = Callable[[], Awaitable[tuple[list[dict[str, Any]] | None, dict[str, Any]] | None]]
+"""Reads a run's kept events (masked) and its record from the store."""
 
 
 def sse(data: Any, redactor: Redactor | None = None, *, event: str | None = None, id: int | None = None) -> bytes:
@@ -70,3 +74,33 @@ async def event_stream(
         if not await handle.changed(keepalive_s):
             yield b": keepalive\n\n"
     yield sse(result if result is not None else handle.record(), event="result")
+
+
+async def store_stream(
+    fetch: Fetch, start_at: int, poll_s: float, keepalive_s: float, *, settle_s: float = 5.0
+) -> AsyncIterator[bytes]:
+    """A run that runs on another replica, live from the store: its events as its replica saves them (numbered as
+    every replica numbers them: their place among the run's kept events), then ``event: result``, its record once
+    it is no longer running (and its last events, up to its ``run_end``, are kept; at most ``settle_s`` later)."""
+    index, quiet, settled = start_at, 0.0, 0.0
+    while True:
+        found = await fetch()
+        if found is None:
+            return
+        events, record = found
+        events = events or []
+        sent = index
+        while index < len(events):
+            yield sse(events[index], event=str(events[index]["kind"]), id=index)
+            index += 1
+        if record.get("status") != "running":
+            ended = bool(events) and events[-1].get("kind") == "run_end"
+            if ended or settled >= settle_s:
+                yield sse(record, event="result")
+                return
+            settled += poll_s
+        quiet = 0.0 if index > sent else quiet + poll_s
+        if quiet >= keepalive_s:
+            quiet = 0.0
+            yield b": keepalive\n\n"
+        await asyncio.sleep(poll_s)  # a poll of the store: its replica saves the run's events on its heartbeat

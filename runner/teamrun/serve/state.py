@@ -22,6 +22,7 @@ from teamrun.serve.settings import ServeSettings
 
 if TYPE_CHECKING:
     from teamrun.config.models import Limits
+    from teamrun.serve.replicas import Replica
     from teamrun.store import Store
 
 __all__ = ["ServeState", "serve_state"]
@@ -43,6 +44,8 @@ class ServeState:
     """The one way pending items are answered (``None`` without a store: nothing waits)."""
     keepalive_s: float
     """Seconds between SSE comment lines while a run has nothing to say (keeps proxies from closing the stream)."""
+    replica: Replica | None = None
+    """This server as one replica of several on its store (leases, takeover); ``None``: it runs alone."""
 
     @property
     def store(self) -> Store | None:

@@ -57,6 +57,9 @@ class Fence:
 class StaleLease(StoreError):
     """A write for a run by a replica whose lease was taken by another (an older generation): refused."""
 
+    stops_run = True
+    """The run's journal raises it from then on (:attr:`RunJournal.fenced`): the run stops executing here."""
+
     def __init__(self, run_id: str, fence: Fence, holder: Lease | None) -> None:
         self.run_id = run_id
         self.fence = fence

@@ -200,6 +200,9 @@ class RunJournal:
         it only makes a commit wait for company up to :data:`GROUP_COMMIT_S`)."""
         self.failure: str | None = None
         """Why writing failed (the run goes on unjournaled after a failure; it is reported at the end)."""
+        self.fenced: BaseException | None = None
+        """The store refused a write because another process executes the run now (an error with a true
+        ``stops_run``: a replica's stale lease): every :meth:`write_now` raises it, so the run stops here."""
 
     @property
     def run_id(self) -> str:
@@ -270,12 +273,16 @@ class RunJournal:
         """
         if entry.key.kind == "model":
             self._open_calls = max(0, self._open_calls - 1)
+        if self.fenced is not None:
+            raise self.fenced
         if self._thread is None or self._closing:
             return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._queue.put(_Write(entry, loop, done))
         await done
+        if self.fenced is not None:  # not written: another process executes the run now
+            raise self.fenced
 
     def _write_loop(self) -> None:
         last_beat = time.time()
@@ -328,6 +335,8 @@ class RunJournal:
                 self.written += len(batch)
             except Exception as exc:  # a full disk or a lost database must not crash the run
                 self.failure = f"{type(exc).__name__}: {exc}"
+                if getattr(exc, "stops_run", False):
+                    self.fenced = exc
                 _log.warning("journal_write_failed", run_id=self.run_id, error=self.failure)
         for write in batch:  # a failed write is reported at the end; the run goes on
             if write.loop is not None and write.done is not None:

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from teamrun.serve.errors import ApiError
 from teamrun.serve.history import stored_events
 from teamrun.serve.runs import BudgetTooHigh, check_budgets, stored_record
-from teamrun.serve.sse import after_event, continued_stream, event_stream, kept_stream
+from teamrun.serve.sse import after_event, continued_stream, event_stream, kept_stream, store_stream
 from teamrun.serve.state import ServeState, serve_state
 from teamrun.serve.wire import RunRequest
 
@@ -58,8 +58,12 @@ async def cancel_run(state: State, run_id: str) -> JSONResponse:
     handle, stored = answer.handle, answer.stored
     if answer.outcome == "not_found":
         raise ApiError.run_not_found(run_id)
-    if answer.outcome == "cancelling" and handle is not None:
+    if answer.outcome == "cancelling" and handle is not None and not handle.finished:
         return JSONResponse(handle.record(), status_code=202)
+    if answer.outcome == "cancelling" and stored is not None:  # it runs on another replica, which applies the cancel
+        asked = stored_record(stored) | {"cancel_reason": "cancelled by request"}
+        shown = state.served[stored.team].redactor.value(asked)
+        return JSONResponse(shown, status_code=202)
     if answer.outcome == "ended":
         if handle is not None and handle.cancel_reason == _WAITING_REASON:
             return JSONResponse(handle.record(), status_code=202)
@@ -90,6 +94,14 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
     handle = registry.get(run_id)
     if handle is None and registry.store is not None:  # a run of an earlier server, or of another worker
         found = await stored_events(registry.store, state.served, run_id)
+        if found is not None and found[1].get("status") == "running" and state.replica is not None:
+            store = registry.store  # it runs on another replica: live from the events it saves on its heartbeat
+
+            async def fetch() -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
+                return await stored_events(store, state.served, run_id)
+
+            stream = store_stream(fetch, start_at, state.replica.tick_s, state.keepalive_s)
+            return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
         if found is not None:
             kept, record = found
             if kept is None:

@@ -1,0 +1,256 @@
+"""This server as one replica of several on one store: run leases, takeover, fencing, handover (issue 46).
+
+Each run this server executes holds a lease in the store (:mod:`teamrun.store.leases`), taken as it starts or
+continues here (:attr:`RunRegistry.owning <teamrun.serve.runs.RunRegistry.owning>`) and released as it ends or
+suspends waiting for people. A heartbeat (:meth:`Replica.tick`, every :attr:`Replica.tick_s`) renews them all in
+one statement, applies the cancels other replicas left on them, saves the events of the runs running here (so any
+replica streams them live, :func:`teamrun.serve.sse.store_stream`), notices a lease another replica took (the run
+stops here), and takes over the runs of replicas that stopped renewing: each is resumed from its journal as
+``teamrun resume`` resumes it (finished calls answered from the journal, not paid again), its events say
+``run_moved``. Every journal write and record save of a run is fenced by the lease's generation
+(:class:`~teamrun.store.leases.Fences`): a replica that comes back after its run was taken (paused, cut off) has
+its writes refused, says so, and stops executing the run.
+
+On SIGTERM the server stops taking runs and lets those in progress finish within the grace period; what still
+runs then is handed over (:data:`~teamrun.store.leases.HANDOVER`): another replica takes it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from teamrun.errors import TeamrunError
+from teamrun.logs import get_logger
+from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown, store_people
+from teamrun.serve.served import Served
+
+if TYPE_CHECKING:
+    from teamrun.serve.history import EventKeeper
+    from teamrun.store import Store
+    from teamrun.store.leases import Lease, StaleLease
+
+__all__ = ["DEFAULT_LEASE_S", "Replica", "replica_id"]
+
+_log = get_logger(__name__)
+
+DEFAULT_LEASE_S = 15.0
+"""Seconds a lease lasts without renewal: how long a dead replica's runs wait before another takes them."""
+MOVED_REASON = "moved to another replica"
+"""The cancel reason of a run this replica stopped executing because another took its lease."""
+
+
+def replica_id() -> str:
+    """This process's name as a lease owner: host, pid and a random part (a restarted process is another owner)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Replica:
+    """Leases, takeover and handover of one server on a store shared with other replicas."""
+
+    def __init__(
+        self,
+        registry: RunRegistry,
+        served: Mapping[str, Served],
+        store: Store,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        keeper: EventKeeper | None = None,
+        owner: str | None = None,
+    ) -> None:
+        from teamrun.store.journal import StoreJournal
+
+        self.registry = registry
+        self.served = served
+        self.store = store
+        self.keeper = keeper
+        self.lease_s = lease_s
+        self.tick_s = min(1.0, lease_s / 4)
+        """Seconds between heartbeats: well inside the lease, and soon enough for a forwarded cancel."""
+        self.id = owner or replica_id()
+        self.backend = StoreJournal(store)
+        self.held: dict[str, int] = {}
+        """The runs executing here, with their lease's generation."""
+        self._saved: dict[str, int] = {}
+        """Events of each run saved to the store by the heartbeat (their count)."""
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handing_over = False
+        registry.owning = self.own
+        registry.forward_cancel = self.forward_cancel
+        registry.finish_on_stop = True
+        registry.when_over.append(self.over)
+        store.fences.on_refused.append(self._refused)
+
+    # -- the runs that start or continue here --------------------------------------------------------
+
+    async def own(self, run_id: str) -> None:
+        """Take ``run_id``'s lease: it starts or continues here (:attr:`RunRegistry.owning`)."""
+        from teamrun.store.leases import Fence
+
+        generation = await asyncio.to_thread(self.store.leases.acquire, run_id, self.id, self.lease_s)
+        self.store.fences.set(run_id, Fence(self.id, generation))
+        self.held[run_id] = generation
+
+    def over(self, handle: RunHandle) -> None:
+        """A run stopped here (the registry's ``when_over``): its lease goes (none while it waits for people)."""
+        generation = self.held.pop(handle.id, None)
+        self._saved.pop(handle.id, None)
+        if generation is None:
+            return
+        reason = "waiting" if handle.state == "waiting" else "over"
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._release(handle.id, generation, reason), name=f"teamrun-lease-release:{handle.id}")
+        task.add_done_callback(lambda _: None)
+
+    async def _release(self, run_id: str, generation: int, reason: str) -> None:
+        try:
+            await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, reason)
+        except Exception as exc:  # it expires instead; the run's record says it is over, so nobody takes it
+            _log.warning("serve_lease_not_released", run=run_id, error=str(exc), error_type=type(exc).__name__)
+        finally:
+            if run_id not in self.held:
+                self.store.fences.drop(run_id)
+
+    async def forward_cancel(self, run_id: str, reason: str) -> bool:
+        """Leave a cancel of ``run_id`` for the replica that runs it (:attr:`RunRegistry.forward_cancel`)."""
+        return await asyncio.to_thread(self.store.leases.request_cancel, run_id, reason)
+
+    # -- the heartbeat -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the heartbeat (the server's start-up)."""
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._beat(), name="teamrun-replica-heartbeat")
+        _log.info("serve_replica", replica=self.id, lease_s=self.lease_s)
+
+    async def _beat(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception as exc:  # a store that does not answer for a while: the next beat tries again
+                _log.warning("serve_heartbeat_failed", replica=self.id, error=str(exc), error_type=type(exc).__name__)
+            await asyncio.sleep(self.tick_s)  # a timer: the heartbeat's period
+
+    async def tick(self) -> None:
+        """One heartbeat: renew, apply forwarded cancels, stop runs taken by others, keep events, take over."""
+        leases = await asyncio.to_thread(self.store.leases.renew, self.id, self.lease_s)
+        for run_id, generation in list(self.held.items()):
+            lease = leases.get(run_id)
+            if lease is None or lease.generation != generation:
+                self._lost(run_id, "its lease was taken by another replica")
+            elif lease.cancel_reason:
+                self.registry.cancel(run_id, lease.cancel_reason)
+        self._keep_events()
+        if not self.registry.closing and not self._handing_over:
+            await self.take_over()
+
+    def _keep_events(self) -> None:
+        """Save the events of the runs running here that have new ones: another replica streams them from there."""
+        if self.keeper is None:
+            return
+        for run_id in self.held:
+            handle = self.registry.get(run_id)
+            if handle is not None and not handle.finished and handle.event_count != self._saved.get(run_id):
+                self._saved[run_id] = handle.event_count
+                self.keeper.run_over(handle)
+
+    def _lost(self, run_id: str, why: str) -> None:
+        """Another replica executes ``run_id`` now: stop executing it here."""
+        if self.held.pop(run_id, None) is None:
+            return
+        _log.warning("serve_run_moved_away", run=run_id, replica=self.id, why=why)
+        handle = self.registry.get(run_id)
+        if handle is not None:
+            handle.moved = True
+        self.registry.cancel(run_id, MOVED_REASON)
+
+    def _refused(self, exc: StaleLease) -> None:
+        """A write for a run was refused (its fence is stale; called from the writing thread)."""
+        if self._handing_over and exc.run_id not in self.held:
+            return  # handed over on purpose: its end is the next owner's to write
+        _log.warning("serve_writes_refused", run=exc.run_id, replica=self.id, reason=str(exc))
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._lost, exc.run_id, "its writes were refused (stale lease)")
+
+    # -- takeover ------------------------------------------------------------------------------------
+
+    async def take_over(self) -> list[str]:
+        """Take the runs whose replica stopped renewing (or handed them over) and continue them here; their ids."""
+        taken: list[str] = []
+        for lease in await asyncio.to_thread(self.store.leases.takeable):
+            if lease.owner == self.id and lease.run_id in self.held:
+                continue
+            if await self._take(lease):
+                taken.append(lease.run_id)
+        return taken
+
+    async def _take(self, lease: Lease) -> bool:
+        from teamrun.engine.durability.pending import CLAIMED_HERE
+        from teamrun.store.leases import HANDOVER, Fence
+
+        record = await asyncio.to_thread(self.backend.get_run, lease.run_id, unmasked=True)
+        entry = self.served.get(record.team) if record is not None else None
+        if record is None or entry is None:
+            return False  # a run of a team not served here: a replica that serves it takes it
+        try:
+            with self.registry.slot_for(lease.run_id):
+                generation = await asyncio.to_thread(self.store.leases.take, lease, self.id, self.lease_s)
+                if generation is None:
+                    return False  # another replica took it first
+                self.store.fences.set(lease.run_id, Fence(self.id, generation))
+                self.held[lease.run_id] = generation
+                CLAIMED_HERE.add(lease.run_id)  # the lease is this process's claim on the run
+                handle = self.registry.continuing(
+                    entry.team, entry.redactor, run_id=record.run_id, input=record.input, thread=record.thread_id
+                )
+        except (ServerBusy, ShuttingDown):
+            return False  # no slot here: another replica (or a later beat) takes it
+        why = "handover" if lease.released == HANDOVER else "lease expired"
+        moved = {"from": lease.owner, "to": self.id, "why": why, "generation": generation}
+        handle.note("run_moved", moved)
+        _log.warning("serve_run_taken_over", run=record.run_id, **moved)
+        handle.task = asyncio.create_task(
+            self._resume(entry, handle, record.vars or None), name=f"teamrun-serve-takeover:{record.run_id}"
+        )
+        return True
+
+    async def _resume(self, entry: Served, handle: RunHandle, vars: Mapping[str, Any] | None) -> None:
+        from teamrun.engine.durability.resume import open_resume
+
+        try:  # unconfirmed: a non-idempotent tool cut off mid-call is not run again without a person's say
+            journal = await asyncio.to_thread(open_resume, self.backend, handle.id)
+        except TeamrunError as exc:
+            _log.warning("serve_takeover_failed", run=handle.id, error=str(exc))
+            handle.error = handle.redactor.text(f"the run could not continue on replica {self.id}: {exc}")
+            self.registry.settle(entry.team, handle)
+            return
+        desk, approver = store_people(self.store, handle)
+        await self.registry.run_to_end(
+            entry.team, handle, limits=None, vars=vars, approver=approver, desk=desk, journal=journal, owned=True
+        )
+
+    # -- stopping ------------------------------------------------------------------------------------
+
+    async def hand_over(self) -> list[str]:
+        """The server stops: release the lease of every run still running here (another replica takes each at
+        once) and stop executing them here; their ids."""
+        from teamrun.store.leases import HANDOVER
+
+        self._handing_over = True
+        if self._task is not None:
+            self._task.cancel()
+        given: list[str] = []
+        for run_id, generation in list(self.held.items()):
+            del self.held[run_id]
+            released = await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, HANDOVER)
+            if released:
+                given.append(run_id)
+            self.registry.cancel(run_id, "handed over to another replica (this server stops)")
+        if given:
+            _log.warning("serve_runs_handed_over", replica=self.id, runs=given)
+        return given

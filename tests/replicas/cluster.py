@@ -1,0 +1,131 @@
+"""Replicas of `teamrun serve` on one PostgreSQL store, a provider that counts what it was paid for, HAProxy.
+
+:class:`Provider` answers a three-call run per task (two lookups, then the answer) on the fake OpenAI server and
+logs each request as ``(task, call number)``; its :attr:`Provider.gate` holds every second call until it is set (the
+test kills or pauses a replica meanwhile: each run has then finished and acted on its first call). :func:`replica`
+starts one `teamrun serve --store URL --lease S` child; :func:`haproxy` puts HAProxy (Debian's package) in front
+of replicas, round-robin, no stickiness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import subprocess
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tests.cli_processes import Serving, child_env, free_port, running, serving
+from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls
+from tests.waiting import answers, wait_until
+
+__all__ = ["LEASE_S", "TOKEN", "Provider", "haproxy", "replica", "team_file"]
+
+LEASE_S = "2"
+"""The replicas' ``--lease``: a stopped replica's runs move after 2 s."""
+TOKEN = "replica-token-0123456789abcdef"
+HAPROXY_HINT = "the replica tests need HAProxy: install the Debian package `haproxy` (.ci/install-and-test does)"
+
+
+def team_file(tmp_path: Path, url: str) -> Path:
+    """One agent that looks a fact up twice, then answers (three model calls a run)."""
+    (tmp_path / "facts.py").write_text(
+        'def lookup(query: str) -> str:\n    "Look up a fact."\n    return f"fact about {query}"\n', encoding="utf-8"
+    )
+    path = tmp_path / "steps.yaml"
+    path.write_text(
+        "version: 1\nname: steps\nsupervisor: lead\n"
+        f"defaults: {{api_base: '{url}', api_key_env: TEAMRUN_TEST_KEY, num_retries: 0, request_timeout_s: 900}}\n"
+        "tools:\n  lookup: {python: 'facts:lookup'}\n"
+        "agents:\n  lead: {model: openai/steps, description: Looks facts up., tools: [lookup]}\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+class Provider:
+    """Stateless replies (a resumed run gets the same ones); every request logged as ``(task, call number)``."""
+
+    def __init__(self, server: FakeOpenAI) -> None:
+        self.lock = threading.Lock()
+        self.arrived: list[tuple[str, int]] = []
+        self.gate: threading.Event | None = None
+        """While set to an unset event, every second call waits for it before its reply."""
+        server.handler("steps", self.answer)
+
+    def answer(self, request: dict[str, Any]) -> Reply:
+        task = next(str(m["content"]) for m in request["messages"] if m["role"] == "user")
+        call = 1 + sum(1 for m in request["messages"] if m["role"] == "tool")
+        with self.lock:
+            self.arrived.append((task, call))
+            gate = self.gate
+        if call == 2 and gate is not None:
+            gate.wait(timeout=300)
+        if call < 3:
+            return tool_calls(("lookup", {"query": f"{task} {call}"}))
+        return text(f"done: {task}")
+
+    def calls(self) -> Counter[tuple[str, int]]:
+        with self.lock:
+            return Counter(self.arrived)
+
+    def reached(self, tasks: list[str], call: int) -> bool:
+        with self.lock:
+            return all((task, call) in self.arrived for task in tasks)
+
+
+def env() -> dict[str, str]:
+    return child_env(TEAMRUN_TEST_KEY="sk-test-replicas", TEAMRUN_API_TOKENS=TOKEN)
+
+
+@contextlib.contextmanager
+def replica(team: Path, store: str, *, port: int | None = None) -> Iterator[Serving]:
+    """One ``teamrun serve --store STORE --lease 2`` replica (its warnings on stderr, read once it ended)."""
+    with serving(str(team), "--store", store, "--lease", LEASE_S, env=env(), cwd=team.parent, port=port) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def haproxy(tmp_path: Path, backends: list[str]) -> Iterator[str]:
+    """HAProxy on a free port in front of ``backends`` (base URLs), round-robin, no stickiness; its URL."""
+    binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    if not Path(binary).exists():
+        raise AssertionError(HAPROXY_HINT)
+    port = free_port()
+    servers = "\n".join(
+        f"    server r{i} {url.removeprefix('http://')} check inter 500ms fall 1 rise 1"
+        for i, url in enumerate(backends)
+    )
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(
+        "global\n    maxconn 1000\n"
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 300s\n    timeout server 300s\n"
+        "    retries 3\n    option redispatch\n    retry-on conn-failure empty-response 503\n"
+        f"frontend api\n    bind 127.0.0.1:{port}\n    default_backend replicas\n"
+        "backend replicas\n    balance roundrobin\n    option httpchk GET /readyz\n" + servers + "\n",
+        encoding="utf-8",
+    )
+    with running([binary, "-f", str(config), "-db"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: answers(url + "/readyz", status=200), "HAProxy ready", alive=process)
+        yield url
+
+
+def events_of(body: str) -> list[tuple[int | None, str, dict[str, Any]]]:
+    """An SSE body's messages: ``(id, event, data)``."""
+    found = []
+    for block in body.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            name, _, value = line.partition(": ")
+            if name in ("id", "event", "data"):
+                fields[name] = value
+        if "data" in fields:
+            found.append(
+                (int(fields["id"]) if "id" in fields else None, fields.get("event", ""), json.loads(fields["data"]))
+            )
+    return found

@@ -1,0 +1,106 @@
+"""Issue 46.2: a replica that stops renewing loses its runs to another, which resumes each from its journal.
+
+Two `teamrun serve --lease 2` replicas on one PostgreSQL store. Runs start on replica A; once every run has
+finished its first model call and acted on it (its second call is held by the provider), A is SIGKILLed: replica
+B takes each run over when its lease expires and finishes it, without paying any finished call again; a restarted
+A executes none of them again. A SIGSTOPped replica's runs move the same way, and on SIGCONT its writes for them
+are refused and it says so.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import httpx
+
+from tests.fakeserver import FakeOpenAI
+from tests.pgserver import new_database
+from tests.replicas.cluster import TOKEN, Provider, events_of, replica, team_file
+from tests.waiting import wait_until
+
+RUNS = 6
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _start(client: httpx.Client, tasks: list[str]) -> list[str]:
+    ids = []
+    for task in tasks:
+        answer = client.post("/v1/runs", json={"team": "steps", "input": task})
+        assert answer.status_code == 201, answer.text
+        ids.append(answer.json()["id"])
+    return ids
+
+
+def _all_done(client: httpx.Client, ids: list[str]) -> bool:
+    return all(client.get(f"/v1/runs/{run_id}").json().get("status") == "done" for run_id in ids)
+
+
+def test_a_killed_replicas_runs_end_done_on_the_survivor_without_paying_a_finished_call_twice(
+    tmp_path: Path, postgres_server: str, fake_openai: FakeOpenAI
+) -> None:
+    provider = Provider(fake_openai)
+    provider.gate = threading.Event()
+    team = team_file(tmp_path, fake_openai.url)
+    store = new_database(postgres_server)
+    tasks = [f"task {i}" for i in range(RUNS)]
+    with replica(team, store) as a, replica(team, store) as b:
+        with httpx.Client(base_url=a.url, headers=AUTH, timeout=60) as client:
+            ids = _start(client, tasks)
+        wait_until(lambda: provider.reached(tasks, 2), "every run's second call (its first one acted on)")
+        os.kill(a.process.pid, signal.SIGKILL)
+        a.process.wait(timeout=60)
+        provider.gate.set()
+        with httpx.Client(base_url=b.url, headers=AUTH, timeout=60) as client:
+            wait_until(lambda: _all_done(client, ids), "every run done on the survivor")
+            moved = events_of(client.get(f"/v1/runs/{ids[0]}/events").text)
+        paid = provider.calls()
+        assert {task: paid[(task, 1)] for task in tasks} == dict.fromkeys(tasks, 1)  # finished: never paid again
+        assert {task: paid[(task, 3)] for task in tasks} == dict.fromkeys(tasks, 1)
+        (move,) = [data for _, kind, data in moved if kind == "run_moved"]
+        assert move["data"]["why"] == "lease expired" and move["data"]["from"] != move["data"]["to"]
+        assert moved[-1][1] == "result" and moved[-1][2]["status"] == "done"
+
+        with replica(team, store) as again, httpx.Client(base_url=again.url, headers=AUTH, timeout=60) as client:
+            assert _all_done(client, ids)  # the restarted replica finds them over
+            assert again.stop() == 0
+        assert provider.calls() == paid  # and executed none of them again
+        assert "serve_run_taken_over" not in again.stderr
+        assert b.stop() == 0
+
+
+def test_a_paused_replicas_runs_move_and_its_writes_are_refused_when_it_resumes(
+    tmp_path: Path, postgres_server: str, fake_openai: FakeOpenAI
+) -> None:
+    provider = Provider(fake_openai)
+    provider.gate = threading.Event()
+    team = team_file(tmp_path, fake_openai.url)
+    store = new_database(postgres_server)
+    tasks = [f"paused {i}" for i in range(3)]
+    with replica(team, store) as a, replica(team, store) as b:
+        with httpx.Client(base_url=a.url, headers=AUTH, timeout=60) as client:
+            ids = _start(client, tasks)
+        wait_until(lambda: provider.reached(tasks, 2), "every run's second call")
+        os.kill(a.process.pid, signal.SIGSTOP)  # partitioned: alive, silent
+        try:
+            provider.gate.set()  # its replies wait in A's sockets; B asks again once it took the runs
+            with httpx.Client(base_url=b.url, headers=AUTH, timeout=60) as client:
+                wait_until(lambda: _all_done(client, ids), "every run done on the other replica")
+        finally:
+            os.kill(a.process.pid, signal.SIGCONT)
+        with httpx.Client(base_url=a.url, headers=AUTH, timeout=60) as client:
+            wait_until(
+                lambda: _all_done(client, ids),
+                "the resumed replica answering the store's record",
+                where=lambda: [client.get(f"/v1/runs/{run_id}").json() for run_id in ids],
+            )
+        assert a.stop() == 0 and b.stop() == 0
+    for run_id in ids:
+        assert f"serve_writes_refused run={run_id}" in a.stderr or f'"run": "{run_id}"' in a.stderr, a.stderr
+    assert a.stderr.count("serve_writes_refused") == len(ids), a.stderr
+    assert "no longer owns it" in a.stderr
+    paid = provider.calls()
+    assert {task: paid[(task, 1)] for task in tasks} == dict.fromkeys(tasks, 1)
+    assert {task: paid[(task, 3)] for task in tasks} == dict.fromkeys(tasks, 1)  # only B finished them
