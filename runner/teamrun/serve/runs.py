@@ -582,7 +582,8 @@ class RunRegistry:
         except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
             if getattr(exc, "stops_run", False):  # another replica took the run: it goes on there
                 handle.moved = True
-            _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
+            else:  # (a moved run was said as its writes were refused)
+                _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)
             handle.error = handle.redactor.text(str(exc)) if isinstance(exc, TeamrunError) else "internal error"
         finally:
             self.settle(team, handle)
