@@ -8,9 +8,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from teamrun.cli import main
+from tests.killed_store import killed_during_its_tool
 
 TEAM = """\
     version: 1
@@ -68,27 +68,13 @@ def test_a_configured_store_turns_journaling_on(
     assert "done" in table[1] and "go again" in table[1]
 
 
-def _kill_during_the_tool(store: str, run_id: str) -> None:
-    """Leave the store as a run SIGKILLed while its command tool ran: the tool's start, no result."""
-    engine = sa.create_engine(f"sqlite:///{store}")
-    with engine.begin() as conn:
-        conn.execute(sa.text("DELETE FROM journal WHERE kind = 'tool' OR call_key = '2.0'"))
-        meta = json.loads(conn.execute(sa.text("SELECT meta FROM runs WHERE id = :id"), {"id": run_id}).scalar_one())
-        meta["pid"] = 2**22 + 4321  # no such process
-        conn.execute(
-            sa.text("UPDATE runs SET status = 'running', meta = :meta WHERE id = :id"),
-            {"meta": json.dumps(meta), "id": run_id},
-        )
-    engine.dispose()
-
-
 def test_resume_does_not_rerun_an_interrupted_command_tool_without_yes(
     team: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = str(tmp_path / "runs.db")
     assert main(["execute", str(team), "-i", "go", "--store", store, "--progress", "none"]) == 0
     (run,) = _runs(store, capsys)
-    _kill_during_the_tool(store, str(run["run_id"]))
+    killed_during_its_tool(store, str(run["run_id"]))
     assert _runs(store, capsys)[0]["status"] == "interrupted"
     assert (tmp_path / "touched").read_text() == "x"
 
@@ -209,7 +195,7 @@ def test_resume_asks_on_a_terminal(team: Path, tmp_path: Path, capsys: pytest.Ca
     store = str(tmp_path / "runs.db")
     assert main(["execute", str(team), "-i", "go", "--store", store, "--progress", "none"]) == 0
     (run,) = _runs(store, capsys)
-    _kill_during_the_tool(store, str(run["run_id"]))
+    killed_during_its_tool(store, str(run["run_id"]))
 
     code, shown = _resume_on_a_terminal(store, str(run["run_id"]), answer)
 
@@ -231,7 +217,7 @@ def test_a_thread_turn_is_journaled_and_resumed_in_its_thread(
     runs = _runs(store, capsys)
     assert sorted((r["input"], r["thread_id"]) for r in runs) == [("first", "t1"), ("second", "t1")]
     second = next(r for r in runs if r["input"] == "second")
-    _kill_during_the_tool(store, str(second["run_id"]))
+    killed_during_its_tool(store, str(second["run_id"]))
     assert main(["resume", str(second["run_id"]), "--store", store, "--yes", "--json", "--progress", "none"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["thread_id"] == "t1" and result["status"] == "done"

@@ -23,14 +23,11 @@ from teamrun.store.journal import StoreJournal
 from teamrun.store.records import JournaledRun
 from tests.cli_processes import child_env, killed_run, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, text
+from tests.killed_store import DEAD_PID
 
 
 def _env() -> dict[str, str]:
     return child_env(TEAMRUN_TEST_KEY="sk-test-journal")
-
-
-DEAD_PID = 2**22 + 4321
-"""No such process: a run recorded with it was killed."""
 
 
 def _killed_run(store_url: str, run_id: str = "killed1") -> StoreJournal:

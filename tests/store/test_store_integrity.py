@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pexpect
 import pytest
-import sqlalchemy as sa
 
 from tests.cli_run import run_cli
+from tests.killed_store import killed_during_its_tool
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORT = REPO / "teams" / "support-triage.yaml"
@@ -111,20 +111,6 @@ def test_chat_turns_are_listed_as_runs(tmp_path: Path) -> None:
     assert {run["thread_id"] for run in runs} == {"c-1"} and {run["status"] for run in runs} == {"done"}
 
 
-def _interrupt(store: Path, run_id: str) -> None:
-    """Leave the store as a run SIGKILLed while its command tool ran: the tool's start, no result."""
-    engine = sa.create_engine(f"sqlite:///{store}")
-    with engine.begin() as conn:
-        conn.execute(sa.text("DELETE FROM journal WHERE kind = 'tool' OR call_key = '2.0'"))
-        meta = json.loads(conn.execute(sa.text("SELECT meta FROM runs WHERE id = :id"), {"id": run_id}).scalar_one())
-        meta["pid"] = 2**22 + 4321  # no such process
-        conn.execute(
-            sa.text("UPDATE runs SET status = 'running', meta = :meta WHERE id = :id"),
-            {"meta": json.dumps(meta), "id": run_id},
-        )
-    engine.dispose()
-
-
 def _pasted(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """Run a hint's command as a shell would, from another folder."""
     argv = shlex.split(command)
@@ -156,7 +142,7 @@ def test_every_resume_hint_is_a_command_that_works_when_pasted(tmp_path: Path, m
     elsewhere.mkdir()
     assert run_cli(["execute", str(team), "-i", "go", "--store", "my runs.db", "--progress", "none"]).code == 0
     (run_id,) = _run_ids("my runs.db")
-    _interrupt(tmp_path / "my runs.db", run_id)
+    killed_during_its_tool(tmp_path / "my runs.db", run_id)
 
     # `runs show` ends with the command that resumes the run
     shown = run_cli(["runs", "show", run_id, "--store", "my runs.db"])
