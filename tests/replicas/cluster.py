@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli_processes import Serving, child_env, free_port, running, serving
-from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls
+from tests.fakeserver import FakeOpenAI, Reply, hang, text, tool_calls
 from tests.waiting import answers, wait_until
 
 __all__ = ["LEASE_S", "TOKEN", "Provider", "haproxy", "replica", "team_file"]
@@ -32,16 +32,19 @@ HAPROXY_HINT = "the replica tests need HAProxy: install the Debian package `hapr
 
 
 def team_file(tmp_path: Path, url: str) -> Path:
-    """One agent that looks a fact up twice, then answers (three model calls a run)."""
+    """One agent that looks facts up (a task ``ask ...`` asks a person, ``approve ...`` deploys after approval)."""
     (tmp_path / "facts.py").write_text(
-        'def lookup(query: str) -> str:\n    "Look up a fact."\n    return f"fact about {query}"\n', encoding="utf-8"
+        'def lookup(query: str) -> str:\n    "Look up a fact."\n    return f"fact about {query}"\n\n\n'
+        'def deploy(target: str) -> str:\n    "Deploy a target."\n    return f"deployed {target}"\n',
+        encoding="utf-8",
     )
     path = tmp_path / "steps.yaml"
     path.write_text(
         "version: 1\nname: steps\nsupervisor: lead\n"
         f"defaults: {{api_base: '{url}', api_key_env: TEAMRUN_TEST_KEY, num_retries: 0, request_timeout_s: 900}}\n"
-        "tools:\n  lookup: {python: 'facts:lookup'}\n"
-        "agents:\n  lead: {model: openai/steps, description: Looks facts up., tools: [lookup]}\n",
+        "tools:\n  lookup: {python: 'facts:lookup'}\n  deploy: {python: 'facts:deploy', require_approval: true}\n"
+        "  ask_owner: {person: {}}\n"
+        "agents:\n  lead: {model: openai/steps, description: Looks facts up., tools: [lookup, deploy, ask_owner]}\n",
         encoding="utf-8",
     )
     return path
@@ -63,6 +66,14 @@ class Provider:
         with self.lock:
             self.arrived.append((task, call))
             gate = self.gate
+        if task.startswith("cancel"):
+            return hang(300)  # until the run is cancelled
+        if task.startswith(("ask", "approve")):
+            if call == 1:
+                asked = ("ask_owner", {"question": "how many seats?"}) if task.startswith("ask") else None
+                return tool_calls(asked or ("deploy", {"target": task}))
+            said = next(m["content"] for m in request["messages"] if m["role"] == "tool")
+            return text(f"done: {task}: {said}")
         if call == 2 and gate is not None:
             gate.wait(timeout=300)
         if call < 3:
