@@ -19,7 +19,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "runner" / "teamrun"
 
-BOTTOM = {"errors", "events", "secrets", "defaults", "logs", "conventions", "extras", "money", "bounds", "_version"}
+BOTTOM = {"errors", "events", "secrets", "defaults", "logs", "conventions", "extras", "money", "bounds", "terminal", "_version"}
 """Everything may import these; they import only each other."""
 
 ALLOWED: dict[str, set[str]] = {

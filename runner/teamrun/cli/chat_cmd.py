@@ -22,7 +22,7 @@ from teamrun.cli.execute_cmd import (
 )
 from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option, rate_limit_options
 from teamrun.logs import hidden_log_events
-from teamrun.observe.bidi import for_terminal
+from teamrun.terminal import for_terminal, inert, isolate
 
 HELP = """Talk with a team, turn by turn. Every turn is a run of the team on your
 message with the conversation so far; after a handoff the next turn goes
@@ -178,11 +178,11 @@ class ChatSession:
     def loop(self) -> None:
         thread = self.team.store.threads.get(self.thread_id)
         turns = f", {thread.turns} turn(s) so far" if thread is not None else ""
-        click.echo(
-            f"{self.team.name}: thread {self.thread_id}{turns} (store {self.team.store.display}). "
-            f"{COMMANDS_HELP}; Ctrl-C cancels a turn.",
-            err=True,
+        header = (  # the thread id is typed (--thread): no control sequence reaches the terminal
+            f"{self.team.name}: thread {isolate(self.thread_id)}{turns} (store {self.team.store.display}). "
+            f"{COMMANDS_HELP}; Ctrl-C cancels a turn."
         )
+        click.echo(inert(header), err=True)
         with asyncio.Runner() as runner:
             while True:
                 try:
@@ -212,15 +212,15 @@ class ChatSession:
             self.workspace = None
             click.echo(f"new thread {self.thread_id}", err=True)
         elif name == "/workspace":
-            click.echo(self.workspace_text(), err=True)
+            click.echo(inert(self.workspace_text()), err=True)  # values a model wrote
         elif name == "/threads":
             from teamrun.cli.threads_cmd import format_threads
 
             found = self.team.store.threads.list(team=self.team.name, limit=20)
             click.echo(format_threads(found) if found else "no threads yet", err=True)
-            click.echo(f"(this chat: {self.thread_id}; continue another with --thread ID)", err=True)
+            click.echo(inert(f"(this chat: {isolate(self.thread_id)}; continue another with --thread ID)"), err=True)
         else:
-            click.echo(f"unknown command {name}; {COMMANDS_HELP}", err=True)
+            click.echo(inert(f"unknown command {name}; {COMMANDS_HELP}"), err=True)
         return True
 
     def workspace_text(self) -> str:

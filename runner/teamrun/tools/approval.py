@@ -18,7 +18,6 @@ not given                     ask (y/N prompt)            deny, suggest ``--appr
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any, Literal, Protocol, TextIO
 
 from teamrun.errors import ApprovalDenied, UsageError
 from teamrun.logs import get_logger
+from teamrun.terminal import inert, visible_json
 from teamrun.tools._threads import run_in_daemon_thread
 
 __all__ = [
@@ -170,11 +170,11 @@ class TerminalApprover:
 
 def _prompt_text(tool: str, arguments: dict[str, Any]) -> str:
     """The approval question, showing the tool and its arguments."""
-    shown = json.dumps(arguments, indent=2, ensure_ascii=False, default=str)
+    shown = visible_json(arguments, indent=2)  # a bidi control or a C1 control shown as its escape
     if len(shown) > _PROMPT_ARGUMENT_CHARS:
         shown = shown[:_PROMPT_ARGUMENT_CHARS] + " …"
     indented = "\n".join(f"    {line}" for line in shown.splitlines())
-    return (
+    return inert(
         f"\nteamrun: an agent wants to call tool {tool!r} with arguments:\n{indented}\n"
         f"Allow it? [y]es / [N]o / [a]lways for {tool!r}: "
     )

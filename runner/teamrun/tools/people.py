@@ -44,6 +44,7 @@ from teamrun.config.models import ToolDef
 from teamrun.errors import ApprovalDenied, ToolError, UsageError
 from teamrun.logs import get_logger
 from teamrun.secrets import secret_parts
+from teamrun.terminal import inert, isolate, visible_json
 from teamrun.tools._threads import run_in_daemon_thread
 from teamrun.tools.base import Tool, ToolSpec, object_schema
 
@@ -503,7 +504,8 @@ class TerminalDesk:
         stderr = self._stderr or sys.stderr
         choices = f"\n  choices: {', '.join(item.choices)}" if item.choices else ""
         hidden = " (typing is not shown)" if echo is not None and echo.possible() else ""
-        stderr.write(f"\nteamrun: {agent} asks: {item.question}{choices}{hidden}\n")
+        # the question is a model's words: no terminal control sequence reaches the terminal (terminal.inert)
+        stderr.write(inert(f"\nteamrun: {isolate(agent)} asks: {item.question}{choices}{hidden}\n"))
         for _ in range(_TERMINAL_TRIES):
             if echo is not None:
                 echo.turn_off()  # before the prompt: whatever is typed after it is not shown
@@ -522,7 +524,7 @@ class TerminalDesk:
             try:
                 return read_answer(item, line.strip())
             except AnswerRefused as exc:
-                stderr.write(f"teamrun: {exc}\n")
+                stderr.write(inert(f"teamrun: {exc}\n"))
         raise ToolError(f"no valid answer after {_TERMINAL_TRIES} tries")
 
 
@@ -599,7 +601,7 @@ class DeskApprover:
         self.desk = desk
 
     async def approve(self, tool: str, arguments: dict[str, Any]) -> bool:
-        shown = json.dumps(arguments, ensure_ascii=False, default=str)
+        shown = visible_json(arguments)
         item = PendingItem(kind="approval", question=f"may {tool} run with {shown}?", tool=tool, arguments=arguments)
         answer = await self.desk.ask(item, site_or_default(self.desk, tool))
         if answer.expired:
