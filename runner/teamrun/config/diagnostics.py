@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 Severity = Literal["error", "warning"]
-_UNPRINTABLE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_UNPRINTABLE = re.compile(
+    r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+"""Escaped in a message: controls, line separators, lone surrogates, and bidi marks and controls (an unclosed
+U+202E RIGHT-TO-LEFT OVERRIDE quoted from the file would reverse the rest of the line on a terminal)."""
 
 JsonPath = tuple[str | int, ...]
 """Where a value sits in the loaded document, e.g. ``("agents", "lead", "tools", 0)``."""
@@ -30,7 +34,7 @@ class Diagnostic:
 
     def __post_init__(self) -> None:
         # One diagnostic is one line of text in every format: line breaks, control
-        # characters and lone surrogates quoted from the file are shown escaped.
+        # characters, bidi controls and lone surrogates quoted from the file are shown escaped.
         if _UNPRINTABLE.search(self.message):
             object.__setattr__(self, "message", _UNPRINTABLE.sub(_escape, self.message))
 
