@@ -6,8 +6,10 @@ the run's ``workspace_write`` events: who, which entry, applied or refused and w
 the entry's version before and after, and the workspace's version when the write
 arrived (``workspace_version``). ``?since=N`` keeps only the writes that came
 after the workspace reached version N (a client polling with the ``version`` of
-its last answer gets each write once). Every value is masked like the rest of
-the run's answers.
+its last answer gets each write once). While the run is in progress, ``version``
+is the one its writes announced: a change is applied before its event comes out
+(the event waits for the journal's commit), and a client must not skip its write.
+Every value is masked like the rest of the run's answers.
 
 Where the entries come from: a run in progress, its workspace itself (this
 process runs it: with ``--workers N`` the request is forwarded to the worker that
@@ -113,7 +115,7 @@ def workspace_answer(
         "run_id": run_id,
         "team": team,
         "status": status,
-        "version": int(snapshot.get("version") or 0),
+        "version": _version(status, snapshot, writes),
         "since": since,
         "entries": entries,
         "writes": kept,
@@ -123,6 +125,21 @@ def workspace_answer(
     if isinstance(carried, Mapping):
         answer["carried_over"] = dict(carried)
     return answer
+
+
+def _version(status: str, snapshot: Mapping[str, Any], writes: Sequence[Mapping[str, Any]]) -> int:
+    """The answer's version: the snapshot's, but while the run is in progress no more than its writes announced (a
+    write applied whose event is not out yet would otherwise be skipped by the client's next ``?since=``)."""
+    version = int(snapshot.get("version") or 0)
+    if status != "running":
+        return version
+    announced = 0
+    for write in writes:
+        after = write.get("version_after") if write.get("status") == "applied" else None
+        for seen in (write.get("workspace_version"), after):
+            if isinstance(seen, int) and seen > announced:
+                announced = seen
+    return min(version, announced)
 
 
 def held_workspace(handle: RunHandle, spec: Workspace, since: int | None) -> dict[str, Any]:

@@ -429,7 +429,7 @@ class Delegator:
         settled = await self._complete(
             done, started.run.start, messages, started.span, finish_reason, key=started.run.key
         )
-        answered = answer_to_entry(self.ctx, started.frame, settled.result)
+        answered = await answer_to_entry(self.ctx, started.frame, settled.result)
         if answered is not None:  # agents.<worker>.answer_to: the answer went to the workspace, the caller reads where
             started.span.result = answered
             settled = replace(settled, result=answered)

@@ -52,7 +52,7 @@ async def load_working_memory(ctx: RunContext, frame: AgentFrame) -> list[str]:
     for position, (name, (_version, value)) in enumerate(sorted(kept.items())):
         fingerprint = hashlib.sha256(json.dumps([name, value], sort_keys=True, default=str).encode()).hexdigest()
         site = ChangeSite(_INVOCATION, 0, position, fingerprint, of_model=False)
-        apply_change(ctx, frame, site, functools.partial(_load, ctx, state, name, value, warnings))
+        await apply_change(ctx, frame, site, functools.partial(_load, ctx, state, name, value, warnings))
     return warnings
 
 

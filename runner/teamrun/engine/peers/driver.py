@@ -83,7 +83,7 @@ def _site(frame: AgentFrame, board: Board, index: int, position: int, *asked: ob
     return ChangeSite(f"{frame.key}#{board.name}", index, position, tool_hash("board_driver", json.dumps(asked)), False)
 
 
-def _seed(ctx: RunContext, frame: AgentFrame, board: Board, input: str) -> None:
+async def _seed(ctx: RunContext, frame: AgentFrame, board: Board, input: str) -> None:
     """Post the ``initial:`` payloads and the run's input (a board kept from the thread's last turn is kept; a
     resumed run's starting tasks are answered from the journal)."""
     kept = bool(board.tasks)
@@ -92,7 +92,7 @@ def _seed(ctx: RunContext, frame: AgentFrame, board: Board, input: str) -> None:
         seeds.append((_INPUT, _input_payload(board, input)))
     for position, (poster, payload) in enumerate(seeds):
         post = functools.partial(_post, board, poster, payload, kept)
-        made = apply_change(ctx, frame, _site(frame, board, 0, position, poster, payload), post)
+        made = await apply_change(ctx, frame, _site(frame, board, 0, position, poster, payload), post)
         if made is None:  # kept from the thread's last turn: its tasks stand
             return
         kept = False  # this run's own starting tasks: the ones not journaled yet are posted
@@ -105,7 +105,7 @@ def _post(board: Board, poster: str, payload: Any, kept: bool) -> ChangeRecord |
     return None if kept else board_change(board.post(poster, payload, by_engine=True))
 
 
-def _take_back(ctx: RunContext, frame: AgentFrame, board: Board, task: dict[str, Any], why: str) -> bool:
+async def _take_back(ctx: RunContext, frame: AgentFrame, board: Board, task: dict[str, Any], why: str) -> bool:
     """Return ``task`` (claimed) to the board: its lease expired, or its claimant ended. Whether it changed."""
     task_id, holder, claims = str(task["id"]), str(task.get("claimed_by") or ""), int(task.get("claims") or 0)
     position = next(i for i, t in enumerate(board.tasks) if t.get("id") == task_id)
@@ -113,7 +113,7 @@ def _take_back(ctx: RunContext, frame: AgentFrame, board: Board, task: dict[str,
     def release() -> ChangeRecord:
         return board_change(board.release(holder, task_id, why, op="expire"))
 
-    made = apply_change(ctx, frame, _site(frame, board, claims, position, task_id, holder, claims), release)
+    made = await apply_change(ctx, frame, _site(frame, board, claims, position, task_id, holder, claims), release)
     return made is not None and not made.replayed and made.record.ok
 
 
@@ -144,7 +144,7 @@ async def run_peers(ctx: RunContext, frame: AgentFrame, input: str, run_agent: R
     board.room = room
     delegator = Delegator(ctx, frame, run_agent, Delegation(max_concurrency=len(peers)))
     with frame.agent_span(ctx, model=PEERS_FRAME, task=input) as span:
-        _seed(ctx, frame, board, input)
+        await _seed(ctx, frame, board, input)
         room.settle(changed=True)
 
         async def peer(name: str) -> None:
@@ -154,9 +154,9 @@ async def run_peers(ctx: RunContext, frame: AgentFrame, input: str, run_agent: R
             except asyncio.CancelledError:  # the run stops (Ctrl-C, cancel, a person to wait for): the peer keeps
                 raise  # its lease, and a resume continues it holding its task
             except BaseException:
-                _leave(ctx, frame, room, name)
+                await _leave(ctx, frame, room, name)
                 raise
-            _leave(ctx, frame, room, name)
+            await _leave(ctx, frame, room, name)
 
         watcher = asyncio.create_task(_expire_leases(ctx, frame, room), name="teamrun:board-leases")
         try:
@@ -180,11 +180,11 @@ async def run_peers(ctx: RunContext, frame: AgentFrame, input: str, run_agent: R
     return WorkerOutcome(text, status, Usage(), 0.0, (), stopped_by)
 
 
-def _leave(ctx: RunContext, frame: AgentFrame, room: PeerRoom, peer: str) -> None:
+async def _leave(ctx: RunContext, frame: AgentFrame, room: PeerRoom, peer: str) -> None:
     """``peer`` ended (answered or failed): it leaves, and the task it held goes back to the board."""
     held = room.leave(peer)
     if held is not None:
-        _take_back(ctx, frame, room.board, held, f"{peer} ended")
+        await _take_back(ctx, frame, room.board, held, f"{peer} ended")
     room.settle(changed=True)
 
 
@@ -199,8 +199,11 @@ async def _expire_leases(ctx: RunContext, frame: AgentFrame, room: PeerRoom) -> 
         finally:
             tick.cancel()
         due = room.due(time.monotonic())
-        taken = [_take_back(ctx, frame, room.board, task, "its lease expired") for task in due]
-        if any(taken):
+        taken = False
+        for task in due:  # each made in turn (a take-back waits for the journal): one another took meanwhile
+            if task.get("status") == "claimed":  # is no longer due
+                taken = await _take_back(ctx, frame, room.board, task, "its lease expired") or taken
+        if taken:
             room.settle(changed=True)
 
 

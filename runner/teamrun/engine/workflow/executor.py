@@ -168,15 +168,17 @@ class WorkflowRun:
             if step.route is not None:
                 out = await self.route(step, out, scope)
         if step.write is not None:
-            self._write(step, out, scope.key(name))
+            await self._write(step, out, scope.key(name))
         self._record(name, out)
         return out
 
-    def _write(self, step: WorkflowStep, out: StepOutput, key: str) -> None:
+    async def _write(self, step: WorkflowStep, out: StepOutput, key: str) -> None:
         """The step's ``write:``: its output into the entry, by the workflow; a refused write fails the step."""
         assert step.write is not None
         value = step_value(out, mapped=step.map is not None)
-        done = write_step_output(self.ctx, self.frame, step=step.name, step_key=key, entry=step.write, value=value)
+        done = await write_step_output(
+            self.ctx, self.frame, step=step.name, step_key=key, entry=step.write, value=value
+        )
         if not done.applied:
             self._record(step.name, out)
             raise StepFailed(

@@ -71,7 +71,7 @@ class StepWrite:
     message: str = ""
 
 
-def write_step_output(
+async def write_step_output(
     ctx: RunContext, frame: AgentFrame, *, step: str, step_key: str, entry: str, value: Any
 ) -> StepWrite:
     """Write ``value`` (what :func:`step_value` gave) to ``entry`` for the step ``step`` as the workflow frame."""
@@ -96,7 +96,7 @@ def write_step_output(
         )
 
     site = ChangeSite(step_key, 0, 0, tool_hash("workspace_step_write", step_key), of_model=False)
-    made = apply_change(ctx, frame, site, write)
+    made = await apply_change(ctx, frame, site, write)
     assert made is not None  # a step's write never waits
     event = made.record.event or {}
     reason = event.get("reason")

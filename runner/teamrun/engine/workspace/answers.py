@@ -30,7 +30,7 @@ ANSWER_POSITION = 1
 position 1 (a workflow step's own ``write:`` is position 0 under the same key)."""
 
 
-def answer_to_entry(ctx: RunContext, frame: AgentFrame, result: DelegationResult) -> DelegationResult | None:
+async def answer_to_entry(ctx: RunContext, frame: AgentFrame, result: DelegationResult) -> DelegationResult | None:
     """Write ``result``'s answer (the worker of ``frame``) to its ``answer_to`` entry; the result its caller reads
     instead (a receipt), or ``None`` when nothing is declared, the worker did not answer, or the write was refused."""
     entry = ctx.agent(frame.name).answer_to
@@ -41,7 +41,7 @@ def answer_to_entry(ctx: RunContext, frame: AgentFrame, result: DelegationResult
         ctx.warn(frame, f"agents.{frame.name}.answer_to: the workspace has no entry '{entry}' to write the answer to")
         return None
     site = ChangeSite(frame.key, 0, ANSWER_POSITION, tool_hash("answer_to", frame.key), of_model=False)  # once
-    made = apply_change(ctx, frame, site, lambda: _write(ctx, frame, entry, _value(ctx, frame, result.response)))
+    made = await apply_change(ctx, frame, site, lambda: _write(ctx, frame, entry, _value(ctx, frame, result.response)))
     assert made is not None  # a declared write never waits
     event = made.record.event or {}
     if not made.record.ok:

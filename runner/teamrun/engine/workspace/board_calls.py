@@ -121,12 +121,12 @@ async def _make(ctx: RunContext, frame: AgentFrame, site: ChangeSite, call: Tool
         board, arguments = _target(ctx, frame, parse_arguments(call.arguments))
     except ValueError as exc:
         message = f"{exc}; call {call.name} again with corrected arguments"
-        return _once(ctx, frame, site, lambda: _malformed(ctx, frame, None, call.name, message), None, span_id)
+        return await _once(ctx, frame, site, lambda: _malformed(ctx, frame, None, call.name, message), None, span_id)
     room = room_of(board)
     if call.name != BOARD_CLAIM:
-        return _once(ctx, frame, site, lambda: _operate(ctx, frame, board, call.name, arguments), room, span_id)
+        return await _once(ctx, frame, site, lambda: _operate(ctx, frame, board, call.name, arguments), room, span_id)
     while True:
-        made = apply_change(ctx, frame, site, lambda: _claim(ctx, frame, board), span_id=span_id)
+        made = await apply_change(ctx, frame, site, lambda: _claim(ctx, frame, board), span_id=span_id)
         if made is not None:
             return _woken(room, made)
         assert room is not None  # only a peer team's claim waits
@@ -139,7 +139,7 @@ async def _make(ctx: RunContext, frame: AgentFrame, site: ChangeSite, call: Tool
             room.waiting.discard(frame.name)
 
 
-def _once(
+async def _once(
     ctx: RunContext,
     frame: AgentFrame,
     site: ChangeSite,
@@ -148,7 +148,7 @@ def _once(
     span_id: str,
 ) -> ChangeRecord:
     """An operation that never waits; an applied one wakes the peers waiting in ``room``."""
-    made = apply_change(ctx, frame, site, decide, span_id=span_id)
+    made = await apply_change(ctx, frame, site, decide, span_id=span_id)
     assert made is not None  # only a claim waits
     return _woken(room, made)
 

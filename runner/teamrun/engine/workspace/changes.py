@@ -10,9 +10,11 @@ peer that ended (:mod:`teamrun.engine.peers.driver`). In this order:
    its event is emitted again, marked ``replayed``;
 2. else the caller's ``decide`` applies it through :class:`~teamrun.engine.workspace.state.WorkspaceState`
    (whose one counter gives it its version; a board's operations are rules of the state);
-3. it is journaled in the same synchronous step (the journal's order is the order of the versions; a resume
-   never hands out a version number again);
-4. its event (``workspace_write`` or ``board_op``) is emitted.
+3. it is queued to the journal in the same synchronous step (the journal's order is the order of the versions),
+   and the change waits until the journal committed it;
+4. only then is its event (``workspace_write`` or ``board_op``) emitted: a version a reader or a peer saw is
+   durable, so a run killed at any moment and resumed never hands out an announced version number again (a
+   change lost with the kill was never announced; the resume makes it anew).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Made:
     replayed: bool
 
 
-def apply_change(
+async def apply_change(
     ctx: RunContext,
     frame: AgentFrame,
     site: ChangeSite,
@@ -58,7 +60,7 @@ def apply_change(
 ) -> Made | None:
     """Make the change at ``site`` once (see the module). ``decide`` applies it (no I/O) and says what it did;
     ``None`` from it: nothing to do yet (a claim that waits) — nothing is journaled or emitted, and this returns
-    ``None`` too."""
+    ``None`` too. The event is emitted once the journal committed the change (see the module)."""
     journal = ctx.journal
     if journal is not None:
         earlier = journal.replay.change(
@@ -71,8 +73,8 @@ def apply_change(
     record = decide()
     if record is None:
         return None
-    if journal is not None:  # in the step that applied it: the journal keeps the versions' order
-        journal.write(change_entry(site.invocation, site.index, site.position, site.fingerprint, record))
+    if journal is not None:  # queued in the step that applied it (the versions' order), committed before the event
+        await journal.write_now(change_entry(site.invocation, site.index, site.position, site.fingerprint, record))
     if record.kind is not None and record.event is not None:
         frame.emit(ctx, record.kind, span_id=span_id, **record.event)
     return Made(record, False)

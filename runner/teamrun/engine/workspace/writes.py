@@ -36,7 +36,7 @@ async def run_workspace_call(ctx: RunContext, frame: AgentFrame, call: ToolCall,
     with frame.span(ctx, "tool", tool=call.name) as span:
         span.end["tool"] = call.name
         site = ChangeSite(frame.key, turn, position, tool_hash(call.name, call.arguments))
-        made = apply_change(ctx, frame, site, lambda: _decide(ctx, frame, call), span_id=span.id)
+        made = await apply_change(ctx, frame, site, lambda: _decide(ctx, frame, call), span_id=span.id)
         assert made is not None  # a workspace call never waits
         content, ok = made.record.content, made.record.ok
         span.end.update(tool=call.name, status="ok" if ok else "error", chars=len(content))
