@@ -70,7 +70,8 @@ def test_the_change_s_event_waits_until_the_journal_committed_it(tmp_path: Path)
 
     async def go() -> None:
         team = load_team(path, chat_model=_script())
-        run = asyncio.create_task(team.run("go", subscribers=[events.append], journal=RunJournal(backend, _record(path))))
+        journal = RunJournal(backend, _record(path))
+        run = asyncio.create_task(team.run("go", subscribers=[events.append], journal=journal))
         try:
             await wait_until_async(backend.arrived.is_set, "the change reaches the journal's commit")
             assert [e for e in events if e.kind == "workspace_write"] == [], "announced before it was durable"
