@@ -118,7 +118,7 @@ def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool
         record = store.threads.get(thread_id)
         if record is None:
             raise UsageError(f"no thread {thread_id!r} in the store {store.display} (see: teamrun threads list)")
-        messages = store.threads.messages(thread_id, scope=None if memory else "")
+        messages = store.threads.shown_messages(thread_id, scope=None if memory else "")  # secret answers masked
     if as_json:
         click.echo(
             json.dumps({**record.as_dict(), "messages": [m.as_dict() for m in messages]}, indent=2, ensure_ascii=False)

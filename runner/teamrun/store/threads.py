@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import builtins
 import datetime as _dt
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
-from teamrun.secrets import Redactor
-from teamrun.store.schema import thread_messages, threads
+from teamrun.secrets import Redactor, secret_parts
+from teamrun.store.schema import pending_items, thread_messages, threads
 
 CONVERSATION = ""
 """The ``scope`` of the conversation with the user; a worker's memory uses the worker's name."""
@@ -158,6 +159,40 @@ class ThreadRepository:
             )
             for r in rows
         ]
+
+    def shown_messages(self, thread_id: str, *, scope: str | None = CONVERSATION) -> builtins.list[ThreadMessage]:
+        """:meth:`messages` as people are shown them (``teamrun threads show``, ``GET /v1/threads/{id}``): each
+        answer a person gave a ``secret: true`` question in one of the thread's runs masked (``***``), as
+        ``teamrun runs show`` masks it in the run's answer. The model's own history reads :meth:`messages`."""
+        found = self.messages(thread_id, scope=scope)
+        mask = self._secret_answers({m.run_id for m in found if m.run_id})
+        if mask is None:
+            return found
+        return [
+            ThreadMessage(m.seq, m.scope, m.turn, m.role, mask.value(m.content), m.agent, m.run_id, m.created_at)
+            for m in found
+        ]
+
+    def _secret_answers(self, run_ids: set[str]) -> Redactor | None:
+        """A mask of the answers to the secret questions of these runs (each part of a JSON answer too, as the
+        run's events mask them); ``None`` when there is none."""
+        if not run_ids:
+            return None
+        query = sa.select(pending_items.c.spec, pending_items.c.answer).where(
+            pending_items.c.run_id.in_(sorted(run_ids)), pending_items.c.answer.is_not(None)
+        )
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        parts: set[str] = set()
+        for spec, answer in rows:
+            if isinstance(spec, dict) and spec.get("secret") and answer is not None:
+                text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+                parts |= secret_parts(text)
+        if not parts:
+            return None
+        mask = Redactor(include_env=False)
+        mask.add(parts, declared=True)
+        return mask
 
     def append(
         self,
