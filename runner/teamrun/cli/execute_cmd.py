@@ -296,9 +296,9 @@ def execute(
 
         claim_waiting(backend, earlier.run_id)
         detach = True
-    if earlier is not None:  # a resumed run's vars and model come from its record
-        parsed_vars, model = parsed_vars or dict(earlier.vars), model or earlier.model
-        thread_id = choice.thread = thread_id or earlier.thread_id
+    if earlier is not None:  # a resumed run's vars, model, endpoint and thread come from its record
+        parsed_vars, model, api_base, thread_id = stored_settings(earlier, parsed_vars, model, api_base, thread_id)
+        choice.thread = thread_id
     loaded = load_checked_config(team_file, parsed_vars, strict=strict, logs=logs)
     if earlier is not None:
         task = _resumed_input(earlier, input_text, input_file)
@@ -416,6 +416,19 @@ def _journal_backend(choice: Any) -> tuple[Any, Any]:
             "`teamrun runs list` shows the runs it holds"
         )
     return backend, earlier
+
+
+def stored_settings(
+    earlier: Any, variables: dict[str, str], model: str | None, api_base: str | None, thread_id: str | None
+) -> tuple[dict[str, str], str | None, str | None, str | None]:
+    """What a resumed run runs with (``teamrun execute --resume`` and ``teamrun resume`` alike): its ``--var``
+    values, ``--model``, endpoint (``--api-base``) and thread as the store keeps them, each unless given again."""
+    return (
+        variables or dict(earlier.vars),
+        model or earlier.model,
+        api_base if api_base is not None else earlier.api_base,
+        thread_id or earlier.thread_id,
+    )
 
 
 def _resumed_input(earlier: Any, text: str | None, file: str | None) -> str:

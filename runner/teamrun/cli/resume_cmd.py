@@ -177,20 +177,19 @@ def resume(
             f"run {run_id}'s team file {record.team_file} is gone; restore it, or name another with "
             f"`teamrun execute TEAM_FILE --resume {run_id}`"
         )
-    variables = tuple(f"{k}={v}" for k, v in record.vars.items())
-    result: int = ctx.invoke(
+    result: int = ctx.invoke(  # the run's vars, model, endpoint and thread: execute's stored_settings
         execute,
         team_file=record.team_file,
         input_text=None,
         input_file=None,
-        variables=variables,
-        model=record.model,
-        api_base=api_base if api_base is not None else record.api_base,  # the endpoint the run was called at
+        variables=(),
+        model=None,
+        api_base=api_base,
         as_json=as_json,
         approve=approve,
         progress=progress,
         store_location=store,
-        thread_id=record.thread_id,
+        thread_id=None,
         resume=run_id,
         yes=yes,
     )
