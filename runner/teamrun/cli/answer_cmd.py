@@ -148,11 +148,18 @@ def waiting_lines(backend: Any, run_id: str, store: str | None) -> list[str]:
     pending = _items(backend).items(run_id, status="pending")
     lines = [f"teamrun: run {run_id} is waiting for a person ({len(pending)} pending; exit {EXIT_WAITING}):"]
     lines += [f"  {describe(item)}" for item in pending]
+    return lines + answering_lines(run_id, {item.kind for item in pending}, store)
+
+
+def answering_lines(run_id: str, kinds: set[str], store: str | None) -> list[str]:
+    """The commands that settle a run's pending items of these kinds: ``teamrun answer`` for a question,
+    ``teamrun approve`` / ``deny`` for an approval (``answer`` refuses an approval)."""
     where = _store_option(store)
     run = shlex.quote(run_id)
-    if any(item.kind == "question" for item in pending):
+    lines = []
+    if "question" in kinds:
         lines.append(f"answer with `teamrun answer {run} ITEM VALUE{where}`")
-    if any(item.kind == "approval" for item in pending):
+    if "approval" in kinds:
         lines.append(f"approve with `teamrun approve {run} ITEM{where}` (or `teamrun deny {run} ITEM{where}`)")
     return lines
 

@@ -184,7 +184,9 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
     for item in view.get("pending", ()):
         lines.append(f"waits for {item['line']}")
     if view.get("pending"):
-        lines.append(f"answer with `teamrun answer {view['run_id']} ITEM VALUE{store_option(store)}`")
+        from teamrun.cli.answer_cmd import answering_lines
+
+        lines += answering_lines(view["run_id"], {item["kind"] for item in view["pending"]}, store)
     if view["final_text"]:
         lines += ["", view["final_text"]]
     if view["status"] in ("interrupted", "cancelled", "failed", "budget_exhausted") and view["team_file"]:

@@ -1,0 +1,72 @@
+"""`teamrun answer` / `approve` / `runs show` corners an outside tester found (attack report a42, D7-D9, D11, D12).
+
+Offline model throughout: an agent calls each of its tools once, then answers with what they returned.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from teamrun.cli import main
+
+VALUES = """version: 1
+name: vals
+supervisor: ops
+defaults: {model: offline}
+tools:
+  t_int: {person: {answer_schema: {type: integer}}}
+  t_enum: {person: {answer_schema: {enum: [1, "a", null]}}}
+  t_str: {person: {answer_schema: {type: string, maxLength: 5}}}
+  t_neg: {person: {answer_schema: {type: integer, maximum: 0}}}
+agents:
+  ops: {tools: [t_int, t_enum, t_str, t_neg], budget: {max_steps: 4}}
+"""
+
+APPROVAL = """version: 1
+name: side
+supervisor: desk
+defaults: {model: offline}
+tools:
+  stamp: {command: [echo, ok], require_approval: true}
+agents:
+  desk: {tools: [stamp], budget: {max_steps: 3}}
+"""
+
+
+def _suspended(tmp_path: Path, body: str, capsys: pytest.CaptureFixture[str]) -> tuple[str, str, Path]:
+    team = tmp_path / "team.yaml"
+    team.write_text(body, encoding="utf-8")
+    store = str(tmp_path / "runs.db")
+    code = main(["execute", str(team), "-i", "go", "--store", store, "--json", "--progress", "none", "--detach"])
+    out, err = capsys.readouterr()
+    assert code == 4, err
+    return json.loads(out)["run_id"], store, team
+
+
+def _items(store: str, run_id: str, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
+    """Tool name → item id of the run's pending items."""
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    return {item["tool"]: item["item"] for item in json.loads(capsys.readouterr().out)["pending"]}
+
+
+def _refusal(code: int, capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    return err
+
+
+# -- D7 ----------------------------------------------------------------------------------------------------
+def test_runs_show_of_a_run_waiting_for_an_approval_says_approve_not_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id, store, _ = _suspended(tmp_path, APPROVAL, capsys)
+
+    assert main(["runs", "show", run_id, "--store", store]) == 0
+
+    out = capsys.readouterr().out
+    assert f"teamrun approve {run_id} ITEM" in out and f"teamrun deny {run_id} ITEM" in out
+    assert "teamrun answer" not in out
