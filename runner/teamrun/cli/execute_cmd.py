@@ -304,7 +304,7 @@ def execute(
         task = _resumed_input(earlier, input_text, input_file)
     else:
         task = _read_input(input_text, input_file)
-    view = _progress_view(progress, logs)
+    view = _progress_view(progress, logs, redactor)
     if view is not None and earlier is None:  # said now: the engine, the store and LiteLLM are imported after it
         _say(logs, "info", "run_starting", _starting_line(loaded, model))
     if journaled and backend is None:
@@ -487,9 +487,10 @@ def _say(logs: LogSettings, level: str, event: str, text: str, **fields: Any) ->
         click.echo(inert(text), err=True)  # it may quote a model or a provider (a question, an error)
 
 
-def _progress_view(progress: str, logs: LogSettings) -> Any:
+def _progress_view(progress: str, logs: LogSettings, redactor: Any = None) -> Any:
     """The progress subscriber: ``auto`` is nothing with ``-q``, one JSON line per event with
-    ``--log-format json``, the live tree on a terminal and plain lines otherwise."""
+    ``--log-format json``, the live tree on a terminal and plain lines otherwise. Its lines are masked with
+    ``redactor`` (the run's, which the trace masks with too), else the environment's secrets."""
     from teamrun.cli.progress import EventLog, LiveTree, PlainProgress
 
     if progress == "auto":
@@ -499,9 +500,9 @@ def _progress_view(progress: str, logs: LogSettings) -> Any:
             return EventLog()
         progress = "tree" if sys.stderr.isatty() else "plain"
     if progress == "tree":
-        return LiveTree()
+        return LiveTree(redactor=redactor)
     if progress == "plain":
-        return PlainProgress()
+        return PlainProgress(redactor=redactor)
     return None
 
 

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -40,6 +41,7 @@ from teamrun.events import (
 )
 from teamrun.money import format_usd
 from teamrun.observe.bidi import inert, isolate
+from teamrun.secrets import Redactor
 
 _MARKS = {
     "running": "●",
@@ -116,8 +118,10 @@ class PlainProgress:
     says_unknown_cost = True
     """Its run summary says which models had no price (the CLI leaves ``llm_cost_unknown`` log lines out then)."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, redactor: Redactor | None = None) -> None:
         self.stream = stream or sys.stderr
+        self.redactor = redactor or Redactor()
+        """Masks every line as the trace masks it (the run's secrets; a secret answer: :meth:`keep_secrets`)."""
         self.started = time.monotonic()
         self.models = _RunModels()
         self.recalled: dict[str, list[str]] = {}
@@ -130,11 +134,16 @@ class PlainProgress:
         self.models.note(event)
         line = self._line(event)
         if line:
-            line = inert(" ".join(line.split()))  # one event, one line: tool errors can span several
+            line = inert(" ".join(self.redactor.text(line).split()))  # one event, one line: tool errors can span
+            # several; a secret (an argument's key a refusal names) is masked as in the trace
             if len(line) > _LINE_CHARS and not isinstance(event, RunWarning | RunEnd):  # their ends matter
                 line = line[: _LINE_CHARS - 1] + "…"
             self.stream.write(f"[{event.time - self.started:7.2f}s] {line}\n")
             self.stream.flush()
+
+    def keep_secrets(self, values: Iterable[str]) -> None:
+        """Mask these values too from now on (:meth:`~teamrun.events.EventBus.keep_secrets`)."""
+        self.redactor.add(values, declared=True)
 
     def _line(self, event: Event) -> str | None:
         who = _IN.join(map(isolate, event.agent_path))
@@ -276,8 +285,17 @@ class LiveTree:
     says_unknown_cost = True
     """Below its last frame, it says which models had no price (the CLI leaves ``llm_cost_unknown`` out then)."""
 
-    def __init__(self, stream: TextIO | None = None, *, interval: float = 0.1, max_lines: int | None = None) -> None:
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        interval: float = 0.1,
+        max_lines: int | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.stream = stream or sys.stderr
+        self.redactor = redactor or Redactor()
+        """Masks every line of the frame as the trace masks it (see :meth:`keep_secrets`)."""
         self.interval = interval
         self.max_lines = max_lines
         """Most lines one frame takes (the rest summed up in its last line); ``None``: the terminal's height
@@ -334,13 +352,17 @@ class LiveTree:
         ends = isinstance(event, AgentEnd | DelegationEnd | ToolEnd) and len(self.nodes) <= _ALWAYS_DRAWN
         self._draw(force=ends or isinstance(event, RunEnd))
         if isinstance(event, RunEnd) and (unpriced := self.models.unpriced()):
-            self.stream.write(inert(unpriced) + "\n")  # below the last frame, which stays
+            self.stream.write(inert(self.redactor.text(unpriced)) + "\n")  # below the last frame, which stays
             self.stream.flush()
             self.drawn = 0
         if isinstance(event, RunEnd) and self._stand_in is not None:
             if sys.stderr is self._stand_in:
                 sys.stderr = self._stand_in.real
             self._stand_in = None
+
+    def keep_secrets(self, values: Iterable[str]) -> None:
+        """Mask these values too from now on (:meth:`~teamrun.events.EventBus.keep_secrets`)."""
+        self.redactor.add(values, declared=True)
 
     def _agent_start(self, event: AgentStart) -> None:
         """A new agent node, below the agent that delegated to it (through its delegation span)."""
@@ -430,7 +452,7 @@ class LiveTree:
         self.last_draw = now
         lines = self._lines(self.max_lines if self.max_lines is not None else _terminal_lines(self.stream))
         self._clear()
-        self.stream.write("".join(line + "\n" for line in lines))
+        self.stream.write("".join(self.redactor.text(line) + "\n" for line in lines))
         self.stream.flush()
         self.drawn = len(lines)
 
