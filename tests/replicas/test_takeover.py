@@ -9,6 +9,7 @@ are refused and it says so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -18,7 +19,7 @@ import httpx
 
 from tests.fakeserver import FakeOpenAI
 from tests.pgserver import new_database
-from tests.replicas.cluster import TOKEN, Provider, events_of, replica, team_file
+from tests.replicas.cluster import TOKEN, Provider, events_of, haproxy, replica, team_file
 from tests.waiting import wait_until
 
 RUNS = 6
@@ -106,3 +107,63 @@ def test_a_paused_replicas_runs_move_and_its_writes_are_refused_when_it_resumes(
     paid = provider.calls()
     assert {task: paid[(task, 1)] for task in tasks} == dict.fromkeys(tasks, 1)
     assert {task: paid[(task, 3)] for task in tasks} == dict.fromkeys(tasks, 1)  # only B finished them
+
+
+def test_a_rolling_restart_hands_the_runs_over_and_fails_no_request(
+    tmp_path: Path, postgres_server: str, fake_openai: FakeOpenAI
+) -> None:
+    provider = Provider(fake_openai)
+    provider.gate = threading.Event()
+    team = team_file(tmp_path, fake_openai.url)
+    store = new_database(postgres_server)
+    failures: list[str] = []
+    ids: list[str] = []
+    stop = threading.Event()
+
+    def clients(url: str) -> None:
+        """Requests all along the restart: new runs, and reads of every run so far, each on a new connection."""
+        limits = httpx.Limits(max_keepalive_connections=0)
+        with httpx.Client(base_url=url, headers=AUTH, timeout=60, limits=limits) as client:
+            while not stop.is_set():
+                try:
+                    if len(ids) < RUNS:
+                        answer = client.post("/v1/runs", json={"team": "steps", "input": f"rolling {len(ids)}"})
+                        if answer.status_code != 201:
+                            failures.append(f"POST {answer.status_code} {answer.text}")
+                        else:
+                            ids.append(answer.json()["id"])
+                    for run_id in list(ids):
+                        got = client.get(f"/v1/runs/{run_id}")
+                        if got.status_code != 200:
+                            failures.append(f"GET {got.status_code} {got.text}")
+                except httpx.HTTPError as exc:
+                    failures.append(f"{type(exc).__name__}: {exc}")
+
+    with contextlib.ExitStack() as stack:
+        a = stack.enter_context(replica(team, store))
+        b = stack.enter_context(replica(team, store))
+        url = stack.enter_context(haproxy(tmp_path, [a.url, b.url]))
+        stack.callback(stop.set)
+        load = threading.Thread(target=clients, args=(url,), daemon=True)
+        load.start()
+        tasks = [f"rolling {i}" for i in range(RUNS)]
+        wait_until(lambda: len(ids) == RUNS and provider.reached(tasks, 2), "every run's second call")
+        new = []
+        for old in (a, b):  # one replica after the other, as a deploy does, its runs still in flight
+            assert old.stop() == 0
+            new.append(stack.enter_context(replica(team, store, port=int(old.url.rsplit(":", 1)[1]))))
+        provider.gate.set()
+        with httpx.Client(base_url=url, headers=AUTH, timeout=60) as client:
+            wait_until(lambda: _all_done(client, ids), "every run done after the restart")
+        stop.set()
+        load.join(timeout=120)
+        for replaced in new:
+            assert replaced.stop() == 0
+    logs = [server.stderr for server in (a, b, *new)]  # read as each one's context ended
+    assert failures == []
+    assert sum(log.count("serve_runs_handed_over") for log in logs) == 2, logs  # each old replica handed over
+    assert sum(log.count("why=handover") for log in logs) >= RUNS, logs
+    assert failures == []
+    paid = provider.calls()
+    assert {task: paid[(task, 1)] for task in tasks} == dict.fromkeys(tasks, 1)
+    assert {task: paid[(task, 3)] for task in tasks} == dict.fromkeys(tasks, 1)

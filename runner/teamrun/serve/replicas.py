@@ -92,9 +92,31 @@ class Replica:
         """Take ``run_id``'s lease: it starts or continues here (:attr:`RunRegistry.owning`)."""
         from teamrun.store.leases import Fence
 
-        generation = await asyncio.to_thread(self.store.leases.acquire, run_id, self.id, self.lease_s)
-        self.store.fences.set(run_id, Fence(self.id, generation))
-        self.held[run_id] = generation
+        handle = self.registry.get(run_id)
+        try:
+            generation = await asyncio.to_thread(self._acquire, run_id, handle)
+            self.store.fences.set(run_id, Fence(self.id, generation))
+            self.held[run_id] = generation
+        finally:
+            if handle is not None:
+                handle.owned.set()
+
+    def _acquire(self, run_id: str, handle: RunHandle | None) -> int:
+        """The lease, and a new run's record as ``running`` at once (blocking): any replica finds it from now on."""
+        generation = self.store.leases.acquire(run_id, self.id, self.lease_s)
+        if handle is not None and self.store.runs.get(run_id) is None:
+            self.store.runs.start(run_id, handle.team, handle.input, thread_id=handle.thread)
+        return generation
+
+    async def recorded(self, handle: RunHandle) -> None:
+        """Until ``handle``'s new run holds its lease and has its record (or could not start): a request that
+        started it is answered then, so the next request finds it on any replica."""
+        waits = [asyncio.ensure_future(handle.owned.wait()), asyncio.ensure_future(handle.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     def over(self, handle: RunHandle) -> None:
         """A run stopped here (the registry's ``when_over``): its lease goes (none while it waits for people)."""
@@ -250,6 +272,9 @@ class Replica:
             released = await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, HANDOVER)
             if released:
                 given.append(run_id)
+            handle = self.registry.get(run_id)
+            if handle is not None:
+                handle.moved = True
             self.registry.cancel(run_id, "handed over to another replica (this server stops)")
         if given:
             _log.warning("serve_runs_handed_over", replica=self.id, runs=given)

@@ -157,6 +157,8 @@ class RunHandle:
     """Tool calls that asked for approval, by approval id."""
     failure: str | None = None
     """Why the server failed the run (an approval nobody answered, under ``--approval-timeout-outcome fail``)."""
+    owned: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the run holds its lease (replicas on one store, serve/replicas.py)."""
     moved: bool = False
     """Another replica executes the run now (it took the run's lease): the store's record is its truth."""
     _lines: list[Event | dict[str, Any]] = field(default_factory=list)

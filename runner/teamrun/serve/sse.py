@@ -62,7 +62,8 @@ async def event_stream(
     handle: RunHandle, start_at: int, keepalive_s: float, *, first_id: int = 0, result: dict[str, Any] | None = None
 ) -> AsyncIterator[bytes]:
     """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``: the handle's
-    record, or ``result`` (the store's, for a run another process continued since it stopped here)."""
+    record, or ``result`` (the store's, for a run another process continued since it stopped here). A run that
+    moved to another replica meanwhile ends the stream without a result: the client reconnects."""
     index = start_at
     while True:
         while index < handle.event_count:
@@ -73,6 +74,8 @@ async def event_stream(
             break
         if not await handle.changed(keepalive_s):
             yield b": keepalive\n\n"
+    if handle.moved:  # it goes on on another replica: the client reconnects (Last-Event-ID) and reads on there
+        return
     yield sse(result if result is not None else handle.record(), event="result")
 
 

@@ -33,6 +33,8 @@ async def create_run(state: State, body: RunRequest) -> JSONResponse:
     except BudgetTooHigh as exc:
         raise ApiError(422, str(exc), code="budget_too_high", extra={"limits": exc.in_force}) from None
     handle = state.start(target, body.input, body.thread, limits=body.budgets, vars=body.vars)
+    if state.replica is not None:  # answered once any replica finds the run
+        await state.replica.recorded(handle)
     return JSONResponse(handle.record(), status_code=201, headers={"Location": f"/v1/runs/{handle.id}"})
 
 
