@@ -1,13 +1,20 @@
-"""Approvals without a store: ``POST /v1/runs/{run}/approvals/{id}`` answers a tool call waiting for a yes or no
-(:mod:`teamrun.serve.approvals`). With a store they are pending items (:mod:`teamrun.serve.routes.pending`)."""
+"""Approvals: ``POST /v1/runs/{run}/approvals/{id}`` answers a tool call waiting for a yes or no.
+
+Without a store the run holds the call in memory (:mod:`teamrun.serve.approvals`). With a store an approval is a
+pending item (:mod:`teamrun.serve.routes.pending`): this route answers it through the one answer service, as
+``POST /v1/runs/{run}/pending/{id}`` with ``{"approve": ...}`` does.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from teamrun.serve.answers import PendingAnswer
 from teamrun.serve.errors import ApiError
+from teamrun.serve.routes.pending import answer_item
 from teamrun.serve.runs import AlreadyDecided
 from teamrun.serve.state import ServeState, serve_state
 from teamrun.serve.wire import ApprovalAnswer
@@ -21,6 +28,10 @@ router = APIRouter()
 async def answer_approval(
     state: Annotated[ServeState, Depends(serve_state)], run_id: str, approval_id: str, body: ApprovalAnswer
 ) -> dict[str, Any]:
+    if state.answers is not None:  # with a store: an approval the run waits for is a pending item
+        item = await asyncio.to_thread(state.answers.items.get, run_id, approval_id)
+        if item is not None and item.kind == "approval":
+            return await answer_item(state, run_id, approval_id, PendingAnswer(approve=body.approve))
     handle = state.run(run_id)
     try:
         pending = handle.answer(approval_id, body.approve)

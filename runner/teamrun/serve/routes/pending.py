@@ -19,7 +19,7 @@ from teamrun.serve.answers import AnswerNotTaken, AnswerService, PendingAnswer, 
 from teamrun.serve.errors import ApiError
 from teamrun.serve.state import ServeState, serve_state
 
-__all__ = ["router"]
+__all__ = ["answer_item", "router"]
 
 router = APIRouter()
 State = Annotated[ServeState, Depends(serve_state)]
@@ -55,6 +55,12 @@ async def list_pending(state: State, run_id: str | None = None) -> dict[str, Any
 
 @router.post("/v1/runs/{run_id}/pending/{item_id}")
 async def answer_pending(state: State, run_id: str, item_id: str, body: PendingAnswer) -> dict[str, Any]:
+    return await answer_item(state, run_id, item_id, body)
+
+
+async def answer_item(state: ServeState, run_id: str, item_id: str, body: PendingAnswer) -> dict[str, Any]:
+    """Answer the pending item ``item_id`` of ``run_id`` through the answer service: the item as answered (masked),
+    or the HTTP error saying why not (also for ``POST /v1/runs/{run}/approvals/{id}`` on a server with a store)."""
     answers = _answers(state)
     record = await asyncio.to_thread(answers.backend.get_run, run_id)
     redactor = state.redactor_of(record.team) if record is not None else None
