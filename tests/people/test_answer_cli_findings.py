@@ -70,3 +70,27 @@ def test_runs_show_of_a_run_waiting_for_an_approval_says_approve_not_answer(
     out = capsys.readouterr().out
     assert f"teamrun approve {run_id} ITEM" in out and f"teamrun deny {run_id} ITEM" in out
     assert "teamrun answer" not in out
+
+
+# -- D8 ----------------------------------------------------------------------------------------------------
+def test_schema_refusals_say_values_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_id, store, _ = _suspended(tmp_path, VALUES, capsys)
+    items = _items(store, run_id, capsys)
+
+    said = _refusal(main(["answer", run_id, items["t_int"], '"3"', "--store", store, "--no-resume"]), capsys)
+    assert '"3" is not of type "integer"' in said, said
+    assert "'3'" not in said and "'integer'" not in said
+
+    said = _refusal(main(["answer", run_id, items["t_enum"], "true", "--store", store, "--no-resume"]), capsys)
+    assert 'true is not one of [1, "a", null]' in said, said
+    assert "True" not in said and "None" not in said
+
+
+def test_a_long_refused_answer_is_cut_and_its_length_said(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_id, store, _ = _suspended(tmp_path, VALUES, capsys)
+    items = _items(store, run_id, capsys)
+
+    said = _refusal(main(["answer", run_id, items["t_str"], "y" * 120_000, "--store", store, "--no-resume"]), capsys)
+
+    assert len(said) < 1000, len(said)
+    assert "120000 characters" in said, said

@@ -113,7 +113,7 @@ def test_an_answer_that_does_not_fit_is_refused_and_the_item_stays_pending(
     line = _error(main(["answer", run_id, str(seats), "0", "--store", store]), capsys)
     assert line == "error: the answer does not fit the question's answer_schema: 0 is less than the minimum of 1"
     line = _error(main(["answer", run_id, str(seats), "three", "--store", store]), capsys)
-    assert line == "error: the answer does not fit the question's answer_schema: 'three' is not of type 'integer'"
+    assert line == 'error: the answer does not fit the question\'s answer_schema: "three" is not of type "integer"'
 
     assert {item["status"] for item in _items(store, run_id, capsys).values()} == {"pending"}
 
@@ -388,7 +388,9 @@ def test_nan_and_infinity_do_not_answer_a_number_schema(tmp_path: Path, capsys: 
 
     for typed in ("NaN", "Infinity", "-Infinity", "1e999"):
         line = _error(main(["answer", "--store", store, "--", run_id, item, typed]), capsys)
-        assert line == f"error: the answer does not fit the question's answer_schema: '{typed}' is not of type 'number'"
+        assert (
+            line == f'error: the answer does not fit the question\'s answer_schema: "{typed}" is not of type "number"'
+        )
     assert main(["answer", run_id, item, "2.5", "--store", store]) == 0, capsys.readouterr().err
     capsys.readouterr()
     assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0

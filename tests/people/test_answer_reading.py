@@ -40,7 +40,7 @@ def test_an_integer_typed_as_2_0_is_the_integer_2() -> None:
     value = read_answer(item, "2.0")
     assert value == 2 and type(value) is int  # JSON Schema 2020-12 counts 2.0 as an integer; it is kept as 2
     assert read_answer(_question({"type": "object"}), '{"n": 3.0, "x": [1.0, 2.5]}') == {"n": 3, "x": [1, 2.5]}
-    with pytest.raises(AnswerRefused, match="is not of type 'integer'"):
+    with pytest.raises(AnswerRefused, match='is not of type "integer"'):
         read_answer(item, "2.5")
 
 

@@ -378,12 +378,39 @@ def _finite(value: Any) -> bool:
 
 
 def _schema_problem(problem: jsonschema.ValidationError) -> str:
-    """What is wrong, with a ``pattern`` as written in the team file (jsonschema's own message quotes it with
-    ``repr``, which doubles each backslash: ``'^\\\\d+$'`` for ``^\\d+$``)."""
+    """What is wrong, with values said as JSON (``"3" is not of type "integer"``, ``true is not one of [1,
+    null]``: jsonschema's own message says them as Python's ``repr``), the answer cut when it is long
+    (:func:`_said`), and a ``pattern`` as written in the team file (``repr`` doubles each backslash)."""
     if problem.validator == "pattern" and isinstance(problem.instance, str):
-        shown = json.dumps(problem.instance, ensure_ascii=False)
-        return f"{shown} does not match the pattern {problem.validator_value}"
-    return str(problem.message)
+        return f"{_said(problem.instance)} does not match the pattern {problem.validator_value}"
+    message = str(problem.message)
+    said = repr(problem.instance)
+    if message.startswith(said):  # most messages start with the value: "'3' is not of type 'integer'"
+        message = _said(problem.instance) + message[len(said) :]
+    expected = problem.validator_value
+    values = list(expected) if problem.validator == "type" and isinstance(expected, list) else [expected]
+    for value in values:
+        try:
+            as_json = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):
+            continue
+        if len(as_json) <= _SAID_CHARS:
+            message = message.replace(repr(value), as_json)
+    return message
+
+
+_SAID_CHARS = 200
+"""How much of an answer a refusal quotes."""
+
+
+def _said(value: Any) -> str:
+    """``value`` as JSON for a refusal to quote: at most :data:`_SAID_CHARS` characters and its length (a
+    120 KB answer is not written back in full)."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= _SAID_CHARS:
+        return text
+    length = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters of JSON"
+    return f"{text[:_SAID_CHARS]}\N{HORIZONTAL ELLIPSIS} ({length})"
 
 
 def answer_text(item: PendingItem, answer: Answer) -> str:
