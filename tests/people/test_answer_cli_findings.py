@@ -94,3 +94,17 @@ def test_a_long_refused_answer_is_cut_and_its_length_said(tmp_path: Path, capsys
 
     assert len(said) < 1000, len(said)
     assert "120000 characters" in said, said
+
+
+# -- D9 ----------------------------------------------------------------------------------------------------
+def test_a_negative_number_is_an_answer_not_an_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_id, store, _ = _suspended(tmp_path, VALUES, capsys)
+    items = _items(store, run_id, capsys)
+
+    code = main(["answer", run_id, items["t_neg"], "-5", "--store", store, "--no-resume"])
+
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "answered (-5)" in err
+    assert main(["answer", run_id, items["t_int"], "--bogus", "--store", store, "--no-resume"]) == 2
+    assert "No such option" in capsys.readouterr().err  # a mistyped option is still one

@@ -7,6 +7,7 @@ suspended run prints (:func:`waiting_lines`).
 from __future__ import annotations
 
 import datetime as _dt
+import re
 import shlex
 import sys
 import time
@@ -353,7 +354,26 @@ def _finish(
     )
 
 
-@click.command(help=ANSWER_HELP, short_help="Answer a waiting run's question and continue it.")
+_NEGATIVE_NUMBER = re.compile(r"-\.?\d")
+"""How a negative number starts (``-5``, ``-0.5``, ``-.5``, ``-1e3``): never an option's name."""
+
+
+class _AnswerCommand(click.Command):
+    """``teamrun answer``: a VALUE that is a negative number (``teamrun answer RUN q2 -5``) is the answer, not
+    an unknown option ``-5``. It is moved after a ``--`` at the end (VALUE is the last argument); a mistyped
+    option (``--bogus``) is still refused, and so is a number given as an option's value (``--by -5``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" not in args:
+            valued = {name for p in self.params if isinstance(p, click.Option) and not p.is_flag for name in p.opts}
+            for i, arg in enumerate(args):
+                if _NEGATIVE_NUMBER.match(arg) and (i == 0 or args[i - 1] not in valued):
+                    args = [*args[:i], *args[i + 1 :], "--", arg]
+                    break
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=_AnswerCommand, help=ANSWER_HELP, short_help="Answer a waiting run's question and continue it.")
 @click.argument("run_id")
 @click.argument("item_id", metavar="ITEM")
 @click.argument("value")
