@@ -194,7 +194,7 @@ def _run_and_cancel(server: FakeOpenAI, path: Path) -> tuple[Any, list[Any]]:
 def test_cancel_keeps_finished_work(fake_openai: FakeOpenAI, write_team: Any) -> None:
     result, events = _run_and_cancel(fake_openai, write_team(CANCEL_TEAM))
 
-    assert result.status == "cancelled" and result.stopped_by == "interrupted"
+    assert result.status == "cancelled" and result.stopped_by == "cancelled"
     statuses = {d.agent: d.status for d in result.delegations}
     assert statuses == {"quick": "ok", "slow": "cancelled"}
     assert "quick answer" in result.final_text  # partial results are not lost

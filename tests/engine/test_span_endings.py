@@ -200,7 +200,7 @@ def test_a_run_cancelled_mid_delegation_ends_every_span_once(tmp_path: Path) -> 
 
     result = asyncio.run(_cancelled_when(model.reached, _write(tmp_path, FAN_OUT), model, events))
 
-    assert (result.status, result.stopped_by) == ("cancelled", "interrupted")
+    assert (result.status, result.stopped_by) == ("cancelled", "cancelled")
     assert_spans_end_once(events)
     assert ("alpha", "cancelled") in _ended(events, "delegation")
     assert ("alpha", "cancelled") in _ended(events, "agent") and ("lead", "cancelled") in _ended(events, "agent")

@@ -336,7 +336,7 @@ def test_ctrl_c_on_a_peer_team_prints_the_tasks_done_so_far(tmp_path: Path, fake
         if process.poll() is None:
             process.kill()
     assert process.returncode == 130, err
-    assert "No final answer: the run was stopped (interrupted). Tasks done on the board 'tasks' so far:" in out
+    assert "No final answer: the run was stopped (cancelled). Tasks done on the board 'tasks' so far:" in out
     done = [o["task_id"] for o in _ops(trace) if o["op"] == "complete" and o["status"] == "applied"]
     assert done and all(f"- {task_id} (" in out for task_id in done)
 

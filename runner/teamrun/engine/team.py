@@ -520,7 +520,7 @@ async def _drive(ctx: RunContext, frame: AgentFrame, input: str, cancel: asyncio
                 result.status, result.stopped_by = "budget_exhausted", outcome.stopped_by
             return
         if stop is not None and stop in done:
-            result.status, result.stopped_by = "cancelled", "interrupted"
+            result.status, result.stopped_by = "cancelled", "cancelled"  # by its caller, not a dead process
         elif stuck in done or ctx.activity.stuck.is_set():  # all of it waits for people as the clock struck
             result.status, result.stopped_by = "waiting", "waiting for a person"
             await _cancel(work)
