@@ -113,8 +113,16 @@ def test_the_four_workspace_writes_that_were_tracebacks_are_refusals_and_the_run
     assert json.loads(seen[0].tool_results[0])["status"] == "applied"  # the model wrote again and went on
     assert result.workspace["entries"]["total"]["value"] == 1.5
     assert result.workspace["entries"]["note"]["value"] == "fine"
-    writes = [(e.data["entry"], e.data["status"]) for e in events if e.kind == "workspace_write"]
-    assert writes == [("total", "applied"), ("note", "applied")]  # a refused call never reached the workspace
+    writes = [(e.data["entry"], e.data["status"], e.data.get("reason")) for e in events if e.kind == "workspace_write"]
+    refused = ("refused", "arguments")
+    assert writes == [  # a refused call never reached the workspace; it is an event, as every refused write is
+        ("total", *refused),
+        ("total", "applied", None),
+        ("total", *refused),
+        ("note", *refused),
+        ("note", *refused),
+        ("note", "applied", None),
+    ]
     ends = _refused_ends(events, "workspace_write_total") + _refused_ends(events, "workspace_write_note")
     assert len(ends) == 4 and all(e.data["error"].startswith("arguments refused (") for e in ends)
 

@@ -143,7 +143,10 @@ def test_a_malformed_write_is_a_json_refusal_the_model_reads_and_an_event(tmp_pa
     ]
     assert "'version'" in refusals[0]["message"] and "finite numbers only" in refusals[1]["message"]
     mine = [e for e in events if e.kind == "workspace_write" and e.agent == "w1"]
-    assert [(e.entry, e.status, e.reason) for e in mine] == [("plan", "refused", "arguments")]
+    assert [(e.entry, e.status, e.reason) for e in mine] == [
+        ("plan", "refused", "arguments"),
+        ("count", "refused", "arguments"),  # every refused write is an event, the boundary's too
+    ]
     ends = [e.data for e in events if e.kind == "tool_end" and e.agent == "w1"]
     assert {"tool": "workspace_write_count", "status": "error"}.items() <= next(
         d for d in ends if d["tool"] == "workspace_write_count"

@@ -32,8 +32,8 @@ from teamrun.engine.turn.turn_plan import (
     Unknown,
     WorkspaceCall,
 )
-from teamrun.engine.workspace.board_calls import run_board_call
-from teamrun.engine.workspace.writes import run_workspace_call
+from teamrun.engine.workspace.board_calls import refused_op_event, run_board_call
+from teamrun.engine.workspace.writes import refused_write_event, run_workspace_call
 from teamrun.llm.types import Message, parse_arguments
 from teamrun.logs import get_logger
 from teamrun.tools.approval import Approver
@@ -88,11 +88,21 @@ async def run_action(
 
 def refuse_arguments(ctx: RunContext, frame: AgentFrame, action: BadArguments) -> CallResult:
     """The refusal of a call whose arguments are out of bounds, in a ``tool`` span that ends ``error`` (its event
-    says the rule); not a tool call for ``max_tool_calls``, nothing journaled (the same reply is refused again)."""
+    says the rule); not a tool call for ``max_tool_calls``, nothing journaled (the same reply is refused again).
+    A workspace write or a board call refused so is a ``workspace_write`` / ``board_op`` event too (reason
+    ``arguments``), as every refused write is."""
     call, problem = action.call, action.problem
     content = action.refusal()
     log.info("tool_arguments_refused", tool=call.name, rule=problem.rule)
     with frame.span(ctx, "tool", tool=call.name) as span:
+        said = f"arguments refused ({problem.rule}): {problem.message}"
+        if is_board_tool(call.name):
+            op = refused_op_event(ctx, frame, call.name, said)
+            if op is not None:
+                frame.emit(ctx, "board_op", span_id=span.id, **op)
+        write = refused_write_event(ctx, call.name, said)  # None unless a workspace write
+        if write is not None:
+            frame.emit(ctx, "workspace_write", span_id=span.id, **write)
         span.end.update(
             tool=call.name,
             status="error",

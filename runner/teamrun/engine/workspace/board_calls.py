@@ -29,7 +29,7 @@ from teamrun.engine.workspace.peer_board import room_of
 from teamrun.engine.workspace.room import PeerRoom
 from teamrun.llm.types import ToolCall, ToolSchema, function_tool, parse_arguments
 
-__all__ = ["board_change", "board_tools", "board_users", "run_board_call", "usable_boards"]
+__all__ = ["board_change", "board_tools", "board_users", "refused_op_event", "run_board_call", "usable_boards"]
 
 
 def board_users(config: TeamConfig, board: str) -> tuple[str, ...]:
@@ -112,7 +112,17 @@ async def run_board_call(ctx: RunContext, frame: AgentFrame, call: ToolCall, tur
         record = await _make(ctx, frame, site, call, span.id)
         content, ok = record.content, record.ok
         span.end.update(tool=call.name, status="ok" if ok else "error", chars=len(content))
+        if not ok:  # refused: the tool_end says why, as a tool's error does
+            span.end["error"] = str((record.event or {}).get("message") or content)
     return content
+
+
+def refused_op_event(ctx: RunContext, frame: AgentFrame, tool: str, problem: str) -> Mapping[str, Any] | None:
+    """The ``board_op`` event's fields (reason ``arguments``) of a board call refused before its arguments were
+    read (out of the bounds of :mod:`teamrun.bounds`): on the agent's only board; ``None`` when it has several
+    (which one the arguments named is not read). Nothing changed and nothing is journaled."""
+    message = f"{problem}; call {tool} again with arguments within these bounds"
+    return _malformed(ctx, frame, None, tool, message).event
 
 
 async def _make(ctx: RunContext, frame: AgentFrame, site: ChangeSite, call: ToolCall, span_id: str) -> ChangeRecord:

@@ -21,7 +21,7 @@ from teamrun.engine.workspace.state import WorkspaceState, WriteOutcome
 from teamrun.engine.workspace.tools import access, parse_call
 from teamrun.llm.types import ToolCall, parse_arguments
 
-__all__ = ["restore_from_journal", "run_workspace_call", "write_fields"]
+__all__ = ["refused_write_event", "restore_from_journal", "run_workspace_call", "write_fields"]
 
 
 def restore_from_journal(workspace: WorkspaceState, ctx: RunContext) -> int:
@@ -40,7 +40,27 @@ async def run_workspace_call(ctx: RunContext, frame: AgentFrame, call: ToolCall,
         assert made is not None  # a workspace call never waits
         content, ok = made.record.content, made.record.ok
         span.end.update(tool=call.name, status="ok" if ok else "error", chars=len(content))
+        if not ok:  # refused: the tool_end says why, as a tool's error does
+            span.end["error"] = _refusal_text(content)
     return content
+
+
+def refused_write_event(ctx: RunContext, tool: str, problem: str) -> dict[str, Any] | None:
+    """The ``workspace_write`` event's fields (reason ``arguments``) of a write tool call refused before its
+    arguments were read (out of the bounds of :mod:`teamrun.bounds`); ``None`` for a read or without a workspace.
+    Nothing changed and nothing is journaled: the same reply is refused again on a resume."""
+    if ctx.workspace is None or not tool.startswith(WORKSPACE_WRITE_PREFIX):
+        return None
+    return _malformed(ctx, tool, problem)[1]
+
+
+def _refusal_text(content: str) -> str:
+    """A refusal's message, from the JSON the model reads (else the text itself)."""
+    try:
+        shown = json.loads(content)
+    except ValueError:
+        return content
+    return str(shown.get("message") or content) if isinstance(shown, dict) else content
 
 
 def _decide(ctx: RunContext, frame: AgentFrame, call: ToolCall) -> ChangeRecord:
