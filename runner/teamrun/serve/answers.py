@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
-from pydantic_core import PydanticCustomError
 
 from teamrun.errors import TeamrunError
 from teamrun.logs import get_logger
 from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown, store_people
-from teamrun.serve.security import LONE_SURROGATE, lone_surrogate
 from teamrun.serve.served import Served
+from teamrun.serve.wire import valid_body
 from teamrun.store.pending import CANCELLED_BY, PendingRecord, PendingRepository
 
 if TYPE_CHECKING:
@@ -61,12 +60,10 @@ class PendingAnswer(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _valid_unicode(cls, data: Any) -> Any:
-        """Text that is not valid Unicode is refused (400 ``invalid_text``, as on every route) before anything
-        is recorded; :func:`~teamrun.tools.people.read_answer` checks the answer again, as for every way in."""
-        where = lone_surrogate(data)
-        if where is not None:
-            raise PydanticCustomError("lone_surrogate", "{where} " + LONE_SURROGATE, {"where": where})
-        return data
+        """JSON whatever the content type; text that is not valid Unicode is refused (400 ``invalid_text``, as on
+        every route) before anything is recorded; :func:`~teamrun.tools.people.read_answer` checks the answer
+        again, as for every way in."""
+        return valid_body(data)
 
 
 def item_view(item: PendingRecord) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.runs import ServerBusy, ShuttingDown
 from teamrun.serve.security import printable
+from teamrun.serve.wire import BODY_NOT_JSON
 
 __all__ = ["ApiError", "add_error_handlers", "masked_json"]
 
@@ -98,6 +99,9 @@ def _invalid(exc: RequestValidationError) -> ApiError:
     if any(err.get("type") == "lone_surrogate" for err in exc.errors()):  # malformed text, like the MCP
         # endpoint's JSON parser says (400): not a request that could be right with other values
         return ApiError(400, "invalid request: " + "; ".join(problems), code="invalid_text")
+    not_json = [err for err in exc.errors() if err.get("type") == BODY_NOT_JSON]
+    if not_json:  # a body not labelled JSON (read as JSON all the same) that is not JSON either
+        return ApiError(400, str(not_json[0].get("msg")), code="invalid_json")
     return ApiError(422, "invalid request: " + "; ".join(problems), code="invalid_request")
 
 

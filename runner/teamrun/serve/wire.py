@@ -1,7 +1,13 @@
-"""The request bodies the server reads (pydantic, where data crosses the boundary)."""
+"""The request bodies the server reads (pydantic, where data crosses the boundary).
+
+A body is read as JSON whatever its ``Content-Type`` (curl's ``-d`` sends ``application/x-www-form-urlencoded``),
+as the A2A endpoint reads it: FastAPI hands a body not labelled JSON over as bytes, and :func:`json_body` parses
+it before the model validates it.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -10,19 +16,44 @@ from pydantic_core import PydanticCustomError
 from teamrun.config.models import Limits
 from teamrun.serve.security import LONE_SURROGATE, lone_surrogate
 
-__all__ = ["ApprovalAnswer", "ChatMessage", "ChatRequest", "RunRequest"]
+__all__ = ["BODY_NOT_JSON", "ApprovalAnswer", "ChatMessage", "ChatRequest", "RunRequest", "json_body", "valid_body"]
+
+BODY_NOT_JSON = "body_not_json"
+"""The validation error type of a body that is not JSON (answered ``400 invalid_json``, as a JSON-labelled one)."""
+
+
+def json_body(data: Any) -> Any:
+    """``data`` as a model validates it: a body FastAPI left unparsed (its ``Content-Type`` was not JSON) parsed as
+    JSON; a body that is not JSON is a ``body_not_json`` error naming the content type to send."""
+    if not isinstance(data, bytes | bytearray):
+        return data
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deeply
+        raise PydanticCustomError(
+            BODY_NOT_JSON,
+            "the request body could not be parsed as JSON (malformed, or nested too deeply); "
+            "send a JSON object (Content-Type: application/json)",
+        ) from None
+
+
+def valid_body(data: Any) -> Any:
+    """:func:`json_body`, then text that is not valid Unicode refused (400 ``invalid_text``) before anything runs."""
+    data = json_body(data)
+    where = lone_surrogate(data)
+    if where is not None:
+        raise PydanticCustomError("lone_surrogate", "{where} " + LONE_SURROGATE, {"where": where})
+    return data
 
 
 class Wire(BaseModel):
-    """A request body: text that is not valid Unicode is refused (400) before anything runs."""
+    """A request body: JSON whatever its content type; text that is not valid Unicode is refused (400) before
+    anything runs (:func:`valid_body`)."""
 
     @model_validator(mode="before")
     @classmethod
     def _valid_unicode(cls, data: Any) -> Any:
-        where = lone_surrogate(data)
-        if where is not None:
-            raise PydanticCustomError("lone_surrogate", "{where} " + LONE_SURROGATE, {"where": where})
-        return data
+        return valid_body(data)
 
 
 class ChatMessage(BaseModel):
