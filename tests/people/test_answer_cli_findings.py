@@ -108,3 +108,24 @@ def test_a_negative_number_is_an_answer_not_an_option(tmp_path: Path, capsys: py
     assert "answered (-5)" in err
     assert main(["answer", run_id, items["t_int"], "--bogus", "--store", store, "--no-resume"]) == 2
     assert "No such option" in capsys.readouterr().err  # a mistyped option is still one
+
+
+# -- D11 ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["answer", "abc", "q1", "x"],
+        ["approve", "abc", "a1"],
+        ["deny", "abc", "a1"],
+        ["resume", "abc"],
+    ],
+)
+def test_a_mistyped_store_is_refused_and_not_created(
+    argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "typo" / ".teamrun" / "runs.db"
+
+    said = _refusal(main([*argv, "--store", str(store)]), capsys)
+
+    assert "there is no store at" in said, said
+    assert list(tmp_path.iterdir()) == []

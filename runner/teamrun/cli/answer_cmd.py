@@ -361,7 +361,7 @@ _NEGATIVE_NUMBER = re.compile(r"-\.?\d")
 class _AnswerCommand(click.Command):
     """``teamrun answer``: a VALUE that is a negative number (``teamrun answer RUN q2 -5``) is the answer, not
     an unknown option ``-5``. It is moved after a ``--`` at the end (VALUE is the last argument); a mistyped
-    option (``--bogus``) is still refused, and so is a number given as an option's value (``--by -5``)."""
+    option (``--bogus``) is still refused, and a number given as an option's value (``--by -5``) stays its value."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if "--" not in args:
@@ -392,11 +392,11 @@ def answer(
     progress: str,
     api_base: str | None = None,
 ) -> int:
-    from teamrun.cli.resume_cmd import open_backend
+    from teamrun.cli.resume_cmd import open_existing_backend
     from teamrun.tools.people import PendingItem, masked, read_answer, shown_value
 
     check_api_base(api_base)  # refused before the answer is recorded
-    backend = open_backend(store)
+    backend = open_existing_backend(store, run_id)  # a mistyped --store is refused, not created
     item = _item(backend, store, run_id, item_id, "question")
     asked = PendingItem.from_spec("question", item.question, item.spec)
     parsed = read_answer(asked, value)
@@ -431,11 +431,11 @@ def _decide(
     progress: str,
     api_base: str | None = None,
 ) -> int:
-    from teamrun.cli.resume_cmd import open_backend
+    from teamrun.cli.resume_cmd import open_existing_backend
     from teamrun.tools.people import check_text
 
     check_api_base(api_base)  # refused before the decision is recorded
-    backend = open_backend(store)
+    backend = open_existing_backend(store, run_id)  # a mistyped --store is refused, not created
     item = _item(backend, store, run_id, item_id, "approval")
     check_text(note, "--note")
     who = _record(backend, run_id, item, {"approved": approved, "note": note}, by)

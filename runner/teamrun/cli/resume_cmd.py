@@ -71,6 +71,19 @@ def open_backend(store: str | None) -> Any:
     return StoreJournal(open_store(store), location=store)
 
 
+def open_existing_backend(store: str | None, run_id: str) -> Any:
+    """:func:`open_backend` for a command about ``run_id`` (resume, answer, approve, deny): a SQLite file that
+    does not exist (a mistyped --store) is refused, as ``teamrun runs show`` refuses it, not created."""
+    from teamrun.store.location import missing_store_file
+
+    if (missing := missing_store_file(store)) is not None:
+        raise UsageError(
+            f"no run {run_id!r} in the store at {missing}: there is no store at that path (nothing was journaled "
+            "there; a mistyped --store?)"
+        )
+    return open_backend(store)
+
+
 def store_option(location: str | None) -> str:
     """`` --store LOCATION`` for a command to paste (empty for the default store): a file path made absolute,
     quoted for the shell."""
@@ -163,7 +176,7 @@ def resume(
     group = ctx.find_root().command
     execute = group.get_command(ctx, "execute") if isinstance(group, click.Group) else None
     assert execute is not None, "resume runs inside the teamrun command group"
-    backend = open_backend(store)
+    backend = open_existing_backend(store, run_id)
     record = backend.get_run(run_id, unmasked=True)
     if record is None:
         raise UsageError(
