@@ -165,9 +165,9 @@ def test_the_layer_table_reader() -> None:
 JOURNAL_MODULES = ("engine/durability/", "store/journal.py")
 """The journal: its entry kinds, records and replay (``engine/durability/``), and its store backend."""
 
-RAW_JOURNAL_READERS = {"serve/workspace.py"}
-"""Modules besides :data:`JOURNAL_MODULES` that still read raw journal payloads: the served run's stored
-workspace (serve's; named in ARCHITECTURE.md). Nothing may join this set."""
+RAW_JOURNAL_READERS: set[str] = set()
+"""Modules besides :data:`JOURNAL_MODULES` that still read raw journal payloads: none (the served run's stored
+workspace reads its journal through ``Replay`` too). Nothing may join this set."""
 
 
 def _raw_journal_reads(tree: ast.Module) -> list[str]:

@@ -14,15 +14,18 @@ Every value is masked like the rest of the run's answers.
 Where the entries come from: a run in progress, its workspace itself (this
 process runs it: with ``--workers N`` the request is forwarded to the worker that
 owns the run, :mod:`teamrun.serve.routing`); a finished run, its result; a run
-known only from the store (an earlier server's, or one whose worker is gone), the
-writes its journal keeps, and its writes from its kept events.
+known only from the store (an earlier server's, one whose worker is gone, one the
+CLI ran or resumed with ``--store``), the workspace and the writes its journal keeps
+(read through the journal's typed :class:`~teamrun.engine.durability.replay.Replay`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from teamrun.engine.durability.replay import Replay
 from teamrun.engine.workspace.live import live_workspace
 from teamrun.engine.workspace.state import WorkspaceState
 from teamrun.serve.runs import RunHandle
@@ -142,6 +145,25 @@ def _version(status: str, snapshot: Mapping[str, Any], writes: Sequence[Mapping[
     return min(version, announced)
 
 
+def journaled_changes(replay: Replay) -> list[dict[str, Any]]:
+    """The workspace and board changes a run's journal keeps, as event lines for :func:`writes_of` (every
+    attempt's, whichever process ran it: a server, ``teamrun execute --store``, ``teamrun resume``)."""
+    lines: list[dict[str, Any]] = []
+    for invocation, record in replay.changes():
+        if record.kind is None or record.event is None:
+            continue
+        step = bool(record.event.get("step"))  # a workflow step's write: the workflow's, no agent's
+        lines.append({"kind": record.kind, "data": dict(record.event), "agent_path": [] if step else _path(invocation)})
+    return lines
+
+
+def _path(invocation: str) -> list[str]:
+    """The agent path of a journal invocation key (``lead/researcher@1.0`` → ``["lead", "researcher"]``); an
+    engine's own place (``@working-memory``, a board's ``#tasks``) names none of its own."""
+    parts = [part.split("@", 1)[0].split("#", 1)[0] for part in re.split("[/>]", invocation)]
+    return [part for part in parts if part]
+
+
 def held_workspace(handle: RunHandle, spec: Workspace, since: int | None) -> dict[str, Any]:
     """The workspace of a run this process holds (masked with its redactor)."""
     live = live_workspace(handle.id)
@@ -185,20 +207,16 @@ def stored_workspace(
         spec = target.team.config.workspace
         if spec is None:
             return {}
+        replay = Replay(journal.load(run_id))
         state = WorkspaceState(spec)
-        state.restore(
-            entry.payload["workspace"]["state"]
-            for entry in journal.load(run_id)
-            if isinstance(entry.payload.get("workspace"), dict) and entry.payload["workspace"].get("state")
-        )
-        events = store.run_events.load(run_id) or []
+        state.restore(replay.workspace_states())
     answer = workspace_answer(
         run_id=run_id,
         team=run.team,
         status=run.shown_status(),
         spec=spec,
         snapshot=state.snapshot(),
-        writes=writes_of(events),
+        writes=writes_of(journaled_changes(replay)),
         since=since,
         source="store",
     )

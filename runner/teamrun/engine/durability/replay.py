@@ -84,6 +84,15 @@ class Replay:
         (what a resumed run restores its workspace from)."""
         return list(self._states)
 
+    def changes(self) -> list[tuple[str, ChangeRecord]]:
+        """Every workspace or board change the earlier attempts made (those with an event), in the journal's order,
+        each with the invocation that made it: what a run's stored workspace lists as its writes."""
+        return [
+            (key.invocation, read_change(entry))
+            for key, entry in self._entries.items()
+            if key.kind in ("workspace_write", "board_op")
+        ]
+
     def change(
         self, invocation: str, index: int, position: int, fingerprint: str, *, of_model: bool = True
     ) -> ChangeRecord | None:
