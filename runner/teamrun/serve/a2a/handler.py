@@ -174,8 +174,13 @@ class TeamAgent(RequestHandler):
         items = list(view.pending)
         if not items:
             raise UnsupportedOperationError(f"task {run_id} has no question waiting yet; read it again in a moment")
-        chosen = next((i for i in items if i["id"] == wanted), None) if wanted is not None else items[0]
         listing = ", ".join(str(i["id"]) for i in items)
+        if wanted is not None and not isinstance(wanted, str):  # protobuf made a number of it: 5 arrives as 5.0
+            shown = int(wanted) if isinstance(wanted, float) and wanted.is_integer() else wanted
+            raise InvalidParamsError(
+                f"metadata.item names an item by its id, a string (one of: {listing}), not {json.dumps(shown)[:100]}"
+            )
+        chosen = next((i for i in items if i["id"] == wanted), None) if wanted is not None else items[0]
         if chosen is None:
             asked = await asyncio.to_thread(answers.items.get, run_id, str(wanted))
             if asked is not None and asked.status != "pending":  # answered before (or expired): as a race loser

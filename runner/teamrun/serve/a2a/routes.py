@@ -99,9 +99,24 @@ def _params_unfit(response: Response, body: Any) -> Response:
     dump = error["data"]
     if "validation error" not in dump:
         return response
-    problems = [line.strip() for line in dump.splitlines()[1:] if line.strip() and "errors.pydantic.dev" not in line]
-    said = "; ".join(problems)[:500] or "they do not validate"
+    said = "; ".join(_problems(dump))[:500] or "they do not validate"
     return rpc_error(INVALID_PARAMS, f"params do not fit {printable(method)[:100]}: {said}", id=request_id)
+
+
+def _problems(dump: str) -> list[str]:
+    """A pydantic dump's problems, each ``field: what is wrong`` — without the input it echoes (``[type=...,
+    input_value=..., input_type=...]``) or the link to pydantic's docs."""
+    problems: list[str] = []
+    field = ""
+    for line in dump.splitlines()[1:]:  # the first: "N validation errors for X"
+        if not line.strip() or "errors.pydantic.dev" in line:
+            continue
+        if not line.startswith(" "):  # a field's path
+            field = line.strip()
+            continue
+        said = line.strip().split(" [type=", 1)[0]
+        problems.append(f"{field}: {said}" if field else said)
+    return problems
 
 
 def _masked(response: Response, redactor: Redactor) -> Response:
@@ -157,13 +172,15 @@ MAX_WHOLE = 2**53
 
 def _unfit_number(value: Any, path: str = "") -> str | None:
     """Where ``value`` (parsed JSON) holds NaN, an infinity (Python's JSON reads them) or a whole number past
-    ±2^53, as a dotted path; else ``None``."""
+    ±2^53 (``12345678901234567890`` or ``1e20``), as a dotted path; else ``None``."""
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         item, where = stack.pop()
         if isinstance(item, bool):
             continue
-        if (isinstance(item, float) and not math.isfinite(item)) or (isinstance(item, int) and abs(item) > MAX_WHOLE):
+        if isinstance(item, float) and (not math.isfinite(item) or abs(item) > MAX_WHOLE):
+            return where or "(the value)"  # a float past 2^53 is a whole number (1e20) a double does not hold exactly
+        if isinstance(item, int) and abs(item) > MAX_WHOLE:
             return where or "(the value)"
         if isinstance(item, dict):
             stack.extend(
