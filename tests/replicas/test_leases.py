@@ -74,3 +74,25 @@ def test_a_handed_over_lease_is_taken_at_once_and_a_cancel_waits_on_the_lease(st
     assert leases.release("r2", "b", generation + 1, "over")
     assert leases.takeable() == []  # released for good
     store.close()
+
+
+def test_a_cancel_left_on_a_lease_is_notified_to_listeners_on_postgresql(postgres_server: str) -> None:
+    import threading
+
+    from tests.pgserver import new_database
+    from tests.waiting import wait_until
+
+    store = open_store(new_database(postgres_server))
+    StoreJournal(store).save_run(JournaledRun(run_id="r3", team="t", team_file="t.yaml", input="go"))
+    store.leases.acquire("r3", "a", ttl_s=60)
+    heard: list[tuple[str, str]] = []
+    stop = threading.Event()
+    listener = threading.Thread(target=store.leases.listen, args=(lambda *said: heard.append(said), stop))
+    listener.start()
+    try:
+        wait_until(lambda: store.leases.request_cancel("r3", "stop it") and heard, "the cancel heard", pause_s=0.2)
+    finally:
+        stop.set()
+        listener.join(timeout=30)
+    assert set(heard) == {("r3", "stop it")}
+    store.close()

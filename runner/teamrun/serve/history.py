@@ -209,7 +209,10 @@ class EventKeeper:
         """The latest write of each run still in progress (a run's writes follow each other)."""
 
     def run_over(self, handle: RunHandle) -> None:
-        """The registry's ``when_over`` hook (on the loop): write the run's events so far, in the background."""
+        """The registry's ``when_over`` hook (on the loop): write the run's events so far, in the background.
+        Not for a run that moved to another replica: its record of events is that replica's from then on."""
+        if handle.moved:
+            return
         lines, masked = list(handle._lines), handle._masked  # the lines before ``masked`` are masked already
         task = asyncio.get_running_loop().create_task(
             self._write(handle, lines, masked, self._writes.get(handle.id)), name=f"teamrun-keep-events:{handle.id}"

@@ -3,16 +3,18 @@
 Each run this server executes holds a lease in the store (:mod:`teamrun.store.leases`), taken as it starts or
 continues here (:attr:`RunRegistry.owning <teamrun.serve.runs.RunRegistry.owning>`) and released as it ends or
 suspends waiting for people. A heartbeat (:meth:`Replica.tick`, every :attr:`Replica.tick_s`) renews them all in
-one statement, applies the cancels other replicas left on them, saves the events of the runs running here (so any
-replica streams them live, :func:`teamrun.serve.sse.store_stream`), notices a lease another replica took (the run
-stops here), and takes over the runs of replicas that stopped renewing: each is resumed from its journal as
-``teamrun resume`` resumes it (finished calls answered from the journal, not paid again), its events say
-``run_moved``. Every journal write and record save of a run is fenced by the lease's generation
-(:class:`~teamrun.store.leases.Fences`): a replica that comes back after its run was taken (paused, cut off) has
-its writes refused, says so, and stops executing the run.
+one statement, applies the cancels other replicas left on them (on PostgreSQL at once, through ``LISTEN``),
+saves the events of the runs running here (so any replica streams them live,
+:func:`teamrun.serve.sse.store_stream`), notices a lease another replica took (the run stops here), and takes
+over the runs of replicas that stopped renewing: each is resumed from its journal as ``teamrun resume`` resumes it
+(finished calls answered from the journal, not paid again), its events say ``run_moved``. Every journal write
+and record save of a run is fenced by the lease's generation (:class:`~teamrun.store.leases.Fences`): a replica
+that comes back after its run was taken (paused, cut off) has its writes refused, says so, and stops executing
+the run.
 
-On SIGTERM the server stops taking runs and lets those in progress finish within the grace period; what still
-runs then is handed over (:data:`~teamrun.store.leases.HANDOVER`): another replica takes it at once.
+On SIGTERM the server stops taking runs and lets the requests in flight finish (uvicorn's grace period, up to
+30 s); what still runs then is handed over (:data:`~teamrun.store.leases.HANDOVER`): another replica takes it at
+once.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -80,6 +83,8 @@ class Replica:
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handing_over = False
+        self._stop = threading.Event()
+        self._listener: threading.Thread | None = None
         registry.owning = self.own
         registry.forward_cancel = self.forward_cancel
         registry.finish_on_stop = True
@@ -145,10 +150,28 @@ class Replica:
     # -- the heartbeat -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the heartbeat (the server's start-up)."""
+        """Start the heartbeat, and on PostgreSQL the listener of cancels (the server's start-up)."""
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._beat(), name="teamrun-replica-heartbeat")
+        if self.store.dialect == "postgresql":
+            self._listener = threading.Thread(target=self._listen, name="teamrun-replica-listen", daemon=True)
+            self._listener.start()
         _log.info("serve_replica", replica=self.id, lease_s=self.lease_s)
+
+    def _listen(self) -> None:
+        """The listener thread: a cancel left on the lease of a run held here is applied at once."""
+        try:
+            self.store.leases.listen(self._notified, self._stop)
+        except Exception as exc:  # the heartbeat still applies cancels, a second later
+            _log.warning("serve_listen_stopped", replica=self.id, error=str(exc), error_type=type(exc).__name__)
+
+    def _notified(self, run_id: str, reason: str) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._cancel_noticed, run_id, reason)
+
+    def _cancel_noticed(self, run_id: str, reason: str) -> None:
+        if run_id in self.held:
+            self.registry.cancel(run_id, reason)
 
     async def _beat(self) -> None:
         while True:
@@ -264,17 +287,24 @@ class Replica:
         from teamrun.store.leases import HANDOVER
 
         self._handing_over = True
+        self._stop.set()
         if self._task is not None:
             self._task.cancel()
         given: list[str] = []
+        if self.keeper is not None:  # their events so far, kept before the next replica adds its own after them
+            for run_id in self.held:
+                handle = self.registry.get(run_id)
+                if handle is not None and not handle.finished:
+                    self.keeper.run_over(handle)
+            await self.keeper.flush()
         for run_id, generation in list(self.held.items()):
             del self.held[run_id]
-            released = await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, HANDOVER)
-            if released:
-                given.append(run_id)
             handle = self.registry.get(run_id)
             if handle is not None:
                 handle.moved = True
+            released = await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, HANDOVER)
+            if released:
+                given.append(run_id)
             self.registry.cancel(run_id, "handed over to another replica (this server stops)")
         if given:
             _log.warning("serve_runs_handed_over", replica=self.id, runs=given)

@@ -17,6 +17,7 @@ generation still fences). Every method is blocking and runs in its own short tra
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -28,8 +29,10 @@ import sqlalchemy as sa
 from teamrun.errors import StoreError
 from teamrun.store.schema import run_leases, runs
 
-__all__ = ["HANDOVER", "Fence", "Fences", "Lease", "LeaseRepository", "StaleLease"]
+__all__ = ["CHANNEL", "HANDOVER", "Fence", "Fences", "Lease", "LeaseRepository", "StaleLease"]
 
+CHANNEL = "teamrun_run_cancel"
+"""The PostgreSQL ``NOTIFY`` channel of cancels left on leases."""
 HANDOVER = "handover"
 """The release reason of an owner that stops on purpose (SIGTERM): another replica takes the run at once."""
 
@@ -207,15 +210,40 @@ class LeaseRepository:
         return generation if done.rowcount == 1 else None
 
     def request_cancel(self, run_id: str, reason: str) -> bool:
-        """Leave a cancel for the replica that runs ``run_id`` (its next heartbeat applies it); whether a replica
-        holds the run."""
+        """Leave a cancel for the replica that runs ``run_id`` (its next heartbeat applies it; on PostgreSQL a
+        ``NOTIFY`` on :data:`CHANNEL` at the commit tells it at once, :meth:`listen`); whether a replica holds the
+        run."""
         with self.engine.begin() as conn:
             done = conn.execute(
                 run_leases.update()
                 .where(run_leases.c.run_id == run_id, run_leases.c.released.is_(None))
                 .values(cancel_reason=reason)
             )
+            if done.rowcount == 1 and conn.dialect.name == "postgresql":
+                payload = json.dumps({"run": run_id, "reason": reason})[:7000]
+                conn.execute(sa.select(sa.func.pg_notify(CHANNEL, payload)))
         return done.rowcount == 1
+
+    def listen(self, on_cancel: Callable[[str, str], None], stop: threading.Event, *, wait_s: float = 1.0) -> None:
+        """On PostgreSQL, until ``stop`` is set: call ``on_cancel(run_id, reason)`` for each cancel
+        :meth:`request_cancel` notifies (blocking: run it in a thread of its own). A lost connection ends it (the
+        heartbeat's polling still applies cancels). Returns at once on another database (nothing notifies)."""
+        if self.engine.dialect.name != "postgresql":
+            return
+        raw = self.engine.raw_connection()
+        try:
+            connection: Any = raw.driver_connection
+            connection.autocommit = True
+            connection.execute(f"LISTEN {CHANNEL}")
+            while not stop.is_set():
+                for notice in connection.notifies(timeout=wait_s):
+                    try:
+                        said = json.loads(notice.payload)
+                        on_cancel(str(said["run"]), str(said["reason"]))
+                    except (ValueError, KeyError, TypeError):
+                        continue
+        finally:
+            raw.invalidate()  # not back to the pool: it listened
 
     def get(self, run_id: str) -> Lease | None:
         with self.engine.connect() as conn:
