@@ -429,8 +429,11 @@ class Delegator:
         settled = await self._complete(
             done, started.run.start, messages, started.span, finish_reason, key=started.run.key
         )
-        answered = await answer_to_entry(self.ctx, started.frame, settled.result)
-        if answered is not None:  # agents.<worker>.answer_to: the answer went to the workspace, the caller reads where
+        # agents.<worker>.answer_to: the worker's answer goes to the workspace (not an on_complete hook's
+        # result_text, which replaces only what the caller reads); the caller reads where, unless a hook rewrote it
+        rewritten = settled.result.response != done.response
+        answered = await answer_to_entry(self.ctx, started.frame, replace(settled.result, response=done.response))
+        if answered is not None and not rewritten:
             started.span.result = answered
             settled = replace(settled, result=answered)
         if started.run.record is not None:
