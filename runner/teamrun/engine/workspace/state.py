@@ -23,6 +23,7 @@ from typing import Any, Literal
 import jsonschema
 import jsonschema.validators
 
+from teamrun.bounds import MAX_INTEGER
 from teamrun.config.models import Workspace, WorkspaceEntry
 
 __all__ = ["EntryState", "RefusalReason", "WorkspaceState", "WriteOutcome", "finite", "initial_value", "value_size"]
@@ -250,6 +251,12 @@ class WorkspaceState:
                 new = current + value
         if not finite(new):
             return refuse("arguments", f"'{name}' takes finite numbers only (not NaN or infinity, nor a sum past them)")
+        if isinstance(new, int) and not isinstance(new, bool) and abs(new) > MAX_INTEGER:  # a sum of two in bounds
+            return refuse(
+                "arguments",
+                f"'{name}' takes integers within ±{MAX_INTEGER} only, as every tool call's arguments: a sum past "
+                "them is refused",
+            )
         # The caps before the schema: a huge value is refused without validating (or echoing) it. A write
         # that does not grow the entry is never refused for size (an entry can start past a lowered cap).
         size, size_now = value_size(new), value_size(entry.value)
