@@ -83,7 +83,23 @@ async def run_action(
             return CallResult(call, await run_board_call(ctx, frame, call, turn, position))
         return CallResult(call, await run_workspace_call(ctx, frame, call, turn, position))
     assert isinstance(action, Unknown)
-    return CallResult(call, action.message())
+    return unknown_tool(ctx, frame, action)
+
+
+_SHOWN_NAME = 120
+"""How much of an unknown tool's name its events carry (the name is the model's: it may be anything)."""
+
+
+def unknown_tool(ctx: RunContext, frame: AgentFrame, action: Unknown) -> CallResult:
+    """A call of a tool the agent does not have: the model reads which it has, and a ``tool`` span ends ``error``
+    (a trace shows the call like any refused one); not a tool call for ``max_tool_calls``."""
+    content = action.message()
+    name = action.call.name
+    shown = name if len(name) <= _SHOWN_NAME else name[: _SHOWN_NAME - 1] + "…"
+    with frame.span(ctx, "tool", tool=shown) as span:
+        problem = "not allowed for this task" if action.withheld else "no such tool"
+        span.end.update(tool=shown, status="error", error=f"{problem}: {shown}", chars=len(content))
+    return CallResult(action.call, content)
 
 
 def refuse_arguments(ctx: RunContext, frame: AgentFrame, action: BadArguments) -> CallResult:
