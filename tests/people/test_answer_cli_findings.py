@@ -129,3 +129,38 @@ def test_a_mistyped_store_is_refused_and_not_created(
 
     assert "there is no store at" in said, said
     assert list(tmp_path.iterdir()) == []
+
+
+# -- D12 ---------------------------------------------------------------------------------------------------
+def test_an_answer_recorded_before_the_continuation_fails_points_to_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = """version: 1
+name: secvar
+supervisor: desk
+defaults: {model: offline}
+tools:
+  ask: {person: {}}
+agents:
+  desk: {instructions: "Use ${MY_VALUE} when deploying.", tools: [ask], budget: {max_steps: 3}}
+"""
+    monkeypatch.setenv("MY_VALUE", "v1")
+    run_id, store, _ = _suspended(tmp_path, body, capsys)
+    monkeypatch.delenv("MY_VALUE")
+
+    code = main(["answer", run_id, "q1", "ok", "--store", store, "--progress", "none"])
+    first = capsys.readouterr().err
+    assert code == 2, first
+    assert "answer is recorded" in first and f"teamrun resume {run_id}" in first, first
+
+    code = main(["answer", run_id, "q1", "ok", "--store", store, "--progress", "none"])
+    again = capsys.readouterr().err
+    assert code == 2
+    assert "already answered" in again and f"teamrun resume {run_id}" in again, again
+
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "waiting"  # not left `running` by the failed attempt
+    monkeypatch.setenv("MY_VALUE", "v1")
+    assert main(["resume", run_id, "--store", store, "--progress", "none", "--json"]) == 0
+    finished = json.loads(capsys.readouterr().out)
+    assert finished["status"] == "done" and "ask: ok" in finished["final_text"]

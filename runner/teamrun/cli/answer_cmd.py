@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, check_api_base, progress_option
-from teamrun.errors import UsageError
+from teamrun.errors import UsageError, UserError
 from teamrun.observe.bidi import inert
 
 EXIT_WAITING = 4
@@ -201,8 +201,35 @@ def _item(backend: Any, store: str | None, run_id: str, item_id: str, kind: str)
         what = "a question" if item.kind == "question" else "an approval"
         raise UsageError(f"item {item_id} of run {run_id} is {what}: use `teamrun {command}`")
     if item.status != "pending":
-        raise UsageError(_settled(run_id, item))
+        raise UsageError(_settled(run_id, item) + _not_taken(backend, store, run_id, item))
     return item
+
+
+def _unclaim(backend: Any, run_id: str) -> None:
+    """The run this process claimed to continue, and could not start (a usage or team-file error), back to
+    ``waiting`` (not left ``running`` with this process's pid, shown ``interrupted`` once it exits): it still
+    waits, its answer recorded."""
+    import os
+
+    from teamrun.engine.durability.pending import CLAIMED_HERE
+
+    run = backend.get_run(run_id)
+    if run_id in CLAIMED_HERE and run is not None and run.status == "running" and run.pid == os.getpid():
+        backend.store.runs.set_status(run_id, "waiting")
+        CLAIMED_HERE.discard(run_id)
+
+
+def _not_taken(backend: Any, store: str | None, run_id: str, item: Any) -> str:
+    """For an item answered that its run has not taken (the continuation failed: a team-file error, a crash):
+    how to continue the run with it; else nothing."""
+    if item.status != "answered" or item.used:
+        return ""
+    run = backend.get_run(run_id)
+    if run is None or run.shown_status() in ("running", "done", "cancelled"):
+        return ""
+    from teamrun.cli.resume_cmd import resume_command
+
+    return f"; the run has not taken the answer yet: continue it with `{resume_command(run_id, store)}`"
 
 
 def _settled(run_id: str, item: Any) -> str:
@@ -274,6 +301,15 @@ def _continue(
                 )
             except (RunClaimed, RunBusy):
                 continue  # another answering process took it between our look and our claim: wait for it
+            except UserError as exc:  # the run could not continue (its team file no longer loads...): said last
+                from teamrun.cli.resume_cmd import resume_command
+
+                _unclaim(backend, run_id)
+                exc.args = (
+                    f"{exc}\nteamrun: the answer is recorded; once this is fixed, continue run {run_id} with "
+                    f"`{resume_command(run_id, store)}`",
+                )
+                raise
             if result == EXIT_WAITING and again > 0 and not items.items(run_id, status="pending"):
                 again -= 1
                 continue
