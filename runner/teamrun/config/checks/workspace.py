@@ -8,7 +8,8 @@ refuses, a workspace tool whose name an agent's own tool already has, an
 entry nobody writes that has no initial value (it stays empty), and
 instructions that name the write tool of an entry that does not exist or that
 the agent may not write (warnings: instructions are prose), and an agent's
-``answer_to`` that names no entry, or a board.
+``answer_to`` that names no entry, or a board, or (a warning) an entry that cannot take a text while the agent
+answers in text (no ``output_schema``, or an ``a2a:`` agent): such an answer can never be written.
 Like the other checks they read the raw data defensively: a value of the wrong
 type is skipped (the schema has reported it).
 """
@@ -104,6 +105,50 @@ def _answers(c: CheckContext, entries: dict[str, Any]) -> Iterator[Diagnostic]:
             yield c.error(
                 path, f"agents.{agent}.answer_to names '{entry}', a board: only its board tools change it", "workspace"
             )
+        elif isinstance(entries[entry], dict) and _answers_in_text(c, agent):
+            takes = _takes_text(entries[entry])
+            if takes is not None:
+                remote = _why_text(c, agent) == _REMOTE
+                fix = "" if remote else f"give {agent} an output_schema of what the entry holds, or "
+                yield c.warning(
+                    path,
+                    f"agents.{agent}.answer_to names '{entry}', which {takes}, but {agent} answers in text (it "
+                    f"{_why_text(c, agent)}): its answer can never be written there; {fix}answer to an entry that "
+                    "takes text",
+                    "workspace",
+                )
+
+
+def _answers_in_text(c: CheckContext, agent: str) -> bool:
+    """Whether ``agent``'s answer is its text (no ``output_schema``, or an ``a2a:`` agent's)."""
+    raw = (c.data.get("agents") or {}).get(agent) if c.data else None
+    return isinstance(raw, dict) and (raw.get("a2a") is not None or raw.get("output_schema") is None)
+
+
+def _why_text(c: CheckContext, agent: str) -> str:
+    raw = (c.data.get("agents") or {}).get(agent) if c.data else None
+    return _REMOTE if isinstance(raw, dict) and raw.get("a2a") is not None else "has no output_schema"
+
+
+_REMOTE = "is an a2a: agent"
+
+
+def _takes_text(entry: dict[str, Any]) -> str | None:
+    """Why the entry cannot take a text answer (``None``: it can, or its schema does not say)."""
+    rule = entry.get("merge", "replace")
+    if rule in ("max", "min", "sum"):
+        return f"combines numbers (merge: {rule})"
+    if rule == "merge":
+        return "merges objects (merge: merge)"
+    schema = entry.get("schema")
+    if not isinstance(schema, dict):
+        return None
+    if rule == "append":  # the answer is appended as one item
+        items = schema.get("items")
+        kinds = _types(items) if isinstance(items, dict) else None
+        return f"holds items of type {listing(sorted(kinds))}" if kinds is not None and "string" not in kinds else None
+    kinds = _types(schema)
+    return f"holds a value of type {listing(sorted(kinds))}" if kinds is not None and "string" not in kinds else None
 
 
 def entry_users(c: CheckContext, path: JsonPath, name: str, entry: dict[str, Any]) -> Iterator[Diagnostic]:
