@@ -113,6 +113,11 @@ class Replica:
             self.store.runs.start(run_id, handle.team, handle.input, thread_id=handle.thread)
         return generation
 
+    def _record_failed(self, run_id: str, error: str) -> None:
+        record = self.store.runs.get(run_id)
+        if record is not None and record.status == "running":
+            self.store.runs.finish(run_id, status="failed", final_output=None, usage={}, cost=0.0, error=error)
+
     async def recorded(self, handle: RunHandle) -> None:
         """Until ``handle``'s new run holds its lease and has its record (or could not start): a request that
         started it is answered then, so the next request finds it on any replica."""
@@ -130,12 +135,17 @@ class Replica:
         if generation is None:
             return
         reason = "waiting" if handle.state == "waiting" else "over"
+        failed = handle.error if handle.result is None and not handle.moved else None
         loop = asyncio.get_running_loop()
-        task = loop.create_task(self._release(handle.id, generation, reason), name=f"teamrun-lease-release:{handle.id}")
+        task = loop.create_task(
+            self._release(handle.id, generation, reason, failed), name=f"teamrun-lease-release:{handle.id}"
+        )
         task.add_done_callback(lambda _: None)
 
-    async def _release(self, run_id: str, generation: int, reason: str) -> None:
+    async def _release(self, run_id: str, generation: int, reason: str, failed: str | None = None) -> None:
         try:
+            if failed is not None:  # it could not run at all (a refused thread...): its early record says so
+                await asyncio.to_thread(self._record_failed, run_id, failed)
             await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, reason)
         except Exception as exc:  # it expires instead; the run's record says it is over, so nobody takes it
             _log.warning("serve_lease_not_released", run=run_id, error=str(exc), error_type=type(exc).__name__)

@@ -1,0 +1,75 @@
+"""Issue 46.1 on one machine: two replicas (``--lease``) on one SQLite file, where no ``NOTIFY`` exists.
+
+A run started on one replica is found at once on the other, a cancel sent to the other reaches it (through its
+lease, applied by its heartbeat), and a run that cannot start (a thread of another team) is recorded failed,
+not left ``running``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import teamrun
+from teamrun.serve.app import ServeSettings
+from teamrun.store import open_store
+from tests.serve.conftest import GatedModel, RunningServer, solo_team, until_status
+from tests.waiting import wait_until
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[tuple[str, str, GatedModel]]:
+    """Two servers with leases on one SQLite store, one gated model; their URLs."""
+    store = open_store(tmp_path / "runs.db")
+    model = GatedModel()
+    files = [solo_team(tmp_path), solo_team(tmp_path, name="other")]
+    settings = ServeSettings(store=store, lease_s=2)
+    servers = [
+        RunningServer([teamrun.load_team(path, chat_model=model, store=store) for path in files], settings)
+        for _ in range(2)
+    ]
+    for server in servers:
+        server.start()
+    try:
+        yield servers[0].url, servers[1].url, model
+    finally:
+        model.gate.set()
+        for server in servers:
+            server.stop()
+        store.close()
+
+
+def test_a_run_started_on_one_replica_is_found_and_cancelled_on_the_other(
+    replicas: tuple[str, str, GatedModel],
+) -> None:
+    one, other, model = replicas
+    with httpx.Client(base_url=one, timeout=60) as first, httpx.Client(base_url=other, timeout=60) as second:
+        run_id = first.post("/v1/runs", json={"team": "solo", "input": "wait"}).json()["id"]
+        found = second.get(f"/v1/runs/{run_id}")  # at once: the run has its record as POST answers
+        assert found.status_code == 200 and found.json()["status"] == "running", found.text
+        wait_until(lambda: model.waiting == 1, "the model call in flight")
+        cancelled = second.post(f"/v1/runs/{run_id}/cancel")
+        assert cancelled.status_code == 202, cancelled.text
+        assert cancelled.json()["cancel_reason"] == "cancelled by request"
+        record = until_status(first, run_id, "cancelled")
+        assert record["cancel_reason"] == "cancelled by request"
+        assert until_status(second, run_id, "cancelled")["source"] == "store"
+
+
+def test_a_run_that_cannot_start_is_recorded_failed_for_every_replica(
+    replicas: tuple[str, str, GatedModel],
+) -> None:
+    one, other, model = replicas
+    model.gate.set()
+    with httpx.Client(base_url=one, timeout=60) as first, httpx.Client(base_url=other, timeout=60) as second:
+        turn = first.post("/v1/runs", json={"team": "solo", "input": "first turn", "thread": "t-1"}).json()["id"]
+        until_status(first, turn, "done")
+        refused = first.post("/v1/runs", json={"team": "other", "input": "x", "thread": "t-1"})  # solo's thread
+        assert refused.status_code == 201, refused.text
+        run_id = refused.json()["id"]
+        assert "belongs to team 'solo'" in until_status(first, run_id, "failed")["error"]
+        shown = until_status(second, run_id, "failed")  # not left running in the store
+        assert "belongs to team 'solo'" in shown["error"]
