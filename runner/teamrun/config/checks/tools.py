@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from teamrun.config import templates
+from teamrun.config.checks.choices import choice_checks
 from teamrun.config.checks.raw import mapping, names
 from teamrun.config.checks.sub_schemas import sub_schema
 from teamrun.config.checks.templates import template_message
@@ -59,6 +60,7 @@ def _tool_definitions(c: CheckContext) -> Iterator[Diagnostic]:
         person = mapping(spec.get("person"))
         if "answer_schema" in person:
             yield from sub_schema(c, (*path, "person", "answer_schema"), person["answer_schema"])
+            yield from choice_checks(c, (*path, "person"), person)
         parameters = mapping(spec.get("parameters"))
         for param, fragment in parameters.items():
             yield from sub_schema(c, (*path, "parameters", param), fragment)
