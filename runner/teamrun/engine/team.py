@@ -146,6 +146,20 @@ class Team:
         without repeats, in agent order; remote (``a2a:``) agents call no model and are left out."""
         return team_models(self.config.agents.values(), self.config.defaults, override=self.model_override)
 
+    def models_to_prepare(self) -> list[str]:
+        """:meth:`models` followed by each agent's ``fallbacks`` (its own, else ``defaults``'), without repeats:
+        what start-up imports LiteLLM for and warms, so the first call that falls back does not pay it.
+        ``--model`` / ``model=`` replaces each agent's list: then only :meth:`models`."""
+        chosen = self.models()
+        if not self.model_override:
+            defaults = self.config.defaults
+            for agent in self.config.agents.values():
+                if agent.a2a is not None:
+                    continue
+                entries = agent.fallbacks if agent.fallbacks is not None else defaults and defaults.fallbacks
+                chosen.extend(entry.model for entry in entries or ())
+        return list(dict.fromkeys(chosen))
+
     @property
     def model_router(self) -> ModelRouter | None:
         """The chat model teamrun built (offline simulator or LiteLLM by model name); ``None`` when a
@@ -157,21 +171,21 @@ class Team:
         """Whether :meth:`prepare_models` will import LiteLLM (seconds): an agent's model is not offline, and
         LiteLLM is not imported in this process yet. Said on the console before it happens."""
         router = self.model_router
-        return router is not None and router.imports_litellm(self.models())
+        return router is not None and router.imports_litellm(self.models_to_prepare())
 
     def prepare_models(self) -> None:
         """Import LiteLLM and build its adapter now if an agent's model needs it (blocking; :meth:`run` does it
         before its clock starts when it has not been done)."""
         router = self.model_router
         if router is not None:
-            router.prepare(self.models())
+            router.prepare(self.models_to_prepare())
 
     async def warm_up(self) -> list[str]:
         """:meth:`prepare_models` (off the event loop) and LiteLLM's first-call set-up of each model that is not
         offline, with no request: a server does it at start-up so its first request does not pay either.
         Returns the models warmed now."""
         router = self.model_router
-        return await router.warm_up(self.models()) if router is not None else []
+        return await router.warm_up(self.models_to_prepare()) if router is not None else []
 
     def _report_retry(self, notice: Any) -> None:
         """Turn the adapter's retry notices into ``llm_retry`` events of the run that made the call."""
