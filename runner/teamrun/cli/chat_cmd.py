@@ -248,7 +248,11 @@ class ChatSession:
     def turn(self, runner: asyncio.Runner, text: str) -> None:
         view = _progress_view(self.progress, self.logs)
         subscribers = [view] if view is not None else []
-        with hidden_log_events("run_warning") if getattr(view, "shows_warnings", False) else contextlib.nullcontext():
+        hidden = [  # each said once: in the view, not as a log line too (as `teamrun execute` does)
+            *(["run_warning"] if getattr(view, "shows_warnings", False) else []),
+            *(["llm_cost_unknown"] if getattr(view, "says_unknown_cost", False) else []),  # in the turn's summary
+        ]
+        with hidden_log_events(*hidden) if hidden else contextlib.nullcontext():
             result = runner.run(
                 _run_with_interrupt(self.team, text, subscribers, self.thread_id, journal=True, resource=self.resource)
             )
