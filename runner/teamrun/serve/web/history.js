@@ -4,7 +4,7 @@
 // Everything from a run is put in with textContent.
 import { $, api, el, openRun, statusWord, usd } from "./dom.js";
 import { EVENT, on } from "./events.js";
-import { shownRun } from "./runview.js";
+import { listedRuns, shownRun } from "./runview.js";
 
 const LIVE = new Set(["running", "waiting"]);
 const PREVIEW = 140;  // characters of a run's input shown in its row
@@ -57,6 +57,7 @@ async function refresh() {
   }
   if (ask !== asked) return;
   const runs = list.data.slice().sort((a, b) => Number(LIVE.has(b.status)) - Number(LIVE.has(a.status)));  // stable
+  listedRuns(runs);  // the Run panel checks its run's status against its row
   const shown = shownRun();
   const key = JSON.stringify([shown, runs.map((r) => [r.id, r.status, r.tokens, r.cost, r.thread])]);
   if (key !== drawn) {

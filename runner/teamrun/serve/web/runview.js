@@ -1,14 +1,24 @@
 // The selected run: its facts (status, thread, tokens, cost), Cancel, its record (JSON), approvals asked
 // without a store, and the run view (/view/view.js), followed live while the run runs.
 // Opened by EVENT.open ({id, record?}); says EVENT.shown as it shows a run, EVENT.runOver with the record when
-// it ends. Everything from a run is put in with textContent.
+// it ends. The panel follows the run's record, never contradicting it: once its events have ended (the run waits
+// for people, or the stream broke) a run that changes elsewhere (answered over HTTP, with `teamrun answer`, by
+// another server) is read again when the runs list shows it changed, or when a Cancel is refused (recheck).
+// Everything from a run is put in with textContent.
 import { $, api, el, headers, statusClasses, usd } from "./dom.js";
 import { EVENT, on, say } from "./events.js";
 
-let shown = null;  // {id, abort}
+let shown = null;  // {id, abort, record?, drawn?, quiet?}: quiet once its events are no longer followed
 
 // The run the view shows (its id), or null.
 export function shownRun() { return shown ? shown.id : null; }
+
+// The runs list as just read (history.js): the shown run is read again if its row says another status.
+export function listedRuns(runs) {
+  const row = shown && runs.find((r) => r.id === shown.id);
+  if (row) recheck(row.id, row.status);
+}
+
 const narrow = window.matchMedia("(max-width: 59.99rem)");
 
 // The run's facts from its record. Tokens and cost: the record's once the run is over; while it runs or waits
@@ -97,6 +107,7 @@ async function open(detail) {
   });
   if (record.source === "store" && !record.events) {
     $("run-view-note").textContent = "from the store: its outcome is kept, its timeline is not (the server that ran it kept no events)";
+    shown.quiet = true;
     return;
   }
   if (record.source === "store") $("run-view-note").textContent = "from the store (run by an earlier server or another worker)";
@@ -105,6 +116,28 @@ async function open(detail) {
   } catch (e) {
     if (e.name !== "AbortError") $("run-view-note").textContent = "events: " + e.message;
   }
+  if (shown && shown.id === id && shown.abort === abort) shown.quiet = true;  // its events are over (for now)
+}
+
+// The shown run's record read again because something says it changed: its row in the runs list (``listed``: the
+// row's status) or a Cancel refused. Only once its events are no longer followed (while they are, they say it); a
+// run that goes on again, or ended, is opened anew from that record (its events from the first, then live).
+async function recheck(id, listed) {
+  if (!shown || shown.id !== id || !shown.quiet || shown.rechecking) return;
+  if (listed !== undefined && shown.record && shown.record.status === listed) return;
+  const asked = shown;
+  asked.rechecking = true;
+  let record = null;
+  try {
+    record = await api("/v1/runs/" + encodeURIComponent(id));
+  } catch (e) {
+    return;  // the panel stays as it was; the next list read asks again
+  } finally {
+    asked.rechecking = false;
+  }
+  if (shown !== asked || !record) return;
+  if (shown.record && shown.record.status === record.status) facts(record);
+  else open({ id, record });
 }
 
 // The run's events (all so far, then live until it ends), read with fetch: EventSource cannot send a token.
@@ -160,6 +193,7 @@ async function cancel() {
     }
   } catch (e) {
     $("error").textContent = e.message;
+    if (e.status === 409) recheck(id);  // not running (it is done, or runs elsewhere): the panel shows what it is
   }
 }
 
