@@ -5,7 +5,10 @@ Spans nest the way observability UIs expect — ``run`` → ``invoke_agent lead`
 ``execute_tool <tool>`` — with start and end times taken from the events and
 GenAI semantic-convention attributes (``gen_ai.operation.name``,
 ``gen_ai.agent.name``, ``gen_ai.system`` / ``gen_ai.provider.name``,
-``gen_ai.request.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``,
+``gen_ai.request.model`` (the first model of an agent's list) and
+``gen_ai.response.model`` (the one that answered: a fallback's, with
+``teamrun.fallback`` saying why), ``gen_ai.usage.input_tokens`` /
+``output_tokens`` / ``cache_read.input_tokens`` / ``cache_creation.input_tokens``,
 ``gen_ai.response.finish_reasons``, ``gen_ai.tool.name``), so tracing backends
 that know the convention show teamrun runs without a mapping. The OTLP
 endpoint comes from the standard variables (``OTEL_EXPORTER_OTLP_ENDPOINT``,
@@ -24,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from teamrun.errors import UsageError
-from teamrun.events import AgentStart, DelegationStart, Event, LlmIO, LlmStart, RunStart, ToolStart
+from teamrun.events import AgentStart, DelegationStart, Event, LlmEnd, LlmIO, LlmStart, RunStart, ToolStart
 from teamrun.extras import install_hint
 from teamrun.observe.spans import END_KINDS, POINT_KINDS, START_KINDS, SpanIndex, SpanKey, SpanKind
 from teamrun.observe.trace_file import CONTENT_FIELDS, wall_clock
@@ -41,6 +44,12 @@ __all__ = [
 ]
 
 _FAILED = frozenset({"error", "failed"})
+
+_CACHE_USAGE = {
+    "cached_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "cache_write_tokens": "gen_ai.usage.cache_creation.input_tokens",
+}
+"""Usage counts of the provider's prompt cache and their GenAI semantic-convention names (semconv 0.66b)."""
 
 
 def require_otel(*, exporter: bool = False) -> None:
@@ -263,6 +272,11 @@ class OTelExporter:
         elif isinstance(usage, Mapping):
             span.set_attribute("gen_ai.usage.input_tokens", int(usage.get("input_tokens", 0)))
             span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("output_tokens", 0)))
+            for field, name in _CACHE_USAGE.items():  # only when the provider reported some: no made-up 0
+                if usage.get(field):
+                    span.set_attribute(name, int(usage[field]))
+        if isinstance(event, LlmEnd):
+            self._answered(span, event)
         cost = getattr(event, "cost", None)
         if isinstance(cost, int | float):
             span.set_attribute("teamrun.cost_usd", float(cost))
@@ -277,6 +291,18 @@ class OTelExporter:
             error = self.redactor.text(str(getattr(event, "error", None) or status))
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, error))
         span.end(end_time=_ns(event.time))
+
+    def _answered(self, span: Any, event: LlmEnd) -> None:
+        """``gen_ai.response.model``: the model of the agent's list that answered (``llm_end``'s ``model``, set
+        for a model with ``fallbacks``), else the one asked (``gen_ai.request.model``); and why not the first."""
+        if str(event.status) != "ok":
+            return
+        asked = (getattr(span, "attributes", None) or {}).get("gen_ai.request.model")
+        answered = event.model or asked
+        if answered:
+            span.set_attribute("gen_ai.response.model", self.redactor.text(str(answered)))
+        if event.fallback:
+            span.set_attribute("teamrun.fallback", self.redactor.text(event.fallback))
 
     def _end_leftovers(self, event: Event) -> None:
         """Spans the run stopped before they ended (cancelled workers) end with the run."""
