@@ -19,7 +19,7 @@ from teamrun.serve.security import LONE_SURROGATE, lone_surrogate
 __all__ = ["BODY_NOT_JSON", "ApprovalAnswer", "ChatMessage", "ChatRequest", "RunRequest", "json_body", "valid_body"]
 
 BODY_NOT_JSON = "body_not_json"
-"""The validation error type of a body that is not JSON (answered ``400 invalid_json``, as a JSON-labelled one)."""
+"""The validation error type of a body not labelled JSON that is not JSON either (answered ``400 invalid_json``)."""
 
 
 def json_body(data: Any) -> Any:
