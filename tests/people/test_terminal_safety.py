@@ -27,8 +27,9 @@ def _dangerous(raw: bytes) -> list[bytes]:
 
 
 def _rlo_left_open(text: str) -> bool:
-    """Whether some line holds a U+202E that no U+202C after it on that line closes."""
-    return any(line.rfind("\u202e") > line.rfind("\u202c") for line in text.split("\n"))
+    """Whether some line holds a U+202E that no PDF (U+202C) or PDI (U+2069, ending an isolate around it) after
+    it on that line closes."""
+    return any(line.rfind("\u202e") > max(line.rfind("\u202c"), line.rfind("\u2069")) for line in text.split("\n"))
 
 
 def test_a_question_asked_inline_on_a_pty_shows_no_control_sequence(tmp_path: Path) -> None:
@@ -119,3 +120,30 @@ def test_inert_closes_what_a_line_leaves_open_and_leaves_balanced_lines_alone() 
     assert inert("x \u2068d\u2069 y") == "x \u2068d\u2069 y"  # a listing's isolated cell
     assert inert("\u2069late \u2067rtl") == "late \u2067rtl\u2069"
     assert visible_json({"k": "\u202e"}) == '{"k": "\\u202e"}'
+
+
+def test_the_chat_header_shows_a_typed_thread_id_inert(tmp_path: Path) -> None:
+    import subprocess
+
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "version: 1\nname: plain\nsupervisor: desk\ndefaults: {model: offline}\nagents:\n  desk: {}\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("TEAMRUN_STORE", None)
+    thread = "a\x1b]52;c;SGVsbG8=\x07b\u202e"
+
+    argv = ["chat", str(team), "--store", str(tmp_path / "c.db"), "--thread", thread, "--progress", "none"]
+    chat = subprocess.run(
+        [sys.executable, "-m", "teamrun.cli", *argv],
+        input=b"/threads\n",
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )
+
+    assert chat.returncode == 0, chat.stderr
+    assert b"thread " in chat.stderr
+    assert _dangerous(chat.stderr) == [], chat.stderr
+    assert not _rlo_left_open(chat.stderr.decode()), chat.stderr
