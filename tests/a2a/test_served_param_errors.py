@@ -1,8 +1,9 @@
 """A2A parameter errors say what is wrong in one line, without echoing a validator's dump or the number sent (the
 attacker's D7): a v0.3 ``tasks/get`` with ``historyLength`` 1e20 (a whole number past ±2^53: ``-32602`` with
 ``data.reason: INVALID_NUMBER``), ``"abc"`` or ``1.5`` (one line naming the field); a v1.0 ``GetTask`` with
-``historyLength: 1e300`` (``INVALID_NUMBER``, no 300-digit echo); a message whose ``metadata.item`` is a number
-(said as sent, ``5``, not protobuf's ``5.0``)."""
+``historyLength: 1e300`` (``INVALID_NUMBER``, no 300-digit echo), or 300 nines as text (v0.3: ``-32603`` with
+the digits, now ``-32602 INVALID_NUMBER``; v1.0's ``parseError`` says ``<300 digits>``); a message whose
+``metadata.item`` is a number (said as sent, ``5``, not protobuf's ``5.0``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,12 @@ def test_v03_params_that_do_not_fit_name_the_field_in_one_line(serve: Any, tmp_p
     assert "historyLength" in huge["message"] and "int_parsing" not in huge["message"]
     assert v10["code"] == -32602 and v10.get("data") == {"reason": "INVALID_NUMBER"}, v10
     assert "0" * 20 not in json.dumps(v10), v10
+    nines = "9" * 300  # a whole number as text: the v0.3 layer reads it as an int protobuf cannot hold
+    text03 = call(server, "solo", "tasks/get", {"id": "run_x", "historyLength": nines})
+    text10 = call(server, "solo", "GetTask", {"id": "run_x", "historyLength": nines}, **{"A2A-Version": "1.0"})
+    assert text03["code"] == -32602 and text03["data"] == {"reason": "INVALID_NUMBER"}, text03  # was -32603
+    assert text10["code"] == -32602 and "<300 digits>" in json.dumps(text10), text10
+    assert "9" * 20 not in json.dumps(text03) + json.dumps(text10)
     for bad in ("abc", 1.5):
         error = call(server, "solo", "tasks/get", {"id": "run_x", "historyLength": bad})
         said = error["message"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -65,6 +66,9 @@ class _QuietClientErrors(logging.Filter):
     _CLIENT = ("Failed to validate", "Failed to parse", "Request Error", "Version mismatch", "Validation failure")
 
     def filter(self, record: logging.LogRecord) -> bool:
+        raised = record.exc_info[1] if record.exc_info else None
+        if isinstance(raised, ValueError) and str(raised).startswith(_OUT_OF_RANGE):
+            return False  # a client's number too large for protobuf (answered -32602 INVALID_NUMBER)
         record.exc_info = None
         record.exc_text = None
         message = str(record.msg)
@@ -84,6 +88,12 @@ def _quiet_sdk_loggers() -> None:
                 logger.addFilter(_QUIET)
 
 
+_OUT_OF_RANGE = "Value out of range"
+"""How protobuf's error for an integer it cannot hold begins."""
+_LONG_NUMBER = re.compile(r"\d{17,}")
+"""More digits than a number within ±2^53 has: not echoed back."""
+
+
 def _params_unfit(response: Response, body: Any) -> Response:
     """The SDK's v0.3 layer answers a well-formed call whose params do not fit its method ``-32600`` with a
     pydantic dump as ``data``; say ``-32602`` (invalid params), in one line, as v1.0 calls are answered."""
@@ -94,6 +104,15 @@ def _params_unfit(response: Response, body: Any) -> Response:
         return response
     answer = json.loads(bytes(response.body))
     error = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(error, dict) and error.get("code") == -32603 and str(error.get("message")).startswith(_OUT_OF_RANGE):
+        # a whole number as text ("999…") the v0.3 layer read as an int and protobuf could not hold: not a fault of
+        # the server's, and its digits are not echoed
+        return rpc_error(
+            INVALID_PARAMS,
+            f"params do not fit {printable(method)[:100]}: a whole number is out of range (within ±2^53)",
+            id=request_id,
+            reason="INVALID_NUMBER",
+        )
     if not isinstance(error, dict) or error.get("code") != INVALID_REQUEST or not isinstance(error.get("data"), str):
         return response
     dump = error["data"]
@@ -144,8 +163,9 @@ async def _masked_events(events: AsyncIterator[Any], redactor: Redactor) -> Asyn
 
 def _tidy(value: Any) -> Any:
     """What the SDK's protobuf round trip bends, put back: usage counts are whole numbers (a protobuf ``Struct``
-    holds doubles: ``3.0``), and a v0.3 status update ending ``input-required`` or ``auth-required`` is
-    ``final: true`` (the interaction is over until the caller answers; the SDK's v0.3 layer says ``false``)."""
+    holds doubles: ``3.0``); an error's ``parseError`` echoes no number of more than 16 digits; and a v0.3 status
+    update ending ``input-required`` or ``auth-required`` is ``final: true`` (the interaction is over until the
+    caller answers; the SDK's v0.3 layer says ``false``)."""
     if isinstance(value, list):
         return [_tidy(item) for item in value]
     if not isinstance(value, dict):
@@ -156,6 +176,9 @@ def _tidy(value: Any) -> Any:
         shown["usage"] = {
             key: int(item) if isinstance(item, float) and item.is_integer() else item for key, item in usage.items()
         }
+    parse_error = shown.get("parseError")
+    if isinstance(parse_error, str):  # v1.0's error metadata echoes what it could not parse: no long numbers
+        shown["parseError"] = _LONG_NUMBER.sub(lambda m: f"<{len(m.group())} digits>", parse_error)[:500]
     status = shown.get("status")
     if (
         shown.get("kind") == "status-update"
