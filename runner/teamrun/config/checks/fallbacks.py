@@ -4,14 +4,16 @@ An agent's list is its model (its own or ``defaults.model``, at its endpoint) fo
 own, else ``defaults.fallbacks``). The list is checked where it is written:
 
 - a model and endpoint named twice in one list (the agent's own model included) would be asked twice for the
-  same failure — a loop, not a fallback;
+  same failure — a loop, not a fallback (``offline`` is one model whatever its ``api_base``: it ignores it);
 - a model string whose provider prefix (``openai/`` in ``openai/gpt-4o``) LiteLLM does not know fails only when
   called, after the models before it; it is said now (a name without ``/`` is left to LiteLLM to place);
 - an empty list falls back to nothing — except an agent's ``fallbacks: []`` under a ``defaults.fallbacks``, which
   turns that list off for the agent;
-- ``fallback_on`` where no list applies does nothing (a warning);
+- ``fallback_on`` where no list applies does nothing (a warning; ``defaults.fallback_on`` applies to an agent's
+  own list);
 - with ``--import-check``, each entry's ``api_key_env`` is set in the environment (a fallback whose key is unset
-  fails only when the models before it have failed: the worst moment to find out).
+  fails only when the models before it have failed: the worst moment to find out); a value that is no variable
+  name is the schema's error, not said again.
 
 The config layer imports no LiteLLM: :data:`LITELLM_PROVIDERS` is its provider list, kept in step with the
 installed LiteLLM by a test.
@@ -19,6 +21,7 @@ installed LiteLLM by a test.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -227,11 +230,20 @@ LITELLM_PROVIDERS = frozenset(
 """The provider prefixes LiteLLM knows (``litellm.provider_list``), besides teamrun's own ``offline``."""
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An environment variable name (the schema's pattern for ``api_key_env``, which reports any other value)."""
+
+
 def fallback_checks(c: CheckContext) -> Iterator[Diagnostic]:
     """``defaults``' list, then each agent's."""
     defaults = mapping(c.data.get("defaults"))
     inherited = sequence(defaults.get("fallbacks"))
-    yield from _one_list(c, ("defaults",), defaults, None, inherits=False)
+    # ``defaults.fallback_on`` is in force for an agent with a list of its own and no ``fallback_on`` of its own
+    used_by_agents = any(
+        spec.get("a2a") is None and sequence(spec.get("fallbacks")) and spec.get("fallback_on") is None
+        for spec in c.agents.values()
+    )
+    yield from _one_list(c, ("defaults",), defaults, None, inherits=used_by_agents)
     for agent, spec in c.agents.items():
         if spec.get("a2a") is None:
             yield from _one_list(c, ("agents", agent), spec, defaults, inherits=bool(inherited))
@@ -241,7 +253,8 @@ def _one_list(
     c: CheckContext, at: JsonPath, spec: dict[str, Any], defaults: dict[str, Any] | None, *, inherits: bool
 ) -> Iterator[Diagnostic]:
     """The list of ``spec`` at ``at``; ``defaults``: what an agent inherits (``None`` for ``defaults`` itself);
-    ``inherits``: ``defaults`` has a list, the agent's when it writes none."""
+    ``inherits``: ``defaults`` has a list, the agent's when it writes none (for ``defaults`` itself: an agent's
+    own list uses ``defaults.fallback_on``)."""
     own = spec.get("fallbacks")
     if isinstance(own, list) and not own and not inherits:
         yield c.error(
@@ -295,9 +308,14 @@ def _first_again(c: CheckContext, at: JsonPath, spec: dict[str, Any], defaults: 
 
 def _twice(model: str, base: str, first: str) -> str:
     where = f" at {base}" if base else ""
+    fix = (
+        "remove it (the offline simulator ignores api_base)"
+        if _is_offline(model)
+        else ("remove it or give it another api_base")
+    )
     return (
         f"{model}{where} is already in this model's fallback list ({first}): it would be asked twice for the "
-        "same failure; remove it or give it another api_base"
+        f"same failure; {fix}"
     )
 
 
@@ -310,7 +328,7 @@ def fallback_key_checks(c: CheckContext) -> Iterator[Diagnostic]:
         spec = mapping(c.data.get("defaults")) if at == ("defaults",) else c.agents[str(at[1])]
         for index, entry in enumerate(sequence(spec.get("fallbacks"))):
             name = mapping(entry).get("api_key_env")
-            if isinstance(name, str) and name and "${" not in name and not os.environ.get(name):
+            if isinstance(name, str) and _ENV_NAME.fullmatch(name) and not os.environ.get(name):
                 path: JsonPath = (*at, "fallbacks", index, "api_key_env")
                 yield c.error(
                     path,
@@ -326,16 +344,21 @@ def _first(spec: dict[str, Any], defaults: dict[str, Any] | None) -> tuple[str, 
     if defaults is not None:
         inherited = _model(defaults)
         model, base = model or inherited[0], base or inherited[1]
-    return model, base
+    return model, "" if _is_offline(model) else base
 
 
 def _model(spec: dict[str, Any]) -> tuple[str, str]:
-    """``(model, api_base)`` as written (``""`` when unset or not a string)."""
+    """``(model, api_base)`` as written (``""`` when unset or not a string); the simulator (``offline``,
+    ``offline/...``) ignores ``api_base``: it is one model whatever the endpoint."""
     model, base = spec.get("model"), spec.get("api_base")
-    return (
-        model.strip() if isinstance(model, str) else "",
-        base.strip().rstrip("/") if isinstance(base, str) else "",
-    )
+    name = model.strip() if isinstance(model, str) else ""
+    if _is_offline(name):
+        return name, ""
+    return name, base.strip().rstrip("/") if isinstance(base, str) else ""
+
+
+def _is_offline(model: str) -> bool:
+    return model == "offline" or model.startswith("offline/")
 
 
 def _provider_problem(model: str) -> str | None:
