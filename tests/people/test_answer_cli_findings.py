@@ -160,6 +160,10 @@ agents:
 
     assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "waiting"  # not left `running` by the failed attempt
+    assert main(["resume", run_id, "--store", store, "--progress", "none"]) == 2  # still no MY_VALUE
+    capsys.readouterr()
+    assert main(["runs", "show", run_id, "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "waiting"  # nor by a failed `teamrun resume`
     monkeypatch.setenv("MY_VALUE", "v1")
     assert main(["resume", run_id, "--store", store, "--progress", "none", "--json"]) == 0
     finished = json.loads(capsys.readouterr().out)

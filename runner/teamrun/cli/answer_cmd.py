@@ -205,20 +205,6 @@ def _item(backend: Any, store: str | None, run_id: str, item_id: str, kind: str)
     return item
 
 
-def _unclaim(backend: Any, run_id: str) -> None:
-    """The run this process claimed to continue, and could not start (a usage or team-file error), back to
-    ``waiting`` (not left ``running`` with this process's pid, shown ``interrupted`` once it exits): it still
-    waits, its answer recorded."""
-    import os
-
-    from teamrun.engine.durability.pending import CLAIMED_HERE
-
-    run = backend.get_run(run_id)
-    if run_id in CLAIMED_HERE and run is not None and run.status == "running" and run.pid == os.getpid():
-        backend.store.runs.set_status(run_id, "waiting")
-        CLAIMED_HERE.discard(run_id)
-
-
 def _not_taken(backend: Any, store: str | None, run_id: str, item: Any) -> str:
     """For an item answered that its run has not taken (the continuation failed: a team-file error, a crash):
     how to continue the run with it; else nothing."""
@@ -304,7 +290,6 @@ def _continue(
             except UserError as exc:  # the run could not continue (its team file no longer loads...): said last
                 from teamrun.cli.resume_cmd import resume_command
 
-                _unclaim(backend, run_id)
                 exc.args = (
                     f"{exc}\nteamrun: the answer is recorded; once this is fixed, continue run {run_id} with "
                     f"`{resume_command(run_id, store)}`",

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from teamrun.cli.options import RUN_PROGRESS_MODES, api_base_option, progress_option
-from teamrun.errors import UsageError
+from teamrun.errors import UsageError, UserError
 
 HELP = """Continue a run that crashed, was killed, was cancelled or waits for a person.
 
@@ -190,20 +190,36 @@ def resume(
             f"run {run_id}'s team file {record.team_file} is gone; restore it, or name another with "
             f"`teamrun execute TEAM_FILE --resume {run_id}`"
         )
-    result: int = ctx.invoke(  # the run's vars, model, endpoint and thread: execute's stored_settings
-        execute,
-        team_file=record.team_file,
-        input_text=None,
-        input_file=None,
-        variables=(),
-        model=None,
-        api_base=api_base,
-        as_json=as_json,
-        approve=approve,
-        progress=progress,
-        store_location=store,
-        thread_id=None,
-        resume=run_id,
-        yes=yes,
-    )
+    try:
+        result: int = ctx.invoke(  # the run's vars, model, endpoint and thread: execute's stored_settings
+            execute,
+            team_file=record.team_file,
+            input_text=None,
+            input_file=None,
+            variables=(),
+            model=None,
+            api_base=api_base,
+            as_json=as_json,
+            approve=approve,
+            progress=progress,
+            store_location=store,
+            thread_id=None,
+            resume=run_id,
+            yes=yes,
+        )
+    except UserError:  # it could not start (its team file no longer loads...): a waiting run it claimed waits again
+        _unclaim(backend, run_id)
+        raise
     return result
+
+
+def _unclaim(backend: Any, run_id: str) -> None:
+    """The waiting run this process claimed to continue, and could not start (a usage or team-file error),
+    back to ``waiting``: not left ``running`` with this process's pid (shown ``interrupted`` once it exits).
+    Its recorded answers stay, for the next ``teamrun resume``."""
+    from teamrun.engine.durability.pending import CLAIMED_HERE
+
+    run = backend.get_run(run_id)
+    if run_id in CLAIMED_HERE and run is not None and run.status == "running" and run.pid == os.getpid():
+        backend.store.runs.set_status(run_id, "waiting")
+        CLAIMED_HERE.discard(run_id)
