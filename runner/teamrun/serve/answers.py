@@ -14,6 +14,7 @@ import asyncio
 import datetime as _dt
 import json
 import time
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -133,11 +134,25 @@ def answer_value(item: PendingRecord, body: PendingAnswer) -> tuple[Any, str]:
     return value, f"answered ({masked(asked, value)})"
 
 
-def _read(item: PendingRecord, body: PendingAnswer) -> tuple[Any, str]:
-    """:func:`answer_value`, its refusals as :class:`AnswerNotTaken`."""
-    from teamrun.tools.people import AnswerNotText, AnswerRefused
+def check_by(by: str) -> None:
+    """Refuse ``by`` (who answers, shown in listings, events and ``teamrun answer``'s refusals) unless it is text
+    without a NUL (:func:`~teamrun.tools.people.check_text`, as for ``--by``) and without a control character
+    (one line: an escape sequence in a name would reach a terminal); raises ``AnswerNotText``."""
+    from teamrun.tools.people import AnswerNotText, check_text
+
+    check_text(by, "by")
+    if any(unicodedata.category(char) == "Cc" for char in by):
+        raise AnswerNotText("by holds a control character (an escape, a newline): give who answers as one line of text")
+
+
+def _read(item: PendingRecord, body: PendingAnswer, by: str) -> tuple[Any, str]:
+    """:func:`answer_value`, its refusals as :class:`AnswerNotTaken`; ``by`` and the note are checked as
+    ``teamrun answer`` checks ``--by`` and ``--note`` (:func:`check_by`)."""
+    from teamrun.tools.people import AnswerNotText, AnswerRefused, check_text
 
     try:
+        check_by(by)
+        check_text(body.note, "the note")
         return answer_value(item, body)
     except AnswerNotText as exc:
         raise AnswerNotTaken("invalid_text", str(exc), item=item) from None
@@ -193,7 +208,7 @@ class AnswerService:
 
     async def answer(self, item: PendingRecord, body: PendingAnswer, *, by: str) -> Answered:
         """Record ``body`` as the answer of ``item`` (of a run of a served team) and continue its run."""
-        value, said = _read(item, body)
+        value, said = _read(item, body, by)
         run_id = item.run_id
         run = await asyncio.to_thread(self.backend.get_run, run_id, unmasked=True)  # its input, to continue it
         if run is None or run.team not in self.served:

@@ -1,0 +1,74 @@
+"""Issue 42 (attack a42people), the serve side of answering people: who answers (``by``) and a note over HTTP are
+checked as ``teamrun answer`` checks ``--by`` and ``--note``; the other items of a run cancelled while an answer
+raced it end with the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import teamrun
+from teamrun.store import open_store
+from teamrun.store.pending import PendingRepository
+from teamrun.testing.scripted import ScriptedModel, tool_call
+from tests.serve.conftest import TOKEN, until_status
+from tests.serve.test_web_pending import ask_team, said
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def test_by_and_note_over_http_are_refused_with_a_nul_or_an_escape_and_nothing_is_recorded(
+    serve: Any, tmp_path: Path
+) -> None:
+    store = open_store(tmp_path / "runs.db")
+    model = ScriptedModel({"lead": [tool_call("ask_region", question="Which region?"), said]})
+    server = serve(
+        [teamrun.load_team(ask_team(tmp_path), chat_model=model, store=store)], tokens=frozenset({TOKEN}), store=store
+    )
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
+        run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
+        until_status(client, run_id, "waiting")
+        (item,) = client.get("/v1/pending").json()["data"]
+        url = f"/v1/runs/{run_id}/pending/{item['id']}"
+        refused = [
+            client.post(url, json={"answer": "eu-west-1", "by": "a\u001b]52;c;SGk=\u0007b"}),
+            client.post(url, json={"answer": "eu-west-1", "by": "a\u0000b"}),
+            client.post(url, json={"answer": "eu-west-1", "by": "two\nlines"}),
+        ]
+        still = client.get("/v1/pending").json()["data"]
+    assert [r.status_code for r in refused] == [400, 400, 400], [r.text for r in refused]
+    assert {r.json()["error"]["code"] for r in refused} == {"invalid_text"}
+    assert "control character" in refused[0].json()["error"]["message"]
+    assert "NUL" in refused[1].json()["error"]["message"]
+    assert [i["status"] for i in still] == ["pending"]
+    (kept,) = PendingRepository(store).items(run_id)
+    assert kept.status == "pending" and kept.answered_by is None
+
+
+def test_a_note_with_a_nul_is_refused_over_http() -> None:
+    from teamrun.serve.answers import AnswerNotTaken, PendingAnswer, _read
+    from teamrun.store.pending import PendingRecord
+
+    item = PendingRecord(
+        run_id="run_x",
+        item_id="a1",
+        kind="approval",
+        call_key="k",
+        agent="lead",
+        question="run stamp?",
+        spec={"tool": "stamp"},
+        status="pending",
+        answer=None,
+        answered_by=None,
+        asked_at=0.0,
+        answered_at=None,
+        used=False,
+    )
+    try:
+        _read(item, PendingAnswer(approve=True, note="ok\u0000"), "http")
+    except AnswerNotTaken as exc:
+        assert exc.because == "invalid_text" and "the note" in str(exc) and "NUL" in str(exc)
+    else:
+        raise AssertionError("a note with a NUL was taken")
