@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from teamrun.store import open_store
@@ -95,4 +98,28 @@ def test_a_cancel_left_on_a_lease_is_notified_to_listeners_on_postgresql(postgre
         stop.set()
         listener.join(timeout=30)
     assert set(heard) == {("r3", "stop it")}
+    store.close()
+
+
+def test_a_run_taken_while_the_heartbeat_renews_is_not_mistaken_for_a_lost_one(tmp_path: Path) -> None:
+    import asyncio
+
+    from teamrun.serve.replicas import Replica
+    from teamrun.serve.runs import RunRegistry
+
+    store = open_store(tmp_path / "runs.db")
+    registry = RunRegistry(store=store)
+    replica = Replica(registry, {}, store, lease_s=60, owner="a")
+    cancelled: list[str] = []
+    registry.cancel = lambda run_id, reason="": cancelled.append(run_id)  # type: ignore[assignment,method-assign,return-value]
+    renew = store.leases.renew
+
+    def renew_while_a_run_starts(owner: str, ttl_s: float) -> dict[str, Any]:
+        held = renew(owner, ttl_s)
+        replica.held["new"] = store.leases.acquire("new", "a", ttl_s)  # its own() ended after the renewal read
+        return held
+
+    store.leases.renew = renew_while_a_run_starts  # type: ignore[method-assign]
+    asyncio.run(replica.tick())
+    assert cancelled == [] and replica.held == {"new": 1}
     store.close()

@@ -85,6 +85,7 @@ class Replica:
         self._handing_over = False
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
+        self._background: set[asyncio.Task[None]] = set()
         registry.owning = self.own
         registry.forward_cancel = self.forward_cancel
         registry.finish_on_stop = True
@@ -140,7 +141,8 @@ class Replica:
         task = loop.create_task(
             self._release(handle.id, generation, reason, failed), name=f"teamrun-lease-release:{handle.id}"
         )
-        task.add_done_callback(lambda _: None)
+        self._background.add(task)  # the loop keeps only a weak reference
+        task.add_done_callback(self._background.discard)
 
     async def _release(self, run_id: str, generation: int, reason: str, failed: str | None = None) -> None:
         try:
@@ -193,8 +195,11 @@ class Replica:
 
     async def tick(self) -> None:
         """One heartbeat: renew, apply forwarded cancels, stop runs taken by others, keep events, take over."""
+        held = dict(self.held)  # a run taken meanwhile is not in what the renewal read
         leases = await asyncio.to_thread(self.store.leases.renew, self.id, self.lease_s)
-        for run_id, generation in list(self.held.items()):
+        for run_id, generation in held.items():
+            if self.held.get(run_id) != generation:
+                continue  # it stopped here meanwhile (or continued under a new lease)
             lease = leases.get(run_id)
             if lease is None or lease.generation != generation:
                 self._lost(run_id, "its lease was taken by another replica")
