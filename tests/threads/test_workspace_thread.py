@@ -211,4 +211,5 @@ def test_validate_refuses_a_persist_value_it_does_not_know(tmp_path: Path) -> No
     checked = teamrun(tmp_path, "validate", "team.yaml")
 
     assert checked.returncode == 2, checked.stdout + checked.stderr
-    assert 'team.yaml:5:12: error: workspace.persist must be one of "run", "thread", "resource", not "forever"' in checked.stdout
+    refusal = 'team.yaml:5:12: error: workspace.persist must be one of "run", "thread", "resource", not "forever"'
+    assert refusal in checked.stdout
