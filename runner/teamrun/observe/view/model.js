@@ -6,7 +6,7 @@
   const START = { run_start: "run", agent_start: "agent", delegation_start: "delegation", llm_start: "llm",
                   tool_start: "tool" };
   const END = { run_end: "run", agent_end: "agent", delegation_end: "delegation", llm_end: "llm", tool_end: "tool" };
-  const POINTS = new Set(["warning", "budget", "hook", "llm_retry", "llm_io", "accept"]);
+  const POINTS = new Set(["warning", "budget", "hook", "llm_retry", "llm_wait", "llm_io", "accept"]);
   const PARENT_ORDER = ["agent", "run", "delegation"];
   const FAILED = new Set(["error", "failed", "rejected", "cancelled", "unfinished"]);
   const LIMITED = new Set(["budget_exhausted"]);
@@ -123,7 +123,7 @@
       } else if (r.kind === "workspace_write" || r.kind === "board_op") {  // a board's tasks change as a write does
         this.writes.push({ ts: r.ts, kind: r.kind, runId: r.run_id, scope, path: r.agent_path || [], spanKey: "tool|" + key, data });
       } else if (POINTS.has(r.kind)) {
-        let owner = (r.kind === "llm_retry" || r.kind === "llm_io") ? this.spans.get("llm|" + key) : null;
+        let owner = (r.kind === "llm_retry" || r.kind === "llm_wait" || r.kind === "llm_io") ? this.spans.get("llm|" + key) : null;
         owner = owner || this.find(key) || this.find(parentKey);
         if (!owner) return;
         owner.raw.push(r);
@@ -192,9 +192,9 @@
   }
 
   // Usage of a span as paid in its segment: a replayed call counts nothing, a span holding replayed calls
-  // counts them out ({ input, output, total, cost }).
+  // counts them out ({ input, output, total, cost, cached }; cached: of input, read from the provider's cache).
   function paidUsage(node) {
-    if (node.kind === "llm" && node.replayed) return { input: 0, output: 0, total: 0, cost: 0 };
+    if (node.kind === "llm" && node.replayed) return { input: 0, output: 0, total: 0, cost: 0, cached: 0 };
     const calls = node.kind === "agent" ? node.children.filter((c) => c.kind === "llm") : [];
     const sum = (list, k) => list.reduce((s, c) => s + ((c.usage && c.usage[k]) || 0), 0);
     const u = node.usage || {};
@@ -204,10 +204,17 @@
     let cost = node.cost || (node.kind === "agent" && node.end === null ? calls.reduce((s, c) => s + (c.cost || 0), 0) : 0);
     cost -= replayed.reduce((s, c) => s + (c.cost || 0), 0);
     return { input: Math.max(0, pick("input_tokens")), output: Math.max(0, pick("output_tokens")),
-             total: Math.max(0, total), cost: Math.max(0, cost) };
+             total: Math.max(0, total), cost: Math.max(0, cost), cached: Math.max(0, pick("cached_tokens")) };
   }
 
   function tokensOf(node) { return paidUsage(node).total; }
+
+  // The model that answered a call: its end's model (a model with fallbacks names the one of its list that
+  // answered), else the one asked (its start's). The call's name stays the one asked.
+  function answeredBy(node) { return String(node.data.model || node.name); }
+
+  // Why a fallback answered a call ("openai/b after openai/a failed: server error (HTTP 500)"), or "".
+  function fallbackOf(node) { return node.kind === "llm" && node.data.fallback ? String(node.data.fallback) : ""; }
 
   function costOf(node) { return paidUsage(node).cost; }
 
@@ -241,5 +248,6 @@
   }
 
 
-  global.TeamrunRunModel = { RunModel, criticalPath, tokensOf, costOf, usageUnknown, paidUsage, workerOf, FAILED, LIMITED };
+  global.TeamrunRunModel = { RunModel, criticalPath, tokensOf, costOf, usageUnknown, paidUsage, workerOf, answeredBy, fallbackOf,
+                             FAILED, LIMITED };
 })(window);

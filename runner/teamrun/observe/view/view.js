@@ -11,7 +11,8 @@
 // redraw with { tokens, cost }: what the summaries say was spent).
 "use strict";
 (function (global) {
-  const { RunModel, criticalPath, tokensOf, costOf, usageUnknown, paidUsage, workerOf, FAILED, LIMITED } = global.TeamrunRunModel;
+  const { RunModel, criticalPath, tokensOf, costOf, usageUnknown, paidUsage, workerOf, answeredBy, fallbackOf, FAILED, LIMITED } =
+    global.TeamrunRunModel;
 
   // -- formatting ------------------------------------------------------------------------------------------
 
@@ -132,9 +133,29 @@
         + (d.actions && d.actions.length ? " (" + d.actions.join(", ") + ")" : "");
       case "llm_retry": return "retry " + d.attempt + "/" + d.max_attempts + " after " + (d.error || "an error")
         + (d.status_code ? " (HTTP " + d.status_code + ")" : "") + ", waited " + seconds(d.delay_s || 0);
+      case "llm_wait": return "waited " + seconds(Number(d.seconds) || 0) + " for " + rateLimitOf(d) + ", not model time";
+      case "fallback": return "fallback: " + (d.fallback || "");
       case "accept": return "acceptance " + (d.status || "") + (d.check ? ": " + d.check : "") + (d.detail ? " — " + d.detail : "");
       default: return n.kind;
     }
+  }
+
+  // Whose rate limit a wait (llm_wait) waited for, and why: "openai/a's rate limit (requests per minute)".
+  function rateLimitOf(d) {
+    return (d.model ? d.model + "'s " : "the ") + "rate limit" + (d.reason ? " (" + String(d.reason).replace(/_/g, " ") + ")" : "");
+  }
+
+  // Seconds a model call waited for its rate limit (its end's waited_s, else its llm_wait lines): not model time.
+  function waitedOf(node) {
+    if (typeof node.data.waited_s === "number") return node.data.waited_s;
+    return node.notes.filter((n) => n.kind === "llm_wait").reduce((s, n) => s + (Number(n.data.seconds) || 0), 0);
+  }
+
+  // "120 in, 96 cached, 3 out" (or, labels first, "in 120, 96 cached, out 3"): input tokens, those of them read
+  // from the provider's cache (said when there are any), output tokens.
+  function inOut(input, cached, output, labelsFirst) {
+    const cachedPart = cached ? ", " + cached + " cached" : "";
+    return labelsFirst ? "in " + input + cachedPart + ", out " + output : input + " in" + cachedPart + ", " + output + " out";
   }
 
   function noteLevel(n) {
@@ -414,11 +435,11 @@
       if (replayed) fact("replayed calls", String(replayed));
       if (known || resUsage.total_tokens !== undefined) {
         const paid = agents.map(paidUsage), sum = (k) => paid.reduce((t, u) => t + u[k], 0);
-        const split = agents.length ? [sum("input"), sum("output")]
-          : [resUsage.input_tokens, resUsage.output_tokens];
+        const split = agents.length ? [sum("input"), sum("output"), sum("cached")]
+          : [resUsage.input_tokens, resUsage.output_tokens, resUsage.cached_tokens || 0];
         const b = fact("tokens", String(total));
         if (split[0] !== undefined && split[1] !== undefined && split[0] + split[1] > 0) {  // beside the total
-          b.after(el("span", "tv-split", " (" + split[0] + " in, " + split[1] + " out)"));
+          b.after(el("span", "tv-split", " (" + inOut(split[0], split[2], split[1], false) + ")"));
         }
       }
       if (known || typeof res.cost === "number" || (res.result && typeof res.result.cost === "number")) fact("cost", usd(cost));
@@ -725,7 +746,9 @@
       const legend = el("p", "tv-legend");
       for (const [cls, label] of [["agent", "agent"], ["llm", "model call"], ["tool", "tool call"], ["wait", "waiting on workers"],
                                   ["retry", "retry (and its back-off)"], ["critical", "critical path"], ["failed", "failed ✗"], ["limit", "limit reached"],
-                                  ...([...m.spans.values()].some((n) => n.replayed) ? [["replayed", "replayed from the journal (not paid again)"]] : [])]) {
+                                  ...([...m.spans.values()].some((n) => n.replayed) ? [["replayed", "replayed from the journal (not paid again)"]] : []),
+                                  ...([...m.spans.values()].some((n) => n.notes.some((x) => x.kind === "llm_wait")) ? [["ratewait", "waiting for a rate limit"]] : []),
+                                  ...([...m.spans.values()].some((n) => fallbackOf(n)) ? [["fallback", "answered by a fallback model"]] : [])]) {
         const key = el("span", "tv-key");
         key.append(el("i", "tv-swatch tv-sw-" + cls), document.createTextNode(label));
         legend.append(key);
@@ -834,7 +857,22 @@
           const seg = this.bar(c, c.kind === "delegation" ? "wait" : c.kind);
           place(seg, c.start, () => m.endOf(c), c.kind !== "delegation");
           track.append(seg);
+          if (fallbackOf(c)) {  // the call a fallback answered: its bar outlined, a mark at its start
+            seg.classList.add("tv-fallback");
+            const mark = this.mark({ kind: "fallback", data: { fallback: fallbackOf(c) } }, c, "fallback");
+            at(mark, c.start);
+            track.append(mark);
+            words.push(fallbackOf(c));
+          }
           for (const n of c.notes) {
+            if (n.kind === "llm_wait") {  // the wait for the rate limit, over the call's bar: a wait, not model time
+              const wait = el("div", "tv-bar tv-ratewait");
+              place(wait, n.ts, () => Math.min(n.ts + (Number(n.data.seconds) || 0), m.endOf(c)));
+              wait.dataset.key = c.key;
+              wait.title = "waiting " + seconds(Number(n.data.seconds) || 0) + " for " + rateLimitOf(n.data) + ": not model time";
+              track.append(wait);
+              continue;
+            }
             if (n.kind !== "llm_retry") continue;
             const pause = el("div", "tv-bar tv-backoff");  // the wait before the next attempt
             place(pause, n.ts, () => Math.min(n.ts + (Number(n.data.delay_s) || 0), m.tEnd));
@@ -936,7 +974,7 @@
       bar.setAttribute("role", "button");
       // Its name says what and how it ended; its tooltip (with the duration) is written when the pointer or the
       // focus first comes to it (tooltip()): a thousand workers' bars are drawn without a thousand strings.
-      bar.setAttribute("aria-label", this.what(node) + " · " + status);
+      bar.setAttribute("aria-label", this.what(node) + " · " + status + (fallbackOf(node) ? " · fallback: " + fallbackOf(node) : ""));
       if (node.end !== null) bar.dataset.end = String(node.end);
       else this.ticking(() => { bar.dataset.end = String(this.model.endOf(node)); });
       return bar;
@@ -944,7 +982,7 @@
 
     what(node) {
       return (node.kind === "delegation" ? "waiting on " : node.kind === "agent" ? "agent " : node.kind === "llm" ? "model call " : "tool ")
-        + iso(node.name);
+        + iso(node.kind === "llm" ? answeredBy(node) : node.name);
     }
 
     // A bar's tooltip: what, how long (so far, while it runs) and its status.
@@ -954,8 +992,10 @@
         bar.title = node.path.map(iso).join(" → ") + (node.data.task ? "\n" + text(node.data.task) : "");  // the whole task
         return;
       }
-      if (!node || !bar.classList.contains("tv-bar") || bar.classList.contains("tv-backoff")) return;
-      bar.title = this.what(node) + " · " + seconds(this.model.endOf(node) - node.start) + " · " + this.statusOf(node);
+      if (!node || !bar.classList.contains("tv-bar") || bar.classList.contains("tv-backoff") || bar.classList.contains("tv-ratewait")) return;
+      const waited = node.kind === "llm" ? waitedOf(node) : 0, took = this.model.endOf(node) - node.start;
+      bar.title = this.what(node) + " · " + (waited ? seconds(Math.max(0, took - waited)) + " model time, " + seconds(waited) + " waiting for its rate limit"
+        : seconds(took)) + " · " + this.statusOf(node) + (fallbackOf(node) ? "\nfallback: " + fallbackOf(node) : "");
     }
 
     mark(note, node, level) {
@@ -1070,7 +1110,8 @@
     detailsOf(node) {
       const m = this.model;
       const out = [];
-      const head = el("h3", "", (node.kind === "llm" ? "model call " : node.kind === "delegation" ? "delegation to " : node.kind + " ") + iso(node.name));
+      const head = el("h3", "", (node.kind === "llm" ? "model call " : node.kind === "delegation" ? "delegation to " : node.kind + " ")
+        + iso(node.kind === "llm" ? answeredBy(node) : node.name));
       const close = el("button", "tv-close", "×");
       close.type = "button";
       close.setAttribute("aria-label", "close the details (Escape)");
@@ -1083,14 +1124,25 @@
       fact("status", this.statusOf(node));
       fact("start", "+" + seconds(node.start - m.t0));
       fact("duration", seconds(m.endOf(node) - node.start));
+      const waited = node.kind === "llm" ? waitedOf(node) : 0;
+      if (waited) {
+        fact("rate-limit wait", seconds(waited) + " (not model time)");
+        fact("model time", seconds(Math.max(0, m.endOf(node) - node.start - waited)));
+      }
+      if (node.kind === "llm") {
+        fact("answered by", answeredBy(node));
+        if (answeredBy(node) !== node.name) fact("asked first", node.name);
+        fact("fallback", fallbackOf(node));
+      }
       if (node.usage && node.usage.total_tokens !== undefined) {
-        fact("tokens", node.usage.total_tokens + " (in " + (node.usage.input_tokens || 0) + ", out " + (node.usage.output_tokens || 0) + ")"
+        fact("tokens", node.usage.total_tokens + " (" + inOut(node.usage.input_tokens || 0, node.usage.cached_tokens || 0,
+          node.usage.output_tokens || 0, true) + ")"
           + (node.replayed ? " · replayed from the journal: paid in an earlier part, not again" : ""));
       }
       if (node.cost) fact("cost", usd(node.cost) + (node.replayed ? " (not paid again)" : ""));
       fact("critical path", this.critical.has(node.key) ? "yes" : "");
       for (const [k, v] of Object.entries(node.data)) {
-        if (["task", "input"].includes(k)) continue;
+        if (["task", "input"].includes(k) || (node.kind === "llm" && ["model", "fallback", "waited_s"].includes(k))) continue;
         fact(k.replace(/_/g, " "), Array.isArray(v) ? v.join(", ") : typeof v === "object" ? JSON.stringify(v) : String(v));
       }
       fact("error", node.error);
