@@ -32,7 +32,7 @@ async def thread_turns(state: State, thread_id: str) -> dict[str, Any]:
     entry = state.served.get(record.team) if record is not None else None
     if record is None or entry is None:
         raise ApiError(404, f"no thread '{thread_id}' of a team served here", code="thread_not_found")
-    messages = await asyncio.to_thread(store.threads.messages, thread_id)
+    messages = await asyncio.to_thread(store.threads.shown_messages, thread_id)
     turns = [
         {
             "role": m.role,
