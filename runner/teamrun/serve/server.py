@@ -2,7 +2,9 @@
 
 On SIGTERM or SIGINT the server stops taking runs, cancels every run in
 progress (each ends ``status: cancelled`` and keeps its partial results; their
-clients get that answer), lets the responses finish, and exits 0.
+clients get that answer), lets the responses finish, and exits 0. A replica of
+several (``--lease``) only stops taking runs, lets the responses finish, then
+hands what still runs over to another replica (:mod:`teamrun.serve.replicas`).
 """
 
 from __future__ import annotations
