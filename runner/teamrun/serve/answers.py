@@ -235,9 +235,21 @@ class AnswerService:
     # -- items nobody answered in time -------------------------------------------------------------
 
     def when_stopped(self, handle: RunHandle) -> None:
-        """A run stopped here (:attr:`RunRegistry.when_over`): if it waits, watch its items' ``max_wait_s``."""
+        """A run stopped here (:attr:`RunRegistry.when_over`): if it waits, watch its items' ``max_wait_s``; if it
+        was cancelled (while it ran, or the run an answer continued), its items still pending end with it."""
         if handle.state == "waiting":
             self._watch(handle.id)
+        elif handle.state == "cancelled":
+            self._track(asyncio.get_running_loop().create_task(self._end_items(handle.id)))
+
+    async def _end_items(self, run_id: str) -> None:
+        ended = await asyncio.to_thread(self.items.end_with_run, run_id)
+        if ended:
+            _log.info("serve_cancelled_run_items_ended", run=run_id, items=ended)
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        self._watchers.add(task)
+        task.add_done_callback(self._watchers.discard)
 
     async def watch_waiting(self) -> None:
         """Watch the deadlines of the runs of served teams already waiting in the store (a server started)."""

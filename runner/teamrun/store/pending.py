@@ -238,6 +238,8 @@ class PendingRepository:
         )
         waiting = (runs.c.id == run_id, runs.c.status == WAITING)
         with self.store.errors(f"answer item {item_id} of run {run_id}"), self.engine.begin() as conn:
+            if _end_with_cancelled_run(conn, run_id):  # cancelled while it ran: its items ended with it
+                return "settled"
             meta = conn.execute(sa.select(runs.c.meta).where(*waiting)).first()
             claimed = meta is not None and bool(
                 conn.execute(
@@ -321,6 +323,14 @@ class PendingRepository:
             )
             return ended
 
+    def end_with_run(self, run_id: str) -> list[str]:
+        """If ``run_id`` ended cancelled (a cancel while it ran, or of the run an answer continued), record its
+        items still pending as :meth:`cancel_waiting` does (``expired``, ``answered_by`` :data:`CANCELLED_BY`):
+        they leave ``GET /v1/pending`` and an answer to one is refused saying the run was cancelled. One
+        transaction, on the run's ``cancelled`` status; the ids of the items it ended."""
+        with self.store.errors(f"end the pending items of run {run_id}"), self.engine.begin() as conn:
+            return _end_with_cancelled_run(conn, run_id)
+
     def claim(self, run_id: str) -> bool:
         """Mark the waiting run ``running`` in this process, unless another process claimed it first."""
         with self.store.errors(f"claim run {run_id}"), self.engine.begin() as conn:
@@ -334,3 +344,24 @@ class PendingRepository:
                 .values(status="running", meta=claimed)
             )
             return bool(done.rowcount)
+
+
+def _end_with_cancelled_run(conn: sa.Connection, run_id: str) -> list[str]:
+    """In ``conn``'s transaction: the pending items of ``run_id``, if its row says ``cancelled``, recorded as
+    ended with it (:meth:`PendingRepository.end_with_run`); their ids."""
+    cancelled = conn.execute(
+        sa.select(runs.c.ended_at).where(runs.c.id == run_id, runs.c.status == "cancelled")
+    ).first()
+    if cancelled is None:
+        return []
+    pending = (pending_items.c.run_id == run_id, pending_items.c.status == "pending")
+    ended = [str(row[0]) for row in conn.execute(sa.select(pending_items.c.item_id).where(*pending))]
+    if ended:
+        conn.execute(
+            pending_items.update()
+            .where(*pending)
+            .values(
+                status="expired", answer=None, answered_by=CANCELLED_BY, answered_at=cancelled[0] or _now(), used=True
+            )
+        )
+    return ended

@@ -22,6 +22,8 @@ from teamrun.serve.state import ServeState, serve_state
 __all__ = ["answer_item", "router"]
 
 router = APIRouter()
+ENDED = frozenset({"cancelled", "done"})
+"""A run whose record says so waits for nobody: an item of it still pending is not listed."""
 State = Annotated[ServeState, Depends(serve_state)]
 
 
@@ -45,10 +47,11 @@ async def list_pending(state: State, run_id: str | None = None) -> dict[str, Any
     for item in items:
         if item.run_id not in teams:
             record = await asyncio.to_thread(answers.backend.get_run, item.run_id)
-            teams[item.run_id] = record.team if record is not None else None
+            over = record is None or record.status in ENDED  # its items take no answer (ended with it, or soon)
+            teams[item.run_id] = None if over or record is None else record.team
         redactor = state.redactor_of(teams[item.run_id])
         if redactor is None:
-            continue  # a run of a team not served here
+            continue  # a run of a team not served here, or a run that ended
         shown.append(redactor.value(item_view(item) | {"team": teams[item.run_id]}))
     return {"object": "list", "data": shown}
 
