@@ -5,8 +5,11 @@ in one process) holds a :class:`RateLimiter` per model and endpoint. Before each
 run takes a slot (:meth:`RateLimiter.acquire`): it waits, instead of sending a request the provider would
 answer 429, until
 
-- the last minute holds fewer than ``requests_per_minute`` requests (a slot is reserved when it is given, so
-  runs asking at once are spread over the minute in arrival order);
+- requests start one every ``60 / requests_per_minute`` seconds, after a burst of at most :data:`RPM_BURST`
+  at once (a generic cell rate algorithm: a slot is reserved when it is given, so runs asking at once are spread
+  over the minute in arrival order), and any minute holds at most ``requests_per_minute`` of them — counted
+  over ``60 s +`` :data:`WINDOW_MARGIN_S`, so a request that reached the provider a little after its slot has
+  left the provider's window too before its slot is given again;
 - the last minute's tokens leave room for the request's input under ``tokens_per_minute`` (a request's input —
   estimated, four characters a token — counts from its slot on, its output once it is answered);
 - a 429's ``Retry-After`` that any run got from this model and endpoint has passed (:meth:`RateLimiter.hold`):
@@ -38,6 +41,8 @@ from teamrun.logs import get_logger
 
 __all__ = [
     "RATE_LIMIT_ENV",
+    "RPM_BURST",
+    "WINDOW_MARGIN_S",
     "WINDOW_S",
     "RateLimiter",
     "RateLimits",
@@ -54,6 +59,14 @@ log = get_logger(__name__)
 
 WINDOW_S = 60.0
 """The window the limits count in (one minute, sliding)."""
+
+RPM_BURST = 3
+"""How many requests of a requests-per-minute limit may start at once (fewer when the limit is lower); after
+them, one every ``60 / rpm`` seconds."""
+
+WINDOW_MARGIN_S = 1.0
+"""How much longer than a minute a requests limit counts a request: the provider stamps it when it arrives, a
+little after its slot, and frees it from its window that much later."""
 
 _MOST = 2**63
 """More tokens than any entry has: ``(t, _MOST)`` sorts after every entry stamped ``t``."""
@@ -89,6 +102,8 @@ class RateLimiter:
         self._tokens: list[tuple[float, int]] = []
         """Tokens by when they were sent (a request's input when its slot is taken, its output when answered)."""
         self._held_until = 0.0
+        self._due = float("-inf")
+        """The requests limit's theoretical arrival time: when the next request is due at the limit's pace."""
         self._lock = threading.Lock()
         self.waited_s = 0.0
         """Time spent waiting for a slot, in all."""
@@ -120,7 +135,7 @@ class RateLimiter:
     def _reserve(self, now: float, tokens: int) -> tuple[float, WaitReason | None]:
         """The earliest start allowed from ``now`` for a request of ``tokens`` input tokens and why it is later;
         the slot is taken."""
-        while self._starts and self._starts[0] <= now - WINDOW_S:
+        while self._starts and self._starts[0] <= now - WINDOW_S - WINDOW_MARGIN_S:
             self._starts.popleft()
         gone = bisect.bisect_right(self._tokens, (now - WINDOW_S, _MOST))
         del self._tokens[:gone]
@@ -133,8 +148,11 @@ class RateLimiter:
                     break
                 used -= n
                 candidates.append((stamp + WINDOW_S, "tokens_per_minute"))
-        if self.rpm is not None and len(self._starts) >= self.rpm:
-            candidates.append((self._starts[-self.rpm] + WINDOW_S, "requests_per_minute"))
+        if self.rpm is not None:
+            interval = WINDOW_S / self.rpm
+            candidates.append((self._due - (min(self.rpm, RPM_BURST) - 1) * interval, "requests_per_minute"))
+            if len(self._starts) >= self.rpm:
+                candidates.append((self._starts[-self.rpm] + WINDOW_S + WINDOW_MARGIN_S, "requests_per_minute"))
         if self._starts:  # slots in arrival order
             candidates.append((self._starts[-1], "requests_per_minute"))
         for when, why in candidates:
@@ -142,6 +160,7 @@ class RateLimiter:
                 start, reason = when, why
         if self.rpm is not None:
             self._starts.append(start)
+            self._due = max(self._due, start) + WINDOW_S / self.rpm
         if self.tpm is not None and tokens > 0:
             bisect.insort(self._tokens, (start, tokens))
         return start, reason
