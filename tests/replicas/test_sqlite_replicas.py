@@ -73,3 +73,44 @@ def test_a_run_that_cannot_start_is_recorded_failed_for_every_replica(
         assert "belongs to team 'solo'" in until_status(first, run_id, "failed")["error"]
         shown = until_status(second, run_id, "failed")  # not left running in the store
         assert "belongs to team 'solo'" in shown["error"]
+
+
+def test_a2a_cancels_and_follows_a_task_another_replica_runs(tmp_path: Path) -> None:
+    import asyncio
+
+    from a2a.types import CancelTaskRequest, SubscribeToTaskRequest
+
+    from tests.a2a.served_agents import TOKEN, agent, collect, message, state_name
+    from tests.waiting import wait_until_async
+
+    store = open_store(tmp_path / "runs.db")
+    gated = GatedModel()
+    settings = ServeSettings(store=store, lease_s=2, tokens=frozenset({TOKEN}))
+    path = solo_team(tmp_path)
+    here, there = (
+        RunningServer([teamrun.load_team(path, chat_model=gated, store=store)], settings).start() for _ in range(2)
+    )
+
+    async def scenario() -> None:
+        async with agent(here.url, "solo", streaming=False, polling=True) as client:
+            [followed] = await collect(client, message("follow me"))
+            [cancelled] = await collect(client, message("cancel me"))
+        await wait_until_async(lambda: gated.waiting == 2, "both runs at their model call, on one replica")
+        async with agent(there.url, "solo") as other:
+            stream = other.subscribe(SubscribeToTaskRequest(id=followed.task.id))
+            first = await anext(stream)
+            assert state_name(first.task.status.state) == "WORKING"
+            told = await other.cancel_task(CancelTaskRequest(id=cancelled.task.id))
+            assert told.id == cancelled.task.id
+            await wait_until_async(lambda: gated.waiting == 1, "the cancel applied where the task runs")
+            gated.gate.set()
+            events = [event async for event in stream]
+        assert state_name(events[-1].status_update.status.state) == "COMPLETED", events[-1]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        gated.gate.set()
+        here.stop()
+        there.stop()
+        store.close()

@@ -400,6 +400,11 @@ class RunRegistry:
         stops) instead of cancelling them at once."""
 
     @property
+    def replicated(self) -> bool:
+        """This server is one replica of several on its store (``--lease``): a run may run on another one."""
+        return self.owning is not None
+
+    @property
     def active(self) -> int:
         """Runs in progress."""
         return self._active

@@ -72,6 +72,8 @@ _log = get_logger(__name__)
 
 FOLLOW_WAKE_S = 10.0
 """Seconds a stream waits for a run's next event before it looks again (SSE pings keep the connection open)."""
+STORE_POLL_S = 1.0
+"""Seconds between reads of the store while following a task another replica runs (``--lease``)."""
 CANCEL_WAIT_S = 30.0
 """Seconds ``CancelTask`` waits for the cancelled run to settle before it answers with the task as it is."""
 _CANCELLED_WAITING = "cancelled by request (A2A CancelTask) while waiting for a person"
@@ -265,11 +267,19 @@ class TeamAgent(RequestHandler):
         if view.terminal:
             raise UnsupportedOperationError(f"task {params.id} is over ({view.status}): read it with GetTask")
         handle = self.registry.get(params.id)
-        if view.status == "running" and (handle is None or handle.finished):  # its events are that server's
-            raise UnsupportedOperationError(
-                f"task {params.id} runs in another server; subscribe there, or read it here with GetTask"
-            )
         start_at = handle.event_count if handle is not None else 0
+        if view.status == "running" and (handle is None or handle.finished):  # its events are that server's
+            if not self.registry.replicated:
+                raise UnsupportedOperationError(
+                    f"task {params.id} runs in another server; subscribe there, or read it here with GetTask"
+                )
+            yield task_of(view)  # it runs on another replica: followed through the store to its end
+            while view is not None and view.status == "running":
+                await asyncio.sleep(STORE_POLL_S)  # a poll of the store: the run's replica writes its record there
+                view = await self._view(params.id)
+            async for event in self._follow(params.id, start_at):
+                yield event
+            return
         yield task_of(view)
         async for event in self._follow(params.id, start_at):
             yield event
