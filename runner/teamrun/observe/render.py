@@ -71,8 +71,12 @@ def _workers(agent: TraceNode) -> list[_Line]:
     return lines
 
 
+def _count(count: int) -> str:
+    return f"{count / 1000:.1f}k" if count >= 1000 else str(count)
+
+
 def _tokens(count: int) -> str:
-    return f"{count / 1000:.1f}k tok" if count >= 1000 else f"{count} tok"
+    return f"{_count(count)} tok"
 
 
 def _short(error: str | None) -> str:
@@ -91,7 +95,9 @@ def _usage_text(node: TraceNode, sep: str) -> str:
     """Tokens and cost, or that they were not reported (a remote worker: never a pretended 0)."""
     if node.attributes.get("usage_known") is False:
         return "usage not reported"
-    return f"{_tokens(node.tokens)}{sep}{format_usd(node.spent_usd)}"
+    cached = node.usage.get("cached_tokens", 0)  # of the input, read from the provider's cache
+    of_which = f" ({_count(cached)} cached)" if cached else ""
+    return f"{_tokens(node.tokens)}{of_which}{sep}{format_usd(node.spent_usd)}"
 
 
 def _call_counts(line: _Line) -> str:
@@ -108,11 +114,17 @@ def render_text(trace: Trace, *, calls: bool = False) -> str:
 
     def call_line(node: TraceNode) -> str:
         mark = _MARKS.get(node.status, "·")
-        label = "llm" if node.kind == "llm" else "tool"
+        if node.kind != "llm":
+            return (
+                f"{mark} tool {isolate(node.name)}  {node.status}  {_spent(node, node.duration_s)}{_short(node.error)}"
+            )
         called = node.attributes.get("tool_calls")
-        extra = f" → {', '.join(isolate(str(c)) for c in called)}" if node.kind == "llm" and called else ""
-        error = _short(node.error)
-        return f"{mark} {label} {isolate(node.name)}  {node.status}  {_spent(node, node.duration_s)}{extra}{error}"
+        extra = f" → {', '.join(isolate(str(c)) for c in called)}" if called else ""
+        fallback = node.attributes.get("fallback")
+        extra += f"  fallback: {isolate(str(fallback))}" if fallback else ""
+        answered = node.attributes.get("model") or node.name  # llm_end's: the model of the list that answered
+        spent = _spent(node, node.duration_s)
+        return f"{mark} llm {isolate(str(answered))}  {node.status}  {spent}{extra}{_short(node.error)}"
 
     def walk(line: _Line, prefix: str, last: bool) -> None:
         branch = "└─ " if last else "├─ "
