@@ -121,3 +121,29 @@ def test_a_run_cancelled_after_an_answer_continued_it_ends_its_other_questions(
     assert late.json()["error"]["code"] == "run_cancelled", late.text
     statuses = {i.item_id: (i.status, i.answered_by) for i in PendingRepository(open_store(db)).items(run_id)}
     assert statuses == {"q1": ("answered", "http"), "q2": ("expired", "cancelled")}
+
+
+def test_a_chat_completion_whose_run_waits_for_a_person_says_so_and_how_to_answer(serve: Any, tmp_path: Path) -> None:
+    """Not a successful empty answer (content "", finish_reason stop): the content names the waiting question and
+    the route that answers it, whole and streamed; ``teamrun.status`` stays ``waiting``."""
+    import openai
+
+    store = open_store(tmp_path / "runs.db")
+    ask = tool_call("ask_region", question="Which region?")
+    model = ScriptedModel({"lead": [ask, ask]})  # two runs: each asks, then waits
+    server = serve(
+        [teamrun.load_team(ask_team(tmp_path), chat_model=model, store=store)], tokens=frozenset({TOKEN}), store=store
+    )
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key=TOKEN, max_retries=0, timeout=60)
+    whole = client.chat.completions.create(model="asker", messages=[{"role": "user", "content": "deploy"}])
+    chunks = list(
+        client.chat.completions.create(model="asker", messages=[{"role": "user", "content": "deploy"}], stream=True)
+    )
+    said_whole = whole.choices[0].message.content or ""
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    run_id = (whole.model_extra or {})["teamrun"]["run_id"]
+    assert (whole.model_extra or {})["teamrun"]["status"] == "waiting"
+    assert said_whole.startswith("The run is waiting for a person: q1 (lead): Which region?"), said_whole
+    assert f"POST /v1/runs/{run_id}/pending/{{item}}" in said_whole
+    assert streamed.startswith("The run is waiting for a person: q1 (lead): Which region?"), streamed
+    assert f"/v1/runs/{chunks[0].id.replace('chatcmpl-', 'run_')}/pending/" in streamed

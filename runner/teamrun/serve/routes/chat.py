@@ -4,7 +4,7 @@ one, its answer whole or streamed as chunks)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -59,7 +59,9 @@ async def chat_completions(state: State, body: ChatRequest, request: Request) ->
         headers["x-teamrun-warning"] = warning
     if body.stream:
         include_usage = bool((body.stream_options or {}).get("include_usage"))
-        return _ChatStream(registry, handle, completion_id, body.model, include_usage, headers, state.keepalive_s)
+        stream = _ChatStream(registry, handle, completion_id, body.model, include_usage, headers, state.keepalive_s)
+        stream.waiting_note = lambda: _waiting_note(state, handle)
+        return stream
     try:
         with _cancelled_if_client_leaves(registry, handle, request.receive):
             await handle.wait()
@@ -70,7 +72,8 @@ async def chat_completions(state: State, body: ChatRequest, request: Request) ->
     if problem is not None:
         raise problem
     assert handle.result is not None
-    return masked_json(handle.redactor, _completion(handle, completion_id, body.model), headers=headers)
+    note = await _waiting_note(state, handle)
+    return masked_json(handle.redactor, _completion(handle, completion_id, body.model, note), headers=headers)
 
 
 def _last_user_message(messages: Sequence[ChatMessage]) -> str:
@@ -131,6 +134,22 @@ def _run_problem(handle: RunHandle) -> ApiError | None:
     return None
 
 
+async def _waiting_note(state: ServeState, handle: RunHandle) -> str | None:
+    """What a chat completion whose run waits for people says instead of an empty answer: the items it waits for
+    and how to answer them (``None``: the run does not wait)."""
+    if handle.state != "waiting":
+        return None
+    items = []
+    if state.answers is not None:
+        items = await asyncio.to_thread(state.answers.items.items, handle.id, status="pending")
+    asked = "; ".join(f"{item.item_id} ({item.agent}): {' '.join(item.question.split())}" for item in items)
+    return (
+        f"The run is waiting for a person{': ' + asked if asked else ''}. "
+        f"Answer with POST /v1/runs/{handle.id}/pending/{{item}} (GET /v1/pending lists the items); "
+        f"the run then continues under the same id (GET /v1/runs/{handle.id})."
+    )
+
+
 def _usage(handle: RunHandle) -> dict[str, int]:
     usage = handle.result.usage if handle.result is not None else None
     if usage is None:
@@ -146,7 +165,8 @@ def _finish_reason(handle: RunHandle) -> str:
     return "length" if handle.state == "budget_exhausted" else "stop"
 
 
-def _completion(handle: RunHandle, completion_id: str, model: str) -> dict[str, Any]:
+def _completion(handle: RunHandle, completion_id: str, model: str, note: str | None = None) -> dict[str, Any]:
+    """The ``chat.completion``; ``note`` (:func:`_waiting_note`) is its content when the run waits for people."""
     assert handle.result is not None
     return {
         "id": completion_id,
@@ -157,7 +177,7 @@ def _completion(handle: RunHandle, completion_id: str, model: str) -> dict[str, 
             {
                 "index": 0,
                 "finish_reason": _finish_reason(handle),
-                "message": {"role": "assistant", "content": handle.result.final_text},
+                "message": {"role": "assistant", "content": note or handle.result.final_text},
             }
         ],
         "usage": _usage(handle),
@@ -234,6 +254,8 @@ class _ChatStream(Response):
         self._handle = handle
         self._include_usage = include_usage
         self._keepalive_s = keepalive_s
+        self.waiting_note: Callable[[], Awaitable[str | None]] | None = None
+        """Says a run that waits for people (:func:`_waiting_note`)."""
         self._base = {
             "id": completion_id,
             "object": "chat.completion.chunk",
@@ -253,7 +275,8 @@ class _ChatStream(Response):
                 while not handle.finished:
                     if not await handle.ended(self._keepalive_s):
                         await send({"type": "http.response.body", "body": b": keepalive\n\n", "more_body": True})
-            await send({"type": "http.response.body", "body": self._tail(), "more_body": False})
+            note = await self.waiting_note() if self.waiting_note is not None else None
+            await send({"type": "http.response.body", "body": self._tail(note), "more_body": False})
         finally:
             if not handle.finished:  # cancelled here (the server stopping) or a send failed
                 self._registry.cancel(handle.id, "client disconnected")
@@ -262,8 +285,8 @@ class _ChatStream(Response):
         chunk = {**self._base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
         return sse(chunk, self._handle.redactor)
 
-    def _tail(self) -> bytes:
-        """Everything after the run: known at once, written at once."""
+    def _tail(self, note: str | None = None) -> bytes:
+        """Everything after the run: known at once, written at once (``note``: said for a run that waits)."""
         handle = self._handle
         tail: list[bytes] = []
         problem = _run_problem(handle)
@@ -272,7 +295,7 @@ class _ChatStream(Response):
             tail.append(sse({"error": error}, handle.redactor))
         else:
             assert handle.result is not None
-            final_text = handle.redactor.text(handle.result.final_text)
+            final_text = handle.redactor.text(note or handle.result.final_text)
             tail.extend(self._chunk({"content": piece}) for piece in _pieces(final_text))
             tail.append(self._chunk({}, _finish_reason(handle)))
             if self._include_usage:
