@@ -4,14 +4,20 @@ that answered; cached input tokens are counted in a call's figures and the summa
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
+from teamrun.llm import breaker, ratelimit
+from teamrun.llm.breaker import BreakerRegistry
+from teamrun.llm.ratelimit import RateLimits
+from tests.fakeserver import FakeOpenAI, http_error, text, tool_calls
 from tests.observe.handmade import line
 from tests.view.conftest import OpenPage
-from tests.view.pages import view_of
+from tests.view.pages import record_view, view_of
 
 WHY = "openai/backup after openai/primary failed: server error (HTTP 500)"
 
@@ -94,4 +100,63 @@ def test_cached_tokens_are_in_the_summary_and_a_rate_limit_wait_is_drawn_as_a_wa
     assert abs(waited["x"] - whole["x"]) < 2  # the wait starts with the call and takes 2 of its 3 seconds
     assert abs(waited["width"] - whole["width"] * 2 / 3) < 3
     assert page.locator(".tv-legend .tv-sw-ratewait").count() == 1
+    assert opened.problems == []
+
+
+class _SteppedClock:
+    """The rate limits' clock: a wait moves it on at once (no real sleep)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += max(seconds, 0.0)
+
+
+def test_a_recorded_run_that_fell_back_and_waited_shows_both(
+    tmp_path: Path, open_page: OpenPage, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, from a run on two fake providers (its trace's own lines): the first answers 500 and allows one
+    request a minute, so the second and third calls wait for it, then fall back."""
+    clock = _SteppedClock()
+    monkeypatch.setattr(ratelimit, "_process_rate_limits", RateLimits(clock=clock, sleep=clock.sleep))
+    monkeypatch.setattr(breaker, "_process_breakers", BreakerRegistry())
+    with FakeOpenAI() as second:
+        fake_openai.handler("primary", lambda _request: http_error(500))
+        second.script(
+            "backup",
+            [tool_calls(("ask_writer", {"task": "a haiku"})), text("an old pond"), text("the writer wrote it")],
+        )
+        team = tmp_path / "team.yaml"
+        team.write_text(
+            textwrap.dedent(f"""\
+                version: 1
+                name: falls
+                supervisor: lead
+                defaults:
+                  model: openai/primary
+                  api_base: {fake_openai.url}
+                  num_retries: 0
+                  rate_limit: {{requests_per_minute: 1}}
+                  fallbacks:
+                    - {{model: openai/backup, api_base: "{second.url}", num_retries: 0}}
+                agents:
+                  lead: {{instructions: Lead., delegates_to: [writer]}}
+                  writer: {{instructions: Write.}}
+                """),
+            encoding="utf-8",
+        )
+        _, page_file = record_view(team, tmp_path, "Write a haiku.")
+    opened = open_page(page_file.as_uri())
+    page = opened.page
+    why = "openai/backup after openai/primary failed: server error (HTTP 500)"
+    fell = page.locator(".tv-bar.tv-llm.tv-fallback")
+    expect(fell).to_have_count(3)
+    for i in range(3):
+        expect(fell.nth(i)).to_have_attribute("aria-label", f"model call openai/backup · ok · fallback: {why}")
+    expect(page.locator(".tv-bar.tv-ratewait")).to_have_count(2)  # the first call took the minute's one slot
+    expect(page.locator(".tv-mark-fallback")).to_have_count(3)
     assert opened.problems == []
