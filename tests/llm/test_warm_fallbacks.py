@@ -41,7 +41,8 @@ def _team(tmp_path: Path, model: str | None = None) -> teamrun.Team:
 def test_fallback_models_are_warmed_with_the_first_ones(tmp_path: Path) -> None:
     team = _team(tmp_path)
     assert team.models() == ["offline"]  # the model of each agent: what the starting line names
-    assert team.imports_litellm()  # a fallback is not offline: LiteLLM is needed before the first call
+    expected = ["offline", "openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest"]
+    assert team.models_to_prepare() == expected  # what start-up imports LiteLLM for (a fallback is not offline)
     warmed = asyncio.run(team.warm_up())
     assert warmed == ["openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest"]
 
@@ -49,5 +50,5 @@ def test_fallback_models_are_warmed_with_the_first_ones(tmp_path: Path) -> None:
 def test_a_model_override_warms_no_fallback(tmp_path: Path) -> None:
     """``--model`` replaces each agent's list (no fallbacks): nothing else is warmed."""
     team = _team(tmp_path, model="offline")
-    assert not team.imports_litellm()
+    assert team.models_to_prepare() == ["offline"]
     assert asyncio.run(team.warm_up()) == []
