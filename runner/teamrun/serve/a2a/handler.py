@@ -77,6 +77,8 @@ STORE_POLL_S = 1.0
 CANCEL_WAIT_S = 30.0
 """Seconds ``CancelTask`` waits for the cancelled run to settle before it answers with the task as it is."""
 _CANCELLED_WAITING = "cancelled by request (A2A CancelTask) while waiting for a person"
+LIST_FROM_STORE = 500
+"""``ListTasks`` with a store: how many of the team's newest runs it reads from the store."""
 MAX_CONTEXT_CHARS = 200
 """Longest ``contextId`` a client may choose (it names the run's thread when the server has a store)."""
 _PROGRESS_KINDS = {"delegation_start", "person_asked", "run_continued"}
@@ -285,17 +287,25 @@ class TeamAgent(RequestHandler):
             yield event
 
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
-        """The tasks of this agent this server holds in memory (newest first), by ``contextId`` and state."""
+        """The tasks of this agent (newest first), by ``contextId`` and state: those this server holds in memory
+        and, with a store, the newest :data:`LIST_FROM_STORE` of the store (every worker's and process's runs
+        of this team, e.g. under ``--workers``), as the store has them where this server holds no fresher view."""
         size = params.page_size or 50
         if size < 0 or size > 100:
             raise InvalidParamsError("pageSize must be 1 to 100")
         if params.page_token:
             raise InvalidParamsError("pageToken: this agent answers one page (the newest tasks it holds)")
+        views = {h.id: self._handle_view(h, ()) for h in reversed(self.registry.held()) if h.team == self.team}
+        if self.registry.store is not None:
+            from teamrun.store.journal import StoreJournal
+
+            journal = StoreJournal(self.registry.store)
+            stored = await asyncio.to_thread(journal.list_runs, limit=LIST_FROM_STORE, team=self.team)
+            for run in stored:
+                views.setdefault(run.run_id, self._stored_view(run, ()))
         found: list[Task] = []
-        for handle in reversed(self.registry.held()):
-            if handle.team != self.team:
-                continue
-            task = task_of(self._handle_view(handle, ()), params.history_length or None)
+        for view in sorted(views.values(), key=lambda v: v.created, reverse=True):
+            task = task_of(view, params.history_length or None)
             if params.context_id and task.context_id != self.entry.redactor.text(params.context_id):
                 continue
             if params.status and task.status.state != params.status:
