@@ -9,19 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-import teamrun
-from teamrun.llm import breaker
-from teamrun.llm.breaker import BreakerRegistry
-from tests.fakeserver import FakeOpenAI, Reply, http_error, malformed_body, text
-
-pytest.importorskip("opentelemetry.sdk.trace")
-
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import teamrun
+from teamrun.llm import breaker
+from teamrun.llm.breaker import BreakerRegistry
 from teamrun.observe.otel import OTelExporter
+from tests.fakeserver import FakeOpenAI, Reply, http_error, malformed_body, text
 
 
 @pytest.fixture(autouse=True)
