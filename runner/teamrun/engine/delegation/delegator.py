@@ -423,7 +423,7 @@ class Delegator:
                 error=outcome.stopped_by,
                 task_id=_task_id(started.run),
                 acceptance=outcome.acceptance,
-                usage_known=outcome.usage_known,
+                usage_known=outcome.usage_known and started.frame.ledger.usage_known,  # a model's malformed usage too
             )
             messages, finish_reason = outcome.messages, outcome.finish_reason
         settled = await self._complete(

@@ -225,6 +225,16 @@ class BudgetLedger:
                 return LimitReached(f"{node.label}.max_depth", limit)
         return None
 
+    def spend_limits(self) -> list[str]:
+        """The token and cost limits up the chain, as the team file names them (``limits.max_total_tokens``):
+        what a call whose usage is unknown cannot be held to."""
+        return [
+            f"{node.label}.{node.names.get(limit_name, limit_name)}"
+            for node in self._chain()
+            for limit_name, _ in _SPEND
+            if getattr(node.limits, limit_name) is not None
+        ]
+
     def _spent(self) -> LimitReached | None:
         """The first token or cost limit already used up, anywhere up the chain."""
         for node in self._chain():

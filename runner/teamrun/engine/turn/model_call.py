@@ -119,6 +119,7 @@ async def call_model(
         if not reply.usage_known:  # malformed figures from the provider: unknown, never a pretended 0
             frame.ledger.usage_known = False
             span.end.update(usage_known=False)
+            _warn_unlimited(ctx, frame, reply.answered_by or settings.model)
         if reply.waited_s:  # for the model's rate limit: a wait, not the model's time
             span.end.update(waited_s=round(reply.waited_s, 3))
         span.end.update(
@@ -129,6 +130,17 @@ async def call_model(
             **_answered(reply),
         )
     return reply
+
+
+def _warn_unlimited(ctx: RunContext, frame: AgentFrame, model: str) -> None:
+    """Once a run and model: the token and cost limits that ``model``'s unknown usage escapes (a warning on the
+    result and the console, like the unknown price's note)."""
+    limits = frame.ledger.spend_limits()
+    said = f"usage unknown for model {model}:"
+    if not limits or any(warning.startswith(said) for warning in ctx.result.warnings):
+        return
+    named = ", ".join(dict.fromkeys(limits))
+    ctx.warn(frame, f"{said} {named} cannot limit it (its calls count no tokens or cost)")
 
 
 def _answered(reply: ModelReply) -> dict[str, str]:

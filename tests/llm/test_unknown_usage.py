@@ -1,0 +1,77 @@
+"""A call whose usage figures are malformed counts as unknown at every level of the run, and the token and cost
+limits it escapes are said once (attack a45): never a pretended 0 that a limit silently does not act on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import teamrun
+from teamrun.events import Event, RunWarning
+from tests.fakeserver import FakeOpenAI, Reply, malformed_body
+
+BAD_USAGE = {"prompt_tokens": -3, "completion_tokens": 5, "total_tokens": 2}
+
+
+def _answer(message: dict[str, object]) -> Reply:
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": "stop"}],
+        "usage": BAD_USAGE,
+    }
+    return malformed_body(json.dumps(body))
+
+
+def _delegation() -> Reply:
+    call = {"id": "c1", "type": "function", "function": {"name": "ask_writer", "arguments": '{"task": "a haiku"}'}}
+    return _answer({"content": None, "tool_calls": [call]})
+
+
+def test_unknown_usage_under_token_and_cost_limits_is_said_once_and_marked_everywhere(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script(
+        "m", [_delegation(), _answer({"content": "an old pond"}), _answer({"content": "the writer wrote it"})]
+    )
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        "version: 1\nname: limited\nsupervisor: lead\n"
+        f"defaults: {{model: openai/m, api_base: '{fake_openai.url}', num_retries: 0}}\n"
+        "limits: {max_total_tokens: 100, max_cost_usd: 0.01}\n"
+        "agents:\n"
+        "  lead: {instructions: Lead., delegates_to: [writer]}\n"
+        "  writer: {instructions: Write.}\n",
+        encoding="utf-8",
+    )
+    events: list[Event] = []
+
+    result = teamrun.load_team(path).run_sync("Write a haiku.", subscribers=[events.append])
+
+    assert result.status == "done" and result.final_text == "the writer wrote it"
+    said = (
+        "usage unknown for model openai/m: limits.max_total_tokens, limits.max_cost_usd cannot limit it "
+        "(its calls count no tokens or cost)"
+    )
+    assert result.warnings == [said]
+    assert [e.message for e in events if isinstance(e, RunWarning)] == [said]  # the console's line
+    shown = result.as_dict()
+    assert shown["usage_known"] is False
+    (delegation,) = shown["delegations"]
+    assert delegation["usage"] is None and delegation["cost"] is None and delegation["usage_known"] is False
+
+
+def test_unknown_usage_without_a_token_or_cost_limit_warns_nothing(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("m", [_answer({"content": "four"})])
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        "version: 1\nname: free\nsupervisor: solo\n"
+        f"agents:\n  solo: {{model: openai/m, api_base: '{fake_openai.url}'}}\n",
+        encoding="utf-8",
+    )
+
+    result = teamrun.load_team(path).run_sync("2+2?")
+
+    assert result.final_text == "four" and result.warnings == [] and result.as_dict()["usage_known"] is False
