@@ -236,9 +236,9 @@ class LeaseRepository:
             connection.autocommit = True
             connection.execute(f"LISTEN {CHANNEL}")
             while not stop.is_set():
-                for notice in connection.notifies(timeout=wait_s):
+                for _channel, text, _pid in connection.notifies(timeout=wait_s):  # psycopg's Notify tuples
                     try:
-                        said = json.loads(notice.payload)
+                        said = json.loads(text)
                         on_cancel(str(said["run"]), str(said["reason"]))
                     except (ValueError, KeyError, TypeError):
                         continue
