@@ -46,6 +46,9 @@ __all__ = [
 
 _log = get_logger(__name__)
 
+FOLLOW_S = 10.0
+"""Seconds :meth:`AnswerService.until_settled` waits for a run's next event before it looks again."""
+
 
 class PendingAnswer(BaseModel):
     """``POST /v1/runs/{run}/pending/{item}``: ``answer`` for a question, ``approve`` (and ``note``) for an approval."""
@@ -205,6 +208,8 @@ class AnswerService:
         self.items = PendingRepository(store)
         self.backend = StoreJournal(store)
         self._watchers: set[asyncio.Task[None]] = set()
+        self._resuming: dict[str, set[asyncio.Task[None]]] = {}
+        """Per run: the watchers that continue it once it stops, if it ends waiting with an answer untaken."""
 
     async def answer(self, item: PendingRecord, body: PendingAnswer, *, by: str) -> Answered:
         """Record ``body`` as the answer of ``item`` (of a run of a served team) and continue its run."""
@@ -297,8 +302,31 @@ class AnswerService:
         if handle is None or handle.finished:  # it runs elsewhere: its process's desk takes the answer
             return
         watcher = asyncio.get_running_loop().create_task(self._after(handle))
-        self._watchers.add(watcher)
-        watcher.add_done_callback(self._watchers.discard)
+        self._track(watcher)
+        resuming = self._resuming.setdefault(run_id, set())
+        resuming.add(watcher)
+
+        def forget(done: asyncio.Task[None]) -> None:
+            resuming.discard(done)
+            if not resuming and self._resuming.get(run_id) is resuming:
+                del self._resuming[run_id]
+
+        watcher.add_done_callback(forget)
+
+    async def until_settled(self, run_id: str) -> None:
+        """Until ``run_id`` no longer runs here: over, or waiting with no answer it has not taken. A run that
+        stops waiting while an answer given meanwhile is untaken is continued again here at once (by
+        :meth:`maybe_resume`, in its own task): that continuation is followed too, so a caller that waits for
+        the run's outcome (a blocking A2A answer racing another) is not told it is still working."""
+        handle = self.registry.get(run_id)
+        while handle is not None:  # a continuation here runs on the same handle (RunRegistry.continuing)
+            while not handle.finished:
+                await handle.changed(FOLLOW_S)
+            after = [t for t in (handle.task, *self._resuming.get(run_id, ())) if t is not None and not t.done()]
+            if not after:
+                return
+            await asyncio.wait(after)  # not cancelled with the caller: they may continue the run again
+            handle = self.registry.get(run_id)
 
     async def _after(self, handle: RunHandle) -> None:
         await handle.wait()

@@ -112,7 +112,10 @@ class TeamAgent(RequestHandler):
         run_id, _ = await self._send(params)
         handle = self.registry.get(run_id)
         if handle is not None and not params.configuration.return_immediately:
-            await _settled(handle)
+            if self.answers is not None:  # follows the continuation an answer given meanwhile starts
+                await self.answers.until_settled(run_id)
+            else:
+                await _settled(handle)
         return await self._task(run_id, length)
 
     async def on_message_send_stream(
