@@ -52,7 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -325,11 +325,30 @@ def session(connections: int, *, force_close: bool = False) -> aiohttp.ClientSes
     return aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120))
 
 
+async def chat_batch(base: str, pids: list[int], team: str, stream: bool, clients: int, count: int) -> Batch:
+    """``count`` chat completions of ``team`` sent to ``base`` by ``clients`` concurrent clients; the CPU is that of
+    the processes ``pids`` and their descendants (a server, or several replicas behind a load balancer at ``base``)."""
+    send = chat_sender(f"{base}/v1/chat/completions", team, stream)
+    async with session(clients + 10) as client:
+        before = sum(tree_cpu_s(pid) for pid in pids)
+        wall, latencies, refused = await drive(send, clients, count, client)
+        after = sum(tree_cpu_s(pid) for pid in pids)
+    return Batch(count, wall, after - before, refused, latencies)
+
+
 class Served:
     """`teamrun serve` of the bench teams, from the code under ``root`` (this tree or an unpacked commit)."""
 
     def __init__(
-        self, label: str, root: Path, teams: list[Path], *, workers: int, slots: int, profile_to: Path | None = None
+        self,
+        label: str,
+        root: Path,
+        teams: list[Path],
+        *,
+        workers: int,
+        slots: int,
+        profile_to: Path | None = None,
+        extra: Sequence[str] = (),
     ) -> None:
         self.label = label
         self.port = free_port()
@@ -349,6 +368,7 @@ class Served:
                 "--max-concurrent-runs",
                 str(slots),
                 *more,
+                *extra,
             ],
             env=env,
             cwd=root,
@@ -371,12 +391,7 @@ class Served:
         asyncio.run(self._batch(team, False, max(2, 4 * workers), max(8, 16 * workers)))
 
     async def _batch(self, team: str, stream: bool, clients: int, count: int) -> Batch:
-        send = chat_sender(f"{self.base}/v1/chat/completions", team, stream)
-        async with session(clients + 10) as client:
-            before = tree_cpu_s(self.process.pid)
-            wall, latencies, refused = await drive(send, clients, count, client)
-            after = tree_cpu_s(self.process.pid)
-        return Batch(count, wall, after - before, refused, latencies)
+        return await chat_batch(self.base, [self.process.pid], team, stream, clients, count)
 
     def batch(self, team: str, stream: bool, clients: int, count: int) -> Batch:
         return asyncio.run(self._batch(team, stream, clients, count))
@@ -656,6 +671,28 @@ def unpack(ref: str, into: Path) -> Path:
     return into
 
 
+def start_provider(latency: float) -> tuple[subprocess.Popen[str], str]:
+    """The fake provider in a process of its own, answering after ``latency`` seconds: the process and its URL.
+    Stop it with ``kill()``."""
+    fake = subprocess.Popen(
+        [sys.executable, "-c", FAKE_PROVIDER, str(REPO / "tests"), str(latency), str(HOLD_S)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert fake.stdout is not None
+    return fake, fake.stdout.readline().strip()
+
+
+def write_teams(work: Path, provider: str, solo_model: str) -> dict[str, Path]:
+    """The bench teams (:data:`TEAMS`) written under ``work`` for the provider at ``provider``, by name."""
+    teams = {}
+    for name, text in TEAMS.items():
+        teams[name] = work / f"{name}.yaml"
+        teams[name].write_text(text.format(url=provider, solo_model=solo_model), encoding="utf-8")
+    return teams
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 20, 100])
@@ -703,19 +740,9 @@ def main() -> int:
         f"load average {os.getloadavg()[0]:.1f} {os.getloadavg()[1]:.1f} {os.getloadavg()[2]:.1f} on "
         f"{os.cpu_count()} cores; provider latency {args.latency * 1000:.0f} ms; solo model {args.solo_model!r}"
     )
-    fake = subprocess.Popen(
-        [sys.executable, "-c", FAKE_PROVIDER, str(REPO / "tests"), str(args.latency), str(HOLD_S)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert fake.stdout is not None
-    provider = fake.stdout.readline().strip()
+    fake, provider = start_provider(args.latency)
     work = Path(tempfile.mkdtemp(prefix="bench-serve-"))
-    teams = {}
-    for name, text in TEAMS.items():
-        teams[name] = work / f"{name}.yaml"
-        teams[name].write_text(text.format(url=provider, solo_model=args.solo_model), encoding="utf-8")
+    teams = write_teams(work, provider, args.solo_model)
     (work / "bare.py").write_text(BARE, encoding="utf-8")
     most = max(args.clients + args.cprofile)
     servers: list[tuple[Served, int]] = []
