@@ -4,6 +4,7 @@ process's), not only those this server holds in memory."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,57 @@ def test_a_blocking_answer_racing_another_answers_the_tasks_final_state_not_work
     second.join(HANG_GUARD_S)
     states = {key: result["task"]["status"]["state"] for key, result in results.items()}
     assert states == {"A": "TASK_STATE_COMPLETED", "B": "TASK_STATE_COMPLETED"}, results
+
+
+def test_the_stream_of_an_answer_does_not_announce_the_replayed_delegations_as_new(serve: Any, tmp_path: Path) -> None:
+    """The lead delegates to a worker, then asks a person; a streamed answer continues the run, which replays the
+    finished delegation through its journal: the stream tells the answer and the end, not the delegation again."""
+    from teamrun.testing.scripted import delegate, tool_call
+    from tests.serve.test_web_pending import said
+
+    team_file = tmp_path / "team.yaml"
+    team_file.write_text(
+        """\
+version: 1
+name: asker
+supervisor: lead
+agents:
+  lead:
+    description: Has the region looked up, then asks.
+    tools: [ask_region]
+    delegates_to: [scout]
+  scout:
+    description: Looks things up.
+tools:
+  ask_region:
+    person: {choices: [eu-west-1, us-east-1]}
+""",
+        encoding="utf-8",
+    )
+    model = ScriptedModel(
+        {
+            "lead": [delegate("scout", task="look up the regions"), tool_call("ask_region", question="Which?"), said],
+            "scout": [text("two regions")],
+        }
+    )
+    store = open_store(tmp_path / "runs.db")
+    server = serve(
+        [teamrun.load_team(team_file, chat_model=model, store=store)], tokens=frozenset({TOKEN}), store=store
+    )
+    with httpx.Client(base_url=server.url, headers=HEADERS, timeout=120) as client:
+        run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
+        until_status(client, run_id, "waiting")
+        first = client.get(f"/v1/runs/{run_id}/events").text
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "SendStreamingMessage",
+            "params": answer(run_id, "q1", "us-east-1"),
+        }
+        with client.stream("POST", "/a2a/asker", json=body) as response:
+            lines = [line for line in response.iter_lines() if line.startswith("data:")]
+    assert "look up the regions" in first  # the delegation happened before the question
+    events = [json.loads(line.removeprefix("data:")) for line in lines]
+    said_lines = json.dumps(events)
+    assert "TASK_STATE_COMPLETED" in said_lines, said_lines
+    assert "asked scout" not in said_lines, said_lines  # replayed, not new

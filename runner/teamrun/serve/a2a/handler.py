@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -427,13 +427,16 @@ class TeamAgent(RequestHandler):
         settles, then its answer artifact and its last status (completed, input-required, failed, canceled)."""
         handle = self.registry.get(run_id)
         if handle is not None:
+            told = _Announced()
+            for index in range(min(start_at, handle.event_count)):  # what the task told before this stream
+                told.new(handle.event(index))
             index = start_at
             while True:
                 while index < handle.event_count:
                     line = handle.event(index)
                     index += 1
                     said = _progress(line)
-                    if said is not None and not handle.finished:
+                    if said is not None and told.new(line) and not handle.finished:
                         yield self._working(handle, said)
                 if handle.finished:
                     break
@@ -464,6 +467,35 @@ class TeamAgent(RequestHandler):
             )
         )
         return TaskStatusUpdateEvent(task_id=handle.id, context_id=context_id, status=status)
+
+
+class _Announced:
+    """Which of a run's delegations a stream has told already, so a continuation's replay is not told as new.
+
+    A run continued after an answer runs again from its start through its journal: the delegations it finished
+    start again (``delegation_start``, a new span id) and are replayed. A delegation is known by who delegated
+    what to whom (its agent path, worker, task and step) and by how many times that happened in one stretch of
+    the run (between two ``run_continued`` events): the n-th such delegation of a stretch is new only when no
+    earlier stretch had n of them.
+    """
+
+    def __init__(self) -> None:
+        self._before: Counter[tuple[Any, ...]] = Counter()
+        self._now: Counter[tuple[Any, ...]] = Counter()
+
+    def new(self, line: Mapping[str, Any]) -> bool:
+        """Take the run's event ``line``; whether it is news (a delegation not told before, or any other)."""
+        kind = line.get("kind")
+        if kind == "run_continued":
+            self._before |= self._now
+            self._now = Counter()
+            return True
+        if kind != "delegation_start":
+            return True
+        data = line.get("data") or {}
+        key = (tuple(line.get("agent_path") or ()), data.get("worker"), data.get("task"), data.get("step"))
+        self._now[key] += 1
+        return self._now[key] > self._before[key]
 
 
 async def _settled(handle: RunHandle) -> None:
