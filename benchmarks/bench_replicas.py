@@ -34,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +44,8 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]  # tests.* (PostgreSQL, HAP
 
 from bench_serve import Batch, Served, chat_batch, sizes, slope_ms, start_provider, tree_cpu_s, tree_pids, write_teams  # noqa: E402
 
-SETUPS = ("one server", "replicas")
+SETUPS = ("one server", "one replica", "replicas")
+"""``teamrun serve --store``; the same with ``--lease`` alone (the lease's own cost); ``--replicas`` behind HAProxy."""
 
 
 @dataclass
@@ -109,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=2, help="batches of SIZE and 3xSIZE requests per client (min 20)")
     parser.add_argument("--rounds", type=int, default=2, help="measure every point this many times (medians)")
     parser.add_argument("--latency", type=float, default=0.1, help="the provider's answer time, seconds")
+    parser.add_argument("--idle", type=float, default=10.0, help="measure idle CPU this many seconds (0: not)")
+    parser.add_argument(
+        "--no-one-replica", dest="one_replica", action="store_false", help="leave out one server with --lease alone"
+    )
     parser.add_argument("--postgres", default="", help="a PostgreSQL server's URL (default: a throwaway one)")
     args = parser.parse_args(argv)
 
@@ -121,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         f"--lease {args.lease:g}",
         flush=True,
     )
+    setups = tuple(s for s in SETUPS if args.one_replica or s != "one replica")
     fake, provider = start_provider(args.latency)
     work = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
     servers: list[Served] = []
@@ -132,8 +139,13 @@ def main(argv: list[str] | None = None) -> int:
                 "one server", REPO, [team], workers=1, slots=slots, extra=["--store", new_database(server_url)]
             )
             servers.append(one)
-            shared = new_database(server_url)
-            lease = ["--store", shared, "--lease", f"{args.lease:g}"]
+            bases = {"one server": (one.base, [one.process.pid])}
+            if "one replica" in setups:
+                lease = ["--store", new_database(server_url), "--lease", f"{args.lease:g}"]
+                alone = Served("one replica", REPO, [team], workers=1, slots=slots, extra=lease)
+                servers.append(alone)
+                bases["one replica"] = (alone.base, [alone.process.pid])
+            lease = ["--store", new_database(server_url), "--lease", f"{args.lease:g}"]
             replicas = [
                 Served(f"replica {i}", REPO, [team], workers=1, slots=slots, extra=lease) for i in range(args.replicas)
             ]
@@ -142,15 +154,13 @@ def main(argv: list[str] | None = None) -> int:
                 server.wait_ready("solo", 1)
             with haproxy(work, [r.base for r in replicas]) as balancer:
                 balancer_pid = haproxy_pid()
-                bases = {
-                    "one server": (one.base, [one.process.pid]),
-                    "replicas": (balancer, [r.process.pid for r in replicas]),
-                }
+                bases["replicas"] = (balancer, [r.process.pid for r in replicas])
+                idle = {setup: idle_ms(pids, args.idle) for setup, (_, pids) in bases.items()}
                 points: dict[tuple[int, str], Point] = {}
                 for clients in args.clients:
                     small, large = sizes(clients, args.size)
                     for round_ in range(args.rounds):
-                        order = SETUPS if round_ % 2 == 0 else SETUPS[::-1]
+                        order = setups[round_ % len(setups) :] + setups[: round_ % len(setups)]
                         for setup in order:
                             base, pids = bases[setup]
                             others = [balancer_pid if setup == "replicas" else None, postmaster]
@@ -161,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                             point.rate.append(b.rate)
                             point.balancer_ms.append(spent[0] * 1000 / (a.count + b.count))
                             point.postgres_ms.append(spent[1] * 1000 / (a.count + b.count))
-                report(args, points)
+                report(args, points, idle)
     finally:
         for server in servers:
             server.stop()
@@ -172,7 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def report(args: argparse.Namespace, points: dict[tuple[int, str], Point]) -> None:
+def idle_ms(pids: list[int], seconds: float) -> float:
+    """CPU milliseconds per second the processes ``pids`` spend with no request (heartbeats, timers)."""
+    if seconds <= 0:
+        return float("nan")
+    before = sum(tree_cpu_s(pid) for pid in pids)
+    time.sleep(seconds)  # a measuring window, not a wait for something to happen
+    return (sum(tree_cpu_s(pid) for pid in pids) - before) * 1000 / seconds
+
+
+def report(args: argparse.Namespace, points: dict[tuple[int, str], Point], idle: dict[str, float]) -> None:
     print(
         f"\n== server CPU per served call (solo team: one model call a request; medians of {args.rounds} round(s)) =="
     )
@@ -188,13 +207,17 @@ def report(args: argparse.Namespace, points: dict[tuple[int, str], Point]) -> No
             ratio = per_call / statistics.median(one.per_call_ms)
             slope_ratio = slope / statistics.median(one.slope_ms)
             label = f"{args.replicas} replicas" if setup == "replicas" else setup
+            if (clients, setup) not in points:
+                continue
             balancer = f"{statistics.median(p.balancer_ms):>10.2f}" if setup == "replicas" else f"{'':>10}"
             print(
                 f"{clients:>7} {label:<11} | {per_call:>7.2f} {ratio:>5.2f}x | {slope:>8.2f} {slope_ratio:>5.2f}x | "
                 f"{statistics.median(p.rate):>6.1f} | {balancer} {statistics.median(p.postgres_ms):>11.2f}",
                 flush=True,
             )
-    print("ratio: replicas / one server (issue 46's target: <= 1.15x); haproxy and postgres: not in ms/call")
+    print("ratio: to one server (issue 46's target for the replicas: <= 1.15x); haproxy and postgres: not in ms/call")
+    if args.idle > 0:
+        print(f"idle (no requests, {args.idle:g} s): " + ", ".join(f"{k} {v:.2f} ms CPU/s" for k, v in idle.items()))
 
 
 if __name__ == "__main__":
