@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 
 from teamrun.defaults import DEFAULT_MAX_TOKENS, DEFAULT_REQUEST_TIMEOUT_S
 from teamrun.errors import ModelError
+from teamrun.llm import usage_guard
 from teamrun.llm.caching import needs_breakpoints, with_breakpoints
 from teamrun.llm.offline import (
     OfflineChatModel,
@@ -121,12 +122,25 @@ def import_litellm() -> Any:
             import litellm
 
             _configure(litellm)
+            _guard_usage(litellm)
             # LiteLLM's import leaves a large heap of long-lived objects (modules, price table, types).
             # Moved out of the collector's reach, later full collections no longer traverse them all:
             # without this each one costs a few hundred milliseconds, and many workers trigger several.
             gc.freeze()
             _litellm = litellm
     return _litellm
+
+
+def _guard_usage(litellm: Any) -> None:
+    """Malformed usage figures are taken out before LiteLLM reads them (:mod:`teamrun.llm.usage_guard`)."""
+    anthropic: type | None = None
+    try:
+        from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+        anthropic = AnthropicConfig
+    except ImportError:  # pragma: no cover - a LiteLLM without Anthropic's reader
+        pass
+    usage_guard.install(litellm.types.utils.Usage, anthropic)
 
 
 def _configure(litellm: Any) -> None:
@@ -303,11 +317,12 @@ class LiteLLMChatModel:
         ``timeout``); our own limit, a little longer so LiteLLM's first-call set-up in a
         process is not counted, backs it up for clients that ignore it — for a stream, per chunk."""
         limit = call.timeout_s + _CLIENT_GRACE_S
-        async with asyncio.timeout(limit):
-            response = await litellm.acompletion(**call.kwargs)
-        if call.kwargs.get("stream"):
-            response = await _collect_stream(litellm, response, call.kwargs["messages"], limit)
-        return _to_reply(litellm, response, call)
+        with usage_guard.watching() as malformed:  # usage figures that are not counts: taken out, said here
+            async with asyncio.timeout(limit):
+                response = await litellm.acompletion(**call.kwargs)
+            if call.kwargs.get("stream"):
+                response = await _collect_stream(litellm, response, call.kwargs["messages"], limit)
+        return _to_reply(litellm, response, call, malformed_usage=malformed)
 
     async def _wait_before_retry(self, call: _CallPlan, failure: _Failure, attempt: int, attempts: int) -> None:
         delay = self._delay(failure, attempt)
@@ -546,8 +561,9 @@ def _get(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
-def _to_reply(litellm: Any, response: Any, call: _CallPlan) -> ModelReply:
-    """Normalise a LiteLLM ``ModelResponse`` into a :class:`ModelReply`."""
+def _to_reply(litellm: Any, response: Any, call: _CallPlan, *, malformed_usage: Sequence[str] = ()) -> ModelReply:
+    """Normalise a LiteLLM ``ModelResponse`` into a :class:`ModelReply`; ``malformed_usage``: the figures of the
+    provider's usage that were not counts (:mod:`~teamrun.llm.usage_guard` took them out): usage unknown."""
     choices = _get(response, "choices")
     if not choices:
         raise _MalformedResponse("the response has no choices")
@@ -560,7 +576,13 @@ def _to_reply(litellm: Any, response: Any, call: _CallPlan) -> ModelReply:
         raise _MalformedResponse("the message content is not text")
     if calls and not content:
         content = None
-    usage = _usage(_get(response, "usage"))
+    if malformed_usage:
+        log.warning(
+            "llm_usage_unknown",
+            reason="the provider's usage figures are not token counts",
+            figures=",".join(malformed_usage)[:200],
+        )
+    usage = None if malformed_usage else _usage(_get(response, "usage"))
     return ModelReply(
         text=content,
         tool_calls=calls,
