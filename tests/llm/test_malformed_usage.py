@@ -103,3 +103,26 @@ def test_whole_counts_are_still_counted(tmp_path: Path, fake_openai: FakeOpenAI)
     result, _ = _run(_solo(tmp_path, "openai/solo", fake_openai.url))
 
     assert result.usage_known and result.usage.output_tokens > 0 and result.usage.input_tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("APIConnectionError", "OpenAIException - 1 validation error for Usage\ncompletion_tokens\n  Input should be"),
+        ("InternalServerError", "Invalid response object Traceback ... 1 validation error for Usage"),
+        ("APIConnectionError", "unsupported operand type(s) for +=: 'int' and 'str'"),
+    ],
+)
+def test_a_usage_litellm_still_cannot_read_is_a_malformed_answer(kind: str, message: str) -> None:
+    """Were a reader the guard does not cover to refuse the usage, the failure is the answer's (``malformed``),
+    not a server error or a connection failure."""
+    from types import SimpleNamespace
+
+    from teamrun.llm import adapter
+
+    litellm = adapter.import_litellm()
+    error = getattr(litellm, kind)(message=message, llm_provider="openai", model="solo")
+
+    failure = adapter._classify(litellm, error, SimpleNamespace(secrets=(), model="openai/solo"))  # type: ignore[arg-type]
+
+    assert failure.kind == "malformed"

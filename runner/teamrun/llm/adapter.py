@@ -683,7 +683,7 @@ def _classify(litellm: Any, exc: Exception, call: _CallPlan) -> _Failure:
         return _Failure("context_window", status, reason)
     if _undecodable(chain):  # before the status: LiteLLM calls its own decoding error an HTTP 500
         return _Failure("undecodable", None, reason)
-    if isinstance(exc, _MalformedResponse | litellm.APIResponseValidationError):
+    if isinstance(exc, _MalformedResponse | litellm.APIResponseValidationError) or _unreadable_usage(chain):
         return _Failure("malformed", None, reason)
     if any(_MISSING_KEY.search(str(e)) for e in chain):
         return _Failure("config", None, reason)
@@ -713,6 +713,18 @@ def _undecodable(chain: Sequence[BaseException]) -> bool:
     exception in the chain, or its words in LiteLLM's message when the chain was cut.
     """
     return any(type(e).__module__.startswith("botocore.eventstream") or _UNDECODABLE.search(str(e)) for e in chain)
+
+
+_UNREADABLE_USAGE = re.compile(
+    r"validation errors? for (Usage|CompletionUsage)\b|unsupported operand type\(s\) for \+=?: 'int' and 'str'"
+)
+"""LiteLLM's words when the answer's usage was not numbers (:mod:`~teamrun.llm.usage_guard` takes such figures
+out first; a reader it does not cover still fails): the answer arrived, it is malformed — neither a server error
+(LiteLLM calls it HTTP 500) nor a connection failure (a stream's)."""
+
+
+def _unreadable_usage(chain: Sequence[BaseException]) -> bool:
+    return any(_UNREADABLE_USAGE.search(str(e)) for e in chain)
 
 
 def _exception_chain(exc: BaseException) -> list[BaseException]:
