@@ -44,8 +44,10 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]  # tests.* (PostgreSQL, HAP
 
 from bench_serve import Batch, Served, chat_batch, sizes, slope_ms, start_provider, tree_cpu_s, tree_pids, write_teams  # noqa: E402
 
-SETUPS = ("one server", "one replica", "replicas")
-"""``teamrun serve --store``; the same with ``--lease`` alone (the lease's own cost); ``--replicas`` behind HAProxy."""
+SETUPS = ("one server", "one replica", "servers", "replicas")
+"""``teamrun serve --store``; the same with ``--lease``, alone (the lease's own cost); ``--replicas`` servers without
+``--lease``, each on its own database, behind HAProxy (what a second process and the balancer cost, no coordination);
+``--replicas`` replicas (``--lease``) on one database behind HAProxy: the headline."""
 
 
 @dataclass
@@ -75,14 +77,14 @@ def postgres(url: str) -> Iterator[tuple[str, int | None]]:
         server.stop()
 
 
-def haproxy_pid() -> int | None:
-    """The HAProxy this process started (its CPU is the balancer's)."""
+def haproxy_pid(folder: Path) -> int | None:
+    """The HAProxy this process started with its configuration in ``folder`` (its CPU is the balancer's)."""
     for pid in tree_pids(os.getpid()):
         try:
-            program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if program.endswith(b"haproxy"):
+        if argv[0].endswith("haproxy") and any(a.startswith(str(folder) + "/") for a in argv):
             return pid
     return None
 
@@ -113,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.1, help="the provider's answer time, seconds")
     parser.add_argument("--idle", type=float, default=10.0, help="measure idle CPU this many seconds (0: not)")
     parser.add_argument(
-        "--no-one-replica", dest="one_replica", action="store_false", help="leave out one server with --lease alone"
+        "--no-controls",
+        dest="controls",
+        action="store_false",
+        help="measure only one server and the replicas (not one server with --lease, nor servers without it)",
     )
     parser.add_argument("--postgres", default="", help="a PostgreSQL server's URL (default: a throwaway one)")
     args = parser.parse_args(argv)
@@ -127,51 +132,54 @@ def main(argv: list[str] | None = None) -> int:
         f"--lease {args.lease:g}",
         flush=True,
     )
-    setups = tuple(s for s in SETUPS if args.one_replica or s != "one replica")
+    setups = SETUPS if args.controls else ("one server", "replicas")
     fake, provider = start_provider(args.latency)
     work = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
     servers: list[Served] = []
     try:
         team = write_teams(work, provider, "solo")["solo"]
         slots = max(args.clients)
-        with postgres(args.postgres) as (server_url, postmaster):
-            one = Served(
-                "one server", REPO, [team], workers=1, slots=slots, extra=["--store", new_database(server_url)]
-            )
-            servers.append(one)
-            bases = {"one server": (one.base, [one.process.pid])}
+
+        def serve(label: str, store: str, *more: str) -> Served:
+            servers.append(Served(label, REPO, [team], workers=1, slots=slots, extra=["--store", store, *more]))
+            return servers[-1]
+
+        with postgres(args.postgres) as (server_url, postmaster), contextlib.ExitStack() as stack:
+            lease = ("--lease", f"{args.lease:g}")
+            groups: dict[str, list[Served]] = {"one server": [serve("one server", new_database(server_url))]}
             if "one replica" in setups:
-                lease = ["--store", new_database(server_url), "--lease", f"{args.lease:g}"]
-                alone = Served("one replica", REPO, [team], workers=1, slots=slots, extra=lease)
-                servers.append(alone)
-                bases["one replica"] = (alone.base, [alone.process.pid])
-            lease = ["--store", new_database(server_url), "--lease", f"{args.lease:g}"]
-            replicas = [
-                Served(f"replica {i}", REPO, [team], workers=1, slots=slots, extra=lease) for i in range(args.replicas)
-            ]
-            servers += replicas
+                groups["one replica"] = [serve("one replica", new_database(server_url), *lease)]
+            if "servers" in setups:
+                groups["servers"] = [serve(f"server {i}", new_database(server_url)) for i in range(args.replicas)]
+            shared = new_database(server_url)
+            groups["replicas"] = [serve(f"replica {i}", shared, *lease) for i in range(args.replicas)]
             for server in servers:
                 server.wait_ready("solo", 1)
-            with haproxy(work, [r.base for r in replicas]) as balancer:
-                balancer_pid = haproxy_pid()
-                bases["replicas"] = (balancer, [r.process.pid for r in replicas])
-                idle = {setup: idle_ms(pids, args.idle) for setup, (_, pids) in bases.items()}
-                points: dict[tuple[int, str], Point] = {}
-                for clients in args.clients:
-                    small, large = sizes(clients, args.size)
-                    for round_ in range(args.rounds):
-                        order = setups[round_ % len(setups) :] + setups[: round_ % len(setups)]
-                        for setup in order:
-                            base, pids = bases[setup]
-                            others = [balancer_pid if setup == "replicas" else None, postmaster]
-                            a, b, spent = measure(base, pids, others, clients, small, large)
-                            point = points.setdefault((clients, setup), Point())
-                            point.per_call_ms.append(b.cpu_s * 1000 / b.count)
-                            point.slope_ms.append(slope_ms(a, b, 1))
-                            point.rate.append(b.rate)
-                            point.balancer_ms.append(spent[0] * 1000 / (a.count + b.count))
-                            point.postgres_ms.append(spent[1] * 1000 / (a.count + b.count))
-                report(args, points, idle)
+            bases: dict[str, tuple[str, list[int], int | None]] = {}
+            for setup, group in groups.items():
+                pids = [s.process.pid for s in group]
+                if len(group) == 1:
+                    bases[setup] = (group[0].base, pids, None)
+                else:
+                    folder = work / setup
+                    folder.mkdir()
+                    balancer = stack.enter_context(haproxy(folder, [s.base for s in group]))
+                    bases[setup] = (balancer, pids, haproxy_pid(folder))
+            idle = {setup: idle_ms(pids, args.idle) for setup, (_, pids, _) in bases.items()}
+            points: dict[tuple[int, str], Point] = {}
+            for clients in args.clients:
+                small, large = sizes(clients, args.size)
+                for round_ in range(args.rounds):
+                    for setup in setups[round_ % len(setups) :] + setups[: round_ % len(setups)]:
+                        base, pids, balancer_pid = bases[setup]
+                        a, b, spent = measure(base, pids, [balancer_pid, postmaster], clients, small, large)
+                        point = points.setdefault((clients, setup), Point())
+                        point.per_call_ms.append(b.cpu_s * 1000 / b.count)
+                        point.slope_ms.append(slope_ms(a, b, 1))
+                        point.rate.append(b.rate)
+                        point.balancer_ms.append(spent[0] * 1000 / (a.count + b.count))
+                        point.postgres_ms.append(spent[1] * 1000 / (a.count + b.count))
+            report(args, setups, points, idle)
     finally:
         for server in servers:
             server.stop()
@@ -191,33 +199,46 @@ def idle_ms(pids: list[int], seconds: float) -> float:
     return (sum(tree_cpu_s(pid) for pid in pids) - before) * 1000 / seconds
 
 
-def report(args: argparse.Namespace, points: dict[tuple[int, str], Point], idle: dict[str, float]) -> None:
+def report(
+    args: argparse.Namespace, setups: Sequence[str], points: dict[tuple[int, str], Point], idle: dict[str, float]
+) -> None:
+    n = args.replicas
+    labels = {"one replica": "one, --lease", "servers": f"{n} servers", "replicas": f"{n} replicas"}
     print(
         f"\n== server CPU per served call (solo team: one model call a request; medians of {args.rounds} round(s)) =="
     )
     print(
-        f"{'clients':>7} {'set-up':<11} | {'ms/call':>7} {'ratio':>6} | {'slope ms':>8} {'ratio':>6} | "
+        f"{'clients':>7} {'set-up':<12} | {'ms/call':>7} {'ratio':>6} | {'slope ms':>8} {'ratio':>6} | "
         f"{'req/s':>6} | {'haproxy ms':>10} {'postgres ms':>11}"
     )
+    median = statistics.median
     for clients in args.clients:
         one = points[(clients, "one server")]
-        for setup in SETUPS:
+        for setup in setups:
             p = points[(clients, setup)]
-            per_call, slope = statistics.median(p.per_call_ms), statistics.median(p.slope_ms)
-            ratio = per_call / statistics.median(one.per_call_ms)
-            slope_ratio = slope / statistics.median(one.slope_ms)
-            label = f"{args.replicas} replicas" if setup == "replicas" else setup
-            if (clients, setup) not in points:
-                continue
-            balancer = f"{statistics.median(p.balancer_ms):>10.2f}" if setup == "replicas" else f"{'':>10}"
+            per_call, slope = median(p.per_call_ms), median(p.slope_ms)
+            balanced = setup in ("servers", "replicas")
+            balancer = f"{median(p.balancer_ms):>10.2f}" if balanced else f"{'':>10}"
+            ratio = per_call / median(one.per_call_ms)
             print(
-                f"{clients:>7} {label:<11} | {per_call:>7.2f} {ratio:>5.2f}x | {slope:>8.2f} {slope_ratio:>5.2f}x | "
-                f"{statistics.median(p.rate):>6.1f} | {balancer} {statistics.median(p.postgres_ms):>11.2f}",
+                f"{clients:>7} {labels.get(setup, setup):<12} | {per_call:>7.2f} {ratio:>5.2f}x"
+                f" | {slope:>8.2f} {slope / median(one.slope_ms):>5.2f}x | {median(p.rate):>6.1f} | {balancer} "
+                f"{median(p.postgres_ms):>11.2f}",
                 flush=True,
             )
     print("ratio: to one server (issue 46's target for the replicas: <= 1.15x); haproxy and postgres: not in ms/call")
+    for clients in args.clients if "servers" in setups else []:
+        replicas, servers = points[(clients, "replicas")], points[(clients, "servers")]
+        print(
+            f"coordination at {clients} clients: {n} replicas / {n} servers without --lease = "
+            f"{median(replicas.per_call_ms) / median(servers.per_call_ms):.2f}x per call, "
+            f"{median(replicas.slope_ms) / median(servers.slope_ms):.2f}x by slope"
+        )
     if args.idle > 0:
-        print(f"idle (no requests, {args.idle:g} s): " + ", ".join(f"{k} {v:.2f} ms CPU/s" for k, v in idle.items()))
+        print(
+            f"idle (no requests, {args.idle:g} s): "
+            + ", ".join(f"{labels.get(k, k)} {v:.1f} ms CPU/s" for k, v in idle.items())
+        )
 
 
 if __name__ == "__main__":
