@@ -58,3 +58,18 @@ def test_choices_the_schema_takes_are_valid(person: str, tmp_path: Path, capsys:
     code = main(["validate", str(team)])
 
     assert code == 0, capsys.readouterr().out
+
+
+def test_a_choice_the_pattern_refuses_as_json_schema_reads_it_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pattern` is ECMA 262's: its `\\d` is ASCII, so `teamrun answer` refuses the Arabic-Indic digits `١٢٣`
+    (Python's `re` takes them); `teamrun validate` read the choice by Python's `re` and passed it."""
+    team = _team(tmp_path, '{choices: ["١٢٣", "123"], answer_schema: {type: string, pattern: \'^\\d+$\'}}')
+
+    assert main(["validate", str(team)]) == 2
+
+    out = capsys.readouterr().out
+    assert "choices[0]: the choice '١٢٣' can never be answered" in out
+    assert "does not match the pattern ^\\d+$" in out
+    assert "choices[1]" not in out
