@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import teamrun
-from teamrun.events import Event, RunWarning
+from teamrun.events import AgentEnd, Event, RunWarning
 from tests.fakeserver import FakeOpenAI, Reply, malformed_body
 
 BAD_USAGE = {"prompt_tokens": -3, "completion_tokens": 5, "total_tokens": 2}
@@ -57,6 +57,8 @@ def test_unknown_usage_under_token_and_cost_limits_is_said_once_and_marked_every
     )
     assert result.warnings == [said]
     assert [e.message for e in events if isinstance(e, RunWarning)] == [said]  # the console's line
+    ends = [e for e in events if isinstance(e, AgentEnd)]
+    assert [(e.agent, e.usage_known, e.cost) for e in ends] == [("writer", False, None), ("lead", False, None)]
     shown = result.as_dict()
     assert shown["usage_known"] is False
     (delegation,) = shown["delegations"]

@@ -367,7 +367,8 @@ class AgentFrame:
             raise
         finally:
             own = self.ledger.own
-            self.emit(ctx, "agent_end", **{"usage": own.usage.as_dict(), "cost": own.cost, **span.end})
+            unknown = {} if self.ledger.usage_known else {"usage_known": False, "cost": None}  # a model's, never 0
+            self.emit(ctx, "agent_end", **{"usage": own.usage.as_dict(), "cost": own.cost, **unknown, **span.end})
 
     def emit(
         self,
