@@ -19,7 +19,19 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "runner" / "teamrun"
 
-BOTTOM = {"errors", "events", "secrets", "defaults", "logs", "conventions", "extras", "money", "bounds", "terminal", "_version"}
+BOTTOM = {
+    "errors",
+    "events",
+    "secrets",
+    "defaults",
+    "logs",
+    "conventions",
+    "extras",
+    "money",
+    "bounds",
+    "terminal",
+    "_version",
+}
 """Everything may import these; they import only each other."""
 
 ALLOWED: dict[str, set[str]] = {
