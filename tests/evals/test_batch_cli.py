@@ -163,8 +163,8 @@ def test_the_rate_limiter_holds_requests_and_tokens_to_a_sliding_minute() -> Non
 
     starts = asyncio.run(scenario())
     # the window is a minute and a second (llm/ratelimit.py WINDOW_MARGIN_S: the provider's own minute has passed
-    # by then): request 3 waits for request 1 to leave it (t=61); at t=63 request 5 finds 2 requests (until t=122)
-    # and 105 tokens (10 spent at t=62, 95 at t=63) in the window: it starts when the 10 leave, at t=122
+    # by then): request 3 waits for request 1 to leave it (t=61); request 5 finds 2 requests and 105 tokens in
+    # the window and starts when request 3 and its 10 tokens have left it (t=122)
     assert starts == [0.0, 1.0, 61.0, 62.0, 122.0]
 
 
