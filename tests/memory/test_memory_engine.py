@@ -230,3 +230,19 @@ def test_the_progress_lines_say_what_an_agent_recalled_when_it_changes(team_file
     assert len(lines) == 2, lines  # before each turn, said again only when what it recalled changed
     assert "support: recalled 1 fact(s), best" in lines[0] and "about cust-A" in lines[0]
     assert "support: recalled 2 fact(s)" in lines[1]  # the fact saved in the first turn
+
+
+def test_a_save_a_full_resource_refuses_pays_no_embedding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    priced = _PricedEmbedder()
+    monkeypatch.setattr(opening, "embedder_for", lambda *args, **kwargs: priced)
+    team_file = tmp_path / "desk.yaml"
+    team_file.write_text(TEAM.split("memory:")[0] + "memory:\n  save: [support]\n  max_memories_per_resource: 1\n")
+    store = tmp_path / "teamrun.db"
+    _save(store, "cust-A", "Prefers PDF")
+    model = ScriptedModel({"support": [tool_call("memory_save", fact="Lives in Oslo"), "Noted."]})
+    result = load_team(team_file, chat_model=model, store=store).run_sync("I live in Oslo", resource="cust-A")
+    assert result.status == "done", result.error
+    told = model.calls_of("support")[1].tool_results[0]
+    assert "not saved" in told and "'cust-A' already has 1 memories" in told
+    assert priced.calls == 0
+    assert "openai/priced-embed" not in result.models

@@ -343,3 +343,55 @@ def test_the_vector_cache_keeps_the_recently_searched_resources_within_its_budge
         assert list(memory._cache) == ["a", "c"]
         assert _search(memory, "b", "jazz", k=1) == ["b likes jazz"]  # read again
         assert list(memory._cache) == ["c", "b"]
+
+
+def test_saves_of_one_resource_at_once_never_pass_its_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two saves (two processes, or one turn's parallel tool calls) that both counted the resource below its cap
+    before either inserted would both insert: the count and the insert are one step under the resource's lock."""
+    import threading
+
+    path = tmp_path / "m.db"
+    limits = MemoryLimits(max_memories_per_resource=2)
+    with open_store(path) as store:
+        _save(MemoryStore(store), "u1", "fact zero", limits=limits)
+    both_counting = threading.Barrier(2)
+    expire = MemoryStore._drop_expired
+
+    def meet_then_expire(self: MemoryStore, conn: sa.Connection, resource: str, now: float) -> None:
+        expire(self, conn, resource, now)
+        try:  # unlocked, both saves are here before either inserts; locked, the second waits for the first
+            both_counting.wait(timeout=3)
+        except threading.BrokenBarrierError:
+            pass
+
+    monkeypatch.setattr(MemoryStore, "_drop_expired", meet_then_expire)
+    outcomes: list[str] = []
+
+    def save(fact: str) -> None:
+        with open_store(path) as store:
+            try:
+                _save(MemoryStore(store), "u1", fact, limits=limits)
+                outcomes.append("saved")
+            except MemoryRefused as exc:
+                outcomes.append(str(exc))
+
+    workers = [threading.Thread(target=save, args=(f"fact {name}",)) for name in ("one", "two")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(outcomes)[0].startswith("'u1' already has 2 memories")
+    assert outcomes.count("saved") == 1
+    with open_store(path) as store:
+        assert len(MemoryStore(store).list("u1")) == 2
+
+
+def test_a_full_resource_refuses_a_new_fact_before_it_is_embedded(tmp_path: Path) -> None:
+    with open_store(tmp_path / "m.db") as store:
+        memory = MemoryStore(store)
+        limits = MemoryLimits(max_memories_per_resource=1)
+        _save(memory, "u1", "fact one", limits=limits)
+        memory.check_room("u1", "Fact one.", limits)  # already saved: no new memory
+        memory.check_room("u2", "fact two", limits)
+        with pytest.raises(MemoryRefused, match=r"'u1' already has 1 memories.*forget some"):
+            memory.check_room("u1", "fact two", limits)

@@ -275,6 +275,7 @@ class MemoryStore:
         from teamrun.store import schema
 
         table = schema.memories
+        self._lock_resource(conn, resource)  # first: the count below and the insert are one step for the cap
         self._drop_expired(conn, resource, now)
         found = conn.execute(sa.select(table).where(table.c.id == ident, table.c.resource == resource)).first()
         if found is not None:
@@ -290,10 +291,7 @@ class MemoryStore:
             )
         count = sum(int(n) for _d, n in existing)
         if count >= limits.max_memories_per_resource:
-            raise MemoryRefused(
-                f"{resource!r} already has {count} memories, the most a resource may keep "
-                f"({limits.max_memories_per_resource}); forget some or raise the cap"
-            )
+            raise _full(resource, count, limits)
         conn.execute(
             table.insert().values(
                 id=ident,
@@ -585,6 +583,43 @@ class MemoryStore:
                 )
         self._bump(conn, resource)
 
+    def _lock_resource(self, conn: sa.Connection, resource: str) -> None:
+        """Hold ``resource``'s write lock until the transaction ends: a write to its generation row, as the
+        transaction's first statement (SQLite: the store's write lock, taken before anything is read, so the
+        transaction reads the newest data; PostgreSQL: the row's lock). Concurrent saves of one resource, in
+        this process or another, count and insert one after the other, so ``max_memories_per_resource`` holds.
+        A resource without a row yet gets one; two first saves at once: one fails the key and is retried."""
+        from teamrun.store import schema
+
+        generations = schema.memory_generations
+        locked = conn.execute(
+            generations.update().where(generations.c.resource == resource).values(token=generations.c.token)
+        ).rowcount
+        if not locked:
+            conn.execute(generations.insert().values(resource=resource, token=uuid.uuid4().hex))
+
+    def check_room(self, resource: str, fact: str, limits: MemoryLimits) -> None:
+        """Refuse (:class:`MemoryRefused`, as :meth:`save` would) a new ``fact`` for a ``resource`` already at
+        ``max_memories_per_resource``; a fact already saved passes. A cheap check before paying for an
+        embedding; the save's transaction is the real one."""
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        check_resource_id(resource)
+        fact = self.store.secrets.text(fact).strip()
+        table = schema.memories
+        now = time.time()
+        ident = memory_id(resource, fact)
+        with self.store.errors(f"count the memories of {resource!r}"), self.store.engine.connect() as conn:
+            if conn.execute(sa.select(table.c.id).where(table.c.resource == resource, table.c.id == ident)).first():
+                return
+            count = conn.execute(
+                sa.select(sa.func.count()).where(table.c.resource == resource, _alive(table, now))
+            ).scalar_one()
+        if int(count) >= limits.max_memories_per_resource:
+            raise _full(resource, int(count), limits)
+
     def _bump(self, conn: sa.Connection, resource: str) -> None:
         """A new generation token for ``resource``: every process's cached matrix of it is stale from now."""
         from teamrun.store import schema
@@ -696,6 +731,13 @@ def _numpy() -> Any:
     import numpy
 
     return numpy
+
+
+def _full(resource: str, count: int, limits: MemoryLimits) -> MemoryRefused:
+    return MemoryRefused(
+        f"{resource!r} already has {count} memories, the most a resource may keep "
+        f"({limits.max_memories_per_resource}); forget some or raise the cap"
+    )
 
 
 def _alive(table: sa.Table, now: float) -> Any:

@@ -118,6 +118,8 @@ async def search(
 async def save(memory: MemorySession, ctx: RunContext, frame: AgentFrame, fact: str, *, at: tuple[int, int]) -> Saved:
     """Save ``fact`` (masked first, then embedded) for the resource, with where it came from."""
     fact = memory.mask(fact).strip()
+    # a full resource refuses a new fact before its embedding is paid (the save's transaction is the real count)
+    await asyncio.to_thread(memory.store.check_room, memory.resource, fact, memory.limits)
     vector = await embed(memory, ctx, frame, fact, at=at)
     thread = ctx.thread.thread_id if ctx.thread is not None else None
     provenance = Provenance(ctx.result.run_id, thread, frame.name, time.time())
