@@ -28,6 +28,8 @@ class Behaviour:
     wrong_size_after: int | None = None
     """From this many calls on, answer vectors one number too short."""
     usage: bool = True
+    hang: threading.Event | None = None
+    """Set: answer nothing until this event is set (a hanging endpoint; the server sets it as it stops)."""
 
 
 @dataclass
@@ -61,6 +63,9 @@ class FakeEmbeddingHTTPServer:
                     state.bodies.append(raw)
                     calls = len(state.inputs)
                 b = state.behaviour
+                if b.hang is not None:
+                    b.hang.wait()
+                    return
                 if b.status != 200:
                     self._send(b.status, {"error": {"message": "the fake embedding endpoint refuses", "type": "x"}})
                     return
@@ -118,6 +123,8 @@ class FakeEmbeddingHTTPServer:
         return self
 
     def stop(self) -> None:
+        if self.state.behaviour.hang is not None:
+            self.state.behaviour.hang.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 
 import pytest
 
@@ -80,3 +81,11 @@ def test_a_bad_embedding_model_or_input_is_refused_by_name() -> None:
         embedder_for("offline", dimensions=0)
     with pytest.raises(EmbeddingFailed, match="a list of strings"):
         asyncio.run(embedder_for("offline").embed("not a list"))
+
+
+def test_a_hanging_endpoint_times_out_and_the_error_names_it() -> None:
+    with FakeEmbeddingHTTPServer(Behaviour(hang=threading.Event())) as fake:
+        embedder = embedder_for("openai/fake-embed", api_base=fake.url, api_key="sk-x", timeout_s=0.3, num_retries=0)
+        with pytest.raises(EmbeddingFailed, match=r"'openai/fake-embed' at http://127.0.0.1:\d+/v1 timed out") as err:
+            asyncio.run(embedder.embed(["one"]))
+    assert "memory.embedding.request_timeout_s" in str(err.value)

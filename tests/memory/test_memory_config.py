@@ -43,3 +43,11 @@ def test_a_memory_nobody_uses_is_a_warning(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["validate", str(team)])
     assert result.exit_code == 0
     assert "desk.yaml:10:1: warning: memory: no agent recalls, searches or saves" in result.output
+
+
+def test_the_embedding_s_timeout_and_retries_are_settings(tmp_path: Path) -> None:
+    team = tmp_path / "desk.yaml"
+    embedding = "  embedding: {model: openai/x-embed, request_timeout_s: 5, num_retries: 1}\n"
+    team.write_text(TEAM.replace("memory:\n", "memory:\n" + embedding))
+    result = CliRunner().invoke(cli, ["validate", str(team)])
+    assert result.exit_code == 0, result.output

@@ -670,6 +670,10 @@ class MemoryEmbedding(_Strict):
     """The environment variable holding the endpoint's key, e.g. `OPENAI_API_KEY` (default: the provider's usual variable)."""
     dimensions: PositiveInt | None = None
     """The vectors' size, for a model that can shorten them (default: the model's own)."""
+    request_timeout_s: PositiveFloat | None = None
+    """Seconds one embedding request may take before it is retried (default 60); the error names the endpoint."""
+    num_retries: NonNegativeInt | None = None
+    """Retries of a failed or timed-out embedding request (default 2)."""
 
 
 class MemoryRecall(_Strict):

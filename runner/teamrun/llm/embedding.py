@@ -11,6 +11,7 @@ no network, no key, the same vector in every process. Two texts sharing words sc
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import math
 import re
@@ -22,6 +23,13 @@ from typing import Any, Protocol
 from teamrun.errors import RunError
 
 OFFLINE_DIMENSIONS = 256
+MAX_DIMENSIONS = 8192
+"""The largest vector size ``memory.embedding.dimensions`` may ask for (the largest models' own size is 4,096)."""
+EMBEDDING_TIMEOUT_S = 60.0
+"""Seconds one embedding request may take (``memory.embedding.request_timeout_s``) before it is retried."""
+EMBEDDING_RETRIES = 2
+"""Retries of a failed or timed-out embedding request (``memory.embedding.num_retries``)."""
+_BACKSTOP_GRACE_S = 5.0
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP_WORDS = (
     "a an the and or but if of to in on at by for with from as is are was were be been being am do does did "
@@ -52,7 +60,13 @@ class Embedder(Protocol):
 
 
 def embedder_for(
-    model: str, *, api_base: str | None = None, api_key: str | None = None, dimensions: int | None = None
+    model: str,
+    *,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    dimensions: int | None = None,
+    timeout_s: float | None = None,
+    num_retries: int | None = None,
 ) -> Embedder:
     """``offline`` -> a deterministic local embedding (no network, no key); anything else -> ``litellm.aembedding``."""
     if not isinstance(model, str) or not model.strip():
@@ -63,7 +77,14 @@ def embedder_for(
         raise EmbeddingFailed(f"embedding model {model!r}: dimensions is a positive number, not {dimensions}")
     if model == "offline" or model.startswith("offline/"):
         return OfflineEmbedder(model, dimensions=dimensions or OFFLINE_DIMENSIONS)
-    return LiteLLMEmbedder(model, api_base=api_base, api_key=api_key, dimensions=dimensions)
+    return LiteLLMEmbedder(
+        model,
+        api_base=api_base,
+        api_key=api_key,
+        dimensions=dimensions,
+        timeout_s=EMBEDDING_TIMEOUT_S if timeout_s is None else timeout_s,
+        num_retries=EMBEDDING_RETRIES if num_retries is None else num_retries,
+    )
 
 
 class OfflineEmbedder:
@@ -114,12 +135,21 @@ class LiteLLMEmbedder:
     """Any embedding model LiteLLM knows, through ``litellm.aembedding``."""
 
     def __init__(
-        self, model: str, *, api_base: str | None = None, api_key: str | None = None, dimensions: int | None = None
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: str | None = None,
+        dimensions: int | None = None,
+        timeout_s: float = EMBEDDING_TIMEOUT_S,
+        num_retries: int = EMBEDDING_RETRIES,
     ) -> None:
         self.model = model
         self.api_base = api_base
         self._api_key = api_key
         self.dimensions = dimensions
+        self.timeout_s = timeout_s
+        self.num_retries = num_retries
 
     def __repr__(self) -> str:  # never the key
         return f"LiteLLMEmbedder({self.model!r}, api_base={self.api_base!r})"
@@ -142,10 +172,22 @@ class LiteLLMEmbedder:
         if self.dimensions is not None:  # a model that cannot shorten its vectors answers its own size: refused below
             kwargs["dimensions"] = self.dimensions
             kwargs["drop_params"] = True
-        where = f" at {self.api_base}" if self.api_base else ""
-        try:
-            response = await litellm.aembedding(**kwargs)
+        kwargs["timeout"] = self.timeout_s
+        kwargs["num_retries"] = self.num_retries
+        where = f" at {self.api_base}" if self.api_base else " at its provider's endpoint"
+        attempts = self.num_retries + 1
+        timed_out = EmbeddingFailed(
+            f"embedding model {self.model!r}{where} timed out ({attempts} attempt(s) of "
+            f"{self.timeout_s:g}s); raise memory.embedding.request_timeout_s or check the endpoint"
+        )
+        try:  # our backstop: LiteLLM's timeout and retries, and a little more, never a stalled run
+            async with asyncio.timeout(self.timeout_s * attempts + _BACKSTOP_GRACE_S):
+                response = await litellm.aembedding(**kwargs)
+        except TimeoutError:
+            raise timed_out from None
         except Exception as exc:  # any provider failure becomes our error, named
+            if "timeout" in type(exc).__name__.lower():
+                raise timed_out from None
             raise EmbeddingFailed(
                 f"embedding model {self.model!r}{where} failed: {_reason(exc, self._api_key)}"
             ) from None
@@ -204,6 +246,9 @@ def _reason(exc: BaseException, key: str | None) -> str:
 
 
 __all__ = [
+    "EMBEDDING_RETRIES",
+    "EMBEDDING_TIMEOUT_S",
+    "MAX_DIMENSIONS",
     "OFFLINE_DIMENSIONS",
     "Embedder",
     "EmbeddingFailed",

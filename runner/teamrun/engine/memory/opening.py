@@ -71,6 +71,8 @@ def open_memory(
         api_base=None if offline else (embedding.api_base or api_base),
         api_key=key,
         dimensions=embedding.dimensions,
+        timeout_s=embedding.request_timeout_s,
+        num_retries=embedding.num_retries,
     )
     return MemorySession(resource, settings, memory_store_of(store), embedder, Redactor(secrets))
 
