@@ -122,3 +122,21 @@ def test_an_embedding_endpoint_that_fails_is_a_clear_error(
     err = capsys.readouterr().err
     assert "error: cannot embed the query: embedding model 'openai/x' at http://127.0.0.1:1/v1 failed" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("not a url", "is not an http(s) URL with a host"),
+        ("ftp://example.com/v1", "is not an http(s) URL with a host"),
+        ("http://user:pw@example.com/v1", "carries user info; give the key with api_key_env instead"),
+    ],
+)
+def test_an_embedding_api_base_that_is_no_endpoint_is_refused_before_any_call(
+    url: str, problem: str, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["memory", "search", "q", "--resource", "customer-a", "--store", str(store_path)]
+    argv += ["--embedding-model", "openai/x", "--embedding-api-base", url]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"error: --embedding-api-base: {url!r} {problem}" in err and "Traceback" not in err

@@ -50,4 +50,16 @@ def test_the_embedding_s_timeout_and_retries_are_settings(tmp_path: Path) -> Non
     embedding = "  embedding: {model: openai/x-embed, request_timeout_s: 5, num_retries: 1}\n"
     team.write_text(TEAM.replace("memory:\n", "memory:\n" + embedding))
     result = CliRunner().invoke(cli, ["validate", str(team)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0 and "1 file valid" in result.output, result.output
+
+
+def test_the_embedding_api_base_is_checked_like_an_agent_s(tmp_path: Path) -> None:
+    team = tmp_path / "desk.yaml"
+    not_http = "is not an http(s) URL"
+    bases = {"not a url": not_http, "ftp://h/v1": not_http, "http://u:p@h/v1": "carries user info"}
+    for url, problem in bases.items():
+        embedding = f"  embedding:\n    model: openai/x-embed\n    api_base: {url}\n"
+        team.write_text(TEAM.replace("memory:\n", "memory:\n" + embedding))
+        result = CliRunner().invoke(cli, ["validate", str(team)])
+        assert "1 of 1 file invalid" in result.output
+        assert f"desk.yaml:13:15: error: memory.embedding.api_base: {url!r} {problem}" in result.output

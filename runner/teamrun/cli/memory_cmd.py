@@ -138,11 +138,14 @@ def search(
     embedding_api_base: str | None,
     as_json: bool,
 ) -> None:
+    from teamrun.defaults import api_base_problem
     from teamrun.llm.embedding import EmbeddingFailed, embedder_for
     from teamrun.store.memory import MemoryRefused, MemoryStore
 
     if not query.strip():
         raise UsageError("the query is empty: say what to look for, e.g. 'invoice preferences'")
+    if embedding_api_base is not None and (problem := api_base_problem(embedding_api_base)) is not None:
+        raise UsageError(f"--embedding-api-base: {problem}")
     with _open(store_location, resource) as store:
         vector = None
         if mode != "keyword":

@@ -1,9 +1,9 @@
-"""Semantic checks of a team file's ``memory:`` (long-term memory), each located at ``file:line:col``.
-
-What the schema cannot say: agents named in ``recall``, ``search`` or ``save`` that are not defined (or are
-remote ``a2a:`` agents, whose loop runs elsewhere), a memory tool whose name an agent's own tool already has,
-an ``api_key_env`` given for the ``offline`` embedding (it calls nothing), and a ``memory:`` nobody uses (no
-agent recalls, searches or saves: a warning). Like the other checks they read the raw data defensively.
+"""Semantic checks of a team file's ``memory:`` (long-term memory), each located at ``file:line:col``. What the schema
+cannot say: agents named in ``recall``, ``search`` or ``save`` that are not defined (or are remote ``a2a:`` agents,
+whose loop runs elsewhere), a memory tool whose name an agent's own tool already has, an embedding ``api_base`` that
+is no endpoint (the agents' check: an http(s) URL with a host and no user info), an ``api_key_env`` given for the
+``offline`` embedding (it calls nothing), and a ``memory:`` nobody uses (no agent recalls, searches or saves: a
+warning). Like the other checks they read the raw data defensively.
 """
 
 from __future__ import annotations
@@ -85,7 +85,12 @@ def _clash(c: CheckContext, agent: str, tool: str) -> Iterator[Diagnostic]:
 
 
 def _embedding(c: CheckContext, embedding: dict[str, object]) -> Iterator[Diagnostic]:
+    from teamrun.defaults import api_base_problem
+
     model = embedding.get("model", "offline")
+    url = embedding.get("api_base")  # the agents' one check (an empty one, from ``${VAR:-}``, means unset)
+    if isinstance(url, str) and url.strip() and "${" not in url and (problem := api_base_problem(url)) is not None:
+        yield c.error(("memory", "embedding", "api_base"), f"memory.embedding.api_base: {problem}", "api_base")
     if model == "offline" and embedding.get("api_key_env") is not None:
         yield c.warning(
             ("memory", "embedding", "api_key_env"),
