@@ -77,8 +77,10 @@ def test_an_endpoint_that_fails_or_answers_the_wrong_shape_is_an_embedding_faile
 def test_a_bad_embedding_model_or_input_is_refused_by_name() -> None:
     with pytest.raises(EmbeddingFailed, match="the embedding model is empty"):
         embedder_for(" ")
-    with pytest.raises(EmbeddingFailed, match="dimensions is a positive number"):
+    with pytest.raises(EmbeddingFailed, match="dimensions is a number from 1 to 8192, not 0"):
         embedder_for("offline", dimensions=0)
+    with pytest.raises(EmbeddingFailed, match="dimensions is a number from 1 to 8192, not 20000000"):
+        embedder_for("openai/x-embed", dimensions=20_000_000)
     with pytest.raises(EmbeddingFailed, match="a list of strings"):
         asyncio.run(embedder_for("offline").embed("not a list"))
 

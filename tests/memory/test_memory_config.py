@@ -63,3 +63,11 @@ def test_the_embedding_api_base_is_checked_like_an_agent_s(tmp_path: Path) -> No
         result = CliRunner().invoke(cli, ["validate", str(team)])
         assert "1 of 1 file invalid" in result.output
         assert f"desk.yaml:13:15: error: memory.embedding.api_base: {url!r} {problem}" in result.output
+
+
+def test_the_embedding_s_dimensions_are_bounded(tmp_path: Path) -> None:
+    team = tmp_path / "desk.yaml"
+    team.write_text(TEAM.replace("memory:\n", "memory:\n  embedding: {model: openai/x-embed, dimensions: 20000000}\n"))
+    result = CliRunner().invoke(cli, ["validate", str(team)])
+    assert "1 of 1 file invalid" in result.output
+    assert "desk.yaml:11:" in result.output and "memory.embedding.dimensions must be <= 8192" in result.output

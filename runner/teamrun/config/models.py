@@ -668,8 +668,8 @@ class MemoryEmbedding(_Strict):
     """The embedding endpoint (default: the run's `--api-base` / `$TEAMRUN_API_BASE` for a model that is not `offline`, else the provider's own), as for an agent."""
     api_key_env: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     """The environment variable holding the endpoint's key, e.g. `OPENAI_API_KEY` (default: the provider's usual variable)."""
-    dimensions: PositiveInt | None = None
-    """The vectors' size, for a model that can shorten them (default: the model's own)."""
+    dimensions: Annotated[int, Field(ge=1, le=8192)] | None = None
+    """The vectors' size, 1 to 8192, for a model that can shorten them (default: the model's own)."""
     request_timeout_s: PositiveFloat | None = None
     """Seconds one embedding request may take before it is retried (default 60); the error names the endpoint."""
     num_retries: NonNegativeInt | None = None

@@ -73,8 +73,10 @@ def embedder_for(
         raise EmbeddingFailed(
             "the embedding model is empty: name one, e.g. `offline` or `openai/text-embedding-3-small`"
         )
-    if dimensions is not None and dimensions < 1:
-        raise EmbeddingFailed(f"embedding model {model!r}: dimensions is a positive number, not {dimensions}")
+    if dimensions is not None and not 1 <= dimensions <= MAX_DIMENSIONS:
+        raise EmbeddingFailed(
+            f"embedding model {model!r}: dimensions is a number from 1 to {MAX_DIMENSIONS}, not {dimensions}"
+        )
     if model == "offline" or model.startswith("offline/"):
         return OfflineEmbedder(model, dimensions=dimensions or OFFLINE_DIMENSIONS)
     return LiteLLMEmbedder(
