@@ -27,8 +27,16 @@ SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.IGNO
 _MIN_SECRET_CHARS = 6
 """Shorter values (``1``, ``true``, ``yes``) are settings, not secrets; masking them would mangle text."""
 _NOT_SECRETS = frozenset({"true", "false", "none", "null", "yes", "no", "on", "off"})
-_KEYLIKE = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{20,}|\bBearer\s+[A-Za-z0-9._~+/=\-]{12,}")
-"""Provider-key shapes masked even when no variable holds them."""
+_KEYLIKE = re.compile(
+    r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{20,}"
+    r"|\bBearer\s+[A-Za-z0-9._~+/=\-]{12,}"
+    r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens: ghp_ (classic), gho_ (OAuth), ghu_, ghs_, ghr_
+    r"|\bgithub_pat_[A-Za-z0-9_]{20,}"  # GitHub fine-grained tokens
+    r"|\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"  # AWS access key ids (long-term, temporary)
+    r"|\bxox[abposr]-[A-Za-z0-9\-]{10,}"  # Slack tokens
+    r"|\bglpat-[A-Za-z0-9_\-]{20,}"  # GitLab personal access tokens
+)
+"""Provider-key shapes masked even when no variable holds them (the shapes docs/a2a.md calls token-like)."""
 
 
 _JSON_PLAIN = re.compile(r'[^"\\\x00-\x1f]*')
@@ -158,7 +166,9 @@ class Redactor:
                 if secret in value:
                     value = self._pattern.sub(self._replacement, value)
                     break
-        if "k-" in value or "Bearer" in value:  # the regex costs ten times these searches
+        if (  # the regex costs ten times these searches
+            "k-" in value or "Bearer" in value or "gh" in value or "IA" in value or "xox" in value or "glpat-" in value
+        ):
             value = _KEYLIKE.sub(MASK, value)
         return value
 

@@ -246,3 +246,44 @@ def test_a_save_a_full_resource_refuses_pays_no_embedding(tmp_path: Path, monkey
     assert "not saved" in told and "'cust-A' already has 1 memories" in told
     assert priced.calls == 0
     assert "openai/priced-embed" not in result.models
+
+
+class _RecordingEmbedder(_PricedEmbedder):
+    """The priced offline embedding, keeping every text it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: list[str] = []
+
+    async def embed(self, texts: Sequence[str]) -> Embeddings:
+        self.texts += texts
+        return await super().embed(texts)
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+        "gho_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "AKIAIOSFODNN7EXAMPLE",
+        "ASIAIOSFODNN7EXAMPLE",
+        "xoxb-123456789012-abcdefghijkl",
+        "glpat-aBcDeFgHiJkLmNoPqRsT",
+    ],
+)
+def test_token_shapes_are_masked_before_a_fact_is_embedded_or_saved(
+    token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = _RecordingEmbedder()
+    monkeypatch.setattr(opening, "embedder_for", lambda *args, **kwargs: embedder)
+    team_file = tmp_path / "desk.yaml"
+    team_file.write_text(TEAM.split("memory:")[0] + "memory:\n  save: [support]\n")
+    store = tmp_path / "teamrun.db"
+    model = ScriptedModel({"support": [tool_call("memory_save", fact=f"Their token is {token} for CI"), "Noted."]})
+    result = load_team(team_file, chat_model=model, store=store).run_sync("remember it", resource="cust-A")
+    assert result.status == "done", result.error
+    assert embedder.texts and not any(token in text for text in embedder.texts)
+    with open_store(store) as opened:
+        facts = [m.fact for m in MemoryStore(opened).list("cust-A")]
+    assert len(facts) == 1 and token not in facts[0] and "Their token is" in facts[0]
