@@ -287,3 +287,30 @@ def test_token_shapes_are_masked_before_a_fact_is_embedded_or_saved(
     with open_store(store) as opened:
         facts = [m.fact for m in MemoryStore(opened).list("cust-A")]
     assert len(facts) == 1 and token not in facts[0] and "Their token is" in facts[0]
+
+
+def test_a_replay_answers_the_embeddings_from_the_recording_with_no_call(tmp_path: Path) -> None:
+    from tests.memory.fake_embeddings import FakeEmbeddingHTTPServer
+
+    store, cassette = tmp_path / "teamrun.db", tmp_path / "run.cassette.jsonl"
+    team_file = tmp_path / "desk.yaml"
+    fact = "The customer wants invoices by email as PDF"
+    with FakeEmbeddingHTTPServer() as fake:
+        embedding = f"  embedding: {{model: openai/fake-embed, api_base: '{fake.url}', dimensions: 16}}\n"
+        team_file.write_text(TEAM.replace("memory:\n", "memory:\n" + embedding))
+        recorded = ScriptedModel({"support": [tool_call("memory_save", fact=fact), "Noted."]})
+        first = load_team(team_file, chat_model=recorded, store=store, record=cassette).run_sync(
+            "Remember: invoices by email as PDF", resource="cust-A"
+        )
+        assert first.status == "done", first.error
+        paid = fake.calls
+        assert paid >= 2  # the recall before each turn and the save
+    again = load_team(team_file, store=tmp_path / "fresh.db", replay=cassette).run_sync(
+        "Remember: invoices by email as PDF", resource="cust-A"
+    )
+    assert fake.calls == paid  # the endpoint is down by now, and no call was made
+    assert again.status == "done", again.error
+    assert again.final_text == "Noted."
+    assert not [w for w in again.warnings if "embed" in w]
+    with open_store(tmp_path / "fresh.db") as opened:
+        assert [m.fact for m in MemoryStore(opened).list("cust-A")] == [fact]

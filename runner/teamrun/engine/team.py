@@ -326,6 +326,7 @@ class Team:
             secrets=self.loaded.secrets,
             api_base=self.api_base,
             working_memory=config.workspace is not None and config.workspace.persist == "resource",
+            chat_model=self._chat_model,  # a recording keeps the embeddings, a replay answers them
         )
         if ctx.memory is not None:
             bus.subscribe(ctx.memory)  # it learns the run's later secrets (a secret answer) before it embeds

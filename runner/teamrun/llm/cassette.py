@@ -238,7 +238,8 @@ class RecordingModel:
         self.inner = inner
         self.path = Path(path)
         self.redactor = redactor if redactor is not None else _default_redactor()
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
+        """Held while a line is appended (long-term memory appends its embedding lines under it too)."""
         header = {
             "format": CASSETTE_FORMAT,
             "v": CASSETTE_VERSION,
@@ -269,7 +270,7 @@ class RecordingModel:
             "reply": self.redactor.value(reply_to_dict(reply)),
         }
         line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
-        with self._lock, self.path.open("a", encoding="utf-8") as handle:
+        with self.lock, self.path.open("a", encoding="utf-8") as handle:
             handle.write(line)
         return reply
 
@@ -305,6 +306,8 @@ def read_cassette(path: str | Path) -> list[Exchange]:
                     f"(v{CASSETTE_VERSION}); upgrade teamrun or re-record"
                 )
             header_seen = True
+            continue
+        if "kind" in data:  # not a model exchange (long-term memory's embedding lines: engine/memory/cassette.py)
             continue
         try:
             exchanges.append(

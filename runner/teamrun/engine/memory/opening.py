@@ -51,13 +51,27 @@ def memory_store_of(store: Store) -> MemoryStore:
 
 
 def open_memory(
-    settings: LongTermMemory, store: Store, resource: str, *, secrets: Iterable[str], api_base: str | None
+    settings: LongTermMemory,
+    store: Store,
+    resource: str,
+    *,
+    secrets: Iterable[str],
+    api_base: str | None,
+    chat_model: object = None,
 ) -> MemorySession:
     """The run's memory of ``resource`` (blocking: opens the store). Raises a :class:`~teamrun.errors.UserError`
-    for a bad resource id or an unset key variable."""
+    for a bad resource id or an unset key variable. ``chat_model``: the run's; a recording
+    (:class:`~teamrun.llm.cassette.RecordingModel`) records the embedding calls in its cassette too, and a replay
+    (:class:`~teamrun.llm.cassette.ReplayModel`) answers them from it (no call, no key)."""
+    from teamrun.engine.memory.cassette import RecordingEmbedder, ReplayEmbedder
+    from teamrun.llm.cassette import RecordingModel, ReplayModel
+
     check_resource_id(resource)
     embedding = settings.embedding
     offline = is_offline_model(embedding.model.strip())
+    if isinstance(chat_model, ReplayModel) and not offline:
+        replayed = ReplayEmbedder(embedding.model, chat_model.path, embedding.dimensions)
+        return MemorySession(resource, settings, memory_store_of(store), replayed, Redactor(secrets))
     key = None
     if embedding.api_key_env and not offline:
         key = os.environ.get(embedding.api_key_env, "")
@@ -74,6 +88,8 @@ def open_memory(
         timeout_s=embedding.request_timeout_s,
         num_retries=embedding.num_retries,
     )
+    if isinstance(chat_model, RecordingModel) and not offline:
+        embedder = RecordingEmbedder(embedder, chat_model.path, chat_model.lock, embedding.dimensions)
     return MemorySession(resource, settings, memory_store_of(store), embedder, Redactor(secrets))
 
 
@@ -86,6 +102,7 @@ async def memory_for_run(
     secrets: Iterable[str],
     api_base: str | None,
     working_memory: bool = False,
+    chat_model: object = None,
 ) -> tuple[MemorySession | None, list[str]]:
     """The run's memory and what the run warns about it. A resumed run takes the resource its first attempt
     was given (journaled as it started) unless given one; a new journaled run journals its resource.
@@ -101,7 +118,7 @@ async def memory_for_run(
     if resource is None:
         return None, [NO_RESOURCE_WARNING]
     memory = await asyncio.to_thread(
-        lambda: open_memory(settings, store(), resource, secrets=secrets, api_base=api_base)
+        lambda: open_memory(settings, store(), resource, secrets=secrets, api_base=api_base, chat_model=chat_model)
     )
     if journal is not None and journal.replay.memory_resource() != resource:
         journal.write(resource_entry(resource))
