@@ -229,7 +229,8 @@ def _settled(run_id: str, item: Any) -> str:
     if item.status == "expired":
         return f"item {item.item_id} of run {run_id} expired at {_when(item.answered_at)}: nobody answered in time"
     return (
-        f"item {item.item_id} of run {run_id} was already answered by {item.answered_by} at {_when(item.answered_at)}"
+        f"item {item.item_id} of run {run_id} was already answered by {inert(str(item.answered_by))} "
+        f"at {_when(item.answered_at)}"  # who answered: text from anyone with the store or the server
     )
 
 
