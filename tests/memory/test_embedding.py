@@ -87,7 +87,8 @@ def test_a_bad_embedding_model_or_input_is_refused_by_name() -> None:
 
 def test_a_hanging_endpoint_times_out_and_the_error_names_it() -> None:
     with FakeEmbeddingHTTPServer(Behaviour(hang=threading.Event())) as fake:
-        embedder = embedder_for("openai/fake-embed", api_base=fake.url, api_key="sk-x", timeout_s=0.3, num_retries=0)
+        embedder = embedder_for("openai/fake-embed", api_base=fake.url, api_key="sk-x", timeout_s=0.3, num_retries=1)
         with pytest.raises(EmbeddingFailed, match=r"'openai/fake-embed' at http://127.0.0.1:\d+/v1 timed out") as err:
             asyncio.run(embedder.embed(["one"]))
-    assert "memory.embedding.request_timeout_s" in str(err.value)
+        assert fake.calls == 2  # retried once
+    assert "(2 attempt(s) of 0.3s); raise memory.embedding.request_timeout_s" in str(err.value)

@@ -29,7 +29,8 @@ EMBEDDING_TIMEOUT_S = 60.0
 """Seconds one embedding request may take (``memory.embedding.request_timeout_s``) before it is retried."""
 EMBEDDING_RETRIES = 2
 """Retries of a failed or timed-out embedding request (``memory.embedding.num_retries``)."""
-_BACKSTOP_GRACE_S = 5.0
+_RETRY_BACKOFF_S = 0.5
+"""The wait before the first retry of an embedding request; doubled for each next one."""
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP_WORDS = (
     "a an the and or but if of to in on at by for with from as is are was were be been being am do does did "
@@ -175,24 +176,29 @@ class LiteLLMEmbedder:
             kwargs["dimensions"] = self.dimensions
             kwargs["drop_params"] = True
         kwargs["timeout"] = self.timeout_s
-        kwargs["num_retries"] = self.num_retries
+        kwargs["num_retries"] = 0  # ours, below: LiteLLM does not always enforce its timeout on embeddings
         where = f" at {self.api_base}" if self.api_base else " at its provider's endpoint"
         attempts = self.num_retries + 1
-        timed_out = EmbeddingFailed(
-            f"embedding model {self.model!r}{where} timed out ({attempts} attempt(s) of "
-            f"{self.timeout_s:g}s); raise memory.embedding.request_timeout_s or check the endpoint"
-        )
-        try:  # our backstop: LiteLLM's timeout and retries, and a little more, never a stalled run
-            async with asyncio.timeout(self.timeout_s * attempts + _BACKSTOP_GRACE_S):
-                response = await litellm.aembedding(**kwargs)
-        except TimeoutError:
-            raise timed_out from None
-        except Exception as exc:  # any provider failure becomes our error, named
-            if "timeout" in type(exc).__name__.lower():
-                raise timed_out from None
-            raise EmbeddingFailed(
-                f"embedding model {self.model!r}{where} failed: {_reason(exc, self._api_key)}"
-            ) from None
+        for attempt in range(attempts):
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    response = await litellm.aembedding(**kwargs)
+                break
+            except Exception as exc:  # any provider failure becomes our error, named
+                timeout = isinstance(exc, TimeoutError) or "timeout" in type(exc).__name__.lower()
+                status = getattr(exc, "status_code", None)
+                transient = timeout or not isinstance(status, int) or status >= 500 or status in (408, 429)
+                if transient and attempt + 1 < attempts:
+                    await asyncio.sleep(_RETRY_BACKOFF_S * 2**attempt)
+                    continue
+                if timeout:
+                    raise EmbeddingFailed(
+                        f"embedding model {self.model!r}{where} timed out ({attempts} attempt(s) of "
+                        f"{self.timeout_s:g}s); raise memory.embedding.request_timeout_s or check the endpoint"
+                    ) from None
+                raise EmbeddingFailed(
+                    f"embedding model {self.model!r}{where} failed: {_reason(exc, self._api_key)}"
+                ) from None
         return self._parse(response, len(texts), where)
 
     def _parse(self, response: Any, count: int, where: str) -> Embeddings:
