@@ -47,6 +47,23 @@ Examples:
 """
 
 
+def _lease_seconds(value: float) -> float:
+    """``--lease``: 0 (alone), or a finite time a heartbeat fits in several times (NaN, inf and 0.1 were taken: a
+    NaN lease never expired, so a dead replica's runs never moved)."""
+    if value == 0:
+        return 0.0
+    if not LEASE_RANGE_S[0] <= value <= LEASE_RANGE_S[1]:  # false for NaN too
+        raise click.BadParameter(
+            f"{value} is not a lease: give 0 (this server alone) or {LEASE_RANGE_S[0]:g} to {LEASE_RANGE_S[1]:g} "
+            "seconds (a replica renews its leases every second)"
+        )
+    return value
+
+
+LEASE_RANGE_S = (2.0, 86400.0)
+"""The lease times ``--lease`` takes besides 0."""
+
+
 @click.command(help=HELP, short_help="Serve teams over HTTP (OpenAI-compatible, runs API, A2A).")
 @click.argument("team_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
@@ -145,10 +162,11 @@ Examples:
     "lease_s",
     default=0.0,
     type=click.FloatRange(0),
+    callback=lambda _ctx, _param, value: _lease_seconds(value),
     metavar="SECONDS",
     help="Serve as one replica of several on the --store (behind a load balancer): each run this server executes "
-    "holds a lease renewed every second; a replica silent for SECONDS has its running runs resumed by another, "
-    "and any replica answers for any run. 0: this server runs alone. See docs/serve.md, Several machines.",
+    "holds a lease renewed every second; a replica silent for SECONDS (2 to 86400) has its running runs resumed by "
+    "another, and any replica answers for any run. 0: this server runs alone. See docs/serve.md, Several machines.",
 )
 def serve(
     team_files: tuple[str, ...],
