@@ -7,6 +7,7 @@ spending without bound); ``--json`` shows the values in force for a run.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -74,17 +75,22 @@ def api_base_problem(url: str) -> str | None:
     or ``None``: said before any call, rather than as a provider error after retries."""
     from urllib.parse import urlsplit
 
+    shown = repr(_USER_INFO.sub("//***@", url))  # the URL said without the key it may carry
     try:
         parts = urlsplit(url.strip())
         port = parts.port
     except ValueError as exc:
-        return f"{url!r} is not a URL ({exc})"
+        return f"{shown} is not a URL ({_USER_INFO.sub('//***@', str(exc))})"
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"{url!r} is not an http(s) URL with a host, e.g. http://localhost:8000/v1"
+        return f"{shown} is not an http(s) URL with a host, e.g. http://localhost:8000/v1"
     if parts.username is not None or parts.password is not None:
-        return f"{url!r} carries user info; give the key with api_key_env instead"
+        return f"{shown} carries user info; give the key with api_key_env instead"
     del port
     return None
+
+
+_USER_INFO = re.compile(r"//[^/?#@]*@")
+"""The user info of a URL (``//user:key@``): never repeated in a message."""
 
 
 def run_api_base(given: str | None = None) -> str | None:

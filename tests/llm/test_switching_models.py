@@ -313,7 +313,8 @@ def test_an_api_base_that_cannot_be_an_endpoint_is_a_usage_error_before_any_call
 
     err = capsys.readouterr().err
     assert code == 2
-    assert f"--api-base: {url!r} " in err and why in err and "HTTP 500" not in err
+    shown = url.replace("//user@", "//***@")  # user info is never repeated: it may be a key
+    assert f"--api-base: {shown!r} " in err and why in err and "HTTP 500" not in err
 
 
 def test_eval_and_batch_take_api_base_for_the_agents_and_the_judges_that_name_none(
