@@ -76,6 +76,14 @@ def fake_openai(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
         server.stop()
 
 
+@pytest.fixture
+def second_openai(fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    """A second scripted provider beside ``fake_openai`` (a fallback model's endpoint, the other side of a circuit
+    breaker): the keys and proxy settings are ``fake_openai``'s, its ``.url`` its own ``api_base``."""
+    with FakeOpenAI() as server:
+        yield server
+
+
 # ---- end llm block ----------------------------------------------------------------------
 
 

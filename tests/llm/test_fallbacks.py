@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
@@ -16,6 +17,7 @@ import teamrun
 from teamrun.events import Event, LlmEnd
 from teamrun.llm import breaker
 from teamrun.llm.breaker import BreakerRegistry
+from tests.cli_processes import free_port
 from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
 
 
@@ -38,10 +40,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 @pytest.fixture
-def second(fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
-    """The second provider (the fallback's)."""
-    with FakeOpenAI() as server:
-        yield server
+def second(second_openai: FakeOpenAI) -> FakeOpenAI:
+    """The second provider (the fallback's): tests/conftest.py's ``second_openai``."""
+    return second_openai
 
 
 def supervisor_team(
@@ -347,8 +348,7 @@ def test_a_replayed_call_answers_from_the_journal_under_the_model_that_answered_
 def test_an_endpoint_that_cannot_be_reached_falls_back(
     tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock
 ) -> None:
-    closed = FakeOpenAI().start()
-    closed.stop()  # its port now refuses connections
+    closed = cast(FakeOpenAI, SimpleNamespace(url=f"http://127.0.0.1:{free_port()}/v1"))  # nothing listens there
     script_backup(second)
 
     result, events = run(supervisor_team(tmp_path, closed, second))

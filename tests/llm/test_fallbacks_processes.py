@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,10 +29,9 @@ HUNG_S = 600.0
 
 
 @pytest.fixture
-def second(fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
-    """The second provider (the fallback's)."""
-    with FakeOpenAI() as server:
-        yield server
+def second(second_openai: FakeOpenAI) -> FakeOpenAI:
+    """The second provider (the fallback's): tests/conftest.py's ``second_openai``."""
+    return second_openai
 
 
 def _team(tmp_path: Path, first: FakeOpenAI, second: FakeOpenAI) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,9 +25,9 @@ def _fresh_breakers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def second(fake_openai: FakeOpenAI) -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
+def second(second_openai: FakeOpenAI) -> FakeOpenAI:
+    """The second provider (the fallback's): tests/conftest.py's ``second_openai``."""
+    return second_openai
 
 
 def _cached_answer(content: str, *, prompt: int, cached: int) -> Reply:

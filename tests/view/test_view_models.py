@@ -117,39 +117,43 @@ class _SteppedClock:
 
 
 def test_a_recorded_run_that_fell_back_and_waited_shows_both(
-    tmp_path: Path, open_page: OpenPage, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    open_page: OpenPage,
+    fake_openai: FakeOpenAI,
+    second_openai: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same, from a run on two fake providers (its trace's own lines): the first answers 500 and allows one
     request a minute, so the second and third calls wait for it, then fall back."""
     clock = _SteppedClock()
     monkeypatch.setattr(ratelimit, "_process_rate_limits", RateLimits(clock=clock, sleep=clock.sleep))
     monkeypatch.setattr(breaker, "_process_breakers", BreakerRegistry())
-    with FakeOpenAI() as second:
-        fake_openai.handler("primary", lambda _request: http_error(500))
-        second.script(
-            "backup",
-            [tool_calls(("ask_writer", {"task": "a haiku"})), text("an old pond"), text("the writer wrote it")],
-        )
-        team = tmp_path / "team.yaml"
-        team.write_text(
-            textwrap.dedent(f"""\
-                version: 1
-                name: falls
-                supervisor: lead
-                defaults:
-                  model: openai/primary
-                  api_base: {fake_openai.url}
-                  num_retries: 0
-                  rate_limit: {{requests_per_minute: 1}}
-                  fallbacks:
-                    - {{model: openai/backup, api_base: "{second.url}", num_retries: 0}}
-                agents:
-                  lead: {{instructions: Lead., delegates_to: [writer]}}
-                  writer: {{instructions: Write.}}
-                """),
-            encoding="utf-8",
-        )
-        _, page_file = record_view(team, tmp_path, "Write a haiku.")
+    second = second_openai
+    fake_openai.handler("primary", lambda _request: http_error(500))
+    second.script(
+        "backup",
+        [tool_calls(("ask_writer", {"task": "a haiku"})), text("an old pond"), text("the writer wrote it")],
+    )
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        textwrap.dedent(f"""\
+            version: 1
+            name: falls
+            supervisor: lead
+            defaults:
+              model: openai/primary
+              api_base: {fake_openai.url}
+              num_retries: 0
+              rate_limit: {{requests_per_minute: 1}}
+              fallbacks:
+                - {{model: openai/backup, api_base: "{second.url}", num_retries: 0}}
+            agents:
+              lead: {{instructions: Lead., delegates_to: [writer]}}
+              writer: {{instructions: Write.}}
+            """),
+        encoding="utf-8",
+    )
+    _, page_file = record_view(team, tmp_path, "Write a haiku.")
     opened = open_page(page_file.as_uri())
     page = opened.page
     why = "openai/backup after openai/primary failed: server error (HTTP 500)"
