@@ -115,12 +115,27 @@ class RunClaimed(UsageError):
     """Another process claimed the waiting run first (it continues it)."""
 
 
+class RunCancelledMeanwhile(RunClaimed):
+    """The waiting run was cancelled (by a server, an A2A client) between this process's look and its claim."""
+
+
 def claim_waiting(backend: Any, run_id: str) -> None:
-    """Take the waiting run for this process (one conditional update); :class:`RunClaimed` when another did."""
+    """Take the waiting run for this process (one conditional update); :class:`RunClaimed` when another did,
+    :class:`RunCancelledMeanwhile` when a cancel came first (it was said as another process continuing it)."""
     from teamrun.engine.durability.pending import claim_run
 
-    if not claim_run(_items(backend), run_id):
-        raise RunClaimed(f"run {run_id} is being continued by another process")
+    if claim_run(_items(backend), run_id):
+        return
+    now = backend.get_run(run_id)
+    if now is not None and now.status == "cancelled":
+        from teamrun.cli.resume_cmd import resume_command
+
+        why = f" ({inert(now.error)})" if now.error else ""
+        raise RunCancelledMeanwhile(
+            f"run {run_id} was cancelled{why} as this process started to continue it; "
+            f"`{resume_command(run_id, getattr(backend, 'location', None))}` continues it all the same"
+        )
+    raise RunClaimed(f"run {run_id} is being continued by another process")
 
 
 # -- what a suspended run says -------------------------------------------------------------------
