@@ -196,7 +196,8 @@ def _parts(parts: Any) -> list[str]:
         if part.HasField("text"):
             out.append(plain_text(part.text))
         elif part.HasField("data"):
-            out.append("\n" + plain_text(json.dumps(_whole(MessageToDict(part.data)), ensure_ascii=False)) + "\n")
+            data = _whole(MessageToDict(part.data))  # a protobuf Struct: its keys have no order of their own
+            out.append("\n" + plain_text(json.dumps(data, ensure_ascii=False, sort_keys=True)) + "\n")
         elif part.HasField("url"):
             out.append(plain_text(f"\n[file: {part.filename or part.url}] <{part.url}>\n"))
         elif part.HasField("raw"):
