@@ -282,7 +282,7 @@ def test_an_agent_takes_defaults_list_and_its_empty_list_turns_it_off(tmp_path: 
     assert [f.model for f in lead.fallbacks] == ["anthropic/claude-3-5-haiku-latest"]
     assert lead.fallback_on == frozenset({"server_error", "rate_limited", "timeout", "connection"})
     assert [(f.model, f.api_base, f.num_retries, f.extra) for f in writer.fallbacks] == [
-        ("openai/gpt-4o", "https://api.openai.com/v1", 1, {"seed": 7}),
+        ("openai/gpt-4o", "https://llm.example.com/v1", 1, {"seed": 7}),
         ("offline", None, 3, {}),
     ]
     assert checker.fallbacks == ()
