@@ -77,7 +77,9 @@ def test_a_cancel_refused_because_the_run_is_over_shows_the_run_as_it_is(serve: 
     with chromium() as browser:
         page = workbench(browser, server.url)
         run_id = waiting_on_the_page(page)
-        page.select_option("#runs-status", "running")  # its row is not listed: only the refusal tells the panel
+        # a status the run never has (with "running" the list could catch it resumed and tell the panel): its row
+        # is not listed, so only the refusal tells the panel
+        page.select_option("#runs-status", "failed")
         expect(page.locator(f'#runs-list .run-row[data-run="{run_id}"]')).to_have_count(0, timeout=30_000)
         answer_over_http(server.url, run_id)
         expect(page.locator("#status")).to_have_text("waiting")  # nothing told the panel yet
