@@ -175,6 +175,8 @@ class FakeOpenAI:
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._rate: tuple[int, float, float | None] | None = None
+        self._arrivals: deque[float] = deque()
 
     # -- lifecycle ---------------------------------------------------------------
     @property
@@ -223,6 +225,15 @@ class FakeOpenAI:
         with self._lock:
             self._scripts.setdefault(model, _ModelScript()).handler = fn
 
+    def refuse_above(self, requests: int, *, window_s: float = 60.0, retry_after: float | None = 1.0) -> None:
+        """Answer 429 (``Retry-After: retry_after``; ``None``: no header) to every request that arrives when
+        ``requests`` have already arrived in the last ``window_s`` seconds, as a provider's requests-per-minute
+        limit does. Every request counts, the refused too; a refused one uses up no scripted reply and is logged
+        with status 429 and reply kind ``"rate_limited"``."""
+        with self._lock:
+            self._rate = (requests, window_s, retry_after)
+            self._arrivals.clear()
+
     def requests(self, model: str | None = None) -> list[RequestRecord]:
         """The logged requests, optionally only those for ``model``."""
         with self._lock:
@@ -241,6 +252,21 @@ class FakeOpenAI:
             raise AssertionError("fake server script not complete:\n  " + "\n  ".join(problems))
 
     # -- used by the request handler -----------------------------------------------
+    def _over_rate(self, now: float) -> Reply | None:
+        """The 429 to answer a request arriving at ``now`` with, if :meth:`refuse_above` says so."""
+        with self._lock:
+            if self._rate is None:
+                return None
+            most, window_s, retry_after = self._rate
+            while self._arrivals and self._arrivals[0] <= now - window_s:
+                self._arrivals.popleft()
+            over = len(self._arrivals) >= most
+            self._arrivals.append(now)
+        if not over:
+            return None
+        message = f"fake rate limit: more than {most} requests in {window_s:g} s"
+        return http_error(429, retry_after=retry_after, message=message, delay=0.0)
+
     def _next_reply(self, model: str, request: dict[str, Any]) -> Reply | None:
         with self._lock:
             script = self._scripts.get(model)
@@ -313,6 +339,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
             record.end = time.monotonic()
 
     def _answer(self, fake: FakeOpenAI, model: str, request: dict[str, Any], record: RequestRecord) -> None:
+        refused = fake._over_rate(record.start)
+        if refused is not None:
+            record.status, record.reply_kind = 429, "rate_limited"
+            headers = {} if refused.retry_after is None else {"Retry-After": f"{refused.retry_after:g}"}
+            self._send_json(429, _error_body(refused.error_message, 429), headers=headers)
+            return
         reply = fake._next_reply(model, request)
         if reply is None:
             record.status, record.reply_kind = 500, "violation"

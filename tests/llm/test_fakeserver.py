@@ -117,3 +117,20 @@ def test_requests_are_served_concurrently(fake_openai: FakeOpenAI) -> None:
     assert len(log) == 6 and all(r.status == 200 and r.end >= r.start + 0.29 for r in log)
     assert max(r.start for r in log) < min(r.end for r in log)  # all were in flight at once
     fake_openai.assert_complete()
+
+
+def test_refuse_above_answers_429_past_the_window_s_requests_and_keeps_the_script(fake_openai: FakeOpenAI) -> None:
+    fake_openai.script("m", [text("one"), text("two"), text("three")])
+    fake_openai.refuse_above(2, window_s=3600, retry_after=7)
+
+    statuses = [post(fake_openai, chat("m"))[0] for _ in range(4)]
+
+    assert statuses == [200, 200, 429, 429]  # the refused count too: the window stays full
+    refused = fake_openai.requests("m")[2]
+    assert (refused.status, refused.reply_kind) == (429, "rate_limited")
+    request = urllib.request.Request(fake_openai.url + "/chat/completions", json.dumps(chat("m")).encode())
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(request, timeout=5)
+    assert info.value.code == 429 and info.value.headers["Retry-After"] == "7"
+    assert json.loads(info.value.read())["error"]["type"] == "rate_limit_error"
+    assert fake_openai.leftovers() == {"m": 1}  # a refused request uses up no scripted reply
