@@ -10,16 +10,30 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from teamrun.bounds import check_value
 from teamrun.config.models import Limits
 from teamrun.serve.security import LONE_SURROGATE, lone_surrogate
 
-__all__ = ["BODY_NOT_JSON", "ApprovalAnswer", "ChatMessage", "ChatRequest", "RunRequest", "json_body", "valid_body"]
+__all__ = [
+    "BODY_NOT_JSON",
+    "OUT_OF_BOUNDS",
+    "ApprovalAnswer",
+    "ChatMessage",
+    "ChatRequest",
+    "RunRequest",
+    "json_body",
+    "valid_body",
+]
 
 BODY_NOT_JSON = "body_not_json"
 """The validation error type of a body not labelled JSON that is not JSON either (answered ``400 invalid_json``)."""
+OUT_OF_BOUNDS = "out_of_bounds"
+"""The validation error type of a body that breaks a rule of :mod:`teamrun.bounds` other than the text rule: a
+number that is not finite (``NaN``, ``Infinity``, ``1e999``: Python's JSON reads them), an integer past ±2^63-1,
+nesting past 64 (answered ``422 invalid_request``, naming the place)."""
 
 
 def json_body(data: Any) -> Any:
@@ -38,12 +52,32 @@ def json_body(data: Any) -> Any:
 
 
 def valid_body(data: Any) -> Any:
-    """:func:`json_body`, then text that is not valid Unicode refused (400 ``invalid_text``) before anything runs."""
+    """:func:`json_body`, then text that is not valid Unicode refused (400 ``invalid_text``), then what breaks the
+    rules a model's tool-call arguments follow (:func:`teamrun.bounds.check_value`: finite numbers, integers within
+    ±2^63-1, nesting within 64) refused (422, :data:`OUT_OF_BOUNDS`), before anything runs."""
     data = json_body(data)
     where = lone_surrogate(data)
     if where is not None:
         raise PydanticCustomError("lone_surrogate", "{where} " + LONE_SURROGATE, {"where": where})
+    found = check_value(data, subject="the request body")
+    if found is not None:
+        raise PydanticCustomError(OUT_OF_BOUNDS, "{message}", {"message": found.message})
     return data
+
+
+def no_booleans(value: Any) -> Any:
+    """An object of numbers (``budgets``) as given, unless one of them is ``true`` or ``false``: pydantic reads a
+    boolean as the number 1 or 0 (``{"max_steps": true}`` would be one step); a client that sends one means
+    something else."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, bool):
+                raise PydanticCustomError(
+                    "bool_not_number",
+                    "{key} is {given}, a boolean, not a number: send a number",
+                    {"key": key, "given": "true" if item else "false"},
+                )
+    return value
 
 
 class Wire(BaseModel):
@@ -68,7 +102,8 @@ class ChatRequest(Wire):
     model_config = ConfigDict(extra="allow")
     model: str
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
-    stream: bool = False
+    stream: StrictBool = False
+    """Only a JSON ``true`` or ``false`` (``1``, ``"yes"`` are refused, not read as a choice)."""
     stream_options: dict[str, Any] | None = None
     user: str | None = None
 
@@ -84,14 +119,19 @@ class RunRequest(Wire):
     vars: dict[str, str | int | float | bool] | None = None
     """Template variables, over the team file's ``vars``."""
     budgets: Limits | None = None
-    """Run limits for this run; each may only be lower than the team's ``limits``."""
+    """Run limits for this run; each may only be lower than the team's ``limits``; each a number (not a boolean)."""
     thread: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     """The thread this run continues (or starts); needs a server with a store."""
+
+    @field_validator("budgets", mode="before")
+    @classmethod
+    def _budgets_are_numbers(cls, value: Any) -> Any:
+        return no_booleans(value)
 
 
 class ApprovalAnswer(Wire):
     """``POST /v1/runs/{run}/approvals/{id}``."""
 
     model_config = ConfigDict(extra="forbid")
-    approve: bool
-    """``true`` runs the tool call, ``false`` denies it."""
+    approve: StrictBool
+    """``true`` runs the tool call, ``false`` denies it (only a JSON boolean: ``1``, ``"yes"`` are refused)."""
