@@ -112,14 +112,14 @@ def test_a_run_taken_while_the_heartbeat_renews_is_not_mistaken_for_a_lost_one(t
     replica = Replica(registry, {}, store, lease_s=60, owner="a")
     cancelled: list[str] = []
     registry.cancel = lambda run_id, reason="": cancelled.append(run_id)  # type: ignore[assignment,method-assign,return-value]
-    renew = store.leases.renew
+    renew = replica.leases.renew
 
     def renew_while_a_run_starts(owner: str, ttl_s: float) -> dict[str, Any]:
         held = renew(owner, ttl_s)
         replica.held["new"] = store.leases.acquire("new", "a", ttl_s)  # its own() ended after the renewal read
         return held
 
-    store.leases.renew = renew_while_a_run_starts  # type: ignore[method-assign]
+    replica.leases.renew = renew_while_a_run_starts  # type: ignore[method-assign]
     asyncio.run(replica.tick())
     assert cancelled == [] and replica.held == {"new": 1}
     store.close()

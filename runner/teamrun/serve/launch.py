@@ -95,7 +95,9 @@ def load(options: ServeOptions) -> Loaded:
     if options.store_location:
         from teamrun.store import open_store
 
-        store = open_store(options.store_location)  # now: a wrong URL or an unreachable server stops the start
+        # now: a wrong URL or an unreachable server stops the start. Each running run's journal holds a
+        # connection: one per run slot, and some for the requests
+        store = open_store(options.store_location, pool_size=options.max_concurrent_runs + 5)
     capture = None
     if options.trace_content:
         from teamrun.observe.trace_file import ContentCapture

@@ -2,12 +2,15 @@
 
 Each run this server executes holds a lease in the store (:mod:`teamrun.store.leases`), taken as it starts or
 continues here (:attr:`RunRegistry.owning <teamrun.serve.runs.RunRegistry.owning>`) and released as it ends or
-suspends waiting for people. A heartbeat (:meth:`Replica.tick`, every :attr:`Replica.tick_s`) renews them all in
-one statement, applies the cancels other replicas left on them (on PostgreSQL at once, through ``LISTEN``),
-saves the events of the runs running here (so any replica streams them live,
-:func:`teamrun.serve.sse.store_stream`), notices a lease another replica took (the run stops here), and takes
-over the runs of replicas that stopped renewing: each is resumed from its journal as ``teamrun resume`` resumes it
-(finished calls answered from the journal, not paid again), its events say ``run_moved``. Every journal write
+suspends waiting for people. A heartbeat (:meth:`Replica.renew`, every :attr:`Replica.tick_s`) renews them all in
+one statement, on a connection pool of its own (request traffic holding every connection of the store's pool
+never delays it; a renewal that fails or comes late says so), applies the cancels other replicas left on them (on
+PostgreSQL at once, through ``LISTEN``), saves the events of the runs running here (so any replica streams them
+live, :func:`teamrun.serve.sse.store_stream`) and notices a lease another replica took (the run stops here).
+Beside it, :meth:`Replica.take_over` takes over the runs of replicas that stopped renewing: each is resumed from
+its journal as ``teamrun resume`` resumes it (finished calls answered from the journal, not paid again), its
+events say ``run_moved``. A run that cannot take its lease as it starts does not start (:class:`LeaseNotTaken`:
+``POST /v1/runs`` answers ``503``, never ``201`` for a run with no record). Every journal write
 and record save of a run is fenced by the lease's generation (:class:`~teamrun.store.leases.Fences`): a replica
 that comes back after its run was taken (paused, cut off) has its writes refused, says so, and stops executing
 the run.
@@ -23,11 +26,12 @@ import asyncio
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from teamrun.errors import TeamrunError
+from teamrun.errors import StoreError, TeamrunError
 from teamrun.logs import get_logger
 from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown, store_people
 from teamrun.serve.served import Served
@@ -37,14 +41,21 @@ if TYPE_CHECKING:
     from teamrun.store import Store
     from teamrun.store.leases import Lease, StaleLease
 
-__all__ = ["DEFAULT_LEASE_S", "Replica", "replica_id"]
+__all__ = ["DEFAULT_LEASE_S", "LeaseNotTaken", "Replica", "replica_id"]
 
 _log = get_logger(__name__)
 
 DEFAULT_LEASE_S = 15.0
 """Seconds a lease lasts without renewal: how long a dead replica's runs wait before another takes them."""
+HEARTBEAT_CONNECTIONS = 3
+"""The heartbeat's own pool: the renewal, the takeover beside it, the cancel listener (PostgreSQL)."""
 MOVED_REASON = "moved to another replica"
 """The cancel reason of a run this replica stopped executing because another took its lease."""
+
+
+class LeaseNotTaken(StoreError):
+    """A run could not take its lease (the store is out of reach, or its connections all busy): it did not
+    start, and has no record anywhere."""
 
 
 def replica_id() -> str:
@@ -66,6 +77,7 @@ class Replica:
         owner: str | None = None,
     ) -> None:
         from teamrun.store.journal import StoreJournal
+        from teamrun.store.leases import LeaseRepository
 
         self.registry = registry
         self.served = served
@@ -75,6 +87,15 @@ class Replica:
         self.tick_s = min(1.0, lease_s / 4)
         """Seconds between heartbeats: well inside the lease, and soon enough for a forwarded cancel."""
         self.id = owner or replica_id()
+        self.leases = LeaseRepository(
+            store.separate_engine(pool_size=HEARTBEAT_CONNECTIONS, timeout_s=max(self.tick_s, lease_s / 2)),
+            clock=store.leases.clock,
+        )
+        """The heartbeat's leases (renewal, takeover, the cancel listener, handover): a pool of their own, so they
+        never wait for a connection behind request traffic."""
+        self.renewed_at: float | None = None
+        """When the heartbeat last renewed this replica's leases (monotonic seconds)."""
+        self._late_said = False
         self.backend = StoreJournal(store)
         self.held: dict[str, int] = {}
         """The runs executing here, with their lease's generation."""
@@ -101,11 +122,15 @@ class Replica:
         handle = self.registry.get(run_id)
         try:
             generation = await asyncio.to_thread(self._acquire, run_id, handle)
-            self.store.fences.set(run_id, Fence(self.id, generation))
-            self.held[run_id] = generation
-        finally:
-            if handle is not None:
-                handle.owned.set()
+        except Exception as exc:  # the store is out of reach or its pool is dry: the run does not start here
+            _log.warning("serve_lease_not_taken", run=run_id, error=str(exc), error_type=type(exc).__name__)
+            raise LeaseNotTaken(
+                f"run {run_id} could not take its lease in the store, so it did not start: {exc}; retry the request"
+            ) from None
+        self.store.fences.set(run_id, Fence(self.id, generation))
+        self.held[run_id] = generation
+        if handle is not None:
+            handle.owned.set()
 
     def _acquire(self, run_id: str, handle: RunHandle | None) -> int:
         """The lease, and a new run's record as ``running`` at once (blocking): any replica finds it from now on."""
@@ -119,15 +144,18 @@ class Replica:
         if record is not None and record.status == "running":
             self.store.runs.finish(run_id, status="failed", final_output=None, usage={}, cost=0.0, error=error)
 
-    async def recorded(self, handle: RunHandle) -> None:
+    async def recorded(self, handle: RunHandle) -> bool:
         """Until ``handle``'s new run holds its lease and has its record (or could not start): a request that
-        started it is answered then, so the next request finds it on any replica."""
+        started it is answered then, so the next request finds it on any replica. Whether it took its lease:
+        ``False``, it has no record anywhere (the store was out of reach, :class:`LeaseNotTaken`), and must
+        not be answered as started."""
         waits = [asyncio.ensure_future(handle.owned.wait()), asyncio.ensure_future(handle.wait())]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for wait in waits:
                 wait.cancel()
+        return handle.owned.is_set()
 
     def over(self, handle: RunHandle) -> None:
         """A run stopped here (the registry's ``when_over``): its lease goes (none while it waits for people)."""
@@ -173,7 +201,7 @@ class Replica:
     def _listen(self) -> None:
         """The listener thread: a cancel left on the lease of a run held here is applied at once."""
         try:
-            self.store.leases.listen(self._notified, self._stop)
+            self.leases.listen(self._notified, self._stop)
         except Exception as exc:  # the heartbeat still applies cancels, a second later
             _log.warning("serve_listen_stopped", replica=self.id, error=str(exc), error_type=type(exc).__name__)
 
@@ -186,17 +214,63 @@ class Replica:
             self.registry.cancel(run_id, reason)
 
     async def _beat(self) -> None:
+        taking: asyncio.Task[list[str]] | None = None
         while True:
             try:
-                await self.tick()
+                await self.renew()
             except Exception as exc:  # a store that does not answer for a while: the next beat tries again
                 _log.warning("serve_heartbeat_failed", replica=self.id, error=str(exc), error_type=type(exc).__name__)
+                self._said_if_late()
+            if (taking is None or taking.done()) and self._taking_runs:  # beside the beat: it never delays it
+                taking = asyncio.create_task(self._take_over_logged(), name="teamrun-replica-takeover")
             await asyncio.sleep(self.tick_s)  # a timer: the heartbeat's period
+
+    @property
+    def _taking_runs(self) -> bool:
+        return not self.registry.closing and not self._handing_over
+
+    async def _take_over_logged(self) -> list[str]:
+        try:
+            return await self.take_over()
+        except Exception as exc:  # the next beat tries again
+            _log.warning("serve_takeover_failed", replica=self.id, error=str(exc), error_type=type(exc).__name__)
+            return []
+
+    def _said_if_late(self) -> None:
+        """The leases held here went unrenewed past their time: say so (once until renewed again), as their runs
+        may move to another replica (whose generation then fences this one's writes)."""
+        if self._late_said or not self.held:
+            return
+        since = None if self.renewed_at is None else time.monotonic() - self.renewed_at
+        if since is not None and since < self.lease_s:
+            return
+        self._late_said = True
+        _log.error(
+            "serve_leases_not_renewed",
+            replica=self.id,
+            runs=sorted(self.held),
+            seconds=None if since is None else round(since, 1),
+            lease_s=self.lease_s,
+            why="the store did not answer the heartbeat: another replica may take these runs",
+        )
 
     async def tick(self) -> None:
         """One heartbeat: renew, apply forwarded cancels, stop runs taken by others, keep events, take over."""
+        await self.renew()
+        if self._taking_runs:
+            await self.take_over()
+
+    async def renew(self) -> None:
+        """Renew the leases held here, apply forwarded cancels, stop runs taken by others, keep events."""
         held = dict(self.held)  # a run taken meanwhile is not in what the renewal read
-        leases = await asyncio.to_thread(self.store.leases.renew, self.id, self.lease_s)
+        began = time.monotonic()
+        leases = await asyncio.to_thread(self.leases.renew, self.id, self.lease_s)
+        took = time.monotonic() - began
+        if self.renewed_at is not None and began - self.renewed_at > self.lease_s:
+            self._said_if_late()
+        self.renewed_at, self._late_said = time.monotonic(), False
+        if took > self.lease_s / 2:
+            _log.warning("serve_heartbeat_slow", replica=self.id, seconds=round(took, 1), lease_s=self.lease_s)
         for run_id, generation in held.items():
             if self.held.get(run_id) != generation:
                 continue  # it stopped here meanwhile (or continued under a new lease)
@@ -206,8 +280,6 @@ class Replica:
             elif lease.cancel_reason:
                 self.registry.cancel(run_id, lease.cancel_reason)
         self._keep_events()
-        if not self.registry.closing and not self._handing_over:
-            await self.take_over()
 
     def _keep_events(self) -> None:
         """Save the events of the runs running here that have new ones: another replica streams them from there."""
@@ -242,7 +314,7 @@ class Replica:
     async def take_over(self) -> list[str]:
         """Take the runs whose replica stopped renewing (or handed them over) and continue them here; their ids."""
         taken: list[str] = []
-        for lease in await asyncio.to_thread(self.store.leases.takeable):
+        for lease in await asyncio.to_thread(self.leases.takeable):
             if lease.owner == self.id and lease.run_id in self.held:
                 continue
             if await self._take(lease):
@@ -259,14 +331,19 @@ class Replica:
             return False  # a run of a team not served here: a replica that serves it takes it
         try:
             with self.registry.slot_for(lease.run_id):
-                generation = await asyncio.to_thread(self.store.leases.take, lease, self.id, self.lease_s)
+                generation = await asyncio.to_thread(self.leases.take, lease, self.id, self.lease_s)
                 if generation is None:
                     return False  # another replica took it first
                 self.store.fences.set(lease.run_id, Fence(self.id, generation))
                 self.held[lease.run_id] = generation
                 CLAIMED_HERE.add(lease.run_id)  # the lease is this process's claim on the run
                 handle = self.registry.continuing(
-                    entry.team, entry.redactor, run_id=record.run_id, input=record.input, thread=record.thread_id
+                    entry.team,
+                    entry.redactor,
+                    run_id=record.run_id,
+                    input=record.input,
+                    thread=record.thread_id,
+                    created=record.started_at,
                 )
         except (ServerBusy, ShuttingDown):
             return False  # no slot here: another replica (or a later beat) takes it
@@ -317,10 +394,12 @@ class Replica:
             handle = self.registry.get(run_id)
             if handle is not None:
                 handle.moved = True
-            released = await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, HANDOVER)
+            released = await asyncio.to_thread(self.leases.release, run_id, self.id, generation, HANDOVER)
             if released:
                 given.append(run_id)
             self.registry.cancel(run_id, "handed over to another replica (this server stops)")
         if given:
             _log.warning("serve_runs_handed_over", replica=self.id, runs=given)
+        if self.leases.engine is not self.store.engine:
+            self.leases.engine.dispose()  # the heartbeat's pool (a listener still waiting closes its own)
         return given

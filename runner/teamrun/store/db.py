@@ -52,6 +52,15 @@ class Store:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    def separate_engine(self, *, pool_size: int, timeout_s: float) -> sa.Engine:
+        """Another engine on this store's database with a pool of its own (``pool_size`` connections, no
+        overflow): what takes its connections there never waits behind the requests' (a replica's lease
+        heartbeat, issue 46). An in-memory SQLite store has only its own engine."""
+        url = self.engine.url
+        if self.dialect == "sqlite" and (not url.database or url.database == ":memory:" or url.query.get("uri")):
+            return self.engine
+        return _engine(url, self.display, pool={"pool_size": pool_size, "max_overflow": 0, "pool_timeout": timeout_s})
+
     def close(self) -> None:
         self.engine.dispose()
 
@@ -73,9 +82,16 @@ class Store:
         return f"Store({self.display})"
 
 
-def open_store(location: str | os.PathLike[str] | None = None, *, environ: Mapping[str, str] | None = None) -> Store:
+def open_store(
+    location: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    pool_size: int | None = None,
+) -> Store:
     """Open (and create or upgrade) the store at ``location``: a file path, a SQLAlchemy URL, or
     ``None`` for the default (``$TEAMRUN_STORE``, else ``$XDG_DATA_HOME/teamrun/teamrun.db``).
+    ``pool_size``: connections kept open (SQLAlchemy's 5 by default; ``teamrun serve`` keeps one per run slot,
+    as each running run's journal writes on a connection of its own), plus 10 more at need.
 
     Raises :class:`~teamrun.errors.StoreError` when it cannot be opened.
     """
@@ -91,7 +107,8 @@ def open_store(location: str | os.PathLike[str] | None = None, *, environ: Mappi
         raise StoreError(f"--store {url_text!r} is neither a file path nor a SQLAlchemy URL: {exc}") from None
     url = url.set(drivername=_DRIVERLESS.get(url.drivername, url.drivername))
     display = url.render_as_string(hide_password=True)
-    engine = _engine(url, display)
+    file_or_server = url.get_backend_name() != "sqlite" or url.database not in (None, "", ":memory:")
+    engine = _engine(url, display, pool={"pool_size": pool_size} if pool_size and file_or_server else None)
     try:
         upgrade(engine, where=display)
     except sa.exc.SQLAlchemyError as exc:
@@ -103,8 +120,8 @@ def open_store(location: str | os.PathLike[str] | None = None, *, environ: Mappi
     return Store(engine, display=display)
 
 
-def _engine(url: sa.URL, display: str) -> sa.Engine:
-    kwargs: dict[str, Any] = {}
+def _engine(url: sa.URL, display: str, *, pool: Mapping[str, Any] | None = None) -> sa.Engine:
+    kwargs: dict[str, Any] = dict(pool or {})
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:" and not url.query.get("uri"):
             path = Path(url.database)

@@ -33,8 +33,14 @@ async def create_run(state: State, body: RunRequest) -> JSONResponse:
     except BudgetTooHigh as exc:
         raise ApiError(422, str(exc), code="budget_too_high", extra={"limits": exc.in_force}) from None
     handle = state.start(target, body.input, body.thread, limits=body.budgets, vars=body.vars)
-    if state.replica is not None:  # answered once any replica finds the run
-        await state.replica.recorded(handle)
+    if state.replica is not None and not await state.replica.recorded(handle):  # answered once any replica finds it
+        raise ApiError(
+            503,
+            handle.error or f"run {handle.id} could not take its lease in the store, so it did not start; retry",
+            type="server_error",
+            code="store_unavailable",
+            headers={"Retry-After": "1"},
+        )
     return JSONResponse(handle.record(), status_code=201, headers={"Location": f"/v1/runs/{handle.id}"})
 
 
