@@ -62,9 +62,15 @@ def test_forget_says_what_it_removed_and_nothing_is_found_afterwards(
 ) -> None:
     assert main(["memory", "forget", "--resource", "customer-a", "--store", str(store_path)]) == 0
     out = capsys.readouterr().out
-    assert "forgot 'customer-a': 2 memories and 1 working-memory record removed" in out
+    assert "forgot 'customer-a': 2 memories and 1 working-memory record removed, 0 journal entries of 0 runs" in out
     assert main(["memory", "forget", "--resource", "customer-a", "--store", str(store_path), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"resource": "customer-a", "memories": 0, "working_memory": 0}
+    assert json.loads(capsys.readouterr().out) == {
+        "resource": "customer-a",
+        "memories": 0,
+        "working_memory": 0,
+        "runs": 0,
+        "journal_entries": 0,
+    }
     assert main(["memory", "search", "Alice", "--resource", "customer-a", "--store", str(store_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
     assert main(["memory", "list", "--resource", "customer-b", "--store", str(store_path), "--json"]) == 0

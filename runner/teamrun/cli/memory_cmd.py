@@ -186,8 +186,11 @@ def search(
     help="""\
 Forget everything the store keeps of a resource, in one transaction: its
 memories, their keyword and vector index entries, and its working memory
-(`persist: resource` workspace entries). Says what was removed. There is no
-undo. On SQLite the removed bytes are overwritten in the file too.
+(`persist: resource` workspace entries), and what its runs' journals keep of
+them (recalls, embeddings, workspace changes, memory tool calls: redacted, so
+a resumed run recalls nothing). Says what was removed. There is no undo. On
+SQLite the removed bytes are overwritten in the file too. The conversation's
+own messages (runs' inputs and answers, thread messages) are kept.
 
 \b
 Examples:
@@ -204,18 +207,14 @@ def forget(resource: str, store_location: str | None, as_json: bool) -> None:
     with _open(store_location, resource) as store:
         gone = MemoryStore(store).forget(resource)
         if as_json:
-            click.echo(
-                json.dumps(
-                    {"resource": gone.resource, "memories": gone.memories, "working_memory": gone.working_memory},
-                    ensure_ascii=False,
-                )
-            )
+            click.echo(json.dumps(gone.as_dict(), ensure_ascii=False))
             return
         click.echo(
             inert(
                 f"forgot {resource!r}: {_count(gone.memories, 'memory', 'memories')} and "
-                f"{_count(gone.working_memory, 'working-memory record', 'working-memory records')} removed "
-                f"from the store {store.display}"
+                f"{_count(gone.working_memory, 'working-memory record', 'working-memory records')} removed, "
+                f"{_count(gone.journal_entries, 'journal entry', 'journal entries')} of "
+                f"{_count(gone.runs, 'run', 'runs')} redacted, in the store {store.display}"
             )
         )
 

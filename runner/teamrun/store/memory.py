@@ -118,6 +118,19 @@ class Forgotten:
     """Memories removed."""
     working_memory: int
     """Working-memory records removed (workspace entries with ``persist: resource``)."""
+    runs: int = 0
+    """Journaled runs of the resource whose journals were redacted (:mod:`teamrun.store.memory_journal`)."""
+    journal_entries: int = 0
+    """Journal entries redacted in them (recalls, embeddings, workspace changes, memory tool calls)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "resource": self.resource,
+            "memories": self.memories,
+            "working_memory": self.working_memory,
+            "runs": self.runs,
+            "journal_entries": self.journal_entries,
+        }
 
 
 @dataclass(frozen=True)
@@ -524,11 +537,15 @@ class MemoryStore:
         a forget takes longer as the store grows. On PostgreSQL the rows are gone for every query at once; their
         bytes leave the data files when (auto)vacuum reclaims the space.
 
-        Facts an agent wrote elsewhere (its answers, tool-call arguments in a thread or a run's journal) are not
-        memories: this removes none of them."""
+        The journals of the resource's runs are redacted in the same transaction: every entry that carries a fact
+        (recalls, embeddings, workspace changes, ``memory_save``/``memory_search`` arguments and outcomes) becomes a
+        ``{"forgotten": true, "at": ...}`` marker (:mod:`teamrun.store.memory_journal`), so a resume of such a run
+        recalls nothing of it. What the conversation itself said (a run's input and answer, thread messages) is
+        kept."""
         import sqlalchemy as sa
 
         from teamrun.store import schema
+        from teamrun.store.memory_journal import redact_runs_of
 
         check_resource_id(resource)
         with self.store.errors(f"forget the memories of {resource!r}"):
@@ -541,6 +558,7 @@ class MemoryStore:
                     schema.memory_working.delete().where(schema.memory_working.c.resource == resource)
                 ).rowcount
                 conn.execute(schema.memory_generations.delete().where(schema.memory_generations.c.resource == resource))
+                runs, entries = redact_runs_of(conn, resource, time.time())
                 if sqlite:
                     conn.execute(sa.text("DELETE FROM memories_fts WHERE resource = :r"), {"r": resource})
                     conn.execute(sa.text("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')"))
@@ -548,7 +566,7 @@ class MemoryStore:
                 self._checkpoint()
         with self._lock:
             self._cache.pop(resource, None)
-        return Forgotten(resource, memories=int(memories or 0), working_memory=int(working or 0))
+        return Forgotten(resource, int(memories or 0), int(working or 0), runs=runs, journal_entries=entries)
 
     def _checkpoint(self) -> None:
         """Copy the WAL into the file and empty it, so deleted facts are in neither (best effort: a reader

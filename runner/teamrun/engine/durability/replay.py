@@ -105,8 +105,8 @@ class Replay:
             return None
         for kind in CHANGE_KINDS:
             entry = self._entries.get(EntryKey(invocation, index, kind, position))
-            if entry is not None and entry.request_hash == fingerprint:
-                self.replayed_tools += 1
+            if entry is not None and entry.request_hash == fingerprint and entry.payload.get("forgotten") is not True:
+                self.replayed_tools += 1  # a change ``teamrun memory forget`` redacted is made again
                 return read_change(entry)
         return None
 
