@@ -32,7 +32,9 @@ async def create_run(state: State, body: RunRequest) -> JSONResponse:
         check_budgets(target.team.config, body.budgets)
     except BudgetTooHigh as exc:
         raise ApiError(422, str(exc), code="budget_too_high", extra={"limits": exc.in_force}) from None
-    handle = state.start(target, body.input, body.thread, limits=body.budgets, vars=body.vars)
+    handle = state.start(
+        target, body.input, body.thread, limits=body.budgets, vars=body.vars, resource=body.resource
+    )
     if state.replica is not None and not await state.replica.recorded(handle):  # answered once any replica finds it
         raise ApiError(
             503,
@@ -125,7 +127,11 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
     handle = state.run(run_id)
     now = await registry.find(run_id)  # continued by another process since it stopped here: its end is the store's
     stored = now.stored if not now.held else None
-    result = handle.redactor.value(stored_record(stored)) if stored is not None else None
+    result = None
+    if stored is not None:  # said as GET /v1/runs/{id} says it, `events` included
+        assert registry.store is not None
+        events_kept = run_id in await asyncio.to_thread(registry.store.run_events.kept, [run_id])
+        result = handle.redactor.value(stored_record(stored, events=events_kept))
     keeper = state.keeper
     earlier = await asyncio.to_thread(keeper.earlier, handle) if keeper is not None else None
     if earlier:  # continued here after a restart: what earlier processes ran of it comes first
