@@ -354,7 +354,7 @@ class AnswerService:
         CLAIMED_HERE.add(run.run_id)
         entry = self.served[run.team]
         handle = self.registry.continuing(
-            entry.team, entry.redactor, run_id=run.run_id, input=run.input, thread=run.thread_id
+            entry.team, entry.redactor, run_id=run.run_id, input=run.input, thread=run.thread_id, created=run.started_at
         )
         handle.task = asyncio.create_task(
             self._run(entry.team, handle, run.vars or None), name=f"teamrun-serve-resume:{run.run_id}"

@@ -142,6 +142,8 @@ class RunHandle:
     task: asyncio.Task[None] | None = None
     thread: str | None = None
     """The thread this run is a turn of (``None``: a run of its own)."""
+    resource: str | None = None
+    """Whose long-term memory the run recalls and saves (``None``: none; a continued run keeps its journal's)."""
     error: str | None = None
     """Why the run could not run at all (the team's model could not be prepared, its thread refused...)."""
     refused: bool = False
@@ -469,15 +471,27 @@ class RunRegistry:
         finally:
             self.reserved -= 1
 
-    def continuing(self, team: Team, redactor: Redactor, *, run_id: str, input: str, thread: str | None) -> RunHandle:
+    def continuing(
+        self,
+        team: Team,
+        redactor: Redactor,
+        *,
+        run_id: str,
+        input: str,
+        thread: str | None,
+        created: float | None = None,
+    ) -> RunHandle:
         """The handle of a waiting run about to continue here (claimed in the store), running from now on: the
-        one held (its events so far stay; the continuation's follow them), else a new one with the same id. Takes
-        a run slot (the caller holds one reserved). Synchronous: nothing sees it half-continued."""
+        one held (its events so far stay; the continuation's follow them), else a new one with the same id,
+        ``created`` when the run first started (its stored ``started_at``: a continuation is not a new run).
+        Takes a run slot (the caller holds one reserved). Synchronous: nothing sees it half-continued."""
         handle = self._runs.get(run_id)
         if handle is None:  # waited through a restart (or dropped from memory)
             handle = RunHandle(
                 id=run_id, team=team.name, input=input, redactor=redactor, thread=thread, content=self.content
             )
+            if created is not None:
+                handle.created = created
             self._runs[run_id] = handle
         else:
             handle.result, handle.error, handle._done = None, None, asyncio.Event()
@@ -501,8 +515,10 @@ class RunRegistry:
         thread: str | None = None,
         limits: Limits | None = None,
         vars: Mapping[str, Any] | None = None,
+        resource: str | None = None,
     ) -> RunHandle:
-        """Start ``team`` on ``input`` (as a turn of ``thread``, under the request's ``limits`` and ``vars``)
+        """Start ``team`` on ``input`` (as a turn of ``thread``, for ``resource``, under the request's ``limits`` and
+        ``vars``)
         now, or raise :class:`ServerBusy` / :class:`ShuttingDown` (:class:`NoThreads` for a thread without a
         store). ``limits`` were checked by :func:`check_budgets`.
 
@@ -524,6 +540,7 @@ class RunRegistry:
             input=input,
             redactor=redactor,
             thread=thread,
+            resource=resource,
             content=self.content,
         )
         handle._loop = asyncio.get_running_loop()
@@ -570,6 +587,7 @@ class RunRegistry:
                 subscribers=[handle, measure],  # the handle: its events, and the secrets they must mask
                 cancel=handle.cancel,
                 thread=handle.thread,
+                resource=handle.resource,
                 # the run's record in the store (the team's, since create_app); a continued run's, its journal
                 journal=journal if journal is not None else self.store is not None,
                 limits=limits,
