@@ -77,3 +77,29 @@ def test_unknown_usage_without_a_token_or_cost_limit_warns_nothing(tmp_path: Pat
     result = teamrun.load_team(path).run_sync("2+2?")
 
     assert result.final_text == "four" and result.warnings == [] and result.as_dict()["usage_known"] is False
+
+
+def test_an_answer_without_any_usage_is_unknown_usage_not_zero(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """LiteLLM fills a missing ``usage`` with zeros; no request sends 0 tokens, so it is read as unknown."""
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "four"}, "finish_reason": "stop"}],
+    }
+    fake_openai.script("m", [malformed_body(json.dumps(body))])
+    path = tmp_path / "team.yaml"
+    path.write_text(
+        "version: 1\nname: free\nsupervisor: solo\n"
+        f"agents:\n  solo: {{model: openai/m, api_base: '{fake_openai.url}'}}\n",
+        encoding="utf-8",
+    )
+    events: list[Event] = []
+
+    result = teamrun.load_team(path).run_sync("2+2?", subscribers=[events.append])
+
+    assert result.final_text == "four"
+    shown = result.as_dict()
+    assert shown["usage_known"] is False and shown["agents"]["solo"]["usage"] is None
+    assert [(e.agent, e.usage_known, e.cost) for e in events if isinstance(e, AgentEnd)] == [("solo", False, None)]

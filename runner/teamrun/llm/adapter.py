@@ -104,6 +104,8 @@ _litellm: Any = None
 _import_lock = threading.Lock()
 _unpriced_models: set[str] = set()
 _unpriced_lock = threading.Lock()
+_models_without_usage: set[str] = set()
+"""Models whose answers reported no token counts at all (said once per process: ``llm_usage_unknown``)."""
 
 
 # -- importing LiteLLM ------------------------------------------------------------------
@@ -583,6 +585,9 @@ def _to_reply(litellm: Any, response: Any, call: _CallPlan, *, malformed_usage: 
             figures=",".join(malformed_usage)[:200],
         )
     usage = None if malformed_usage else _usage(_get(response, "usage"))
+    if usage is not None and not usage.input_tokens and not usage.output_tokens:
+        usage = None  # no figure at all (LiteLLM fills in zeros): every request sends tokens, so unknown, never 0
+        _say_no_usage(call.model)
     return ModelReply(
         text=content,
         tool_calls=calls,
@@ -592,6 +597,15 @@ def _to_reply(litellm: Any, response: Any, call: _CallPlan, *, malformed_usage: 
         finish_reason=_get(choices[0], "finish_reason"),
         usage_known=usage is not None,
     )
+
+
+def _say_no_usage(model: str) -> None:
+    """Log once per model that its answers report no token counts (its usage is unknown, not 0)."""
+    with _unpriced_lock:
+        if model in _models_without_usage:
+            return
+        _models_without_usage.add(model)
+    log.warning("llm_usage_unknown", model=model, reason="the provider reported no token counts")
 
 
 def _tool_call(raw: Any, index: int) -> ToolCall:
@@ -608,9 +622,9 @@ def _tool_call(raw: Any, index: int) -> ToolCall:
 
 
 def _usage(raw: Any) -> Usage | None:
-    """The answer's token counts (none reported: 0), cached input tokens included; ``None`` when a figure is
-    malformed (not a count: negative, fractional, text..., or more cached tokens than input tokens): unknown,
-    never read as 0 — nor priced."""
+    """The answer's token counts (a figure not reported: 0; none at all is unknown: :func:`_to_reply`), cached
+    input tokens included; ``None`` when a figure is malformed (not a count: negative, fractional, text..., or
+    more cached tokens than input tokens): unknown, never read as 0 — nor priced."""
     sent, said = (_count(_get(raw, name)) for name in ("prompt_tokens", "completion_tokens"))
     cached, written = _cache_counts(raw)
     counts = (sent, said, cached, written)
