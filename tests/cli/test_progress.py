@@ -17,7 +17,7 @@ import pytest
 import teamrun
 from teamrun.cli import main
 from teamrun.cli.progress import LiveTree, PlainProgress
-from tests.fakeserver import FakeOpenAI, hang, http_error, text, tool_calls
+from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
 from tests.waiting import wait_until_async
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -438,6 +438,68 @@ def test_execute_progress_plain_says_an_unknown_cost_once_in_the_summary(
         r"counted as \$0; max_cost_usd cannot limit it\)$",  # beta's one call failed: nothing to price
         err.splitlines()[-1],
     ), err
+
+
+def _no_usage(content: str) -> Reply:
+    """An answer without any ``usage``: its tokens and cost are unknown."""
+    message = {"role": "assistant", "content": content}
+    body = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
+    return malformed_body(json.dumps(body))
+
+
+def test_execute_progress_plain_never_says_unknown_usage_as_0_tok(
+    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_openai.script("quiet_solo_5e1b", [_no_usage("four")])
+    solo = _write_team(
+        tmp_path / "solo.yaml",
+        fake_openai,
+        """\
+        supervisor: solo
+        agents:
+          solo: {model: openai/quiet_solo_5e1b}
+        """,
+    )
+
+    assert main(["execute", str(solo), "-i", "2+2?", "--progress", "plain"]) == 0
+
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert re.search(r"run done in \d+\.\d\ds, tokens and cost not reported$", last), last
+
+
+def test_execute_progress_plain_says_what_is_known_as_at_least_when_some_usage_is_unknown(
+    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_openai.script("known_lead_5e1b", [tool_calls(("ask_helper", {"task": "help"})), text("lead answer")])
+    fake_openai.script("quiet_helper_5e1b", [_no_usage("helped")])
+    team = _write_team(
+        tmp_path / "mixed.yaml",
+        fake_openai,
+        """\
+        supervisor: lead
+        agents:
+          lead: {model: openai/known_lead_5e1b, delegates_to: [helper]}
+          helper: {model: openai/quiet_helper_5e1b, description: Helps.}
+        """,
+    )
+
+    assert main(["execute", str(team), "-i", "go", "--progress", "plain", "--json"]) == 0
+
+    out, err = capsys.readouterr()
+    known = json.loads(out)["usage"]["total_tokens"]
+    assert known > 0
+    assert re.search(
+        rf"run done in \d+\.\d\ds, at least {_tok(known)}, \$0\.0000, some calls reported no usage "
+        r"\(cost unknown for model openai/known_lead_5e1b: counted as \$0; max_cost_usd cannot limit it\)$",
+        err.splitlines()[-1],
+    ), err
+    fake_openai.assert_complete()
 
 
 def test_execute_progress_tree_writes_the_tree_to_stderr_only(

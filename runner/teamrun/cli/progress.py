@@ -75,11 +75,27 @@ class _RunModels:
 
     def __init__(self) -> None:
         self.seen: dict[str, None] = {}
+        self.usage_unknown = False
+        """Some call, agent or remote worker of the run reported no usable usage: its totals are not all known."""
 
     def note(self, event: Event) -> None:
         model = event.model if isinstance(event, AgentStart | LlmEnd) else None
         if model and not model.startswith(("offline", "a2a:")):
             self.seen.setdefault(model, None)
+        if isinstance(event, AgentEnd | LlmEnd) and event.usage_known is False:
+            self.usage_unknown = True
+
+    def spent(self, event: RunEnd) -> str:
+        """The run's tokens and cost for its summary; never a pretended 0 when some usage is unknown."""
+        total = event.usage.get("total_tokens", 0)
+        if self.usage_unknown and not total:
+            return "tokens and cost not reported"
+        tokens = _tokens(total)
+        cached = event.usage.get("cached_tokens", 0)
+        tokens += f" ({_tokens(cached).removesuffix(' tok')} cached)" if cached else ""
+        if self.usage_unknown:
+            return f"at least {tokens}, {format_usd(event.cost)}, some calls reported no usage"
+        return f"{tokens}, {format_usd(event.cost)}"
 
     def unpriced(self) -> str:
         """``cost unknown for model X: ...`` for the run's summary, or ``""``."""
@@ -198,11 +214,8 @@ class PlainProgress:
             case Budget():
                 return f"{who}: budget: {event.reason}"
             case RunEnd():
-                tokens = _tokens(event.usage.get("total_tokens", 0))
-                cached = event.usage.get("cached_tokens", 0)
-                tokens += f" ({_tokens(cached).removesuffix(' tok')} cached)" if cached else ""
                 unpriced = self.models.unpriced()
-                spent = f"{tokens}, {format_usd(event.cost)}" + (f" ({unpriced})" if unpriced else "")
+                spent = self.models.spent(event) + (f" ({unpriced})" if unpriced else "")
                 return f"run {event.status} in {event.duration_s:.2f}s, {spent}"
         return None
 
