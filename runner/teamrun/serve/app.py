@@ -22,7 +22,7 @@ from teamrun.serve.a2a import include_a2a
 from teamrun.serve.answers import AnswerService
 from teamrun.serve.errors import ApiError, add_error_handlers
 from teamrun.serve.history import EventKeeper
-from teamrun.serve.routes import approvals, chat, history, ops, pending, runs, workspace
+from teamrun.serve.routes import approvals, chat, history, memory, ops, pending, runs, workspace
 from teamrun.serve.routes import teams as team_routes
 from teamrun.serve.routes.chat import THREAD_HEADER
 from teamrun.serve.runs import RunRegistry
@@ -68,7 +68,7 @@ def create_app(teams: Sequence[Team], settings: ServeSettings | None = None) -> 
         app.include_router(router)
     for router in (ops.metrics_router, chat.router, runs.router, approvals.router, pending.router):
         app.include_router(router, dependencies=auth)
-    for router in (history.router, workspace.router, team_routes.router):
+    for router in (history.router, workspace.router, team_routes.router, memory.router):
         app.include_router(router, dependencies=auth)
     include_a2a(app, state)  # /a2a/<team>: the card is public, the endpoint checks the tokens itself
     app.add_middleware(BodyLimit, max_bytes=state.settings.max_request_bytes)

@@ -72,12 +72,15 @@ class ServeState:
         *,
         limits: Limits | None = None,
         vars: dict[str, Any] | None = None,
+        resource: str | None = None,
     ) -> RunHandle:
-        """A run of ``target`` started now, or the error a request for one is answered with (no threads here,
-        no run slot, the server stopping)."""
+        """A run of ``target`` started now (for ``resource``'s long-term memory), or the error a request for one is
+        answered with (no threads here, no run slot, the server stopping)."""
         registry = self.registry
         try:
-            return registry.start(target.team, input, redactor=target.redactor, thread=thread, limits=limits, vars=vars)
+            return registry.start(
+                target.team, input, redactor=target.redactor, thread=thread, limits=limits, vars=vars, resource=resource
+            )
         except NoThreads as exc:
             raise ApiError(400, str(exc), code="threads_unavailable") from None
         except (ServerBusy, ShuttingDown) as exc:

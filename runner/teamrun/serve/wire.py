@@ -65,6 +65,19 @@ def valid_body(data: Any) -> Any:
     return data
 
 
+def resource_id(value: Any) -> Any:
+    """A run's ``resource`` (whose long-term memory it recalls and saves) checked as the CLI's ``--resource`` is
+    (:func:`teamrun.store.memory.check_resource_id`: printable text of 1 to 200 characters), ``None`` passed."""
+    from teamrun.store.memory import MemoryRefused, check_resource_id
+
+    if value is None:
+        return None
+    try:
+        return check_resource_id(value)
+    except MemoryRefused as exc:
+        raise PydanticCustomError("invalid_resource", "{message}", {"message": str(exc)}) from None
+
+
 def no_booleans(value: Any) -> Any:
     """An object of numbers (``budgets``) as given, unless one of them is ``true`` or ``false``: pydantic reads a
     boolean as the number 1 or 0 (``{"max_steps": true}`` would be one step); a client that sends one means
@@ -106,6 +119,14 @@ class ChatRequest(Wire):
     """Only a JSON ``true`` or ``false`` (``1``, ``"yes"`` are refused, not read as a choice)."""
     stream_options: dict[str, Any] | None = None
     user: str | None = None
+    resource: Any = None
+    """teamrun's extension: whose long-term memory the run recalls and saves (docs/memory.md); ``user`` names the
+    thread, not the resource."""
+
+    @field_validator("resource", mode="before")
+    @classmethod
+    def _resource(cls, value: Any) -> Any:
+        return resource_id(value)
 
 
 class RunRequest(Wire):
@@ -122,6 +143,13 @@ class RunRequest(Wire):
     """Run limits for this run; each may only be lower than the team's ``limits``; each a number (not a boolean)."""
     thread: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     """The thread this run continues (or starts); needs a server with a store."""
+    resource: Any = None
+    """Whose long-term memory the run recalls and saves (a user's or an organisation's id, docs/memory.md)."""
+
+    @field_validator("resource", mode="before")
+    @classmethod
+    def _resource(cls, value: Any) -> Any:
+        return resource_id(value)
 
     @field_validator("budgets", mode="before")
     @classmethod

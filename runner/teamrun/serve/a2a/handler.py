@@ -145,8 +145,11 @@ class TeamAgent(RequestHandler):
         if len(context_id) > MAX_CONTEXT_CHARS:
             raise InvalidParamsError(f"contextId is {len(context_id)} characters; at most {MAX_CONTEXT_CHARS}")
         thread = context_id if self.registry.store is not None else None
+        resource = _resource(message)
         try:
-            handle = self.registry.start(self.entry.team, text, redactor=self.entry.redactor, thread=thread)
+            handle = self.registry.start(
+                self.entry.team, text, redactor=self.entry.redactor, thread=thread, resource=resource
+            )
         except (ServerBusy, ShuttingDown) as exc:
             raise self._refused(exc) from None
         if thread is None:
@@ -525,6 +528,25 @@ def _history_length(configuration: Any) -> int | None:
             raise InvalidParamsError("configuration.historyLength must be 0 or more")
         return int(configuration.history_length)
     return None
+
+
+def _resource(message: Message) -> str | None:
+    """The run's resource, from the message's metadata ``{"teamrun": {"resource": "<id>"}}`` (docs/memory.md),
+    checked as the CLI's ``--resource`` is; ``None`` when the message names none."""
+    from teamrun.store.memory import MemoryRefused, check_resource_id
+
+    ours = _metadata(message).get("teamrun")
+    if ours is None:
+        return None
+    if not isinstance(ours, dict):
+        raise InvalidParamsError('metadata.teamrun is an object, e.g. {"resource": "customer-42"}')
+    given = ours.get("resource")
+    if given is None:
+        return None
+    try:
+        return check_resource_id(given)
+    except MemoryRefused as exc:
+        raise InvalidParamsError(f"metadata.teamrun.resource: {exc}") from None
 
 
 def _metadata(message: Message) -> dict[str, Any]:

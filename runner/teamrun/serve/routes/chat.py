@@ -50,7 +50,7 @@ async def chat_completions(state: State, body: ChatRequest, request: Request) ->
     target = state.team(body.model)
     registry = state.registry
     thread, warning = _chat_thread(request.headers.get(THREAD_HEADER), body.user, registry.store is not None)
-    handle = state.start(target, _last_user_message(body.messages), thread)
+    handle = state.start(target, _last_user_message(body.messages), thread, resource=body.resource)
     completion_id = "chatcmpl-" + handle.id.removeprefix("run_")
     headers = {"x-teamrun-run-id": handle.id}
     if thread is not None and thread.isascii() and thread.isprintable():  # a header carries only those
