@@ -6,9 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import openai
+import pytest
+
 import teamrun
 from teamrun.events import AgentEnd, Event, RunWarning
+from teamrun.serve import ServeSettings
 from tests.fakeserver import FakeOpenAI, Reply, malformed_body
+from tests.serve.conftest import TOKEN, RunningServer
 
 BAD_USAGE = {"prompt_tokens": -3, "completion_tokens": 5, "total_tokens": 2}
 
@@ -79,27 +84,64 @@ def test_unknown_usage_without_a_token_or_cost_limit_warns_nothing(tmp_path: Pat
     assert result.final_text == "four" and result.warnings == [] and result.as_dict()["usage_known"] is False
 
 
-def test_an_answer_without_any_usage_is_unknown_usage_not_zero(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
-    """LiteLLM fills a missing ``usage`` with zeros; no request sends 0 tokens, so it is read as unknown."""
+def _without_usage(content: str) -> Reply:
+    """An answer that reports no ``usage`` at all."""
     body = {
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "created": 0,
         "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "four"}, "finish_reason": "stop"}],
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
     }
-    fake_openai.script("m", [malformed_body(json.dumps(body))])
+    return malformed_body(json.dumps(body))
+
+
+def _solo(tmp_path: Path, fake_openai: FakeOpenAI) -> Path:
     path = tmp_path / "team.yaml"
     path.write_text(
         "version: 1\nname: free\nsupervisor: solo\n"
         f"agents:\n  solo: {{model: openai/m, api_base: '{fake_openai.url}'}}\n",
         encoding="utf-8",
     )
+    return path
+
+
+def test_an_answer_without_any_usage_is_unknown_usage_not_zero(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    """LiteLLM fills a missing ``usage`` with zeros; no request sends 0 tokens, so it is read as unknown."""
+    fake_openai.script("m", [_without_usage("four")])
     events: list[Event] = []
 
-    result = teamrun.load_team(path).run_sync("2+2?", subscribers=[events.append])
+    result = teamrun.load_team(_solo(tmp_path, fake_openai)).run_sync("2+2?", subscribers=[events.append])
 
     assert result.final_text == "four"
     shown = result.as_dict()
     assert shown["usage_known"] is False and shown["agents"]["solo"]["usage"] is None
     assert [(e.agent, e.usage_known, e.cost) for e in events if isinstance(e, AgentEnd)] == [("solo", False, None)]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_served_chat_completion_of_unknown_usage_answers_usage_null_that_openai_clients_read(
+    tmp_path: Path, fake_openai: FakeOpenAI, stream: bool
+) -> None:
+    fake_openai.script("m", [_without_usage("four")])
+    server = RunningServer([teamrun.load_team(_solo(tmp_path, fake_openai))], ServeSettings(tokens=frozenset({TOKEN})))
+    server.start()
+    try:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key=TOKEN, max_retries=0, timeout=60)
+        messages: list[openai.types.chat.ChatCompletionMessageParam] = [{"role": "user", "content": "2+2?"}]
+        if stream:
+            chunks = list(
+                client.chat.completions.create(
+                    model="free", messages=messages, stream=True, stream_options={"include_usage": True}
+                )
+            )
+            content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            assert content == "four" and chunks[-1].choices == [] and chunks[-1].usage is None
+        else:
+            raw = client.chat.completions.with_raw_response.create(model="free", messages=messages)
+            reply = raw.parse()
+            assert reply.choices[0].message.content == "four" and reply.usage is None
+            shown = json.loads(raw.text)
+            assert shown["usage"] is None and shown["teamrun"]["usage_known"] is False
+    finally:
+        server.stop()

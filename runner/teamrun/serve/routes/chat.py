@@ -150,10 +150,14 @@ async def _waiting_note(state: ServeState, handle: RunHandle) -> str | None:
     )
 
 
-def _usage(handle: RunHandle) -> dict[str, int]:
-    usage = handle.result.usage if handle.result is not None else None
-    if usage is None:
-        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+def _usage(handle: RunHandle) -> dict[str, int] | None:
+    """The run's tokens as OpenAI's ``usage``; ``None`` (``usage: null``, which OpenAI's clients read as no usage)
+    when some of them are not known (a provider that reported none, a remote worker): never a pretended 0, nor a
+    part passed off as the whole."""
+    result = handle.result
+    if result is None or not result.usage_known:
+        return None
+    usage = result.usage
     return {
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
@@ -181,7 +185,13 @@ def _completion(handle: RunHandle, completion_id: str, model: str, note: str | N
             }
         ],
         "usage": _usage(handle),
-        "teamrun": {"run_id": handle.id, "status": handle.state, "cost": handle.result.cost, "thread": handle.thread},
+        "teamrun": {
+            "run_id": handle.id,
+            "status": handle.state,
+            "cost": handle.result.cost,
+            "thread": handle.thread,
+            **({} if handle.result.usage_known else {"usage_known": False}),
+        },
     }
 
 
