@@ -31,7 +31,7 @@ import time
 import unicodedata
 import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -705,6 +705,48 @@ class MemoryStore:
                     return
                 except sa.exc.IntegrityError:  # another process inserted it first: update it
                     continue
+
+    def change_working(self, resource: str, team: str, entry: str, change: Callable[[bool, Any], Any]) -> None:
+        """Apply one run's change to the working-memory record ``entry`` of ``team`` for ``resource`` atomically:
+        under the resource's lock, ``change(found, value)`` gets the record as it is now (``found`` False: none
+        yet) and returns the new value (JSON, secrets masked like the rest of the store). Two runs of one resource
+        that end at once apply their changes one after the other (an ``append`` keeps both runs' items), never
+        the later one's snapshot over the earlier one's."""
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        check_resource_id(resource)
+        table = schema.memory_working
+        key = (table.c.resource == resource, table.c.team == team, table.c.entry == entry)
+        with self.store.errors(f"save the working memory of {resource!r}"):
+            for attempt in range(3):
+                try:
+                    with self.store.engine.begin() as conn:
+                        self._lock_resource(conn, resource)
+                        row = conn.execute(sa.select(table.c.version, table.c.value).where(*key)).first()
+                        value = self.store.secrets.value(change(row is not None, None if row is None else row.value))
+                        try:
+                            json.dumps(value)
+                        except (TypeError, ValueError) as exc:
+                            raise MemoryRefused(f"working memory {entry!r} is not JSON data: {exc}") from None
+                        now = time.time()
+                        if row is not None:
+                            conn.execute(
+                                table.update()
+                                .where(*key)
+                                .values(version=int(row.version) + 1, value=value, updated_at=now)
+                            )
+                        else:
+                            conn.execute(
+                                table.insert().values(
+                                    resource=resource, team=team, entry=entry, version=1, value=value, updated_at=now
+                                )
+                            )
+                    return
+                except sa.exc.IntegrityError:  # two first writes of the resource at once: the other one won
+                    if attempt == 2:
+                        raise
 
 
 def _stem(word: str) -> tuple[str, bool]:

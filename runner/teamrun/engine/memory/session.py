@@ -9,7 +9,7 @@ can hold a session without an import circle.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from teamrun.config.models import LongTermMemory
 from teamrun.errors import RunError
@@ -38,6 +38,9 @@ class MemorySession:
     redactor: Redactor
     known_vectors: dict[str, list[float]] = field(default_factory=dict)
     """Vectors this process has for a fingerprint (a recall's query asked again next turn is not paid again)."""
+    working_loaded: dict[str, Any] = field(default_factory=dict)
+    """The working-memory values the run's workspace entries were loaded with (masked): what the run's own changes
+    are measured from when they are saved (:mod:`teamrun.engine.memory.working`)."""
 
     # -- a subscriber of the run's events: it learns the run's later secrets ---------------------------------------
     def __call__(self, event: Event) -> None:

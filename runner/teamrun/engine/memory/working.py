@@ -9,9 +9,13 @@ Not a second state mechanism: the entries are the run's workspace, changed only 
   initial value, with a warning), given the workspace's next version, journaled and evented (``workspace_write``,
   writer ``working memory``). A resumed run has them from its journal (restored with the workspace, the changes
   answered ``replayed``), not from the store again.
-- :func:`save_working_memory`, as a run ends ``done`` (or out of budget, with an answer): each entry written
-  (loaded or changed) is saved for the resource (:meth:`MemoryStore.save_working`, secrets masked); a failed or
-  cancelled run leaves the resource's working memory as it was. Boards are a run's work: never kept.
+- :func:`save_working_memory`, as a run ends ``done`` (or out of budget, with an answer): each entry the run
+  changed (from what it loaded) is applied to the resource's record as it is *now*, atomically
+  (:meth:`MemoryStore.change_working`, secrets masked), by the entry's rule: ``append`` adds the run's items,
+  ``sum`` its difference, ``max``/``min`` compare, ``merge`` sets the keys the run changed, ``replace`` puts the
+  run's value. So two overlapping runs of one resource both keep their changes (the later does not write its
+  snapshot over the earlier's). A failed or cancelled run leaves the resource's working memory as it was. Boards
+  are a run's work: never kept.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 from teamrun.engine.durability.workspace_entries import ChangeRecord
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.workspace.changes import ChangeSite, apply_change
-from teamrun.engine.workspace.state import WorkspaceState, value_size
+from teamrun.engine.workspace.state import WorkspaceState, initial_value, value_size
 
 __all__ = ["WORKING_MEMORY_WRITER", "load_working_memory", "persists_per_resource", "save_working_memory"]
 
@@ -49,11 +53,39 @@ async def load_working_memory(ctx: RunContext, frame: AgentFrame) -> list[str]:
         return []
     kept = await asyncio.to_thread(memory.store.load_working, memory.resource, ctx.config.name)
     warnings: list[str] = []
+    memory.working_loaded = {
+        name: memory.redactor.value(initial_value(spec)) for name, spec in state.spec.entries.items()
+    }
     for position, (name, (_version, value)) in enumerate(sorted(kept.items())):
         fingerprint = hashlib.sha256(json.dumps([name, value], sort_keys=True, default=str).encode()).hexdigest()
         site = ChangeSite(_INVOCATION, 0, position, fingerprint, of_model=False)
-        await apply_change(ctx, frame, site, functools.partial(_load, ctx, state, name, value, warnings))
+        made = await apply_change(ctx, frame, site, functools.partial(_load, ctx, state, name, value, warnings))
+        if made is not None and made.record.ok and name in memory.working_loaded:
+            memory.working_loaded[name] = memory.redactor.value(value)
     return warnings
+
+
+def _apply(rule: str, loaded: Any, final: Any, found: bool, current: Any) -> Any:
+    """The record's new value: the run's change (from ``loaded`` to ``final``) applied by ``rule`` to the record
+    as it is now (``current``; ``found`` False: none yet, so the run's value). A record of another shape (a team
+    file changed since) takes the run's value."""
+    if not found:
+        return final
+    if rule == "append" and isinstance(current, list) and isinstance(final, list):
+        items = loaded if isinstance(loaded, list) else []
+        added = final[len(items) :] if final[: len(items)] == items else final
+        return [*current, *added]
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (current, final))
+    if rule == "sum" and numbers:
+        start = loaded if isinstance(loaded, int | float) and not isinstance(loaded, bool) else 0
+        return current + (final - start)
+    if rule in ("max", "min") and numbers:
+        return max(current, final) if rule == "max" else min(current, final)
+    if rule == "merge" and isinstance(current, dict) and isinstance(final, dict):
+        keys: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
+        missing = object()
+        return {**current, **{k: v for k, v in final.items() if keys.get(k, missing) != v}}
+    return final
 
 
 def _load(ctx: RunContext, state: WorkspaceState, name: str, value: Any, warnings: list[str]) -> ChangeRecord:
@@ -97,15 +129,19 @@ async def save_working_memory(ctx: RunContext) -> str | None:
         return None
     if ctx.result.status not in _KEPT_STATUSES:
         return None
-    written = [
-        (name, entry.version, memory.redactor.value(entry.value))
-        for name, entry in state.entries.items()
-        if entry.version > 0 and state.spec.entries[name].kind != "board"
-    ]
+    changed = []
+    for name, entry in state.entries.items():
+        spec = state.spec.entries[name]
+        if entry.version == 0 or spec.kind == "board":
+            continue
+        loaded, now = memory.working_loaded.get(name), memory.redactor.value(entry.value)
+        if name in memory.working_loaded and now == loaded:
+            continue  # loaded, not changed: another run's newer record stays
+        changed.append((name, functools.partial(_apply, spec.merge, loaded, now)))
 
     def save() -> None:
-        for name, version, value in written:
-            memory.store.save_working(memory.resource, ctx.config.name, name, version, value)
+        for name, change in changed:
+            memory.store.change_working(memory.resource, ctx.config.name, name, change)
 
     try:
         await asyncio.to_thread(save)
