@@ -98,3 +98,45 @@ def test_a_run_continued_by_teamrun_answer_keeps_its_created_time_and_its_events
     assert record["created"] == streamed["created"] == int(FIRST_START.timestamp()), (record, streamed)
     assert record["events"] is True, record  # what this server ran of it, kept as it suspended
     assert streamed["events"] == record["events"], streamed
+
+
+def _events(stream: str) -> list[tuple[int, str, dict[str, Any]]]:
+    """The stream's events before its result: (id, kind, data)."""
+    found = []
+    for block in stream.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(":"))
+        if "id" in fields:
+            found.append((int(fields["id"]), fields["event"], json.loads(fields["data"])))
+    return found
+
+
+def test_the_events_of_a_continuation_by_teamrun_answer_follow_the_servers_in_its_stream(
+    serve: Any, tmp_path: Path
+) -> None:
+    from tests.waiting import wait_until
+
+    db = tmp_path / "runs.db"
+    store = open_store(db)
+    script = [tool_call("ask_region", question="Which region?")]
+    team = teamrun.load_team(ask_team(tmp_path), chat_model=ScriptedModel({"lead": script}), store=store)
+    server = serve([team], tokens=frozenset({TOKEN}), store=store)
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
+        run_id = client.post("/v1/runs", json={"team": "asker", "input": "deploy"}).json()["id"]
+        until_status(client, run_id, "waiting")
+        served = _events(client.get(f"/v1/runs/{run_id}/events").text)
+        wait_until(lambda: run_id in store.run_events.kept([run_id]), "the server keeps the run's events")
+        _cli("answer", run_id, "q1", "us-east-1", "--store", str(db))  # another process continues it, to its end
+        stream = client.get(f"/v1/runs/{run_id}/events").text
+    again = serve([teamrun.load_team(ask_team(tmp_path), store=store)], tokens=frozenset({TOKEN}), store=store)
+    with httpx.Client(base_url=again.url, headers=AUTH, timeout=120) as client:
+        restarted = client.get(f"/v1/runs/{run_id}/events").text
+
+    events = _events(stream)
+    kinds = [kind for _, kind, _ in events]
+    assert [i for i, _, _ in events] == list(range(len(events))), kinds  # numbered on from the server's
+    assert events[: len(served)] == served  # what the server ran, as it streamed it
+    assert kinds[len(served)] == "run_continued", kinds
+    assert "tool_end" in kinds[len(served) :] and kinds[-1] == "run_end", kinds  # the answer taken, the run ended
+    assert events[-1][2]["data"]["status"] == "done", events[-1]
+    assert _result_event(stream)["status"] == "done"
+    assert _events(restarted) == events  # any server on the store streams the same run

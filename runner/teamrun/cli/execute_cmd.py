@@ -354,7 +354,12 @@ def execute(
             subscribers.append(writer)
         if otel:
             subscribers.append(_otel_exporter(trace_content, redactor, cleanup))
+        continued = _continued_events(earlier, backend, redactor)
+        if continued is not None:
+            subscribers.append(continued)
         result = asyncio.run(_run_with_interrupt(team, task, subscribers, thread_id, run_journal, resource))
+        if continued is not None:
+            continued.keep()
     if result.status == "waiting":  # also with --json: how to answer goes to stderr
         from teamrun.cli.answer_cmd import waiting_lines
 
@@ -398,6 +403,16 @@ def execute(
                     run_id=result.run_id,
                 )
     return _EXIT[result.status]
+
+
+def _continued_events(earlier: Any, backend: Any, redactor: Any) -> Any:
+    """For a resumed run a server started (the store keeps its events): a subscriber that keeps this process's
+    events after the server's, so the server's `GET /v1/runs/{id}/events` shows the whole run."""
+    if earlier is None or backend is None:
+        return None
+    from teamrun.serve.history import continued_events
+
+    return continued_events(backend.store, earlier.run_id, redactor)
 
 
 def _journal_backend(choice: Any) -> tuple[Any, Any]:

@@ -10,17 +10,23 @@ With a store, :class:`EventKeeper` writes each run's events there when the run
 ends or suspends (one batch per run, off the loop: see
 :mod:`teamrun.store.run_events`), and :func:`stored_events` reads them back for
 ``GET /v1/runs/{id}/events`` of a run this process does not hold, so the page
-opens a run of an earlier server (or of another worker) with its timeline.
+opens a run of an earlier server (or of another worker) with its timeline. A
+served run that another process continues (``teamrun answer``, ``resume``) has
+that process's events kept after the server's, as the run's next part
+(:class:`ContinuedEvents`); the server that held the run streams them too
+(:meth:`EventKeeper.continued_elsewhere`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from teamrun.events import LlmIO
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.runs import RunHandle, RunRegistry, line_record, reconciled, stored_record
@@ -31,7 +37,15 @@ if TYPE_CHECKING:
     from teamrun.store import Store
     from teamrun.store.records import JournaledRun
 
-__all__ = ["RUN_STATUSES", "EventKeeper", "list_runs", "list_runs_async", "stored_events"]
+__all__ = [
+    "RUN_STATUSES",
+    "ContinuedEvents",
+    "EventKeeper",
+    "continued_events",
+    "list_runs",
+    "list_runs_async",
+    "stored_events",
+]
 
 _log = get_logger(__name__)
 
@@ -264,6 +278,20 @@ class EventKeeper:
             events = self.store.run_events.load(handle.id, before=before)
         return None if events is None else [handle.redactor.value(event) for event in events]
 
+    def continued_elsewhere(self, handle: RunHandle) -> list[dict[str, Any]] | None:
+        """Every kept event of ``handle``'s run when another process (``teamrun answer``, ``resume``) kept its
+        own after this handle's (blocking): the whole run, masked with the handle's redactor. ``None``: this
+        handle's events are not kept yet, or nothing came after them."""
+        known = self._parts.get(handle.id)
+        if known is None or known[0]() is not handle:
+            return None
+        with self.store.errors("reading a run's events"):
+            upto = self.store.run_events.load(handle.id, before=known[1] + 1)
+            every = self.store.run_events.load(handle.id)
+        if upto is None or every is None or len(every) <= len(upto):
+            return None
+        return [handle.redactor.value(event) for event in every]
+
     def _drop(self, run_id: str, ref: weakref.ref[RunHandle]) -> None:
         known = self._parts.get(run_id)
         if known is not None and known[0] is ref:
@@ -285,6 +313,49 @@ class EventKeeper:
             events.append(record if index < masked else redactor.value(record))
         with self.store.errors("keeping a run's events"):
             return self.store.run_events.save(run_id, events, part=part)
+
+
+class ContinuedEvents:
+    """A run subscriber in a process that continues a served run (``teamrun answer``, ``resume``): its events,
+    kept in the store after those of the server that ran it so far, as the run's next part (what a server
+    continuing it after a restart adds), so ``GET /v1/runs/{id}/events`` on any server shows the whole run.
+    Made by :func:`continued_events`, only for a run whose events the store keeps already."""
+
+    def __init__(self, store: Store, run_id: str, redactor: Redactor) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.redactor = redactor
+        now = time.time()
+        self._lines: list[Event | dict[str, Any]] = [
+            {"kind": "run_continued", "run_id": run_id, "ts": round(now, 6), "data": {"ts": now}}
+        ]
+
+    def __call__(self, event: Event) -> None:
+        if not isinstance(event, LlmIO):  # the model calls' messages are kept only under serve's --trace-content
+            self._lines.append(event)
+
+    def keep(self) -> None:
+        """Keep the events so far as the run's next part (blocking); a failure is logged, never raised: the run
+        itself is over and recorded, only its timeline is not kept."""
+        events = [self.redactor.value(line_record(line, self.run_id)) for line in self._lines]
+        try:
+            with self.store.errors("keeping a run's events"):
+                self.store.run_events.save(self.run_id, events)
+        except Exception as exc:
+            _log.warning("run_events_not_kept", run=self.run_id, error=str(exc), error_type=type(exc).__name__)
+
+
+def continued_events(store: Store, run_id: str, redactor: Redactor) -> ContinuedEvents | None:
+    """A :class:`ContinuedEvents` for run ``run_id``, continued by this process, when the store keeps the events
+    of the server that ran it so far (blocking); ``None`` for a run no server kept events of (a command's own
+    run: its timeline would start in the middle)."""
+    try:
+        with store.errors("reading a run's events"):
+            kept = run_id in store.run_events.kept([run_id])
+    except Exception as exc:
+        _log.warning("run_events_not_read", run=run_id, error=str(exc), error_type=type(exc).__name__)
+        return None
+    return ContinuedEvents(store, run_id, redactor) if kept else None
 
 
 def _stored_events(
