@@ -133,6 +133,13 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
         events_kept = run_id in await asyncio.to_thread(registry.store.run_events.kept, [run_id])
         result = handle.redactor.value(stored_record(stored, events=events_kept))
     keeper = state.keeper
+    if stored is not None and keeper is not None:  # and its continuation's events, kept by the process that ran it
+        whole = await asyncio.to_thread(keeper.continued_elsewhere, handle)
+        if whole is not None:
+            assert result is not None
+            return StreamingResponse(
+                kept_stream(whole, result, start_at), media_type="text/event-stream", headers=_SSE_HEADERS
+            )
     earlier = await asyncio.to_thread(keeper.earlier, handle) if keeper is not None else None
     if earlier:  # continued here after a restart: what earlier processes ran of it comes first
         stream = continued_stream(earlier, handle, start_at, state.keepalive_s, result=result)
