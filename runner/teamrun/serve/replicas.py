@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from teamrun.store import Store
     from teamrun.store.leases import Lease, StaleLease
 
-__all__ = ["DEFAULT_LEASE_S", "LeaseNotTaken", "Replica", "replica_id"]
+__all__ = ["DEFAULT_LEASE_S", "LeaseNotTaken", "Replica", "replica_id", "stored_cancel_reason", "until_not_running"]
 
 _log = get_logger(__name__)
 
@@ -51,6 +51,26 @@ HEARTBEAT_CONNECTIONS = 3
 """The heartbeat's own pool: the renewal, the takeover beside it, the cancel listener (PostgreSQL)."""
 MOVED_REASON = "moved to another replica"
 """The cancel reason of a run this replica stopped executing because another took its lease."""
+
+
+async def stored_cancel_reason(store: Store, run_id: str) -> str | None:
+    """Why ``run_id`` was cancelled, as the replica that ran it said (kept on its lease): every replica answers a
+    cancelled run's ``cancel_reason`` with the owner's words."""
+    return await asyncio.to_thread(store.leases.cancel_reason, run_id)
+
+
+async def until_not_running(registry: RunRegistry, run_id: str, *, within_s: float, poll_s: float) -> bool:
+    """Until the store says ``run_id`` no longer runs (a cancel forwarded to the replica that runs it was applied
+    there), at most ``within_s`` seconds; whether it stopped."""
+    waited = 0.0
+    while True:
+        stored = await asyncio.to_thread(registry.stored, run_id)
+        if stored is None or stored.shown_status() != "running":
+            return True
+        if waited >= within_s:
+            return False
+        await asyncio.sleep(poll_s)  # a poll of the store: the run's replica writes its record there
+        waited += poll_s
 
 
 class LeaseNotTaken(StoreError):
@@ -109,6 +129,7 @@ class Replica:
         self._background: set[asyncio.Task[None]] = set()
         registry.owning = self.own
         registry.forward_cancel = self.forward_cancel
+        registry.confirm_owner = self.confirm_owner
         registry.finish_on_stop = True
         registry.when_over.append(self.over)
         store.fences.on_refused.append(self._refused)
@@ -165,23 +186,40 @@ class Replica:
             return
         reason = "waiting" if handle.state == "waiting" else "over"
         failed = handle.error if handle.result is None and not handle.moved else None
+        cancelled = handle.cancel_reason if handle.state == "cancelled" else None
         loop = asyncio.get_running_loop()
         task = loop.create_task(
-            self._release(handle.id, generation, reason, failed), name=f"teamrun-lease-release:{handle.id}"
+            self._release(handle.id, generation, reason, failed, cancelled), name=f"teamrun-lease-release:{handle.id}"
         )
         self._background.add(task)  # the loop keeps only a weak reference
         task.add_done_callback(self._background.discard)
 
-    async def _release(self, run_id: str, generation: int, reason: str, failed: str | None = None) -> None:
+    async def _release(
+        self, run_id: str, generation: int, reason: str, failed: str | None = None, cancelled: str | None = None
+    ) -> None:
         try:
             if failed is not None:  # it could not run at all (a refused thread...): its early record says so
                 await asyncio.to_thread(self._record_failed, run_id, failed)
-            await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, reason)
+            release = self.store.leases.release  # its cancel's reason stays on the lease, for every replica to say
+            await asyncio.to_thread(release, run_id, self.id, generation, reason, cancel_reason=cancelled)
         except Exception as exc:  # it expires instead; the run's record says it is over, so nobody takes it
             _log.warning("serve_lease_not_released", run=run_id, error=str(exc), error_type=type(exc).__name__)
         finally:
             if run_id not in self.held:
                 self.store.fences.drop(run_id)
+
+    async def confirm_owner(self, run_id: str) -> None:
+        """Before answering for ``run_id``, which runs here: check its lease in the store; taken by another replica
+        (this one was paused, or its renewals did not reach the store), the run stops here and its record is
+        the store's (:attr:`RunRegistry.confirm_owner`)."""
+        generation = self.held.get(run_id)
+        if generation is None:
+            return
+        lease = await asyncio.to_thread(self.store.leases.get, run_id)
+        if self.held.get(run_id) != generation:
+            return  # it stopped or moved meanwhile
+        if lease is None or (lease.owner, lease.generation) != (self.id, generation):
+            self._lost(run_id, "its lease was taken by another replica")
 
     async def forward_cancel(self, run_id: str, reason: str) -> bool:
         """Leave a cancel of ``run_id`` for the replica that runs it (:attr:`RunRegistry.forward_cancel`)."""

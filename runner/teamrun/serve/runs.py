@@ -329,15 +329,19 @@ class FoundRun:
 
     @property
     def held(self) -> bool:
-        """The handle is the truth (it runs here, or the store agrees with it); else the store's record is."""
+        """The handle is the truth (it runs here, or the store agrees with it); else the store's record is (always
+        for a run another replica took over: its handle here is stale)."""
         handle, stored = self.handle, self.stored
+        if handle is not None and handle.moved and stored is not None:
+            return False
         return handle is not None and (stored is None or stored.shown_status() == handle.state)
 
 
 def reconciled(handle: RunHandle) -> bool:
     """Whether what ``handle`` says of its run must be checked against the store: it ran and stopped here (over,
-    or waiting), so another process (``teamrun answer``, ``resume``, another server) may have continued it since."""
-    return handle.finished and (handle.result is not None or handle.moved)
+    or waiting), so another process (``teamrun answer``, ``resume``, another server) may have continued it since;
+    or another replica took it over (it may still be stopping here)."""
+    return handle.moved or (handle.finished and handle.result is not None)
 
 
 @dataclass(frozen=True)
@@ -397,6 +401,9 @@ class RunRegistry:
         """With replicas on one store (serve/replicas.py): takes the run's lease before it runs or continues here."""
         self.forward_cancel: Callable[[str, str], Awaitable[bool]] | None = None
         """With replicas: leaves a cancel for the replica that runs a run (whether one does)."""
+        self.confirm_owner: Callable[[str], Awaitable[None]] | None = None
+        """With replicas: checks in the store that a run running here still holds its lease (one another replica
+        took is marked :attr:`RunHandle.moved`), before this server answers for it."""
         self.finish_on_stop = False
         """On SIGTERM, stop taking runs and let those in progress finish (replicas hand the rest over as the server
         stops) instead of cancelling them at once."""
@@ -422,6 +429,8 @@ class RunRegistry:
         """``run_id`` as this server answers for it: the handle it holds while the run runs here; once it stopped
         here, the store's record too, which wins when they differ (another process continued it since)."""
         handle = self._runs.get(run_id)
+        if handle is not None and not handle.finished and not handle.moved and self.confirm_owner is not None:
+            await self.confirm_owner(run_id)  # another replica may have taken it before the heartbeat noticed
         if handle is not None and (self.store is None or not reconciled(handle)):
             return FoundRun(handle, None)
         stored = await asyncio.to_thread(self.stored, run_id) if self.store is not None else None
@@ -675,7 +684,9 @@ class RunRegistry:
         handle = self._runs.get(run_id)
         if handle is not None and handle.team not in teams:
             return CancelAnswer("not_found")
-        if handle is not None and not handle.finished:
+        if handle is not None and not handle.finished and not handle.moved and self.confirm_owner is not None:
+            await self.confirm_owner(run_id)  # taken by another replica: the cancel goes there
+        if handle is not None and not handle.finished and not handle.moved:  # (a moved one: where it runs now)
             self.cancel(run_id, reason)
             return CancelAnswer("cancelling", handle, status="running")
         if handle is not None and handle.state != "waiting" and (self.store is None or not reconciled(handle)):

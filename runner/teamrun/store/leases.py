@@ -158,9 +158,13 @@ class LeaseRepository:
             rows = conn.execute(sa.select(*_COLUMNS).where(held)).all()
         return {row[0]: _lease(row) for row in rows}
 
-    def release(self, run_id: str, owner: str, generation: int, reason: str) -> bool:
+    def release(
+        self, run_id: str, owner: str, generation: int, reason: str, *, cancel_reason: str | None = None
+    ) -> bool:
         """``owner`` lets ``run_id`` go (``reason``: ``over``, ``waiting``, :data:`HANDOVER`...); whether it still
-        held it."""
+        held it. ``cancel_reason``: why the run was cancelled here, kept on the lease for every replica to say
+        (:meth:`cancel_reason`)."""
+        kept = {"cancel_reason": cancel_reason} if cancel_reason else {}
         with self.engine.begin() as conn:
             done = conn.execute(
                 run_leases.update()
@@ -170,9 +174,16 @@ class LeaseRepository:
                     run_leases.c.generation == generation,
                     run_leases.c.released.is_(None),
                 )
-                .values(released=reason, expires_at=0.0)
+                .values(released=reason, expires_at=0.0, **kept)
             )
         return done.rowcount == 1
+
+    def cancel_reason(self, run_id: str) -> str | None:
+        """Why ``run_id`` was cancelled, as its replica applied it (a cancel left on its lease, or one asked where
+        it ran): the same words on every replica."""
+        with self.engine.connect() as conn:
+            found = conn.execute(sa.select(run_leases.c.cancel_reason).where(run_leases.c.run_id == run_id)).scalar()
+        return None if found is None else str(found)
 
     def takeable(self, *, limit: int = 50) -> list[Lease]:
         """Leases of runs still ``running`` in the store that nobody renews any more (expired) or that their owner

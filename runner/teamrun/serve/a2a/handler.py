@@ -13,6 +13,7 @@ method names, errors, SSE framing (:mod:`teamrun.serve.a2a.routes`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 from collections import Counter, OrderedDict
@@ -260,8 +261,12 @@ class TeamAgent(RequestHandler):
             )
         if answer.outcome == "waiting":
             raise TaskNotCancelableError(f"task {params.id} waits for a person: answer it to continue it")
-        if answer.outcome == "cancelling" and answer.handle is not None:
+        if answer.outcome == "cancelling" and answer.handle is not None and answer.stored is None:  # it runs here
             await answer.handle.ended(CANCEL_WAIT_S)
+        elif answer.outcome == "cancelling":  # forwarded to the replica that runs it: its end shows in the store
+            from teamrun.serve.replicas import until_not_running
+
+            await until_not_running(self.registry, params.id, within_s=CANCEL_WAIT_S, poll_s=STORE_POLL_S / 4)
         return await self._task(params.id)
 
     async def on_subscribe_to_task(
@@ -370,7 +375,14 @@ class TeamAgent(RequestHandler):
         if stored is None or stored.team != self.team:
             return None
         pending = await self._pending(run_id) if stored.shown_status() == "waiting" else ()
-        return self._stored_view(stored, pending)
+        view = self._stored_view(stored, pending)
+        if view.status == "cancelled" and self.registry.replicated and self.registry.store is not None:
+            from teamrun.serve.replicas import stored_cancel_reason  # the words of the replica that cancelled it
+
+            reason = await stored_cancel_reason(self.registry.store, run_id)
+            if reason:
+                view = dataclasses.replace(view, cancel_reason=self.entry.redactor.text(reason))
+        return view
 
     async def _pending(self, run_id: str) -> list[dict[str, Any]]:
         if self.answers is None:

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from teamrun.serve.errors import ApiError
 from teamrun.serve.history import stored_events
+from teamrun.serve.replicas import stored_cancel_reason
 from teamrun.serve.runs import BudgetTooHigh, check_budgets, stored_record
 from teamrun.serve.sse import after_event, continued_stream, event_stream, kept_stream, store_stream
 from teamrun.serve.state import ServeState, serve_state
@@ -32,9 +33,7 @@ async def create_run(state: State, body: RunRequest) -> JSONResponse:
         check_budgets(target.team.config, body.budgets)
     except BudgetTooHigh as exc:
         raise ApiError(422, str(exc), code="budget_too_high", extra={"limits": exc.in_force}) from None
-    handle = state.start(
-        target, body.input, body.thread, limits=body.budgets, vars=body.vars, resource=body.resource
-    )
+    handle = state.start(target, body.input, body.thread, limits=body.budgets, vars=body.vars, resource=body.resource)
     if state.replica is not None and not await state.replica.recorded(handle):  # answered once any replica finds it
         raise ApiError(
             503,
@@ -56,7 +55,11 @@ async def get_run(state: State, run_id: str) -> dict[str, Any]:
         raise ApiError.run_not_found(run_id)
     assert state.store is not None
     kept = run_id in await asyncio.to_thread(state.store.run_events.kept, [run_id])
-    shown: dict[str, Any] = state.served[stored.team].redactor.value(stored_record(stored, events=kept))
+    redactor = state.served[stored.team].redactor
+    shown: dict[str, Any] = redactor.value(stored_record(stored, events=kept))
+    if shown["status"] == "cancelled" and state.replica is not None:  # the words of the replica that cancelled it
+        reason = await stored_cancel_reason(state.store, run_id)
+        shown["cancel_reason"] = redactor.text(reason) if reason else shown["error"]
     return shown
 
 
