@@ -167,3 +167,50 @@ def test_a_rolling_restart_hands_the_runs_over_and_fails_no_request(
     paid = provider.calls()
     assert {task: paid[(task, 1)] for task in tasks} == dict.fromkeys(tasks, 1)
     assert {task: paid[(task, 3)] for task in tasks} == dict.fromkeys(tasks, 1)
+
+
+def test_a_stream_on_a_stopping_replica_ends_cleanly_and_reads_on_from_another(
+    tmp_path: Path, postgres_server: str, fake_openai: FakeOpenAI
+) -> None:
+    """SIGTERM on the replica a client follows a run on: its stream ends at once, at a message's end and without
+    a result (the run is handed over); reconnected to another replica with ``Last-Event-ID``, the client reads on
+    and sees every event once, to the run's result."""
+    provider = Provider(fake_openai)
+    provider.gate = threading.Event()
+    team = team_file(tmp_path, fake_openai.url)
+    store = new_database(postgres_server)
+    with replica(team, store) as a, replica(team, store) as b:
+        with httpx.Client(base_url=a.url, headers=AUTH, timeout=60) as client:
+            [run_id] = _start(client, ["streamed"])
+        wait_until(lambda: provider.reached(["streamed"], 2), "the run's second call")
+        lines: list[str] = []
+        failed: list[BaseException] = []
+
+        def follow() -> None:
+            try:
+                with (
+                    httpx.Client(base_url=a.url, headers=AUTH, timeout=120) as client,
+                    client.stream("GET", f"/v1/runs/{run_id}/events") as response,
+                ):
+                    lines.extend(response.iter_lines())  # iter_lines: whole lines, each as it comes
+            except httpx.HTTPError as exc:  # cut off mid-body (a chunked body without its end)
+                failed.append(exc)
+
+        reader = threading.Thread(target=follow)
+        reader.start()
+        wait_until(lambda: any(line.startswith("id: ") for line in list(lines)), "the first events read on A")
+        a.process.send_signal(signal.SIGTERM)
+        reader.join(timeout=300)
+        assert failed == [] and not reader.is_alive()
+        first = events_of("\n".join(lines) + "\n\n")
+        assert lines[-1] == "" and first and all(kind != "result" for _, kind, _ in first), lines[-5:]
+        assert a.process.wait(timeout=120) == 0
+        provider.gate.set()
+        with httpx.Client(base_url=b.url, headers=AUTH, timeout=120) as client:
+            headers = {"Last-Event-ID": str(first[-1][0])}
+            rest = events_of(client.get(f"/v1/runs/{run_id}/events", headers=headers).text)
+        ids = [index for index, _, _ in first + rest if index is not None]
+        assert ids == list(range(len(ids))), ids  # each event once, none missing, across the two replicas
+        assert rest[-1][1] == "result" and rest[-1][2]["status"] == "done", rest[-1]
+        assert "run_moved" in [kind for _, kind, _ in rest]
+        assert b.stop() == 0

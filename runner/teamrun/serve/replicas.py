@@ -116,6 +116,7 @@ class Replica:
         self.renewed_at: float | None = None
         """When the heartbeat last renewed this replica's leases (monotonic seconds)."""
         self._late_said = False
+        self._streams_ended = False
         self.backend = StoreJournal(store)
         self.held: dict[str, int] = {}
         """The runs executing here, with their lease's generation."""
@@ -251,9 +252,25 @@ class Replica:
         if run_id in self.held:
             self.registry.cancel(run_id, reason)
 
+    def leaving(self) -> bool:
+        """The server stops (SIGTERM): the streams of runs still running here end (each at a message's end, without
+        a result) for their clients to reconnect to another replica, which reads on from the store."""
+        return self.registry.closing or self._handing_over
+
+    def _end_streams(self) -> None:
+        """Once the server stops: wake the streams of the runs running here, which then end (:meth:`leaving`)."""
+        if self._streams_ended or not self.leaving():
+            return
+        self._streams_ended = True  # (their events keep being saved on each beat, until the handover saves the rest)
+        for run_id in self.held:
+            handle = self.registry.get(run_id)
+            if handle is not None:
+                handle.wake_readers()
+
     async def _beat(self) -> None:
         taking: asyncio.Task[list[str]] | None = None
         while True:
+            self._end_streams()
             try:
                 await self.renew()
             except Exception as exc:  # a store that does not answer for a while: the next beat tries again

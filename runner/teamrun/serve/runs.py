@@ -267,6 +267,11 @@ class RunHandle:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
+    def wake_readers(self) -> None:
+        """Wake the streams waiting for the run's next event (each checks whether it should end: the server
+        stops, serve/replicas.py)."""
+        self._wake()
+
     async def changed(self, timeout: float) -> bool:
         """Wait until a new event arrives or the run ends; ``False`` if ``timeout`` seconds pass first."""
         self._readers += 1

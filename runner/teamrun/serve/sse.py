@@ -14,6 +14,9 @@ __all__ = ["after_event", "continued_stream", "event_stream", "kept_stream", "ss
 
 Fetch = Callable[[], Awaitable[tuple[list[dict[str, Any]] | None, dict[str, Any]] | None]]
 """Reads a run's kept events (masked) and its record from the store."""
+Leaving = Callable[[], bool]
+"""Whether this server is stopping as one replica of several (SIGTERM): a stream of a run that goes on ends at
+the end of a message, without a result, for its client to reconnect (``Last-Event-ID``) to another replica."""
 
 
 def sse(data: Any, redactor: Redactor | None = None, *, event: str | None = None, id: int | None = None) -> bytes:
@@ -49,21 +52,31 @@ async def continued_stream(
     keepalive_s: float,
     *,
     result: dict[str, Any] | None = None,
+    leaving: Leaving | None = None,
 ) -> AsyncIterator[bytes]:
     """A run continued here after a restart: the events kept of it, then this process's (numbered after them)."""
     for index in range(start_at, len(earlier)):
         yield sse(earlier[index], event=str(earlier[index]["kind"]), id=index)
-    rest = event_stream(handle, max(0, start_at - len(earlier)), keepalive_s, first_id=len(earlier), result=result)
+    rest = event_stream(
+        handle, max(0, start_at - len(earlier)), keepalive_s, first_id=len(earlier), result=result, leaving=leaving
+    )
     async for chunk in rest:
         yield chunk
 
 
 async def event_stream(
-    handle: RunHandle, start_at: int, keepalive_s: float, *, first_id: int = 0, result: dict[str, Any] | None = None
+    handle: RunHandle,
+    start_at: int,
+    keepalive_s: float,
+    *,
+    first_id: int = 0,
+    result: dict[str, Any] | None = None,
+    leaving: Leaving | None = None,
 ) -> AsyncIterator[bytes]:
     """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``: the handle's
     record, or ``result`` (the store's, for a run another process continued since it stopped here). A run that
-    moved to another replica meanwhile ends the stream without a result: the client reconnects."""
+    moved to another replica meanwhile, or one still running as this replica stops (``leaving``, woken by the
+    handle), ends the stream without a result: the client reconnects."""
     index = start_at
     while True:
         while index < handle.event_count:
@@ -72,6 +85,8 @@ async def event_stream(
             index += 1
         if handle.finished:
             break
+        if leaving is not None and leaving():
+            return
         if not await handle.changed(keepalive_s):
             yield b": keepalive\n\n"
     if handle.moved:  # it goes on on another replica: the client reconnects (Last-Event-ID) and reads on there
@@ -80,13 +95,22 @@ async def event_stream(
 
 
 async def store_stream(
-    fetch: Fetch, start_at: int, poll_s: float, keepalive_s: float, *, settle_s: float = 5.0
+    fetch: Fetch,
+    start_at: int,
+    poll_s: float,
+    keepalive_s: float,
+    *,
+    settle_s: float = 5.0,
+    leaving: Leaving | None = None,
 ) -> AsyncIterator[bytes]:
     """A run that runs on another replica, live from the store: its events as its replica saves them (numbered as
     every replica numbers them: their place among the run's kept events), then ``event: result``, its record once
-    it is no longer running (and its last events, up to its ``run_end``, are kept; at most ``settle_s`` later)."""
+    it is no longer running (and its last events, up to its ``run_end``, are kept; at most ``settle_s`` later).
+    As this replica stops (``leaving``) the stream ends without a result, after whole messages."""
     index, quiet, settled = start_at, 0.0, 0.0
     while True:
+        if leaving is not None and leaving():
+            return
         found = await fetch()
         if found is None:
             return

@@ -104,6 +104,7 @@ async def cancel_run(state: State, run_id: str) -> JSONResponse:
 async def run_events(state: State, run_id: str, request: Request) -> StreamingResponse:
     start_at = after_event(request.headers.get("last-event-id"))
     registry = state.registry
+    leaving = state.replica.leaving if state.replica is not None else None  # SIGTERM: reconnect to another replica
     handle = registry.get(run_id)
     if handle is None and registry.store is not None:  # a run of an earlier server, or of another worker
         found = await stored_events(registry.store, state.served, run_id)
@@ -113,7 +114,7 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
             async def fetch() -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
                 return await stored_events(store, state.served, run_id)
 
-            stream = store_stream(fetch, start_at, state.replica.tick_s, state.keepalive_s)
+            stream = store_stream(fetch, start_at, state.replica.tick_s, state.keepalive_s, leaving=leaving)
             return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
         if found is not None:
             kept, record = found
@@ -145,7 +146,7 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
             )
     earlier = await asyncio.to_thread(keeper.earlier, handle) if keeper is not None else None
     if earlier:  # continued here after a restart: what earlier processes ran of it comes first
-        stream = continued_stream(earlier, handle, start_at, state.keepalive_s, result=result)
+        stream = continued_stream(earlier, handle, start_at, state.keepalive_s, result=result, leaving=leaving)
     else:
-        stream = event_stream(handle, start_at, state.keepalive_s, result=result)
+        stream = event_stream(handle, start_at, state.keepalive_s, result=result, leaving=leaving)
     return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
