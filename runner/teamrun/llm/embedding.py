@@ -16,6 +16,7 @@ import hashlib
 import math
 import re
 import unicodedata
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -164,6 +165,7 @@ class LiteLLMEmbedder:
         if not texts:
             return Embeddings(vectors=[], model=self.model, input_tokens=0, cost_usd=0.0)
         litellm = import_litellm()
+        _quiet_response_warnings()
         kwargs: dict[str, Any] = {"model": self.model, "input": list(texts)}
         if self.api_base:
             kwargs["api_base"] = self.api_base
@@ -195,6 +197,11 @@ class LiteLLMEmbedder:
                     raise EmbeddingFailed(
                         f"embedding model {self.model!r}{where} timed out ({attempts} attempt(s) of "
                         f"{self.timeout_s:g}s); raise memory.embedding.request_timeout_s or check the endpoint"
+                    ) from None
+                if _connection_failed(exc):
+                    raise EmbeddingFailed(
+                        f"embedding model {self.model!r}{where}: could not connect ({attempts} attempt(s); nothing "
+                        "answered: is the endpoint running, and is its api_base right?)"
                     ) from None
                 raise EmbeddingFailed(
                     f"embedding model {self.model!r}{where} failed: {_reason(exc, self._api_key)}"
@@ -230,6 +237,30 @@ class LiteLLMEmbedder:
         said = int(tokens) if isinstance(tokens, int | float) and tokens > 0 else None  # LiteLLM fills in 0
         priced = float(cost) if isinstance(cost, int | float) and (said is not None or cost > 0) else None
         return Embeddings(vectors=vectors, model=self.model, input_tokens=said, cost_usd=priced)
+
+
+def _quiet_response_warnings() -> None:
+    """LiteLLM's embedding response model warns on stderr (pydantic serializer warnings) when an endpoint answers
+    something that is not a list of vectors; :meth:`LiteLLMEmbedder._parse` says what is wrong instead."""
+    warnings.filterwarnings(
+        "ignore",
+        message=r"Pydantic serializer warnings:\s+PydanticSerializationUnexpectedValue\(Expected `list\[",
+        category=UserWarning,
+    )
+
+
+def _connection_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a failure to connect (refused, no route, DNS): LiteLLM says it as
+    an HTTP 500 that no server answered."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        name = type(seen).__name__
+        if isinstance(seen, ConnectionError) or name in ("APIConnectionError", "ConnectError", "ClientConnectorError"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _checked(model: str, texts: Sequence[str]) -> list[str]:

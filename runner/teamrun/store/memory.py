@@ -297,11 +297,7 @@ class MemoryStore:
             sa.select(table.c.dims, sa.func.count()).where(table.c.resource == resource).group_by(table.c.dims)
         ).all()
         if existing and existing[0][0] != dims:
-            raise MemoryRefused(
-                f"the vector has {dims} dimensions but the memories of {resource!r} have {existing[0][0]}: "
-                "they were embedded with another embedding model (keep one embedding model per store, or "
-                f"`teamrun memory forget --resource {resource}` to start afresh)"
-            )
+            raise MemoryRefused(_other_size("the fact's embedding", dims, resource, int(existing[0][0])))
         count = sum(int(n) for _d, n in existing)
         if count >= limits.max_memories_per_resource:
             raise _full(resource, count, limits)
@@ -415,11 +411,8 @@ class MemoryStore:
             return {}
         query = np.asarray(list(vector), dtype=np.float32)
         if query.ndim != 1 or query.shape[0] != matrix.vectors.shape[1]:
-            raise MemoryRefused(
-                f"the query's embedding has {query.shape[0] if query.ndim == 1 else '?'} dimensions but the "
-                f"memories of {resource!r} have {matrix.vectors.shape[1]}: embed the query with the model that "
-                "embedded the memories"
-            )
+            size = int(query.shape[0]) if query.ndim == 1 else 0
+            raise MemoryRefused(_other_size("the query's embedding", size, resource, int(matrix.vectors.shape[1])))
         norm = float(np.linalg.norm(query))
         if not np.isfinite(norm) or norm == 0.0:
             return {}
@@ -791,6 +784,17 @@ def _numpy() -> Any:
     import numpy
 
     return numpy
+
+
+def _other_size(what: str, size: int, resource: str, kept: int) -> str:
+    """Why a vector of another size than the resource's memories is refused: the store cannot tell which model made
+    them, so both causes are named (another model or ``dimensions``, or an endpoint answering a wrong size)."""
+    return (
+        f"{what} has {size} dimensions but the memories of {resource!r} have {kept}: either they were saved with "
+        "another embedding model or `dimensions` (keep one per store), or the embedding endpoint answered vectors "
+        f"of the wrong size (set memory.embedding.dimensions: {kept} to have such an answer refused when it "
+        f"comes); `teamrun memory forget --resource {resource}` starts the resource afresh"
+    )
 
 
 def _full(resource: str, count: int, limits: MemoryLimits) -> MemoryRefused:

@@ -65,6 +65,8 @@ class RecallRecord:
 
     query: str
     facts: tuple[RecalledFact, ...]
+    left_out: int = 0
+    """Facts that matched but did not fit the recall's token budget."""
 
 
 def embedding_fingerprint(model: str, texts: Sequence[str], dimensions: int | None = None) -> str:
@@ -104,9 +106,10 @@ def read_embedding(entry: JournalEntry) -> EmbeddingRecord | None:
 def recall_entry(invocation: str, index: int, fingerprint: str, record: RecallRecord) -> JournalEntry:
     """The ``memory_recall`` entry of ``invocation``'s recall before its model call ``index``."""
     facts = [{"id": f.id, "fact": f.fact, "score": f.score, "saved_at": f.saved_at} for f in record.facts]
-    return JournalEntry(
-        EntryKey(invocation, index, "memory_recall"), fingerprint, {"query": record.query, "facts": facts}
-    )
+    payload: dict[str, Any] = {"query": record.query, "facts": facts}
+    if record.left_out:
+        payload["left_out"] = record.left_out
+    return JournalEntry(EntryKey(invocation, index, "memory_recall"), fingerprint, payload)
 
 
 def read_recall(entry: JournalEntry) -> RecallRecord:
@@ -124,7 +127,9 @@ def read_recall(entry: JournalEntry) -> RecallRecord:
                     float(saved) if isinstance(saved, int | float) else None,
                 )
             )
-    return RecallRecord(str(entry.payload.get("query") or ""), tuple(facts))
+    left_out = entry.payload.get("left_out")
+    counted = left_out if isinstance(left_out, int) and not isinstance(left_out, bool) and left_out > 0 else 0
+    return RecallRecord(str(entry.payload.get("query") or ""), tuple(facts), counted)
 
 
 def resource_entry(resource: str) -> JournalEntry:

@@ -35,9 +35,15 @@ def within_budget(facts: Sequence[RecalledFact], max_tokens: int) -> tuple[Recal
     return tuple(kept)
 
 
-def recalled_block(facts: Sequence[RecalledFact]) -> str:
+def recalled_block(facts: Sequence[RecalledFact], *, left_out: int = 0) -> str:
     """The prompt part that quotes ``facts``; with none it says so, between the same markers (a recalling agent's
-    prompt has one shape whatever is recalled, so the masked request of a recording or a journal matches)."""
+    prompt has one shape whatever is recalled, so the masked request of a recording or a journal matches).
+    ``left_out``: facts that matched but did not fit the token budget (never said to match nothing)."""
+    if not facts and left_out:
+        return recalled_memories_block(
+            f"{RECALLED_MEMORIES_HEADING}\nSaved facts about this user match, but none fits in the room this "
+            "prompt gives them."
+        )
     if not facts:
         return recalled_memories_block(f"{RECALLED_MEMORIES_HEADING}\nNothing saved about this user matches yet.")
     blocks = [data_block(secrets.token_hex(8), f"memory-{i}", "", fact.fact) for i, fact in enumerate(facts, 1)]

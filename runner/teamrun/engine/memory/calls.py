@@ -32,7 +32,7 @@ from teamrun.engine.durability.memory_entries import (
     embedding_fingerprint,
     recall_entry,
 )
-from teamrun.engine.memory.blocks import within_budget
+from teamrun.engine.memory.blocks import CHARS_PER_TOKEN, within_budget
 from teamrun.engine.memory.session import MemorySession, MemoryUnavailable
 from teamrun.engine.result import ModelSpend
 from teamrun.llm.types import Usage
@@ -78,20 +78,34 @@ async def embed(
 
 async def recall(
     memory: MemorySession, ctx: RunContext, frame: AgentFrame, query: str, turn: int, how: MemoryRecall
-) -> tuple[RecalledFact, ...]:
-    """What ``frame``'s agent recalls before its model call ``turn`` (journaled; a resume's from the journal)."""
+) -> RecallRecord:
+    """What ``frame``'s agent recalls before its model call ``turn`` (journaled; a resume's from the journal): the
+    facts that fit its token budget, and how many matched but were left out for it (said in a warning)."""
     query = memory.mask(query)
     fingerprint = _recall_fingerprint(memory.resource, query, how, memory.settings.mode)
     replayed = ctx.journal.replay.recall(frame.key, turn, fingerprint) if ctx.journal is not None else None
     if replayed is not None:
         _emit(memory, ctx, frame, "recall", query, replayed.facts, replayed=True)
-        return replayed.facts
+        return replayed
     found = await search(memory, ctx, frame, query, k=how.top_k, min_score=how.min_score, at=(turn, 0))
     facts = within_budget([_fact(r) for r in found], how.max_tokens)
+    record = RecallRecord(query, facts, len(found) - len(facts))
     if ctx.journal is not None:
-        await ctx.journal.write_now(recall_entry(frame.key, turn, fingerprint, RecallRecord(query, facts)))
+        await ctx.journal.write_now(recall_entry(frame.key, turn, fingerprint, record))
     _emit(memory, ctx, frame, "recall", query, facts)
-    return facts
+    if record.left_out:
+        ctx.warn(
+            frame,
+            f"memory: {_facts(record.left_out)} {frame.name} recalled before turn {turn} "
+            f"{'was' if record.left_out == 1 else 'were'} left out: longer than its recall budget (max_tokens "
+            f"{how.max_tokens}, about {how.max_tokens * CHARS_PER_TOKEN} characters); raise "
+            f"memory.recall.{frame.name}.max_tokens to include {'it' if record.left_out == 1 else 'them'}",
+        )
+    return record
+
+
+def _facts(count: int) -> str:
+    return f"{count} matching fact" if count == 1 else f"{count} matching facts"
 
 
 async def search(

@@ -51,8 +51,8 @@ async def recalled_part(ctx: RunContext, frame: AgentFrame, query: str, turn: in
     if not query.strip():
         return recalled_block(())
     try:
-        facts = await recall(ctx.memory, ctx, frame, query, turn, how)
+        found = await recall(ctx.memory, ctx, frame, query, turn, how)
     except (MemoryUnavailable, EmbeddingFailed, MemoryRefused) as exc:
         ctx.warn(frame, f"memory: {frame.name} recalled nothing before turn {turn}: {exc}")
         return recalled_block(())
-    return recalled_block(facts)
+    return recalled_block(found.facts, left_out=found.left_out)
