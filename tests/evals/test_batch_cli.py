@@ -162,10 +162,11 @@ def test_the_rate_limiter_holds_requests_and_tokens_to_a_sliding_minute() -> Non
         return starts
 
     starts = asyncio.run(scenario())
-    # the window is a minute and a second (llm/ratelimit.py WINDOW_MARGIN_S: the provider's own minute has passed
-    # by then): request 3 waits for request 1 to leave it (t=61); request 5 finds 2 requests and 105 tokens in
-    # the window and starts when request 3 and its 10 tokens have left it (t=122)
-    assert starts == [0.0, 1.0, 61.0, 62.0, 122.0]
+    # the requests window is a minute and five seconds (llm/ratelimit.py WINDOW_MARGIN_S: the provider's own
+    # minute has passed by then): request 3 waits for request 1 to leave it (t=65); request 5 finds 2 requests
+    # and 105 tokens in the window and starts when request 3 has left the requests window (t=130; its 10 tokens
+    # left the tokens minute at t=125)
+    assert starts == [0.0, 1.0, 65.0, 66.0, 130.0]
 
 
 def test_the_total_budget_stops_starting_rows_and_a_rerun_continues(

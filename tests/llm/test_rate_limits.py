@@ -233,7 +233,7 @@ def test_a_limiter_spreads_concurrent_requests_over_the_minute_in_arrival_order(
 
     asyncio.run(time.drive(all_of_them()))
 
-    assert starts == [(0, 0.0), (1, 0.0), (2, 61.0), (3, 61.0), (4, 122.0)]  # a minute and its 1 s margin
+    assert starts == [(0, 0.0), (1, 0.0), (2, 65.0), (3, 65.0), (4, 130.0)]  # a minute and its 5 s margin
 
 
 def test_a_call_that_declares_no_limit_is_held_by_the_limit_another_declared_for_its_model() -> None:
@@ -249,7 +249,7 @@ def test_a_call_that_declares_no_limit_is_held_by_the_limit_another_declared_for
 
     asyncio.run(time.drive(calls()))
 
-    assert starts == [0.0, 61.0, 122.0]
+    assert starts == [0.0, 65.0, 130.0]
 
 
 def test_rpm_reaches_the_worker_processes_serve_spawns_each_with_its_share(monkeypatch: pytest.MonkeyPatch) -> None:

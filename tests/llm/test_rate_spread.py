@@ -50,4 +50,4 @@ def test_a_provider_counting_a_sliding_minute_on_arrival_answers_no_429() -> Non
     busiest = max(sum(1 for t in arrivals if s - 60.0 < t <= s) for s in arrivals)
     assert busiest <= 50
     assert WINDOW_MARGIN_S > 0.03
-    assert arrivals[-1] < 4 * 60.0 + 10  # spread, not starved: 200 requests at 50 a minute
+    assert arrivals[-1] < 4 * 65.0 + 10  # spread, not starved: 200 requests at 50 a minute (and 5 s of margin)
