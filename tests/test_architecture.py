@@ -162,8 +162,9 @@ def test_the_layer_table_reader() -> None:
     }
 
 
-JOURNAL_MODULES = ("engine/durability/", "store/journal.py")
-"""The journal: its entry kinds, records and replay (``engine/durability/``), and its store backend."""
+JOURNAL_MODULES = ("engine/durability/", "store/journal.py", "store/memory_journal.py")
+"""The journal: its entry kinds, records and replay (``engine/durability/``), its store backend, and the redaction
+``teamrun memory forget`` makes in the journals of a resource's runs (in the forget's transaction, in the store)."""
 
 RAW_JOURNAL_READERS: set[str] = set()
 """Modules besides :data:`JOURNAL_MODULES` that still read raw journal payloads: none (the served run's stored
