@@ -145,3 +145,39 @@ def test_a_served_chat_completion_of_unknown_usage_answers_usage_null_that_opena
             assert shown["usage"] is None and shown["teamrun"]["usage_known"] is False
     finally:
         server.stop()
+
+
+def test_a_stored_run_of_unknown_usage_is_listed_as_unknown_by_the_cli_and_the_server(
+    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's record keeps that its usage is unknown: ``runs list``/``runs show`` and ``GET /v1/runs`` (a
+    restarted server reads the store) say so instead of 0 tokens and $0."""
+    import httpx
+
+    from teamrun.cli import main
+    from teamrun.store import open_store
+
+    fake_openai.script("m", [_without_usage("four")])
+    team, db = _solo(tmp_path, fake_openai), tmp_path / "runs.db"
+    assert main(["execute", str(team), "--input", "2+2?", "--store", str(db), "--progress", "none"]) == 0
+    capsys.readouterr()
+
+    assert main(["runs", "list", "--store", str(db)]) == 0
+    listed = capsys.readouterr().out
+    row = listed.splitlines()[1].split()
+    assert row[5:7] == ["unknown", "unknown"], listed  # COST, TOKENS (the start is a date and a time)
+    run_id = row[0]
+    assert main(["runs", "show", run_id, "--store", str(db)]) == 0
+    shown = capsys.readouterr().out
+    assert "cost      unknown  tokens unknown (some calls reported no usage), 1 model calls" in shown, shown
+
+    store = open_store(db)
+    settings = ServeSettings(tokens=frozenset({TOKEN}), store=store)
+    server = RunningServer([teamrun.load_team(team, store=store)], settings)
+    server.start()
+    try:
+        runs = httpx.get(server.url + "/v1/runs", headers={"Authorization": f"Bearer {TOKEN}"}).json()["data"]
+        [run] = [r for r in runs if r["id"] == run_id]
+        assert (run["tokens"], run["cost"], run["usage_known"]) == (None, None, False)
+    finally:
+        server.stop()

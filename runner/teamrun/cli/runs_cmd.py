@@ -11,6 +11,7 @@ import click
 from teamrun.errors import UsageError
 from teamrun.money import format_usd
 from teamrun.observe.bidi import inert
+from teamrun.store.records import USAGE_UNKNOWN_KEY
 
 HELP = """List and show the runs a store holds: status, cost, tokens, and how to resume them.
 
@@ -87,6 +88,14 @@ def _short(text: str, width: int) -> str:
     return cell(text, width)
 
 
+def _tokens_said(usage: dict[str, int]) -> str:
+    """A stored run's tokens: "unknown" or "at least N" when some calls reported no usage, never a pretended 0."""
+    total = int(usage.get("total_tokens", 0))
+    if USAGE_UNKNOWN_KEY not in usage:
+        return str(total)
+    return f"at least {total}" if total else "unknown"
+
+
 @runs.command("list", help="The newest runs first: id, status, team, start, cost, tokens, input.")
 @click.option("--store", metavar="PATH|URL", help=_STORE_HELP)
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Show at most this many.")
@@ -110,15 +119,15 @@ def list_runs(store: str | None, limit: int, team: str | None, as_json: bool) ->
         return
     rows = [["RUN", "STATUS", "TEAM", "STARTED (UTC)", "COST", "TOKENS", "INPUT"]]
     for run in found:
-        tokens = run["usage"].get("total_tokens", 0)
+        tokens = _tokens_said(run["usage"])
         rows.append(
             [
                 run["run_id"],
                 run["status"],
                 _short(run["team"], 24),
                 run["started_at"],
-                format_usd(run["cost"]),
-                str(tokens),
+                format_usd(run["cost"]) if USAGE_UNKNOWN_KEY not in run["usage"] else "unknown",
+                tokens,
                 _short(run["input"], 40),
             ]
         )
@@ -169,9 +178,13 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
         f"status    {view['status']}"
         + (f"  (stored: {view['stored_status']})" if view["status"] != view["stored_status"] else ""),
         f"started   {view['started_at']}" + (f"  ended {view['ended_at']}" if view["ended_at"] else ""),
-        f"cost      {format_usd(view['cost'])}  tokens {usage.get('total_tokens', 0)} "
-        f"(in {usage.get('input_tokens', 0)}, out {usage.get('output_tokens', 0)}), "
-        f"{usage.get('requests', 0)} model calls",
+        (
+            f"cost      {format_usd(view['cost'])}  tokens {usage.get('total_tokens', 0)} "
+            f"(in {usage.get('input_tokens', 0)}, out {usage.get('output_tokens', 0)}), "
+            if USAGE_UNKNOWN_KEY not in usage
+            else f"cost      unknown  tokens {_tokens_said(usage)} (some calls reported no usage), "
+        )
+        + f"{usage.get('requests', 0)} model calls",
         f"attempts  {view['attempts']}"
         + (f", {view['replayed_calls']} calls replayed in the last" if view["replayed_calls"] else ""),
         f"journal   {journal.get('model', 0)} model replies, {journal.get('tool', 0)} tool results",

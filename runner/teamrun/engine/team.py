@@ -40,6 +40,7 @@ from teamrun.events import EventBus, Subscriber
 from teamrun.llm.router import ModelRouter
 from teamrun.llm.types import ChatModel, Message, current_scope
 from teamrun.store.memory import check_resource_id
+from teamrun.store.records import USAGE_UNKNOWN_KEY
 from teamrun.tools.approval import Approver, choose_approver
 from teamrun.tools.base import Tool, ToolSource
 from teamrun.tools.mcp.tape import McpTape
@@ -588,9 +589,10 @@ async def _close_journal(journal: RunJournal, result: RunResult, escaped: BaseEx
     if escaped is not None:
         cancelled = isinstance(escaped, asyncio.CancelledError | KeyboardInterrupt)
         status, error = ("cancelled" if cancelled else "failed"), str(escaped) or type(escaped).__name__
-    await journal.close(
-        status=status, usage=result.usage.as_dict(), cost=result.cost, final_text=result.final_text, error=error
-    )
+    usage = result.usage.as_dict()
+    if not result.usage_known:  # kept with the record: a stored run's tokens and cost are then unknown, never 0
+        usage[USAGE_UNKNOWN_KEY] = 0
+    await journal.close(status=status, usage=usage, cost=result.cost, final_text=result.final_text, error=error)
     said = _journal_warning(journal.failure, result.run_id) if journal.failure is not None else None
     if said is not None and said not in result.warnings:  # a failure at open was said when the run started
         result.warnings.append(said)

@@ -55,8 +55,10 @@ RUN_STATUSES = ("running", "done", "failed", "budget_exhausted", "cancelled", "i
 MAX_LISTED = 500
 
 
-def _usage_tokens(usage: Mapping[str, Any] | None) -> int:
-    return int((usage or {}).get("total_tokens", 0) or 0)
+def _spent(tokens: int, cost: float, *, known: bool) -> dict[str, Any]:
+    """A listed run's tokens and cost: ``None`` and ``usage_known: false`` when some were not reported (a
+    provider that sent no usage, a remote agent), never a 0 that would mean nothing was spent."""
+    return {"tokens": tokens, "cost": cost} if known else {"tokens": None, "cost": None, "usage_known": False}
 
 
 def _from_handle(handle: RunHandle) -> dict[str, Any]:
@@ -68,8 +70,11 @@ def _from_handle(handle: RunHandle) -> dict[str, Any]:
         "thread": handle.thread,
         "created": handle.created,
         "ended": None,
-        "tokens": result.usage.total_tokens if result is not None and result.usage is not None else 0,
-        "cost": result.cost if result is not None else 0.0,
+        **(
+            _spent(result.usage.total_tokens, result.cost, known=result.usage_known)
+            if result is not None
+            else _spent(0, 0.0, known=True)
+        ),
         "input": handle.input,
         "source": "server",
         "events": True,
@@ -84,8 +89,7 @@ def _from_store(run: JournaledRun) -> dict[str, Any]:
         "thread": run.thread_id,
         "created": run.started_at,
         "ended": run.ended_at,
-        "tokens": _usage_tokens(run.usage),
-        "cost": run.cost,
+        **_spent(int(run.usage.get("total_tokens", 0) or 0), run.cost, known=run.usage_known),
         "input": run.input,
         "source": "store",
         "events": False,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["HEARTBEAT_S", "EntryKey", "EntryKind", "JournalEntry", "JournaledRun"]
+__all__ = ["HEARTBEAT_S", "USAGE_UNKNOWN_KEY", "EntryKey", "EntryKind", "JournalEntry", "JournaledRun"]
 
 EntryKind = Literal[
     "model",
@@ -32,6 +32,9 @@ EntryKind = Literal[
 the entries a workflow step read (see :mod:`teamrun.engine.durability.workspace_entries`); ``embedding``,
 ``memory_recall``, ``memory_resource``: long-term memory's embedding calls, recalls and the run's resource (see
 :mod:`teamrun.engine.durability.memory_entries`)."""
+USAGE_UNKNOWN_KEY = "usage_unknown"
+"""In a run record's ``usage``: some of the run's usage was not reported (its figures are a lower bound)."""
+
 HEARTBEAT_S = 15.0
 """How often a journaled run's row is touched while it runs (``runs list`` calls a silent one interrupted)."""
 
@@ -84,6 +87,7 @@ class JournaledRun:
     heartbeat_at: float = field(default_factory=time.time)
     ended_at: float | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    """The run's tokens (``RunResult.usage``); :data:`USAGE_UNKNOWN_KEY` in it when some were not reported."""
     cost: float = 0.0
     final_text: str = ""
     error: str | None = None
@@ -92,6 +96,12 @@ class JournaledRun:
     replayed_calls: int = 0
     """Model calls the latest attempt answered from the journal (not paid again)."""
     thread_id: str | None = None
+
+    @property
+    def usage_known(self) -> bool:
+        """False when a model or a remote agent of the run reported no usage: its tokens and cost then count only
+        what is known, and are said as unknown, never as 0."""
+        return USAGE_UNKNOWN_KEY not in self.usage
 
     def shown_status(self, *, now: float | None = None, stale_after_s: float = 4 * HEARTBEAT_S) -> str:
         """The status, with a ``running`` run whose process is gone shown as ``interrupted``.

@@ -34,8 +34,8 @@ function row(run) {
   head.append(statusWord(run.status, "span"), el("span", "run-team", run.team), preview);
   const tail = el("span", "run-tail muted");
   tail.append(el("span", "run-when", when(run.started_at)), el("code", "run-id", run.id),
-              ...(run.thread ? [el("span", "", "thread " + run.thread)] : []), el("span", "", run.tokens + " tokens"),
-              el("span", "run-cost", usd(run.cost)));
+              ...(run.thread ? [el("span", "", "thread " + run.thread)] : []), el("span", "", run.tokens === null ? "tokens unknown" : run.tokens + " tokens"),
+              el("span", "run-cost", run.cost === null ? "cost unknown" : usd(run.cost)));
   b.append(head, tail);
   b.addEventListener("click", () => openRun(run.id, { user: true }));
   li.append(b);
