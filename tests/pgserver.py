@@ -65,7 +65,8 @@ class PostgresServer:
             user = pwd.getpwnam("postgres")
             os.chown(self.root, user.pw_uid, user.pw_gid)
         self._run("initdb", "-D", str(self.data), "-U", "teamrun", "--auth=trust", "-E", "UTF8", "--no-sync")
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        # max_connections: the replica tests run up to two servers with 40 runs in flight each (a connection each)
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300"
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-o", options, "-w", "start")
         return self
 

@@ -27,6 +27,9 @@ __all__ = ["LEASE_S", "TOKEN", "Provider", "haproxy", "replica", "team_file"]
 
 LEASE_S = "2"
 """The replicas' ``--lease``: a stopped replica's runs move after 2 s."""
+SLOTS = 80
+"""Each replica's run slots: the tests hold up to all of their runs in flight on one replica (issue 46's figures:
+30 runs in flight at a SIGKILL, 100 runs through the load balancer)."""
 TOKEN = "replica-token-0123456789abcdef"
 HAPROXY_HINT = "the replica tests need HAProxy: install the Debian package `haproxy` (.ci/install-and-test does)"
 
@@ -94,9 +97,11 @@ def env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def replica(team: Path, store: str, *, port: int | None = None) -> Iterator[Serving]:
-    """One ``teamrun serve --store STORE --lease 2`` replica (its warnings on stderr, read once it ended)."""
-    with serving(str(team), "--store", store, "--lease", LEASE_S, env=env(), cwd=team.parent, port=port) as server:
+def replica(team: Path, store: str, *, port: int | None = None, slots: int = SLOTS) -> Iterator[Serving]:
+    """One ``teamrun serve --store STORE --lease 2 --max-concurrent-runs SLOTS`` replica (its warnings on stderr,
+    read once it ended)."""
+    options = ("--store", store, "--lease", LEASE_S, "--max-concurrent-runs", str(slots))
+    with serving(str(team), *options, env=env(), cwd=team.parent, port=port) as server:
         yield server
 
 

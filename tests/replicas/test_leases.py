@@ -123,3 +123,68 @@ def test_a_run_taken_while_the_heartbeat_renews_is_not_mistaken_for_a_lost_one(t
     asyncio.run(replica.tick())
     assert cancelled == [] and replica.held == {"new": 1}
     store.close()
+
+
+def test_a_run_between_two_replicas_shows_running_not_interrupted(tmp_path: Path) -> None:
+    """Its process gone (killed, or it handed the run over and exited), a run whose lease another replica will
+    take is ``running`` on every replica, not ``interrupted``; one whose lease was let go for good stays as it is."""
+    import asyncio
+
+    from teamrun.serve.replicas import as_replicas_show
+
+    store = open_store(tmp_path / "runs.db")
+    StoreJournal(store).save_run(JournaledRun(run_id="r4", team="t", team_file="t.yaml", input="go"))
+    gone = {"id": "r4", "status": "interrupted"}
+
+    def shown() -> str:
+        return str(asyncio.run(as_replicas_show(store, gone))["status"])
+
+    assert shown() == "interrupted"  # no lease: an earlier, lone server's run
+    generation = store.leases.acquire("r4", "a", ttl_s=60)
+    assert shown() == "running"  # held (or expired: another replica takes it)
+    assert store.leases.release("r4", "a", generation, HANDOVER)
+    assert shown() == "running"  # handed over: another replica takes it at once
+    generation = store.leases.acquire("r4", "b", ttl_s=60)
+    assert store.leases.release("r4", "b", generation, "over")
+    assert shown() == "interrupted"
+    assert asyncio.run(as_replicas_show(store, {"id": "r4", "status": "done"}))["status"] == "done"
+    store.close()
+
+
+def test_a_lease_row_a_paused_owner_keeps_locked_is_skipped_and_its_lock_ends_with_the_lease(
+    postgres_server: str,
+) -> None:
+    """A replica paused mid-write holds its lease row locked (the fencing check): the replica taking over skips the
+    row instead of waiting (the next beat tries again), and the server ends the paused transaction after the
+    lease (``idle_in_transaction_session_timeout``), so the run moves."""
+    import concurrent.futures
+
+    import sqlalchemy as sa
+
+    from teamrun.store.schema import run_leases
+    from tests.pgserver import new_database
+
+    store = open_store(new_database(postgres_server))
+    clock = Clock()
+    leases = LeaseRepository(store.engine, clock=clock)
+    StoreJournal(store).save_run(JournaledRun(run_id="r5", team="t", team_file="t.yaml", input="go"))
+    leases.acquire("r5", "a", ttl_s=10)
+    clock.now += 11
+    (expired,) = leases.takeable()
+    paused = store.engine.connect()  # a's fenced write, stopped mid-transaction
+    writing = paused.begin()
+    paused.execute(sa.select(run_leases).where(run_leases.c.run_id == "r5").with_for_update())
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        taken = pool.submit(leases.take, expired, "b", 10).result(timeout=120)  # (a hang guard)
+    finally:
+        writing.rollback()
+        paused.close()
+        pool.shutdown()
+    assert taken is None  # skipped, not waited for
+    assert leases.take(expired, "b", ttl_s=10) == 2  # free again: taken
+
+    LeaseRepository.end_idle_transactions(store.engine, 3)
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SHOW idle_in_transaction_session_timeout")).scalar() == "3s"
+    store.close()

@@ -9,6 +9,7 @@ the client sees each event id once, none missing.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,10 @@ from tests.replicas.cluster import TOKEN, Provider, events_of, haproxy, replica,
 from tests.waiting import wait_until
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-FOLLOWED, ASKED, APPROVED, CANCELLED = 4, 2, 2, 2
+FOLLOWED, ASKED, APPROVED, CANCELLED = 40, 20, 20, 20
+"""100 runs, issue 46's figure."""
+READERS = 10
+"""Clients reading streams at once."""
 
 
 def _client(url: str) -> httpx.Client:
@@ -76,10 +80,14 @@ def test_runs_started_followed_answered_approved_and_cancelled_through_a_round_r
         # followed: the first events while the runs wait on the provider, the rest after a reconnect
         tasks = [f"follow {i}" for i in range(FOLLOWED)]
         wait_until(lambda: provider.reached(tasks, 2), "every followed run's second call")
-        first = {run_id: _read(client, run_id, None, stop=2) for run_id in followed}
-        provider.gate.set()
+        with ThreadPoolExecutor(READERS) as pool:
+            began = pool.map(lambda run_id: _read(client, run_id, None, stop=2), followed)
+            first = dict(zip(followed, began, strict=True))
+            provider.gate.set()
+            read_on = pool.map(lambda run_id: _read(client, run_id, first[run_id][-1][0]), followed)
+            rests = dict(zip(followed, read_on, strict=True))
         for run_id, seen in first.items():
-            rest = _read(client, run_id, seen[-1][0])
+            rest = rests[run_id]
             ids = [index for index, _, _ in seen + rest if index is not None]
             assert ids == list(range(len(ids))), ids  # each event once, none missing, across replicas
             assert rest[-1][1] == "result" and rest[-1][2]["status"] == "done", rest[-1]
@@ -105,11 +113,8 @@ def test_runs_started_followed_answered_approved_and_cancelled_through_a_round_r
         for run_id in cancelled:
             wait_until(lambda run_id=run_id: _status(client, run_id) == "cancelled", f"run {run_id} cancelled")  # type: ignore[misc]
         finals = {client.get(f"/v1/runs/{run_id}").json()["final_text"] for run_id in waiting}
-        assert finals == {
-            "done: ask 0: 3",
-            "done: ask 1: 3",
-            "done: approve 0: deployed approve 0",
-            "done: approve 1: deployed approve 1",
+        assert finals == {f"done: ask {i}: 3" for i in range(ASKED)} | {
+            f"done: approve {i}: deployed approve {i}" for i in range(APPROVED)
         }, finals
         assert a.stop() == 0 and b.stop() == 0
     paid = provider.calls()

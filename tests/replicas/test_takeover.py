@@ -10,6 +10,7 @@ are refused and it says so.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import threading
@@ -22,7 +23,12 @@ from tests.pgserver import new_database
 from tests.replicas.cluster import TOKEN, Provider, events_of, haproxy, replica, team_file
 from tests.waiting import wait_until
 
-RUNS = 6
+RUNS = 30
+"""Runs in flight on the replica that is killed (issue 46's figure)."""
+ROLLING_RUNS = 10
+"""Runs in flight during the rolling restart."""
+CLIENTS = 50
+"""Clients sending requests all along the rolling restart (issue 46's figure)."""
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -119,6 +125,13 @@ def test_a_rolling_restart_hands_the_runs_over_and_fails_no_request(
     failures: list[str] = []
     ids: list[str] = []
     stop = threading.Event()
+    named = itertools.count()
+    naming = threading.Lock()
+
+    def next_task() -> str | None:
+        with naming:
+            number = next(named)
+        return f"rolling {number}" if number < ROLLING_RUNS else None
 
     def clients(url: str) -> None:
         """Requests all along the restart: new runs, and reads of every run so far, each on a new connection."""
@@ -126,8 +139,9 @@ def test_a_rolling_restart_hands_the_runs_over_and_fails_no_request(
         with httpx.Client(base_url=url, headers=AUTH, timeout=60, limits=limits) as client:
             while not stop.is_set():
                 try:
-                    if len(ids) < RUNS:
-                        answer = client.post("/v1/runs", json={"team": "steps", "input": f"rolling {len(ids)}"})
+                    task = next_task()
+                    if task is not None:
+                        answer = client.post("/v1/runs", json={"team": "steps", "input": task})
                         if answer.status_code != 201:
                             failures.append(f"POST {answer.status_code} {answer.text}")
                         else:
@@ -144,10 +158,11 @@ def test_a_rolling_restart_hands_the_runs_over_and_fails_no_request(
         b = stack.enter_context(replica(team, store))
         url = stack.enter_context(haproxy(tmp_path, [a.url, b.url]))
         stack.callback(stop.set)
-        load = threading.Thread(target=clients, args=(url,), daemon=True)
-        load.start()
-        tasks = [f"rolling {i}" for i in range(RUNS)]
-        wait_until(lambda: len(ids) == RUNS and provider.reached(tasks, 2), "every run's second call")
+        load = [threading.Thread(target=clients, args=(url,), daemon=True) for _ in range(CLIENTS)]
+        for thread in load:
+            thread.start()
+        tasks = [f"rolling {i}" for i in range(ROLLING_RUNS)]
+        wait_until(lambda: len(ids) == ROLLING_RUNS and provider.reached(tasks, 2), "every run's second call")
         new = []
         for old in (a, b):  # one replica after the other, as a deploy does, its runs still in flight
             assert old.stop() == 0
@@ -156,13 +171,14 @@ def test_a_rolling_restart_hands_the_runs_over_and_fails_no_request(
         with httpx.Client(base_url=url, headers=AUTH, timeout=60) as client:
             wait_until(lambda: _all_done(client, ids), "every run done after the restart")
         stop.set()
-        load.join(timeout=120)
+        for thread in load:
+            thread.join(timeout=120)
         for replaced in new:
             assert replaced.stop() == 0
     logs = [server.stderr for server in (a, b, *new)]  # read as each one's context ended
     assert failures == []
     assert sum(log.count("serve_runs_handed_over") for log in logs) == 2, logs  # each old replica handed over
-    assert sum(log.count("why=handover") for log in logs) >= RUNS, logs
+    assert sum(log.count("why=handover") for log in logs) >= ROLLING_RUNS, logs
     assert failures == []
     paid = provider.calls()
     assert {task: paid[(task, 1)] for task in tasks} == dict.fromkeys(tasks, 1)

@@ -41,7 +41,15 @@ if TYPE_CHECKING:
     from teamrun.store import Store
     from teamrun.store.leases import Lease, StaleLease
 
-__all__ = ["DEFAULT_LEASE_S", "LeaseNotTaken", "Replica", "replica_id", "stored_cancel_reason", "until_not_running"]
+__all__ = [
+    "DEFAULT_LEASE_S",
+    "LeaseNotTaken",
+    "Replica",
+    "as_replicas_show",
+    "replica_id",
+    "stored_cancel_reason",
+    "until_not_running",
+]
 
 _log = get_logger(__name__)
 
@@ -57,6 +65,20 @@ async def stored_cancel_reason(store: Store, run_id: str) -> str | None:
     """Why ``run_id`` was cancelled, as the replica that ran it said (kept on its lease): every replica answers a
     cancelled run's ``cancel_reason`` with the owner's words."""
     return await asyncio.to_thread(store.leases.cancel_reason, run_id)
+
+
+async def as_replicas_show(store: Store, record: dict[str, Any]) -> dict[str, Any]:
+    """A stored run's record as replicas show it: ``interrupted`` (the process that ran it is gone) is
+    ``running`` while its lease says a replica runs it or is about to take it over (handed over, or expired and
+    not released): a run between two replicas is not interrupted."""
+    from teamrun.store.leases import HANDOVER
+
+    if record.get("status") != "interrupted":
+        return record
+    lease = await asyncio.to_thread(store.leases.get, str(record["id"]))
+    if lease is not None and lease.released in (None, HANDOVER):
+        return record | {"status": "running"}
+    return record
 
 
 async def until_not_running(registry: RunRegistry, run_id: str, *, within_s: float, poll_s: float) -> bool:
@@ -113,6 +135,8 @@ class Replica:
         )
         """The heartbeat's leases (renewal, takeover, the cancel listener, handover): a pool of their own, so they
         never wait for a connection behind request traffic."""
+        for engine in {store.engine, self.leases.engine}:  # a paused replica's locks last no longer than its lease
+            LeaseRepository.end_idle_transactions(engine, lease_s)
         self.renewed_at: float | None = None
         """When the heartbeat last renewed this replica's leases (monotonic seconds)."""
         self._late_said = False

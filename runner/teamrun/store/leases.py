@@ -213,6 +213,13 @@ class LeaseRepository:
         )
         generation = lease.generation + 1
         with self.engine.begin() as conn:
+            locked = conn.execute(  # a row another transaction holds (a paused owner's last write): not now
+                sa.select(run_leases.c.generation)
+                .where(run_leases.c.run_id == lease.run_id, run_leases.c.generation == lease.generation, free)
+                .with_for_update(skip_locked=True)
+            ).first()
+            if locked is None:
+                return None
             done = conn.execute(
                 run_leases.update()
                 .where(run_leases.c.run_id == lease.run_id, run_leases.c.generation == lease.generation, free)
@@ -255,6 +262,27 @@ class LeaseRepository:
                         continue
         finally:
             raw.invalidate()  # not back to the pool: it listened
+
+    @staticmethod
+    def end_idle_transactions(engine: sa.Engine, after_s: float) -> None:
+        """On PostgreSQL: a transaction of ``engine``'s connections left idle ``after_s`` seconds is ended by the
+        server (``idle_in_transaction_session_timeout``), so a replica paused or cut off mid-write (its lease row
+        locked by a fencing check) does not keep the replica that takes its runs waiting past the lease.
+        Connections opened from now on (the pool's current ones are closed)."""
+        if engine.dialect.name != "postgresql":
+            return
+        timeout_ms = max(1000, int(after_s * 1000))
+
+        def on_connect(dbapi_connection: Any, _record: Any) -> None:
+            autocommit = dbapi_connection.autocommit
+            dbapi_connection.autocommit = True
+            try:
+                dbapi_connection.execute(f"SET idle_in_transaction_session_timeout = {timeout_ms}")
+            finally:
+                dbapi_connection.autocommit = autocommit
+
+        sa.event.listen(engine, "connect", on_connect)
+        engine.dispose()
 
     def get(self, run_id: str) -> Lease | None:
         with self.engine.connect() as conn:

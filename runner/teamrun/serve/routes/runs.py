@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from teamrun.serve.errors import ApiError
 from teamrun.serve.history import stored_events
-from teamrun.serve.replicas import stored_cancel_reason
+from teamrun.serve.replicas import as_replicas_show, stored_cancel_reason
 from teamrun.serve.runs import BudgetTooHigh, check_budgets, stored_record
 from teamrun.serve.sse import after_event, continued_stream, event_stream, kept_stream, store_stream
 from teamrun.serve.state import ServeState, serve_state
@@ -60,6 +60,8 @@ async def get_run(state: State, run_id: str) -> dict[str, Any]:
     if shown["status"] == "cancelled" and state.replica is not None:  # the words of the replica that cancelled it
         reason = await stored_cancel_reason(state.store, run_id)
         shown["cancel_reason"] = redactor.text(reason) if reason else shown["error"]
+    if state.replica is not None:  # between two replicas (handed over, its lease expired): running, not interrupted
+        shown = await as_replicas_show(state.store, shown)
     return shown
 
 
@@ -107,13 +109,17 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
     leaving = state.replica.leaving if state.replica is not None else None  # SIGTERM: reconnect to another replica
     handle = registry.get(run_id)
     if handle is None and registry.store is not None:  # a run of an earlier server, or of another worker
-        found = await stored_events(registry.store, state.served, run_id)
+        store = registry.store
+
+        async def fetch() -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
+            found = await stored_events(store, state.served, run_id)
+            if found is None or state.replica is None:
+                return found
+            return found[0], await as_replicas_show(store, found[1])  # between two replicas: running
+
+        found = await fetch()
         if found is not None and found[1].get("status") == "running" and state.replica is not None:
-            store = registry.store  # it runs on another replica: live from the events it saves on its heartbeat
-
-            async def fetch() -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
-                return await stored_events(store, state.served, run_id)
-
+            # it runs on another replica: live from the events it saves on its heartbeat
             stream = store_stream(fetch, start_at, state.replica.tick_s, state.keepalive_s, leaving=leaving)
             return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
         if found is not None:
