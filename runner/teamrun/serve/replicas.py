@@ -144,8 +144,10 @@ class Replica:
         self.backend = StoreJournal(store)
         self.held: dict[str, int] = {}
         """The runs executing here, with their lease's generation."""
-        self._saved: dict[str, int] = {}
-        """Events of each run saved to the store by the heartbeat (their count)."""
+        self._saved: dict[str, int | None] = {}
+        """Events of each run saved to the store by the heartbeat (their count; ``None``: none yet). A run's events
+        are saved from its second beat on: a run that ends within a beat (most chat completions) is kept once, as
+        it ends, not twice."""
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handing_over = False
@@ -366,7 +368,11 @@ class Replica:
             return
         for run_id in self.held:
             handle = self.registry.get(run_id)
-            if handle is not None and not handle.finished and handle.event_count != self._saved.get(run_id):
+            if handle is None or handle.finished:
+                continue
+            if run_id not in self._saved:  # new since the last beat: most runs end before the next one, kept then
+                self._saved[run_id] = None
+            elif handle.event_count != self._saved[run_id]:
                 self._saved[run_id] = handle.event_count
                 self.keeper.run_over(handle)
 
