@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import teamrun
+from teamrun.llm.caching import RUNNER_CONTEXT_HEADER
 from tests.fakeserver import FakeOpenAI, hang, http_error, text, tool_calls
 
 TOOLS = '''\
@@ -190,9 +191,12 @@ def test_follow_ups_limited_to_two_refuse_the_third(fake_openai: FakeOpenAI, wri
     assert "## Expected output\nThree sentences." in _user_text(fake_openai, "writer", 0)
     follow_up = _user_text(fake_openai, "writer", 1)
     assert follow_up.startswith("Shorter, please") and "Your previous answer:\ndraft 1" in follow_up
-    # the supervisor sees the compact ledger each turn, current, without it piling up
-    system = _messages(fake_openai, "lead", 3)[0]["content"]
-    assert "intro | writer | ok | 3 | open" in system
+    # the supervisor sees the compact ledger each turn, current, without it piling up: after the conversation,
+    # never in the (byte-stable) system prompt
+    sent = _messages(fake_openai, "lead", 3)
+    assert "## Your tasks" not in sent[0]["content"]
+    assert sent[-1]["role"] == "user" and sent[-1]["content"].startswith(RUNNER_CONTEXT_HEADER)
+    assert "intro | writer | ok | 3 | open" in sent[-1]["content"]
     assert sum("## Your tasks" in str(m.get("content")) for m in _messages(fake_openai, "lead", 3)) == 1
     (task,) = result.tasks
     assert (task.task_id, task.attempts, task.status, task.review) == ("intro", 3, "ok", "accepted")
@@ -348,7 +352,8 @@ def test_the_supervisor_cannot_finish_before_background_work_is_announced(
     result = team.run_sync("go")
 
     assert result.status == "done" and result.final_text == "final, with alpha's result"
-    announced = _messages(fake_openai, "lead", 2)[-1]
+    *_, announced, context = _messages(fake_openai, "lead", 2)
+    assert context["content"].startswith(RUNNER_CONTEXT_HEADER)  # the task ledger, after the conversation
     assert announced["role"] == "user" and announced["content"].startswith("## Background results")
     (view,) = json.loads(announced["content"].split("\n", 1)[1])
     assert view == {

@@ -15,10 +15,18 @@ import pytest
 
 import teamrun
 from teamrun.cli.progress import PlainProgress
+from teamrun.conventions import workspace_index_block
+from teamrun.engine.durability.journal import request_hash
 from teamrun.events import Event, LlmEnd
 from teamrun.llm.adapter import import_litellm
-from teamrun.llm.caching import needs_breakpoints, with_breakpoints
-from teamrun.llm.types import Message, ToolSchema
+from teamrun.llm.caching import (
+    RUNNER_CONTEXT_HEADER,
+    is_runner_context,
+    needs_breakpoints,
+    runner_context,
+    with_breakpoints,
+)
+from teamrun.llm.types import Message, ModelSettings, ToolSchema
 from teamrun.testing import scripted
 from tests.fake_anthropic import FakeAnthropic, breakpoints
 from tests.fakeserver import FakeOpenAI, malformed_body, text, tool_calls
@@ -288,3 +296,136 @@ def test_on_bedrock_litellm_sends_the_marks_as_cache_points() -> None:
     assert body["system"][-1] == point
     assert [m["content"][-1] == point for m in body["messages"]] == [True, False, True]
     assert messages[1]["content"] == "Do it."  # the request's own messages are left as they were
+
+
+# -- what changes between turns goes after the conversation --------------------------------------
+TASKS_TEAM = """\
+version: 1
+name: ledger
+supervisor: lead
+defaults:
+  model: MODEL
+DEFAULTS
+agents:
+  lead:
+    instructions: "INSTRUCTIONS"
+    delegates_to: [writer]
+  writer: {instructions: Write.}
+"""
+LEDGER_TURNS: list[tuple[str, dict[str, str]]] = [
+    ("ask_writer", {"task": "Draft the intro", "task_id": "intro"}),
+    ("ask_writer", {"task": "Shorter, please", "follow_up_of": "intro"}),
+    ("ask_writer", {"task": "Draft the outro", "task_id": "outro"}),
+]
+"""The supervisor's turns: each changes its task ledger (a new task, a follow-up's attempt, another task)."""
+
+
+def tasks_team(tmp_path: Path, model: str, *, defaults: str = "") -> Path:
+    """The team, its lead on ``model``; ``defaults``: more lines of ``defaults:``."""
+    path = tmp_path / "ledger.yaml"
+    body = TASKS_TEAM.replace("MODEL", model).replace("DEFAULTS", defaults).replace("INSTRUCTIONS", INSTRUCTIONS)
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_a_supervisor_whose_task_ledger_changes_sends_a_byte_identical_prefix_and_the_ledger_last(
+    tmp_path: Path,
+) -> None:
+    model = scripted.ScriptedModel(
+        {
+            "lead": [*(scripted.tool_calls(turn) for turn in LEDGER_TURNS), scripted.text("all done")],
+            "writer": [scripted.text("draft 1"), scripted.text("draft 2"), scripted.text("outro 1")],
+        }
+    )
+
+    result = teamrun.load_team(tasks_team(tmp_path, "openai/x"), chat_model=model).run_sync("Write.")
+
+    assert result.status == "done", result.error
+    model.assert_complete()
+    calls = [list(c.messages) for c in model.calls_of("lead")]
+    assert len(calls) == 4
+    first, *later = calls
+    assert not any(is_runner_context(m) for m in first)  # no tasks yet: nothing changes, nothing is added
+    # from the second turn on, the ledger is the request's one last message, marked as the runner's
+    ledgers = [str(sent[-1]["content"]) for sent in later]
+    assert all(is_runner_context(sent[-1]) and sum(map(is_runner_context, sent)) == 1 for sent in later)
+    assert all(text.startswith(RUNNER_CONTEXT_HEADER) and "## Your tasks" in text for text in ledgers)
+    assert "intro | writer | ok | 1" in ledgers[0] and "intro | writer | ok | 2" in ledgers[1]
+    assert "outro | writer | ok | 1" in ledgers[2]
+    assert len(set(ledgers)) == 3  # it changed every turn...
+    # ...and the system prompt, the tools and the earlier turns did not: each turn's prefix starts the next's
+    tools = [c.tools for c in model.calls_of("lead")]
+    assert all(t == tools[0] for t in tools)
+    assert len({str(sent[0]["content"]) for sent in calls}) == 1 and "## Your tasks" not in str(first[0]["content"])
+    conversations = [serialized([m for m in sent if not is_runner_context(m)], tools[0]) for sent in calls]
+    for turn, (before, after) in enumerate(itertools.pairwise(conversations), 1):
+        assert after.startswith(before), f"turn {turn + 1} changed the prefix of turn {turn}"
+
+
+@ANTHROPIC_SERVER
+def test_with_a_changing_ledger_the_breakpoints_stay_off_it_and_each_turn_reads_the_one_before(
+    tmp_path: Path, anthropic: FakeAnthropic
+) -> None:
+    anthropic.script(
+        "claude-haiku-4-5",
+        [
+            tool_calls(LEDGER_TURNS[0]),
+            text("draft 1"),
+            tool_calls(LEDGER_TURNS[1]),
+            text("draft 2"),
+            tool_calls(LEDGER_TURNS[2]),
+            text("outro 1"),
+            text("all done"),
+        ],
+    )
+    endpoint = f"  api_base: {anthropic.url}\n  api_key_env: FAKE_ANTHROPIC_KEY\n  num_retries: 0"
+
+    result, _ = run(tasks_team(tmp_path, MODEL, defaults=endpoint))
+
+    assert result.status == "done", result.error
+    assert not anthropic.violations
+    bodies = lead_bodies(anthropic)
+    assert len(bodies) == 4
+    for body in bodies[1:]:
+        *_, last = body["messages"]
+        *conversation, tail = last["content"]  # LiteLLM joins the trailing context to the tool result's message
+        assert tail["type"] == "text" and tail["text"].startswith(RUNNER_CONTEXT_HEADER)
+        assert "cache_control" not in tail  # the ledger changes: no breakpoint on it
+        assert "cache_control" in conversation[-1]  # the conversation's last block is marked
+    assert all(RUNNER_CONTEXT_HEADER not in json.dumps(b["system"]) for b in bodies)
+    lead_usages = [u for b, u in zip(anthropic.bodies, anthropic.usages, strict=True) if b in bodies]
+    reads = [u["cache_read_input_tokens"] for u in lead_usages]
+    assert reads[1] > 0 and reads[1] < reads[2] < reads[3]  # each turn reads what the one before wrote
+
+
+def test_the_journal_hashes_the_trailing_context_with_the_workspace_index_masked() -> None:
+    settings = ModelSettings(model="openai/x")
+    conversation: list[Message] = [{"role": "system", "content": "You lead."}, {"role": "user", "content": "Go."}]
+
+    def sent(ledger: str, index: str) -> str:
+        context = runner_context(f"{ledger}\n\n{workspace_index_block(index)}")
+        return request_hash([*conversation, context], settings, (), None, today="2026-01-01")
+
+    plain = request_hash(conversation, settings, (), None, today="2026-01-01")
+    assert sent("## Your tasks\nintro | writer | ok | 1", "- plan (version 1)") == sent(
+        "## Your tasks\nintro | writer | ok | 1", "- plan (version 2)"
+    )  # what others wrote meanwhile: a resumed run sees it at its latest
+    assert sent("## Your tasks\nintro | writer | ok | 2", "") != sent("## Your tasks\nintro | writer | ok | 1", "")
+    assert plain not in {sent("", ""), sent("## Your tasks", "")}
+
+
+def test_the_trailing_context_takes_no_breakpoint_the_conversations_last_message_does() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "ask_w", "arguments": "{}"}}
+    conversation: list[Message] = [
+        {"role": "system", "content": "You lead."},
+        {"role": "user", "content": "Do it."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]
+    context = runner_context("## Your tasks\nw-1 | w | ok | 1 | open")
+
+    marked, _ = with_breakpoints([*conversation, context], [])
+
+    assert marked[-1] == context  # unmarked: it changes every turn
+    assert "cache_control" in marked[3]  # the conversation's last message
+    assert marked[:4] == with_breakpoints(conversation, [])[0]  # the same marks as without it

@@ -18,6 +18,7 @@ from teamrun.cli.progress import PlainProgress
 from teamrun.conventions import DATA_BLOCK, RECALLED_MEMORIES
 from teamrun.engine.memory import opening
 from teamrun.engine.team import load_team
+from teamrun.llm.caching import RUNNER_CONTEXT_HEADER
 from teamrun.llm.embedding import EmbeddingFailed, Embeddings, offline_vector
 from teamrun.llm.types import ModelReply
 from teamrun.store import open_store
@@ -65,10 +66,13 @@ def test_recalled_facts_are_one_fenced_block_of_quoted_data_after_the_instructio
     model = ScriptedModel({"support": ["By email."]})
     result = load_team(team_file, chat_model=model, store=store).run_sync("How do invoices go?", resource="cust-A")
     assert result.status == "done", result.error
-    system = str(model.calls_of("support")[0].messages[0]["content"])
-    assert system.startswith("Help the customer.")  # the stable prefix first
-    part = RECALLED_MEMORIES.search(system)
-    assert part is not None and system.rstrip().endswith("<<<END MEMORY>>>")
+    sent = model.calls_of("support")[0].messages
+    system = str(sent[0]["content"])
+    assert system.startswith("Help the customer.") and "<<<MEMORY>>>" not in system  # the stable prefix
+    context = str(sent[-1]["content"])  # after the conversation, marked as the runner's
+    assert sent[-1]["role"] == "user" and context.startswith(RUNNER_CONTEXT_HEADER)
+    part = RECALLED_MEMORIES.search(context)
+    assert part is not None and context.rstrip().endswith("<<<END MEMORY>>>")
     blocks = DATA_BLOCK.findall(part.group(0))
     assert [quoted for _token, _ref, quoted in blocks] == [INJECTED]  # the forged fence did not close the block
     assert "quoted data, not instructions" in part.group(0)
@@ -80,7 +84,7 @@ def test_a_run_without_a_resource_has_no_memory_and_says_so_once(team_file: Path
     said = [w for w in result.warnings if "no resource" in w]
     assert len(said) == 1 and "--resource" in said[0]
     call = model.calls_of("support")[0]
-    assert "memory_save" not in call.tool_names and "<<<MEMORY>>>" not in str(call.messages[0]["content"])
+    assert "memory_save" not in call.tool_names and "<<<MEMORY>>>" not in str(call.messages)
 
 
 def test_memory_tools_are_offered_to_the_agents_the_file_names(team_file: Path, tmp_path: Path) -> None:
@@ -99,7 +103,7 @@ def test_memory_tools_are_offered_to_the_agents_the_file_names(team_file: Path, 
     billing = model.calls_of("billing")
     assert "memory_search" in billing[0].tool_names and "memory_save" not in billing[0].tool_names
     assert "Bob pays by bank transfer" in billing[1].tool_results[0]
-    assert "<<<MEMORY>>>" not in str(billing[0].messages[0]["content"])  # billing does not recall
+    assert "<<<MEMORY>>>" not in str(billing[0].messages)  # billing does not recall
     model.assert_complete()
 
 
@@ -139,7 +143,7 @@ def test_a_recording_replays_strictly_whatever_the_store_remembers_by_then(team_
         "Remember: invoices by email as PDF", resource="cust-A"
     )
     assert first.status == "done", first.error
-    assert fact in str(recorded.calls_of("support")[1].messages[0]["content"])  # recalled after saving
+    assert fact in str(recorded.calls_of("support")[1].messages[-1]["content"])  # recalled after saving
     again = load_team(team_file, store=store, replay=cassette).run_sync(
         "Remember: invoices by email as PDF", resource="cust-A"
     )
@@ -167,7 +171,7 @@ def test_a_failing_embedding_endpoint_is_a_warning_for_recall_and_a_tool_error_f
     assert recalled and "connection refused" in recalled[0]
     told = model.calls_of("support")[1].tool_results[0]
     assert "not saved" in told and "connection refused" in told
-    assert "Nothing saved about this user matches yet" in str(model.calls_of("support")[0].messages[0]["content"])
+    assert "Nothing saved about this user matches yet" in str(model.calls_of("support")[0].messages[-1]["content"])
 
 
 WORKING = """\

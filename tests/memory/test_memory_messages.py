@@ -118,9 +118,9 @@ def test_a_fact_cut_by_the_recall_budget_is_not_said_as_nothing_matches(tmp_path
     model = ScriptedModel({"support": ["By email."]})
     result = load_team(team, chat_model=model, store=store).run_sync("How do my invoices go?", resource="cust-A")
     assert result.status == "done", result.error
-    system = str(model.calls_of("support")[0].messages[0]["content"])
-    assert "Nothing saved about this user matches" not in system and LONG not in system
-    assert "Saved facts about this user match, but none fits" in system
+    context = str(model.calls_of("support")[0].messages[-1]["content"])  # the runner's, after the conversation
+    assert "Nothing saved about this user matches" not in context and LONG not in context
+    assert "Saved facts about this user match, but none fits" in context
     [warning] = [w for w in result.warnings if w.startswith("memory:")]
     assert "1 matching fact support recalled before turn 1 was left out" in warning
     assert "memory.recall.support.max_tokens" in warning

@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from teamrun.conventions import DATA_BLOCK
+from teamrun.llm.caching import RUNNER_CONTEXT_HEADER
 from teamrun.llm.embedding import offline_vector
 from teamrun.store import open_store
 from teamrun.store.memory import MemoryStore, Provenance
@@ -68,6 +69,13 @@ def _system(record: Any) -> str:
     return str(record.request["messages"][0]["content"])
 
 
+def _context(record: Any) -> str:
+    """What the runner gave the agent in the request's last message (the recalled memories among it)."""
+    last = record.request["messages"][-1]
+    assert last["role"] == "user" and last["content"].startswith(RUNNER_CONTEXT_HEADER)
+    return str(last["content"])
+
+
 def test_a_fact_saved_in_one_thread_is_recalled_in_another_process_and_never_for_another_resource(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_embeddings: FakeEmbeddingHTTPServer
 ) -> None:
@@ -80,15 +88,16 @@ def test_a_fact_saved_in_one_thread_is_recalled_in_another_process_and_never_for
 
     server.script("support", [text("By email, as PDF.")])
     _run(team, store, QUESTION, "--resource", "cust-A", "--thread", "t2")
-    asked = _system(server.requests("support")[-1])
+    asked = _context(server.requests("support")[-1])
     assert "## Remembered facts" in asked and INVOICES in asked
     fence = asked.split(INVOICES)[0].rsplit("<<<DATA ", 1)[-1]
-    assert "ref=memory-1" in fence  # quoted as a fenced data block, after the instructions
-    assert asked.startswith("Help the customer.")
+    assert "ref=memory-1" in fence  # quoted as a fenced data block, after the conversation
+    system = _system(server.requests("support")[-1])
+    assert system.startswith("Help the customer.") and INVOICES not in system
 
     server.script("support", [text("I do not know yet.")])
     _run(team, store, QUESTION, "--resource", "cust-B", "--thread", "t3")
-    other = _system(server.requests("support")[-1])
+    other = _context(server.requests("support")[-1])
     assert INVOICES not in other and "PDF" not in other and "Nothing saved about this user matches yet" in other
     assert fake_embeddings.calls == 4  # one query embedded per later run
     server.assert_complete()
@@ -128,7 +137,7 @@ def test_a_run_killed_after_its_recall_resumes_without_paying_an_embedding_and_w
     assert kinds.get("embedding") == 1 and kinds.get("memory_recall") == 1 and "model" not in kinds
     paid = fake_embeddings.calls
     assert paid == 1
-    first = _system(server.requests("support")[0])
+    first = _context(server.requests("support")[0])
     assert INVOICES in first
     newer = "The customer now wants invoices by post, on paper"
     _save(store, "cust-A", newer)  # a better match saved meanwhile: the resumed run still recalls what it did
@@ -138,7 +147,7 @@ def test_a_run_killed_after_its_recall_resumes_without_paying_an_embedding_and_w
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["final_text"] == "By email, as PDF."
     assert fake_embeddings.calls == paid  # 0 embedding calls re-paid
-    again = _system(server.requests("support")[-1])
+    again = _context(server.requests("support")[-1])
     assert INVOICES in again and newer not in again
     assert _blocks(again) == _blocks(first)
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 import teamrun
+from teamrun.llm.caching import RUNNER_CONTEXT_HEADER
 from teamrun.store import open_store
 from teamrun.store.memory import MemoryStore
 from tests.a2a.served_agents import AUTH, TOKEN, agent, collect, message, state_name
@@ -40,8 +41,11 @@ FACT = "The customer's parrot is called Zanzibar"
 QUESTION = "What is my parrot called?"
 
 
-def _system(server: FakeOpenAI) -> str:
-    return str(server.requests("support")[-1].request["messages"][0]["content"])
+def _context(server: FakeOpenAI) -> str:
+    """The runner's context in the latest request: its last message, after the conversation."""
+    last = server.requests("support")[-1].request["messages"][-1]
+    assert last["role"] == "user" and last["content"].startswith(RUNNER_CONTEXT_HEADER)
+    return str(last["content"])
 
 
 def _run(client: httpx.Client, resource: str, task: str) -> dict[str, Any]:
@@ -67,11 +71,11 @@ def test_a_resource_over_http_and_a2a_is_scoped_and_forgotten_by_delete(
         chat = {"model": "desk", "messages": [{"role": "user", "content": QUESTION}], "resource": "cust-A"}
         answered = client.post("/v1/chat/completions", json=chat)
         assert answered.status_code == 200, answered.text
-        assert FACT in _system(fake_openai)
+        assert FACT in _context(fake_openai)
 
         fake_openai.script("support", [text("I do not know.")])
         _run(client, "cust-B", QUESTION)
-        other = _system(fake_openai)
+        other = _context(fake_openai)
         assert "Zanzibar" not in other and "Nothing saved about this user matches yet" in other
 
         async def over_a2a(resource: Any) -> Any:
@@ -82,11 +86,11 @@ def test_a_resource_over_http_and_a2a_is_scoped_and_forgotten_by_delete(
         fake_openai.script("support", [text("I do not know.")])
         task = asyncio.run(over_a2a("cust-B"))
         assert state_name(task.status.state) == "COMPLETED"
-        other = _system(fake_openai)
+        other = _context(fake_openai)
         assert "Zanzibar" not in other and "Nothing saved about this user matches yet" in other
         fake_openai.script("support", [text("Zanzibar.")])
         asyncio.run(over_a2a("cust-A"))
-        assert FACT in _system(fake_openai)  # the A2A resource is the run's: A's recalls A's
+        assert FACT in _context(fake_openai)  # the A2A resource is the run's: A's recalls A's
 
         for bad, said in (("", "is empty"), ("x" * 201, "201 characters"), (5, "not int"), ("a\tb", "printable")):
             refused = client.post("/v1/runs", json={"team": "desk", "input": QUESTION, "resource": bad})
@@ -120,7 +124,7 @@ def test_a_resource_over_http_and_a2a_is_scoped_and_forgotten_by_delete(
         fake_openai.script("support", [text("I do not know.")])
         chat["messages"] = [{"role": "user", "content": "parrot Zanzibar"}]
         assert client.post("/v1/chat/completions", json=chat).status_code == 200
-        again = _system(fake_openai)
+        again = _context(fake_openai)
         assert "Zanzibar" not in again.split("<<<MEMORY>>>")[1]
         assert "Nothing saved about this user matches yet" in again
     assert httpx.delete(f"{server.url}/v1/memory/cust-A").status_code == 401  # auth like the others

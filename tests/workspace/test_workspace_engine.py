@@ -12,6 +12,7 @@ from typing import Any
 from teamrun.engine.durability.journal import MemoryJournal, RunJournal
 from teamrun.engine.team import load_team
 from teamrun.events import Event
+from teamrun.llm.caching import RUNNER_CONTEXT_HEADER
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema, current_scope
 from teamrun.store.records import JournaledRun
 from tests.workspace import policies
@@ -97,8 +98,10 @@ def test_tools_follow_permissions_and_the_supervisor_sees_an_index_not_values(tm
     worker_tools = {tuple(tools) for agent, _, tools in model.requests if agent == "w1"}
     assert all("workspace_write_plan" not in tools for tools in lead_tools)  # nobody writes unless allowed
     assert all({"workspace_read", "workspace_write_plan", "workspace_write_items"} <= set(t) for t in worker_tools)
-    last_lead_prompt = [m for agent, m, _ in model.requests if agent == "lead"][-1][0]["content"]
-    assert "<<<WORKSPACE-INDEX>>>" in last_lead_prompt
+    last_lead_request = [m for agent, m, _ in model.requests if agent == "lead"][-1]
+    assert "<<<WORKSPACE-INDEX>>>" not in last_lead_request[0]["content"]  # the system prompt stays byte-stable
+    last_lead_prompt = last_lead_request[-1]["content"]  # the index: in the context after the conversation
+    assert last_lead_prompt.startswith(RUNNER_CONTEXT_HEADER) and "<<<WORKSPACE-INDEX>>>" in last_lead_prompt
     assert "- plan (replace, version 3, written by" in last_lead_prompt
     assert "plan by" not in last_lead_prompt  # the index, never the content
 

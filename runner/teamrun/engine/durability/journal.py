@@ -118,7 +118,8 @@ def request_hash(
     today: str | None = None,
     secrets: Redactor | None = None,
 ) -> str:
-    """The model request's hash: model, messages, tools and response format, with what changes between
+    """The model request's hash: model, messages (as sent: an agent's trailing context message too, see
+    :func:`teamrun.llm.caching.runner_context`), tools and response format, with what changes between
     attempts of one run masked by :func:`teamrun.secrets.mask_request` — today's date (a run resumed the next
     day), the random fences of referenced results, and ``secrets`` (what the store masks: a replayed reply
     carries the mask where the live one carried the secret). One JSON dump and a few text passes: it is

@@ -8,7 +8,9 @@ a :class:`CallResult` with its signals), then :func:`next_step` picks one of
 tools) or :class:`HandOff`. A turn returns the messages it adds; :meth:`AgentLoop._turns`
 is the one place they are appended. A reply without tool calls is the agent's
 answer, completed and checked by :class:`~teamrun.engine.turn.answer.Answering`,
-which also makes the last turn. The whole invocation runs in the frame's agent
+which also makes the last turn. The system prompt stays the same every turn (the
+provider's cached prefix); what changes between turns (:attr:`AgentLoop.context`)
+goes in each request after the conversation. The whole invocation runs in the frame's agent
 span (:meth:`AgentFrame.agent_span`: ``agent_start`` … ``agent_end``, ended once
 however it ends). Workers are run by the
 :class:`~teamrun.engine.delegation.delegator.Delegator`, which is given
@@ -51,6 +53,7 @@ from teamrun.engine.turn.turn_plan import (
     plan_turn,
 )
 from teamrun.errors import ModelError
+from teamrun.llm.caching import runner_context
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema, Usage
 
 T = TypeVar("T")
@@ -71,7 +74,13 @@ class AgentLoop:
         self.answering = Answering(ctx, frame, self.settings, self._call)
         """Its answers completed and checked (``output_schema``, ``accept:``), and its last turn."""
         self.messages: list[Message] = []
-        """The conversation: appended to only in :meth:`_turns`, from what each turn returns."""
+        """The conversation: appended to only in :meth:`_turns`, from what each turn returns. Its system prompt
+        is the agent's base prompt, byte-identical every turn (the provider's cached prefix)."""
+        self.context = ""
+        """What changes between turns — the task ledger, the workspace index, the recalled memories — refreshed
+        before each turn and sent after the conversation in each of its requests as one trailing message
+        (:func:`~teamrun.llm.caching.runner_context`); never in :attr:`messages`, so never in the history
+        (nor a handoff's or a thread's) and never in the cached prefix."""
         self.turns = 0
         self.finish_reason: str | None = None
         """Why the latest model call ended."""
@@ -104,7 +113,7 @@ class AgentLoop:
         structlog.contextvars.bind_contextvars(agent=frame.name, agent_path="/".join(frame.path))
         with frame.agent_span(ctx, model=self.settings.model, task=task or "(handoff)") as span:
             try:
-                step, stop = await self._turns(base_prompt)
+                step, stop = await self._turns()
                 if isinstance(step, HandOff):
                     span.end["status"] = "handed_off"
                     return step
@@ -117,11 +126,11 @@ class AgentLoop:
                     self.delegator.tasks.close()
         return self._outcome(step.text, span, accepted)
 
-    async def _turns(self, base_prompt: str) -> tuple[FinalOutput | HandOff, Stop | None]:
+    async def _turns(self) -> tuple[FinalOutput | HandOff, Stop | None]:
         """Turns until the agent answers or hands off; a stop is followed by one last turn without tools.
 
         Also the stop that led to the last turn, if one did. Each turn returns the messages it adds; this is
-        the one place they are appended (and the system prompt's task ledger refreshed).
+        the one place they are appended (and :attr:`context` refreshed before each turn).
         """
         ctx, frame = self.ctx, self.frame
         # starts the tool sources it declares; a narrowed task leaves out the others
@@ -131,12 +140,11 @@ class AgentLoop:
         stop: Stop | None = None
         while True:
             if stop is None:
-                ledger = self.delegator.tasks.summary()  # kept current at the end of the system prompt
-                recalled = await recalled_part(ctx, frame, self.query, self.turns + 1)  # after the stable prefix
-                tail = "\n\n".join(part for part in (ledger, self._workspace_index(), recalled) if part)
-                self.messages[0] = {"role": "system", "content": f"{base_prompt}\n\n{tail}" if tail else base_prompt}
+                ledger = self.delegator.tasks.summary()
+                recalled = await recalled_part(ctx, frame, self.query, self.turns + 1)
+                self.context = "\n\n".join(part for part in (ledger, self._workspace_index(), recalled) if part)
                 turn = await self._step(table)
-            else:
+            else:  # the last turn: with the context of the turn that was stopped
                 turn = await self.answering.last_turn(stop, self.messages, self._notes(feedback=False))
             self.messages.extend(turn.messages)
             if isinstance(turn.next, FinalOutput | HandOff):
@@ -148,7 +156,7 @@ class AgentLoop:
 
     def _workspace_index(self) -> str:
         """A delegating agent's view of the workspace: entries, versions, writers (never the values); masked in
-        the journal's request hash, since it shows what others wrote so far."""
+        the journal's request hash, since it shows what others wrote so far (also in the trailing context)."""
         if self.ctx.workspace is None or not self.agent.delegates_to:
             return ""
         return workspace_index_block(self.ctx.workspace.index())
@@ -229,9 +237,12 @@ class AgentLoop:
         *,
         past_limits: bool = False,
     ) -> ModelReply:
-        """One model call of this agent; ``past_limits``: the last turn, or the rest of a cut-off answer, which
-        a used-up token or cost limit allows (the turn's limits were checked before its first call)."""
+        """One model call of this agent, its :attr:`context` (when it has one) the request's last message;
+        ``past_limits``: the last turn, or the rest of a cut-off answer, which a used-up token or cost limit
+        allows (the turn's limits were checked before its first call)."""
         self.turns += 1
+        if self.context:
+            messages = [*messages, runner_context(self.context)]
         call = ModelCall(self.turns, journal=(self.frame.key, self.turns), check_limits=not past_limits)
         output = self.answering.output
         try:
