@@ -96,8 +96,9 @@ def load(options: ServeOptions) -> Loaded:
         from teamrun.store import open_store
 
         # now: a wrong URL or an unreachable server stops the start. Each running run's journal holds a
-        # connection: one per run slot, and some for the requests
-        store = open_store(options.store_location, pool_size=options.max_concurrent_runs + 5)
+        # connection: one at need per run slot, and some for the requests; at most 25 kept open when idle
+        slots = options.max_concurrent_runs
+        store = open_store(options.store_location, pool_size=min(slots, 20) + 5, max_overflow=slots + 10)
     capture = None
     if options.trace_content:
         from teamrun.observe.trace_file import ContentCapture

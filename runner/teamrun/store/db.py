@@ -87,11 +87,13 @@ def open_store(
     *,
     environ: Mapping[str, str] | None = None,
     pool_size: int | None = None,
+    max_overflow: int | None = None,
 ) -> Store:
     """Open (and create or upgrade) the store at ``location``: a file path, a SQLAlchemy URL, or
     ``None`` for the default (``$TEAMRUN_STORE``, else ``$XDG_DATA_HOME/teamrun/teamrun.db``).
-    ``pool_size``: connections kept open (SQLAlchemy's 5 by default; ``teamrun serve`` keeps one per run slot,
-    as each running run's journal writes on a connection of its own), plus 10 more at need.
+    ``pool_size``: connections kept open (SQLAlchemy's 5 by default); ``max_overflow``: how many more are opened at
+    need, and closed once returned (10 by default; ``teamrun serve`` allows one per run slot, as each running
+    run's journal writes on a connection of its own).
 
     Raises :class:`~teamrun.errors.StoreError` when it cannot be opened.
     """
@@ -108,7 +110,9 @@ def open_store(
     url = url.set(drivername=_DRIVERLESS.get(url.drivername, url.drivername))
     display = url.render_as_string(hide_password=True)
     file_or_server = url.get_backend_name() != "sqlite" or url.database not in (None, "", ":memory:")
-    engine = _engine(url, display, pool={"pool_size": pool_size} if pool_size and file_or_server else None)
+    sizes = {"pool_size": pool_size, "max_overflow": max_overflow}
+    pool = {name: size for name, size in sizes.items() if size is not None} if file_or_server else None
+    engine = _engine(url, display, pool=pool)
     try:
         upgrade(engine, where=display)
     except sa.exc.SQLAlchemyError as exc:
