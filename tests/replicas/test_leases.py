@@ -188,3 +188,39 @@ def test_a_lease_row_a_paused_owner_keeps_locked_is_skipped_and_its_lock_ends_wi
     with store.engine.connect() as conn:
         assert conn.execute(sa.text("SHOW idle_in_transaction_session_timeout")).scalar() == "3s"
     store.close()
+
+
+def test_a_write_that_fails_for_a_run_whose_lease_went_says_the_lease_went(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica paused mid-write: the database ended its transaction meanwhile and another replica took the run.
+    Its write fails, and says why that matters (StaleLease: the run stops here), not as a lost connection after
+    which the run would go on unjournaled and pay its calls again."""
+    import contextlib
+    from collections.abc import Iterator
+
+    import sqlalchemy as sa
+
+    store = open_store(store_url)
+    clock = Clock()
+    leases = LeaseRepository(store.engine, clock=clock)
+    backend = StoreJournal(store)
+    backend.save_run(JournaledRun(run_id="r6", team="t", team_file="t.yaml", input="go"))
+    leases.acquire("r6", "a", ttl_s=10)
+    store.fences.set("r6", Fence("a", 1))
+    clock.now += 11
+    (expired,) = leases.takeable()
+    assert leases.take(expired, "b", ttl_s=10) == 2
+
+    @contextlib.contextmanager
+    def ended_by_the_server() -> Iterator[sa.Connection]:
+        raise sa.exc.OperationalError("COMMIT", {}, Exception("terminating connection: idle-in-transaction timeout"))
+        yield  # (a generator)
+
+    monkeypatch.setattr(backend, "_writer_connection", ended_by_the_server)
+    with pytest.raises(StaleLease, match="replica a no longer owns it"):
+        backend.append("r6", [_entry(1)])
+    store.fences.drop("r6")
+    with pytest.raises(sa.exc.OperationalError):  # a run not fenced: the failure as it is
+        backend.append("r6", [_entry(1)])
+    store.close()

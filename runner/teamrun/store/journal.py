@@ -90,7 +90,23 @@ class StoreJournal:
 
     def append(self, run_id: str, entries: Sequence[JournalEntry], *, heartbeat: float | None = None) -> None:
         """One transaction, on the calling thread's own connection (a run's writer thread keeps one until
-        :meth:`release`: a commit per batch of replies is then all a write costs)."""
+        :meth:`release`: a commit per batch of replies is then all a write costs).
+
+        A write that fails for a run this process executes under a lease (a replica's) is checked against the
+        lease on a fresh connection: a replica paused mid-write, whose transaction the database ended meanwhile,
+        learns that another replica took the run (:class:`~teamrun.store.leases.StaleLease`: the run stops here)
+        instead of going on unjournaled and paying its calls again."""
+        try:
+            self._append(run_id, entries, heartbeat)
+        except StaleLease:
+            raise
+        except Exception:
+            if self.store.fences.get(run_id) is not None:
+                with contextlib.suppress(sa.exc.SQLAlchemyError), self.engine.begin() as conn:
+                    self._fenced(conn, run_id)  # raises StaleLease when the lease went meanwhile
+            raise
+
+    def _append(self, run_id: str, entries: Sequence[JournalEntry], heartbeat: float | None) -> None:
         now = _dt.datetime.now(_dt.UTC)
         with self._lock, self._writer_connection() as conn, conn.begin():
             self._fenced(conn, run_id)
