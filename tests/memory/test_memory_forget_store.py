@@ -4,6 +4,8 @@ record as it is now."""
 
 from __future__ import annotations
 
+import json
+
 from teamrun.engine.durability.memory_entries import (
     EmbeddingRecord,
     RecalledFact,
@@ -64,3 +66,34 @@ def test_change_working_applies_a_change_to_the_record_as_it_is_now(store_url: s
         memory.change_working("cust-A", "desk", "notes", lambda found, value: ["a"] if not found else value)
         memory.change_working("cust-A", "desk", "notes", lambda found, value: [*value, "b"])
         assert memory.load_working("cust-A", "desk") == {"notes": (2, ["a", "b"])}
+
+
+def test_forget_redacts_the_workspace_tools_calls_and_results_of_the_resource_s_runs(store_url: str) -> None:
+    """Attack a44b D1: a run's working memory (``persist: resource``) is in its workspace tools' arguments and
+    results (a ``workspace_read`` of a loaded entry answers its value): forget redacts them, other tools' are kept."""
+    value = "WMCITY-Zanzibar"
+    read = {"id": "c1", "name": "workspace_read", "arguments": '{"entry": "profile"}'}
+    write = {"id": "c2", "name": "workspace_write_notes", "arguments": '{"items": ["' + value + ' likes tea"]}'}
+    other = {"id": "c3", "name": "lookup", "arguments": '{"q": "invoices"}'}
+    reply = {"text": None, "tool_calls": [read, write, other], "usage": {}, "cost_usd": 0.0, "model": "m"}
+    answer = json.dumps({"entry": "profile", "value": {"city": value}, "written_by": ["working memory"]})
+    with open_store(store_url) as store:
+        journal = StoreJournal(store)
+        journal.save_run(JournaledRun(run_id="run_w", team="desk", team_file="/x/desk.yaml", input="hello"))
+        journal.append(
+            "run_w",
+            [
+                resource_entry("cust-W"),
+                JournalEntry(EntryKey("desk", 1, "model"), "rh", reply),
+                JournalEntry(EntryKey("desk", 1, "tool", 0), "th", {"ok": True, "content": answer}),
+                JournalEntry(EntryKey("desk", 1, "tool", 2), "th2", {"ok": True, "content": "invoices by email"}),
+            ],
+        )
+        gone = MemoryStore(store).forget("cust-W")
+        assert (gone.runs, gone.journal_entries) == (1, 2)
+        kept = {e.key: e for e in journal.load("run_w")}
+        assert is_forgotten(kept[EntryKey("desk", 1, "tool", 0)].payload)
+        assert kept[EntryKey("desk", 1, "tool", 2)].payload["content"] == "invoices by email"
+        calls = kept[EntryKey("desk", 1, "model")].payload["tool_calls"]
+        assert [c["arguments"] for c in calls] == ['{"forgotten": true}', '{"forgotten": true}', '{"q": "invoices"}']
+        assert value not in str([e.payload for e in journal.load("run_w")])

@@ -8,10 +8,12 @@ replaces what carries a fact by a marker ``{"forgotten": true, "at": <unix secon
 - ``embedding`` entries (vectors of a fact or a query): a resume pays that embedding again if it needs it;
 - ``workspace_write`` and ``workspace_view`` entries (working memory loaded and written, what a step read): a
   resume makes those changes again from the workspace as it then is;
-- the arguments of ``memory_save`` / ``memory_search`` calls in the journaled model replies (replaced by
-  ``{"forgotten": true}``; the reply's text and its other tool calls are kept, so the model call still replays),
-  and the outcome of those calls (``tool`` entries at the same place): a resume tells the model the call was
-  forgotten.
+- the arguments of the memory tools' calls (``memory_save``, ``memory_search``) and of the workspace tools' calls
+  (``workspace_write_<entry>``, ``workspace_read``, ``workspace_changes``: a run of a resource may have its
+  working memory in its workspace) in the journaled model replies (replaced by ``{"forgotten": true}``; the
+  reply's text and its other tool calls are kept, so the model call still replays), and the outcome of those
+  calls (``tool`` entries at the same place, e.g. a ``workspace_read`` result with a loaded value): a resume tells
+  the model the call was forgotten, and a forgotten write is refused (its arguments are gone).
 
 The request hashes (fingerprints of masked texts, not the texts) are kept. What the conversation itself said (a
 run's input and answer, thread messages) is not journal data about memory and is kept: see docs/memory.md.
@@ -23,7 +25,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from teamrun.conventions import MEMORY_TOOLS
+from teamrun.conventions import MEMORY_TOOLS, is_workspace_tool
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -68,7 +70,7 @@ def redact_runs_of(conn: sa.Connection, resource: str, at: float) -> tuple[int, 
                 journal.c.run_id == run_id, journal.c.kind.in_((*REDACTED_KINDS, "model", "tool"))
             )
         ).all()
-        memory_calls: set[tuple[str, str]] = set()  # (invocation, "<call>.<position>") of memory tool calls
+        memory_calls: set[tuple[str, str]] = set()  # (invocation, "<call>.<position>") of redacted tool calls
         updates: dict[int, dict[str, Any]] = {}
         for seq, invocation, kind, call_key, raw in rows:
             payload = _payload(raw)
@@ -79,7 +81,7 @@ def redact_runs_of(conn: sa.Connection, resource: str, at: float) -> tuple[int, 
                 changed = _without_memory_arguments(payload)
                 index = str(call_key).partition(".")[0]
                 for position, call in enumerate(payload.get("tool_calls") or ()):
-                    if isinstance(call, Mapping) and call.get("name") in MEMORY_TOOLS:
+                    if isinstance(call, Mapping) and _carries_memory(call.get("name")):
                         memory_calls.add((str(invocation), f"{index}.{position}"))
                 if changed is not None:
                     updates[int(seq)] = changed
@@ -95,7 +97,7 @@ def redact_runs_of(conn: sa.Connection, resource: str, at: float) -> tuple[int, 
 
 
 def _without_memory_arguments(payload: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The model reply with its memory tool calls' arguments forgotten, or ``None`` when it has none to forget."""
+    """The model reply with its memory and workspace tool calls' arguments forgotten, or ``None`` when it has none to forget."""
     calls = payload.get("tool_calls")
     if not isinstance(calls, list):
         return None
@@ -104,13 +106,18 @@ def _without_memory_arguments(payload: Mapping[str, Any]) -> dict[str, Any] | No
     for call in calls:
         if (
             isinstance(call, Mapping)
-            and call.get("name") in MEMORY_TOOLS
+            and _carries_memory(call.get("name"))
             and call.get("arguments") != _FORGOTTEN_ARGUMENTS
         ):
             call = {**call, "arguments": _FORGOTTEN_ARGUMENTS}
             changed = True
         kept.append(call)
     return {**payload, "tool_calls": kept} if changed else None
+
+
+def _carries_memory(name: object) -> bool:
+    """Whether a tool call's arguments and outcome may carry a fact or a working-memory value."""
+    return isinstance(name, str) and (name in MEMORY_TOOLS or is_workspace_tool(name))
 
 
 def _payload(raw: Any) -> Mapping[str, Any]:
