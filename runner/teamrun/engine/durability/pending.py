@@ -80,11 +80,12 @@ _STEP = re.compile(r"^(?P<name>.*?)@(?P<turn>\d+)\.(?P<position>\d+)(?P<rest>.*)
 
 
 def tree_order(key: str) -> tuple[tuple[int, int, str, str], ...]:
-    """A call key (:func:`call_key`) as a place in the run's tree, for sorting: step by step from the entry
-    agent, each delegation by its delegating call's model-call number and position in the reply (numbers as
-    numbers: call 10 after call 9), then the asking call's own. A worker's question comes before a question
-    its delegating agent asks later, and the first delegation of a reply before the second."""
-    invocation, _, own = key.rpartition("#")
+    """A call key (:func:`call_key`) or an invocation's key (``lead/infra@1.0``, no ``#``) as a place in the
+    run's tree, for sorting: step by step from the entry agent, each delegation by its delegating call's
+    model-call number and position in the reply (numbers as numbers: call 10 after call 9), then the call's
+    own. A worker's question comes before a question its delegating agent asks later, and the first delegation
+    of a reply before the second; an invocation's place is the start of its calls' places."""
+    invocation, hashed, own = key.rpartition("#") if "#" in key else (key, "", "")
     root, *steps = invocation.split("/")
     order = [(0, 0, root, "")]
     for step in steps:
@@ -92,6 +93,8 @@ def tree_order(key: str) -> tuple[tuple[int, int, str, str], ...]:
         order.append(
             (int(found["turn"]), int(found["position"]), found["name"], found["rest"]) if found else (0, 0, step, "")
         )
+    if not hashed:  # an invocation (an agent loop's strand), not a call
+        return tuple(order)
     turn, _, position = own.partition(".")
     if turn.isdigit() and position.isdigit():
         order.append((int(turn), int(position), "", ""))
@@ -101,6 +104,18 @@ def tree_order(key: str) -> tuple[tuple[int, int, str, str], ...]:
 
 
 _Order = tuple[tuple[int, int, str, str], ...]
+
+
+def _holds(outer: _Order, inner: _Order) -> bool:
+    """Whether the strand at ``outer`` is ``inner`` or one of its ancestors: an invocation that ``inner`` is in,
+    or a call that ``inner`` is in (a delegating call at ``lead#1.0`` holds its worker ``lead/infra@1.0``)."""
+    if len(outer) > len(inner):
+        return False
+    *steps, last = outer
+    if tuple(steps) != inner[: len(steps)]:
+        return False
+    below = inner[len(steps)]
+    return last == below or (last[2:] == ("", "") and last[:2] == below[:2])
 
 
 @dataclass(eq=False)
@@ -270,7 +285,7 @@ class RunActivity:
         first = min(waiting, key=lambda asker: asker.order)
         for strand in self._strands:
             order = strand.order
-            if strand.busy > 0 and order is not None and order < first.order and first.order[: len(order)] != order:
+            if strand.busy > 0 and order is not None and order < first.order and not _holds(order, first.order):
                 return None  # an earlier branch still works (its own ancestors wait for it, they do not count)
         return first
 
