@@ -7,8 +7,9 @@ Not a second state mechanism: the entries are the run's workspace, changed only 
   per team) is one engine change through ``apply_change`` — checked against the team file as it is now (an entry
   the file no longer has, or whose kept value its rule, ``schema`` or ``max_bytes`` now refuses, starts from its
   initial value, with a warning), given the workspace's next version, journaled and evented (``workspace_write``,
-  writer ``working memory``). A resumed run has them from its journal (restored with the workspace, the changes
-  answered ``replayed``), not from the store again.
+  writer ``working memory``). What it loaded is journaled first (a ``workspace_view`` entry at
+  ``@working-memory``): a resumed or answered run loads those values again (the changes answered ``replayed``),
+  not the store's record as it is by then, so its changes are still measured from what it loaded.
 - :func:`save_working_memory`, as a run ends ``done`` (or out of budget, with an answer): each entry the run
   changed (from what it loaded) is applied to the resource's record as it is *now*, atomically
   (:meth:`MemoryStore.change_working`, secrets masked), by the entry's rule: ``append`` adds the run's items,
@@ -26,7 +27,8 @@ import hashlib
 import json
 from typing import Any
 
-from teamrun.engine.durability.workspace_entries import ChangeRecord
+from teamrun.engine.durability.journal import tool_hash
+from teamrun.engine.durability.workspace_entries import ChangeRecord, view_entry
 from teamrun.engine.runtime import AgentFrame, RunContext
 from teamrun.engine.workspace.changes import ChangeSite, apply_change
 from teamrun.engine.workspace.state import WorkspaceState, initial_value, value_size
@@ -51,18 +53,36 @@ async def load_working_memory(ctx: RunContext, frame: AgentFrame) -> list[str]:
     memory, state = ctx.memory, ctx.workspace
     if memory is None or state is None or not persists_per_resource(ctx):
         return []
-    kept = await asyncio.to_thread(memory.store.load_working, memory.resource, ctx.config.name)
+    kept = await _kept(ctx)
     warnings: list[str] = []
     memory.working_loaded = {
         name: memory.redactor.value(initial_value(spec)) for name, spec in state.spec.entries.items()
     }
-    for position, (name, (_version, value)) in enumerate(sorted(kept.items())):
+    for position, (name, value) in enumerate(sorted(kept.items())):
         fingerprint = hashlib.sha256(json.dumps([name, value], sort_keys=True, default=str).encode()).hexdigest()
         site = ChangeSite(_INVOCATION, 0, position, fingerprint, of_model=False)
         made = await apply_change(ctx, frame, site, functools.partial(_load, ctx, state, name, value, warnings))
         if made is not None and made.record.ok and name in memory.working_loaded:
             memory.working_loaded[name] = memory.redactor.value(value)
     return warnings
+
+
+async def _kept(ctx: RunContext) -> dict[str, Any]:
+    """What the run loads: the values its first attempt loaded (its journal's ``workspace_view`` at
+    ``@working-memory``) when it has them — a resumed or answered run measures its changes from what it loaded as
+    it first started, whatever other runs of the resource saved since — else the resource's record as it is now,
+    journaled before any load (a run killed between the two loads the same values again when resumed)."""
+    memory, journal = ctx.memory, ctx.journal
+    assert memory is not None
+    if journal is not None:
+        earlier = journal.replay.step_view(_INVOCATION)
+        if earlier is not None:
+            return earlier
+    stored = await asyncio.to_thread(memory.store.load_working, memory.resource, ctx.config.name)
+    kept = {name: value for name, (_version, value) in stored.items()}
+    if journal is not None:
+        await journal.write_now(view_entry(_INVOCATION, tool_hash("workspace_view", _INVOCATION), kept))
+    return kept
 
 
 def _apply(rule: str, loaded: Any, final: Any, found: bool, current: Any) -> Any:
