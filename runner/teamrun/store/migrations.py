@@ -72,17 +72,22 @@ def current_version(conn: sa.Connection) -> int:
 
 
 def upgrade(engine: sa.Engine, *, where: str) -> int:
-    """Bring the database to the latest version; returns the version it had before."""
-    with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":  # replicas opening the same new database at once: one migrates
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(7140014)"))
+    """Bring the database to the latest version; returns the version it had before.
+
+    Safe when several processes (or engines) open one new or older database at once: a database already at the
+    latest version is only read; else one migrates at a time (SQLite: ``BEGIN IMMEDIATE``, the database's write
+    lock, taken before anything is read; PostgreSQL: a transaction-scoped advisory lock) and the version is read
+    again inside the lock, so the others find it migrated and change nothing."""
+    with engine.connect() as conn:
         before = current_version(conn)
+    _check_known(before, where)
+    if before == latest_version():
+        return before
+    with engine.begin() as conn:
+        _lock(conn)
+        before = current_version(conn)  # another opener may have migrated it meanwhile
         latest = latest_version()
-        if before > latest:
-            raise StoreError(
-                f"the store {where} has schema version {before}, newer than this teamrun knows "
-                f"({latest}); upgrade teamrun (pip install -U teamrun) or use another --store"
-            )
+        _check_known(before, where)
         if before == 0:
             schema.metadata.create_all(conn)
             _stamp(conn, latest)
@@ -92,6 +97,25 @@ def upgrade(engine: sa.Engine, *, where: str) -> int:
                 step(conn)
                 _stamp(conn, version)
     return before
+
+
+def _lock(conn: sa.Connection) -> None:
+    """Make ``conn``'s transaction the one migrating: other openers wait here until it ends."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(7140014)"))
+    elif conn.dialect.name == "sqlite":
+        # pysqlite starts no transaction before DDL (each CREATE TABLE would commit on its own, and two openers
+        # both create): take the write lock now; the busy timeout makes the others wait for it
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _check_known(version: int, where: str) -> None:
+    latest = latest_version()
+    if version > latest:
+        raise StoreError(
+            f"the store {where} has schema version {version}, newer than this teamrun knows "
+            f"({latest}); upgrade teamrun (pip install -U teamrun) or use another --store"
+        )
 
 
 def _stamp(conn: sa.Connection, version: int) -> None:
