@@ -316,5 +316,5 @@ def test_a_replay_answers_the_embeddings_from_the_recording_with_no_call(tmp_pat
     assert again.status == "done", again.error
     assert again.final_text == "Noted."
     assert not [w for w in again.warnings if "embed" in w]
-    with open_store(tmp_path / "fresh.db") as opened:
-        assert [m.fact for m in MemoryStore(opened).list("cust-A")] == [fact]
+    with open_store(tmp_path / "fresh.db") as opened:  # the save answered from the recording: nothing written
+        assert [m.fact for m in MemoryStore(opened).list("cust-A")] == []

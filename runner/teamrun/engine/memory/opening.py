@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from teamrun.config.models import LongTermMemory
 from teamrun.engine.durability.memory_entries import resource_entry
+from teamrun.engine.memory.cassette import MemoryCallRecorder, MemoryCallReplay
 from teamrun.engine.memory.session import MemorySession
 from teamrun.errors import UsageError
 from teamrun.llm.embedding import embedder_for
@@ -62,7 +63,27 @@ def open_memory(
     """The run's memory of ``resource`` (blocking: opens the store). Raises a :class:`~teamrun.errors.UserError`
     for a bad resource id or an unset key variable. ``chat_model``: the run's; a recording
     (:class:`~teamrun.llm.cassette.RecordingModel`) records the embedding calls in its cassette too, and a replay
-    (:class:`~teamrun.llm.cassette.ReplayModel`) answers them from it (no call, no key)."""
+    (:class:`~teamrun.llm.cassette.ReplayModel`) answers them from it (no call, no key); the memory tools' outcomes
+    likewise (:mod:`teamrun.engine.memory.cassette`)."""
+    from teamrun.llm.cassette import RecordingModel, ReplayModel
+
+    session = _session(settings, store, resource, secrets=secrets, api_base=api_base, chat_model=chat_model)
+    if isinstance(chat_model, ReplayModel):  # the memory tools answer from the recording: no search, no save
+        session.replay = MemoryCallReplay(chat_model.path)
+    elif isinstance(chat_model, RecordingModel):
+        session.recorder = MemoryCallRecorder(chat_model.path, chat_model.lock)
+    return session
+
+
+def _session(
+    settings: LongTermMemory,
+    store: Store,
+    resource: str,
+    *,
+    secrets: Iterable[str],
+    api_base: str | None,
+    chat_model: object,
+) -> MemorySession:
     from teamrun.engine.memory.cassette import RecordingEmbedder, ReplayEmbedder
     from teamrun.llm.cassette import RecordingModel, ReplayModel
 

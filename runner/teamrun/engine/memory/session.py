@@ -18,6 +18,7 @@ from teamrun.secrets import Redactor
 from teamrun.store.memory import MemoryLimits, MemoryStore
 
 if TYPE_CHECKING:
+    from teamrun.engine.memory.cassette import MemoryCallRecorder, MemoryCallReplay
     from teamrun.events import Event
 
 __all__ = ["MemorySession", "MemoryUnavailable"]
@@ -38,6 +39,10 @@ class MemorySession:
     redactor: Redactor
     known_vectors: dict[str, list[float]] = field(default_factory=dict)
     """Vectors this process has for a fingerprint (a recall's query asked again next turn is not paid again)."""
+    recorder: MemoryCallRecorder | None = None
+    """A recording (``--record``): where the memory tools' outcomes are written (:mod:`.cassette`)."""
+    replay: MemoryCallReplay | None = None
+    """A replay (``--replay``): the memory tools answer from the recording and read or write no memory."""
     working_loaded: dict[str, Any] = field(default_factory=dict)
     """The working-memory values the run's workspace entries were loaded with (masked): what the run's own changes
     are measured from when they are saved (:mod:`teamrun.engine.memory.working`)."""

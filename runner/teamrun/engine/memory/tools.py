@@ -6,17 +6,21 @@ one boundary check of a model's arguments (:func:`teamrun.engine.turn.turn_plan.
 journal). Each is bound to one agent invocation; it reads its call's place (model call, position) from the
 engine's :data:`~teamrun.tools.people.ask_site` to journal the embedding it pays for. A refusal (a fact past the
 cap, the resource past its cap, the limits used up, an embedding endpoint that failed) is a tool error the
-model reads, with a ``memory_save`` event; never a traceback.
+model reads, with a ``memory_save`` event; never a traceback. A recording (``--record``) keeps each call's
+outcome in its cassette, and its replay answers the call from there, neither searching nor saving
+(:mod:`teamrun.engine.memory.cassette`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from teamrun.config.models import LongTermMemory
 from teamrun.conventions import MEMORY_SAVE, MEMORY_SEARCH
 from teamrun.engine.memory.calls import save, search
+from teamrun.engine.memory.cassette import MemoryCall, MemoryCallReplay, memory_call_key
 from teamrun.engine.memory.session import MemorySession, MemoryUnavailable
 from teamrun.errors import ToolError
 from teamrun.llm.embedding import EmbeddingFailed
@@ -29,6 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MemorySaveTool", "MemorySearchTool", "memory_tools"]
 
+_MemoryEvent = Literal["memory_recall", "memory_save"]
+_EVENTS: tuple[_MemoryEvent, ...] = ("memory_recall", "memory_save")
 _SEARCH_RESULTS = 5
 """Memories a ``memory_search`` call returns at most."""
 
@@ -58,6 +64,50 @@ class _MemoryTool(Tool):
         site = ask_site.get()
         return (site.turn, site.position + 1) if site is not None else (0, 1)
 
+    async def run(self, arguments: dict[str, Any]) -> str:
+        """The call, live or (a replay) answered from the recording; a recording keeps its outcome."""
+        at = self._at()
+        masked = {name: self.memory.mask(str(value)) for name, value in arguments.items()}
+        key = memory_call_key(self.frame.key, at, self.spec.name, masked)
+        if self.memory.replay is not None:
+            return self._replayed(self.memory.replay, key)
+        events: list[tuple[str, dict[str, Any]]] = []
+
+        def emit(kind: _MemoryEvent, **data: Any) -> None:
+            events.append((kind, data))
+            self.frame.emit(self.ctx, kind, **data)
+
+        try:
+            content = await self._live(arguments, at, emit)
+        except ToolError as exc:
+            self._record(key, MemoryCall(False, str(exc), tuple(events)))
+            raise
+        self._record(key, MemoryCall(True, content, tuple(events)))
+        return content
+
+    async def _live(self, arguments: dict[str, Any], at: tuple[int, int], emit: Callable[..., None]) -> str:
+        raise NotImplementedError
+
+    def _record(self, key: str, call: MemoryCall) -> None:
+        if self.memory.recorder is not None:
+            self.memory.recorder.record(key, MemoryCall(call.ok, self.memory.mask(call.content), call.events))
+
+    def _replayed(self, replay: MemoryCallReplay, key: str) -> str:
+        call = replay.answer(key)
+        if call is None:
+            raise ToolError(
+                f"replay of {replay.path}: {self.spec.name} was not called with these arguments here when the "
+                f"cassette was recorded (a replay neither searches nor saves memories); re-record it with "
+                f"--record {replay.path}"
+            )
+        for kind, data in call.events:
+            for known in _EVENTS:
+                if kind == known:
+                    self.frame.emit(self.ctx, known, **data)
+        if not call.ok:
+            raise ToolError(call.content)
+        return call.content
+
 
 class MemorySearchTool(_MemoryTool):
     spec = ToolSpec(
@@ -67,17 +117,14 @@ class MemorySearchTool(_MemoryTool):
         object_schema({"query": {"type": "string", "description": "What to look for, in a few words."}}, ["query"]),
     )
 
-    async def run(self, arguments: dict[str, Any]) -> str:
+    async def _live(self, arguments: dict[str, Any], at: tuple[int, int], emit: Callable[..., None]) -> str:
         query = str(arguments["query"])
         try:
-            found = await search(
-                self.memory, self.ctx, self.frame, query, k=_SEARCH_RESULTS, min_score=0.0, at=self._at()
-            )
+            found = await search(self.memory, self.ctx, self.frame, query, k=_SEARCH_RESULTS, min_score=0.0, at=at)
         except (MemoryUnavailable, EmbeddingFailed, MemoryRefused) as exc:
             raise ToolError(f"memory search failed: {exc}") from None
         facts = [(r.memory.id, r.memory.fact, r.score) for r in found]
-        self.frame.emit(
-            self.ctx,
+        emit(
             "memory_recall",
             resource=self.memory.resource,
             how="search",
@@ -105,16 +152,14 @@ class MemorySaveTool(_MemoryTool):
             ),
         )
 
-    async def run(self, arguments: dict[str, Any]) -> str:
+    async def _live(self, arguments: dict[str, Any], at: tuple[int, int], emit: Callable[..., None]) -> str:
         fact = str(arguments["fact"])
+        resource = self.memory.resource
         try:
-            saved = await save(self.memory, self.ctx, self.frame, fact, at=self._at())
+            saved = await save(self.memory, self.ctx, self.frame, fact, at=at)
         except (MemoryUnavailable, EmbeddingFailed, MemoryRefused) as exc:
-            self._emit("refused", fact=self.memory.mask(fact), reason=str(exc))
+            emit("memory_save", resource=resource, status="refused", fact=self.memory.mask(fact), reason=str(exc))
             raise ToolError(f"not saved: {exc}") from None
         status = "saved" if saved.created else "known"
-        self._emit(status, fact=saved.memory.fact, id=saved.memory.id)
+        emit("memory_save", resource=resource, status=status, fact=saved.memory.fact, id=saved.memory.id)
         return "Saved."  # the same whether it was new or known (the event says which): a recording replays
-
-    def _emit(self, status: str, **data: Any) -> None:
-        self.frame.emit(self.ctx, "memory_save", resource=self.memory.resource, status=status, **data)
