@@ -42,9 +42,8 @@ def test_a_strict_replay_answers_memory_calls_from_the_recording_and_writes_noth
     team, store, cassette = tmp_path / "desk.yaml", tmp_path / "teamrun.db", tmp_path / "run.cassette.jsonl"
     team.write_text(TEAM)
     earlier = ScriptedModel({"support": [tool_call("memory_save", fact="The customer likes plums"), "Noted."]})
-    assert (
-        asyncio.run(load_team(team, chat_model=earlier, store=store).run("plums", resource="cust-A")).status == "done"
-    )
+    seeded = asyncio.run(load_team(team, chat_model=earlier, store=store).run("plums", resource="cust-A"))
+    assert seeded.status == "done", seeded.error
 
     script = ScriptedModel(
         {
