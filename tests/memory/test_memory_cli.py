@@ -70,6 +70,7 @@ def test_forget_says_what_it_removed_and_nothing_is_found_afterwards(
         "working_memory": 0,
         "runs": 0,
         "journal_entries": 0,
+        "events": 0,
     }
     assert main(["memory", "search", "Alice", "--resource", "customer-a", "--store", str(store_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []

@@ -97,3 +97,39 @@ def test_forget_redacts_the_workspace_tools_calls_and_results_of_the_resource_s_
         calls = kept[EntryKey("desk", 1, "model")].payload["tool_calls"]
         assert [c["arguments"] for c in calls] == ['{"forgotten": true}', '{"forgotten": true}', '{"q": "invoices"}']
         assert value not in str([e.payload for e in journal.load("run_w")])
+
+
+def test_forget_redacts_the_kept_events_of_the_resource_s_runs(store_url: str) -> None:
+    """Attack a44b D3: a served run's kept events (``run_events``, compressed: a byte grep misses them) hold the
+    facts and values with ``--trace-content``; forget removes them from the resource's runs' events only."""
+    from teamrun.store.run_events import RunEventRepository
+
+    def events(run_id: str) -> list[dict[str, object]]:
+        def line(kind: str, data: dict[str, object]) -> dict[str, object]:
+            return {"kind": kind, "run_id": run_id, "agent_path": ["support"], "data": data}
+
+        return [
+            line("run_start", {"team": "desk", "input": "hello"}),
+            line("memory_recall", {"resource": "x", "how": "search", "query": "parrot", "facts": [FACT]}),
+            line("memory_save", {"resource": "x", "status": "saved", "id": "m1", "fact": FACT}),
+            line("workspace_write", {"entry": "notes", "status": "applied", "value_after": [FACT]}),
+            line("llm_io", {"new_messages": [{"role": "user", "content": FACT}], "reply": {"text": FACT}}),
+            line("agent_end", {"final_text": "Noted."}),
+        ]
+
+    with open_store(store_url) as store:
+        journal = StoreJournal(store)
+        _run(journal, "run_a", "cust-A")
+        _run(journal, "run_b", "cust-B")
+        kept = RunEventRepository(store.engine)
+        for run_id in ("run_a", "run_b"):
+            kept.save(run_id, events(run_id))
+        gone = MemoryStore(store).forget("cust-A")
+        assert gone.events == 4 and gone.as_dict()["events"] == 4
+        after = kept.load("run_a") or []
+        assert FACT not in json.dumps(after) and "parrot" not in json.dumps(after)
+        assert [e["kind"] for e in after] == [e["kind"] for e in events("run_a")]  # the timeline stays
+        assert all(e["data"].get("forgotten") is True for e in after[1:5])
+        assert after[5]["data"] == {"final_text": "Noted."}
+        assert FACT in json.dumps(kept.load("run_b"))  # another resource's run is untouched
+        assert MemoryStore(store).forget("cust-A").events == 0

@@ -121,7 +121,12 @@ class Forgotten:
     runs: int = 0
     """Journaled runs of the resource whose journals were redacted (:mod:`teamrun.store.memory_journal`)."""
     journal_entries: int = 0
-    """Journal entries redacted in them (recalls, embeddings, workspace changes, memory tool calls)."""
+    """Journal entries redacted in them (recalls, embeddings, workspace changes, memory and workspace tool calls)."""
+    run_ids: tuple[str, ...] = ()
+    """Those runs' ids."""
+    events: int = 0
+    """Kept events of those runs (a served run's, :mod:`teamrun.store.run_events`) whose facts or values were
+    removed."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -130,6 +135,7 @@ class Forgotten:
             "working_memory": self.working_memory,
             "runs": self.runs,
             "journal_entries": self.journal_entries,
+            "events": self.events,
         }
 
 
@@ -531,14 +537,15 @@ class MemoryStore:
         bytes leave the data files when (auto)vacuum reclaims the space.
 
         The journals of the resource's runs are redacted in the same transaction: every entry that carries a fact
-        (recalls, embeddings, workspace changes, ``memory_save``/``memory_search`` arguments and outcomes) becomes a
+        (recalls, embeddings, workspace changes, memory and workspace tool calls' arguments and outcomes) becomes a
         ``{"forgotten": true, "at": ...}`` marker (:mod:`teamrun.store.memory_journal`), so a resume of such a run
-        recalls nothing of it. What the conversation itself said (a run's input and answer, thread messages) is
-        kept."""
+        recalls nothing of it; their kept events lose their facts and values (:func:`redact_events_of`). What the
+        conversation itself said (a run's input and answer, thread messages) is kept."""
         import sqlalchemy as sa
 
         from teamrun.store import schema
         from teamrun.store.memory_journal import redact_runs_of
+        from teamrun.store.run_events import redact_events_of
 
         check_resource_id(resource)
         with self.store.errors(f"forget the memories of {resource!r}"):
@@ -552,6 +559,7 @@ class MemoryStore:
                 ).rowcount
                 conn.execute(schema.memory_generations.delete().where(schema.memory_generations.c.resource == resource))
                 runs, entries = redact_runs_of(conn, resource, time.time())
+                events = redact_events_of(conn, runs)
                 if sqlite:
                     conn.execute(sa.text("DELETE FROM memories_fts WHERE resource = :r"), {"r": resource})
                     conn.execute(sa.text("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')"))
@@ -559,7 +567,15 @@ class MemoryStore:
                 self._checkpoint()
         with self._lock:
             self._cache.pop(resource, None)
-        return Forgotten(resource, int(memories or 0), int(working or 0), runs=runs, journal_entries=entries)
+        return Forgotten(
+            resource,
+            int(memories or 0),
+            int(working or 0),
+            runs=len(runs),
+            journal_entries=entries,
+            run_ids=tuple(runs),
+            events=events,
+        )
 
     def _checkpoint(self) -> None:
         """Copy the WAL into the file and empty it, so deleted facts are in neither (best effort: a reader

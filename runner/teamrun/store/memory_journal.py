@@ -55,8 +55,9 @@ def runs_of(conn: sa.Connection, resource: str) -> list[str]:
     return sorted({str(run_id) for run_id, payload in rows if _payload(payload).get("resource") == resource})
 
 
-def redact_runs_of(conn: sa.Connection, resource: str, at: float) -> tuple[int, int]:
-    """Redact the fact-carrying journal entries of ``resource``'s runs (see the module); returns (runs, entries)."""
+def redact_runs_of(conn: sa.Connection, resource: str, at: float) -> tuple[list[str], int]:
+    """Redact the fact-carrying journal entries of ``resource``'s runs (see the module); returns (the runs' ids,
+    entries redacted)."""
     import sqlalchemy as sa
 
     from teamrun.store.schema import journal
@@ -93,11 +94,12 @@ def redact_runs_of(conn: sa.Connection, resource: str, at: float) -> tuple[int, 
                 journal.update().where(journal.c.run_id == run_id, journal.c.seq == seq).values(payload=payload)
             )
         redacted += len(updates)
-    return len(runs), redacted
+    return runs, redacted
 
 
 def _without_memory_arguments(payload: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The model reply with its memory and workspace tool calls' arguments forgotten, or ``None`` when it has none to forget."""
+    """The model reply with its memory and workspace tool calls' arguments forgotten, or ``None`` when it has none
+    to forget."""
     calls = payload.get("tool_calls")
     if not isinstance(calls, list):
         return None

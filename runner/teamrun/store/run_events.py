@@ -11,6 +11,9 @@ joined, in order.
 A part over :data:`MAX_PART_BYTES` compressed is kept without its ``llm_io``
 events (each model call's messages, ``--trace-content``); one still over it is
 not kept at all.
+
+:func:`redact_events_of` is ``teamrun memory forget``'s part here: in the forget's transaction, the kept events of
+the resource's runs lose what carries a fact or a working-memory value (:data:`FORGOTTEN_FIELDS`).
 """
 
 from __future__ import annotations
@@ -26,10 +29,47 @@ import sqlalchemy as sa
 
 from teamrun.store.schema import run_events, runs
 
-__all__ = ["MAX_PART_BYTES", "KeptPart", "RunEventRepository"]
+__all__ = ["FORGOTTEN_FIELDS", "MAX_PART_BYTES", "KeptPart", "RunEventRepository", "redact_events_of"]
 
 MAX_PART_BYTES = 16 * 1024 * 1024
 """The largest part kept (compressed): past it, ``llm_io`` events are left out; still past it, nothing is kept."""
+
+
+FORGOTTEN_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "memory_recall": ("query", "facts"),
+    "memory_save": ("fact",),
+    "workspace_write": ("value_after",),
+    "llm_io": ("new_messages", "reply"),
+}
+"""Per event kind, the fields a forget removes from the kept events of the resource's runs (a recall's query and
+facts, a saved fact, a workspace entry's value, a model call's messages: ``--trace-content``); the event stays,
+marked ``"forgotten": true``."""
+
+
+def redact_events_of(conn: sa.Connection, run_ids: Iterable[str]) -> int:
+    """In the caller's transaction, remove :data:`FORGOTTEN_FIELDS` from the kept events of ``run_ids``; returns
+    how many events changed. A part is rewritten only when one of its events changed."""
+    changed_events = 0
+    for run_id in run_ids:
+        rows = conn.execute(sa.select(run_events.c.part, run_events.c.body).where(run_events.c.run_id == run_id)).all()
+        for part, body in rows:
+            events = json.loads(zlib.decompress(bytes(body)))
+            changed = 0
+            for event in events:
+                fields = FORGOTTEN_FIELDS.get(str(event.get("kind"))) if isinstance(event, dict) else None
+                data = event.get("data") if fields else None
+                if isinstance(data, dict) and any(name in data for name in fields or ()):
+                    event["data"] = {k: v for k, v in data.items() if k not in (fields or ())} | {"forgotten": True}
+                    changed += 1
+            if changed:
+                packed, raw_bytes = _packed(events)
+                conn.execute(
+                    run_events.update()
+                    .where(run_events.c.run_id == run_id, run_events.c.part == part)
+                    .values(body=packed, raw_bytes=raw_bytes)
+                )
+                changed_events += changed
+    return changed_events
 
 
 @dataclass(frozen=True)
