@@ -100,12 +100,13 @@ async def store_stream(
     poll_s: float,
     keepalive_s: float,
     *,
-    settle_s: float = 5.0,
+    settle_s: float = 30.0,
     leaving: Leaving | None = None,
 ) -> AsyncIterator[bytes]:
     """A run that runs on another replica, live from the store: its events as its replica saves them (numbered as
     every replica numbers them: their place among the run's kept events), then ``event: result``, its record once
-    it is no longer running (and its last events, up to its ``run_end``, are kept; at most ``settle_s`` later).
+    it is no longer running (and its last events, up to its ``run_end``, are kept; at most ``settle_s`` later: its
+    replica writes the record first, then the events, which under load can take several seconds).
     As this replica stops (``leaving``) the stream ends without a result, after whole messages."""
     index, quiet, settled = start_at, 0.0, 0.0
     while True:
