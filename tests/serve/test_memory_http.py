@@ -113,7 +113,8 @@ def test_a_resource_over_http_and_a2a_is_scoped_and_forgotten_by_delete(
         rpc = client.post("/a2a/desk", json=body, headers={"A2A-Version": "1.0"})
         assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32602, rpc.text
         assert "metadata.teamrun.resource: the resource id is empty" in rpc.json()["error"]["message"]
-        assert client.delete("/v1/memory/%20").status_code == 400
+        blank = client.delete("/v1/memory/%20")
+        assert blank.status_code == 422 and blank.json()["error"]["code"] == "invalid_request", blank.text
 
         gone = client.delete("/v1/memory/cust-A")
         assert gone.status_code == 200, gone.text
@@ -129,3 +130,107 @@ def test_a_resource_over_http_and_a2a_is_scoped_and_forgotten_by_delete(
         assert "Nothing saved about this user matches yet" in again
     assert httpx.delete(f"{server.url}/v1/memory/cust-A").status_code == 401  # auth like the others
     fake_openai.assert_complete()
+
+
+WM_TEAM = (
+    TEAM
+    + """\
+workspace:
+  persist: resource
+  entries:
+    notes: {{schema: {{type: array, items: {{type: string}}}}, merge: append, write: [support]}}
+"""
+)
+NOTE = "Pet-Quokka-Nimbus"
+
+
+def _kept_events(store_path: Path) -> str:
+    """Every kept event of the store, decompressed (a byte grep of the file misses them)."""
+    import sqlite3
+    import zlib
+
+    with sqlite3.connect(store_path) as conn:
+        return "".join(zlib.decompress(body).decode() for (body,) in conn.execute("SELECT body FROM run_events"))
+
+
+def test_forget_over_http_reaches_served_events_and_held_runs_and_a_resource_with_a_slash(
+    serve: Any, tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack a44b D3, D4, D8: a served run's events hold no fact, query or working-memory value without
+    --trace-content; DELETE redacts the resource's runs' kept events and the server stops serving what it held of
+    them (record, workspace, events); a resource with '/' is forgotten as org%2Facme; a bad id is 422
+    invalid_request like POST /v1/runs, a path that is not UTF-8 a 400 invalid_text."""
+    monkeypatch.delenv("TEAMRUN_STORE", raising=False)
+    path = tmp_path / "desk.yaml"
+    path.write_text(WM_TEAM.format(url=fake_openai.url), encoding="utf-8")
+    store = open_store(tmp_path / "runs.db")
+    server = serve([teamrun.load_team(path, store=store)], store=store, tokens=frozenset({TOKEN}))
+    resource = "org/acme"
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
+        fake_openai.script(
+            "support",
+            [
+                tool_calls(("memory_save", {"fact": FACT}), ("workspace_write_notes", {"items": [NOTE]})),
+                text("Noted."),
+            ],
+        )
+        first = _run(client, resource, "Please remember the name of my parrot.")["id"]
+        fake_openai.script("support", [tool_calls(("memory_search", {"query": "parrot name"})), text("As saved.")])
+        second = _run(client, resource, QUESTION)["id"]
+        for run_id in (first, second):
+            lines = client.get(f"/v1/runs/{run_id}/events").text.splitlines()
+            events = "\n".join(line for line in lines if '"kind": ' in line)  # the events, not the run's record
+            assert '"memory_save"' in events or '"memory_recall"' in events
+            assert "Zanzibar" not in events and "parrot name" not in events and NOTE not in events, run_id
+        assert NOTE in client.get(f"/v1/runs/{second}/workspace").text
+        assert "Zanzibar" in _kept_events(tmp_path / "runs.db") or NOTE in client.get(f"/v1/runs/{first}").text
+
+        refused = client.delete("/v1/memory/a%0Ab")
+        assert refused.status_code == 422 and refused.json()["error"]["code"] == "invalid_request", refused.text
+        assert "printable" in refused.text
+        not_text = client.delete("/v1/memory/%FF%FE")
+        assert not_text.status_code == 400 and not_text.json()["error"]["code"] == "invalid_text", not_text.text
+
+        gone = client.delete("/v1/memory/org%2Facme")
+        assert gone.status_code == 200, gone.text
+        removed = gone.json()
+        assert removed["resource"] == resource and removed["memories"] == 1 and removed["runs"] == 2, removed
+        assert removed["working_memory"] == 1, removed
+        assert MemoryStore(store).list(resource) == []
+        for run_id in (first, second):
+            for part in ("", "/workspace", "/events"):
+                shown = client.get(f"/v1/runs/{run_id}{part}")
+                assert shown.status_code == 200, (part, shown.text)
+                assert "Zanzibar" not in shown.text and NOTE not in shown.text, (run_id, part, shown.text)
+        kept = _kept_events(tmp_path / "runs.db")
+        assert "Zanzibar" not in kept and NOTE not in kept and "parrot name" not in kept
+    fake_openai.assert_complete()
+
+
+def test_an_a2a_message_s_teamrun_metadata_with_an_unknown_key_is_refused(
+    serve: Any, tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack a44b D8: `{"teamrun": {"resorce": "A"}}` ran without a resource, silently: it is -32602 naming the key."""
+    monkeypatch.delenv("TEAMRUN_STORE", raising=False)
+    path = tmp_path / "desk.yaml"
+    path.write_text(TEAM.format(url=fake_openai.url), encoding="utf-8")
+    store = open_store(tmp_path / "runs.db")
+    server = serve([teamrun.load_team(path, store=store)], store=store, tokens=frozenset({TOKEN}))
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": "m1",
+                "role": "ROLE_USER",
+                "parts": [{"text": QUESTION}],
+                "metadata": {"teamrun": {"resorce": "cust-A"}},
+            }
+        },
+    }
+    with httpx.Client(base_url=server.url, headers=AUTH, timeout=120) as client:
+        rpc = client.post("/a2a/desk", json=body, headers={"A2A-Version": "1.0"})
+    assert rpc.status_code == 200 and rpc.json()["error"]["code"] == -32602, rpc.text
+    assert "metadata.teamrun.resorce" in rpc.json()["error"]["message"], rpc.text
+    assert fake_openai.requests("support") == []

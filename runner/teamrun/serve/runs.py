@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from teamrun.config.models import Limits
 from teamrun.defaults import DEFAULT_MAX_STEPS
 from teamrun.errors import TeamrunError, UsageError
-from teamrun.events import Event, LlmIO, WorkspaceWrite
+from teamrun.events import Event, LlmIO, MemoryRecall, MemorySave, WorkspaceWrite
 from teamrun.logs import get_logger
 from teamrun.observe.trace_file import event_record
 from teamrun.secrets import Redactor
@@ -116,16 +116,23 @@ def line_record(line: Event | dict[str, Any], run_id: str, *, content: bool = Fa
     """One of a run's event lines as a JSON-ready dict, secrets not masked yet (any thread: events are frozen).
 
     Without ``content`` (the server's ``--trace-content``) a workspace write's value is left out, as a trace
-    file leaves it out: ``GET /v1/runs/{id}/workspace`` answers the values.
+    file leaves it out: ``GET /v1/runs/{id}/workspace`` answers the values; so are a memory recall's query and
+    facts and a saved fact (docs/memory.md).
     """
     if not isinstance(line, Event):
         return line
     data = None
     if isinstance(line, WorkspaceWrite) and not content:
         data = {k: v for k, v in line.data.items() if k != "value_after"}
+    elif isinstance(line, MemoryRecall | MemorySave) and not content:
+        data = {k: v for k, v in line.data.items() if k not in _MEMORY_CONTENT}
     record = event_record(line, data)
     record["run_id"] = run_id
     return record
+
+
+_MEMORY_CONTENT = frozenset({"query", "facts", "fact"})
+"""The memory events' content fields (served only with ``--trace-content``)."""
 
 
 @dataclass
@@ -738,6 +745,17 @@ class RunRegistry:
         tasks = [h.task for h in self._runs.values() if h.task is not None and not h.task.done()]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+    def let_go_of(self, resource: str, run_ids: Container[str] = ()) -> list[str]:
+        """Stop holding the ended runs of ``resource`` (or among ``run_ids``: a forget found them in the journals)
+        after ``DELETE /v1/memory/{resource}``: what they hold in memory (events, workspace, result) is not served
+        again; with a store they are answered from it, redacted. A run still running is kept."""
+        ended = [h.id for h in self._runs.values() if (h.resource == resource or h.id in run_ids) and h.finished]
+        for run_id in ended:
+            self._runs.pop(run_id, None)
+            if run_id in self._finished:
+                self._finished.remove(run_id)
+        return ended
 
     def _forget_old(self) -> None:
         while len(self._finished) > self.keep_finished:

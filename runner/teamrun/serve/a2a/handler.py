@@ -542,6 +542,10 @@ def _history_length(configuration: Any) -> int | None:
     return None
 
 
+_TEAMRUN_METADATA = frozenset({"resource"})
+"""The keys of a message's ``metadata.teamrun``."""
+
+
 def _resource(message: Message) -> str | None:
     """The run's resource, from the message's metadata ``{"teamrun": {"resource": "<id>"}}`` (docs/memory.md),
     checked as the CLI's ``--resource`` is; ``None`` when the message names none."""
@@ -552,6 +556,12 @@ def _resource(message: Message) -> str | None:
         return None
     if not isinstance(ours, dict):
         raise InvalidParamsError('metadata.teamrun is an object, e.g. {"resource": "customer-42"}')
+    unknown = sorted(set(ours) - _TEAMRUN_METADATA)
+    if unknown:  # a misspelt key would silently run without the resource (POST /v1/runs refuses extras too)
+        raise InvalidParamsError(
+            f"metadata.teamrun.{unknown[0]}: not a key teamrun knows; "
+            f"the keys are: {', '.join(sorted(_TEAMRUN_METADATA))}"
+        )
     given = ours.get("resource")
     if given is None:
         return None
