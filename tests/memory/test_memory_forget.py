@@ -19,7 +19,7 @@ from teamrun.store.memory_journal import is_forgotten
 from tests.cli_processes import resume, stop_when, teamrun, teamrun_argv
 from tests.fakeserver import FakeOpenAI, text, tool_calls
 from tests.memory.fake_embeddings import FakeEmbeddingHTTPServer
-from tests.memory.test_memory_runs import _run, _system, _team
+from tests.memory.test_memory_runs import _context, _run, _team
 
 FACT = "The customer's parrot is called Zanzibar-Quokka"
 MARK = b"Zanzibar"
@@ -56,7 +56,7 @@ def test_forget_redacts_the_runs_journals_and_a_resumed_run_recalls_nothing(
         where=lambda: f"{len(server.requests('support'))} model call(s)",
     )
     assert code == -signal.SIGKILL
-    assert FACT in _system(server.requests("support")[-1])
+    assert FACT in _context(server.requests("support")[-1])
     assert sum(MARK in path.read_bytes() for path in tmp_path.glob("teamrun.db*")) >= 1
 
     done = teamrun("memory", "forget", "--resource", "cust-A", "--store", str(store), "--json")
@@ -76,7 +76,7 @@ def test_forget_redacts_the_runs_journals_and_a_resumed_run_recalls_nothing(
     server.handler("support", lambda request: text("I do not know its name."))
     resumed = resume(killed[0]["run_id"], str(store))
     assert resumed.returncode == 0, resumed.stderr
-    again = _system(server.requests("support")[-1])
+    again = _context(server.requests("support")[-1])
     assert "Zanzibar" not in again and "Nothing saved about this user matches yet" in again
     for path in tmp_path.glob("teamrun.db*"):
         assert MARK not in path.read_bytes(), path.name
