@@ -160,8 +160,9 @@ def search(
             if "dimensions" not in str(exc):
                 raise
             raise UsageError(
-                f"{exc} (--embedding-model {embedding_model} is not the model the team saved them with: give that "
-                "one, or --mode keyword)"
+                f"{exc}. For this search: give --embedding-model the model (and --embedding-api-base the endpoint) "
+                f"the team saves with, if {embedding_model} is not it; if it is, its endpoint answered the wrong "
+                "size; or search with --mode keyword"
             ) from None
         if as_json:
             rows = [
