@@ -92,7 +92,7 @@ def test_a_resource_over_http_and_a2a_is_scoped_and_forgotten_by_delete(
         asyncio.run(over_a2a("cust-A"))
         assert FACT in _context(fake_openai)  # the A2A resource is the run's: A's recalls A's
 
-        for bad, said in (("", "is empty"), ("x" * 201, "201 characters"), (5, "not int"), ("a\tb", "printable")):
+        for bad, said in (("", "is empty"), ("x" * 201, "201 characters"), (5, "not a number"), ("a\tb", "printable")):
             refused = client.post("/v1/runs", json={"team": "desk", "input": QUESTION, "resource": bad})
             assert refused.status_code == 422 and said in refused.text, refused.text
             chat_refused = client.post("/v1/chat/completions", json={**chat, "resource": bad})
