@@ -220,3 +220,174 @@ def test_an_a2a_number_param_that_is_a_boolean_or_not_finite_is_invalid_params(
     assert "Traceback" not in answered.text
     assert listed == []
     json.dumps(error)  # the answer itself is JSON a strict reader takes
+
+
+# -- attack a4243b: what FastAPI parses itself, numbers written as text, booleans, headers --------------------
+
+MALFORMED = ["{", '{"team": "solo", "input": "hi"} x', "", "[" * 100_000 + "]" * 100_000]
+ROUTES = ["/v1/runs", "/v1/chat/completions", "/v1/runs/run_x/pending/q1", "/v1/runs/run_x/approvals/a1"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_body_labelled_json_that_is_not_json_is_400_invalid_json_with_the_hint(
+    serve: Any, tmp_path: Path, route: str
+) -> None:
+    server = serve([teamrun.load_team(solo_team(tmp_path))], tokens=frozenset({TOKEN}))
+    with _client(server) as client:
+        answers = [client.post(route, content=body) for body in MALFORMED]
+        listed = client.get("/v1/runs").json()["data"]
+
+    for body, answer in zip(MALFORMED, answers, strict=True):
+        assert answer.status_code == 400, (body[:40], answer.text[:300])
+        error = assert_error_shape(answer)
+        assert error["code"] == "invalid_json", error
+        assert "send a JSON object" in error["message"], error
+    assert listed == []
+
+
+@pytest.mark.parametrize("budget", ["timeout_s", "max_cost_usd", "max_steps"])
+def test_a_budget_written_as_a_string_is_refused_naming_it(serve: Any, tmp_path: Path, budget: str) -> None:
+    server = serve([teamrun.load_team(solo_team(tmp_path))], tokens=frozenset({TOKEN}))
+    given = ["1e999", "Infinity", "NaN", "30", "0.5"]
+    with _client(server) as client:
+        answers = [client.post("/v1/runs", json={"team": "solo", "input": "hi", "budgets": {budget: g}}) for g in given]
+        listed = client.get("/v1/runs").json()["data"]
+
+    for answer in answers:
+        message = _refused(answer, "budgets", budget)
+        assert "a string, not a number" in message
+    assert listed == []
+
+
+@pytest.mark.parametrize("value", ["1", '"yes"', '"no"', "0"])
+def test_a_chat_include_usage_that_is_not_a_boolean_is_refused(serve: Any, tmp_path: Path, value: str) -> None:
+    server = serve([teamrun.load_team(solo_team(tmp_path))], tokens=frozenset({TOKEN}))
+    body = (
+        '{"model": "solo", "messages": [{"role": "user", "content": "hi"}], "stream": true, '
+        f'"stream_options": {{"include_usage": {value}}}}}'
+    )
+    with _client(server) as client:
+        refused = client.post("/v1/chat/completions", content=body)
+        listed = client.get("/v1/runs").json()["data"]
+
+    _refused(refused, "stream_options.include_usage")
+    assert listed == []
+
+
+@pytest.mark.parametrize(
+    ("field", "values"),
+    [
+        ("temperature", ["true", '"hot"', '"0.5"']),
+        ("max_tokens", ["true", '"10"', "-5", "0", "1.5"]),
+        ("max_completion_tokens", ["true", '"10"']),
+        ("n", ["true", '"2"']),
+        ("top_p", ["false"]),
+    ],
+)
+def test_a_chat_field_accepted_and_ignored_with_the_wrong_type_is_refused(
+    serve: Any, tmp_path: Path, field: str, values: list[str]
+) -> None:
+    server = serve([teamrun.load_team(solo_team(tmp_path))], tokens=frozenset({TOKEN}))
+    head = '{"model": "solo", "messages": [{"role": "user", "content": "hi"}], '
+    with _client(server) as client:
+        answers = [client.post("/v1/chat/completions", content=f'{head}"{field}": {value}}}') for value in values]
+        right = client.post("/v1/chat/completions", content=f'{head}"{field}": 1}}')
+    for answer in answers:
+        _refused(answer, field)
+    assert right.status_code == 200, right.text  # the right type is still accepted (and ignored)
+
+
+def test_chat_budgets_are_checked_and_kept_as_on_runs(serve: Any, tmp_path: Path) -> None:
+    server = serve([teamrun.load_team(solo_team(tmp_path))], tokens=frozenset({TOKEN}))
+    chat = {"model": "solo", "messages": [{"role": "user", "content": "hi"}]}
+    with _client(server) as client:
+        boolean = client.post("/v1/chat/completions", json=chat | {"budgets": {"max_steps": True}})
+        text = client.post("/v1/chat/completions", json=chat | {"budgets": {"max_steps": "3"}})
+        too_high = client.post("/v1/chat/completions", json=chat | {"budgets": {"max_steps": 1000}})
+        unknown = client.post("/v1/chat/completions", json=chat | {"budgets": {"max_stepz": 3}})
+        kept = client.post("/v1/chat/completions", json=chat | {"budgets": {"max_steps": 3}})
+        record = client.get(f"/v1/runs/{kept.headers['x-teamrun-run-id']}").json()
+
+    assert "max_steps is true, a boolean" in _refused(boolean, "budgets")
+    assert "a string, not a number" in _refused(text, "budgets", "max_steps")
+    assert too_high.status_code == 422 and too_high.json()["error"]["code"] == "budget_too_high", too_high.text
+    _refused(unknown, "max_stepz")
+    assert kept.status_code == 200, kept.text
+    assert record["status"] == "done", record
+
+
+def test_a_thread_header_of_raw_non_ascii_bytes_is_400_naming_it(serve: Any, tmp_path: Path) -> None:
+    store = open_store(tmp_path / "runs.db")
+    server = serve([teamrun.load_team(solo_team(tmp_path), store=store)], tokens=frozenset({TOKEN}), store=store)
+    chat = {"model": "solo", "messages": [{"role": "user", "content": "hdr"}]}
+    with _client(server) as client:
+        refused = client.post(
+            "/v1/chat/completions", json=chat, headers={"X-Teamrun-Thread": "caf\xc3\xa9".encode("latin-1")}
+        )
+        listed = client.get("/v1/runs").json()["data"]
+
+    assert refused.status_code == 400, refused.text
+    error = assert_error_shape(refused)
+    assert error["code"] == "invalid_thread" and "X-Teamrun-Thread" in error["message"], error
+    assert listed == []
+
+
+def test_the_approvals_route_with_a_store_takes_note_and_by_as_pending_does(serve: Any, tmp_path: Path) -> None:
+    path = tmp_path / "stamper.yaml"
+    path.write_text(APPROVAL_TEAM, encoding="utf-8")
+    store = open_store(tmp_path / "runs.db")
+    server = serve([teamrun.load_team(path, store=store)], tokens=frozenset({TOKEN}), store=store)
+    with _client(server) as client:
+        run_id = client.post("/v1/runs", json={"team": "stamper", "input": "go"}).json()["id"]
+        until_status(client, run_id, "waiting")
+        [item] = client.get("/v1/pending").json()["data"]
+        said = client.post(
+            f"/v1/runs/{run_id}/approvals/{item['id']}", json={"approve": False, "note": "not today", "by": "ana"}
+        )
+        empty_by = client.post(f"/v1/runs/{run_id}/approvals/{item['id']}", json={"approve": True, "by": ""})
+
+    assert said.status_code == 200, said.text
+    assert said.json()["answer"] == {"approved": False, "note": "not today"}, said.json()
+    assert said.json()["answered_by"] == "ana", said.json()
+    _refused(empty_by, "by")
+
+
+def test_the_approvals_route_without_a_store_takes_note_and_by(serve: Any, tmp_path: Path) -> None:
+    path = tmp_path / "stamper.yaml"
+    path.write_text(APPROVAL_TEAM, encoding="utf-8")
+    server = serve([teamrun.load_team(path)], tokens=frozenset({TOKEN}))
+    with _client(server) as client:
+        run_id = client.post("/v1/runs", json={"team": "stamper", "input": "go"}).json()["id"]
+        approval = _waiting_approval(client, run_id)
+        said = client.post(
+            f"/v1/runs/{run_id}/approvals/{approval}", json={"approve": False, "note": "no", "by": "ana"}
+        )
+    assert said.status_code == 200, said.text
+
+
+V03_MESSAGE = '{"message": {"role": "user", "messageId": "m1", "parts": [{"kind": "text", "text": "hi"}]}'
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "named"),
+    [
+        ("message/send", V03_MESSAGE + ', "configuration": {"blocking": 1}}', "configuration.blocking"),
+        ("message/send", V03_MESSAGE + ', "configuration": {"blocking": "no"}}', "configuration.blocking"),
+        ("message/send", V03_MESSAGE + ', "configuration": {"historyLength": true}}', "configuration.historyLength"),
+        ("tasks/get", '{"id": "t", "historyLength": true}', "historyLength"),
+        ("tasks/get", '{"id": "t", "historyLength": "2"}', "historyLength"),
+    ],
+)
+def test_an_a2a_v03_boolean_or_whole_number_param_of_another_type_is_invalid_params(
+    serve: Any, tmp_path: Path, method: str, params: str, named: str
+) -> None:
+    server = serve([teamrun.load_team(solo_team(tmp_path))], tokens=frozenset({TOKEN}))
+    body = f'{{"jsonrpc": "2.0", "id": 7, "method": "{method}", "params": {params}}}'
+    with _client(server) as client:
+        answered = client.post("/a2a/solo/", content=body)  # no A2A-Version: v0.3
+        listed = client.get("/v1/runs").json()["data"]
+
+    error = answered.json().get("error")
+    assert error is not None and error["code"] == -32602, answered.text
+    assert named in error["message"], error
+    assert listed == []

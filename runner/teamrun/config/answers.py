@@ -3,7 +3,9 @@ read an answer by, and ``teamrun validate`` reads each of a person's ``choices``
 
 The answer is read as JSON when that fits the schema (``true``, ``3``, ``{"a": 1}``, ``"quoted"``), else as
 the text typed (``123`` for a string schema is the string ``"123"``). ``NaN``/``Infinity`` and numbers that
-read as infinity are no JSON, so they are read as text. An integral float is the integer (``2.0`` is ``2``).
+read as infinity are no JSON, so they are read as text. A reading that breaks :mod:`teamrun.bounds` (an integer
+past ±(2^63-1), nesting past 64) is not taken: when the text does not fit either, the answer is refused saying so
+(as ``teamrun serve`` refuses it), never rounded to a float. An integral float is the integer (``2.0`` is ``2``).
 A ``pattern`` matches as JSON Schema means it (ECMA 262), not as Python's :mod:`re` does. No I/O here:
 :func:`teamrun.tools.people.read_answer` adds what a recorded answer needs (valid text, the choices, not empty).
 """
@@ -19,7 +21,17 @@ from typing import Any
 
 import jsonschema
 
-__all__ = ["SchemaMisfit", "answer_readings", "ecma_regex", "integral", "schema_answer", "shown_value"]
+from teamrun.bounds import check_value
+
+__all__ = [
+    "AnswerOutOfBounds",
+    "SchemaMisfit",
+    "answer_readings",
+    "ecma_regex",
+    "integral",
+    "schema_answer",
+    "shown_value",
+]
 
 
 class SchemaMisfit(ValueError):
@@ -29,6 +41,15 @@ class SchemaMisfit(ValueError):
         self.problem = problem
         where = "/".join(str(p) for p in problem.path)
         super().__init__(f"{(where + ': ') if where else ''}{_schema_problem(problem)}")
+
+
+class AnswerOutOfBounds(SchemaMisfit):
+    """The answer read as JSON breaks :mod:`teamrun.bounds` (an integer past ±(2^63-1)...), and read as text it does
+    not fit the schema either; the message is the bound's (``the answer: ...``), never the value."""
+
+    def __init__(self, message: str) -> None:
+        ValueError.__init__(self, message)
+        self.problem = jsonschema.ValidationError(message)
 
 
 def answer_readings(text: str) -> list[Any]:
@@ -51,13 +72,20 @@ def schema_answer(schema: Mapping[str, Any], text: str, *, check: Callable[[Any]
     validated (the tools refuse text no store can keep)."""
     validator = _ecma_validator(schema)
     refused: list[list[jsonschema.ValidationError]] = []
+    out_of_bounds: str | None = None
     for value in answer_readings(text):
         if check is not None:
             check(value)
+        found = None if isinstance(value, str) else check_value(value, "the answer", subject="the answer")
+        if found is not None:  # not rounded, not wrapped: the text reading may still fit (a string schema)
+            out_of_bounds = out_of_bounds or found.message
+            continue
         problems = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path)))
         if not problems:
             return integral(value)
         refused.append(problems)
+    if out_of_bounds is not None:
+        raise AnswerOutOfBounds(out_of_bounds)
     # said for the reading of the right type when there is one (a string schema's pattern, not "is not a string")
     raise SchemaMisfit(next((p[0] for p in refused if p[0].validator != "type"), refused[0][0]))
 

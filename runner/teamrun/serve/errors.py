@@ -15,7 +15,7 @@ from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.runs import ServerBusy, ShuttingDown
 from teamrun.serve.security import printable
-from teamrun.serve.wire import BODY_NOT_JSON
+from teamrun.serve.wire import BODY_NOT_JSON, NOT_JSON
 
 __all__ = ["ApiError", "add_error_handlers", "masked_json"]
 
@@ -102,7 +102,16 @@ def _invalid(exc: RequestValidationError) -> ApiError:
     not_json = [err for err in exc.errors() if err.get("type") == BODY_NOT_JSON]
     if not_json:  # a body not labelled JSON (read as JSON all the same) that is not JSON either
         return ApiError(400, str(not_json[0].get("msg")), code="invalid_json")
+    if any(_unparsed(err) for err in exc.errors()):  # FastAPI's own reading of a body labelled JSON
+        return ApiError(400, NOT_JSON, code="invalid_json")
     return ApiError(422, "invalid request: " + "; ".join(problems), code="invalid_request")
+
+
+def _unparsed(err: Mapping[str, Any]) -> bool:
+    """Whether ``err`` is FastAPI's for a body labelled ``application/json`` that is not JSON (``json_invalid`` at
+    ``body.<offset>``), or for no body at all (``missing`` at ``body``: FastAPI reads an empty body as none)."""
+    loc = tuple(err.get("loc", ()))
+    return err.get("type") == "json_invalid" or (err.get("type") == "missing" and loc == ("body",))
 
 
 _HTTP_CODES = {400: "invalid_json", 404: "not_found", 405: "method_not_allowed"}
@@ -119,8 +128,8 @@ def _http_problem(request: Request, exc: StarletteHTTPException) -> ApiError:
         message = f"method {request.method} is not allowed on {request.url.path}" + (
             f" (allowed: {allowed})" if allowed else ""
         )
-    elif status == 400:
-        message = "the request body could not be parsed as JSON (malformed, or nested too deeply)"
+    elif status == 400:  # FastAPI's answer to a body labelled JSON its parser gave up on (nested too deeply)
+        message = NOT_JSON
     else:
         message = str(exc.detail)
     return ApiError(

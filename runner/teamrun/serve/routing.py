@@ -104,11 +104,28 @@ class RunRouter:
         return marked
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The app's lifespan, the clients to other workers closed when it has shut down and *before* the server
+        hears so: once told, the server stops its loop and cancels what is left, and a close still under way
+        then (a forwarded stream's connection) ended in a CancelledError traceback on a clean stop."""
+
+        async def closing(message: Message) -> None:
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                await self._close_clients()
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, closing)
         finally:
-            for client in self._clients.values():
+            await self._close_clients()  # the app ended otherwise (its startup failed): nothing is cancelling
+
+    async def _close_clients(self) -> None:
+        clients = list(self._clients.values())
+        self._clients.clear()
+        for client in clients:
+            try:
                 await client.aclose()
+            except (httpx.HTTPError, OSError) as exc:  # a worker already gone: nothing to close cleanly
+                _log.debug("serve_worker_client_close_failed", error=str(exc) or type(exc).__name__)
 
     def _client(self, owner: int) -> httpx.AsyncClient:
         client = self._clients.get(owner)

@@ -10,7 +10,17 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from teamrun.bounds import check_value
@@ -19,17 +29,24 @@ from teamrun.serve.security import LONE_SURROGATE, lone_surrogate
 
 __all__ = [
     "BODY_NOT_JSON",
+    "NOT_JSON",
     "OUT_OF_BOUNDS",
     "ApprovalAnswer",
     "ChatMessage",
     "ChatRequest",
     "RunRequest",
+    "StreamOptions",
     "json_body",
     "valid_body",
 ]
 
 BODY_NOT_JSON = "body_not_json"
 """The validation error type of a body not labelled JSON that is not JSON either (answered ``400 invalid_json``)."""
+NOT_JSON = (
+    "the request body could not be parsed as JSON (malformed, empty, or nested too deeply); "
+    "send a JSON object (Content-Type: application/json)"
+)
+"""What a body that is not JSON is answered (``400 invalid_json``), whatever its content type."""
 OUT_OF_BOUNDS = "out_of_bounds"
 """The validation error type of a body that breaks a rule of :mod:`teamrun.bounds` other than the text rule: a
 number that is not finite (``NaN``, ``Infinity``, ``1e999``: Python's JSON reads them), an integer past ±2^63-1,
@@ -44,11 +61,7 @@ def json_body(data: Any) -> Any:
     try:
         return json.loads(data)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested too deeply
-        raise PydanticCustomError(
-            BODY_NOT_JSON,
-            "the request body could not be parsed as JSON (malformed, or nested too deeply); "
-            "send a JSON object (Content-Type: application/json)",
-        ) from None
+        raise PydanticCustomError(BODY_NOT_JSON, NOT_JSON) from None
 
 
 def valid_body(data: Any) -> Any:
@@ -78,10 +91,10 @@ def resource_id(value: Any) -> Any:
         raise PydanticCustomError("invalid_resource", "{message}", {"message": str(exc)}) from None
 
 
-def no_booleans(value: Any) -> Any:
-    """An object of numbers (``budgets``) as given, unless one of them is ``true`` or ``false``: pydantic reads a
-    boolean as the number 1 or 0 (``{"max_steps": true}`` would be one step); a client that sends one means
-    something else."""
+def numbers_only(value: Any) -> Any:
+    """An object of numbers (``budgets``) as given, unless one of them is not a JSON number: pydantic reads a
+    boolean as 1 or 0 (``{"max_steps": true}`` would be one step) and a string as the number it spells
+    (``"30"``, ``"1e999"``, ``"Infinity"``); a client that sends one means something else, or nothing."""
     if isinstance(value, dict):
         for key, item in value.items():
             if isinstance(item, bool):
@@ -90,7 +103,18 @@ def no_booleans(value: Any) -> Any:
                     "{key} is {given}, a boolean, not a number: send a number",
                     {"key": key, "given": "true" if item else "false"},
                 )
+            if item is not None and not isinstance(item, int | float):
+                kind = "a string" if isinstance(item, str) else f"a JSON {_json_kind(item)}"
+                raise PydanticCustomError(
+                    "not_a_number",
+                    '{key} is {kind}, not a number: send a JSON number (e.g. 30, not "30")',
+                    {"key": key, "kind": kind},
+                )
     return value
+
+
+def _json_kind(value: Any) -> str:
+    return "object" if isinstance(value, dict) else "array" if isinstance(value, list) else type(value).__name__
 
 
 class Wire(BaseModel):
@@ -109,16 +133,42 @@ class ChatMessage(BaseModel):
     content: str | list[dict[str, Any]] | None = None
 
 
+class StreamOptions(BaseModel):
+    """A chat completion's ``stream_options``: ``include_usage`` only a JSON boolean; other options ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    include_usage: StrictBool | None = None
+
+
+Number = StrictFloat
+"""A JSON number (an integer is one too); not a boolean, not a string that spells one."""
+Count = Annotated[StrictInt, Field(ge=1)]
+"""A JSON whole number, 1 or more; not a boolean, not a string."""
+
+
 class ChatRequest(Wire):
-    """The parts of an OpenAI chat-completions request teamrun reads; other fields are accepted and ignored."""
+    """The parts of an OpenAI chat-completions request teamrun reads; other fields are accepted and ignored, those
+    of them with a type OpenAI documents checked for it (a wrong type is a mistake the client should hear of)."""
 
     model_config = ConfigDict(extra="allow")
     model: str
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     stream: StrictBool = False
     """Only a JSON ``true`` or ``false`` (``1``, ``"yes"`` are refused, not read as a choice)."""
-    stream_options: dict[str, Any] | None = None
-    user: str | None = None
+    stream_options: StreamOptions | None = None
+    temperature: Number | None = None
+    top_p: Number | None = None
+    presence_penalty: Number | None = None
+    frequency_penalty: Number | None = None
+    max_tokens: Count | None = None
+    max_completion_tokens: Count | None = None
+    n: Count | None = None
+    seed: StrictInt | None = None
+    logprobs: StrictBool | None = None
+    parallel_tool_calls: StrictBool | None = None
+    budgets: Limits | None = None
+    """teamrun's extension, as on ``POST /v1/runs``: run limits, each only lower than the team's, each a number."""
+    user: StrictStr | None = None
     resource: Any = None
     """teamrun's extension: whose long-term memory the run recalls and saves (docs/memory.md); ``user`` names the
     thread, not the resource."""
@@ -127,6 +177,11 @@ class ChatRequest(Wire):
     @classmethod
     def _resource(cls, value: Any) -> Any:
         return resource_id(value)
+
+    @field_validator("budgets", mode="before")
+    @classmethod
+    def _budgets_are_numbers(cls, value: Any) -> Any:
+        return numbers_only(value)
 
 
 class RunRequest(Wire):
@@ -154,12 +209,16 @@ class RunRequest(Wire):
     @field_validator("budgets", mode="before")
     @classmethod
     def _budgets_are_numbers(cls, value: Any) -> Any:
-        return no_booleans(value)
+        return numbers_only(value)
 
 
 class ApprovalAnswer(Wire):
-    """``POST /v1/runs/{run}/approvals/{id}``."""
+    """``POST /v1/runs/{run}/approvals/{id}``: the fields ``/pending/{id}`` takes for an approval."""
 
     model_config = ConfigDict(extra="forbid")
     approve: StrictBool
     """``true`` runs the tool call, ``false`` denies it (only a JSON boolean: ``1``, ``"yes"`` are refused)."""
+    note: str | None = None
+    """Why (kept with the answer where a store keeps it)."""
+    by: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    """Who answers, as events and listings show it (default: ``http``)."""

@@ -215,6 +215,36 @@ def _unfit_number(value: Any, path: str = "") -> str | None:
     return None
 
 
+_TYPED_PARAMS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("configuration", "blocking"), "boolean"),
+    (("configuration", "historyLength"), "integer"),
+    (("historyLength",), "integer"),
+    (("pageSize",), "integer"),
+)
+"""Params whose type the SDK's v0.3 layer (pydantic, lax) would bend: ``"blocking": 1`` or ``"no"`` read as a
+choice, ``"historyLength": true`` as 1. v1.0's protobuf parser refuses them; both are refused here alike."""
+
+
+def _mistyped(body: Any) -> str | None:
+    """What is wrong with a param of :data:`_TYPED_PARAMS` that is not a JSON boolean (or whole number), else
+    ``None`` (absent or ``null``: the method's default)."""
+    params = body.get("params") if isinstance(body, dict) else None
+    for path, kind in _TYPED_PARAMS:
+        value: Any = params
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        if kind == "boolean" and not isinstance(value, bool):
+            shown = printable(json.dumps(value, ensure_ascii=False))[:100]
+            return f"params.{'.'.join(path)}: {shown} is not a boolean; send true or false"
+        whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        if kind == "integer" and (isinstance(value, bool) or not whole):
+            shown = printable(json.dumps(value, ensure_ascii=False))[:100]
+            return f"params.{'.'.join(path)}: {shown} is not a whole number; send a number such as 10"
+    return None
+
+
 def _unknown_state(body: Any, version: str | None, states: Mapping[str, int]) -> Any:
     """A v1.0 ``ListTasks`` call's ``status`` that names no task state (``states``: name → number), else
     ``None``. The SDK's parser ignores what it does not know, so ``"BOGUS"`` would filter nothing: every task."""
@@ -383,6 +413,9 @@ def _unfit_body(body: Any, request_id: Any, version: str | None, agents: A2AAgen
             id=request_id,
             reason="INVALID_NUMBER",
         )
+    mistyped = _mistyped(body)
+    if mistyped is not None:
+        return rpc_error(INVALID_PARAMS, redactor.text(mistyped), id=request_id)
     status = _unknown_state(body, version, agents.task_states)
     if status is None:
         return None

@@ -2,7 +2,8 @@
 
 Without a store the run holds the call in memory (:mod:`teamrun.serve.approvals`). With a store an approval is a
 pending item (:mod:`teamrun.serve.routes.pending`): this route answers it through the one answer service, as
-``POST /v1/runs/{run}/pending/{id}`` with ``{"approve": ...}`` does.
+``POST /v1/runs/{run}/pending/{id}`` with ``{"approve": ..., "note"?: ..., "by"?: ...}`` does (the same fields;
+without a store ``note`` and ``by`` are accepted and not kept: the run holds only the decision).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ async def answer_approval(
     if state.answers is not None:  # with a store: an approval the run waits for is a pending item
         item = await asyncio.to_thread(state.answers.items.get, run_id, approval_id)
         if item is not None and item.kind == "approval":
-            return await answer_item(state, run_id, approval_id, PendingAnswer(approve=body.approve))
+            answer = PendingAnswer(approve=body.approve, note=body.note, by=body.by)
+            return await answer_item(state, run_id, approval_id, answer)
     handle = state.run(run_id)
     try:
         pending = handle.answer(approval_id, body.approve)

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from teamrun.serve.errors import ApiError, masked_json
-from teamrun.serve.runs import RunHandle, RunRegistry
+from teamrun.serve.runs import BudgetTooHigh, RunHandle, RunRegistry, check_budgets
 from teamrun.serve.sse import sse
 from teamrun.serve.state import ServeState, serve_state
 from teamrun.serve.wire import ChatMessage, ChatRequest
@@ -48,9 +48,13 @@ async def models(state: State) -> dict[str, Any]:
 @router.post("/v1/chat/completions")
 async def chat_completions(state: State, body: ChatRequest, request: Request) -> Response:
     target = state.team(body.model)
+    try:
+        check_budgets(target.team.config, body.budgets)
+    except BudgetTooHigh as exc:
+        raise ApiError(422, str(exc), code="budget_too_high", extra={"limits": exc.in_force}) from None
     registry = state.registry
     thread, warning = _chat_thread(request.headers.get(THREAD_HEADER), body.user, registry.store is not None)
-    handle = state.start(target, _last_user_message(body.messages), thread, resource=body.resource)
+    handle = state.start(target, _last_user_message(body.messages), thread, limits=body.budgets, resource=body.resource)
     completion_id = "chatcmpl-" + handle.id.removeprefix("run_")
     headers = {"x-teamrun-run-id": handle.id}
     if thread is not None and thread.isascii() and thread.isprintable():  # a header carries only those
@@ -58,7 +62,7 @@ async def chat_completions(state: State, body: ChatRequest, request: Request) ->
     if warning:
         headers["x-teamrun-warning"] = warning
     if body.stream:
-        include_usage = bool((body.stream_options or {}).get("include_usage"))
+        include_usage = body.stream_options is not None and body.stream_options.include_usage is True
         stream = _ChatStream(registry, handle, completion_id, body.model, include_usage, headers, state.keepalive_s)
         stream.waiting_note = lambda: _waiting_note(state, handle)
         return stream
@@ -99,6 +103,13 @@ def _chat_thread(header: str | None, user: str | None, have_store: bool) -> tupl
     send it to name the end user, not a conversation.
     """
     if header is not None:
+        if not header.isascii():  # raw bytes past ASCII (the server reads a header as Latin-1): no client's id
+            raise ApiError(
+                400,
+                f"{THREAD_HEADER}: the header holds bytes that are not ASCII; send a printable ASCII thread id "
+                "(or name the thread in the user field, which JSON carries as any text)",
+                code="invalid_thread",
+            )
         thread = header.strip()
         if not thread or len(thread) > 200:
             raise ApiError(400, f"{THREAD_HEADER}: a thread id is 1 to 200 characters", code="invalid_thread")
