@@ -354,7 +354,13 @@ class AnswerService:
         CLAIMED_HERE.add(run.run_id)
         entry = self.served[run.team]
         handle = self.registry.continuing(
-            entry.team, entry.redactor, run_id=run.run_id, input=run.input, thread=run.thread_id, created=run.started_at
+            entry.team,
+            entry.redactor,
+            run_id=run.run_id,
+            input=run.input,
+            thread=run.thread_id,
+            created=run.started_at,
+            attempts=run.attempts,  # a handle held of an earlier attempt: another process continued the run since
         )
         handle.task = asyncio.create_task(
             self._run(entry.team, handle, run.vars or None), name=f"teamrun-serve-resume:{run.run_id}"

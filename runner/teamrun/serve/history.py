@@ -23,7 +23,7 @@ import asyncio
 import datetime as _dt
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from teamrun.events import LlmIO
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from teamrun.store.records import JournaledRun
 
 __all__ = [
+    "FOLLOW_POLL_S",
     "RUN_STATUSES",
     "ContinuedEvents",
     "EventKeeper",
@@ -53,6 +54,14 @@ RUN_STATUSES = ("running", "done", "failed", "budget_exhausted", "cancelled", "i
 """What ``?status=`` may ask for (``interrupted``: a stored run whose process is gone)."""
 
 MAX_LISTED = 500
+
+FOLLOW_POLL_S = 0.5
+"""How often a stream following a run another process continues reads the store (:meth:`EventKeeper.following`)."""
+FOLLOW_SETTLE_S = 5.0
+"""How long after such a run's record stopped its stream waits for the continuation's events to be kept."""
+
+StoredRun = Callable[[], Awaitable[tuple[list[dict[str, Any]] | None, dict[str, Any]] | None]]
+"""Reads a run's kept events (masked) and its record from the store (:data:`teamrun.serve.sse.Fetch`)."""
 
 
 def _spent(tokens: int, cost: float, *, known: bool) -> dict[str, Any]:
@@ -131,7 +140,7 @@ def list_runs(
 ) -> list[dict[str, Any]]:
     """The runs to list, newest first: the server's, then the store's (call it on the server's loop)."""
     teams = [name for name in served if team is None or name == team]
-    held = [_from_handle(h) | {"reconciled": reconciled(h)} for h in registry.held()]
+    held = [_from_handle(h) | {"reconciled": reconciled(h), "attempt": h.attempt} for h in registry.held()]
     return _merged(held, registry.store, served, teams, status=status, thread=thread, team=team, limit=limit)
 
 
@@ -146,7 +155,7 @@ async def list_runs_async(
 ) -> list[dict[str, Any]]:
     """:func:`list_runs` with the store's part in a thread (the server's handles are read on the loop)."""
     teams = [name for name in served if team is None or name == team]
-    held = [_from_handle(h) | {"reconciled": reconciled(h)} for h in registry.held()]
+    held = [_from_handle(h) | {"reconciled": reconciled(h), "attempt": h.attempt} for h in registry.held()]
     return await asyncio.to_thread(
         _merged, held, registry.store, served, teams, status=status, thread=thread, team=team, limit=limit
     )
@@ -164,7 +173,9 @@ def _merged(
     limit: int,
 ) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
-    truth = _continued_elsewhere(store, [row for row in held if row.pop("reconciled")]) if store else {}
+    checked = [row for row in held if row.pop("reconciled")]
+    attempts = {row["id"]: row.pop("attempt") for row in held}
+    truth = _continued_elsewhere(store, checked, attempts) if store else {}
     for row in held:
         row = truth.get(row["id"], row)
         if (
@@ -189,9 +200,12 @@ def _merged(
     return shown
 
 
-def _continued_elsewhere(store: Store, held: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The store's row of each held run (stopped here) whose stored status is not what this server holds: another
-    process continued it since (``teamrun answer``, ``resume``); the store is the truth (blocking)."""
+def _continued_elsewhere(
+    store: Store, held: list[dict[str, Any]], attempts: Mapping[str, int | None]
+) -> dict[str, dict[str, Any]]:
+    """The store's row of each held run (stopped here) that another process continued since (``teamrun answer``,
+    ``resume``): its stored status is not what this server holds, or its attempt is a later one (it may wait
+    again, as it did here); the store is the truth (blocking)."""
     import sqlalchemy as sa
 
     from teamrun.store.journal import StoreJournal
@@ -199,14 +213,25 @@ def _continued_elsewhere(store: Store, held: list[dict[str, Any]]) -> dict[str, 
 
     said = {row["id"]: row["status"] for row in held}
     ids = list(said)
+
+    def later(run_id: str, meta: Any) -> bool:
+        attempt = attempts.get(run_id)
+        return attempt is not None and int((meta or {}).get("attempts") or 1) != attempt
+
     changed: list[str] = []
     with store.errors("listing runs"), store.engine.connect() as conn:
         for start in range(0, len(ids), 500):
-            query = sa.select(runs.c.id, runs.c.status).where(runs.c.id.in_(ids[start : start + 500]))
-            changed.extend(str(row[0]) for row in conn.execute(query) if row[1] != said[str(row[0])])
+            query = sa.select(runs.c.id, runs.c.status, runs.c.meta).where(runs.c.id.in_(ids[start : start + 500]))
+            changed.extend(
+                str(row[0]) for row in conn.execute(query) if row[1] != said[str(row[0])] or later(str(row[0]), row[2])
+            )
     journal = StoreJournal(store)
     found = (journal.get_run(run_id) for run_id in changed)
-    return {run.run_id: _from_store(run) for run in found if run is not None and run.shown_status() != said[run.run_id]}
+    return {
+        run.run_id: _from_store(run)
+        for run in found
+        if run is not None and (run.shown_status() != said[run.run_id] or later(run.run_id, {"attempts": run.attempts}))
+    }
 
 
 class EventKeeper:
@@ -296,6 +321,40 @@ class EventKeeper:
             return None
         return [handle.redactor.value(event) for event in every]
 
+    def following(self, handle: RunHandle, *, settle_s: float = FOLLOW_SETTLE_S) -> StoredRun | None:
+        """For ``handle``'s run, stopped here and running in another process now (``teamrun answer``, ``resume``):
+        what :func:`~teamrun.serve.sse.store_stream` polls to follow it, every kept event of the run and its
+        record, masked with the handle's redactor. That process keeps its events as the run's next part just
+        after it records the run's end, so until that part is there the run is still said running to the
+        stream (at most ``settle_s`` after its record stopped: a process that could not keep them). ``None``:
+        this handle's events are not kept yet (nothing to number the continuation's after)."""
+        known = self._parts.get(handle.id)
+        if known is None or known[0]() is not handle:
+            return None
+        run_id, part, store = handle.id, known[1], self.store
+        stopped: list[float] = []
+
+        def read() -> tuple[JournaledRun | None, list[dict[str, Any]] | None, bool]:
+            from teamrun.store.journal import StoreJournal
+
+            with store.errors("reading a run's events"):
+                run = StoreJournal(store).get_run(run_id)
+                return run, store.run_events.load(run_id), _has_part_after(store, run_id, part)
+
+        async def fetch() -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
+            run, events, continued = await asyncio.to_thread(read)
+            if run is None:
+                return None
+            redactor = handle.redactor
+            record: dict[str, Any] = redactor.value(stored_record(run, events=events is not None))
+            if record["status"] != "running" and not continued:  # its continuation's events are about to be kept
+                stopped.append(time.monotonic())
+                if stopped[-1] - stopped[0] < settle_s:
+                    record["status"] = "running"  # never sent: the stream goes on polling
+            return [redactor.value(event) for event in events or []], record
+
+        return fetch
+
     def _drop(self, run_id: str, ref: weakref.ref[RunHandle]) -> None:
         known = self._parts.get(run_id)
         if known is not None and known[0] is ref:
@@ -360,6 +419,17 @@ def continued_events(store: Store, run_id: str, redactor: Redactor) -> Continued
         _log.warning("run_events_not_read", run=run_id, error=str(exc), error_type=type(exc).__name__)
         return None
     return ContinuedEvents(store, run_id, redactor) if kept else None
+
+
+def _has_part_after(store: Store, run_id: str, part: int) -> bool:
+    """Whether the store keeps a part of ``run_id``'s events after part ``part`` (blocking)."""
+    import sqlalchemy as sa
+
+    from teamrun.store.schema import run_events
+
+    query = sa.select(run_events.c.part).where(run_events.c.run_id == run_id, run_events.c.part > part).limit(1)
+    with store.engine.connect() as conn:
+        return conn.execute(query).first() is not None
 
 
 def _stored_events(

@@ -50,6 +50,7 @@ __all__ = [
     "ServerBusy",
     "ShuttingDown",
     "check_budgets",
+    "continued_since",
     "line_record",
     "reconciled",
     "store_people",
@@ -170,6 +171,10 @@ class RunHandle:
     """Set once the run holds its lease (replicas on one store, serve/replicas.py)."""
     moved: bool = False
     """Another replica executes the run now (it took the run's lease): the store's record is its truth."""
+    attempt: int | None = None
+    """The store's attempt number of the run's latest stretch here (1 for a first run; each continuation, here or
+    by another process, adds one): a stored record of a later attempt was continued elsewhere since. ``None``:
+    not known (no store, or it never started here)."""
     _lines: list[Event | dict[str, Any]] = field(default_factory=list)
     """Every event so far: the engine's as they came, the server's own lines (:meth:`note`) as dicts. Only the
     first :attr:`_masked` are JSON-ready dicts with secrets masked yet (see :meth:`event`)."""
@@ -208,6 +213,7 @@ class RunHandle:
             "cancel_reason": self.cancel_reason,
             "approvals": [a.as_dict() for a in self.approvals.values()],
             "result": result,
+            "events": True,  # held here: replayed and followed from memory (``GET /v1/runs`` says so too)
         }
         masked: dict[str, Any] = self.redactor.value(shown)
         return masked
@@ -346,7 +352,15 @@ class FoundRun:
         handle, stored = self.handle, self.stored
         if handle is not None and handle.moved and stored is not None:
             return False
-        return handle is not None and (stored is None or stored.shown_status() == handle.state)
+        return handle is not None and (stored is None or not continued_since(handle, stored))
+
+
+def continued_since(handle: RunHandle, stored: JournaledRun) -> bool:
+    """Whether another process continued ``handle``'s run since it stopped here (``teamrun answer``, ``resume``,
+    another server): the store says another status, or a later attempt (one that may have stopped as this one
+    did, waiting again)."""
+    later = handle.attempt is not None and stored.attempts != handle.attempt
+    return later or stored.shown_status() != handle.state
 
 
 def reconciled(handle: RunHandle) -> bool:
@@ -501,13 +515,26 @@ class RunRegistry:
         input: str,
         thread: str | None,
         created: float | None = None,
+        attempts: int | None = None,
     ) -> RunHandle:
         """The handle of a waiting run about to continue here (claimed in the store), running from now on: the
         one held (its events so far stay; the continuation's follow them), else a new one with the same id,
         ``created`` when the run first started (its stored ``started_at``: a continuation is not a new run).
+        ``attempts``: the stored record's, as claimed; a held handle of an earlier attempt stopped before another
+        process continued the run, so a new handle takes its place (as after a restart: the events kept of the run
+        come first, this continuation's are kept as its next part, never over the old handle's).
         Takes a run slot (the caller holds one reserved). Synchronous: nothing sees it half-continued."""
         handle = self._runs.get(run_id)
-        if handle is None:  # waited through a restart (or dropped from memory)
+        if handle is not None and attempts is not None and handle.attempt not in (None, attempts):
+            _log.info("serve_run_continued_elsewhere_since", run=run_id, held=handle.attempt, stored=attempts)
+            stale = self._runs.pop(run_id)
+            handle = RunHandle(
+                id=run_id, team=team.name, input=input, redactor=redactor, thread=thread, content=self.content
+            )
+            handle.created = created if created is not None else stale.created
+            handle.note("run_continued", {"ts": time.time()})  # after the events of the process that continued it
+            self._runs[run_id] = handle
+        elif handle is None:  # waited through a restart (or dropped from memory)
             handle = RunHandle(
                 id=run_id, team=team.name, input=input, redactor=redactor, thread=thread, content=self.content
             )
@@ -600,6 +627,8 @@ class RunRegistry:
         def measure(event: Event) -> None:
             self.metrics.on_event(team.name, event)
 
+        if self.store is not None:  # the attempt its journal records (a continuation's resume journal counted it)
+            handle.attempt = journal.record.attempts if journal is not None else 1
         try:
             if self.owning is not None and not owned:
                 await self.owning(handle.id)

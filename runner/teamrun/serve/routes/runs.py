@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from teamrun.serve.errors import ApiError
-from teamrun.serve.history import stored_events
+from teamrun.serve.history import FOLLOW_POLL_S, stored_events
 from teamrun.serve.replicas import as_replicas_show, stored_cancel_reason
 from teamrun.serve.runs import BudgetTooHigh, check_budgets, stored_record
 from teamrun.serve.sse import after_event, continued_stream, event_stream, kept_stream, store_stream
@@ -143,6 +143,12 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
         events_kept = run_id in await asyncio.to_thread(registry.store.run_events.kept, [run_id])
         result = handle.redactor.value(stored_record(stored, events=events_kept))
     keeper = state.keeper
+    if stored is not None and keeper is not None and stored.shown_status() == "running":
+        follow = keeper.following(handle)  # another process continues it now: followed from the store to its stop
+        if follow is not None:
+            poll_s = state.replica.tick_s if state.replica is not None else FOLLOW_POLL_S
+            stream = store_stream(follow, start_at, poll_s, state.keepalive_s, leaving=leaving)
+            return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
     if stored is not None and keeper is not None:  # and its continuation's events, kept by the process that ran it
         whole = await asyncio.to_thread(keeper.continued_elsewhere, handle)
         if whole is not None:
