@@ -69,3 +69,23 @@ def test_a_strict_replay_answers_memory_calls_from_the_recording_and_writes_noth
     recalls = [e for e in events if isinstance(e, MemoryRecall)]
     assert [e.facts for e in recalls] == [["The customer likes plums"]]
     assert _facts(store) == []  # the replay saved nothing
+
+
+def test_a_cassette_recorded_before_memory_calls_were_kept_replays_a_save_writing_nothing(tmp_path: Path) -> None:
+    team, store, cassette = tmp_path / "desk.yaml", tmp_path / "teamrun.db", tmp_path / "run.cassette.jsonl"
+    team.write_text(TEAM)
+    script = ScriptedModel({"support": [tool_call("memory_save", fact="The customer likes pears"), "Noted."]})
+    recorded = asyncio.run(
+        load_team(team, chat_model=RecordingModel(script, cassette), store=store).run(TASK, resource="cust-A")
+    )
+    assert recorded.status == "done", recorded.error
+    lines = cassette.read_text(encoding="utf-8").splitlines(keepends=True)
+    older = [line for line in lines if '"kind": "memory_call"' not in line]
+    assert len(older) == len(lines) - 1
+    cassette.write_text("".join(older), encoding="utf-8")  # as an older teamrun recorded it
+    with open_store(store) as opened:
+        MemoryStore(opened).forget("cust-A")
+    replayed = asyncio.run(load_team(team, chat_model=ReplayModel(cassette), store=store).run(TASK, resource="cust-A"))
+    assert replayed.status == "done", replayed.error
+    assert replayed.final_text == "Noted."
+    assert _facts(store) == []

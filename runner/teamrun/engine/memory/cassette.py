@@ -17,8 +17,9 @@ invocation, its model call and position) and what it asked (masked)::
 
 A replay answers each such call from its line (:class:`MemoryCallReplay`) — the same result the recording's
 model read, so the next request matches the recording whatever the store remembers by then — and emits the
-recorded events again; it neither searches nor saves (it writes nothing into the store). A call the recording
-did not make is a tool error naming the cassette.
+recorded events again; it neither searches nor saves (it writes nothing into the store). A call the cassette
+has no line of (recorded before teamrun kept them): a search is made in the store as it is (reading only), a save
+answers what a save that succeeded answers and writes nothing.
 """
 
 from __future__ import annotations
