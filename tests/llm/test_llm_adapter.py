@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -13,7 +14,8 @@ from structlog.testing import capture_logs
 
 from teamrun.errors import ModelError
 from teamrun.llm import LiteLLMChatModel, ModelReply, ModelSettings, ProviderError, RetryNotice
-from teamrun.llm.adapter import import_litellm
+from teamrun.llm.adapter import _parse_retry_after, import_litellm
+from teamrun.llm.ratelimit import RateLimiter, RateLimits
 from tests.cli_processes import free_port
 from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
 from tests.waiting import wait_until_async
@@ -139,6 +141,48 @@ def test_retry_after_is_capped(fake_openai: FakeOpenAI) -> None:
 
     assert complete(fake_openai, chat_model=chat).text == "ok"
     assert notices[0].delay_s == 0.05
+
+
+@pytest.mark.parametrize("said", [float("nan"), float("inf"), -5.0])
+def test_a_retry_after_that_is_not_a_finite_number_of_seconds_is_ignored(fake_openai: FakeOpenAI, said: float) -> None:
+    """``Retry-After: nan`` (or ``inf``, or negative) is not a wait: the usual backoff, and no hold of the model
+    (a NaN hold made every later request of it wait forever, past the cap)."""
+    fake_openai.script("lead", [http_error(429, retry_after=said), text("ok")])
+    notices: list[RetryNotice] = []
+    limits = RateLimits()
+    chat = LiteLLMChatModel(backoff_base_s=0.01, on_retry=notices.append, rate_limits=limits)
+
+    assert complete(fake_openai, chat_model=chat).text == "ok"
+    assert len(notices) == 1 and math.isfinite(notices[0].delay_s) and 0 < notices[0].delay_s <= 0.01
+    assert asyncio.run(limits.acquire("openai/lead", fake_openai.url, None)) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [
+        ("7", 7.0),
+        (" 2.5 ", 2.5),
+        ("nan", None),
+        ("NaN", None),
+        ("-1", None),
+        ("1e999", None),
+        ("soon", None),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),
+        (None, None),
+    ],
+)
+def test_retry_after_header_is_read_as_finite_seconds_or_not_at_all(header: str | None, seconds: float | None) -> None:
+    assert _parse_retry_after(header) == seconds
+
+
+def test_a_held_model_is_not_held_by_a_nan() -> None:
+    async def no_wait(seconds: float) -> None:
+        raise AssertionError(f"waited {seconds} s")
+
+    limiter = RateLimiter(clock=lambda: 100.0, sleep=no_wait)
+    limiter.hold(float("nan"))
+    limiter.hold(float("inf"))
+    assert asyncio.run(limiter.acquire()) == 0.0
 
 
 def test_500_retried_num_retries_times_then_model_error(fake_openai: FakeOpenAI) -> None:

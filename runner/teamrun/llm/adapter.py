@@ -24,6 +24,7 @@ import gc
 import ipaddress
 import json
 import logging
+import math
 import os
 import random
 import re
@@ -345,8 +346,8 @@ class LiteLLMChatModel:
 
     def _delay(self, failure: _Failure, attempt: int) -> float:
         """Retry-After when given (capped), else exponential backoff with jitter."""
-        if failure.retry_after_s is not None:
-            return min(max(failure.retry_after_s, 0.0), self.retry_after_max_s)
+        if failure.retry_after_s is not None:  # finite and ≥ 0 (:func:`_retry_after`)
+            return min(failure.retry_after_s, self.retry_after_max_s)
         ceiling = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** (attempt - 1))
         return ceiling * (0.5 + 0.5 * self._rng.random())
 
@@ -768,7 +769,8 @@ def _looks_malformed(reason: str) -> bool:
 
 
 def _retry_after(exc: Exception) -> float | None:
-    """Seconds from a ``Retry-After`` / ``retry-after-ms`` header the exception carries."""
+    """Seconds from a ``Retry-After`` / ``retry-after-ms`` header the exception carries: a finite number ≥ 0, or
+    ``None`` (the usual backoff) when the header is absent or not one (text, ``nan``, ``inf``, negative)."""
     for source in (getattr(exc, "response", None), exc):
         headers = getattr(source, "headers", None)
         if headers is None and source is exc:
@@ -776,29 +778,49 @@ def _retry_after(exc: Exception) -> float | None:
         if not headers:
             continue
         try:
-            millis = headers.get("retry-after-ms")
-            if millis is not None:
-                return float(millis) / 1000.0
-            value = headers.get("retry-after")
+            millis, value = headers.get("retry-after-ms"), headers.get("retry-after")
         except (AttributeError, ValueError, TypeError):
             continue
-        parsed = _parse_retry_after(value)
+        parsed = _seconds(millis, scale=1000.0)
+        if parsed is None:
+            parsed = _parse_retry_after(value)
         if parsed is not None:
             return parsed
     return None
 
 
+def _seconds(value: Any, *, scale: float = 1.0) -> float | None:
+    """``value`` (a number of seconds, or of ``scale``-ths of one) as finite seconds ≥ 0, else ``None``."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        seconds = float(str(value).strip()) / scale
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
 def _parse_retry_after(value: Any) -> float | None:
+    """``Retry-After``: seconds or an HTTP date (one already past: 0), as finite seconds ≥ 0; else ``None``."""
     if value is None:
         return None
+    seconds = _seconds(value)
+    if seconds is not None or _looks_numeric(value):
+        return seconds
     try:
-        return max(float(value), 0.0)
-    except (TypeError, ValueError):
-        pass
-    try:
-        return max(parsedate_to_datetime(str(value)).timestamp() - time(), 0.0)
-    except (TypeError, ValueError, IndexError):
+        when = parsedate_to_datetime(str(value)).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
+    return max(when - time(), 0.0) if math.isfinite(when) else None
+
+
+def _looks_numeric(value: Any) -> bool:
+    """Whether ``value`` is meant as a number (``nan``, ``-5``, ``1e999``), not a date."""
+    try:
+        float(str(value).strip())
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 _PREFIX = re.compile(r"^(?:litellm\.\w+:\s*|\w+(?:Error|Exception)\s*(?:-|:)\s*)+")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import json
+import math
 import os
 import threading
 import time
@@ -175,9 +176,12 @@ class RateLimiter:
                 bisect.insort(self._tokens, (self.clock(), tokens))
 
     def hold(self, seconds: float) -> None:
-        """The provider answered 429 with ``Retry-After: seconds``: no request starts before then, from any run."""
+        """The provider answered 429 with ``Retry-After: seconds``: no request starts before then, from any run.
+        ``seconds`` that is not a finite number ≥ 0 holds nothing (a wait must end)."""
+        if not math.isfinite(seconds) or seconds <= 0:
+            return
         with self._lock:
-            self._held_until = max(self._held_until, self.clock() + max(seconds, 0.0))
+            self._held_until = max(self._held_until, self.clock() + seconds)
 
 
 @dataclass
