@@ -391,3 +391,23 @@ def test_import_check_says_a_fallbacks_key_variable_is_unset(tmp_path: Path, mon
         f"{path}:10:20: error: defaults.fallbacks[0].api_key_env: the variable ANTHROPIC_API_KEY is not set (or "
         "empty) here; this fallback would fail when it is needed: export it with the API key"
     ]
+
+
+def test_a_secret_the_providers_echo_in_their_errors_is_masked_in_the_result(
+    tmp_path: Path, fake_openai: FakeOpenAI, second: FakeOpenAI, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack a45b 2: the run's error (each fallback's reason in it) is masked with the run's secrets where the
+    result is built, as its events are: the CLI's final line and ``--json``'s ``error`` print what it says."""
+    secret = "hunter2-very-secret-value"
+    monkeypatch.setenv("MY_SERVICE_TOKEN", secret)
+    said = f"bad token={secret} and plain {secret}"
+    fake_openai.script("primary", [http_error(500, message=said)])
+    second.script("backup", [http_error(500, message=said)])
+    events: list[Event] = []
+
+    result = teamrun.load_team(supervisor_team(tmp_path, fake_openai, second)).run_sync(
+        "Write a haiku.", subscribers=[events.append]
+    )
+
+    assert result.status == "failed" and result.error is not None
+    assert "bad token=***" in result.error and secret not in json.dumps(result.as_dict())

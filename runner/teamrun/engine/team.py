@@ -286,6 +286,8 @@ class Team:
         bus = EventBus(run_id)
         for subscriber in subscribers:
             bus.subscribe(subscriber)
+        secrets = _RunSecrets(self.loaded.secrets)  # masks the result's error as events are masked
+        bus.subscribe(secrets)
         result = RunResult(
             run_id=run_id, team=self.name, status="done", final_text="", limits_in_force=limits_in_force(config)
         )
@@ -372,6 +374,7 @@ class Team:
             if not_kept := await save_working_memory(ctx):
                 ctx.warn(frame, not_kept)
             result.duration_s = time.monotonic() - started
+            secrets.mask(result)
             if ctx.workspace is not None:
                 result.workspace = {**ctx.workspace.snapshot(), **(result.workspace or {})}
             bus.emit(
@@ -476,6 +479,31 @@ def _supervisor_frame(
     )
     run_span = bus.new_span_id()
     return AgentFrame(name, (name,), bus.new_span_id(), run_span, ledger, key=name)
+
+
+class _RunSecrets:
+    """The run's secrets, masked as its events are (the team file's, the environment's secret variables, and those
+    the run learns: :meth:`EventBus.keep_secrets`): for what the result says that a provider may have echoed."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        from teamrun.secrets import Redactor
+
+        self.redactor = Redactor(secrets)
+
+    def __call__(self, event: Any) -> None:
+        """Events are not read: subscribed only to be told secrets."""
+
+    def keep_secrets(self, values: Iterable[str]) -> None:
+        self.redactor.add(values, declared=True)
+
+    def mask(self, result: RunResult) -> None:
+        """The result's error, the reason it stopped and a failed run's text, masked."""
+        if result.error:
+            result.error = self.redactor.text(result.error)
+        if result.stopped_by:
+            result.stopped_by = self.redactor.text(result.stopped_by)
+        if result.status == "failed" and result.final_text:
+            result.final_text = self.redactor.text(result.final_text)
 
 
 def _timeout(config: TeamConfig) -> tuple[float | None, str]:
