@@ -170,6 +170,9 @@ def test_a_stored_run_of_unknown_usage_is_listed_as_unknown_by_the_cli_and_the_s
     assert main(["runs", "show", run_id, "--store", str(db)]) == 0
     shown = capsys.readouterr().out
     assert "cost      unknown  tokens unknown (some calls reported no usage), 1 model calls" in shown, shown
+    assert main(["runs", "show", run_id, "--store", str(db), "--json"]) == 0
+    as_json = json.loads(capsys.readouterr().out)
+    assert (as_json["usage"], as_json["cost"], as_json["usage_known"]) == (None, None, False)
 
     store = open_store(db)
     settings = ServeSettings(tokens=frozenset({TOKEN}), store=store)
@@ -179,5 +182,37 @@ def test_a_stored_run_of_unknown_usage_is_listed_as_unknown_by_the_cli_and_the_s
         runs = httpx.get(server.url + "/v1/runs", headers={"Authorization": f"Bearer {TOKEN}"}).json()["data"]
         [run] = [r for r in runs if r["id"] == run_id]
         assert (run["tokens"], run["cost"], run["usage_known"]) == (None, None, False)
+        record = httpx.get(server.url + f"/v1/runs/{run_id}", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+        assert (record["source"], record["usage"], record["cost"], record["usage_known"]) == (
+            "store",
+            None,
+            None,
+            False,
+        )
     finally:
         server.stop()
+
+
+def test_a_killed_run_whose_journaled_reply_reported_no_usage_is_listed_as_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run killed before its outcome was written is counted from its journaled replies: one that reported no
+    usage makes the run's usage unknown (``runs list``, ``runs show --json``), not 0 tokens and $0."""
+    from teamrun.cli import main
+    from teamrun.store import open_store
+    from teamrun.store.journal import StoreJournal
+    from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
+
+    db = tmp_path / "runs.db"
+    backend = StoreJournal(open_store(db))
+    backend.save_run(JournaledRun(run_id="killed1", team="duo", team_file=str(tmp_path / "duo.yaml"), input="x"))
+    unknown = {"text": "", "usage": {"input_tokens": 0, "output_tokens": 0}, "usage_known": False}
+    backend.append("killed1", [JournalEntry(EntryKey("lead", 1, "model"), "h1", unknown)])
+
+    assert main(["runs", "list", "--store", str(db)]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[0] == "killed1" and row[5:7] == ["unknown", "unknown"], row
+    assert main(["runs", "show", "killed1", "--store", str(db), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["usage"], shown["cost"], shown["usage_known"]) == (None, None, False)
+    assert shown["counted"]["usage"]["requests"] == 1

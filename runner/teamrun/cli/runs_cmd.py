@@ -11,7 +11,6 @@ import click
 from teamrun.errors import UsageError
 from teamrun.money import format_usd
 from teamrun.observe.bidi import inert
-from teamrun.store.records import USAGE_UNKNOWN_KEY
 
 HELP = """List and show the runs a store holds: status, cost, tokens, and how to resume them.
 
@@ -66,8 +65,7 @@ def _view(run: Any) -> dict[str, Any]:
         "team": run.team,
         "status": run.shown_status(),
         "stored_status": run.status,
-        "cost": run.cost,
-        "usage": run.usage,
+        **run.spending(),
         "input": run.input,
         "final_text": run.final_text,
         "error": run.error,
@@ -88,11 +86,19 @@ def _short(text: str, width: int) -> str:
     return cell(text, width)
 
 
-def _tokens_said(usage: dict[str, int]) -> str:
+def _cost_said(view: dict[str, Any]) -> str:
+    """A stored run's cost: "unknown" or "at least $X" when some calls reported no usage."""
+    if view["cost"] is not None:
+        return format_usd(view["cost"])
+    counted = float(view["counted"]["cost"])
+    return f"at least {format_usd(counted)}" if counted else "unknown"
+
+
+def _tokens_said(view: dict[str, Any]) -> str:
     """A stored run's tokens: "unknown" or "at least N" when some calls reported no usage, never a pretended 0."""
-    total = int(usage.get("total_tokens", 0))
-    if USAGE_UNKNOWN_KEY not in usage:
-        return str(total)
+    if view["usage"] is not None:
+        return str(view["usage"].get("total_tokens", 0))
+    total = int(view["counted"]["usage"].get("total_tokens", 0))
     return f"at least {total}" if total else "unknown"
 
 
@@ -119,14 +125,14 @@ def list_runs(store: str | None, limit: int, team: str | None, as_json: bool) ->
         return
     rows = [["RUN", "STATUS", "TEAM", "STARTED (UTC)", "COST", "TOKENS", "INPUT"]]
     for run in found:
-        tokens = _tokens_said(run["usage"])
+        tokens = _tokens_said(run)
         rows.append(
             [
                 run["run_id"],
                 run["status"],
                 _short(run["team"], 24),
                 run["started_at"],
-                format_usd(run["cost"]) if USAGE_UNKNOWN_KEY not in run["usage"] else "unknown",
+                _cost_said(run),
                 tokens,
                 _short(run["input"], 40),
             ]
@@ -171,7 +177,7 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(view, indent=2, ensure_ascii=False))
         return
-    usage = view["usage"]
+    usage = view["usage"] if view["usage"] is not None else view["counted"]["usage"]
     journal = view["journal"]
     lines = [
         f"run       {view['run_id']}  ({view['team']})",
@@ -181,8 +187,8 @@ def show_run(run_id: str, store: str | None, as_json: bool) -> None:
         (
             f"cost      {format_usd(view['cost'])}  tokens {usage.get('total_tokens', 0)} "
             f"(in {usage.get('input_tokens', 0)}, out {usage.get('output_tokens', 0)}), "
-            if USAGE_UNKNOWN_KEY not in usage
-            else f"cost      unknown  tokens {_tokens_said(usage)} (some calls reported no usage), "
+            if view["usage"] is not None
+            else f"cost      {_cost_said(view)}  tokens {_tokens_said(view)} (some calls reported no usage), "
         )
         + f"{usage.get('requests', 0)} model calls",
         f"attempts  {view['attempts']}"

@@ -330,8 +330,7 @@ def stored_record(run: JournaledRun, *, events: bool = False) -> dict[str, Any]:
         "cancel_reason": None,
         "approvals": [],
         "result": None,
-        "usage": dict(run.usage),
-        "cost": run.cost,
+        **run.spending(),
         "source": "store",
         "events": events,
     }

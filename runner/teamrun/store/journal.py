@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from teamrun.secrets import unmask
 from teamrun.store.db import Store
 from teamrun.store.leases import LeaseRepository, StaleLease
-from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
+from teamrun.store.records import USAGE_UNKNOWN_KEY, EntryKey, JournaledRun, JournalEntry
 from teamrun.store.schema import journal, runs
 
 __all__ = ["StoreJournal"]
@@ -273,14 +273,18 @@ def _with_spending(conn: sa.Connection, run: JournaledRun) -> JournaledRun:
         return run
     tokens = {"input_tokens": 0, "output_tokens": 0, "requests": 0}
     cost = 0.0
+    known = True
     for payload in replies.values():
         usage = payload.get("usage") or {}
         for name in tokens:
             tokens[name] += int(usage.get(name, 1 if name == "requests" else 0))
         cost += float(payload.get("cost_usd") or 0.0)
+        known = known and payload.get("usage_known") is not False  # a reply that reported no usage
     if tokens["requests"] > int(run.usage.get("requests", 0)):
         run.usage = {**tokens, "total_tokens": tokens["input_tokens"] + tokens["output_tokens"]}
         run.cost = max(cost, run.cost)
+        if not known or not run.usage_known:
+            run.usage[USAGE_UNKNOWN_KEY] = 0
     return run
 
 

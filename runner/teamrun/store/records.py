@@ -103,6 +103,15 @@ class JournaledRun:
         what is known, and are said as unknown, never as 0."""
         return USAGE_UNKNOWN_KEY not in self.usage
 
+    def spending(self) -> dict[str, Any]:
+        """The run's ``usage`` and ``cost`` as every view shows them (``runs --json``, ``GET /v1/runs/{id}``):
+        when some were not reported, ``null`` with ``usage_known: false``, and what the calls that reported usage
+        spent under ``counted`` (a lower bound) — never a pretended 0."""
+        usage = {name: n for name, n in self.usage.items() if name != USAGE_UNKNOWN_KEY}
+        if self.usage_known:
+            return {"usage": usage, "cost": self.cost}
+        return {"usage": None, "cost": None, "usage_known": False, "counted": {"usage": usage, "cost": self.cost}}
+
     def shown_status(self, *, now: float | None = None, stale_after_s: float = 4 * HEARTBEAT_S) -> str:
         """The status, with a ``running`` run whose process is gone shown as ``interrupted``.
 
