@@ -3,7 +3,9 @@
 Each opener has its own engine (as separate ``teamrun execute`` processes do); a barrier starts them together,
 several rounds over. Before, pysqlite ran the new database's CREATE TABLEs outside any transaction, so two
 openers both saw version 0 and one failed ("table schema_version already exists", "UNIQUE constraint failed:
-schema_version.version"). One migrates at a time now, and the others read the version again inside the lock.
+schema_version.version"). One migrates at a time now, and the others read the version again inside the lock;
+and a new file's switch to WAL, which SQLite refuses at once ("database is locked") while another opener switches
+it, is tried again.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import sqlalchemy as sa
 from teamrun.store import open_store
 from teamrun.store.migrations import latest_version
 
-OPENERS = 8
-ROUNDS = 10
+OPENERS = 12
+ROUNDS = 20
 
 
 def _open_at_once(path: Path) -> list[str]:

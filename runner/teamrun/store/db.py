@@ -183,11 +183,32 @@ _DRIVER_PACKAGES = {
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     """Foreign keys on (deleting a thread deletes its messages); WAL so readers never block the writer."""
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")  # with WAL: a killed process loses nothing; no fsync per commit
     cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    _wal(cursor)
+    cursor.execute("PRAGMA synchronous=NORMAL")  # with WAL: a killed process loses nothing; no fsync per commit
     cursor.close()
+
+
+_WAL_TRIES = 200
+"""How often a new file's switch to WAL is tried while other openers hold it (about 40 s in all)."""
+
+
+def _wal(cursor: Any) -> None:
+    """Put the file in WAL mode (kept in the file: once done, this only reads it). Switching a new file needs it
+    alone, and SQLite answers "database is locked" at once, without its busy timeout, while other openers of
+    the same new file switch it too: tried again a moment later (the others are done within milliseconds)."""
+    import sqlite3
+    import time
+
+    for attempt in range(_WAL_TRIES):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == _WAL_TRIES - 1:
+                raise
+            time.sleep(min(0.01 * (attempt + 1), 0.2))
 
 
 def _first_line(exc: BaseException) -> str:
