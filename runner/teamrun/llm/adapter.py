@@ -323,9 +323,12 @@ class LiteLLMChatModel:
         with usage_guard.watching() as malformed:  # usage figures that are not counts: taken out, said here
             async with asyncio.timeout(limit):
                 response = await litellm.acompletion(**call.kwargs)
+            reported = True
             if call.kwargs.get("stream"):
-                response = await _collect_stream(litellm, response, call.kwargs["messages"], limit)
-        return _to_reply(litellm, response, call, malformed_usage=malformed)
+                stream = response
+                response = await _collect_stream(litellm, stream, call.kwargs["messages"], limit)
+                reported = _stream_reported_usage(stream)
+        return _to_reply(litellm, response, call, malformed_usage=malformed, usage_reported=reported)
 
     async def _wait_before_retry(self, call: _CallPlan, failure: _Failure, attempt: int, attempts: int) -> None:
         delay = self._delay(failure, attempt)
@@ -558,15 +561,34 @@ async def _collect_stream(litellm: Any, stream: Any, messages: list[Message], id
     return response
 
 
+def _stream_reported_usage(stream: Any) -> bool:
+    """Whether the provider sent its usage in a stream that was read to its end. LiteLLM's stream keeps the
+    provider's chunks (``chunks``), with a usage only when the provider sent one; the usage it hands on in its
+    last chunk is its own estimate (token counting) when the provider sent none (or ``usage: null``), so it is
+    not read. A stream that keeps no chunks cannot tell: reported."""
+    chunks = getattr(stream, "chunks", None)
+    if not isinstance(chunks, list):
+        return True
+    return any(_get(chunk, "usage") is not None for chunk in chunks)
+
+
 def _get(obj: Any, name: str) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(name)
     return getattr(obj, name, None)
 
 
-def _to_reply(litellm: Any, response: Any, call: _CallPlan, *, malformed_usage: Sequence[str] = ()) -> ModelReply:
+def _to_reply(
+    litellm: Any,
+    response: Any,
+    call: _CallPlan,
+    *,
+    malformed_usage: Sequence[str] = (),
+    usage_reported: bool = True,
+) -> ModelReply:
     """Normalise a LiteLLM ``ModelResponse`` into a :class:`ModelReply`; ``malformed_usage``: the figures of the
-    provider's usage that were not counts (:mod:`~teamrun.llm.usage_guard` took them out): usage unknown."""
+    provider's usage that were not counts (:mod:`~teamrun.llm.usage_guard` took them out): usage unknown;
+    ``usage_reported`` false: a stream whose provider sent no usage (LiteLLM's estimate is in ``response``): unknown."""
     choices = _get(response, "choices")
     if not choices:
         raise _MalformedResponse("the response has no choices")
@@ -586,7 +608,7 @@ def _to_reply(litellm: Any, response: Any, call: _CallPlan, *, malformed_usage: 
             figures=",".join(malformed_usage)[:200],
         )
     usage = None if malformed_usage else _usage(_get(response, "usage"))
-    if usage is not None and not usage.input_tokens and not usage.output_tokens:
+    if usage is not None and (not usage_reported or (not usage.input_tokens and not usage.output_tokens)):
         usage = None  # no figure at all (LiteLLM fills in zeros): every request sends tokens, so unknown, never 0
         _say_no_usage(call.model)
     return ModelReply(
