@@ -22,7 +22,7 @@ OPENERS = 12
 ROUNDS = 20
 
 
-def _open_at_once(path: Path) -> list[str]:
+def _open_at_once(path: Path | str) -> list[str]:
     start, failures = threading.Barrier(OPENERS), []
 
     def open_it() -> None:
@@ -46,6 +46,21 @@ def test_openers_of_one_new_store_file_at_once_all_open_it_and_it_is_migrated_on
         path = tmp_path / f"round{round_}.db"
         assert _open_at_once(path) == [], f"round {round_}"
         engine = sa.create_engine(f"sqlite:///{path}")
+        try:
+            with engine.connect() as conn:
+                stamps = conn.execute(sa.text("SELECT version FROM schema_version")).scalars().all()
+        finally:
+            engine.dispose()
+        assert stamps == [latest_version()], f"round {round_}"
+
+
+def test_openers_of_one_new_postgresql_database_at_once_all_open_it(postgres_server: str) -> None:
+    from tests.pgserver import new_database
+
+    for round_ in range(3):
+        url = new_database(postgres_server)
+        assert _open_at_once(url) == [], f"round {round_}"
+        engine = sa.create_engine(url)
         try:
             with engine.connect() as conn:
                 stamps = conn.execute(sa.text("SELECT version FROM schema_version")).scalars().all()
