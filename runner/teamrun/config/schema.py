@@ -322,7 +322,8 @@ class SchemaChecker:
                     else f" (write [{error.instance}] for a list of one)"
                 )
             elif error.instance is None and expected == "a mapping":
-                message += " (write {} for no settings)"
+                needs = self._needs_keys(error.schema, path)
+                message = f"{where} {needs}" if needs else message + " (write {} for no settings)"
             elif isinstance(error.instance, list) and expected == "a mapping":
                 message += " (write 'name:' keys with their settings indented below, not '- ' items)"
             yield self._at_value(path, message)
@@ -340,7 +341,8 @@ class SchemaChecker:
             yield self._at_value(path, f"{where} must be {sign} {error.validator_value}, not {error.instance}")
         elif kind in ("minItems", "minProperties", "minLength"):
             hint = ": define at least one agent (the supervisor)" if path == ("agents",) else ""
-            yield self._at_value(path, f"{where} must not be empty{hint}")
+            needs = self._needs_keys(error.schema, path) if kind == "minProperties" else ""
+            yield self._at_value(path, f"{where} {needs}" if needs else f"{where} must not be empty{hint}")
         else:
             yield self._at_value(path, f"{where}: {error.message}")
 
@@ -366,6 +368,19 @@ class SchemaChecker:
             "starting with a letter, at most 48 characters"
         )
         yield Diagnostic(self.file, mark.line, mark.column, message)
+
+    def _needs_keys(self, schema: dict[str, Any], path: JsonPath) -> str:
+        """For settings that must not be empty (``rate_limit``): what to write, alike for an empty value and ``{}``
+        (``"must set a or b (leave x out for none)"``); ``""`` for any other mapping."""
+        root = self.validator.schema if self.validator is not None else None
+        schema = _resolve(schema, root)
+        for option in schema.get("anyOf") or schema.get("oneOf") or [schema]:
+            option = _resolve(option, root)
+            keys = sorted(option.get("properties", {}))
+            if option.get("minProperties") and keys:
+                owner = f"'{path[-1]}'" if path else "it"
+                return f"must set {' or '.join(keys)} (leave {owner} out for none)"
+        return ""
 
     def _expected(self, error: Any) -> str:
         root = self.validator.schema if self.validator is not None else None
