@@ -15,6 +15,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from teamrun.cli import main
 from teamrun.engine.team import load_team
 from teamrun.store import open_store
 from teamrun.store.memory import MemoryStore
@@ -103,3 +106,54 @@ def test_a_run_resumed_after_another_run_of_its_resource_ended_keeps_its_working
         "visits": 16,
         "profile": {"plan": "gold", "channel": "B", "tone": "A"},
     }
+
+
+ASKING_TEAM = TEAM.replace(
+    "agents:\n  support:\n", "tools:\n  ask_op: {{person: {{}}}}\nagents:\n  support:\n    tools: [ask_op]\n"
+)
+
+
+def test_a_run_answered_after_another_run_of_its_resource_ended_keeps_its_working_memory_changes(
+    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same with a run that waited for a person (``teamrun answer`` continues it from its journal)."""
+    server, store, team = fake_openai, tmp_path / "teamrun.db", tmp_path / "desk.yaml"
+    team.write_text(ASKING_TEAM.format(url=server.url))
+    with open_store(store) as opened:
+        MemoryStore(opened).save_working("cust-A", "desk", "notes", 1, ["seed"])
+        MemoryStore(opened).save_working("cust-A", "desk", "visits", 1, 10)
+    server.script(
+        "support",
+        [
+            tool_calls(("workspace_write_notes", {"items": ["A"]}), ("workspace_write_visits", {"value": 1})),
+            tool_calls(("ask_op", {"question": "May I?"})),
+            text("Noted A."),
+        ],
+    )
+    argv = ["execute", str(team), "-i", "note A", "--store", str(store), "--json", "--progress", "none"]
+    assert main([*argv, "--resource", "cust-A", "--detach"]) == 4  # waiting for the operator
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+
+    other = ScriptedModel(
+        {
+            "support": [
+                tool_call("workspace_write_notes", items=["B"]),
+                tool_call("workspace_write_visits", value=5),
+                "B.",
+            ]
+        }
+    )
+    b = asyncio.run(load_team(team, chat_model=other, store=store).run("note B", resource="cust-A"))
+    assert b.status == "done"
+    assert _kept(store) == {"notes": ["seed", "B"], "visits": 15}
+
+    assert main(["answer", run_id, "q1", "yes", "--store", str(store), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["status"] == "done" and result["final_text"] == "Noted A."
+    assert {name: entry["value"] for name, entry in result["workspace"]["entries"].items()} == {
+        "notes": ["seed", "A"],
+        "visits": 11,
+        "profile": {},
+    }
+    assert _kept(store) == {"notes": ["seed", "B", "A"], "visits": 16}
+    server.assert_complete()
