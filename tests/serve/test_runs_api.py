@@ -118,7 +118,7 @@ def test_budgets_higher_than_the_teams_are_422(serve: Any, tmp_path: Path, budge
     assert "may only lower" in response.json()["error"]["message"]
 
 
-def test_invalid_requests_are_422_without_a_traceback(serve: Any, tmp_path: Path) -> None:
+def test_invalid_requests_are_4xx_without_a_traceback(serve: Any, tmp_path: Path) -> None:
     server = serve([teamrun.load_team(solo_team(tmp_path))])
     with httpx.Client(base_url=server.url, timeout=60) as client:
         unknown_budget = client.post("/v1/runs", json={"team": "solo", "input": "x", "budgets": {"max_lols": 1}})
@@ -126,7 +126,7 @@ def test_invalid_requests_are_422_without_a_traceback(serve: Any, tmp_path: Path
         missing_run = client.get("/v1/runs/run_nope")
 
     assert unknown_budget.status_code == 422 and "budgets.max_lols" in unknown_budget.text
-    assert not_json.status_code == 422
+    assert not_json.status_code == 400 and not_json.json()["error"]["code"] == "invalid_json"  # docs/serve.md
     assert missing_run.status_code == 404 and missing_run.json()["error"]["code"] == "run_not_found"
     for response in (unknown_budget, not_json, missing_run):
         assert "Traceback" not in response.text and 'File "' not in response.text
