@@ -14,7 +14,7 @@ import pytest
 from teamrun.cli import main
 from teamrun.evals.ratelimit import RateLimiter
 from tests.cli_processes import stop_when
-from tests.fakeserver import FakeOpenAI
+from tests.fakeserver import FakeOpenAI, Reply, malformed_body
 
 REPO = Path(__file__).resolve().parents[2]
 TEAM = str(REPO / "teams" / "research-report.yaml")
@@ -205,3 +205,45 @@ def test_the_total_budget_stops_starting_rows_and_a_rerun_continues(
     assert "stopped by --max-cost (1e-07) with 4 row(s) left" in capsys.readouterr().err
     assert main(["batch", str(team), str(inputs), "-o", str(out), "--progress", "none"]) == 0
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [f"r{i:03d}" for i in range(5)]
+
+
+def _no_usage_answer(content: str) -> Reply:
+    """A chat completion that reports no usage at all."""
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+    }
+    return malformed_body(json.dumps(body))
+
+
+def test_rows_of_unknown_usage_are_written_and_summed_as_unknown_never_as_0(
+    tmp_path: Path, fake_openai: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack a45b 5: a row whose provider reported no usage is ``usage: null, cost: null, usage_known: false``
+    (as ``execute --json`` says), the summary's cost is unknown, and --max-cost is named as a limit that cannot act."""
+    fake_openai.script("m", [_no_usage_answer("four"), _no_usage_answer("five")])
+    team = tmp_path / "solo.yaml"
+    team.write_text(
+        "version: 1\nname: solo\nsupervisor: lead\n"
+        f"agents:\n  lead: {{model: openai/m, api_base: '{fake_openai.url}', num_retries: 0, instructions: Answer.}}\n",
+        encoding="utf-8",
+    )
+    inputs = tmp_path / "inputs.jsonl"
+    inputs.write_text('"a"\n"b"\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+
+    code = main(["batch", str(team), str(inputs), "-o", str(out), "--workers", "1", "--max-cost", "0.01"])
+
+    assert code == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["final_text"], r["usage"], r["cost"], r["usage_known"]) for r in rows] == [
+        ("four", None, None, False),
+        ("five", None, None, False),
+    ]
+    err = capsys.readouterr().err
+    assert "2/2 rows done, 0 failed, cost unknown" in err and "$0.0000" not in err
+    assert "cost unknown (some rows reported no usage; --max-cost (0.01) could not limit them)" in err
+    assert "batch_usage_unknown" in err and "--max-cost (0.01) cannot limit rows whose usage is unknown" in err

@@ -9,7 +9,6 @@ import click
 
 from teamrun.cli.options import LINE_PROGRESS_MODES, api_base_option, check_api_base, limit_rates, progress_option
 from teamrun.errors import UsageError
-from teamrun.money import format_usd
 
 HELP = """Run a team once per row of a JSON-lines inputs file.
 
@@ -161,8 +160,11 @@ def batch(
     end_progress(printer)
     summary = (
         f"batch: {outcome.ran} row(s) run, {outcome.skipped} already in {output}, "
-        f"{outcome.failed} not done, cost {format_usd(outcome.cost)}"
+        f"{outcome.failed} not done, cost {outcome.cost_text()}"
     )
+    if not outcome.usage_known:
+        summary += " (some rows reported no usage"
+        summary += f"; --max-cost ({max_cost}) could not limit them)" if max_cost is not None else ")"
     if outcome.stopped_by is not None:
         summary += f"; stopped by {outcome.stopped_by} with {outcome.left} row(s) left (rerun to continue)"
     if _log_settings().verbosity >= 0:

@@ -29,8 +29,12 @@ from teamrun.evals.evaluate import Progress
 from teamrun.evals.guarded import Ceiling, run_guarded
 from teamrun.evals.records import InputRow
 from teamrun.llm.types import ChatModel
+from teamrun.logs import get_logger
+from teamrun.money import format_usd
 
 __all__ = ["BatchOutcome", "InputRow", "failed_record", "read_inputs", "read_output", "run_batch", "run_row"]
+
+log = get_logger(__name__)
 
 
 def read_inputs(path: str | Path) -> list[InputRow]:
@@ -119,11 +123,22 @@ class BatchOutcome:
     left: int = 0
     """Rows not started because the total budget ran out."""
     cost: float = 0.0
+    """The cost of the rows run whose usage is known (:attr:`usage_known`: else at least this)."""
+    usage_known: bool = True
+    """False when a row run reported no usage (``usage_known: false``): :attr:`cost` is then a lower bound, and
+    ``--max-cost`` cannot act on that row's spending."""
     stopped_by: str | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
 
+    def cost_text(self) -> str:
+        """The cost for people: ``$0.0123``, ``at least $0.0123`` or ``unknown``."""
+        if self.usage_known:
+            return format_usd(self.cost)
+        return f"at least {format_usd(self.cost)}" if self.cost else "unknown"
+
 
 def _row_record(row: InputRow, result: Any) -> dict[str, Any]:
+    known = result.usage_known
     return {
         "id": row.key,
         "input": row.input,
@@ -131,8 +146,9 @@ def _row_record(row: InputRow, result: Any) -> dict[str, Any]:
         "final_text": result.final_text,
         "stopped_by": result.stopped_by,
         "error": result.error,
-        "usage": result.usage.as_dict(),
-        "cost": result.cost,
+        "usage": result.usage.as_dict() if known else None,  # not known: never a pretended 0
+        "cost": result.cost if known else None,
+        **({} if known else {"usage_known": False}),
     }
 
 
@@ -234,7 +250,16 @@ async def run_batch(
         appender.write(record)
         fresh.append(record)
         outcome.ran += 1
-        outcome.cost += float(record["cost"])
+        outcome.cost += float(record.get("cost") or 0.0)
+        if record.get("usage_known") is False and outcome.usage_known:
+            outcome.usage_known = progress.usage_known = False
+            if max_total_cost is not None:
+                log.warning(
+                    "batch_usage_unknown",
+                    row=row.key,
+                    note=f"--max-cost ({max_total_cost}) cannot limit rows whose usage is unknown: "
+                    "their cost is not counted",
+                )
         failed = record["status"] != "done"
         outcome.failed += failed
         progress.done += 1

@@ -80,6 +80,8 @@ class Progress:
     done: int = 0
     failed: int = 0
     cost: float = 0.0
+    usage_known: bool = True
+    """False once a run's usage was not reported: :attr:`cost` is then a lower bound."""
     started: float = field(default_factory=time.monotonic)
 
     def eta_s(self) -> float | None:
@@ -91,7 +93,10 @@ class Progress:
     def line(self, noun: str = "cases") -> str:
         eta = self.eta_s()
         shown = "?" if eta is None else f"{eta:.0f}s"
-        return f"{self.done}/{self.total} {noun} done, {self.failed} failed, {format_usd(self.cost)}, ETA {shown}"
+        cost = format_usd(self.cost)
+        if not self.usage_known:
+            cost = f"at least {cost}" if self.cost else "cost unknown"
+        return f"{self.done}/{self.total} {noun} done, {self.failed} failed, {cost}, ETA {shown}"
 
 
 def _ceiling(case: Case, defaults: Any, index: int) -> Ceiling:
