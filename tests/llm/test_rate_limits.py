@@ -290,3 +290,32 @@ def test_a_tokens_limit_counts_each_request_s_input_when_its_slot_is_taken() -> 
     asyncio.run(time.drive(all_of_them()))
 
     assert starts == [0.0, 0.0, 60.0]
+
+
+def test_a_wait_cut_short_by_a_cancellation_counts_what_elapsed_not_what_was_due() -> None:
+    """Attack a45b 9: a run cancelled 2 s into a 13 s wait added 13 s to the wait totals."""
+    now = [0.0]
+    limits = RateLimits(clock=lambda: now[0])
+    limits.hold("openai/fake", None, 13.0)
+
+    async def cancelled_after_two_seconds() -> None:
+        asleep = asyncio.Event()
+
+        async def sleep(seconds: float) -> None:
+            asleep.set()
+            await asyncio.Event().wait()  # until cancelled
+
+        limits.sleep = sleep
+        limits._limiter("openai/fake", None).sleep = sleep
+        waiting = asyncio.create_task(limits.acquire("openai/fake", None, None))
+        await asleep.wait()
+        now[0] = 2.0
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    asyncio.run(cancelled_after_two_seconds())
+
+    totals = limits.waits()[("openai/fake", "retry_after")]
+    assert (totals.count, totals.seconds) == (1, 2.0)
+    assert limits._limiter("openai/fake", None).waited_s == 2.0

@@ -116,23 +116,40 @@ class RateLimiter:
         with self._lock:
             self.rpm, self.tpm = (rate.requests_per_minute, rate.tokens_per_minute) if rate else (None, None)
 
-    async def acquire(self, on_wait: OnWait | None = None, *, tokens: Callable[[], int] | None = None) -> float:
-        """Wait for a slot and take it; the seconds waited (each wait told to ``on_wait`` first). ``tokens``: the
+    async def acquire(
+        self,
+        on_wait: OnWait | None = None,
+        *,
+        tokens: Callable[[], int] | None = None,
+        on_waited: OnWait | None = None,
+    ) -> float:
+        """Wait for a slot and take it; the seconds waited (each wait told to ``on_wait`` before, with how long it
+        is due to last, and to ``on_waited`` after, with how long it lasted: less when the caller was cancelled
+        during it — what elapsed is counted, in :attr:`waited_s` too). ``tokens``: the
         request's input tokens (asked only under a tokens limit), counted from its slot on — the provider counts
         them as the request arrives; the answer's are counted by :meth:`spent`."""
         with self._lock:
             now = self.clock()
             start, reason = self._reserve(now, tokens() if tokens is not None and self.tpm is not None else 0)
         waited = 0.0
-        while start > now:
-            waited += start - now
-            if on_wait is not None and reason is not None:
-                on_wait(start - now, reason)
-            await self.sleep(start - now)
-            with self._lock:  # a 429 another run got while this one waited holds it too
-                now, start, reason = self.clock(), self._held_until, "retry_after"
-        with self._lock:
-            self.waited_s += waited
+        try:
+            while start > now:
+                if on_wait is not None and reason is not None:
+                    on_wait(start - now, reason)
+                planned, began, finished = start - now, self.clock(), False
+                try:
+                    await self.sleep(planned)
+                    finished = True
+                finally:  # a wait cut short (the run cancelled) counts what elapsed, not what it was due to last
+                    elapsed = planned if finished else min(max(self.clock() - began, 0.0), planned)
+                    waited += elapsed
+                    if on_waited is not None and reason is not None:
+                        on_waited(elapsed, reason)
+                with self._lock:  # a 429 another run got while this one waited holds it too
+                    now, start, reason = self.clock(), self._held_until, "retry_after"
+        finally:
+            with self._lock:
+                self.waited_s += waited
         return waited
 
     def _reserve(self, now: float, tokens: int) -> tuple[float, WaitReason | None]:
@@ -243,14 +260,16 @@ class RateLimits:
         """Wait for a slot of ``model`` at ``api_base`` (``tokens``: the request's input tokens, asked under a
         tokens limit only); each wait reported (:func:`report_wait`) and counted."""
 
-        def waited(seconds: float, reason: WaitReason) -> None:
+        def waiting(seconds: float, reason: WaitReason) -> None:
             with self._lock:
-                totals = self._waits.setdefault((model, reason), WaitTotals())
-                totals.count += 1
-                totals.seconds += seconds
+                self._waits.setdefault((model, reason), WaitTotals()).count += 1
             report_wait(model, seconds, reason)
 
-        return await self.of(model, api_base, declared).acquire(waited, tokens=tokens)
+        def waited(seconds: float, reason: WaitReason) -> None:  # what elapsed, also of a wait cut short
+            with self._lock:
+                self._waits.setdefault((model, reason), WaitTotals()).seconds += seconds
+
+        return await self.of(model, api_base, declared).acquire(waiting, tokens=tokens, on_waited=waited)
 
     def waits(self) -> dict[tuple[str, WaitReason], WaitTotals]:
         """The waits so far, by model and reason."""
