@@ -23,7 +23,7 @@ import pytest
 
 import teamrun
 from teamrun.cli.progress import PlainProgress
-from teamrun.events import Event, LlmEnd, LlmWait
+from teamrun.events import Event, LlmEnd, LlmWait, RunEnd
 from teamrun.llm.adapter import import_litellm
 from teamrun.llm.ratelimit import RateLimiter, RateLimits
 from teamrun.llm.router import ModelRouter
@@ -319,3 +319,24 @@ def test_a_wait_cut_short_by_a_cancellation_counts_what_elapsed_not_what_was_due
     totals = limits.waits()[("openai/fake", "retry_after")]
     assert (totals.count, totals.seconds) == (1, 2.0)
     assert limits._limiter("openai/fake", None).waited_s == 2.0
+
+
+def test_metrics_count_the_seconds_a_wait_lasted_not_the_ones_it_was_due_to_last() -> None:
+    """Attack a45b 9: /metrics' teamrun_model_wait_seconds counts a wait once it ended, at most its due length:
+    a call cancelled 2 s into a 13 s wait waited 2 s."""
+    where = {"span_id": "s2", "parent_span_id": None, "agent_path": ("lead",)}
+    metrics = ServerMetrics()
+    for run_id, cut_at in (("cut", 102.0), ("whole", 120.0)):
+        metrics.on_event(
+            "solo", LlmWait(run_id=run_id, time=100.0, model="m", seconds=13.0, reason="retry_after", **where)
+        )
+        metrics.on_event("solo", LlmEnd(run_id=run_id, time=cut_at, status="error", **where))
+    metrics.on_event(
+        "solo", LlmWait(run_id="ended", time=100.0, model="m", seconds=13.0, reason="retry_after", **where)
+    )
+    metrics.on_event("solo", RunEnd(run_id="ended", time=101.0, status="cancelled", **{**where, "span_id": "run"}))
+
+    shown = metrics.render().decode()
+    labels = '{model="m",reason="retry_after",team="solo"}'
+    assert f"teamrun_model_waits_total{labels} 3.0" in shown
+    assert f"teamrun_model_wait_seconds_total{labels} 16.0" in shown  # 2 + 13 + 1

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from teamrun.events import AgentEnd, AgentStart, Event, LlmWait
+from teamrun.events import AgentEnd, AgentStart, Event, LlmWait, RunEnd
 
 if TYPE_CHECKING:
     from teamrun.engine.result import RunResult
@@ -73,6 +73,8 @@ class ServerMetrics:
         )
         self._agent_started: dict[str, dict[str, float]] = {}
         """Start times of the agent invocations in progress: by run id, then span id."""
+        self._waiting: dict[str, dict[str, LlmWait]] = {}
+        """The rate-limit waits in progress: by run id, then the model call's span id."""
         self._children: dict[tuple[Any, ...], Any] = {}
         """Labelled metrics already looked up, by metric and label values: ``labels()`` takes a lock and
         checks its values on every call, and a run's start and end touch several."""
@@ -84,14 +86,27 @@ class ServerMetrics:
             child = self._children[key] = metric.labels(*values)
         return child
 
+    def _waited(self, team: str, waiting: dict[str, LlmWait], event: Event) -> None:
+        """The wait of ``event``'s model call (all of the run's, at its end) ended: the seconds it lasted, at most
+        the ones it was due to last (a call cancelled during its wait waited less; attack a45b 9)."""
+        for span_id in list(waiting) if isinstance(event, RunEnd) else [event.span_id]:
+            wait = waiting.pop(span_id)
+            lasted = min(wait.seconds, max(event.time - wait.time, 0.0))
+            self._child(self.wait_seconds, team, wait.model, wait.reason).inc(lasted)
+
     def run_started(self, team: str) -> None:
         self._child(self.active, team).inc()
 
     def on_event(self, team: str, event: Event) -> None:
         """Agent latency from each invocation's start and end events; the rate limits' waits."""
+        waiting = self._waiting.get(event.run_id)
+        if waiting and (event.span_id in waiting or isinstance(event, RunEnd)):
+            self._waited(team, waiting, event)
         if isinstance(event, LlmWait):
             self._child(self.waits, team, event.model, event.reason).inc()
-            self._child(self.wait_seconds, team, event.model, event.reason).inc(event.seconds)
+            self._waiting.setdefault(event.run_id, {})[event.span_id] = event  # its seconds: once it has ended
+        elif isinstance(event, RunEnd):
+            self._waiting.pop(event.run_id, None)
         elif isinstance(event, AgentStart):
             self._agent_started.setdefault(event.run_id, {})[event.span_id] = event.time
         elif isinstance(event, AgentEnd):
@@ -103,6 +118,7 @@ class ServerMetrics:
         self._child(self.active, team).dec()
         if result is not None:
             self._agent_started.pop(result.run_id, None)  # O(1): a scan of every run in flight grew with them
+            self._waiting.pop(result.run_id, None)
         if result is None:
             self._child(self.runs, team, "failed").inc()
             return
