@@ -181,10 +181,13 @@ class Replica:
             handle.owned.set()
 
     def _acquire(self, run_id: str, handle: RunHandle | None) -> int:
-        """The lease, and a new run's record as ``running`` at once (blocking): any replica finds it from now on."""
-        generation = self.store.leases.acquire(run_id, self.id, self.lease_s)
-        if handle is not None and self.store.runs.get(run_id) is None:
-            self.store.runs.start(run_id, handle.team, handle.input, thread_id=handle.thread)
+        """The lease, and a new run's record as ``running`` at once (blocking): any replica finds it from now on.
+        One transaction of two statements (a continuing run keeps its record)."""
+        with self.store.engine.begin() as conn:
+            generation = self.store.leases.acquire(run_id, self.id, self.lease_s, conn=conn)
+            if handle is not None:
+                record = self.store.runs.start
+                record(run_id, handle.team, handle.input, thread_id=handle.thread, conn=conn, unless_recorded=True)
         return generation
 
     def _record_failed(self, run_id: str, error: str) -> None:

@@ -109,15 +109,15 @@ class StoreJournal:
     def _append(self, run_id: str, entries: Sequence[JournalEntry], heartbeat: float | None) -> None:
         now = _dt.datetime.now(_dt.UTC)
         with self._lock, self._writer_connection() as conn, conn.begin():
-            self._fenced(conn, run_id)
+            known = self._seq.get(run_id)
+            last = sa.select(sa.func.coalesce(sa.func.max(journal.c.seq), 0)).where(journal.c.run_id == run_id)
+            if known is None and entries:  # the fencing check reads it too, when there is one: one round trip
+                fenced = self._fenced(conn, run_id, last.scalar_subquery())
+                known = int(fenced[0] if fenced is not None else conn.execute(last).scalar_one())
+            else:
+                self._fenced(conn, run_id)
             if entries:
-                seq = self._seq.get(run_id)
-                if seq is None:
-                    seq = int(
-                        conn.execute(
-                            sa.select(sa.func.coalesce(sa.func.max(journal.c.seq), 0)).where(journal.c.run_id == run_id)
-                        ).scalar_one()
-                    )
+                seq = known or 0
                 rows = []
                 for entry in entries:
                     seq += 1
@@ -143,14 +143,16 @@ class StoreJournal:
                         runs.update().where(runs.c.id == run_id).values(meta={**meta, "heartbeat_at": heartbeat})
                     )
 
-    def _fenced(self, conn: sa.Connection, run_id: str) -> None:
+    def _fenced(self, conn: sa.Connection, run_id: str, *also: sa.ScalarSelect[Any]) -> tuple[Any, ...] | None:
         """Refuse a write for ``run_id`` (:class:`~teamrun.store.leases.StaleLease`) when this process executes it
-        under a lease that another replica has taken since (its fence's generation is stale)."""
+        under a lease that another replica has taken since (its fence's generation is stale). ``also``: what the
+        write reads first, read by the check's own statement (:meth:`LeaseRepository.check`); ``None`` when the
+        run is not fenced (nothing was checked nor read)."""
         fence = self.store.fences.get(run_id)
         if fence is None:
-            return
+            return None
         try:
-            LeaseRepository.check(conn, run_id, fence)
+            return LeaseRepository.check(conn, run_id, fence, *also)
         except StaleLease as exc:
             self.store.fences.refused(exc)
             raise
@@ -192,14 +194,17 @@ class StoreJournal:
         meta = {name: getattr(run, name) for name in _META_FIELDS}
         meta["vars"] = mask.value(meta["vars"])
         with self._lock, self.engine.begin() as conn:
-            self._fenced(conn, run.run_id)
-            old = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run.run_id)).first()
+            stored = sa.select(runs.c.meta).where(runs.c.id == run.run_id)
+            fenced = self._fenced(conn, run.run_id, stored.scalar_subquery())  # one round trip: checked and read
+            if fenced is not None:
+                old = fenced[0]  # (``meta`` is never null: a null is no row)
+            else:
+                row = conn.execute(stored).first()
+                old = None if row is None else row[0] or {}
             if old is None:
                 conn.execute(runs.insert().values(id=run.run_id, meta=meta, **values))
             else:
-                conn.execute(
-                    runs.update().where(runs.c.id == run.run_id).values(meta={**(old[0] or {}), **meta}, **values)
-                )
+                conn.execute(runs.update().where(runs.c.id == run.run_id).values(meta={**old, **meta}, **values))
 
     def claim_run(self, run: JournaledRun) -> bool:
         """Take run ``run.run_id`` for this attempt, unless another process holds it: whether it was taken.

@@ -12,7 +12,8 @@ replica that does not run the run is left on the lease (:meth:`LeaseRepository.r
 next heartbeat.
 
 Times are epoch seconds of the replicas' clocks (keep them in sync: a clock ahead takes leases early, which the
-generation still fences). Every method is blocking and runs in its own short transaction.
+generation still fences). Every method is blocking and runs in its own short transaction, but :meth:`acquire`
+may join the caller's (a new run's record and its lease: one transaction) and :meth:`check` runs in the writer's.
 """
 
 from __future__ import annotations
@@ -130,24 +131,46 @@ class LeaseRepository:
         self.engine = engine
         self.clock = clock
 
-    def acquire(self, run_id: str, owner: str, ttl_s: float) -> int:
+    def acquire(self, run_id: str, owner: str, ttl_s: float, *, conn: sa.Connection | None = None) -> int:
         """Take ``run_id`` for ``owner`` now (it starts or continues here: whoever decided that decided alone,
-        a waiting run's claim or a new run's id); returns the lease's generation, one above any before."""
+        a waiting run's claim or a new run's id); returns the lease's generation, one above any before.
+
+        One statement (an insert that raises the generation of a lease already there), in ``conn``'s transaction
+        when given (a new run's record is written in the same one), else in a transaction of its own."""
+        if conn is None:
+            with self.engine.begin() as own:
+                return self.acquire(run_id, owner, ttl_s, conn=own)
         expires = self.clock() + ttl_s
-        with self.engine.begin() as conn:
-            found = conn.execute(
-                sa.select(run_leases.c.generation).where(run_leases.c.run_id == run_id).with_for_update()
-            ).scalar()
-            if found is None:
-                conn.execute(run_leases.insert().values(run_id=run_id, owner=owner, generation=1, expires_at=expires))
-                return 1
-            generation = int(found) + 1
-            conn.execute(
-                run_leases.update()
-                .where(run_leases.c.run_id == run_id)
-                .values(owner=owner, generation=generation, expires_at=expires, cancel_reason=None, released=None)
-            )
-            return generation
+        dialect = conn.dialect.name
+        if dialect in ("postgresql", "sqlite"):
+            from sqlalchemy.dialects import postgresql, sqlite
+
+            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+            new = insert(run_leases).values(run_id=run_id, owner=owner, generation=1, expires_at=expires)
+            upsert = new.on_conflict_do_update(
+                index_elements=[run_leases.c.run_id],
+                set_={
+                    "owner": owner,
+                    "generation": run_leases.c.generation + 1,
+                    "expires_at": expires,
+                    "cancel_reason": None,
+                    "released": None,
+                },
+            ).returning(run_leases.c.generation)
+            return int(conn.execute(upsert).scalar_one())
+        found = conn.execute(  # another database: read, then write, the row locked
+            sa.select(run_leases.c.generation).where(run_leases.c.run_id == run_id).with_for_update()
+        ).scalar()
+        if found is None:
+            conn.execute(run_leases.insert().values(run_id=run_id, owner=owner, generation=1, expires_at=expires))
+            return 1
+        generation = int(found) + 1
+        conn.execute(
+            run_leases.update()
+            .where(run_leases.c.run_id == run_id)
+            .values(owner=owner, generation=generation, expires_at=expires, cancel_reason=None, released=None)
+        )
+        return generation
 
     def renew(self, owner: str, ttl_s: float) -> dict[str, Lease]:
         """Extend every lease ``owner`` holds by ``ttl_s`` from now; the leases it holds, by run id (a cancel asked
@@ -290,12 +313,15 @@ class LeaseRepository:
         return None if row is None else _lease(row)
 
     @staticmethod
-    def check(conn: sa.Connection, run_id: str, fence: Fence) -> None:
+    def check(conn: sa.Connection, run_id: str, fence: Fence, *also: sa.ScalarSelect[Any]) -> tuple[Any, ...]:
         """Inside a writing transaction: raise :class:`StaleLease` unless ``fence`` still holds ``run_id``'s lease
         and not released (the row is locked until the transaction ends on PostgreSQL; SQLite has one writer at a
-        time)."""
-        row = conn.execute(sa.select(*_COLUMNS).where(run_leases.c.run_id == run_id).with_for_update()).first()
-        holder = None if row is None else _lease(row)
+        time). ``also``: scalar subqueries read in the same statement (what the write needs to know first: no
+        round trip of its own), their values returned in order."""
+        query = sa.select(*_COLUMNS, *also).where(run_leases.c.run_id == run_id).with_for_update(of=run_leases)
+        row = conn.execute(query).first()
+        holder = None if row is None else _lease(row[: len(_COLUMNS)])
         mine = holder is not None and (holder.owner, holder.generation) == (fence.owner, fence.generation)
-        if not mine or holder is None or holder.released is not None:
+        if not mine or holder is None or holder.released is not None or row is None:
             raise StaleLease(run_id, fence, holder)
+        return tuple(row[len(_COLUMNS) :])

@@ -59,23 +59,45 @@ class RunRepository:
         """Masks secrets in the input, answer and error written (:class:`~teamrun.secrets.StoreMask`)."""
 
     def start(
-        self, run_id: str, team: str, input: str, *, thread_id: str | None = None, meta: Mapping[str, Any] | None = None
+        self,
+        run_id: str,
+        team: str,
+        input: str,
+        *,
+        thread_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        conn: sa.Connection | None = None,
+        unless_recorded: bool = False,
     ) -> None:
-        """Record a run as ``running``."""
-        with self.engine.begin() as conn:
-            conn.execute(
-                runs.insert().values(
-                    id=run_id,
-                    team=team,
-                    thread_id=thread_id,
-                    status=RUNNING,
-                    input=self.secrets.text(input),
-                    usage={},
-                    cost=0.0,
-                    started_at=_now(),
-                    meta=dict(meta or {}),
+        """Record a run as ``running`` (in ``conn``'s transaction when given). ``unless_recorded``: a run that has
+        a record already keeps it as it is (one statement on SQLite and PostgreSQL, no read first)."""
+        if conn is None:
+            with self.engine.begin() as own:
+                self.start(
+                    run_id, team, input, thread_id=thread_id, meta=meta, conn=own, unless_recorded=unless_recorded
                 )
-            )
+            return
+        values = {
+            "id": run_id,
+            "team": team,
+            "thread_id": thread_id,
+            "status": RUNNING,
+            "input": self.secrets.text(input),
+            "usage": {},
+            "cost": 0.0,
+            "started_at": _now(),
+            "meta": dict(meta or {}),
+        }
+        dialect = conn.dialect.name
+        if not unless_recorded:
+            conn.execute(runs.insert().values(**values))
+        elif dialect in ("postgresql", "sqlite"):
+            from sqlalchemy.dialects import postgresql, sqlite
+
+            insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+            conn.execute(insert(runs).values(**values).on_conflict_do_nothing(index_elements=[runs.c.id]))
+        elif conn.execute(sa.select(runs.c.id).where(runs.c.id == run_id)).first() is None:
+            conn.execute(runs.insert().values(**values))
 
     def finish(
         self,

@@ -1,0 +1,88 @@
+"""The store round trips a run's lease adds (issue 46's CPU target): a new run takes its lease and writes its record
+in one transaction of two statements, and a fenced write checks its lease in the statement that reads what the
+write needs first (the journal's last seq, the record's meta), not in a round trip of its own."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+
+from teamrun.serve.replicas import Replica
+from teamrun.serve.runs import RunRegistry
+from teamrun.store import Store, open_store
+from teamrun.store.journal import StoreJournal
+from teamrun.store.leases import Fence, StaleLease
+from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
+
+
+@contextmanager
+def counted(store: Store) -> Iterator[dict[str, int]]:
+    """The statements and transactions (commits) ``store``'s engine runs meanwhile."""
+    seen = {"statements": 0, "commits": 0}
+
+    def statement(*_: object) -> None:
+        seen["statements"] += 1
+
+    def commit(*_: object) -> None:
+        seen["commits"] += 1
+
+    sa.event.listen(store.engine, "before_cursor_execute", statement)
+    sa.event.listen(store.engine, "commit", commit)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", statement)
+        sa.event.remove(store.engine, "commit", commit)
+
+
+def test_a_new_run_takes_its_lease_and_record_in_one_transaction(store_url: str) -> None:
+    store = open_store(store_url)
+    replica = Replica(RunRegistry(store=store), {}, store, lease_s=60, owner="a")
+    handle = types.SimpleNamespace(team="t", input="go", thread=None)
+    try:
+        with counted(store) as seen:
+            assert replica._acquire("r1", handle) == 1  # type: ignore[arg-type]
+        assert seen == {"statements": 2, "commits": 1}
+        record = store.runs.get("r1")
+        assert record is not None and (record.status, record.input) == ("running", "go")
+
+        store.runs.finish("r1", status="waiting", final_output=None, usage={}, cost=0.0)
+        store.leases.release("r1", "a", 1, "waiting")
+        assert replica._acquire("r1", handle) == 2  # type: ignore[arg-type]  # continued: the next generation
+        lease = store.leases.get("r1")
+        assert lease is not None and (lease.owner, lease.released) == ("a", None)
+        assert store.runs.get("r1").status == "waiting"  # type: ignore[union-attr]  # its record kept as it was
+    finally:
+        replica.leases.engine.dispose()
+        store.close()
+
+
+def test_a_fenced_write_checks_its_lease_without_a_round_trip_of_its_own(store_url: str) -> None:
+    store = open_store(store_url)
+    backend = StoreJournal(store)
+    entry = JournalEntry(EntryKey("lead", 1, "model", 0), "h", {"text": "reply"})
+    run = JournaledRun(run_id="r2", team="t", team_file="t.yaml", input="go")
+    try:
+        store.runs.start("r2", "t", "go")
+        store.leases.acquire("r2", "a", 60)
+        store.fences.set("r2", Fence("a", 1))
+        with counted(store) as seen:
+            backend.save_run(run)  # checked and read its meta: one statement; updated: another
+            backend.append("r2", [entry])  # checked and read the last seq: one; inserted: another
+        assert seen == {"statements": 4, "commits": 2}
+        assert [e.key.index for e in backend.load("r2")] == [1]
+
+        store.fences.set("r2", Fence("a", 0))  # a stale generation: both refused, nothing written
+        try:
+            backend.append("r2", [entry])
+        except StaleLease:
+            pass
+        else:
+            raise AssertionError("a stale owner's journal write was taken")
+        assert [e.key.index for e in backend.load("r2")] == [1]
+    finally:
+        backend.release()
+        store.close()
