@@ -340,3 +340,38 @@ def test_metrics_count_the_seconds_a_wait_lasted_not_the_ones_it_was_due_to_last
     labels = '{model="m",reason="retry_after",team="solo"}'
     assert f"teamrun_model_waits_total{labels} 3.0" in shown
     assert f"teamrun_model_wait_seconds_total{labels} 16.0" in shown  # 2 + 13 + 1
+
+
+def test_a_call_cancelled_during_its_wait_ends_saying_what_it_waited(tmp_path: Path) -> None:
+    """Attack a45b 9: a run cancelled 2 s into a 13 s Retry-After hold: its llm_end says waited_s 2 (it said none)."""
+    now = [0.0]
+    limits = RateLimits(clock=lambda: now[0])
+    limits.hold("offline", None, 13.0)
+    team_path = tmp_path / "solo.yaml"
+    team_path.write_text(
+        "version: 1\nname: solo\nsupervisor: lead\nagents:\n  lead: {model: offline, instructions: Answer.}\n",
+        encoding="utf-8",
+    )
+    events: list[Event] = []
+
+    async def cancelled_two_seconds_into_the_wait() -> teamrun.RunResult:
+        cancel, asleep = asyncio.Event(), asyncio.Event()
+
+        async def sleep(seconds: float) -> None:
+            asleep.set()
+            await asyncio.Event().wait()  # until cancelled
+
+        limits._limiter("offline", None).sleep = sleep
+        team = teamrun.load_team(team_path, chat_model=ModelRouter(rate_limits=limits, sleep=sleep))
+        running = asyncio.create_task(team.run("hi", subscribers=[events.append], cancel=cancel))
+        await asleep.wait()
+        now[0] = 2.0
+        cancel.set()
+        return await running
+
+    result = asyncio.run(cancelled_two_seconds_into_the_wait())
+
+    assert result.status == "cancelled"
+    [wait] = [e for e in events if isinstance(e, LlmWait)]
+    [end] = [e for e in events if isinstance(e, LlmEnd)]
+    assert (wait.seconds, end.status, end.waited_s) == (13.0, "error", 2.0)

@@ -268,6 +268,8 @@ class RateLimits:
         def waited(seconds: float, reason: WaitReason) -> None:  # what elapsed, also of a wait cut short
             with self._lock:
                 self._waits.setdefault((model, reason), WaitTotals()).seconds += seconds
+            if (scope := current_scope.get()) is not None:
+                scope.waits.append(seconds)
 
         return await self.of(model, api_base, declared).acquire(waiting, tokens=tokens, on_waited=waited)
 

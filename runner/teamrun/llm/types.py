@@ -217,6 +217,13 @@ class CallScope:
     """1-based model call number within this agent invocation."""
     span_id: str = ""
     run_id: str = ""
+    waits: list[float] = field(default_factory=list, compare=False, repr=False)
+    """The seconds each of the call's rate-limit waits lasted (:mod:`~teamrun.llm.ratelimit` adds them as they
+    end, also a wait cut short): what a call that ends without a reply waited."""
+
+    @property
+    def waited_s(self) -> float:
+        return sum(self.waits)
 
 
 current_scope: ContextVar[CallScope | None] = ContextVar("teamrun_call_scope", default=None)

@@ -95,7 +95,8 @@ async def call_model(
         if journal is not None and call.journal is not None:
             fingerprint = journal.request_hash(messages, settings, tools, response_format)
             reply = journal.replay.model(*call.journal, fingerprint)
-        scope = current_scope.set(CallScope(call.agent_path or frame.path, call.turn, span.id, ctx.bus.run_id))
+        calling = CallScope(call.agent_path or frame.path, call.turn, span.id, ctx.bus.run_id)
+        scope = current_scope.set(calling)
         try:
             if reply is None:
                 where = f" at {settings.api_base}" if settings.api_base else ""
@@ -112,6 +113,10 @@ async def call_model(
                     await journal.write_now(
                         JournalEntry(EntryKey(*call.journal, "model"), fingerprint, reply_to_dict(reply))
                     )
+        except BaseException:
+            if calling.waited_s:  # cut off (cancelled) or failed after its rate-limit waits: its end says them too
+                span.end.update(waited_s=round(calling.waited_s, 3))
+            raise
         finally:
             current_scope.reset(scope)
         frame.ledger.charge_model(reply.usage, reply.cost_usd, step=call.step)
