@@ -41,6 +41,7 @@ __all__ = [
     "check_arguments",
     "check_json",
     "check_value",
+    "json_kind",
     "lone_surrogate",
     "printable",
 ]
@@ -231,3 +232,21 @@ def _has_surrogate(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+def json_kind(value: object) -> str:
+    """What ``value`` was sent as, in JSON's words ("a number", "an array", "null"...), for messages about a value
+    that came as JSON: ``42`` and ``4.2`` are both a number (A2A's metadata reads every number as a float)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

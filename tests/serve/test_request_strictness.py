@@ -391,3 +391,15 @@ def test_an_a2a_v03_boolean_or_whole_number_param_of_another_type_is_invalid_par
     assert error is not None and error["code"] == -32602, answered.text
     assert named in error["message"], error
     assert listed == []
+
+
+@pytest.mark.parametrize("route", ROUTES[:2])
+@pytest.mark.parametrize(("body", "kind"), [("[1]", "an array"), ("42", "a number"), ('"x"', "a string")])
+def test_a_json_body_that_is_not_an_object_is_refused_saying_what_it_is(
+    serve: Any, tmp_path: Path, route: str, body: str, kind: str
+) -> None:
+    """Not pydantic's "Input should be a valid dictionary or object to extract fields from" (attack a4243b)."""
+    server = serve([teamrun.load_team(solo_team(tmp_path))], tokens=frozenset({TOKEN}))
+    with _client(server) as client:
+        message = _refused(client.post(route, content=body), f"the body is {kind}, not a JSON object")
+    assert "dictionary" not in message

@@ -23,7 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from teamrun.bounds import check_value
+from teamrun.bounds import check_value, json_kind
 from teamrun.config.models import Limits
 from teamrun.serve.security import LONE_SURROGATE, lone_surrogate
 
@@ -69,6 +69,8 @@ def valid_body(data: Any) -> Any:
     rules a model's tool-call arguments follow (:func:`teamrun.bounds.check_value`: finite numbers, integers within
     ±2^63-1, nesting within 64) refused (422, :data:`OUT_OF_BOUNDS`), before anything runs."""
     data = json_body(data)
+    if not isinstance(data, dict):  # pydantic would say "a valid dictionary or object to extract fields from"
+        raise PydanticCustomError("body_not_object", "the body is {kind}, not a JSON object", {"kind": json_kind(data)})
     where = lone_surrogate(data)
     if where is not None:
         raise PydanticCustomError("lone_surrogate", "{where} " + LONE_SURROGATE, {"where": where})

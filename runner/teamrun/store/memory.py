@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from teamrun.bounds import json_kind
 from teamrun.errors import UserError
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def check_resource_id(resource: object) -> str:
     Returns it unchanged; raises :class:`MemoryRefused` saying what is wrong.
     """
     if not isinstance(resource, str):
-        raise MemoryRefused(f"a resource id is text (e.g. a user id like 'customer-42'), not {_json_kind(resource)}")
+        raise MemoryRefused(f"a resource id is text (e.g. a user id like 'customer-42'), not {json_kind(resource)}")
     if not resource.strip():
         raise MemoryRefused("the resource id is empty: give the user's or organisation's id, e.g. 'customer-42'")
     if len(resource) > MAX_RESOURCE_CHARS:
@@ -166,22 +167,6 @@ def check_resource_id(resource: object) -> str:
             "use printable text, e.g. 'customer-42'"
         )
     return resource
-
-
-def _json_kind(value: object) -> str:
-    """What ``value`` was sent as, in JSON's words (an id arrives over HTTP or A2A as JSON): ``42`` and ``4.2`` are
-    both a number (A2A's metadata reads every number as a float, POST /v1/runs keeps an int)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def normalise_fact(fact: str) -> str:
