@@ -14,7 +14,9 @@ opens a run of an earlier server (or of another worker) with its timeline. A
 served run that another process continues (``teamrun answer``, ``resume``) has
 that process's events kept after the server's, as the run's next part
 (:class:`ContinuedEvents`); the server that held the run streams them too
-(:meth:`EventKeeper.continued_elsewhere`).
+(:meth:`EventKeeper.continued_elsewhere`), and follows them from the store
+while that process runs it (:meth:`EventKeeper.following`). A server that
+continues such a run itself keeps its events as the part after that process's.
 """
 
 from __future__ import annotations
