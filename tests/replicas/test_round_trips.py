@@ -86,3 +86,52 @@ def test_a_fenced_write_checks_its_lease_without_a_round_trip_of_its_own(store_u
     finally:
         backend.release()
         store.close()
+
+
+def test_a_runs_last_record_write_releases_its_lease_in_the_same_statement(store_url: str) -> None:
+    """The outcome's write checks the lease and releases it (one statement, then the record's update); the owner
+    does not release it again, and its heartbeat does not take the released lease for one another replica took.
+    A stale owner's last write is refused and leaves the new holder's lease as it is."""
+    import asyncio
+
+    store = open_store(store_url)
+    registry = RunRegistry(store=store)
+    replica = Replica(registry, {}, store, lease_s=60, owner="a")
+    cancelled: list[str] = []
+    registry.cancel = lambda run_id, reason="": cancelled.append(run_id)  # type: ignore[assignment,method-assign,return-value]
+    backend = StoreJournal(store)
+    try:
+        store.runs.start("r3", "t", "go")
+        replica.held["r3"] = store.leases.acquire("r3", "a", 60)
+        store.fences.set("r3", Fence("a", 1))
+        with counted(store) as seen:
+            backend.save_run(JournaledRun(run_id="r3", team="t", team_file="t.yaml", input="go", status="done"))
+        assert seen == {"statements": 2, "commits": 1}
+        lease = store.leases.get("r3")
+        assert lease is not None and (lease.owner, lease.generation, lease.released) == ("a", 1, "over")
+        assert store.runs.get("r3").status == "done"  # type: ignore[union-attr]
+
+        asyncio.run(replica.renew())  # before the run's turn is over here: its lease is gone, not taken
+        assert cancelled == [] and replica.held == {"r3": 1}
+        with counted(store) as seen:
+            asyncio.run(replica._release("r3", 1, "over"))
+        assert seen["statements"] == 0  # released already
+        asyncio.run(replica._release("r3", 1, "over", cancelled="stop it"))  # a cancel's reason is kept still
+        assert store.leases.cancel_reason("r3") == "stop it"
+
+        store.runs.start("r4", "t", "go")
+        store.leases.acquire("r4", "a", 60)
+        store.leases.acquire("r4", "b", 60)  # taken: a is stale
+        store.fences.set("r4", Fence("a", 1))
+        try:
+            backend.save_run(JournaledRun(run_id="r4", team="t", team_file="t.yaml", input="go", status="done"))
+        except StaleLease as exc:
+            assert exc.holder is not None and exc.holder.owner == "b"
+        else:
+            raise AssertionError("a stale owner's outcome was written")
+        lease = store.leases.get("r4")
+        assert lease is not None and (lease.owner, lease.generation, lease.released) == ("b", 2, None)
+        assert store.runs.get("r4").status == "running"  # type: ignore[union-attr]
+    finally:
+        replica.leases.engine.dispose()
+        store.close()

@@ -230,8 +230,12 @@ class Replica:
         try:
             if failed is not None:  # it could not run at all (a refused thread...): its early record says so
                 await asyncio.to_thread(self._record_failed, run_id, failed)
-            release = self.store.leases.release  # its cancel's reason stays on the lease, for every replica to say
-            await asyncio.to_thread(release, run_id, self.id, generation, reason, cancel_reason=cancelled)
+            again = self.store.fences.released_by_write(run_id)  # by its last record write, most often
+            if not again or cancelled is not None:  # its cancel's reason stays on the lease, for every replica
+                release = self.store.leases.release
+                await asyncio.to_thread(
+                    release, run_id, self.id, generation, reason, cancel_reason=cancelled, again=again
+                )
         except Exception as exc:  # it expires instead; the run's record says it is over, so nobody takes it
             _log.warning("serve_lease_not_released", run=run_id, error=str(exc), error_type=type(exc).__name__)
         finally:
@@ -359,6 +363,8 @@ class Replica:
             if self.held.get(run_id) != generation:
                 continue  # it stopped here meanwhile (or continued under a new lease)
             lease = leases.get(run_id)
+            if lease is None and self.store.fences.is_ending(run_id):
+                continue  # its last record write released it (it stops here as its turn ends)
             if lease is None or lease.generation != generation:
                 self._lost(run_id, "its lease was taken by another replica")
             elif lease.cancel_reason:

@@ -143,16 +143,18 @@ class StoreJournal:
                         runs.update().where(runs.c.id == run_id).values(meta={**meta, "heartbeat_at": heartbeat})
                     )
 
-    def _fenced(self, conn: sa.Connection, run_id: str, *also: sa.ScalarSelect[Any]) -> tuple[Any, ...] | None:
+    def _fenced(
+        self, conn: sa.Connection, run_id: str, *also: sa.ScalarSelect[Any], release: str | None = None
+    ) -> tuple[Any, ...] | None:
         """Refuse a write for ``run_id`` (:class:`~teamrun.store.leases.StaleLease`) when this process executes it
         under a lease that another replica has taken since (its fence's generation is stale). ``also``: what the
         write reads first, read by the check's own statement (:meth:`LeaseRepository.check`); ``None`` when the
-        run is not fenced (nothing was checked nor read)."""
+        run is not fenced (nothing was checked nor read). ``release``: the write releases the lease too."""
         fence = self.store.fences.get(run_id)
         if fence is None:
             return None
         try:
-            return LeaseRepository.check(conn, run_id, fence, *also)
+            return LeaseRepository.check(conn, run_id, fence, *also, release=release)
         except StaleLease as exc:
             self.store.fences.refused(exc)
             raise
@@ -193,9 +195,13 @@ class StoreJournal:
         }
         meta = {name: getattr(run, name) for name in _META_FIELDS}
         meta["vars"] = mask.value(meta["vars"])
+        fences = self.store.fences
+        last = None if run.status == "running" else "waiting" if run.status == "waiting" else "over"
+        if last is not None and fences.get(run.run_id) is not None:  # its last write here: it releases the lease
+            fences.ending(run.run_id)
         with self._lock, self.engine.begin() as conn:
-            stored = sa.select(runs.c.meta).where(runs.c.id == run.run_id)
-            fenced = self._fenced(conn, run.run_id, stored.scalar_subquery())  # one round trip: checked and read
+            stored = sa.select(runs.c.meta).where(runs.c.id == run.run_id)  # checked and read: one round trip
+            fenced = self._fenced(conn, run.run_id, stored.scalar_subquery(), release=last)
             if fenced is not None:
                 old = fenced[0]  # (``meta`` is never null: a null is no row)
             else:
@@ -205,6 +211,8 @@ class StoreJournal:
                 conn.execute(runs.insert().values(id=run.run_id, meta=meta, **values))
             else:
                 conn.execute(runs.update().where(runs.c.id == run.run_id).values(meta={**old, **meta}, **values))
+        if last is not None and fenced is not None:
+            fences.ending(run.run_id, released=True)
 
     def claim_run(self, run: JournaledRun) -> bool:
         """Take run ``run.run_id`` for this attempt, unless another process holds it: whether it was taken.

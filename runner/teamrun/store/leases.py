@@ -7,7 +7,9 @@ replica may then take it (:meth:`LeaseRepository.take`: one compare-and-set on t
 that try at once one wins) and continue the run from its journal. Each take raises the generation: the journal
 writes of a replica that still believes it owns the run (it was paused, or cut off) carry the generation it had,
 and the store refuses them (:meth:`LeaseRepository.check`, inside the writing transaction: fencing). An owner that
-stops on purpose releases its leases (``handover``: another replica takes them at once). A cancel asked on a
+stops on purpose releases its leases (``handover``: another replica takes them at once). A run's last record write
+on a replica (its outcome, or its suspension to wait for people) releases its lease in the fencing statement
+itself (:meth:`LeaseRepository.check`'s ``release``): no round trip of its own. A cancel asked on a
 replica that does not run the run is left on the lease (:meth:`LeaseRepository.request_cancel`) for the owner's
 next heartbeat.
 
@@ -85,17 +87,40 @@ class Fences:
     def __init__(self) -> None:
         self._fences: dict[str, Fence] = {}
         self._said: set[str] = set()
+        self._ending: set[str] = set()
+        self._let_go: set[str] = set()
         self._lock = threading.Lock()
         self.on_refused: list[Callable[[StaleLease], None]] = []
 
     def set(self, run_id: str, fence: Fence) -> None:
         with self._lock:
             self._fences[run_id] = fence
+            self._ending.discard(run_id)  # a new lease: the run's turn here begins
+            self._let_go.discard(run_id)
 
     def drop(self, run_id: str) -> None:
         with self._lock:
             self._fences.pop(run_id, None)
             self._said.discard(run_id)
+            self._ending.discard(run_id)
+            self._let_go.discard(run_id)
+
+    def ending(self, run_id: str, *, released: bool = False) -> None:
+        """The run's last record write (its outcome, or its suspension) releases its lease in its own statement:
+        said as it starts (:meth:`is_ending`: the heartbeat does not mistake the lease gone for a lease taken),
+        then ``released`` once it committed (:meth:`released_by_write`: its owner need not release it again)."""
+        with self._lock:
+            self._ending.add(run_id)
+            if released:
+                self._let_go.add(run_id)
+
+    def is_ending(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._ending
+
+    def released_by_write(self, run_id: str) -> bool:
+        with self._lock:
+            return run_id in self._let_go
 
     def get(self, run_id: str) -> Fence | None:
         with self._lock:
@@ -182,12 +207,21 @@ class LeaseRepository:
         return {row[0]: _lease(row) for row in rows}
 
     def release(
-        self, run_id: str, owner: str, generation: int, reason: str, *, cancel_reason: str | None = None
+        self,
+        run_id: str,
+        owner: str,
+        generation: int,
+        reason: str,
+        *,
+        cancel_reason: str | None = None,
+        again: bool = False,
     ) -> bool:
         """``owner`` lets ``run_id`` go (``reason``: ``over``, ``waiting``, :data:`HANDOVER`...); whether it still
         held it. ``cancel_reason``: why the run was cancelled here, kept on the lease for every replica to say
-        (:meth:`cancel_reason`)."""
+        (:meth:`cancel_reason`). ``again``: the run's last write released it already (:meth:`check`'s
+        ``release``); this keeps the cancel's reason on it."""
         kept = {"cancel_reason": cancel_reason} if cancel_reason else {}
+        held = [run_leases.c.released.is_(None)] if not again else []
         with self.engine.begin() as conn:
             done = conn.execute(
                 run_leases.update()
@@ -195,7 +229,7 @@ class LeaseRepository:
                     run_leases.c.run_id == run_id,
                     run_leases.c.owner == owner,
                     run_leases.c.generation == generation,
-                    run_leases.c.released.is_(None),
+                    *held,
                 )
                 .values(released=reason, expires_at=0.0, **kept)
             )
@@ -313,15 +347,31 @@ class LeaseRepository:
         return None if row is None else _lease(row)
 
     @staticmethod
-    def check(conn: sa.Connection, run_id: str, fence: Fence, *also: sa.ScalarSelect[Any]) -> tuple[Any, ...]:
+    def check(
+        conn: sa.Connection, run_id: str, fence: Fence, *also: sa.ScalarSelect[Any], release: str | None = None
+    ) -> tuple[Any, ...]:
         """Inside a writing transaction: raise :class:`StaleLease` unless ``fence`` still holds ``run_id``'s lease
         and not released (the row is locked until the transaction ends on PostgreSQL; SQLite has one writer at a
         time). ``also``: scalar subqueries read in the same statement (what the write needs to know first: no
-        round trip of its own), their values returned in order."""
+        round trip of its own), their values returned in order. ``release``: the write is the run's last here (its
+        outcome, or its suspension): the same statement releases the lease, for this reason (:meth:`release`)."""
+        mine = sa.and_(
+            run_leases.c.run_id == run_id,
+            run_leases.c.owner == fence.owner,
+            run_leases.c.generation == fence.generation,
+            run_leases.c.released.is_(None),
+        )
+        if release is not None:
+            released = run_leases.update().where(mine).values(released=release, expires_at=0.0)
+            row = conn.execute(released.returning(run_leases.c.run_id, *also)).first()
+            if row is not None:
+                return tuple(row[1:])
+            holder_row = conn.execute(sa.select(*_COLUMNS).where(run_leases.c.run_id == run_id)).first()
+            raise StaleLease(run_id, fence, None if holder_row is None else _lease(holder_row))
         query = sa.select(*_COLUMNS, *also).where(run_leases.c.run_id == run_id).with_for_update(of=run_leases)
-        row = conn.execute(query).first()
-        holder = None if row is None else _lease(row[: len(_COLUMNS)])
-        mine = holder is not None and (holder.owner, holder.generation) == (fence.owner, fence.generation)
-        if not mine or holder is None or holder.released is not None or row is None:
+        found = conn.execute(query).first()
+        holder = None if found is None else _lease(found[: len(_COLUMNS)])
+        held = holder is not None and (holder.owner, holder.generation) == (fence.owner, fence.generation)
+        if not held or holder is None or holder.released is not None or found is None:
             raise StaleLease(run_id, fence, holder)
-        return tuple(row[len(_COLUMNS) :])
+        return tuple(found[len(_COLUMNS) :])
