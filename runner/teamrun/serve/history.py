@@ -252,6 +252,9 @@ class EventKeeper:
         """The part each handle of this process wrote, by run id (dropped with the handle)."""
         self._writes: dict[str, asyncio.Task[None]] = {}
         """The latest write of each run still in progress (a run's writes follow each other)."""
+        self._begun: dict[str, int] = {}
+        """How many writes of each run began here, while its handle lives (:meth:`earlier` reads again when one
+        began as it read)."""
 
     def run_over(self, handle: RunHandle) -> None:
         """The registry's ``when_over`` hook (on the loop): write the run's events so far, in the background.
@@ -263,6 +266,9 @@ class EventKeeper:
             self._write(handle, lines, masked, self._writes.get(handle.id)), name=f"teamrun-keep-events:{handle.id}"
         )
         self._writes[handle.id] = task
+        if handle.id not in self._begun:
+            weakref.finalize(handle, self._begun.pop, handle.id, None)
+        self._begun[handle.id] = self._begun.get(handle.id, 0) + 1
         task.add_done_callback(lambda done: self._forget(handle.id, done))
 
     async def flush(self) -> None:
@@ -298,16 +304,31 @@ class EventKeeper:
         run_id = handle.id
         self._parts[run_id] = (weakref.ref(handle, lambda ref: self._drop(run_id, ref)), kept.part)
 
-    def earlier(self, handle: RunHandle) -> list[dict[str, Any]] | None:
-        """The events other processes kept of ``handle``'s run, before this handle's own (blocking): a run
-        continued here after a restart shows them first. ``None``: there are none."""
-        known = self._parts.get(handle.id)
-        before = known[1] if known is not None and known[0]() is handle else None
-        if before == 0:
-            return None
+    async def earlier(self, handle: RunHandle) -> list[dict[str, Any]] | None:
+        """The events other processes kept of ``handle``'s run, before this handle's own: a run continued here
+        after a restart shows them first. ``None``: there are none.
+
+        Never this handle's own part: a write of it in progress (a replica keeps a running run's events on its
+        heartbeat) is awaited first, since its part is known only once it is written, and a read during which
+        one began is read again (it would show the run's first events twice, numbered as another process's)."""
+        while True:
+            pending = self._writes.get(handle.id)
+            if pending is not None:
+                await asyncio.wait([pending])
+                continue
+            known = self._parts.get(handle.id)
+            before = known[1] if known is not None and known[0]() is handle else None
+            if before == 0:
+                return None
+            begun = self._begun.get(handle.id, 0)
+            events = await asyncio.to_thread(self._load, handle.id, before)
+            if before is None and (self._begun.get(handle.id, 0) != begun or handle.id in self._writes):
+                continue  # this handle's first part may be among them: read again once it is written
+            return None if events is None else [handle.redactor.value(event) for event in events]
+
+    def _load(self, run_id: str, before: int | None) -> list[dict[str, Any]] | None:
         with self.store.errors("reading a run's events"):
-            events = self.store.run_events.load(handle.id, before=before)
-        return None if events is None else [handle.redactor.value(event) for event in events]
+            return self.store.run_events.load(run_id, before=before)
 
     def continued_elsewhere(self, handle: RunHandle) -> list[dict[str, Any]] | None:
         """Every kept event of ``handle``'s run when another process (``teamrun answer``, ``resume``) kept its

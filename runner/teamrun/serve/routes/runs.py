@@ -156,7 +156,7 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
             return StreamingResponse(
                 kept_stream(whole, result, start_at), media_type="text/event-stream", headers=_SSE_HEADERS
             )
-    earlier = await asyncio.to_thread(keeper.earlier, handle) if keeper is not None else None
+    earlier = await keeper.earlier(handle) if keeper is not None else None
     if earlier:  # continued here after a restart: what earlier processes ran of it comes first
         stream = continued_stream(earlier, handle, start_at, state.keepalive_s, result=result, leaving=leaving)
     else:
