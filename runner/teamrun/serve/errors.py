@@ -3,6 +3,7 @@ but A2A's (JSON-RPC errors: :mod:`teamrun.serve.a2a.routes`), and the handlers t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,13 +12,14 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from teamrun.errors import StoreError
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.runs import ServerBusy, ShuttingDown
 from teamrun.serve.security import printable
 from teamrun.serve.wire import BODY_NOT_JSON, NOT_JSON
 
-__all__ = ["ApiError", "add_error_handlers", "masked_json"]
+__all__ = ["ApiError", "add_error_handlers", "masked_json", "plain_store_error"]
 
 _log = get_logger(__name__)
 
@@ -52,12 +54,38 @@ class ApiError(Exception):
         return cls(503, closing, type="server_error", code="shutting_down", headers=headers)
 
     @classmethod
+    def store_unavailable(cls, message: str, retry_after_s: int = 1) -> ApiError:
+        """503 ``store_unavailable`` with Retry-After: the store did not answer. ``message`` is said plainly, its
+        first line only (a database driver's SQL, parameters and links stay in the logs)."""
+        return cls(
+            503,
+            plain_store_error(message),
+            type="server_error",
+            code="store_unavailable",
+            headers={"Retry-After": str(retry_after_s)},
+        )
+
+    @classmethod
     def run_not_found(cls, run_id: str) -> ApiError:
         return cls(404, f"no run '{run_id}' on this server", code="run_not_found")
 
     def response(self, redactor: Redactor) -> Response:
         body = {"error": {"message": printable(self.message), "type": self.type, "code": self.code, **self.extra}}
         return masked_json(redactor, body, status_code=self.status, headers=self.headers)
+
+
+_DRIVER_NAME = re.compile(r"\((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*\) ")
+"""A database driver's exception name as SQLAlchemy puts it before its message: ``(psycopg.OperationalError) ``."""
+_RETRY = "; retry the request"
+
+
+def plain_store_error(message: str) -> str:
+    """A store failure's first line, without the driver's exception names or SQLAlchemy's link, asking for a
+    retry once."""
+    first = (message.strip().splitlines() or [""])[0].strip()
+    first = _DRIVER_NAME.sub("", first.split("(Background on this error at:")[0]).rstrip(" ;:")
+    first = first.removesuffix(_RETRY.lstrip("; ")).rstrip(" ;:")
+    return (first or "the store did not answer") + _RETRY
 
 
 def masked_json(
@@ -84,6 +112,11 @@ def add_error_handlers(app: FastAPI, redactor: Redactor) -> None:
         assert isinstance(exc, StarletteHTTPException)
         return _http_problem(request, exc).response(redactor)
 
+    async def store_error(_: Request, exc: Exception) -> Response:
+        # the store out of reach (or its pool dry) as a route read it: a retry may find it, no traceback
+        _log.warning("serve_store_unavailable", error_type=type(exc).__name__, error=redactor.text(str(exc)))
+        return ApiError.store_unavailable(str(exc)).response(redactor)
+
     async def internal_error(_: Request, exc: Exception) -> Response:
         _log.error("serve_internal_error", error_type=type(exc).__name__, error=redactor.text(str(exc)))
         return ApiError(500, "internal server error", type="server_error", code="internal_error").response(redactor)
@@ -91,6 +124,7 @@ def add_error_handlers(app: FastAPI, redactor: Redactor) -> None:
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(StoreError, store_error)
     app.add_exception_handler(Exception, internal_error)
 
 

@@ -7,10 +7,14 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from teamrun.errors import StoreError
+from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.runs import RunHandle
 
 __all__ = ["after_event", "continued_stream", "event_stream", "kept_stream", "sse", "store_stream"]
+
+_log = get_logger(__name__)
 
 Fetch = Callable[[], Awaitable[tuple[list[dict[str, Any]] | None, dict[str, Any]] | None]]
 """Reads a run's kept events (masked) and its record from the store."""
@@ -112,7 +116,11 @@ async def store_stream(
     while True:
         if leaving is not None and leaving():
             return
-        found = await fetch()
+        try:
+            found = await fetch()
+        except StoreError as exc:  # the store stopped answering mid-stream: the client reconnects (Last-Event-ID)
+            _log.warning("serve_events_store_unavailable", error=str(exc))
+            return
         if found is None:
             return
         events, record = found

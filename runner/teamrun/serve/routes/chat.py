@@ -61,6 +61,10 @@ async def chat_completions(state: State, body: ChatRequest, request: Request) ->
         headers[THREAD_HEADER.lower()] = thread
     if warning:
         headers["x-teamrun-warning"] = warning
+    if state.replica is not None and not await state.replica.recorded(handle):  # as POST /v1/runs answers
+        raise ApiError.store_unavailable(
+            handle.error or f"run {handle.id} could not take its lease in the store, so it did not start"
+        )
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage is True
         stream = _ChatStream(registry, handle, completion_id, body.model, include_usage, headers, state.keepalive_s)

@@ -35,12 +35,8 @@ async def create_run(state: State, body: RunRequest) -> JSONResponse:
         raise ApiError(422, str(exc), code="budget_too_high", extra={"limits": exc.in_force}) from None
     handle = state.start(target, body.input, body.thread, limits=body.budgets, vars=body.vars, resource=body.resource)
     if state.replica is not None and not await state.replica.recorded(handle):  # answered once any replica finds it
-        raise ApiError(
-            503,
-            handle.error or f"run {handle.id} could not take its lease in the store, so it did not start; retry",
-            type="server_error",
-            code="store_unavailable",
-            headers={"Retry-After": "1"},
+        raise ApiError.store_unavailable(
+            handle.error or f"run {handle.id} could not take its lease in the store, so it did not start"
         )
     return JSONResponse(handle.record(), status_code=201, headers={"Location": f"/v1/runs/{handle.id}"})
 
