@@ -12,9 +12,13 @@ from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.runs import RunHandle
 
-__all__ = ["after_event", "continued_stream", "event_stream", "kept_stream", "sse", "store_stream"]
+__all__ = ["STORE_SETTLE_S", "after_event", "continued_stream", "event_stream", "kept_stream", "sse", "store_stream"]
 
 _log = get_logger(__name__)
+
+STORE_SETTLE_S = 30.0
+"""How long a stream from the store waits for a run's last events after its record said it stopped: the replica
+that ran it writes the record first, then the events, which under load can take several seconds."""
 
 Fetch = Callable[[], Awaitable[tuple[list[dict[str, Any]] | None, dict[str, Any]] | None]]
 """Reads a run's kept events (masked) and its record from the store."""
@@ -104,7 +108,7 @@ async def store_stream(
     poll_s: float,
     keepalive_s: float,
     *,
-    settle_s: float = 30.0,
+    settle_s: float = STORE_SETTLE_S,
     leaving: Leaving | None = None,
 ) -> AsyncIterator[bytes]:
     """A run that runs on another replica, live from the store: its events as its replica saves them (numbered as

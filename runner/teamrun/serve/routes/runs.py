@@ -5,6 +5,7 @@ store), ``POST /v1/runs/{id}/cancel`` cancels it (:meth:`RunRegistry.request_can
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
@@ -13,8 +14,15 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from teamrun.serve.errors import ApiError
 from teamrun.serve.history import FOLLOW_POLL_S, stored_events
 from teamrun.serve.replicas import as_replicas_show, stored_cancel_reason
-from teamrun.serve.runs import BudgetTooHigh, check_budgets, stored_record
-from teamrun.serve.sse import after_event, continued_stream, event_stream, kept_stream, store_stream
+from teamrun.serve.runs import BudgetTooHigh, RunRegistry, check_budgets, stored_record
+from teamrun.serve.sse import (
+    STORE_SETTLE_S,
+    after_event,
+    continued_stream,
+    event_stream,
+    kept_stream,
+    store_stream,
+)
 from teamrun.serve.state import ServeState, serve_state
 from teamrun.serve.wire import RunRequest
 
@@ -98,6 +106,25 @@ async def cancel_run(state: State, run_id: str) -> JSONResponse:
     raise ApiError(409, f"run '{run_id}' is not running (it is {answer.status})", code="run_not_running")
 
 
+async def _settling(
+    registry: RunRegistry, run_id: str, found: tuple[list[dict[str, Any]] | None, dict[str, Any]] | None
+) -> float | None:
+    """How long a stream of a run another replica ran waits for the run's last events (its ``run_end``) after its
+    record: :data:`STORE_SETTLE_S` while it runs, what is left of them since it ended; ``None``: not to wait (its
+    events end with its ``run_end``, or it ended longer ago: a replica that could not keep them)."""
+    if found is None:
+        return None
+    events, record = found
+    if record.get("status") == "running":
+        return STORE_SETTLE_S
+    if events and events[-1].get("kind") == "run_end":
+        return None
+    stored = await asyncio.to_thread(registry.stored, run_id)
+    ended = stored.ended_at if stored is not None else None
+    left = STORE_SETTLE_S - (time.time() - ended) if ended is not None else 0.0
+    return left if left > 0 else None
+
+
 @router.get("/v1/runs/{run_id}/events")
 async def run_events(state: State, run_id: str, request: Request) -> StreamingResponse:
     start_at = after_event(request.headers.get("last-event-id"))
@@ -114,9 +141,13 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
             return found[0], await as_replicas_show(store, found[1])  # between two replicas: running
 
         found = await fetch()
-        if found is not None and found[1].get("status") == "running" and state.replica is not None:
-            # it runs on another replica: live from the events it saves on its heartbeat
-            stream = store_stream(fetch, start_at, state.replica.tick_s, state.keepalive_s, leaving=leaving)
+        settle_s = await _settling(registry, run_id, found) if state.replica is not None else None
+        if found is not None and settle_s is not None and state.replica is not None:
+            # it runs on another replica (live from the events it saves on its heartbeat), or it has just ended
+            # there: its record is written before its last events, which the stream waits for
+            stream = store_stream(
+                fetch, start_at, state.replica.tick_s, state.keepalive_s, settle_s=settle_s, leaving=leaving
+            )
             return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
         if found is not None:
             kept, record = found
