@@ -125,7 +125,7 @@ def _stored_runs(
         query = query.where(runs.c.status == ("running" if status == "interrupted" else status))
     query = query.order_by(runs.c.started_at.desc(), runs.c.id).limit(limit)
     journal = StoreJournal(store)
-    with store.errors("listing runs"), store.engine.connect() as conn:
+    with store.errors("list runs"), store.engine.connect() as conn:
         ids = [str(row[0]) for row in conn.execute(query)]
     found = [run for run in (journal.get_run(run_id) for run_id in ids) if run is not None]
     return [run for run in found if status is None or run.shown_status() == status]
@@ -190,7 +190,7 @@ def _merged(
         for run in _stored_runs(store, status=status, thread=thread, team=team, teams=teams, limit=limit):
             rows.setdefault(run.run_id, _from_store(run))
         from_store = [row for row in rows.values() if row["source"] == "store"]
-        with store.errors("listing runs"):
+        with store.errors("list runs"):
             kept = store.run_events.kept(row["id"] for row in from_store)
         for row in from_store:
             row["events"] = row["id"] in kept
@@ -221,7 +221,7 @@ def _continued_elsewhere(
         return attempt is not None and int((meta or {}).get("attempts") or 1) != attempt
 
     changed: list[str] = []
-    with store.errors("listing runs"), store.engine.connect() as conn:
+    with store.errors("list runs"), store.engine.connect() as conn:
         for start in range(0, len(ids), 500):
             query = sa.select(runs.c.id, runs.c.status, runs.c.meta).where(runs.c.id.in_(ids[start : start + 500]))
             changed.extend(
@@ -258,8 +258,9 @@ class EventKeeper:
 
     def run_over(self, handle: RunHandle) -> None:
         """The registry's ``when_over`` hook (on the loop): write the run's events so far, in the background.
-        Not for a run that moved to another replica: its record of events is that replica's from then on."""
-        if handle.moved:
+        Not for a run that moved to another replica (its record of events is that replica's from then on), nor for
+        one without events (it never started: refused, or its lease not taken)."""
+        if handle.moved or not handle._lines:  # nothing to keep (a run refused before it started: no lease)
             return
         lines, masked = list(handle._lines), handle._masked  # the lines before ``masked`` are masked already
         task = asyncio.get_running_loop().create_task(
@@ -327,7 +328,7 @@ class EventKeeper:
             return None if events is None else [handle.redactor.value(event) for event in events]
 
     def _load(self, run_id: str, before: int | None) -> list[dict[str, Any]] | None:
-        with self.store.errors("reading a run's events"):
+        with self.store.errors("read a run's events"):
             return self.store.run_events.load(run_id, before=before)
 
     def continued_elsewhere(self, handle: RunHandle) -> list[dict[str, Any]] | None:
@@ -337,7 +338,7 @@ class EventKeeper:
         known = self._parts.get(handle.id)
         if known is None or known[0]() is not handle:
             return None
-        with self.store.errors("reading a run's events"):
+        with self.store.errors("read a run's events"):
             upto = self.store.run_events.load(handle.id, before=known[1] + 1)
             every = self.store.run_events.load(handle.id)
         if upto is None or every is None or len(every) <= len(upto):
@@ -360,7 +361,7 @@ class EventKeeper:
         def read() -> tuple[JournaledRun | None, list[dict[str, Any]] | None, bool]:
             from teamrun.store.journal import StoreJournal
 
-            with store.errors("reading a run's events"):
+            with store.errors("read a run's events"):
                 run = StoreJournal(store).get_run(run_id)
                 return run, store.run_events.load(run_id), _has_part_after(store, run_id, part)
 
@@ -397,7 +398,7 @@ class EventKeeper:
         for index, line in enumerate(lines):
             record = line_record(line, run_id, content=content)
             events.append(record if index < masked else redactor.value(record))
-        with self.store.errors("keeping a run's events"):
+        with self.store.errors("keep a run's events"):
             return self.store.run_events.save(run_id, events, part=part)
 
 
@@ -425,7 +426,7 @@ class ContinuedEvents:
         itself is over and recorded, only its timeline is not kept."""
         events = [self.redactor.value(line_record(line, self.run_id)) for line in self._lines]
         try:
-            with self.store.errors("keeping a run's events"):
+            with self.store.errors("keep a run's events"):
                 self.store.run_events.save(self.run_id, events)
         except Exception as exc:
             _log.warning("run_events_not_kept", run=self.run_id, error=str(exc), error_type=type(exc).__name__)
@@ -436,7 +437,7 @@ def continued_events(store: Store, run_id: str, redactor: Redactor) -> Continued
     of the server that ran it so far (blocking); ``None`` for a run no server kept events of (a command's own
     run: its timeline would start in the middle)."""
     try:
-        with store.errors("reading a run's events"):
+        with store.errors("read a run's events"):
             kept = run_id in store.run_events.kept([run_id])
     except Exception as exc:
         _log.warning("run_events_not_read", run=run_id, error=str(exc), error_type=type(exc).__name__)
@@ -460,7 +461,7 @@ def _stored_events(
 ) -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
     from teamrun.store.journal import StoreJournal
 
-    with store.errors("reading a run"):
+    with store.errors("read a run"):
         run = StoreJournal(store).get_run(run_id)
         if run is None or run.team not in served:  # the store's runs of teams served here only
             return None

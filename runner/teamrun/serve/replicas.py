@@ -324,9 +324,10 @@ class Replica:
             _log.warning("serve_takeover_failed", replica=self.id, error=str(exc), error_type=type(exc).__name__)
             return []
 
-    def _said_if_late(self) -> None:
+    def _said_if_late(self, why: str = "the store did not answer the heartbeat") -> None:
         """The leases held here went unrenewed past their time: say so (once until renewed again), as their runs
-        may move to another replica (whose generation then fences this one's writes)."""
+        may move to another replica (whose generation then fences this one's writes). ``why``: the store did not
+        answer, or the beat itself came late (the store answered it)."""
         if self._late_said or not self.held:
             return
         since = None if self.renewed_at is None else time.monotonic() - self.renewed_at
@@ -339,7 +340,7 @@ class Replica:
             runs=sorted(self.held),
             seconds=None if since is None else round(since, 1),
             lease_s=self.lease_s,
-            why="the store did not answer the heartbeat: another replica may take these runs",
+            why=f"{why}: another replica may take these runs",
         )
 
     async def tick(self) -> None:
@@ -355,7 +356,10 @@ class Replica:
         leases = await asyncio.to_thread(self.leases.renew, self.id, self.lease_s)
         took = time.monotonic() - began
         if self.renewed_at is not None and began - self.renewed_at > self.lease_s:
-            self._said_if_late()
+            self._said_if_late(  # the store answered this beat: the beats before it did not come (or not through)
+                "the heartbeat was late (this process was paused or starved of CPU, or the store out of reach until "
+                "now; it answered this beat)"
+            )
         self.renewed_at, self._late_said = time.monotonic(), False
         if took > self.lease_s / 2:
             _log.warning("serve_heartbeat_slow", replica=self.id, seconds=round(took, 1), lease_s=self.lease_s)

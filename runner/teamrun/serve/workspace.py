@@ -198,7 +198,7 @@ def stored_workspace(
     ``{}``: its team has no workspace."""
     from teamrun.store.journal import StoreJournal
 
-    with store.errors("reading a run's workspace"):
+    with store.errors("read a run's workspace"):
         journal = StoreJournal(store)
         run = journal.get_run(run_id)
         if run is None or run.team not in served:  # the store's runs of teams served here only
