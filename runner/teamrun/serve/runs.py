@@ -210,7 +210,8 @@ class RunHandle:
             "thread": self.thread,
             "final_text": self.result.final_text if self.result is not None else None,
             "error": self.error or (self.result.error if self.result is not None else None),
-            "cancel_reason": self.cancel_reason,
+            # a cancel that came as the run was ending (forwarded by another replica) is no reason for another end
+            "cancel_reason": self.cancel_reason if self.state in ("running", "cancelled") else None,
             "approvals": [a.as_dict() for a in self.approvals.values()],
             "result": result,
             "events": True,  # held here: replayed and followed from memory (``GET /v1/runs`` says so too)
