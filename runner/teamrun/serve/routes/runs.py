@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -26,12 +26,17 @@ from teamrun.serve.sse import (
 from teamrun.serve.state import ServeState, serve_state
 from teamrun.serve.wire import RunRequest
 
+if TYPE_CHECKING:
+    from teamrun.store.records import JournaledRun
+
 __all__ = ["router"]
 
 router = APIRouter()
 State = Annotated[ServeState, Depends(serve_state)]
 _WAITING_REASON = "cancelled by request while waiting for people"
 _SSE_HEADERS = {"Cache-Control": "no-cache"}
+FORWARDED_POLLS = 4
+"""Heartbeats a cancel of a run on another replica waits for the run to stop, to answer how it ended."""
 
 
 @router.post("/v1/runs", status_code=201)
@@ -80,7 +85,18 @@ async def cancel_run(state: State, run_id: str) -> JSONResponse:
     if answer.outcome == "cancelling" and handle is not None and not handle.finished:
         return JSONResponse(handle.record(), status_code=202)
     if answer.outcome == "cancelling" and stored is not None:  # it runs on another replica, which applies the cancel
-        asked = stored_record(stored) | {"cancel_reason": "cancelled by request"}
+        ended = await _forwarded_outcome(state, run_id)
+        if ended is not None and ended.status == "waiting":  # it suspended first: a waiting run's cancel ends it
+            return await cancel_run(state, run_id)
+        if ended is not None and ended.status != "cancelled":
+            raise ApiError(
+                409,
+                f"run '{run_id}' is not running: it ended ({ended.status}) before the cancel reached its replica",
+                code="run_not_running",
+            )
+        asked = stored_record(ended or stored) | {"cancel_reason": "cancelled by request"}
+        if ended is not None and state.store is not None:  # the words of the replica that cancelled it
+            asked["cancel_reason"] = await stored_cancel_reason(state.store, run_id) or ended.error or "cancelled"
         shown = state.served[stored.team].redactor.value(asked)
         return JSONResponse(shown, status_code=202)
     if answer.outcome == "ended":
@@ -104,6 +120,21 @@ async def cancel_run(state: State, run_id: str) -> JSONResponse:
             code="run_not_running",
         )
     raise ApiError(409, f"run '{run_id}' is not running (it is {answer.status})", code="run_not_running")
+
+
+async def _forwarded_outcome(state: ServeState, run_id: str) -> JournaledRun | None:
+    """The store's record of ``run_id`` once it stopped, for a cancel left for the replica that runs it (which
+    applies it on its next heartbeat, or at once on PostgreSQL): a run can end otherwise first (its last step was
+    done). ``None``: still running after a few heartbeats (the cancel stands, applied as the run goes on)."""
+    if state.replica is None:
+        return None
+    poll_s = state.replica.tick_s
+    for _ in range(FORWARDED_POLLS):
+        await asyncio.sleep(poll_s)  # a poll of the store: the run's replica applies the cancel on its heartbeat
+        stored = await asyncio.to_thread(state.registry.stored, run_id)
+        if stored is None or stored.status != "running":
+            return stored
+    return None
 
 
 async def _settling(
