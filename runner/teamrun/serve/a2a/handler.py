@@ -376,6 +376,11 @@ class TeamAgent(RequestHandler):
             return None
         pending = await self._pending(run_id) if stored.shown_status() == "waiting" else ()
         view = self._stored_view(stored, pending)
+        if view.status == "interrupted" and self.registry.replicated and self.registry.store is not None:
+            from teamrun.serve.replicas import as_replicas_show  # handed over, not yet taken: it runs on
+
+            shown = await as_replicas_show(self.registry.store, {"id": run_id, "status": view.status})
+            view = dataclasses.replace(view, status=str(shown["status"]))
         if view.status == "cancelled" and self.registry.replicated and self.registry.store is not None:
             from teamrun.serve.replicas import stored_cancel_reason  # the words of the replica that cancelled it
 
