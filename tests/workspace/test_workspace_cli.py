@@ -85,9 +85,12 @@ def test_three_workers_writing_one_replace_entry_one_applies_per_version(
         assert asked[-1].status == 200
     plan = result["workspace"]["entries"]["plan"]
     assert plan["version"] == 3 and plan["value"] in {f"plan by {w}" for w in WORKERS}
-    # the supervisor saw the index, never the values
-    lead_prompt = fake_openai.requests("lead")[-1].request["messages"][0]["content"]
-    assert "- plan (replace, version 3, written by" in lead_prompt and "plan by" not in lead_prompt
+    # the supervisor saw the index, never the values: in the runner's context, the request's last message
+    lead_request = fake_openai.requests("lead")[-1].request["messages"]
+    context = str(lead_request[-1]["content"])
+    assert context.startswith("Context from teamrun") and lead_request[-1]["role"] == "user"
+    assert "- plan (replace, version 3, written by" in context and "plan by" not in context
+    assert "- plan (" not in str(lead_request[0]["content"])  # the system prompt stays as it was
 
 
 def test_three_workers_appending_fifty_items_each_keep_all_150(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
+from teamrun.bounds import json_kind
 from teamrun.logs import get_logger
 from teamrun.secrets import Redactor
 from teamrun.serve.a2a.card import A2A_PREFIX, CARD_PATH, agent_card
@@ -235,13 +236,14 @@ def _mistyped(body: Any) -> str | None:
             value = value.get(key) if isinstance(value, dict) else None
         if value is None:
             continue
+        method = printable(str(body.get("method")))[:100]
+        where = f"params do not fit {method}: params.{'.'.join(path)}"
         if kind == "boolean" and not isinstance(value, bool):
-            shown = printable(json.dumps(value, ensure_ascii=False))[:100]
-            return f"params.{'.'.join(path)}: {shown} is not a boolean; send true or false"
+            return f"{where} is {json_kind(value)}, not a boolean; send true or false"
         whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         if kind == "integer" and (isinstance(value, bool) or not whole):
-            shown = printable(json.dumps(value, ensure_ascii=False))[:100]
-            return f"params.{'.'.join(path)}: {shown} is not a whole number; send a number such as 10"
+            said = f"{value:g}" if isinstance(value, float) else json_kind(value)  # never a string's 300 digits
+            return f"{where} is {said}, not a whole number; send a number such as 10"
     return None
 
 
@@ -413,7 +415,7 @@ def _unfit_body(body: Any, request_id: Any, version: str | None, agents: A2AAgen
             id=request_id,
             reason="INVALID_NUMBER",
         )
-    mistyped = _mistyped(body)
+    mistyped = None if (version or "").strip().startswith("1") else _mistyped(body)  # v1.0: protobuf's own rules
     if mistyped is not None:
         return rpc_error(INVALID_PARAMS, redactor.text(mistyped), id=request_id)
     status = _unknown_state(body, version, agents.task_states)
