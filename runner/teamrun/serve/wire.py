@@ -148,7 +148,21 @@ Count = Annotated[StrictInt, Field(ge=1)]
 """A JSON whole number, 1 or more; not a boolean, not a string."""
 
 
-class ChatRequest(Wire):
+class RunFields(Wire):
+    """What a request that starts a run checks alike: ``budgets`` of JSON numbers and the run's ``resource``."""
+
+    @field_validator("resource", mode="before", check_fields=False)
+    @classmethod
+    def _resource(cls, value: Any) -> Any:
+        return resource_id(value)
+
+    @field_validator("budgets", mode="before", check_fields=False)
+    @classmethod
+    def _budgets_are_numbers(cls, value: Any) -> Any:
+        return numbers_only(value)
+
+
+class ChatRequest(RunFields):
     """The parts of an OpenAI chat-completions request teamrun reads; other fields are accepted and ignored, those
     of them with a type OpenAI documents checked for it (a wrong type is a mistake the client should hear of)."""
 
@@ -175,18 +189,8 @@ class ChatRequest(Wire):
     """teamrun's extension: whose long-term memory the run recalls and saves (docs/memory.md); ``user`` names the
     thread, not the resource."""
 
-    @field_validator("resource", mode="before")
-    @classmethod
-    def _resource(cls, value: Any) -> Any:
-        return resource_id(value)
 
-    @field_validator("budgets", mode="before")
-    @classmethod
-    def _budgets_are_numbers(cls, value: Any) -> Any:
-        return numbers_only(value)
-
-
-class RunRequest(Wire):
+class RunRequest(RunFields):
     """``POST /v1/runs``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -202,16 +206,6 @@ class RunRequest(Wire):
     """The thread this run continues (or starts); needs a server with a store."""
     resource: Any = None
     """Whose long-term memory the run recalls and saves (a user's or an organisation's id, docs/memory.md)."""
-
-    @field_validator("resource", mode="before")
-    @classmethod
-    def _resource(cls, value: Any) -> Any:
-        return resource_id(value)
-
-    @field_validator("budgets", mode="before")
-    @classmethod
-    def _budgets_are_numbers(cls, value: Any) -> Any:
-        return numbers_only(value)
 
 
 class ApprovalAnswer(Wire):
