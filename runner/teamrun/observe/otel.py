@@ -10,7 +10,9 @@ GenAI semantic-convention attributes (``gen_ai.operation.name``,
 ``teamrun.fallback`` saying why), ``gen_ai.usage.input_tokens`` /
 ``output_tokens`` / ``cache_read.input_tokens`` / ``cache_creation.input_tokens``,
 ``gen_ai.response.finish_reasons``, ``gen_ai.tool.name``), so tracing backends
-that know the convention show teamrun runs without a mapping. The OTLP
+that know the convention show teamrun runs without a mapping. What happens inside a span (a retry, a
+warning, what an agent recalled from memory or saved) is an event of that span with the event's fields as
+``teamrun.*`` attributes (content fields only with ``content``). The OTLP
 endpoint comes from the standard variables (``OTEL_EXPORTER_OTLP_ENDPOINT``,
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``...).
 
@@ -144,11 +146,19 @@ def _ns(monotonic: float) -> int:
 
 
 def _attribute(value: Any) -> Any:
-    """An OpenTelemetry attribute value (str, bool, int, float or a list of one of them)."""
+    """An OpenTelemetry attribute value (str, bool, int, float or a list of one of them): a list of numbers stays
+    one (a recall's ``scores``; whole and fractional numbers together as floats), anything else is its text."""
     if isinstance(value, bool | int | float | str):
         return value
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+    if not isinstance(value, list | tuple):
+        return str(value)
+    if all(isinstance(v, str) for v in value):
         return list(value)
+    for kind in (bool, int, float):  # the SDK takes a list of one type only (a bool is no int here)
+        if all(type(v) is kind for v in value):
+            return list(value)
+    if all(type(v) in (int, float) for v in value):
+        return [float(v) for v in value]
     return str(value)
 
 

@@ -6,7 +6,8 @@
   const START = { run_start: "run", agent_start: "agent", delegation_start: "delegation", llm_start: "llm",
                   tool_start: "tool" };
   const END = { run_end: "run", agent_end: "agent", delegation_end: "delegation", llm_end: "llm", tool_end: "tool" };
-  const POINTS = new Set(["warning", "budget", "hook", "llm_retry", "llm_wait", "llm_io", "accept"]);
+  const POINTS = new Set(["warning", "budget", "hook", "llm_retry", "llm_wait", "llm_io", "accept", "memory_recall",
+                          "memory_save"]);  // a memory line is the agent's (its span_id): a note of its invocation
   const PARENT_ORDER = ["agent", "run", "delegation"];
   const FAILED = new Set(["error", "failed", "rejected", "cancelled", "unfinished"]);
   const LIMITED = new Set(["budget_exhausted"]);

@@ -136,9 +136,32 @@
       case "llm_wait": return "waited " + seconds(Number(d.seconds) || 0) + " for " + rateLimitOf(d) + ", not model time";
       case "fallback": return "fallback: " + (d.fallback || "");
       case "accept": return "acceptance " + (d.status || "") + (d.check ? ": " + d.check : "") + (d.detail ? " — " + d.detail : "");
+      case "memory_recall": {
+        const ids = listOf(d.ids), scores = listOf(d.scores);
+        const which = ids.length ? ": " + ids.map((id, i) => shortId(id) + " (" + score(scores[i]) + ")").join(", ") : "";
+        const found = ids.length ? memories(ids.length) : "nothing";
+        return (d.how === "search" ? "memory_search found " + found : "recalled " + found + " before its turn") + which
+          + (d.replayed ? " · replayed from the journal" : "");
+      }
+      case "memory_save":
+        if (d.status === "refused") return "memory_save refused: " + (d.reason || "");
+        if (d.status === "known") return "memory_save: already known as " + shortId(d.id) + " (one memory)";
+        return "saved memory " + shortId(d.id);
       default: return n.kind;
     }
   }
+
+  // Long-term memory's lines (an agent's recalls before its turns, its memory_search and memory_save calls).
+  const MEMORY = new Set(["memory_recall", "memory_save"]);
+
+  function listOf(value) { return Array.isArray(value) ? value : []; }
+
+  function memories(count) { return count + (count === 1 ? " memory" : " memories"); }
+
+  // A memory's id as a point's label says it: its first 8 characters (the details give it whole).
+  function shortId(id) { return String(id === undefined || id === null ? "?" : id).slice(0, 8); }
+
+  function score(value) { return typeof value === "number" && isFinite(value) ? value.toFixed(2) : "?"; }
 
   // Whose rate limit a wait (llm_wait) waited for, and why: "openai/a's rate limit (requests per minute)".
   function rateLimitOf(d) {
@@ -274,7 +297,7 @@
       const target = event.target.closest("[data-key]");
       if (!target || !this.root.contains(target)) return;
       this.opener = target;
-      this.select(target.dataset.key);
+      this.select(target.dataset.key, target.dataset.note);
     }
 
     // Closes the details panel; the focus goes back to what opened it.
@@ -288,14 +311,21 @@
       if (back) back.focus({ preventScroll: true });
     }
 
-    select(key) {
+    // Opens the details of span ``key``; ``note``: the index of one of its notes (a memory point) to show there.
+    select(key, note) {
       const node = this.model.spans.get(key);
       if (!node) return;
       this.selected = key;
+      this.selectedNote = note === undefined || note === null ? null : String(note);
       for (const e of this.root.querySelectorAll(".selected")) e.classList.remove("selected");
       for (const e of this.root.querySelectorAll(`[data-key="${CSS.escape(key)}"]`)) e.classList.add("selected");
       this.details.replaceChildren(...this.detailsOf(node));
       this.details.hidden = false;
+      const item = this.selectedNote === null ? null : this.details.querySelector(`[data-note="${CSS.escape(this.selectedNote)}"]`);
+      if (item) {
+        item.classList.add("selected");
+        item.scrollIntoView({ block: "nearest" });
+      }
       if (this.options.onSelect) this.options.onSelect(key);
     }
 
@@ -335,7 +365,7 @@
       }
       const newGrid = this.root.querySelector(".tv-grid");
       if (newGrid) newGrid.scrollTop = kept.grid;
-      if (this.selected && m.spans.has(this.selected)) { this.select(this.selected); this.details.scrollTop = kept.details; }
+      if (this.selected && m.spans.has(this.selected)) { this.select(this.selected, this.selectedNote); this.details.scrollTop = kept.details; }
       this.root.dataset.events = String(m.count);
       this.root.dataset.status = this.status();
       if (this.options.onRender) this.options.onRender(this.figures);
@@ -753,6 +783,12 @@
         key.append(el("i", "tv-swatch tv-sw-" + cls), document.createTextNode(label));
         legend.append(key);
       }
+      for (const [kind, label] of [["memory_recall", "memory recalled"], ["memory_save", "memory saved"]]) {  // when there are
+        if (![...m.spans.values()].some((n) => n.notes.some((x) => x.kind === kind))) continue;
+        const key = el("span", "tv-key");
+        key.append(el("i", "tv-swatch tv-sw-memory tv-sw-" + kind.replace("_", "-")), document.createTextNode(label));
+        legend.append(key);
+      }
       box.append(legend);
       this.rows = [];
       if (!agents.length) {
@@ -883,14 +919,24 @@
             track.append(pause, mark);
           }
         }
-        entry.text = words.join("\n").toLowerCase();
-        for (const n of agent.notes) {
+        agent.notes.forEach((n, index) => {
+          if (MEMORY.has(n.kind)) {  // what it recalled or saved, where it did: a point on its row, its details on click
+            const mark = this.mark(n, agent, "memory");
+            mark.classList.add("tv-mark-" + n.kind.replace("_", "-"));
+            if (n.kind === "memory_save" && n.data.status === "refused") mark.classList.add("tv-mark-memory-refused");
+            mark.dataset.note = String(index);
+            at(mark, n.ts);
+            track.append(mark);
+            words.push(...listOf(n.data.ids).map(String), n.data.id ? String(n.data.id) : "");  // found by a memory's id
+            return;
+          }
           const level = noteLevel(n);
-          if (level === "info") continue;
+          if (level === "info") return;
           const mark = this.mark(n, agent, level);
           at(mark, n.ts);
           track.append(mark);
-        }
+        });
+        entry.text = words.join("\n").toLowerCase();
         row.append(label, track);
         grid.append(row);
       }
@@ -1148,11 +1194,58 @@
       fact("error", node.error);
       out.push(facts);
       if (node.data.task) out.push(el("h4", "", "task"), el("pre", "tv-pre", node.data.task));
-      for (const n of node.notes) out.push(el("p", "tv-problem tv-" + noteLevel(n), noteText(n)));
+      for (const n of node.notes) if (!MEMORY.has(n.kind)) out.push(el("p", "tv-problem tv-" + noteLevel(n), noteText(n)));
+      out.push(...this.memoryOf(node));
       if (node.kind === "llm") out.push(...this.messages(node));
       if (node.kind === "tool") out.push(...this.toolIO(node));
       out.push(...this.rawOf(node));
       return out;
+    }
+
+    // What an invocation recalled and saved, in order: when, how (before its turn or memory_search), each memory's
+    // id and score, and the facts (and the query) only when the trace carries content.
+    memoryOf(node) {
+      const notes = node.notes.map((n, index) => [n, index]).filter(([n]) => MEMORY.has(n.kind));
+      if (!notes.length) return [];
+      const content = this.options.content !== false;  // a trace that says it has none: nothing of it is shown
+      const list = el("ol", "tv-memory");
+      for (const [n, index] of notes) {
+        const d = n.data || {};
+        const li = el("li", "tv-memory-item");
+        li.dataset.kind = n.kind;
+        li.dataset.note = String(index);
+        const when = "+" + seconds(n.ts - this.model.t0) + " · ";
+        const missing = (many) => el("p", "tv-empty", d.forgotten  // redacted by forget, else recorded without content
+          ? "Forgotten (teamrun memory forget): " + (many ? "its facts are" : "its fact is") + " not kept."
+          : (many ? "Facts were" : "The fact was") + " not captured for this run (record it with --trace-content to see "
+            + (many ? "them" : "it") + ").");
+        if (n.kind === "memory_recall") {
+          const ids = listOf(d.ids).map(String), scores = listOf(d.scores), facts = content ? d.facts : undefined;
+          li.dataset.how = String(d.how || "");
+          li.append(el("div", "tv-memory-line", when + (d.how === "search" ? "memory_search · " : "recall before its turn · ")
+            + (ids.length ? memories(ids.length) : d.how === "search" ? "nothing found" : "nothing recalled")
+            + (d.replayed ? " · replayed from the journal" : "")));
+          if (content && typeof d.query === "string" && d.query) li.append(el("div", "tv-memory-query", "query: " + d.query));
+          const found = el("ol", "tv-recalled-list");
+          ids.forEach((id, i) => {
+            const item = el("li", "tv-recalled");
+            item.append(el("span", "tv-memory-id", id), el("span", "tv-memory-score", "score " + score(scores[i])));
+            if (Array.isArray(facts) && typeof facts[i] === "string") item.append(el("div", "tv-memory-fact", facts[i]));
+            found.append(item);
+          });
+          if (ids.length) li.append(found);
+          if (ids.length && !Array.isArray(facts)) li.append(missing(true));
+        } else {
+          li.dataset.status = String(d.status || "");
+          const id = d.id === undefined || d.id === null ? "" : String(d.id);
+          li.append(el("div", "tv-memory-line", when + (d.status === "refused" ? "refused: " + (d.reason || "")
+            : d.status === "known" ? "already known: " + id + " (one memory)" : "saved " + id + " (new)")));
+          if (content && typeof d.fact === "string") li.append(el("div", "tv-memory-fact", d.fact));
+          else li.append(missing(false));
+        }
+        list.append(li);
+      }
+      return [el("h4", "", "memory"), list];
     }
 
     // The span's event lines as they were recorded (start, end, notes, messages), and a button to copy them.
