@@ -22,9 +22,16 @@ across calls, no randomness — and picks one of four moves:
    `board_complete` (refused: `board_release` it, saying why); claim again until the claim
    says the work ended (or is refused).
 4. **Answer.** Text starting with ``[offline simulation]`` that names the task and
-   summarises every tool result and every referenced result in the prompt; or,
-   when a JSON ``response_format`` is asked for, JSON valid against its schema
-   and nothing else.
+   summarises every tool result, every referenced result in the prompt and every
+   remembered fact recalled into it; or, when a JSON ``response_format`` is asked
+   for, JSON valid against its schema and nothing else.
+
+The runner's trailing context message (its ``Context from teamrun`` header: the
+task ledger, the workspace index, the recalled memories) is not the task: the
+task stays the latest message of the conversation. Its recalled facts are read
+as ``memory-N (remembered)`` results, and ``memory_save`` saves the task as the
+fact (a simulated agent remembers what the user told it; a question, ending in
+``?``, is not saved).
 
 Earlier turns of a conversation (a thread: a user message answered by an
 assistant text before the latest user message) change two things, so
@@ -56,6 +63,8 @@ from teamrun.conventions import (
     CHECK_TASKS,
     CONTEXT_HEADING,
     DATA_BLOCK,
+    MEMORY_SAVE,
+    RECALLED_MEMORIES,
     REFERENCED_RESULTS_HEADING,
     WAIT_FOR,
     WORKSPACE_READ,
@@ -65,6 +74,7 @@ from teamrun.conventions import (
     is_handoff_tool,
     is_workspace_tool,
 )
+from teamrun.llm.caching import RUNNER_CONTEXT_HEADER
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema, Usage
 
 __all__ = [
@@ -147,6 +157,8 @@ class _Conversation:
     """``(ref, text)`` of the referenced results fenced into the latest user message."""
     earlier: tuple[str, ...] = ()
     """The user messages of earlier turns (each answered by an assistant text), in order."""
+    remembered: tuple[tuple[str, str], ...] = ()
+    """``(ref, fact)`` of the long-term memories recalled into the runner's context message."""
 
     @property
     def refs(self) -> list[str]:
@@ -186,13 +198,16 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
     results: list[tuple[str, str]] = []
     referenced: tuple[tuple[str, str], ...] = ()
     earlier: list[str] = []
+    remembered: tuple[tuple[str, str], ...] = ()
     asked: str | None = None
     """The latest user message not answered yet."""
     for message in messages:
         role = _field(message, "role")
         if role == "user":
             text_ = _content_text(_field(message, "content")).strip()
-            if text_.startswith(BACKGROUND_RESULTS_HEADING):  # finished background work, announced by the executor
+            if text_.startswith(RUNNER_CONTEXT_HEADER):  # what the runner adds each turn: not the user's task
+                remembered = _remembered(text_)
+            elif text_.startswith(BACKGROUND_RESULTS_HEADING):  # finished background work, announced by the executor
                 results.append(("background", text_.removeprefix(BACKGROUND_RESULTS_HEADING).strip()))
             elif text_:
                 task, referenced = _split_references(text_)
@@ -213,7 +228,13 @@ def _read_conversation(messages: Sequence[Message]) -> _Conversation:
             results.append((name, _content_text(_field(message, "content"))))
     if asked is None and earlier:
         earlier.pop()  # the latest message was answered already: it is not an earlier turn
-    return _Conversation(task, frozenset(called), call_count, tuple(results), referenced, tuple(earlier))
+    return _Conversation(task, frozenset(called), call_count, tuple(results), referenced, tuple(earlier), remembered)
+
+
+def _remembered(context: str) -> tuple[tuple[str, str], ...]:
+    """``(ref, fact)`` of each remembered fact quoted in the runner's context message (none: nothing recalled)."""
+    part = RECALLED_MEMORIES.search(context)
+    return tuple((m.group(2), m.group(3)) for m in DATA_BLOCK.finditer(part.group(0))) if part else ()
 
 
 def _running_handles(conv: _Conversation) -> list[str]:
@@ -284,7 +305,12 @@ def _plan_calls(conv: _Conversation, tools: Sequence[ToolSchema]) -> list[tuple[
         and n not in conv.called
         and n not in (WAIT_FOR, CHECK_TASKS, CANCEL_TASK)
     ]
-    return [(name, _arguments(tool, conv.task)) for tool, name in plain]
+    if conv.task.rstrip().endswith("?"):  # a question tells nothing worth remembering
+        plain = [(t, n) for t, n in plain if n != MEMORY_SAVE]
+    return [
+        (name, {"fact": _shorten(conv.task, _TASK_CHARS)} if name == MEMORY_SAVE else _arguments(tool, conv.task))
+        for tool, name in plain
+    ]
 
 
 _WRITE_TRIES = 3
@@ -620,6 +646,8 @@ def _summaries(conv: _Conversation) -> list[str]:
             lines.append(f"{agent} ({status}): {_shorten(_answer_body(response), _SNIPPET_CHARS)}")
     for ref, text_ in conv.referenced:
         lines.append(f"{ref} (referenced): {_shorten(_answer_body(text_), _SNIPPET_CHARS)}")
+    for ref, fact in conv.remembered:
+        lines.append(f"{ref} (remembered): {_shorten(fact, _SNIPPET_CHARS)}")
     return lines
 
 
