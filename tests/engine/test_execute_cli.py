@@ -26,6 +26,8 @@ def test_every_ready_made_team_runs_offline(team_file: Path, capsys: pytest.Capt
     assert code == 0, err
     assert result["status"] == "done"
     assert result["final_text"].startswith("[offline simulation]")
+    # The runner's trailing context (ledger, workspace index, memories) is never taken for the task.
+    assert "Context from teamrun" not in json.dumps(result)
     assert result["delegations"], "the supervisor delegated to its workers"
     assert all(d["status"] == "ok" for d in result["delegations"])
     assert "started" in err  # progress went to stderr, not stdout
