@@ -572,9 +572,10 @@ class MemoryRecall(Event):
     resource: str
     """Whose memories (the run's ``--resource``)."""
     how: str
-    """``recall`` (before a turn) or ``search`` (the tool)."""
+    """``recall`` (before a turn), ``search`` (the tool) or ``messages`` (before a turn, the messages of the
+    resource's other threads a recall with ``messages:`` quoted; ``facts`` holds their texts)."""
     ids: list[str] = field(default_factory=list)
-    """The memories recalled, best first."""
+    """The memories (or indexed messages) recalled, best first."""
     scores: list[float] = field(default_factory=list)
     """Their scores (0 to 1), in the same order."""
     replayed: bool = False

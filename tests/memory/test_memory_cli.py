@@ -68,6 +68,7 @@ def test_forget_says_what_it_removed_and_nothing_is_found_afterwards(
         "resource": "customer-a",
         "memories": 0,
         "working_memory": 0,
+        "indexed_messages": 0,
         "runs": 0,
         "journal_entries": 0,
         "events": 0,

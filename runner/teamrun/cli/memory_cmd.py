@@ -186,12 +186,14 @@ def search(
     short_help="Forget everything of a resource: memories, working memory, indexes.",
     help="""\
 Forget everything the store keeps of a resource, in one transaction: its
-memories, their keyword and vector index entries, and its working memory
-(`persist: resource` workspace entries), and what its runs' journals keep of
-them (recalls, embeddings, workspace changes, memory tool calls: redacted, so
-a resumed run recalls nothing). Says what was removed. There is no undo. On
-SQLite the removed bytes are overwritten in the file too. The conversation's
-own messages (runs' inputs and answers, thread messages) are kept.
+memories, their keyword and vector index entries, its working memory
+(`persist: resource` workspace entries), its thread messages indexed for the
+recall of earlier threads (`recall: ... messages:`), and what its runs'
+journals keep of them (recalls, embeddings, workspace changes, memory tool
+calls: redacted, so a resumed run recalls nothing). Says what was removed.
+There is no undo. On SQLite the removed bytes are overwritten in the file too.
+The conversation's own messages (runs' inputs and answers, thread messages)
+are kept: `teamrun threads delete` removes a thread's.
 
 \b
 Examples:
@@ -215,7 +217,9 @@ def forget(resource: str, store_location: str | None, as_json: bool) -> None:
                 f"forgot {resource!r}: {_count(gone.memories, 'memory', 'memories')} and "
                 f"{_count(gone.working_memory, 'working-memory record', 'working-memory records')} removed, "
                 f"{_count(gone.journal_entries, 'journal entry', 'journal entries')} of "
-                f"{_count(gone.runs, 'run', 'runs')} redacted, in the store {store.display}"
+                f"{_count(gone.runs, 'run', 'runs')} redacted, "
+                f"{_count(gone.indexed_messages, 'indexed thread message', 'indexed thread messages')} removed from "
+                f"recall, in the store {store.display}"
             )
         )
 

@@ -39,6 +39,7 @@ __all__ = [
     "McpServer",
     "MemoryEmbedding",
     "MemoryRecall",
+    "MemoryRecallMessages",
     "MessageFilter",
     "ModelFields",
     "Person",
@@ -676,6 +677,17 @@ class MemoryEmbedding(_Strict):
     """Retries of a failed or timed-out embedding request (default 2)."""
 
 
+class MemoryRecallMessages(_Strict):
+    """How one agent recalls the messages of the resource's other threads before each of its turns (the facts' rules)."""
+
+    top_k: Annotated[int, Field(ge=1, le=50)] = 3
+    """The most messages put in the prompt."""
+    max_tokens: Annotated[int, Field(ge=16, le=20000)] = 500
+    """The most tokens (about 4 characters each) the recalled messages may take; a message too long for the room left is left out."""
+    min_score: Annotated[float, Field(ge=0, le=1)] = 0.2
+    """The lowest score (0 to 1, vector and keyword similarity together) a message needs to be recalled."""
+
+
 class MemoryRecall(_Strict):
     """How one agent recalls before each of its turns: the resource's memories closest to its task."""
 
@@ -685,6 +697,8 @@ class MemoryRecall(_Strict):
     """The most tokens (about 4 characters each) the recalled facts may take; the lowest-scored are left out."""
     min_score: Annotated[float, Field(ge=0, le=1)] = 0.2
     """The lowest score (0 to 1, vector and keyword similarity together) a memory needs to be recalled."""
+    messages: MemoryRecallMessages | None = None
+    """Also recall the messages of the resource's other threads closest to the agent's task, e.g. `messages: {top_k: 3}` (`messages: {}` takes the defaults): the user's messages and the answers of earlier conversations, quoted with their thread and role after the facts. Each thread turn of a run with a resource is indexed as it ends (an embedding of its message and of its answer); the current thread's own messages are never quoted (its history has them)."""
 
 
 class LongTermMemory(_Strict):

@@ -22,6 +22,7 @@ from teamrun.config.models import Limits, TeamConfig
 from teamrun.defaults import API_BASE_ENV, api_base_problem, run_api_base, team_models
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
 from teamrun.engine.memory import memory_for_run
+from teamrun.engine.memory.calls import TurnIndex, embed_turn, index_turn
 from teamrun.engine.memory.working import load_working_memory, save_working_memory
 from teamrun.engine.peers import PEERS_FRAME, run_peers, stopped_summary
 from teamrun.engine.peers.driver import open_boards
@@ -355,10 +356,12 @@ class Team:
                 "a write that keeps them unfit is refused",
             )
         escaped: BaseException | None = None
+        turn: TurnIndex | None = None
         try:
             if session is not None:
                 await session.prepare(_summariser(ctx, frame), lambda message: ctx.warn(frame, message))
             await _drive(ctx, frame, input, cancel)
+            turn = await embed_turn(ctx, frame, input)  # for other threads' recall: paid before spending is settled
         except BaseException as exc:  # the journal's record says how the run ended, also this way
             escaped = exc
             raise
@@ -371,6 +374,8 @@ class Team:
                 not_saved = await session.save(input, result, meta=kept_meta)
                 if not_saved:
                     ctx.warn(frame, not_saved)
+                elif turn is not None:  # the thread kept the turn: other threads may recall it
+                    await index_turn(ctx, frame, turn)
             if not_kept := await save_working_memory(ctx):
                 ctx.warn(frame, not_kept)
             result.duration_s = time.monotonic() - started

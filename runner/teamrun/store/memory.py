@@ -128,12 +128,16 @@ class Forgotten:
     events: int = 0
     """Kept events of those runs (a served run's, :mod:`teamrun.store.run_events`) whose facts or values were
     removed."""
+    indexed_messages: int = 0
+    """Thread messages indexed for the recall of earlier threads (:mod:`teamrun.store.memory_messages`) removed
+    from the index (the threads keep the messages themselves)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "resource": self.resource,
             "memories": self.memories,
             "working_memory": self.working_memory,
+            "indexed_messages": self.indexed_messages,
             "runs": self.runs,
             "journal_entries": self.journal_entries,
             "events": self.events,
@@ -384,23 +388,7 @@ class MemoryStore:
                 vector_scores = self._vector_scores(matrix, resource, vector, now, candidates)
             if mode != "vector" and query.strip():
                 keyword_scores = self._keyword_scores(conn, resource, query, now, candidates, matrix.common)
-            scored: _List[tuple[str, float, float | None, float | None]]
-            if mode == "vector":
-                ranked = sorted(vector_scores.items(), key=lambda kv: (-kv[1], kv[0]))
-                scored = [(i, s, s, None) for i, s in ranked[:candidates]]
-            elif mode == "keyword":
-                ranked = sorted(keyword_scores.items(), key=lambda kv: (-kv[1], kv[0]))
-                scored = [(i, s, None, s) for i, s in ranked[:candidates]]
-            else:
-                pool = set(vector_scores) | set(keyword_scores)
-                combined = []
-                for ident in pool:
-                    v = vector_scores.get(ident, 0.0)
-                    kw = keyword_scores.get(ident, 0.0)
-                    combined.append((ident, VECTOR_WEIGHT * v + (1 - VECTOR_WEIGHT) * kw, v, kw))
-                combined.sort(key=lambda item: (-item[1], item[0]))
-                scored = [(i, s, v, kw) for i, s, v, kw in combined[:candidates]]
-            scored = [item for item in scored if item[1] >= min_score and item[1] > 0.0]
+            scored = ranked(vector_scores, keyword_scores, mode, candidates, min_score)
             memories = self._fetch(conn, resource, [item[0] for item in scored[: 2 * k]], now)
         found = [
             Recalled(memories[ident], round(score, 6), _rounded(v), _rounded(kw))
@@ -532,10 +520,11 @@ class MemoryStore:
 
     def forget(self, resource: str) -> Forgotten:
         """Remove everything of ``resource`` in one transaction: its memories, their keyword-index rows, its
-        working memory. On SQLite the deleted bytes are overwritten (``secure_delete``, the FTS5 index merged,
-        the WAL checkpointed), so the file no longer holds the facts; merging rewrites the whole keyword index, so
-        a forget takes longer as the store grows. On PostgreSQL the rows are gone for every query at once; their
-        bytes leave the data files when (auto)vacuum reclaims the space.
+        working memory, the thread messages indexed for its recall of earlier threads (and their keyword rows; the
+        threads keep the messages themselves). On SQLite the deleted bytes are overwritten (``secure_delete``, the
+        FTS5 indexes merged, the WAL checkpointed), so the file no longer holds the facts; merging rewrites the
+        whole keyword indexes, so a forget takes longer as the store grows. On PostgreSQL the rows are gone for
+        every query at once; their bytes leave the data files when (auto)vacuum reclaims the space.
 
         The journals of the resource's runs are redacted in the same transaction: every entry that carries a fact
         (recalls, embeddings, workspace changes, memory and workspace tool calls' arguments and outcomes) becomes a
@@ -558,12 +547,16 @@ class MemoryStore:
                 working = conn.execute(
                     schema.memory_working.delete().where(schema.memory_working.c.resource == resource)
                 ).rowcount
+                messages = conn.execute(
+                    schema.memory_messages.delete().where(schema.memory_messages.c.resource == resource)
+                ).rowcount
                 conn.execute(schema.memory_generations.delete().where(schema.memory_generations.c.resource == resource))
                 runs, entries = redact_runs_of(conn, resource, time.time())
                 events = redact_events_of(conn, runs)
                 if sqlite:
-                    conn.execute(sa.text("DELETE FROM memories_fts WHERE resource = :r"), {"r": resource})
-                    conn.execute(sa.text("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')"))
+                    for fts in ("memories_fts", "memory_messages_fts"):
+                        conn.execute(sa.text(f"DELETE FROM {fts} WHERE resource = :r"), {"r": resource})
+                        conn.execute(sa.text(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')"))
             if self.store.dialect == "sqlite":
                 self._checkpoint()
         with self._lock:
@@ -576,6 +569,7 @@ class MemoryStore:
             journal_entries=entries,
             run_ids=tuple(runs),
             events=events,
+            indexed_messages=int(messages or 0),
         )
 
     def _checkpoint(self) -> None:
@@ -650,15 +644,7 @@ class MemoryStore:
 
     def _bump(self, conn: sa.Connection, resource: str) -> None:
         """A new generation token for ``resource``: every process's cached matrix of it is stale from now."""
-        from teamrun.store import schema
-
-        generations = schema.memory_generations
-        token = uuid.uuid4().hex
-        updated = conn.execute(
-            generations.update().where(generations.c.resource == resource).values(token=token)
-        ).rowcount
-        if not updated:
-            conn.execute(generations.insert().values(resource=resource, token=token))
+        bump_generation(conn, resource)
 
     # -- working memory ----------------------------------------------------------------------------------
 
@@ -757,6 +743,46 @@ class MemoryStore:
                 except sa.exc.IntegrityError:  # two first writes of the resource at once: the other one won
                     if attempt == 2:
                         raise
+
+
+Scored = tuple[str, float, float | None, float | None]
+"""``(id, score, vector score, keyword score)`` of one search candidate."""
+
+
+def ranked(
+    vector_scores: dict[str, float], keyword_scores: dict[str, float], mode: str, take: int, min_score: float
+) -> list[Scored]:
+    """The ``take`` best candidates of a search in ``mode`` (see the module: the hybrid score), best first, each
+    scoring at least ``min_score`` (and more than 0)."""
+    scored: list[Scored]
+    if mode == "vector":
+        by_score = sorted(vector_scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        scored = [(i, s, s, None) for i, s in by_score[:take]]
+    elif mode == "keyword":
+        by_score = sorted(keyword_scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        scored = [(i, s, None, s) for i, s in by_score[:take]]
+    else:
+        combined = []
+        for ident in set(vector_scores) | set(keyword_scores):
+            v = vector_scores.get(ident, 0.0)
+            kw = keyword_scores.get(ident, 0.0)
+            combined.append((ident, VECTOR_WEIGHT * v + (1 - VECTOR_WEIGHT) * kw, v, kw))
+        combined.sort(key=lambda item: (-item[1], item[0]))
+        scored = [(i, s, v, kw) for i, s, v, kw in combined[:take]]
+    return [item for item in scored if item[1] >= min_score and item[1] > 0.0]
+
+
+def bump_generation(conn: sa.Connection, resource: str) -> None:
+    """A new generation token for ``resource``: every process's cached vectors of it (facts and indexed messages)
+    are stale from now. As a transaction's first statement it also takes the resource's write lock (SQLite: the
+    store's; PostgreSQL: the row's)."""
+    from teamrun.store import schema
+
+    generations = schema.memory_generations
+    token = uuid.uuid4().hex
+    updated = conn.execute(generations.update().where(generations.c.resource == resource).values(token=token)).rowcount
+    if not updated:
+        conn.execute(generations.insert().values(resource=resource, token=token))
 
 
 def _stem(word: str) -> tuple[str, bool]:
@@ -866,7 +892,10 @@ __all__ = [
     "Provenance",
     "Recalled",
     "Saved",
+    "Scored",
+    "bump_generation",
     "check_resource_id",
     "memory_id",
     "normalise_fact",
+    "ranked",
 ]

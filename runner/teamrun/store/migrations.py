@@ -49,12 +49,18 @@ def _run_leases(conn: sa.Connection) -> None:
     schema.run_leases.create(conn, checkfirst=True)
 
 
+def _memory_messages(conn: sa.Connection) -> None:
+    """Version 6: thread messages indexed for a resource's recall of earlier threads (and their keyword index)."""
+    schema.memory_messages.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Step]] = [
     (1, "threads, thread messages, runs and the run journal", _initial),
     (2, "pending items of waiting runs", _pending_items),
     (3, "served runs' events", _run_events),
     (4, "long-term memory: facts per resource, their keyword index, working memory", _memory),
     (5, "run leases: which replica executes each running run", _run_leases),
+    (6, "thread messages indexed for the recall of a resource's earlier threads", _memory_messages),
 ]
 """``(version, what it does, step)`` in order; the last one is the version the tables in :mod:`schema` have."""
 

@@ -14,6 +14,10 @@
   PostgreSQL (ranking reads it instead of parsing each fact again).
 - ``memory_generations``: a token per resource that changes on every save and forget (a cache of the resource's
   vectors is valid while its token is).
+- ``memory_messages``: thread messages indexed for a resource's recall of earlier threads (``memory.recall.<agent>.
+  messages``): one row per user message or answer of a thread turn of a run given that ``resource``, its text
+  (secrets masked) and its embedding (float32 bytes). Keywords: the ``memory_messages_fts`` FTS5 table on SQLite, a
+  generated ``keywords`` tsvector column on PostgreSQL, as for ``memories``.
 - ``memory_working``: working memory, one JSON record per (resource, team, workspace entry) (``persist: resource``).
 - ``run_leases``: which replica (``teamrun serve`` process) executes a running run: its ``owner``, the lease's
   ``generation`` (raised on every take; a write for the run under an older one is refused: fencing) and
@@ -144,6 +148,21 @@ memory_generations = sa.Table(
     sa.Column("token", sa.String(32), nullable=False),
 )
 
+memory_messages = sa.Table(
+    "memory_messages",
+    metadata,
+    sa.Column("resource", sa.String(200), primary_key=True),
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("thread_id", sa.String(200), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=True),
+    sa.Column("role", sa.String(20), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("dims", sa.Integer, nullable=False),
+    sa.Column("vector", sa.LargeBinary, nullable=False),
+    sa.Column("saved_at", sa.Float, nullable=False),
+    sa.Index("ix_memory_messages_thread", "thread_id"),
+)
+
 memory_working = sa.Table(
     "memory_working",
     metadata,
@@ -187,10 +206,25 @@ for _statement in _MEMORY_KEYWORDS_POSTGRES:
     sa.event.listen(memories, "after_create", _ddl(_statement, "postgresql"))
 sa.event.listen(memories, "before_drop", _ddl("DROP TABLE IF EXISTS memories_fts", "sqlite"))
 
+_MESSAGE_KEYWORDS_SQLITE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_messages_fts USING fts5(scope, text, message_id UNINDEXED, "
+    "resource UNINDEXED, thread_id UNINDEXED, tokenize = 'unicode61 remove_diacritics 2')"
+)
+_MESSAGE_KEYWORDS_POSTGRES = (
+    "ALTER TABLE memory_messages ADD COLUMN IF NOT EXISTS keywords tsvector "
+    "GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED",
+    "CREATE INDEX IF NOT EXISTS ix_memory_messages_keywords ON memory_messages USING gin (keywords)",
+)
+sa.event.listen(memory_messages, "after_create", _ddl(_MESSAGE_KEYWORDS_SQLITE, "sqlite"))
+for _statement in _MESSAGE_KEYWORDS_POSTGRES:
+    sa.event.listen(memory_messages, "after_create", _ddl(_statement, "postgresql"))
+sa.event.listen(memory_messages, "before_drop", _ddl("DROP TABLE IF EXISTS memory_messages_fts", "sqlite"))
+
 __all__ = [
     "journal",
     "memories",
     "memory_generations",
+    "memory_messages",
     "memory_working",
     "metadata",
     "pending_items",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import datetime as _dt
 import json
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from teamrun.secrets import Redactor, secret_parts
-from teamrun.store.schema import pending_items, thread_messages, threads
+from teamrun.store.schema import memory_generations, memory_messages, pending_items, thread_messages, threads
 
 CONVERSATION = ""
 """The ``scope`` of the conversation with the user; a worker's memory uses the worker's name."""
@@ -264,8 +265,10 @@ class ThreadRepository:
             )
 
     def delete(self, thread_id: str) -> bool:
-        """Delete a thread and its messages; whether it existed."""
+        """Delete a thread and its messages (also those indexed for the recall of earlier threads); whether it
+        existed."""
         with self.engine.begin() as conn:
+            _unindex(conn, thread_id)
             conn.execute(thread_messages.delete().where(thread_messages.c.thread_id == thread_id))
             return conn.execute(threads.delete().where(threads.c.id == thread_id)).rowcount > 0
 
@@ -280,6 +283,24 @@ class ThreadRepository:
                 )
             ).scalar()
             or 0
+        )
+
+
+def _unindex(conn: sa.Connection, thread_id: str) -> None:
+    """Remove the thread's messages indexed for recall (:mod:`teamrun.store.memory_messages`, any resource's) and
+    their keyword rows; each such resource's cached vectors are stale from now (a new generation token)."""
+    found = conn.execute(
+        sa.select(memory_messages.c.resource).where(memory_messages.c.thread_id == thread_id).distinct()
+    ).scalars()
+    resources = sorted(found)
+    if not resources:
+        return
+    if conn.dialect.name == "sqlite":
+        conn.execute(sa.text("DELETE FROM memory_messages_fts WHERE thread_id = :t"), {"t": thread_id})
+    conn.execute(memory_messages.delete().where(memory_messages.c.thread_id == thread_id))
+    for resource in resources:
+        conn.execute(
+            memory_generations.update().where(memory_generations.c.resource == resource).values(token=uuid.uuid4().hex)
         )
 
 

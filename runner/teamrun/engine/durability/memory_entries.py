@@ -4,8 +4,12 @@
   resume`` recalls and saves for the same one without being told again.
 - ``embedding``: one embedding call's vectors, model and usage, keyed by the texts' fingerprint (an embedding is
   a function of the model and the text): a resume answers it from here and pays nothing again.
-- ``memory_recall``: what an agent recalled before a turn (the facts, ids and scores), keyed by the invocation and
-  the model call it came before: a resume puts the same facts in the same prompt, so its model calls replay.
+- ``memory_recall``: what an agent recalled before a turn (the facts, ids and scores; with ``messages:`` also the
+  messages of earlier threads), keyed by the invocation and the model call it came before: a resume puts the same
+  facts and messages in the same prompt, so its model calls replay.
+
+The embeddings of a thread turn's messages, indexed as the turn ends, are ``embedding`` entries of the invocation
+:data:`THREAD_INVOCATION` (a resume answers them from here as any other).
 
 Only this module knows their payloads; :class:`~teamrun.engine.durability.replay.Replay` reads them back through
 it (``memory_resource``, ``embedding``, ``recall``).
@@ -23,9 +27,11 @@ from teamrun.store.records import EntryKey, JournalEntry
 
 __all__ = [
     "RESOURCE_INVOCATION",
+    "THREAD_INVOCATION",
     "EmbeddingRecord",
     "RecallRecord",
     "RecalledFact",
+    "RecalledMessage",
     "embedding_entry",
     "embedding_fingerprint",
     "read_embedding",
@@ -37,6 +43,8 @@ __all__ = [
 
 RESOURCE_INVOCATION = "@run"
 """The invocation the run's own ``memory_resource`` entry is kept under (no agent's key starts with ``@``)."""
+THREAD_INVOCATION = "@thread"
+"""The invocation the embeddings of the run's thread turn, indexed as it ends, are kept under."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,18 @@ class RecalledFact:
 
 
 @dataclass(frozen=True)
+class RecalledMessage:
+    """One message of an earlier thread recalled: its id, thread, role (``user``, ``assistant``), masked text and
+    score."""
+
+    id: str
+    thread_id: str
+    role: str
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
 class RecallRecord:
     """What one recall found, best first."""
 
@@ -67,6 +87,10 @@ class RecallRecord:
     facts: tuple[RecalledFact, ...]
     left_out: int = 0
     """Facts that matched but did not fit the recall's token budget."""
+    messages: tuple[RecalledMessage, ...] = ()
+    """Messages of the resource's other threads (a recall with ``messages:``)."""
+    messages_left_out: int = 0
+    """Messages that matched but did not fit their token budget."""
 
 
 def embedding_fingerprint(model: str, texts: Sequence[str], dimensions: int | None = None) -> str:
@@ -109,6 +133,13 @@ def recall_entry(invocation: str, index: int, fingerprint: str, record: RecallRe
     payload: dict[str, Any] = {"query": record.query, "facts": facts}
     if record.left_out:
         payload["left_out"] = record.left_out
+    if record.messages:
+        payload["messages"] = [
+            {"id": m.id, "thread_id": m.thread_id, "role": m.role, "text": m.text, "score": m.score}
+            for m in record.messages
+        ]
+    if record.messages_left_out:
+        payload["messages_left_out"] = record.messages_left_out
     return JournalEntry(EntryKey(invocation, index, "memory_recall"), fingerprint, payload)
 
 
@@ -127,9 +158,31 @@ def read_recall(entry: JournalEntry) -> RecallRecord:
                     float(saved) if isinstance(saved, int | float) else None,
                 )
             )
-    left_out = entry.payload.get("left_out")
-    counted = left_out if isinstance(left_out, int) and not isinstance(left_out, bool) and left_out > 0 else 0
-    return RecallRecord(str(entry.payload.get("query") or ""), tuple(facts), counted)
+    query = str(entry.payload.get("query") or "")
+    counted, messages_counted = _count(entry.payload.get("left_out")), _count(entry.payload.get("messages_left_out"))
+    return RecallRecord(query, tuple(facts), counted, _messages(entry.payload), messages_counted)
+
+
+def _messages(payload: Mapping[str, Any]) -> tuple[RecalledMessage, ...]:
+    found = payload.get("messages")
+    messages = []
+    for item in found if isinstance(found, list) else []:
+        if isinstance(item, Mapping) and isinstance(item.get("text"), str):
+            score = item.get("score")
+            messages.append(
+                RecalledMessage(
+                    str(item.get("id") or ""),
+                    str(item.get("thread_id") or ""),
+                    str(item.get("role") or ""),
+                    item["text"],
+                    float(score) if isinstance(score, int | float) else 0.0,
+                )
+            )
+    return tuple(messages)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def resource_entry(resource: str) -> JournalEntry:

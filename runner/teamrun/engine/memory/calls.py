@@ -12,7 +12,13 @@ Every embedding call goes through :func:`embed`, the one path that
    step counted) and to the run's usage per model.
 
 A recall (:func:`recall`) is journaled too (``memory_recall``): a resume puts the facts the killed
-attempt recalled in the same prompt, whatever was saved since, so its model calls replay.
+attempt recalled in the same prompt, whatever was saved since, so its model calls replay. With ``messages:`` it also
+searches the messages of the resource's other threads, with the same query embedding.
+
+A thread turn of a run whose team recalls messages is indexed as it ends: :func:`embed_turn` embeds its user
+message and its answer through :func:`embed` (masked, journaled under
+:data:`~teamrun.engine.durability.memory_entries.THREAD_INVOCATION`, charged to the answering agent) before the
+run's spending is settled, and :func:`index_turn` adds them to the store's index once the thread kept the turn.
 """
 
 from __future__ import annotations
@@ -21,37 +27,65 @@ import asyncio
 import hashlib
 import json
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from teamrun.config.models import MemoryRecall
+from teamrun.config.models import MemoryRecall, MemoryRecallMessages
 from teamrun.engine.durability.memory_entries import (
+    THREAD_INVOCATION,
     EmbeddingRecord,
     RecalledFact,
+    RecalledMessage,
     RecallRecord,
     embedding_entry,
     embedding_fingerprint,
     recall_entry,
 )
-from teamrun.engine.memory.blocks import CHARS_PER_TOKEN, within_budget
+from teamrun.engine.memory.blocks import CHARS_PER_TOKEN, messages_within_budget, within_budget
 from teamrun.engine.memory.session import MemorySession, MemoryUnavailable
 from teamrun.engine.result import ModelSpend
+from teamrun.errors import StoreError
+from teamrun.llm.embedding import EmbeddingFailed
 from teamrun.llm.types import Usage
-from teamrun.store.memory import Provenance, Recalled, Saved
+from teamrun.store.memory import MemoryRefused, Provenance, Recalled, Saved
+from teamrun.store.memory_messages import IndexedMessage
 
 if TYPE_CHECKING:
     from teamrun.engine.runtime import AgentFrame, RunContext
 
-__all__ = ["embed", "recall", "save", "search"]
+__all__ = [
+    "MESSAGE_EMBED_CHARS",
+    "TurnIndex",
+    "embed",
+    "embed_turn",
+    "index_turn",
+    "indexes_messages",
+    "recall",
+    "save",
+    "search",
+    "search_messages",
+]
+
+MESSAGE_EMBED_CHARS = 8000
+"""How much of a thread message is embedded when it is indexed (its beginning; the index keeps the whole text):
+about 2,000 tokens, within every embedding model's input."""
 
 
 # -- embedding: the one path ----------------------------------------------------------------------------------------
 
 
 async def embed(
-    memory: MemorySession, ctx: RunContext, frame: AgentFrame, text: str, *, at: tuple[int, int]
+    memory: MemorySession,
+    ctx: RunContext,
+    frame: AgentFrame,
+    text: str,
+    *,
+    at: tuple[int, int],
+    invocation: str | None = None,
 ) -> list[float]:
-    """The vector of ``text`` (already masked), journaled under ``frame``'s invocation at ``at`` (model call
-    number, position); raises :class:`MemoryUnavailable` or :class:`~teamrun.llm.embedding.EmbeddingFailed`."""
+    """The vector of ``text`` (already masked), journaled under ``frame``'s invocation (or ``invocation``) at ``at``
+    (model call number, position); raises :class:`MemoryUnavailable` or
+    :class:`~teamrun.llm.embedding.EmbeddingFailed`."""
     model = memory.embedder.model
     fingerprint = embedding_fingerprint(model, [text], memory.settings.embedding.dimensions)
     known = memory.known_vectors.get(fingerprint)
@@ -65,7 +99,7 @@ async def embed(
         paid = await memory.embedder.embed([text])
         record = EmbeddingRecord(paid.vectors, paid.model, paid.input_tokens, paid.cost_usd)
         if ctx.journal is not None:  # durable before it is used: a kill after this re-pays nothing
-            await ctx.journal.write_now(embedding_entry(frame.key, *at, fingerprint, record))
+            await ctx.journal.write_now(embedding_entry(invocation or frame.key, *at, fingerprint, record))
         _charge(ctx, frame, record)
     if len(record.vectors) != 1:
         raise MemoryUnavailable(f"embedding model {model!r} returned {len(record.vectors)} vectors for one text")
@@ -82,30 +116,77 @@ async def recall(
     """What ``frame``'s agent recalls before its model call ``turn`` (journaled; a resume's from the journal): the
     facts that fit its token budget, and how many matched but were left out for it (said in a warning)."""
     query = memory.mask(query)
-    fingerprint = _recall_fingerprint(memory.resource, query, how, memory.settings.mode)
+    thread = ctx.thread.thread_id if ctx.thread is not None else None
+    fingerprint = _recall_fingerprint(memory.resource, query, how, memory.settings.mode, thread)
     replayed = ctx.journal.replay.recall(frame.key, turn, fingerprint) if ctx.journal is not None else None
     if replayed is not None:
-        _emit(memory, ctx, frame, "recall", query, replayed.facts, replayed=True)
+        _emit_recall(memory, ctx, frame, how, query, replayed, replayed=True)
         return replayed
     found = await search(memory, ctx, frame, query, k=how.top_k, min_score=how.min_score, at=(turn, 0))
     facts = within_budget([_fact(r) for r in found], how.max_tokens)
-    record = RecallRecord(query, facts, len(found) - len(facts))
+    said: list[RecalledMessage] = []
+    if how.messages is not None:
+        said = await _earlier_messages(memory, ctx, frame, query, how.messages, turn)
+    messages = messages_within_budget(said, how.messages.max_tokens) if how.messages is not None else ()
+    record = RecallRecord(query, facts, len(found) - len(facts), messages, len(said) - len(messages))
     if ctx.journal is not None:
         await ctx.journal.write_now(recall_entry(frame.key, turn, fingerprint, record))
-    _emit(memory, ctx, frame, "recall", query, facts)
+    _emit_recall(memory, ctx, frame, how, query, record)
     if record.left_out:
-        ctx.warn(
-            frame,
-            f"memory: {_facts(record.left_out)} {frame.name} recalled before turn {turn} "
-            f"{'was' if record.left_out == 1 else 'were'} left out: longer than its recall budget (max_tokens "
-            f"{how.max_tokens}, about {how.max_tokens * CHARS_PER_TOKEN} characters); raise "
-            f"memory.recall.{frame.name}.max_tokens to include {'it' if record.left_out == 1 else 'them'}",
-        )
+        ctx.warn(frame, _left_out(record.left_out, "fact", frame.name, turn, how.max_tokens, "max_tokens"))
+    if record.messages_left_out and how.messages is not None:
+        limit = how.messages.max_tokens
+        ctx.warn(frame, _left_out(record.messages_left_out, "message", frame.name, turn, limit, "messages.max_tokens"))
     return record
 
 
-def _facts(count: int) -> str:
-    return f"{count} matching fact" if count == 1 else f"{count} matching facts"
+def _left_out(count: int, what: str, agent: str, turn: int, max_tokens: int, setting: str) -> str:
+    """The warning that ``count`` matching facts or messages did not fit the recall's token budget."""
+    many = count != 1
+    return (
+        f"memory: {count} matching {what}{'s' if many else ''} {agent} recalled before turn {turn} "
+        f"{'were' if many else 'was'} left out: longer than its recall budget ({setting} {max_tokens}, about "
+        f"{max_tokens * CHARS_PER_TOKEN} characters); raise memory.recall.{agent}.{setting} to include "
+        f"{'them' if many else 'it'}"
+    )
+
+
+async def _earlier_messages(
+    memory: MemorySession, ctx: RunContext, frame: AgentFrame, query: str, how: MemoryRecallMessages, turn: int
+) -> list[RecalledMessage]:
+    """The messages of the resource's other threads closest to ``query`` (a store that refuses: none, said)."""
+    try:
+        return await search_messages(memory, ctx, frame, query, how, at=(turn, 0))
+    except MemoryRefused as exc:
+        ctx.warn(frame, f"memory: {frame.name} recalled no messages of earlier threads before turn {turn}: {exc}")
+        return []
+
+
+async def search_messages(
+    memory: MemorySession,
+    ctx: RunContext,
+    frame: AgentFrame,
+    query: str,
+    how: MemoryRecallMessages,
+    *,
+    at: tuple[int, int],
+) -> list[RecalledMessage]:
+    """The messages of the resource's threads other than the run's own closest to ``query`` (masked here), best
+    first; the query's embedding is the facts' search's (paid once)."""
+    query = memory.mask(query)
+    vector = None if memory.settings.mode == "keyword" else await embed(memory, ctx, frame, query, at=at)
+    thread = ctx.thread.thread_id if ctx.thread is not None else None
+    found = await asyncio.to_thread(
+        memory.messages.search,
+        memory.resource,
+        query,
+        vector,
+        k=how.top_k,
+        min_score=how.min_score,
+        mode=memory.settings.mode,
+        exclude_thread=thread,
+    )
+    return [RecalledMessage(f.message.id, f.message.thread_id, f.message.role, f.message.text, f.score) for f in found]
 
 
 async def search(
@@ -142,6 +223,24 @@ async def save(memory: MemorySession, ctx: RunContext, frame: AgentFrame, fact: 
     )
 
 
+def _emit_recall(
+    memory: MemorySession,
+    ctx: RunContext,
+    frame: AgentFrame,
+    how: MemoryRecall,
+    query: str,
+    record: RecallRecord,
+    *,
+    replayed: bool = False,
+) -> None:
+    """A recall's events: its facts (``how: recall``), then with ``messages:`` its messages (``how: messages``)."""
+    _emit(memory, ctx, frame, "recall", query, record.facts, replayed=replayed)
+    if how.messages is not None:
+        found = record.messages
+        ids, scores, texts = [m.id for m in found], [m.score for m in found], [m.text for m in found]
+        _emit_found(memory, ctx, frame, "messages", query, ids, scores, texts, replayed=replayed)
+
+
 def _emit(
     memory: MemorySession,
     ctx: RunContext,
@@ -152,16 +251,32 @@ def _emit(
     *,
     replayed: bool = False,
 ) -> None:
+    ids, scores, texts = [f.id for f in facts], [f.score for f in facts], [f.fact for f in facts]
+    _emit_found(memory, ctx, frame, how, query, ids, scores, texts, replayed=replayed)
+
+
+def _emit_found(
+    memory: MemorySession,
+    ctx: RunContext,
+    frame: AgentFrame,
+    how: str,
+    query: str,
+    ids: list[str],
+    scores: list[float],
+    texts: list[str],
+    *,
+    replayed: bool,
+) -> None:
     frame.emit(
         ctx,
         "memory_recall",
         resource=memory.resource,
         how=how,
-        ids=[f.id for f in facts],
-        scores=[round(f.score, 4) for f in facts],
+        ids=ids,
+        scores=[round(score, 4) for score in scores],
         replayed=replayed,
         query=query,
-        facts=[f.fact for f in facts],
+        facts=texts,
     )
 
 
@@ -170,9 +285,75 @@ def _fact(recalled: Recalled) -> RecalledFact:
     return RecalledFact(memory.id, memory.fact, recalled.score, memory.provenance.saved_at)
 
 
-def _recall_fingerprint(resource: str, query: str, how: MemoryRecall, mode: str) -> str:
+def _recall_fingerprint(resource: str, query: str, how: MemoryRecall, mode: str, thread: str | None) -> str:
     asked: list[Any] = [resource, query, how.top_k, how.min_score, how.max_tokens, mode]
+    if how.messages is not None:  # a recall without them keeps the fingerprint it had
+        asked += [how.messages.top_k, how.messages.min_score, how.messages.max_tokens, thread]
     return hashlib.sha256(json.dumps(asked, ensure_ascii=False).encode()).hexdigest()
+
+
+# -- a thread turn indexed as it ends -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TurnIndex:
+    """A thread turn's messages embedded for the index of the resource's threads."""
+
+    thread_id: str
+    run_id: str
+    messages: tuple[IndexedMessage, ...]
+
+
+def indexes_messages(ctx: RunContext) -> bool:
+    """Whether this run indexes its thread turn: an agent of the team recalls earlier threads' messages, and the
+    run has a resource and a thread and is no replay (a replay writes nothing into the memory store)."""
+    settings = ctx.config.memory
+    if ctx.memory is None or ctx.thread is None or ctx.memory.replay is not None or settings is None:
+        return False
+    return any(how is not None and how.messages is not None for how in (settings.recall or {}).values())
+
+
+async def embed_turn(ctx: RunContext, frame: AgentFrame, input: str) -> TurnIndex | None:
+    """The run's thread turn — its user message and its answer, secrets masked — embedded for the index (through
+    :func:`embed`: journaled, charged to ``frame``, the answering agent), or ``None``: the run indexes nothing, or
+    its turn is not one its thread keeps. An embedding that cannot be made leaves the turn out, with a warning."""
+    result = ctx.result
+    if not indexes_messages(ctx) or result.status not in ("done", "budget_exhausted") or not result.final_text:
+        return None
+    assert ctx.memory is not None and ctx.thread is not None
+    memory, messages = ctx.memory, []
+    for position, (role, said) in enumerate((("user", input), ("assistant", result.final_text))):
+        text = memory.mask(said)  # as the recall's query is masked: the user's message is embedded once
+        if not text.strip():
+            continue
+        try:
+            at = (1, position)
+            vector = await embed(memory, ctx, frame, text[:MESSAGE_EMBED_CHARS], at=at, invocation=THREAD_INVOCATION)
+        except (MemoryUnavailable, EmbeddingFailed) as exc:
+            ctx.warn(frame, _not_indexed(ctx.thread.thread_id, exc))
+            return None
+        messages.append(IndexedMessage(role, text, vector))
+    return TurnIndex(ctx.thread.thread_id, result.run_id, tuple(messages))
+
+
+async def index_turn(ctx: RunContext, frame: AgentFrame, turn: TurnIndex) -> None:
+    """Add ``turn`` (:func:`embed_turn`) to the store's index of the resource's thread messages, once its thread
+    kept it; a store that refuses is a warning."""
+    if ctx.memory is None:
+        return
+    memory = ctx.memory
+    try:
+        await asyncio.to_thread(
+            memory.messages.add, memory.resource, turn.thread_id, turn.run_id, turn.messages, at=time.time()
+        )
+    except (MemoryRefused, StoreError) as exc:
+        ctx.warn(frame, _not_indexed(turn.thread_id, exc))
+
+
+def _not_indexed(thread: str, why: Exception) -> str:
+    return (
+        f"memory: this turn of thread {thread!r} was not indexed, so other threads will not recall its messages: {why}"
+    )
 
 
 def _charge(ctx: RunContext, frame: AgentFrame, record: EmbeddingRecord) -> None:

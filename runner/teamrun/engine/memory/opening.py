@@ -26,12 +26,13 @@ from teamrun.llm.embedding import embedder_for
 from teamrun.llm.offline import is_offline_model
 from teamrun.secrets import Redactor
 from teamrun.store.memory import MemoryStore, check_resource_id
+from teamrun.store.memory_messages import MessageIndex
 
 if TYPE_CHECKING:
     from teamrun.engine.durability.journal import RunJournal
     from teamrun.store import Store
 
-__all__ = ["NO_RESOURCE_WARNING", "memory_for_run", "memory_store_of", "open_memory"]
+__all__ = ["NO_RESOURCE_WARNING", "memory_for_run", "memory_store_of", "message_index_of", "open_memory"]
 
 NO_RESOURCE_WARNING = (
     "the team file declares memory: but this run has no resource, so it has no long-term memory "
@@ -39,6 +40,7 @@ NO_RESOURCE_WARNING = (
 )
 
 _STORES: weakref.WeakKeyDictionary[Store, MemoryStore] = weakref.WeakKeyDictionary()
+_MESSAGES: weakref.WeakKeyDictionary[Store, MessageIndex] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
@@ -49,6 +51,15 @@ def memory_store_of(store: Store) -> MemoryStore:
         if memories is None:
             memories = _STORES[store] = MemoryStore(store)
         return memories
+
+
+def message_index_of(store: Store) -> MessageIndex:
+    """The store's thread messages indexed for recall (one per store in a process: it caches their vectors)."""
+    with _LOCK:
+        index = _MESSAGES.get(store)
+        if index is None:
+            index = _MESSAGES[store] = MessageIndex(store)
+        return index
 
 
 def open_memory(
@@ -92,7 +103,9 @@ def _session(
     offline = is_offline_model(embedding.model.strip())
     if isinstance(chat_model, ReplayModel) and not offline:
         replayed = ReplayEmbedder(embedding.model, chat_model.path, embedding.dimensions)
-        return MemorySession(resource, settings, memory_store_of(store), replayed, Redactor(secrets))
+        return MemorySession(
+            resource, settings, memory_store_of(store), replayed, Redactor(secrets), message_index_of(store)
+        )
     key = None
     if embedding.api_key_env and not offline:
         key = os.environ.get(embedding.api_key_env, "")
@@ -111,7 +124,9 @@ def _session(
     )
     if isinstance(chat_model, RecordingModel) and not offline:
         embedder = RecordingEmbedder(embedder, chat_model.path, chat_model.lock, embedding.dimensions)
-    return MemorySession(resource, settings, memory_store_of(store), embedder, Redactor(secrets))
+    return MemorySession(
+        resource, settings, memory_store_of(store), embedder, Redactor(secrets), message_index_of(store)
+    )
 
 
 async def memory_for_run(

@@ -1,4 +1,5 @@
-"""Recall before a turn: the prompt part that quotes what a recalling agent remembers of the resource.
+"""Recall before a turn: the prompt part that quotes what a recalling agent remembers of the resource (and, with
+``messages:``, what was said in the resource's other threads).
 
 The query is the agent's task (a worker's) or the user's latest message (the supervisor's, or an agent a
 conversation was handed to); the facts found are put after the agent's stable prompt prefix (its instructions
@@ -48,11 +49,17 @@ async def recalled_part(ctx: RunContext, frame: AgentFrame, query: str, turn: in
     how = recalls(ctx, frame.name)
     if how is None or ctx.memory is None:
         return ""
+    nothing = recalled_block((), messages=() if how.messages is not None else None)
     if not query.strip():
-        return recalled_block(())
+        return nothing
     try:
         found = await recall(ctx.memory, ctx, frame, query, turn, how)
     except (MemoryUnavailable, EmbeddingFailed, MemoryRefused) as exc:
         ctx.warn(frame, f"memory: {frame.name} recalled nothing before turn {turn}: {exc}")
-        return recalled_block(())
-    return recalled_block(found.facts, left_out=found.left_out)
+        return nothing
+    return recalled_block(
+        found.facts,
+        left_out=found.left_out,
+        messages=found.messages if how.messages is not None else None,
+        messages_left_out=found.messages_left_out,
+    )

@@ -1,5 +1,5 @@
-"""One run's long-term memory (:class:`MemorySession`): its resource, the store's memories, the embedding model,
-and the run's secrets it masks (:meth:`MemorySession.mask`).
+"""One run's long-term memory (:class:`MemorySession`): its resource, the store's memories and indexed thread
+messages, the embedding model, and the run's secrets it masks (:meth:`MemorySession.mask`).
 
 It holds no run state: what it does inside a run (embed, recall, search, save) is
 :mod:`teamrun.engine.memory.calls`, which takes the run and the agent, so :class:`~teamrun.engine.runtime.RunContext`
@@ -16,6 +16,7 @@ from teamrun.errors import RunError
 from teamrun.llm.embedding import Embedder
 from teamrun.secrets import Redactor
 from teamrun.store.memory import MemoryLimits, MemoryStore
+from teamrun.store.memory_messages import MessageIndex
 
 if TYPE_CHECKING:
     from teamrun.engine.memory.cassette import MemoryCallRecorder, MemoryCallReplay
@@ -37,6 +38,8 @@ class MemorySession:
     store: MemoryStore
     embedder: Embedder
     redactor: Redactor
+    messages: MessageIndex
+    """The store's thread messages indexed for the recall of earlier threads (``memory.recall.<agent>.messages``)."""
     known_vectors: dict[str, list[float]] = field(default_factory=dict)
     """Vectors this process has for a fingerprint (a recall's query asked again next turn is not paid again)."""
     recorder: MemoryCallRecorder | None = None

@@ -33,7 +33,7 @@ class _AnyText(PathConvertor):
 
 
 register_url_convertor("teamrun_resource", _AnyText())
-_COUNTS = ("memories", "working_memory", "runs", "journal_entries", "events")
+_COUNTS = ("memories", "working_memory", "indexed_messages", "runs", "journal_entries", "events")
 
 
 def _resource_of(request: Request, decoded: str) -> str:
