@@ -23,13 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from teamrun.errors import TeamrunError
 from teamrun.logs import get_logger
-from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown, store_people
+from teamrun.serve.continuation import continue_here
+from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown
 from teamrun.serve.served import Served
 from teamrun.serve.wire import valid_body
 from teamrun.store.pending import CANCELLED_BY, PendingRecord, PendingRepository
 
 if TYPE_CHECKING:
-    from teamrun.engine.team import Team
     from teamrun.store import Store
     from teamrun.store.records import JournaledRun
 
@@ -231,18 +231,22 @@ class AnswerService:
             raise AnswerNotTaken(
                 "cancelled" if was_cancelled(now) else "settled", settled_reason(run_id, now), item=now
             )
+        # "answered": it runs (here or on another replica): its desk takes the answer, or the process running it
+        # continues it once it stops waiting with the answer untaken (:meth:`when_stopped`)
         _log.info("serve_pending_answered", run=run_id, item=item.item_id, by=by)
-        if outcome == "answered":  # it runs: its desk takes the answer, or it continues once it ends waiting
-            self._when_over(run_id)
         answered = await asyncio.to_thread(self.items.get, run_id, item.item_id)
         return Answered(answered or item, said)
 
     # -- items nobody answered in time -------------------------------------------------------------
 
     def when_stopped(self, handle: RunHandle) -> None:
-        """A run stopped here (:attr:`RunRegistry.when_over`): if it waits, watch its items' ``max_wait_s``; if it
-        was cancelled (while it ran, or the run an answer continued), its items still pending end with it."""
+        """A run stopped here (:attr:`RunRegistry.when_over`): if it waits, continue it at once if an answer came
+        that it did not take (given while it went on, after its question last looked: on any replica, or by
+        ``teamrun answer``), and watch its items' ``max_wait_s``; if it was cancelled (while it ran, or the run an
+        answer continued), its items still pending end with it. Every run alike: started here, continued by an
+        answer, or taken over from another replica."""
         if handle.state == "waiting":
+            self._recheck(handle.id)
             self._watch(handle.id)
         elif handle.state == "cancelled":
             self._track(asyncio.get_running_loop().create_task(self._end_items(handle.id)))
@@ -296,22 +300,20 @@ class AnswerService:
             await self.maybe_resume(run_id)
             return
 
-    def _when_over(self, run_id: str) -> None:
-        """A run running here was answered: continue it if it ends waiting with the answer untaken."""
-        handle = self.registry.get(run_id)
-        if handle is None or handle.finished:  # it runs elsewhere: its process's desk takes the answer
-            return
-        watcher = asyncio.get_running_loop().create_task(self._after(handle))
-        self._track(watcher)
+    def _recheck(self, run_id: str) -> None:
+        """Continue ``run_id``, which stopped here waiting, if it waits with answers it has not taken
+        (:meth:`maybe_resume`, in a task :meth:`until_settled` follows)."""
+        recheck = asyncio.get_running_loop().create_task(self.maybe_resume(run_id), name=f"teamrun-recheck:{run_id}")
+        self._track(recheck)
         resuming = self._resuming.setdefault(run_id, set())
-        resuming.add(watcher)
+        resuming.add(recheck)
 
         def forget(done: asyncio.Task[None]) -> None:
             resuming.discard(done)
             if not resuming and self._resuming.get(run_id) is resuming:
                 del self._resuming[run_id]
 
-        watcher.add_done_callback(forget)
+        recheck.add_done_callback(forget)
 
     async def until_settled(self, run_id: str) -> None:
         """Until ``run_id`` no longer runs here: over, or waiting with no answer it has not taken. A run that
@@ -327,10 +329,6 @@ class AnswerService:
                 return
             await asyncio.wait(after)  # not cancelled with the caller: they may continue the run again
             handle = self.registry.get(run_id)
-
-    async def _after(self, handle: RunHandle) -> None:
-        await handle.wait()
-        await self.maybe_resume(handle.id)
 
     async def maybe_resume(self, run_id: str) -> None:
         """Continue ``run_id`` here if it waits with answers it has not taken (and nobody else claims it)."""
@@ -349,37 +347,5 @@ class AnswerService:
 
     def _continue(self, run: JournaledRun) -> None:
         """Continue ``run`` (claimed in the store by this process) here; synchronous up to its task."""
-        from teamrun.engine.durability.pending import CLAIMED_HERE
-
-        CLAIMED_HERE.add(run.run_id)
-        entry = self.served[run.team]
-        handle = self.registry.continuing(
-            entry.team,
-            entry.redactor,
-            run_id=run.run_id,
-            input=run.input,
-            thread=run.thread_id,
-            created=run.started_at,
-            attempts=run.attempts,  # a handle held of an earlier attempt: another process continued the run since
-        )
-        handle.task = asyncio.create_task(
-            self._run(entry.team, handle, run.vars or None), name=f"teamrun-serve-resume:{run.run_id}"
-        )
-
-    async def _run(self, team: Team, handle: RunHandle, vars: Mapping[str, Any] | None) -> None:
-        from teamrun.engine.durability.resume import open_resume
-
-        try:
-            # confirmed: a run ends waiting only when nothing of it works, so no tool was cut off mid-call
-            journal = await asyncio.to_thread(open_resume, self.backend, handle.id, confirmed=True)
-        except TeamrunError as exc:
-            _log.warning("serve_resume_failed", run=handle.id, error=str(exc))
-            handle.error = handle.redactor.text(f"the run could not continue: {exc}")
-            self.registry.settle(team, handle)
-            return
-        desk, approver = store_people(self.items.store, handle)
-        await self.registry.run_to_end(  # its budgets come back from the journal's record, its vars from ours
-            team, handle, limits=None, vars=vars, approver=approver, desk=desk, journal=journal
-        )
-        if handle.state == "waiting":  # answered while it went on, after its desk last looked
-            await self.maybe_resume(handle.id)
+        # confirmed: a run ends waiting only when nothing of it works, so no tool was cut off mid-call
+        continue_here(self.registry, self.served[run.team], run, self.backend, confirmed=True)

@@ -31,9 +31,10 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from teamrun.errors import StoreError, TeamrunError
+from teamrun.errors import StoreError
 from teamrun.logs import get_logger
-from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown, store_people
+from teamrun.serve.continuation import continue_here
+from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown
 from teamrun.serve.served import Served
 
 if TYPE_CHECKING:
@@ -420,7 +421,8 @@ class Replica:
         return taken
 
     async def _take(self, lease: Lease) -> bool:
-        from teamrun.engine.durability.pending import CLAIMED_HERE
+        """Take ``lease``'s run if it is still takeable (one compare-and-set on the lease), fence its writes, and
+        continue it here from its journal (:func:`~teamrun.serve.continuation.continue_here`), saying so."""
         from teamrun.store.leases import HANDOVER, Fence
 
         record = await asyncio.to_thread(self.backend.get_run, lease.run_id, unmasked=True)
@@ -434,40 +436,19 @@ class Replica:
                     return False  # another replica took it first
                 self.store.fences.set(lease.run_id, Fence(self.id, generation))
                 self.held[lease.run_id] = generation
-                CLAIMED_HERE.add(lease.run_id)  # the lease is this process's claim on the run
-                handle = self.registry.continuing(
-                    entry.team,
-                    entry.redactor,
-                    run_id=record.run_id,
-                    input=record.input,
-                    thread=record.thread_id,
-                    created=record.started_at,
+                # the lease is this process's claim on the run; unconfirmed: a non-idempotent tool cut off
+                # mid-call is not run again without a person's say
+                where = f" on replica {self.id}"
+                handle = continue_here(
+                    self.registry, entry, record, self.backend, confirmed=False, owned=True, where=where
                 )
         except (ServerBusy, ShuttingDown):
             return False  # no slot here: another replica (or a later beat) takes it
         why = "handover" if lease.released == HANDOVER else "lease expired"
         moved = {"from": lease.owner, "to": self.id, "why": why, "generation": generation}
-        handle.note("run_moved", moved)
+        handle.note("run_moved", moved)  # before any event of the continuation: its task has not run yet
         _log.warning("serve_run_taken_over", run=record.run_id, **moved)
-        handle.task = asyncio.create_task(
-            self._resume(entry, handle, record.vars or None), name=f"teamrun-serve-takeover:{record.run_id}"
-        )
         return True
-
-    async def _resume(self, entry: Served, handle: RunHandle, vars: Mapping[str, Any] | None) -> None:
-        from teamrun.engine.durability.resume import open_resume
-
-        try:  # unconfirmed: a non-idempotent tool cut off mid-call is not run again without a person's say
-            journal = await asyncio.to_thread(open_resume, self.backend, handle.id)
-        except TeamrunError as exc:
-            _log.warning("serve_takeover_failed", run=handle.id, error=str(exc))
-            handle.error = handle.redactor.text(f"the run could not continue on replica {self.id}: {exc}")
-            self.registry.settle(entry.team, handle)
-            return
-        desk, approver = store_people(self.store, handle)
-        await self.registry.run_to_end(
-            entry.team, handle, limits=None, vars=vars, approver=approver, desk=desk, journal=journal, owned=True
-        )
 
     # -- stopping ------------------------------------------------------------------------------------
 

@@ -522,7 +522,8 @@ class RunRegistry:
         ``created`` when the run first started (its stored ``started_at``: a continuation is not a new run).
         ``attempts``: the stored record's, as claimed; a held handle of an earlier attempt stopped before another
         process continued the run, so a new handle takes its place (as after a restart: the events kept of the run
-        come first, this continuation's are kept as its next part, never over the old handle's).
+        come first, this continuation's are kept as its next part, never over the old handle's); so does a held
+        handle of a run another replica took over from this one since (it resumed the journal: a later attempt).
         Takes a run slot (the caller holds one reserved). Synchronous: nothing sees it half-continued."""
         handle = self._runs.get(run_id)
         if handle is not None and attempts is not None and handle.attempt not in (None, attempts):
@@ -541,10 +542,10 @@ class RunRegistry:
             if created is not None:
                 handle.created = created
             self._runs[run_id] = handle
-        else:
+        else:  # (one that moved away and comes back, its attempt unchanged, executes here again: not moved)
             handle.result, handle.error, handle._done = None, None, asyncio.Event()
             handle.cancel, handle.cancel_reason, handle.failure = asyncio.Event(), None, None
-            handle.ended_at = None
+            handle.ended_at, handle.moved = None, False
             handle.note("run_continued", {"ts": time.time()})
         if run_id in self._finished:
             self._finished.remove(run_id)
