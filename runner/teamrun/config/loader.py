@@ -110,6 +110,8 @@ def check_text(
     diagnostics += check_semantics(
         file, text, document.data, document.source_map, import_check=import_check, given_vars=given_vars
     )
+    for name in _bearer_variables(document.data):
+        interpolator.secret_variable(name)
     return CheckResult(file, _in_order(diagnostics), document.data, document.source_map, interpolator.secrets)
 
 
@@ -145,21 +147,18 @@ def load_config(
         raise ConfigError(result.errors)
     config = TeamConfig.model_validate(result.data)
     warnings = tuple(d for d in result.diagnostics if d.severity == "warning")
-    return LoadedConfig(
-        config, Path(path).resolve(), frozenset(result.secrets | _bearer_tokens(config, environ)), warnings
-    )
+    return LoadedConfig(config, Path(path).resolve(), frozenset(result.secrets), warnings)
 
 
-def _bearer_tokens(config: TeamConfig, environ: Mapping[str, str] | None) -> set[str]:
-    """The bearer tokens of the team's ``a2a:`` agents: secrets of the run like the file's, whatever their
-    variables are called (declared so: the store keeps them as ``***${NAME}***``, as a secret-named one's)."""
-    from teamrun.secrets import declare_secret_variable
-
-    env = os.environ if environ is None else environ
-    tokens: set[str] = set()
-    for agent in config.agents.values():
-        if agent.a2a is not None and agent.a2a.auth is not None:
-            declare_secret_variable(agent.a2a.auth.bearer_env, env)
-            if token := env.get(agent.a2a.auth.bearer_env, "").strip():
-                tokens.add(token)
-    return tokens
+def _bearer_variables(data: dict[str, Any]) -> list[str]:
+    """The variables holding the bearer tokens of the team's ``a2a:`` agents: secrets of the run like the file's,
+    whatever they are called (read through the interpolation's environment, the loader's one)."""
+    agents = data.get("agents")
+    found: list[str] = []
+    for spec in agents.values() if isinstance(agents, dict) else ():
+        a2a = spec.get("a2a") if isinstance(spec, dict) else None
+        auth = a2a.get("auth") if isinstance(a2a, dict) else None
+        name = auth.get("bearer_env") if isinstance(auth, dict) else None
+        if isinstance(name, str) and name:
+            found.append(name)
+    return found

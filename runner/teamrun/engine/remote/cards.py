@@ -2,7 +2,7 @@
 
 When a run starts, each remote worker's card, read once, becomes what its delegation tool says of it
 (:func:`describe_remote_agents`); ``teamrun validate --import-check`` reads each card too (:func:`check_cards`,
-called by the CLI: the config layer contacts nothing and reads no token). The card is read with a2a-sdk's
+called by the CLI: the config layer contacts nothing). The card is read with a2a-sdk's
 :class:`~a2a.client.A2ACardResolver` (imported only when a card is fetched: ``teamrun validate`` without
 ``--import-check`` never pays for it).
 """
