@@ -1,5 +1,6 @@
 """ARCHITECTURE.md says the truth about the package: it places every module, its layer table is the one
-``tests/test_layers.py`` enforces, and only the journal's own modules read raw journal entries.
+``tests/test_layers.py`` enforces, only the journal's own modules read raw journal entries, and serve's
+``create_app`` only assembles the app (at most 60 lines, no function inside it).
 
 **Where a module is placed** (the rule :func:`placed` applies): a module of ``runner/teamrun`` is placed when
 ARCHITECTURE.md names it
