@@ -95,10 +95,10 @@ def test_no_function_is_written_twice_in_config() -> None:
 
 ENVIRONMENT_READER = "teamrun.config.loader.check_text"
 """The one place in config that reads the process environment: the loader's ``${VAR}`` interpolation, where
-``check_text`` hands ``os.environ`` (or the caller's ``environ``) to the ``Interpolator`` (which also reads the
-value of an ``a2a:`` agent's ``bearer_env``, only to mask it as a secret of the run). Whether a key variable is
-set is ``validate --import-check``'s, in the CLI (issue 43 item 6); a program is looked up on ``PATH`` by
-``shutil.which`` as the started server would, not by reading the variable here."""
+``check_text`` hands ``os.environ`` (or the caller's ``environ``) to the ``Interpolator``. Whether a key variable is
+set is ``validate --import-check``'s, in the CLI; an ``a2a:`` agent's bearer token is read by the engine
+(``engine/remote/cards.py``) (issue 43 item 6); a program is looked up on ``PATH`` by ``shutil.which`` as the
+started server would, not by reading the variable here."""
 
 _OS_ENVIRONMENT = {"environ", "environb", "getenv", "getenvb"}
 

@@ -3,10 +3,10 @@
 ``$${`` writes a literal ``${``. A reference to an unset variable without a
 default is an error (reported with the value's location). Values of variables
 whose names look secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``)
-are remembered so logs and traces can redact them, as is the value of a variable
-the file declares a secret whatever its name (an ``a2a:`` agent's ``bearer_env``).
-The :class:`Interpolator`'s environment is the config layer's one view of the
-process environment (the loader hands it ``os.environ``).
+are remembered so logs and traces can redact them. The :class:`Interpolator`'s
+environment is the config layer's one view of the process environment (the
+loader hands it ``os.environ``); an ``a2a:`` agent's bearer token is read by the
+engine (``teamrun.engine.remote.cards.with_remote_tokens``), not here.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-from teamrun.secrets import declare_secret_variable
 
 _REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _UNCLOSED = re.compile(r"(?<!\$)\$\{(?![A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\})")
@@ -80,11 +78,3 @@ class Interpolator:
         if _SECRET_NAME.search(name) and value:
             self.secrets.add(value)
         return value
-
-    def secret_variable(self, name: str) -> None:
-        """The variable ``name`` holds a secret of the run whatever it is called (an ``a2a:`` agent's
-        ``bearer_env``): declared so (the store keeps it as ``***${NAME}***``, as a secret-named one's), its value
-        kept with the others to be masked. Read from this same environment; an unset variable is no error here."""
-        declare_secret_variable(name, self.environ)
-        if value := self.environ.get(name, "").strip():
-            self.secrets.add(value)

@@ -110,8 +110,6 @@ def check_text(
     diagnostics += check_semantics(
         file, text, document.data, document.source_map, import_check=import_check, given_vars=given_vars
     )
-    for name in _bearer_variables(document.data):
-        interpolator.secret_variable(name)
     return CheckResult(file, _in_order(diagnostics), document.data, document.source_map, interpolator.secrets)
 
 
@@ -148,17 +146,3 @@ def load_config(
     config = TeamConfig.model_validate(result.data)
     warnings = tuple(d for d in result.diagnostics if d.severity == "warning")
     return LoadedConfig(config, Path(path).resolve(), frozenset(result.secrets), warnings)
-
-
-def _bearer_variables(data: dict[str, Any]) -> list[str]:
-    """The variables holding the bearer tokens of the team's ``a2a:`` agents: secrets of the run like the file's,
-    whatever they are called (read through the interpolation's environment, the loader's one)."""
-    agents = data.get("agents")
-    found: list[str] = []
-    for spec in agents.values() if isinstance(agents, dict) else ():
-        a2a = spec.get("a2a") if isinstance(spec, dict) else None
-        auth = a2a.get("auth") if isinstance(a2a, dict) else None
-        name = auth.get("bearer_env") if isinstance(auth, dict) else None
-        if isinstance(name, str) and name:
-            found.append(name)
-    return found
