@@ -55,6 +55,8 @@ class LoadedConfig:
     config: TeamConfig
     path: Path
     secrets: frozenset[str]
+    """The secret values the file's ``${VAR}`` references inserted; a :class:`~teamrun.engine.team.Team` adds its
+    remote agents' bearer tokens (``teamrun.engine.remote.cards.with_remote_tokens``: config reads no token)."""
     warnings: tuple[Diagnostic, ...] = ()
 
     @property
