@@ -1,5 +1,6 @@
 """ARCHITECTURE.md says the truth about the package: it places every module, its layer table is the one
-``tests/test_layers.py`` enforces, and only the journal's own modules read raw journal entries.
+``tests/test_layers.py`` enforces, only the journal's own modules read raw journal entries, and serve's
+``create_app`` only assembles the app (at most 60 lines, no function inside it).
 
 **Where a module is placed** (the rule :func:`placed` applies): a module of ``runner/teamrun`` is placed when
 ARCHITECTURE.md names it
@@ -207,3 +208,41 @@ def test_no_journal_entry_kind_is_silenced_for_the_type_checker() -> None:
         if "type: ignore" in line and re.search(r"EntryKey|JournalEntry|EntryKind|entry_kind", line)
     ]
     assert silenced == []
+
+
+CREATE_APP_MOST_LINES = 60
+"""Issue 43 item 5: ``create_app`` only assembles the routers (it was a 319-line closure factory)."""
+
+
+def _function(source: str, name: str) -> ast.FunctionDef:
+    """The module-level function ``name`` of ``source``."""
+    found = [n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name]
+    assert len(found) == 1, f"{name} is not one module-level function"
+    return found[0]
+
+
+def _lines(function: ast.FunctionDef) -> int:
+    """The function's lines, from its first decorator (or ``def``) to its last, docstring included."""
+    first = min([function.lineno, *(d.lineno for d in function.decorator_list)])
+    assert function.end_lineno is not None
+    return function.end_lineno - first + 1
+
+
+def _inner_functions(function: ast.FunctionDef) -> list[str]:
+    return [
+        n.name
+        for n in ast.walk(function)
+        if n is not function and isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+
+
+def test_create_app_only_assembles_the_app() -> None:
+    create_app = _function((PACKAGE / "serve" / "app.py").read_text(encoding="utf-8"), "create_app")
+    assert _lines(create_app) <= CREATE_APP_MOST_LINES, f"create_app is {_lines(create_app)} lines"
+    assert _inner_functions(create_app) == []  # no closure factory: routes live in serve/routes/
+
+
+def test_the_function_measures() -> None:
+    source = "import x\n\n@decorated\ndef f(a):\n    '''Doc.'''\n    def g():\n        return 1\n    return g\n"
+    f = _function(source, "f")
+    assert (_lines(f), _inner_functions(f)) == (6, ["g"])

@@ -195,3 +195,20 @@ agents:
     result = run_cli(["execute", str(team_path), "-i", "hi", "--json", "--progress", "none"])
     assert "Traceback" not in result.err
     assert "openai/gpt-4o-mini" not in result.err, result.err
+
+
+def test_the_bearer_token_is_read_by_the_engine_and_reaches_a_ray_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config layer reads no token (issue 43 item 6): loading the file leaves it out of the secrets; a Team (the
+    engine) masks it, and the Ray engine still hands its variable to the workers, which read it there."""
+    from teamrun.config.loader import load_config
+    from teamrun.engine.team import Team
+    from teamrun.evals.engines.ray_engine import WorkerSpec
+
+    monkeypatch.setenv("PARTNER_CREDENTIAL", "tok-abcdefghijkl-1234")
+    loaded = load_config(team_file(tmp_path, "http://127.0.0.1:9999", auth="PARTNER_CREDENTIAL"))
+
+    assert "tok-abcdefghijkl-1234" not in loaded.secrets
+    assert "tok-abcdefghijkl-1234" in Team(loaded).loaded.secrets
+    assert WorkerSpec.for_team(loaded).environ["PARTNER_CREDENTIAL"] == "tok-abcdefghijkl-1234"

@@ -31,8 +31,8 @@ def _lead(request: dict[str, Any]) -> Reply:
 def _pinned(url: str, worker: str) -> http.client.HTTPConnection:
     """A keep-alive connection the kernel handed to ``worker`` (new connections until one lands there)."""
     address = urlparse(url)
-    deadline = time.monotonic() + 120  # a hang guard only
-    while time.monotonic() < deadline:
+
+    def landed() -> http.client.HTTPConnection | None:
         connection = http.client.HTTPConnection(address.hostname or "", address.port, timeout=120)
         connection.request("GET", "/healthz")
         response = connection.getresponse()
@@ -40,7 +40,9 @@ def _pinned(url: str, worker: str) -> http.client.HTTPConnection:
         if response.headers["x-teamrun-worker"] == worker:
             return connection
         connection.close()
-    raise AssertionError(f"no connection landed on worker {worker}")
+        return None
+
+    return wait_until(landed, f"a connection landing on worker {worker}")
 
 
 def _rpc(connection: http.client.HTTPConnection, method: str, params: dict[str, Any]) -> tuple[Any, Any]:

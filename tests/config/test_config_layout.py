@@ -1,7 +1,7 @@
 """The config layer's shape (issue 43 item 6): checks are one module per concern over one small public
 interface (``CheckContext``), with no import circle among config's modules — not even one hidden under
-``TYPE_CHECKING`` — and nothing in config contacts the network or reads a token (agent cards are read by
-the engine, called by ``validate --import-check`` from the CLI)."""
+``TYPE_CHECKING`` — and nothing in config contacts the network (agent cards are read by the engine, called by
+``validate --import-check`` from the CLI) or reads the process environment but the ``${VAR}`` interpolation."""
 
 from __future__ import annotations
 
@@ -91,3 +91,53 @@ def test_no_function_is_written_twice_in_config() -> None:
     (``checks.raw``), a workspace entry's users, the Mermaid node ids and labels (``graph.nodes``), each once."""
     twice = sorted(", ".join(places) for places in _bodies(_sources()).values() if len(places) > 1)
     assert twice == []
+
+
+ENVIRONMENT_READER = "teamrun.config.loader.check_text"
+"""The one place in config that reads the process environment: the loader's ``${VAR}`` interpolation, where
+``check_text`` hands ``os.environ`` (or the caller's ``environ``) to the ``Interpolator``. Whether a key variable is
+set is ``validate --import-check``'s, in the CLI; an ``a2a:`` agent's bearer token is read by the engine
+(``engine/remote/cards.py``) (issue 43 item 6); a program is looked up on ``PATH`` by ``shutil.which`` as the
+started server would, not by reading the variable here."""
+
+_OS_ENVIRONMENT = {"environ", "environb", "getenv", "getenvb"}
+
+
+def _environment_reads(module: str, tree: ast.Module) -> list[str]:
+    """``module.function:line`` of each ``os.environ`` / ``os.getenv`` (``from os import environ`` too) in ``tree``."""
+    found: list[str] = []
+
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            where = f"{where}.{node.name}"
+        read = (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+            and node.attr in _OS_ENVIRONMENT
+        ) or (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "os"
+            and any(alias.name in _OS_ENVIRONMENT for alias in node.names)
+        )
+        if read:
+            found.append(f"{where}:{getattr(node, 'lineno', 0)}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(tree, module)
+    return found
+
+
+def test_nothing_in_config_reads_the_process_environment_but_the_interpolation() -> None:
+    reads = [read for name, tree in _sources().items() for read in _environment_reads(name, tree)]
+    assert [read for read in reads if read.rsplit(":", 1)[0] != ENVIRONMENT_READER] == []
+    assert [read.rsplit(":", 1)[0] for read in reads] == [ENVIRONMENT_READER]  # the allowed place is still there
+
+
+def test_the_environment_checker_sees_a_read() -> None:
+    source = (
+        "import os\nfrom os import getenv\ndef key(name):\n    return os.environ.get(name)\n"
+        "class C:\n    def f(self):\n        return os.getenv('X')\ndef g(environ):\n    return environ.get('X')\n"
+    )
+    assert _environment_reads("m", ast.parse(source)) == ["m:2", "m.key:4", "m.C.f:7"]

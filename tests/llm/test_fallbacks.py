@@ -376,21 +376,32 @@ def test_the_cli_says_every_models_failure_once_with_the_exit_code_of_a_failed_r
     assert "1. openai model 'openai/primary' at " in said and "2. openai model 'openai/backup' at " in said
 
 
-def test_import_check_says_a_fallbacks_key_variable_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_check_says_a_fallbacks_key_variable_is_unset(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``validate --import-check`` says it, located; the config layer reads no key variable (issue 43 item 6):
+    the CLI checks them, as it reads agent cards and starts MCP servers."""
+    from teamrun.cli import main
     from teamrun.config.loader import check_file
 
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     path = Path(__file__).parents[1] / "config" / "valid" / "model_fallbacks.yaml"
 
-    plain = check_file(path)
-    checked = check_file(path, import_check=True)
+    plain = main(["validate", str(path)])
+    plain_said = capsys.readouterr().out
+    checked = main(["validate", "--import-check", str(path)])
+    checked_said = capsys.readouterr().out
 
-    assert plain.ok
-    assert [d.render() for d in checked.diagnostics] == [
+    assert plain == 0 and "ANTHROPIC_API_KEY" not in plain_said
+    assert checked == 2
+    assert (
         f"{path}:10:20: error: defaults.fallbacks[0].api_key_env: the variable ANTHROPIC_API_KEY is not set (or "
         "empty) here; this fallback would fail when it is needed: export it with the API key"
-    ]
+    ) in checked_said
+    assert check_file(path, import_check=True).ok  # the config layer's own checks never read the variable
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    assert main(["validate", "--import-check", str(path)]) == 0
 
 
 def test_a_secret_the_providers_echo_in_their_errors_is_masked_in_the_result(

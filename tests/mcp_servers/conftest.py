@@ -19,7 +19,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ import pytest
 import yaml
 
 from tests.cli_processes import free_port
+from tests.waiting import wait_until
 
 EVERYTHING_DIR = Path(
     os.environ.get("TEAMRUN_TEST_EVERYTHING_DIR")
@@ -178,6 +178,14 @@ def git_server(marker: str, git_repo: Path) -> dict[str, Any]:
     }
 
 
+def _listens(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 @pytest.fixture
 def everything_url(tmp_path: Path) -> Iterator[str]:
     """server-everything over streamable HTTP on a free loopback port; yields its MCP URL."""
@@ -205,15 +213,12 @@ def everything_url(tmp_path: Path) -> Iterator[str]:
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"server-everything did not start: {(tmp_path / 'everything.log').read_text()}")
-                time.sleep(0.1)
+        wait_until(
+            lambda: _listens(port),
+            "server-everything listening",
+            alive=server,
+            where=lambda: (tmp_path / "everything.log").read_text(errors="replace"),
+        )
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         server.terminate()

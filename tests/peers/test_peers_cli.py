@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tests.cli_processes import child_env, killed_run, listed_run, teamrun_argv
+from tests.cli_processes import child_env, killed_run, listed_run, stop_when, teamrun_argv
 from tests.fakeserver import FakeOpenAI, Reply, http_error, text, tool_calls
 from tests.peers import policies
 from tests.peers.conftest import PEERS, write_team
@@ -341,6 +341,15 @@ def test_ctrl_c_on_a_peer_team_prints_the_tasks_done_so_far(tmp_path: Path, fake
     assert done and all(f"- {task_id} (" in out for task_id in done)
 
 
+def _done(trace: Path) -> set[str]:
+    """The tasks the trace shows completed so far (none while its last line is still being written)."""
+    try:
+        ops = _ops(trace) if trace.exists() else []
+    except ValueError:  # the trace is being written: its last line may be cut
+        return set()
+    return {o["task_id"] for o in ops if o["op"] == "complete" and o["status"] == "applied"}
+
+
 def _changes(trace: Path) -> list[int]:
     """The versions the trace's applied, not replayed, workspace and board changes handed out, in order."""
     lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
@@ -370,24 +379,12 @@ def test_ctrl_c_then_resume_hands_out_no_version_twice(tmp_path: Path, fake_open
     argv = teamrun_argv(
         "execute", str(team), "-i", "task-20", "--store", store_url, "--progress", "none", "--trace", str(first)
     )
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
-    try:
 
-        def p1_holds_and_the_rest_is_done() -> bool:
-            try:  # the trace is being written: its last line may be cut
-                ops = _ops(first) if first.exists() else []
-            except ValueError:
-                return False
-            done = {o["task_id"] for o in ops if o["op"] == "complete" and o["status"] == "applied"}
-            return len(done) == 5 and any(r.model == "p1" and r.end == 0.0 for r in fake_openai.requests())
+    def p1_holds_and_the_rest_is_done() -> bool:
+        return len(_done(first)) == 5 and any(r.model == "p1" and r.end == 0.0 for r in fake_openai.requests())
 
-        wait_until(p1_holds_and_the_rest_is_done, "p1 holding the last task, the rest done", alive=process)
-        process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=300)  # a hang guard
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, err
+    code = stop_when(argv, p1_holds_and_the_rest_is_done, signal.SIGINT, where=lambda: sorted(_done(first)))
+    assert code == 130
     run = listed_run(store_url)
     hanging.clear()
     resumed = _execute(team, "task-20", "--resume", run["run_id"], "--store", store_url, "--trace", str(second))

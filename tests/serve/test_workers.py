@@ -3,107 +3,71 @@ whichever process a connection lands on."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 import pytest
 
 from teamrun.cli import main
-from tests.serve.conftest import REPO, free_port
+from tests.cli_processes import Serving, child_env, serving
+from tests.serve.conftest import REPO
 from tests.serve.sse import sse_events
 from tests.serve.test_approvals import stamp_team
 from tests.waiting import wait_until
 
-ENV = {
-    **os.environ,
-    "PYTHONPATH": str(REPO / "runner"),
-    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    "NO_PROXY": "127.0.0.1",
-}
-ENV.pop("TEAMRUN_API_TOKENS", None)
+
+def _env() -> dict[str, str]:
+    env = child_env()
+    env.pop("TEAMRUN_API_TOKENS", None)
+    return env
 
 
-class Served:
-    """A ``teamrun serve`` process (``--model offline``) and connections to it."""
+@contextlib.contextmanager
+def served(team: Path, *more: str) -> Iterator[Serving]:
+    """A ``teamrun serve`` process (``--model offline``) on ``team``, started by the shared helper; its cwd is the
+    team's folder (the offline model's tool calls write their stamp files there)."""
+    with serving(str(team), "--model", "offline", *more, env=_env(), cwd=team.parent) as server:
+        yield server
 
-    def __init__(self, team: Path, *more: str) -> None:
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "teamrun.cli",
-                "serve",
-                str(team),
-                "--port",
-                str(self.port),
-                "--model",
-                "offline",
-                *more,
-            ],
-            env=ENV,
-            cwd=team.parent,  # the offline model's tool calls write their stamp files here
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.process.communicate()[1]
-            try:
-                if httpx.get(f"http://127.0.0.1:{self.port}/readyz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.05)
-        raise AssertionError("the server did not start")
 
-    def connection(self) -> tuple[http.client.HTTPConnection, str, str]:
-        """A new keep-alive connection, and the worker (index, pid) that took it."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        connection.request("GET", "/healthz")
-        response = connection.getresponse()
-        response.read()
-        return connection, response.headers["x-teamrun-worker"], response.headers["x-teamrun-worker-pid"]
+def port(server: Serving) -> int:
+    return int(server.url.rsplit(":", 1)[1])
 
-    def connection_to(self, worker: str) -> http.client.HTTPConnection:
-        """A connection the kernel handed to ``worker`` (new connections until one lands there)."""
-        deadline = time.monotonic() + 90  # a worker still starting takes no connection
-        while time.monotonic() < deadline:
-            connection, landed, _pid = self.connection()
-            if landed == worker:
-                return connection
-            connection.close()
-        raise AssertionError(f"no connection landed on worker {worker}")
 
-    def stop(self) -> tuple[int, str]:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            _out, err = self.process.communicate(timeout=90)
-        finally:
-            if self.process.poll() is None:
-                self.process.kill()
-        return self.process.returncode, err
+def connection(server: Serving) -> tuple[http.client.HTTPConnection, str, str]:
+    """A new keep-alive connection, and the worker (index, pid) that took it."""
+    connection = http.client.HTTPConnection("127.0.0.1", port(server), timeout=60)
+    connection.request("GET", "/healthz")
+    response = connection.getresponse()
+    response.read()
+    return connection, response.headers["x-teamrun-worker"], response.headers["x-teamrun-worker-pid"]
+
+
+def connection_to(server: Serving, worker: str) -> http.client.HTTPConnection:
+    """A connection the kernel handed to ``worker`` (new connections until one lands there: a worker still
+    starting takes none)."""
+
+    def landed() -> http.client.HTTPConnection | None:
+        one, at, _pid = connection(server)
+        if at == worker:
+            return one
+        one.close()
+        return None
+
+    return wait_until(landed, f"a connection landing on worker {worker}", alive=server.process)
 
 
 @pytest.fixture
-def two_workers(tmp_path: Path) -> Iterator[Served]:
-    served = Served(stamp_team(tmp_path), "--workers", "2")
-    try:
-        yield served
-    finally:
-        served.stop()
+def two_workers(tmp_path: Path) -> Iterator[Serving]:
+    with served(stamp_team(tmp_path), "--workers", "2") as server:
+        yield server
 
 
 def call(
@@ -138,37 +102,38 @@ def events_until(connection: http.client.HTTPConnection, path: str, last: str) -
     return headers, seen
 
 
-def test_a_run_is_reached_from_either_process_events_approvals_and_cancel(two_workers: Served) -> None:
+def test_a_run_is_reached_from_either_process_events_approvals_and_cancel(two_workers: Serving) -> None:
     served = two_workers
     pids = {}
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:  # both processes take connections on the one port (once started)
-        connection, worker, pid = served.connection()
-        connection.close()
+
+    def both() -> bool:  # both processes take connections on the one port (once started)
+        one, worker, pid = connection(served)
+        one.close()
         pids[worker] = pid
-        if len(pids) == 2:
-            break
+        return len(pids) == 2
+
+    wait_until(both, "connections landing on both workers", where=lambda: pids, alive=served.process)
     assert sorted(pids) == ["0", "1"]
     children = {str(p.pid) for p in psutil.Process(served.process.pid).children()}
     assert set(pids.values()) <= children and len(set(pids.values())) == 2
 
     # a run started on one process...
-    status, headers, run = call(served.connection_to("0"), "POST", "/v1/runs", {"team": "stamper", "input": "go"})
+    status, headers, run = call(connection_to(served, "0"), "POST", "/v1/runs", {"team": "stamper", "input": "go"})
     assert status == 201 and run["id"].startswith("run_w0_") and headers["x-teamrun-worker"] == "0"
     # ...streams its events to a connection on the other one, approval request included
-    events_on_1 = served.connection_to("1")
+    events_on_1 = connection_to(served, "1")
     headers, seen = events_until(events_on_1, f"/v1/runs/{run['id']}/events", "approval_request")
     assert headers["x-teamrun-via"] == "1" and headers["x-teamrun-worker"] == "0"
     assert headers["x-teamrun-worker-pid"] == pids["0"]
     approval = seen[-1][1]["data"]
     # the approval, answered through the other process, reaches the run
     status, headers, answered = call(
-        served.connection_to("1"), "POST", f"/v1/runs/{run['id']}/approvals/{approval['id']}", {"approve": True}
+        connection_to(served, "1"), "POST", f"/v1/runs/{run['id']}/approvals/{approval['id']}", {"approve": True}
     )
     assert status == 200 and answered["status"] == "approved" and headers["x-teamrun-via"] == "1"
 
     def ended() -> tuple[dict[str, str], Any] | None:
-        _, headers, record = call(served.connection_to("1"), "GET", f"/v1/runs/{run['id']}")
+        _, headers, record = call(connection_to(served, "1"), "GET", f"/v1/runs/{run['id']}")
         return (headers, record) if record["status"] != "running" else None
 
     headers, record = wait_until(ended, "the approved run's end")
@@ -176,31 +141,32 @@ def test_a_run_is_reached_from_either_process_events_approvals_and_cancel(two_wo
     assert headers["x-teamrun-worker"] == "0" and headers["x-teamrun-via"] == "1"
 
     # a run on process 1, cancelled through process 0 while it waits for its approval
-    status, _, second = call(served.connection_to("1"), "POST", "/v1/runs", {"team": "stamper", "input": "go"})
+    status, _, second = call(connection_to(served, "1"), "POST", "/v1/runs", {"team": "stamper", "input": "go"})
     assert second["id"].startswith("run_w1_")
-    events_until(served.connection_to("1"), f"/v1/runs/{second['id']}/events", "approval_request")
-    status, headers, cancelled = call(served.connection_to("0"), "POST", f"/v1/runs/{second['id']}/cancel")
+    events_until(connection_to(served, "1"), f"/v1/runs/{second['id']}/events", "approval_request")
+    status, headers, cancelled = call(connection_to(served, "0"), "POST", f"/v1/runs/{second['id']}/cancel")
     assert cancelled["id"] == second["id"]
     assert status == 202 and headers["x-teamrun-worker"] == "1" and headers["x-teamrun-via"] == "0"
-    headers, seen = events_until(served.connection_to("0"), f"/v1/runs/{second['id']}/events", "result")
+    headers, seen = events_until(connection_to(served, "0"), f"/v1/runs/{second['id']}/events", "result")
     assert seen[-1][1]["status"] == "cancelled" and seen[-1][1]["cancel_reason"] == "cancelled by request"
     assert headers["x-teamrun-worker"] == "1"
 
 
-def test_an_unknown_run_is_404_from_its_named_worker_or_where_it_lands(two_workers: Served) -> None:
+def test_an_unknown_run_is_404_from_its_named_worker_or_where_it_lands(two_workers: Serving) -> None:
     status, headers, body = call(
-        served_connection := two_workers.connection_to("0"), "GET", "/v1/runs/run_w1_0123456789abcdef"
+        served_connection := connection_to(two_workers, "0"), "GET", "/v1/runs/run_w1_0123456789abcdef"
     )
     assert status == 404 and body["error"]["code"] == "run_not_found" and headers["x-teamrun-via"] == "0"
     served_connection.close()
-    status, headers, body = call(two_workers.connection_to("0"), "GET", "/v1/runs/run_w7_0123456789abcdef")
+    status, headers, body = call(connection_to(two_workers, "0"), "GET", "/v1/runs/run_w7_0123456789abcdef")
     assert status == 404 and headers["x-teamrun-worker"] == "0" and "x-teamrun-via" not in headers
 
 
-def test_sigterm_stops_every_worker_and_exits_0(two_workers: Served) -> None:
-    workers = psutil.Process(two_workers.process.pid).children()
-    code, err = two_workers.stop()
-    assert code == 0 and "2 worker processes" in err
+def test_sigterm_stops_every_worker_and_exits_0(tmp_path: Path) -> None:
+    with served(stamp_team(tmp_path), "--workers", "2") as server:
+        workers = psutil.Process(server.process.pid).children()
+        code = server.stop()
+    assert code == 0 and "2 worker processes" in server.stderr
     _gone, alive = psutil.wait_procs(workers, timeout=10)  # the workers, and multiprocessing's resource tracker
     assert alive == [] and len(workers) >= 2
 
@@ -211,25 +177,21 @@ def test_workers_with_mcp_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_an_idle_keep_alive_connection_is_still_served_after_6_seconds(tmp_path: Path) -> None:
-    served = Served(stamp_team(tmp_path))
-    try:
-        connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
-        connection.request("GET", "/healthz")
-        connection.getresponse().read()
+    with served(stamp_team(tmp_path)) as server:
+        kept = http.client.HTTPConnection("127.0.0.1", port(server), timeout=30)
+        kept.request("GET", "/healthz")
+        kept.getresponse().read()
         time.sleep(6)  # uvicorn closed idle connections after 5 s: a client reusing one then got a read error
-        connection.request("GET", "/healthz")
-        assert connection.getresponse().status == 200
-    finally:
-        served.stop()
+        kept.request("GET", "/healthz")
+        assert kept.getresponse().status == 200
 
 
 def test_a_thread_continues_on_the_other_process_through_the_store(tmp_path: Path) -> None:
-    served = Served(REPO / "teams" / "research-report.yaml", "--workers", "2", "--store", str(tmp_path / "t.db"))
-    try:
+    with served(REPO / "teams" / "research-report.yaml", "--workers", "2", "--store", str(tmp_path / "t.db")) as server:
         answers = {}
         for worker, question in (("0", "Compare Rust and Go"), ("1", "Which one compiles faster?")):
             status, headers, reply = call(
-                served.connection_to(worker),
+                connection_to(server, worker),
                 "POST",
                 "/v1/chat/completions",
                 {"model": "research-report", "messages": [{"role": "user", "content": question}], "user": "conv-1"},
@@ -238,22 +200,21 @@ def test_a_thread_continues_on_the_other_process_through_the_store(tmp_path: Pat
             answers[worker] = reply["choices"][0]["message"]["content"]
         assert "Earlier in this conversation" not in answers["0"]
         assert "Earlier in this conversation (1 turn(s)); it began with: Compare Rust and Go" in answers["1"]
-    finally:
-        code, _err = served.stop()
+        code = server.stop()
     assert code == 0
 
 
 def test_workers_of_a_killed_server_stop_and_free_its_port(tmp_path: Path) -> None:
     """A SIGKILLed (or crashed) server cannot stop its workers: they see it gone and stop themselves, so the port
     is free for the next server."""
-    served = Served(stamp_team(tmp_path), "--workers", "2")
-    children = psutil.Process(served.process.pid).children()  # the workers, and multiprocessing's resource tracker
-    assert len(children) >= 2
-    served.process.kill()
-    served.process.communicate(timeout=60)
+    with served(stamp_team(tmp_path), "--workers", "2") as server:
+        children = psutil.Process(server.process.pid).children()  # the workers, and multiprocessing's resource tracker
+        assert len(children) >= 2
+        server.process.kill()
+        server.process.communicate(timeout=60)
     _gone, alive = psutil.wait_procs(children, timeout=120)  # each looks every second, then stops gracefully
     assert alive == [], [(p.pid, p.cmdline()) for p in alive]
     with socket.socket() as sock:  # nobody listens on the port any more
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", served.port))
+        sock.bind(("127.0.0.1", port(server)))
         sock.listen()

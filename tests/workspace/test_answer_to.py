@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
+from typing import Any
 
 from teamrun.engine.durability.journal import MemoryJournal, RunJournal
 from teamrun.engine.result import RunResult
@@ -13,6 +15,8 @@ from teamrun.engine.team import load_team
 from teamrun.events import Event
 from teamrun.store.records import JournaledRun
 from teamrun.testing.scripted import ScriptedModel, delegate, tool_call
+from tests.cli_processes import child_env, killed_run, resume
+from tests.fakeserver import FakeOpenAI, Reply, text, tool_calls
 
 TEAM = """\
 version: 1
@@ -100,3 +104,89 @@ def test_a_structured_list_answer_appends_its_items(tmp_path: Path) -> None:
     result, _ = _run(path, model, RunJournal(MemoryJournal(), record))
     assert result.status == "done", result.error
     assert result.workspace["entries"]["findings"]["value"] == ["Rust is fast.", "Rust is safe."]  # type: ignore[index]
+
+
+KILLED_TEAM = """\
+version: 1
+name: answers
+supervisor: lead
+defaults: {{api_base: '{url}', api_key_env: TEAMRUN_TEST_KEY, num_retries: 0, request_timeout_s: 900}}
+workspace:
+  entries:
+    findings:
+      schema: {{type: array, items: {{type: string}}}}
+      merge: append
+      read: [writer]
+agents:
+  lead:
+    model: openai/lead
+    delegates_to: [researcher, writer]
+  researcher:
+    model: openai/researcher
+    description: Researches one subject.
+    answer_to: findings
+  writer:
+    model: openai/writer
+    description: Writes the report.
+"""
+
+
+def _journaled_writes(store_url: str) -> int:
+    """The run's journaled workspace writes (0 while the store is not created yet)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(store_url)
+    try:
+        with engine.connect() as conn:
+            query = "SELECT count(*) FROM journal WHERE kind = 'workspace_write'"
+            return int(conn.execute(sa.text(query)).scalar_one())
+    except sa.exc.OperationalError:
+        return 0
+    finally:
+        engine.dispose()
+
+
+def test_a_declared_answer_is_written_once_across_a_kill_and_teamrun_resume(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """SIGKILL once the researcher's answer is in the entry (journaled) and the writer's call hangs; `teamrun
+    resume` goes on from the journal: the researcher is not asked again, the entry holds the answer once, at
+    version 1, and the lead reads the same receipt — no version handed out again."""
+    hanging = threading.Event()
+
+    def lead(request: dict[str, Any]) -> Reply:
+        results = sum(1 for m in request["messages"] if m["role"] == "tool")
+        if results == 0:
+            return tool_calls(("ask_researcher", {"task": "Rust"}))
+        if results == 1:
+            return tool_calls(("ask_writer", {"task": "Write the report from the findings."}))
+        return text("The report is written.")
+
+    fake_openai.handler("lead", lead)
+    fake_openai.handler("researcher", lambda _request: text("Rust is fast and safe."))
+    fake_openai.handler("writer", lambda _request: text("Report: Rust.", delay=600.0 if hanging.is_set() else None))
+    team = tmp_path / "team.yaml"
+    team.write_text(KILLED_TEAM.format(url=fake_openai.url), encoding="utf-8")
+    store_url = f"sqlite:///{tmp_path / 'teamrun.db'}"
+    env = child_env(TEAMRUN_TEST_KEY="sk-test")
+
+    hanging.set()
+
+    def ready() -> bool:
+        hung = any(r.model == "writer" and r.end == 0.0 for r in fake_openai.requests())
+        return hung and _journaled_writes(store_url) == 1
+
+    run = killed_run(team, store_url, ready, where=lambda: [r.model for r in fake_openai.requests()], env=env)
+    hanging.clear()
+    resumed = resume(run["run_id"], store_url, env=env)
+
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "done" and result["final_text"] == "The report is written."
+    findings = result["workspace"]["entries"]["findings"]
+    assert findings["value"] == ["Rust is fast and safe."] and findings["version"] == 1
+    assert result["workspace"]["version"] == 1
+    assert [r.model for r in fake_openai.requests()].count("researcher") == 1  # asked once, before the kill
+    assert _journaled_writes(store_url) == 1  # the resume wrote nothing again
+    receipts = [str(m["content"]) for m in fake_openai.requests("lead")[-1].request["messages"] if m["role"] == "tool"]
+    assert "'findings' (version 1)" in receipts[0] and "Rust is fast" not in receipts[0]

@@ -130,6 +130,7 @@ def eval_(
     api_base: str | None = None,
 ) -> int:
     from teamrun.config.loader import load_config
+    from teamrun.engine.remote.cards import with_remote_tokens
     from teamrun.evals.cases import load_cases
     from teamrun.evals.engines import Engine
     from teamrun.evals.evaluate import compare_with_baseline, evaluate
@@ -145,7 +146,7 @@ def eval_(
     if engine != "ray" and ray_address is not None:
         raise UsageError("--ray-address needs --engine ray")
     check_api_base(api_base)
-    loaded = load_config(team_file)
+    loaded = with_remote_tokens(load_config(team_file))  # the traces and a recording mask the bearer tokens too
     cases = load_cases(cases_file)
     previous = _read_baseline(baseline) if baseline is not None else None
     runner: Engine

@@ -97,7 +97,7 @@ def load_checked_config(team_file: str, given_vars: dict[str, str], *, strict: b
     from teamrun.errors import ConfigError
 
     loaded = load_config(team_file, given_vars=given_vars)
-    add_log_secrets(loaded.secrets)
+    add_log_secrets(loaded.secrets | _remote_tokens(loaded.config))
     if strict and loaded.warnings:
         raise ConfigError([Diagnostic(d.file, d.line, d.column, d.message, "error", d.rule) for d in loaded.warnings])
     for warning in loaded.warnings:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -155,8 +156,42 @@ def check_paths(
                 from teamrun.engine.remote.cards import check_cards
                 from teamrun.tools.mcp.check import check_mcp_servers
 
-                results[-1].add([*check_mcp_servers(results[-1]), *check_cards(results[-1])])
+                result = results[-1]
+                result.add([*check_mcp_servers(result), *check_cards(result), *check_fallback_keys(result)])
     return results
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An environment variable name (the schema's pattern for ``api_key_env``, which reports any other value)."""
+
+
+def check_fallback_keys(result: CheckResult, environ: Mapping[str, str] | None = None) -> list[Diagnostic]:
+    """``--import-check``: each fallback entry's key variable (``api_key_env``, in ``defaults.fallbacks`` and
+    each agent's ``fallbacks``) is set, and not empty, in this environment: a fallback whose key is unset fails
+    only when the models before it have failed, the worst moment to find out. A value that is no variable name
+    is the schema's error, not said again. Read here, above the config layer, which reads no key variable."""
+    from teamrun.config.checks.raw import mapping, sequence
+    from teamrun.config.diagnostics import JsonPath, dotted
+
+    env = os.environ if environ is None else environ
+    data = mapping(result.data)
+    lists: list[tuple[JsonPath, dict[str, Any]]] = [
+        (("defaults",), mapping(data.get("defaults"))),
+        *((("agents", name), mapping(spec)) for name, spec in mapping(data.get("agents")).items()),
+    ]
+    found: list[Diagnostic] = []
+    for at, spec in lists:
+        for index, entry in enumerate(sequence(spec.get("fallbacks"))):
+            name = mapping(entry).get("api_key_env")
+            if isinstance(name, str) and _ENV_NAME.fullmatch(name) and not env.get(name):
+                path: JsonPath = (*at, "fallbacks", index, "api_key_env")
+                mark = result.source_map.value(path)
+                message = (
+                    f"{dotted(path)}: the variable {name} is not set (or empty) here; this fallback would fail "
+                    "when it is needed: export it with the API key"
+                )
+                found.append(Diagnostic(result.file, mark.line, mark.column, message, "error", "fallbacks"))
+    return found
 
 
 def _check_one(shown: str, *, import_check: bool) -> CheckResult:

@@ -3,7 +3,10 @@
 ``$${`` writes a literal ``${``. A reference to an unset variable without a
 default is an error (reported with the value's location). Values of variables
 whose names look secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``)
-are remembered so logs and traces can redact them.
+are remembered so logs and traces can redact them. The :class:`Interpolator`'s
+environment is the config layer's one view of the process environment (the
+loader hands it ``os.environ``); an ``a2a:`` agent's bearer token is read by the
+engine (``teamrun.engine.remote.cards.with_remote_tokens``), not here.
 """
 
 from __future__ import annotations

@@ -55,6 +55,8 @@ class LoadedConfig:
     config: TeamConfig
     path: Path
     secrets: frozenset[str]
+    """The secret values the file's ``${VAR}`` references inserted; a :class:`~teamrun.engine.team.Team` adds its
+    remote agents' bearer tokens (``teamrun.engine.remote.cards.with_remote_tokens``: config reads no token)."""
     warnings: tuple[Diagnostic, ...] = ()
 
     @property
@@ -145,21 +147,4 @@ def load_config(
         raise ConfigError(result.errors)
     config = TeamConfig.model_validate(result.data)
     warnings = tuple(d for d in result.diagnostics if d.severity == "warning")
-    return LoadedConfig(
-        config, Path(path).resolve(), frozenset(result.secrets | _bearer_tokens(config, environ)), warnings
-    )
-
-
-def _bearer_tokens(config: TeamConfig, environ: Mapping[str, str] | None) -> set[str]:
-    """The bearer tokens of the team's ``a2a:`` agents: secrets of the run like the file's, whatever their
-    variables are called (declared so: the store keeps them as ``***${NAME}***``, as a secret-named one's)."""
-    from teamrun.secrets import declare_secret_variable
-
-    env = os.environ if environ is None else environ
-    tokens: set[str] = set()
-    for agent in config.agents.values():
-        if agent.a2a is not None and agent.a2a.auth is not None:
-            declare_secret_variable(agent.a2a.auth.bearer_env, env)
-            if token := env.get(agent.a2a.auth.bearer_env, "").strip():
-                tokens.add(token)
-    return tokens
+    return LoadedConfig(config, Path(path).resolve(), frozenset(result.secrets), warnings)

@@ -52,7 +52,7 @@ def missing_program(command: list[str], *, env: Mapping[str, str] | None = None,
         if path.is_file() and os.access(path, os.X_OK):
             return None
         return f"the program {program!r} does not exist or is not executable; {install_hint(program)}"
-    search = (env or {}).get("PATH", os.environ.get("PATH", os.defpath))
-    if shutil.which(program, path=search) is not None:
+    # the entry's own PATH, else (None) the one shutil.which looks on, as the started server would
+    if shutil.which(program, path=(env or {}).get("PATH")) is not None:
         return None
     return f"the program {program!r} is not installed (not found on PATH); {install_hint(program)}"

@@ -72,6 +72,10 @@ class Team:
         wrap_model: Callable[[ChatModel], ChatModel] | None = None,
         store: Store | str | os.PathLike[str] | None = None,
     ) -> None:
+        if any(agent.a2a is not None for agent in loaded.config.agents.values()):
+            from teamrun.engine.remote.cards import with_remote_tokens
+
+            loaded = with_remote_tokens(loaded)  # its remote agents' bearer tokens are secrets of its runs
         self.loaded = loaded
         self._store_location = store
         """Where threads are kept: a :class:`~teamrun.store.Store`, a file path or URL, or ``None`` (the default)."""

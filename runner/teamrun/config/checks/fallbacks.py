@@ -10,10 +10,10 @@ own, else ``defaults.fallbacks``). The list is checked where it is written:
 - an empty list falls back to nothing — except an agent's ``fallbacks: []`` under a ``defaults.fallbacks``, which
   turns that list off for the agent;
 - ``fallback_on`` where no list applies does nothing (a warning; ``defaults.fallback_on`` applies to an agent's
-  own list);
-- with ``--import-check``, each entry's ``api_key_env`` is set in the environment (a fallback whose key is unset
-  fails only when the models before it have failed: the worst moment to find out); a value that is no variable
-  name is the schema's error, not said again.
+  own list).
+
+Whether each entry's ``api_key_env`` is set is ``validate --import-check``'s, from the CLI
+(``teamrun.cli.validate_cmd``): the config layer reads no key variable.
 
 The config layer imports no LiteLLM: :data:`LITELLM_PROVIDERS` is its provider list, kept in step with the
 installed LiteLLM by a test.
@@ -21,7 +21,6 @@ installed LiteLLM by a test.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +30,7 @@ from teamrun.config.diagnostics import Diagnostic, JsonPath, did_you_mean, dotte
 if TYPE_CHECKING:
     from teamrun.config.checks.context import CheckContext
 
-__all__ = ["LITELLM_PROVIDERS", "fallback_checks", "fallback_key_checks"]
+__all__ = ["LITELLM_PROVIDERS", "fallback_checks"]
 
 LITELLM_PROVIDERS = frozenset(
     {
@@ -230,10 +229,6 @@ LITELLM_PROVIDERS = frozenset(
 """The provider prefixes LiteLLM knows (``litellm.provider_list``), besides teamrun's own ``offline``."""
 
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-"""An environment variable name (the schema's pattern for ``api_key_env``, which reports any other value)."""
-
-
 def fallback_checks(c: CheckContext) -> Iterator[Diagnostic]:
     """``defaults``' list, then each agent's."""
     defaults = mapping(c.data.get("defaults"))
@@ -317,25 +312,6 @@ def _twice(model: str, base: str, first: str) -> str:
         f"{model}{where} is already in this model's fallback list ({first}): it would be asked twice for the "
         f"same failure; {fix}"
     )
-
-
-def fallback_key_checks(c: CheckContext) -> Iterator[Diagnostic]:
-    """``--import-check``: each fallback entry's key variable is set (and not empty) in this environment."""
-    import os
-
-    lists: list[JsonPath] = [("defaults",), *(("agents", agent) for agent in c.agents)]
-    for at in lists:
-        spec = mapping(c.data.get("defaults")) if at == ("defaults",) else c.agents[str(at[1])]
-        for index, entry in enumerate(sequence(spec.get("fallbacks"))):
-            name = mapping(entry).get("api_key_env")
-            if isinstance(name, str) and _ENV_NAME.fullmatch(name) and not os.environ.get(name):
-                path: JsonPath = (*at, "fallbacks", index, "api_key_env")
-                yield c.error(
-                    path,
-                    f"{dotted(path)}: the variable {name} is not set (or empty) here; this fallback would fail "
-                    "when it is needed: export it with the API key",
-                    "fallbacks",
-                )
 
 
 def _first(spec: dict[str, Any], defaults: dict[str, Any] | None) -> tuple[str, str]:

@@ -17,8 +17,8 @@ Each concern is one module whose checks are generators of located diagnostics ov
 - ``workspace``: workspace entries; ``peers``: peers and boards
 - ``remote``: remote (``a2a:``) agents
 - ``memory``: long-term memory (who recalls, searches and saves; the embedding)
-- ``imports``: ``--import-check``'s imports of user code (and ``fallbacks``' key variables; MCP servers and
-  agent cards are checked by the CLI, above the config layer)
+- ``imports``: ``--import-check``'s imports of user code (MCP servers, agent cards and fallbacks' key variables
+  are checked by the CLI, above the config layer)
 - ``templates``: templates and conditions (called by the checks above), then ``--var`` names
 - ``sub_schemas``: the JSON Schemas inside a team file (called by the checks above)
 """
@@ -32,7 +32,7 @@ from teamrun.config.checks.acceptance import acceptance_checks
 from teamrun.config.checks.agents import agent_checks
 from teamrun.config.checks.budgets import budget_checks
 from teamrun.config.checks.context import CheckContext
-from teamrun.config.checks.fallbacks import fallback_checks, fallback_key_checks
+from teamrun.config.checks.fallbacks import fallback_checks
 from teamrun.config.checks.imports import import_checks
 from teamrun.config.checks.mcp import mcp_checks
 from teamrun.config.checks.memory import memory_checks
@@ -76,6 +76,5 @@ def check_semantics(
     ]
     if import_check:
         found.extend(import_checks(c))
-        found.extend(fallback_key_checks(c))
     found.extend(given_vars_checks(c, given_vars))  # after the templates: they fill vars_read
     return found

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -23,7 +24,7 @@ from teamrun.extras import install_hint
 if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import AgentCard
 
-    from teamrun.config.loader import CheckResult
+    from teamrun.config.loader import CheckResult, LoadedConfig
 
 __all__ = [
     "DEFAULT_REMOTE_TIMEOUT_S",
@@ -41,6 +42,7 @@ __all__ = [
     "plain_text",
     "remote_tokens",
     "require_a2a",
+    "with_remote_tokens",
 ]
 
 DEFAULT_REMOTE_TIMEOUT_S = 60.0
@@ -255,15 +257,26 @@ async def describe_remote_agents(config: TeamConfig, cards: CardCache | None = N
 
 
 def remote_tokens(config: TeamConfig) -> set[str]:
-    """The bearer tokens of the run's remote agents that are set (masked in everything the run writes)."""
-    import os
+    """The bearer tokens of the run's remote agents that are set: secrets of the run like the file's, whatever
+    their variables are called (each variable declared so: the store keeps it as ``***${NAME}***``, as a
+    secret-named one's). Read here, by the engine: the config layer reads no token."""
+    from teamrun.secrets import declare_secret_variable
 
-    return {
-        token
-        for agent in config.agents.values()
-        if agent.a2a is not None and agent.a2a.auth is not None
-        if (token := os.environ.get(agent.a2a.auth.bearer_env, "").strip())
-    }
+    tokens: set[str] = set()
+    for agent in config.agents.values():
+        if agent.a2a is not None and agent.a2a.auth is not None:
+            declare_secret_variable(agent.a2a.auth.bearer_env)
+            if token := os.environ.get(agent.a2a.auth.bearer_env, "").strip():
+                tokens.add(token)
+    return tokens
+
+
+def with_remote_tokens(loaded: LoadedConfig) -> LoadedConfig:
+    """``loaded`` with its remote agents' bearer tokens among its secrets (masked in everything the run writes:
+    events, traces, journals, run records, logs, stdout); ``loaded`` itself when it has no ``a2a:`` agent."""
+    if not any(agent.a2a is not None for agent in loaded.config.agents.values()):
+        return loaded
+    return replace(loaded, secrets=loaded.secrets | remote_tokens(loaded.config))
 
 
 def check_cards(result: CheckResult) -> list[Diagnostic]:

@@ -99,7 +99,9 @@ class WorkerSpec:
     ) -> WorkerSpec:
         seen = _ReferencedEnviron(os.environ)
         load_config(loaded.path, environ=seen)  # again, noting which variables the file reads
-        environ = {name: os.environ[name] for name in (*seen.names, *_FORWARDED) if name in os.environ}
+        bearer = [a.a2a.auth.bearer_env for a in loaded.config.agents.values() if a.a2a and a.a2a.auth]
+        names = (*seen.names, *bearer, *_FORWARDED)  # the remote agents' tokens are read by the engine, not the file
+        environ = {name: os.environ[name] for name in names if name in os.environ}
         return cls(
             str(loaded.path),
             environ,
