@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import sys
@@ -12,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from tests.cli_processes import Serving
 from tests.serve.test_approvals import STAMP
-from tests.serve.test_workers import ENV, Served, call, events_until
+from tests.serve.test_workers import call, connection_to, events_until, served
+from tests.serve.test_workers import connection as connect_to
 from tests.waiting import wait_until
 
 SECRET = "ws-very-secret-value-0042"
@@ -71,24 +74,20 @@ def plain_team(directory: Path) -> Path:
 
 
 @pytest.fixture
-def secret_env() -> Iterator[None]:
+def secret_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """The served processes' environment holds the secret the team file interpolates."""
-    ENV["WS_API_KEY"] = SECRET
-    yield
-    ENV.pop("WS_API_KEY", None)
+    monkeypatch.setenv("WS_API_KEY", SECRET)
 
 
-def served(tmp_path: Path, *more: str, approval: bool = False) -> Served:
-    return Served(workspace_team(tmp_path, approval=approval), str(plain_team(tmp_path)), *more)
+def served_teams(tmp_path: Path, *more: str, approval: bool = False) -> contextlib.AbstractContextManager[Serving]:
+    """``teamrun serve`` on the workspace team and a plain one (the shared helper: ready, killed on the way out)."""
+    return served(workspace_team(tmp_path, approval=approval), str(plain_team(tmp_path)), *more)
 
 
 @pytest.fixture
-def two_workers(tmp_path: Path, secret_env: None) -> Iterator[Served]:
-    server = served(tmp_path, "--workers", "2")
-    try:
+def two_workers(tmp_path: Path, secret_env: None) -> Iterator[Serving]:
+    with served_teams(tmp_path, "--workers", "2") as server:
         yield server
-    finally:
-        server.stop()
 
 
 def finished(connection: http.client.HTTPConnection, run_id: str) -> dict[str, Any]:
@@ -100,8 +99,8 @@ def finished(connection: http.client.HTTPConnection, run_id: str) -> dict[str, A
     return wait_until(ended, f"run {run_id} finished")
 
 
-def test_the_workspace_of_a_run_is_answered_by_either_worker_masked(two_workers: Served) -> None:
-    owner, other = two_workers.connection_to("0"), two_workers.connection_to("1")
+def test_the_workspace_of_a_run_is_answered_by_either_worker_masked(two_workers: Serving) -> None:
+    owner, other = connection_to(two_workers, "0"), connection_to(two_workers, "1")
     status, _, created = call(owner, "POST", "/v1/runs", {"team": "ws-served", "input": "take notes"})
     assert status == 201, created
     run_id = created["id"]
@@ -159,8 +158,8 @@ def test_the_workspace_of_a_run_is_answered_by_either_worker_masked(two_workers:
         assert all("value_after" not in e["data"] for e in ws_events)
 
 
-def test_404s_say_which_and_why(two_workers: Served) -> None:
-    owner, other = two_workers.connection_to("0"), two_workers.connection_to("1")
+def test_404s_say_which_and_why(two_workers: Serving) -> None:
+    owner, other = connection_to(two_workers, "0"), connection_to(two_workers, "1")
     status, _, created = call(owner, "POST", "/v1/runs", {"team": "plain", "input": "hi"})
     assert status == 201
     finished(owner, created["id"])
@@ -179,9 +178,8 @@ def test_404s_say_which_and_why(two_workers: Served) -> None:
 
 
 def test_a_run_in_progress_answers_its_live_workspace(tmp_path: Path, secret_env: None) -> None:
-    server = served(tmp_path, "--workers", "2", approval=True)
-    try:
-        owner, other = server.connection_to("1"), server.connection_to("0")
+    with served_teams(tmp_path, "--workers", "2", approval=True) as server:
+        owner, other = connection_to(server, "1"), connection_to(server, "0")
         status, _, created = call(owner, "POST", "/v1/runs", {"team": "ws-served", "input": "stamp and note"})
         assert status == 201, created
         run_id = created["id"]
@@ -211,14 +209,11 @@ def test_a_run_in_progress_answers_its_live_workspace(tmp_path: Path, secret_env
         assert final["writes"][: len(live["writes"])] == live["writes"]  # writes only ever add up
         assert final["entries"]["count"]["value"] == record["result"]["workspace"]["entries"]["count"]["value"]
         assert SECRET not in json.dumps([live, final])
-    finally:
-        server.stop()
 
 
 def test_with_trace_content_the_writes_and_events_carry_values_masked(tmp_path: Path, secret_env: None) -> None:
-    server = served(tmp_path, "--trace-content")
-    try:
-        connection = server.connection()[0]
+    with served_teams(tmp_path, "--trace-content") as server:
+        connection = connect_to(server)[0]
         status, _, created = call(connection, "POST", "/v1/runs", {"team": "ws-served", "input": "take notes"})
         run_id = created["id"]
         finished(connection, run_id)
@@ -231,8 +226,6 @@ def test_with_trace_content_the_writes_and_events_carry_values_masked(tmp_path: 
         values = [d["data"]["value_after"] for name, d in events if name == "workspace_write"]
         assert values and [v[0] for v in values if isinstance(v, list)] == ["***"]
         assert SECRET not in json.dumps([answer, events])
-    finally:
-        server.stop()
 
 
 def test_a_served_thread_turn_starts_from_the_workspace_its_last_turn_ended_with(
@@ -240,9 +233,8 @@ def test_a_served_thread_turn_starts_from_the_workspace_its_last_turn_ended_with
 ) -> None:
     team = workspace_team(tmp_path)
     team.write_text(team.read_text(encoding="utf-8").replace("workspace:\n", "workspace:\n  persist: thread\n"))
-    server = Served(team, "--store", str(tmp_path / "teamrun.db"))
-    try:
-        connection = server.connection()[0]
+    with served(team, "--store", str(tmp_path / "teamrun.db")) as server:
+        connection = connect_to(server)[0]
         answers = []
         for turn in ("first", "second"):
             status, _, created = call(
@@ -264,5 +256,3 @@ def test_a_served_thread_turn_starts_from_the_workspace_its_last_turn_ended_with
         status, _, later = call(connection, "GET", f"/v1/runs/{second['run_id']}/workspace?since={first['version']}")
         assert later["writes"] == second["writes"]
         assert SECRET not in json.dumps(answers)
-    finally:
-        server.stop()
