@@ -1,16 +1,19 @@
 """The circuit breaker's rule on a stepped clock (issue 45.1): closed, open for the cool-down, one half-open
-probe; only the model's health counts (a context too long for it is the request's problem)."""
+probe; only the model's health counts (a context too long for it is the request's problem). A resumed run's
+breakers hold open what its journal saw fail, for the rest of the cool-down (issue 45, the resume done-when)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from teamrun.errors import ModelError
 from teamrun.llm.adapter import ProviderError
 from teamrun.llm.breaker import BreakerRegistry
-from teamrun.llm.fallbacks import complete_in_order
+from teamrun.llm.cassette import reply_from_dict, reply_to_dict
+from teamrun.llm.fallbacks import complete_in_order, hold_open_from_journal
 from teamrun.llm.types import ModelReply, ModelSettings
 
 
@@ -95,3 +98,78 @@ def test_a_model_error_that_is_not_the_providers_ends_the_list_with_its_own_erro
 
     with pytest.raises(ModelError, match=r"^the simulator refused$"):
         asyncio.run(complete_in_order(ask, settings, BreakerRegistry()))
+
+
+def _journaled(reply: ModelReply) -> ModelReply:
+    """``reply`` as a resumed run reads it back from its journal."""
+    return reply_from_dict(json.loads(json.dumps(reply_to_dict(reply))))
+
+
+def test_a_journaled_failure_holds_a_new_processes_breaker_open_for_the_rest_of_its_cool_down_then_one_probe() -> None:
+    settings = ModelSettings(model="openai/a", api_base="http://a/v1", fallbacks=(ModelSettings(model="openai/b"),))
+    asked: list[str] = []
+
+    async def a_fails(one: ModelSettings) -> ModelReply:
+        asked.append(one.model)
+        if one.model == "openai/a":
+            raise _failing("server_error", 500)
+        return ModelReply(text=f"from {one.model}")
+
+    async def both_answer(one: ModelSettings) -> ModelReply:
+        asked.append(one.model)
+        return ModelReply(text=f"from {one.model}")
+
+    before = _journaled(asyncio.run(complete_in_order(a_fails, settings, BreakerRegistry(clock=Clock()))))
+    (unwell,) = before.unwell
+    assert (unwell.model, unwell.api_base, unwell.open_s) == ("openai/a", "http://a/v1", 30.0)
+
+    clock = Clock()
+    fresh = BreakerRegistry(clock=clock)  # a new process: its breakers know nothing of the earlier attempt
+    held = hold_open_from_journal([before], fresh, now=unwell.at + 10.0)
+    asked.clear()
+    during = asyncio.run(complete_in_order(both_answer, settings, fresh))
+    clock.now = 20.0
+    probe = asyncio.run(complete_in_order(both_answer, settings, fresh))
+
+    assert [(u.model, left) for u, left in held] == [("openai/a", 20.0)]
+    assert during.answered_by == "openai/b"
+    assert during.fallback == (
+        "openai/b after openai/a skipped: circuit open: it failed in this run's journaled attempt "
+        "(20s of its cool-down left)"
+    )
+    assert during.unwell[0].open_s == 20.0  # journaled again: a later resume holds it to the same end
+    assert probe.answered_by == "openai/a" and probe.fallback is None and probe.unwell == ()
+    assert asked == ["openai/b", "openai/a"]
+    assert fresh.of("openai/a", "http://a/v1").admit() is None  # closed by the probe's answer
+
+
+def test_the_journal_holds_nothing_open_that_answered_since_is_past_its_cool_down_or_was_the_requests_fault() -> None:
+    settings = ModelSettings(model="openai/a", fallbacks=(ModelSettings(model="openai/b"),))
+
+    async def a_fails(one: ModelSettings) -> ModelReply:
+        if one.model == "openai/a":
+            raise _failing("server_error", 500)
+        return ModelReply(text="from b")
+
+    async def a_too_long(one: ModelSettings) -> ModelReply:
+        if one.model == "openai/a":
+            raise _failing("context_window", 400)
+        return ModelReply(text="from b")
+
+    failed = _journaled(asyncio.run(complete_in_order(a_fails, settings, BreakerRegistry(clock=Clock()))))
+    at = failed.unwell[0].at
+    answered_later = ModelReply(text="from a", answered_by="openai/a")
+    too_long = _journaled(asyncio.run(complete_in_order(a_too_long, settings, BreakerRegistry(clock=Clock()))))
+
+    assert hold_open_from_journal([failed, answered_later], BreakerRegistry(clock=Clock()), now=at) == []
+    assert hold_open_from_journal([failed], BreakerRegistry(clock=Clock()), now=at + 30.0) == []
+    assert too_long.fallback is not None and too_long.unwell == ()
+    assert hold_open_from_journal([too_long], BreakerRegistry(clock=Clock()), now=at) == []
+    clock = Clock()
+    seen = BreakerRegistry(clock=clock)  # a process that saw the model answer after the journaled failure
+    clock.now = 100.0
+    seen.of("openai/a", None).succeeded()
+    clock.now = 105.0
+    assert hold_open_from_journal([failed], seen, now=at + 10.0) == []
+    assert seen.of("openai/a", None).admit() is None
+    assert hold_open_from_journal([failed], BreakerRegistry(clock=Clock()), now=at + 10.0) != []  # the same, unseen

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -422,3 +423,93 @@ def test_a_secret_the_providers_echo_in_their_errors_is_masked_in_the_result(
 
     assert result.status == "failed" and result.error is not None
     assert "bad token=***" in result.error and secret not in json.dumps(result.as_dict())
+
+
+def _who(request: dict[str, object]) -> str:
+    """Which agent of :func:`supervisor_team` sent ``request``, and at which of its calls (``lead 1``...)."""
+    messages = cast(list[dict[str, object]], request["messages"])
+    agent = "lead" if "Lead." in str(messages[0]["content"]) else "writer"
+    return f"{agent} {sum(1 for m in messages if m['role'] == 'assistant') + 1}"
+
+
+def _answer(request: dict[str, object]) -> Reply:
+    """The same answers from either provider: a resumed run gets what the first attempt would have."""
+    match _who(request):
+        case "lead 1":
+            return tool_calls(("ask_writer", {"task": "a haiku"}))
+        case "writer 1":
+            return text("an old pond")
+        case _:
+            return text("the writer wrote: an old pond")
+
+
+@pytest.mark.parametrize("failure", ["server_error", "context_window"])
+def test_a_resumed_run_skips_the_model_its_journal_saw_fail_for_the_rest_of_its_cool_down_then_probes_it(
+    tmp_path: Path,
+    fake_openai: FakeOpenAI,
+    second: FakeOpenAI,
+    clock: Clock,
+    monkeypatch: pytest.MonkeyPatch,
+    failure: str,
+) -> None:
+    """docs/models.md, "Resume and replay": the first attempt's lead call fell back (the first model failed) and was
+    journaled; the attempt stopped in the writer's call. The resumed run, in a process whose breakers know nothing
+    (a fresh registry), asks the fallback while the journaled failure's cool-down lasts, and the first model again
+    (one probe) after it. A context too long for the first model says nothing of its health: nothing is skipped."""
+    from teamrun.engine.durability.resume import open_resume
+    from teamrun.llm.breaker import DEFAULT_COOL_DOWN_S
+    from teamrun.store.journal import StoreJournal
+
+    refusal = FAILURES[failure][0]
+    healthy, resumed = threading.Event(), threading.Event()
+    fake_openai.handler("primary", lambda request: _answer(request) if healthy.is_set() else refusal)
+
+    def backup(request: dict[str, object]) -> Reply:
+        if _who(request) != "writer 1":
+            return _answer(request)
+        if not resumed.is_set():  # the first attempt stops here (cancelled while the call is out)
+            loop.call_soon_threadsafe(stop.set)
+            return text("never answered", delay=60)
+        clock.now += DEFAULT_COOL_DOWN_S  # the resumed run's next call comes after the cool-down
+        return _answer(request)
+
+    second.handler("backup", backup)
+    team = teamrun.load_team(supervisor_team(tmp_path, fake_openai, second), store=tmp_path / "runs.db")
+
+    async def first_attempt() -> teamrun.RunResult:
+        nonlocal loop, stop
+        loop, stop = asyncio.get_running_loop(), asyncio.Event()
+        return await team.run("Write a haiku.", journal=True, cancel=stop)
+
+    loop: asyncio.AbstractEventLoop
+    stop: asyncio.Event
+    stopped = asyncio.run(first_attempt())
+    assert stopped.status == "cancelled", stopped.error
+    assert [_who(r.request) for r in fake_openai.requests()] == ["lead 1", "writer 1"]
+    assert [_who(r.request) for r in second.requests()] == ["lead 1", "writer 1"]
+
+    monkeypatch.setattr(breaker, "_process_breakers", BreakerRegistry(clock=clock))  # a new process's breakers
+    healthy.set()  # the first provider answers again: only the journal says it failed
+    resumed.set()
+    events: list[Event] = []
+    again = teamrun.load_team(team.loaded.path, store=tmp_path / "runs.db").run_sync(
+        "Write a haiku.", journal=open_resume(StoreJournal(team.store), stopped.run_id), subscribers=[events.append]
+    )
+
+    assert again.status == "done", again.error
+    assert again.final_text == "the writer wrote: an old pond"
+    asked_first = [_who(r.request) for r in fake_openai.requests()[2:]]
+    asked_second = [_who(r.request) for r in second.requests()[2:]]
+    ends = [e for e in events if isinstance(e, LlmEnd)]
+    if failure == "server_error":
+        # the lead's call is answered from the journal; the writer's goes to the fallback in the cool-down; after
+        # it the first model gets one probe, and answers
+        assert (asked_first, asked_second) == (["lead 2"], ["writer 1"])
+        assert [e.model for e in ends] == ["openai/backup", "openai/backup", "openai/primary"]
+        note = ends[1].fallback or ""
+        assert note.startswith(
+            "openai/backup after openai/primary skipped: circuit open: it failed in this run's journaled attempt ("
+        ), note
+        assert note.endswith("s of its cool-down left)"), note
+    else:
+        assert (asked_first, asked_second) == (["writer 1", "lead 2"], [])

@@ -20,6 +20,7 @@ import structlog
 from teamrun.config.loader import LoadedConfig, load_config
 from teamrun.config.models import Limits, TeamConfig
 from teamrun.defaults import API_BASE_ENV, api_base_problem, run_api_base, team_models
+from teamrun.engine.durability.resume import hold_open_failed_models
 from teamrun.engine.limits.ledger import BudgetLedger, RunCeiling
 from teamrun.engine.memory import memory_for_run
 from teamrun.engine.memory.calls import TurnIndex, embed_turn, index_turn
@@ -38,6 +39,7 @@ from teamrun.engine.workspace.state import WorkspaceState
 from teamrun.engine.workspace.writes import restore_from_journal
 from teamrun.errors import RunError, UsageError
 from teamrun.events import EventBus, Subscriber
+from teamrun.llm.breaker import process_breakers
 from teamrun.llm.router import ModelRouter
 from teamrun.llm.types import ChatModel, Message, current_scope
 from teamrun.store.memory import check_resource_id
@@ -326,6 +328,7 @@ class Team:
         frame = _supervisor_frame(config, bus, session.starts_with if session else None, ceiling)
         if journal is not None:
             await journal.open()
+            hold_open_failed_models(journal.replay, self._router.breakers if self._router else process_breakers())
         ctx.memory, memory_warnings = await memory_for_run(
             config.memory,
             lambda: self.store,

@@ -14,6 +14,10 @@ The rule, per model and endpoint:
 - **half-open** (the cool-down is over): one call goes out as a probe while the others still skip it; the
   probe's success closes the breaker, its failure opens it for another cool-down.
 
+A resumed run learns from its journal: a model that failed (or was skipped) in a journaled call is held open
+(:meth:`CircuitBreaker.hold_open`) for the rest of the cool-down counted from that call, unless this process saw it
+answer since (:func:`teamrun.llm.fallbacks.hold_open_from_journal`).
+
 The clock is injectable (``clock=``): tests step it instead of sleeping.
 """
 
@@ -54,6 +58,10 @@ class CircuitBreaker:
     """When it last opened (``None``: closed)."""
     probing: bool = False
     """A probe call is out (half-open)."""
+    answered_at: float | None = None
+    """When a call it admitted was last answered (``None``: never in this process)."""
+    why_open: str | None = None
+    """Why it is open when it was not its own failed calls (:meth:`hold_open`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def admit(self) -> str | None:
@@ -63,16 +71,42 @@ class CircuitBreaker:
                 return None
             left = self.opened_at + self.cool_down_s - self.clock()
             if left > 0:
-                return f"circuit open after {self.failures} failed calls ({left:.0f}s of its cool-down left)"
+                why = self.why_open or f"circuit open after {self.failures} failed calls"
+                return f"{why} ({left:.0f}s of its cool-down left)"
             if self.probing:
                 return "circuit half-open (a probe call is out)"
             self.probing = True
             return None
 
+    def left(self) -> float:
+        """Seconds of its cool-down left (0.0 when closed, or half-open)."""
+        with self._lock:
+            if self.opened_at is None:
+                return 0.0
+            return max(0.0, self.opened_at + self.cool_down_s - self.clock())
+
+    def hold_open(self, age_s: float, open_s: float, why: str) -> bool:
+        """A failure known from elsewhere (a resumed run's journal), ``age_s`` seconds ago and with ``open_s``
+        seconds of cool-down left then, holds it open for what is left of that now, ``why`` saying so in its
+        skips. Nothing changes when nothing is left, a probe is out, this process saw the model answer since the
+        failure, or it is already open at least as long. Whether it was held open."""
+        with self._lock:
+            now = self.clock()
+            left = open_s - max(0.0, age_s)
+            if left <= 0 or self.probing:
+                return False
+            if self.answered_at is not None and self.answered_at >= now - max(0.0, age_s):
+                return False
+            if self.opened_at is not None and self.opened_at + self.cool_down_s >= now + left:
+                return False
+            self.opened_at, self.why_open = now + left - self.cool_down_s, why
+            return True
+
     def succeeded(self) -> None:
         """The call it admitted was answered: closed again."""
         with self._lock:
-            self.failures, self.opened_at, self.probing = 0, None, False
+            self.failures, self.opened_at, self.probing, self.why_open = 0, None, False, None
+            self.answered_at = self.clock()
 
     def failed(self) -> None:
         """The call it admitted failed for a reason of the model's health: counted; opened when it is the
@@ -80,7 +114,7 @@ class CircuitBreaker:
         with self._lock:
             self.failures += 1
             if self.probing or self.failures >= self.failures_to_open:
-                self.opened_at = self.clock()
+                self.opened_at, self.why_open = self.clock(), None
             self.probing = False
 
     def released(self) -> None:

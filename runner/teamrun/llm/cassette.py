@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from teamrun.errors import ModelError, UsageError
 from teamrun.llm.types import (
@@ -39,6 +39,7 @@ from teamrun.llm.types import (
     ModelSettings,
     ToolCall,
     ToolSchema,
+    Unwell,
     Usage,
     current_scope,
 )
@@ -153,7 +154,8 @@ def fingerprint(
 # -- replies as data --------------------------------------------------------------------
 def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
     """The reply as JSON data (a journal entry, a cassette line); ``answered_by`` and ``fallback`` only when a
-    fallback list answered it, ``usage_known`` only when false, cached tokens only when some."""
+    fallback list answered it, ``unwell`` only when a model before the one that answered failed or was skipped for
+    its health, ``usage_known`` only when false, cached tokens only when some."""
     usage = {k: v for k, v in reply.usage.as_dict().items() if k != "total_tokens"}
     data: dict[str, Any] = {
         "text": reply.text,
@@ -169,6 +171,10 @@ def reply_to_dict(reply: ModelReply) -> dict[str, Any]:
         data["answered_by"] = reply.answered_by
     if reply.fallback:
         data["fallback"] = reply.fallback
+    if reply.unwell:
+        data["unwell"] = [
+            {"model": u.model, "api_base": u.api_base, "at": u.at, "open_s": u.open_s} for u in reply.unwell
+        ]
     return data
 
 
@@ -192,7 +198,23 @@ def reply_from_dict(data: Mapping[str, Any]) -> ModelReply:
         usage_known=data.get("usage_known") is not False,
         answered_by=str(data.get("answered_by") or ""),
         fallback=data.get("fallback") if isinstance(data.get("fallback"), str) else None,
+        unwell=_unwell(data.get("unwell")),
     )
+
+
+def _unwell(data: object) -> tuple[Unwell, ...]:
+    """A reply's ``unwell`` models as data; one that is not as written is left out (nothing to hold open)."""
+    if not isinstance(data, list):
+        return ()
+    found = []
+    for item in data:
+        if not isinstance(item, Mapping):
+            continue
+        model, api_base, at, open_s = (item.get(k) for k in ("model", "api_base", "at", "open_s"))
+        numbers = all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in (at, open_s))
+        if isinstance(model, str) and (api_base is None or isinstance(api_base, str)) and numbers:
+            found.append(Unwell(model, api_base, float(cast(float, at)), float(cast(float, open_s))))
+    return tuple(found)
 
 
 @dataclass

@@ -15,20 +15,34 @@ circuit breaker (:mod:`teamrun.llm.breaker`, shared by the whole process): an op
 without a request. The reply names the model that answered (:attr:`ModelReply.answered_by`) and, when it was not
 the first, why (:attr:`ModelReply.fallback`: ``"openai/b after openai/a failed: server error (HTTP 500)"``).
 When no model answers, :class:`AllModelsFailed` names each one and why — one error, no traceback.
+
+The reply also keeps the models before it that failed or were skipped for their health
+(:attr:`ModelReply.unwell`, with the time and the cool-down left): it is journaled, and a resumed run — in a
+process whose breakers know nothing of the earlier attempt — holds them open for the rest of that cool-down
+(:func:`hold_open_from_journal`), so its calls start where the journal says the run was answered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from teamrun.errors import ModelError
 from teamrun.llm.adapter import ProviderError
 from teamrun.llm.breaker import BreakerRegistry
-from teamrun.llm.types import ModelReply, ModelSettings
+from teamrun.llm.types import ModelReply, ModelSettings, Unwell
 
-__all__ = ["FALLBACK_REASONS", "AllModelsFailed", "FallbackReason", "complete_in_order", "fallback_reason"]
+__all__ = [
+    "FALLBACK_REASONS",
+    "JOURNALED_FAILURE",
+    "AllModelsFailed",
+    "FallbackReason",
+    "complete_in_order",
+    "fallback_reason",
+    "hold_open_from_journal",
+]
 
 FallbackReason = Literal[
     "server_error", "rate_limited", "timeout", "connection", "malformed", "not_found", "context_window"
@@ -49,6 +63,9 @@ _SAID: dict[str, str] = {
     "context_window": "context too long for it",
 }
 
+JOURNALED_FAILURE = "circuit open: it failed in this run's journaled attempt"
+"""Why a resumed run skips a model its journal saw fail (the skip adds the cool-down left)."""
+
 Ask = Callable[[ModelSettings], Awaitable[ModelReply]]
 """Asks one model of the list (settings without fallbacks) the request."""
 
@@ -62,6 +79,8 @@ class Failed:
     """Short: ``"server error (HTTP 500)"``, ``"skipped: circuit open ..."``."""
     error: ModelError | None = None
     """What it raised (``None``: skipped by its breaker)."""
+    open_s: float = 0.0
+    """Seconds of its breaker's cool-down left after this (0.0: it did not fail for its health)."""
 
     @property
     def said(self) -> str:
@@ -104,7 +123,7 @@ async def complete_in_order(ask: Ask, settings: ModelSettings, breakers: Breaker
         breaker = breakers.of(candidate.model, candidate.api_base)
         blocked = breaker.admit()
         if blocked is not None:
-            failed.append(Failed(candidate, f"skipped: {blocked}"))
+            failed.append(Failed(candidate, f"skipped: {blocked}", open_s=breaker.left()))
             continue
         try:
             reply = await ask(candidate)
@@ -114,7 +133,8 @@ async def complete_in_order(ask: Ask, settings: ModelSettings, breakers: Breaker
                 breaker.failed()
             else:  # the request's own problem (too long, rejected) or ours (no key): says nothing of its health
                 breaker.released()
-            failed.append(Failed(candidate, _why(exc, reason), exc))
+            open_s = breaker.cool_down_s if reason in _HEALTH else 0.0
+            failed.append(Failed(candidate, _why(exc, reason), exc, open_s))
             if reason in allowed:
                 continue
             break
@@ -122,7 +142,9 @@ async def complete_in_order(ask: Ask, settings: ModelSettings, breakers: Breaker
             breaker.released()
             raise
         breaker.succeeded()
-        return replace(reply, answered_by=candidate.model, fallback=_note(candidate, failed))
+        now = time.time()
+        unwell = tuple(Unwell(f.settings.model, f.settings.api_base, now, f.open_s) for f in failed if f.open_s > 0)
+        return replace(reply, answered_by=candidate.model, fallback=_note(candidate, failed), unwell=unwell)
     if len(failed) == 1 and failed[0].error is not None:
         raise failed[0].error
     raise AllModelsFailed(failed)
@@ -136,3 +158,26 @@ def _note(answered: ModelSettings, failed: list[Failed]) -> str | None:
         f"{f.settings.model} {f.why}" if f.error is None else f"{f.settings.model} failed: {f.why}" for f in failed
     )
     return f"{answered.model} after {before}"
+
+
+def hold_open_from_journal(
+    replies: Iterable[ModelReply], breakers: BreakerRegistry, *, now: float | None = None
+) -> list[tuple[Unwell, float]]:
+    """Hold open, in ``breakers``, each model that a resumed run's journal (its model ``replies``, in the order they
+    were written) last saw fail or be skipped for its health, for the rest of the cool-down counted from that call
+    (:meth:`~teamrun.llm.breaker.CircuitBreaker.hold_open`: not if this process saw it answer since). A model the
+    journal saw answer after that (the list's first again, after a probe) is not held. The models held open, each
+    with the seconds left (``now``: the time, seconds since the epoch; default: now)."""
+    latest: dict[tuple[str, str], Unwell] = {}
+    for reply in replies:
+        for key in [key for key in latest if key[0] == reply.answered_by]:  # it answered since: well again
+            del latest[key]
+        for unwell in reply.unwell:
+            latest[(unwell.model, (unwell.api_base or "").strip().rstrip("/"))] = unwell
+    now = time.time() if now is None else now
+    held: list[tuple[Unwell, float]] = []
+    for unwell in latest.values():
+        age_s = max(0.0, now - unwell.at)
+        if breakers.of(unwell.model, unwell.api_base).hold_open(age_s, unwell.open_s, JOURNALED_FAILURE):
+            held.append((unwell, unwell.open_s - age_s))
+    return held

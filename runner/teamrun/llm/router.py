@@ -52,6 +52,11 @@ class ModelRouter:
         self._lock = threading.Lock()
 
     @property
+    def breakers(self) -> BreakerRegistry:
+        """The circuit breakers its models with fallbacks go through (the process's unless it was given its own)."""
+        return self._breakers or process_breakers()
+
+    @property
     def uses_litellm(self) -> bool:
         """Whether the LiteLLM adapter has been built (and LiteLLM imported)."""
         return self._adapter is not None
@@ -107,7 +112,7 @@ class ModelRouter:
 
         if not settings.fallbacks:
             return await ask(settings)
-        return await complete_in_order(ask, settings, self._breakers or process_breakers())
+        return await complete_in_order(ask, settings, self.breakers)
 
 
 def _needs_litellm(models: Iterable[str]) -> bool:

@@ -136,6 +136,22 @@ class ModelSettings:
 
 
 @dataclass(frozen=True)
+class Unwell:
+    """A model of a fallback list that did not answer a call for a reason of its health: it failed (a server
+    error, a timeout...; not a context too long for it), or its open circuit breaker skipped it. Journaled with the
+    reply that a later model of the list gave: a resumed run's breakers learn from it
+    (:func:`teamrun.llm.fallbacks.hold_open_from_journal`)."""
+
+    model: str
+    api_base: str | None
+    at: float
+    """When the call learnt it (seconds since the epoch: a resume in another process reads it)."""
+    open_s: float
+    """Seconds of its breaker's cool-down left then: the whole cool-down after a failure, what was left of it
+    when skipped."""
+
+
+@dataclass(frozen=True)
 class ModelReply:
     """One model response, normalised."""
 
@@ -155,6 +171,8 @@ class ModelReply:
     when the first model did."""
     waited_s: float = 0.0
     """Seconds the call waited for its model's rate limit (:mod:`teamrun.llm.ratelimit`): not the model's time."""
+    unwell: tuple[Unwell, ...] = ()
+    """The models of the list before :attr:`answered_by` that failed or were skipped for their health."""
 
     def as_message(self) -> Message:
         """The assistant message to append to the conversation history."""

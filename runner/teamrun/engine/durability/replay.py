@@ -32,8 +32,12 @@ class Replay:
     def __init__(self, entries: Iterable[JournalEntry] = (), *, confirmed_tools: bool = False) -> None:
         self._entries: dict[EntryKey, JournalEntry] = {}
         self._states: list[Mapping[str, Any]] = []
+        self._models: list[JournalEntry] = []
+        """The model entries in the order they were written (every attempt's)."""
         for entry in entries:  # a later attempt's entry for the same key wins
             self._entries[entry.key] = entry
+            if entry.key.kind == "model":
+                self._models.append(entry)
             state = read_state(entry)
             if state is not None:
                 self._states.append(state)
@@ -64,6 +68,13 @@ class Replay:
 
         self.replayed_calls += 1
         return reply_from_dict(entry.payload)
+
+    def model_replies(self) -> list[ModelReply]:
+        """Every journaled model reply of the earlier attempts, in the order they were written (what a resumed
+        run's circuit breakers learn from: :func:`teamrun.llm.fallbacks.hold_open_from_journal`)."""
+        from teamrun.llm.cassette import reply_from_dict
+
+        return [reply_from_dict(entry.payload) for entry in self._models]
 
     def tool(self, invocation: str, index: int, position: int, request_hash: str) -> ToolOutcome | None:
         """The journaled outcome of this tool call, or ``None`` (run it)."""

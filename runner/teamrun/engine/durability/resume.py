@@ -11,6 +11,10 @@ results replay the same way, keyed by the call that asked for them.
 A tool that is not idempotent and was started but never finished (the run was
 killed while it ran) is not run again unless the person resuming confirms it:
 :func:`open_resume` raises :class:`ResumeNeedsConfirmation` listing those calls.
+
+The calls that run live start where the journal says the run was answered: :func:`hold_open_failed_models`
+holds open the circuit breaker of each model of a fallback list that the journal last saw fail, for the rest of
+its cool-down (docs/models.md, "Resume and replay").
 """
 
 from __future__ import annotations
@@ -26,9 +30,22 @@ from teamrun.engine.durability.journal import EntryKey, JournalBackend, Journale
 from teamrun.engine.durability.pending import CLAIMED_HERE
 from teamrun.engine.durability.replay import Replay
 from teamrun.errors import UsageError
+from teamrun.llm.breaker import BreakerRegistry
+from teamrun.llm.fallbacks import hold_open_from_journal
+from teamrun.logs import get_logger
 from teamrun.secrets import unmask
 
-__all__ = ["PendingTool", "Replay", "ResumeNeedsConfirmation", "RunBusy", "open_resume", "pending_tools"]
+__all__ = [
+    "PendingTool",
+    "Replay",
+    "ResumeNeedsConfirmation",
+    "RunBusy",
+    "hold_open_failed_models",
+    "open_resume",
+    "pending_tools",
+]
+
+_log = get_logger(__name__)
 
 
 class RunBusy(UsageError):
@@ -107,6 +124,17 @@ def open_resume(
         who = f" (pid {holder.pid} on {holder.host})" if holder is not None else ""
         raise RunBusy(f"run {run_id} is being resumed by another process{who}; wait for it to end")
     return journal
+
+
+def hold_open_failed_models(replay: Replay, breakers: BreakerRegistry) -> None:
+    """Before a resumed run's first call: each model of a fallback list that the earlier attempts' journal last
+    saw fail (or skipped, its breaker open) is skipped by ``breakers`` for the rest of its cool-down counted from
+    that journaled call — the run's new calls go where the journal says it was answered, then the model is probed
+    as usual (:func:`teamrun.llm.fallbacks.hold_open_from_journal`)."""
+    if not replay:
+        return
+    for unwell, left in hold_open_from_journal(replay.model_replies(), breakers):
+        _log.info("breaker_held_open", model=unwell.model, api_base=unwell.api_base, cool_down_left_s=round(left, 1))
 
 
 def _unmasked(entry: JournalEntry) -> JournalEntry:

@@ -26,8 +26,8 @@ In order:
 
 Which model answered is part of the journaled reply: a replayed call (a resume, ``--replay``) is answered from
 the journal whichever model of the list answered it, and is counted under that model; a call not in the journal
-starts again at the list's first model (skipped only while its circuit breaker is open — a new process starts
-with every breaker closed).
+goes through the circuit breakers, which a resumed run first tells what the journal saw fail
+(:func:`teamrun.engine.durability.resume.hold_open_failed_models`).
 """
 
 from __future__ import annotations
