@@ -367,8 +367,10 @@ class MemoryStore:
         count = sum(int(n) for _d, n in existing)
         if count >= limits.max_memories_per_resource:
             raise _full(resource, count, limits)
+        embedding = {"embedding": _vector_text(blob)} if pgvector else {}
         conn.execute(
-            table.insert().values(
+            _memories_insert(pgvector).values(
+                **embedding,
                 id=ident,
                 resource=resource,
                 fact=fact,
@@ -386,8 +388,6 @@ class MemoryStore:
                 sa.text("INSERT INTO memories_fts (scope, fact, memory_id, resource) VALUES (:scope, :fact, :id, :r)"),
                 {"scope": _scope_token(resource), "fact": fact, "id": ident, "r": resource},
             )
-        if pgvector:
-            _set_embeddings(conn, resource, [(ident, blob)])
         self._bump(conn, resource)
         return Saved(Memory(ident, resource, fact, provenance, expires_at), created=True)
 
@@ -976,6 +976,36 @@ def _vector_text(blob: bytes) -> str:
     return "[" + ",".join(repr(x) for x in np.frombuffer(blob, dtype="<f4").tolist()) + "]"
 
 
+_INSERTS: dict[bool, Any] = {}
+
+
+def _memories_insert(pgvector: bool) -> Any:
+    """The insert of a memory row: with pgvector, into the ``memories`` table with its ``embedding`` column too
+    (given as pgvector's text form), so a save writes the row once."""
+    found = _INSERTS.get(pgvector)
+    if found is None:
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        table: Any = schema.memories
+        if pgvector:
+
+            class Vector(sa.types.UserDefinedType[str]):
+                cache_ok = True
+
+                def get_col_spec(self, **_kw: Any) -> str:
+                    return "vector"
+
+                def bind_expression(self, bindvalue: Any) -> Any:
+                    return sa.cast(sa.type_coerce(bindvalue, sa.Text()), self)
+
+            columns = [sa.column(c.name, c.type) for c in table.c]
+            table = sa.table(table.name, *columns, sa.column("embedding", Vector()))
+        found = _INSERTS[pgvector] = table.insert()
+    return found
+
+
 def _set_embeddings(conn: sa.Connection, resource: str, rows: Sequence[tuple[str, bytes]]) -> None:
     """pgvector: give the memories ``(id, float32 bytes)`` of ``resource`` their ``embedding``."""
     import sqlalchemy as sa
@@ -1003,10 +1033,9 @@ def _sql_vector_scores(
         return {}
     rows = conn.execute(
         sa.text(
-            "SELECT id, 1 - (embedding <=> CAST(:q AS vector)) AS cosine FROM memories "
+            "SELECT id, embedding <=> CAST(:q AS vector) AS distance FROM memories "
             "WHERE resource = :r AND dims = :dims AND embedding IS NOT NULL "
-            "AND (expires_at IS NULL OR expires_at > :now) "
-            "ORDER BY embedding <=> CAST(:q AS vector), id LIMIT :take"
+            "AND (expires_at IS NULL OR expires_at > :now) ORDER BY distance, id LIMIT :take"
         ),
         {
             "q": _vector_text((query / norm).astype("<f4").tobytes()),
@@ -1016,7 +1045,7 @@ def _sql_vector_scores(
             "take": take,
         },
     ).all()
-    return {row.id: max(0.0, min(1.0, float(row.cosine))) for row in rows}
+    return {row.id: max(0.0, min(1.0, 1.0 - float(row.distance))) for row in rows}
 
 
 def _rounded(value: float | None) -> float | None:
