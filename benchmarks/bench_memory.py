@@ -3,6 +3,7 @@
 
     python benchmarks/bench_memory.py                       # the full corpus, latency at 1k/10k/100k
     python benchmarks/bench_memory.py --postgres URL        # ... also on that PostgreSQL server
+    python benchmarks/bench_memory.py --pgvector             # ... on PostgreSQL with pgvector, and without it
     python benchmarks/bench_memory.py --resources 5 --facts 40 --questions 50 --latency-sizes 1000 --no-postgres
 
 The corpus is generated (seeded, the same every time): R resources (default 50), each with F facts (200) told
@@ -21,7 +22,9 @@ Measured:
 - recall latency (``MemoryStore.search``, hybrid, k=5, the query's embedding given) at 1,000 / 10,000 / 100,000
   memories in one resource (loaded in bulk; the cap is a setting), on SQLite and, when a server is available
   (``--postgres URL``, ``TEAMRUN_TEST_POSTGRES_URL``, or the tests' throwaway server), PostgreSQL: p50 and p95
-  over warm searches, and the first (cold) search that reads the resource's vectors.
+  over warm searches, and the first (cold) search that reads the resource's vectors. With ``--pgvector`` the
+  PostgreSQL is the build PyPI's ``pgserver`` bundles (the tests' pgvector server) unless ``--postgres`` names one:
+  each size is measured ranked in SQL by pgvector, then on the same database scored in process (numpy).
 
 Targets (issue 44): hybrid recall@5 >= 0.9; prompt tokens <= 0.2x full-history replay; p95 recall <= 20 ms at
 10,000 memories per resource on SQLite. ``--check`` exits 1 when one is missed.
@@ -229,11 +232,13 @@ def bulk_load(store: Any, resource: str, count: int, seed: int = 7) -> None:
     embedder = OfflineEmbedder()
     batch: list[dict[str, Any]] = []
     sqlite = store.dialect == "sqlite"
+    pgvector = MemoryStore(store).vector_backend == "pgvector"
 
     def flush(conn: sa.Connection) -> None:
         if not batch:
             return
-        conn.execute(schema.memories.insert(), batch)
+        rows = [{**b, "embedding": _vector_text(b["vector"])} for b in batch] if pgvector else batch
+        conn.execute(_memories_insert(pgvector), rows)  # with pgvector, the embedding column as a save writes it
         if sqlite:
             conn.execute(
                 sa.text("INSERT INTO memories_fts (scope, fact, memory_id, resource) VALUES (:scope, :fact, :id, :r)"),
@@ -241,7 +246,7 @@ def bulk_load(store: Any, resource: str, count: int, seed: int = 7) -> None:
             )
         batch.clear()
 
-    from teamrun.store.memory import _numpy
+    from teamrun.store.memory import _memories_insert, _numpy, _vector_text
 
     np = _numpy()  # as a search imports it (one BLAS thread)
     with store.engine.begin() as conn:
@@ -297,10 +302,15 @@ def _p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
 
 
-def measure_latency(store: Any, size: int, searches: int) -> Latency:
+def measure_latency(store: Any, size: int, searches: int, *, in_process: bool = False) -> Latency:
+    """Search latency at ``size`` memories (loaded first, unless an earlier call did); ``in_process``: scored with
+    numpy even where pgvector could rank them (the same database measured both ways)."""
     resource = f"latency-{size}"
-    bulk_load(store, resource, size)
     memory = MemoryStore(store)
+    if in_process:
+        memory._backend = "numpy"  # what a store without the extension does
+    else:
+        bulk_load(store, resource, size)
     rng = random.Random(size)
     queries = [
         rng.choice(QUESTION_FORMS).format(q=rng.choice(QUALIFIERS), t=rng.choice(TOPICS)) for _ in range(searches)
@@ -320,19 +330,20 @@ def measure_latency(store: Any, size: int, searches: int) -> Latency:
 
 
 @contextmanager
-def postgres(url: str | None, wanted: bool) -> Iterator[str | None]:
-    """A PostgreSQL database to measure on: ``url``, ``TEAMRUN_TEST_POSTGRES_URL``, or the tests' throwaway server."""
+def postgres(url: str | None, wanted: bool, pgvector: bool = False) -> Iterator[str | None]:
+    """A PostgreSQL database to measure on: ``url``, ``TEAMRUN_TEST_POSTGRES_URL``, or the tests' throwaway server
+    (``pgvector``: the one with pgvector)."""
     if not wanted:
         yield None
         return
-    given = url or os.environ.get("TEAMRUN_TEST_POSTGRES_URL")
-    from tests.pgserver import PostgresServer, new_database
+    given = url or (None if pgvector else os.environ.get("TEAMRUN_TEST_POSTGRES_URL"))
+    from tests.pgserver import PostgresServer, new_database, pgvector_bin_dir
 
     if given:
         yield new_database(given)
         return
     try:
-        server = PostgresServer().start()
+        server = PostgresServer(pgvector_bin_dir() if pgvector else None).start()
     except RuntimeError as exc:
         print(f"PostgreSQL: not measured ({exc})")
         yield None
@@ -353,6 +364,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--searches", type=int, default=100, help="warm searches per latency size")
     parser.add_argument("--postgres", metavar="URL", help="also measure latency on this PostgreSQL server")
     parser.add_argument("--no-postgres", action="store_true", help="measure latency on SQLite only")
+    parser.add_argument(
+        "--pgvector",
+        action="store_true",
+        help="PostgreSQL with pgvector (pgserver's build unless --postgres): each size ranked in SQL, then in process",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.latency_sizes.split(",") if s.strip()]
@@ -392,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     missed.append(f"SQLite p95 at 10,000 {lat.p95_ms:.1f} ms > {TARGET_P95_MS} ms")
             if 10_000 not in sizes:
                 print("SQLite p95 at 10,000 memories: not measured (not in --latency-sizes)")
-    with postgres(args.postgres, not args.no_postgres) as url:
+    with postgres(args.postgres, not args.no_postgres, args.pgvector) as url:
         if url is None:
             if args.no_postgres:
                 print("PostgreSQL: not measured (--no-postgres)")
@@ -401,7 +417,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 memory = MemoryStore(store)
                 print(f"PostgreSQL vectors scored by: {memory.vector_backend}")
                 for size in sizes:
-                    print(measure_latency(store, size, args.searches).line("PostgreSQL"))
+                    if memory.vector_backend == "pgvector":
+                        print(measure_latency(store, size, args.searches).line("PostgreSQL pgvector"))
+                        print(measure_latency(store, size, args.searches, in_process=True).line("PostgreSQL numpy"))
+                    else:
+                        print(measure_latency(store, size, args.searches).line("PostgreSQL"))
     print(f"load average while measuring: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPU(s)")
     if missed:
         print("targets missed: " + "; ".join(missed))

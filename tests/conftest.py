@@ -119,4 +119,20 @@ def store_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     return new_database(request.getfixturevalue("postgres_server"))
 
 
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[str]:
+    """The URL of a throwaway PostgreSQL server that has the pgvector extension (the build PyPI's ``pgserver``
+    bundles, tests/pgserver.py), for this session; a test makes its own database with ``new_database``."""
+    from tests.pgserver import PostgresServer, pgvector_bin_dir
+
+    try:
+        server = PostgresServer(pgvector_bin_dir()).start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 # ---- end store block --------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""A throwaway PostgreSQL server for the store tests (the Debian `postgresql` package's binaries).
+"""A throwaway PostgreSQL server for the store tests (the Debian `postgresql` package's binaries), and one with the
+pgvector extension for the memory tests (the binaries PyPI's `pgserver` bundles: :func:`pgvector_bin_dir`).
 
 ``TEAMRUN_TEST_POSTGRES_URL`` (a SQLAlchemy URL to a server the tests may create
 databases on) is used instead when set. Missing binaries fail the tests with a
@@ -42,8 +43,8 @@ def _free_port() -> int:
 class PostgresServer:
     """``initdb`` into a temporary folder, ``pg_ctl start`` on a free loopback port; ``url`` is its SQLAlchemy URL."""
 
-    def __init__(self) -> None:
-        self.bin = _bin_dir()
+    def __init__(self, bin_dir: Path | None = None) -> None:
+        self.bin = bin_dir or _bin_dir()
         self.root = Path(tempfile.mkdtemp(prefix="teamrun-pg-"))
         self.data = self.root / "data"
         self.port = _free_port()
@@ -88,3 +89,23 @@ def new_database(server_url: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return url.set(database=name).render_as_string(hide_password=False)
+
+
+PGVECTOR_HINT = (
+    "the pgvector tests need PyPI's `pgserver` (a PostgreSQL build that ships the pgvector extension; Debian 12 "
+    "packages no pgvector): pip install -e '.[test]'"
+)
+
+
+def pgvector_bin_dir() -> Path:
+    """The binaries of the PostgreSQL that PyPI's ``pgserver`` bundles (with pgvector). Found through the
+    distribution's files, not imported: ``import pgserver`` here would find this module (tests/ is on sys.path)."""
+    from importlib import metadata
+
+    try:
+        found = Path(str(metadata.distribution("pgserver").locate_file("pgserver/pginstall/bin")))
+    except metadata.PackageNotFoundError:
+        raise RuntimeError(PGVECTOR_HINT) from None
+    if not (found / "initdb").exists():
+        raise RuntimeError(f"{PGVECTOR_HINT} ({found / 'initdb'} is missing)")
+    return found

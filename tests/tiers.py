@@ -37,6 +37,7 @@ __all__ = ["HEAVY_PROCESS", "OUTSIDE_FIXTURES", "OUTSIDE_WORDS", "mark", "outsid
 OUTSIDE_FIXTURES = {
     "fake_openai": "the fake OpenAI HTTP server",
     "postgres_server": "a PostgreSQL server",
+    "pgvector_server": "a PostgreSQL server with pgvector",
     "serve": "a uvicorn server",
     "everything_url": "the npm MCP server",
     "time_server": "an MCP server process",

@@ -10,7 +10,13 @@ Scoring (:meth:`MemoryStore.search`):
 - ``vector_score``: the cosine of the query's and the memory's embeddings, clamped to [0, 1]. Vectors are
   float32 bytes read with one query per resource and kept in an in-process matrix (numpy), valid while the
   resource's generation token (changed by every save and forget, read by each search) is unchanged, so another
-  process's save is seen at the next search.
+  process's save is seen at the next search. On PostgreSQL with the ``vector`` extension (pgvector) in the database
+  (or created by this role), each memory's embedding is also kept in a dimension-less ``embedding vector`` column
+  and a search ranks them in SQL (``ORDER BY embedding <=> :query`` under ``WHERE resource = :r``): exact cosine
+  ranking, the same as numpy's (no approximate index: a dimension-less column can have none, and a resource holds
+  at most ``max_memories_per_resource``). :attr:`MemoryStore.vector_backend` says which one a store uses. Without
+  the extension (never there, or removed since) the float32 bytes, always kept, are scored in process: nothing is
+  lost and nothing fails; memories saved meanwhile get their ``embedding`` at the next search once it is back.
 - ``keyword_score``: BM25 (FTS5 on SQLite; ``ts_rank`` of a stored ``to_tsvector('simple', fact)`` on
   PostgreSQL) of any of the query's words, divided by the best one of this query: in [0, 1], 1 for the best
   keyword match (so ``min_score`` judges the vector part mostly: an off-topic query's best keyword match still
@@ -56,6 +62,10 @@ _CANDIDATES = 50
 _COMMON_SHARE = 0.2
 _COMMON_FROM = 500
 """A resource with fewer memories keeps every query word (ranking all its matches is cheap)."""
+_PGVECTOR_LOCK = 7140015
+"""The PostgreSQL advisory lock under which one opener creates the extension and the ``embedding`` column."""
+_STATES = 4096
+"""The most resources whose :class:`_State` a pgvector :class:`MemoryStore` keeps."""
 
 
 class MemoryRefused(UserError):
@@ -221,6 +231,15 @@ class _Matrix:
     (they add little to BM25 and make it rank most of the resource)."""
 
 
+@dataclass(frozen=True)
+class _State:
+    """What a pgvector search needs of a resource besides the ranking query, valid while its token is unchanged."""
+
+    token: str
+    dims: int
+    common: frozenset[str]
+
+
 class MemoryStore:
     """A store's long-term memories and working-memory records, each scoped to one resource in every query."""
 
@@ -228,13 +247,51 @@ class MemoryStore:
         self.store = store
         self._cache: OrderedDict[str, _Matrix] = OrderedDict()
         """Resources' matrices, the least recently searched first; at most :data:`CACHE_BYTES` of vectors."""
+        self._states: OrderedDict[str, _State] = OrderedDict()
+        """pgvector only: resources' sizes and common words, the least recently searched first."""
         self._lock = threading.Lock()
-        self._pgvector: bool | None = None
+        self._backend: Literal["numpy", "pgvector"] | None = None
 
     @property
-    def vector_backend(self) -> str:
-        """How vectors are scored: ``numpy`` (in process, over the resource's vectors read in one query)."""
-        return "numpy"
+    def vector_backend(self) -> Literal["numpy", "pgvector"]:
+        """How vectors are scored: ``pgvector`` (in SQL, on PostgreSQL when the database has the ``vector``
+        extension or this role may create it) or ``numpy`` (in process, over the resource's vectors read in one
+        query). Decided at this object's first use of the store."""
+        if self._backend is None:
+            self._backend = self._open_vectors()
+        return self._backend
+
+    def _open_vectors(self) -> Literal["numpy", "pgvector"]:
+        """``pgvector`` when the store is a PostgreSQL database whose server has the extension and the
+        ``memories.embedding`` column exists or could be made now (``CREATE EXTENSION IF NOT EXISTS vector``
+        needs a superuser the first time in a database; the column, the table's owner). Anything less: ``numpy``,
+        never an error (the float32 bytes every memory keeps are scored in process)."""
+        import sqlalchemy as sa
+
+        if self.store.dialect != "postgresql":
+            return "numpy"
+        with self.store.errors("look for the pgvector extension"), self.store.engine.connect() as conn:
+            available = conn.execute(sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).first()
+            installed = conn.execute(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).first()
+            column = conn.execute(
+                sa.text(
+                    "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() "
+                    "AND table_name = 'memories' AND column_name = 'embedding'"
+                )
+            ).first()
+        if available is None:  # not on this server (or its files removed since the extension was created)
+            return "numpy"
+        if installed is not None and column is not None:
+            return "pgvector"
+        try:
+            with self.store.engine.begin() as conn:
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PGVECTOR_LOCK})
+                if installed is None:
+                    conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.exec_driver_sql("ALTER TABLE memories ADD COLUMN IF NOT EXISTS embedding vector")
+        except sa.exc.DBAPIError:  # not a superuser (pgvector is not a trusted extension), not the table's owner
+            return "numpy"
+        return "pgvector"
 
     # -- saving ------------------------------------------------------------------------------------------
 
@@ -266,6 +323,7 @@ class MemoryStore:
         if ttl_s is not None and not ttl_s > 0:
             raise MemoryRefused(f"a memory's time to live is a positive number of seconds, not {ttl_s!r}")
         blob, dims = _vector_bytes(vector)
+        pgvector = self.vector_backend == "pgvector"
         ident = memory_id(resource, fact)
         expires_at = provenance.saved_at + ttl_s if ttl_s is not None else None
         now = time.time()
@@ -274,7 +332,7 @@ class MemoryStore:
                 try:
                     with self.store.engine.begin() as conn:
                         return self._save_once(
-                            conn, resource, ident, fact, blob, dims, provenance, expires_at, limits, now
+                            conn, resource, ident, fact, blob, dims, provenance, expires_at, limits, now, pgvector
                         )
                 except sa.exc.IntegrityError:  # another process saved the same fact, or the resource's first
                     if attempt == 2:
@@ -293,6 +351,7 @@ class MemoryStore:
         expires_at: float | None,
         limits: MemoryLimits,
         now: float,
+        pgvector: bool,
     ) -> Saved:
         import sqlalchemy as sa
 
@@ -312,8 +371,10 @@ class MemoryStore:
         count = sum(int(n) for _d, n in existing)
         if count >= limits.max_memories_per_resource:
             raise _full(resource, count, limits)
+        embedding = {"embedding": _vector_text(blob)} if pgvector else {}
         conn.execute(
-            table.insert().values(
+            _memories_insert(pgvector).values(
+                **embedding,
                 id=ident,
                 resource=resource,
                 fact=fact,
@@ -380,14 +441,25 @@ class MemoryStore:
         keyword_scores: dict[str, float] = {}
         if mode != "keyword" and vector is None:
             raise MemoryRefused(f"a {mode} memory search needs the query's embedding")
+        pgvector = self.vector_backend == "pgvector"
         with self.store.errors(f"search the memories of {resource!r}"), self.store.engine.connect() as conn:
-            matrix = self._matrix(conn, resource)
-            if matrix is None:
-                return []
-            if vector is not None and mode != "keyword":
-                vector_scores = self._vector_scores(matrix, resource, vector, now, candidates)
+            common: frozenset[str]
+            if pgvector:
+                state = self._state(conn, resource)
+                if state is None:
+                    return []
+                if vector is not None and mode != "keyword":
+                    vector_scores = _sql_vector_scores(conn, state, resource, vector, now, candidates)
+                common = state.common
+            else:
+                matrix = self._matrix(conn, resource)
+                if matrix is None:
+                    return []
+                if vector is not None and mode != "keyword":
+                    vector_scores = self._vector_scores(matrix, resource, vector, now, candidates)
+                common = matrix.common
             if mode != "vector" and query.strip():
-                keyword_scores = self._keyword_scores(conn, resource, query, now, candidates, matrix.common)
+                keyword_scores = self._keyword_scores(conn, resource, query, now, candidates, common)
             scored = ranked(vector_scores, keyword_scores, mode, candidates, min_score)
             memories = self._fetch(conn, resource, [item[0] for item in scored[: 2 * k]], now)
         found = [
@@ -467,6 +539,50 @@ class MemoryStore:
                 _resource, dropped = self._cache.popitem(last=False)
                 held -= dropped.vectors.nbytes
         return matrix
+
+    def _state(self, conn: sa.Connection, resource: str) -> _State | None:
+        """pgvector: the resource's vector size and common words, kept while its generation token is unchanged
+        (read here, every time); None when it has no memories. A new token first gives the memories saved without
+        an ``embedding`` (by a process that found no extension, or an older teamrun) theirs, so the ranking in SQL
+        sees every memory."""
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        generations = schema.memory_generations
+        token = conn.execute(sa.select(generations.c.token).where(generations.c.resource == resource)).scalar()
+        if token is None:
+            return None
+        with self._lock:
+            cached = self._states.get(resource)
+            if cached is not None:
+                self._states.move_to_end(resource)
+        if cached is not None and cached.token == token:
+            return cached
+        missing = conn.execute(
+            sa.text("SELECT id, vector FROM memories WHERE resource = :r AND embedding IS NULL"), {"r": resource}
+        ).all()
+        if missing:
+            _set_embeddings(conn, resource, [(row.id, bytes(row.vector)) for row in missing])
+            conn.commit()
+        table = schema.memories
+        sizes = conn.execute(
+            sa.select(table.c.dims, sa.func.count()).where(table.c.resource == resource).group_by(table.c.dims)
+        ).all()
+        if not sizes:
+            return None
+        common = frozenset[str]()
+        if sum(int(n) for _d, n in sizes) >= _COMMON_FROM:
+            common = _common_words(
+                conn.execute(sa.select(table.c.fact).where(table.c.resource == resource)).scalars().all()
+            )
+        state = _State(token=token, dims=int(sizes[0][0]), common=common)
+        with self._lock:
+            self._states[resource] = state
+            self._states.move_to_end(resource)
+            while len(self._states) > _STATES:
+                self._states.popitem(last=False)
+        return state
 
     def _keyword_scores(
         self, conn: sa.Connection, resource: str, query: str, now: float, limit: int, common: frozenset[str]
@@ -561,6 +677,7 @@ class MemoryStore:
                 self._checkpoint()
         with self._lock:
             self._cache.pop(resource, None)
+            self._states.pop(resource, None)
         return Forgotten(
             resource,
             int(memories or 0),
@@ -877,6 +994,84 @@ def _vector_bytes(vector: Sequence[float]) -> tuple[bytes, int]:
     if not np.isfinite(norm) or norm == 0.0:
         raise MemoryRefused("a memory's embedding has no direction (all zeros, or not finite numbers)")
     return (array / norm).astype("<f4").tobytes(), int(array.shape[0])
+
+
+def _vector_text(blob: bytes) -> str:
+    """A vector kept as float32 bytes, as pgvector's text form (each float32 exactly)."""
+    np = _numpy()
+    return "[" + ",".join(repr(x) for x in np.frombuffer(blob, dtype="<f4").tolist()) + "]"
+
+
+_INSERTS: dict[bool, Any] = {}
+
+
+def _memories_insert(pgvector: bool) -> Any:
+    """The insert of a memory row: with pgvector, into the ``memories`` table with its ``embedding`` column too
+    (given as pgvector's text form), so a save writes the row once."""
+    found = _INSERTS.get(pgvector)
+    if found is None:
+        import sqlalchemy as sa
+
+        from teamrun.store import schema
+
+        table: Any = schema.memories
+        if pgvector:
+
+            class Vector(sa.types.UserDefinedType[str]):
+                cache_ok = True
+
+                def get_col_spec(self, **_kw: Any) -> str:
+                    return "vector"
+
+                def bind_expression(self, bindvalue: Any) -> Any:
+                    return sa.cast(sa.type_coerce(bindvalue, sa.Text()), self)
+
+            columns = [sa.column(c.name, c.type) for c in table.c]
+            table = sa.table(table.name, *columns, sa.column("embedding", Vector()))
+        found = _INSERTS[pgvector] = table.insert()
+    return found
+
+
+def _set_embeddings(conn: sa.Connection, resource: str, rows: Sequence[tuple[str, bytes]]) -> None:
+    """pgvector: give the memories ``(id, float32 bytes)`` of ``resource`` their ``embedding``."""
+    import sqlalchemy as sa
+
+    conn.execute(
+        sa.text("UPDATE memories SET embedding = CAST(:e AS vector) WHERE resource = :r AND id = :id"),
+        [{"e": _vector_text(blob), "r": resource, "id": ident} for ident, blob in rows],
+    )
+
+
+def _sql_vector_scores(
+    conn: sa.Connection, state: _State, resource: str, vector: Sequence[float], now: float, take: int
+) -> dict[str, float]:
+    """pgvector: the cosines (clamped to [0, 1]) of the ``take`` best memories of ``resource`` that have not
+    expired, ranked in SQL with the resource in the WHERE clause (the same as :meth:`MemoryStore._vector_scores`)."""
+    import sqlalchemy as sa
+
+    np = _numpy()
+    query = np.asarray(list(vector), dtype=np.float32)
+    if query.ndim != 1 or query.shape[0] != state.dims:
+        size = int(query.shape[0]) if query.ndim == 1 else 0
+        raise MemoryRefused(_other_size("the query's embedding", size, resource, state.dims))
+    norm = float(np.linalg.norm(query))
+    if not np.isfinite(norm) or norm == 0.0:
+        return {}
+    rows = conn.execute(
+        sa.text(
+            "SELECT id, embedding <=> CAST(:q AS vector) AS distance FROM memories "
+            "WHERE resource = :r AND dims = :dims AND embedding IS NOT NULL "
+            "AND (expires_at IS NULL OR expires_at > :now) ORDER BY distance, id LIMIT :take"
+        ),
+        {
+            "q": _vector_text((query / norm).astype("<f4").tobytes()),
+            "r": resource,
+            "dims": state.dims,
+            "now": now,
+            "take": take,
+        },
+    ).all()
+    return {row.id: max(0.0, min(1.0, 1.0 - float(row.distance))) for row in rows}
 
 
 def _rounded(value: float | None) -> float | None:
