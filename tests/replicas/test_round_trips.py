@@ -90,7 +90,7 @@ def test_a_fenced_write_checks_its_lease_without_a_round_trip_of_its_own(store_u
 
 def test_a_runs_last_record_write_releases_its_lease_in_the_same_statement(store_url: str) -> None:
     """The outcome's write checks the lease and releases it (one statement, then the record's update); the owner
-    does not release it again, and its heartbeat does not take the released lease for one another replica took.
+    does not release it again, and its heartbeat does not take the deleted lease for one another replica took.
     A stale owner's last write is refused and leaves the new holder's lease as it is."""
     import asyncio
 
@@ -107,17 +107,24 @@ def test_a_runs_last_record_write_releases_its_lease_in_the_same_statement(store
         with counted(store) as seen:
             backend.save_run(JournaledRun(run_id="r3", team="t", team_file="t.yaml", input="go", status="done"))
         assert seen == {"statements": 2, "commits": 1}
-        lease = store.leases.get("r3")
-        assert lease is not None and (lease.owner, lease.generation, lease.released) == ("a", 1, "over")
+        assert store.leases.get("r3") is None  # the run is over: its lease row went with that statement
         assert store.runs.get("r3").status == "done"  # type: ignore[union-attr]
 
         asyncio.run(replica.renew())  # before the run's turn is over here: its lease is gone, not taken
+        asyncio.run(replica.confirm_owner("r3"))
         assert cancelled == [] and replica.held == {"r3": 1}
         with counted(store) as seen:
             asyncio.run(replica._release("r3", 1, "over"))
         assert seen["statements"] == 0  # released already
-        asyncio.run(replica._release("r3", 1, "over", cancelled="stop it"))  # a cancel's reason is kept still
-        assert store.leases.cancel_reason("r3") == "stop it"
+
+        store.runs.start("r5", "t", "go")  # cancelled here: the same two statements, the reason in the record
+        store.fences.set("r5", Fence("a", store.leases.acquire("r5", "a", 60)))
+        store.fences.cancelled("r5", "stop it")
+        with counted(store) as seen:
+            backend.save_run(JournaledRun(run_id="r5", team="t", team_file="t.yaml", input="go", status="cancelled"))
+        assert seen == {"statements": 2, "commits": 1}
+        assert store.leases.get("r5") is None
+        assert backend.get_run("r5").cancel_reason == "stop it"  # type: ignore[union-attr]
 
         store.runs.start("r4", "t", "go")
         store.leases.acquire("r4", "a", 60)

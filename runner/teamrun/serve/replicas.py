@@ -47,7 +47,6 @@ __all__ = [
     "Replica",
     "as_replicas_show",
     "replica_id",
-    "stored_cancel_reason",
     "until_not_running",
 ]
 
@@ -59,12 +58,8 @@ HEARTBEAT_CONNECTIONS = 3
 """The heartbeat's own pool: the renewal, the takeover beside it, the cancel listener (PostgreSQL)."""
 MOVED_REASON = "moved to another replica"
 """The cancel reason of a run this replica stopped executing because another took its lease."""
-
-
-async def stored_cancel_reason(store: Store, run_id: str) -> str | None:
-    """Why ``run_id`` was cancelled, as the replica that ran it said (kept on its lease): every replica answers a
-    cancelled run's ``cancel_reason`` with the owner's words."""
-    return await asyncio.to_thread(store.leases.cancel_reason, run_id)
+SWEEP_S = 60.0
+"""Seconds between two sweeps of the lease rows of ended runs (:meth:`LeaseRepository.sweep`) by a replica."""
 
 
 async def as_replicas_show(store: Store, record: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +149,8 @@ class Replica:
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._swept_at: float | None = None
+        """When this replica last swept the lease rows of ended runs (the leases' clock)."""
         registry.owning = self.own
         registry.forward_cancel = self.forward_cancel
         registry.confirm_owner = self.confirm_owner
@@ -216,26 +213,19 @@ class Replica:
             return
         reason = "waiting" if handle.state == "waiting" else "over"
         failed = handle.error if handle.result is None and not handle.moved else None
-        cancelled = handle.cancel_reason if handle.state == "cancelled" else None
         loop = asyncio.get_running_loop()
         task = loop.create_task(
-            self._release(handle.id, generation, reason, failed, cancelled), name=f"teamrun-lease-release:{handle.id}"
+            self._release(handle.id, generation, reason, failed), name=f"teamrun-lease-release:{handle.id}"
         )
         self._background.add(task)  # the loop keeps only a weak reference
         task.add_done_callback(self._background.discard)
 
-    async def _release(
-        self, run_id: str, generation: int, reason: str, failed: str | None = None, cancelled: str | None = None
-    ) -> None:
+    async def _release(self, run_id: str, generation: int, reason: str, failed: str | None = None) -> None:
         try:
             if failed is not None:  # it could not run at all (a refused thread...): its early record says so
                 await asyncio.to_thread(self._record_failed, run_id, failed)
-            again = self.store.fences.released_by_write(run_id)  # by its last record write, most often
-            if not again or cancelled is not None:  # its cancel's reason stays on the lease, for every replica
-                release = self.store.leases.release
-                await asyncio.to_thread(
-                    release, run_id, self.id, generation, reason, cancel_reason=cancelled, again=again
-                )
+            if not self.store.fences.released_by_write(run_id):  # by its last record write, most often
+                await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, reason)
         except Exception as exc:  # it expires instead; the run's record says it is over, so nobody takes it
             _log.warning("serve_lease_not_released", run=run_id, error=str(exc), error_type=type(exc).__name__)
         finally:
@@ -252,6 +242,8 @@ class Replica:
         lease = await asyncio.to_thread(self.store.leases.get, run_id)
         if self.held.get(run_id) != generation:
             return  # it stopped or moved meanwhile
+        if lease is None and self.store.fences.is_ending(run_id):
+            return  # its outcome's write deleted it (it stops here as its turn ends)
         if lease is None or (lease.owner, lease.generation) != (self.id, generation):
             self._lost(run_id, "its lease was taken by another replica")
 
@@ -410,7 +402,14 @@ class Replica:
     # -- takeover ------------------------------------------------------------------------------------
 
     async def take_over(self) -> list[str]:
-        """Take the runs whose replica stopped renewing (or handed them over) and continue them here; their ids."""
+        """Take the runs whose replica stopped renewing (or handed them over) and continue them here; their ids.
+        Once a minute (:data:`SWEEP_S`), first delete a batch of lease rows of runs that ended (at once again while
+        batches come back full)."""
+        now = self.leases.clock()
+        if self._swept_at is None or now - self._swept_at >= SWEEP_S:
+            limit = 500
+            if await asyncio.to_thread(self.leases.sweep, limit=limit) < limit:
+                self._swept_at = now
         taken: list[str] = []
         for lease in await asyncio.to_thread(self.leases.takeable):
             if lease.owner == self.id and lease.run_id in self.held:
