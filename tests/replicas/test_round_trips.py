@@ -142,3 +142,24 @@ def test_a_runs_last_record_write_releases_its_lease_in_the_same_statement(store
     finally:
         replica.leases.engine.dispose()
         store.close()
+
+
+def test_a_replica_that_holds_no_lease_renews_nothing(store_url: str) -> None:
+    """An idle replica's heartbeat costs the store no statement; one that holds a run renews it in one."""
+    import asyncio
+
+    store = open_store(store_url)
+    replica = Replica(RunRegistry(store=store), {}, store, lease_s=60, owner="a")
+    try:
+        with counted(types.SimpleNamespace(engine=replica.leases.engine)) as seen:  # type: ignore[arg-type]
+            asyncio.run(replica.renew())
+        assert seen == {"statements": 0, "commits": 0}
+        store.runs.start("r6", "t", "go")
+        replica.held["r6"] = store.leases.acquire("r6", "a", 60)
+        with counted(types.SimpleNamespace(engine=replica.leases.engine)) as seen:  # type: ignore[arg-type]
+            asyncio.run(replica.renew())
+        assert seen == {"statements": 2, "commits": 1}  # the renewal, and what it holds read back
+        assert replica.held == {"r6": 1}
+    finally:
+        replica.leases.engine.dispose()
+        store.close()

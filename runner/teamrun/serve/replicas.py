@@ -344,6 +344,9 @@ class Replica:
     async def renew(self) -> None:
         """Renew the leases held here, apply forwarded cancels, stop runs taken by others, keep events."""
         held = dict(self.held)  # a run taken meanwhile is not in what the renewal read
+        if not held:  # nothing to renew: no round trip (an idle replica's beat costs the store nothing)
+            self.renewed_at, self._late_said = time.monotonic(), False
+            return
         began = time.monotonic()
         leases = await asyncio.to_thread(self.leases.renew, self.id, self.lease_s)
         took = time.monotonic() - began
