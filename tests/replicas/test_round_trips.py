@@ -1,6 +1,7 @@
-"""The store round trips a run's lease adds (issue 46's CPU target): a new run takes its lease and writes its record
-in one transaction of two statements, and a fenced write checks its lease in the statement that reads what the
-write needs first (the journal's last seq, the record's meta), not in a round trip of its own."""
+"""The store round trips a run's lease adds (issue 46's CPU target): a new run takes its lease in its opening record
+write (none of its own: what one server pays), a continued run takes its lease and keeps its record in one
+transaction of two statements, and a fenced write checks its lease in the statement that reads what the write needs
+first (the journal's last seq, the record's meta), not in a round trip of its own."""
 
 from __future__ import annotations
 
@@ -161,5 +162,45 @@ def test_a_replica_that_holds_no_lease_renews_nothing(store_url: str) -> None:
         assert seen == {"statements": 2, "commits": 1}  # the renewal, and what it holds read back
         assert replica.held == {"r6": 1}
     finally:
+        replica.leases.engine.dispose()
+        store.close()
+
+
+def test_a_new_served_run_takes_its_lease_in_its_opening_record_write(store_url: str) -> None:
+    """``--lease`` costs a new run no transaction of its own: the opening record write's fencing statement is the
+    lease's upsert (reading the record's meta), so the run's start costs what it costs one server (two statements,
+    one commit); its record and lease are in the store before the request is answered (``owned``)."""
+    import asyncio
+
+    from teamrun.secrets import Redactor
+    from teamrun.serve.runs import RunHandle
+
+    store = open_store(store_url)
+    registry = RunRegistry(store=store)
+    replica = Replica(registry, {}, store, lease_s=60, owner="a")
+    backend = StoreJournal(store)
+
+    async def start(run_id: str, *, leased: bool) -> dict[str, int]:
+        handle = RunHandle(id=run_id, team="t", input="go", redactor=Redactor(include_env=False), attempt=1)
+        registry._runs[run_id] = handle
+        with counted(store) as seen:
+            if leased:
+                await replica.own(run_id)
+            await asyncio.to_thread(backend.save_run, JournaledRun(run_id=run_id, team="t", team_file="t", input="go"))
+        if leased:
+            await handle.owned.wait()  # told from the writing thread
+        return seen
+
+    try:
+        alone = asyncio.run(start("r8", leased=False))
+        leased = asyncio.run(start("r7", leased=True))
+        assert leased == alone == {"statements": 2, "commits": 1}
+        lease = store.leases.get("r7")
+        assert lease is not None and (lease.owner, lease.generation, lease.released) == ("a", 1, None)
+        assert store.fences.get("r7") == Fence("a", 1) and replica.held == {"r7": 1}
+        assert store.runs.get("r7").status == "running"  # type: ignore[union-attr]
+        assert store.leases.get("r8") is None
+    finally:
+        backend.release()
         replica.leases.engine.dispose()
         store.close()

@@ -1,7 +1,8 @@
 """This server as one replica of several on one store: run leases, takeover, fencing, handover (issue 46).
 
 Each run this server executes holds a lease in the store (:mod:`teamrun.store.leases`), taken as it starts or
-continues here (:attr:`RunRegistry.owning <teamrun.serve.runs.RunRegistry.owning>`) and released as it ends or
+continues here (:attr:`RunRegistry.owning <teamrun.serve.runs.RunRegistry.owning>`; a new run's by its opening
+record write, :class:`~teamrun.store.leases.Opening`: no transaction of its own) and released as it ends or
 suspends waiting for people. A heartbeat (:meth:`Replica.renew`, every :attr:`Replica.tick_s`) renews them all in
 one statement, on a connection pool of its own (request traffic holding every connection of the store's pool
 never delays it; a renewal that fails or comes late says so), applies the cancels other replicas left on them (on
@@ -28,13 +29,14 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from teamrun.errors import StoreError, TeamrunError
+from teamrun.errors import TeamrunError
 from teamrun.logs import get_logger
 from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown, store_people
 from teamrun.serve.served import Served
+from teamrun.store.leases import LeaseNotTaken
 
 if TYPE_CHECKING:
     from teamrun.serve.history import EventKeeper
@@ -88,11 +90,6 @@ async def until_not_running(registry: RunRegistry, run_id: str, *, within_s: flo
             return False
         await asyncio.sleep(poll_s)  # a poll of the store: the run's replica writes its record there
         waited += poll_s
-
-
-class LeaseNotTaken(StoreError):
-    """A run could not take its lease (the store is out of reach, or its connections all busy): it did not
-    start, and has no record anywhere."""
 
 
 def replica_id() -> str:
@@ -149,6 +146,8 @@ class Replica:
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._recording: dict[str, asyncio.Task[bool]] = {}
+        """New runs that stopped before their opening write, their failed record being written."""
         self._swept_at: float | None = None
         """When this replica last swept the lease rows of ended runs (the leases' clock)."""
         registry.owning = self.own
@@ -161,10 +160,15 @@ class Replica:
     # -- the runs that start or continue here --------------------------------------------------------
 
     async def own(self, run_id: str) -> None:
-        """Take ``run_id``'s lease: it starts or continues here (:attr:`RunRegistry.owning`)."""
-        from teamrun.store.leases import Fence
+        """Take ``run_id``'s lease: it starts or continues here (:attr:`RunRegistry.owning`). A new run's is taken
+        by its opening record write (:class:`~teamrun.store.leases.Opening`: no transaction of its own)."""
+        from teamrun.store.leases import Fence, Opening
 
         handle = self.registry.get(run_id)
+        if handle is not None and handle.attempt == 1:
+            opened = self._opened(handle)
+            self.store.fences.opening(run_id, Opening(self.id, self.lease_s, self.leases.clock, opened))
+            return
         try:
             generation = await asyncio.to_thread(self._acquire, run_id, handle)
         except Exception as exc:  # the store is out of reach or its pool is dry: the run does not start here
@@ -176,6 +180,19 @@ class Replica:
         self.held[run_id] = generation
         if handle is not None:
             handle.owned.set()
+
+    def _opened(self, handle: RunHandle) -> Callable[[int], None]:
+        """What a new run's opening write calls (from its thread) once it took the lease."""
+        loop = asyncio.get_running_loop()
+
+        def held(generation: int) -> None:
+            self.held[handle.id] = generation
+            handle.owned.set()
+
+        def taken(generation: int) -> None:
+            loop.call_soon_threadsafe(held, generation)
+
+        return taken
 
     def _acquire(self, run_id: str, handle: RunHandle | None) -> int:
         """The lease, and a new run's record as ``running`` at once (blocking): any replica finds it from now on.
@@ -203,6 +220,8 @@ class Replica:
         finally:
             for wait in waits:
                 wait.cancel()
+        if not handle.owned.is_set() and (recording := self._recording.pop(handle.id, None)) is not None:
+            return await asyncio.shield(recording)  # it stopped before its opening write: recorded failed
         return handle.owned.is_set()
 
     def over(self, handle: RunHandle) -> None:
@@ -210,6 +229,11 @@ class Replica:
         generation = self.held.pop(handle.id, None)
         self._saved.pop(handle.id, None)
         if generation is None:
+            if self.store.fences.take_opening(handle.id) is not None and handle.error is not None:
+                loop = asyncio.get_running_loop()
+                job = loop.create_task(self._record_unopened(handle, handle.error), name=f"teamrun-record:{handle.id}")
+                self._recording[handle.id] = job  # (awaited by recorded(), which holds the request's answer)
+                job.add_done_callback(lambda _job: self._recording.pop(handle.id, None))
             return
         reason = "waiting" if handle.state == "waiting" else "over"
         failed = handle.error if handle.result is None and not handle.moved else None
@@ -219,6 +243,23 @@ class Replica:
         )
         self._background.add(task)  # the loop keeps only a weak reference
         task.add_done_callback(self._background.discard)
+
+    async def _record_unopened(self, handle: RunHandle, error: str) -> bool:
+        """A new run that stopped before its opening write (a refused thread...): its record says it failed, for
+        every replica (no lease: it runs nowhere); whether it was written."""
+
+        def record() -> None:
+            with self.store.engine.begin() as conn:
+                start = self.store.runs.start
+                start(handle.id, handle.team, handle.input, thread_id=handle.thread, conn=conn, unless_recorded=True)
+            self.store.runs.finish(handle.id, status="failed", final_output=None, usage={}, cost=0.0, error=error)
+
+        try:
+            await asyncio.to_thread(record)
+        except Exception as exc:
+            _log.warning("serve_run_not_recorded", run=handle.id, error=str(exc), error_type=type(exc).__name__)
+            return False
+        return True
 
     async def _release(self, run_id: str, generation: int, reason: str, failed: str | None = None) -> None:
         try:

@@ -35,7 +35,19 @@ import sqlalchemy as sa
 from teamrun.errors import StoreError
 from teamrun.store.schema import LIVE_LEASE, run_leases, runs
 
-__all__ = ["CHANNEL", "HANDOVER", "OVER", "WAITING", "Fence", "Fences", "Lease", "LeaseRepository", "StaleLease"]
+__all__ = [
+    "CHANNEL",
+    "HANDOVER",
+    "OVER",
+    "WAITING",
+    "Fence",
+    "Fences",
+    "Lease",
+    "LeaseNotTaken",
+    "LeaseRepository",
+    "Opening",
+    "StaleLease",
+]
 
 CHANNEL = "teamrun_run_cancel"
 """The PostgreSQL ``NOTIFY`` channel of cancels left on leases."""
@@ -87,6 +99,26 @@ class StaleLease(StoreError):
         )
 
 
+class LeaseNotTaken(StoreError):
+    """A run could not take its lease (the store is out of reach, or its connections all busy): it did not
+    start, and has no record anywhere."""
+
+    refuses_run = True
+    """Raised by a run's opening record write (:class:`Opening`): the run must not go on (unjournaled, unleased)."""
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A new run's lease, taken by its opening record write (:meth:`Fences.opening`): the lease's upsert is that
+    write's fencing statement, so a replica's run costs the store no transaction of its own as it starts."""
+
+    owner: str
+    ttl_s: float
+    clock: Callable[[], float]
+    taken: Callable[[int], None]
+    """Told the lease's generation once the write committed (from the writing thread)."""
+
+
 class Fences:
     """A store's fences: the lease each run this process executes must still hold when it writes for the run.
 
@@ -100,6 +132,7 @@ class Fences:
         self._ending: set[str] = set()
         self._let_go: set[str] = set()
         self._cancelled: dict[str, str] = {}
+        self._opening: dict[str, Opening] = {}
         self._lock = threading.Lock()
         self.on_refused: list[Callable[[StaleLease], None]] = []
 
@@ -117,6 +150,17 @@ class Fences:
             self._ending.discard(run_id)
             self._let_go.discard(run_id)
             self._cancelled.pop(run_id, None)
+            self._opening.pop(run_id, None)
+
+    def opening(self, run_id: str, opening: Opening) -> None:
+        """``run_id`` starts here: its opening record write takes its lease (:meth:`take_opening`)."""
+        with self._lock:
+            self._opening[run_id] = opening
+
+    def take_opening(self, run_id: str) -> Opening | None:
+        """The lease ``run_id``'s opening write is to take, once (``None``: none, or taken already)."""
+        with self._lock:
+            return self._opening.pop(run_id, None)
 
     def cancelled(self, run_id: str, reason: str) -> None:
         """``run_id``, executed here under a lease, is being cancelled for ``reason``: its outcome's write records
@@ -221,6 +265,36 @@ class LeaseRepository:
             .values(owner=owner, generation=generation, expires_at=expires, cancel_reason=None, released=None)
         )
         return generation
+
+    @staticmethod
+    def acquire_in(
+        conn: sa.Connection, run_id: str, opening: Opening, *also: sa.ScalarSelect[Any]
+    ) -> tuple[int, tuple[Any, ...]]:
+        """:meth:`acquire` as a write's fencing statement (:class:`Opening`): the lease's generation, and ``also``
+        read by the same statement (SQLite and PostgreSQL; another database reads them apart)."""
+        expires = opening.clock() + opening.ttl_s
+        dialect = conn.dialect.name
+        if dialect not in ("postgresql", "sqlite"):
+            generation = LeaseRepository(conn.engine, clock=opening.clock).acquire(
+                run_id, opening.owner, opening.ttl_s, conn=conn
+            )
+            return generation, tuple(conn.execute(sa.select(*also)).one()) if also else ()
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        new = insert(run_leases).values(run_id=run_id, owner=opening.owner, generation=1, expires_at=expires)
+        upsert = new.on_conflict_do_update(
+            index_elements=[run_leases.c.run_id],
+            set_={
+                "owner": opening.owner,
+                "generation": run_leases.c.generation + 1,
+                "expires_at": expires,
+                "cancel_reason": None,
+                "released": None,
+            },
+        ).returning(run_leases.c.generation, *also)
+        row = conn.execute(upsert).one()
+        return int(row[0]), tuple(row[1:])
 
     def renew(self, owner: str, ttl_s: float) -> dict[str, Lease]:
         """Extend every lease ``owner`` holds by ``ttl_s`` from now; the leases it holds, by run id (a cancel asked
