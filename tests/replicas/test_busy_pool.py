@@ -20,6 +20,7 @@ import teamrun
 from teamrun.errors import StoreError
 from teamrun.serve.app import ServeSettings
 from teamrun.store import Store, open_store
+from teamrun.store.leases import LeaseRepository
 from tests.pgserver import new_database
 from tests.serve.conftest import GatedModel, RunningServer, solo_team, until_status
 from tests.waiting import wait_until
@@ -89,12 +90,12 @@ def test_a_replica_whose_pool_is_held_busy_keeps_its_lease_and_its_run(
 def test_a_run_that_cannot_take_its_lease_is_refused_not_answered_201(
     two_replicas: tuple[list[Store], list[RunningServer], GatedModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (store, _), (owner, other), model = two_replicas
+    _, (owner, other), model = two_replicas
 
     def unreachable(*args: object, **kwargs: object) -> int:
         raise StoreError("cannot take the lease in the store: connection timed out")
 
-    monkeypatch.setattr(store.leases, "acquire", unreachable)
+    monkeypatch.setattr(LeaseRepository, "acquire_in", unreachable)  # a new run's opening write takes its lease
     with httpx.Client(base_url=owner.url, timeout=60) as client, httpx.Client(base_url=other.url, timeout=60) as b:
         answer = client.post("/v1/runs", json={"team": "solo", "input": "lost?"})
         assert answer.status_code == 503, answer.text

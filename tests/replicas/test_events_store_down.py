@@ -18,9 +18,9 @@ import sqlalchemy as sa
 import teamrun
 from teamrun.errors import StoreError
 from teamrun.serve.errors import plain_store_error
-from teamrun.serve.replicas import Replica
 from teamrun.store import open_store
 from teamrun.store.journal import StoreJournal
+from teamrun.store.leases import LeaseRepository
 from tests.serve.conftest import serve, solo_team
 
 __all__ = ["serve"]
@@ -67,7 +67,7 @@ def test_a_replica_without_its_store_answers_503_store_unavailable_plainly(
         _plain(client.get("/v1/runs/run_elsewhere/events"))
         _plain(client.post("/v1/runs/run_elsewhere/cancel"))
         monkeypatch.undo()
-        monkeypatch.setattr(Replica, "_acquire", _refused)
+        monkeypatch.setattr(LeaseRepository, "acquire_in", _refused)  # a new run's opening write takes its lease
         said = _plain(client.post("/v1/runs", json={"team": "solo", "input": "hello"}))
         assert said.endswith(
             "could not take its lease in the store, so it did not start: connection failed: "

@@ -113,6 +113,42 @@ def test_a_version_2_store_is_upgraded_to_keep_run_events_and_keeps_its_runs(sto
         assert store.run_events.save("r-old", [{"kind": "run_start"}]) is not None
 
 
+def test_a_version_5_store_is_upgraded_to_keep_the_leases_of_live_runs_only(store_url: str) -> None:
+    """Version 7: the lease rows of ended runs (and of no run) go; a running run's and a waiting one's stay; the
+    heartbeat's queries read the live leases through indexes of their own."""
+    with open_store(store_url) as store, store.engine.begin() as conn:  # made a version 5 store by hand
+        conn.execute(sa.text("DROP INDEX ix_run_leases_held"))
+        conn.execute(sa.text("DROP INDEX ix_run_leases_live"))
+        conn.execute(sa.text("CREATE INDEX ix_run_leases_owner ON run_leases (owner)"))
+        conn.execute(sa.text("CREATE INDEX ix_run_leases_expires ON run_leases (expires_at)"))
+        conn.execute(sa.text("DELETE FROM schema_version"))
+        conn.execute(sa.text("INSERT INTO schema_version (version, applied_at) VALUES (5, '2026-01-01')"))
+        for run_id, status in (("done", "done"), ("running", "running"), ("waiting", "waiting")):
+            store.runs.start(run_id, "support", "hello", conn=conn)
+            conn.execute(sa.text("UPDATE runs SET status = :s WHERE id = :id"), {"s": status, "id": run_id})
+        leases = [
+            ("done", "over", 0.0),
+            ("running", None, 2e9),
+            ("waiting", "waiting", 0.0),
+            ("gone", "over", 0.0),  # a run whose record was deleted
+        ]
+        for run_id, released, expires in leases:
+            conn.execute(
+                sa.text(
+                    "INSERT INTO run_leases (run_id, owner, generation, expires_at, released) "
+                    "VALUES (:id, 'a', 1, :e, :r)"
+                ),
+                {"id": run_id, "e": expires, "r": released},
+            )
+    with open_store(store_url) as store, store.engine.connect() as conn:
+        assert migrations_module.current_version(conn) == migrations_module.latest_version() == 7
+        kept = conn.execute(sa.text("SELECT run_id FROM run_leases ORDER BY run_id")).scalars().all()
+        assert kept == ["running", "waiting"]
+        indexes = {index["name"] for index in sa.inspect(conn).get_indexes("run_leases")}
+        assert {"ix_run_leases_held", "ix_run_leases_live"} <= indexes
+        assert not indexes & {"ix_run_leases_owner", "ix_run_leases_expires"}
+
+
 def test_run_events_are_kept_in_parts_compressed_and_capped(store_url: str) -> None:
     first = [{"kind": "run_start", "span_id": "s1", "data": {"input": "é" * 10}}, {"kind": "run_end", "data": {}}]
     later = [

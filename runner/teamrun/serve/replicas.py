@@ -1,7 +1,8 @@
 """This server as one replica of several on one store: run leases, takeover, fencing, handover (issue 46).
 
 Each run this server executes holds a lease in the store (:mod:`teamrun.store.leases`), taken as it starts or
-continues here (:attr:`RunRegistry.owning <teamrun.serve.runs.RunRegistry.owning>`) and released as it ends or
+continues here (:attr:`RunRegistry.owning <teamrun.serve.runs.RunRegistry.owning>`; a new run's by its opening
+record write, :class:`~teamrun.store.leases.Opening`: no transaction of its own) and released as it ends or
 suspends waiting for people. A heartbeat (:meth:`Replica.renew`, every :attr:`Replica.tick_s`) renews them all in
 one statement, on a connection pool of its own (request traffic holding every connection of the store's pool
 never delays it; a renewal that fails or comes late says so), applies the cancels other replicas left on them (on
@@ -28,14 +29,14 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from teamrun.errors import StoreError
 from teamrun.logs import get_logger
 from teamrun.serve.continuation import continue_here
 from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown
 from teamrun.serve.served import Served
+from teamrun.store.leases import LeaseNotTaken
 
 if TYPE_CHECKING:
     from teamrun.serve.history import EventKeeper
@@ -48,7 +49,6 @@ __all__ = [
     "Replica",
     "as_replicas_show",
     "replica_id",
-    "stored_cancel_reason",
     "until_not_running",
 ]
 
@@ -60,12 +60,8 @@ HEARTBEAT_CONNECTIONS = 3
 """The heartbeat's own pool: the renewal, the takeover beside it, the cancel listener (PostgreSQL)."""
 MOVED_REASON = "moved to another replica"
 """The cancel reason of a run this replica stopped executing because another took its lease."""
-
-
-async def stored_cancel_reason(store: Store, run_id: str) -> str | None:
-    """Why ``run_id`` was cancelled, as the replica that ran it said (kept on its lease): every replica answers a
-    cancelled run's ``cancel_reason`` with the owner's words."""
-    return await asyncio.to_thread(store.leases.cancel_reason, run_id)
+SWEEP_S = 60.0
+"""Seconds between two sweeps of the lease rows of ended runs (:meth:`LeaseRepository.sweep`) by a replica."""
 
 
 async def as_replicas_show(store: Store, record: dict[str, Any]) -> dict[str, Any]:
@@ -94,11 +90,6 @@ async def until_not_running(registry: RunRegistry, run_id: str, *, within_s: flo
             return False
         await asyncio.sleep(poll_s)  # a poll of the store: the run's replica writes its record there
         waited += poll_s
-
-
-class LeaseNotTaken(StoreError):
-    """A run could not take its lease (the store is out of reach, or its connections all busy): it did not
-    start, and has no record anywhere."""
 
 
 def replica_id() -> str:
@@ -155,6 +146,10 @@ class Replica:
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         self._background: set[asyncio.Task[None]] = set()
+        self._recording: dict[str, asyncio.Task[bool]] = {}
+        """New runs that stopped before their opening write, their failed record being written."""
+        self._swept_at: float | None = None
+        """When this replica last swept the lease rows of ended runs (the leases' clock)."""
         registry.owning = self.own
         registry.forward_cancel = self.forward_cancel
         registry.confirm_owner = self.confirm_owner
@@ -165,10 +160,15 @@ class Replica:
     # -- the runs that start or continue here --------------------------------------------------------
 
     async def own(self, run_id: str) -> None:
-        """Take ``run_id``'s lease: it starts or continues here (:attr:`RunRegistry.owning`)."""
-        from teamrun.store.leases import Fence
+        """Take ``run_id``'s lease: it starts or continues here (:attr:`RunRegistry.owning`). A new run's is taken
+        by its opening record write (:class:`~teamrun.store.leases.Opening`: no transaction of its own)."""
+        from teamrun.store.leases import Fence, Opening
 
         handle = self.registry.get(run_id)
+        if handle is not None and handle.attempt == 1:
+            opened = self._opened(handle)
+            self.store.fences.opening(run_id, Opening(self.id, self.lease_s, self.leases.clock, opened))
+            return
         try:
             generation = await asyncio.to_thread(self._acquire, run_id, handle)
         except Exception as exc:  # the store is out of reach or its pool is dry: the run does not start here
@@ -180,6 +180,19 @@ class Replica:
         self.held[run_id] = generation
         if handle is not None:
             handle.owned.set()
+
+    def _opened(self, handle: RunHandle) -> Callable[[int], None]:
+        """What a new run's opening write calls (from its thread) once it took the lease."""
+        loop = asyncio.get_running_loop()
+
+        def held(generation: int) -> None:
+            self.held[handle.id] = generation
+            handle.owned.set()
+
+        def taken(generation: int) -> None:
+            loop.call_soon_threadsafe(held, generation)
+
+        return taken
 
     def _acquire(self, run_id: str, handle: RunHandle | None) -> int:
         """The lease, and a new run's record as ``running`` at once (blocking): any replica finds it from now on.
@@ -207,6 +220,8 @@ class Replica:
         finally:
             for wait in waits:
                 wait.cancel()
+        if not handle.owned.is_set() and (recording := self._recording.pop(handle.id, None)) is not None:
+            return await asyncio.shield(recording)  # it stopped before its opening write: recorded failed
         return handle.owned.is_set()
 
     def over(self, handle: RunHandle) -> None:
@@ -214,29 +229,44 @@ class Replica:
         generation = self.held.pop(handle.id, None)
         self._saved.pop(handle.id, None)
         if generation is None:
+            if self.store.fences.take_opening(handle.id) is not None and handle.error is not None:
+                loop = asyncio.get_running_loop()
+                job = loop.create_task(self._record_unopened(handle, handle.error), name=f"teamrun-record:{handle.id}")
+                self._recording[handle.id] = job  # (awaited by recorded(), which holds the request's answer)
+                job.add_done_callback(lambda _job: self._recording.pop(handle.id, None))
             return
         reason = "waiting" if handle.state == "waiting" else "over"
         failed = handle.error if handle.result is None and not handle.moved else None
-        cancelled = handle.cancel_reason if handle.state == "cancelled" else None
         loop = asyncio.get_running_loop()
         task = loop.create_task(
-            self._release(handle.id, generation, reason, failed, cancelled), name=f"teamrun-lease-release:{handle.id}"
+            self._release(handle.id, generation, reason, failed), name=f"teamrun-lease-release:{handle.id}"
         )
         self._background.add(task)  # the loop keeps only a weak reference
         task.add_done_callback(self._background.discard)
 
-    async def _release(
-        self, run_id: str, generation: int, reason: str, failed: str | None = None, cancelled: str | None = None
-    ) -> None:
+    async def _record_unopened(self, handle: RunHandle, error: str) -> bool:
+        """A new run that stopped before its opening write (a refused thread...): its record says it failed, for
+        every replica (no lease: it runs nowhere); whether it was written."""
+
+        def record() -> None:
+            with self.store.engine.begin() as conn:
+                start = self.store.runs.start
+                start(handle.id, handle.team, handle.input, thread_id=handle.thread, conn=conn, unless_recorded=True)
+            self.store.runs.finish(handle.id, status="failed", final_output=None, usage={}, cost=0.0, error=error)
+
+        try:
+            await asyncio.to_thread(record)
+        except Exception as exc:
+            _log.warning("serve_run_not_recorded", run=handle.id, error=str(exc), error_type=type(exc).__name__)
+            return False
+        return True
+
+    async def _release(self, run_id: str, generation: int, reason: str, failed: str | None = None) -> None:
         try:
             if failed is not None:  # it could not run at all (a refused thread...): its early record says so
                 await asyncio.to_thread(self._record_failed, run_id, failed)
-            again = self.store.fences.released_by_write(run_id)  # by its last record write, most often
-            if not again or cancelled is not None:  # its cancel's reason stays on the lease, for every replica
-                release = self.store.leases.release
-                await asyncio.to_thread(
-                    release, run_id, self.id, generation, reason, cancel_reason=cancelled, again=again
-                )
+            if not self.store.fences.released_by_write(run_id):  # by its last record write, most often
+                await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, reason)
         except Exception as exc:  # it expires instead; the run's record says it is over, so nobody takes it
             _log.warning("serve_lease_not_released", run=run_id, error=str(exc), error_type=type(exc).__name__)
         finally:
@@ -253,6 +283,8 @@ class Replica:
         lease = await asyncio.to_thread(self.store.leases.get, run_id)
         if self.held.get(run_id) != generation:
             return  # it stopped or moved meanwhile
+        if lease is None and self.store.fences.is_ending(run_id):
+            return  # its outcome's write deleted it (it stops here as its turn ends)
         if lease is None or (lease.owner, lease.generation) != (self.id, generation):
             self._lost(run_id, "its lease was taken by another replica")
 
@@ -353,6 +385,9 @@ class Replica:
     async def renew(self) -> None:
         """Renew the leases held here, apply forwarded cancels, stop runs taken by others, keep events."""
         held = dict(self.held)  # a run taken meanwhile is not in what the renewal read
+        if not held:  # nothing to renew: no round trip (an idle replica's beat costs the store nothing)
+            self.renewed_at, self._late_said = time.monotonic(), False
+            return
         began = time.monotonic()
         leases = await asyncio.to_thread(self.leases.renew, self.id, self.lease_s)
         took = time.monotonic() - began
@@ -411,7 +446,14 @@ class Replica:
     # -- takeover ------------------------------------------------------------------------------------
 
     async def take_over(self) -> list[str]:
-        """Take the runs whose replica stopped renewing (or handed them over) and continue them here; their ids."""
+        """Take the runs whose replica stopped renewing (or handed them over) and continue them here; their ids.
+        Once a minute (:data:`SWEEP_S`), first delete a batch of lease rows of runs that ended (at once again while
+        batches come back full)."""
+        now = self.leases.clock()
+        if self._swept_at is None or now - self._swept_at >= SWEEP_S:
+            limit = 500
+            if await asyncio.to_thread(self.leases.sweep, limit=limit) < limit:
+                self._swept_at = now
         taken: list[str] = []
         for lease in await asyncio.to_thread(self.leases.takeable):
             if lease.owner == self.id and lease.run_id in self.held:

@@ -328,7 +328,7 @@ def stored_record(run: JournaledRun, *, events: bool = False) -> dict[str, Any]:
         "thread": run.thread_id,
         "final_text": run.final_text,
         "error": run.error,
-        "cancel_reason": None,
+        "cancel_reason": run.cancel_reason,
         "approvals": [],
         "result": None,
         **run.spending(),
@@ -679,6 +679,8 @@ class RunRegistry:
         handle = self._runs.get(run_id)
         if handle is not None and not handle.finished and not handle.cancel.is_set():
             handle.cancel_reason = reason
+            if self.store is not None:  # a replica's run: its outcome's write records the reason for every replica
+                self.store.fences.cancelled(run_id, reason)
             handle.cancel.set()
         return handle
 

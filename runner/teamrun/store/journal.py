@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from teamrun.secrets import unmask
 from teamrun.store.db import Store
-from teamrun.store.leases import LeaseRepository, StaleLease
+from teamrun.store.leases import OVER, WAITING, Fence, LeaseNotTaken, LeaseRepository, Opening, StaleLease
 from teamrun.store.records import USAGE_UNKNOWN_KEY, EntryKey, JournaledRun, JournalEntry
 from teamrun.store.schema import journal, runs
 
@@ -179,7 +179,11 @@ class StoreJournal:
 
     # -- runs ---------------------------------------------------------------------------------
     def save_run(self, run: JournaledRun) -> None:
-        """Insert or update the run's row (a run that is resumed keeps its id and row)."""
+        """Insert or update the run's row (a run that is resumed keeps its id and row).
+
+        A run executed here under a lease (a replica's, :class:`~teamrun.store.leases.Fences`) is fenced by the
+        write; its last one here releases the lease (a suspension) or deletes it (an outcome), and a cancelled
+        run's outcome keeps why it was cancelled in its ``meta`` (``cancel_reason``)."""
         mask = self.store.secrets
         values: dict[str, Any] = {
             "team": run.team,
@@ -196,12 +200,36 @@ class StoreJournal:
         meta = {name: getattr(run, name) for name in _META_FIELDS}
         meta["vars"] = mask.value(meta["vars"])
         fences = self.store.fences
-        last = None if run.status == "running" else "waiting" if run.status == "waiting" else "over"
+        reason = fences.cancel_reason(run.run_id) if run.status == "cancelled" else None
+        if reason is not None:  # cancelled by a replica: every replica says its words (the lease row goes now)
+            meta["cancel_reason"] = mask.text(reason)
+        last = None if run.status == "running" else WAITING if run.status == "waiting" else OVER
         if last is not None and fences.get(run.run_id) is not None:  # its last write here: it releases the lease
             fences.ending(run.run_id)
+        opening = fences.take_opening(run.run_id) if last is None else None
+        if opening is not None:  # a replica's new run: this write takes its lease, or the run does not start
+            try:
+                self._save_run(run, values, meta, None, opening)
+            except Exception as exc:
+                raise LeaseNotTaken(
+                    f"run {run.run_id} could not take its lease in the store, so it did not start: {exc}; "
+                    "retry the request"
+                ) from exc
+            return
+        self._save_run(run, values, meta, last, None)
+
+    def _save_run(
+        self, run: JournaledRun, values: dict[str, Any], meta: dict[str, Any], last: str | None, opening: Opening | None
+    ) -> None:
+        fences = self.store.fences
+        generation = 0
+        fenced: tuple[Any, ...] | None
         with self._lock, self.engine.begin() as conn:
             stored = sa.select(runs.c.meta).where(runs.c.id == run.run_id)  # checked and read: one round trip
-            fenced = self._fenced(conn, run.run_id, stored.scalar_subquery(), release=last)
+            if opening is not None:  # the lease's upsert reads it
+                generation, fenced = LeaseRepository.acquire_in(conn, run.run_id, opening, stored.scalar_subquery())
+            else:
+                fenced = self._fenced(conn, run.run_id, stored.scalar_subquery(), release=last)
             if fenced is not None:
                 old = fenced[0]  # (``meta`` is never null: a null is no row)
             else:
@@ -210,7 +238,11 @@ class StoreJournal:
             if old is None:
                 conn.execute(runs.insert().values(id=run.run_id, meta=meta, **values))
             else:
-                conn.execute(runs.update().where(runs.c.id == run.run_id).values(meta={**old, **meta}, **values))
+                merged = {name: value for name, value in old.items() if name != "cancel_reason"} | meta
+                conn.execute(runs.update().where(runs.c.id == run.run_id).values(meta=merged, **values))
+        if opening is not None:
+            fences.set(run.run_id, Fence(opening.owner, generation))
+            opening.taken(generation)
         if last is not None and fenced is not None:
             fences.ending(run.run_id, released=True)
 
@@ -326,4 +358,5 @@ def _run_of(row: sa.RowMapping) -> JournaledRun:
         attempts=int(meta.get("attempts") or 1),
         replayed_calls=int(meta.get("replayed_calls") or 0),
         thread_id=row["thread_id"],
+        cancel_reason=meta.get("cancel_reason") if row["status"] == "cancelled" else None,
     )

@@ -9,9 +9,12 @@ writes of a replica that still believes it owns the run (it was paused, or cut o
 and the store refuses them (:meth:`LeaseRepository.check`, inside the writing transaction: fencing). An owner that
 stops on purpose releases its leases (``handover``: another replica takes them at once). A run's last record write
 on a replica (its outcome, or its suspension to wait for people) releases its lease in the fencing statement
-itself (:meth:`LeaseRepository.check`'s ``release``): no round trip of its own. A cancel asked on a
-replica that does not run the run is left on the lease (:meth:`LeaseRepository.request_cancel`) for the owner's
-next heartbeat.
+itself (:meth:`LeaseRepository.check`'s ``release``): no round trip of its own. An outcome deletes the lease's
+row (the table holds live runs only; why a cancelled run was cancelled is in its record, ``runs.meta``); a
+suspension keeps it, released, so the generation keeps rising when the run continues. The rows of runs that
+ended otherwise (a waiting run cancelled in the store, an outcome written by another process) are swept by the
+takeover pass (:meth:`LeaseRepository.sweep`). A cancel asked on a replica that does not run the run is left on
+the lease (:meth:`LeaseRepository.request_cancel`) for the owner's next heartbeat.
 
 Times are epoch seconds of the replicas' clocks (keep them in sync: a clock ahead takes leases early, which the
 generation still fences). Every method is blocking and runs in its own short transaction, but :meth:`acquire`
@@ -30,14 +33,33 @@ from typing import Any
 import sqlalchemy as sa
 
 from teamrun.errors import StoreError
-from teamrun.store.schema import run_leases, runs
+from teamrun.store.schema import LIVE_LEASE, run_leases, runs
 
-__all__ = ["CHANNEL", "HANDOVER", "Fence", "Fences", "Lease", "LeaseRepository", "StaleLease"]
+__all__ = [
+    "CHANNEL",
+    "HANDOVER",
+    "OVER",
+    "WAITING",
+    "Fence",
+    "Fences",
+    "Lease",
+    "LeaseNotTaken",
+    "LeaseRepository",
+    "Opening",
+    "StaleLease",
+]
 
 CHANNEL = "teamrun_run_cancel"
 """The PostgreSQL ``NOTIFY`` channel of cancels left on leases."""
 HANDOVER = "handover"
-"""The release reason of an owner that stops on purpose (SIGTERM): another replica takes the run at once."""
+"""The release reason of an owner that stops on purpose (SIGTERM): another replica takes the run at once (the
+literal of :data:`~teamrun.store.schema.LIVE_LEASE`)."""
+OVER = "over"
+"""The run ended here: its outcome's write deletes the lease (:meth:`LeaseRepository.check`'s ``release``)."""
+WAITING = "waiting"
+"""The run suspended here to wait for people: its lease is released and kept (the generation of the next one)."""
+SWEPT = ("running", "waiting")
+"""The statuses of runs whose lease rows the sweep keeps (:meth:`LeaseRepository.sweep`)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +99,26 @@ class StaleLease(StoreError):
         )
 
 
+class LeaseNotTaken(StoreError):
+    """A run could not take its lease (the store is out of reach, or its connections all busy): it did not
+    start, and has no record anywhere."""
+
+    refuses_run = True
+    """Raised by a run's opening record write (:class:`Opening`): the run must not go on (unjournaled, unleased)."""
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A new run's lease, taken by its opening record write (:meth:`Fences.opening`): the lease's upsert is that
+    write's fencing statement, so a replica's run costs the store no transaction of its own as it starts."""
+
+    owner: str
+    ttl_s: float
+    clock: Callable[[], float]
+    taken: Callable[[int], None]
+    """Told the lease's generation once the write committed (from the writing thread)."""
+
+
 class Fences:
     """A store's fences: the lease each run this process executes must still hold when it writes for the run.
 
@@ -89,6 +131,8 @@ class Fences:
         self._said: set[str] = set()
         self._ending: set[str] = set()
         self._let_go: set[str] = set()
+        self._cancelled: dict[str, str] = {}
+        self._opening: dict[str, Opening] = {}
         self._lock = threading.Lock()
         self.on_refused: list[Callable[[StaleLease], None]] = []
 
@@ -97,6 +141,7 @@ class Fences:
             self._fences[run_id] = fence
             self._ending.discard(run_id)  # a new lease: the run's turn here begins
             self._let_go.discard(run_id)
+            self._cancelled.pop(run_id, None)
 
     def drop(self, run_id: str) -> None:
         with self._lock:
@@ -104,6 +149,30 @@ class Fences:
             self._said.discard(run_id)
             self._ending.discard(run_id)
             self._let_go.discard(run_id)
+            self._cancelled.pop(run_id, None)
+            self._opening.pop(run_id, None)
+
+    def opening(self, run_id: str, opening: Opening) -> None:
+        """``run_id`` starts here: its opening record write takes its lease (:meth:`take_opening`)."""
+        with self._lock:
+            self._opening[run_id] = opening
+
+    def take_opening(self, run_id: str) -> Opening | None:
+        """The lease ``run_id``'s opening write is to take, once (``None``: none, or taken already)."""
+        with self._lock:
+            return self._opening.pop(run_id, None)
+
+    def cancelled(self, run_id: str, reason: str) -> None:
+        """``run_id``, executed here under a lease, is being cancelled for ``reason``: its outcome's write records
+        it (``runs.meta``, :meth:`cancel_reason`), for every replica to say. Ignored for a run with no fence."""
+        with self._lock:
+            if run_id in self._fences:
+                self._cancelled[run_id] = reason
+
+    def cancel_reason(self, run_id: str) -> str | None:
+        """Why ``run_id`` was cancelled here (:meth:`cancelled`), if it was."""
+        with self._lock:
+            return self._cancelled.get(run_id)
 
     def ending(self, run_id: str, *, released: bool = False) -> None:
         """The run's last record write (its outcome, or its suspension) releases its lease in its own statement:
@@ -197,6 +266,36 @@ class LeaseRepository:
         )
         return generation
 
+    @staticmethod
+    def acquire_in(
+        conn: sa.Connection, run_id: str, opening: Opening, *also: sa.ScalarSelect[Any]
+    ) -> tuple[int, tuple[Any, ...]]:
+        """:meth:`acquire` as a write's fencing statement (:class:`Opening`): the lease's generation, and ``also``
+        read by the same statement (SQLite and PostgreSQL; another database reads them apart)."""
+        expires = opening.clock() + opening.ttl_s
+        dialect = conn.dialect.name
+        if dialect not in ("postgresql", "sqlite"):
+            generation = LeaseRepository(conn.engine, clock=opening.clock).acquire(
+                run_id, opening.owner, opening.ttl_s, conn=conn
+            )
+            return generation, tuple(conn.execute(sa.select(*also)).one()) if also else ()
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+        new = insert(run_leases).values(run_id=run_id, owner=opening.owner, generation=1, expires_at=expires)
+        upsert = new.on_conflict_do_update(
+            index_elements=[run_leases.c.run_id],
+            set_={
+                "owner": opening.owner,
+                "generation": run_leases.c.generation + 1,
+                "expires_at": expires,
+                "cancel_reason": None,
+                "released": None,
+            },
+        ).returning(run_leases.c.generation, *also)
+        row = conn.execute(upsert).one()
+        return int(row[0]), tuple(row[1:])
+
     def renew(self, owner: str, ttl_s: float) -> dict[str, Lease]:
         """Extend every lease ``owner`` holds by ``ttl_s`` from now; the leases it holds, by run id (a cancel asked
         elsewhere shows as the lease's :attr:`Lease.cancel_reason`)."""
@@ -206,22 +305,10 @@ class LeaseRepository:
             rows = conn.execute(sa.select(*_COLUMNS).where(held)).all()
         return {row[0]: _lease(row) for row in rows}
 
-    def release(
-        self,
-        run_id: str,
-        owner: str,
-        generation: int,
-        reason: str,
-        *,
-        cancel_reason: str | None = None,
-        again: bool = False,
-    ) -> bool:
-        """``owner`` lets ``run_id`` go (``reason``: ``over``, ``waiting``, :data:`HANDOVER`...); whether it still
-        held it. ``cancel_reason``: why the run was cancelled here, kept on the lease for every replica to say
-        (:meth:`cancel_reason`). ``again``: the run's last write released it already (:meth:`check`'s
-        ``release``); this keeps the cancel's reason on it."""
-        kept = {"cancel_reason": cancel_reason} if cancel_reason else {}
-        held = [run_leases.c.released.is_(None)] if not again else []
+    def release(self, run_id: str, owner: str, generation: int, reason: str) -> bool:
+        """``owner`` lets ``run_id`` go (``reason``: :data:`OVER`, :data:`WAITING`, :data:`HANDOVER`...); whether it
+        still held it. The row stays (released): a run over whose outcome was not written shows ``interrupted``,
+        not taken; :meth:`sweep` deletes it once the run's record says it ended."""
         with self.engine.begin() as conn:
             done = conn.execute(
                 run_leases.update()
@@ -229,45 +316,58 @@ class LeaseRepository:
                     run_leases.c.run_id == run_id,
                     run_leases.c.owner == owner,
                     run_leases.c.generation == generation,
-                    *held,
+                    run_leases.c.released.is_(None),
                 )
-                .values(released=reason, expires_at=0.0, **kept)
+                .values(released=reason, expires_at=0.0)
             )
         return done.rowcount == 1
 
     def cancel_reason(self, run_id: str) -> str | None:
-        """Why ``run_id`` was cancelled, as its replica applied it (a cancel left on its lease, or one asked where
-        it ran): the same words on every replica."""
+        """The cancel left on ``run_id``'s lease for its owner (:meth:`request_cancel`), if any (a cancelled run's
+        reason is in its record: :attr:`JournaledRun.cancel_reason <teamrun.store.records.JournaledRun>`)."""
         with self.engine.connect() as conn:
             found = conn.execute(sa.select(run_leases.c.cancel_reason).where(run_leases.c.run_id == run_id)).scalar()
         return None if found is None else str(found)
 
     def takeable(self, *, limit: int = 50) -> list[Lease]:
         """Leases of runs still ``running`` in the store that nobody renews any more (expired) or that their owner
-        handed over, oldest expiry first."""
-        now = self.clock()
-        free = sa.or_(
-            sa.and_(run_leases.c.released.is_(None), run_leases.c.expires_at < now),
-            run_leases.c.released == HANDOVER,
-        )
+        handed over (it expires at 0), oldest expiry first. Read from the live leases' index, each run's status by
+        its key (never a scan of ``runs``)."""
+        # a scalar subquery, not a join nor EXISTS: PostgreSQL would hash-join them over a scan of ``runs``
+        status = sa.select(runs.c.status).where(runs.c.id == run_leases.c.run_id).scalar_subquery()
         query = (
             sa.select(*_COLUMNS)
-            .join(runs, runs.c.id == run_leases.c.run_id)
-            .where(free, runs.c.status == "running")
+            .where(LIVE_LEASE, run_leases.c.expires_at < self.clock(), status == "running")
             .order_by(run_leases.c.expires_at)
             .limit(limit)
         )
         with self.engine.connect() as conn:
             return [_lease(row) for row in conn.execute(query).all()]
 
+    def sweep(self, *, limit: int = 500) -> int:
+        """Delete up to ``limit`` lease rows of runs no replica runs nor will continue: released or expired, of a
+        run whose record is neither ``running`` nor ``waiting`` (it ended: cancelled while it waited, or its outcome
+        written by another process) or of no run at all; how many. (The takeover pass calls it now and then.)"""
+        with self.engine.begin() as conn:
+            return self.sweep_in(conn, now=self.clock(), limit=limit)
+
+    @staticmethod
+    def sweep_in(conn: sa.Connection, *, now: float, limit: int) -> int:
+        """:meth:`sweep` in ``conn``'s transaction (``now``: leases expired before it count as let go; 0: only the
+        released ones, as the migration to version 6 purges them)."""
+        live = sa.exists().where(runs.c.id == run_leases.c.run_id, runs.c.status.in_(SWEPT))
+        let_go = sa.or_(run_leases.c.released.is_not(None), run_leases.c.expires_at < now)
+        doomed = (  # rows another transaction holds (another replica sweeping): skipped, no deadlock
+            sa.select(run_leases.c.run_id).where(let_go, ~live).limit(limit).with_for_update(skip_locked=True)
+        )
+        done = conn.execute(run_leases.delete().where(run_leases.c.run_id.in_(doomed.scalar_subquery())))
+        return int(done.rowcount)
+
     def take(self, lease: Lease, owner: str, ttl_s: float) -> int | None:
         """Take the expired or handed-over ``lease`` for ``owner``: its new generation, or ``None`` when another
         replica took it first or its owner renewed it meanwhile (one compare-and-set on the generation)."""
         now = self.clock()
-        free = sa.or_(
-            sa.and_(run_leases.c.released.is_(None), run_leases.c.expires_at < now),
-            run_leases.c.released == HANDOVER,
-        )
+        free = sa.and_(LIVE_LEASE, run_leases.c.expires_at < now)
         generation = lease.generation + 1
         with self.engine.begin() as conn:
             locked = conn.execute(  # a row another transaction holds (a paused owner's last write): not now
@@ -354,7 +454,8 @@ class LeaseRepository:
         and not released (the row is locked until the transaction ends on PostgreSQL; SQLite has one writer at a
         time). ``also``: scalar subqueries read in the same statement (what the write needs to know first: no
         round trip of its own), their values returned in order. ``release``: the write is the run's last here (its
-        outcome, or its suspension): the same statement releases the lease, for this reason (:meth:`release`)."""
+        outcome, or its suspension): the same statement releases the lease, for this reason (:meth:`release`);
+        :data:`OVER` deletes its row (``DELETE ... RETURNING``: the run ended, its lease has nothing more to say)."""
         mine = sa.and_(
             run_leases.c.run_id == run_id,
             run_leases.c.owner == fence.owner,
@@ -362,7 +463,10 @@ class LeaseRepository:
             run_leases.c.released.is_(None),
         )
         if release is not None:
-            released = run_leases.update().where(mine).values(released=release, expires_at=0.0)
+            if release == OVER:
+                released: sa.Delete | sa.Update = run_leases.delete().where(mine)
+            else:
+                released = run_leases.update().where(mine).values(released=release, expires_at=0.0)
             row = conn.execute(released.returning(run_leases.c.run_id, *also)).first()
             if row is not None:
                 return tuple(row[1:])

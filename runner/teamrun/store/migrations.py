@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from teamrun.errors import StoreError
 from teamrun.store import schema
+from teamrun.store.leases import LeaseRepository
 
 Step = Callable[[sa.Connection], None]
 
@@ -54,6 +55,18 @@ def _memory_messages(conn: sa.Connection) -> None:
     schema.memory_messages.create(conn, checkfirst=True)
 
 
+def _live_leases(conn: sa.Connection) -> None:
+    """Version 7: the leases of live runs only. The rows of ended runs (each run left one behind) go, as the
+    takeover pass sweeps them from now on; the renewal and the takeover read live leases through partial indexes
+    instead of an index over every lease ever held."""
+    for old in ("ix_run_leases_owner", "ix_run_leases_expires"):
+        conn.execute(sa.text(f"DROP INDEX IF EXISTS {old}"))
+    for index in schema.run_leases.indexes:
+        index.create(conn, checkfirst=True)
+    while LeaseRepository.sweep_in(conn, now=0.0, limit=10_000) == 10_000:
+        pass
+
+
 MIGRATIONS: list[tuple[int, str, Step]] = [
     (1, "threads, thread messages, runs and the run journal", _initial),
     (2, "pending items of waiting runs", _pending_items),
@@ -61,6 +74,7 @@ MIGRATIONS: list[tuple[int, str, Step]] = [
     (4, "long-term memory: facts per resource, their keyword index, working memory", _memory),
     (5, "run leases: which replica executes each running run", _run_leases),
     (6, "thread messages indexed for the recall of a resource's earlier threads", _memory_messages),
+    (7, "run leases of live runs only: the rows of ended runs go, partial indexes for the heartbeat", _live_leases),
 ]
 """``(version, what it does, step)`` in order; the last one is the version the tables in :mod:`schema` have."""
 

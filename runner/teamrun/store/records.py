@@ -96,6 +96,9 @@ class JournaledRun:
     replayed_calls: int = 0
     """Model calls the latest attempt answered from the journal (not paid again)."""
     thread_id: str | None = None
+    cancel_reason: str | None = None
+    """Why a cancelled run was cancelled, as the replica that ran it applied it (``runs.meta``; ``None``: not
+    cancelled, or not by a replica: its ``error`` says why)."""
 
     @property
     def usage_known(self) -> bool:

@@ -22,7 +22,10 @@
 - ``run_leases``: which replica (``teamrun serve`` process) executes a running run: its ``owner``, the lease's
   ``generation`` (raised on every take; a write for the run under an older one is refused: fencing) and
   ``expires_at`` (epoch seconds, renewed by the owner's heartbeat); ``cancel_reason``: a cancel asked on another
-  replica, for the owner to apply; ``released``: why the owner let it go (``handover``, ``over``...).
+  replica, for the owner to apply; ``released``: why the owner let it go (``handover``, ``waiting``...). Only
+  live runs have a row: a run's outcome write deletes it (a waiting run's stays, released, so the generation
+  keeps rising when it continues), the takeover pass sweeps the rows of runs that ended otherwise. Its indexes
+  are partial, over live leases only (``ix_run_leases_held``: the renewal; ``ix_run_leases_live``: the takeover).
 """
 
 from __future__ import annotations
@@ -183,8 +186,18 @@ run_leases = sa.Table(
     sa.Column("expires_at", sa.Float, nullable=False),
     sa.Column("cancel_reason", sa.Text, nullable=True),
     sa.Column("released", sa.String(64), nullable=True),
-    sa.Index("ix_run_leases_owner", "owner"),
-    sa.Index("ix_run_leases_expires", "expires_at"),
+)
+LIVE_LEASE = sa.or_(run_leases.c.released.is_(None), run_leases.c.released == sa.literal_column("'handover'"))
+"""A lease a replica holds, or one handed over for another to take at once: what the heartbeat reads (the
+``'handover'`` literal, not a parameter: SQLite and PostgreSQL then see the partial index's own condition)."""
+sa.Index(  # the renewal: the leases an owner holds
+    "ix_run_leases_held",
+    run_leases.c.owner,
+    sqlite_where=run_leases.c.released.is_(None),
+    postgresql_where=run_leases.c.released.is_(None),
+)
+sa.Index(  # the takeover: live leases by expiry (a handed-over one expires at 0)
+    "ix_run_leases_live", run_leases.c.expires_at, sqlite_where=LIVE_LEASE, postgresql_where=LIVE_LEASE
 )
 
 
@@ -221,6 +234,7 @@ for _statement in _MESSAGE_KEYWORDS_POSTGRES:
 sa.event.listen(memory_messages, "before_drop", _ddl("DROP TABLE IF EXISTS memory_messages_fts", "sqlite"))
 
 __all__ = [
+    "LIVE_LEASE",
     "journal",
     "memories",
     "memory_generations",

@@ -217,6 +217,8 @@ class RunJournal:
         try:
             await asyncio.to_thread(self.backend.save_run, self.record)
         except Exception as exc:  # a read-only or unreachable store: the run goes on unjournaled
+            if getattr(exc, "refuses_run", False):  # unless it may not run without its record (a replica's lease)
+                raise
             self.failure = f"{type(exc).__name__}: {_first_line(exc)}"  # Team.run says it as a run warning
             return
         self._thread = threading.Thread(target=self._write_loop, name=f"teamrun-journal-{self.run_id}", daemon=True)

@@ -381,12 +381,9 @@ class TeamAgent(RequestHandler):
 
             shown = await as_replicas_show(self.registry.store, {"id": run_id, "status": view.status})
             view = dataclasses.replace(view, status=str(shown["status"]))
-        if view.status == "cancelled" and self.registry.replicated and self.registry.store is not None:
-            from teamrun.serve.replicas import stored_cancel_reason  # the words of the replica that cancelled it
-
-            reason = await stored_cancel_reason(self.registry.store, run_id)
-            if reason:
-                view = dataclasses.replace(view, cancel_reason=self.entry.redactor.text(reason))
+        if view.status == "cancelled" and self.registry.replicated and stored.cancel_reason:
+            # the words of the replica that cancelled it (kept in its record)
+            view = dataclasses.replace(view, cancel_reason=self.entry.redactor.text(stored.cancel_reason))
         return view
 
     async def _pending(self, run_id: str) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from teamrun.serve.errors import ApiError
 from teamrun.serve.history import FOLLOW_POLL_S, stored_events
-from teamrun.serve.replicas import as_replicas_show, stored_cancel_reason
+from teamrun.serve.replicas import as_replicas_show
 from teamrun.serve.runs import BudgetTooHigh, RunRegistry, check_budgets, stored_record
 from teamrun.serve.sse import (
     STORE_SETTLE_S,
@@ -67,8 +67,7 @@ async def get_run(state: State, run_id: str) -> dict[str, Any]:
     redactor = state.served[stored.team].redactor
     shown: dict[str, Any] = redactor.value(stored_record(stored, events=kept))
     if shown["status"] == "cancelled" and state.replica is not None:  # the words of the replica that cancelled it
-        reason = await stored_cancel_reason(state.store, run_id)
-        shown["cancel_reason"] = redactor.text(reason) if reason else shown["error"]
+        shown["cancel_reason"] = shown["cancel_reason"] or shown["error"]  # (kept in its record)
     if state.replica is not None:  # between two replicas (handed over, its lease expired): running, not interrupted
         shown = await as_replicas_show(state.store, shown)
     return shown
@@ -95,8 +94,8 @@ async def cancel_run(state: State, run_id: str) -> JSONResponse:
                 code="run_not_running",
             )
         asked = stored_record(ended or stored) | {"cancel_reason": "cancelled by request"}
-        if ended is not None and state.store is not None:  # the words of the replica that cancelled it
-            asked["cancel_reason"] = await stored_cancel_reason(state.store, run_id) or ended.error or "cancelled"
+        if ended is not None:  # the words of the replica that cancelled it (kept in its record)
+            asked["cancel_reason"] = ended.cancel_reason or ended.error or "cancelled"
         shown = state.served[stored.team].redactor.value(asked)
         return JSONResponse(shown, status_code=202)
     if answer.outcome == "ended":
