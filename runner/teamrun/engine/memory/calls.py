@@ -100,7 +100,7 @@ async def embed(
         record = EmbeddingRecord(paid.vectors, paid.model, paid.input_tokens, paid.cost_usd)
         if ctx.journal is not None:  # durable before it is used: a kill after this re-pays nothing
             await ctx.journal.write_now(embedding_entry(invocation or frame.key, *at, fingerprint, record))
-        _charge(ctx, frame, record)
+    _charge(ctx, frame, record)  # one from the journal counts too, as a replayed model call does
     if len(record.vectors) != 1:
         raise MemoryUnavailable(f"embedding model {model!r} returned {len(record.vectors)} vectors for one text")
     memory.known_vectors[fingerprint] = record.vectors[0]
@@ -120,6 +120,7 @@ async def recall(
     fingerprint = _recall_fingerprint(memory.resource, query, how, memory.settings.mode, thread)
     replayed = ctx.journal.replay.recall(frame.key, turn, fingerprint) if ctx.journal is not None else None
     if replayed is not None:
+        _count_journaled_query(memory, ctx, frame, query)
         _emit_recall(memory, ctx, frame, how, query, replayed, replayed=True)
         return replayed
     found = await search(memory, ctx, frame, query, k=how.top_k, min_score=how.min_score, at=(turn, 0))
@@ -138,6 +139,20 @@ async def recall(
         limit = how.messages.max_tokens
         ctx.warn(frame, _left_out(record.messages_left_out, "message", frame.name, turn, limit, "messages.max_tokens"))
     return record
+
+
+def _count_journaled_query(memory: MemorySession, ctx: RunContext, frame: AgentFrame, query: str) -> None:
+    """A recall answered from the journal: the embedding of its query, paid by an earlier attempt, counts in this
+    run's usage, cost and limits (as :func:`embed` counts one it finds in the journal); its vector is kept, so
+    the turn's indexing does not embed the same text again."""
+    if memory.settings.mode == "keyword" or ctx.journal is None:
+        return
+    fingerprint = embedding_fingerprint(memory.embedder.model, [query], memory.settings.embedding.dimensions)
+    record = ctx.journal.replay.embedding(fingerprint)
+    if fingerprint in memory.known_vectors or record is None or len(record.vectors) != 1:
+        return
+    _charge(ctx, frame, record)
+    memory.known_vectors[fingerprint] = record.vectors[0]
 
 
 def _left_out(count: int, what: str, agent: str, turn: int, max_tokens: int, setting: str) -> str:
