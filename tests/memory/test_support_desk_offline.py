@@ -38,7 +38,7 @@ def test_the_support_desk_recalls_in_a_second_run_what_the_first_saved_for_the_c
     store = tmp_path / "teamrun.db"
     first, progress = _execute(store, "customer-42", TOLD)
     assert first["final_text"].startswith(f"[offline simulation] Task: {TOLD}\n")
-    assert _said(progress, "recalled")[0] == "desk: recalled nothing about customer-42"  # before it saved
+    assert _said(progress, "recalled")[0] == "desk: recalled no facts about customer-42"  # before it saved
     assert _said(progress, "memory_save") == ["desk: tool memory_save ok"]
     assert [d["task"] for d in first["delegations"]] == [TOLD]  # billing was asked the customer's question
     listed = teamrun("memory", "list", "--resource", "customer-42", "--store", str(store), "--json")
@@ -56,4 +56,4 @@ def test_the_support_desk_recalls_in_a_second_run_what_the_first_saved_for_the_c
 
     other, progress = _execute(store, "customer-7", ASKED)
     assert TOLD not in other["final_text"] and "(remembered)" not in other["final_text"]
-    assert _said(progress, "recalled") == ["desk: recalled nothing about customer-7"]
+    assert _said(progress, "recalled") == ["desk: recalled no facts about customer-7"]

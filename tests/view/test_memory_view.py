@@ -250,3 +250,47 @@ def test_the_workbench_shows_a_served_runs_recalls_and_saves(
     expect(chosen.locator(".tv-memory-id")).to_have_count(1)
     expect(chosen.locator(".tv-empty")).to_contain_text("Facts were not captured")  # served without --trace-content
     assert opened.problems == []
+
+
+def test_a_recall_of_earlier_threads_messages_reads_as_messages_not_memories(
+    tmp_path: Path, open_page: OpenPage
+) -> None:
+    """Attack a44m item 4: a ``how: messages`` recall was labelled ``recalled 5 memories before its turn``."""
+    lead = ["lead"]
+    at: dict[str, Any] = {"span": "s2", "parent": "s1", "path": lead, "resource": "c"}
+    quoted = {"ids": ["dddddddd4444", "eeeeeeee5555"], "scores": [0.85, 0.4], "query": "q", "facts": ["hi", "yo"]}
+    records = [
+        {**HEADER, "content": True},
+        line("run_start", 1000.0, span="s1", team="mem"),
+        line("agent_start", 1000.0, span="s2", parent="s1", path=lead, model="m"),
+        line("memory_recall", 1000.1, **at, how="recall", ids=[], scores=[], query="q", facts=[]),
+        line("memory_recall", 1000.1, **at, how="messages", **quoted),
+        line("memory_recall", 1000.2, **at, how="messages", ids=["ffffffff6666"], scores=[0.5], replayed=True),
+        line("agent_end", 1001.0, span="s2", parent="s1", path=lead, status="ok"),
+        line("run_end", 1001.0, span="s1", status="done"),
+    ]
+    trace = tmp_path / "run.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert main(["trace", "view", str(trace)]) == 0
+    opened = open_page(trace.with_suffix(".html").as_uri())
+    page = opened.page
+
+    points = page.locator(".tv-row[data-agent=lead] .tv-mark-memory")
+    expect(points).to_have_count(3)
+    expect(points.nth(0)).to_have_attribute("aria-label", "recalled nothing before its turn")
+    expect(points.nth(1)).to_have_attribute(
+        "aria-label", "recalled 2 earlier messages before its turn: dddddddd (0.85), eeeeeeee (0.40)"
+    )
+    expect(points.nth(2)).to_have_attribute(
+        "aria-label", "recalled 1 earlier message before its turn: ffffffff (0.50) · replayed from the journal"
+    )
+    points.nth(1).click()
+    items = page.locator("#tv-details .tv-memory-item")
+    expect(items).to_have_count(3)
+    said = "earlier threads' messages before its turn · 2 messages"
+    expect(items.nth(1).locator(".tv-memory-line")).to_contain_text(said)
+    expect(items.nth(1).locator(".tv-memory-fact")).to_have_text(["hi", "yo"])
+    expect(items.nth(2).locator(".tv-empty")).to_have_text(
+        "Messages were not captured for this run (record it with --trace-content to see them)."
+    )
+    assert opened.problems == []

@@ -195,9 +195,17 @@ class PlainProgress:
                 if self.recalled.get(event.span_id) == event.ids:
                     return None  # the same facts as before this agent's previous turn: said once
                 self.recalled[event.span_id] = list(event.ids)
-                found = f"{len(event.ids)} fact(s), best {max(event.scores):.2f}" if event.scores else "nothing"
+                found = f"{len(event.ids)} fact(s), best {max(event.scores):.2f}" if event.scores else "no facts"
                 replayed = " (from the journal)" if event.replayed else ""
                 return f"{who}: recalled {found} about {isolate(event.resource)}{replayed}"
+            case MemoryRecall() if event.how == "messages" and event.ids:  # quoted from the resource's other threads
+                key = f"{event.span_id} messages"
+                if self.recalled.get(key) == event.ids:
+                    return None
+                self.recalled[key] = list(event.ids)
+                replayed = " (from the journal)" if event.replayed else ""
+                best = f", best {max(event.scores):.2f}" if event.scores else ""
+                return f"{who}: recalled {len(event.ids)} earlier message(s) of other threads{best}{replayed}"
             case Hook():
                 what = ", ".join(event.actions) if event.status == "ok" else f"failed: {event.message}"
                 return f"{who}: hook {event.hook} on {event.target}: {what}"

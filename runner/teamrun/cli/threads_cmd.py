@@ -140,8 +140,11 @@ def show(thread_id: str, store_location: str | None, memory: bool, as_json: bool
 @threads.command(
     short_help="Delete a thread and everything kept with it.",
     help="""\
-Delete a thread and everything kept with it (its turns and the workers' memory
-in it). There is no undo; the next `--thread ID` with that id starts afresh.
+Delete a thread and everything kept with it (its turns, the workers' memory
+in it, and its messages indexed for the recall of earlier threads). There is
+no undo; the next `--thread ID` with that id starts afresh. Other runs that
+quoted its messages keep them in their journals (and kept events): `teamrun
+memory forget --resource ID` removes those too.
 
 \b
 Examples:

@@ -285,6 +285,9 @@ class Team:
                 thread,
                 self.config,
                 run_id=journal.run_id if journal is not None else None,  # a turn that waited continues as itself
+                # a thread belongs to one resource: a resume given none takes its first attempt's
+                resource=resource if resource is not None or journal is None else journal.replay.memory_resource(),
+                resumed=journal is not None and bool(journal.replay),
             )
         model = self._model()
         self.prepare_models()  # LiteLLM's import takes seconds: before the clock, only if needed

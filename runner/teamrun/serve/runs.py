@@ -158,6 +158,8 @@ class RunHandle:
     """The run could not start because of the request (a thread of another team...): :attr:`error` says why."""
     refused_thread: bool = False
     """Refused because its thread holds another team's conversation (an A2A task says so in its own words)."""
+    refused_resource: bool = False
+    """Refused because its thread belongs to another resource (an A2A task says so in its own words)."""
     cancel_reason: str | None = None
     ended_at: float | None = None
     """When the run last stopped running (it ended, or suspended waiting for people); ``None`` while it runs."""
@@ -650,11 +652,12 @@ class RunRegistry:
             if handle.failure is not None:  # stopped by the server (an approval timed out), not by the client
                 handle.result.status, handle.result.error = "failed", handle.failure
         except UsageError as exc:  # the request's own doing: a thread id of another team...
-            from teamrun.engine.durability.threads import ThreadOfAnotherTeam
+            from teamrun.engine.durability.threads import ThreadOfAnotherResource, ThreadOfAnotherTeam
 
             handle.error = handle.redactor.text(str(exc))
             handle.refused = True
             handle.refused_thread = isinstance(exc, ThreadOfAnotherTeam)
+            handle.refused_resource = isinstance(exc, ThreadOfAnotherResource)
         except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
             if getattr(exc, "stops_run", False):  # another replica took the run: it goes on there
                 handle.moved = True

@@ -56,6 +56,8 @@ SUMMARY_INSTRUCTIONS = (
 _SAVED = ("done", "budget_exhausted")
 """Statuses of a run whose turn is added to its thread."""
 WAITING_TURNS = "waiting_turns"
+THREAD_RESOURCE = "resource"
+"""The ``meta`` key of the resource a thread belongs to: the first one a run of it was given."""
 """The thread ``meta`` key of the turns whose runs wait for a person: ``{run_id: {seen, turns, starts_with}}``."""
 
 
@@ -202,22 +204,57 @@ class ThreadOfAnotherTeam(UsageError):
     """The thread a run should continue holds another team's conversation (the run is refused)."""
 
 
-async def open_thread(store: Store, thread_id: str, config: TeamConfig, *, run_id: str | None = None) -> ThreadSession:
+class ThreadOfAnotherResource(UsageError):
+    """The thread a run should continue belongs to another resource (the run is refused; the message does not
+    name that resource)."""
+
+
+async def open_thread(
+    store: Store,
+    thread_id: str,
+    config: TeamConfig,
+    *,
+    run_id: str | None = None,
+    resource: str | None = None,
+    resumed: bool = False,
+) -> ThreadSession:
     """The thread ``thread_id`` of ``store`` (created when new), as run ``run_id`` sees it: a run that waited
-    for a person sees it as it stood when that turn began (:data:`WAITING_TURNS`)."""
+    for a person sees it as it stood when that turn began (:data:`WAITING_TURNS`).
+
+    A thread belongs to the first resource a run of it was given (:data:`THREAD_RESOURCE`): a run given another
+    one, or none, is refused (:class:`ThreadOfAnotherResource`), except a ``resumed`` run given none (its first
+    attempt was let in). A thread no run gave a resource takes the first one given."""
     with store.errors(f"open thread {thread_id!r}"):
-        return await asyncio.to_thread(_load, store, thread_id, config, run_id)
+        return await asyncio.to_thread(_load, store, thread_id, config, run_id, resource, resumed)
 
 
-def _load(store: Store, thread_id: str, config: TeamConfig, run_id: str | None = None) -> ThreadSession:
+def _load(
+    store: Store,
+    thread_id: str,
+    config: TeamConfig,
+    run_id: str | None = None,
+    resource: str | None = None,
+    resumed: bool = False,
+) -> ThreadSession:
     thread_id = thread_id.strip()
     if not thread_id or len(thread_id) > 200:
         raise UsageError("a thread id is 1 to 200 characters (e.g. --thread support-42)")
-    record = store.threads.get(thread_id) or store.threads.create(thread_id, config.name)
+    new = {THREAD_RESOURCE: resource} if resource is not None else None
+    record = store.threads.get(thread_id) or store.threads.create(thread_id, config.name, meta=new)
     if record.team != config.name:
         raise ThreadOfAnotherTeam(
             f"thread {thread_id!r} belongs to team {record.team!r}, not {config.name!r}: "
             "give another --thread id (or delete it: teamrun threads delete ID)"
+        )
+    owner = unmask(record.meta.get(THREAD_RESOURCE))
+    if owner is None and resource is not None:  # a thread started without a resource takes the first one given
+        store.threads.update_meta(thread_id, {THREAD_RESOURCE: resource})
+        owner = resource
+    if owner is not None and owner != resource and not (resource is None and resumed):
+        given = "another resource" if resource is not None else "a resource, and this run was given none"
+        raise ThreadOfAnotherResource(  # the owner is not named: the id of another user or organisation
+            f"thread {thread_id!r} belongs to {given}: give another --thread id (a thread keeps the "
+            "resource of its first run)"
         )
     waiting = record.meta.get(WAITING_TURNS)
     place = waiting.get(run_id) if isinstance(waiting, dict) and run_id is not None else None
@@ -308,7 +345,9 @@ def trim(messages: Sequence[Message], policy: History | None) -> tuple[list[Mess
 
 __all__ = [
     "DEFAULT_HISTORY_TOKENS",
+    "THREAD_RESOURCE",
     "WAITING_TURNS",
+    "ThreadOfAnotherResource",
     "ThreadOfAnotherTeam",
     "ThreadSession",
     "estimate_tokens",

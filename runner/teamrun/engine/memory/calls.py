@@ -100,7 +100,7 @@ async def embed(
         record = EmbeddingRecord(paid.vectors, paid.model, paid.input_tokens, paid.cost_usd)
         if ctx.journal is not None:  # durable before it is used: a kill after this re-pays nothing
             await ctx.journal.write_now(embedding_entry(invocation or frame.key, *at, fingerprint, record))
-        _charge(ctx, frame, record)
+    _charge(ctx, frame, record)  # one from the journal counts too, as a replayed model call does
     if len(record.vectors) != 1:
         raise MemoryUnavailable(f"embedding model {model!r} returned {len(record.vectors)} vectors for one text")
     memory.known_vectors[fingerprint] = record.vectors[0]
@@ -120,6 +120,7 @@ async def recall(
     fingerprint = _recall_fingerprint(memory.resource, query, how, memory.settings.mode, thread)
     replayed = ctx.journal.replay.recall(frame.key, turn, fingerprint) if ctx.journal is not None else None
     if replayed is not None:
+        _count_journaled_query(memory, ctx, frame, query)
         _emit_recall(memory, ctx, frame, how, query, replayed, replayed=True)
         return replayed
     found = await search(memory, ctx, frame, query, k=how.top_k, min_score=how.min_score, at=(turn, 0))
@@ -138,6 +139,26 @@ async def recall(
         limit = how.messages.max_tokens
         ctx.warn(frame, _left_out(record.messages_left_out, "message", frame.name, turn, limit, "messages.max_tokens"))
     return record
+
+
+def _count_journaled_query(memory: MemorySession, ctx: RunContext, frame: AgentFrame, query: str) -> None:
+    """A recall answered from the journal: the embedding of its query, paid by an earlier attempt, counts in this
+    run's usage, cost and limits (as :func:`embed` counts one it finds in the journal); its vector is kept, so
+    the turn's indexing does not embed the same text again."""
+    if memory.settings.mode == "keyword" or ctx.journal is None:
+        return
+    fingerprint = embedding_fingerprint(memory.embedder.model, [_cut(query)], memory.settings.embedding.dimensions)
+    record = ctx.journal.replay.embedding(fingerprint)
+    if fingerprint in memory.known_vectors or record is None or len(record.vectors) != 1:
+        return
+    _charge(ctx, frame, record)
+    memory.known_vectors[fingerprint] = record.vectors[0]
+
+
+def _cut(text: str) -> str:
+    """What is embedded of ``text``: its first :data:`MESSAGE_EMBED_CHARS` characters, for a query as for an
+    indexed message (a user's message that was the query is then embedded once)."""
+    return text[:MESSAGE_EMBED_CHARS]
 
 
 def _left_out(count: int, what: str, agent: str, turn: int, max_tokens: int, setting: str) -> str:
@@ -174,7 +195,7 @@ async def search_messages(
     """The messages of the resource's threads other than the run's own closest to ``query`` (masked here), best
     first; the query's embedding is the facts' search's (paid once)."""
     query = memory.mask(query)
-    vector = None if memory.settings.mode == "keyword" else await embed(memory, ctx, frame, query, at=at)
+    vector = None if memory.settings.mode == "keyword" else await embed(memory, ctx, frame, _cut(query), at=at)
     thread = ctx.thread.thread_id if ctx.thread is not None else None
     found = await asyncio.to_thread(
         memory.messages.search,
@@ -201,7 +222,7 @@ async def search(
 ) -> list[Recalled]:
     """The resource's memories closest to ``query`` (masked here), best first."""
     query = memory.mask(query)
-    vector = None if memory.settings.mode == "keyword" else await embed(memory, ctx, frame, query, at=at)
+    vector = None if memory.settings.mode == "keyword" else await embed(memory, ctx, frame, _cut(query), at=at)
     return await asyncio.to_thread(
         memory.store.search, memory.resource, query, vector, k=k, min_score=min_score, mode=memory.settings.mode
     )
@@ -328,7 +349,7 @@ async def embed_turn(ctx: RunContext, frame: AgentFrame, input: str) -> TurnInde
             continue
         try:
             at = (1, position)
-            vector = await embed(memory, ctx, frame, text[:MESSAGE_EMBED_CHARS], at=at, invocation=THREAD_INVOCATION)
+            vector = await embed(memory, ctx, frame, _cut(text), at=at, invocation=THREAD_INVOCATION)
         except (MemoryUnavailable, EmbeddingFailed) as exc:
             ctx.warn(frame, _not_indexed(ctx.thread.thread_id, exc))
             return None

@@ -139,6 +139,10 @@
       case "memory_recall": {
         const ids = listOf(d.ids), scores = listOf(d.scores);
         const which = ids.length ? ": " + ids.map((id, i) => shortId(id) + " (" + score(scores[i]) + ")").join(", ") : "";
+        if (d.how === "messages") {  // quoted from the resource's other threads, not saved facts
+          const said = ids.length ? ids.length + (ids.length === 1 ? " earlier message" : " earlier messages") : "no earlier messages";
+          return "recalled " + said + " before its turn" + which + (d.replayed ? " · replayed from the journal" : "");
+        }
         const found = ids.length ? memories(ids.length) : "nothing";
         return (d.how === "search" ? "memory_search found " + found : "recalled " + found + " before its turn") + which
           + (d.replayed ? " · replayed from the journal" : "");
@@ -1215,15 +1219,20 @@
         li.dataset.kind = n.kind;
         li.dataset.note = String(index);
         const when = "+" + seconds(n.ts - this.model.t0) + " · ";
+        const messages = n.kind === "memory_recall" && d.how === "messages";  // earlier threads' messages, not facts
         const missing = (many) => el("p", "tv-empty", d.forgotten  // redacted by forget, else recorded without content
-          ? "Forgotten (teamrun memory forget): " + (many ? "its facts are" : "its fact is") + " not kept."
-          : (many ? "Facts were" : "The fact was") + " not captured for this run (record it with --trace-content to see "
-            + (many ? "them" : "it") + ").");
+          ? "Forgotten (teamrun memory forget): " + (messages ? "its messages are" : many ? "its facts are" : "its fact is")
+            + " not kept."
+          : (messages ? "Messages were" : many ? "Facts were" : "The fact was")
+            + " not captured for this run (record it with --trace-content to see " + (many ? "them" : "it") + ").");
         if (n.kind === "memory_recall") {
           const ids = listOf(d.ids).map(String), scores = listOf(d.scores), facts = content ? d.facts : undefined;
           li.dataset.how = String(d.how || "");
-          li.append(el("div", "tv-memory-line", when + (d.how === "search" ? "memory_search · " : "recall before its turn · ")
-            + (ids.length ? memories(ids.length) : d.how === "search" ? "nothing found" : "nothing recalled")
+          const how = d.how === "search" ? "memory_search · "
+            : messages ? "earlier threads' messages before its turn · " : "recall before its turn · ";
+          const count = messages ? ids.length + (ids.length === 1 ? " message" : " messages") : memories(ids.length);
+          li.append(el("div", "tv-memory-line", when + how
+            + (ids.length ? count : d.how === "search" ? "nothing found" : "nothing recalled")
             + (d.replayed ? " · replayed from the journal" : "")));
           if (content && typeof d.query === "string" && d.query) li.append(el("div", "tv-memory-query", "query: " + d.query));
           const found = el("ol", "tv-recalled-list");

@@ -404,6 +404,11 @@ class TeamAgent(RequestHandler):
                 f"contextId '{context_id}' is a conversation of another agent of this server: send the message "
                 "again with another contextId (or none: a new conversation starts)"
             )
+        elif handle.refused_resource:  # the engine's words say --thread; the other resource is never named
+            error = (
+                f"contextId '{context_id}' is a conversation of another resource: send the message again with "
+                "another contextId (or none: a new conversation starts)"
+            )
         return RunView(
             run_id=handle.id,
             team=handle.team,
