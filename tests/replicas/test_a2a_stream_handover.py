@@ -47,9 +47,14 @@ def test_a_subscription_on_a_stopping_replica_ends_cleanly_and_goes_on_on_anothe
                 a.process.send_signal(signal.SIGTERM)
                 on_a = ["WORKING", *states([event async for event in stream])]  # ends: no error, no last status
             assert await asyncio.to_thread(a.process.wait, 120) == 0
-            provider.gate.set()
             async with agent(b.url, "steps") as client:
-                on_b = states([event async for event in client.subscribe(SubscribeToTaskRequest(id=task_id))])
+                # The gate still holds the task's second call, asked again by B once it takes the task over: the task
+                # cannot end before this subscription is made (it was a race B could win on a loaded machine: the
+                # subscription then found the task "over (done)").
+                stream = client.subscribe(SubscribeToTaskRequest(id=task_id))
+                first = await anext(stream)
+                provider.gate.set()
+                on_b = states([first, *[event async for event in stream]])
             return on_a, on_b
 
         on_a, on_b = asyncio.run(scenario())
