@@ -51,3 +51,27 @@ def test_a_run_on_another_host_is_interrupted_when_its_heartbeat_stops() -> None
     run = JournaledRun(run_id="r", team="t", team_file="", input="", host="elsewhere", heartbeat_at=time.time())
     assert run.shown_status() == "running"
     assert run.shown_status(now=time.time() + 3600) == "interrupted"
+
+
+def test_a_process_that_resumes_a_run_it_journaled_before_numbers_after_the_entries_of_another(
+    store_url: str,
+) -> None:
+    """Issue 46 (replicas attack, defect 2): replica B journals a run, which then stops; replica A continues it
+    and journals an entry; B takes the run a second time. B's next entry comes after A's: it is written, never
+    refused as a duplicate entry number (the run would go on unjournaled, and a later owner pay it again)."""
+    with open_store(store_url) as store:
+        b, a = StoreJournal(store), StoreJournal(store)
+        run = JournaledRun(run_id="r2", team="t", team_file="", input="go", status="waiting", pid=2**22 + 99)
+        b.save_run(run)
+        first = [JournalEntry(EntryKey("lead", index, "model"), f"h{index}", {"text": None}) for index in (1, 2, 3)]
+        b.append("r2", first)
+        answer = JournalEntry(EntryKey("lead", 4, "model"), "h4", {"text": "answered on A"})
+        on_a = open_resume(a, "r2", confirmed=True)
+        a.append("r2", [answer])
+        on_a.record.status = "waiting"  # it asks again: anyone may continue it
+        a.save_run(on_a.record)
+        again = JournalEntry(EntryKey("lead", 5, "model"), "h5", {"text": "on B again"})
+        journal = open_resume(b, "r2", confirmed=True)
+        assert journal.replay.model("lead", 4, "h4") is not None  # B replays A's entry
+        b.append("r2", [again])
+        assert b.load("r2") == [*first, answer, again]

@@ -106,6 +106,61 @@ def test_a_run_taken_back_by_a_replica_that_lost_it_keeps_its_events_after_the_o
     assert [(index, kind) for index, kind, _ in on_a] == [(index, kind) for index, kind, _ in kept]
 
 
+def test_a_stream_on_a_replica_that_lost_its_run_goes_on_with_the_store_events(
+    tmp_path: Path, stores: list[Store]
+) -> None:
+    """Issue 46 (replicas attack, defect 1): a client follows a run on A, A is paused past its lease and B takes
+    the run. A's open stream never sends the events A makes up as it stops executing the run (its own
+    cancellation): it goes on with the store's events, B's, so the client sees every event once, as the store
+    numbers them, and the run's result."""
+    model = GatedModel()
+    path = solo_team(tmp_path)
+    a, b = (_replica(path, model, store) for store in stores[:2])
+    a.start()
+    seen: list[str] = []
+    try:
+        with httpx.Client(base_url=a.url, timeout=60) as first:
+            run_id = first.post("/v1/runs", json={"team": "solo", "input": "wait"}).json()["id"]
+            wait_until(lambda: model.waiting == 1, "the model call in flight on A")
+
+            def follow() -> None:
+                with (
+                    httpx.Client(base_url=a.url, timeout=60) as client,
+                    client.stream("GET", f"/v1/runs/{run_id}/events") as body,
+                ):
+                    seen.extend(body.iter_text())
+
+            follower = threading.Thread(target=follow, daemon=True)
+            follower.start()
+            wait_until(lambda: "agent_start" in "".join(seen), "the client follows the run on A")
+            handle = a.app.state.serve.registry.get(run_id)
+            wait_until(
+                lambda: len(stores[0].run_events.load(run_id) or []) == handle.event_count,
+                "A's events so far kept (on its heartbeat)",
+            )
+            leases = a.app.state.serve.replica.leases
+            leases.renew = _cut_off  # A is paused: its lease expires and B takes the run
+            b.start()
+            wait_until(lambda: model.waiting == 2, "the run taken over by B")
+            del leases.renew  # A comes back, notices the run moved and stops executing it
+            wait_until(lambda: _moved_away(a, run_id), "A stopped executing the run")
+            model.gate.set()
+            with httpx.Client(base_url=b.url, timeout=60) as second:
+                until_status(second, run_id, "done")
+                follower.join(60)
+                kept = events_of(second.get(f"/v1/runs/{run_id}/events").text)
+    finally:
+        model.gate.set()
+        for server in (a, b):
+            if server.thread.ident is not None:  # started
+                server.stop()
+    followed = events_of("".join(seen))
+    assert not follower.is_alive(), followed[-3:]  # the stream ended
+    assert followed[-1][1] == "result" and followed[-1][2]["status"] == "done", followed[-3:]
+    assert [(index, kind) for index, kind, _ in followed] == [(index, kind) for index, kind, _ in kept]
+    assert [data for _, _, data in followed[:-1]] == [data for _, _, data in kept[:-1]]
+
+
 # -- an answer the run did not take before it suspended ------------------------------------------------------
 
 TEAM = """version: 1

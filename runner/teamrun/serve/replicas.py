@@ -432,6 +432,7 @@ class Replica:
         _log.warning("serve_run_moved_away", run=run_id, replica=self.id, why=why)
         handle = self.registry.get(run_id)
         if handle is not None:
+            handle.lose()  # its cancellation here is no event of the run's: streams go on with the store's
             handle.moved = True
         self.registry.cancel(run_id, MOVED_REASON)
 
@@ -440,6 +441,9 @@ class Replica:
         if self._handing_over and exc.run_id not in self.held:
             return  # handed over on purpose: its end is the next owner's to write
         _log.warning("serve_writes_refused", run=exc.run_id, replica=self.id, reason=str(exc))
+        handle = self.registry.get(exc.run_id)
+        if handle is not None:
+            handle.lose()  # now, before the refused write's failure becomes events of this process's alone
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._lost, exc.run_id, "its writes were refused (stale lease)")
 
@@ -509,11 +513,13 @@ class Replica:
                 handle = self.registry.get(run_id)
                 if handle is not None and not handle.finished:
                     self.keeper.run_over(handle)
+                    handle.lose()  # the events kept: the next owner numbers its own after them
             await self.keeper.flush()
         for run_id, generation in list(self.held.items()):
             del self.held[run_id]
             handle = self.registry.get(run_id)
             if handle is not None:
+                handle.lose()  # (its events so far are kept: the next owner's follow them)
                 handle.moved = True
             released = await asyncio.to_thread(self.leases.release, run_id, self.id, generation, HANDOVER)
             if released:

@@ -173,6 +173,10 @@ class RunHandle:
     """Set once the run holds its lease (replicas on one store, serve/replicas.py)."""
     moved: bool = False
     """Another replica executes the run now (it took the run's lease): the store's record is its truth."""
+    lost_at: int | None = None
+    """How many events the run had here when this replica learned another one took it (its writes refused, or
+    its lease gone): the events after them (its cancellation here) are this process's alone, never sent; the
+    store numbers the other replica's events from there. ``None``: it did not move."""
     attempt: int | None = None
     """The store's attempt number of the run's latest stretch here (1 for a first run; each continuation, here or
     by another process, adds one): a stored record of a later attempt was continued elsewhere since. ``None``:
@@ -222,6 +226,12 @@ class RunHandle:
         return masked
 
     # -- events ---------------------------------------------------------------------------------
+
+    def lose(self) -> None:
+        """Another replica executes the run now: the events from here on are not sent (see :attr:`lost_at`).
+        Safe from another thread (a write's, as it is refused)."""
+        if self.lost_at is None:
+            self.lost_at = len(self._lines)
 
     @property
     def event_count(self) -> int:
@@ -547,7 +557,7 @@ class RunRegistry:
         else:  # (one that moved away and comes back, its attempt unchanged, executes here again: not moved)
             handle.result, handle.error, handle._done = None, None, asyncio.Event()
             handle.cancel, handle.cancel_reason, handle.failure = asyncio.Event(), None, None
-            handle.ended_at, handle.moved = None, False
+            handle.ended_at, handle.moved, handle.lost_at = None, False, None
             handle.note("run_continued", {"ts": time.time()})
         if run_id in self._finished:
             self._finished.remove(run_id)
@@ -660,6 +670,7 @@ class RunRegistry:
             handle.refused_resource = isinstance(exc, ThreadOfAnotherResource)
         except Exception as exc:  # Team.run returns a result whatever happens; this is the model's setup
             if getattr(exc, "stops_run", False):  # another replica took the run: it goes on there
+                handle.lose()
                 handle.moved = True
             else:  # (a moved run was said as its writes were refused)
                 _log.warning("serve_run_error", run=handle.id, error=str(exc), error_type=type(exc).__name__)

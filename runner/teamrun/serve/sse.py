@@ -61,12 +61,21 @@ async def continued_stream(
     *,
     result: dict[str, Any] | None = None,
     leaving: Leaving | None = None,
+    elsewhere: Fetch | None = None,
+    poll_s: float = 1.0,
 ) -> AsyncIterator[bytes]:
     """A run continued here after a restart: the events kept of it, then this process's (numbered after them)."""
     for index in range(start_at, len(earlier)):
         yield sse(earlier[index], event=str(earlier[index]["kind"]), id=index)
     rest = event_stream(
-        handle, max(0, start_at - len(earlier)), keepalive_s, first_id=len(earlier), result=result, leaving=leaving
+        handle,
+        max(0, start_at - len(earlier)),
+        keepalive_s,
+        first_id=len(earlier),
+        result=result,
+        leaving=leaving,
+        elsewhere=elsewhere,
+        poll_s=poll_s,
     )
     async for chunk in rest:
         yield chunk
@@ -80,24 +89,34 @@ async def event_stream(
     first_id: int = 0,
     result: dict[str, Any] | None = None,
     leaving: Leaving | None = None,
+    elsewhere: Fetch | None = None,
+    poll_s: float = 1.0,
 ) -> AsyncIterator[bytes]:
     """The run's events as SSE (``event:`` the kind, ``id:`` its number), then ``event: result``: the handle's
-    record, or ``result`` (the store's, for a run another process continued since it stopped here). A run that
-    moved to another replica meanwhile, or one still running as this replica stops (``leaving``, woken by the
-    handle), ends the stream without a result: the client reconnects."""
+    record, or ``result`` (the store's, for a run another process continued since it stopped here). A run still
+    running as this replica stops (``leaving``, woken by the handle) ends the stream without a result: the
+    client reconnects. A run that moved to another replica meanwhile sends none of the events this process made
+    after it lost the run (:attr:`RunHandle.lost_at`: its cancellation here): the stream goes on with the
+    store's (``elsewhere``, polled every ``poll_s``) from there, as a stream on a replica that does not run it
+    (without ``elsewhere`` it ends without a result: the client reconnects)."""
     index = start_at
     while True:
-        while index < handle.event_count:
+        upto = handle.event_count if handle.lost_at is None else min(handle.lost_at, handle.event_count)
+        while index < upto:
             line = handle.event(index)
             yield sse(line, event=str(line["kind"]), id=first_id + index)
             index += 1
-        if handle.finished:
+        if handle.finished or handle.lost_at is not None:
             break
         if leaving is not None and leaving():
             return
         if not await handle.changed(keepalive_s):
             yield b": keepalive\n\n"
-    if handle.moved:  # it goes on on another replica: the client reconnects (Last-Event-ID) and reads on there
+    if handle.lost_at is not None or handle.moved:  # it goes on on another replica: its events are the store's
+        if elsewhere is None:  # the client reconnects (Last-Event-ID) and reads on there
+            return
+        async for chunk in store_stream(elsewhere, first_id + index, poll_s, keepalive_s, leaving=leaving):
+            yield chunk
         return
     yield sse(result if result is not None else handle.record(), event="result")
 

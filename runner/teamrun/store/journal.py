@@ -69,6 +69,11 @@ class StoreJournal:
 
     # -- entries --------------------------------------------------------------------------------
     def load(self, run_id: str) -> list[JournalEntry]:
+        """The run's entries, in order. A run continued from them (:func:`~teamrun.engine.durability.resume.
+        open_resume`) numbers its next entry after the store's last, never after one this object wrote before:
+        another process (a replica) may have continued the run and journaled entries since (issue 46)."""
+        with self._lock:
+            self._seq.pop(run_id, None)
         query = (
             sa.select(
                 journal.c.agent_path, journal.c.kind, journal.c.call_key, journal.c.request_hash, journal.c.payload

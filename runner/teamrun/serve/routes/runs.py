@@ -17,6 +17,7 @@ from teamrun.serve.replicas import as_replicas_show
 from teamrun.serve.runs import BudgetTooHigh, RunRegistry, check_budgets, stored_record
 from teamrun.serve.sse import (
     STORE_SETTLE_S,
+    Fetch,
     after_event,
     continued_stream,
     event_stream,
@@ -161,15 +162,18 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
     registry = state.registry
     leaving = state.replica.leaving if state.replica is not None else None  # SIGTERM: reconnect to another replica
     handle = registry.get(run_id)
-    if handle is None and registry.store is not None:  # a run of an earlier server, or of another worker
+    fetch: Fetch | None = None
+    if registry.store is not None:
         store = registry.store
 
-        async def fetch() -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
+        async def from_store() -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
             found = await stored_events(store, state.served, run_id)
             if found is None or state.replica is None:
                 return found
             return found[0], await as_replicas_show(store, found[1])  # between two replicas: running
 
+        fetch = from_store
+    if handle is None and fetch is not None:  # a run of an earlier server, or of another worker
         found = await fetch()
         settle_s = await _settling(registry, run_id, found) if state.replica is not None else None
         if found is not None and settle_s is not None and state.replica is not None:
@@ -214,8 +218,22 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
                 kept_stream(whole, result, start_at), media_type="text/event-stream", headers=_SSE_HEADERS
             )
     earlier = await keeper.earlier(handle) if keeper is not None else None
+    # a run another replica takes from this one goes on with the store's events, as a stream on another replica
+    elsewhere = fetch if state.replica is not None else None
+    tick_s = state.replica.tick_s if state.replica is not None else FOLLOW_POLL_S
     if earlier:  # continued here after a restart: what earlier processes ran of it comes first
-        stream = continued_stream(earlier, handle, start_at, state.keepalive_s, result=result, leaving=leaving)
+        stream = continued_stream(
+            earlier,
+            handle,
+            start_at,
+            state.keepalive_s,
+            result=result,
+            leaving=leaving,
+            elsewhere=elsewhere,
+            poll_s=tick_s,
+        )
     else:
-        stream = event_stream(handle, start_at, state.keepalive_s, result=result, leaving=leaving)
+        stream = event_stream(
+            handle, start_at, state.keepalive_s, result=result, leaving=leaving, elsewhere=elsewhere, poll_s=tick_s
+        )
     return StreamingResponse(stream, media_type="text/event-stream", headers=_SSE_HEADERS)
