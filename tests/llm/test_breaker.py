@@ -173,3 +173,27 @@ def test_the_journal_holds_nothing_open_that_answered_since_is_past_its_cool_dow
     assert hold_open_from_journal([failed], seen, now=at + 10.0) == []
     assert seen.of("openai/a", None).admit() is None
     assert hold_open_from_journal([failed], BreakerRegistry(clock=Clock()), now=at + 10.0) != []  # the same, unseen
+
+
+def test_a_journaled_hold_is_never_longer_than_the_breakers_cool_down() -> None:
+    """A journal is data, not a setting: a hold it asks for past the cool-down (a hand-edited or damaged entry,
+    ``open_s: 1e9``) holds for the cool-down at most, and a hold that is no number holds nothing."""
+    import dataclasses
+
+    settings = ModelSettings(model="openai/a", fallbacks=(ModelSettings(model="openai/b"),))
+
+    async def a_fails(one: ModelSettings) -> ModelReply:
+        if one.model == "openai/a":
+            raise _failing("server_error", 500)
+        return ModelReply(text="from b")
+
+    failed = _journaled(asyncio.run(complete_in_order(a_fails, settings, BreakerRegistry(clock=Clock()))))
+    at = failed.unwell[0].at
+    years = dataclasses.replace(failed, unwell=(dataclasses.replace(failed.unwell[0], open_s=1e9),))
+    clock = Clock()
+    breakers = BreakerRegistry(clock=clock)
+    held = hold_open_from_journal([years], breakers, now=at + 10.0)
+    assert [round(left) for _unwell, left in held] == [20]
+    assert breakers.of("openai/a", None).left() == pytest.approx(20.0)
+    nan = dataclasses.replace(failed, unwell=(dataclasses.replace(failed.unwell[0], open_s=float("nan")),))
+    assert hold_open_from_journal([nan], BreakerRegistry(clock=Clock()), now=at) == []

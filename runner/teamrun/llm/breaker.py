@@ -23,6 +23,7 @@ The clock is injectable (``clock=``): tests step it instead of sleeping.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -92,7 +93,10 @@ class CircuitBreaker:
         failure, or it is already open at least as long. Whether it was held open."""
         with self._lock:
             now = self.clock()
-            left = open_s - max(0.0, age_s)
+            if not math.isfinite(open_s):
+                return False
+            # never longer than this breaker's own cool-down: a journal is data, not a setting
+            left = min(open_s, self.cool_down_s) - max(0.0, age_s)
             if left <= 0 or self.probing:
                 return False
             if self.answered_at is not None and self.answered_at >= now - max(0.0, age_s):

@@ -178,6 +178,7 @@ def hold_open_from_journal(
     held: list[tuple[Unwell, float]] = []
     for unwell in latest.values():
         age_s = max(0.0, now - unwell.at)
-        if breakers.of(unwell.model, unwell.api_base).hold_open(age_s, unwell.open_s, JOURNALED_FAILURE):
-            held.append((unwell, unwell.open_s - age_s))
+        breaker = breakers.of(unwell.model, unwell.api_base)
+        if breaker.hold_open(age_s, unwell.open_s, JOURNALED_FAILURE):
+            held.append((unwell, breaker.left()))
     return held
