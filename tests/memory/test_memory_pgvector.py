@@ -230,3 +230,24 @@ def test_execute_saves_and_recalls_through_pgvector(
         with opened.engine.connect() as conn:
             rows = conn.execute(sa.text("SELECT resource, embedding IS NOT NULL FROM memories")).all()
         assert [tuple(row) for row in rows] == [("cust-A", True)]
+
+
+def test_an_extension_dropped_while_a_process_uses_it_falls_back_in_that_process(pgvector_url: str) -> None:
+    """docs/memory.md: without the extension, search and save score the kept bytes in process, with no error —
+    also in a process that was ranking through pgvector when it was dropped (a long-lived `teamrun serve`)."""
+    as_plain = _plain_role(pgvector_url)
+    _as_superuser(pgvector_url, "CREATE EXTENSION vector")
+    with open_store(as_plain) as store:
+        memory = MemoryStore(store)
+        assert memory.vector_backend == "pgvector"
+        _fill(memory)
+        before = {(q, m): _ranked(memory, "customer-a", q, m) for q in QUERIES for m in ("hybrid", "vector")}
+        _as_superuser(pgvector_url, "DROP EXTENSION vector CASCADE")  # this role may not create it again
+        after = {(q, m): _ranked(memory, "customer-a", q, m) for q in QUERIES for m in ("hybrid", "vector")}
+        assert memory.vector_backend == "numpy"
+        assert {key: [fact for fact, _ in found] for key, found in after.items()} == {
+            key: [fact for fact, _ in found] for key, found in before.items()
+        }
+        late = "Alice wants a call before any delivery"
+        memory.save("customer-a", late, offline_vector(late), Provenance("r2", "t2", "support", 1.8e9))
+        assert _ranked(memory, "customer-a", late, "vector")[0][0] == late

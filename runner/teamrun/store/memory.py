@@ -261,6 +261,13 @@ class MemoryStore:
             self._backend = self._open_vectors()
         return self._backend
 
+    def _vectors_lost(self) -> None:
+        """The ``vector`` extension (or the ``embedding`` column) went while this process used it: forget what was
+        decided and cached, so the next use looks again (and scores the kept bytes in process if it is gone)."""
+        with self._lock:
+            self._backend = None
+            self._states.clear()
+
     def _open_vectors(self) -> Literal["numpy", "pgvector"]:
         """``pgvector`` when the store is a PostgreSQL database whose server has the extension and the
         ``memories.embedding`` column exists or could be made now (``CREATE EXTENSION IF NOT EXISTS vector``
@@ -323,11 +330,11 @@ class MemoryStore:
         if ttl_s is not None and not ttl_s > 0:
             raise MemoryRefused(f"a memory's time to live is a positive number of seconds, not {ttl_s!r}")
         blob, dims = _vector_bytes(vector)
-        pgvector = self.vector_backend == "pgvector"
         ident = memory_id(resource, fact)
         expires_at = provenance.saved_at + ttl_s if ttl_s is not None else None
         now = time.time()
         with self.store.errors(f"save a memory of {resource!r}"):
+            pgvector = self.vector_backend == "pgvector"
             for attempt in range(3):
                 try:
                     with self.store.engine.begin() as conn:
@@ -337,6 +344,11 @@ class MemoryStore:
                 except sa.exc.IntegrityError:  # another process saved the same fact, or the resource's first
                     if attempt == 2:
                         raise
+                except sa.exc.DBAPIError as exc:
+                    if not (pgvector and _vectors_gone(exc)) or attempt == 2:
+                        raise
+                    self._vectors_lost()  # the extension was dropped while this process ran: look again
+                    pgvector = self.vector_backend == "pgvector"
         raise AssertionError("unreachable")
 
     def _save_once(
@@ -437,12 +449,38 @@ class MemoryStore:
             return []
         now = time.time() if now is None else now
         candidates = max(_CANDIDATES, 4 * k)
-        vector_scores: dict[str, float] = {}
-        keyword_scores: dict[str, float] = {}
         if mode != "keyword" and vector is None:
             raise MemoryRefused(f"a {mode} memory search needs the query's embedding")
-        pgvector = self.vector_backend == "pgvector"
-        with self.store.errors(f"search the memories of {resource!r}"), self.store.engine.connect() as conn:
+        import sqlalchemy as sa
+
+        with self.store.errors(f"search the memories of {resource!r}"):
+            pgvector = self.vector_backend == "pgvector"
+            try:
+                return self._search(resource, query, vector, k, min_score, mode, now, candidates, pgvector)
+            except sa.exc.DBAPIError as exc:
+                if not (pgvector and _vectors_gone(exc)):
+                    raise
+                self._vectors_lost()  # the extension was dropped while this process ran: look again, once
+                return self._search(
+                    resource, query, vector, k, min_score, mode, now, candidates, self.vector_backend == "pgvector"
+                )
+
+    def _search(
+        self,
+        resource: str,
+        query: str,
+        vector: Sequence[float] | None,
+        k: int,
+        min_score: float,
+        mode: Literal["hybrid", "vector", "keyword"],
+        now: float,
+        candidates: int,
+        pgvector: bool,
+    ) -> _List[Recalled]:
+        """:meth:`search` with the scoring ``pgvector`` says (database errors are the caller's to say)."""
+        vector_scores: dict[str, float] = {}
+        keyword_scores: dict[str, float] = {}
+        with self.store.engine.connect() as conn:
             common: frozenset[str]
             if pgvector:
                 state = self._state(conn, resource)
@@ -1040,6 +1078,17 @@ def _set_embeddings(conn: sa.Connection, resource: str, rows: Sequence[tuple[str
         sa.text("UPDATE memories SET embedding = CAST(:e AS vector) WHERE resource = :r AND id = :id"),
         [{"e": _vector_text(blob), "r": resource, "id": ident} for ident, blob in rows],
     )
+
+
+_VECTORS_GONE = {"42703", "42704", "42883"}
+"""PostgreSQL's undefined column, undefined object (a type) and undefined function: what a query of the
+``embedding`` column meets once ``DROP EXTENSION vector CASCADE`` ran."""
+
+
+def _vectors_gone(exc: BaseException) -> bool:
+    """Whether a database error says the pgvector column, type or operator is no longer there."""
+    orig = getattr(exc, "orig", None)
+    return getattr(orig, "sqlstate", None) in _VECTORS_GONE
 
 
 def _sql_vector_scores(
