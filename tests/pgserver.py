@@ -40,6 +40,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _bin_dir_or_none() -> Path | None:
+    """The Debian package's binaries, or None where they are not installed."""
+    try:
+        return _bin_dir()
+    except RuntimeError:
+        return None
+
+
 class PostgresServer:
     """``initdb`` into a temporary folder, ``pg_ctl start`` on a free loopback port; ``url`` is its SQLAlchemy URL."""
 
@@ -65,6 +73,18 @@ class PostgresServer:
         if self.as_postgres:
             user = pwd.getpwnam("postgres")
             os.chown(self.root, user.pw_uid, user.pw_gid)
+            if self.bin != _bin_dir_or_none():
+                # A build inside a virtual environment (pgserver's) may sit below a folder only root may enter
+                # (.ci/run makes its venv in a `mktemp -d` folder, mode 0700): the server's user runs a copy of
+                # the install (bin, lib, share: ~34 MB) from this server's own folder instead, laid out as in
+                # site-packages (its binaries find their libraries at $ORIGIN/../../../pgserver.libs).
+                install = self.bin.parent  # .../site-packages/pgserver/pginstall
+                site = install.parent.parent
+                copy = self.root / "site"
+                shutil.copytree(install, copy / install.relative_to(site), symlinks=True)
+                for libs in site.glob(f"{install.parent.name}.libs"):
+                    shutil.copytree(libs, copy / libs.name, symlinks=True)
+                self.bin = copy / install.relative_to(site) / "bin"
         self._run("initdb", "-D", str(self.data), "-U", "teamrun", "--auth=trust", "-E", "UTF8", "--no-sync")
         # max_connections: the replica tests run up to two servers with 40 runs in flight each (a connection each)
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300"
