@@ -70,7 +70,7 @@ class Store:
         try:
             yield
         except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(f"cannot {doing} in the store {self.display}: {_first_line(exc)}") from None
+            raise StoreError(f"cannot {doing} in the store {self.display}: {first_line(exc)}") from None
 
     def __enter__(self) -> Store:
         return self
@@ -117,7 +117,7 @@ def open_store(
         upgrade(engine, where=display)
     except sa.exc.SQLAlchemyError as exc:
         engine.dispose()
-        raise StoreError(f"cannot open the store {display}: {_first_line(exc)}") from None
+        raise StoreError(f"cannot open the store {display}: {first_line(exc)}") from None
     except BaseException:
         engine.dispose()
         raise
@@ -211,9 +211,10 @@ def _wal(cursor: Any) -> None:
             time.sleep(min(0.01 * (attempt + 1), 0.2))
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """A database error's first line, without the statement and parameters SQLAlchemy appends."""
     text = str(getattr(exc, "orig", None) or exc)
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
-__all__ = ["Store", "open_store"]
+__all__ = ["Store", "first_line", "open_store"]

@@ -19,14 +19,26 @@ from typing import Any
 import sqlalchemy as sa
 
 from teamrun.secrets import unmask
-from teamrun.store.db import Store
-from teamrun.store.leases import OVER, WAITING, Fence, LeaseNotTaken, LeaseRepository, Opening, StaleLease
+from teamrun.store.db import Store, first_line
+from teamrun.store.leases import (
+    OVER,
+    WAITING,
+    Fence,
+    LeasedWriteFailed,
+    LeaseNotTaken,
+    LeaseRepository,
+    Opening,
+    StaleLease,
+)
 from teamrun.store.records import USAGE_UNKNOWN_KEY, EntryKey, JournaledRun, JournalEntry
 from teamrun.store.schema import journal, runs
 
 __all__ = ["StoreJournal"]
 
 _INSERT = journal.insert()
+_UNREACHED = (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.DisconnectionError, sa.exc.TimeoutError)
+"""A write that did not reach the store (down, cut off, its connections all busy): worth trying again. Any other
+error (a constraint, a payload the database refuses) would fail the same way again."""
 
 _META_FIELDS = (
     "team_file",
@@ -105,11 +117,16 @@ class StoreJournal:
             self._append(run_id, entries, heartbeat)
         except StaleLease:
             raise
-        except Exception:
-            if self.store.fences.get(run_id) is not None:
-                with contextlib.suppress(sa.exc.SQLAlchemyError), self.engine.begin() as conn:
-                    self._fenced(conn, run_id)  # raises StaleLease when the lease went meanwhile
-            raise
+        except Exception as exc:
+            if self.store.fences.get(run_id) is None:
+                raise
+            with contextlib.suppress(sa.exc.SQLAlchemyError), self.engine.begin() as conn:
+                self._fenced(conn, run_id)  # raises StaleLease when the lease went meanwhile
+            if not isinstance(exc, _UNREACHED):
+                raise
+            raise LeasedWriteFailed(
+                f"cannot journal run {run_id} in the store {self.store.display}: {first_line(exc)}"
+            ) from exc
 
     def _append(self, run_id: str, entries: Sequence[JournalEntry], heartbeat: float | None) -> None:
         now = _dt.datetime.now(_dt.UTC)

@@ -45,6 +45,7 @@ __all__ = [
     "Lease",
     "LeaseNotTaken",
     "LeaseRepository",
+    "LeasedWriteFailed",
     "Opening",
     "StaleLease",
 ]
@@ -97,6 +98,17 @@ class StaleLease(StoreError):
             f"write for run {run_id} refused: replica {fence.owner} no longer owns it (its generation "
             f"{fence.generation} is stale; {now}); this replica stops executing the run"
         )
+
+
+class LeasedWriteFailed(StoreError):
+    """A journal write for a run this process executes under a lease did not reach the store (it is out of reach,
+    or its connections all busy), and the lease was not found lost: the run must not go on unjournaled, as another
+    replica continues it from its journal once its lease expires. The run holds at its next write it waits for,
+    and the write is tried again until the store takes it or refuses it (:class:`StaleLease`: the run stops
+    here)."""
+
+    holds_run = True
+    """:class:`~teamrun.engine.durability.journal.RunJournal` tries the write again instead of going on unjournaled."""
 
 
 class LeaseNotTaken(StoreError):

@@ -59,6 +59,11 @@ GROUP_COMMIT_S = 0.01
 """How long a write that is waited for waits for company while other model calls of the run are open: the
 replies of concurrent workers arriving meanwhile share its transaction (a commit costs the writer more CPU
 than the entries in it). With no other call open it is committed at once."""
+HOLD_FIRST_S = 0.25
+HOLD_MAX_S = 2.0
+"""A write the store could not take for a run that must not go on unjournaled (a replica's, under a lease:
+``holds_run``) is tried again after these pauses, doubling, until the store takes or refuses it; the run holds
+meanwhile at its next write it waits for."""
 
 
 class JournalBackend(Protocol):
@@ -196,11 +201,13 @@ class RunJournal:
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closing = False
+        self._stopping = threading.Event()
         self._open_calls = 0
         """Model calls started and not written yet (one answered from the journal or failed stays counted:
         it only makes a commit wait for company up to :data:`GROUP_COMMIT_S`)."""
         self.failure: str | None = None
-        """Why writing failed (the run goes on unjournaled after a failure; it is reported at the end)."""
+        """Why writing failed (the run goes on unjournaled after a failure, reported at its end; a leased run's
+        write is held and tried again instead, see :meth:`write_now`)."""
         self.fenced: BaseException | None = None
         """The store refused a write because another process executes the run now (an error with a true
         ``stops_run``: a replica's stale lease): every :meth:`write_now` raises it, so the run stops here."""
@@ -235,6 +242,7 @@ class RunJournal:
         """Write what is queued, then the run's outcome."""
         if self._thread is not None:
             self._closing = True  # a write that comes later (a background worker's) is dropped, never awaited
+            self._stopping.set()  # a held write is tried once more, then given up (the run ended meanwhile)
             self._queue.put(None)
             await asyncio.to_thread(self._thread.join)
             self._thread = None
@@ -272,7 +280,10 @@ class RunJournal:
 
         Writes that wait are committed at once, together with whatever else is queued (group commit: the
         replies of concurrent workers share one transaction). A failed write does not raise: the run goes on
-        unjournaled and says so at its end.
+        unjournaled and says so at its end. A run executed under a lease (a replica's) is held instead, here,
+        while the store is out of reach (:data:`HOLD_FIRST_S`): another replica would continue it from its
+        journal once its lease expired; once the store answers, the write goes through (the run goes on) or is
+        refused (the lease went: the run stops here, :attr:`fenced`).
         """
         if entry.key.kind == "model":
             self._open_calls = max(0, self._open_calls - 1)
@@ -333,14 +344,30 @@ class RunJournal:
 
     def _commit(self, batch: list[_Write], beat: float | None) -> None:
         if self.failure is None and (batch or beat is not None):
-            try:
-                self.backend.append(self.run_id, [w.entry for w in batch if w.entry is not None], heartbeat=beat)
-                self.written += len(batch)
-            except Exception as exc:  # a full disk or a lost database must not crash the run
-                self.failure = f"{type(exc).__name__}: {exc}"
-                if getattr(exc, "stops_run", False):
-                    self.fenced = exc
-                _log.warning("journal_write_failed", run_id=self.run_id, error=self.failure)
+            entries = [w.entry for w in batch if w.entry is not None]
+            held_since: float | None = None
+            pause = HOLD_FIRST_S
+            while True:
+                try:
+                    self.backend.append(self.run_id, entries, heartbeat=beat)
+                    self.written += len(batch)
+                    if held_since is not None:
+                        held_s = round(time.time() - held_since, 1)
+                        _log.info("journal_write_resumed", run_id=self.run_id, held_s=held_s)
+                    break
+                except Exception as exc:  # a full disk or a lost database must not crash the run
+                    if getattr(exc, "holds_run", False) and not self._closing:
+                        if held_since is None:  # a leased run: it holds here until the store takes the write
+                            held_since = time.time()
+                            _log.warning("journal_write_held", run_id=self.run_id, error=str(exc))
+                        if not self._stopping.wait(pause):
+                            pause = min(pause * 2, HOLD_MAX_S)
+                            continue
+                    self.failure = f"{type(exc).__name__}: {exc}"
+                    if getattr(exc, "stops_run", False):
+                        self.fenced = exc
+                    _log.warning("journal_write_failed", run_id=self.run_id, error=self.failure)
+                    break
         for write in batch:  # a failed write is reported at the end; the run goes on
             if write.loop is not None and write.done is not None:
                 write.loop.call_soon_threadsafe(_settle, write.done)
