@@ -141,7 +141,7 @@ def test_a_version_5_store_is_upgraded_to_keep_the_leases_of_live_runs_only(stor
                 {"id": run_id, "e": expires, "r": released},
             )
     with open_store(store_url) as store, store.engine.connect() as conn:
-        assert migrations_module.current_version(conn) == migrations_module.latest_version() == 7
+        assert migrations_module.current_version(conn) == migrations_module.latest_version()
         kept = conn.execute(sa.text("SELECT run_id FROM run_leases ORDER BY run_id")).scalars().all()
         assert kept == ["running", "waiting"]
         indexes = {index["name"] for index in sa.inspect(conn).get_indexes("run_leases")}
@@ -265,3 +265,25 @@ def test_missing_postgresql_binaries_name_the_debian_package(monkeypatch: pytest
     monkeypatch.setattr(pgserver.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match=r"install the Debian package `postgresql`"):
         pgserver.PostgresServer()
+
+
+def test_a_version_7_store_is_upgraded_to_say_which_leases_are_watched(store_url: str) -> None:
+    """Version 8: a lease says until when another replica streams its run's events (``watched_until``); a lease of
+    the version 7 store keeps working, unwatched, and can be watched."""
+    with open_store(store_url) as store, store.engine.begin() as conn:  # made a version 7 store by hand
+        store.runs.start("r7", "support", "hello", conn=conn)
+        conn.execute(sa.text("DROP INDEX ix_run_leases_held"))  # (SQLite drops no column an index names)
+        conn.execute(sa.text("ALTER TABLE run_leases DROP COLUMN watched_until"))
+        conn.execute(sa.text("DELETE FROM schema_version"))
+        conn.execute(sa.text("INSERT INTO schema_version (version, applied_at) VALUES (7, '2026-01-01')"))
+        conn.execute(
+            sa.text("INSERT INTO run_leases (run_id, owner, generation, expires_at) VALUES ('r7', 'a', 1, 2e9)")
+        )
+    with open_store(store_url) as store:
+        with store.engine.connect() as conn:
+            assert migrations_module.current_version(conn) == 8
+            assert "watched_until" in {c["name"] for c in sa.inspect(conn).get_columns("run_leases")}
+        assert store.leases.renew("a", 60)["r7"].watched_until is None
+        store.leases.watch("r7", 3e9)
+        store.leases.watch("r7", 2.5e9)  # an earlier mark never shortens a later one
+        assert store.leases.renew("a", 60)["r7"].watched_until == 3e9

@@ -6,8 +6,9 @@ record write, :class:`~teamrun.store.leases.Opening`: no transaction of its own)
 suspends waiting for people. A heartbeat (:meth:`Replica.renew`, every :attr:`Replica.tick_s`) renews them all in
 one statement, on a connection pool of its own (request traffic holding every connection of the store's pool
 never delays it; a renewal that fails or comes late says so), applies the cancels other replicas left on them (on
-PostgreSQL at once, through ``LISTEN``), saves the events of the runs running here (so any replica streams them
-live, :func:`teamrun.serve.sse.store_stream`) and notices a lease another replica took (the run stops here).
+PostgreSQL at once, through ``LISTEN``), saves the events of the runs running here that somebody follows (so any
+replica streams them live, :func:`teamrun.serve.sse.store_stream`; the others' less often) and notices a lease
+another replica took (the run stops here).
 Beside it, :meth:`Replica.take_over` takes over the runs of replicas that stopped renewing: each is resumed from
 its journal as ``teamrun resume`` resumes it (finished calls answered from the journal, not paid again), its
 events say ``run_moved``. A run that cannot take its lease as it starts does not start (:class:`LeaseNotTaken`:
@@ -60,6 +61,13 @@ HEARTBEAT_CONNECTIONS = 3
 """The heartbeat's own pool: the renewal, the takeover beside it, the cancel listener (PostgreSQL)."""
 MOVED_REASON = "moved to another replica"
 """The cancel reason of a run this replica stopped executing because another took its lease."""
+KEEP_UNFOLLOWED_S = 5.0
+"""Seconds between two saves of the events of a running run that nobody follows (a crash loses at most these
+seconds of its timeline). A followed run (an SSE stream on this replica, or another replica streaming it from the
+store: its lease's ``watched_until``) has its events saved on every heartbeat."""
+WATCH_S = 5.0
+"""How long a replica streaming a run it does not run from the store marks its lease watched for, renewed while it
+streams (:meth:`Replica.watching`)."""
 SWEEP_S = 60.0
 """Seconds between two sweeps of the lease rows of ended runs (:meth:`LeaseRepository.sweep`) by a replica."""
 
@@ -136,10 +144,11 @@ class Replica:
         self.backend = StoreJournal(store)
         self.held: dict[str, int] = {}
         """The runs executing here, with their lease's generation."""
-        self._saved: dict[str, int | None] = {}
-        """Events of each run saved to the store by the heartbeat (their count; ``None``: none yet). A run's events
-        are saved from its second beat on: a run that ends within a beat (most chat completions) is kept once, as
-        it ends, not twice."""
+        self._saved: dict[str, tuple[int | None, float]] = {}
+        """Events of each run saved to the store by the heartbeat: their count (``None``: none yet) and when (the
+        leases' clock; first: when the heartbeat first saw the run). A followed run's are saved from its second
+        beat on, one nobody follows every :data:`KEEP_UNFOLLOWED_S`: a run that ends before (most chat
+        completions) is kept once, as it ends, not twice."""
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handing_over = False
@@ -409,21 +418,48 @@ class Replica:
                 self._lost(run_id, "its lease was taken by another replica")
             elif lease.cancel_reason:
                 self.registry.cancel(run_id, lease.cancel_reason)
-        self._keep_events()
+        self._keep_events(leases)
 
-    def _keep_events(self) -> None:
-        """Save the events of the runs running here that have new ones: another replica streams them from there."""
+    def _keep_events(self, leases: Mapping[str, Lease]) -> None:
+        """Save the events of the runs running here that have new ones, for another replica to stream them from
+        the store: a followed run's on every beat, one nobody follows every :data:`KEEP_UNFOLLOWED_S` (what a
+        crash loses of it). Followed: an SSE stream of it is open here (its client reconnects elsewhere after a
+        crash, and reads on from the store), or another replica streams it from the store (its lease is watched)."""
         if self.keeper is None:
             return
+        now = self.leases.clock()
         for run_id in self.held:
             handle = self.registry.get(run_id)
             if handle is None or handle.finished:
                 continue
-            if run_id not in self._saved:  # new since the last beat: most runs end before the next one, kept then
-                self._saved[run_id] = None
-            elif handle.event_count != self._saved[run_id]:
-                self._saved[run_id] = handle.event_count
+            saved = self._saved.get(run_id)
+            if saved is None:  # new since the last beat: most runs end before the next one, kept then
+                self._saved[run_id] = (None, now)
+                continue
+            count, at = saved
+            if handle.event_count == count:
+                continue
+            lease = leases.get(run_id)
+            watched = lease is not None and lease.watched_until is not None and lease.watched_until > now
+            if handle.followers > 0 or watched or now - at >= KEEP_UNFOLLOWED_S:
+                self._saved[run_id] = (handle.event_count, now)
                 self.keeper.run_over(handle)
+
+    async def watching(self, run_id: str, until: float | None) -> float | None:
+        """A stream here follows ``run_id``, which another replica runs, from the store: mark its lease watched
+        (its owner then saves its events on every heartbeat), once per half of :data:`WATCH_S`. ``until``: what
+        the stream marked last (``None``: nothing yet); returns what it marks now. A store that does not answer
+        leaves it unmarked (the owner still saves the run's events, less often)."""
+        wall = self.leases.clock()
+        if until is not None and until - wall > WATCH_S / 2:
+            return until
+        mark = wall + WATCH_S
+        try:
+            await asyncio.to_thread(self.store.leases.watch, run_id, mark)
+        except Exception as exc:
+            _log.info("serve_watch_not_marked", run=run_id, error=str(exc), error_type=type(exc).__name__)
+            return until
+        return mark
 
     def _lost(self, run_id: str, why: str) -> None:
         """Another replica executes ``run_id`` now: stop executing it here."""

@@ -184,6 +184,8 @@ class RunHandle:
     _lines: list[Event | dict[str, Any]] = field(default_factory=list)
     """Every event so far: the engine's as they came, the server's own lines (:meth:`note`) as dicts. Only the
     first :attr:`_masked` are JSON-ready dicts with secrets masked yet (see :meth:`event`)."""
+    followers: int = 0
+    """SSE streams of the run open in this process (a replica saves a followed run's events on every heartbeat)."""
     _masked: int = 0
     _readers: int = 0
     """Readers waiting in :meth:`changed` (nothing to wake without one)."""

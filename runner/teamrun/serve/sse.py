@@ -100,18 +100,22 @@ async def event_stream(
     store's (``elsewhere``, polled every ``poll_s``) from there, as a stream on a replica that does not run it
     (without ``elsewhere`` it ends without a result: the client reconnects)."""
     index = start_at
-    while True:
-        upto = handle.event_count if handle.lost_at is None else min(handle.lost_at, handle.event_count)
-        while index < upto:
-            line = handle.event(index)
-            yield sse(line, event=str(line["kind"]), id=first_id + index)
-            index += 1
-        if handle.finished or handle.lost_at is not None:
-            break
-        if leaving is not None and leaving():
-            return
-        if not await handle.changed(keepalive_s):
-            yield b": keepalive\n\n"
+    handle.followers += 1
+    try:
+        while True:
+            upto = handle.event_count if handle.lost_at is None else min(handle.lost_at, handle.event_count)
+            while index < upto:
+                line = handle.event(index)
+                yield sse(line, event=str(line["kind"]), id=first_id + index)
+                index += 1
+            if handle.finished or handle.lost_at is not None:
+                break
+            if leaving is not None and leaving():
+                return
+            if not await handle.changed(keepalive_s):
+                yield b": keepalive\n\n"
+    finally:
+        handle.followers -= 1
     if handle.lost_at is not None or handle.moved:  # it goes on on another replica: its events are the store's
         if elsewhere is None:  # the client reconnects (Last-Event-ID) and reads on there
             return

@@ -73,6 +73,8 @@ class Lease:
     """A cancel asked on another replica, for the owner to apply."""
     released: str | None = None
     """Why the owner let it go (``None``: held)."""
+    watched_until: float | None = None
+    """Until when another replica streams the run's events from the store (:meth:`LeaseRepository.watch`)."""
 
 
 @dataclass(frozen=True)
@@ -218,8 +220,9 @@ class Fences:
 
 
 def _lease(row: Any) -> Lease:
-    run_id, owner, generation, expires_at, cancel_reason, released = row
-    return Lease(run_id, owner, int(generation), float(expires_at), cancel_reason, released)
+    run_id, owner, generation, expires_at, cancel_reason, released, watched_until = row
+    watched = None if watched_until is None else float(watched_until)
+    return Lease(run_id, owner, int(generation), float(expires_at), cancel_reason, released, watched)
 
 
 _COLUMNS = (
@@ -229,6 +232,7 @@ _COLUMNS = (
     run_leases.c.expires_at,
     run_leases.c.cancel_reason,
     run_leases.c.released,
+    run_leases.c.watched_until,
 )
 
 
@@ -312,10 +316,17 @@ class LeaseRepository:
         """Extend every lease ``owner`` holds by ``ttl_s`` from now; the leases it holds, by run id (a cancel asked
         elsewhere shows as the lease's :attr:`Lease.cancel_reason`)."""
         held = sa.and_(run_leases.c.owner == owner, run_leases.c.released.is_(None))
+        renewed = run_leases.update().where(held).values(expires_at=self.clock() + ttl_s).returning(*_COLUMNS)
         with self.engine.begin() as conn:
-            conn.execute(run_leases.update().where(held).values(expires_at=self.clock() + ttl_s))
-            rows = conn.execute(sa.select(*_COLUMNS).where(held)).all()
+            rows = conn.execute(renewed).all()
         return {row[0]: _lease(row) for row in rows}
+
+    def watch(self, run_id: str, until: float) -> None:
+        """A replica that does not run ``run_id`` streams its events from the store until ``until`` (epoch seconds,
+        renewed while it streams): the run's owner keeps them there on every heartbeat meanwhile."""
+        later = sa.or_(run_leases.c.watched_until.is_(None), run_leases.c.watched_until < until)
+        with self.engine.begin() as conn:
+            conn.execute(run_leases.update().where(run_leases.c.run_id == run_id, later).values(watched_until=until))
 
     def release(self, run_id: str, owner: str, generation: int, reason: str) -> bool:
         """``owner`` lets ``run_id`` go (``reason``: :data:`OVER`, :data:`WAITING`, :data:`HANDOVER`...); whether it

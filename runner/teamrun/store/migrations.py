@@ -67,6 +67,13 @@ def _live_leases(conn: sa.Connection) -> None:
         pass
 
 
+def _watched_leases(conn: sa.Connection) -> None:
+    """Version 8: a lease says until when another replica streams its run's events from the store (its owner keeps
+    them there on every heartbeat while it does, less often otherwise)."""
+    if "watched_until" not in {column["name"] for column in sa.inspect(conn).get_columns("run_leases")}:
+        conn.execute(sa.text("ALTER TABLE run_leases ADD COLUMN watched_until FLOAT"))  # (version 5 made it new)
+
+
 MIGRATIONS: list[tuple[int, str, Step]] = [
     (1, "threads, thread messages, runs and the run journal", _initial),
     (2, "pending items of waiting runs", _pending_items),
@@ -75,6 +82,7 @@ MIGRATIONS: list[tuple[int, str, Step]] = [
     (5, "run leases: which replica executes each running run", _run_leases),
     (6, "thread messages indexed for the recall of a resource's earlier threads", _memory_messages),
     (7, "run leases of live runs only: the rows of ended runs go, partial indexes for the heartbeat", _live_leases),
+    (8, "run leases say until when another replica streams their run's events", _watched_leases),
 ]
 """``(version, what it does, step)`` in order; the last one is the version the tables in :mod:`schema` have."""
 

@@ -22,7 +22,9 @@
 - ``run_leases``: which replica (``teamrun serve`` process) executes a running run: its ``owner``, the lease's
   ``generation`` (raised on every take; a write for the run under an older one is refused: fencing) and
   ``expires_at`` (epoch seconds, renewed by the owner's heartbeat); ``cancel_reason``: a cancel asked on another
-  replica, for the owner to apply; ``released``: why the owner let it go (``handover``, ``waiting``...). Only
+  replica, for the owner to apply; ``released``: why the owner let it go (``handover``, ``waiting``...);
+  ``watched_until``: another replica streams the run's events from the store until then (epoch seconds), so its
+  owner keeps them there on every heartbeat. Only
   live runs have a row: a run's outcome write deletes it (a waiting run's stays, released, so the generation
   keeps rising when it continues), the takeover pass sweeps the rows of runs that ended otherwise. Its indexes
   are partial, over live leases only (``ix_run_leases_held``: the renewal; ``ix_run_leases_live``: the takeover).
@@ -186,6 +188,7 @@ run_leases = sa.Table(
     sa.Column("expires_at", sa.Float, nullable=False),
     sa.Column("cancel_reason", sa.Text, nullable=True),
     sa.Column("released", sa.String(64), nullable=True),
+    sa.Column("watched_until", sa.Float, nullable=True),
 )
 LIVE_LEASE = sa.or_(run_leases.c.released.is_(None), run_leases.c.released == sa.literal_column("'handover'"))
 """A lease a replica holds, or one handed over for another to take at once: what the heartbeat reads (the

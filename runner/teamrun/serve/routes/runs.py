@@ -166,11 +166,17 @@ async def run_events(state: State, run_id: str, request: Request) -> StreamingRe
     if registry.store is not None:
         store = registry.store
 
+        watched: float | None = None
+
         async def from_store() -> tuple[list[dict[str, Any]] | None, dict[str, Any]] | None:
+            nonlocal watched
             found = await stored_events(store, state.served, run_id)
             if found is None or state.replica is None:
                 return found
-            return found[0], await as_replicas_show(store, found[1])  # between two replicas: running
+            shown = await as_replicas_show(store, found[1])  # between two replicas: running
+            if shown.get("status") == "running":  # followed from here: its replica saves its events every beat
+                watched = await state.replica.watching(run_id, watched)
+            return found[0], shown
 
         fetch = from_store
     if handle is None and fetch is not None:  # a run of an earlier server, or of another worker
