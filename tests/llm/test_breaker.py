@@ -15,18 +15,11 @@ from teamrun.llm.breaker import BreakerRegistry
 from teamrun.llm.cassette import reply_from_dict, reply_to_dict
 from teamrun.llm.fallbacks import complete_in_order, hold_open_from_journal
 from teamrun.llm.types import ModelReply, ModelSettings
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import Clock
 
 
 def test_three_failures_open_it_for_the_cool_down_then_one_probe_decides() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     breaker = BreakerRegistry(clock=clock).of("openai/a", "http://a/v1/")
     for _ in range(3):
         assert breaker.admit() is None
@@ -56,7 +49,7 @@ def _failing(kind: str, status: int | None = None) -> ProviderError:
 
 
 def test_a_context_too_long_falls_back_but_never_opens_the_breaker() -> None:
-    registry = BreakerRegistry(clock=Clock())
+    registry = BreakerRegistry(clock=Clock(0.0))
     settings = ModelSettings(model="openai/a", fallbacks=(ModelSettings(model="openai/b"),))
 
     async def ask(one: ModelSettings) -> ModelReply:
@@ -71,7 +64,7 @@ def test_a_context_too_long_falls_back_but_never_opens_the_breaker() -> None:
 
 
 def test_a_cancelled_probe_lets_the_next_call_probe() -> None:
-    clock = Clock()
+    clock = Clock(0.0)
     registry = BreakerRegistry(clock=clock, failures_to_open=1)
     registry.of("openai/a", None).failed()
     clock.now = 30.0
@@ -119,11 +112,11 @@ def test_a_journaled_failure_holds_a_new_processes_breaker_open_for_the_rest_of_
         asked.append(one.model)
         return ModelReply(text=f"from {one.model}")
 
-    before = _journaled(asyncio.run(complete_in_order(a_fails, settings, BreakerRegistry(clock=Clock()))))
+    before = _journaled(asyncio.run(complete_in_order(a_fails, settings, BreakerRegistry(clock=Clock(0.0)))))
     (unwell,) = before.unwell
     assert (unwell.model, unwell.api_base, unwell.open_s) == ("openai/a", "http://a/v1", 30.0)
 
-    clock = Clock()
+    clock = Clock(0.0)
     fresh = BreakerRegistry(clock=clock)  # a new process: its breakers know nothing of the earlier attempt
     held = hold_open_from_journal([before], fresh, now=unwell.at + 10.0)
     asked.clear()
@@ -156,23 +149,23 @@ def test_the_journal_holds_nothing_open_that_answered_since_is_past_its_cool_dow
             raise _failing("context_window", 400)
         return ModelReply(text="from b")
 
-    failed = _journaled(asyncio.run(complete_in_order(a_fails, settings, BreakerRegistry(clock=Clock()))))
+    failed = _journaled(asyncio.run(complete_in_order(a_fails, settings, BreakerRegistry(clock=Clock(0.0)))))
     at = failed.unwell[0].at
     answered_later = ModelReply(text="from a", answered_by="openai/a")
-    too_long = _journaled(asyncio.run(complete_in_order(a_too_long, settings, BreakerRegistry(clock=Clock()))))
+    too_long = _journaled(asyncio.run(complete_in_order(a_too_long, settings, BreakerRegistry(clock=Clock(0.0)))))
 
-    assert hold_open_from_journal([failed, answered_later], BreakerRegistry(clock=Clock()), now=at) == []
-    assert hold_open_from_journal([failed], BreakerRegistry(clock=Clock()), now=at + 30.0) == []
+    assert hold_open_from_journal([failed, answered_later], BreakerRegistry(clock=Clock(0.0)), now=at) == []
+    assert hold_open_from_journal([failed], BreakerRegistry(clock=Clock(0.0)), now=at + 30.0) == []
     assert too_long.fallback is not None and too_long.unwell == ()
-    assert hold_open_from_journal([too_long], BreakerRegistry(clock=Clock()), now=at) == []
-    clock = Clock()
+    assert hold_open_from_journal([too_long], BreakerRegistry(clock=Clock(0.0)), now=at) == []
+    clock = Clock(0.0)
     seen = BreakerRegistry(clock=clock)  # a process that saw the model answer after the journaled failure
     clock.now = 100.0
     seen.of("openai/a", None).succeeded()
     clock.now = 105.0
     assert hold_open_from_journal([failed], seen, now=at + 10.0) == []
     assert seen.of("openai/a", None).admit() is None
-    assert hold_open_from_journal([failed], BreakerRegistry(clock=Clock()), now=at + 10.0) != []  # the same, unseen
+    assert hold_open_from_journal([failed], BreakerRegistry(clock=Clock(0.0)), now=at + 10.0) != []  # the same, unseen
 
 
 def test_a_journaled_hold_is_never_longer_than_the_breakers_cool_down() -> None:
@@ -187,13 +180,13 @@ def test_a_journaled_hold_is_never_longer_than_the_breakers_cool_down() -> None:
             raise _failing("server_error", 500)
         return ModelReply(text="from b")
 
-    failed = _journaled(asyncio.run(complete_in_order(a_fails, settings, BreakerRegistry(clock=Clock()))))
+    failed = _journaled(asyncio.run(complete_in_order(a_fails, settings, BreakerRegistry(clock=Clock(0.0)))))
     at = failed.unwell[0].at
     years = dataclasses.replace(failed, unwell=(dataclasses.replace(failed.unwell[0], open_s=1e9),))
-    clock = Clock()
+    clock = Clock(0.0)
     breakers = BreakerRegistry(clock=clock)
     held = hold_open_from_journal([years], breakers, now=at + 10.0)
     assert [round(left) for _unwell, left in held] == [20]
     assert breakers.of("openai/a", None).left() == pytest.approx(20.0)
     nan = dataclasses.replace(failed, unwell=(dataclasses.replace(failed.unwell[0], open_s=float("nan")),))
-    assert hold_open_from_journal([nan], BreakerRegistry(clock=Clock()), now=at) == []
+    assert hold_open_from_journal([nan], BreakerRegistry(clock=Clock(0.0)), now=at) == []

@@ -19,17 +19,8 @@ from teamrun.events import Event, LlmEnd
 from teamrun.llm import breaker
 from teamrun.llm.breaker import BreakerRegistry
 from tests.cli_processes import free_port
+from tests.clock import Clock
 from tests.fakeserver import FakeOpenAI, Reply, hang, http_error, malformed_body, text, tool_calls
-
-
-class Clock:
-    """A clock the test steps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

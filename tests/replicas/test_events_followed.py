@@ -23,20 +23,13 @@ from teamrun.serve.replicas import Replica
 from teamrun.serve.runs import RunHandle, RunRegistry
 from teamrun.store import Store, open_store
 from teamrun.store.schema import run_leases
+from tests.clock import Clock
 from tests.replicas.cluster import events_of
 from tests.replicas.test_continuations import _replica, stores
 from tests.serve.conftest import GatedModel, solo_team, until_status
 from tests.waiting import wait_until
 
 __all__ = ["stores"]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Keeper:

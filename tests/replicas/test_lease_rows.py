@@ -24,6 +24,7 @@ from teamrun.store.journal import StoreJournal
 from teamrun.store.leases import Fence
 from teamrun.store.pending import PendingRepository
 from teamrun.store.records import JournaledRun
+from tests.clock import Clock
 from tests.serve.conftest import GatedModel, RunningServer, solo_team, until_status
 from tests.waiting import wait_until
 
@@ -40,14 +41,6 @@ class BrokenModel:
         response_format: Mapping[str, Any] | None = None,
     ) -> ModelReply:
         raise ModelError("the provider broke (HTTP 500)")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_served_run_that_ends_leaves_no_lease_row_and_its_cancel_reason_in_its_record(

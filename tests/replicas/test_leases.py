@@ -11,14 +11,7 @@ from teamrun.store import open_store
 from teamrun.store.journal import StoreJournal
 from teamrun.store.leases import HANDOVER, Fence, LeaseRepository, StaleLease
 from teamrun.store.records import EntryKey, JournaledRun, JournalEntry
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import Clock
 
 
 def _entry(index: int) -> JournalEntry:
