@@ -105,7 +105,7 @@ def test_a_version_5_store_is_upgraded_to_index_messages(tmp_path: Path) -> None
         conn.execute(sa.text("DROP TABLE memory_messages"))
         conn.execute(sa.text("DELETE FROM schema_version WHERE version > 5"))
     with open_store(path) as store, store.engine.connect() as conn:
-        assert migrations_module.current_version(conn) == migrations_module.latest_version() == 7
+        assert migrations_module.current_version(conn) == migrations_module.latest_version()
         index = MessageIndex(store)
         _turn(index, "cust-A", "t1", "r1", LISBON, REFUND)
         assert _found(index, "cust-A", "Lisbon", exclude="t2") != []

@@ -281,7 +281,7 @@ def test_a_version_7_store_is_upgraded_to_say_which_leases_are_watched(store_url
         )
     with open_store(store_url) as store:
         with store.engine.connect() as conn:
-            assert migrations_module.current_version(conn) == 8
+            assert migrations_module.current_version(conn) == migrations_module.latest_version()
             assert "watched_until" in {c["name"] for c in sa.inspect(conn).get_columns("run_leases")}
         assert store.leases.renew("a", 60)["r7"].watched_until is None
         store.leases.watch("r7", 3e9)

@@ -160,6 +160,16 @@ class MemoryLimits:
     max_memories_per_resource: int = 10000
 
 
+def check_search(resource: str, mode: str, vector: Sequence[float] | None, *, of: str) -> None:
+    """Refuse a search (of memories, or of earlier threads' messages: ``of``) that cannot be made: a bad resource
+    id, an unknown mode, or a mode that ranks by embedding without the query's ``vector``."""
+    check_resource_id(resource)
+    if mode not in ("hybrid", "vector", "keyword"):
+        raise MemoryRefused(f"unknown memory search mode {mode!r}: hybrid, vector or keyword")
+    if mode != "keyword" and vector is None:
+        raise MemoryRefused(f"a {mode} {of} search needs the query's embedding")
+
+
 def check_resource_id(resource: object) -> str:
     """The one check of a resource id (CLI, serve, engine): non-empty printable text of at most 200 characters.
 
@@ -442,15 +452,11 @@ class MemoryStore:
 
         ``vector`` may be None only in ``keyword`` mode. Expired memories are never recalled.
         """
-        check_resource_id(resource)
-        if mode not in ("hybrid", "vector", "keyword"):
-            raise MemoryRefused(f"unknown memory search mode {mode!r}: hybrid, vector or keyword")
+        check_search(resource, mode, vector, of="memory")
         if k < 1:
             return []
         now = time.time() if now is None else now
         candidates = max(_CANDIDATES, 4 * k)
-        if mode != "keyword" and vector is None:
-            raise MemoryRefused(f"a {mode} memory search needs the query's embedding")
         import sqlalchemy as sa
 
         with self.store.errors(f"search the memories of {resource!r}"):
@@ -1139,6 +1145,7 @@ __all__ = [
     "Scored",
     "bump_generation",
     "check_resource_id",
+    "check_search",
     "memory_id",
     "normalise_fact",
     "ranked",

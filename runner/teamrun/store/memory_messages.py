@@ -35,6 +35,7 @@ from teamrun.store.memory import (
     _vector_bytes,
     bump_generation,
     check_resource_id,
+    check_search,
     query_words,
     ranked,
 )
@@ -187,11 +188,7 @@ class MessageIndex:
     ) -> list[FoundMessage]:
         """The ``k`` messages of ``resource`` that best match ``query`` (and its embedding ``vector``), best first,
         none of thread ``exclude_thread``. ``vector`` may be None only in ``keyword`` mode."""
-        check_resource_id(resource)
-        if mode not in ("hybrid", "vector", "keyword"):
-            raise MemoryRefused(f"unknown memory search mode {mode!r}: hybrid, vector or keyword")
-        if mode != "keyword" and vector is None:
-            raise MemoryRefused(f"a {mode} message search needs the query's embedding")
+        check_search(resource, mode, vector, of="message")
         if k < 1:
             return []
         candidates = max(_CANDIDATES, 4 * k)
