@@ -17,6 +17,7 @@ from fastapi import APIRouter, Depends
 
 from teamrun.serve.answers import AnswerNotTaken, AnswerService, PendingAnswer, item_view, settled_reason, was_cancelled
 from teamrun.serve.errors import ApiError
+from teamrun.serve.replicas import as_replicas_show
 from teamrun.serve.state import ServeState, serve_state
 
 __all__ = ["answer_item", "router"]
@@ -83,6 +84,9 @@ async def answer_item(state: ServeState, run_id: str, item_id: str, body: Pendin
         raise _refusal(exc, run_id, state.registry.retry_after_s) from None
     handle = state.registry.get(run_id)
     status = handle.state if handle is not None else record.shown_status()
+    if handle is None and state.replica is not None and state.store is not None:
+        # as GET /v1/runs/{id} says it: between two replicas (its lease expired, not yet taken) running
+        status = (await as_replicas_show(state.store, {"id": run_id, "status": status}))["status"]
     view = item_view(answered.item) | {"team": record.team, "said": answered.said, "run_status": status}
     masked: dict[str, Any] = redactor.value(view)
     return masked
