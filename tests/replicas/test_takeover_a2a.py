@@ -7,6 +7,10 @@ delegates to that agent (``a2a:``). Once replica A has the remote task's id (its
 reattaches to the same remote task (``GetTask``, then ``SubscribeToTask``; the remote agent got one task, its
 model was asked once) and, once the test releases the remote's model, ends the run ``done`` with the remote's
 answer; the lead's finished model call is not paid again.
+
+The same when A stops otherwise: SIGTERM (a rolling restart: A hands the run over), and SIGSTOP then SIGCONT
+once B took the run (A finds it moved). A replica that stopped executing a run for another to continue it
+cancelled its remote task on the way out, as a cancelled run does: B then found the task ``canceled``.
 """
 
 from __future__ import annotations
@@ -213,4 +217,25 @@ def test_a_killed_replicas_run_reattaches_to_its_remote_a2a_task_and_ends_done_o
 ) -> None:
     models = Models(fake_openai)
     seen = _moved_while_remote_task_works(tmp_path, postgres_server, fake_openai, models, signal.SIGKILL)
+    _ended_done_on_the_same_remote_task(seen, models, "lease expired")
+
+
+def test_a_run_handed_over_leaves_its_remote_a2a_task_working_for_the_next_replica(
+    tmp_path: Path, postgres_server: str, fake_openai: FakeOpenAI
+) -> None:
+    """SIGTERM (a rolling restart): A hands the run over; the remote task is not cancelled on the way out (B
+    picks it up, working) -- it was: A's run, stopped as handed over, sent ``CancelTask`` as a cancelled run does,
+    and B found the task ``canceled``."""
+    models = Models(fake_openai)
+    seen = _moved_while_remote_task_works(tmp_path, postgres_server, fake_openai, models, signal.SIGTERM)
+    _ended_done_on_the_same_remote_task(seen, models, "handover")
+
+
+def test_a_paused_replica_that_resumes_leaves_the_remote_a2a_task_to_the_replica_that_took_its_run(
+    tmp_path: Path, postgres_server: str, fake_openai: FakeOpenAI
+) -> None:
+    """SIGSTOP, B takes the run over and reattaches, SIGCONT: A learns the run moved and stops executing it
+    without cancelling the remote task B follows (it did: its run, stopped as moved, sent ``CancelTask``)."""
+    models = Models(fake_openai)
+    seen = _moved_while_remote_task_works(tmp_path, postgres_server, fake_openai, models, signal.SIGSTOP)
     _ended_done_on_the_same_remote_task(seen, models, "lease expired")
