@@ -165,7 +165,7 @@ def _moved_while_remote_task_works(
             assert on_a["data"]["state"] == "working", on_a
             os.kill(a.process.pid, stop_a)
             if stop_a != signal.SIGSTOP:
-                a.process.wait(timeout=120)
+                assert a.process.wait(timeout=120) == (0 if stop_a == signal.SIGTERM else -signal.SIGKILL)
 
             on_b = _until_event(b.url, run_id, lambda k, d: _remote_update(k, d, reattached=True))
             assert on_b["data"]["task_id"] == on_a["data"]["task_id"], (on_a, on_b)  # the same remote task
