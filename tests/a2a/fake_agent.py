@@ -162,6 +162,8 @@ class FakeSide:
     warnings: list[str] = field(default_factory=list)
     cancelled_tasks: list[tuple[str, str]] = field(default_factory=list)
     order: list[str] = field(default_factory=list)
+    moved: bool = False
+    """The journal refuses the cancel's entry: the run goes on in another process (a replica took it over)."""
 
     def fail(self, what: str) -> RemoteAgentError:
         return RemoteAgentError(f"{self.who} {what}")
@@ -180,8 +182,9 @@ class FakeSide:
         assert self.answers, f"asked past the script: {question!r} (round {round})"
         return self.answers.pop(0)
 
-    async def cancelling(self, task_id: str, sent: int) -> None:
+    async def cancelling(self, task_id: str, sent: int) -> bool:
         self.order.append(f"journal cancel of {task_id}")
+        return not self.moved
 
     def cancelled(self, task_id: str, outcome: str) -> None:
         self.order.append(f"cancelled {task_id}: {outcome}")

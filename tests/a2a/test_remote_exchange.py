@@ -206,6 +206,20 @@ def test_cancel_is_journaled_before_cancel_task_is_sent() -> None:
     assert side.order == ["journal cancel of t1", "cancelled t1: canceled"]
 
 
+def test_a_task_is_not_cancelled_when_the_run_goes_on_in_another_process() -> None:
+    """The journal refused the cancel's entry (another replica executes the run now): that replica picks the task
+    up, working; no ``CancelTask``."""
+    agent = FakeAgent([[snapshot("t1", "working")]])
+    side = FakeSide(moved=True)
+    exchange = Exchange(agent, True, side)
+    exchange.view.take(snapshot("t1", "working"))
+
+    asyncio.run(exchange.cancel())
+
+    assert agent.cancels == []
+    assert side.order == ["journal cancel of t1"]
+
+
 # -- the task as its updates describe it -----------------------------------------------------------------
 def test_an_answer_past_the_cap_is_cut_once_with_a_note() -> None:
     view = TaskView()

@@ -13,7 +13,9 @@ a :class:`~teamrun.engine.remote.updates.TaskView`. It holds no run context (tes
   a task or a message, or an update for another task fail it (:meth:`Side.fail`).
 - A task an earlier attempt started is picked up with ``GetTask`` (followed with ``SubscribeToTask`` while it
   works); one the agent no longer knows, or that teamrun cancelled, is sent anew with a warning.
-- :meth:`Exchange.cancel` asks the agent to cancel the task, journaled first, bounded by :data:`CANCEL_WAIT_S`.
+- :meth:`Exchange.cancel` asks the agent to cancel the task, journaled first, bounded by :data:`CANCEL_WAIT_S`;
+  not when the journal refuses that entry because the run goes on in another process now (a replica took it over,
+  or this one handed it over as it stops): the task is left working for that process to pick up.
 """
 
 from __future__ import annotations
@@ -69,8 +71,9 @@ class Side(Protocol):
         """A person's answer to the task's ``question`` (``""``: it asked none), round ``round``."""
         ...
 
-    async def cancelling(self, task_id: str, sent: int) -> None:
-        """The task is about to be cancelled (journaled first: a resume sends the work anew)."""
+    async def cancelling(self, task_id: str, sent: int) -> bool:
+        """The task is about to be cancelled (journaled first: a resume sends the work anew); ``False``: it is not
+        to be, the run goes on in another process (a replica that took it over), which picks the task up."""
         ...
 
     def cancelled(self, task_id: str, outcome: str) -> None:
@@ -119,7 +122,8 @@ class Exchange:
         from a2a.types.a2a_pb2 import CancelTaskRequest
 
         task_id = self.view.task_id
-        await self.side.cancelling(task_id, self.sent)
+        if not await self.side.cancelling(task_id, self.sent):
+            return  # the run goes on elsewhere: the task is that process's to pick up, working
         asked = asyncio.ensure_future(self.client.cancel_task(CancelTaskRequest(id=task_id)))
         try:
             await asyncio.wait_for(asyncio.shield(asked), CANCEL_WAIT_S)

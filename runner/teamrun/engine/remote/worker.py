@@ -22,7 +22,9 @@ parse: :class:`~teamrun.errors.RemoteAgentError` naming the agent and its URL (t
 worker's ``error`` result, its usage unknown). Tokens and cost are counted when the agent reports them in
 ``metadata.usage`` of the task, a status update or a message, else the result says ``usage_known: false``.
 Cancelled (Ctrl-C, the run's or the worker's time-out, ``cancel_task``, a served run cancelled): the remote task
-gets ``CancelTask``, except when the run suspends for a person (the task waits for the answer). A resumed run
+gets ``CancelTask``, except when the run suspends for a person (the task waits for the answer) or goes on in
+another process (a replica took it over, or this one handed it over: the journal refuses the cancel's entry; the
+task is left working for the new owner to pick up). A resumed run
 answers a finished task from the journal (nothing is sent); for a started one it asks ``GetTask`` and picks the
 task up again (``SubscribeToTask`` while it works); a task the agent no longer knows is sent again (a warning
 says so).
@@ -216,16 +218,23 @@ class RemoteDelegation:
         item = PendingItem(kind="question", question=asked, tool=f"a2a:{frame.name}")
         return answer_text(item, await ctx.desk.ask(item, site))
 
-    async def cancelling(self, task_id: str, sent: int) -> None:
-        """First: a resume sends the task anew rather than pick up a cancelled one."""
+    async def cancelling(self, task_id: str, sent: int) -> bool:
+        """First: a resume sends the task anew rather than pick up a cancelled one. ``False`` (no cancel): the
+        journal refused the entry because another process executes the run now (a replica took it over, or this
+        one handed it over as it stops: the run was cancelled here for that), which picks the task up."""
         if self.ctx.journal is None:
-            return
+            return True
         cancelled = RemoteStarted("", sent, url=self.spec.url, cancelled=task_id)
         entry = started_entry(self.frame.key, sent + 1, self.fingerprint, cancelled)
         try:
             await asyncio.wait_for(self.ctx.journal.write_now(entry), CANCEL_WAIT_S)
-        except Exception as exc:  # the run goes down anyway; a resume then finds the task canceled
+        except Exception as exc:
+            if getattr(exc, "stops_run", False):  # a stale lease: the run and its task are another replica's now
+                _log.info("remote_task_left_to_new_owner", agent=self.frame.name, task_id=task_id)
+                return False
+            # the run goes down anyway; a resume then finds the task canceled
             _log.info("remote_cancel_not_journaled", agent=self.frame.name, error=type(exc).__name__)
+        return True
 
     def cancelled(self, task_id: str, outcome: str) -> None:
         _log.info("remote_task_cancelled", agent=self.frame.name, task_id=task_id, outcome=outcome)
