@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -167,4 +168,60 @@ def test_a_leased_write_the_store_refuses_for_good_is_not_held(store_url: str, m
 
     asyncio.run(scenario())
     assert journal.failure is not None and "IntegrityError" in journal.failure
+    store.close()
+
+
+LOOKUP_TEAM = """\
+version: 1
+name: look
+supervisor: lead
+agents:
+  lead: {{description: Looks things up., tools: [lookup]}}
+tools:
+  lookup: {{python: "{module}:lookup"}}
+"""
+
+HELD_TOOLS = """\
+WHILE_IT_RUNS = []
+
+def lookup(query: str) -> str:
+    "Look up a fact."
+    for hook in WHILE_IT_RUNS:
+        hook()
+    return f"fact about {query}"
+"""
+
+
+def test_a_replica_that_lost_its_run_during_a_tool_pays_no_model_call_carrying_its_result(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attack a46d, defect 1: the replica was paused (or cut off) while a tool ran, and another replica took the
+    run meanwhile. The tool's result is queued, not waited for; before, the next model call, which carries it, was
+    paid at once and only its reply's write was refused: the taker paid it too. Now a leased run's model call
+    waits for what it carries to be committed, and the refusal stops the run before the call."""
+    import importlib
+    import uuid
+
+    import teamrun
+    from teamrun.testing.scripted import ScriptedModel, tool_call
+
+    module = f"held_tools_{uuid.uuid4().hex[:8]}"  # its own module each time: the tool loader keeps modules
+    (tmp_path / f"{module}.py").write_text(HELD_TOOLS, encoding="utf-8")
+    (tmp_path / "look.yaml").write_text(LOOKUP_TEAM.format(module=module), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    store, backend, leases, clock, journal = _leased(store_url, "r6")
+    journal.record.team_file = str(tmp_path / "look.yaml")
+
+    def taken_by_another() -> None:
+        clock.now += 11
+        (expired,) = leases.takeable()
+        assert leases.take(expired, "b", ttl_s=10) == 2
+
+    importlib.import_module(module).WHILE_IT_RUNS.append(taken_by_another)
+    model = ScriptedModel({"lead": [tool_call("lookup", query="rust"), "final: rust"]})
+    team = teamrun.load_team(tmp_path / "look.yaml", chat_model=model)
+    with contextlib.suppress(StaleLease):
+        asyncio.run(team.run("go", journal=journal, run_id="r6"))
+    assert len(model.calls_of("lead")) == 1  # the call carrying the tool's result was never made here
+    assert [e.key.kind for e in backend.load("r6")] == ["model"]  # the taker runs the tool again (idempotent)
     store.close()

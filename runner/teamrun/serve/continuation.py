@@ -77,11 +77,12 @@ async def _to_end(
     owned: bool,
     where: str,
 ) -> None:
-    from teamrun.engine.durability.resume import open_resume
+    from teamrun.engine.durability.resume import ResumeNeedsConfirmation, open_resume
 
     try:
         journal = await asyncio.to_thread(open_resume, backend, handle.id, confirmed=confirmed)
     except TeamrunError as exc:
+        handle.needs_confirmation = isinstance(exc, ResumeNeedsConfirmation)  # it stays interrupted, not failed
         _log.warning("serve_continue_failed", run=handle.id, error=str(exc))
         handle.error = handle.redactor.text(f"the run could not continue{where}: {exc}")
         registry.settle(served.team, handle)

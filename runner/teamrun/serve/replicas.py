@@ -37,7 +37,7 @@ from teamrun.logs import get_logger
 from teamrun.serve.continuation import continue_here
 from teamrun.serve.runs import RunHandle, RunRegistry, ServerBusy, ShuttingDown
 from teamrun.serve.served import Served
-from teamrun.store.leases import LeaseNotTaken
+from teamrun.store.leases import CONFIRM, LeaseNotTaken
 
 if TYPE_CHECKING:
     from teamrun.serve.history import EventKeeper
@@ -244,7 +244,7 @@ class Replica:
                 self._recording[handle.id] = job  # (awaited by recorded(), which holds the request's answer)
                 job.add_done_callback(lambda _job: self._recording.pop(handle.id, None))
             return
-        reason = "waiting" if handle.state == "waiting" else "over"
+        reason = "waiting" if handle.state == "waiting" else CONFIRM if handle.needs_confirmation else "over"
         failed = handle.error if handle.result is None and not handle.moved else None
         loop = asyncio.get_running_loop()
         task = loop.create_task(
@@ -272,7 +272,9 @@ class Replica:
 
     async def _release(self, run_id: str, generation: int, reason: str, failed: str | None = None) -> None:
         try:
-            if failed is not None:  # it could not run at all (a refused thread...): its early record says so
+            if failed is not None and reason == CONFIRM:  # it waits for a person's say: shown interrupted everywhere
+                await asyncio.to_thread(self.store.runs.let_go, run_id, failed)
+            elif failed is not None:  # it could not run at all (a refused thread...): its early record says so
                 await asyncio.to_thread(self._record_failed, run_id, failed)
             if not self.store.fences.released_by_write(run_id):  # by its last record write, most often
                 await asyncio.to_thread(self.store.leases.release, run_id, self.id, generation, reason)
@@ -289,7 +291,12 @@ class Replica:
         generation = self.held.get(run_id)
         if generation is None:
             return
-        lease = await asyncio.to_thread(self.store.leases.get, run_id)
+        try:
+            lease = await asyncio.to_thread(self.store.leases.get, run_id)
+        except Exception as exc:  # the store out of reach: the run runs here as far as anyone can tell, and its
+            # handle answers (its writes hold until the store answers, and are refused then if the lease went)
+            _log.info("serve_owner_not_confirmed", run=run_id, error=str(exc), error_type=type(exc).__name__)
+            return
         if self.held.get(run_id) != generation:
             return  # it stopped or moved meanwhile
         if lease is None and self.store.fences.is_ending(run_id):

@@ -173,6 +173,9 @@ class RunHandle:
     """Set once the run holds its lease (replicas on one store, serve/replicas.py)."""
     moved: bool = False
     """Another replica executes the run now (it took the run's lease): the store's record is its truth."""
+    needs_confirmation: bool = False
+    """Continued here, the run could not go on without a person's say (a tool that is not idempotent may have run
+    halfway where it ran before): it waits in the store, ``interrupted``, for ``teamrun resume RUN_ID --yes``."""
     lost_at: int | None = None
     """How many events the run had here when this replica learned another one took it (its writes refused, or
     its lease gone): the events after them (its cancellation here) are this process's alone, never sent; the
@@ -380,8 +383,9 @@ def continued_since(handle: RunHandle, stored: JournaledRun) -> bool:
 def reconciled(handle: RunHandle) -> bool:
     """Whether what ``handle`` says of its run must be checked against the store: it ran and stopped here (over,
     or waiting), so another process (``teamrun answer``, ``resume``, another server) may have continued it since;
-    or another replica took it over (it may still be stopping here)."""
-    return handle.moved or (handle.finished and handle.result is not None)
+    or another replica took it over (it may still be stopping here); or it could not continue here without a
+    person's say (``teamrun resume --yes`` may continue it elsewhere)."""
+    return handle.moved or (handle.finished and (handle.result is not None or handle.needs_confirmation))
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,12 @@ class StoreJournal:
                 f"cannot journal run {run_id} in the store {self.store.display}: {first_line(exc)}"
             ) from exc
 
+    def holds_run(self, run_id: str) -> bool:
+        """Whether ``run_id`` is executed here under a lease (a replica's): it must not go on unjournaled, and its
+        model calls wait for the entries they carry (:meth:`RunJournal.settle
+        <teamrun.engine.durability.journal.RunJournal.settle>`)."""
+        return self.store.fences.get(run_id) is not None
+
     def _append(self, run_id: str, entries: Sequence[JournalEntry], heartbeat: float | None) -> None:
         now = _dt.datetime.now(_dt.UTC)
         with self._lock, self._writer_connection() as conn, conn.begin():

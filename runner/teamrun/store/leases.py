@@ -37,6 +37,7 @@ from teamrun.store.schema import LIVE_LEASE, run_leases, runs
 
 __all__ = [
     "CHANNEL",
+    "CONFIRM",
     "HANDOVER",
     "OVER",
     "WAITING",
@@ -57,6 +58,10 @@ HANDOVER = "handover"
 literal of :data:`~teamrun.store.schema.LIVE_LEASE`)."""
 OVER = "over"
 """The run ended here: its outcome's write deletes the lease (:meth:`LeaseRepository.check`'s ``release``)."""
+CONFIRM = "confirm"
+"""A run taken over here could not go on without a person's say (a tool that is not idempotent may have run
+halfway): its lease is released with this reason, so no replica takes it again, and its record shows it
+``interrupted`` until ``teamrun resume RUN_ID --yes``."""
 WAITING = "waiting"
 """The run suspended here to wait for people: its lease is released and kept (the generation of the next one)."""
 SWEPT = ("running", "waiting")

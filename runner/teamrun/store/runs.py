@@ -126,6 +126,18 @@ class RunRepository:
                 values["meta"] = {**old, **meta}
             conn.execute(runs.update().where(runs.c.id == run_id).values(**values))
 
+    def let_go(self, run_id: str, why: str) -> None:
+        """A running run that no process runs any more until a person says so (``teamrun resume RUN_ID --yes``): its
+        record stays ``running``, with no process, so every view shows it ``interrupted``, and says ``why``."""
+        with self.engine.begin() as conn:
+            old = conn.execute(sa.select(runs.c.meta).where(runs.c.id == run_id)).scalar() or {}
+            gone = {"pid": 0, "host": "", "heartbeat_at": 1.0}  # no process, none touched it since 1970
+            conn.execute(
+                runs.update()
+                .where(runs.c.id == run_id, runs.c.status == "running")
+                .values(error=self.secrets.text(why), meta={**old, **gone})
+            )
+
     def set_status(self, run_id: str, status: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(runs.update().where(runs.c.id == run_id).values(status=status))

@@ -202,6 +202,9 @@ class RunJournal:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._stopping = threading.Event()
+        self._queued = 0
+        """Entries queued by :meth:`write` and not committed (nor given up) yet."""
+        self._counting = threading.Lock()
         self._open_calls = 0
         """Model calls started and not written yet (one answered from the journal or failed stays counted:
         it only makes a commit wait for company up to :data:`GROUP_COMMIT_S`)."""
@@ -272,7 +275,29 @@ class RunJournal:
     def write(self, entry: JournalEntry) -> None:
         """Queue ``entry``; the writer thread commits it shortly (the caller does not wait)."""
         if self._thread is not None and not self._closing:  # none when the journal could not be opened
+            with self._counting:
+                self._queued += 1
             self._queue.put(_Write(entry))
+
+    async def settle(self) -> None:
+        """Before a model call of a run that must not go on unjournaled (a replica's, under a lease): until the
+        entries queued so far (the tool results the call carries) are committed. A replica that lost the run learns
+        it here, by a refused write, before it pays the call (:attr:`fenced` is raised); one cut off from the store
+        holds here (:meth:`write_now`). Nothing to wait for otherwise: one process's queued results ride with the
+        next reply's commit."""
+        if self.fenced is not None:
+            raise self.fenced
+        if self._queued == 0 or self._thread is None or self._closing:
+            return
+        holds = getattr(self.backend, "holds_run", None)
+        if holds is None or not holds(self.run_id):
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._queue.put(_Write(None, loop, done))
+        await done
+        if self.fenced is not None:
+            raise self.fenced
 
     async def write_now(self, entry: JournalEntry) -> None:
         """Write ``entry`` and wait until it is committed: a model reply or tool result before the engine acts
@@ -312,7 +337,7 @@ class RunJournal:
                 if item is None:
                     stop = True
                     break
-                if item.entry is not None:
+                if item.entry is not None or item.done is not None:  # an entry, or a waiter (:meth:`settle`)
                     batch.append(item)
                 if item.done is not None:  # someone waits: commit soon, with the replies of calls still open
                     company = GROUP_COMMIT_S if self._open_calls > 0 else 0.0
@@ -328,7 +353,7 @@ class RunJournal:
                         late = self._queue.get_nowait()
                     except queue.Empty:
                         break
-                    if late is not None and late.entry is not None:
+                    if late is not None and (late.entry is not None or late.done is not None):
                         batch.append(late)
             now = time.time()
             beat = now if now - last_beat >= HEARTBEAT_S else None
@@ -343,14 +368,25 @@ class RunJournal:
                 _log.warning("journal_release_failed", run_id=self.run_id, error=str(exc))
 
     def _commit(self, batch: list[_Write], beat: float | None) -> None:
+        entries = [w.entry for w in batch if w.entry is not None]
+        queued = sum(1 for w in batch if w.entry is not None and w.done is None)
+        try:
+            self._write(entries, batch, beat)
+        finally:
+            with self._counting:
+                self._queued -= queued
+        for write in batch:  # a failed write is reported at the end; the run goes on
+            if write.loop is not None and write.done is not None:
+                write.loop.call_soon_threadsafe(_settle, write.done)
+
+    def _write(self, entries: list[JournalEntry], batch: list[_Write], beat: float | None) -> None:
         if self.failure is None and (batch or beat is not None):
-            entries = [w.entry for w in batch if w.entry is not None]
             held_since: float | None = None
             pause = HOLD_FIRST_S
             while True:
                 try:
                     self.backend.append(self.run_id, entries, heartbeat=beat)
-                    self.written += len(batch)
+                    self.written += len(entries)
                     if held_since is not None:
                         held_s = round(time.time() - held_since, 1)
                         _log.info("journal_write_resumed", run_id=self.run_id, held_s=held_s)
@@ -368,9 +404,6 @@ class RunJournal:
                         self.fenced = exc
                     _log.warning("journal_write_failed", run_id=self.run_id, error=self.failure)
                     break
-        for write in batch:  # a failed write is reported at the end; the run goes on
-            if write.loop is not None and write.done is not None:
-                write.loop.call_soon_threadsafe(_settle, write.done)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -99,6 +99,8 @@ async def call_model(
         scope = current_scope.set(calling)
         try:
             if reply is None:
+                if journal is not None and call.journal is not None:  # a replica's: what it carries is in the store
+                    await journal.settle()
                 where = f" at {settings.api_base}" if settings.api_base else ""
                 ctx.calls_in_flight[span.id] = f"{frame.name}'s call to {settings.model}{where}"
                 try:
