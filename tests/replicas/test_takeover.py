@@ -17,6 +17,7 @@ import os
 import re
 import signal
 import threading
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -216,8 +217,13 @@ def test_a_rolling_restart_hands_the_runs_over_and_fails_no_request(
     assert failures == []
     # each old replica handed its runs over as it stopped (round-robin started 3 or 4 of the 10 on each)
     assert [server.stderr.count("serve_runs_handed_over") for server in olds] == [1] * REPLICAS, logs
-    handed = {run_id for run_id, why in _taken(*olds, *new, why=True) if why == "handover"}
-    assert sorted(handed) == sorted(ids), logs  # every run moved by a handover (the last one to a new replica)
+    taken = [run_id for run_id, why in _taken(*olds, *new, why=True) if why == "handover"]
+    assert set(taken) == set(ids), logs  # every run moved by a handover (the last one to a new replica)
+    given = [line for log in logs for line in log.splitlines() if "serve_runs_handed_over" in line]
+    handovers = {run_id: sum(line.count(run_id) for line in given) for run_id in ids}
+    counted = Counter(taken)
+    twice = {run_id: (counted[run_id], times) for run_id, times in handovers.items() if counted[run_id] != times}
+    assert twice == {}, logs  # each handover of a run taken by one replica, once: (takes, handovers) of any other
     paid = provider.calls()
     assert {task: paid[(task, 1)] for task in tasks} == dict.fromkeys(tasks, 1)
     assert {task: paid[(task, 3)] for task in tasks} == dict.fromkeys(tasks, 1)
