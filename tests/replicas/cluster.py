@@ -3,12 +3,13 @@
 :class:`Provider` answers a three-call run per task (two lookups, then the answer) on the fake OpenAI server and
 logs each request as ``(task, call number)``; its :attr:`Provider.gate` holds every second call until it is set (the
 test kills or pauses a replica meanwhile: each run has then finished and acted on its first call). :func:`replica`
-starts one `teamrun serve --store URL --lease S` child; :func:`haproxy` puts HAProxy (Debian's package) in front
-of replicas, round-robin, no stickiness.
+starts one `teamrun serve --store URL --lease S` child (:func:`replicas` several, side by side); :func:`haproxy`
+puts HAProxy (Debian's package) in front of replicas, round-robin, no stickiness.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import shutil
@@ -23,7 +24,7 @@ from tests.cli_processes import Serving, child_env, free_port, running, serving
 from tests.fakeserver import FakeOpenAI, Reply, hang, text, tool_calls
 from tests.waiting import answers, wait_until
 
-__all__ = ["LEASE_S", "TOKEN", "Provider", "haproxy", "replica", "team_file"]
+__all__ = ["LEASE_S", "TOKEN", "Provider", "haproxy", "replica", "replicas", "team_file"]
 
 LEASE_S = "2"
 """The replicas' ``--lease``: a stopped replica's runs move after 2 s."""
@@ -97,12 +98,28 @@ def env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def replica(team: Path, store: str, *, port: int | None = None, slots: int = SLOTS) -> Iterator[Serving]:
-    """One ``teamrun serve --store STORE --lease 2 --max-concurrent-runs SLOTS`` replica (its warnings on stderr,
-    read once it ended)."""
-    options = ("--store", store, "--lease", LEASE_S, "--max-concurrent-runs", str(slots))
+def replica(
+    team: Path, store: str, *, port: int | None = None, slots: int = SLOTS, lease: str = LEASE_S
+) -> Iterator[Serving]:
+    """One ``teamrun serve --store STORE --lease LEASE --max-concurrent-runs SLOTS`` replica (its warnings on
+    stderr, read once it ended)."""
+    options = ("--store", store, "--lease", lease, "--max-concurrent-runs", str(slots))
     with serving(str(team), *options, env=env(), cwd=team.parent, port=port) as server:
         yield server
+
+
+@contextlib.contextmanager
+def replicas(team: Path, store: str, count: int, *, lease: str = LEASE_S) -> Iterator[list[Serving]]:
+    """``count`` :func:`replica` children started side by side (a start is mostly Python's imports and LiteLLM's
+    set-up, several seconds each: one after the other, they add up)."""
+    with contextlib.ExitStack() as stack:
+        starts = [replica(team, store, lease=lease) for _ in range(count)]
+        with concurrent.futures.ThreadPoolExecutor(count) as pool:
+            started = [pool.submit(start.__enter__) for start in starts]
+        for start, future in zip(starts, started, strict=True):
+            if future.exception() is None:  # (one that failed has ended its child already)
+                stack.push(start.__exit__)
+        yield [future.result() for future in started]
 
 
 @contextlib.contextmanager

@@ -150,6 +150,8 @@ class Replica:
         beat on, one nobody follows every :data:`KEEP_UNFOLLOWED_S`: a run that ends before (most chat
         completions) is kept once, as it ends, not twice."""
         self._task: asyncio.Task[None] | None = None
+        self._taking: asyncio.Task[list[str]] | None = None
+        """The takeover pass in progress beside the heartbeat, if any (the handover waits for it)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handing_over = False
         self._stop = threading.Event()
@@ -350,7 +352,6 @@ class Replica:
                 handle.wake_readers()
 
     async def _beat(self) -> None:
-        taking: asyncio.Task[list[str]] | None = None
         while True:
             self._end_streams()
             try:
@@ -358,8 +359,9 @@ class Replica:
             except Exception as exc:  # a store that does not answer for a while: the next beat tries again
                 _log.warning("serve_heartbeat_failed", replica=self.id, error=str(exc), error_type=type(exc).__name__)
                 self._said_if_late()
+            taking = self._taking
             if (taking is None or taking.done()) and self._taking_runs:  # beside the beat: it never delays it
-                taking = asyncio.create_task(self._take_over_logged(), name="teamrun-replica-takeover")
+                self._taking = asyncio.create_task(self._take_over_logged(), name="teamrun-replica-takeover")
             await asyncio.sleep(self.tick_s)  # a timer: the heartbeat's period
 
     @property
@@ -503,6 +505,8 @@ class Replica:
                 self._swept_at = now
         taken: list[str] = []
         for lease in await asyncio.to_thread(self.leases.takeable):
+            if not self._taking_runs:
+                break  # the server stops: the rest is for the other replicas
             if lease.owner == self.id and lease.run_id in self.held:
                 continue
             if await self._take(lease):
@@ -550,6 +554,10 @@ class Replica:
         self._stop.set()
         if self._task is not None:
             self._task.cancel()
+        if self._taking is not None and not self._taking.done():
+            # a take on its way to the store: once it lands the run is held here, and handed over with the rest
+            # (cancelled, its take would still commit and the run wait out a lease nobody renews)
+            await asyncio.wait({self._taking})
         given: list[str] = []
         if self.keeper is not None:  # their events so far, kept before the next replica adds its own after them
             for run_id in self.held:
