@@ -572,7 +572,11 @@ class Replica:
             if handle is not None:
                 handle.lose()  # (its events so far are kept: the next owner's follow them)
                 handle.moved = True
-            released = await asyncio.to_thread(self.leases.release, run_id, self.id, generation, HANDOVER)
+            try:
+                released = await asyncio.to_thread(self.leases.release, run_id, self.id, generation, HANDOVER)
+            except Exception as exc:  # the store out of reach: the lease expires instead, and the run moves then
+                _log.warning("serve_run_not_handed_over", run=run_id, error=str(exc), error_type=type(exc).__name__)
+                released = False
             if released:
                 given.append(run_id)
             self.registry.cancel(run_id, "handed over to another replica (this server stops)")
