@@ -190,6 +190,7 @@ class Replica:
         self.store.fences.set(run_id, Fence(self.id, generation))
         self.held[run_id] = generation
         if handle is not None:
+            handle.confirm(handle.event_count)  # its events so far may be sent; later ones once a renewal says so
             handle.owned.set()
 
     def _opened(self, handle: RunHandle) -> Callable[[int], None]:
@@ -198,6 +199,7 @@ class Replica:
 
         def held(generation: int) -> None:
             self.held[handle.id] = generation
+            handle.confirm(handle.event_count)
             handle.owned.set()
 
         def taken(generation: int) -> None:
@@ -406,6 +408,7 @@ class Replica:
         if not held:  # nothing to renew: no round trip (an idle replica's beat costs the store nothing)
             self.renewed_at, self._late_said = time.monotonic(), False
             return
+        counts = {run_id: handle.event_count for run_id in held if (handle := self.registry.get(run_id)) is not None}
         began = time.monotonic()
         leases = await asyncio.to_thread(self.leases.renew, self.id, self.lease_s)
         took = time.monotonic() - began
@@ -425,7 +428,11 @@ class Replica:
                 continue  # its last record write released it (it stops here as its turn ends)
             if lease is None or lease.generation != generation:
                 self._lost(run_id, "its lease was taken by another replica")
-            elif lease.cancel_reason:
+                continue
+            handle = self.registry.get(run_id)
+            if handle is not None and run_id in counts:  # its events up to the renewal may be sent (still its own)
+                handle.confirm(counts[run_id])
+            if lease.cancel_reason:
                 self.registry.cancel(run_id, lease.cancel_reason)
         self._keep_events(leases)
 
@@ -540,6 +547,7 @@ class Replica:
         why = "handover" if lease.released == HANDOVER else "lease expired"
         moved = {"from": lease.owner, "to": self.id, "why": why, "generation": generation}
         handle.note("run_moved", moved)  # before any event of the continuation: its task has not run yet
+        handle.confirm(handle.event_count)
         _log.warning("serve_run_taken_over", run=record.run_id, **moved)
         return True
 

@@ -187,6 +187,11 @@ class RunHandle:
     _lines: list[Event | dict[str, Any]] = field(default_factory=list)
     """Every event so far: the engine's as they came, the server's own lines (:meth:`note`) as dicts. Only the
     first :attr:`_masked` are JSON-ready dicts with secrets masked yet (see :meth:`event`)."""
+    confirmed: int | None = None
+    """A replica's run: how many of its events this replica had when its lease was last found still its own (a
+    renewal); while the run runs, or once it moved, its streams here send no later event, so a replica that lost
+    the run without knowing it yet (paused, cut off) sends none of the events it made meanwhile. ``None``: no lease
+    (one server): every event is sent as it comes."""
     followers: int = 0
     """SSE streams of the run open in this process (a replica saves a followed run's events on every heartbeat)."""
     _masked: int = 0
@@ -297,6 +302,23 @@ class RunHandle:
     def _wake(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+
+    def confirm(self, count: int) -> None:
+        """The run's lease was found still this replica's: its first ``count`` events may be sent
+        (:attr:`confirmed`)."""
+        if self.confirmed is None or count > self.confirmed:
+            self.confirmed = count
+            self._wake()
+
+    @property
+    def sendable(self) -> int:
+        """How many of the run's events its streams here may send now (:attr:`confirmed`, :attr:`lost_at`)."""
+        upto = len(self._lines)
+        if self.confirmed is not None and (self.lost_at is not None or not self.finished):
+            upto = min(upto, self.confirmed)
+        if self.lost_at is not None:
+            upto = min(upto, self.lost_at)
+        return upto
 
     def wake_readers(self) -> None:
         """Wake the streams waiting for the run's next event (each checks whether it should end: the server

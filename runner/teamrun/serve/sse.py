@@ -103,12 +103,12 @@ async def event_stream(
     handle.followers += 1
     try:
         while True:
-            upto = handle.event_count if handle.lost_at is None else min(handle.lost_at, handle.event_count)
+            upto = handle.sendable
             while index < upto:
                 line = handle.event(index)
                 yield sse(line, event=str(line["kind"]), id=first_id + index)
                 index += 1
-            if handle.finished or handle.lost_at is not None:
+            if (handle.finished or handle.lost_at is not None) and index >= handle.sendable:
                 break
             if leaving is not None and leaving():
                 return
