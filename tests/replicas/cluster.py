@@ -146,6 +146,36 @@ def haproxy(tmp_path: Path, backends: list[str]) -> Iterator[str]:
         yield url
 
 
+class Follower:
+    """A client following a run's ``/events`` on the server at ``url``, in a thread of its own, to the stream's end:
+    what it read so far is :attr:`text` (:func:`events_of` parses it)."""
+
+    def __init__(self, url: str, run_id: str) -> None:
+        import httpx
+
+        self.seen: list[str] = []
+
+        def follow() -> None:
+            with (
+                httpx.Client(base_url=url, timeout=60) as client,
+                client.stream("GET", f"/v1/runs/{run_id}/events") as body,
+            ):
+                self.seen.extend(body.iter_text())
+
+        self.thread = threading.Thread(target=follow, daemon=True)
+        self.thread.start()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.seen)
+
+    def join(self, timeout_s: float) -> None:
+        self.thread.join(timeout_s)
+
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
+
 def events_of(body: str) -> list[tuple[int | None, str, dict[str, Any]]]:
     """An SSE body's messages: ``(id, event, data)``."""
     found = []

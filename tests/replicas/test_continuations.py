@@ -24,7 +24,7 @@ from teamrun.engine.durability.pending import SuspendingDesk
 from teamrun.llm.types import Message, ModelReply, ModelSettings, ToolCall, ToolSchema
 from teamrun.serve.app import ServeSettings
 from teamrun.store import Store, open_store
-from tests.replicas.cluster import events_of
+from tests.replicas.cluster import Follower, events_of
 from tests.serve.conftest import GatedModel, RunningServer, solo_team, until_status
 from tests.waiting import wait_until
 
@@ -117,22 +117,13 @@ def test_a_stream_on_a_replica_that_lost_its_run_goes_on_with_the_store_events(
     path = solo_team(tmp_path)
     a, b = (_replica(path, model, store) for store in stores[:2])
     a.start()
-    seen: list[str] = []
     try:
         with httpx.Client(base_url=a.url, timeout=60) as first:
             run_id = first.post("/v1/runs", json={"team": "solo", "input": "wait"}).json()["id"]
             wait_until(lambda: model.waiting == 1, "the model call in flight on A")
 
-            def follow() -> None:
-                with (
-                    httpx.Client(base_url=a.url, timeout=60) as client,
-                    client.stream("GET", f"/v1/runs/{run_id}/events") as body,
-                ):
-                    seen.extend(body.iter_text())
-
-            follower = threading.Thread(target=follow, daemon=True)
-            follower.start()
-            wait_until(lambda: "agent_start" in "".join(seen), "the client follows the run on A")
+            follower = Follower(a.url, run_id)
+            wait_until(lambda: "agent_start" in follower.text, "the client follows the run on A")
             handle = a.app.state.serve.registry.get(run_id)
             wait_until(
                 lambda: len(stores[0].run_events.load(run_id) or []) == handle.event_count,
@@ -154,7 +145,7 @@ def test_a_stream_on_a_replica_that_lost_its_run_goes_on_with_the_store_events(
         for server in (a, b):
             if server.thread.ident is not None:  # started
                 server.stop()
-    followed = events_of("".join(seen))
+    followed = events_of(follower.text)
     assert not follower.is_alive(), followed[-3:]  # the stream ended
     assert followed[-1][1] == "result" and followed[-1][2]["status"] == "done", followed[-3:]
     assert [(index, kind) for index, kind, _ in followed] == [(index, kind) for index, kind, _ in kept]

@@ -10,7 +10,6 @@ lease watched, ``watched_until``, which the owner's renewal reads back with no s
 from __future__ import annotations
 
 import asyncio
-import threading
 from pathlib import Path
 
 import httpx
@@ -24,7 +23,7 @@ from teamrun.serve.runs import RunHandle, RunRegistry
 from teamrun.store import Store, open_store
 from teamrun.store.schema import run_leases
 from tests.clock import Clock
-from tests.replicas.cluster import events_of
+from tests.replicas.cluster import Follower, events_of
 from tests.replicas.test_continuations import _replica, stores
 from tests.serve.conftest import GatedModel, solo_team, until_status
 from tests.waiting import wait_until
@@ -90,22 +89,13 @@ def test_a_replica_streaming_a_run_another_runs_marks_it_watched_and_reads_it_li
     a, b = (_replica(path, model, store) for store in stores[:2])
     a.start()
     b.start()
-    seen: list[str] = []
     try:
         with httpx.Client(base_url=a.url, timeout=60) as client:
             run_id = client.post("/v1/runs", json={"team": "solo", "input": "wait"}).json()["id"]
         wait_until(lambda: model.waiting == 1, "the model call in flight on A")
 
-        def follow() -> None:
-            with (
-                httpx.Client(base_url=b.url, timeout=60) as client,
-                client.stream("GET", f"/v1/runs/{run_id}/events") as body,
-            ):
-                seen.extend(body.iter_text())
-
-        follower = threading.Thread(target=follow, daemon=True)
-        follower.start()
-        wait_until(lambda: "agent_start" in "".join(seen), "B's client reading the run's events while A runs it")
+        follower = Follower(b.url, run_id)
+        wait_until(lambda: "agent_start" in follower.text, "B's client reading the run's events while A runs it")
         with stores[0].engine.connect() as conn:
             watched = conn.execute(sa.select(run_leases.c.watched_until).where(run_leases.c.run_id == run_id))
             assert watched.scalar() is not None
@@ -117,7 +107,7 @@ def test_a_replica_streaming_a_run_another_runs_marks_it_watched_and_reads_it_li
         model.gate.set()
         a.stop()
         b.stop()
-    followed = events_of("".join(seen))
+    followed = events_of(follower.text)
     assert not follower.is_alive()
     assert [index for index, _, _ in followed[:-1]] == list(range(len(followed) - 1))  # each event once
     assert followed[-2][1] == "run_end" and followed[-1][1] == "result" and followed[-1][2]["status"] == "done"

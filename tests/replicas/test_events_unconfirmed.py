@@ -11,7 +11,6 @@ stream sent them under ids the store gives to B's events (``run_moved``...).
 from __future__ import annotations
 
 import importlib
-import threading
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import httpx
 
 from teamrun.store import Store
 from teamrun.testing.scripted import ScriptedModel, tool_call
-from tests.replicas.cluster import events_of
+from tests.replicas.cluster import Follower, events_of
 from tests.replicas.test_continuations import _cut_off, _replica, stores
 from tests.serve.conftest import until_status
 from tests.waiting import wait_until
@@ -59,20 +58,11 @@ def test_a_stream_on_a_replica_that_lost_its_run_unknowingly_sends_none_of_its_l
     model = ScriptedModel({"lead": [tool_call("hold", topic="rust"), "final: rust"]})
     a, b = (_replica(path, model, store) for store in stores[:2])
     a.start()
-    seen: list[str] = []
     try:
         with httpx.Client(base_url=a.url, timeout=60) as client:
             run_id = client.post("/v1/runs", json={"team": "look", "input": "rust"}).json()["id"]
 
-        def follow() -> None:
-            with (
-                httpx.Client(base_url=a.url, timeout=60) as client,
-                client.stream("GET", f"/v1/runs/{run_id}/events") as body,
-            ):
-                seen.extend(body.iter_text())
-
-        follower = threading.Thread(target=follow, daemon=True)
-        follower.start()
+        follower = Follower(a.url, run_id)
         wait_until(tools.STARTED.is_set, "the tool running on A")
         handle = a.app.state.serve.registry.get(run_id)
         wait_until(
@@ -92,7 +82,7 @@ def test_a_stream_on_a_replica_that_lost_its_run_unknowingly_sends_none_of_its_l
         for server in (a, b):
             if server.thread.ident is not None:
                 server.stop()
-    followed = events_of("".join(seen))
+    followed = events_of(follower.text)
     assert not follower.is_alive(), followed[-3:]
     assert followed[-1][1] == "result" and followed[-1][2]["status"] == "done", followed[-3:]
     assert [(index, kind) for index, kind, _ in followed] == [(index, kind) for index, kind, _ in kept]
